@@ -1,0 +1,111 @@
+"""Checkpoints in Megatron's legacy layout.
+
+    <dir>/latest_checkpointed_iteration.txt         "100" (or "release")
+    <dir>/iter_0000100/mp_rank_00/model_optim_rng.pt            PP = 1
+    <dir>/iter_0000100/mp_rank_01_002/model_optim_rng.pt        TP rank 1, PP rank 2
+
+Each file holds ``model`` (``model0``, ``model1``, ... per virtual chunk),
+``optimizer``, ``opt_param_scheduler``, ``rng_state`` (one entry per DP
+rank), ``args``, ``iteration``, ``checkpoint_version`` and the consumed
+samples. Files are written under a temporary name and renamed; the tracker is
+written last, so a crash never leaves a checkpoint that looks complete.
+Loading uses ``torch.load(weights_only=True)``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+import torch.distributed as dist
+
+TRACKER_FILENAME = "latest_checkpointed_iteration.txt"
+CHECKPOINT_FILENAME = "model_optim_rng.pt"
+CHECKPOINT_VERSION = 3.0
+RELEASE = "release"
+
+torch.serialization.add_safe_globals([argparse.Namespace])
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that is missing, incomplete or does not fit the run."""
+
+
+def iteration_dir(root: str, iteration: Optional[int], release: bool = False) -> str:
+    return os.path.join(root, RELEASE if release else f"iter_{iteration:07d}")
+
+
+def rank_dir_name(tp_rank: int, pp_rank: int, pp_size: int, ep_rank: int = 0, ep_size: int = 1) -> str:
+    name = f"mp_rank_{tp_rank:02d}"
+    if pp_size > 1:
+        name += f"_{pp_rank:03d}"
+    if ep_size > 1:
+        name += f"_{ep_rank:03d}"
+    return name
+
+
+def checkpoint_file(root: str, iteration: Optional[int], tp_rank: int, pp_rank: int, pp_size: int,
+                    release: bool = False, ep_rank: int = 0, ep_size: int = 1) -> str:
+    return os.path.join(iteration_dir(root, iteration, release),
+                        rank_dir_name(tp_rank, pp_rank, pp_size, ep_rank, ep_size), CHECKPOINT_FILENAME)
+
+
+def read_tracker(root: str) -> Optional[Tuple[int, bool]]:
+    """(iteration, is_release) from the tracker file, or None when there is none."""
+    path = os.path.join(root, TRACKER_FILENAME)
+    if not os.path.isfile(path):
+        return None
+    text = open(path).read().strip()
+    if text == RELEASE:
+        return 0, True
+    try:
+        return int(text), False
+    except ValueError:
+        raise CheckpointError(f"{path}: expected an iteration number or 'release', found {text!r}; "
+                              "fix or delete the tracker file") from None
+
+
+def write_tracker(root: str, iteration: Optional[int], release: bool = False) -> None:
+    path = os.path.join(root, TRACKER_FILENAME)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as handle:
+        handle.write(RELEASE if release else str(iteration))
+    os.replace(tmp, path)
+
+
+def atomic_save(obj: Any, path: str) -> None:
+    """``torch.save`` to ``path`` through a temporary file in the same directory."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def load_file(path: str) -> Dict[str, Any]:
+    """Load one checkpoint file safely, with an error that names the file."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"checkpoint file {path} is missing; the checkpoint is incomplete or was written "
+                              "with another parallel layout (convert it with tools/convert_ckpt.py)")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # truncated zip, bad pickle, wrong magic ...
+        raise CheckpointError(f"checkpoint file {path} is truncated or corrupt ({type(error).__name__}: "
+                              f"{str(error).splitlines()[0][:200]}); load an earlier iteration or re-save it") from None
+
+
+def namespace_for_checkpoint(args: argparse.Namespace) -> argparse.Namespace:
+    """A copy of the run's arguments with only plain values (loadable with weights_only)."""
+    plain = (bool, int, float, str, type(None), list, tuple)
+    kept = {}
+    for key, value in vars(args).items():
+        if isinstance(value, torch.dtype):
+            kept[key] = str(value).replace("torch.", "")
+        elif isinstance(value, plain):
+            kept[key] = value
+    return argparse.Namespace(**kept)
+
+
+def barrier() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()

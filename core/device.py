@@ -1,0 +1,159 @@
+"""The one module that knows which accelerator runs the job.
+
+Every other module asks this one for the device, the collective backend, RNG
+state access, synchronisation and memory statistics, so the same code runs on
+the CPU (gloo), NVIDIA GPUs (nccl) and Ascend NPUs (torch_npu + hccl).
+
+Selection order: an explicit ``--device`` flag, else an NPU when ``torch_npu``
+imports and reports devices, else CUDA when available, else the CPU.
+"""
+from __future__ import annotations
+
+import os
+import resource
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+_BACKEND_FOR_TYPE = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
+
+
+def _npu_available() -> bool:
+    try:
+        import torch_npu  # noqa: F401  (registers torch.npu)
+    except Exception:
+        return False
+    return bool(getattr(torch, "npu", None)) and torch.npu.is_available() and torch.npu.device_count() > 0
+
+
+def detect_device_type() -> str:
+    """'npu', 'cuda' or 'cpu', in that order of preference."""
+    if _npu_available():
+        return "npu"
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        return "cuda"
+    return "cpu"
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """The device type of this process and what follows from it."""
+
+    type: str
+    local_rank: int = 0
+
+    @property
+    def backend(self) -> str:
+        return _BACKEND_FOR_TYPE[self.type]
+
+    @property
+    def device(self) -> torch.device:
+        if self.type == "cpu":
+            return torch.device("cpu")
+        return torch.device(self.type, self.local_rank)
+
+    @property
+    def module(self) -> Any:
+        """torch.cuda / torch.npu, or None on the CPU."""
+        return None if self.type == "cpu" else getattr(torch, self.type)
+
+    def set_current(self) -> None:
+        if self.module is not None:
+            self.module.set_device(self.local_rank)
+
+    def synchronize(self) -> None:
+        if self.module is not None:
+            self.module.synchronize()
+
+    def manual_seed(self, seed: int) -> None:
+        if self.module is not None:
+            self.module.manual_seed(seed)
+
+    def get_rng_state(self) -> torch.Tensor:
+        """RNG state of the generator that drives random ops on this device."""
+        if self.module is None:
+            return torch.get_rng_state()
+        return self.module.get_rng_state()
+
+    def set_rng_state(self, state: torch.Tensor) -> None:
+        if self.module is None:
+            torch.set_rng_state(state)
+        else:
+            self.module.set_rng_state(state)
+
+    def max_memory_gb(self) -> float:
+        """Peak device memory (GB); on the CPU the process's peak RSS."""
+        if self.module is None:
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2  # KiB -> GiB
+        return self.module.max_memory_allocated() / 1024**3
+
+    def name(self) -> str:
+        if self.module is None:
+            return "cpu"
+        return str(self.module.get_device_name(self.local_rank))
+
+
+_current: Optional[Accelerator] = None
+
+
+def init_accelerator(device_type: Optional[str] = None) -> Accelerator:
+    """Choose the accelerator for this process (``device_type`` overrides detection)."""
+    global _current
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    chosen = device_type or detect_device_type()
+    if chosen not in _BACKEND_FOR_TYPE:
+        raise ValueError(f"--device {chosen!r} is not one of {sorted(_BACKEND_FOR_TYPE)}")
+    _current = Accelerator(chosen, local_rank if chosen != "cpu" else 0)
+    _current.set_current()
+    return _current
+
+
+def accelerator() -> Accelerator:
+    """The accelerator chosen by ``init_accelerator`` (detected on first use)."""
+    return _current if _current is not None else init_accelerator()
+
+
+def current_device() -> torch.device:
+    return accelerator().device
+
+
+def default_backend() -> str:
+    return accelerator().backend
+
+
+def autocast_device_type() -> str:
+    return accelerator().type
+
+
+# Peak dense TFLOP/s per device for MFU, by the substring of the device name.
+# bf16/fp16 tensor-core figures from the vendors' data sheets (dense, no sparsity).
+_PEAK_TFLOPS_BF16 = {
+    "H200": 989.0, "H100": 989.0, "H800": 989.0, "H20": 148.0, "A100": 312.0, "A800": 312.0,
+    "L40S": 362.0, "A10": 125.0, "V100": 125.0, "910B": 313.0, "910": 256.0,
+}
+
+
+def _cpu_peak_tflops() -> float:
+    """fp32 peak of this CPU: cores x 2 FMA pipes x lanes x 2 flops x ~2.5 GHz (an estimate)."""
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        flags = ""
+    lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cores * 2 * lanes * 2 * 2.5e9 / 1e12
+
+
+def peak_tflops(override: Optional[float] = None) -> float:
+    """Peak TFLOP/s of one device, used as the MFU denominator (``--peak-tflops`` overrides)."""
+    if override:
+        return float(override)
+    acc = accelerator()
+    if acc.type == "cpu":
+        return _cpu_peak_tflops()
+    name = acc.name()
+    for key, value in _PEAK_TFLOPS_BF16.items():
+        if key in name:
+            return value
+    return 100.0

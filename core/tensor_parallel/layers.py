@@ -1,0 +1,264 @@
+"""Tensor-parallel layers: column/row-parallel linear and vocab-parallel embedding.
+
+Each layer is a drop-in ``nn.Linear`` / ``nn.Embedding``: at TP=1 it computes
+exactly what those compute. A parameter split over TP carries a
+:class:`TPShard` (attribute ``tp_shard``) that maps the full, layout-free
+tensor to this rank's slice and back; weight initialisation, checkpoint
+conversion and tests all go through it, so results never depend on the TP
+degree.
+
+A fused weight (QKV, gate/up) is a list of :class:`Segment`s; each segment is
+split over TP by whole units (heads). A segment with fewer units than TP ranks
+(GQA key/value heads with TP > KV heads) is replicated: rank ``r`` holds unit
+``r * units // tp``, and the replicas' partial gradients are summed by
+:func:`reduce_replicated_grads`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from core.parallel_state import Group
+from core.tensor_parallel.mappings import (
+    all_reduce,
+    copy_to_tensor_model_parallel_region,
+    gather_from_sequence_parallel_region,
+    gather_from_tensor_model_parallel_region,
+    reduce_from_tensor_model_parallel_region,
+    reduce_scatter_to_sequence_parallel_region,
+    scatter_to_tensor_model_parallel_region,
+)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A run of ``units`` equal blocks of ``unit_size`` rows (e.g. heads x head_dim)."""
+
+    units: int
+    unit_size: int = 1
+
+    @property
+    def size(self) -> int:
+        return self.units * self.unit_size
+
+    def local_units(self, tp: int) -> int:
+        return max(self.units // tp, 1)
+
+    def first_unit(self, rank: int, tp: int) -> int:
+        return rank * self.units // tp
+
+    def is_replicated(self, tp: int) -> bool:
+        return self.units < tp
+
+
+@dataclass(frozen=True)
+class TPShard:
+    """How a full tensor is split over the TP ranks along ``dim``."""
+
+    dim: int
+    segments: Tuple[Segment, ...]
+
+    @staticmethod
+    def even(dim: int, size: int) -> "TPShard":
+        return TPShard(dim, (Segment(size, 1),))
+
+    @property
+    def full_size(self) -> int:
+        return sum(seg.size for seg in self.segments)
+
+    def local_size(self, tp: int) -> int:
+        return sum(seg.local_units(tp) * seg.unit_size for seg in self.segments)
+
+    def validate(self, tp: int, what: str) -> None:
+        for seg in self.segments:
+            if seg.units >= tp and seg.units % tp != 0:
+                raise ValueError(f"{what}: {seg.units} units do not split evenly over {tp} TP ranks")
+            if seg.units < tp and tp % seg.units != 0:
+                raise ValueError(f"{what}: {seg.units} replicated units do not divide {tp} TP ranks")
+
+    def shard(self, full: torch.Tensor, rank: int, tp: int) -> torch.Tensor:
+        """This rank's slice of the full tensor."""
+        pieces, offset = [], 0
+        for seg in self.segments:
+            start = offset + seg.first_unit(rank, tp) * seg.unit_size
+            pieces.append(full.narrow(self.dim, start, seg.local_units(tp) * seg.unit_size))
+            offset += seg.size
+        return torch.cat(pieces, dim=self.dim) if len(pieces) > 1 else pieces[0].clone()
+
+    def unshard(self, locals_: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The full tensor from every rank's slice (replicated units taken from their first holder)."""
+        tp = len(locals_)
+        splits = [seg.local_units(tp) * seg.unit_size for seg in self.segments]
+        per_rank = [list(t.split(splits, dim=self.dim)) for t in locals_]
+        pieces = []
+        for index, seg in enumerate(self.segments):
+            if seg.is_replicated(tp):
+                holders = [unit * tp // seg.units for unit in range(seg.units)]
+                pieces.extend(per_rank[r][index] for r in holders)
+            else:
+                pieces.extend(per_rank[r][index] for r in range(tp))
+        return torch.cat(pieces, dim=self.dim)
+
+    def has_replicas(self, tp: int) -> bool:
+        return any(seg.is_replicated(tp) for seg in self.segments)
+
+
+def reduce_replicated_grads(grad: torch.Tensor, shard: TPShard, group: Group) -> None:
+    """Sum, in place, the partial gradients that replicas of a unit computed.
+
+    Each rank writes its replicated units into a zero buffer laid out by unit,
+    the buffer is all-reduced over TP, and each rank reads its units back.
+    """
+    tp = group.size
+    offset = 0
+    for seg in shard.segments:
+        local_rows = seg.local_units(tp) * seg.unit_size
+        if seg.is_replicated(tp):
+            mine = grad.narrow(shard.dim, offset, local_rows)
+            shape = list(mine.shape)
+            shape[shard.dim] = seg.size
+            buffer = mine.new_zeros(shape)
+            unit = seg.first_unit(group.rank, tp)
+            buffer.narrow(shard.dim, unit * seg.unit_size, seg.unit_size).copy_(mine)
+            all_reduce(buffer, group)
+            mine.copy_(buffer.narrow(shard.dim, unit * seg.unit_size, seg.unit_size))
+        offset += local_rows
+
+
+def mark_param(param: nn.Parameter, *, init: str, tp_shard: Optional[TPShard] = None,
+               sequence_parallel: bool = False, init_shape: Optional[Sequence[int]] = None) -> nn.Parameter:
+    """Attach the attributes that initialisation, conversion and grad sync read.
+
+    ``init``: 'normal', 'scaled_normal' (output layers), 'ones' or 'zeros'.
+    ``sequence_parallel``: replicated over TP but fed a sequence shard, so its
+    gradient is summed over TP. ``init_shape``: the unpadded full shape to draw
+    random values for (the rest of the full tensor is zero padding).
+    """
+    param.init_method = init
+    param.tp_shard = tp_shard
+    param.sequence_parallel = sequence_parallel
+    param.init_shape = tuple(init_shape) if init_shape is not None else None
+    return param
+
+
+def _local_shape(shard: TPShard, full_shape: Sequence[int], tp: int) -> List[int]:
+    shape = list(full_shape)
+    shape[shard.dim] = shard.local_size(tp)
+    return shape
+
+
+def column_parallel_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], group: Group, *,
+                           sequence_parallel: bool = False, gather_output: bool = False) -> torch.Tensor:
+    """The column-parallel product on a given local weight ``[out/tp, in]`` (tied embeddings use it)."""
+    if sequence_parallel:
+        x = gather_from_sequence_parallel_region(x, group)  # [s/tp, b, in] -> [s, b, in]
+    else:
+        x = copy_to_tensor_model_parallel_region(x, group)
+    y = F.linear(x, weight, bias)  # [s, b, out/tp]
+    if gather_output:
+        y = gather_from_tensor_model_parallel_region(y, group)  # [s, b, out]
+    return y
+
+
+class ColumnParallelLinear(nn.Module):
+    """``Y = X A^T + b`` with A split along its output rows over TP.
+
+    Input ``[s, b, in]`` (``[s/tp, b, in]`` under sequence parallelism);
+    output ``[s, b, out/tp]``, or ``[s, b, out]`` with ``gather_output``.
+    """
+
+    def __init__(self, input_size: int, output_size: int, *, group: Group, bias: bool = True,
+                 gather_output: bool = False, sequence_parallel: bool = False,
+                 segments: Optional[Sequence[Segment]] = None, init: str = "normal",
+                 dtype: Optional[torch.dtype] = None, device: Optional[torch.device] = None) -> None:
+        super().__init__()
+        self.group, self.gather_output, self.sequence_parallel = group, gather_output, sequence_parallel
+        self.shard = TPShard(0, tuple(segments) if segments else (Segment(output_size, 1),))
+        if self.shard.full_size != output_size:
+            raise ValueError(f"segments sum to {self.shard.full_size}, expected {output_size}")
+        self.shard.validate(group.size, f"ColumnParallelLinear({input_size}->{output_size})")
+        local_out = self.shard.local_size(group.size)
+        self.weight = mark_param(nn.Parameter(torch.empty(local_out, input_size, dtype=dtype, device=device)),
+                                 init=init, tp_shard=self.shard)
+        self.bias = None
+        if bias:
+            self.bias = mark_param(nn.Parameter(torch.empty(local_out, dtype=dtype, device=device)),
+                                   init="zeros", tp_shard=self.shard)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return column_parallel_linear(x, self.weight, self.bias, self.group,
+                                      sequence_parallel=self.sequence_parallel, gather_output=self.gather_output)
+
+
+class RowParallelLinear(nn.Module):
+    """``Y = X A^T + b`` with A split along its input columns over TP.
+
+    Input ``[s, b, in/tp]`` (or ``[s, b, in]`` unless ``input_is_parallel``);
+    output ``[s, b, out]``, or ``[s/tp, b, out]`` under sequence parallelism.
+    """
+
+    def __init__(self, input_size: int, output_size: int, *, group: Group, bias: bool = True,
+                 input_is_parallel: bool = True, sequence_parallel: bool = False, init: str = "scaled_normal",
+                 segments: Optional[Sequence[Segment]] = None,
+                 dtype: Optional[torch.dtype] = None, device: Optional[torch.device] = None) -> None:
+        super().__init__()
+        self.group, self.input_is_parallel, self.sequence_parallel = group, input_is_parallel, sequence_parallel
+        self.shard = TPShard(1, tuple(segments) if segments else (Segment(input_size, 1),))
+        self.shard.validate(group.size, f"RowParallelLinear({input_size}->{output_size})")
+        local_in = self.shard.local_size(group.size)
+        self.weight = mark_param(nn.Parameter(torch.empty(output_size, local_in, dtype=dtype, device=device)),
+                                 init=init, tp_shard=self.shard)
+        self.bias = None
+        if bias:
+            self.bias = mark_param(nn.Parameter(torch.empty(output_size, dtype=dtype, device=device)),
+                                   init="zeros", sequence_parallel=sequence_parallel)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.input_is_parallel:
+            x = scatter_to_tensor_model_parallel_region(x, self.group)
+        y = F.linear(x, self.weight)  # [s, b, out], a partial sum over TP
+        if self.sequence_parallel:
+            y = reduce_scatter_to_sequence_parallel_region(y, self.group)  # [s/tp, b, out]
+        else:
+            y = reduce_from_tensor_model_parallel_region(y, self.group)
+        return y + self.bias if self.bias is not None else y
+
+
+class VocabParallelEmbedding(nn.Module):
+    """Word embeddings with the (padded) vocabulary split over TP.
+
+    Input token ids ``[s, b]``; output ``[s, b, h]`` (``[s/tp, b, h]`` under
+    sequence parallelism). Rows past ``vocab_size`` up to ``padded_vocab_size``
+    are zero padding.
+    """
+
+    def __init__(self, vocab_size: int, padded_vocab_size: int, hidden_size: int, *, group: Group,
+                 sequence_parallel: bool = False, dtype: Optional[torch.dtype] = None,
+                 device: Optional[torch.device] = None) -> None:
+        super().__init__()
+        self.group, self.sequence_parallel = group, sequence_parallel
+        self.vocab_size, self.padded_vocab_size = vocab_size, padded_vocab_size
+        self.shard = TPShard.even(0, padded_vocab_size)
+        self.shard.validate(group.size, "--padded vocab")
+        self.per_rank = padded_vocab_size // group.size
+        self.weight = mark_param(nn.Parameter(torch.empty(self.per_rank, hidden_size, dtype=dtype, device=device)),
+                                 init="normal", tp_shard=self.shard, init_shape=(vocab_size, hidden_size))
+
+    def vocab_range(self, rank: int) -> Tuple[int, int]:
+        return rank * self.per_rank, (rank + 1) * self.per_rank
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.group.size == 1:
+            out = F.embedding(ids, self.weight)  # [s, b, h]
+        else:
+            start, end = self.vocab_range(self.group.rank)
+            outside = (ids < start) | (ids >= end)
+            local_ids = (ids - start).masked_fill(outside, 0)
+            out = F.embedding(local_ids, self.weight).masked_fill(outside.unsqueeze(-1), 0.0)  # [s, b, h] partial
+        if self.sequence_parallel:
+            return reduce_scatter_to_sequence_parallel_region(out, self.group)  # [s/tp, b, h]
+        return reduce_from_tensor_model_parallel_region(out, self.group)

@@ -1,0 +1,82 @@
+"""Transformer layers and the stack of them a pipeline stage holds.
+
+Layers sit in a ``ModuleDict`` keyed by their global layer number, so a
+parameter's name (``decoder.layers.7.mlp.linear_fc1.weight``) is the same
+whatever the pipeline layout. Noop layers are parameterless identities.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from core.parallel_state import Group
+from core.tensor_parallel.random import get_rng_tracker
+from core.transformer.attention import SelfAttention
+from core.transformer.config import TransformerConfig
+from core.transformer.mlp import MLP
+from core.transformer.norms import build_norm
+
+
+def hidden_dropout(x: torch.Tensor, p: float, training: bool, sequence_parallel: bool) -> torch.Tensor:
+    """Dropout on the residual stream; per-TP-rank RNG when the stream is sequence-sharded."""
+    if not training or p == 0.0:
+        return x
+    if sequence_parallel:
+        with get_rng_tracker().fork():
+            return F.dropout(x, p, training=True)
+    return F.dropout(x, p, training=True)
+
+
+class TransformerLayer(nn.Module):
+    """Pre-norm decoder layer: ``x + attn(norm(x))`` then ``x + mlp(norm(x))``."""
+
+    def __init__(self, config: TransformerConfig, tp_group: Group) -> None:
+        super().__init__()
+        self.config = config
+        norm_args = (config.normalization, config.hidden_size, config.norm_epsilon, config.sequence_parallel)
+        self.input_layernorm = build_norm(*norm_args, dtype=config.params_dtype)
+        self.self_attention = SelfAttention(config, tp_group)
+        self.pre_mlp_layernorm = build_norm(*norm_args, dtype=config.params_dtype)
+        self.mlp = MLP(config, tp_group)
+
+    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
+        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
+        cfg = self.config
+        attn = self.self_attention(self.input_layernorm(hidden), rotary)
+        hidden = hidden + hidden_dropout(attn, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
+        mlp = self.mlp(self.pre_mlp_layernorm(hidden))
+        return hidden + hidden_dropout(mlp, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
+
+
+class NoopTransformerLayer(nn.Module):
+    """A layer slot with no parameters that returns its input (pads uneven stages)."""
+
+    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
+        return hidden
+
+
+class TransformerBlock(nn.Module):
+    """The layers of one pipeline stage (global numbers ``layer_numbers``) and the final norm."""
+
+    def __init__(self, config: TransformerConfig, tp_group: Group, layer_numbers: Iterable[int],
+                 post_process: bool) -> None:
+        super().__init__()
+        noop = set(config.noop_layers)
+        self.layers = nn.ModuleDict({
+            str(i): NoopTransformerLayer() if i in noop else TransformerLayer(config, tp_group)
+            for i in layer_numbers
+        })
+        self.final_layernorm = None
+        if post_process:
+            self.final_layernorm = build_norm(config.normalization, config.hidden_size, config.norm_epsilon,
+                                              config.sequence_parallel, dtype=config.params_dtype)
+
+    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
+        for layer in self.layers.values():
+            hidden = layer(hidden, rotary)
+        if self.final_layernorm is not None:
+            hidden = self.final_layernorm(hidden)
+        return hidden

@@ -1,0 +1,33 @@
+"""The feed-forward block: SwiGLU (fused gate/up) or GELU, split over TP."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from core.parallel_state import Group
+from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment
+from core.transformer.config import TransformerConfig
+
+
+class MLP(nn.Module):
+    def __init__(self, config: TransformerConfig, tp_group: Group) -> None:
+        super().__init__()
+        self.swiglu = config.swiglu
+        ffn = config.ffn_hidden_size
+        fc1_segments = (Segment(ffn), Segment(ffn)) if config.swiglu else (Segment(ffn),)
+        self.linear_fc1 = ColumnParallelLinear(
+            config.hidden_size, ffn * len(fc1_segments), group=tp_group, bias=config.add_bias_linear,
+            sequence_parallel=config.sequence_parallel, segments=fc1_segments, dtype=config.params_dtype)
+        self.linear_fc2 = RowParallelLinear(
+            ffn, config.hidden_size, group=tp_group, bias=config.add_bias_linear,
+            sequence_parallel=config.sequence_parallel, dtype=config.params_dtype)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        intermediate = self.linear_fc1(hidden)  # [s, b, (2) ffn/tp]
+        if self.swiglu:
+            gate, up = intermediate.chunk(2, dim=-1)
+            intermediate = F.silu(gate) * up  # [s, b, ffn/tp]
+        else:
+            intermediate = F.gelu(intermediate)
+        return self.linear_fc2(intermediate)  # [s, b, h]

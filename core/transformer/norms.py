@@ -1,0 +1,71 @@
+"""RMSNorm and LayerNorm, with an optional fused kernel behind one function each.
+
+The pure-PyTorch reference of RMSNorm computes in fp32 and casts back, as
+Hugging Face's Llama does, so converted models match to the last bit in fp32.
+On an NPU ``torch_npu.npu_rms_norm`` is used when present.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from core.tensor_parallel.layers import mark_param
+
+
+def rms_norm_reference(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """``weight * x / rms(x)``, computed in fp32; x ``[..., h]``."""
+    dtype = x.dtype
+    x32 = x.float()
+    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * x32.to(dtype)
+
+
+def _npu_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> Optional[torch.Tensor]:
+    if x.device.type != "npu":
+        return None
+    try:
+        import torch_npu
+    except ImportError:
+        return None
+    return torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm through the fused kernel of the device when there is one."""
+    fused = _npu_rms_norm(x, weight, eps)
+    return fused if fused is not None else rms_norm_reference(x, weight, eps)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, hidden_size: int, eps: float = 1e-6, sequence_parallel: bool = False,
+                 dtype: Optional[torch.dtype] = None, device: Optional[torch.device] = None) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = mark_param(nn.Parameter(torch.empty(hidden_size, dtype=dtype, device=device)),
+                                 init="ones", sequence_parallel=sequence_parallel)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return rms_norm(x, self.weight, self.eps)
+
+
+class LayerNorm(nn.Module):
+    def __init__(self, hidden_size: int, eps: float = 1e-5, sequence_parallel: bool = False,
+                 dtype: Optional[torch.dtype] = None, device: Optional[torch.device] = None) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = mark_param(nn.Parameter(torch.empty(hidden_size, dtype=dtype, device=device)),
+                                 init="ones", sequence_parallel=sequence_parallel)
+        self.bias = mark_param(nn.Parameter(torch.empty(hidden_size, dtype=dtype, device=device)),
+                               init="zeros", sequence_parallel=sequence_parallel)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, (x.size(-1),), self.weight, self.bias, self.eps)
+
+
+def build_norm(kind: str, hidden_size: int, eps: float, sequence_parallel: bool,
+               dtype: Optional[torch.dtype] = None) -> nn.Module:
+    cls = {"RMSNorm": RMSNorm, "LayerNorm": LayerNorm}[kind]
+    return cls(hidden_size, eps, sequence_parallel=sequence_parallel, dtype=dtype)

@@ -1,0 +1,77 @@
+"""Rotary position embeddings (RoPE) with linear and Llama-3 frequency scaling.
+
+Uses the half-rotation layout of Hugging Face checkpoints (first half of the
+head dimension paired with the second half), so converted weights need no
+permutation.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import torch
+from torch import nn
+
+from core.transformer.config import TransformerConfig
+
+
+def rope_inv_freq(config: TransformerConfig) -> torch.Tensor:
+    """Inverse frequencies ``[hn/2]`` (fp32) after the configured scaling."""
+    dim = config.kv_channels
+    inv_freq = 1.0 / (config.rotary_base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    if config.rope_scaling_type == "linear":
+        return inv_freq / config.rope_scaling_factor
+    if config.rope_scaling_type == "llama3":
+        return _llama3_scale(inv_freq, config)
+    return inv_freq
+
+
+def _llama3_scale(inv_freq: torch.Tensor, config: TransformerConfig) -> torch.Tensor:
+    """Llama 3.1: long wavelengths divided by the factor, short kept, a smooth ramp between."""
+    factor = config.rope_scaling_factor
+    low, high = config.rope_low_freq_factor, config.rope_high_freq_factor
+    old_context = config.rope_original_max_position_embeddings
+    low_freq_wavelen, high_freq_wavelen = old_context / low, old_context / high
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old_context / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
+    return torch.where(medium, smoothed, scaled)
+
+
+class RotaryEmbedding(nn.Module):
+    """Produces ``(cos, sin)`` of shape ``[s, 1, 1, hn]`` for given positions."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = config
+        self._cache: Optional[Tuple[int, torch.device, torch.Tensor, torch.Tensor]] = None
+
+    def forward(self, seq_len: int, device: torch.device, dtype: torch.dtype,
+                position_ids: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        if position_ids is not None:  # [b, s] -> cos/sin [s, b, 1, hn]
+            return self._cos_sin(position_ids.t().float(), device, dtype)
+        if self._cache is None or self._cache[0] < seq_len or self._cache[1] != device:
+            positions = torch.arange(seq_len, device=device, dtype=torch.float32)[:, None]  # [s, 1]
+            cos, sin = self._cos_sin(positions, device, torch.float32)
+            self._cache = (seq_len, device, cos, sin)
+        _, _, cos, sin = self._cache
+        return cos[:seq_len].to(dtype), sin[:seq_len].to(dtype)
+
+    def _cos_sin(self, positions: torch.Tensor, device: torch.device,
+                 dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
+        inv_freq = rope_inv_freq(self.config).to(device)  # [hn/2]
+        freqs = positions.to(device).unsqueeze(-1) * inv_freq  # [s, b|1, hn/2]
+        emb = torch.cat((freqs, freqs), dim=-1).unsqueeze(2)  # [s, b|1, 1, hn]
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x`` ``[s, b, heads, hn]`` by the angles in cos/sin ``[s, b|1, 1, hn]``."""
+    return x * cos + _rotate_half(x) * sin

@@ -1,0 +1,37 @@
+"""Installs the packages ``core`` and ``mindspeed_llm`` and compiles ``csrc/``.
+
+    pip install torch==2.13.0   # the CPU build; any torch in the range below works
+    pip install -e .[test]
+
+The pybind11 extension ``core.datasets.helpers_cpp`` is built at install time.
+"""
+from pybind11.setup_helpers import Pybind11Extension, build_ext
+from setuptools import find_packages, setup
+
+extensions = [
+    Pybind11Extension("core.datasets.helpers_cpp", ["csrc/helpers.cpp"], cxx_std=17,
+                      extra_compile_args=["-O3"]),
+]
+
+setup(
+    name="mindspeed-llm-suite",
+    version="0.1.0",
+    description="A Megatron-style LLM training suite with hand-written parallel layers",
+    packages=find_packages(include=["core", "core.*", "mindspeed_llm", "mindspeed_llm.*", "tools", "tools.*"]),
+    ext_modules=extensions,
+    cmdclass={"build_ext": build_ext},
+    python_requires=">=3.9",
+    install_requires=[
+        "torch>=2.4,<2.15",
+        "numpy>=1.24",
+        "transformers>=4.45",
+        "safetensors>=0.4",
+        "sentencepiece>=0.1.99",
+        "pyyaml>=6.0",
+        "tqdm>=4.60",
+    ],
+    extras_require={
+        "test": ["pytest>=7"],
+        "npu": ["torch_npu"],
+    },
+)
