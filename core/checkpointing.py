@@ -109,3 +109,52 @@ def namespace_for_checkpoint(args: argparse.Namespace) -> argparse.Namespace:
 def barrier() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
+
+
+def gather_rng_states(rng_state: Dict[str, Any], dp_group: Any) -> list:
+    """Every DP rank's RNG states, in DP rank order (each rank resumes its own)."""
+    if dp_group.size == 1:
+        return [rng_state]
+    gathered: list = [None] * dp_group.size
+    dist.all_gather_object(gathered, rng_state, group=dp_group.handle)
+    return gathered
+
+
+def save_checkpoint(root: str, iteration: int, payload: Dict[str, Any], *, tp_rank: int, pp_rank: int,
+                    pp_size: int, dp_rank: int, is_global_rank0: bool) -> str:
+    """Write this model-parallel rank's file (DP rank 0 only), then the tracker (global rank 0)."""
+    path = checkpoint_file(root, iteration, tp_rank, pp_rank, pp_size)
+    if dp_rank == 0:
+        atomic_save({**payload, "iteration": iteration, "checkpoint_version": CHECKPOINT_VERSION}, path)
+    barrier()
+    if is_global_rank0:
+        write_tracker(root, iteration)
+    barrier()
+    return path
+
+
+def find_checkpoint(root: str, tp_rank: int, pp_rank: int, pp_size: int) -> Optional[Tuple[str, int, bool]]:
+    """(file, iteration, is_release) of the latest checkpoint under ``root``, or None when it has none.
+
+    ``root`` itself must exist: a missing ``--load`` directory is an error, an empty one is not.
+    """
+    if not os.path.isdir(root):
+        raise CheckpointError(f"--load {root}: no such directory; check the path (or drop --load to start "
+                              "from scratch)")
+    tracker = read_tracker(root)
+    if tracker is None:
+        return None
+    iteration, release = tracker
+    return checkpoint_file(root, iteration, tp_rank, pp_rank, pp_size, release=release), iteration, release
+
+
+def check_layout(checkpoint: Dict[str, Any], path: str, tp: int, pp: int) -> None:
+    """The checkpoint's TP/PP must be this run's (else the user converts it first)."""
+    saved = checkpoint.get("args")
+    saved_tp = getattr(saved, "tensor_model_parallel_size", tp)
+    saved_pp = getattr(saved, "pipeline_model_parallel_size", pp)
+    if (saved_tp, saved_pp) != (tp, pp):
+        raise CheckpointError(
+            f"{path} was saved with --tensor-model-parallel-size {saved_tp} --pipeline-model-parallel-size "
+            f"{saved_pp}, this run uses {tp} and {pp}; re-shard it with tools/convert_ckpt.py "
+            "--load-model-type mg --save-model-type mg --target-tensor-parallel-size ...")

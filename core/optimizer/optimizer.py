@@ -1,0 +1,166 @@
+"""Adam (or SGD) on fp32 master weights, with loss scaling and clipping.
+
+For an fp32 model the master weights are the model's own parameters. For a
+bf16/fp16 model each parameter has an fp32 master copy that the optimizer
+steps; the result is copied back into the model after each step. Gradients
+come from ``param.main_grad`` (see core/distributed/grad_buffer.py).
+
+Weight decay is decoupled (AdamW) and skipped for biases and other 1-D
+parameters, as in Megatron; each param group carries ``wd_mult`` and
+``lr_mult`` for the learning-rate scheduler.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple, Union
+
+import torch
+from torch import nn
+
+from core.optimizer.clip_grads import any_non_finite, clip_grads, global_grad_norm
+from core.optimizer.grad_scaler import ConstantGradScaler, DynamicGradScaler
+from core.parallel_state import ParallelState
+
+GradScaler = Union[ConstantGradScaler, DynamicGradScaler]
+_ATTRIBUTES_FOR_NORM = ("tp_shard", "sequence_parallel")
+
+
+@dataclass
+class OptimizerConfig:
+    optimizer: str = "adam"
+    lr: float = 1e-4
+    weight_decay: float = 0.01
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-8
+    sgd_momentum: float = 0.9
+    clip_grad: float = 1.0
+
+
+def param_groups(models: List[nn.Module]) -> List[Dict]:
+    """Decay and no-decay groups (biases and 1-D weights get no weight decay)."""
+    decay, no_decay = [], []
+    for model in models:
+        for name, param in model.named_parameters():
+            if not param.requires_grad:
+                continue
+            (no_decay if name.endswith(".bias") or param.dim() == 1 else decay).append(param)
+    groups = [{"params": decay, "wd_mult": 1.0, "lr_mult": 1.0},
+              {"params": no_decay, "wd_mult": 0.0, "lr_mult": 1.0}]
+    return [g for g in groups if g["params"]]
+
+
+def _master_copy(param: nn.Parameter) -> nn.Parameter:
+    master = nn.Parameter(param.detach().clone().float())
+    for attr in _ATTRIBUTES_FOR_NORM:
+        if hasattr(param, attr):
+            setattr(master, attr, getattr(param, attr))
+    return master
+
+
+def _build_torch_optimizer(groups: List[Dict], config: OptimizerConfig) -> torch.optim.Optimizer:
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=config.lr, momentum=config.sgd_momentum,
+                               weight_decay=config.weight_decay)
+    if config.optimizer != "adam":
+        raise ValueError(f"--optimizer {config.optimizer!r} is not one of ('adam', 'sgd')")
+    kwargs = dict(lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps,
+                  weight_decay=config.weight_decay)
+    try:
+        return torch.optim.AdamW(groups, fused=True, **kwargs)
+    except (RuntimeError, ValueError):  # fused kernel unavailable for this device/dtype
+        return torch.optim.AdamW(groups, foreach=True, **kwargs)
+
+
+class MixedPrecisionOptimizer:
+    """Steps fp32 master weights from ``main_grad`` and writes them back to the model."""
+
+    def __init__(self, models: List[nn.Module], config: OptimizerConfig, state: ParallelState,
+                 grad_scaler: Optional[GradScaler] = None) -> None:
+        self.config, self.state, self.grad_scaler = config, state, grad_scaler
+        groups = param_groups(models)
+        self.model_params: List[nn.Parameter] = [p for g in groups for p in g["params"]]
+        self.mixed = any(p.dtype != torch.float32 for p in self.model_params)
+        if self.mixed:
+            for group in groups:
+                group["params"] = [_master_copy(p) for p in group["params"]]
+        self.master_params: List[nn.Parameter] = [p for g in groups for p in g["params"]]
+        self.optimizer = _build_torch_optimizer(groups, config)
+        self.param_groups = self.optimizer.param_groups
+
+    @property
+    def loss_scale(self) -> float:
+        return self.grad_scaler.scale if self.grad_scaler is not None else 1.0
+
+    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        return loss * self.loss_scale if self.grad_scaler is not None else loss
+
+    def _attach_grads(self) -> List[torch.Tensor]:
+        grads = []
+        for model_param, master in zip(self.model_params, self.master_params):
+            grad = model_param.main_grad
+            master.grad = grad if grad.dtype == torch.float32 else grad.float()
+            grads.append(master.grad)
+        return grads
+
+    @torch.no_grad()
+    def step(self) -> Tuple[bool, Optional[float]]:
+        """One update. Returns (applied, grad norm); an fp16 step with inf/nan grads is skipped."""
+        grads = self._attach_grads()
+        mp_group = self.state.group("mp")
+        if self.grad_scaler is not None:
+            torch._foreach_mul_(grads, 1.0 / self.grad_scaler.scale)
+            found_inf = any_non_finite(grads, mp_group)
+            self.grad_scaler.update(found_inf)
+            if found_inf:
+                self._drop_grads()
+                return False, None
+        norm = global_grad_norm(self.master_params, grads, self.state.tp_group, mp_group)
+        clip_grads(grads, norm, self.config.clip_grad)
+        self.optimizer.step()
+        self._drop_grads()
+        if self.mixed:
+            torch._foreach_copy_([p.data for p in self.model_params], [m.data for m in self.master_params])
+        return True, norm
+
+    def _drop_grads(self) -> None:
+        for master in self.master_params:
+            master.grad = None
+
+    def state_dict(self) -> Dict:
+        result = {"optimizer": self.optimizer.state_dict()}
+        if self.grad_scaler is not None:
+            result["grad_scaler"] = self.grad_scaler.state_dict()
+        if self.mixed:
+            result["fp32_from_fp16_params"] = [m.detach().clone() for m in self.master_params]
+        return result
+
+    @torch.no_grad()
+    def load_state_dict(self, state: Dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.grad_scaler is not None and "grad_scaler" in state:
+            self.grad_scaler.load_state_dict(state["grad_scaler"])
+        if self.mixed:
+            saved = state.get("fp32_from_fp16_params")
+            if saved is None:  # checkpoint from an fp32 run: master weights are the model's
+                saved = [p.float() for p in self.model_params]
+            for master, value in zip(self.master_params, saved):
+                master.copy_(value)
+
+    def reload_model_params(self) -> None:
+        """Refresh master weights from the model (after loading model weights only)."""
+        if self.mixed:
+            with torch.no_grad():
+                for master, param in zip(self.master_params, self.model_params):
+                    master.copy_(param.float())
+
+
+def build_grad_scaler(fp16: bool, loss_scale: Optional[float], initial_loss_scale: float, min_loss_scale: float,
+                      loss_scale_window: int, hysteresis: int) -> Optional[GradScaler]:
+    """The scaler for fp16 (static when ``--loss-scale`` is given); None otherwise."""
+    if not fp16:
+        return None
+    if loss_scale:
+        return ConstantGradScaler(loss_scale)
+    return DynamicGradScaler(initial_loss_scale, min_loss_scale, growth_interval=loss_scale_window,
+                             hysteresis=hysteresis)

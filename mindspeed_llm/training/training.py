@@ -1,0 +1,319 @@
+"""The pretraining loop behind ``pretrain_gpt.py``.
+
+``pretrain(argv)`` parses and validates the flags (before any process-group
+work), sets up devices and process groups, builds the model on the meta
+device, materialises it, wraps gradients in fp32 buffers, builds the
+optimizer and learning-rate schedule, resumes from ``--load`` if asked, and
+trains, logging one Megatron-format line per ``--log-interval`` iterations,
+evaluating every ``--eval-interval`` and saving every ``--save-interval``.
+
+:class:`Trainer` holds the pieces so that tests can drive single steps.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional
+
+import torch
+import torch.distributed as dist
+
+from core import checkpointing
+from core.datasets.mock_dataset import MockGPTDataset
+from core.datasets.samplers import PretrainingSampler
+from core.device import Accelerator, init_accelerator, peak_tflops
+from core.distributed.grad_buffer import GradBuffers, finalize_model_grads
+from core.models.gpt_model import GPTModel, build_model
+from core.optimizer.optimizer import MixedPrecisionOptimizer, OptimizerConfig, build_grad_scaler
+from core.parallel_state import ParallelState, initialize
+from core.pipeline_parallel.schedules import forward_backward_no_pipelining
+from core.tensor_parallel.mappings import all_reduce
+from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed, set_all_rng_states
+from mindspeed_llm.arguments import ArgumentError, parse_and_validate, transformer_config_from_args
+from mindspeed_llm.training.lr_scheduler import OptimizerParamScheduler
+from mindspeed_llm.training.metrics import IterationStats, format_log_line, training_flops_per_token
+
+VALIDATION_SEED_OFFSET = 1
+
+
+def print_rank_last(message: str) -> None:
+    """Print from the last rank (it holds the loss), or from the only one."""
+    if not dist.is_initialized() or dist.get_rank() == dist.get_world_size() - 1:
+        print(message, flush=True)
+
+
+def print_rank_0(message: str) -> None:
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        print(message, flush=True)
+
+
+def init_distributed(args: argparse.Namespace) -> Accelerator:
+    """Choose the device and start the default process group when launched by torchrun."""
+    acc = init_accelerator(args.device)
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size > 1 and not dist.is_initialized():
+        dist.init_process_group(backend=args.distributed_backend or acc.backend)
+    return acc
+
+
+def reject_unsupported(args: argparse.Namespace) -> None:
+    """Flags accepted for compatibility whose features are not built yet: fail before training."""
+    unsupported = {
+        "--pipeline-model-parallel-size > 1": args.pipeline_model_parallel_size > 1,
+        "--context-parallel-size > 1": getattr(args, "context_parallel_size", 1) > 1,
+        "--expert-model-parallel-size > 1": getattr(args, "expert_model_parallel_size", 1) > 1,
+        "--use-distributed-optimizer": getattr(args, "use_distributed_optimizer", False),
+    }
+    wanted = [flag for flag, used in unsupported.items() if used]
+    if wanted:
+        raise ArgumentError(f"{', '.join(wanted)}: not supported yet by this version; remove the flag(s)")
+    if not args.mock_data:
+        raise ArgumentError("only --mock-data is supported until the data pipeline lands; add --mock-data "
+                            "--tokenizer-type NullTokenizer --vocab-size N")
+
+
+def _collate(samples: List[Dict[str, torch.Tensor]], device: torch.device) -> Dict[str, torch.Tensor]:
+    text = torch.stack([s["text"] for s in samples])  # [b, s + 1]
+    tokens, labels = text[:, :-1].contiguous(), text[:, 1:].contiguous()
+    return {"tokens": tokens.to(device), "labels": labels.to(device),
+            "loss_mask": torch.ones_like(labels, dtype=torch.float32, device=device)}
+
+
+def batch_iterator(dataset: MockGPTDataset, sampler: PretrainingSampler,
+                   device: torch.device) -> Iterator[Dict[str, torch.Tensor]]:
+    for indices in sampler:
+        yield _collate([dataset[i] for i in indices], device)
+
+
+def forward_step(batch: Dict[str, torch.Tensor], model: GPTModel):
+    """Mean per-token loss of one micro-batch, with the sums for logging."""
+    per_token = model(batch["tokens"], labels=batch["labels"])  # [b, s] fp32
+    mask = batch["loss_mask"]
+    loss = (per_token * mask).sum() / mask.sum()
+    return loss, {"lm loss": loss.detach()}
+
+
+@dataclass
+class StepResult:
+    loss: float
+    grad_norm: Optional[float]
+    applied: bool
+
+
+@dataclass
+class Trainer:
+    args: argparse.Namespace
+    state: ParallelState
+    acc: Accelerator
+    iteration: int = 0
+    consumed_samples: int = 0
+    skipped_iterations: int = 0
+    nan_iterations: int = 0
+    losses: List[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        args = self.args
+        model_parallel_seed(args.seed, self.state.tp_rank, self.state.pp_rank)
+        self.config = transformer_config_from_args(args)
+        self.model = build_model(self.config, self.state.tp_group, self.acc.device, args.seed)
+        self.buffers = GradBuffers(self.model)
+        scaler = build_grad_scaler(args.fp16, args.loss_scale, args.initial_loss_scale, args.min_loss_scale,
+                                   args.loss_scale_window, args.hysteresis)
+        opt_config = OptimizerConfig(optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay,
+                                     adam_beta1=args.adam_beta1, adam_beta2=args.adam_beta2,
+                                     adam_eps=args.adam_eps, clip_grad=args.clip_grad)
+        self.optimizer = MixedPrecisionOptimizer([self.model], opt_config, self.state, scaler)
+        self.scheduler = OptimizerParamScheduler(
+            self.optimizer, init_lr=args.lr_warmup_init, max_lr=args.lr, min_lr=args.min_lr,
+            lr_warmup_steps=args.lr_warmup_iters, lr_decay_steps=args.lr_decay_iters,
+            lr_decay_style=args.lr_decay_style, wsd_decay_steps=args.lr_wsd_decay_iters,
+            lr_wsd_decay_style=args.lr_wsd_decay_style, start_wd=args.weight_decay, end_wd=args.weight_decay)
+        self.num_microbatches = args.global_batch_size // (args.micro_batch_size * self.state.dp)
+        self.flops_per_token = training_flops_per_token(self.config, args.seq_length)
+
+    # ---- data -------------------------------------------------------------------------------
+    def train_iterator(self) -> Iterator[Dict[str, torch.Tensor]]:
+        args = self.args
+        total = args.train_iters * args.global_batch_size
+        dataset = MockGPTDataset(total, args.seq_length, args.vocab_size, args.seed)
+        sampler = PretrainingSampler(total, self.consumed_samples, args.micro_batch_size,
+                                     self.state.dp_rank, self.state.dp)
+        return batch_iterator(dataset, sampler, self.acc.device)
+
+    def valid_iterator(self) -> Iterator[Dict[str, torch.Tensor]]:
+        args = self.args
+        total = max(args.eval_iters, 1) * args.global_batch_size
+        dataset = MockGPTDataset(total, args.seq_length, args.vocab_size, args.seed + VALIDATION_SEED_OFFSET)
+        sampler = PretrainingSampler(total, 0, args.micro_batch_size, self.state.dp_rank, self.state.dp)
+        return batch_iterator(dataset, sampler, self.acc.device)
+
+    # ---- steps ------------------------------------------------------------------------------
+    def _mean_loss(self, stats: List[Dict[str, torch.Tensor]]) -> float:
+        """The global batch's loss: mean over micro-batches and data-parallel ranks."""
+        total = torch.stack([s["lm loss"] for s in stats]).mean().reshape(1)
+        all_reduce(total, self.state.dp_group)
+        return float(total.item()) / self.state.dp
+
+    def train_step(self, data_iterator: Iterator[Dict[str, torch.Tensor]]) -> StepResult:
+        self.model.train()
+        self.buffers.zero()
+        stats = forward_backward_no_pipelining(forward_step, data_iterator, self.model, self.num_microbatches,
+                                               scale_loss=self.optimizer.scale_loss)
+        finalize_model_grads([self.model], [self.buffers], self.state)
+        applied, grad_norm = self.optimizer.step()
+        if applied:
+            self.scheduler.step(1)
+        else:
+            self.skipped_iterations += 1
+        loss = self._mean_loss(stats)
+        if not math.isfinite(loss):
+            self.nan_iterations += 1
+        self.iteration += 1
+        self.consumed_samples += self.args.global_batch_size
+        self.losses.append(loss)
+        return StepResult(loss, grad_norm, applied)
+
+    @torch.no_grad()
+    def evaluate(self) -> float:
+        self.model.eval()
+        iterator = self.valid_iterator()
+        stats = []
+        for _ in range(self.args.eval_iters):
+            stats.extend(forward_backward_no_pipelining(forward_step, iterator, self.model,
+                                                        self.num_microbatches, forward_only=True))
+        self.model.train()
+        return self._mean_loss(stats)
+
+    # ---- checkpoints ------------------------------------------------------------------------
+    def save(self) -> str:
+        args, state = self.args, self.state
+        rng = checkpointing.gather_rng_states(get_all_rng_states(), state.dp_group)
+        payload = {
+            "args": checkpointing.namespace_for_checkpoint(args),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "opt_param_scheduler": self.scheduler.state_dict(),
+            "rng_state": rng,
+            "consumed_train_samples": self.consumed_samples,
+            "skipped_iterations": self.skipped_iterations,
+            "transformer_config": self.config.to_dict(),
+        }
+        path = checkpointing.save_checkpoint(args.save, self.iteration, payload, tp_rank=state.tp_rank,
+                                             pp_rank=state.pp_rank, pp_size=state.pp, dp_rank=state.dp_rank,
+                                             is_global_rank0=state.rank == 0)
+        print_rank_0(f"saved checkpoint at iteration {self.iteration:7d} to {args.save}")
+        return path
+
+    def load(self) -> None:
+        args, state = self.args, self.state
+        found = checkpointing.find_checkpoint(args.load, state.tp_rank, state.pp_rank, state.pp)
+        if found is None:
+            print_rank_0(f"WARNING: no {checkpointing.TRACKER_FILENAME} in --load {args.load}; "
+                         "starting from scratch")
+            return
+        path, iteration, release = found
+        checkpoint = checkpointing.load_file(path)
+        checkpointing.check_layout(checkpoint, path, state.tp, state.pp)
+        try:
+            self.model.load_state_dict(checkpoint["model"], strict=True)
+        except (RuntimeError, KeyError) as error:
+            raise checkpointing.CheckpointError(
+                f"{path}: weights do not fit this model ({str(error).splitlines()[0][:300]}); check the model "
+                "flags against the checkpoint's") from None
+        weights_only = args.finetune or release
+        if weights_only or args.no_load_optim:
+            self.optimizer.reload_model_params()
+        else:
+            self.optimizer.load_state_dict(checkpoint["optimizer"])
+            self.scheduler.load_state_dict(checkpoint["opt_param_scheduler"])
+        if not weights_only:
+            self.iteration = iteration
+            self.consumed_samples = int(checkpoint.get("consumed_train_samples", 0))
+            self.skipped_iterations = int(checkpoint.get("skipped_iterations", 0))
+            if not args.no_load_rng:
+                rng = checkpoint["rng_state"]
+                set_all_rng_states(rng[state.dp_rank] if state.dp_rank < len(rng) else rng[0])
+        print_rank_0(f"loaded checkpoint {path} (iteration {self.iteration})")
+
+
+def setup(argv: Optional[List[str]] = None) -> Trainer:
+    """Flags -> validated args -> devices, groups, model, optimizer (and the resumed state)."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    args = parse_and_validate(argv, world_size)
+    reject_unsupported(args)
+    acc = init_distributed(args)
+    state = initialize(tp=args.tensor_model_parallel_size, pp=args.pipeline_model_parallel_size,
+                       backend=args.distributed_backend or acc.backend)
+    trainer = Trainer(args, state, acc)
+    if args.load:
+        trainer.load()
+    return trainer
+
+
+def _log(trainer: Trainer, result: StepResult, window: Dict[str, float]) -> None:
+    args = trainer.args
+    elapsed = window["time"] / window["iters"]
+    tokens_per_second = args.global_batch_size * args.seq_length / elapsed
+    world = trainer.state.world_size
+    tflops = trainer.flops_per_token * tokens_per_second / world / 1e12
+    stats = IterationStats(
+        iteration=trainer.iteration, train_iters=args.train_iters, consumed_samples=trainer.consumed_samples,
+        elapsed_ms=1000 * elapsed, learning_rate=trainer.scheduler.get_lr(),
+        global_batch_size=args.global_batch_size, loss=window["loss"] / window["iters"],
+        loss_scale=trainer.optimizer.loss_scale, grad_norm=result.grad_norm,
+        skipped_iterations=trainer.skipped_iterations, nan_iterations=trainer.nan_iterations,
+        tokens_per_second=tokens_per_second, tflops_per_device=tflops, mfu=tflops / peak_tflops(args.peak_tflops),
+        memory_gb=trainer.acc.max_memory_gb())
+    print_rank_last(format_log_line(stats))
+
+
+def _print_validation(trainer: Trainer, loss: float) -> None:
+    ppl = math.exp(min(20.0, loss))
+    line = f" validation loss at iteration {trainer.iteration} | lm loss value: {loss:.6E} | lm loss PPL: {ppl:.6E} | "
+    print_rank_last("-" * len(line) + "\n" + line + "\n" + "-" * len(line))
+
+
+def train(trainer: Trainer) -> Trainer:
+    """Run iterations until ``--train-iters`` (or ``--exit-interval``), logging, evaluating, saving."""
+    args = trainer.args
+    iterator = trainer.train_iterator()
+    window = {"time": 0.0, "iters": 0, "loss": 0.0}
+    saved_at = -1
+    while trainer.iteration < args.train_iters:
+        trainer.acc.synchronize()
+        start = time.perf_counter()
+        result = trainer.train_step(iterator)
+        trainer.acc.synchronize()
+        window["time"] += time.perf_counter() - start
+        window["iters"] += 1
+        window["loss"] += result.loss
+        if trainer.iteration % args.log_interval == 0:
+            _log(trainer, result, window)
+            window = {"time": 0.0, "iters": 0, "loss": 0.0}
+        if args.eval_interval and args.eval_iters and trainer.iteration % args.eval_interval == 0:
+            _print_validation(trainer, trainer.evaluate())
+        if args.save and args.save_interval and trainer.iteration % args.save_interval == 0:
+            trainer.save()
+            saved_at = trainer.iteration
+        if args.exit_interval and trainer.iteration % args.exit_interval == 0:
+            break
+    if args.save and saved_at != trainer.iteration:
+        trainer.save()
+    return trainer
+
+
+def pretrain(argv: Optional[List[str]] = None) -> Trainer:
+    """Entry point: returns the trainer (losses in ``trainer.losses``)."""
+    try:
+        trainer = setup(argv)
+    except (ArgumentError, checkpointing.CheckpointError) as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    print_rank_0(f"training {sum(p.numel() for p in trainer.model.parameters()):,} parameters per rank "
+                 f"(TP={trainer.state.tp}, DP={trainer.state.dp}) on {trainer.acc.type}; "
+                 f"{trainer.num_microbatches} micro-batches per step")
+    return train(trainer)

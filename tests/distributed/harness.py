@@ -1,0 +1,74 @@
+"""Run a function on N gloo processes on the CPU and collect what each returns.
+
+    results = run_distributed(4, my_module.worker, arg1, arg2)
+
+``worker(rank, world_size, *args)`` must be a module-level function (it is
+imported in the child processes, started with the ``spawn`` method). Each
+process has ``torch.distributed`` initialised with gloo and one intra-op
+thread. The return values (CPU tensors, numbers, dicts) come back in rank
+order; an exception in any rank is re-raised here with its traceback.
+Launch once per test module or world size and check many things per launch:
+each launch costs seconds.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import traceback
+from typing import Any, Callable, List
+
+import torch
+import torch.multiprocessing as mp
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _child(rank: int, world_size: int, port: int, fn: Callable, args: tuple, results: Any) -> None:
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world_size), LOCAL_RANK="0")
+    torch.set_num_threads(1)
+    try:
+        dist.init_process_group("gloo", rank=rank, world_size=world_size)
+        value = fn(rank, world_size, *args)
+        results.put((rank, True, value))
+    except BaseException:  # report every failure to the parent
+        results.put((rank, False, traceback.format_exc()))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def run_distributed(world_size: int, fn: Callable, *args: Any, timeout: float = 600.0) -> List[Any]:
+    """Run ``fn(rank, world_size, *args)`` on ``world_size`` processes; return the values by rank."""
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=_child, args=(r, world_size, port, fn, args, results)) for r in range(world_size)]
+    for proc in procs:
+        proc.start()
+    collected, failures = {}, []
+    try:
+        for _ in range(world_size):
+            rank, ok, value = results.get(timeout=timeout)
+            if ok:
+                collected[rank] = value
+            else:
+                failures.append(f"rank {rank} failed:\n{value}")
+                break
+    except queue.Empty:
+        failures.append(f"timed out after {timeout}s waiting for {world_size - len(collected)} rank(s)")
+    finally:
+        for proc in procs:
+            proc.join(timeout=5 if failures else 60)
+            if proc.is_alive():
+                proc.terminate()
+    if failures:
+        raise RuntimeError("\n".join(failures))
+    return [collected[r] for r in range(world_size)]
