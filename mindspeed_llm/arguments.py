@@ -1,0 +1,629 @@
+"""Command-line flags of the training entries, with Megatron/MindSpeed names.
+
+A user's Megatron-LM or MindSpeed-LLM script ports unchanged: the flags keep
+their names (``--tensor-model-parallel-size``, ``--lr-decay-style``,
+``--tokenizer-type PretrainedFromHF``, ...) and the parsed attributes keep
+argparse's names (dashes become underscores), as in Megatron.
+
+    args = parse_args(sys.argv[1:])          # flags, YAML defaults, derived fields
+    validate_args(args, world_size)          # one pass, ArgumentError on misuse
+    config = transformer_config_from_args(args)
+
+or, in a ``main``, ``args = parse_and_validate(sys.argv[1:], world_size)``,
+which prints ``error: <message>`` and exits with status 2 on a bad
+combination.
+
+``--yaml-cfg FILE`` reads a YAML mapping whose keys are flag names, written
+with dashes or underscores (``num-layers: 2`` or ``num_layers: 2``). Its
+values become defaults, so a flag given on the command line wins. A key that
+names no flag is an error naming the file and the key.
+
+Derived fields, set by ``parse_args``: ``params_dtype``, ``num_query_groups``
+(``None`` unless ``--group-query-attention``), ``ffn_hidden_size`` (Megatron's
+default), ``max_position_embeddings`` (defaults to ``--seq-length``),
+``lr_decay_iters`` (defaults to ``--train-iters``), ``lr_warmup_iters`` (from
+``--lr-warmup-fraction`` when given), ``padded_vocab_size`` and
+``explicit_args`` (the values given on the command line or in the YAML file,
+before derivation). ``validate_args`` adds ``world_size``,
+``data_parallel_size``, ``global_batch_size`` (default: micro batch x DP) and
+``num_micro_batches``.
+
+``distributed_backend`` stays ``None`` when neither it nor ``--device`` is
+given: the caller then asks ``core.device.default_backend()``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import yaml
+
+from core.parallel_state import validate_degrees
+from core.transformer.config import TransformerConfig, pad_vocab_size
+
+BACKEND_FOR_DEVICE = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
+LR_DECAY_STYLES = ("constant", "linear", "cosine", "inverse-square-root", "WSD")
+WSD_DECAY_STYLES = ("linear", "cosine", "exponential", "minus_sqrt")
+TOKENIZER_TYPES = ("NullTokenizer", "PretrainedFromHF", "SentencePieceTokenizer", "GPT2BPETokenizer")
+REQUIRED_FLAGS = ("num_layers", "hidden_size", "num_attention_heads", "seq_length",
+                  "micro_batch_size", "train_iters", "lr")
+
+
+class ArgumentError(ValueError):
+    """A flag or a combination of flags is invalid; the message is one line naming the flags."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that raises ArgumentError instead of printing usage and exiting."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ArgumentError(message)
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _int_list(text: str) -> Tuple[int, ...]:
+    """'1,3' -> (1, 3); used by --noop-layers."""
+    try:
+        return tuple(int(item) for item in text.replace(" ", "").split(",") if item)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+# --------------------------------------------------------------------------- groups of flags
+
+def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("network size")
+    group.add_argument("--num-layers", type=int, default=None)
+    group.add_argument("--hidden-size", type=int, default=None)
+    group.add_argument("--ffn-hidden-size", type=int, default=None,
+                       help="default 4 x hidden, or Megatron's 8/3 x hidden rounded to 64 with --swiglu")
+    group.add_argument("--num-attention-heads", type=int, default=None)
+    group.add_argument("--kv-channels", type=int, default=None, help="head dim; default hidden / heads")
+    group.add_argument("--group-query-attention", action="store_true")
+    group.add_argument("--num-query-groups", type=int, default=None,
+                       help="KV heads; only used with --group-query-attention (default 1 then)")
+    group.add_argument("--seq-length", type=int, default=None)
+    group.add_argument("--max-position-embeddings", type=int, default=None,
+                       help="default --seq-length")
+    group.add_argument("--position-embedding-type", choices=("rope", "none"), default="rope")
+    group.add_argument("--rotary-base", type=float, default=10000.0)
+    group.add_argument("--rope-scaling-type", choices=("linear", "llama3"), default=None)
+    group.add_argument("--rope-scaling-factor", type=float, default=1.0)
+    group.add_argument("--low-freq-factor", type=float, default=1.0)
+    group.add_argument("--high-freq-factor", type=float, default=4.0)
+    group.add_argument("--original-max-position-embeddings", type=int, default=8192)
+    group.add_argument("--normalization", choices=("LayerNorm", "RMSNorm"), default="LayerNorm")
+    group.add_argument("--norm-epsilon", type=float, default=1e-5)
+    group.add_argument("--swiglu", action="store_true")
+    group.add_argument("--untie-embeddings-and-output-weights", action="store_true")
+    group.add_argument("--disable-bias-linear", action="store_true")
+    group.add_argument("--add-qkv-bias", action="store_true")
+    group.add_argument("--make-vocab-size-divisible-by", type=int, default=128)
+    group.add_argument("--noop-layers", type=_int_list, default=None,
+                       help="comma-separated global layer numbers that are identity layers")
+
+
+def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("initialization")
+    group.add_argument("--seed", type=int, default=1234)
+    group.add_argument("--init-method-std", type=float, default=0.02)
+
+
+def _add_regularization_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("regularization")
+    group.add_argument("--attention-dropout", type=float, default=0.1)
+    group.add_argument("--hidden-dropout", type=float, default=0.1)
+    group.add_argument("--weight-decay", type=float, default=0.01)
+    group.add_argument("--start-weight-decay", type=float, default=None, help="default --weight-decay")
+    group.add_argument("--end-weight-decay", type=float, default=None, help="default --weight-decay")
+    group.add_argument("--weight-decay-incr-style", choices=("constant", "linear", "cosine"),
+                       default="constant")
+    group.add_argument("--clip-grad", type=float, default=1.0)
+    group.add_argument("--adam-beta1", type=float, default=0.9)
+    group.add_argument("--adam-beta2", type=float, default=0.999)
+    group.add_argument("--adam-eps", type=float, default=1e-8)
+    group.add_argument("--sgd-momentum", type=float, default=0.9)
+    group.add_argument("--label-smoothing-factor", type=float, default=0.0)
+
+
+def _add_training_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("training")
+    group.add_argument("--micro-batch-size", type=int, default=None)
+    group.add_argument("--global-batch-size", type=int, default=None, help="default micro batch x DP")
+    group.add_argument("--train-iters", type=int, default=None)
+    group.add_argument("--exit-interval", type=int, default=None, help="stop after this iteration")
+    group.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
+    group.add_argument("--recompute-granularity", choices=("full", "selective"), default=None)
+    group.add_argument("--recompute-method", choices=("uniform", "block"), default=None)
+    group.add_argument("--recompute-num-layers", type=int, default=None)
+
+
+def _add_learning_rate_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("learning rate")
+    group.add_argument("--lr", type=float, default=None)
+    group.add_argument("--min-lr", type=float, default=0.0)
+    group.add_argument("--lr-decay-style", choices=LR_DECAY_STYLES, default="linear")
+    group.add_argument("--lr-decay-iters", type=int, default=None, help="default --train-iters")
+    group.add_argument("--lr-warmup-iters", type=int, default=None, help="default 0")
+    group.add_argument("--lr-warmup-fraction", type=float, default=None,
+                       help="warmup as a fraction of --lr-decay-iters")
+    group.add_argument("--lr-warmup-init", type=float, default=0.0)
+    group.add_argument("--lr-wsd-decay-style", choices=WSD_DECAY_STYLES, default="exponential")
+    group.add_argument("--lr-wsd-decay-iters", type=int, default=None)
+    group.add_argument("--override-opt-param-scheduler", "--override-opt_param-scheduler",
+                       dest="override_opt_param_scheduler", action="store_true",
+                       help="on resume keep these flags' schedule instead of the checkpoint's")
+
+
+def _add_checkpointing_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("checkpointing")
+    group.add_argument("--save", type=str, default=None)
+    group.add_argument("--save-interval", type=int, default=None)
+    group.add_argument("--no-save-optim", action="store_true")
+    group.add_argument("--no-save-rng", action="store_true")
+    group.add_argument("--load", type=str, default=None)
+    group.add_argument("--no-load-optim", action="store_true")
+    group.add_argument("--no-load-rng", action="store_true")
+    group.add_argument("--finetune", action="store_true",
+                       help="load weights only and start at iteration 0")
+
+
+def _add_mixed_precision_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("mixed precision")
+    group.add_argument("--bf16", action="store_true")
+    group.add_argument("--fp16", action="store_true")
+    group.add_argument("--loss-scale", type=float, default=None, help="static loss scale (fp16)")
+    group.add_argument("--initial-loss-scale", type=float, default=float(2**32))
+    group.add_argument("--min-loss-scale", type=float, default=1.0)
+    group.add_argument("--loss-scale-window", type=int, default=1000)
+    group.add_argument("--hysteresis", type=int, default=2)
+
+
+def _add_distributed_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("distributed")
+    group.add_argument("--tensor-model-parallel-size", type=int, default=1)
+    group.add_argument("--pipeline-model-parallel-size", type=int, default=1)
+    group.add_argument("--num-layers-per-virtual-pipeline-stage", type=int, default=None)
+    group.add_argument("--sequence-parallel", action="store_true")
+    group.add_argument("--context-parallel-size", type=int, default=1)
+    group.add_argument("--expert-model-parallel-size", type=int, default=1)
+    group.add_argument("--use-distributed-optimizer", action="store_true")
+    group.add_argument("--distributed-backend", choices=("gloo", "nccl", "hccl"), default=None,
+                       help="default: the backend of the device")
+    group.add_argument("--device", choices=("cpu", "cuda", "npu"), default=None,
+                       help="default: npu, else cuda, else cpu, whichever is present")
+
+
+def _add_data_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("data")
+    group.add_argument("--data-path", nargs="*", default=None,
+                       help="prefixes of .bin/.idx pairs, optionally weighted: 0.3 a 0.7 b")
+    group.add_argument("--split", type=str, default="969, 30, 1")
+    group.add_argument("--mock-data", action="store_true", help="random tokens; needs --vocab-size")
+    group.add_argument("--num-workers", type=int, default=2)
+
+
+def _add_tokenizer_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("tokenizer")
+    group.add_argument("--tokenizer-type", choices=TOKENIZER_TYPES, default=None)
+    group.add_argument("--tokenizer-name-or-path", type=str, default=None)
+    group.add_argument("--tokenizer-model", type=str, default=None)
+    group.add_argument("--vocab-file", type=str, default=None)
+    group.add_argument("--merge-file", type=str, default=None)
+    group.add_argument("--vocab-size", type=int, default=None)
+
+
+def _add_logging_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("logging")
+    group.add_argument("--log-interval", type=int, default=100)
+    group.add_argument("--eval-interval", type=int, default=1000)
+    group.add_argument("--eval-iters", type=int, default=100)
+    group.add_argument("--peak-tflops", type=float, default=None,
+                       help="peak TFLOP/s of one device for MFU; default from the device name")
+    group.add_argument("--tensorboard-dir", type=str, default=None)
+    group.add_argument("--wandb-project", type=str, default=None)
+    group.add_argument("--wandb-exp-name", type=str, default=None)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every flag (no YAML defaults applied)."""
+    parser = _Parser(description="Megatron-style LLM training", allow_abbrev=False)
+    parser.add_argument("--yaml-cfg", type=str, default=None, metavar="FILE",
+                        help="YAML mapping of flag names to values, used as defaults")
+    for add in (_add_network_size_args, _add_initialization_args, _add_regularization_args,
+                _add_training_args, _add_learning_rate_args, _add_checkpointing_args,
+                _add_mixed_precision_args, _add_distributed_args, _add_data_args,
+                _add_tokenizer_args, _add_logging_args):
+        add(parser)
+    return parser
+
+
+# --------------------------------------------------------------------------- YAML defaults
+
+def _yaml_path(argv: Sequence[str]) -> Optional[str]:
+    pre = _Parser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--yaml-cfg", type=str, default=None)
+    known, _ = pre.parse_known_args(list(argv))
+    return known.yaml_cfg
+
+
+def _actions_by_dest(parser: argparse.ArgumentParser) -> Dict[str, argparse.Action]:
+    return {a.dest: a for a in parser._actions if a.dest not in ("help", "yaml_cfg")}
+
+
+def _coerce_scalar(action: argparse.Action, value: Any, where: str) -> Any:
+    """Convert one YAML scalar as argparse would convert the flag's text."""
+    convert = action.type or str
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ArgumentError(f"{where}: expected a {getattr(convert, '__name__', 'value')}, got {value!r}")
+    if isinstance(value, str) or convert is str:
+        try:
+            value = convert(str(value))
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            raise ArgumentError(f"{where}: {exc}") from None
+    elif convert is float:
+        value = float(value)
+    elif convert is int and not isinstance(value, int):
+        raise ArgumentError(f"{where}: expected an integer, got {value!r}")
+    if action.choices is not None and value not in action.choices:
+        raise ArgumentError(f"{where}: {value!r} is not one of {list(action.choices)}")
+    return value
+
+
+def _coerce_yaml_value(action: argparse.Action, value: Any, where: str) -> Any:
+    if value is None:
+        return None
+    if action.nargs == 0:  # store_true / store_false
+        if not isinstance(value, bool):
+            raise ArgumentError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if action.type is _int_list and isinstance(value, (list, int)):
+        items = value if isinstance(value, list) else [value]
+        value = ",".join(str(v) for v in items)
+    if action.nargs in ("*", "+"):
+        items = value if isinstance(value, list) else [value]
+        return [_coerce_scalar(action, v, where) for v in items]
+    return _coerce_scalar(action, value, where)
+
+
+def load_yaml_defaults(path: str, parser: argparse.ArgumentParser) -> Dict[str, Any]:
+    """Read ``path`` into {dest: value}; unknown keys and bad values raise ArgumentError."""
+    if not os.path.isfile(path):
+        raise ArgumentError(f"--yaml-cfg {path}: no such file")
+    with open(path, encoding="utf-8") as handle:
+        try:
+            data = yaml.safe_load(handle)
+        except yaml.YAMLError as exc:
+            raise ArgumentError(f"--yaml-cfg {path}: not valid YAML ({' '.join(str(exc).split())})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ArgumentError(f"--yaml-cfg {path}: expected a mapping of flag names to values")
+    actions = _actions_by_dest(parser)
+    defaults: Dict[str, Any] = {}
+    for key, value in data.items():
+        dest = str(key).lstrip("-").replace("-", "_")
+        if dest not in actions:
+            raise ArgumentError(f"--yaml-cfg {path}: unknown key {key!r} (no flag {_flag(dest)})")
+        defaults[dest] = _coerce_yaml_value(actions[dest], value, f"--yaml-cfg {path}: key {key!r}")
+    return defaults
+
+
+# --------------------------------------------------------------------------- parsing
+
+def _explicit_dests(parser: argparse.ArgumentParser, argv: Sequence[str]) -> List[str]:
+    """The dests that appear on the command line (argparse leaves pre-set attributes alone)."""
+    unset = object()
+    dests = [a.dest for a in parser._actions if a.dest != "help"]
+    probe = argparse.Namespace(**{dest: unset for dest in dests})
+    parser.parse_args(list(argv), namespace=probe)
+    return [dest for dest, value in vars(probe).items() if value is not unset]
+
+
+def _default_ffn_hidden_size(hidden_size: int, swiglu: bool) -> int:
+    """Megatron's default: 4h, or 8h/3 rounded down to a multiple of 64 with SwiGLU."""
+    if not swiglu:
+        return 4 * hidden_size
+    rounded = int((4 * hidden_size * 2 / 3) / 64) * 64
+    return rounded if rounded > 0 else int(8 * hidden_size / 3)
+
+
+def _params_dtype(args: argparse.Namespace) -> torch.dtype:
+    if args.bf16:
+        return torch.bfloat16
+    if args.fp16:
+        return torch.float16
+    return torch.float32
+
+
+def _derive_fields(args: argparse.Namespace) -> None:
+    """Fill the fields that follow from others (see the module docstring)."""
+    args.params_dtype = _params_dtype(args)
+    if args.group_query_attention:
+        args.num_query_groups = args.num_query_groups if args.num_query_groups is not None else 1
+    else:
+        args.num_query_groups = None
+    if args.ffn_hidden_size is None and args.hidden_size is not None:
+        args.ffn_hidden_size = _default_ffn_hidden_size(args.hidden_size, args.swiglu)
+    if args.max_position_embeddings is None:
+        args.max_position_embeddings = args.seq_length
+    if args.lr_decay_iters is None:
+        args.lr_decay_iters = args.train_iters
+    if args.lr_warmup_iters is None:
+        fraction, decay = args.lr_warmup_fraction, args.lr_decay_iters
+        args.lr_warmup_iters = round(fraction * decay) if fraction is not None and decay is not None else 0
+    for bound in ("start_weight_decay", "end_weight_decay"):
+        if getattr(args, bound) is None:
+            setattr(args, bound, args.weight_decay)
+    args.noop_layers = tuple(args.noop_layers or ())
+    if args.distributed_backend is None and args.device is not None:
+        args.distributed_backend = BACKEND_FOR_DEVICE[args.device]
+    set_vocab_size(args, args.vocab_size)
+
+
+def set_vocab_size(args: argparse.Namespace, vocab_size: Optional[int]) -> None:
+    """Record the vocabulary size (e.g. the tokenizer's) and its TP-padded size."""
+    args.vocab_size = vocab_size
+    args.padded_vocab_size = (pad_vocab_size(vocab_size, args.make_vocab_size_divisible_by,
+                                             args.tensor_model_parallel_size)
+                              if vocab_size is not None else None)
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """Parse flags (``sys.argv[1:]`` when ``argv`` is None), apply YAML defaults, derive fields."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    yaml_path = _yaml_path(argv)
+    yaml_defaults = load_yaml_defaults(yaml_path, parser) if yaml_path else {}
+    parser.set_defaults(**yaml_defaults)
+    args = parser.parse_args(argv)
+    given = set(yaml_defaults) | set(_explicit_dests(parser, argv))
+    args.explicit_args = {dest: getattr(args, dest) for dest in sorted(given)}
+    _derive_fields(args)
+    return args
+
+
+# --------------------------------------------------------------------------- validation
+
+def _given(args: argparse.Namespace, dest: str) -> bool:
+    explicit = getattr(args, "explicit_args", None)
+    if explicit is None:
+        return getattr(args, dest, None) not in (None, 0)
+    return dest in explicit
+
+
+def _check_required(args: argparse.Namespace) -> None:
+    missing = [_flag(dest) for dest in REQUIRED_FLAGS if getattr(args, dest, None) is None]
+    if missing:
+        raise ArgumentError(f"missing required {', '.join(missing)}: give them on the command line "
+                            "or in the --yaml-cfg file")
+
+
+def _check_precision(args: argparse.Namespace) -> None:
+    if args.fp16 and args.bf16:
+        raise ArgumentError("--fp16 and --bf16 are mutually exclusive; pass only one of them")
+
+
+def _check_parallel_sizes(args: argparse.Namespace, world_size: int) -> None:
+    tp, pp = args.tensor_model_parallel_size, args.pipeline_model_parallel_size
+    cp, ep = args.context_parallel_size, args.expert_model_parallel_size
+    for dest, value in (("tensor_model_parallel_size", tp), ("pipeline_model_parallel_size", pp),
+                        ("context_parallel_size", cp), ("expert_model_parallel_size", ep)):
+        if value < 1:
+            raise ArgumentError(f"{_flag(dest)} must be at least 1, got {value}")
+    try:
+        validate_degrees(world_size, tp, pp, cp, ep)
+    except ValueError as exc:
+        raise ArgumentError(str(exc)) from None
+    args.world_size = world_size
+    args.data_parallel_size = world_size // (tp * pp * cp)
+
+
+def _check_pipeline(args: argparse.Namespace) -> None:
+    pp, layers = args.pipeline_model_parallel_size, args.num_layers
+    if layers % pp != 0:
+        raise ArgumentError(f"--num-layers ({layers}) is not divisible by --pipeline-model-parallel-size "
+                            f"({pp}); change either, or pad with --noop-layers")
+    bad_noop = [i for i in (args.noop_layers or ()) if not 0 <= i < layers]
+    if bad_noop:
+        raise ArgumentError(f"--noop-layers {bad_noop} out of range: layer numbers run from 0 to "
+                            f"--num-layers - 1 ({layers - 1})")
+    args.virtual_pipeline_model_parallel_size = None
+    per_stage = args.num_layers_per_virtual_pipeline_stage
+    if per_stage is None:
+        return
+    if pp < 2:
+        raise ArgumentError("--num-layers-per-virtual-pipeline-stage needs --pipeline-model-parallel-size "
+                            "of 2 or more; drop it or raise the pipeline size")
+    if per_stage < 1 or (layers // pp) % per_stage != 0:
+        raise ArgumentError(f"--num-layers-per-virtual-pipeline-stage ({per_stage}) must divide the layers "
+                            "per pipeline stage (--num-layers / --pipeline-model-parallel-size = "
+                            f"{layers // pp})")
+    args.virtual_pipeline_model_parallel_size = (layers // pp) // per_stage
+
+
+def _check_heads(args: argparse.Namespace) -> None:
+    heads, tp = args.num_attention_heads, args.tensor_model_parallel_size
+    if args.kv_channels is None and args.hidden_size % heads != 0:
+        raise ArgumentError(f"--hidden-size ({args.hidden_size}) is not divisible by --num-attention-heads "
+                            f"({heads}); change either or set the head size with --kv-channels")
+    if heads % tp != 0:
+        raise ArgumentError(f"--num-attention-heads ({heads}) is not divisible by "
+                            f"--tensor-model-parallel-size ({tp}); choose a TP size that divides the heads")
+    groups = args.num_query_groups
+    if groups is None:  # without --group-query-attention the flag is ignored, but must still fit
+        groups = getattr(args, "explicit_args", {}).get("num_query_groups")
+    if groups is None:
+        return
+    if groups < 1 or heads % groups != 0:
+        raise ArgumentError(f"--num-attention-heads ({heads}) must be a multiple of --num-query-groups "
+                            f"({groups}); choose a group count that divides the heads")
+    if args.num_query_groups is not None and groups % tp != 0 and tp % groups != 0:
+        raise ArgumentError(f"--num-query-groups ({groups}) and --tensor-model-parallel-size ({tp}) must "
+                            "divide one another (KV heads are split over TP, or replicated when TP exceeds "
+                            "them); change either")
+
+
+def _check_ffn(args: argparse.Namespace) -> None:
+    tp = args.tensor_model_parallel_size
+    if args.ffn_hidden_size % tp != 0:
+        raise ArgumentError(f"--ffn-hidden-size ({args.ffn_hidden_size}) is not divisible by "
+                            f"--tensor-model-parallel-size ({tp}); set --ffn-hidden-size to a multiple of it")
+
+
+def _check_batch(args: argparse.Namespace) -> None:
+    micro, dp = args.micro_batch_size, args.data_parallel_size
+    if args.global_batch_size is None:
+        args.global_batch_size = micro * dp
+    if args.global_batch_size % (micro * dp) != 0:
+        raise ArgumentError(
+            f"--global-batch-size ({args.global_batch_size}) is not divisible by --micro-batch-size "
+            f"({micro}) x data-parallel size ({dp}, = world size / (TP x PP x CP)); "
+            f"use a multiple of {micro * dp}")
+    args.num_micro_batches = args.global_batch_size // (micro * dp)
+
+
+def _check_sequence_parallel(args: argparse.Namespace) -> None:
+    if args.sequence_parallel and args.tensor_model_parallel_size == 1:
+        warnings.warn("--sequence-parallel has no effect with --tensor-model-parallel-size 1; "
+                      "turning it off", UserWarning, stacklevel=3)
+        args.sequence_parallel = False
+
+
+def _check_learning_rate(args: argparse.Namespace) -> None:
+    if args.lr_warmup_fraction is not None and _given(args, "lr_warmup_iters"):
+        raise ArgumentError("--lr-warmup-iters and --lr-warmup-fraction are mutually exclusive; "
+                            "pass only one of them")
+    if args.min_lr > args.lr:
+        raise ArgumentError(f"--min-lr ({args.min_lr}) is larger than --lr ({args.lr}); "
+                            "lower --min-lr or raise --lr")
+    decay, warmup = args.lr_decay_iters, args.lr_warmup_iters
+    if decay < 1:
+        raise ArgumentError(f"--lr-decay-iters ({decay}) must be at least 1")
+    if warmup >= decay:
+        raise ArgumentError(f"warmup ({warmup} iterations from --lr-warmup-iters/--lr-warmup-fraction) "
+                            f"must be shorter than --lr-decay-iters ({decay}, default --train-iters)")
+    if args.lr_decay_style == "WSD":
+        wsd = args.lr_wsd_decay_iters
+        if wsd is None:
+            raise ArgumentError("--lr-decay-style WSD needs --lr-wsd-decay-iters (the length of the "
+                                "final decay)")
+        if not 0 < wsd <= decay - warmup:
+            raise ArgumentError(f"--lr-wsd-decay-iters ({wsd}) must be in 1..{decay - warmup} "
+                                "(--lr-decay-iters minus the warmup)")
+
+
+def _check_tokenizer(args: argparse.Namespace) -> None:
+    if args.mock_data and args.vocab_size is None:
+        raise ArgumentError("--mock-data needs --vocab-size (the range of the random tokens)")
+    kind = args.tokenizer_type
+    if kind == "NullTokenizer" and args.vocab_size is None:
+        raise ArgumentError("--tokenizer-type NullTokenizer needs --vocab-size")
+    if kind == "PretrainedFromHF" and not args.tokenizer_name_or_path:
+        raise ArgumentError("--tokenizer-type PretrainedFromHF needs --tokenizer-name-or-path "
+                            "(a Hugging Face model directory or hub name)")
+    if kind == "SentencePieceTokenizer" and not args.tokenizer_model:
+        raise ArgumentError("--tokenizer-type SentencePieceTokenizer needs --tokenizer-model "
+                            "(the .model file)")
+    if kind == "GPT2BPETokenizer" and not (args.vocab_file and args.merge_file):
+        raise ArgumentError("--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file")
+
+
+def _check_checkpointing(args: argparse.Namespace) -> None:
+    if args.load is not None and not os.path.exists(args.load):
+        raise ArgumentError(f"--load {args.load}: no such file or directory; fix the path or drop --load")
+    if args.save_interval is not None and args.save is None:
+        raise ArgumentError("--save-interval needs --save (the checkpoint directory)")
+    if args.save_interval is not None and args.save_interval < 1:
+        raise ArgumentError(f"--save-interval ({args.save_interval}) must be at least 1")
+
+
+def _check_device(args: argparse.Namespace) -> None:
+    backend, device = args.distributed_backend, args.device
+    wanted = {"nccl": "cuda", "hccl": "npu"}.get(backend or "")
+    if wanted and device is not None and device != wanted:
+        raise ArgumentError(f"--distributed-backend {backend} needs --device {wanted}, not {device}; "
+                            f"use --distributed-backend {BACKEND_FOR_DEVICE[device]} or drop it")
+
+
+def validate_args(args: argparse.Namespace, world_size: int) -> None:
+    """Reject invalid combinations (ArgumentError, one line) and fill batch/parallel fields."""
+    _check_required(args)
+    _check_precision(args)
+    _check_parallel_sizes(args, world_size)
+    _check_pipeline(args)
+    _check_heads(args)
+    _check_ffn(args)
+    _check_batch(args)
+    _check_sequence_parallel(args)
+    _check_learning_rate(args)
+    _check_tokenizer(args)
+    _check_checkpointing(args)
+    _check_device(args)
+
+
+def parse_and_validate(argv: Optional[Sequence[str]] = None,
+                       world_size: Optional[int] = None) -> argparse.Namespace:
+    """parse_args + validate_args for a ``main``: on a bad flag print ``error: ...`` and exit 2.
+
+    ``world_size`` defaults to the ``WORLD_SIZE`` environment variable (torchrun), else 1.
+    """
+    if world_size is None:
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    try:
+        args = parse_args(argv)
+        validate_args(args, world_size)
+    except ArgumentError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    return args
+
+
+# --------------------------------------------------------------------------- model config
+
+def transformer_config_from_args(args: argparse.Namespace) -> TransformerConfig:
+    """The decoder's TransformerConfig; the vocabulary size must be known by now."""
+    if args.vocab_size is None:
+        raise ArgumentError("the vocabulary size is unknown: pass --vocab-size, or call "
+                            "set_vocab_size(args, tokenizer.vocab_size) before building the model")
+    try:
+        return TransformerConfig(
+            num_layers=args.num_layers,
+            hidden_size=args.hidden_size,
+            num_attention_heads=args.num_attention_heads,
+            vocab_size=args.vocab_size,
+            ffn_hidden_size=args.ffn_hidden_size,
+            num_query_groups=args.num_query_groups,
+            kv_channels=args.kv_channels,
+            max_position_embeddings=args.max_position_embeddings,
+            make_vocab_size_divisible_by=args.make_vocab_size_divisible_by,
+            normalization=args.normalization,
+            norm_epsilon=args.norm_epsilon,
+            position_embedding_type=args.position_embedding_type,
+            rotary_base=args.rotary_base,
+            rope_scaling_type=args.rope_scaling_type,
+            rope_scaling_factor=args.rope_scaling_factor,
+            rope_low_freq_factor=args.low_freq_factor,
+            rope_high_freq_factor=args.high_freq_factor,
+            rope_original_max_position_embeddings=args.original_max_position_embeddings,
+            swiglu=args.swiglu,
+            add_bias_linear=not args.disable_bias_linear,
+            add_qkv_bias=args.add_qkv_bias,
+            untie_embeddings_and_output_weights=args.untie_embeddings_and_output_weights,
+            attention_dropout=args.attention_dropout,
+            hidden_dropout=args.hidden_dropout,
+            init_method_std=args.init_method_std,
+            params_dtype=args.params_dtype,
+            tensor_model_parallel_size=args.tensor_model_parallel_size,
+            sequence_parallel=args.sequence_parallel,
+            noop_layers=tuple(args.noop_layers or ()),
+        )
+    except ValueError as exc:
+        raise ArgumentError(str(exc)) from None
