@@ -1,0 +1,360 @@
+"""The architecture registry: Hugging Face families as data (DESIGN.md, principle 4).
+
+Each :class:`Family` holds
+
+* ``to_config``: HF ``config.json`` dict -> :class:`TransformerConfig` kwargs;
+* ``to_hf_config``: our config (plus the original HF config, when known) -> an
+  equivalent HF ``config.json`` dict;
+* ``weights``: a declarative, two-way weight-name map. Each :class:`WeightRule`
+  names one of our parameters (``{i}`` is the global layer number), the HF
+  tensors it is made of and the transform between them (see ``TRANSFORMS``).
+
+Which of our parameters exist (biases, the untied output layer) is decided by
+the model built from the config, never by the family name; the map only says
+where each one comes from. The families share the Llama layout:
+
+    ours                                              HF
+    embedding.word_embeddings.weight      [v_pad, h]  model.embed_tokens.weight  [v, h]   (vocab pad)
+    decoder.layers.{i}.self_attention.linear_qkv      cat(q_proj, k_proj, v_proj) rows    (fuse rows)
+    decoder.layers.{i}.mlp.linear_fc1                 cat(gate_proj, up_proj) rows        (fuse rows)
+    output_layer.weight                   [v_pad, h]  lm_head.weight             [v, h]   (vocab pad)
+
+RoPE uses the HF half-rotation layout on both sides, so q/k need no permutation.
+
+Mistral's ``sliding_window`` (and Qwen2's ``use_sliding_window``) is not modelled
+by the decoder yet: conversion is exact for sequences no longer than the window.
+The key is recorded (``preserved_keys``) so the inverse config keeps it.
+
+Usage::
+
+    family = get_family("llama3")
+    cfg = TransformerConfig(**family.to_config(json.load(open("config.json"))))
+    hf_config = family.to_hf_config(cfg, original_hf_config)
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from core.transformer.config import TransformerConfig
+
+
+class RegistryError(ValueError):
+    """An HF config or family name the registry cannot map (message is one line)."""
+
+
+# --------------------------------------------------------------------------- weight map
+
+
+@dataclass(frozen=True)
+class WeightRule:
+    """One of our parameters (``ours``, ``{i}`` = layer) made of HF tensors ``hf`` by ``transform``."""
+
+    ours: str
+    hf: Tuple[str, ...]
+    transform: str = "copy"
+
+    def pattern(self) -> "re.Pattern[str]":
+        return re.compile("^" + re.escape(self.ours).replace(r"\{i\}", r"(?P<i>\d+)") + "$")
+
+
+@dataclass(frozen=True)
+class TensorContext:
+    """What a transform needs: row split sizes of a fused weight, vocab sizes."""
+
+    split_sizes: Tuple[int, ...] = ()
+    vocab_size: int = 0
+    padded_vocab_size: int = 0
+
+
+def _copy_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    return tensors[0]
+
+
+def _copy_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    return [tensor]
+
+
+def _fuse_rows_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    sizes = tuple(t.size(0) for t in tensors)
+    if ctx.split_sizes and sizes != ctx.split_sizes:
+        raise RegistryError(f"fused tensors have rows {sizes}, the model expects {ctx.split_sizes}")
+    return torch.cat(list(tensors), dim=0)  # [q; k; v] or [gate; up] rows
+
+
+def _fuse_rows_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    return [piece.contiguous() for piece in tensor.split(list(ctx.split_sizes), dim=0)]
+
+
+def _vocab_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    full = tensors[0]  # [v, h]
+    if full.size(0) != ctx.vocab_size:
+        raise RegistryError(f"vocabulary tensor has {full.size(0)} rows, config vocab_size is {ctx.vocab_size}")
+    if ctx.padded_vocab_size == ctx.vocab_size:
+        return full
+    padded = full.new_zeros((ctx.padded_vocab_size,) + tuple(full.shape[1:]))  # [v_pad, h]
+    padded[:ctx.vocab_size] = full
+    return padded
+
+
+def _vocab_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    return [tensor[:ctx.vocab_size].contiguous()]  # [v_pad, h] -> [v, h]
+
+
+# name -> (HF tensors -> ours, ours -> HF tensors)
+TRANSFORMS: Dict[str, Tuple[Callable[..., torch.Tensor], Callable[..., List[torch.Tensor]]]] = {
+    "copy": (_copy_to_ours, _copy_to_hf),
+    "fuse_rows": (_fuse_rows_to_ours, _fuse_rows_to_hf),
+    "vocab": (_vocab_to_ours, _vocab_to_hf),
+}
+
+
+def _layer(ours: str, hf: Sequence[str], transform: str = "copy") -> WeightRule:
+    return WeightRule("decoder.layers.{i}." + ours, tuple("model.layers.{i}." + n for n in hf), transform)
+
+
+LLAMA_WEIGHTS: Tuple[WeightRule, ...] = (
+    WeightRule("embedding.word_embeddings.weight", ("model.embed_tokens.weight",), "vocab"),
+    _layer("input_layernorm.weight", ["input_layernorm.weight"]),
+    _layer("self_attention.linear_qkv.weight",
+           ["self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"], "fuse_rows"),
+    _layer("self_attention.linear_qkv.bias",
+           ["self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"], "fuse_rows"),
+    _layer("self_attention.linear_proj.weight", ["self_attn.o_proj.weight"]),
+    _layer("self_attention.linear_proj.bias", ["self_attn.o_proj.bias"]),
+    _layer("pre_mlp_layernorm.weight", ["post_attention_layernorm.weight"]),
+    _layer("mlp.linear_fc1.weight", ["mlp.gate_proj.weight", "mlp.up_proj.weight"], "fuse_rows"),
+    _layer("mlp.linear_fc1.bias", ["mlp.gate_proj.bias", "mlp.up_proj.bias"], "fuse_rows"),
+    _layer("mlp.linear_fc2.weight", ["mlp.down_proj.weight"]),
+    _layer("mlp.linear_fc2.bias", ["mlp.down_proj.bias"]),
+    WeightRule("decoder.final_layernorm.weight", ("model.norm.weight",)),
+    WeightRule("output_layer.weight", ("lm_head.weight",), "vocab"),
+)
+
+# HF tensors that carry no weights (old checkpoints store the RoPE buffer).
+IGNORED_HF_TENSORS = (re.compile(r".*rotary_emb\.inv_freq$"),)
+
+
+def find_rule(rules: Sequence[WeightRule], name: str) -> Tuple[WeightRule, Tuple[str, ...]]:
+    """The rule for our parameter ``name`` and its HF tensor names (layer filled in)."""
+    for rule in rules:
+        match = rule.pattern().match(name)
+        if match:
+            layer = match.groupdict().get("i")
+            return rule, tuple(n.replace("{i}", layer) if layer is not None else n for n in rule.hf)
+    raise RegistryError(f"no weight rule maps parameter {name!r}")
+
+
+def to_ours(rule: WeightRule, tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    return TRANSFORMS[rule.transform][0](tensors, ctx)
+
+
+def to_hf(rule: WeightRule, tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    return TRANSFORMS[rule.transform][1](tensor, ctx)
+
+
+# --------------------------------------------------------------------------- configs
+
+ROPE_KEYS = ("rope_theta", "rope_scaling", "rope_parameters")
+DTYPE_KEYS = ("torch_dtype", "dtype")
+
+
+def _rope_settings(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Our rope kwargs from ``rope_theta``/``rope_scaling`` (4.x) or ``rope_parameters`` (5.x)."""
+    params = dict(hf.get("rope_scaling") or {})
+    new_style = hf.get("rope_parameters") or {}
+    if new_style and not any(k in new_style for k in ("rope_type", "type", "rope_theta")):
+        raise RegistryError(f"per-layer-type rope_parameters {sorted(new_style)} are not supported")
+    params.update(new_style)
+    theta = params.get("rope_theta", hf.get("rope_theta", 10000.0))
+    kind = params.get("rope_type", params.get("type")) or "default"
+    out: Dict[str, Any] = {"rotary_base": float(theta)}
+    if kind == "default":
+        return out
+    if kind == "linear":
+        return {**out, "rope_scaling_type": "linear", "rope_scaling_factor": float(params["factor"])}
+    if kind == "llama3":
+        return {**out, "rope_scaling_type": "llama3", "rope_scaling_factor": float(params["factor"]),
+                "rope_low_freq_factor": float(params["low_freq_factor"]),
+                "rope_high_freq_factor": float(params["high_freq_factor"]),
+                "rope_original_max_position_embeddings": int(params["original_max_position_embeddings"])}
+    raise RegistryError(f"rope scaling type {kind!r} is not supported (supported: default, linear, llama3)")
+
+
+def _rope_to_hf(cfg: TransformerConfig) -> Dict[str, Any]:
+    """``rope_theta`` + ``rope_scaling``: read by transformers 4.x and 5.x alike."""
+    out: Dict[str, Any] = {"rope_theta": cfg.rotary_base, "rope_scaling": None}
+    if cfg.rope_scaling_type == "linear":
+        out["rope_scaling"] = {"rope_type": "linear", "factor": cfg.rope_scaling_factor}
+    elif cfg.rope_scaling_type == "llama3":
+        out["rope_scaling"] = {"rope_type": "llama3", "factor": cfg.rope_scaling_factor,
+                               "low_freq_factor": cfg.rope_low_freq_factor,
+                               "high_freq_factor": cfg.rope_high_freq_factor,
+                               "original_max_position_embeddings": cfg.rope_original_max_position_embeddings}
+    return out
+
+
+def _dtype_name(hf: Dict[str, Any]) -> Optional[str]:
+    value = hf.get("torch_dtype") or hf.get("dtype")
+    return value if isinstance(value, str) and hasattr(torch, value) else None
+
+
+def _common_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """The Llama-style fields every registered family shares."""
+    if hf.get("hidden_act", "silu") != "silu":
+        raise RegistryError(f"hidden_act {hf['hidden_act']!r} is not supported (SwiGLU needs 'silu')")
+    heads = int(hf["num_attention_heads"])
+    kwargs: Dict[str, Any] = dict(
+        num_layers=int(hf["num_hidden_layers"]), hidden_size=int(hf["hidden_size"]),
+        ffn_hidden_size=int(hf["intermediate_size"]), num_attention_heads=heads,
+        num_query_groups=int(hf.get("num_key_value_heads") or heads),
+        kv_channels=int(hf.get("head_dim") or int(hf["hidden_size"]) // heads),
+        vocab_size=int(hf["vocab_size"]), max_position_embeddings=int(hf.get("max_position_embeddings", 4096)),
+        normalization="RMSNorm", norm_epsilon=float(hf.get("rms_norm_eps", 1e-6)), position_embedding_type="rope",
+        swiglu=True, add_bias_linear=False, add_qkv_bias=False,
+        untie_embeddings_and_output_weights=not hf.get("tie_word_embeddings", False),
+        attention_dropout=0.0, hidden_dropout=0.0, init_method_std=float(hf.get("initializer_range", 0.02)),
+        make_vocab_size_divisible_by=1)
+    kwargs.update(_rope_settings(hf))
+    dtype = _dtype_name(hf)
+    if dtype is not None:
+        kwargs["params_dtype"] = getattr(torch, dtype)
+    return kwargs
+
+
+def _common_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    out: Dict[str, Any] = dict(
+        hidden_size=cfg.hidden_size, intermediate_size=cfg.ffn_hidden_size, num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_query_groups,
+        head_dim=cfg.kv_channels, vocab_size=cfg.vocab_size, max_position_embeddings=cfg.max_position_embeddings,
+        rms_norm_eps=cfg.norm_epsilon, hidden_act="silu",
+        tie_word_embeddings=not cfg.untie_embeddings_and_output_weights, attention_dropout=0.0,
+        initializer_range=cfg.init_method_std, use_cache=True,
+        torch_dtype=str(cfg.params_dtype).replace("torch.", ""))
+    out.update(_rope_to_hf(cfg))
+    return out
+
+
+def _llama_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    kwargs = _common_config(hf)
+    attention_bias, mlp_bias = bool(hf.get("attention_bias", False)), bool(hf.get("mlp_bias", False))
+    if attention_bias and mlp_bias:
+        kwargs["add_bias_linear"] = True
+    elif attention_bias or mlp_bias:
+        raise RegistryError(f"attention_bias={attention_bias} with mlp_bias={mlp_bias} is not supported: the "
+                            "decoder has biases on all linears (add_bias_linear) or on q/k/v only (add_qkv_bias)")
+    return kwargs
+
+
+def _llama_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    if cfg.add_qkv_bias and not cfg.add_bias_linear:
+        raise RegistryError("a q/k/v-only bias (add_qkv_bias) has no Llama equivalent; use --model-type-hf qwen2")
+    return {**_common_hf_config(cfg), "attention_bias": cfg.add_bias_linear, "mlp_bias": cfg.add_bias_linear,
+            "pretraining_tp": 1}
+
+
+def _mistral_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    return _common_config(hf)  # sliding_window: not modelled, preserved (module docstring)
+
+
+def _mistral_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    _reject_biases(cfg, "mistral")
+    return {**_common_hf_config(cfg), "sliding_window": None}
+
+
+def _qwen2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    return {**_common_config(hf), "add_qkv_bias": True}  # Qwen2/2.5: q/k/v bias, no other bias
+
+
+def _qwen2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    if cfg.add_bias_linear or not cfg.add_qkv_bias:
+        raise RegistryError("qwen2 needs add_qkv_bias=True and add_bias_linear=False")
+    return {**_common_hf_config(cfg), "use_sliding_window": False, "sliding_window": None,
+            "max_window_layers": cfg.num_layers}
+
+
+def _reject_biases(cfg: TransformerConfig, name: str) -> None:
+    if cfg.add_bias_linear or cfg.add_qkv_bias:
+        raise RegistryError(f"{name} has no linear biases; the config sets add_bias_linear/add_qkv_bias")
+
+
+# --------------------------------------------------------------------------- families
+
+
+@dataclass(frozen=True)
+class Family:
+    """One HF architecture family: config maps both ways and the weight map."""
+
+    name: str
+    model_type: str
+    architecture: str
+    to_config_fn: Callable[[Dict[str, Any]], Dict[str, Any]]
+    to_hf_config_fn: Callable[[TransformerConfig], Dict[str, Any]]
+    weights: Tuple[WeightRule, ...] = LLAMA_WEIGHTS
+    preserved_keys: Tuple[str, ...] = ()  # HF keys our config does not model, kept for the inverse
+    # HF key that switches sliding-window attention on ("" when ``sliding_window`` alone does)
+    sliding_window_switch: str = ""
+
+    def to_config(self, hf: Dict[str, Any]) -> Dict[str, Any]:
+        """:class:`TransformerConfig` kwargs from an HF ``config.json`` dict."""
+        try:
+            return self.to_config_fn(hf)
+        except KeyError as missing:
+            raise RegistryError(f"config.json lacks {missing} needed by family {self.name!r}") from None
+
+    def to_hf_config(self, cfg: TransformerConfig, original: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """An HF ``config.json`` dict equivalent to ``cfg``.
+
+        Keys of ``original`` that our config does not model (token ids,
+        ``preserved_keys`` such as Mistral's ``sliding_window``) are kept; the
+        architecture fields always come from ``cfg``.
+        """
+        base = {k: v for k, v in (original or {}).items() if k not in ROPE_KEYS + DTYPE_KEYS}
+        base.update(self.to_hf_config_fn(cfg))
+        for key in self.preserved_keys:
+            if original and key in original:
+                base[key] = original[key]
+        base["model_type"], base["architectures"] = self.model_type, [self.architecture]
+        return dict(sorted(base.items()))
+
+    def unmodelled_settings(self, hf: Dict[str, Any]) -> List[str]:
+        """Human-readable notes on preserved settings the decoder does not apply."""
+        notes = []
+        window = hf.get("sliding_window")
+        uses_window = hf.get(self.sliding_window_switch, False) if self.sliding_window_switch else True
+        if window and uses_window:
+            notes.append(f"sliding_window={window} is not modelled: outputs match for sequences <= {window}")
+        return notes
+
+
+_LLAMA = Family("llama2", "llama", "LlamaForCausalLM", _llama_config, _llama_hf_config)
+_MISTRAL = Family("mistral", "mistral", "MistralForCausalLM", _mistral_config, _mistral_hf_config,
+                  preserved_keys=("sliding_window",))
+_QWEN2 = Family("qwen2", "qwen2", "Qwen2ForCausalLM", _qwen2_config, _qwen2_hf_config,
+                preserved_keys=("use_sliding_window", "sliding_window", "max_window_layers", "layer_types"),
+                sliding_window_switch="use_sliding_window")
+
+FAMILIES: Dict[str, Family] = {"llama2": _LLAMA, "llama": _LLAMA, "llama3": _LLAMA,
+                               "mistral": _MISTRAL, "qwen2": _QWEN2}
+
+
+def known_families() -> List[str]:
+    return sorted(FAMILIES)
+
+
+def get_family(name: str) -> Family:
+    """The family of a ``--model-type-hf`` value; a one-line error lists the known ones."""
+    family = FAMILIES.get(name)
+    if family is None:
+        raise RegistryError(f"--model-type-hf {name!r} is unknown; known: {', '.join(known_families())}")
+    return family
+
+
+def config_from_hf(hf: Dict[str, Any], name: str, **overrides: Any) -> TransformerConfig:
+    """Our :class:`TransformerConfig` for an HF ``config.json`` dict of family ``name``."""
+    kwargs = get_family(name).to_config(hf)
+    kwargs.update(overrides)
+    return TransformerConfig(**kwargs)
