@@ -136,8 +136,11 @@ def full_initial_value(name: str, param: torch.Tensor, config: TransformerConfig
 def materialize(model: nn.Module, device: torch.device, seed: int, config: TransformerConfig,
                 tp_rank: int, tp_size: int) -> nn.Module:
     """Allocate a meta-device model on ``device`` and initialise it independently of TP/PP."""
+    # to_empty() makes new Parameter objects: carry over the attributes set by mark_param.
+    attributes = {name: dict(vars(param)) for name, param in model.named_parameters()}
     model.to_empty(device=device)
     for name, param in model.named_parameters():
+        vars(param).update(attributes[name])
         full = full_initial_value(name, param, config, seed)
         shard = getattr(param, "tp_shard", None)
         local = shard.shard(full, tp_rank, tp_size) if shard is not None else full

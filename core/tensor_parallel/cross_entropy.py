@@ -36,6 +36,9 @@ class _VocabParallelCrossEntropy(torch.autograd.Function):
         target_logit = logits.gather(-1, local_target.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0.0)
         all_reduce(target_logit, group)  # [s, b]
 
+        sum_shifted = None
+        if label_smoothing > 0:  # sum of (logit - max) over real entries, taken before exp overwrites it
+            sum_shifted = all_reduce(logits[..., :valid].sum(dim=-1), group)  # [s, b]
         exp_logits = logits.exp_()  # in place: logits now hold exp(logit - max)
         sum_exp = exp_logits.sum(dim=-1)
         all_reduce(sum_exp, group)  # [s, b]
@@ -46,9 +49,7 @@ class _VocabParallelCrossEntropy(torch.autograd.Function):
         if label_smoothing > 0:
             # Spread label_smoothing of the mass uniformly over the other vocab_size - 1 entries.
             smoothing = label_smoothing * vocab_size / (vocab_size - 1)
-            log_probs = exp_logits[..., :valid].div(sum_exp.unsqueeze(-1)).log_()  # [s, b, valid]
-            sum_log_probs = log_probs.sum(dim=-1)
-            all_reduce(sum_log_probs, group)
+            sum_log_probs = sum_shifted - vocab_size * log_sum_exp  # sum over v of log p_v, [s, b]
             loss = (1.0 - smoothing) * loss - smoothing * sum_log_probs / vocab_size
 
         exp_logits.div_(sum_exp.unsqueeze(-1))  # softmax [s, b, v/tp]

@@ -34,7 +34,7 @@ from core.pipeline_parallel.schedules import forward_backward_no_pipelining
 from core.tensor_parallel.mappings import all_reduce
 from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed, set_all_rng_states
 from mindspeed_llm.arguments import ArgumentError, parse_and_validate, transformer_config_from_args
-from mindspeed_llm.training.lr_scheduler import OptimizerParamScheduler
+from mindspeed_llm.training.lr_scheduler import scheduler_from_args
 from mindspeed_llm.training.metrics import IterationStats, format_log_line, training_flops_per_token
 
 VALIDATION_SEED_OFFSET = 1
@@ -127,11 +127,7 @@ class Trainer:
                                      adam_beta1=args.adam_beta1, adam_beta2=args.adam_beta2,
                                      adam_eps=args.adam_eps, clip_grad=args.clip_grad)
         self.optimizer = MixedPrecisionOptimizer([self.model], opt_config, self.state, scaler)
-        self.scheduler = OptimizerParamScheduler(
-            self.optimizer, init_lr=args.lr_warmup_init, max_lr=args.lr, min_lr=args.min_lr,
-            lr_warmup_steps=args.lr_warmup_iters, lr_decay_steps=args.lr_decay_iters,
-            lr_decay_style=args.lr_decay_style, wsd_decay_steps=args.lr_wsd_decay_iters,
-            lr_wsd_decay_style=args.lr_wsd_decay_style, start_wd=args.weight_decay, end_wd=args.weight_decay)
+        self.scheduler = scheduler_from_args(self.optimizer, args)
         self.num_microbatches = args.global_batch_size // (args.micro_batch_size * self.state.dp)
         self.flops_per_token = training_flops_per_token(self.config, args.seq_length)
 
@@ -246,8 +242,9 @@ def setup(argv: Optional[List[str]] = None) -> Trainer:
     args = parse_and_validate(argv, world_size)
     reject_unsupported(args)
     acc = init_distributed(args)
+    args.distributed_backend = args.distributed_backend or acc.backend
     state = initialize(tp=args.tensor_model_parallel_size, pp=args.pipeline_model_parallel_size,
-                       backend=args.distributed_backend or acc.backend)
+                       backend=args.distributed_backend)
     trainer = Trainer(args, state, acc)
     if args.load:
         trainer.load()

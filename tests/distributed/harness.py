@@ -12,9 +12,11 @@ each launch costs seconds.
 """
 from __future__ import annotations
 
+import io
 import os
 import queue
 import socket
+import time
 import traceback
 from typing import Any, Callable, List
 
@@ -28,6 +30,13 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _to_bytes(value: Any) -> bytes:
+    """Serialise with torch.save: tensors travel by value, not as shared memory that dies with the child."""
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    return buffer.getvalue()
+
+
 def _child(rank: int, world_size: int, port: int, fn: Callable, args: tuple, results: Any) -> None:
     import torch.distributed as dist
 
@@ -37,12 +46,32 @@ def _child(rank: int, world_size: int, port: int, fn: Callable, args: tuple, res
     try:
         dist.init_process_group("gloo", rank=rank, world_size=world_size)
         value = fn(rank, world_size, *args)
-        results.put((rank, True, value))
+        results.put((rank, True, _to_bytes(value)))
     except BaseException:  # report every failure to the parent
         results.put((rank, False, traceback.format_exc()))
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _collect(procs: list, results: Any, world_size: int, timeout: float, collected: dict, failures: list) -> None:
+    """Wait for every rank's result; stop at the first failure or at a child that died silently."""
+    deadline = time.monotonic() + timeout
+    while len(collected) < world_size and time.monotonic() < deadline:
+        try:
+            rank, ok, value = results.get(timeout=1.0)
+        except queue.Empty:
+            dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0) and r not in collected]
+            if dead:
+                failures.append(f"rank(s) {dead} exited with code(s) {[procs[r].exitcode for r in dead]}")
+                return
+            continue
+        if not ok:
+            failures.append(f"rank {rank} failed:\n{value}")
+            return
+        collected[rank] = torch.load(io.BytesIO(value), weights_only=False)
+    if len(collected) < world_size:
+        failures.append(f"timed out after {timeout}s waiting for {world_size - len(collected)} rank(s)")
 
 
 def run_distributed(world_size: int, fn: Callable, *args: Any, timeout: float = 600.0) -> List[Any]:
@@ -55,15 +84,7 @@ def run_distributed(world_size: int, fn: Callable, *args: Any, timeout: float = 
         proc.start()
     collected, failures = {}, []
     try:
-        for _ in range(world_size):
-            rank, ok, value = results.get(timeout=timeout)
-            if ok:
-                collected[rank] = value
-            else:
-                failures.append(f"rank {rank} failed:\n{value}")
-                break
-    except queue.Empty:
-        failures.append(f"timed out after {timeout}s waiting for {world_size - len(collected)} rank(s)")
+        _collect(procs, results, world_size, timeout, collected, failures)
     finally:
         for proc in procs:
             proc.join(timeout=5 if failures else 60)
