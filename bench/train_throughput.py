@@ -91,7 +91,7 @@ def measure(dtype: str, steps: int, warmup: int, rounds: int) -> Dict[str, float
     tflops = trainer.flops_per_token * ours_tps / 1e12
     return {"ours_tokens_per_s": round(ours_tps, 1), "hf_tokens_per_s": round(hf_tps, 1),
             "ratio": round(ours_tps / hf_tps, 3), "ours_tflops": round(tflops, 3),
-            "ours_mfu": round(tflops / peak_tflops(), 4)}
+            "ours_mfu": round(tflops / peak_tflops(half_precision=dtype == "bf16"), 4)}
 
 
 def main() -> None:

@@ -134,24 +134,31 @@ _PEAK_TFLOPS_BF16 = {
 }
 
 
-def _cpu_peak_tflops() -> float:
-    """fp32 peak of this CPU: cores x 2 FMA pipes x lanes x 2 flops x ~2.5 GHz (an estimate)."""
+def _cpu_peak_tflops(half_precision: bool) -> float:
+    """Peak of this CPU: cores x 2 FMA pipes x fp32 lanes x 2 flops x ~2.5 GHz (an estimate),
+    doubled for bf16/fp16 when the CPU has AVX512-BF16 dot products."""
     try:
         flags = open("/proc/cpuinfo").read()
     except OSError:
         flags = ""
     lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
+    if half_precision and "avx512_bf16" in flags:
+        lanes *= 2
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return cores * 2 * lanes * 2 * 2.5e9 / 1e12
 
 
-def peak_tflops(override: Optional[float] = None) -> float:
-    """Peak TFLOP/s of one device, used as the MFU denominator (``--peak-tflops`` overrides)."""
+def peak_tflops(override: Optional[float] = None, half_precision: bool = True) -> float:
+    """Peak TFLOP/s of one device, used as the MFU denominator (``--peak-tflops`` overrides).
+
+    Accelerators: the dense bf16 figure. CPU: fp32, or bf16 when ``half_precision``
+    and the CPU has bf16 dot products.
+    """
     if override:
         return float(override)
     acc = accelerator()
     if acc.type == "cpu":
-        return _cpu_peak_tflops()
+        return _cpu_peak_tflops(half_precision)
     name = acc.name()
     for key, value in _PEAK_TFLOPS_BF16.items():
         if key in name:
