@@ -263,7 +263,8 @@ def _log(trainer: Trainer, result: StepResult, window: Dict[str, float]) -> None
         global_batch_size=args.global_batch_size, loss=window["loss"] / window["iters"],
         loss_scale=trainer.optimizer.loss_scale, grad_norm=result.grad_norm,
         skipped_iterations=trainer.skipped_iterations, nan_iterations=trainer.nan_iterations,
-        tokens_per_second=tokens_per_second, tflops_per_device=tflops, mfu=tflops / peak_tflops(args.peak_tflops, half_precision=args.bf16 or args.fp16),
+        tokens_per_second=tokens_per_second, tflops_per_device=tflops,
+        mfu=tflops / peak_tflops(args.peak_tflops, half_precision=args.bf16 or args.fp16),
         memory_gb=trainer.acc.max_memory_gb())
     print_rank_last(format_log_line(stats))
 
