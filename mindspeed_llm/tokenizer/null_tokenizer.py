@@ -3,17 +3,20 @@
 Unlike Megatron's null tokenizer, which appends an extra end-of-document id
 (N + 1 ids), the vocabulary here is exactly ``--vocab-size`` and the last id,
 ``N - 1``, is the end-of-document token, so ``--vocab-size`` is the model's
-vocabulary before padding.
+vocabulary before padding. The text is whitespace-separated integers.
 """
 from __future__ import annotations
 
-import argparse
-from typing import List
+from typing import List, Optional
 
 
 class NullTokenizer:
-    def __init__(self, vocab_size: int) -> None:
-        if vocab_size < 2:
+    add_bos = False
+    bos: Optional[int] = None
+    has_chat_template = False
+
+    def __init__(self, vocab_size: Optional[int]) -> None:
+        if vocab_size is None or vocab_size < 2:
             raise ValueError(f"--vocab-size {vocab_size} must be at least 2 for NullTokenizer")
         self.vocab_size = vocab_size
 
@@ -21,15 +24,21 @@ class NullTokenizer:
     def eod(self) -> int:
         return self.vocab_size - 1
 
+    @property
+    def pad(self) -> int:
+        return self.eod
+
     def tokenize(self, text: str) -> List[int]:
-        return [int(token) for token in text.split()]
+        ids = [int(token) for token in text.split()]
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"NullTokenizer: id {bad[0]} is outside [0, {self.vocab_size})")
+        return ids
 
     def detokenize(self, ids: List[int]) -> str:
         return " ".join(str(i) for i in ids)
 
 
-def build_tokenizer(args: argparse.Namespace) -> NullTokenizer:
-    if args.tokenizer_type in (None, "NullTokenizer"):
-        return NullTokenizer(args.vocab_size)
-    raise NotImplementedError(f"--tokenizer-type {args.tokenizer_type} arrives with the data pipeline; "
-                              "use --tokenizer-type NullTokenizer --vocab-size N with --mock-data")
+def build_tokenizer(args):  # kept for old imports; the dispatcher lives in tokenizer.py
+    from mindspeed_llm.tokenizer.tokenizer import build_tokenizer as build
+    return build(args)
