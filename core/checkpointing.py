@@ -14,14 +14,18 @@ Loading uses ``torch.load(weights_only=True)``.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 from typing import Any, Dict, Optional, Tuple
 
 import torch
 import torch.distributed as dist
 
+from core.device import current_device
+
 TRACKER_FILENAME = "latest_checkpointed_iteration.txt"
 CHECKPOINT_FILENAME = "model_optim_rng.pt"
+DISTRIB_OPTIM_FILENAME = "distrib_optim.pt"
 CHECKPOINT_VERSION = 3.0
 RELEASE = "release"
 
@@ -112,19 +116,37 @@ def barrier() -> None:
 
 
 def gather_rng_states(rng_state: Dict[str, Any], dp_group: Any) -> list:
-    """Every DP rank's RNG states, in DP rank order (each rank resumes its own)."""
+    """Every DP rank's RNG states, in DP rank order (each rank resumes its own).
+
+    States travel as ``torch.save`` bytes in uint8 tensors (``all_gather_object``
+    cannot carry tensors in this torch version).
+    """
     if dp_group.size == 1:
         return [rng_state]
-    gathered: list = [None] * dp_group.size
-    dist.all_gather_object(gathered, rng_state, group=dp_group.handle)
-    return gathered
+    buffer = io.BytesIO()
+    torch.save(rng_state, buffer)
+    device = current_device()  # nccl/hccl collectives need device tensors
+    payload = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8).to(device)
+    sizes = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(dp_group.size)]
+    dist.all_gather(sizes, torch.tensor([payload.numel()], device=device), group=dp_group.handle)
+    longest = int(max(size.item() for size in sizes))
+    padded = torch.zeros(longest, dtype=torch.uint8, device=device)
+    padded[:payload.numel()] = payload
+    gathered = [torch.empty(longest, dtype=torch.uint8, device=device) for _ in range(dp_group.size)]
+    dist.all_gather(gathered, padded, group=dp_group.handle)
+    return [torch.load(io.BytesIO(t[:int(n.item())].cpu().numpy().tobytes()), weights_only=True)
+            for t, n in zip(gathered, sizes)]
 
 
 def save_checkpoint(root: str, iteration: int, payload: Dict[str, Any], *, tp_rank: int, pp_rank: int,
-                    pp_size: int, dp_rank: int, is_global_rank0: bool) -> str:
-    """Write this model-parallel rank's file (DP rank 0 only), then the tracker (global rank 0)."""
+                    pp_size: int, dp_rank: int, is_global_rank0: bool,
+                    extra_files: Optional[Dict[str, Any]] = None) -> str:
+    """Write this model-parallel rank's file and any ``extra_files`` beside it (DP rank 0 only),
+    then the tracker (global rank 0)."""
     path = checkpoint_file(root, iteration, tp_rank, pp_rank, pp_size)
     if dp_rank == 0:
+        for filename, content in (extra_files or {}).items():
+            atomic_save(content, os.path.join(os.path.dirname(path), filename))
         atomic_save({**payload, "iteration": iteration, "checkpoint_version": CHECKPOINT_VERSION}, path)
     barrier()
     if is_global_rank0:

@@ -1,71 +1,217 @@
-"""Gradient accumulation into contiguous ``main_grad`` buffers and their reduction.
+"""Gradient accumulation into contiguous, bucketed ``main_grad`` buffers and their reduction.
 
 Each parameter gets ``param.main_grad``, a view into one contiguous buffer per
-gradient dtype (fp32 by default, so bf16/fp16 models accumulate micro-batch
-gradients in fp32 as Megatron does). Parameters are laid out in reverse order
-of registration, roughly the order in which backward produces their
-gradients. A hook moves each freshly accumulated ``.grad`` into ``main_grad``.
+(parameter dtype, gradient dtype) pair: fp32 by default, so bf16/fp16 models
+accumulate micro-batch gradients in fp32 as Megatron does with
+``--accumulate-allreduce-grads-in-fp32``. Parameters are laid out in reverse
+order of registration, roughly the order in which backward produces their
+gradients, and the buffer is cut into buckets of about ``bucket_size``
+elements (``--ddp-bucket-size``).
+
+A hook moves each freshly accumulated ``.grad`` into ``main_grad``. With
+``overlap_grad_reduce``, once every gradient of a bucket is complete during
+the last micro-batch's backward (the schedule keeps the other micro-batches
+inside ``no_sync()``), the bucket's all-reduce (or reduce-scatter, for the
+distributed optimizer) starts asynchronously; ``finish_grad_sync`` waits for
+all of them before the optimizer step. Gradients are divided by the DP size
+before the sum, so the result is the DP mean.
+
+With the distributed optimizer, parameters also live in a contiguous
+``param_data`` buffer of the same layout, so updated shards can be
+all-gathered straight into the model's weights. Each bucket is padded to a
+multiple of the DP size and DP rank ``r`` owns the ``r``-th chunk of every bucket.
 
 ``finalize_model_grads`` then makes the gradients those of the full model:
 sums over TP of sequence-parallel parameters, sums over replicas of
-replicated KV heads, and the mean over data-parallel ranks.
+replicated KV heads, and the DP mean.
 """
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional
+import contextlib
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from core.parallel_state import Group, ParallelState
 from core.tensor_parallel.layers import reduce_replicated_grads
 from core.tensor_parallel.mappings import all_reduce
 
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+DEFAULT_BUCKET_SIZE = 40_000_000  # elements, as Megatron's default
+
+
+class Bucket:
+    """A contiguous run of parameters whose gradients are reduced by one collective."""
+
+    def __init__(self, params: List[nn.Parameter], grad_data: torch.Tensor, param_data: Optional[torch.Tensor],
+                 offset: int, dp_group: Group, scatter: bool) -> None:
+        self.params, self.grad_data, self.param_data = params, grad_data, param_data
+        self.offset, self.dp_group, self.scatter = offset, dp_group, scatter
+        self.shard_size = grad_data.numel() // dp_group.size
+        self.pending: set = set()
+        self.work = None
+        self.shard_out: Optional[torch.Tensor] = None
+        self.launched = False
+        self.collectives = 0  # how many reductions this bucket has started (tests read it)
+
+    def reset(self) -> None:
+        self.pending = {id(p) for p in self.params}
+        self.work, self.shard_out, self.launched = None, None, False
+
+    def shard(self, data: torch.Tensor) -> torch.Tensor:
+        """This DP rank's chunk of a bucket-shaped tensor."""
+        rank = self.dp_group.rank
+        return data[rank * self.shard_size:(rank + 1) * self.shard_size]
+
+    def mark_ready(self, param: nn.Parameter) -> bool:
+        """Record a complete gradient; True when the whole bucket is complete."""
+        self.pending.discard(id(param))
+        return not self.pending
+
+    def start(self) -> None:
+        """Scale by 1/DP and launch the (asynchronous) all-reduce or reduce-scatter."""
+        if self.launched:
+            return
+        self.launched = True
+        if self.dp_group.size == 1:
+            return
+        self.collectives += 1
+        self.grad_data.div_(self.dp_group.size)
+        if self.scatter:
+            self.shard_out = torch.empty_like(self.shard(self.grad_data))
+            self.work = _reduce_scatter_single(self.shard_out, self.grad_data, group=self.dp_group.handle,
+                                               async_op=True)
+        else:
+            self.work = dist.all_reduce(self.grad_data, group=self.dp_group.handle, async_op=True)
+
+    def finish(self) -> None:
+        self.start()
+        if self.work is not None:
+            self.work.wait()
+            self.work = None
+        if self.shard_out is not None:  # reduced chunk back into place; other chunks are stale
+            self.shard(self.grad_data).copy_(self.shard_out)
+            self.shard_out = None
+
+    def all_gather_params(self, async_op: bool = False):
+        """Every rank's updated parameter chunk into ``param_data`` (distributed optimizer)."""
+        if self.dp_group.size == 1:
+            return None
+        mine = self.shard(self.param_data).clone()
+        return _all_gather_single(self.param_data, mine, group=self.dp_group.handle, async_op=async_op)
+
+
+def _bucket_ranges(params: List[nn.Parameter], bucket_size: int, pad_to: int) -> List[Tuple[int, int, list]]:
+    """Split params (in order) into buckets of about ``bucket_size`` elements: (start, end, params)."""
+    ranges, start, current, size = [], 0, [], 0
+    for param in params:
+        current.append(param)
+        size += param.numel()
+        if size >= bucket_size:
+            padded = -(-size // pad_to) * pad_to
+            ranges.append((start, start + padded, current))
+            start, current, size = start + padded, [], 0
+    if current:
+        padded = -(-size // pad_to) * pad_to
+        ranges.append((start, start + padded, current))
+    return ranges
+
 
 class GradBuffer:
-    """One flat gradient tensor for a list of parameters, with a view per parameter."""
+    """One flat gradient tensor (and, for the distributed optimizer, parameter tensor), in buckets."""
 
-    def __init__(self, params: List[nn.Parameter], dtype: torch.dtype, device: torch.device) -> None:
-        self.params = params
-        numel = sum(p.numel() for p in params)
-        self.data = torch.zeros(numel, dtype=dtype, device=device)
-        offset = 0
-        for param in params:
-            param.main_grad = self.data[offset:offset + param.numel()].view_as(param)
-            offset += param.numel()
+    def __init__(self, params: List[nn.Parameter], grad_dtype: torch.dtype, device: torch.device,
+                 dp_group: Group, bucket_size: int, distributed_optimizer: bool) -> None:
+        self.params, self.grad_dtype = params, grad_dtype
+        pad_to = dp_group.size if distributed_optimizer else 1
+        ranges = _bucket_ranges(params, bucket_size, pad_to)
+        numel = ranges[-1][1] if ranges else 0
+        self.data = torch.zeros(numel, dtype=grad_dtype, device=device)
+        self.param_data = None
+        if distributed_optimizer:
+            self.param_data = torch.zeros(numel, dtype=params[0].dtype, device=device)
+        self.param_ranges: Dict[int, Tuple[int, int]] = {}
+        self.buckets: List[Bucket] = []
+        for start, end, members in ranges:
+            offset = start
+            for param in members:
+                self._place(param, offset)
+                offset += param.numel()
+            param_view = self.param_data[start:end] if self.param_data is not None else None
+            self.buckets.append(Bucket(members, self.data[start:end], param_view, start, dp_group,
+                                       scatter=distributed_optimizer))
+
+    def _place(self, param: nn.Parameter, offset: int) -> None:
+        end = offset + param.numel()
+        self.param_ranges[id(param)] = (offset, end)
+        param.main_grad = self.data[offset:end].view_as(param)
+        if self.param_data is not None:  # the weights move into the contiguous buffer
+            self.param_data[offset:end].copy_(param.data.reshape(-1))
+            param.data = self.param_data[offset:end].view_as(param)
 
     def zero(self) -> None:
         self.data.zero_()
 
 
-def _accumulate_hook(param: torch.Tensor) -> None:
-    param.main_grad.add_(param.grad)
-    param.grad = None
-
-
 class GradBuffers:
-    """The buffers of a model (one per gradient dtype) and the hooks that fill them."""
+    """The buffers of one model (chunk), the hooks that fill them and the reductions."""
 
-    def __init__(self, module: nn.Module, grad_dtype: Optional[torch.dtype] = torch.float32) -> None:
+    def __init__(self, module: nn.Module, grad_dtype: Optional[torch.dtype] = torch.float32,
+                 dp_group: Optional[Group] = None, bucket_size: Optional[int] = None,
+                 overlap_grad_reduce: bool = False, distributed_optimizer: bool = False) -> None:
+        self.dp_group = dp_group or Group([0])
+        self.overlap_grad_reduce = overlap_grad_reduce
+        self.sync_enabled = True
         params = [p for p in module.parameters() if p.requires_grad]
-        by_dtype: Dict[torch.dtype, List[nn.Parameter]] = {}
+        by_dtype: Dict[Tuple[torch.dtype, torch.dtype], List[nn.Parameter]] = {}
         for param in reversed(params):
-            by_dtype.setdefault(grad_dtype or param.dtype, []).append(param)
+            by_dtype.setdefault((param.dtype, grad_dtype or param.dtype), []).append(param)
         device = params[0].device if params else torch.device("cpu")
-        self.buffers = [GradBuffer(group, dtype, device) for dtype, group in by_dtype.items()]
-        self.handles = [p.register_post_accumulate_grad_hook(_accumulate_hook) for p in params]
+        self.buffers = [GradBuffer(group, gdtype, device, self.dp_group, bucket_size or DEFAULT_BUCKET_SIZE,
+                                   distributed_optimizer) for (_, gdtype), group in by_dtype.items()]
+        self.bucket_of = {id(p): bucket for buf in self.buffers for bucket in buf.buckets for p in bucket.params}
+        self.handles = [p.register_post_accumulate_grad_hook(self._hook) for p in params]
+        self.reset()
 
-    def zero(self) -> None:
+    @property
+    def buckets(self) -> List[Bucket]:
+        return [bucket for buffer in self.buffers for bucket in buffer.buckets]
+
+    def _hook(self, param: torch.Tensor) -> None:
+        param.main_grad.add_(param.grad)
+        param.grad = None
+        if self.overlap_grad_reduce and self.sync_enabled:
+            bucket = self.bucket_of[id(param)]
+            if bucket.mark_ready(param):
+                bucket.start()
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Backward passes inside accumulate without starting any reduction."""
+        self.sync_enabled = False
+        try:
+            yield
+        finally:
+            self.sync_enabled = True
+
+    def reset(self) -> None:
+        """Zero the gradients and re-arm the buckets for a new step."""
         for buffer in self.buffers:
             buffer.zero()
+        for bucket in self.buckets:
+            bucket.reset()
 
-    def all_reduce_mean(self, group: Group) -> None:
-        """Average every buffer over ``group`` (one collective per buffer)."""
-        if group.size == 1:
-            return
-        for buffer in self.buffers:
-            all_reduce(buffer.data, group)
-            buffer.data.div_(group.size)
+    def zero(self) -> None:
+        self.reset()
+
+    def finish_grad_sync(self) -> None:
+        """Start what has not started (no overlap, or unused parameters) and wait for all."""
+        for bucket in self.buckets:
+            bucket.finish()
 
 
 def _sum_over_tp(params: Iterable[nn.Parameter], tp_group: Group) -> None:
@@ -82,7 +228,13 @@ def _sum_over_tp(params: Iterable[nn.Parameter], tp_group: Group) -> None:
 
 
 def finalize_model_grads(models: List[nn.Module], buffers: List[GradBuffers], state: ParallelState) -> None:
-    """Turn each rank's accumulated local gradients into the gradients of the full model."""
+    """Turn each rank's accumulated local gradients into the gradients of the full model.
+
+    The DP mean comes first (it may already be in flight); the TP sums after it are
+    element-wise, so they are also right on the DP chunk a rank owns after a reduce-scatter.
+    """
+    for buffer in buffers:
+        buffer.finish_grad_sync()
     tp_group = state.tp_group
     params = [p for model in models for p in model.parameters() if p.requires_grad]
     if tp_group.size > 1:
@@ -91,5 +243,3 @@ def finalize_model_grads(models: List[nn.Module], buffers: List[GradBuffers], st
             shard = getattr(param, "tp_shard", None)
             if shard is not None and shard.has_replicas(tp_group.size):
                 reduce_replicated_grads(param.main_grad, shard, tp_group)
-    for buffer in buffers:
-        buffer.all_reduce_mean(state.dp_group)

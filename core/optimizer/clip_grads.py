@@ -30,6 +30,29 @@ def _norm_squared(param: torch.Tensor, grad: torch.Tensor, tp_rank: int, tp: int
     return total
 
 
+def norm_squared_of_range(param: torch.Tensor, grad: torch.Tensor, flat_start: int, tp_rank: int,
+                          tp: int) -> torch.Tensor:
+    """Squared norm of ``grad``, the elements ``[flat_start, flat_start + n)`` of ``param`` flattened,
+    counting TP-replicated values once (distributed optimizer pieces)."""
+    shard = getattr(param, "tp_shard", None)
+    if shard is None:
+        return grad.float().pow(2).sum() if tp_rank == 0 else grad.new_zeros((), dtype=torch.float32)
+    if not shard.has_replicas(tp):
+        return grad.float().pow(2).sum()
+    if shard.dim != 0:
+        raise NotImplementedError("replicated TP segments are only split along dim 0 (column-parallel)")
+    # replicated segments split rows (dim 0): weight each row by 1 or units / tp
+    row_length = param[0].numel()
+    rows = torch.arange(flat_start, flat_start + grad.numel(), device=grad.device) // row_length
+    weights, offset = torch.ones(param.shape[0], device=grad.device), 0
+    for seg in shard.segments:
+        count = seg.local_units(tp) * seg.unit_size
+        if seg.is_replicated(tp):
+            weights[offset:offset + count] = seg.units / tp
+        offset += count
+    return (grad.float().pow(2) * weights[rows]).sum()
+
+
 def global_grad_norm(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], tp_group: Group,
                      model_parallel_group: Group) -> float:
     """L2 norm of the full model's gradient, identical on every rank of the model-parallel group."""

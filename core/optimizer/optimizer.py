@@ -37,14 +37,19 @@ class OptimizerConfig:
     clip_grad: float = 1.0
 
 
+def no_weight_decay(name: str, param: torch.Tensor) -> bool:
+    """Megatron's rule: biases and other 1-D parameters (norm weights) get no weight decay."""
+    return name.endswith(".bias") or param.dim() == 1
+
+
 def param_groups(models: List[nn.Module]) -> List[Dict]:
-    """Decay and no-decay groups (biases and 1-D weights get no weight decay)."""
+    """Decay and no-decay groups, with the multipliers the lr scheduler reads."""
     decay, no_decay = [], []
     for model in models:
         for name, param in model.named_parameters():
             if not param.requires_grad:
                 continue
-            (no_decay if name.endswith(".bias") or param.dim() == 1 else decay).append(param)
+            (no_decay if no_weight_decay(name, param) else decay).append(param)
     groups = [{"params": decay, "wd_mult": 1.0, "lr_mult": 1.0},
               {"params": no_decay, "wd_mult": 0.0, "lr_mult": 1.0}]
     return [g for g in groups if g["params"]]
@@ -58,7 +63,7 @@ def _master_copy(param: nn.Parameter) -> nn.Parameter:
     return master
 
 
-def _build_torch_optimizer(groups: List[Dict], config: OptimizerConfig) -> torch.optim.Optimizer:
+def build_torch_optimizer(groups: List[Dict], config: OptimizerConfig) -> torch.optim.Optimizer:
     if config.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=config.lr, momentum=config.sgd_momentum,
                                weight_decay=config.weight_decay)
@@ -85,7 +90,7 @@ class MixedPrecisionOptimizer:
             for group in groups:
                 group["params"] = [_master_copy(p) for p in group["params"]]
         self.master_params: List[nn.Parameter] = [p for g in groups for p in g["params"]]
-        self.optimizer = _build_torch_optimizer(groups, config)
+        self.optimizer = build_torch_optimizer(groups, config)
         self.param_groups = self.optimizer.param_groups
 
     @property

@@ -28,6 +28,7 @@ from core.datasets.samplers import PretrainingSampler
 from core.device import Accelerator, init_accelerator, peak_tflops
 from core.distributed.grad_buffer import GradBuffers, finalize_model_grads
 from core.models.gpt_model import GPTModel, build_model
+from core.optimizer.distrib_optimizer import DistributedOptimizer
 from core.optimizer.optimizer import MixedPrecisionOptimizer, OptimizerConfig, build_grad_scaler
 from core.parallel_state import ParallelState, initialize
 from core.pipeline_parallel.schedules import forward_backward_no_pipelining
@@ -66,7 +67,6 @@ def reject_unsupported(args: argparse.Namespace) -> None:
         "--pipeline-model-parallel-size > 1": args.pipeline_model_parallel_size > 1,
         "--context-parallel-size > 1": getattr(args, "context_parallel_size", 1) > 1,
         "--expert-model-parallel-size > 1": getattr(args, "expert_model_parallel_size", 1) > 1,
-        "--use-distributed-optimizer": getattr(args, "use_distributed_optimizer", False),
     }
     wanted = [flag for flag, used in unsupported.items() if used]
     if wanted:
@@ -120,16 +120,28 @@ class Trainer:
         model_parallel_seed(args.seed, self.state.tp_rank, self.state.pp_rank)
         self.config = transformer_config_from_args(args)
         self.model = build_model(self.config, self.state.tp_group, self.acc.device, args.seed)
-        self.buffers = GradBuffers(self.model)
+        self.buffers = GradBuffers(self.model, grad_dtype=self._grad_dtype(), dp_group=self.state.dp_group,
+                                   bucket_size=args.ddp_bucket_size, overlap_grad_reduce=args.overlap_grad_reduce,
+                                   distributed_optimizer=args.use_distributed_optimizer)
         scaler = build_grad_scaler(args.fp16, args.loss_scale, args.initial_loss_scale, args.min_loss_scale,
                                    args.loss_scale_window, args.hysteresis)
         opt_config = OptimizerConfig(optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay,
                                      adam_beta1=args.adam_beta1, adam_beta2=args.adam_beta2,
                                      adam_eps=args.adam_eps, clip_grad=args.clip_grad)
-        self.optimizer = MixedPrecisionOptimizer([self.model], opt_config, self.state, scaler)
+        if args.use_distributed_optimizer:
+            self.optimizer = DistributedOptimizer([self.model], [self.buffers], opt_config, self.state, scaler,
+                                                  overlap_param_gather=args.overlap_param_gather)
+        else:
+            self.optimizer = MixedPrecisionOptimizer([self.model], opt_config, self.state, scaler)
         self.scheduler = scheduler_from_args(self.optimizer, args)
         self.num_microbatches = args.global_batch_size // (args.micro_batch_size * self.state.dp)
         self.flops_per_token = training_flops_per_token(self.config, args.seq_length)
+
+    def _grad_dtype(self) -> torch.dtype:
+        """fp32 gradient accumulation, except fp16 models without --accumulate-allreduce-grads-in-fp32."""
+        if self.args.fp16 and not self.args.accumulate_allreduce_grads_in_fp32:
+            return torch.float16
+        return torch.float32
 
     # ---- data -------------------------------------------------------------------------------
     def train_iterator(self) -> Iterator[Dict[str, torch.Tensor]]:
@@ -158,7 +170,7 @@ class Trainer:
         self.model.train()
         self.buffers.zero()
         stats = forward_backward_no_pipelining(forward_step, data_iterator, self.model, self.num_microbatches,
-                                               scale_loss=self.optimizer.scale_loss)
+                                               scale_loss=self.optimizer.scale_loss, no_sync=self.buffers.no_sync)
         finalize_model_grads([self.model], [self.buffers], self.state)
         applied, grad_norm = self.optimizer.step()
         if applied:
@@ -175,6 +187,7 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> float:
+        self.finish_param_sync()
         self.model.eval()
         iterator = self.valid_iterator()
         stats = []
@@ -185,9 +198,22 @@ class Trainer:
         return self._mean_loss(stats)
 
     # ---- checkpoints ------------------------------------------------------------------------
+    @property
+    def distributed_optimizer(self) -> bool:
+        return isinstance(self.optimizer, DistributedOptimizer)
+
+    def finish_param_sync(self) -> None:
+        """Weights complete on every rank (an overlapped all-gather may still be in flight)."""
+        if self.distributed_optimizer:
+            self.optimizer.finish_param_sync()
+
     def save(self) -> str:
         args, state = self.args, self.state
+        self.finish_param_sync()
         rng = checkpointing.gather_rng_states(get_all_rng_states(), state.dp_group)
+        extra = {}
+        if self.distributed_optimizer:  # collective: every DP rank contributes its shard
+            extra[checkpointing.DISTRIB_OPTIM_FILENAME] = self.optimizer.sharded_state()
         payload = {
             "args": checkpointing.namespace_for_checkpoint(args),
             "model": self.model.state_dict(),
@@ -200,7 +226,7 @@ class Trainer:
         }
         path = checkpointing.save_checkpoint(args.save, self.iteration, payload, tp_rank=state.tp_rank,
                                              pp_rank=state.pp_rank, pp_size=state.pp, dp_rank=state.dp_rank,
-                                             is_global_rank0=state.rank == 0)
+                                             is_global_rank0=state.rank == 0, extra_files=extra)
         print_rank_0(f"saved checkpoint at iteration {self.iteration:7d} to {args.save}")
         return path
 
@@ -224,7 +250,7 @@ class Trainer:
         if weights_only or args.no_load_optim:
             self.optimizer.reload_model_params()
         else:
-            self.optimizer.load_state_dict(checkpoint["optimizer"])
+            self._load_optimizer(checkpoint, path)
             self.scheduler.load_state_dict(checkpoint["opt_param_scheduler"])
         if not weights_only:
             self.iteration = iteration
@@ -234,6 +260,18 @@ class Trainer:
                 rng = checkpoint["rng_state"]
                 set_all_rng_states(rng[state.dp_rank] if state.dp_rank < len(rng) else rng[0])
         print_rank_0(f"loaded checkpoint {path} (iteration {self.iteration})")
+
+
+    def _load_optimizer(self, checkpoint: Dict, path: str) -> None:
+        saved_distributed = bool(getattr(checkpoint.get("args"), "use_distributed_optimizer", False))
+        if saved_distributed != self.distributed_optimizer:
+            raise checkpointing.CheckpointError(
+                f"{path} was saved {'with' if saved_distributed else 'without'} --use-distributed-optimizer and "
+                "this run differs; match the flag or add --no-load-optim to load the weights only")
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        if self.distributed_optimizer:
+            shards = os.path.join(os.path.dirname(path), checkpointing.DISTRIB_OPTIM_FILENAME)
+            self.optimizer.load_sharded_state(checkpointing.load_file(shards))
 
 
 def setup(argv: Optional[List[str]] = None) -> Trainer:

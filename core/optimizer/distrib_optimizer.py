@@ -1,0 +1,257 @@
+"""The distributed optimizer (ZeRO-1): each DP rank steps only its shard.
+
+The gradient buffers (core/distributed/grad_buffer.py, built with
+``distributed_optimizer=True``) pad every bucket to a multiple of the DP size;
+DP rank ``r`` owns the ``r``-th chunk of each bucket. The intersection of that
+chunk with a parameter is a *piece*. Per piece, the rank keeps the fp32
+master weight (for an fp32 model, a view of the weight itself) and the Adam
+states, so optimizer memory per rank is 1/DP of the plain optimizer's.
+
+A step: gradients were reduce-scattered (each rank holds the DP mean of its
+chunk); unscale and check for inf/nan (fp16), take the global norm over the
+pieces of all DP ranks and of TP/PP, clip, step the pieces, write them into
+the model weights (bf16/fp16), and all-gather every bucket's weights
+(asynchronously with ``overlap_param_gather``: a forward pre-hook waits for a
+bucket's gather before the first module that uses it runs).
+
+Checkpoints: ``sharded_state`` gathers the full, DP-independent per-parameter
+state (master weight, Adam moments) for DP rank 0 to save as
+``distrib_optim.pt``; ``load_sharded_state`` slices it for any DP size.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from core.distributed.grad_buffer import Bucket, GradBuffers
+from core.optimizer.clip_grads import any_non_finite, clip_grads, norm_squared_of_range
+from core.optimizer.optimizer import GradScaler, OptimizerConfig, build_torch_optimizer, no_weight_decay
+from core.parallel_state import ParallelState
+from core.tensor_parallel.mappings import all_reduce
+
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+STATE_KEYS = ("exp_avg", "exp_avg_sq")
+
+
+@dataclass
+class Piece:
+    """The part ``[start, end)`` of a flattened parameter that this DP rank owns."""
+
+    name: str
+    param: nn.Parameter
+    start: int
+    end: int
+    master: nn.Parameter
+
+
+def _pieces_of_bucket(bucket: Bucket, ranges: Dict[int, Tuple[int, int]], names: Dict[int, str]) -> List[Tuple]:
+    chunk_start = bucket.offset + bucket.dp_group.rank * bucket.shard_size
+    chunk_end = chunk_start + bucket.shard_size
+    found = []
+    for param in bucket.params:
+        first, last = ranges[id(param)]
+        lo, hi = max(first, chunk_start), min(last, chunk_end)
+        if lo < hi:
+            found.append((names[id(param)], param, lo - first, hi - first))
+    return found
+
+
+def _make_master(param: nn.Parameter, start: int, end: int) -> nn.Parameter:
+    flat = param.data.view(-1)[start:end]
+    if param.dtype == torch.float32:
+        return nn.Parameter(flat)  # shares storage: the step updates the weight in place
+    return nn.Parameter(flat.detach().float().clone())
+
+
+class DistributedOptimizer:
+    """Adam on this DP rank's shard of the fp32 master weights."""
+
+    def __init__(self, models: List[nn.Module], buffers: List[GradBuffers], config: OptimizerConfig,
+                 state: ParallelState, grad_scaler: Optional[GradScaler] = None,
+                 overlap_param_gather: bool = False) -> None:
+        self.config, self.state, self.grad_scaler = config, state, grad_scaler
+        self.buffers, self.overlap_param_gather = buffers, overlap_param_gather
+        names = {id(p): name for model in models for name, p in model.named_parameters()}
+        self.names = names
+        self.pieces: List[Piece] = []
+        for model_buffers in buffers:
+            for buffer in model_buffers.buffers:
+                for bucket in buffer.buckets:
+                    for name, param, start, end in _pieces_of_bucket(bucket, buffer.param_ranges, names):
+                        self.pieces.append(Piece(name, param, start, end, _make_master(param, start, end)))
+        self.mixed = any(piece.param.dtype != torch.float32 for piece in self.pieces)
+        decay = [p.master for p in self.pieces if not no_weight_decay(p.name, p.param)]
+        no_decay = [p.master for p in self.pieces if no_weight_decay(p.name, p.param)]
+        groups = [{"params": decay, "wd_mult": 1.0, "lr_mult": 1.0},
+                  {"params": no_decay, "wd_mult": 0.0, "lr_mult": 1.0}]
+        self.optimizer = build_torch_optimizer([g for g in groups if g["params"]] or
+                                               [{"params": [], "wd_mult": 1.0, "lr_mult": 1.0}], config)
+        self.param_groups = self.optimizer.param_groups
+        self._pending_gathers: Dict[int, object] = {}
+        self._hooks = [m.register_forward_pre_hook(self._wait_for_params) for model in models
+                       for m in model.modules() if any(True for _ in m.parameters(recurse=False))]
+
+    # ---- loss scaling (as MixedPrecisionOptimizer) -------------------------------------------
+    @property
+    def loss_scale(self) -> float:
+        return self.grad_scaler.scale if self.grad_scaler is not None else 1.0
+
+    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        return loss * self.loss_scale if self.grad_scaler is not None else loss
+
+    # ---- the step ----------------------------------------------------------------------------
+    def _attach_grads(self) -> List[torch.Tensor]:
+        grads = []
+        for piece in self.pieces:
+            grad = piece.param.main_grad.view(-1)[piece.start:piece.end]
+            piece.master.grad = grad if grad.dtype == torch.float32 else grad.float()
+            grads.append(piece.master.grad)
+        return grads
+
+    def _global_norm(self) -> float:
+        tp = self.state.tp_group
+        device = self.pieces[0].master.device if self.pieces else torch.device("cpu")
+        total = torch.zeros(1, device=device)
+        for piece in self.pieces:
+            total += norm_squared_of_range(piece.param, piece.master.grad, piece.start, tp.rank, tp.size)
+        all_reduce(total, self.state.dp_group)
+        all_reduce(total, self.state.group("mp"))
+        return float(total.sqrt().item())
+
+    def _any_non_finite(self, grads: List[torch.Tensor]) -> bool:
+        local = any_non_finite(grads, self.state.dp_group)
+        flag = torch.tensor([1.0 if local else 0.0])
+        all_reduce(flag, self.state.group("mp"), dist.ReduceOp.MAX)
+        return bool(flag.item() > 0)
+
+    @torch.no_grad()
+    def step(self) -> Tuple[bool, Optional[float]]:
+        grads = self._attach_grads()
+        if self.grad_scaler is not None:
+            torch._foreach_mul_(grads, 1.0 / self.grad_scaler.scale)
+            found_inf = self._any_non_finite(grads)
+            self.grad_scaler.update(found_inf)
+            if found_inf:
+                self._drop_grads()
+                return False, None
+        norm = self._global_norm()
+        clip_grads(grads, norm, self.config.clip_grad)
+        self.optimizer.step()
+        self._drop_grads()
+        if self.mixed:
+            for piece in self.pieces:
+                piece.param.data.view(-1)[piece.start:piece.end].copy_(piece.master.data)
+        self._gather_params()
+        return True, norm
+
+    def _drop_grads(self) -> None:
+        for piece in self.pieces:
+            piece.master.grad = None
+
+    def _gather_params(self) -> None:
+        for model_buffers in self.buffers:
+            for bucket in model_buffers.buckets:
+                work = bucket.all_gather_params(async_op=self.overlap_param_gather)
+                if work is not None and self.overlap_param_gather:
+                    for param in bucket.params:
+                        self._pending_gathers[id(param)] = work
+
+    def _wait_for_params(self, module: nn.Module, _inputs) -> None:
+        if not self._pending_gathers:
+            return
+        for param in module.parameters(recurse=False):
+            work = self._pending_gathers.pop(id(param), None)
+            if work is not None:
+                work.wait()
+
+    def finish_param_sync(self) -> None:
+        """Wait for every outstanding weight all-gather (before saving or evaluating)."""
+        for work in {id(w): w for w in self._pending_gathers.values()}.values():
+            work.wait()
+        self._pending_gathers.clear()
+
+    # ---- checkpoints -------------------------------------------------------------------------
+    def reload_model_params(self) -> None:
+        """Refresh master pieces from the model (after loading model weights only)."""
+        with torch.no_grad():
+            for piece in self.pieces:
+                if self.mixed:
+                    piece.master.copy_(piece.param.data.view(-1)[piece.start:piece.end].float())
+
+    def state_dict(self) -> Dict:
+        """Per-rank scalars (step count, scaler); the shards go to ``distrib_optim.pt``."""
+        steps = [float(self.optimizer.state[p.master]["step"]) for p in self.pieces
+                 if "step" in self.optimizer.state.get(p.master, {})]
+        result = {"step": max(steps) if steps else 0.0, "param_groups": self._group_hparams()}
+        if self.grad_scaler is not None:
+            result["grad_scaler"] = self.grad_scaler.state_dict()
+        return result
+
+    def _group_hparams(self) -> List[Dict]:
+        return [{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]
+
+    def load_state_dict(self, state: Dict) -> None:
+        if self.grad_scaler is not None and "grad_scaler" in state:
+            self.grad_scaler.load_state_dict(state["grad_scaler"])
+        for group, saved in zip(self.optimizer.param_groups, state.get("param_groups", [])):
+            group.update({k: v for k, v in saved.items() if k in group and k != "params"})
+        self._loaded_step = state.get("step", 0.0)
+
+    def sharded_state(self) -> Dict[str, Dict[str, torch.Tensor]]:
+        """Full per-parameter master weights and moments, assembled over DP (every rank gets it)."""
+        result: Dict[str, Dict[str, torch.Tensor]] = {}
+        for key in ("param",) + STATE_KEYS:
+            for name, full in self._gather_flat(key).items():
+                result.setdefault(name, {})[key] = full
+        return result
+
+    def _piece_value(self, piece: Piece, key: str) -> torch.Tensor:
+        if key == "param":
+            return piece.master.detach().float()
+        state = self.optimizer.state.get(piece.master, {})
+        return state[key].float() if key in state else torch.zeros_like(piece.master, dtype=torch.float32)
+
+    def _gather_flat(self, key: str) -> Dict[str, torch.Tensor]:
+        """Gather one state over DP, bucket by bucket, and cut it into parameters."""
+        values = {(id(p.param), p.start): self._piece_value(p, key) for p in self.pieces}
+        result = {}
+        for model_buffers in self.buffers:
+            for buffer in model_buffers.buffers:
+                for bucket in buffer.buckets:
+                    chunk = torch.zeros(bucket.shard_size, dtype=torch.float32, device=buffer.data.device)
+                    base = bucket.offset + bucket.dp_group.rank * bucket.shard_size
+                    for param in bucket.params:
+                        first, last = buffer.param_ranges[id(param)]
+                        lo, hi = max(first, base), min(last, base + bucket.shard_size)
+                        if lo < hi:
+                            chunk[lo - base:hi - base] = values[(id(param), lo - first)]
+                    full = torch.empty(bucket.shard_size * bucket.dp_group.size, dtype=torch.float32,
+                                       device=chunk.device)
+                    if bucket.dp_group.size > 1:
+                        _all_gather_single(full, chunk, group=bucket.dp_group.handle)
+                    else:
+                        full.copy_(chunk)
+                    for param in bucket.params:
+                        first, last = buffer.param_ranges[id(param)]
+                        result[self.names[id(param)]] = full[first - bucket.offset:last - bucket.offset].clone().cpu()
+        return result
+
+    @torch.no_grad()
+    def load_sharded_state(self, full: Dict[str, Dict[str, torch.Tensor]]) -> None:
+        """Take this rank's pieces of a DP-independent state (from ``sharded_state``)."""
+        step = torch.tensor(float(getattr(self, "_loaded_step", 0.0)))
+        for piece in self.pieces:
+            if piece.name not in full:
+                raise KeyError(f"distributed optimizer state has no entry for {piece.name}")
+            saved = full[piece.name]
+            piece.master.copy_(saved["param"][piece.start:piece.end].to(piece.master.dtype))
+            if self.mixed:
+                piece.param.data.view(-1)[piece.start:piece.end].copy_(piece.master)
+            state = self.optimizer.state[piece.master]
+            for key in STATE_KEYS:
+                state[key] = saved[key][piece.start:piece.end].to(piece.master.device).clone()
+            state["step"] = step.clone()
