@@ -201,6 +201,26 @@ def _add_distributed_args(parser: argparse.ArgumentParser) -> None:
                        help="default: npu, else cuda, else cpu, whichever is present")
 
 
+def _add_data_parallel_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("data parallel and optimizer memory")
+    group.add_argument("--ddp-bucket-size", type=int, default=None,
+                       help="elements per gradient bucket (default 40M)")
+    group.add_argument("--overlap-grad-reduce", action="store_true",
+                       help="start each bucket's reduction as soon as its gradients are complete")
+    group.add_argument("--overlap-param-gather", action="store_true",
+                       help="all-gather updated weights asynchronously (needs --use-distributed-optimizer)")
+    group.add_argument("--accumulate-allreduce-grads-in-fp32", action="store_true",
+                       help="fp32 gradient buffers for fp16 models (always on for bf16 and fp32)")
+    group.add_argument("--use-torch-fsdp2", action="store_true", help="PyTorch fully_shard over the DP group")
+    group.add_argument("--use-torch-fsdp", action="store_true", help="PyTorch's FullyShardedDataParallel")
+    group.add_argument("--hsdp-replicate-size", type=int, default=1,
+                       help="with FSDP: replicate groups x shard groups over the DP ranks (HSDP)")
+    group.add_argument("--swap-optimizer", action="store_true",
+                       help="keep optimizer states in host memory, streamed in chunks for the step")
+    group.add_argument("--swap-optimizer-chunk-size", type=int, default=1 << 24,
+                       help="elements per streamed chunk with --swap-optimizer")
+
+
 def _add_data_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("data")
     group.add_argument("--data-path", nargs="*", default=None,
@@ -239,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="YAML mapping of flag names to values, used as defaults")
     for add in (_add_network_size_args, _add_initialization_args, _add_regularization_args,
                 _add_training_args, _add_learning_rate_args, _add_checkpointing_args,
-                _add_mixed_precision_args, _add_distributed_args, _add_data_args,
+                _add_mixed_precision_args, _add_distributed_args, _add_data_parallel_args, _add_data_args,
                 _add_tokenizer_args, _add_logging_args):
         add(parser)
     return parser
@@ -567,6 +587,26 @@ def validate_args(args: argparse.Namespace, world_size: int) -> None:
     _check_tokenizer(args)
     _check_checkpointing(args)
     _check_device(args)
+    _check_data_parallel(args)
+
+
+def _check_data_parallel(args: argparse.Namespace) -> None:
+    """Distributed-optimizer, overlap, FSDP and swap combinations."""
+    fsdp = args.use_torch_fsdp2 or args.use_torch_fsdp
+    if args.overlap_param_gather and not args.use_distributed_optimizer:
+        raise ArgumentError("--overlap-param-gather needs --use-distributed-optimizer; add it or drop "
+                            "--overlap-param-gather")
+    if args.use_torch_fsdp2 and args.use_torch_fsdp:
+        raise ArgumentError("--use-torch-fsdp2 and --use-torch-fsdp are two FSDP backends; choose one")
+    if fsdp and args.use_distributed_optimizer:
+        raise ArgumentError("FSDP (--use-torch-fsdp2/--use-torch-fsdp) already shards optimizer states; "
+                            "drop --use-distributed-optimizer")
+    if fsdp and args.swap_optimizer:
+        raise ArgumentError("--swap-optimizer is not supported with FSDP; drop one of them")
+    if args.hsdp_replicate_size > 1 and not fsdp:
+        raise ArgumentError("--hsdp-replicate-size needs --use-torch-fsdp2 or --use-torch-fsdp")
+    if args.ddp_bucket_size is not None and args.ddp_bucket_size <= 0:
+        raise ArgumentError(f"--ddp-bucket-size {args.ddp_bucket_size} must be positive")
 
 
 def parse_and_validate(argv: Optional[Sequence[str]] = None,

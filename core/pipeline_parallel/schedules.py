@@ -8,7 +8,7 @@ it when pipeline parallelism is enabled.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, List, Tuple
+from typing import Any, Callable, ContextManager, Dict, Iterator, List, Tuple
 
 import torch
 from torch import nn
@@ -19,19 +19,25 @@ ForwardStep = Callable[[Dict[str, torch.Tensor], nn.Module], Tuple[torch.Tensor,
 
 def forward_backward_no_pipelining(forward_step: ForwardStep, data_iterator: Iterator[Dict[str, torch.Tensor]],
                                    model: nn.Module, num_microbatches: int, forward_only: bool = False,
-                                   scale_loss: Callable[[torch.Tensor], torch.Tensor] = lambda x: x) -> List[Dict[str, Any]]:
+                                   scale_loss: Callable[[torch.Tensor], torch.Tensor] = lambda x: x,
+                                   no_sync: Callable[[], ContextManager] = contextlib.nullcontext
+                                   ) -> List[Dict[str, Any]]:
     """Run ``num_microbatches`` forward (and backward) passes; return each micro-batch's stats.
 
     The loss of each micro-batch is divided by ``num_microbatches`` so the
-    accumulated gradient is that of the mean over the global batch.
+    accumulated gradient is that of the mean over the global batch. All but the
+    last backward run inside ``no_sync()``, so overlapped gradient reductions
+    start only during the last one.
     """
     stats = []
     grad_context = torch.no_grad() if forward_only else contextlib.nullcontext()
-    for _ in range(num_microbatches):
+    for index in range(num_microbatches):
         batch = next(data_iterator)
-        with grad_context:
-            loss, micro_stats = forward_step(batch, model)
-        if not forward_only:
-            scale_loss(loss / num_microbatches).backward()
+        sync_context = no_sync() if index < num_microbatches - 1 else contextlib.nullcontext()
+        with sync_context:
+            with grad_context:
+                loss, micro_stats = forward_step(batch, model)
+            if not forward_only:
+                scale_loss(loss / num_microbatches).backward()
         stats.append(micro_stats)
     return stats
