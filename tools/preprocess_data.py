@@ -1,0 +1,507 @@
+"""Tokenize a corpus into Megatron ``.bin/.idx`` indexed datasets (MindSpeed-LLM flags).
+
+Pretraining text::
+
+    python preprocess_data.py --input 'corpus/*.jsonl.gz' --json-keys text \\
+        --tokenizer-type PretrainedFromHF --tokenizer-name-or-path ./my_tokenizer \\
+        --output-prefix data/corpus --append-eod --workers 8
+    # writes data/corpus_text_document.bin/.idx (one per --json-keys key)
+
+Instruction data (Alpaca or ShareGPT), packed into sequences of at most 4096 tokens::
+
+    python preprocess_data.py --input alpaca.json --handler-name AlpacaStyleInstructionHandler \\
+        --prompt-type qwen --tokenizer-type PretrainedFromHF --tokenizer-name-or-path ./qwen \\
+        --output-prefix data/alpaca --seq-length 4096 --pack \\
+        --map-keys '{"prompt":"instruction","query":"input","response":"output"}'
+    # writes data/alpaca_packed_{input_ids,attention_mask,labels}_document.bin/.idx
+
+Pairwise (DPO) data: ``--handler-name AlpacaStylePairwiseHandler`` or
+``SharegptStylePairwiseHandler`` write
+``{prefix}_packed_{chosen_input_ids,chosen_labels,rejected_input_ids,rejected_labels}_document``.
+What the handlers write (labels, the attention-mask file of document ids,
+packing) is described in ``mindspeed_llm/data/handlers.py``.
+
+Inputs (``--input``: a file, a directory searched recursively, or a glob),
+read in sorted order within each directory or glob:
+
+- ``.jsonl``: one JSON object per line (blank lines are ignored);
+- ``.json``: a JSON list of objects;
+- ``.parquet``: rows as objects (needs ``pyarrow``);
+- ``.txt``: one document per line, stored under the first ``--json-keys`` key
+  (pretraining only; an empty line is an empty document);
+- any of these gzip-compressed with a ``.gz`` suffix.
+
+Bad input: a malformed JSON line, invalid UTF-8, a missing key or a malformed
+conversation stops the run with ``error: FILE:LINE: ...`` (exit code 2) unless
+``--skip-bad-records`` skips and counts it; empty documents are always skipped
+and counted. Errors leave no ``.idx`` behind: the builder writes temporary
+names and the ``.idx`` files are put in place last, all together.
+
+``--workers N`` tokenizes in N processes; the output is byte-identical to one
+worker (results are written in input order). A progress bar (documents/s,
+tokens/s; a log line every ``--log-interval`` documents when stderr is not a
+terminal) and a closing summary (documents, tokens, skipped records by reason)
+are printed.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import gzip
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from core.datasets.indexed_dataset import IndexedDatasetBuilder, best_dtype
+from mindspeed_llm.data.handlers import HANDLERS, BadRecord, Sample, build_emitter, build_handler, output_files
+from mindspeed_llm.data.templates import PROMPT_TYPES
+from mindspeed_llm.tokenizer import build_tokenizer
+
+FORMATS = (".jsonl", ".json", ".parquet", ".txt")
+CHUNK_RECORDS = 256  # records per task sent to a worker
+ALWAYS_SKIPPED = ("empty",)
+
+
+class PreprocessError(Exception):
+    """Reported as one ``error: ...`` line, exit code 2."""
+
+
+# ------------------------------------------------------------------------------------------ flags
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description="Tokenize a corpus into .bin/.idx indexed datasets",
+                                     allow_abbrev=False)
+    data = parser.add_argument_group("input data")
+    data.add_argument("--input", required=True, help="a file, a directory or a glob")
+    data.add_argument("--json-keys", nargs="+", default=["text"], help="keys of the text (pretraining)")
+    data.add_argument("--handler-name", default="GeneralPretrainHandler", choices=sorted(HANDLERS))
+    data.add_argument("--prompt-type", default="empty", choices=PROMPT_TYPES,
+                      help="template of instruction data; 'tokenizer' uses the tokenizer's chat template")
+    data.add_argument("--map-keys", default=None, help="JSON: our field name -> the data's field name")
+    data.add_argument("--skip-bad-records", action="store_true",
+                      help="skip and count malformed records instead of stopping")
+    tok = parser.add_argument_group("tokenizer")
+    tok.add_argument("--tokenizer-type", default="PretrainedFromHF",
+                     choices=("PretrainedFromHF", "SentencePieceTokenizer", "NullTokenizer"))
+    tok.add_argument("--tokenizer-name-or-path", default=None)
+    tok.add_argument("--tokenizer-model", default=None)
+    tok.add_argument("--vocab-size", type=int, default=None, help="NullTokenizer only")
+    tok.add_argument("--append-eod", action="store_true", help="end every pretraining document with EOD")
+    out = parser.add_argument_group("output")
+    out.add_argument("--output-prefix", required=True)
+    out.add_argument("--seq-length", type=int, default=None, help="truncate (and pack) to this many tokens")
+    out.add_argument("--pack", action="store_true", help="pack instruction samples into --seq-length sequences")
+    out.add_argument("--seed", type=int, default=1234, help="shuffle seed of --pack")
+    run = parser.add_argument_group("runtime")
+    run.add_argument("--workers", type=int, default=1)
+    run.add_argument("--log-interval", type=int, default=10000)
+    parser.error = _parser_error  # type: ignore[method-assign]
+    return parser
+
+
+def _parser_error(message: str) -> None:
+    raise PreprocessError(message)
+
+
+def validate_args(args: argparse.Namespace) -> None:
+    for flag in ("workers", "log_interval"):
+        if getattr(args, flag) < 1:
+            raise PreprocessError(f"--{flag.replace('_', '-')} must be at least 1")
+    if args.seq_length is not None and args.seq_length < 1:
+        raise PreprocessError("--seq-length must be at least 1")
+    if args.pack and args.seq_length is None:
+        raise PreprocessError("--pack needs --seq-length")
+    instruction = args.handler_name != "GeneralPretrainHandler"
+    if args.pack and args.handler_name not in ("AlpacaStyleInstructionHandler", "SharegptStyleInstructionHandler"):
+        raise PreprocessError("--pack applies to AlpacaStyleInstructionHandler/SharegptStyleInstructionHandler")
+    if not instruction and args.seq_length is not None:
+        raise PreprocessError("--seq-length applies to instruction and pairwise handlers; pretraining "
+                              "documents are cut into sequences at training time")
+    if len(set(args.json_keys)) != len(args.json_keys):
+        raise PreprocessError(f"--json-keys {args.json_keys}: repeated key")
+
+
+# ------------------------------------------------------------------------------------------ input
+
+
+def _format_of(path: str) -> Optional[str]:
+    name = path[:-3] if path.endswith(".gz") else path
+    return next((fmt for fmt in FORMATS if name.endswith(fmt)), None)
+
+
+def expand_inputs(pattern: str) -> List[str]:
+    """The input files named by ``pattern`` (a file, a directory or a glob), sorted."""
+    if os.path.isfile(pattern):
+        files = [pattern]
+    elif os.path.isdir(pattern):
+        files = sorted(os.path.join(root, name) for root, _, names in os.walk(pattern) for name in names)
+    else:
+        files = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+        if not files:
+            raise PreprocessError(f"--input {pattern}: no such file or directory, and no file matches it")
+    if not os.path.isfile(pattern):
+        files = [f for f in files if _format_of(f) is not None]
+    unknown = [f for f in files if _format_of(f) is None]
+    if unknown or not files:
+        raise PreprocessError(f"--input {pattern}: {'no input files there' if not files else unknown[0]}; "
+                              f"supported: {', '.join(FORMATS)} (optionally .gz)")
+    return files
+
+
+def check_inputs(files: Sequence[str], handler_name: str) -> None:
+    formats = {_format_of(f) for f in files}
+    if ".parquet" in formats:
+        try:
+            import pyarrow.parquet  # noqa: F401
+        except ImportError:
+            raise PreprocessError("reading .parquet input needs pyarrow: pip install pyarrow") from None
+    if ".txt" in formats and handler_name != "GeneralPretrainHandler":
+        raise PreprocessError(f"--input has .txt files, which hold plain text; {handler_name} needs "
+                              ".jsonl/.json/.parquet records")
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    path: str
+    line: int           # 1-based line (jsonl, txt) or record number (json, parquet)
+    kind: str           # "jsonl" | "txt": payload is the line's bytes; "object": an already parsed value
+    payload: Any
+
+
+def _open_binary(path: str):
+    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+
+
+def iter_raw_records(files: Sequence[str]) -> Iterator[RawRecord]:
+    """Every record of every file, in order, undecoded where possible (decoding runs in the workers)."""
+    for path in files:
+        fmt = _format_of(path)
+        try:
+            if fmt in (".jsonl", ".txt"):
+                yield from _iter_lines(path, fmt[1:])
+            elif fmt == ".json":
+                yield from _iter_json_list(path)
+            else:
+                yield from _iter_parquet(path)
+        except (OSError, EOFError) as exc:
+            raise PreprocessError(f"{path}: cannot read ({exc})") from exc
+
+
+def _iter_lines(path: str, kind: str) -> Iterator[RawRecord]:
+    with _open_binary(path) as handle:
+        for line_no, line in enumerate(handle, 1):
+            if kind == "jsonl" and not line.strip():
+                continue
+            yield RawRecord(path, line_no, kind, line)
+
+
+def _iter_json_list(path: str) -> Iterator[RawRecord]:
+    with _open_binary(path) as handle:
+        data = handle.read()
+    try:
+        records = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise PreprocessError(f"{path}:{line}: invalid UTF-8 (byte {exc.start})") from exc
+    except json.JSONDecodeError as exc:
+        raise PreprocessError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg}, column {exc.colno})") from exc
+    if not isinstance(records, list):
+        raise PreprocessError(f"{path}: a .json input must hold a list of records (use .jsonl for one per line)")
+    for number, record in enumerate(records, 1):
+        yield RawRecord(path, number, "object", record)
+
+
+def _iter_parquet(path: str) -> Iterator[RawRecord]:
+    import pyarrow.parquet as pq
+    number = 0
+    for batch in pq.ParquetFile(path).iter_batches():
+        for record in batch.to_pylist():
+            number += 1
+            yield RawRecord(path, number, "object", record)
+
+
+# ------------------------------------------------------------------------------------------ workers
+
+_WORKER: Dict[str, Any] = {}
+
+
+def init_worker(args: argparse.Namespace) -> None:
+    """Build the tokenizer and handler of this process (once per worker)."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    tokenizer = build_tokenizer(args)
+    _WORKER["handler"] = build_handler(args.handler_name, tokenizer, args.json_keys, args.append_eod,
+                                       args.prompt_type, args.map_keys)
+    _WORKER["text_key"] = args.json_keys[0]
+
+
+@dataclass
+class Result:
+    path: str
+    line: int
+    sample: Optional[Sample] = None
+    reason: str = ""
+    message: str = ""
+
+
+def _decode(record: RawRecord, text_key: str) -> Dict[str, Any]:
+    if record.kind == "object":
+        value = record.payload
+    else:
+        try:
+            text = record.payload.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadRecord("invalid_utf8", f"invalid UTF-8 (byte {exc.start} of the line)") from exc
+        if record.kind == "txt":
+            return {text_key: text.rstrip("\r\n")}
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BadRecord("malformed_json", f"malformed JSON ({exc.msg}, column {exc.colno})") from exc
+    if not isinstance(value, dict):
+        raise BadRecord("bad_type", f"record is a JSON {type(value).__name__}, expected an object")
+    return value
+
+
+def encode_chunk(chunk: Sequence[RawRecord]) -> List[Result]:
+    """Decode and encode each record; failures come back as results, never as exceptions."""
+    handler, text_key = _WORKER["handler"], _WORKER["text_key"]
+    results = []
+    for record in chunk:
+        try:
+            sample = handler.encode(_decode(record, text_key))
+            results.append(Result(record.path, record.line, sample))
+        except BadRecord as bad:
+            results.append(Result(record.path, record.line, None, bad.reason, str(bad)))
+        except ValueError as exc:  # the tokenizer refused the text (e.g. NullTokenizer ids out of range)
+            results.append(Result(record.path, record.line, None, "tokenizer_error", f"tokenizer: {exc}"))
+    return results
+
+
+def _chunks(records: Iterable[RawRecord], size: int) -> Iterator[List[RawRecord]]:
+    chunk: List[RawRecord] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def ordered_results(args: argparse.Namespace, records: Iterable[RawRecord]) -> Iterator[List[Result]]:
+    """Chunks of results in input order, from ``--workers`` processes.
+
+    Like ``Pool.imap`` over chunks, but at most ``4 * workers`` chunks are in
+    flight, so a large corpus is never read into memory ahead of the workers.
+    """
+    if args.workers == 1:
+        init_worker(args)
+        yield from map(encode_chunk, _chunks(records, CHUNK_RECORDS))
+        return
+    window = 4 * args.workers
+    with multiprocessing.Pool(args.workers, initializer=init_worker, initargs=(args,)) as pool:
+        pending: Deque = deque()
+        for chunk in _chunks(records, CHUNK_RECORDS):
+            pending.append(pool.apply_async(encode_chunk, (chunk,)))
+            if len(pending) >= window:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+
+# ------------------------------------------------------------------------------------------ output
+
+
+def check_output_prefix(prefix: str) -> None:
+    """Fail before any work when ``{prefix}_*`` files cannot be created."""
+    directory = os.path.dirname(os.path.abspath(prefix))
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".preprocess_probe_"):
+            pass
+    except OSError as exc:
+        raise PreprocessError(f"--output-prefix {prefix}: cannot write in {directory} ({exc.strerror or exc})") from exc
+    if os.path.isdir(prefix):
+        raise PreprocessError(f"--output-prefix {prefix} is a directory; give a file prefix such as {prefix}/data")
+
+
+class OutputSet:
+    """One ``IndexedDatasetBuilder`` per output name; all ``.idx`` files appear together at ``commit()``."""
+
+    def __init__(self, prefix: str, dtypes: Dict[str, type]) -> None:
+        self.prefix = prefix
+        self.builders: Dict[str, IndexedDatasetBuilder] = {}
+        for name, dtype in dtypes.items():
+            self.builders[name] = IndexedDatasetBuilder(self.path(name) + ".bin", dtype)
+
+    def path(self, name: str) -> str:
+        return f"{self.prefix}_{name}_document"
+
+    def add_item(self, name: str, array: np.ndarray) -> None:
+        self.builders[name].add_item(array)
+
+    def end_document(self, name: str) -> None:
+        self.builders[name].end_document()
+
+    def commit(self) -> List[str]:
+        """Finalize every builder to pending ``.idx`` names, then rename them all into place."""
+        pending = []
+        for name, builder in self.builders.items():
+            builder.finalize(self.path(name) + ".idx.pending")
+            pending.append(self.path(name))
+        for path in pending:
+            os.replace(path + ".idx.pending", path + ".idx")
+        return pending
+
+    def abort(self) -> None:
+        for name, builder in self.builders.items():
+            builder.abort()
+            for suffix in (".idx.pending", ".idx.pending.tmp"):
+                if os.path.exists(self.path(name) + suffix):
+                    os.remove(self.path(name) + suffix)
+
+
+def output_dtypes(kind: str, json_keys: Sequence[str], vocab_size: int,
+                  seq_length: Optional[int]) -> Dict[str, type]:
+    """Token ids: the smallest dtype for the vocabulary; labels int32 (-100); document ids by length."""
+    dtypes = {}
+    for name in output_files(kind, json_keys):
+        if name.endswith("labels"):
+            dtypes[name] = np.int32
+        elif name.endswith("attention_mask"):
+            dtypes[name] = best_dtype((seq_length or 1) + 1)
+        else:
+            dtypes[name] = best_dtype(vocab_size)
+    return dtypes
+
+
+# ------------------------------------------------------------------------------------------ the run
+
+
+@dataclass
+class Summary:
+    documents: int = 0
+    tokens: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    truncated: int = 0
+    sequences: int = 0
+    seconds: float = 0.0
+    outputs: List[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        rate = max(self.seconds, 1e-9)
+        skipped = ", ".join(f"{reason}: {n}" for reason, n in sorted(self.skipped.items())) or "none"
+        return (f"done: {self.documents} documents, {self.tokens} tokens in {self.seconds:.1f} s "
+                f"({self.documents / rate:.0f} documents/s, {self.tokens / rate:.0f} tokens/s); "
+                f"{self.sequences} sequences written, {self.truncated} truncated; "
+                f"skipped {sum(self.skipped.values())} ({skipped})")
+
+
+class Progress:
+    """A tqdm bar on a terminal; otherwise a log line every ``interval`` documents."""
+
+    def __init__(self, interval: int) -> None:
+        from tqdm import tqdm
+        self.bar = tqdm(unit=" docs", dynamic_ncols=True, disable=None, file=sys.stderr)
+        self.interval, self.next_log = interval, interval
+        self.start, self.documents, self.tokens = time.perf_counter(), 0, 0
+
+    def update(self, documents: int, tokens: int) -> None:
+        self.documents += documents
+        self.tokens += tokens
+        elapsed = max(time.perf_counter() - self.start, 1e-9)
+        if not self.bar.disable:
+            self.bar.update(documents)
+            self.bar.set_postfix_str(f"{self.tokens / elapsed:.0f} tokens/s", refresh=False)
+        elif self.documents >= self.next_log:
+            print(f"processed {self.documents} documents ({self.documents / elapsed:.0f} documents/s, "
+                  f"{self.tokens / elapsed:.0f} tokens/s)", file=sys.stderr)
+            self.next_log += self.interval
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _sample_tokens(sample: Sample) -> int:
+    return sum(len(a) for name, a in sample.items() if not name.endswith("labels"))
+
+
+def consume(results: Iterable[List[Result]], emitter, skip_bad: bool, progress: Progress,
+            summary: Summary) -> None:
+    """Hand good samples to the emitter in order; count or raise on bad ones."""
+    for chunk in results:
+        tokens = 0
+        for result in chunk:
+            if result.sample is None:
+                if not skip_bad and result.reason not in ALWAYS_SKIPPED:
+                    raise PreprocessError(f"{result.path}:{result.line}: {result.message} "
+                                          "(--skip-bad-records skips such records)")
+                summary.skipped[result.reason] += 1
+                continue
+            emitter.add(result.sample)
+            summary.documents += 1
+            tokens += _sample_tokens(result.sample)
+        progress.update(len(chunk), tokens)
+
+
+def run(args: argparse.Namespace) -> Summary:
+    """Validate everything, then tokenize and write; returns the summary."""
+    validate_args(args)
+    files = expand_inputs(args.input)
+    check_inputs(files, args.handler_name)
+    check_output_prefix(args.output_prefix)
+    try:
+        tokenizer = build_tokenizer(args)
+        handler = build_handler(args.handler_name, tokenizer, args.json_keys, args.append_eod,
+                                args.prompt_type, args.map_keys)
+        if args.append_eod or handler.kind != "pretrain":
+            tokenizer.eod  # noqa: B018 (fails now, not in a worker, when there is no EOS)
+    except (ValueError, FileNotFoundError, NotImplementedError, OSError) as exc:
+        raise PreprocessError(str(exc)) from exc
+    summary = Summary()
+    start = time.perf_counter()
+    outputs = OutputSet(args.output_prefix, output_dtypes(handler.kind, args.json_keys, tokenizer.vocab_size,
+                                                          args.seq_length))
+    progress = Progress(args.log_interval)
+    try:
+        emitter = build_emitter(handler.kind, outputs, args.seq_length, args.pack, args.seed)
+        consume(ordered_results(args, iter_raw_records(files)), emitter, args.skip_bad_records, progress, summary)
+        emitter.finish()
+        if summary.documents == 0:
+            raise PreprocessError(f"--input {args.input}: no usable documents "
+                                  f"(skipped: {dict(summary.skipped) or 'none'})")
+        summary.outputs = outputs.commit()
+    except BaseException:
+        outputs.abort()
+        raise
+    finally:
+        progress.close()
+    summary.tokens, summary.truncated = emitter.stats["tokens"], emitter.stats["truncated"]
+    summary.sequences, summary.seconds = emitter.stats["sequences"], time.perf_counter() - start
+    return summary
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        summary = run(args)
+    except PreprocessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(summary.line())
+    for path in summary.outputs:
+        print(f"wrote {path}.bin/.idx")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
