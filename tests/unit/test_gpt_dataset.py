@@ -183,3 +183,42 @@ def test_separate_last_epoch():
     assert sorted(shuffle[:before_last].tolist()) == list(range(before_last))  # full epochs come first
     arrays = build_indices(sizes, np.arange(100, dtype=np.int32), 2 * 206 + 200, config)  # 97% of epoch 3
     assert sorted(np.asarray(arrays["shuffle_index"])[:before_last].tolist()) != list(range(before_last))
+
+
+# ---- the packed SFT dataset (core/datasets/sft_dataset.py) ------------------------------------
+
+
+def _packed(prefix: str, sequences) -> None:
+    """sequences: list of (input_ids, labels, document_ids) as the instruction handlers write them."""
+    from core.datasets.sft_dataset import PACKED_FILES, packed_prefix
+    for column, name in enumerate(PACKED_FILES):
+        order = {"input_ids": 0, "labels": 1, "attention_mask": 2}[name]
+        builder = IndexedDatasetBuilder(packed_prefix(prefix, name) + ".bin", np.int32)
+        for sequence in sequences:
+            builder.add_item(np.array(sequence[order]))
+            builder.end_document()
+        builder.finalize(packed_prefix(prefix, name) + ".idx")
+
+
+def test_sft_packed_dataset(tmp_path):
+    from core.datasets.indexed_dataset import IndexedDatasetError
+    from core.datasets.sft_dataset import SFTPackedDataset
+    prefix = str(tmp_path / "sft")
+    # two samples packed: [prompt 11 12 | reply 13 14] [prompt 21 | reply 22 23]
+    ids = [11, 12, 13, 14, 21, 22, 23]
+    labels = [-100, -100, 13, 14, -100, 22, 23]
+    docs = [1, 1, 1, 1, 2, 2, 2]
+    _packed(prefix, [(ids, labels, docs), ([31, 32, 33], [31, 32, 33], [1, 2, 2])])
+    dataset = SFTPackedDataset(prefix, seq_length=8, shuffle=False)
+    sample = dataset[0]
+    assert sample["tokens"].tolist() == [11, 12, 13, 14, 21, 22, 23, 0]
+    assert sample["labels"].tolist() == [0, 13, 14, 0, 22, 23, 0, 0]
+    assert sample["loss_mask"].tolist() == [0, 1, 1, 0, 1, 1, 0, 0]
+    assert sample["position_ids"].tolist() == [0, 1, 2, 3, 0, 1, 2, 0]
+    assert sample["document_ids"].tolist() == [1, 1, 1, 1, 2, 2, 2, 0]
+    assert dataset[1]["loss_mask"].tolist() == [0, 1, 0, 0, 0, 0, 0, 0]  # 31 -> 32 crosses documents
+    assert dataset[1]["position_ids"].tolist() == [0, 0, 1, 0, 0, 0, 0, 0]
+    assert len(SFTPackedDataset(prefix, seq_length=8, num_samples=5)) == 5
+    _packed(str(tmp_path / "bad"), [(ids, labels, docs[:-1])])
+    with pytest.raises(IndexedDatasetError, match="do not match"):
+        SFTPackedDataset(str(tmp_path / "bad"), seq_length=8)
