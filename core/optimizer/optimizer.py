@@ -19,10 +19,11 @@ from torch import nn
 
 from core.optimizer.clip_grads import any_non_finite, clip_grads, global_grad_norm
 from core.optimizer.grad_scaler import ConstantGradScaler, DynamicGradScaler
+from core.optimizer.swap import SwapAdamW
 from core.parallel_state import ParallelState
 
 GradScaler = Union[ConstantGradScaler, DynamicGradScaler]
-_ATTRIBUTES_FOR_NORM = ("tp_shard", "sequence_parallel")
+_ATTRIBUTES_FOR_NORM = ("tp_shard", "sequence_parallel", "shared")
 
 
 @dataclass
@@ -35,6 +36,8 @@ class OptimizerConfig:
     adam_eps: float = 1e-8
     sgd_momentum: float = 0.9
     clip_grad: float = 1.0
+    swap_optimizer: bool = False  # Adam moments in host memory, streamed in chunks
+    swap_chunk_elements: int = 1 << 24
 
 
 def no_weight_decay(name: str, param: torch.Tensor) -> bool:
@@ -71,6 +74,8 @@ def build_torch_optimizer(groups: List[Dict], config: OptimizerConfig) -> torch.
         raise ValueError(f"--optimizer {config.optimizer!r} is not one of ('adam', 'sgd')")
     kwargs = dict(lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps,
                   weight_decay=config.weight_decay)
+    if config.swap_optimizer:
+        return SwapAdamW(groups, chunk_elements=config.swap_chunk_elements, **kwargs)
     try:
         return torch.optim.AdamW(groups, fused=True, **kwargs)
     except (RuntimeError, ValueError):  # fused kernel unavailable for this device/dtype

@@ -127,7 +127,9 @@ class Trainer:
                                    args.loss_scale_window, args.hysteresis)
         opt_config = OptimizerConfig(optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay,
                                      adam_beta1=args.adam_beta1, adam_beta2=args.adam_beta2,
-                                     adam_eps=args.adam_eps, clip_grad=args.clip_grad)
+                                     adam_eps=args.adam_eps, clip_grad=args.clip_grad,
+                                     swap_optimizer=args.swap_optimizer,
+                                     swap_chunk_elements=args.swap_optimizer_chunk_size)
         if args.use_distributed_optimizer:
             self.optimizer = DistributedOptimizer([self.model], [self.buffers], opt_config, self.state, scaler,
                                                   overlap_param_gather=args.overlap_param_gather)

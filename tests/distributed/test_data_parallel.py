@@ -5,7 +5,8 @@ Three steps of the real training step at DP=2 and DP=4, with small buckets
 and ``--overlap-param-gather``, must give the weights of the single-process
 run (fp32, 1e-6 relative). Also: overlapped reductions run only during the
 last micro-batch (one collective per bucket per step); the distributed
-optimizer's state per rank is 1/DP of the plain optimizer's; a run saved at
+optimizer's state per rank is 1/DP of the plain optimizer's; ``--swap-optimizer``
+(moments streamed from host memory in chunks) changes no result; a run saved at
 DP=2 with the distributed optimizer and resumed at DP=4 continues with the
 loss of the run that kept DP=2.
 """
@@ -26,6 +27,8 @@ VARIANTS = {
     "overlap": ["--overlap-grad-reduce"],
     "distopt": ["--use-distributed-optimizer"],
     "distopt_overlap": ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"],
+    "swap": ["--swap-optimizer", "--swap-optimizer-chunk-size", "3000"],
+    "distopt_swap": ["--use-distributed-optimizer", "--swap-optimizer", "--swap-optimizer-chunk-size", "3000"],
 }
 
 
