@@ -158,7 +158,8 @@ void build_exhaustive_blending_indices(OutArray<DatasetT>& dataset_index, OutArr
   if (dataset_index.shape(0) < total || dataset_sample_index.shape(0) < total)
     throw std::invalid_argument("output arrays are shorter than sum(sizes)");
   std::vector<double> w(num_datasets, 0.0);
-  for (int32_t d = 0; d < num_datasets; ++d) w[d] = static_cast<double>(s(d)) / static_cast<double>(std::max<int64_t>(total, 1));
+  const double total_d = static_cast<double>(std::max<int64_t>(total, 1));
+  for (int32_t d = 0; d < num_datasets; ++d) w[d] = static_cast<double>(s(d)) / total_d;
   auto index_out = dataset_index.template mutable_unchecked<1>();
   auto sample_out = dataset_sample_index.mutable_unchecked<1>();
   std::vector<int64_t> counts(num_datasets, 0);

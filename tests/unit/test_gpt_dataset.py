@@ -191,7 +191,7 @@ def test_separate_last_epoch():
 def _packed(prefix: str, sequences) -> None:
     """sequences: list of (input_ids, labels, document_ids) as the instruction handlers write them."""
     from core.datasets.sft_dataset import PACKED_FILES, packed_prefix
-    for column, name in enumerate(PACKED_FILES):
+    for name in PACKED_FILES:
         order = {"input_ids": 0, "labels": 1, "attention_mask": 2}[name]
         builder = IndexedDatasetBuilder(packed_prefix(prefix, name) + ".bin", np.int32)
         for sequence in sequences:
