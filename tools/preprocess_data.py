@@ -157,7 +157,7 @@ def expand_inputs(pattern: str) -> List[str]:
     return files
 
 
-def check_inputs(files: Sequence[str], handler_name: str) -> None:
+def check_inputs(files: Sequence[str], handler_name: str, json_keys: Sequence[str]) -> None:
     formats = {_format_of(f) for f in files}
     if ".parquet" in formats:
         try:
@@ -167,6 +167,9 @@ def check_inputs(files: Sequence[str], handler_name: str) -> None:
     if ".txt" in formats and handler_name != "GeneralPretrainHandler":
         raise PreprocessError(f"--input has .txt files, which hold plain text; {handler_name} needs "
                               ".jsonl/.json/.parquet records")
+    if ".txt" in formats and len(json_keys) > 1:
+        raise PreprocessError(f"--input has .txt files (one text per line) but --json-keys names "
+                              f"{len(json_keys)} keys; give one")
 
 
 @dataclass(frozen=True)
@@ -457,7 +460,7 @@ def run(args: argparse.Namespace) -> Summary:
     """Validate everything, then tokenize and write; returns the summary."""
     validate_args(args)
     files = expand_inputs(args.input)
-    check_inputs(files, args.handler_name)
+    check_inputs(files, args.handler_name, args.json_keys)
     check_output_prefix(args.output_prefix)
     try:
         tokenizer = build_tokenizer(args)

@@ -217,3 +217,15 @@ def test_emitter_errors_and_output_names():
     assert output_files("instruction") == ("packed_input_ids", "packed_attention_mask", "packed_labels")
     assert output_files("pairwise") == ("packed_chosen_input_ids", "packed_chosen_labels",
                                         "packed_rejected_input_ids", "packed_rejected_labels")
+
+
+def test_pretrain_handler_prepends_bos_when_the_tokenizer_does(tmp_path):
+    from tokenizers import processors
+    tokenizer = train_tokenizer.train_bpe(iter(["hello there", "hi there"] * 20), vocab_size=280, min_frequency=1)
+    tokenizer.post_processor = processors.TemplateProcessing(single="<|endoftext|> $A",
+                                                             special_tokens=[("<|endoftext|>", 0)])
+    train_tokenizer.save_for_transformers(tokenizer, str(tmp_path))
+    tok = PretrainedFromHF(str(tmp_path))
+    assert tok.add_bos and tok.bos == 0
+    handler = build_handler("GeneralPretrainHandler", tok, append_eod=True)
+    assert handler.encode({"text": "hello"})["text"].tolist() == [0] + tok.tokenize("hello") + [tok.eod]

@@ -194,6 +194,8 @@ def test_only_empty_documents_is_an_error(tmp_path, tok_dir, capsys):
       "--tokenizer-type", "NullTokenizer", "--vocab-size", "10"], "needs a tokenizer with a chat template"),
     (["--input", "{src}", "--tokenizer-name-or-path", "{tmp}/none"], "no such directory"),
     (["--input", "{tmp}/in.txt", "--handler-name", "AlpacaStyleInstructionHandler"], "needs .jsonl/.json/.parquet"),
+    (["--input", "{tmp}/in.txt", "--json-keys", "a", "b"], "--json-keys names 2 keys"),
+    (["--input", "{tmp}", "--workers", "0"], "--workers must be at least 1"),
 ])
 def test_flag_and_path_errors(tmp_path, tok_dir, capsys, flags, message):
     src = write_jsonl(tmp_path / "in.jsonl", [{"text": "a"}])
