@@ -1,0 +1,596 @@
+"""Fully sharded data parallelism with PyTorch's FSDP, composed with our tensor parallelism.
+
+Two wrappers, both PyTorch's own implementations:
+
+- :func:`wrap_fsdp2`: ``torch.distributed.fsdp.fully_shard`` on every transformer
+  layer that has parameters, then on the root, over a ``DeviceMesh`` built
+  from our data-parallel group (with ``hsdp_replicate > 1`` a 2-D
+  ``(replicate, shard)`` mesh over the DP ranks: HSDP).
+- :func:`wrap_fsdp1`: ``FullyShardedDataParallel`` (``use_orig_params=True``),
+  one unit per transformer layer plus the root, over the DP group (or a
+  ``(shard, replicate)`` pair of groups for ``HYBRID_SHARD``).
+
+Our TP parameters are plain tensors holding this TP rank's slice; FSDP shards
+those local tensors further over DP. Every TP rank of a DP position holds
+tensors of the same local shape, so FSDP cuts them at the same places and
+each rank's DP shard covers the same *flat window* ``[start, start + n)`` of
+its TP-local tensor. That is what makes the two TP gradient sums FSDP knows
+nothing about correct on shards:
+
+- sequence-parallel parameters (replicated over TP, fed a sequence shard):
+  the local shards are all-reduced over TP, element by element;
+- replicated KV heads: inside the window, the elements of each replicated
+  segment are summed over the TP ranks that hold the same head.
+
+Training step (see ``tests/distributed/test_fsdp.py``)::
+
+    model = wrap_fsdp2(build_model(config, state.tp_group, device, seed), state)
+    optimizer = FSDPOptimizer(model, OptimizerConfig(...), state)
+    loss.backward()                       # FSDP reduce-scatters over DP (mean)
+    finalize_fsdp_grads(model, state)     # TP sums on the shards
+    applied, grad_norm = optimizer.step() # TP/DP-aware norm, clipping, AdamW
+
+Checkpoints keep Megatron's layout: :func:`full_model_state_dict` gathers the
+TP-local (DP-unsharded) state dict on DP rank 0 of each TP rank, equal to the
+``model`` entry written without FSDP; :func:`load_full_model_state_dict`
+shards it back. Loss scaling (fp16) is not supported; bf16 runs through
+``param_dtype`` with fp32 sharded master parameters and fp32 gradient
+reduction.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import DTensor, Shard, distribute_tensor
+
+from core.optimizer.clip_grads import clip_grads
+from core.optimizer.optimizer import OptimizerConfig
+from core.parallel_state import GROUP_DIMS, Group, ParallelState, group_ranks
+from core.tensor_parallel.mappings import all_reduce
+
+SHARDING_STRATEGIES = ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")
+_KEPT_ATTRIBUTES = ("tp_shard", "sequence_parallel", "init_method", "init_shape")
+_FSDP1_PREFIXES = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.")
+
+
+# --------------------------------------------------------------------------- bookkeeping
+
+@dataclass
+class ParamSpec:
+    """What a parameter was before FSDP: TP-local shape, our attributes, and its DP window."""
+
+    name: str
+    shape: torch.Size
+    attributes: Dict[str, object]
+    flat_start: int = 0  # offset of this rank's DP shard in the flattened TP-local tensor
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass
+class FSDPInfo:
+    """How a model was wrapped; kept on the model as ``model.fsdp_info``."""
+
+    kind: str  # "fsdp2" or "fsdp1"
+    shard_group: Group  # ranks a gradient is sharded over
+    replicate_group: Group  # ranks holding the same shard (HSDP / HYBRID_SHARD)
+    specs: Dict[str, ParamSpec] = field(default_factory=dict)
+
+
+def clean_name(name: str) -> str:
+    """A parameter name without FSDP1's wrapper prefixes (FSDP2 adds none)."""
+    for prefix in _FSDP1_PREFIXES:
+        name = name.replace(prefix, "")
+    return name
+
+
+def fsdp_info(model: nn.Module) -> FSDPInfo:
+    info = getattr(model, "fsdp_info", None)
+    if info is None:
+        raise ValueError("the model is not wrapped by wrap_fsdp1/wrap_fsdp2")
+    return info
+
+
+def _record_specs(model: nn.Module) -> Dict[str, ParamSpec]:
+    specs = {}
+    for name, param in model.named_parameters():
+        attributes = {a: getattr(param, a) for a in _KEPT_ATTRIBUTES if hasattr(param, a)}
+        specs[name] = ParamSpec(name, param.shape, attributes)
+    return specs
+
+
+def named_fsdp_params(model: nn.Module) -> Iterator[Tuple[str, nn.Parameter]]:
+    """``(clean name, parameter)`` of a wrapped model, in a fixed order on every rank."""
+    for name, param in model.named_parameters():
+        yield clean_name(name), param
+
+
+def _restore_attributes(model: nn.Module, specs: Dict[str, ParamSpec]) -> None:
+    """fully_shard replaces each parameter by a DTensor one: put our attributes back."""
+    for name, param in named_fsdp_params(model):
+        vars(param).update(specs[name].attributes)
+
+
+# --------------------------------------------------------------------------- groups and meshes
+
+def _all_dp_rank_lists(state: ParallelState) -> List[List[int]]:
+    """Every dense data-parallel group of the world (needed: new_group is collective)."""
+    dp_rest = state.world_size // (state.tp * state.pp * state.cp * state.ep)
+    sizes = {"tp": state.tp, "cp": state.cp, "ep": state.ep, "dp": dp_rest, "pp": state.pp}
+    return group_ranks(sizes, GROUP_DIMS["dp"])
+
+
+def _hsdp_rank_lists(dp_ranks: Sequence[int], replicate: int) -> Tuple[List[List[int]], List[List[int]]]:
+    """Shard groups (contiguous runs of DP ranks) and replicate groups (strided) of one DP group."""
+    shard = len(dp_ranks) // replicate
+    shard_lists = [list(dp_ranks[i * shard:(i + 1) * shard]) for i in range(replicate)]
+    replicate_lists = [list(dp_ranks[j::shard]) for j in range(shard)]
+    return shard_lists, replicate_lists
+
+
+def _new_groups(rank_lists: Sequence[Sequence[int]], rank: int) -> Group:
+    """Create a process group for every list (collective, same order everywhere); return ours."""
+    mine: Optional[Group] = None
+    for ranks in rank_lists:
+        handle = dist.new_group(list(ranks))
+        if rank in ranks:
+            mine = Group(list(ranks), handle, list(ranks).index(rank))
+    assert mine is not None, f"rank {rank} is in none of {rank_lists}"
+    return mine
+
+
+def data_parallel_groups(state: ParallelState, replicate: int = 1) -> Tuple[Group, Group]:
+    """(shard group, replicate group) over this rank's DP ranks; every group has a handle.
+
+    Collective over the world when new groups are needed (HSDP, or DP = 1).
+    """
+    if not dist.is_initialized():
+        raise RuntimeError("FSDP needs torch.distributed to be initialised")
+    dp = state.dp_group.size
+    if replicate < 1 or dp % replicate != 0:
+        raise ValueError(f"HSDP replicate degree {replicate} does not divide the data-parallel size {dp}")
+    if replicate == 1 and state.dp_group.handle is not None:
+        return state.dp_group, Group([state.rank], None, 0)
+    pairs = [_hsdp_rank_lists(ranks, replicate) for ranks in _all_dp_rank_lists(state)]
+    shard = _new_groups([r for shard_lists, _ in pairs for r in shard_lists], state.rank)
+    if replicate == 1:
+        return shard, Group([state.rank], None, 0)
+    return shard, _new_groups([r for _, replicate_lists in pairs for r in replicate_lists], state.rank)
+
+
+def build_dp_mesh(state: ParallelState, device_type: str, replicate: int = 1) -> Tuple[DeviceMesh, Group, Group]:
+    """A 1-D mesh over the DP ranks, or a 2-D ``(replicate, shard)`` mesh for HSDP."""
+    shard, rep = data_parallel_groups(state, replicate)
+    if replicate == 1:
+        return DeviceMesh.from_group(shard.handle, device_type), shard, rep
+    dp_ranks = state.dp_group.ranks
+    layout = torch.tensor(dp_ranks, dtype=torch.int).reshape(replicate, len(dp_ranks) // replicate)
+    mesh = DeviceMesh.from_group([rep.handle, shard.handle], device_type, mesh=layout,
+                                 mesh_dim_names=("replicate", "shard"))
+    return mesh, shard, rep
+
+
+def transformer_layers(model: nn.Module) -> List[nn.Module]:
+    """The decoder layers that hold parameters (noop layers are skipped)."""
+    layers = model.decoder.layers.values()
+    return [layer for layer in layers if any(True for _ in layer.parameters())]
+
+
+def _device_type(model: nn.Module) -> str:
+    return next(model.parameters()).device.type
+
+
+# --------------------------------------------------------------------------- FSDP2
+
+def _dp_shard_start(rows: int, shard_rank: int, shard_size: int) -> int:
+    """First dim-0 row of a torch.chunk-style shard (FSDP2's layout)."""
+    chunk = -(-rows // shard_size) if rows else 0
+    return min(shard_rank * chunk, rows)
+
+
+def _set_fsdp2_windows(model: nn.Module, specs: Dict[str, ParamSpec]) -> None:
+    for name, param in named_fsdp_params(model):
+        spec = specs[name]
+        if not isinstance(param, DTensor):
+            continue
+        mesh, placements = param.device_mesh, param.placements
+        shard_dims = [i for i, p in enumerate(placements) if isinstance(p, Shard)]
+        assert len(shard_dims) == 1 and placements[shard_dims[0]].dim == 0, placements
+        rows = spec.shape[0] if len(spec.shape) else 0
+        start = _dp_shard_start(rows, mesh.get_local_rank(shard_dims[0]), mesh.size(shard_dims[0]))
+        spec.flat_start = start * (spec.numel // rows if rows else 0)
+
+
+def wrap_fsdp2(model: nn.Module, state: ParallelState, *, param_dtype: Optional[torch.dtype] = None,
+               reduce_dtype: Optional[torch.dtype] = torch.float32, hsdp_replicate: int = 1,
+               reshard_after_forward: bool = True) -> nn.Module:
+    """``fully_shard`` each transformer layer, then the root, over our DP ranks (in place)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    specs = _record_specs(model)
+    mesh, shard, rep = build_dp_mesh(state, _device_type(model), hsdp_replicate)
+    policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
+    for layer in transformer_layers(model):
+        fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
+    _restore_attributes(model, specs)
+    _set_fsdp2_windows(model, specs)
+    model.fsdp_info = FSDPInfo("fsdp2", shard, rep, specs)
+    return model
+
+
+# --------------------------------------------------------------------------- FSDP1
+
+def _set_fsdp1_windows(model: nn.Module, specs: Dict[str, ParamSpec]) -> None:
+    """FSDP1 flattens each unit; an original parameter's shard is a flat window of it."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    names = {id(p): n for n, p in named_fsdp_params(model)}
+    for unit in FSDP.fsdp_modules(model):
+        handle = unit._handle  # private, stable across FSDP1 releases; FSDP1 is frozen upstream
+        if handle is None:
+            continue
+        flat = handle.flat_param
+        for param, info in zip(flat._params, flat._shard_param_infos):
+            if handle.uses_sharded_strategy and info.in_shard:
+                specs[names[id(param)]].flat_start = info.intra_param_start_idx
+
+
+def wrap_fsdp1(model: nn.Module, state: ParallelState, *, mixed_precision=None,
+               sharding_strategy: str = "FULL_SHARD", hsdp_replicate: int = 2) -> nn.Module:
+    """PyTorch's FullyShardedDataParallel over the DP ranks, one unit per transformer layer.
+
+    ``mixed_precision``: a ``torch.distributed.fsdp.MixedPrecision`` or None.
+    ``HYBRID_SHARD`` shards within groups of ``dp / hsdp_replicate`` DP ranks and
+    replicates over ``hsdp_replicate`` of them.
+    """
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
+    from torch.distributed.fsdp.wrap import lambda_auto_wrap_policy
+
+    if sharding_strategy not in SHARDING_STRATEGIES:
+        raise ValueError(f"sharding strategy {sharding_strategy!r} is not one of {SHARDING_STRATEGIES}")
+    specs = _record_specs(model)
+    replicate = hsdp_replicate if sharding_strategy == "HYBRID_SHARD" else 1
+    shard, rep = data_parallel_groups(state, replicate)
+    process_group = (shard.handle, rep.handle) if replicate > 1 else shard.handle
+    layer_ids = {id(layer) for layer in transformer_layers(model)}
+    policy = functools.partial(lambda_auto_wrap_policy, lambda_fn=lambda module: id(module) in layer_ids)
+    device = next(model.parameters()).device
+    wrapped = FSDP(model, process_group=process_group, sharding_strategy=ShardingStrategy[sharding_strategy],
+                   auto_wrap_policy=policy, mixed_precision=mixed_precision, use_orig_params=True,
+                   device_id=device)  # an explicit device: FSDP1 refuses CPU modules otherwise
+    _set_fsdp1_windows(wrapped, specs)
+    if sharding_strategy == "NO_SHARD":
+        shard = Group([state.rank], None, 0)
+    wrapped.fsdp_info = FSDPInfo("fsdp1", shard, rep, specs)
+    return wrapped
+
+
+# --------------------------------------------------------------------------- TP sums on DP shards
+
+def local_grad(param: nn.Parameter) -> Optional[torch.Tensor]:
+    """This rank's gradient shard, flattened (a view: in-place changes reach ``param.grad``)."""
+    grad = param.grad
+    if grad is None:
+        return None
+    if isinstance(grad, DTensor):
+        grad = grad.to_local()
+    if not grad.is_contiguous():
+        raise RuntimeError("FSDP gradient shards are expected to be contiguous")
+    return grad.view(-1)
+
+
+def _replicated_segment_masks(spec: ParamSpec, tp: int, window: int) -> List[Tuple[torch.Tensor, int, int]]:
+    """Per replicated segment: (mask over this rank's flat window, units, this rank's unit)."""
+    shard = spec.attributes.get("tp_shard")
+    result, offset = [], 0
+    for seg in shard.segments:
+        rows = seg.local_units(tp) * seg.unit_size
+        if seg.is_replicated(tp):
+            mask = torch.zeros(spec.shape, dtype=torch.bool)
+            mask.narrow(shard.dim, offset, rows).fill_(True)
+            result.append((mask.view(-1)[spec.flat_start:spec.flat_start + window], seg))
+        offset += rows
+    return result
+
+
+def _reduce_replicated_window(grad: torch.Tensor, spec: ParamSpec, tp_group: Group) -> None:
+    """Sum the replicas' partial gradients of replicated units inside this rank's window.
+
+    Each rank writes its unit's elements into its unit's slot of a zero buffer;
+    one all-reduce over TP sums the replicas of every unit at once.
+    """
+    for mask, seg in _replicated_segment_masks(spec, tp_group.size, grad.numel()):
+        mask = mask.to(grad.device)
+        mine = grad[mask]
+        buffer = mine.new_zeros((seg.units, mine.numel()))
+        unit = seg.first_unit(tp_group.rank, tp_group.size)
+        buffer[unit].copy_(mine)
+        all_reduce(buffer, tp_group)
+        grad[mask] = buffer[unit]
+
+
+def _flat_all_reduce(tensors: List[torch.Tensor], group: Group) -> None:
+    if not tensors or group.size == 1:
+        return
+    flat = torch.cat(tensors)
+    all_reduce(flat, group)
+    torch._foreach_copy_(tensors, list(flat.split([t.numel() for t in tensors])))
+
+
+@torch.no_grad()
+def finalize_fsdp_grads(model: nn.Module, state: ParallelState) -> None:
+    """TP sums FSDP does not know of, applied to the DP-reduced gradient shards.
+
+    Same order of parameters on every TP rank, and the same windows, so the
+    element-wise collectives line up.
+    """
+    tp_group = state.tp_group
+    if tp_group.size == 1:
+        return
+    info = fsdp_info(model)
+    sequence_parallel = []
+    for name, param in named_fsdp_params(model):
+        grad = local_grad(param)
+        if grad is None or grad.numel() == 0:
+            continue
+        spec = info.specs[name]
+        if spec.attributes.get("sequence_parallel", False):
+            sequence_parallel.append(grad)
+        shard = spec.attributes.get("tp_shard")
+        if shard is not None and shard.has_replicas(tp_group.size):
+            _reduce_replicated_window(grad, spec, tp_group)
+    _flat_all_reduce(sequence_parallel, tp_group)
+
+
+# --------------------------------------------------------------------------- grad norm and optimizer
+
+def _norm_weights(spec: ParamSpec, tp_rank: int, tp: int, window: int) -> Optional[torch.Tensor]:
+    """Per-element weights that count every TP replica once; None means all ones."""
+    shard = spec.attributes.get("tp_shard")
+    if shard is None:
+        return None if tp_rank == 0 else torch.zeros(window)
+    if not shard.has_replicas(tp):
+        return None
+    weights, offset = torch.ones(spec.shape), 0
+    for seg in shard.segments:
+        rows = seg.local_units(tp) * seg.unit_size
+        if seg.is_replicated(tp):
+            weights.narrow(shard.dim, offset, rows).fill_(seg.units / tp)
+        offset += rows
+    return weights.view(-1)[spec.flat_start:spec.flat_start + window]
+
+
+@torch.no_grad()
+def fsdp_grad_norm(model: nn.Module, state: ParallelState) -> float:
+    """L2 norm of the full model's gradient from DP shards: sums over the shard and MP groups."""
+    info = fsdp_info(model)
+    tp_group = state.tp_group
+    total = torch.zeros((), dtype=torch.float32)
+    device = None
+    for name, param in named_fsdp_params(model):
+        grad = local_grad(param)
+        if grad is None or grad.numel() == 0:
+            continue
+        device = grad.device
+        squares = grad.float().pow(2)
+        weights = _norm_weights(info.specs[name], tp_group.rank, tp_group.size, grad.numel())
+        part = squares.sum() if weights is None else (squares * weights.to(device)).sum()
+        total = total.to(device) + part
+    total = total.reshape(1).to(device or torch.device("cpu"))
+    all_reduce(total, info.shard_group)
+    all_reduce(total, state.group("mp"))
+    return float(total.sqrt().item())
+
+
+def fsdp_param_groups(model: nn.Module) -> List[Dict]:
+    """Megatron's groups: no weight decay on biases and 1-D parameters (TP-local shapes)."""
+    info = fsdp_info(model)
+    decay, no_decay = [], []
+    for name, param in named_fsdp_params(model):
+        if not param.requires_grad:
+            continue
+        one_d = len(info.specs[name].shape) == 1
+        (no_decay if name.endswith(".bias") or one_d else decay).append(param)
+    groups = [{"params": decay, "wd_mult": 1.0, "lr_mult": 1.0},
+              {"params": no_decay, "wd_mult": 0.0, "lr_mult": 1.0}]
+    return [g for g in groups if g["params"]]
+
+
+def _build_optimizer(groups: List[Dict], config: OptimizerConfig) -> torch.optim.Optimizer:
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=config.lr, momentum=config.sgd_momentum,
+                               weight_decay=config.weight_decay)
+    if config.optimizer != "adam":
+        raise ValueError(f"--optimizer {config.optimizer!r} is not one of ('adam', 'sgd')")
+    return torch.optim.AdamW(groups, lr=config.lr, betas=(config.adam_beta1, config.adam_beta2),
+                             eps=config.adam_eps, weight_decay=config.weight_decay)
+
+
+class FSDPOptimizer:
+    """AdamW (or SGD) on the sharded fp32 parameters; the interface of MixedPrecisionOptimizer.
+
+    FSDP keeps the sharded parameters in fp32 (bf16 is a compute dtype,
+    ``param_dtype``), so they are the master weights. No loss scaling.
+    """
+
+    def __init__(self, model: nn.Module, config: OptimizerConfig, state: ParallelState) -> None:
+        self.model, self.config, self.state = model, config, state
+        self.optimizer = _build_optimizer(fsdp_param_groups(model), config)
+        self.param_groups = self.optimizer.param_groups
+        self.grad_scaler = None
+
+    @property
+    def loss_scale(self) -> float:
+        return 1.0
+
+    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        return loss
+
+    def _local_grads(self) -> List[torch.Tensor]:
+        grads = (local_grad(p) for g in self.param_groups for p in g["params"])
+        return [g for g in grads if g is not None and g.numel() > 0]
+
+    @torch.no_grad()
+    def step(self) -> Tuple[bool, Optional[float]]:
+        """Norm, clip, step, drop the gradients. Returns (applied, grad norm)."""
+        norm = fsdp_grad_norm(self.model, self.state)
+        clip_grads(self._local_grads(), norm, self.config.clip_grad)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return True, norm
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def state_dict(self) -> Dict:
+        """This rank's sharded optimizer state (see :func:`full_optimizer_state_dict` for a full one)."""
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: Dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+
+    def reload_model_params(self) -> None:
+        """Nothing to do: the sharded parameters are the master weights."""
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+def _full_fsdp2_state_dict(model: nn.Module, keep: bool) -> Dict[str, torch.Tensor]:
+    """One tensor at a time: all-gather over the mesh, keep a CPU copy where wanted."""
+    result = {}
+    for name, value in model.state_dict().items():
+        full = value.full_tensor() if isinstance(value, DTensor) else value
+        if keep:
+            result[clean_name(name)] = full.detach().cpu().clone()
+    return result
+
+
+def _full_fsdp1_state_dict(model: nn.Module, keep: bool) -> Dict[str, torch.Tensor]:
+    from torch.distributed.fsdp import FullStateDictConfig, FullyShardedDataParallel as FSDP, StateDictType
+
+    # Every rank gathers: on CPU (torch 2.13) rank0_only=True crashes (SIGSEGV) and
+    # offload_to_cpu=True returns {} on ranks > 0; both key on the FSDP group's rank 0 anyway.
+    config = FullStateDictConfig(offload_to_cpu=False, rank0_only=False)
+    with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, config):
+        state = model.state_dict()
+        return {clean_name(k): v.detach().cpu().clone() for k, v in state.items()} if keep else {}
+
+
+def full_model_state_dict(model: nn.Module, state: ParallelState) -> Dict[str, torch.Tensor]:
+    """The TP-local, DP-unsharded state dict on DP rank 0 (``{}`` elsewhere). Collective over DP.
+
+    Equal to ``model.state_dict()`` of the same model without FSDP, so the
+    ``model`` entry of a Megatron checkpoint does not depend on FSDP.
+    (``get_model_state_dict(cpu_offload=True)`` keeps the result on *global*
+    rank 0 only, which loses TP ranks > 0; hence these loops.)
+    """
+    keep = state.dp_rank == 0
+    if fsdp_info(model).kind == "fsdp2":
+        return _full_fsdp2_state_dict(model, keep)
+    return _full_fsdp1_state_dict(model, keep)
+
+
+@torch.no_grad()
+def _load_fsdp2(model: nn.Module, full: Dict[str, torch.Tensor]) -> None:
+    targets = dict(model.named_parameters())
+    targets.update(model.named_buffers())
+    missing = sorted(set(targets) - set(full))
+    unexpected = sorted(set(full) - set(targets))
+    if missing or unexpected:
+        raise RuntimeError(f"state dict does not fit the model: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    for name, target in targets.items():
+        value = full[name]
+        if isinstance(target, DTensor):
+            local = distribute_tensor(value.to(target.device, target.dtype), target.device_mesh,
+                                      target.placements, src_data_rank=None).to_local()
+            target.to_local().copy_(local)
+        else:
+            target.copy_(value)
+
+
+def _load_fsdp1(model: nn.Module, full: Dict[str, torch.Tensor]) -> None:
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
+
+    with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT):
+        model.load_state_dict(full, strict=True)
+
+
+def load_full_model_state_dict(model: nn.Module, full: Dict[str, torch.Tensor]) -> None:
+    """Load a full (TP-local) state dict, present on every rank, into the sharded model."""
+    if fsdp_info(model).kind == "fsdp2":
+        _load_fsdp2(model, full)
+    else:
+        _load_fsdp1(model, full)
+
+
+def full_optimizer_state_dict(model: nn.Module, optimizer: FSDPOptimizer, state: ParallelState) -> Dict:
+    """The optimizer state with full (DP-unsharded) tensors on DP rank 0 (``{}`` elsewhere)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=False)
+    full = get_optimizer_state_dict(model, optimizer.optimizer, options=options)
+    if state.dp_rank != 0:
+        return {}
+    return _to_cpu(full)
+
+
+def load_full_optimizer_state_dict(model: nn.Module, optimizer: FSDPOptimizer, full: Dict) -> None:
+    """Shard a full optimizer state dict (present on every rank) into the optimizer."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+    options = StateDictOptions(full_state_dict=True)
+    set_optimizer_state_dict(model, optimizer.optimizer, full, options=options)
+
+
+def _to_cpu(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().clone()
+    if isinstance(value, dict):
+        return {k: _to_cpu(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_cpu(v) for v in value)
+    return value
+
+
+# --------------------------------------------------------------------------- flags
+
+class FSDPArgumentError(ValueError):
+    """An FSDP flag combination that is not supported; the message is one line."""
+
+
+def uses_fsdp(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "use_torch_fsdp2", False) or getattr(args, "use_torch_fsdp1", False)
+                or getattr(args, "use_custom_fsdp", False))
+
+
+def validate_fsdp_args(args: argparse.Namespace) -> None:
+    """Reject FSDP combinations that are not supported, before any process-group work."""
+    if not uses_fsdp(args):
+        return
+    flag = "--use-torch-fsdp2" if getattr(args, "use_torch_fsdp2", False) else "--use-torch-fsdp1"
+    checks = [
+        (getattr(args, "use_distributed_optimizer", False),
+         f"{flag} and --use-distributed-optimizer both shard the optimizer state; drop --use-distributed-optimizer"),
+        (flag == "--use-torch-fsdp2" and getattr(args, "overlap_param_gather", False),
+         "--use-torch-fsdp2 gathers parameters itself; drop --overlap-param-gather"),
+        (getattr(args, "swap_optimizer", False),
+         f"--swap-optimizer is not supported with {flag}; drop one of them"),
+        (getattr(args, "pipeline_model_parallel_size", 1) > 1,
+         f"{flag} with --pipeline-model-parallel-size > 1 is not supported yet; use PP = 1"),
+        (getattr(args, "fp16", False),
+         f"{flag} does not support --fp16 (no loss scaling with FSDP); use --bf16"),
+    ]
+    for failed, message in checks:
+        if failed:
+            raise FSDPArgumentError(message)
