@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -170,8 +170,8 @@ def find_checkpoint(root: str, tp_rank: int, pp_rank: int, pp_size: int) -> Opti
     return checkpoint_file(root, iteration, tp_rank, pp_rank, pp_size, release=release), iteration, release
 
 
-def check_layout(checkpoint: Dict[str, Any], path: str, tp: int, pp: int) -> None:
-    """The checkpoint's TP/PP must be this run's (else the user converts it first)."""
+def check_layout(checkpoint: Dict[str, Any], path: str, tp: int, pp: int, vpp: int = 1) -> None:
+    """The checkpoint's TP/PP/VPP must be this run's (else the user converts it first)."""
     saved = checkpoint.get("args")
     saved_tp = getattr(saved, "tensor_model_parallel_size", tp)
     saved_pp = getattr(saved, "pipeline_model_parallel_size", pp)
@@ -179,4 +179,33 @@ def check_layout(checkpoint: Dict[str, Any], path: str, tp: int, pp: int) -> Non
         raise CheckpointError(
             f"{path} was saved with --tensor-model-parallel-size {saved_tp} --pipeline-model-parallel-size "
             f"{saved_pp}, this run uses {tp} and {pp}; re-shard it with tools/convert_ckpt.py "
-            "--load-model-type mg --save-model-type mg --target-tensor-parallel-size ...")
+            "--load-model-type mg --save-model-type mg --target-tensor-parallel-size ... "
+            "--target-pipeline-parallel-size ...")
+    saved_vpp = len(model_keys(checkpoint)) or 1
+    if saved_vpp != vpp:
+        raise CheckpointError(
+            f"{path} holds {saved_vpp} virtual pipeline chunk(s), this run has {vpp}; match "
+            "--num-layers-per-virtual-pipeline-stage or convert it with tools/convert_ckpt.py "
+            "--num-layers-per-virtual-pipeline-stage ...")
+
+
+def model_keys(checkpoint: Dict[str, Any]) -> List[str]:
+    """The model state-dict keys of a checkpoint: ``model``, or ``model0``, ``model1``, ... (virtual pipeline)."""
+    if "model" in checkpoint:
+        return ["model"]
+    chunks = sorted((k for k in checkpoint if k.startswith("model") and k[5:].isdigit()), key=lambda k: int(k[5:]))
+    return chunks
+
+
+def model_state_dicts(models: Sequence[Any]) -> Dict[str, Dict[str, Any]]:
+    """``{"model": ...}`` for one chunk, ``{"model0": ..., "model1": ...}`` per virtual chunk (Megatron)."""
+    if len(models) == 1:
+        return {"model": models[0].state_dict()}
+    return {f"model{i}": model.state_dict() for i, model in enumerate(models)}
+
+
+def load_model_state_dicts(models: Sequence[Any], checkpoint: Dict[str, Any]) -> None:
+    """Load each chunk's weights (strict); KeyError/RuntimeError when they do not fit."""
+    keys = ["model"] if len(models) == 1 else [f"model{i}" for i in range(len(models))]
+    for model, key in zip(models, keys):
+        model.load_state_dict(checkpoint[key], strict=True)

@@ -43,6 +43,7 @@ import torch
 import yaml
 
 from core.parallel_state import validate_degrees
+from core.pipeline_parallel.layout import LayoutError, stage_layers, virtual_size
 from core.transformer.config import TransformerConfig, pad_vocab_size
 
 BACKEND_FOR_DEVICE = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
@@ -191,6 +192,14 @@ def _add_distributed_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tensor-model-parallel-size", type=int, default=1)
     group.add_argument("--pipeline-model-parallel-size", type=int, default=1)
     group.add_argument("--num-layers-per-virtual-pipeline-stage", type=int, default=None)
+    group.add_argument("--virtual-pipeline-model-parallel-size", type=int, default=None,
+                       help="model chunks per pipeline stage (alternative to --num-layers-per-virtual-pipeline-stage)")
+    group.add_argument("--num-layer-list", type=_int_list, default=None,
+                       help="layers per pipeline stage, e.g. 3,5,5,3 (one per stage, summing to --num-layers)")
+    group.add_argument("--schedules-method", choices=("zero-bubble",), default=None,
+                       help="pipeline schedule: 1F1B (interleaved with virtual stages) unless zero-bubble (ZB-H1)")
+    group.add_argument("--variable-seq-lengths", action="store_true",
+                       help="pipeline stages exchange activation shapes before each transfer")
     group.add_argument("--sequence-parallel", action="store_true")
     group.add_argument("--context-parallel-size", type=int, default=1)
     group.add_argument("--expert-model-parallel-size", type=int, default=1)
@@ -447,26 +456,54 @@ def _check_parallel_sizes(args: argparse.Namespace, world_size: int) -> None:
 
 
 def _check_pipeline(args: argparse.Namespace) -> None:
+    """Layer placement over pipeline stages and virtual chunks (core/pipeline_parallel/layout.py)."""
     pp, layers = args.pipeline_model_parallel_size, args.num_layers
-    if layers % pp != 0:
-        raise ArgumentError(f"--num-layers ({layers}) is not divisible by --pipeline-model-parallel-size "
-                            f"({pp}); change either, or pad with --noop-layers")
     bad_noop = [i for i in (args.noop_layers or ()) if not 0 <= i < layers]
     if bad_noop:
         raise ArgumentError(f"--noop-layers {bad_noop} out of range: layer numbers run from 0 to "
                             f"--num-layers - 1 ({layers - 1})")
-    args.virtual_pipeline_model_parallel_size = None
-    per_stage = args.num_layers_per_virtual_pipeline_stage
-    if per_stage is None:
-        return
-    if pp < 2:
-        raise ArgumentError("--num-layers-per-virtual-pipeline-stage needs --pipeline-model-parallel-size "
-                            "of 2 or more; drop it or raise the pipeline size")
-    if per_stage < 1 or (layers // pp) % per_stage != 0:
-        raise ArgumentError(f"--num-layers-per-virtual-pipeline-stage ({per_stage}) must divide the layers "
-                            "per pipeline stage (--num-layers / --pipeline-model-parallel-size = "
-                            f"{layers // pp})")
-    args.virtual_pipeline_model_parallel_size = (layers // pp) // per_stage
+    if args.num_layer_list:
+        args.num_layer_list = tuple(args.num_layer_list)
+    per_stage, vpp = args.num_layers_per_virtual_pipeline_stage, args.virtual_pipeline_model_parallel_size
+    if (per_stage is not None or vpp is not None) and pp < 2:
+        raise ArgumentError("--num-layers-per-virtual-pipeline-stage / --virtual-pipeline-model-parallel-size need "
+                            "--pipeline-model-parallel-size of 2 or more; drop them or raise the pipeline size")
+    if vpp is not None and per_stage is None:
+        if vpp < 1 or layers % (pp * vpp) != 0:
+            raise ArgumentError(f"--virtual-pipeline-model-parallel-size ({vpp}) x --pipeline-model-parallel-size "
+                                f"({pp}) must divide --num-layers ({layers})")
+        per_stage = layers // (pp * vpp)
+        args.num_layers_per_virtual_pipeline_stage = per_stage
+    try:
+        derived = virtual_size(layers, pp, per_stage)
+        if vpp is not None and derived != vpp:
+            raise ArgumentError(f"--virtual-pipeline-model-parallel-size ({vpp}) disagrees with "
+                                f"--num-layers-per-virtual-pipeline-stage ({per_stage}), which gives {derived}")
+        args.virtual_pipeline_model_parallel_size = derived if derived and derived > 1 else None
+        stage_layers(layers, pp, args.virtual_pipeline_model_parallel_size, args.num_layer_list)
+    except LayoutError as exc:
+        raise ArgumentError(str(exc)) from None
+    if args.schedules_method == "zero-bubble" and (pp < 2 or args.virtual_pipeline_model_parallel_size):
+        raise ArgumentError("--schedules-method zero-bubble needs --pipeline-model-parallel-size of 2 or more and "
+                            "no virtual pipeline (--num-layers-per-virtual-pipeline-stage)")
+
+
+def _check_interleaving(args: argparse.Namespace) -> None:
+    """Megatron's condition for the interleaved schedule: micro-batches come in groups of PP."""
+    pp, vpp = args.pipeline_model_parallel_size, args.virtual_pipeline_model_parallel_size
+    if vpp and args.num_micro_batches % pp != 0:
+        raise ArgumentError(
+            f"the interleaved pipeline schedule (--num-layers-per-virtual-pipeline-stage) needs the number of "
+            f"micro-batches ({args.num_micro_batches} = --global-batch-size / (--micro-batch-size x data-parallel "
+            f"size)) to be a multiple of --pipeline-model-parallel-size ({pp}); change --global-batch-size")
+    fsdp = args.use_torch_fsdp2 or args.use_torch_fsdp
+    if pp > 1 and fsdp:
+        raise ArgumentError("FSDP (--use-torch-fsdp2/--use-torch-fsdp) is not supported with "
+                            "--pipeline-model-parallel-size > 1; drop one of them")
+    if pp > 1 and args.use_distributed_optimizer and not args.untie_embeddings_and_output_weights:
+        raise ArgumentError("--use-distributed-optimizer with --pipeline-model-parallel-size > 1 needs "
+                            "--untie-embeddings-and-output-weights (tied embeddings over stages are not supported "
+                            "with it yet)")
 
 
 def _check_heads(args: argparse.Namespace) -> None:
@@ -582,6 +619,7 @@ def validate_args(args: argparse.Namespace, world_size: int) -> None:
     _check_heads(args)
     _check_ffn(args)
     _check_batch(args)
+    _check_interleaving(args)
     _check_sequence_parallel(args)
     _check_learning_rate(args)
     _check_tokenizer(args)

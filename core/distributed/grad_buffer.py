@@ -23,7 +23,8 @@ multiple of the DP size and DP rank ``r`` owns the ``r``-th chunk of every bucke
 
 ``finalize_model_grads`` then makes the gradients those of the full model:
 sums over TP of sequence-parallel parameters, sums over replicas of
-replicated KV heads, and the DP mean.
+replicated KV heads, the DP mean and, for tied embeddings split over pipeline
+stages, the sum of both copies' gradients over the embedding group.
 """
 from __future__ import annotations
 
@@ -243,3 +244,15 @@ def finalize_model_grads(models: List[nn.Module], buffers: List[GradBuffers], st
             shard = getattr(param, "tp_shard", None)
             if shard is not None and shard.has_replicas(tp_group.size):
                 reduce_replicated_grads(param.main_grad, shard, tp_group)
+    _sum_shared_embeddings(params, state)
+
+
+def _sum_shared_embeddings(params: List[nn.Parameter], state: ParallelState) -> None:
+    """Tied embeddings over pipeline stages: the first stage's word embeddings and the last
+    stage's copy both get the sum of their gradients (a middle stage is in no embedding group)."""
+    group = state.groups.get("embedding")
+    shared = [p for p in params if getattr(p, "shared_embedding", False)]
+    if group is None or group.size == 1 or not shared:
+        return
+    for param in shared:
+        all_reduce(param.main_grad, group)

@@ -2,8 +2,10 @@
 
 A pipeline stage is a range of global layer numbers plus, on the first stage,
 the word embeddings and, on the last, the final norm and the output layer
-(the word embeddings themselves when they are tied). Build it on the meta
-device and call :func:`materialize` to allocate and initialise it.
+(the word embeddings themselves when they are tied; on a last stage without
+them, a copy named ``output_layer.weight`` kept equal through the embedding
+group). Build it on the meta device and call :func:`materialize` to allocate
+and initialise it; :func:`build_model_chunks` builds a pipeline rank's chunks.
 
 Activations are ``[s, b, h]`` inside the model, as in Megatron; the inputs and
 the per-token loss are ``[b, s]``.
@@ -12,18 +14,21 @@ from __future__ import annotations
 
 import math
 import zlib
-from typing import Dict, Iterable, Optional
+from typing import Dict, Iterable, List, Optional
 
 import torch
 from torch import nn
 
 from core.parallel_state import Group
+from core.pipeline_parallel.layout import Placement, chunk_specs
 from core.tensor_parallel.cross_entropy import vocab_parallel_cross_entropy
 from core.tensor_parallel.layers import ColumnParallelLinear, VocabParallelEmbedding, column_parallel_linear
 from core.tensor_parallel.mappings import gather_from_tensor_model_parallel_region
 from core.transformer.block import TransformerBlock, hidden_dropout
 from core.transformer.config import TransformerConfig
 from core.transformer.rope import RotaryEmbedding
+
+EMBEDDING_WEIGHT = "embedding.word_embeddings.weight"
 
 
 class LanguageEmbedding(nn.Module):
@@ -51,19 +56,40 @@ class GPTModel(nn.Module):
         self.rotary = RotaryEmbedding(config) if config.position_embedding_type == "rope" else None
         self.decoder = TransformerBlock(config, tp_group, layer_numbers, post_process)
         self.output_layer = None
-        if post_process and config.untie_embeddings_and_output_weights:
+        tied = not config.untie_embeddings_and_output_weights
+        if post_process and (not tied or not pre_process):
             self.output_layer = ColumnParallelLinear(
                 config.hidden_size, config.padded_vocab_size, group=tp_group, bias=False,
                 sequence_parallel=config.sequence_parallel, dtype=config.params_dtype)
             self.output_layer.weight.init_shape = (config.vocab_size, config.hidden_size)
+        if tied and pre_process != post_process:
+            self._mark_shared_embedding()
+        self.input_tensor: Optional[torch.Tensor] = None
+
+    def _mark_shared_embedding(self) -> None:
+        """Tied embeddings split over pipeline stages: the last stage holds a copy of the word embeddings.
+
+        The copy is ``output_layer.weight``, initialised with the draws of
+        ``embedding.word_embeddings.weight`` (``init_name``); the two are kept equal by
+        summing their gradients over the embedding group (``finalize_model_grads``).
+        The copy is left out of the gradient norm (``shared``), as in Megatron.
+        """
+        if self.embedding is not None:
+            self.embedding.word_embeddings.weight.shared_embedding = True
+        if self.output_layer is not None:
+            weight = self.output_layer.weight
+            weight.shared_embedding = True
+            weight.shared = True
+            weight.init_name = EMBEDDING_WEIGHT
+
+    def set_input_tensor(self, tensor: Optional[torch.Tensor]) -> None:
+        """The previous stage's output ``[s, b, h]``, used by ``forward`` on a stage without embeddings."""
+        self.input_tensor = tensor
 
     def output_weight(self) -> torch.Tensor:
         """The local ``[v/tp, h]`` weight that produces logits (tied: the word embeddings)."""
         if self.output_layer is not None:
             return self.output_layer.weight
-        if self.embedding is None:
-            raise NotImplementedError("tied output weights on a stage without embeddings need the "
-                                      "pipeline embedding group")
         return self.embedding.word_embeddings.weight
 
     def forward(self, input_ids: Optional[torch.Tensor], labels: Optional[torch.Tensor] = None,
@@ -71,10 +97,14 @@ class GPTModel(nn.Module):
                 hidden_states: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Per-token loss ``[b, s]`` when ``labels`` are given, else local logits ``[b, s, v/tp]``.
 
-        On a stage without embeddings, ``hidden_states`` ``[s, b, h]`` is the previous
-        stage's output; a stage without the output layer returns its hidden states.
+        On a stage without embeddings, ``hidden_states`` ``[s, b, h]`` (or the tensor
+        given to :meth:`set_input_tensor`) is the previous stage's output; a stage
+        without the output layer returns its hidden states.
         """
-        hidden = self.embedding(input_ids) if self.pre_process else hidden_states
+        if self.pre_process:
+            hidden = self.embedding(input_ids)
+        else:
+            hidden = hidden_states if hidden_states is not None else self.input_tensor
         rotary = None
         if self.rotary is not None:
             seq_len = input_ids.size(1) if input_ids is not None else self._full_seq_len(hidden)
@@ -113,7 +143,12 @@ def _full_shape(param: torch.Tensor) -> list:
 
 
 def full_initial_value(name: str, param: torch.Tensor, config: TransformerConfig, seed: int) -> torch.Tensor:
-    """The full (unsharded) initial tensor of a parameter, in fp32 on the CPU."""
+    """The full (unsharded) initial tensor of a parameter, in fp32 on the CPU.
+
+    The draws depend on the seed and the parameter's name, or its ``init_name``
+    (the last stage's copy of tied embeddings draws those of the embeddings).
+    """
+    name = getattr(param, "init_name", None) or name
     full_shape = _full_shape(param)
     method = getattr(param, "init_method", "normal")
     if method == "ones":
@@ -154,6 +189,14 @@ def build_model(config: TransformerConfig, tp_group: Group, device: torch.device
     with torch.device("meta"):
         model = GPTModel(config, tp_group, **stage)
     return materialize(model, device, seed, config, tp_group.rank, tp_group.size)
+
+
+def build_model_chunks(config: TransformerConfig, tp_group: Group, device: torch.device, seed: int,
+                       placement: Placement, pp_rank: int) -> List[GPTModel]:
+    """This pipeline rank's model chunks (one per virtual stage), initialised independently of TP/PP."""
+    return [build_model(config, tp_group, device, seed, pre_process=spec.pre_process,
+                        post_process=spec.post_process, layer_numbers=spec.layer_numbers)
+            for spec in chunk_specs(placement, pp_rank)]
 
 
 def unshard_state_dict(per_rank: list, model: nn.Module) -> Dict[str, torch.Tensor]:

@@ -3,6 +3,8 @@
 A parameter replicated over TP (a norm weight, a row-parallel bias) is
 counted once: on TP rank 0 only. A fused weight with replicated KV heads
 counts each replicated head once by weighting its rows by ``units / tp``.
+A parameter marked ``shared`` (the last pipeline stage's copy of tied
+embeddings) is not counted: its twin on the first stage is.
 """
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from core.tensor_parallel.mappings import all_reduce
 
 
 def _norm_squared(param: torch.Tensor, grad: torch.Tensor, tp_rank: int, tp: int) -> torch.Tensor:
+    if getattr(param, "shared", False):
+        return grad.new_zeros((), dtype=torch.float32)
     shard = getattr(param, "tp_shard", None)
     if shard is None:
         return grad.float().pow(2).sum() if tp_rank == 0 else grad.new_zeros((), dtype=torch.float32)

@@ -12,6 +12,7 @@ evaluating every ``--eval-interval`` and saving every ``--save-interval``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -27,11 +28,12 @@ from core.datasets.mock_dataset import MockGPTDataset
 from core.datasets.samplers import PretrainingSampler
 from core.device import Accelerator, init_accelerator, peak_tflops
 from core.distributed.grad_buffer import GradBuffers, finalize_model_grads
-from core.models.gpt_model import GPTModel, build_model
+from core.models.gpt_model import GPTModel, build_model_chunks
 from core.optimizer.distrib_optimizer import DistributedOptimizer
 from core.optimizer.optimizer import MixedPrecisionOptimizer, OptimizerConfig, build_grad_scaler
 from core.parallel_state import ParallelState, initialize
-from core.pipeline_parallel.schedules import forward_backward_no_pipelining
+from core.pipeline_parallel.layout import stage_layers
+from core.pipeline_parallel.schedules import PipelineOptions, get_forward_backward_func
 from core.tensor_parallel.mappings import all_reduce
 from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed, set_all_rng_states
 from mindspeed_llm.arguments import ArgumentError, parse_and_validate, transformer_config_from_args
@@ -64,7 +66,6 @@ def init_distributed(args: argparse.Namespace) -> Accelerator:
 def reject_unsupported(args: argparse.Namespace) -> None:
     """Flags accepted for compatibility whose features are not built yet: fail before training."""
     unsupported = {
-        "--pipeline-model-parallel-size > 1": args.pipeline_model_parallel_size > 1,
         "--context-parallel-size > 1": getattr(args, "context_parallel_size", 1) > 1,
         "--expert-model-parallel-size > 1": getattr(args, "expert_model_parallel_size", 1) > 1,
     }
@@ -90,8 +91,11 @@ def batch_iterator(dataset: MockGPTDataset, sampler: PretrainingSampler,
 
 
 def forward_step(batch: Dict[str, torch.Tensor], model: GPTModel):
-    """Mean per-token loss of one micro-batch, with the sums for logging."""
+    """Mean per-token loss of one micro-batch, with the sums for logging (a pipeline stage
+    without the output layer returns its output activations and no stats)."""
     per_token = model(batch["tokens"], labels=batch["labels"])  # [b, s] fp32
+    if not model.post_process:
+        return per_token, {}  # [s, b, h] activations for the next stage
     mask = batch["loss_mask"]
     loss = (per_token * mask).sum() / mask.sum()
     return loss, {"lm loss": loss.detach()}
@@ -119,10 +123,17 @@ class Trainer:
         args = self.args
         model_parallel_seed(args.seed, self.state.tp_rank, self.state.pp_rank)
         self.config = transformer_config_from_args(args)
-        self.model = build_model(self.config, self.state.tp_group, self.acc.device, args.seed)
-        self.buffers = GradBuffers(self.model, grad_dtype=self._grad_dtype(), dp_group=self.state.dp_group,
-                                   bucket_size=args.ddp_bucket_size, overlap_grad_reduce=args.overlap_grad_reduce,
-                                   distributed_optimizer=args.use_distributed_optimizer)
+        # One model chunk per virtual pipeline stage; ``model``/``buffers`` are chunk 0's.
+        placement = stage_layers(args.num_layers, self.state.pp, args.virtual_pipeline_model_parallel_size,
+                                 args.num_layer_list)
+        self.models = build_model_chunks(self.config, self.state.tp_group, self.acc.device, args.seed, placement,
+                                         self.state.pp_rank)
+        self.grad_buffers = [GradBuffers(m, grad_dtype=self._grad_dtype(), dp_group=self.state.dp_group,
+                                         bucket_size=args.ddp_bucket_size, overlap_grad_reduce=args.overlap_grad_reduce,
+                                         distributed_optimizer=args.use_distributed_optimizer) for m in self.models]
+        self.model, self.buffers = self.models[0], self.grad_buffers[0]
+        self.forward_backward = get_forward_backward_func(self.state.pp, args.virtual_pipeline_model_parallel_size,
+                                                          args.schedules_method)
         scaler = build_grad_scaler(args.fp16, args.loss_scale, args.initial_loss_scale, args.min_loss_scale,
                                    args.loss_scale_window, args.hysteresis)
         opt_config = OptimizerConfig(optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay,
@@ -131,10 +142,10 @@ class Trainer:
                                      swap_optimizer=args.swap_optimizer,
                                      swap_chunk_elements=args.swap_optimizer_chunk_size)
         if args.use_distributed_optimizer:
-            self.optimizer = DistributedOptimizer([self.model], [self.buffers], opt_config, self.state, scaler,
+            self.optimizer = DistributedOptimizer(self.models, self.grad_buffers, opt_config, self.state, scaler,
                                                   overlap_param_gather=args.overlap_param_gather)
         else:
-            self.optimizer = MixedPrecisionOptimizer([self.model], opt_config, self.state, scaler)
+            self.optimizer = MixedPrecisionOptimizer(self.models, opt_config, self.state, scaler)
         self.scheduler = scheduler_from_args(self.optimizer, args)
         self.num_microbatches = args.global_batch_size // (args.micro_batch_size * self.state.dp)
         self.flops_per_token = training_flops_per_token(self.config, args.seq_length)
@@ -163,17 +174,41 @@ class Trainer:
 
     # ---- steps ------------------------------------------------------------------------------
     def _mean_loss(self, stats: List[Dict[str, torch.Tensor]]) -> float:
-        """The global batch's loss: mean over micro-batches and data-parallel ranks."""
-        total = torch.stack([s["lm loss"] for s in stats]).mean().reshape(1)
+        """The global batch's loss: mean over micro-batches and data-parallel ranks.
+
+        Only the last pipeline stage computes it; it is shared over the pipeline group.
+        """
+        if stats:
+            total = torch.stack([s["lm loss"] for s in stats]).mean().reshape(1)
+        else:
+            total = torch.zeros(1, device=self.acc.device)
         all_reduce(total, self.state.dp_group)
+        all_reduce(total, self.state.pp_group)
         return float(total.item()) / self.state.dp
 
+    def pipeline_options(self) -> PipelineOptions:
+        """The pipeline group and the activations' shape ``[s, b, h]`` (``[s/tp, b, h]`` under SP)."""
+        args, state = self.args, self.state
+        seq = args.seq_length // state.tp if args.sequence_parallel else args.seq_length
+        return PipelineOptions(state.pp_group, (seq, args.micro_batch_size, args.hidden_size), self.config.params_dtype,
+                               self.acc.device, args.variable_seq_lengths, len(self.models), args.schedules_method)
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """No gradient reduction starts in any chunk's buffers."""
+        with contextlib.ExitStack() as stack:
+            for buffers in self.grad_buffers:
+                stack.enter_context(buffers.no_sync())
+            yield
+
     def train_step(self, data_iterator: Iterator[Dict[str, torch.Tensor]]) -> StepResult:
-        self.model.train()
-        self.buffers.zero()
-        stats = forward_backward_no_pipelining(forward_step, data_iterator, self.model, self.num_microbatches,
-                                               scale_loss=self.optimizer.scale_loss, no_sync=self.buffers.no_sync)
-        finalize_model_grads([self.model], [self.buffers], self.state)
+        for model, buffers in zip(self.models, self.grad_buffers):
+            model.train()
+            buffers.zero()
+        stats = self.forward_backward(forward_step, data_iterator, self.models, self.num_microbatches,
+                                      scale_loss=self.optimizer.scale_loss, no_sync=self.no_sync,
+                                      pipeline=self.pipeline_options())
+        finalize_model_grads(self.models, self.grad_buffers, self.state)
         applied, grad_norm = self.optimizer.step()
         if applied:
             self.scheduler.step(1)
@@ -190,13 +225,15 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self) -> float:
         self.finish_param_sync()
-        self.model.eval()
+        for model in self.models:
+            model.eval()
         iterator = self.valid_iterator()
         stats = []
         for _ in range(self.args.eval_iters):
-            stats.extend(forward_backward_no_pipelining(forward_step, iterator, self.model,
-                                                        self.num_microbatches, forward_only=True))
-        self.model.train()
+            stats.extend(self.forward_backward(forward_step, iterator, self.models, self.num_microbatches,
+                                               forward_only=True, pipeline=self.pipeline_options()))
+        for model in self.models:
+            model.train()
         return self._mean_loss(stats)
 
     # ---- checkpoints ------------------------------------------------------------------------
@@ -218,7 +255,7 @@ class Trainer:
             extra[checkpointing.DISTRIB_OPTIM_FILENAME] = self.optimizer.sharded_state()
         payload = {
             "args": checkpointing.namespace_for_checkpoint(args),
-            "model": self.model.state_dict(),
+            **checkpointing.model_state_dicts(self.models),
             "optimizer": self.optimizer.state_dict(),
             "opt_param_scheduler": self.scheduler.state_dict(),
             "rng_state": rng,
@@ -241,9 +278,9 @@ class Trainer:
             return
         path, iteration, release = found
         checkpoint = checkpointing.load_file(path)
-        checkpointing.check_layout(checkpoint, path, state.tp, state.pp)
+        checkpointing.check_layout(checkpoint, path, state.tp, state.pp, len(self.models))
         try:
-            self.model.load_state_dict(checkpoint["model"], strict=True)
+            checkpointing.load_model_state_dicts(self.models, checkpoint)
         except (RuntimeError, KeyError) as error:
             raise checkpointing.CheckpointError(
                 f"{path}: weights do not fit this model ({str(error).splitlines()[0][:300]}); check the model "
@@ -284,7 +321,7 @@ def setup(argv: Optional[List[str]] = None) -> Trainer:
     acc = init_distributed(args)
     args.distributed_backend = args.distributed_backend or acc.backend
     state = initialize(tp=args.tensor_model_parallel_size, pp=args.pipeline_model_parallel_size,
-                       backend=args.distributed_backend)
+                       vpp=args.virtual_pipeline_model_parallel_size, backend=args.distributed_backend)
     trainer = Trainer(args, state, acc)
     if args.load:
         trainer.load()
@@ -351,7 +388,8 @@ def pretrain(argv: Optional[List[str]] = None) -> Trainer:
     except (ArgumentError, checkpointing.CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
-    print_rank_0(f"training {sum(p.numel() for p in trainer.model.parameters()):,} parameters per rank "
-                 f"(TP={trainer.state.tp}, DP={trainer.state.dp}) on {trainer.acc.type}; "
+    params = sum(p.numel() for model in trainer.models for p in model.parameters())
+    print_rank_0(f"training {params:,} parameters per rank "
+                 f"(TP={trainer.state.tp}, PP={trainer.state.pp}, DP={trainer.state.dp}) on {trainer.acc.type}; "
                  f"{trainer.num_microbatches} micro-batches per step")
     return train(trainer)

@@ -118,7 +118,7 @@ def test_validate_fills_batch_fields() -> None:
 
 def test_noop_layers_and_vpp() -> None:
     args = parse_args(_argv("--noop-layers", "1,3", "--pipeline-model-parallel-size", "2",
-                            "--num-layers-per-virtual-pipeline-stage", "1"))
+                            "--num-layers-per-virtual-pipeline-stage", "1", "--global-batch-size", "4"))
     validate_args(args, 2)
     assert args.noop_layers == (1, 3) and args.virtual_pipeline_model_parallel_size == 2
 

@@ -1,0 +1,159 @@
+"""Pipeline parallelism equals one process: 1F1B, interleaved, zero-bubble, with TP/SP and DP.
+
+Three iterations of the real training step (fp32, dropout off) on the same
+mock data and seed. The losses (from the last stage, shared over the pipeline),
+the final gradients (``main_grad``) and the final weights of every stage,
+unsharded over TP, must match the single-process run to about 1e-5 relative.
+With tied embeddings the last stage's copy (``output_layer.weight``) must equal
+the word embeddings and carry their full gradient. One launch per world size:
+
+    world 2: pp2 (tied, untied), pp2 + vpp2, --num-layer-list 1,3, --noop-layers,
+             zero-bubble, --variable-seq-lengths
+    world 4: pp4, pp4 + vpp2, pp4 zero-bubble (8 layers), tp2 x pp2 with SP, pp2 x dp2
+    world 8: tp2 x pp2 x dp2 with SP, and with vpp2
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import pytest
+import torch
+
+from tests.distributed.harness import run_distributed
+from tests.distributed.test_training_equivalence import BASE as TRAINING_BASE
+from tests.distributed.test_training_equivalence import STEPS, _gather_full
+
+BASE = [a for a in TRAINING_BASE]
+BASE[BASE.index("--num-layers") + 1] = "4"
+UNTIED = ["--untie-embeddings-and-output-weights"]
+EIGHT = ["--num-layers", "8"]
+NOOP = ["--noop-layers", "0,3"]
+VOCAB = 100
+
+
+def run_training(argv: List[str]) -> Optional[Dict[str, object]]:
+    """Three steps; losses plus this stage's unsharded grads and weights (TP rank 0, DP rank 0 only)."""
+    from mindspeed_llm.training.training import setup
+
+    trainer = setup(argv)
+    iterator = trainer.train_iterator()
+    losses = [trainer.train_step(iterator).loss for _ in range(STEPS)]
+    grads, weights = {}, {}
+    for model in trainer.models:
+        for name, param in model.named_parameters():
+            grads[name] = _gather_full(param, param.main_grad, trainer.state.tp_group)
+            weights[name] = _gather_full(param, param.data, trainer.state.tp_group)
+    if trainer.state.tp_rank != 0 or trainer.state.dp_rank != 0:
+        return None
+    return {"losses": losses, "grads": grads, "weights": weights, "stage": trainer.state.pp_rank}
+
+
+def worker(rank: int, world_size: int, configs: Dict[str, List[str]]) -> Dict[str, object]:
+    return {name: run_training(argv) for name, argv in configs.items()}
+
+
+def _merge(per_rank: List[Dict[str, Dict]]) -> Dict[str, Dict]:
+    """Per config: the losses (every stage's must agree) and the union of the stages' tensors."""
+    merged: Dict[str, Dict] = {}
+    for results in per_rank:
+        for name, result in results.items():
+            if result is None:
+                continue
+            entry = merged.setdefault(name, {"losses": result["losses"], "grads": {}, "weights": {}, "copies": {}})
+            torch.testing.assert_close(torch.tensor(result["losses"]), torch.tensor(entry["losses"]))
+            for kind in ("grads", "weights"):
+                for key, value in result[kind].items():
+                    if key == "output_layer.weight" and name.endswith("_tied"):
+                        entry["copies"][kind] = value  # the last stage's copy of tied embeddings
+                    else:
+                        entry[kind][key] = value
+    return merged
+
+
+def _unpad(tensor: torch.Tensor, name: str) -> torch.Tensor:
+    return tensor[:VOCAB] if "word_embeddings" in name or "output_layer" in name else tensor
+
+
+def _assert_same(result: Dict, reference: Dict) -> None:
+    torch.testing.assert_close(torch.tensor(result["losses"]), torch.tensor(reference["losses"]), rtol=1e-5, atol=0)
+    for kind in ("grads", "weights"):
+        assert set(result[kind]) == set(reference[kind])
+        for name, value in result[kind].items():
+            torch.testing.assert_close(_unpad(value, name), _unpad(reference[kind][name], name), rtol=1e-5,
+                                       atol=1e-6, msg=lambda m: f"{kind} {name}: {m}")
+        if kind in result["copies"]:
+            embedding = reference[kind]["embedding.word_embeddings.weight"]
+            torch.testing.assert_close(_unpad(result["copies"][kind], "output_layer"), _unpad(embedding, "word_embeddings"),
+                                       rtol=1e-5, atol=1e-6, msg=lambda m: f"tied copy {kind}: {m}")
+
+
+REFERENCES = {
+    "tied": BASE, "untied": BASE + UNTIED, "noop": BASE + NOOP, "tied8": BASE + EIGHT,
+}
+WORLD2 = {
+    "pp2_tied": (BASE + ["--pipeline-model-parallel-size", "2"], "tied"),
+    "pp2_untied": (BASE + UNTIED + ["--pipeline-model-parallel-size", "2"], "untied"),
+    "pp2_vpp2_tied": (BASE + ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"],
+                      "tied"),
+    "pp2_list_tied": (BASE + ["--pipeline-model-parallel-size", "2", "--num-layer-list", "1,3"], "tied"),
+    "pp2_noop_tied": (BASE + NOOP + ["--pipeline-model-parallel-size", "2"], "noop"),
+    "pp2_zb_tied": (BASE + ["--pipeline-model-parallel-size", "2", "--schedules-method", "zero-bubble"], "tied"),
+    "pp2_varlen_untied": (BASE + UNTIED + ["--pipeline-model-parallel-size", "2", "--variable-seq-lengths"],
+                          "untied"),
+}
+WORLD4 = {
+    "pp4_tied": (BASE + EIGHT + ["--pipeline-model-parallel-size", "4"], "tied8"),
+    "pp4_vpp2_tied": (BASE + EIGHT + ["--pipeline-model-parallel-size", "4",
+                                      "--num-layers-per-virtual-pipeline-stage", "1"], "tied8"),
+    "pp4_zb_tied": (BASE + EIGHT + ["--pipeline-model-parallel-size", "4", "--schedules-method", "zero-bubble"],
+                    "tied8"),
+    "tp2_pp2_sp_tied": (BASE + ["--pipeline-model-parallel-size", "2", "--tensor-model-parallel-size", "2",
+                                "--sequence-parallel"], "tied"),
+    "pp2_dp2_tied": (BASE + ["--pipeline-model-parallel-size", "2"], "tied"),
+}
+WORLD8 = {
+    "tp2_pp2_dp2_sp_tied": (BASE + ["--pipeline-model-parallel-size", "2", "--tensor-model-parallel-size", "2",
+                                    "--sequence-parallel"], "tied"),
+    "tp2_pp2_dp2_vpp2_untied": (BASE + UNTIED + ["--pipeline-model-parallel-size", "2",
+                                                    "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                                                    "--num-layers-per-virtual-pipeline-stage", "1"], "untied"),
+}
+
+
+@pytest.fixture(scope="module")
+def references() -> Dict[str, Dict]:
+    return _merge(run_distributed(1, worker, REFERENCES))
+
+
+def _launch(world_size: int, configs: Dict) -> Dict[str, Dict]:
+    return _merge(run_distributed(world_size, worker, {name: argv for name, (argv, _) in configs.items()}))
+
+
+@pytest.fixture(scope="module")
+def world2() -> Dict[str, Dict]:
+    return _launch(2, WORLD2)
+
+
+@pytest.fixture(scope="module")
+def world4() -> Dict[str, Dict]:
+    return _launch(4, WORLD4)
+
+
+@pytest.fixture(scope="module")
+def world8() -> Dict[str, Dict]:
+    return _launch(8, WORLD8)
+
+
+@pytest.mark.parametrize("name", sorted(WORLD2))
+def test_world2_equals_single_process(world2, references, name):
+    _assert_same(world2[name], references[WORLD2[name][1]])
+
+
+@pytest.mark.parametrize("name", sorted(WORLD4))
+def test_world4_equals_single_process(world4, references, name):
+    _assert_same(world4[name], references[WORLD4[name][1]])
+
+
+@pytest.mark.parametrize("name", sorted(WORLD8))
+def test_world8_equals_single_process(world8, references, name):
+    _assert_same(world8[name], references[WORLD8[name][1]])
