@@ -570,8 +570,8 @@ class FSDPArgumentError(ValueError):
 
 
 def uses_fsdp(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "use_torch_fsdp2", False) or getattr(args, "use_torch_fsdp1", False)
-                or getattr(args, "use_custom_fsdp", False))
+    """``--use-torch-fsdp2`` (Megatron's flag) or ``--use-torch-fsdp1`` (FullyShardedDataParallel)."""
+    return bool(getattr(args, "use_torch_fsdp2", False) or getattr(args, "use_torch_fsdp1", False))
 
 
 def validate_fsdp_args(args: argparse.Namespace) -> None:

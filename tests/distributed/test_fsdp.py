@@ -14,8 +14,7 @@ loads back; invalid flag combinations are rejected.
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
 import torch
@@ -60,7 +59,7 @@ def _batches(dp_rank: int, dp: int):
         yield text[:, :-1].contiguous(), text[:, 1:].contiguous()
 
 
-def _train(model, step: Callable[[], tuple], dp_rank: int, dp: int) -> List[float]:
+def _train(model, step: Callable[[], float], dp_rank: int, dp: int) -> Tuple[List[float], List[float]]:
     """STEPS steps of GLOBAL_BATCH samples; returns the local mean losses and grad norms."""
     batches, micro = _batches(dp_rank, dp), GLOBAL_BATCH // (MICRO_BATCH * dp)
     losses, norms = [], []
@@ -175,6 +174,7 @@ def run_fsdp(kind: str, tp: int, sp: bool, mqa: bool, check_checkpoint: bool) ->
     result = {"losses": (mean / state.dp).tolist(), "norms": norms}
     if check_checkpoint:
         result["checkpoint"] = _check_checkpoint(kind, state, config, model, full)
+        result["optimizer_checkpoint"] = _check_optimizer_checkpoint(kind, state, config, model, optimizer)
     if state.dp_rank == 0:
         plain = build_model(config, state.tp_group, torch.device("cpu"), SEED).state_dict()
         result["layout_matches"] = {k: tuple(v.shape) for k, v in plain.items()} == \
@@ -197,6 +197,24 @@ def _check_checkpoint(kind: str, state: ParallelState, config, model, full: Dict
     if state.dp_rank != 0:
         return True
     return all(torch.equal(again[k], v) for k, v in full.items()) and set(again) == set(full)
+
+
+def _check_optimizer_checkpoint(kind: str, state: ParallelState, config, model, optimizer) -> bool:
+    """The full optimizer state (Adam moments, step) survives a round trip through a fresh model."""
+    from core.distributed import fsdp
+
+    full = fsdp.full_optimizer_state_dict(model, optimizer, state)
+    objects = [full]
+    dist.broadcast_object_list(objects, src=state.dp_group.ranks[0], group=state.dp_group.handle)
+    fresh = _build(kind, state, config)
+    fresh_optimizer = fsdp.FSDPOptimizer(fresh, _opt_config(), state)
+    fsdp.load_full_optimizer_state_dict(fresh, fresh_optimizer, objects[0])
+    again = fsdp.full_optimizer_state_dict(fresh, fresh_optimizer, state)
+    if state.dp_rank != 0:
+        return True
+    moments = [(k, n) for k, v in full["state"].items() for n in ("exp_avg", "exp_avg_sq", "step")]
+    return len(moments) > 0 and set(again["state"]) == set(full["state"]) and all(
+        torch.equal(again["state"][k][n], full["state"][k][n]) for k, n in moments)
 
 
 def worker(rank: int, world_size: int, configs: Dict[str, dict], references: List[bool]) -> Dict:
@@ -274,7 +292,8 @@ def test_world4_equals_single_process(world4, name, mqa):
 @pytest.mark.parametrize("world,name", [(2, "fsdp2_dp2"), (2, "fsdp1_dp2"), (4, "hsdp_2x2"),
                                         (4, "fsdp1_tp2_dp2_sp_mqa")])
 def test_full_state_dict_loads_back(world2, world4, world, name):
-    assert (world2 if world == 2 else world4)[name]["checkpoint"]
+    result = (world2 if world == 2 else world4)[name]
+    assert result["checkpoint"] and result["optimizer_checkpoint"]
 
 
 def _args(**flags) -> argparse.Namespace:
