@@ -246,24 +246,40 @@ def init_worker(args: argparse.Namespace) -> None:
     _WORKER["text_key"] = args.json_keys[0]
 
 
-@dataclass
-class Result:
+@dataclass(frozen=True)
+class Chunk:
+    """Consecutive records of one file, sent to a worker as one task (cheap to pickle)."""
     path: str
-    line: int
-    sample: Optional[Sample] = None
-    reason: str = ""
-    message: str = ""
+    kind: str
+    lines: List[int]
+    payloads: List[Any]
 
 
-def _decode(record: RawRecord, text_key: str) -> Dict[str, Any]:
-    if record.kind == "object":
-        value = record.payload
+@dataclass
+class ChunkResult:
+    """A chunk's good samples, concatenated per output name, and its bad records."""
+    path: str
+    flat: Dict[str, np.ndarray]                 # name -> [total tokens of the good samples]
+    lengths: np.ndarray                         # [good samples, names]
+    bad: List[Tuple[int, str, str]] = field(default_factory=list)  # (line, reason, message)
+
+    def samples(self) -> Iterator[Sample]:
+        names = list(self.flat)
+        ends = np.cumsum(self.lengths, axis=0)  # [good samples, names]
+        for row in range(len(self.lengths)):
+            yield {name: self.flat[name][ends[row, k] - self.lengths[row, k]:ends[row, k]]
+                   for k, name in enumerate(names)}
+
+
+def _decode(kind: str, payload: Any, text_key: str) -> Dict[str, Any]:
+    if kind == "object":
+        value = payload
     else:
         try:
-            text = record.payload.decode("utf-8")
+            text = payload.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise BadRecord("invalid_utf8", f"invalid UTF-8 (byte {exc.start} of the line)") from exc
-        if record.kind == "txt":
+        if kind == "txt":
             return {text_key: text.rstrip("\r\n")}
         try:
             value = json.loads(text)
@@ -274,33 +290,40 @@ def _decode(record: RawRecord, text_key: str) -> Dict[str, Any]:
     return value
 
 
-def encode_chunk(chunk: Sequence[RawRecord]) -> List[Result]:
-    """Decode and encode each record; failures come back as results, never as exceptions."""
+def encode_chunk(chunk: Chunk) -> ChunkResult:
+    """Decode and encode each record; failures come back as ``bad`` entries, never as exceptions."""
     handler, text_key = _WORKER["handler"], _WORKER["text_key"]
-    results = []
-    for record in chunk:
+    good: List[Sample] = []
+    bad: List[Tuple[int, str, str]] = []
+    for line, payload in zip(chunk.lines, chunk.payloads):
         try:
-            sample = handler.encode(_decode(record, text_key))
-            results.append(Result(record.path, record.line, sample))
-        except BadRecord as bad:
-            results.append(Result(record.path, record.line, None, bad.reason, str(bad)))
+            good.append(handler.encode(_decode(chunk.kind, payload, text_key)))
+        except BadRecord as exc:
+            bad.append((line, exc.reason, str(exc)))
         except ValueError as exc:  # the tokenizer refused the text (e.g. NullTokenizer ids out of range)
-            results.append(Result(record.path, record.line, None, "tokenizer_error", f"tokenizer: {exc}"))
-    return results
+            bad.append((line, "tokenizer_error", f"tokenizer: {exc}"))
+    names = list(good[0]) if good else []
+    flat = {name: np.concatenate([s[name] for s in good]) for name in names}
+    lengths = np.array([[len(s[name]) for name in names] for s in good], dtype=np.int64)
+    lengths = lengths.reshape(len(good), len(names))  # [good samples, names], also when empty
+    return ChunkResult(chunk.path, flat, lengths, bad)
 
 
-def _chunks(records: Iterable[RawRecord], size: int) -> Iterator[List[RawRecord]]:
-    chunk: List[RawRecord] = []
+def _chunks(records: Iterable[RawRecord], size: int) -> Iterator[Chunk]:
+    """Records grouped into chunks of at most ``size``; a chunk never spans two files."""
+    current: Optional[Chunk] = None
     for record in records:
-        chunk.append(record)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+        if current is None or len(current.lines) == size or current.path != record.path:
+            if current is not None:
+                yield current
+            current = Chunk(record.path, record.kind, [], [])
+        current.lines.append(record.line)
+        current.payloads.append(record.payload)
+    if current is not None:
+        yield current
 
 
-def ordered_results(args: argparse.Namespace, records: Iterable[RawRecord]) -> Iterator[List[Result]]:
+def ordered_results(args: argparse.Namespace, records: Iterable[RawRecord]) -> Iterator[ChunkResult]:
     """Chunks of results in input order, from ``--workers`` processes.
 
     Like ``Pool.imap`` over chunks, but at most ``4 * workers`` chunks are in
@@ -434,26 +457,20 @@ class Progress:
         self.bar.close()
 
 
-def _sample_tokens(sample: Sample) -> int:
-    return sum(len(a) for name, a in sample.items() if not name.endswith("labels"))
-
-
-def consume(results: Iterable[List[Result]], emitter, skip_bad: bool, progress: Progress,
+def consume(results: Iterable[ChunkResult], emitter, skip_bad: bool, progress: Progress,
             summary: Summary) -> None:
     """Hand good samples to the emitter in order; count or raise on bad ones."""
-    for chunk in results:
-        tokens = 0
-        for result in chunk:
-            if result.sample is None:
-                if not skip_bad and result.reason not in ALWAYS_SKIPPED:
-                    raise PreprocessError(f"{result.path}:{result.line}: {result.message} "
-                                          "(--skip-bad-records skips such records)")
-                summary.skipped[result.reason] += 1
-                continue
-            emitter.add(result.sample)
-            summary.documents += 1
-            tokens += _sample_tokens(result.sample)
-        progress.update(len(chunk), tokens)
+    for result in results:
+        for line, reason, message in result.bad:
+            if not skip_bad and reason not in ALWAYS_SKIPPED:
+                raise PreprocessError(f"{result.path}:{line}: {message} (--skip-bad-records skips such records)")
+            summary.skipped[reason] += 1
+        for sample in result.samples():
+            emitter.add(sample)
+        good = len(result.lengths)
+        summary.documents += good
+        tokens = sum(int(a.size) for name, a in result.flat.items() if not name.endswith("labels"))
+        progress.update(good + len(result.bad), tokens)
 
 
 def run(args: argparse.Namespace) -> Summary:
