@@ -84,7 +84,8 @@ def test_sentencepiece(sp_model):
 def test_null_tokenizer_unchanged():
     tok = build_tokenizer(argparse.Namespace(tokenizer_type="NullTokenizer", vocab_size=10))
     assert isinstance(tok, NullTokenizer)
-    assert (tok.eod, tok.pad, tok.vocab_size, tok.tokenize("1 2 3"), tok.detokenize([4, 5])) == (9, 9, 10, [1, 2, 3], "4 5")
+    assert (tok.eod, tok.pad, tok.vocab_size) == (9, 9, 10)
+    assert (tok.tokenize("1 2 3"), tok.detokenize([4, 5])) == ([1, 2, 3], "4 5")
     assert isinstance(build_tokenizer(argparse.Namespace(tokenizer_type=None, vocab_size=5)), NullTokenizer)
 
 
