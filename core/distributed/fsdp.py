@@ -594,3 +594,15 @@ def validate_fsdp_args(args: argparse.Namespace) -> None:
     for failed, message in checks:
         if failed:
             raise FSDPArgumentError(message)
+    _check_fsdp_layout(args, flag)
+
+
+def _check_fsdp_layout(args: argparse.Namespace, flag: str) -> None:
+    """Only one FSDP flavour; the HSDP replicate degree must divide the data-parallel size."""
+    if getattr(args, "use_torch_fsdp2", False) and getattr(args, "use_torch_fsdp1", False):
+        raise FSDPArgumentError("--use-torch-fsdp2 and --use-torch-fsdp1 are mutually exclusive; pass one")
+    replicate = getattr(args, "fsdp_hsdp_replicate", 1) or 1
+    dp = getattr(args, "data_parallel_size", None)
+    if replicate < 1 or (dp is not None and dp % replicate != 0):
+        raise FSDPArgumentError(f"--fsdp-hsdp-replicate {replicate} must be >= 1 and divide the "
+                                f"data-parallel size {dp}; change it or the number of processes")
