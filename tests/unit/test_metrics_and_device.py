@@ -1,0 +1,198 @@
+"""The Megatron log line, FLOPs per token, and core.device.
+
+``format_log_line`` keeps Megatron's fields in Megatron's order (log parsers
+keep working) and appends throughput, TFLOP/s per device, MFU and memory.
+``training_flops_per_token`` is checked against a hand computation of its
+documented formula, against 6 x (matmul parameters) plus the attention-score
+term, and for skipping noop layers. ``train()`` prints one line per
+``--log-interval`` iterations.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+
+from core.device import Accelerator, detect_device_type, init_accelerator, peak_tflops
+from core.models.gpt_model import build_model
+from core.parallel_state import single_process_state
+from mindspeed_llm.arguments import parse_args, transformer_config_from_args
+from mindspeed_llm.training.metrics import IterationStats, format_log_line, training_flops_per_token
+from mindspeed_llm.training.training import setup, train
+
+MEGATRON = (r" iteration\s+\d+/\s+\d+ \| consumed samples:\s+\d+ \| elapsed time per iteration \(ms\): [\d.]+ \|"
+            r" learning rate: [\d.E+-]+ \| global batch size:\s+\d+ \| lm loss: [\d.E+-]+ \| loss scale: [\d.]+ \|"
+            r" grad norm: [\d.]+ \| number of skipped iterations:\s+\d+ \| number of nan iterations:\s+\d+ \|")
+APPENDED = (r" tokens per second: [\d.]+ \| TFLOP/s per device: [\d.]+ \| MFU: [\d.]+% \|"
+            r" memory \(GB\): [\d.]+ \|")
+LOG_LINE = re.compile("^" + MEGATRON + APPENDED + "$")
+
+MODEL = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--group-query-attention",
+         "--num-query-groups", "2", "--ffn-hidden-size", "128", "--swiglu", "--seq-length", "32",
+         "--micro-batch-size", "2", "--train-iters", "6", "--lr", "1e-3"]
+
+
+def _config(extra=(), vocab="100", model=MODEL):
+    return transformer_config_from_args(parse_args(list(model) + ["--vocab-size", vocab, *extra]))
+
+
+def _stats(**overrides) -> IterationStats:
+    values = dict(iteration=20, train_iters=100, consumed_samples=160, elapsed_ms=123.456, learning_rate=2.5e-4,
+                  global_batch_size=8, loss=4.123456789, loss_scale=65536.0, grad_norm=1.23456,
+                  skipped_iterations=1, nan_iterations=0, tokens_per_second=12345.67, tflops_per_device=3.14159,
+                  mfu=0.4567, memory_gb=1.5)
+    values.update(overrides)
+    return IterationStats(**values)
+
+
+# ---------------------------------------------------------------------------- log line
+
+def test_log_line_matches_megatron_format():
+    line = format_log_line(_stats())
+    assert LOG_LINE.match(line), line
+    assert " iteration       20/     100 |" in line
+    assert " consumed samples:          160 |" in line
+    assert " learning rate: 2.500000E-04 |" in line
+    assert " lm loss: 4.123457E+00 |" in line
+    assert " loss scale: 65536.0 |" in line
+    assert " grad norm: 1.235 |" in line
+    assert " number of skipped iterations:   1 |" in line
+    assert " MFU: 45.7% |" in line and " memory (GB): 1.50 |" in line
+    assert "\n" not in line
+
+
+def test_log_line_without_grad_norm_omits_the_field():
+    """A skipped fp16 step has no grad norm; Megatron then leaves the field out."""
+    line = format_log_line(_stats(grad_norm=None))
+    assert "grad norm" not in line
+    assert re.match(MEGATRON.replace(r" grad norm: [\d.]+ \|", ""), line), line
+
+
+def test_train_prints_one_line_per_log_interval(capsys):
+    trainer = setup(MODEL + ["--vocab-size", "100", "--global-batch-size", "4", "--log-interval", "2",
+                             "--mock-data", "--tokenizer-type", "NullTokenizer", "--device", "cpu",
+                             "--eval-iters", "0", "--attention-dropout", "0", "--hidden-dropout", "0",
+                             "--peak-tflops", "2.0"])
+    capsys.readouterr()
+    train(trainer)
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith(" iteration ")]
+    assert len(lines) == 3, out
+    parsed = []
+    for line in lines:
+        assert LOG_LINE.match(line), line
+        fields = dict(part.strip().rsplit(":", 1) if ":" in part else (part.strip(), "")
+                      for part in line.split("|") if part.strip())
+        parsed.append(fields)
+    assert [int(re.search(r"iteration\s+(\d+)/", line).group(1)) for line in lines] == [2, 4, 6]
+    assert all(re.search(r"/\s+6 \|", line) for line in lines)
+    assert [int(p["consumed samples"]) for p in parsed] == [8, 16, 24]
+    assert all(int(p["global batch size"]) == 4 for p in parsed)
+    assert all(float(p["loss scale"]) == 1.0 for p in parsed)  # fp32: no scaling
+    # the logged loss is the mean over the interval's iterations
+    for k, p in enumerate(parsed):
+        expected = (trainer.losses[2 * k] + trainer.losses[2 * k + 1]) / 2
+        assert float(p["lm loss"]) == pytest.approx(expected, rel=1e-6)
+    # MFU = TFLOP/s per device / --peak-tflops (both as printed, so up to their rounding)
+    for p in parsed:
+        tflops, mfu = float(p["TFLOP/s per device"]), float(p["MFU"].rstrip("%")) / 100
+        assert abs(mfu - tflops / 2.0) <= 0.0006 + 0.005 / 2.0
+        assert float(p["tokens per second"]) > 0 and float(p["memory (GB)"]) > 0
+    assert trainer.flops_per_token == training_flops_per_token(trainer.config, 32)
+
+
+def test_train_prints_megatron_validation_block(capsys):
+    trainer = setup(MODEL + ["--vocab-size", "100", "--global-batch-size", "2", "--train-iters", "3",
+                             "--log-interval", "10", "--eval-interval", "3", "--eval-iters", "1", "--mock-data",
+                             "--tokenizer-type", "NullTokenizer", "--device", "cpu"])
+    capsys.readouterr()
+    train(trainer)
+    out = capsys.readouterr().out
+    match = re.search(r"^ validation loss at iteration 3 \| lm loss value: ([\d.E+-]+) \| lm loss PPL: "
+                      r"([\d.E+-]+) \| $", out, re.MULTILINE)
+    assert match, out
+    assert float(match.group(2)) == pytest.approx(math.exp(float(match.group(1))), rel=1e-5)
+
+
+# ---------------------------------------------------------------------------- FLOPs per token
+
+def test_flops_per_token_by_hand():
+    # h=64, 4 heads of 16 (q=64), 2 KV groups (kv=32), f=128 SwiGLU, s=32, V=100, 2 layers
+    qkv = 2 * 64 * (64 + 2 * 32)       # 16384
+    proj = 2 * 64 * 64                 # 8192
+    scores = 4 * 32 * 64               # 8192: QK^T and context x V over the full s x s matrix
+    mlp = 2 * 64 * 128 * 3             # 49152: three h x f matrices
+    logits = 2 * 64 * 100              # 12800
+    expected = 3 * (2 * (qkv + proj + scores + mlp) + logits)
+    assert expected == 529920
+    assert training_flops_per_token(_config(), 32) == expected
+
+
+def test_flops_per_token_is_six_n_plus_attention_scores():
+    """3 x 2 FLOPs per multiply-add: 6 x the matmul weights a token meets, plus 3 x 4 s q per layer."""
+    # a vocabulary that needs no padding, so the model's output layer is exactly V x h
+    config = _config(vocab="128")
+    model = build_model(config, single_process_state().tp_group, torch.device("cpu"), 1)
+    matmul = sum(p.numel() for name, p in model.named_parameters()
+                 if p.dim() == 2 and "word_embeddings" not in name and "position" not in name)
+    output_layer = config.hidden_size * 128  # tied with the embedding (same tensor)
+    n = matmul + output_layer
+    attention_scores = 3 * config.num_layers * 4 * 32 * config.num_attention_heads * config.kv_channels
+    assert training_flops_per_token(config, 32) == 6 * n + attention_scores
+    # longer sequences only add the attention-score term
+    assert training_flops_per_token(config, 64) - training_flops_per_token(config, 32) == attention_scores
+
+
+def test_flops_per_token_skips_noop_layers():
+    with_noop = _config(["--noop-layers", "1"])
+    one_layer_model = list(MODEL)
+    one_layer_model[MODEL.index("--num-layers") + 1] = "1"
+    one_layer = _config(model=one_layer_model)
+    assert one_layer.num_layers == 1
+    assert training_flops_per_token(with_noop, 32) == training_flops_per_token(one_layer, 32)
+    assert training_flops_per_token(with_noop, 32) < training_flops_per_token(_config(), 32)
+
+
+def test_flops_per_token_gelu_has_two_mlp_matrices():
+    gelu = _config(model=[a for a in MODEL if a != "--swiglu"])
+    swiglu = _config()
+    assert training_flops_per_token(swiglu, 32) - training_flops_per_token(gelu, 32) == 3 * 2 * (2 * 64 * 128)
+
+
+# ---------------------------------------------------------------------------- core.device
+
+def test_init_accelerator_cpu():
+    acc = init_accelerator("cpu")
+    assert isinstance(acc, Accelerator)
+    assert acc.type == "cpu" and acc.backend == "gloo" and acc.device == torch.device("cpu")
+    assert acc.module is None
+    state = acc.get_rng_state()
+    assert torch.equal(state, torch.get_rng_state())
+    assert acc.max_memory_gb() > 0
+
+
+def test_backend_for_each_device_type():
+    assert Accelerator("cuda").backend == "nccl"
+    assert Accelerator("npu").backend == "hccl"
+    assert Accelerator("cuda", local_rank=3).device == torch.device("cuda", 3)
+
+
+def test_invalid_device_name_errors():
+    with pytest.raises(ValueError, match="--device 'tpu'"):
+        init_accelerator("tpu")
+    assert init_accelerator("cpu").type == "cpu"
+
+
+def test_detection_falls_back_to_cpu():
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    assert detect_device_type() in ("cpu", "npu")
+
+
+def test_peak_tflops_override_and_cpu_default():
+    assert peak_tflops(123.0) == 123.0
+    init_accelerator("cpu")
+    assert peak_tflops() > 0
+    assert peak_tflops(None) == peak_tflops()
