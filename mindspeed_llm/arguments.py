@@ -235,6 +235,11 @@ def _add_data_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--data-path", nargs="*", default=None,
                        help="prefixes of .bin/.idx pairs, optionally weighted: 0.3 a 0.7 b")
     group.add_argument("--split", type=str, default="969, 30, 1")
+    group.add_argument("--train-data-path", nargs="*", default=None, help="training blend (overrides --split)")
+    group.add_argument("--valid-data-path", nargs="*", default=None, help="validation blend")
+    group.add_argument("--test-data-path", nargs="*", default=None, help="test blend")
+    group.add_argument("--data-cache-path", type=str, default=None,
+                       help="where dataset index caches go (default: beside the data)")
     group.add_argument("--mock-data", action="store_true", help="random tokens; needs --vocab-size")
     group.add_argument("--num-workers", type=int, default=2)
 
@@ -575,6 +580,19 @@ def _check_learning_rate(args: argparse.Namespace) -> None:
         if not 0 < wsd <= decay - warmup:
             raise ArgumentError(f"--lr-wsd-decay-iters ({wsd}) must be in 1..{decay - warmup} "
                                 "(--lr-decay-iters minus the warmup)")
+
+
+def check_pretraining_data(args: argparse.Namespace) -> None:
+    """The pretraining entry's data flags: real data (with its tokenizer) or --mock-data."""
+    real = args.data_path or args.train_data_path
+    if args.mock_data and real:
+        raise ArgumentError("--mock-data and --data-path/--train-data-path both given; choose one")
+    if not args.mock_data and not real:
+        raise ArgumentError("no training data: give --data-path PREFIX (from preprocess_data.py) or "
+                            "--train-data-path, or --mock-data for synthetic tokens")
+    if real and args.tokenizer_type in (None, "NullTokenizer") and args.vocab_size is None:
+        raise ArgumentError("--data-path needs the tokenizer that made it: --tokenizer-type PretrainedFromHF "
+                            "--tokenizer-name-or-path DIR (or NullTokenizer with --vocab-size)")
 
 
 def _check_tokenizer(args: argparse.Namespace) -> None:

@@ -427,8 +427,12 @@ class FSDPOptimizer:
     def __init__(self, model: nn.Module, config: OptimizerConfig, state: ParallelState) -> None:
         self.model, self.config, self.state = model, config, state
         self.optimizer = _build_optimizer(fsdp_param_groups(model), config)
-        self.param_groups = self.optimizer.param_groups
         self.grad_scaler = None
+
+    @property
+    def param_groups(self) -> List[Dict]:
+        """The torch optimizer's groups, looked up each time (load_state_dict replaces the list)."""
+        return self.optimizer.param_groups
 
     @property
     def loss_scale(self) -> float:

@@ -90,12 +90,16 @@ class DistributedOptimizer:
                   {"params": no_decay, "wd_mult": 0.0, "lr_mult": 1.0}]
         self.optimizer = build_torch_optimizer([g for g in groups if g["params"]] or
                                                [{"params": [], "wd_mult": 1.0, "lr_mult": 1.0}], config)
-        self.param_groups = self.optimizer.param_groups
         self._pending_gathers: Dict[int, object] = {}
         self._hooks = [m.register_forward_pre_hook(self._wait_for_params) for model in models
                        for m in model.modules() if any(True for _ in m.parameters(recurse=False))]
 
     # ---- loss scaling (as MixedPrecisionOptimizer) -------------------------------------------
+    @property
+    def param_groups(self) -> List[Dict]:
+        """The torch optimizer's groups, looked up each time (load_state_dict replaces the list)."""
+        return self.optimizer.param_groups
+
     @property
     def loss_scale(self) -> float:
         return self.grad_scaler.scale if self.grad_scaler is not None else 1.0

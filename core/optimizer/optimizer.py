@@ -96,7 +96,11 @@ class MixedPrecisionOptimizer:
                 group["params"] = [_master_copy(p) for p in group["params"]]
         self.master_params: List[nn.Parameter] = [p for g in groups for p in g["params"]]
         self.optimizer = build_torch_optimizer(groups, config)
-        self.param_groups = self.optimizer.param_groups
+
+    @property
+    def param_groups(self) -> List[Dict]:
+        """The torch optimizer's groups, looked up each time (load_state_dict replaces the list)."""
+        return self.optimizer.param_groups
 
     @property
     def loss_scale(self) -> float:

@@ -8,7 +8,7 @@ attention counted over the full ``s x s`` score matrix, noop layers skipped):
                         + 2 q h                 output projection
                         + 4 s q                 scores QK^T and context x V
                         + 2 h f x (3 | 2)       MLP: SwiGLU has three h x f matrices, GELU two
-    logits, forward     = 2 h V
+    logits, forward     = 2 h V_padded
     training FLOPs/token = 3 x (layers x per-layer + logits)
 
 MFU = achieved FLOP/s per device / peak FLOP/s of the device
@@ -29,7 +29,7 @@ def training_flops_per_token(config: TransformerConfig, seq_length: int) -> floa
     mlp_matrices = 3 if config.swiglu else 2
     per_layer = 2 * h * (q + 2 * kv) + 2 * q * h + 4 * seq_length * q + 2 * h * config.ffn_hidden_size * mlp_matrices
     layers = config.num_layers - len(config.noop_layers)
-    logits = 2 * h * config.vocab_size
+    logits = 2 * h * config.padded_vocab_size  # the output layer multiplies the padded vocabulary
     return 3.0 * (layers * per_layer + logits)
 
 

@@ -18,12 +18,14 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
+from torch.utils.data import Dataset
 
 from core import checkpointing
+from core.datasets.gpt_dataset import build_pretraining_datasets
 from core.datasets.mock_dataset import MockGPTDataset
 from core.datasets.samplers import PretrainingSampler
 from core.device import Accelerator, init_accelerator, peak_tflops
@@ -36,7 +38,9 @@ from core.pipeline_parallel.layout import stage_layers
 from core.pipeline_parallel.schedules import PipelineOptions, get_forward_backward_func
 from core.tensor_parallel.mappings import all_reduce
 from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed, set_all_rng_states
-from mindspeed_llm.arguments import ArgumentError, parse_and_validate, transformer_config_from_args
+from mindspeed_llm.arguments import (ArgumentError, check_pretraining_data, parse_and_validate, set_vocab_size,
+                                     transformer_config_from_args)
+from mindspeed_llm.tokenizer import build_tokenizer
 from mindspeed_llm.training.lr_scheduler import scheduler_from_args
 from mindspeed_llm.training.metrics import IterationStats, format_log_line, training_flops_per_token
 
@@ -72,9 +76,6 @@ def reject_unsupported(args: argparse.Namespace) -> None:
     wanted = [flag for flag, used in unsupported.items() if used]
     if wanted:
         raise ArgumentError(f"{', '.join(wanted)}: not supported yet by this version; remove the flag(s)")
-    if not args.mock_data:
-        raise ArgumentError("only --mock-data is supported until the data pipeline lands; add --mock-data "
-                            "--tokenizer-type NullTokenizer --vocab-size N")
 
 
 def _collate(samples: List[Dict[str, torch.Tensor]], device: torch.device) -> Dict[str, torch.Tensor]:
@@ -84,7 +85,7 @@ def _collate(samples: List[Dict[str, torch.Tensor]], device: torch.device) -> Di
             "loss_mask": torch.ones_like(labels, dtype=torch.float32, device=device)}
 
 
-def batch_iterator(dataset: MockGPTDataset, sampler: PretrainingSampler,
+def batch_iterator(dataset: Dataset, sampler: PretrainingSampler,
                    device: torch.device) -> Iterator[Dict[str, torch.Tensor]]:
     for indices in sampler:
         yield _collate([dataset[i] for i in indices], device)
@@ -148,6 +149,7 @@ class Trainer:
             self.optimizer = MixedPrecisionOptimizer(self.models, opt_config, self.state, scaler)
         self.scheduler = scheduler_from_args(self.optimizer, args)
         self.num_microbatches = args.global_batch_size // (args.micro_batch_size * self.state.dp)
+        self._datasets: Optional[Tuple[Optional[Dataset], ...]] = None
         self.flops_per_token = training_flops_per_token(self.config, args.seq_length)
 
     def _grad_dtype(self) -> torch.dtype:
@@ -157,19 +159,42 @@ class Trainer:
         return torch.float32
 
     # ---- data -------------------------------------------------------------------------------
-    def train_iterator(self) -> Iterator[Dict[str, torch.Tensor]]:
+    def _num_samples(self) -> Tuple[int, int, int]:
+        """Samples each split must provide (Megatron's formula: every evaluation reads new ones)."""
         args = self.args
-        total = args.train_iters * args.global_batch_size
-        dataset = MockGPTDataset(total, args.seq_length, args.vocab_size, args.seed)
-        sampler = PretrainingSampler(total, self.consumed_samples, args.micro_batch_size,
+        evaluations = args.train_iters // args.eval_interval + 1 if args.eval_interval else 1
+        return (args.train_iters * args.global_batch_size,
+                evaluations * args.eval_iters * args.global_batch_size,
+                args.eval_iters * args.global_batch_size)
+
+    def datasets(self) -> Tuple[Optional[Dataset], Optional[Dataset], Optional[Dataset]]:
+        """(train, valid, test): synthetic with --mock-data, else indexed data built once (rank 0 first)."""
+        if self._datasets is None:
+            args, (train, valid, test) = self.args, self._num_samples()
+            if args.mock_data:
+                self._datasets = (MockGPTDataset(train, args.seq_length, args.vocab_size, args.seed),
+                                  MockGPTDataset(max(valid, 1), args.seq_length, args.vocab_size,
+                                                 args.seed + VALIDATION_SEED_OFFSET), None)
+            else:
+                self._datasets = build_pretraining_datasets(
+                    args.data_path, args.split, args.train_data_path, args.valid_data_path, args.test_data_path,
+                    args.seq_length, args.seed, (train, valid, test), cache_path=args.data_cache_path,
+                    is_rank0_first_barrier=checkpointing.barrier)
+        return self._datasets
+
+    def train_iterator(self) -> Iterator[Dict[str, torch.Tensor]]:
+        dataset = self.datasets()[0]
+        if dataset is None:
+            raise ArgumentError("the training split is empty: check --split and --data-path")
+        sampler = PretrainingSampler(len(dataset), self.consumed_samples, self.args.micro_batch_size,
                                      self.state.dp_rank, self.state.dp)
         return batch_iterator(dataset, sampler, self.acc.device)
 
-    def valid_iterator(self) -> Iterator[Dict[str, torch.Tensor]]:
-        args = self.args
-        total = max(args.eval_iters, 1) * args.global_batch_size
-        dataset = MockGPTDataset(total, args.seq_length, args.vocab_size, args.seed + VALIDATION_SEED_OFFSET)
-        sampler = PretrainingSampler(total, 0, args.micro_batch_size, self.state.dp_rank, self.state.dp)
+    def valid_iterator(self) -> Optional[Iterator[Dict[str, torch.Tensor]]]:
+        dataset = self.datasets()[1]
+        if dataset is None:
+            return None
+        sampler = PretrainingSampler(len(dataset), 0, self.args.micro_batch_size, self.state.dp_rank, self.state.dp)
         return batch_iterator(dataset, sampler, self.acc.device)
 
     # ---- steps ------------------------------------------------------------------------------
@@ -228,6 +253,8 @@ class Trainer:
         for model in self.models:
             model.eval()
         iterator = self.valid_iterator()
+        if iterator is None:
+            return float("nan")
         stats = []
         for _ in range(self.args.eval_iters):
             stats.extend(self.forward_backward(forward_step, iterator, self.models, self.num_microbatches,
@@ -251,14 +278,14 @@ class Trainer:
         self.finish_param_sync()
         rng = checkpointing.gather_rng_states(get_all_rng_states(), state.dp_group)
         extra = {}
-        if self.distributed_optimizer:  # collective: every DP rank contributes its shard
+        if self.distributed_optimizer and not args.no_save_optim:  # collective over DP
             extra[checkpointing.DISTRIB_OPTIM_FILENAME] = self.optimizer.sharded_state()
         payload = {
             "args": checkpointing.namespace_for_checkpoint(args),
             **checkpointing.model_state_dicts(self.models),
-            "optimizer": self.optimizer.state_dict(),
+            "optimizer": None if args.no_save_optim else self.optimizer.state_dict(),
             "opt_param_scheduler": self.scheduler.state_dict(),
-            "rng_state": rng,
+            "rng_state": None if args.no_save_rng else rng,
             "consumed_train_samples": self.consumed_samples,
             "skipped_iterations": self.skipped_iterations,
             "transformer_config": self.config.to_dict(),
@@ -286,7 +313,7 @@ class Trainer:
                 f"{path}: weights do not fit this model ({str(error).splitlines()[0][:300]}); check the model "
                 "flags against the checkpoint's") from None
         weights_only = args.finetune or release
-        if weights_only or args.no_load_optim:
+        if weights_only or args.no_load_optim or checkpoint.get("optimizer") is None:
             self.optimizer.reload_model_params()
         else:
             self._load_optimizer(checkpoint, path)
@@ -295,7 +322,7 @@ class Trainer:
             self.iteration = iteration
             self.consumed_samples = int(checkpoint.get("consumed_train_samples", 0))
             self.skipped_iterations = int(checkpoint.get("skipped_iterations", 0))
-            if not args.no_load_rng:
+            if not args.no_load_rng and checkpoint.get("rng_state") is not None:
                 rng = checkpoint["rng_state"]
                 set_all_rng_states(rng[state.dp_rank] if state.dp_rank < len(rng) else rng[0])
         print_rank_0(f"loaded checkpoint {path} (iteration {self.iteration})")
@@ -318,6 +345,9 @@ def setup(argv: Optional[List[str]] = None) -> Trainer:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     args = parse_and_validate(argv, world_size)
     reject_unsupported(args)
+    check_pretraining_data(args)
+    if args.vocab_size is None:  # the model's vocabulary is the tokenizer's
+        set_vocab_size(args, build_tokenizer(args).vocab_size)
     acc = init_distributed(args)
     args.distributed_backend = args.distributed_backend or acc.backend
     state = initialize(tp=args.tensor_model_parallel_size, pp=args.pipeline_model_parallel_size,
@@ -355,6 +385,9 @@ def _print_validation(trainer: Trainer, loss: float) -> None:
 def train(trainer: Trainer) -> Trainer:
     """Run iterations until ``--train-iters`` (or ``--exit-interval``), logging, evaluating, saving."""
     args = trainer.args
+    if trainer.iteration >= args.train_iters:  # a finished run that was resumed: nothing to do
+        print_rank_0(f"already at iteration {trainer.iteration} of --train-iters {args.train_iters}; nothing to train")
+        return trainer
     iterator = trainer.train_iterator()
     window = {"time": 0.0, "iters": 0, "loss": 0.0}
     saved_at = -1
@@ -369,7 +402,8 @@ def train(trainer: Trainer) -> Trainer:
         if trainer.iteration % args.log_interval == 0:
             _log(trainer, result, window)
             window = {"time": 0.0, "iters": 0, "loss": 0.0}
-        if args.eval_interval and args.eval_iters and trainer.iteration % args.eval_interval == 0:
+        if (args.eval_interval and args.eval_iters and trainer.iteration % args.eval_interval == 0
+                and trainer.datasets()[1] is not None):
             _print_validation(trainer, trainer.evaluate())
         if args.save and args.save_interval and trainer.iteration % args.save_interval == 0:
             trainer.save()

@@ -31,9 +31,6 @@ ARGV = [
 TP2 = ["--tensor-model-parallel-size", "2"]
 STOP, TOTAL = 3, 6
 
-LR_BUG = ("core/optimizer/optimizer.py: MixedPrecisionOptimizer caches `self.param_groups = "
-          "self.optimizer.param_groups`; torch's Optimizer.load_state_dict replaces that list, so after a "
-          "resume the optimizer keeps the checkpoint's lr (iterations 5+ diverge)")
 
 
 def _snapshot(trainer) -> Dict[str, object]:
@@ -112,7 +109,6 @@ def test_tp2_first_resumed_iteration_is_exact(results):
         assert _same_states(got["tracker_rng"], ref["tracker_rng"])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=LR_BUG)
 def test_tp2_resume_equals_uninterrupted(results):
     for r in results:
         assert r["resumed_losses"] == r["full_losses"][STOP:]

@@ -119,14 +119,14 @@ def test_train_prints_megatron_validation_block(capsys):
 # ---------------------------------------------------------------------------- FLOPs per token
 
 def test_flops_per_token_by_hand():
-    # h=64, 4 heads of 16 (q=64), 2 KV groups (kv=32), f=128 SwiGLU, s=32, V=100, 2 layers
+    # h=64, 4 heads of 16 (q=64), 2 KV groups (kv=32), f=128 SwiGLU, s=32, V=100 padded to 128, 2 layers
     qkv = 2 * 64 * (64 + 2 * 32)       # 16384
     proj = 2 * 64 * 64                 # 8192
     scores = 4 * 32 * 64               # 8192: QK^T and context x V over the full s x s matrix
     mlp = 2 * 64 * 128 * 3             # 49152: three h x f matrices
-    logits = 2 * 64 * 100              # 12800
+    logits = 2 * 64 * 128              # 16384: the output layer multiplies the padded vocabulary
     expected = 3 * (2 * (qkv + proj + scores + mlp) + logits)
-    assert expected == 529920
+    assert expected == 540672
     assert training_flops_per_token(_config(), 32) == expected
 
 

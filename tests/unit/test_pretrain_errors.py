@@ -249,3 +249,16 @@ def test_script_truncated_checkpoint(saved_checkpoint, tmp_path):
     assert os.path.join(root, CKPT_FILE) in line and "truncated or corrupt" in line
     assert " iteration " not in result.stdout
     assert _snapshot(root) == before
+
+
+def test_training_without_data_flags_is_refused_before_setup(capsys):
+    """Neither --data-path nor --mock-data: one line naming both, exit 2."""
+    from mindspeed_llm.training.training import pretrain
+
+    argv = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+            "--micro-batch-size", "2", "--train-iters", "2", "--lr", "1e-3", "--device", "cpu"]
+    with pytest.raises(SystemExit) as info:
+        pretrain(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: no training data") and "--data-path" in err and "--mock-data" in err

@@ -44,13 +44,6 @@ PRECISIONS = {
     "fp16": ["--fp16", "--initial-loss-scale", "1024", "--loss-scale-window", "2"],
 }
 
-LR_BUG = ("core/optimizer/optimizer.py: MixedPrecisionOptimizer caches `self.param_groups = "
-          "self.optimizer.param_groups` in __init__; torch's Optimizer.load_state_dict replaces that list, so "
-          "after a resume the scheduler writes the lr into stale dicts and the optimizer keeps the "
-          "checkpoint's lr forever (iterations 5+ diverge)")
-FINISHED_RUN_BUG = ("Trainer.train_iterator builds PretrainingSampler(total, consumed) eagerly; when the loaded "
-                    "iteration == --train-iters consumed == total and core/datasets/samplers.py raises ValueError "
-                    "instead of train() doing nothing")
 
 
 def _replace(argv: List[str], flag: str, value: str) -> List[str]:
@@ -144,7 +137,6 @@ def test_first_resumed_iteration_is_exact(runs, precision):
     assert got["scaler"] == ref["scaler"]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=LR_BUG)
 @pytest.mark.parametrize("precision", list(PRECISIONS))
 def test_resumed_run_equals_uninterrupted_run(runs, precision):
     run = runs[precision]
@@ -156,9 +148,8 @@ def test_resumed_run_equals_uninterrupted_run(runs, precision):
     assert final["scaler"] == final_ref["scaler"]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=LR_BUG)
 def test_optimizer_applies_the_scheduled_lr_after_resume(runs):
-    """The lr inside the torch optimizer follows the schedule after a resume (pinpoints LR_BUG)."""
+    """The lr inside the torch optimizer follows the schedule after a resume (load_state_dict replaces torch's group list: the scheduler must reach the new one)."""
     run = runs["fp32"]
     for ref, got in zip(run["full_snaps"][STOP:], run["resumed_snaps"]):
         assert got["scheduler_lr"] == ref["scheduler_lr"]  # the scheduler itself resumed fine
@@ -242,7 +233,6 @@ def test_checkpoint_layout(tmp_path):
         assert torch.equal(checkpoint["model"][name], value), name
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=FINISHED_RUN_BUG)
 def test_resuming_a_finished_run_trains_nothing(runs, tmp_path):
     """Relaunching a job whose checkpoint is at --train-iters: Megatron skips the loop."""
     ckpt = str(tmp_path / "ckpt")
