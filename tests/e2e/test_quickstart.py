@@ -1,9 +1,9 @@
-"""The README's main job, run as a user runs it: examples/quickstart.sh.
+"""The README's main job, run as a user runs it: examples/quickstart.sh (shrunk to fewer iterations).
 
-Trains a tiny Llama with torchrun on 2 CPU processes (TP=2), converts the
-checkpoint to Hugging Face format and generates with transformers. The loss
-must fall by more than half and the generated tokens must continue the
-arithmetic progression of the prompt.
+Corpus from the standard library's docstrings, a trained tokenizer,
+preprocess_data.py, TP=2 pretraining under torchrun on the CPU, conversion
+to Hugging Face format and a sample from transformers. The loss must fall
+well below its first logged value.
 """
 from __future__ import annotations
 
@@ -18,14 +18,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-def test_quickstart_trains_converts_and_generates(tmp_path: Path) -> None:
-    env = dict(os.environ, OUT=str(tmp_path / "qs"), TRAIN_ITERS="120")
+def test_quickstart_prepares_trains_converts_and_generates(tmp_path: Path) -> None:
+    env = dict(os.environ, OUT=str(tmp_path / "qs"), TRAIN_ITERS="150")
     run = subprocess.run(["bash", "examples/quickstart.sh"], cwd=REPO, env=env, capture_output=True,
-                         text=True, timeout=600)
+                         text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     first, last = map(float, re.search(r"first logged loss ([\d.]+), last logged loss ([\d.]+)", run.stdout).groups())
-    assert last < 0.5 * first
-    generated, expected = re.search(r"generated (\[.*?\]) \(expected (\[.*?\])\)", run.stdout).groups()
-    assert generated == expected
-    assert (tmp_path / "qs" / "ckpt" / "latest_checkpointed_iteration.txt").read_text() == "120"
-    assert (tmp_path / "qs" / "hf" / "config.json").is_file()
+    assert last < 0.75 * first
+    assert re.search(r"^sample: '.+'", run.stdout, re.M)
+    out = tmp_path / "qs"
+    assert (out / "data" / "stdlib_text_document.idx").is_file()
+    assert (out / "ckpt" / "latest_checkpointed_iteration.txt").read_text() == "150"
+    assert (out / "hf" / "config.json").is_file() and (out / "hf" / "tokenizer.json").is_file()
