@@ -648,21 +648,19 @@ def validate_args(args: argparse.Namespace, world_size: int) -> None:
 
 def _check_data_parallel(args: argparse.Namespace) -> None:
     """Distributed-optimizer, overlap, FSDP and swap combinations."""
-    fsdp = args.use_torch_fsdp2 or args.use_torch_fsdp
+    from core.distributed.fsdp import FSDPArgumentError, validate_fsdp_args
+
     if args.overlap_param_gather and not args.use_distributed_optimizer:
         raise ArgumentError("--overlap-param-gather needs --use-distributed-optimizer; add it or drop "
                             "--overlap-param-gather")
-    if args.use_torch_fsdp2 and args.use_torch_fsdp:
-        raise ArgumentError("--use-torch-fsdp2 and --use-torch-fsdp are two FSDP backends; choose one")
-    if fsdp and args.use_distributed_optimizer:
-        raise ArgumentError("FSDP (--use-torch-fsdp2/--use-torch-fsdp) already shards optimizer states; "
-                            "drop --use-distributed-optimizer")
-    if fsdp and args.swap_optimizer:
-        raise ArgumentError("--swap-optimizer is not supported with FSDP; drop one of them")
-    if args.hsdp_replicate_size > 1 and not fsdp:
+    if args.hsdp_replicate_size > 1 and not (args.use_torch_fsdp2 or args.use_torch_fsdp):
         raise ArgumentError("--hsdp-replicate-size needs --use-torch-fsdp2 or --use-torch-fsdp")
     if args.ddp_bucket_size is not None and args.ddp_bucket_size <= 0:
         raise ArgumentError(f"--ddp-bucket-size {args.ddp_bucket_size} must be positive")
+    try:
+        validate_fsdp_args(args)
+    except FSDPArgumentError as error:
+        raise ArgumentError(str(error)) from None
 
 
 def parse_and_validate(argv: Optional[Sequence[str]] = None,

@@ -574,15 +574,15 @@ class FSDPArgumentError(ValueError):
 
 
 def uses_fsdp(args: argparse.Namespace) -> bool:
-    """``--use-torch-fsdp2`` (Megatron's flag) or ``--use-torch-fsdp1`` (FullyShardedDataParallel)."""
-    return bool(getattr(args, "use_torch_fsdp2", False) or getattr(args, "use_torch_fsdp1", False))
+    """``--use-torch-fsdp2`` (Megatron's flag) or ``--use-torch-fsdp`` (FullyShardedDataParallel)."""
+    return bool(getattr(args, "use_torch_fsdp2", False) or getattr(args, "use_torch_fsdp", False))
 
 
 def validate_fsdp_args(args: argparse.Namespace) -> None:
     """Reject FSDP combinations that are not supported, before any process-group work."""
     if not uses_fsdp(args):
         return
-    flag = "--use-torch-fsdp2" if getattr(args, "use_torch_fsdp2", False) else "--use-torch-fsdp1"
+    flag = "--use-torch-fsdp2" if getattr(args, "use_torch_fsdp2", False) else "--use-torch-fsdp"
     checks = [
         (getattr(args, "use_distributed_optimizer", False),
          f"{flag} and --use-distributed-optimizer both shard the optimizer state; drop --use-distributed-optimizer"),
@@ -603,10 +603,10 @@ def validate_fsdp_args(args: argparse.Namespace) -> None:
 
 def _check_fsdp_layout(args: argparse.Namespace, flag: str) -> None:
     """Only one FSDP flavour; the HSDP replicate degree must divide the data-parallel size."""
-    if getattr(args, "use_torch_fsdp2", False) and getattr(args, "use_torch_fsdp1", False):
-        raise FSDPArgumentError("--use-torch-fsdp2 and --use-torch-fsdp1 are mutually exclusive; pass one")
-    replicate = getattr(args, "fsdp_hsdp_replicate", 1) or 1
+    if getattr(args, "use_torch_fsdp2", False) and getattr(args, "use_torch_fsdp", False):
+        raise FSDPArgumentError("--use-torch-fsdp2 and --use-torch-fsdp are mutually exclusive; pass one")
+    replicate = getattr(args, "hsdp_replicate_size", 1) or 1
     dp = getattr(args, "data_parallel_size", None)
     if replicate < 1 or (dp is not None and dp % replicate != 0):
-        raise FSDPArgumentError(f"--fsdp-hsdp-replicate {replicate} must be >= 1 and divide the "
+        raise FSDPArgumentError(f"--hsdp-replicate-size {replicate} must be >= 1 and divide the "
                                 f"data-parallel size {dp}; change it or the number of processes")

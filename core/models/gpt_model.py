@@ -117,7 +117,7 @@ class GPTModel(nn.Module):
         if labels is None:
             return logits.transpose(0, 1)  # [b, s, v/tp]
         loss = vocab_parallel_cross_entropy(logits, labels.t(), self.tp_group, self.config.vocab_size)
-        return loss.t()  # [b, s]
+        return loss.t().contiguous()  # [b, s]; not a view (FSDP2 hooks outputs)
 
     def _full_seq_len(self, hidden: torch.Tensor) -> int:
         return hidden.size(0) * (self.tp_group.size if self.config.sequence_parallel else 1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import math
 import os
 import sys
@@ -29,8 +30,11 @@ from core.datasets.gpt_dataset import build_pretraining_datasets
 from core.datasets.mock_dataset import MockGPTDataset
 from core.datasets.samplers import PretrainingSampler
 from core.device import Accelerator, init_accelerator, peak_tflops
+from core.distributed.fsdp import (FSDPOptimizer, finalize_fsdp_grads, full_model_state_dict,
+                                   full_optimizer_state_dict, load_full_model_state_dict,
+                                   load_full_optimizer_state_dict, uses_fsdp, wrap_fsdp1, wrap_fsdp2)
 from core.distributed.grad_buffer import GradBuffers, finalize_model_grads
-from core.models.gpt_model import GPTModel, build_model_chunks
+from core.models.gpt_model import GPTModel, build_model, build_model_chunks
 from core.optimizer.distrib_optimizer import DistributedOptimizer
 from core.optimizer.optimizer import MixedPrecisionOptimizer, OptimizerConfig, build_grad_scaler
 from core.parallel_state import ParallelState, initialize
@@ -124,17 +128,6 @@ class Trainer:
         args = self.args
         model_parallel_seed(args.seed, self.state.tp_rank, self.state.pp_rank)
         self.config = transformer_config_from_args(args)
-        # One model chunk per virtual pipeline stage; ``model``/``buffers`` are chunk 0's.
-        placement = stage_layers(args.num_layers, self.state.pp, args.virtual_pipeline_model_parallel_size,
-                                 args.num_layer_list)
-        self.models = build_model_chunks(self.config, self.state.tp_group, self.acc.device, args.seed, placement,
-                                         self.state.pp_rank)
-        self.grad_buffers = [GradBuffers(m, grad_dtype=self._grad_dtype(), dp_group=self.state.dp_group,
-                                         bucket_size=args.ddp_bucket_size, overlap_grad_reduce=args.overlap_grad_reduce,
-                                         distributed_optimizer=args.use_distributed_optimizer) for m in self.models]
-        self.model, self.buffers = self.models[0], self.grad_buffers[0]
-        self.forward_backward = get_forward_backward_func(self.state.pp, args.virtual_pipeline_model_parallel_size,
-                                                          args.schedules_method)
         scaler = build_grad_scaler(args.fp16, args.loss_scale, args.initial_loss_scale, args.min_loss_scale,
                                    args.loss_scale_window, args.hysteresis)
         opt_config = OptimizerConfig(optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay,
@@ -142,15 +135,53 @@ class Trainer:
                                      adam_eps=args.adam_eps, clip_grad=args.clip_grad,
                                      swap_optimizer=args.swap_optimizer,
                                      swap_chunk_elements=args.swap_optimizer_chunk_size)
-        if args.use_distributed_optimizer:
-            self.optimizer = DistributedOptimizer(self.models, self.grad_buffers, opt_config, self.state, scaler,
-                                                  overlap_param_gather=args.overlap_param_gather)
+        self.fsdp = uses_fsdp(args)
+        if self.fsdp:
+            self._build_fsdp(opt_config)
         else:
-            self.optimizer = MixedPrecisionOptimizer(self.models, opt_config, self.state, scaler)
+            self._build_ddp(opt_config, scaler)
+        self.forward_backward = get_forward_backward_func(self.state.pp, args.virtual_pipeline_model_parallel_size,
+                                                          args.schedules_method)
         self.scheduler = scheduler_from_args(self.optimizer, args)
         self.num_microbatches = args.global_batch_size // (args.micro_batch_size * self.state.dp)
         self._datasets: Optional[Tuple[Optional[Dataset], ...]] = None
         self.flops_per_token = training_flops_per_token(self.config, args.seq_length)
+
+    def _build_ddp(self, opt_config: OptimizerConfig, scaler) -> None:
+        """Model chunks (one per virtual pipeline stage), their gradient buffers, the optimizer."""
+        args, state = self.args, self.state
+        placement = stage_layers(args.num_layers, state.pp, args.virtual_pipeline_model_parallel_size,
+                                 args.num_layer_list)
+        self.models = build_model_chunks(self.config, state.tp_group, self.acc.device, args.seed, placement,
+                                         state.pp_rank)
+        self.grad_buffers = [GradBuffers(m, grad_dtype=self._grad_dtype(), dp_group=state.dp_group,
+                                         bucket_size=args.ddp_bucket_size, overlap_grad_reduce=args.overlap_grad_reduce,
+                                         distributed_optimizer=args.use_distributed_optimizer) for m in self.models]
+        self.model, self.buffers = self.models[0], self.grad_buffers[0]  # chunk 0's
+        if args.use_distributed_optimizer:
+            self.optimizer = DistributedOptimizer(self.models, self.grad_buffers, opt_config, state, scaler,
+                                                  overlap_param_gather=args.overlap_param_gather)
+        else:
+            self.optimizer = MixedPrecisionOptimizer(self.models, opt_config, state, scaler)
+
+    def _build_fsdp(self, opt_config: OptimizerConfig) -> None:
+        """One fp32 model sharded over DP by PyTorch's FSDP (bf16 as its compute dtype)."""
+        from torch.distributed.fsdp import MixedPrecision
+
+        args, state = self.args, self.state
+        config = dataclasses.replace(self.config, params_dtype=torch.float32)  # FSDP keeps fp32 shards
+        model = build_model(config, state.tp_group, self.acc.device, args.seed)
+        if args.use_torch_fsdp2:
+            model = wrap_fsdp2(model, state, param_dtype=torch.bfloat16 if args.bf16 else None,
+                               hsdp_replicate=args.hsdp_replicate_size)
+        else:
+            precision = MixedPrecision(torch.bfloat16, torch.float32) if args.bf16 else None
+            strategy = "HYBRID_SHARD" if args.hsdp_replicate_size > 1 else "FULL_SHARD"
+            model = wrap_fsdp1(model, state, mixed_precision=precision, sharding_strategy=strategy,
+                               hsdp_replicate=args.hsdp_replicate_size)
+        self.models, self.grad_buffers = [model], []
+        self.model, self.buffers = model, None
+        self.optimizer = FSDPOptimizer(model, opt_config, state)
 
     def _grad_dtype(self) -> torch.dtype:
         """fp32 gradient accumulation, except fp16 models without --accumulate-allreduce-grads-in-fp32."""
@@ -233,7 +264,10 @@ class Trainer:
         stats = self.forward_backward(forward_step, data_iterator, self.models, self.num_microbatches,
                                       scale_loss=self.optimizer.scale_loss, no_sync=self.no_sync,
                                       pipeline=self.pipeline_options())
-        finalize_model_grads(self.models, self.grad_buffers, self.state)
+        if self.fsdp:
+            finalize_fsdp_grads(self.model, self.state)
+        else:
+            finalize_model_grads(self.models, self.grad_buffers, self.state)
         applied, grad_norm = self.optimizer.step()
         if applied:
             self.scheduler.step(1)
@@ -282,8 +316,8 @@ class Trainer:
             extra[checkpointing.DISTRIB_OPTIM_FILENAME] = self.optimizer.sharded_state()
         payload = {
             "args": checkpointing.namespace_for_checkpoint(args),
-            **checkpointing.model_state_dicts(self.models),
-            "optimizer": None if args.no_save_optim else self.optimizer.state_dict(),
+            **self._model_state(),
+            "optimizer": None if args.no_save_optim else self._optimizer_state(),
             "opt_param_scheduler": self.scheduler.state_dict(),
             "rng_state": None if args.no_save_rng else rng,
             "consumed_train_samples": self.consumed_samples,
@@ -307,7 +341,10 @@ class Trainer:
         checkpoint = checkpointing.load_file(path)
         checkpointing.check_layout(checkpoint, path, state.tp, state.pp, len(self.models))
         try:
-            checkpointing.load_model_state_dicts(self.models, checkpoint)
+            if self.fsdp:
+                load_full_model_state_dict(self.model, checkpoint["model"])
+            else:
+                checkpointing.load_model_state_dicts(self.models, checkpoint)
         except (RuntimeError, KeyError) as error:
             raise checkpointing.CheckpointError(
                 f"{path}: weights do not fit this model ({str(error).splitlines()[0][:300]}); check the model "
@@ -328,12 +365,26 @@ class Trainer:
         print_rank_0(f"loaded checkpoint {path} (iteration {self.iteration})")
 
 
+    def _model_state(self) -> Dict:
+        """Megatron's ``model`` (or ``model0``, ...) entries; FSDP gathers the DP shards (collective)."""
+        if self.fsdp:
+            return {"model": full_model_state_dict(self.model, self.state)}
+        return checkpointing.model_state_dicts(self.models)
+
+    def _optimizer_state(self) -> Dict:
+        if self.fsdp:  # collective over DP
+            return {"optimizer": full_optimizer_state_dict(self.model, self.optimizer, self.state)}
+        return self.optimizer.state_dict()
+
     def _load_optimizer(self, checkpoint: Dict, path: str) -> None:
         saved_distributed = bool(getattr(checkpoint.get("args"), "use_distributed_optimizer", False))
         if saved_distributed != self.distributed_optimizer:
             raise checkpointing.CheckpointError(
                 f"{path} was saved {'with' if saved_distributed else 'without'} --use-distributed-optimizer and "
                 "this run differs; match the flag or add --no-load-optim to load the weights only")
+        if self.fsdp:
+            load_full_optimizer_state_dict(self.model, self.optimizer, checkpoint["optimizer"]["optimizer"])
+            return
         self.optimizer.load_state_dict(checkpoint["optimizer"])
         if self.distributed_optimizer:
             shards = os.path.join(os.path.dirname(path), checkpointing.DISTRIB_OPTIM_FILENAME)

@@ -309,8 +309,8 @@ def _args(**flags) -> argparse.Namespace:
     (dict(swap_optimizer=True), "--swap-optimizer"),
     (dict(pipeline_model_parallel_size=2), "--pipeline-model-parallel-size"),
     (dict(fp16=True, bf16=False), "--fp16"),
-    (dict(use_torch_fsdp1=True), "mutually exclusive"),
-    (dict(fsdp_hsdp_replicate=3, data_parallel_size=4), "--fsdp-hsdp-replicate 3"),
+    (dict(use_torch_fsdp=True), "mutually exclusive"),
+    (dict(hsdp_replicate_size=3, data_parallel_size=4), "--hsdp-replicate-size 3"),
 ])
 def test_validation_rejects(flags, words):
     from core.distributed.fsdp import FSDPArgumentError, validate_fsdp_args
@@ -324,5 +324,5 @@ def test_validation_accepts():
     from core.distributed.fsdp import validate_fsdp_args
 
     validate_fsdp_args(_args())
-    validate_fsdp_args(_args(fsdp_hsdp_replicate=2, data_parallel_size=4))
+    validate_fsdp_args(_args(hsdp_replicate_size=2, data_parallel_size=4))
     validate_fsdp_args(_args(use_torch_fsdp2=False, use_distributed_optimizer=True, fp16=True))  # no FSDP
