@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -167,7 +168,28 @@ def find_checkpoint(root: str, tp_rank: int, pp_rank: int, pp_size: int) -> Opti
     if tracker is None:
         return None
     iteration, release = tracker
-    return checkpoint_file(root, iteration, tp_rank, pp_rank, pp_size, release=release), iteration, release
+    path = checkpoint_file(root, iteration, tp_rank, pp_rank, pp_size, release=release)
+    if not os.path.isfile(path):
+        _reject_other_layout(path, iteration_dir(root, iteration, release), pp_size)
+    return path, iteration, release
+
+
+def _reject_other_layout(path: str, directory: str, pp: int) -> None:
+    """A missing rank file next to rank directories of another TP/PP layout: say which, and how to convert."""
+    names = os.listdir(directory) if os.path.isdir(directory) else []
+    matches = [re.fullmatch(r"mp_rank_(\d+)((?:_\d+)*)", name) for name in names]
+    parsed = [(int(m.group(1)),) + tuple(int(n) for n in m.group(2).split("_")[1:]) for m in matches if m]
+    if not parsed:
+        return  # nothing to compare with; load_file reports the missing file
+    saved_tp = max(p[0] for p in parsed) + 1
+    saved_pp = max(p[1] for p in parsed) + 1 if all(len(p) >= 2 for p in parsed) else 1
+    if saved_pp != pp:
+        raise CheckpointError(
+            f"{path} is missing: {directory} was saved with --tensor-model-parallel-size {saved_tp} "
+            f"--pipeline-model-parallel-size {saved_pp} (rank directories {', '.join(sorted(names)[:4])}"
+            f"{', ...' if len(names) > 4 else ''}), this run uses --pipeline-model-parallel-size {pp}; re-shard it "
+            "with tools/convert_ckpt.py --load-model-type mg --save-model-type mg --target-tensor-parallel-size ... "
+            "--target-pipeline-parallel-size ...")
 
 
 def check_layout(checkpoint: Dict[str, Any], path: str, tp: int, pp: int, vpp: int = 1) -> None:

@@ -11,18 +11,38 @@ Megatron -> Hugging Face::
     python tools/convert_ckpt.py --load-model-type mg --save-model-type hf \\
         --load-dir ./llama-2-7b-mcore-tp2 --save-dir ./llama-2-7b-hf-out --max-shard-size 5GB
 
-Megatron -> Megatron (re-shard to another TP size)::
+Megatron -> Megatron (re-shard to another TP/PP/VPP layout)::
 
     python tools/convert_ckpt.py --load-model-type mg --save-model-type mg \\
-        --target-tensor-parallel-size 1 --load-dir ./ckpt-tp2 --save-dir ./ckpt-tp1
+        --target-tensor-parallel-size 1 --target-pipeline-parallel-size 2 \\
+        --num-layers-per-virtual-pipeline-stage 2 --load-dir ./ckpt-tp2 --save-dir ./ckpt-tp1-pp2-vpp2
+
+Pipeline layout flags (Megatron/MindSpeed names, for ``--save-model-type mg``):
+``--target-pipeline-parallel-size N``, ``--num-layer-list 3,5,...`` (layers per
+stage), ``--num-layers-per-virtual-pipeline-stage K`` or
+``--virtual-pipeline-model-parallel-size V`` (interleaved chunks), and
+``--noop-layers i,j`` (parameterless layer slots, by global layer number). The
+placement is the production one (``core/pipeline_parallel/layout.py``) and the
+parameter names and shapes are those of the model chunks training builds
+(``core/models/gpt_model.py``, on the meta device). Noop layers exist only in
+Megatron checkpoints: Hugging Face layer ``j`` is the ``j``-th non-noop layer,
+so ``--num-layers`` (optional, checked when given) is the HF layer count plus
+the number of noop layers. A Megatron source's layout (TP, PP, VPP,
+``--num-layer-list``, noop layers) is read from its checkpoint; from mg to mg
+the noop layers are kept unless ``--noop-layers`` is given (``""`` for none).
 
 What it writes:
 
-* ``mg``: ``<save-dir>/release/mp_rank_XX/model_optim_rng.pt`` per TP rank with
-  ``model`` (state dict), ``args`` (Megatron flag-style namespace),
-  ``transformer_config``, ``hf_config`` (the source ``config.json``, so the way
-  back gives an equivalent config), ``checkpoint_version`` and ``iteration`` = 0;
-  then ``latest_checkpointed_iteration.txt`` = ``release``, last.
+* ``mg``: ``<save-dir>/release/mp_rank_TT[_PPP]/model_optim_rng.pt`` per TP rank
+  ``TT`` and pipeline stage ``PPP`` (the suffix only when PP > 1) with
+  ``model`` (state dict; ``model0``, ``model1``, ... per virtual chunk),
+  ``args`` (Megatron flag-style namespace: TP, PP, virtual pipeline sizes,
+  ``num_layer_list``, ``noop_layers``, ...), ``transformer_config``,
+  ``hf_config`` (the source ``config.json``, so the way back gives an
+  equivalent config), ``checkpoint_version`` and ``iteration`` = 0; then
+  ``latest_checkpointed_iteration.txt`` = ``release``, last. With tied
+  embeddings and PP > 1 the last stage also holds ``output_layer.weight``, the
+  copy of the word embeddings that training keeps there.
 * ``hf``: ``model.safetensors`` (or ``model-0000k-of-0000n.safetensors`` shards
   plus ``model.safetensors.index.json`` when larger than ``--max-shard-size``)
   and ``config.json``, last.
@@ -30,13 +50,16 @@ What it writes:
 Every tensor goes through one canonical form, the Hugging Face tensors of the
 registry's weight map (``mindspeed_llm/models/registry.py``), and is split or
 joined over TP with the production shard specs (``param.tp_shard`` of a
-``GPTModel`` built on the meta device). Tensors stream one at a time, layer by
-layer: the converter never holds two full copies of the model. Any input error
-(missing directory, config or tensor; unknown family; a TP size that does not
-divide the heads) is one line on stderr with exit code 2, detected before
-anything is written; a run that fails midway leaves no tracker/``config.json``,
-so nothing partial looks valid. Pipeline-parallel targets come with pipeline
-support; only ``--target-pipeline-parallel-size 1`` is accepted now.
+``GPTModel`` built on the meta device). Parameter names carry global layer
+numbers, so joining pipeline stages is a union of their state dicts (the last
+stage's tied-embedding copy is dropped). Tensors stream one at a time, layer
+by layer: the converter never holds two full copies of the model. Any input
+error (missing directory, config or tensor; unknown family; a TP size that does
+not divide the heads; a layer list of the wrong length or sum; a PP size that
+does not divide the layers; a noop layer out of range; an incompatible virtual
+pipeline) is one line on stderr with exit code 2, detected before anything is
+written; a run that fails midway leaves no tracker/``config.json``, so nothing
+partial looks valid.
 """
 from __future__ import annotations
 
@@ -61,12 +84,14 @@ from core.checkpointing import (
     atomic_save,
     checkpoint_file,
     load_file,
+    model_keys,
     namespace_for_checkpoint,
     read_tracker,
     write_tracker,
 )
-from core.models.gpt_model import GPTModel
+from core.models.gpt_model import EMBEDDING_WEIGHT, GPTModel
 from core.parallel_state import Group
+from core.pipeline_parallel.layout import LayoutError, Placement, chunk_specs, stage_layers, virtual_size
 from core.tensor_parallel.layers import TPShard
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (
@@ -105,6 +130,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="family: llama2 (llama, llama3), mistral, qwen2; default: from config.json/checkpoint")
     parser.add_argument("--target-tensor-parallel-size", type=int, default=1)
     parser.add_argument("--target-pipeline-parallel-size", type=int, default=1)
+    layout = parser.add_argument_group("pipeline layout of an mg target")
+    layout.add_argument("--num-layer-list", default=None,
+                        help="layers per pipeline stage, e.g. 3,5 (sum = --num-layers incl. noop layers)")
+    layout.add_argument("--num-layers-per-virtual-pipeline-stage", type=int, default=None,
+                        help="layers per virtual chunk (interleaved pipeline)")
+    layout.add_argument("--virtual-pipeline-model-parallel-size", type=int, default=None,
+                        help="virtual chunks per pipeline stage (alternative to the flag above)")
+    layout.add_argument("--noop-layers", default=None,
+                        help="global numbers of parameterless layer slots, e.g. 0,7; '' for none "
+                             "(default: none from hf, the source's from mg)")
+    layout.add_argument("--num-layers", type=int, default=None,
+                        help="total layers of the mg target (checked: HF layers + noop layers)")
     parser.add_argument("--make-vocab-size-divisible-by", type=int, default=None,
                         help="vocab padding multiple (x TP); default 1 from HF, the source's value from mg")
     parser.add_argument("--params-dtype", choices=tuple(DTYPES), default=None, help="default: keep")
@@ -123,10 +160,33 @@ def parse_size(text: str) -> int:
     return max(int(number * scale), 1)
 
 
+def parse_int_list(text: Optional[str], flag: str) -> Optional[Tuple[int, ...]]:
+    """``"3,5"`` -> ``(3, 5)``; ``""`` -> ``()``; None stays None."""
+    if text is None:
+        return None
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    try:
+        return tuple(int(item) for item in items)
+    except ValueError:
+        raise ConversionError(f"{flag} {text!r} is not a comma-separated list of integers; write e.g. 3,5") from None
+
+
 def validate_args(args: argparse.Namespace) -> None:
-    if args.target_pipeline_parallel_size != 1:
-        raise ConversionError(f"--target-pipeline-parallel-size {args.target_pipeline_parallel_size} is not "
-                              "supported yet (PP conversion comes with pipeline support); use 1")
+    args.num_layer_list = parse_int_list(args.num_layer_list, "--num-layer-list") or None
+    args.noop_layers = parse_int_list(args.noop_layers, "--noop-layers")
+    if args.target_pipeline_parallel_size < 1:
+        raise ConversionError("--target-pipeline-parallel-size must be >= 1")
+    if args.save_model_type == "hf":
+        given = [flag for flag, value in (
+            ("--target-pipeline-parallel-size", args.target_pipeline_parallel_size != 1),
+            ("--num-layer-list", args.num_layer_list), ("--noop-layers", args.noop_layers),
+            ("--num-layers-per-virtual-pipeline-stage", args.num_layers_per_virtual_pipeline_stage is not None),
+            ("--virtual-pipeline-model-parallel-size", args.virtual_pipeline_model_parallel_size is not None),
+            ("--num-layers", args.num_layers is not None)) if value]
+        if given:
+            raise ConversionError(f"{', '.join(given)} describe(s) a Megatron target; a Hugging Face checkpoint has "
+                                  "no pipeline layout or noop layers (the source's are read from its checkpoint); "
+                                  "drop the flag(s)")
     if args.target_tensor_parallel_size < 1:
         raise ConversionError("--target-tensor-parallel-size must be >= 1")
     if args.make_vocab_size_divisible_by is not None and args.make_vocab_size_divisible_by < 1:
@@ -144,13 +204,30 @@ def validate_args(args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------------- model layout
 
 
-class ModelLayout:
-    """Parameter names, full shapes and TP shard specs of our model at a TP size (meta device)."""
+Location = Tuple[int, int, str]  # (pipeline stage, virtual chunk, parameter name in that chunk)
 
-    def __init__(self, config: TransformerConfig, rules: Sequence[WeightRule]) -> None:
+
+class ModelLayout:
+    """Our model at a TP size and pipeline placement, built on the meta device.
+
+    ``names``, ``shards``, ``full_shapes`` and ``rules`` describe the whole model
+    (one stage, every layer): the canonical parameter names. ``chunk_names[r][c]``
+    are the names of chunk ``c`` on stage ``r`` as training builds it
+    (:func:`core.pipeline_parallel.layout.chunk_specs` + ``GPTModel``, as
+    ``build_model_chunks``), with their local shapes in ``local_shapes``.
+    ``locations[name]`` lists where a canonical parameter is stored, its own
+    place first; with tied embeddings over several stages the word embeddings
+    also sit on the last stage as ``output_layer.weight``.
+    """
+
+    def __init__(self, config: TransformerConfig, rules: Sequence[WeightRule],
+                 placement: Optional[Placement] = None) -> None:
         self.config, self.tp = config, config.tensor_model_parallel_size
+        self.placement: Placement = placement or [[list(range(config.num_layers))]]
+        self.pp, self.vpp = len(self.placement), len(self.placement[0])
+        group = Group(list(range(self.tp)), None, 0)
         with torch.device("meta"):
-            model = GPTModel(config, Group(list(range(self.tp)), None, 0))
+            model = GPTModel(config, group)
         self.shards: Dict[str, Optional[TPShard]] = {}
         self.full_shapes: Dict[str, Tuple[int, ...]] = {}
         for name, param in model.named_parameters():
@@ -159,8 +236,50 @@ class ModelLayout:
             if shard is not None:
                 shape[shard.dim] = shard.full_size
             self.shards[name], self.full_shapes[name] = shard, tuple(shape)
+        del model
         self.names: List[str] = list(self.shards)
         self.rules = {name: find_rule(rules, name) for name in self.names}
+        self.tied = not config.untie_embeddings_and_output_weights
+        self.chunk_names: List[List[List[str]]] = []
+        self.local_shards: Dict[Location, Optional[TPShard]] = {}
+        self.local_shapes: Dict[Location, Tuple[int, ...]] = {}
+        self.locations: Dict[str, List[Location]] = {name: [] for name in self.names}
+        copies: List[Tuple[str, Location]] = []
+        for stage in range(self.pp):
+            stage_names = []
+            for chunk, spec in enumerate(chunk_specs(self.placement, stage)):
+                with torch.device("meta"):
+                    part = GPTModel(config, group, pre_process=spec.pre_process, post_process=spec.post_process,
+                                    layer_numbers=spec.layer_numbers)
+                names = []
+                for name, param in part.named_parameters():
+                    where = (stage, chunk, name)
+                    self.local_shards[where] = getattr(param, "tp_shard", None)
+                    self.local_shapes[where] = tuple(param.shape)
+                    names.append(name)
+                    if self.is_tied_copy(name):
+                        copies.append((EMBEDDING_WEIGHT, where))
+                    elif name in self.locations and not self.locations[name]:
+                        self.locations[name].append(where)
+                    else:
+                        raise AssertionError(f"parameter {name} placed twice or unknown")
+                stage_names.append(names)
+                del part
+            self.chunk_names.append(stage_names)
+        for name, where in copies:
+            self.locations[name].append(where)
+        missing = [name for name, places in self.locations.items() if not places]
+        if missing:
+            raise AssertionError(f"parameters {missing[:3]} are on no pipeline stage")
+
+    def is_tied_copy(self, name: str) -> bool:
+        """The last stage's copy of tied word embeddings (only exists when PP > 1)."""
+        return self.tied and name == "output_layer.weight"
+
+    @property
+    def chunk_keys(self) -> List[str]:
+        """The state-dict keys of each file: ``model``, or ``model0``, ``model1``, ... (VPP)."""
+        return ["model"] if self.vpp == 1 else [f"model{c}" for c in range(self.vpp)]
 
     def context(self, name: str) -> TensorContext:
         shard = self.shards[name]
@@ -187,9 +306,10 @@ def check_tp(config: TransformerConfig, tp: int, source: str) -> None:
 
 
 def with_tp(config: TransformerConfig, tp: int, divisible_by: int, dtype: Optional[torch.dtype],
-            source: str) -> TransformerConfig:
+            source: str, **layers: Any) -> TransformerConfig:
     check_tp(config, tp, source)
-    changes: Dict[str, Any] = {"tensor_model_parallel_size": tp, "make_vocab_size_divisible_by": divisible_by}
+    changes: Dict[str, Any] = {"tensor_model_parallel_size": tp, "make_vocab_size_divisible_by": divisible_by,
+                               **layers}
     if dtype is not None:
         changes["params_dtype"] = dtype
     try:
@@ -291,67 +411,119 @@ def infer_family(hf_config: Dict[str, Any], where: str) -> str:
 
 
 class MegatronSource:
-    """Reads every TP rank's state dict; yields full tensors in the HF canonical form."""
+    """Reads every (TP rank, pipeline stage) file; yields full tensors in the HF canonical form.
+
+    The layout (TP, PP, virtual chunks, ``--num-layer-list``, noop layers) comes
+    from the checkpoint's ``args`` and ``transformer_config``; the directory names
+    and the ``model``/``model0..`` keys must agree with it.
+    """
 
     def __init__(self, load_dir: str, family_name: Optional[str]) -> None:
         tracker = read_tracker(load_dir)
         if tracker is None:
             raise ConversionError(f"--load-dir {load_dir} has no {TRACKER_FILENAME}: not a Megatron checkpoint "
                                   "(for a Hugging Face directory pass --load-model-type hf)")
+        self.load_dir = load_dir
         self.iteration, self.release = tracker
-        first = self._load(load_dir, 0)
+        self.pp = self._pipeline_size(load_dir)
+        first = self._load(0, 0)
         args = first.get("args") or argparse.Namespace()
-        self.tp = int(getattr(args, "tensor_model_parallel_size", 1))
+        self.tp = int(getattr(args, "tensor_model_parallel_size", 1) or 1)
         self.config = self._config(first, args, load_dir)
+        self.placement = self._placement(first, args)
         self.hf_config = first.get("hf_config")
         name = family_name or getattr(args, "model_type_hf", None) or infer_from(self.hf_config)
         self.family_name = name or "llama2"  # every registered family shares the weight layout
         self.family = get_family(self.family_name)
-        self.state_dicts = [_model_dict(first, load_dir)]
+        # state[(tp_rank, pp_rank, chunk)] -> that chunk's state dict
+        self.state_dicts: Dict[Tuple[int, int, int], Dict[str, torch.Tensor]] = {}
+        self._keep(first, 0, 0)
         del first
-        for rank in range(1, self.tp):
-            self.state_dicts.append(_model_dict(self._load(load_dir, rank), load_dir))
+        for pp_rank in range(self.pp):
+            for tp_rank in range(self.tp):
+                if (tp_rank, pp_rank) != (0, 0):
+                    self._keep(self._load(tp_rank, pp_rank), tp_rank, pp_rank)
 
-    def _load(self, load_dir: str, tp_rank: int) -> Dict[str, Any]:
-        path = checkpoint_file(load_dir, self.iteration, tp_rank, 0, 1, release=self.release)
-        if tp_rank == 0 and not os.path.isfile(path):
-            pp_path = checkpoint_file(load_dir, self.iteration, 0, 0, 2, release=self.release)
-            if os.path.isfile(pp_path):
-                raise ConversionError(f"{load_dir} is pipeline-parallel ({os.path.dirname(pp_path)}); PP conversion "
-                                      "comes with pipeline support")
+    def path(self, tp_rank: int, pp_rank: int) -> str:
+        return checkpoint_file(self.load_dir, self.iteration, tp_rank, pp_rank, self.pp, release=self.release)
+
+    def _pipeline_size(self, load_dir: str) -> int:
+        """PP from the rank directories: ``mp_rank_00`` (PP = 1) or ``mp_rank_00_000``, ``mp_rank_00_001``, ..."""
+        root = os.path.dirname(os.path.dirname(checkpoint_file(load_dir, self.iteration, 0, 0, 1,
+                                                               release=self.release)))
+        names = os.listdir(root) if os.path.isdir(root) else []
+        if "mp_rank_00" in names:
+            return 1
+        stages = [int(m.group(1)) for m in (re.fullmatch(r"mp_rank_00_(\d{3})", n) for n in names) if m]
+        return max(stages) + 1 if stages else 1
+
+    def _load(self, tp_rank: int, pp_rank: int) -> Dict[str, Any]:
         try:
-            return load_file(path)
+            return load_file(self.path(tp_rank, pp_rank))
         except CheckpointError as error:
             raise ConversionError(str(error)) from None
 
+    def _keep(self, checkpoint: Dict[str, Any], tp_rank: int, pp_rank: int) -> None:
+        keys = model_keys(checkpoint)
+        expected = ["model"] if len(self.placement[0]) == 1 else [f"model{c}" for c in range(len(self.placement[0]))]
+        if keys != expected:
+            found = ", ".join(keys) or "no model state dict"
+            raise ConversionError(f"{self.path(tp_rank, pp_rank)} holds {found}, expected {', '.join(expected)} "
+                                  "for its virtual pipeline size; the checkpoint is incomplete or inconsistent")
+        for chunk, key in enumerate(keys):
+            if not isinstance(checkpoint[key], dict):
+                raise ConversionError(f"{self.path(tp_rank, pp_rank)}: {key!r} is not a state dict")
+            self.state_dicts[(tp_rank, pp_rank, chunk)] = checkpoint[key]
+
     def _config(self, first: Dict[str, Any], args: argparse.Namespace, load_dir: str) -> TransformerConfig:
-        if int(getattr(args, "pipeline_model_parallel_size", 1)) != 1:
-            raise ConversionError(f"{load_dir} was saved with pipeline_model_parallel_size "
-                                  f"{args.pipeline_model_parallel_size}; PP conversion comes with pipeline support")
-        values = first.get("transformer_config") or vars(args)
+        saved_pp = int(getattr(args, "pipeline_model_parallel_size", self.pp) or 1)
+        if saved_pp != self.pp:
+            raise ConversionError(f"{load_dir}: args say pipeline_model_parallel_size {saved_pp}, the rank "
+                                  f"directories give {self.pp}; the checkpoint is incomplete or inconsistent")
+        values = dict(first.get("transformer_config") or vars(args))
+        if "noop_layers" not in values:
+            values["noop_layers"] = tuple(getattr(args, "noop_layers", None) or ())
         try:
             config = TransformerConfig.from_dict({**values, "tensor_model_parallel_size": self.tp})
         except (TypeError, ValueError) as error:
             raise ConversionError(f"{load_dir}: cannot rebuild the model config ({error})") from None
         return config
 
+    def _placement(self, first: Dict[str, Any], args: argparse.Namespace) -> Placement:
+        vpp = getattr(args, "virtual_pipeline_model_parallel_size", None) or len(model_keys(first)) or 1
+        layer_list = getattr(args, "num_layer_list", None) or None
+        try:
+            return stage_layers(self.config.num_layers, self.pp, vpp if vpp > 1 else None, layer_list)
+        except LayoutError as error:
+            raise ConversionError(f"{self.load_dir}: its saved pipeline layout does not fit its model ({error})") \
+                from None
+
     def check(self, layout: ModelLayout) -> None:
-        for rank, state in enumerate(self.state_dicts):
-            for name in layout.names:
+        for (tp_rank, pp_rank, chunk), state in self.state_dicts.items():
+            path = self.path(tp_rank, pp_rank)
+            expected = layout.chunk_names[pp_rank][chunk]
+            for name in expected:
                 if name not in state:
-                    path = checkpoint_file("<load-dir>", self.iteration, rank, 0, 1, release=self.release)
-                    raise ConversionError(f"parameter {name!r} is missing from {path}; the checkpoint does not "
-                                          "match its own transformer_config")
-                shard, expected = layout.shards[name], list(layout.full_shapes[name])
-                if shard is not None:
-                    expected[shard.dim] = shard.local_size(self.tp)
-                if list(state[name].shape) != expected:
-                    raise ConversionError(f"parameter {name!r} of TP rank {rank} has shape {tuple(state[name].shape)}, "
-                                          f"expected {tuple(expected)} for TP {self.tp}; the checkpoint does not "
-                                          "match its own transformer_config")
+                    raise ConversionError(f"parameter {name!r} is missing from {path} (chunk {chunk}); the "
+                                          "checkpoint does not match its own transformer_config and pipeline layout")
+                want = layout.local_shapes[(pp_rank, chunk, name)]
+                if tuple(state[name].shape) != want:
+                    raise ConversionError(f"parameter {name!r} of TP rank {tp_rank} in {path} has shape "
+                                          f"{tuple(state[name].shape)}, expected {want} for TP {self.tp}; the "
+                                          "checkpoint does not match its own transformer_config")
+            extra = sorted(set(state) - set(expected))
+            if extra:
+                raise ConversionError(f"{path} (chunk {chunk}) has {len(extra)} unexpected parameter(s) (e.g. "
+                                      f"{extra[0]!r}); the checkpoint does not match its own transformer_config, "
+                                      "noop layers and pipeline layout")
 
     def read(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
-        locals_ = [state.pop(name) for state in self.state_dicts]  # free the source as we go
+        locations = layout.locations[name]
+        stage, chunk, local = locations[0]
+        locals_ = [self.state_dicts[(rank, stage, chunk)].pop(local) for rank in range(self.tp)]
+        for stage_, chunk_, local_ in locations[1:]:  # the tied copy on the last stage: dropped
+            for rank in range(self.tp):
+                self.state_dicts[(rank, stage_, chunk_)].pop(local_, None)
         shard = layout.shards[name]
         full = shard.unshard(locals_) if shard is not None else locals_[0]
         return to_hf(layout.rules[name][0], full, layout.context(name))
@@ -361,60 +533,89 @@ def infer_from(hf_config: Optional[Dict[str, Any]]) -> Optional[str]:
     return HF_MODEL_TYPES.get((hf_config or {}).get("model_type"))
 
 
-def _model_dict(checkpoint: Dict[str, Any], load_dir: str) -> Dict[str, torch.Tensor]:
-    model = checkpoint.get("model")
-    if not isinstance(model, dict):
-        raise ConversionError(f"{load_dir}: the checkpoint has no 'model' state dict (virtual-pipeline "
-                              "checkpoints with model0, model1, ... are not supported yet)")
-    return model
-
-
 # --------------------------------------------------------------------------- sinks
 
 
 class MegatronSink:
-    """Slices each full tensor over the target TP ranks; writes rank files, then the tracker."""
+    """Slices each full tensor over the target TP ranks and places it on its pipeline stage(s);
+    writes one file per (TP rank, stage), removes stale rank directories, then the tracker."""
 
     def __init__(self, save_dir: str, layout: ModelLayout, family_name: str,
                  hf_config: Optional[Dict[str, Any]]) -> None:
         self.save_dir, self.layout, self.family_name, self.hf_config = save_dir, layout, family_name, hf_config
-        self.per_rank: List[Dict[str, torch.Tensor]] = [{} for _ in range(layout.tp)]
+        # per_file[(tp_rank, pp_rank)][chunk] -> state dict
+        self.per_file: Dict[Tuple[int, int], List[Dict[str, torch.Tensor]]] = {
+            (tp, pp): [{} for _ in range(layout.vpp)] for pp in range(layout.pp) for tp in range(layout.tp)}
 
     def write(self, name: str, tensors: Sequence[torch.Tensor]) -> None:
         layout = self.layout
         full = to_ours(layout.rules[name][0], tensors, layout.context(name))
         _check_shape(name, full, layout.full_shapes[name])
-        shard = layout.shards[name]
-        for rank, state in enumerate(self.per_rank):
-            state[name] = shard.shard(full, rank, layout.tp) if shard is not None else full
+        for stage, chunk, local in layout.locations[name]:
+            shard = layout.local_shards[(stage, chunk, local)]
+            for rank in range(layout.tp):
+                value = shard.shard(full, rank, layout.tp) if shard is not None else full
+                self.per_file[(rank, stage)][chunk][local] = value
 
     def finish(self) -> None:
+        layout = self.layout
         _remove_stale(self.save_dir, [TRACKER_FILENAME])
-        config = self.layout.config
-        for rank, state in enumerate(self.per_rank):
+        config = layout.config
+        for stage in range(layout.pp):  # in the order of each chunk's named_parameters
+            for chunk, names in enumerate(layout.chunk_names[stage]):
+                for rank in range(layout.tp):
+                    state = self.per_file[(rank, stage)][chunk]
+                    if set(state) != set(names):
+                        raise AssertionError(f"stage {stage} chunk {chunk}: written {sorted(set(names) - set(state))}"
+                                             " missing")
+                    self.per_file[(rank, stage)][chunk] = {n: state[n] for n in names}
+        written = set()
+        for (rank, stage), chunks in self.per_file.items():
             checkpoint = {
-                "model": state,
-                "args": checkpoint_args(config, self.family_name),
+                **dict(zip(layout.chunk_keys, chunks)),
+                "args": checkpoint_args(layout, self.family_name),
                 "transformer_config": config.to_dict(),
                 "hf_config": self.hf_config,
                 "checkpoint_version": CHECKPOINT_VERSION,
                 "iteration": 0,
             }
-            atomic_save(checkpoint, checkpoint_file(self.save_dir, None, rank, 0, 1, release=True))
-            self.per_rank[rank] = {}
+            path = checkpoint_file(self.save_dir, None, rank, stage, layout.pp, release=True)
+            atomic_save(checkpoint, path)
+            written.add(os.path.basename(os.path.dirname(path)))
+            self.per_file[(rank, stage)] = []
+        _remove_stale_ranks(os.path.dirname(os.path.dirname(path)), written)
         write_tracker(self.save_dir, None, release=True)
 
 
-def checkpoint_args(config: TransformerConfig, family_name: str) -> argparse.Namespace:
-    """Megatron flag-style fields describing the saved model."""
+def _remove_stale_ranks(release_dir: str, keep: Iterable[str]) -> None:
+    """Rank directories of an earlier conversion with another layout would be mistaken for this one's."""
+    keep = set(keep)
+    for name in os.listdir(release_dir):
+        path = os.path.join(release_dir, name)
+        if name.startswith("mp_rank_") and name not in keep and os.path.isdir(path):
+            for file in os.listdir(path):
+                os.remove(os.path.join(path, file))
+            os.rmdir(path)
+
+
+def checkpoint_args(layout: ModelLayout, family_name: str) -> argparse.Namespace:
+    """Megatron flag-style fields describing the saved model and its parallel layout."""
+    config = layout.config
     dtype = config.params_dtype
+    vpp = layout.vpp if layout.vpp > 1 else None
+    counts = [len(chunks[0]) for chunks in layout.placement]
+    even = len(set(counts)) == 1
     args = argparse.Namespace(
         num_layers=config.num_layers, hidden_size=config.hidden_size, ffn_hidden_size=config.ffn_hidden_size,
         num_attention_heads=config.num_attention_heads, num_query_groups=config.num_query_groups,
         group_query_attention=config.num_query_groups != config.num_attention_heads,
         kv_channels=config.kv_channels, seq_length=config.max_position_embeddings,
         max_position_embeddings=config.max_position_embeddings,
-        tensor_model_parallel_size=config.tensor_model_parallel_size, pipeline_model_parallel_size=1,
+        tensor_model_parallel_size=config.tensor_model_parallel_size, pipeline_model_parallel_size=layout.pp,
+        virtual_pipeline_model_parallel_size=vpp,
+        num_layers_per_virtual_pipeline_stage=len(layout.placement[0][0]) if vpp else None,
+        num_layer_list=None if vpp or even else tuple(counts),
+        noop_layers=tuple(config.noop_layers),
         vocab_size=config.vocab_size, padded_vocab_size=config.padded_vocab_size,
         make_vocab_size_divisible_by=config.make_vocab_size_divisible_by, model_type_hf=family_name,
         normalization=config.normalization, norm_epsilon=config.norm_epsilon,
@@ -526,15 +727,89 @@ def open_source(args: argparse.Namespace, stack: contextlib.ExitStack):
     return MegatronSource(args.load_dir, args.model_type_hf)
 
 
-def target_config(args: argparse.Namespace, source) -> TransformerConfig:
-    """The saved model's config: the source's at the target TP (mg) or at TP 1 (hf)."""
-    dtype = DTYPES[args.params_dtype] if args.params_dtype else None
+def real_layers(config: TransformerConfig) -> List[int]:
+    """The global numbers of the layers that hold weights (HF layer ``j`` is the ``j``-th of them)."""
+    noop = set(config.noop_layers)
+    return [i for i in range(config.num_layers) if i not in noop]
+
+
+def target_noop_layers(args: argparse.Namespace, source) -> Tuple[int, Tuple[int, ...]]:
+    """(total layers, noop layers) of the target; checked against the source's real layers."""
+    real = len(real_layers(source.config))
     if args.save_model_type == "hf":
-        return with_tp(source.config, 1, 1, dtype, args.load_dir)
-    divisible_by = args.make_vocab_size_divisible_by
-    if divisible_by is None:
-        divisible_by = 1 if args.load_model_type == "hf" else source.config.make_vocab_size_divisible_by
-    return with_tp(source.config, args.target_tensor_parallel_size, divisible_by, dtype, args.load_dir)
+        return real, ()
+    noop = args.noop_layers
+    if noop is None:
+        noop = source.config.noop_layers if args.load_model_type == "mg" else ()
+    total = real + len(noop)
+    origin = "HF layers" if args.load_model_type == "hf" else "non-noop layers in the source"
+    if args.num_layers is not None and args.num_layers != total:
+        raise ConversionError(f"--num-layers {args.num_layers} does not equal the {real} {origin} + {len(noop)} "
+                              f"--noop-layers = {total}; set --num-layers {total} or change --noop-layers")
+    if len(set(noop)) != len(noop):
+        raise ConversionError(f"--noop-layers {','.join(map(str, noop))} lists a layer twice; list each once")
+    bad = sorted(i for i in noop if not 0 <= i < total)
+    if bad:
+        raise ConversionError(f"--noop-layers {bad} out of range: with {real} {origin} and {len(noop)} noop "
+                              f"layer(s) the target has {total} layers, numbered 0 to {total - 1}")
+    return total, tuple(sorted(noop))
+
+
+def target_placement(args: argparse.Namespace, num_layers: int, noop: Sequence[int], real: int) -> Placement:
+    """The production placement of the target (mirrors the training flags' validation)."""
+    pp = args.target_pipeline_parallel_size
+    per_stage, vpp = args.num_layers_per_virtual_pipeline_stage, args.virtual_pipeline_model_parallel_size
+    layers = (f"{num_layers} layers ({real} with weights + {len(noop)} --noop-layers)" if noop
+              else f"{num_layers} layers")
+    if (per_stage is not None or vpp is not None) and pp < 2:
+        raise ConversionError("--num-layers-per-virtual-pipeline-stage / --virtual-pipeline-model-parallel-size need "
+                              "--target-pipeline-parallel-size of 2 or more; drop them or raise the pipeline size")
+    if vpp is not None and per_stage is None:
+        if vpp < 1 or num_layers % (pp * vpp) != 0:
+            raise ConversionError(f"--virtual-pipeline-model-parallel-size ({vpp}) x --target-pipeline-parallel-size "
+                                  f"({pp}) must divide the target's {layers}")
+        per_stage = num_layers // (pp * vpp)
+    try:
+        derived = virtual_size(num_layers, pp, per_stage)
+        if vpp is not None and derived != vpp:
+            raise ConversionError(f"--virtual-pipeline-model-parallel-size ({vpp}) disagrees with "
+                                  f"--num-layers-per-virtual-pipeline-stage ({per_stage}), which gives {derived}")
+        return stage_layers(num_layers, pp, derived if derived and derived > 1 else None, args.num_layer_list)
+    except LayoutError as error:
+        message = str(error).replace("--pipeline-model-parallel-size", "--target-pipeline-parallel-size")
+        raise ConversionError(f"{message} (the target has {layers})") from None
+
+
+def target_layout(args: argparse.Namespace, source, rules: Sequence[WeightRule]) -> ModelLayout:
+    """The saved model: the source's config at the target TP (mg) or at TP 1 (hf), with the
+    target's layers, noop layers and pipeline placement."""
+    dtype = DTYPES[args.params_dtype] if args.params_dtype else None
+    num_layers, noop = target_noop_layers(args, source)
+    if args.save_model_type == "hf":
+        tp, divisible_by, placement = 1, 1, None
+    else:
+        tp, divisible_by = args.target_tensor_parallel_size, args.make_vocab_size_divisible_by
+        if divisible_by is None:
+            divisible_by = 1 if args.load_model_type == "hf" else source.config.make_vocab_size_divisible_by
+        placement = target_placement(args, num_layers, noop, num_layers - len(noop))
+    config = with_tp(source.config, tp, divisible_by, dtype, args.load_dir,
+                     num_layers=num_layers, noop_layers=noop)
+    return ModelLayout(config, rules, placement)
+
+
+def layer_renaming(source: TransformerConfig, target: TransformerConfig) -> Dict[str, str]:
+    """Source layer number -> target layer number (the ``j``-th real layer to the ``j``-th)."""
+    return {str(a): str(b) for a, b in zip(real_layers(source), real_layers(target))}
+
+
+LAYER_NAME = re.compile(r"^decoder\.layers\.(\d+)\.")
+
+
+def rename(name: str, renaming: Dict[str, str]) -> str:
+    match = LAYER_NAME.match(name)
+    if match is None:
+        return name
+    return f"decoder.layers.{renaming[match.group(1)]}." + name[match.end():]
 
 
 def open_sink(args: argparse.Namespace, source, layout: ModelLayout):
@@ -553,15 +828,19 @@ def convert(args: argparse.Namespace) -> None:
         source = open_source(args, stack)
         for note in source.family.unmodelled_settings(source.hf_config or {}):
             print(f"convert_ckpt: note: {note}", file=sys.stderr)
-        source_layout = ModelLayout(source.config, source.family.weights)
-        layout = ModelLayout(target_config(args, source), source.family.weights)
+        source_layout = ModelLayout(source.config, source.family.weights, getattr(source, "placement", None))
+        layout = target_layout(args, source, source.family.weights)
         source.check(source_layout)
+        renaming = layer_renaming(source.config, layout.config)
+        targets = {name: rename(name, renaming) for name in source_layout.names}
+        if sorted(targets.values()) != sorted(layout.names):  # same flags on both sides: cannot differ
+            raise AssertionError("source and target parameters differ")
         sink = open_sink(args, source, layout)
         dtype = DTYPES[args.params_dtype] if args.params_dtype else None
         try:
             for name in tqdm(source_layout.names, desc="converting", unit="tensor"):
                 tensors = source.read(name, source_layout.rules[name][1], source_layout)
-                sink.write(name, [t.to(dtype) if dtype is not None else t for t in tensors])
+                sink.write(targets[name], [t.to(dtype) if dtype is not None else t for t in tensors])
             sink.finish()
         except BaseException:
             getattr(sink, "abort", lambda: None)()

@@ -245,10 +245,11 @@ def test_error_tp_does_not_divide(capsys, hf_dirs, tmp_path, tp: int, fragments:
         assert "ffn_hidden_size" not in message
 
 
-def test_error_pipeline_parallel_target(capsys, hf_dirs, tmp_path) -> None:
+def test_error_pipeline_size_does_not_divide_layers(capsys, hf_dirs, tmp_path) -> None:
+    # more pipeline errors: tests/unit/test_convert_ckpt_pp.py
     expect_error(capsys, str(tmp_path / "out"),
-                 HF_MG + ["--load-dir", hf_dirs["llama"], "--target-pipeline-parallel-size", "2"],
-                 "--target-pipeline-parallel-size 2 is not supported yet", "pipeline support")
+                 HF_MG + ["--load-dir", hf_dirs["llama"], "--target-pipeline-parallel-size", "3"],
+                 "is not divisible by --target-pipeline-parallel-size (3)", "--num-layer-list")
 
 
 def test_error_mg_dir_without_tracker(capsys, hf_dirs, tmp_path) -> None:
