@@ -31,7 +31,8 @@ setup(
         "tqdm>=4.60",
     ],
     extras_require={
-        "test": ["pytest>=7"],
+        "test": ["pytest>=7", "pyarrow>=14"],
+        "parquet": ["pyarrow>=14"],
         "npu": ["torch_npu"],
     },
 )
