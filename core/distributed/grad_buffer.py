@@ -8,7 +8,9 @@ order of registration, roughly the order in which backward produces their
 gradients, and the buffer is cut into buckets of about ``bucket_size``
 elements (``--ddp-bucket-size``).
 
-A hook moves each freshly accumulated ``.grad`` into ``main_grad``. With
+A hook moves each freshly accumulated ``.grad`` into ``main_grad``
+(:meth:`GradBuffers.accumulate`; zero-bubble's deferred weight gradients
+arrive the same way, at their W step, and mark readiness then). With
 ``overlap_grad_reduce``, once every gradient of a bucket is complete during
 the last micro-batch's backward (the schedule keeps the other micro-batches
 inside ``no_sync()``), the bucket's all-reduce (or reduce-scatter, for the
@@ -182,13 +184,23 @@ class GradBuffers:
     def buckets(self) -> List[Bucket]:
         return [bucket for buffer in self.buffers for bucket in buffer.buckets]
 
-    def _hook(self, param: torch.Tensor) -> None:
-        param.main_grad.add_(param.grad)
-        param.grad = None
+    def accumulate(self, param: nn.Parameter, grad: torch.Tensor) -> None:
+        """Add one gradient contribution to ``main_grad``; outside ``no_sync()`` (with
+        ``overlap_grad_reduce``) it is the parameter's last one, and a complete bucket starts its reduction."""
+        param.main_grad.add_(grad)
         if self.overlap_grad_reduce and self.sync_enabled:
             bucket = self.bucket_of[id(param)]
             if bucket.mark_ready(param):
                 bucket.start()
+
+    def _hook(self, param: torch.Tensor) -> None:
+        # A backward whose weight gradient is deferred (zero-bubble's B, see
+        # core.tensor_parallel.layers.WeightGradStore) still runs the hook, with no gradient:
+        # nothing to add and the parameter is not complete; its W step accumulates it later.
+        if param.grad is None:
+            return
+        self.accumulate(param, param.grad)
+        param.grad = None
 
     @contextlib.contextmanager
     def no_sync(self) -> Iterator[None]:

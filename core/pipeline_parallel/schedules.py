@@ -23,14 +23,20 @@ checks and times them; ``tests/unit/test_pipeline_schedules.py`` tests them.
 
 One executor, :func:`run_schedule`, runs any table on the model chunks.
 Gradients accumulate into ``main_grad`` through the grad-buffer hooks;
-the losses come back on the last stage. For a split backward, B runs one
-``torch.autograd.grad`` over the graph for the stage input's gradient (sent
-on at once) and the weights' gradients, which it holds; W accumulates the held
-gradients into the parameters through autograd (so the hooks, and overlapped
-reductions, run as usual). The gradients are exactly those of an unsplit
-backward and the table's order is ZB-H1's, but the weight-gradient GEMMs are
-not yet deferred: W costs almost nothing and a pending W holds one chunk's
-worth of gradients (at most ``rank`` of them).
+the losses come back on the last stage. For a split backward (a table with W
+actions) the whole table runs inside ``defer_weight_grads``
+(core/tensor_parallel/layers.py): B is an ordinary backward in which every
+column/row-parallel linear computes its input gradient only and queues its
+weight-gradient GEMM (and bias sum) in a :class:`WeightGradStore`; the
+stage input's gradient is sent on at once, and the queued entries of that
+micro-batch are kept until its W, which computes them and accumulates them
+through autograd, so the grad-buffer hooks (and overlapped reductions) run as
+usual. Other parameters (embeddings, norms) get their gradients in B. The
+store holds each pending micro-batch's linear inputs and output gradients
+until its W (ZB-H1's inherent memory: at most ``rank`` pending Ws) and frees
+them there. With ``no_sync`` each chunk's last B and last W run outside it, so
+a bucket starts its reduction once the last B has delivered its other
+parameters' gradients and the last W its linear ones.
 """
 from __future__ import annotations
 
@@ -43,6 +49,7 @@ from torch import nn
 
 from core.parallel_state import Group
 from core.pipeline_parallel import p2p
+from core.tensor_parallel.layers import DeferredGrad, WeightGradStore, defer_weight_grads
 
 # forward_step(batch, model) -> (output, logging stats): on the model's last stage the scalar loss averaged
 # over the micro-batch's tokens; on other stages the stage's output activations [s, b, h].
@@ -332,7 +339,8 @@ class _Run:
     outputs: Dict[Tuple[int, int], torch.Tensor] = field(default_factory=dict)
     grad_outputs: Dict[Tuple[int, int], torch.Tensor] = field(default_factory=dict)
     input_grads: Dict[Tuple[int, int], torch.Tensor] = field(default_factory=dict)
-    deferred: Dict[Tuple[int, int], List[Tuple[nn.Parameter, torch.Tensor]]] = field(default_factory=dict)
+    store: Optional[WeightGradStore] = None  # the split backward's deferred weight gradients
+    deferred: Dict[Tuple[int, int], List[DeferredGrad]] = field(default_factory=dict)
     stats: List[Dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -363,28 +371,25 @@ def _forward(run: _Run, m: int, c: int) -> None:
 
 
 def _backward(run: _Run, m: int, c: int, split: bool) -> None:
-    """The backward of micro-batch ``m`` on chunk ``c``; with ``split`` the weight gradients wait for W."""
+    """The backward of micro-batch ``m`` on chunk ``c``; with ``split`` the linear weight gradients wait for W."""
     key = (m, c)
     output, grad = run.outputs.pop(key), run.grad_outputs.pop(key, None)
     stage_input = run.inputs.pop(key, None)
-    if not split:
-        torch.autograd.backward(output, grad_tensors=grad)
-        if stage_input is not None:
-            run.input_grads[key] = stage_input.grad
-        return
-    params = [p for p in run.chunks[c].parameters() if p.requires_grad]
-    targets = ([stage_input] if stage_input is not None else []) + params
-    grads = list(torch.autograd.grad(output, targets, grad, allow_unused=True))
+    torch.autograd.backward(output, grad_tensors=grad)
     if stage_input is not None:
-        run.input_grads[key] = grads.pop(0)
-    run.deferred[key] = [(p, g) for p, g in zip(params, grads) if g is not None]
+        run.input_grads[key] = stage_input.grad
+    if split:
+        run.deferred[key] = run.store.take()
 
 
 def _weight_backward(run: _Run, m: int, c: int) -> None:
-    """Accumulate the held weight gradients through autograd, so the grad-buffer hooks run as usual."""
-    pairs = run.deferred.pop((m, c))
+    """Compute micro-batch ``m``'s deferred weight gradients on chunk ``c`` and accumulate them
+    through autograd, so the grad-buffer hooks run as usual; the held activations are freed."""
+    pairs = WeightGradStore.weight_grads(run.deferred.pop((m, c)))
     if pairs:
-        torch.autograd.backward([p for p, _ in pairs], grad_tensors=[g for _, g in pairs])
+        params, grads = zip(*pairs)
+        del pairs
+        torch.autograd.backward(list(params), grad_tensors=list(grads))
 
 
 def _peer(run: _Run, kind: str) -> int:
@@ -419,12 +424,12 @@ def _communicate(run: _Run, batch: List[Action]) -> None:
 
 
 def _last_gradient_steps(actions: Sequence[Action], split: bool) -> set:
-    """Per chunk, the table index of the step that completes its last gradients (B, or W when split)."""
-    kind = W if split else B
+    """Per chunk, the table indices of the steps that complete its gradients: the last B and,
+    when split, the last W (the last B completes the parameters whose gradients are not deferred)."""
     last = {}
     for index, action in enumerate(actions):
-        if action.kind == kind:
-            last[action.chunk] = index
+        if action.kind == B or (split and action.kind == W):
+            last[(action.kind, action.chunk)] = index
     return set(last.values())
 
 
@@ -434,27 +439,31 @@ def run_schedule(actions: Sequence[Action], chunks: List[nn.Module], forward_ste
                  no_sync: Callable[[], ContextManager] = contextlib.nullcontext) -> List[Dict[str, Any]]:
     """Execute one rank's table; return the micro-batches' stats (on the last stage; else empty).
 
-    Every backward step but each chunk's last runs inside ``no_sync()``, so overlapped
-    gradient reductions start only while a chunk's final gradients are produced.
+    Every backward step but each chunk's last (its last B and, for a split backward, its
+    last W) runs inside ``no_sync()``, so overlapped gradient reductions start only while a
+    chunk's final gradients are produced. A table with W actions defers the linear layers'
+    weight gradients from B to W (see the module docstring).
     """
     run = _Run(chunks, forward_step, batches, options, forward_only, scale_loss, options.group.rank,
                options.group.size)
-    split = any(a.kind == W for a in actions)
+    split = any(a.kind == W for a in actions) and not forward_only
+    run.store = WeightGradStore() if split else None
     final = _last_gradient_steps(actions, split)
     index = 0
-    for step in split_into_steps(actions):
-        if isinstance(step, list):
-            _communicate(run, step)
-            index += len(step)
-            continue
-        with contextlib.nullcontext() if index in final or step.kind == F else no_sync():
-            if step.kind == F:
-                _forward(run, step.microbatch, step.chunk)
-            elif step.kind == B:
-                _backward(run, step.microbatch, step.chunk, split)
-            else:
-                _weight_backward(run, step.microbatch, step.chunk)
-        index += 1
+    with defer_weight_grads(run.store):
+        for step in split_into_steps(actions):
+            if isinstance(step, list):
+                _communicate(run, step)
+                index += len(step)
+                continue
+            with contextlib.nullcontext() if index in final or step.kind == F else no_sync():
+                if step.kind == F:
+                    _forward(run, step.microbatch, step.chunk)
+                elif step.kind == B:
+                    _backward(run, step.microbatch, step.chunk, split)
+                else:
+                    _weight_backward(run, step.microbatch, step.chunk)
+            index += 1
     p2p.wait_sends()
     for chunk in chunks:
         chunk.set_input_tensor(None)

@@ -12,11 +12,21 @@ split over TP by whole units (heads). A segment with fewer units than TP ranks
 (GQA key/value heads with TP > KV heads) is replicated: rank ``r`` holds unit
 ``r * units // tp``, and the replicas' partial gradients are summed by
 :func:`reduce_replicated_grads`.
+
+Zero-bubble pipelining (ZB-H1) splits each backward into B (input gradients)
+and W (weight gradients). While a :class:`WeightGradStore` is active
+(:func:`defer_weight_grads`), the linear products of the column/row-parallel
+layers run through a custom autograd function whose backward computes the input
+gradient only and queues ``(weight, bias, input, grad_output)``; the store's
+:meth:`WeightGradStore.weight_grads` later computes ``grad_W = grad_out^T x``
+and the bias sums. With no active store the layers call ``F.linear`` and ``+``
+exactly as before, so every other schedule is bit-for-bit unchanged.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -151,6 +161,133 @@ def _local_shape(shard: TPShard, full_shape: Sequence[int], tp: int) -> List[int
     return shape
 
 
+class DeferredGrad(NamedTuple):
+    """One deferred weight-gradient computation: ``weight`` and/or ``bias`` (None when not deferred)."""
+
+    weight: Optional[torch.Tensor]
+    bias: Optional[torch.Tensor]
+    input: Optional[torch.Tensor]  # [..., in] as the product saw it (all-gathered under SP)
+    grad_output: torch.Tensor  # [..., out]
+
+
+class WeightGradStore:
+    """Weight gradients of linear layers held back from a backward until a later step (ZB-H1's W).
+
+    The backward of every deferred product appends a :class:`DeferredGrad`;
+    :meth:`take` returns (and forgets) what the backwards since the last take
+    queued, one micro-batch's worth when called after each B. The entries keep
+    their inputs and output gradients alive until :meth:`weight_grads` has run.
+    """
+
+    def __init__(self) -> None:
+        self._queue: List[DeferredGrad] = []
+
+    def push(self, entry: DeferredGrad) -> None:
+        self._queue.append(entry)
+
+    def take(self) -> List[DeferredGrad]:
+        entries, self._queue = self._queue, []
+        return entries
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    @staticmethod
+    @torch.no_grad()
+    def weight_grads(entries: Sequence[DeferredGrad]) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+        """``(param, gradient)`` per deferred parameter, summed when a parameter appears more than once.
+
+        The GEMMs are those of ``F.linear``'s own backward (``grad_out^T x`` on the
+        flattened tokens, the bias as a sum over them), so the results are identical.
+        """
+        sums: dict = {}
+        for entry in entries:
+            grad_out = entry.grad_output.reshape(-1, entry.grad_output.shape[-1])  # [tokens, out]
+            if entry.weight is not None:
+                x = entry.input.reshape(-1, entry.input.shape[-1])  # [tokens, in]
+                _add_to(sums, entry.weight, grad_out.t().mm(x))  # [out, in]
+            if entry.bias is not None:
+                _add_to(sums, entry.bias, grad_out.sum(0))  # [out]
+        return list(sums.values())
+
+
+def _add_to(sums: dict, param: torch.Tensor, grad: torch.Tensor) -> None:
+    key = id(param)
+    sums[key] = (param, sums[key][1] + grad) if key in sums else (param, grad)
+
+
+_active_store: Optional[WeightGradStore] = None  # set only inside ``defer_weight_grads``
+
+
+@contextlib.contextmanager
+def defer_weight_grads(store: Optional[WeightGradStore]) -> Iterator[Optional[WeightGradStore]]:
+    """Linear products built inside defer their weight gradients to ``store`` (None: no deferral)."""
+    global _active_store
+    previous, _active_store = _active_store, store
+    try:
+        yield store
+    finally:
+        _active_store = previous
+
+
+def _deferred(param: Optional[torch.Tensor]) -> bool:
+    return param is not None and param.requires_grad
+
+
+class _LinearDeferredWeightGrad(torch.autograd.Function):
+    """``F.linear`` whose backward returns the input gradient and queues the weight/bias gradients."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                store: WeightGradStore) -> torch.Tensor:
+        ctx.save_for_backward(x, weight, bias)
+        ctx.store = store
+        return F.linear(x, weight, bias)  # [..., out]
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        x, weight, bias = ctx.saved_tensors
+        grad_input = grad_output.matmul(weight) if ctx.needs_input_grad[0] else None  # [..., in]
+        defer_weight, defer_bias = ctx.needs_input_grad[1], ctx.needs_input_grad[2]
+        if defer_weight or defer_bias:
+            # Detached: the entry must not keep the (freed) graph's other saved tensors alive until W.
+            ctx.store.push(DeferredGrad(weight if defer_weight else None, bias if defer_bias else None,
+                                        x.detach() if defer_weight else None, grad_output.detach()))
+        return grad_input, None, None, None
+
+
+class _BiasAddDeferredGrad(torch.autograd.Function):
+    """``y + bias`` whose backward passes the gradient through and queues the bias sum."""
+
+    @staticmethod
+    def forward(ctx, y: torch.Tensor, bias: torch.Tensor, store: WeightGradStore) -> torch.Tensor:
+        ctx.save_for_backward(bias)
+        ctx.store = store
+        return y + bias
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        (bias,) = ctx.saved_tensors
+        ctx.store.push(DeferredGrad(None, bias, None, grad_output.detach()))
+        return grad_output, None, None
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``F.linear``; inside ``defer_weight_grads`` with grad enabled, its weight gradients are deferred."""
+    store = _active_store
+    if store is None or not torch.is_grad_enabled() or not (_deferred(weight) or _deferred(bias)):
+        return F.linear(x, weight, bias)
+    return _LinearDeferredWeightGrad.apply(x, weight, bias, store)
+
+
+def add_bias(y: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``y + bias``; inside ``defer_weight_grads`` with grad enabled, the bias gradient is deferred."""
+    store = _active_store
+    if store is None or not torch.is_grad_enabled() or not _deferred(bias):
+        return y + bias
+    return _BiasAddDeferredGrad.apply(y, bias, store)
+
+
 def column_parallel_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], group: Group, *,
                            sequence_parallel: bool = False, gather_output: bool = False) -> torch.Tensor:
     """The column-parallel product on a given local weight ``[out/tp, in]`` (tied embeddings use it)."""
@@ -158,7 +295,7 @@ def column_parallel_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional
         x = gather_from_sequence_parallel_region(x, group)  # [s/tp, b, in] -> [s, b, in]
     else:
         x = copy_to_tensor_model_parallel_region(x, group)
-    y = F.linear(x, weight, bias)  # [s, b, out/tp]
+    y = linear(x, weight, bias)  # [s, b, out/tp]
     if gather_output:
         y = gather_from_tensor_model_parallel_region(y, group)  # [s, b, out]
     return y
@@ -220,12 +357,12 @@ class RowParallelLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.input_is_parallel:
             x = scatter_to_tensor_model_parallel_region(x, self.group)
-        y = F.linear(x, self.weight)  # [s, b, out], a partial sum over TP
+        y = linear(x, self.weight)  # [s, b, out], a partial sum over TP
         if self.sequence_parallel:
             y = reduce_scatter_to_sequence_parallel_region(y, self.group)  # [s/tp, b, out]
         else:
             y = reduce_from_tensor_model_parallel_region(y, self.group)
-        return y + self.bias if self.bias is not None else y
+        return add_bias(y, self.bias) if self.bias is not None else y
 
 
 class VocabParallelEmbedding(nn.Module):

@@ -8,17 +8,26 @@ With tied embeddings the last stage's copy (``output_layer.weight``) must equal
 the word embeddings and carry their full gradient. One launch per world size:
 
     world 2: pp2 (tied, untied), pp2 + vpp2, --num-layer-list 1,3, --noop-layers,
-             zero-bubble, --variable-seq-lengths
-    world 4: pp4, pp4 + vpp2, pp4 zero-bubble (8 layers), tp2 x pp2 with SP, pp2 x dp2
+             zero-bubble (also with --overlap-grad-reduce), --variable-seq-lengths
+    world 4: pp4, pp4 + vpp2, pp4 zero-bubble (8 layers), tp2 x pp2 with SP (also zero-bubble),
+             pp2 x dp2 (also zero-bubble with --overlap-grad-reduce and small buckets)
     world 8: tp2 x pp2 x dp2 with SP, and with vpp2
+
+Zero-bubble defers the linear layers' weight-gradient GEMMs from B to W: every
+rank of a zero-bubble run must have deferred some, and no other run any. With
+--overlap-grad-reduce no gradient may reach a bucket whose reduction has started,
+and every bucket must have started before ``finish_grad_sync`` (from the hooks).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+import contextlib
+from typing import Dict, Iterator, List, Optional
 
 import pytest
 import torch
 
+from core.distributed.grad_buffer import GradBuffers
+from core.tensor_parallel.layers import WeightGradStore
 from tests.distributed.harness import run_distributed
 from tests.distributed.test_training_equivalence import BASE as TRAINING_BASE
 from tests.distributed.test_training_equivalence import STEPS, _gather_full
@@ -28,6 +37,8 @@ BASE[BASE.index("--num-layers") + 1] = "4"
 UNTIED = ["--untie-embeddings-and-output-weights"]
 EIGHT = ["--num-layers", "8"]
 NOOP = ["--noop-layers", "0,3"]
+ZB = ["--schedules-method", "zero-bubble"]
+OVERLAP = ["--overlap-grad-reduce", "--ddp-bucket-size", "4000"]  # several buckets per stage
 VOCAB = 100
 
 
@@ -48,8 +59,45 @@ def run_training(argv: List[str]) -> Optional[Dict[str, object]]:
     return {"losses": losses, "grads": grads, "weights": weights, "stage": trainer.state.pp_rank}
 
 
+@contextlib.contextmanager
+def _probe() -> Iterator[Dict[str, list]]:
+    """Count deferred weight-gradient entries; record gradients that reach a started bucket, and
+    buckets that had not started (from the hooks) by the time ``finish_grad_sync`` waits for them."""
+    seen: Dict[str, list] = {"deferred": [], "late": [], "not_started": []}
+    push, accumulate, finish = WeightGradStore.push, GradBuffers.accumulate, GradBuffers.finish_grad_sync
+
+    def counting_push(self, entry):
+        seen["deferred"].append(1)
+        push(self, entry)
+
+    def checked_accumulate(self, param, grad):
+        if self.bucket_of[id(param)].launched:
+            seen["late"].append(tuple(param.shape))
+        accumulate(self, param, grad)
+
+    def checked_finish(self):
+        seen["not_started"].extend(i for i, bucket in enumerate(self.buckets) if not bucket.launched)
+        finish(self)
+
+    WeightGradStore.push, GradBuffers.accumulate, GradBuffers.finish_grad_sync = (
+        counting_push, checked_accumulate, checked_finish)
+    try:
+        yield seen
+    finally:
+        WeightGradStore.push, GradBuffers.accumulate, GradBuffers.finish_grad_sync = push, accumulate, finish
+
+
 def worker(rank: int, world_size: int, configs: Dict[str, List[str]]) -> Dict[str, object]:
-    return {name: run_training(argv) for name, argv in configs.items()}
+    results = {}
+    for name, argv in configs.items():
+        with _probe() as seen:
+            results[name] = run_training(argv)
+        zero_bubble = "zero-bubble" in argv
+        assert bool(seen["deferred"]) == zero_bubble, f"{name} rank {rank}: {len(seen['deferred'])} deferred"
+        if "--overlap-grad-reduce" in argv:
+            assert not seen["late"], f"{name} rank {rank}: gradients after their bucket started: {seen['late']}"
+            assert not seen["not_started"], f"{name} rank {rank}: buckets {seen['not_started']} never overlapped"
+    return results
 
 
 def _merge(per_rank: List[Dict[str, Dict]]) -> Dict[str, Dict]:
@@ -97,7 +145,8 @@ WORLD2 = {
                       "tied"),
     "pp2_list_tied": (BASE + ["--pipeline-model-parallel-size", "2", "--num-layer-list", "1,3"], "tied"),
     "pp2_noop_tied": (BASE + NOOP + ["--pipeline-model-parallel-size", "2"], "noop"),
-    "pp2_zb_tied": (BASE + ["--pipeline-model-parallel-size", "2", "--schedules-method", "zero-bubble"], "tied"),
+    "pp2_zb_tied": (BASE + ZB + ["--pipeline-model-parallel-size", "2"], "tied"),
+    "pp2_zb_overlap_untied": (BASE + UNTIED + ZB + OVERLAP + ["--pipeline-model-parallel-size", "2"], "untied"),
     "pp2_varlen_untied": (BASE + UNTIED + ["--pipeline-model-parallel-size", "2", "--variable-seq-lengths"],
                           "untied"),
 }
@@ -105,11 +154,13 @@ WORLD4 = {
     "pp4_tied": (BASE + EIGHT + ["--pipeline-model-parallel-size", "4"], "tied8"),
     "pp4_vpp2_tied": (BASE + EIGHT + ["--pipeline-model-parallel-size", "4",
                                       "--num-layers-per-virtual-pipeline-stage", "1"], "tied8"),
-    "pp4_zb_tied": (BASE + EIGHT + ["--pipeline-model-parallel-size", "4", "--schedules-method", "zero-bubble"],
-                    "tied8"),
+    "pp4_zb_tied": (BASE + EIGHT + ZB + ["--pipeline-model-parallel-size", "4"], "tied8"),
     "tp2_pp2_sp_tied": (BASE + ["--pipeline-model-parallel-size", "2", "--tensor-model-parallel-size", "2",
                                 "--sequence-parallel"], "tied"),
+    "tp2_pp2_sp_zb_tied": (BASE + ZB + ["--pipeline-model-parallel-size", "2", "--tensor-model-parallel-size", "2",
+                                        "--sequence-parallel"], "tied"),
     "pp2_dp2_tied": (BASE + ["--pipeline-model-parallel-size", "2"], "tied"),
+    "pp2_dp2_zb_overlap_tied": (BASE + ZB + OVERLAP + ["--pipeline-model-parallel-size", "2"], "tied"),
 }
 WORLD8 = {
     "tp2_pp2_dp2_sp_tied": (BASE + ["--pipeline-model-parallel-size", "2", "--tensor-model-parallel-size", "2",

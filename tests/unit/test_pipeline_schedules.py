@@ -140,3 +140,17 @@ def test_layer_placement() -> None:
         stage_layers(8, 2, vpp=2, num_layer_list=[4, 4])
     with pytest.raises(LayoutError, match="must divide"):
         virtual_size(8, 2, 3)
+
+
+@pytest.mark.parametrize("pp,m", [(2, 4), (4, 8)])
+def test_split_backward_completes_gradients_at_last_b_and_last_w(pp, m):
+    """Outside no_sync run each chunk's last B (the non-deferred gradients) and, when split, its last W."""
+    from core.pipeline_parallel.schedules import _last_gradient_steps
+
+    for rank, actions in enumerate(zero_bubble(pp, m)):
+        final = sorted(_last_gradient_steps(actions, split=True))
+        kinds = [actions[i] for i in final]
+        assert kinds == [Action(B, m - 1), Action(W, m - 1)], (rank, kinds)
+        assert not any(a.kind == B for a in actions[final[0] + 1:])
+    for actions in one_f_one_b(pp, m):
+        assert [actions[i] for i in _last_gradient_steps(actions, split=False)] == [Action(B, m - 1)]
