@@ -52,7 +52,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 
 from core.optimizer.clip_grads import clip_grads
-from core.optimizer.optimizer import OptimizerConfig
+from core.optimizer.optimizer import LossScalingOptimizer, OptimizerConfig, build_torch_optimizer
 from core.parallel_state import GROUP_DIMS, Group, ParallelState, group_ranks
 from core.tensor_parallel.mappings import all_reduce
 
@@ -407,17 +407,7 @@ def fsdp_param_groups(model: nn.Module) -> List[Dict]:
     return [g for g in groups if g["params"]]
 
 
-def _build_optimizer(groups: List[Dict], config: OptimizerConfig) -> torch.optim.Optimizer:
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(groups, lr=config.lr, momentum=config.sgd_momentum,
-                               weight_decay=config.weight_decay)
-    if config.optimizer != "adam":
-        raise ValueError(f"--optimizer {config.optimizer!r} is not one of ('adam', 'sgd')")
-    return torch.optim.AdamW(groups, lr=config.lr, betas=(config.adam_beta1, config.adam_beta2),
-                             eps=config.adam_eps, weight_decay=config.weight_decay)
-
-
-class FSDPOptimizer:
+class FSDPOptimizer(LossScalingOptimizer):
     """AdamW (or SGD) on the sharded fp32 parameters; the interface of MixedPrecisionOptimizer.
 
     FSDP keeps the sharded parameters in fp32 (bf16 is a compute dtype,
@@ -426,20 +416,7 @@ class FSDPOptimizer:
 
     def __init__(self, model: nn.Module, config: OptimizerConfig, state: ParallelState) -> None:
         self.model, self.config, self.state = model, config, state
-        self.optimizer = _build_optimizer(fsdp_param_groups(model), config)
-        self.grad_scaler = None
-
-    @property
-    def param_groups(self) -> List[Dict]:
-        """The torch optimizer's groups, looked up each time (load_state_dict replaces the list)."""
-        return self.optimizer.param_groups
-
-    @property
-    def loss_scale(self) -> float:
-        return 1.0
-
-    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
-        return loss
+        self.optimizer = build_torch_optimizer(fsdp_param_groups(model), config, allow_fused=False)
 
     def _local_grads(self) -> List[torch.Tensor]:
         grads = (local_grad(p) for g in self.param_groups for p in g["params"])

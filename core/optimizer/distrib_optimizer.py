@@ -29,7 +29,8 @@ from torch import nn
 
 from core.distributed.grad_buffer import Bucket, GradBuffers
 from core.optimizer.clip_grads import any_non_finite, clip_grads, norm_squared_of_range
-from core.optimizer.optimizer import GradScaler, OptimizerConfig, build_torch_optimizer, no_weight_decay
+from core.optimizer.optimizer import (GradScaler, LossScalingOptimizer, OptimizerConfig, build_torch_optimizer,
+                                      no_weight_decay)
 from core.parallel_state import ParallelState
 from core.tensor_parallel.mappings import all_reduce
 
@@ -67,7 +68,7 @@ def _make_master(param: nn.Parameter, start: int, end: int) -> nn.Parameter:
     return nn.Parameter(flat.detach().float().clone())
 
 
-class DistributedOptimizer:
+class DistributedOptimizer(LossScalingOptimizer):
     """Adam on this DP rank's shard of the fp32 master weights."""
 
     def __init__(self, models: List[nn.Module], buffers: List[GradBuffers], config: OptimizerConfig,
@@ -93,19 +94,6 @@ class DistributedOptimizer:
         self._pending_gathers: Dict[int, object] = {}
         self._hooks = [m.register_forward_pre_hook(self._wait_for_params) for model in models
                        for m in model.modules() if any(True for _ in m.parameters(recurse=False))]
-
-    # ---- loss scaling (as MixedPrecisionOptimizer) -------------------------------------------
-    @property
-    def param_groups(self) -> List[Dict]:
-        """The torch optimizer's groups, looked up each time (load_state_dict replaces the list)."""
-        return self.optimizer.param_groups
-
-    @property
-    def loss_scale(self) -> float:
-        return self.grad_scaler.scale if self.grad_scaler is not None else 1.0
-
-    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
-        return loss * self.loss_scale if self.grad_scaler is not None else loss
 
     # ---- the step ----------------------------------------------------------------------------
     def _attach_grads(self) -> List[torch.Tensor]:

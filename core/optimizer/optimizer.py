@@ -66,7 +66,9 @@ def _master_copy(param: nn.Parameter) -> nn.Parameter:
     return master
 
 
-def build_torch_optimizer(groups: List[Dict], config: OptimizerConfig) -> torch.optim.Optimizer:
+def build_torch_optimizer(groups: List[Dict], config: OptimizerConfig,
+                          allow_fused: bool = True) -> torch.optim.Optimizer:
+    """SGD, AdamW (fused kernel when the device has one and ``allow_fused``) or SwapAdamW."""
     if config.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=config.lr, momentum=config.sgd_momentum,
                                weight_decay=config.weight_decay)
@@ -76,13 +78,34 @@ def build_torch_optimizer(groups: List[Dict], config: OptimizerConfig) -> torch.
                   weight_decay=config.weight_decay)
     if config.swap_optimizer:
         return SwapAdamW(groups, chunk_elements=config.swap_chunk_elements, **kwargs)
+    if not allow_fused:  # e.g. DTensor parameters (FSDP2)
+        return torch.optim.AdamW(groups, **kwargs)
     try:
         return torch.optim.AdamW(groups, fused=True, **kwargs)
     except (RuntimeError, ValueError):  # fused kernel unavailable for this device/dtype
         return torch.optim.AdamW(groups, foreach=True, **kwargs)
 
 
-class MixedPrecisionOptimizer:
+class LossScalingOptimizer:
+    """What every optimizer of the suite shares: the torch optimizer's groups and loss scaling."""
+
+    optimizer: torch.optim.Optimizer
+    grad_scaler: Optional[GradScaler] = None
+
+    @property
+    def param_groups(self) -> List[Dict]:
+        """The torch optimizer's groups, looked up each time (load_state_dict replaces the list)."""
+        return self.optimizer.param_groups
+
+    @property
+    def loss_scale(self) -> float:
+        return self.grad_scaler.scale if self.grad_scaler is not None else 1.0
+
+    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        return loss * self.loss_scale if self.grad_scaler is not None else loss
+
+
+class MixedPrecisionOptimizer(LossScalingOptimizer):
     """Steps fp32 master weights from ``main_grad`` and writes them back to the model."""
 
     def __init__(self, models: List[nn.Module], config: OptimizerConfig, state: ParallelState,
@@ -96,18 +119,6 @@ class MixedPrecisionOptimizer:
                 group["params"] = [_master_copy(p) for p in group["params"]]
         self.master_params: List[nn.Parameter] = [p for g in groups for p in g["params"]]
         self.optimizer = build_torch_optimizer(groups, config)
-
-    @property
-    def param_groups(self) -> List[Dict]:
-        """The torch optimizer's groups, looked up each time (load_state_dict replaces the list)."""
-        return self.optimizer.param_groups
-
-    @property
-    def loss_scale(self) -> float:
-        return self.grad_scaler.scale if self.grad_scaler is not None else 1.0
-
-    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
-        return loss * self.loss_scale if self.grad_scaler is not None else loss
 
     def _attach_grads(self) -> List[torch.Tensor]:
         grads = []
