@@ -505,10 +505,6 @@ def _check_interleaving(args: argparse.Namespace) -> None:
     if pp > 1 and fsdp:
         raise ArgumentError("FSDP (--use-torch-fsdp2/--use-torch-fsdp) is not supported with "
                             "--pipeline-model-parallel-size > 1; drop one of them")
-    if pp > 1 and args.use_distributed_optimizer and not args.untie_embeddings_and_output_weights:
-        raise ArgumentError("--use-distributed-optimizer with --pipeline-model-parallel-size > 1 needs "
-                            "--untie-embeddings-and-output-weights (tied embeddings over stages are not supported "
-                            "with it yet)")
 
 
 def _check_heads(args: argparse.Namespace) -> None:

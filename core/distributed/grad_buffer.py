@@ -109,18 +109,32 @@ class Bucket:
 
 
 def _bucket_ranges(params: List[nn.Parameter], bucket_size: int, pad_to: int) -> List[Tuple[int, int, list]]:
-    """Split params (in order) into buckets of about ``bucket_size`` elements: (start, end, params)."""
-    ranges, start, current, size = [], 0, [], 0
-    for param in params:
-        current.append(param)
-        size += param.numel()
-        if size >= bucket_size:
+    """Split params (in order) into buckets of about ``bucket_size`` elements: (start, end, params).
+
+    A word-embedding weight shared over pipeline stages (``shared_embedding``) gets a
+    bucket of its own: both stages then cut it into the same DP chunks, so summing its
+    gradient over the embedding group stays right after a reduce-scatter.
+    """
+    ranges: List[Tuple[int, int, list]] = []
+    current: List[nn.Parameter] = []
+    start = size = 0
+
+    def close() -> None:
+        nonlocal start, current, size
+        if current:
             padded = -(-size // pad_to) * pad_to
             ranges.append((start, start + padded, current))
             start, current, size = start + padded, [], 0
-    if current:
-        padded = -(-size // pad_to) * pad_to
-        ranges.append((start, start + padded, current))
+
+    for param in params:
+        alone = getattr(param, "shared_embedding", False)
+        if alone:
+            close()
+        current.append(param)
+        size += param.numel()
+        if alone or size >= bucket_size:
+            close()
+    close()
     return ranges
 
 

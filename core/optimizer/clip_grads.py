@@ -38,6 +38,8 @@ def norm_squared_of_range(param: torch.Tensor, grad: torch.Tensor, flat_start: i
                           tp: int) -> torch.Tensor:
     """Squared norm of ``grad``, the elements ``[flat_start, flat_start + n)`` of ``param`` flattened,
     counting TP-replicated values once (distributed optimizer pieces)."""
+    if getattr(param, "shared", False):
+        return grad.new_zeros((), dtype=torch.float32)
     shard = getattr(param, "tp_shard", None)
     if shard is None:
         return grad.float().pow(2).sum() if tp_rank == 0 else grad.new_zeros((), dtype=torch.float32)
