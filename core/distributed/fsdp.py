@@ -40,6 +40,7 @@ reduction.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import math
 from dataclasses import dataclass, field
@@ -227,6 +228,24 @@ def wrap_fsdp2(model: nn.Module, state: ParallelState, *, param_dtype: Optional[
     _set_fsdp2_windows(model, specs)
     model.fsdp_info = FSDPInfo("fsdp2", shard, rep, specs)
     return model
+
+
+@contextlib.contextmanager
+def fsdp_no_sync(model: nn.Module) -> Iterator[None]:
+    """Backward passes inside accumulate gradients without reducing them over DP.
+
+    FSDP2: ``set_requires_gradient_sync(False)`` (sharded gradients keep accumulating
+    locally until a synchronised backward); FSDP1: its own ``no_sync()``.
+    """
+    if fsdp_info(model).kind == "fsdp1":
+        with model.no_sync():
+            yield
+        return
+    model.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        model.set_requires_gradient_sync(True)
 
 
 # --------------------------------------------------------------------------- FSDP1

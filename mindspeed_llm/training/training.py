@@ -30,7 +30,7 @@ from core.datasets.gpt_dataset import build_pretraining_datasets
 from core.datasets.mock_dataset import MockGPTDataset
 from core.datasets.samplers import PretrainingSampler
 from core.device import Accelerator, init_accelerator, peak_tflops
-from core.distributed.fsdp import (FSDPOptimizer, finalize_fsdp_grads, full_model_state_dict,
+from core.distributed.fsdp import (FSDPOptimizer, finalize_fsdp_grads, fsdp_no_sync, full_model_state_dict,
                                    full_optimizer_state_dict, load_full_model_state_dict,
                                    load_full_optimizer_state_dict, uses_fsdp, wrap_fsdp1, wrap_fsdp2)
 from core.distributed.grad_buffer import GradBuffers, finalize_model_grads
@@ -251,7 +251,11 @@ class Trainer:
 
     @contextlib.contextmanager
     def no_sync(self) -> Iterator[None]:
-        """No gradient reduction starts in any chunk's buffers."""
+        """No gradient reduction starts in any chunk's buffers (nor in FSDP)."""
+        if self.fsdp:
+            with fsdp_no_sync(self.model):
+                yield
+            return
         with contextlib.ExitStack() as stack:
             for buffers in self.grad_buffers:
                 stack.enter_context(buffers.no_sync())
