@@ -95,6 +95,8 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="default --seq-length")
     group.add_argument("--position-embedding-type", choices=("rope", "none"), default="rope")
     group.add_argument("--rotary-base", type=float, default=10000.0)
+    group.add_argument("--sliding-window", type=int, default=None,
+                       help="attend to at most this many tokens (the current one included), as Mistral")
     group.add_argument("--rope-scaling-type", choices=("linear", "llama3"), default=None)
     group.add_argument("--rope-scaling-factor", type=float, default=1.0)
     group.add_argument("--low-freq-factor", type=float, default=1.0)
@@ -714,6 +716,7 @@ def transformer_config_from_args(args: argparse.Namespace) -> TransformerConfig:
             tensor_model_parallel_size=args.tensor_model_parallel_size,
             sequence_parallel=args.sequence_parallel,
             noop_layers=tuple(args.noop_layers or ()),
+            sliding_window=args.sliding_window,
         )
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

@@ -21,6 +21,18 @@ from core.transformer.config import TransformerConfig
 from core.transformer.rope import apply_rotary
 
 
+def sliding_window_mask(seq_len: int, window: Optional[int], device: torch.device) -> Optional[torch.Tensor]:
+    """Boolean ``[s, s]`` mask (True = attend) letting query i see keys ``i - window < j <= i``.
+
+    None when the window covers the whole sequence: plain causal attention (and its flash kernel).
+    """
+    if window is None or window >= seq_len:
+        return None
+    query = torch.arange(seq_len, device=device)[:, None]
+    key = torch.arange(seq_len, device=device)[None, :]
+    return (key <= query) & (key > query - window)
+
+
 class SelfAttention(nn.Module):
     def __init__(self, config: TransformerConfig, tp_group: Group) -> None:
         super().__init__()
@@ -63,9 +75,11 @@ class SelfAttention(nn.Module):
             k = k.repeat_interleave(repeat, dim=1)
             v = v.repeat_interleave(repeat, dim=1)
         dropout = self.config.attention_dropout if self.training else 0.0
+        mask = sliding_window_mask(s, self.config.sliding_window, q.device)
+        causal = dict(is_causal=True) if mask is None else dict(attn_mask=mask)
         if dropout > 0:
             with get_rng_tracker().fork():  # heads differ per TP rank, so does their dropout
-                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
+                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, **causal)
         else:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [b, np, s, hn]
+            out = F.scaled_dot_product_attention(q, k, v, **causal)  # [b, np, s, hn]
         return out.permute(2, 0, 1, 3).reshape(s, b, nq * hn)

@@ -57,6 +57,7 @@ class TransformerConfig:
     tensor_model_parallel_size: int = 1
     sequence_parallel: bool = False
     noop_layers: Tuple[int, ...] = field(default_factory=tuple)
+    sliding_window: Optional[int] = None  # each token attends to itself and the window - 1 before it
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -91,6 +92,8 @@ class TransformerConfig:
         if self.ffn_hidden_size % tp != 0:
             raise ValueError(f"--ffn-hidden-size ({self.ffn_hidden_size}) is not divisible by "
                              f"--tensor-model-parallel-size ({tp})")
+        if self.sliding_window is not None and self.sliding_window < 1:
+            raise ValueError(f"--sliding-window {self.sliding_window} must be at least 1")
         bad_noop = [i for i in self.noop_layers if not 0 <= i < self.num_layers]
         if bad_noop:
             raise ValueError(f"--noop-layers {bad_noop} out of range [0, {self.num_layers}) of --num-layers")

@@ -21,9 +21,10 @@ where each one comes from. The families share the Llama layout:
 
 RoPE uses the HF half-rotation layout on both sides, so q/k need no permutation.
 
-Mistral's ``sliding_window`` (and Qwen2's ``use_sliding_window``) is not modelled
-by the decoder yet: conversion is exact for sequences no longer than the window.
-The key is recorded (``preserved_keys``) so the inverse config keeps it.
+Mistral's ``sliding_window`` maps to the decoder's ``sliding_window``. Qwen2's
+per-layer window (``use_sliding_window`` with ``max_window_layers``) is not
+modelled: conversion is exact for sequences no longer than its window, and the
+keys are recorded (``preserved_keys``) so the inverse config keeps them.
 
 Usage::
 
@@ -257,12 +258,12 @@ def _llama_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 
 
 def _mistral_config(hf: Dict[str, Any]) -> Dict[str, Any]:
-    return _common_config(hf)  # sliding_window: not modelled, preserved (module docstring)
+    return {**_common_config(hf), "sliding_window": hf.get("sliding_window")}
 
 
 def _mistral_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _reject_biases(cfg, "mistral")
-    return {**_common_hf_config(cfg), "sliding_window": None}
+    return {**_common_hf_config(cfg), "sliding_window": cfg.sliding_window}
 
 
 def _qwen2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
@@ -324,15 +325,15 @@ class Family:
         """Human-readable notes on preserved settings the decoder does not apply."""
         notes = []
         window = hf.get("sliding_window")
-        uses_window = hf.get(self.sliding_window_switch, False) if self.sliding_window_switch else True
-        if window and uses_window:
+        if not self.sliding_window_switch:  # the window is modelled (Mistral)
+            return notes
+        if window and hf.get(self.sliding_window_switch, False):
             notes.append(f"sliding_window={window} is not modelled: outputs match for sequences <= {window}")
         return notes
 
 
 _LLAMA = Family("llama2", "llama", "LlamaForCausalLM", _llama_config, _llama_hf_config)
-_MISTRAL = Family("mistral", "mistral", "MistralForCausalLM", _mistral_config, _mistral_hf_config,
-                  preserved_keys=("sliding_window",))
+_MISTRAL = Family("mistral", "mistral", "MistralForCausalLM", _mistral_config, _mistral_hf_config)
 _QWEN2 = Family("qwen2", "qwen2", "Qwen2ForCausalLM", _qwen2_config, _qwen2_hf_config,
                 preserved_keys=("use_sliding_window", "sliding_window", "max_window_layers", "layer_types"),
                 sliding_window_switch="use_sliding_window")

@@ -43,11 +43,12 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
                           dict(rope_scaling=dict(rope_type="linear", factor=2.0)), "llama2"),
     "mistral_gqa": ("MistralConfig", "MistralForCausalLM", dict(sliding_window=64, vocab_size=150), "mistral"),
     "mistral_mqa": ("MistralConfig", "MistralForCausalLM", dict(num_key_value_heads=1), "mistral"),
+    "mistral_window": ("MistralConfig", "MistralForCausalLM", dict(sliding_window=5), "mistral"),
     "qwen2_bias": ("Qwen2Config", "Qwen2ForCausalLM", dict(rope_theta=1000000.0), "qwen2"),
     "qwen2_tied_odd_vocab": ("Qwen2Config", "Qwen2ForCausalLM",
                              dict(tie_word_embeddings=True, vocab_size=131, num_key_value_heads=1), "qwen2"),
 }
-TP2_CASES = ("llama2_gqa", "llama3_rope", "mistral_mqa", "qwen2_tied_odd_vocab")
+TP2_CASES = ("llama2_gqa", "llama3_rope", "mistral_mqa", "mistral_window", "qwen2_tied_odd_vocab")
 
 
 def make_hf_model(name: str, seed: int = 0) -> transformers.PreTrainedModel:
