@@ -43,7 +43,7 @@ import torch
 import yaml
 
 from core.parallel_state import validate_degrees
-from core.pipeline_parallel.layout import LayoutError, stage_layers, virtual_size
+from core.pipeline_parallel.layout import LayoutError, resolve_virtual_pipeline, stage_layers
 from core.transformer.config import TransformerConfig, pad_vocab_size
 
 BACKEND_FOR_DEVICE = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
@@ -471,23 +471,13 @@ def _check_pipeline(args: argparse.Namespace) -> None:
                             f"--num-layers - 1 ({layers - 1})")
     if args.num_layer_list:
         args.num_layer_list = tuple(args.num_layer_list)
-    per_stage, vpp = args.num_layers_per_virtual_pipeline_stage, args.virtual_pipeline_model_parallel_size
-    if (per_stage is not None or vpp is not None) and pp < 2:
-        raise ArgumentError("--num-layers-per-virtual-pipeline-stage / --virtual-pipeline-model-parallel-size need "
-                            "--pipeline-model-parallel-size of 2 or more; drop them or raise the pipeline size")
-    if vpp is not None and per_stage is None:
-        if vpp < 1 or layers % (pp * vpp) != 0:
-            raise ArgumentError(f"--virtual-pipeline-model-parallel-size ({vpp}) x --pipeline-model-parallel-size "
-                                f"({pp}) must divide --num-layers ({layers})")
-        per_stage = layers // (pp * vpp)
-        args.num_layers_per_virtual_pipeline_stage = per_stage
     try:
-        derived = virtual_size(layers, pp, per_stage)
-        if vpp is not None and derived != vpp:
-            raise ArgumentError(f"--virtual-pipeline-model-parallel-size ({vpp}) disagrees with "
-                                f"--num-layers-per-virtual-pipeline-stage ({per_stage}), which gives {derived}")
-        args.virtual_pipeline_model_parallel_size = derived if derived and derived > 1 else None
-        stage_layers(layers, pp, args.virtual_pipeline_model_parallel_size, args.num_layer_list)
+        vpp = resolve_virtual_pipeline(layers, pp, args.num_layers_per_virtual_pipeline_stage,
+                                       args.virtual_pipeline_model_parallel_size)
+        args.virtual_pipeline_model_parallel_size = vpp
+        if vpp is not None:
+            args.num_layers_per_virtual_pipeline_stage = layers // (pp * vpp)
+        stage_layers(layers, pp, vpp, args.num_layer_list)
     except LayoutError as exc:
         raise ArgumentError(str(exc)) from None
     if args.schedules_method == "zero-bubble" and (pp < 2 or args.virtual_pipeline_model_parallel_size):

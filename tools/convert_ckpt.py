@@ -91,7 +91,8 @@ from core.checkpointing import (
 )
 from core.models.gpt_model import EMBEDDING_WEIGHT, GPTModel
 from core.parallel_state import Group
-from core.pipeline_parallel.layout import LayoutError, Placement, chunk_specs, stage_layers, virtual_size
+from core.pipeline_parallel.layout import (LayoutError, Placement, chunk_specs, resolve_virtual_pipeline,
+                                          stage_layers)
 from core.tensor_parallel.layers import TPShard
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (
@@ -761,20 +762,9 @@ def target_placement(args: argparse.Namespace, num_layers: int, noop: Sequence[i
     per_stage, vpp = args.num_layers_per_virtual_pipeline_stage, args.virtual_pipeline_model_parallel_size
     layers = (f"{num_layers} layers ({real} with weights + {len(noop)} --noop-layers)" if noop
               else f"{num_layers} layers")
-    if (per_stage is not None or vpp is not None) and pp < 2:
-        raise ConversionError("--num-layers-per-virtual-pipeline-stage / --virtual-pipeline-model-parallel-size need "
-                              "--target-pipeline-parallel-size of 2 or more; drop them or raise the pipeline size")
-    if vpp is not None and per_stage is None:
-        if vpp < 1 or num_layers % (pp * vpp) != 0:
-            raise ConversionError(f"--virtual-pipeline-model-parallel-size ({vpp}) x --target-pipeline-parallel-size "
-                                  f"({pp}) must divide the target's {layers}")
-        per_stage = num_layers // (pp * vpp)
     try:
-        derived = virtual_size(num_layers, pp, per_stage)
-        if vpp is not None and derived != vpp:
-            raise ConversionError(f"--virtual-pipeline-model-parallel-size ({vpp}) disagrees with "
-                                  f"--num-layers-per-virtual-pipeline-stage ({per_stage}), which gives {derived}")
-        return stage_layers(num_layers, pp, derived if derived and derived > 1 else None, args.num_layer_list)
+        vpp = resolve_virtual_pipeline(num_layers, pp, per_stage, vpp)
+        return stage_layers(num_layers, pp, vpp, args.num_layer_list)
     except LayoutError as error:
         message = str(error).replace("--pipeline-model-parallel-size", "--target-pipeline-parallel-size")
         raise ConversionError(f"{message} (the target has {layers})") from None

@@ -18,20 +18,7 @@ from core.tensor_parallel.mappings import all_reduce
 
 
 def _norm_squared(param: torch.Tensor, grad: torch.Tensor, tp_rank: int, tp: int) -> torch.Tensor:
-    if getattr(param, "shared", False):
-        return grad.new_zeros((), dtype=torch.float32)
-    shard = getattr(param, "tp_shard", None)
-    if shard is None:
-        return grad.float().pow(2).sum() if tp_rank == 0 else grad.new_zeros((), dtype=torch.float32)
-    if not shard.has_replicas(tp):
-        return grad.float().pow(2).sum()
-    total, offset = grad.new_zeros((), dtype=torch.float32), 0
-    for seg in shard.segments:
-        rows = seg.local_units(tp) * seg.unit_size
-        part = grad.narrow(shard.dim, offset, rows).float().pow(2).sum()
-        total = total + (part * seg.units / tp if seg.is_replicated(tp) else part)
-        offset += rows
-    return total
+    return norm_squared_of_range(param, grad.reshape(-1), 0, tp_rank, tp)
 
 
 def norm_squared_of_range(param: torch.Tensor, grad: torch.Tensor, flat_start: int, tp_rank: int,

@@ -57,6 +57,26 @@ def virtual_size(num_layers: int, pp: int, layers_per_virtual_stage: Optional[in
     return per_stage // layers_per_virtual_stage
 
 
+def resolve_virtual_pipeline(num_layers: int, pp: int, layers_per_virtual_stage: Optional[int],
+                             vpp: Optional[int]) -> Optional[int]:
+    """Chunks per stage from ``--num-layers-per-virtual-pipeline-stage`` and/or
+    ``--virtual-pipeline-model-parallel-size`` (they must agree); None without a virtual pipeline."""
+    if (layers_per_virtual_stage is not None or vpp is not None) and pp < 2:
+        raise LayoutError("--num-layers-per-virtual-pipeline-stage / --virtual-pipeline-model-parallel-size need "
+                          "--pipeline-model-parallel-size of 2 or more; drop them or raise the pipeline size")
+    if vpp is not None and layers_per_virtual_stage is None:
+        if vpp < 1 or num_layers % (pp * vpp) != 0:
+            raise LayoutError(f"--virtual-pipeline-model-parallel-size ({vpp}) x --pipeline-model-parallel-size "
+                              f"({pp}) must divide --num-layers ({num_layers})")
+        layers_per_virtual_stage = num_layers // (pp * vpp)
+    derived = virtual_size(num_layers, pp, layers_per_virtual_stage)
+    if vpp is not None and derived != vpp:
+        raise LayoutError(f"--virtual-pipeline-model-parallel-size ({vpp}) disagrees with "
+                          f"--num-layers-per-virtual-pipeline-stage ({layers_per_virtual_stage}), "
+                          f"which gives {derived}")
+    return derived if derived and derived > 1 else None
+
+
 def stage_layers(num_layers: int, pp: int, vpp: Optional[int] = None,
                  num_layer_list: Optional[Sequence[int]] = None) -> Placement:
     """``placement[r][c]``: the global layer numbers of chunk ``c`` on pipeline stage ``r``."""
