@@ -2,7 +2,9 @@
 
 The pure-PyTorch reference of RMSNorm computes in fp32 and casts back, as
 Hugging Face's Llama does, so converted models match to the last bit in fp32.
-On an NPU ``torch_npu.npu_rms_norm`` is used when present.
+On an NPU ``torch_npu.npu_rms_norm`` is used when present, on an NVIDIA GPU
+apex's fused RMSNorm when NVIDIA apex is installed; ``tests/unit/test_norms.py``
+compares whichever kernel this machine has with the reference.
 """
 from __future__ import annotations
 
@@ -33,10 +35,23 @@ def _npu_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> Optional
     return torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]
 
 
+def _apex_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> Optional[torch.Tensor]:
+    if x.device.type != "cuda":
+        return None
+    try:
+        from apex.normalization.fused_layer_norm import fused_rms_norm_affine
+    except ImportError:  # apex is optional (and PyPI's "apex" is another project)
+        return None
+    return fused_rms_norm_affine(x, weight, (x.size(-1),), eps)
+
+
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm through the fused kernel of the device when there is one."""
-    fused = _npu_rms_norm(x, weight, eps)
-    return fused if fused is not None else rms_norm_reference(x, weight, eps)
+    for kernel in (_npu_rms_norm, _apex_rms_norm):
+        fused = kernel(x, weight, eps)
+        if fused is not None:
+            return fused
+    return rms_norm_reference(x, weight, eps)
 
 
 class RMSNorm(nn.Module):
