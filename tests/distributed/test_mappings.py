@@ -19,7 +19,6 @@ Definitions (rank k of a group of t; x_k its input, g_k its upstream grad):
 """
 from __future__ import annotations
 
-import io
 
 import pytest
 import torch
@@ -28,18 +27,6 @@ import torch.distributed as dist
 from core.parallel_state import Group, initialize, single_process_state
 from core.tensor_parallel import mappings as M
 from tests.distributed.harness import run_distributed
-
-
-def _to_bytes(value) -> bytes:
-    """Results cross the process boundary as bytes: a tensor put on a multiprocessing queue travels as a
-    shared-memory descriptor that dies with the child, which exits right after returning."""
-    buffer = io.BytesIO()
-    torch.save(value, buffer)
-    return buffer.getvalue()
-
-
-def _from_bytes(data: bytes):
-    return torch.load(io.BytesIO(data), weights_only=True)
 
 
 S, B, H = 3, 2, 5  # local sizes: odd and distinct so that a wrong dim shows
@@ -151,13 +138,13 @@ def worker(rank, world_size):
         results[t] = {"ranks": group.ranks, "rank": group.rank,
                       "checks": _check_mappings(group, t, rank // t)}
     results["size_one"] = _check_size_one(state.groups["cp"])  # cp=1: a group of one inside a live world
-    return _to_bytes(results)
+    return results  # the harness carries it back with torch.save
 
 
 @pytest.fixture(scope="module", params=[2, 4], ids=lambda w: f"world{w}")
 def launched(request):
     world = request.param
-    return world, [_from_bytes(v) for v in run_distributed(world, worker)]
+    return world, run_distributed(world, worker)
 
 
 def _cases(world):

@@ -15,7 +15,6 @@ restore the full-model gradient on every replica.
 """
 from __future__ import annotations
 
-import io
 from typing import Dict, List
 
 import pytest
@@ -35,17 +34,6 @@ from core.tensor_parallel.layers import (
 )
 from tests.distributed.harness import run_distributed
 
-
-def _to_bytes(value) -> bytes:
-    """Results cross the process boundary as bytes: a tensor put on a multiprocessing queue travels as a
-    shared-memory descriptor that dies with the child, which exits right after returning."""
-    buffer = io.BytesIO()
-    torch.save(value, buffer)
-    return buffer.getvalue()
-
-
-def _from_bytes(data: bytes):
-    return torch.load(io.BytesIO(data), weights_only=True)
 
 SEQ, BATCH = 4, 3          # SEQ divisible by 4 for sequence parallelism
 IN, OUT = 8, 12            # column: 8 -> 12; row: 12 -> 8 (both divisible by 4)
@@ -232,13 +220,13 @@ def worker(rank, world_size):
         results[name] = _run_embedding(name, sp, group, rank, tp)
     for name in CE_CASES:
         results[name] = _run_ce(name, group, rank, tp)
-    return _to_bytes(results)
+    return results  # the harness carries it back with torch.save
 
 
 @pytest.fixture(scope="module", params=[2, 4], ids=lambda tp: f"tp{tp}")
 def launched(request):
     tp = request.param
-    return tp, [_from_bytes(v) for v in run_distributed(tp, worker)]
+    return tp, run_distributed(tp, worker)
 
 
 # --------------------------------------------------------------------------- references
