@@ -22,7 +22,7 @@ from typing import Dict, List
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tests.distributed.harness import run_distributed  # noqa: E402
+from core.launcher import run_distributed  # noqa: E402
 
 ARGV = ["--num-layers", "4", "--hidden-size", "256", "--ffn-hidden-size", "704", "--num-attention-heads", "8",
         "--seq-length", "128", "--micro-batch-size", "2", "--global-batch-size", "16", "--train-iters", "100",

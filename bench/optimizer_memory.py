@@ -20,7 +20,7 @@ from typing import Dict, List
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tests.distributed.harness import run_distributed  # noqa: E402
+from core.launcher import run_distributed  # noqa: E402
 
 ARGV = ["--num-layers", "2", "--hidden-size", "128", "--ffn-hidden-size", "352", "--num-attention-heads", "4",
         "--seq-length", "32", "--micro-batch-size", "1", "--global-batch-size", "4", "--train-iters", "2",

@@ -146,6 +146,8 @@ def _add_training_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--recompute-granularity", choices=("full", "selective"), default=None)
     group.add_argument("--recompute-method", choices=("uniform", "block"), default=None)
     group.add_argument("--recompute-num-layers", type=int, default=None)
+    group.add_argument("--recompute-activation-function", action="store_true",
+                       help="recompute the MLP activation in the backward (MindSpeed)")
 
 
 def _add_learning_rate_args(parser: argparse.ArgumentParser) -> None:
@@ -707,6 +709,10 @@ def transformer_config_from_args(args: argparse.Namespace) -> TransformerConfig:
             sequence_parallel=args.sequence_parallel,
             noop_layers=tuple(args.noop_layers or ()),
             sliding_window=args.sliding_window,
+            recompute_granularity=args.recompute_granularity,
+            recompute_method=args.recompute_method,
+            recompute_num_layers=args.recompute_num_layers,
+            recompute_activation_function=args.recompute_activation_function,
         )
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

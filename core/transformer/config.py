@@ -58,6 +58,11 @@ class TransformerConfig:
     sequence_parallel: bool = False
     noop_layers: Tuple[int, ...] = field(default_factory=tuple)
     sliding_window: Optional[int] = None  # each token attends to itself and the window - 1 before it
+    # Activation recompute (Megatron/MindSpeed names): "full" or "selective"; "uniform" or "block"
+    recompute_granularity: Optional[str] = None
+    recompute_method: Optional[str] = None
+    recompute_num_layers: Optional[int] = None
+    recompute_activation_function: bool = False  # MindSpeed: recompute the MLP activation only
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:

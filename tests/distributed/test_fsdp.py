@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from core.parallel_state import GROUP_DIMS, Group, ParallelState
-from tests.distributed.harness import run_distributed
+from core.launcher import run_distributed
 
 STEPS, MICRO_BATCH, GLOBAL_BATCH, SEQ, VOCAB, SEED = 3, 2, 8, 32, 100, 7
 

@@ -13,7 +13,7 @@ from typing import Dict, List
 import pytest
 import torch
 
-from tests.distributed.harness import run_distributed
+from core.launcher import run_distributed
 from tests.distributed.test_training_equivalence import BASE
 
 FIVE = BASE[:]

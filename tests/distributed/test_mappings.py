@@ -26,7 +26,7 @@ import torch.distributed as dist
 
 from core.parallel_state import Group, initialize, single_process_state
 from core.tensor_parallel import mappings as M
-from tests.distributed.harness import run_distributed
+from core.launcher import run_distributed
 
 
 S, B, H = 3, 2, 5  # local sizes: odd and distinct so that a wrong dim shows

@@ -20,7 +20,7 @@ from typing import Dict, List
 import pytest
 import torch
 
-from tests.distributed.harness import run_distributed
+from core.launcher import run_distributed
 
 ARGV = [
     "--num-layers", "4", "--hidden-size", "32", "--ffn-hidden-size", "64", "--num-attention-heads", "4",

@@ -28,7 +28,7 @@ import torch
 
 from core.distributed.grad_buffer import GradBuffers
 from core.tensor_parallel.layers import WeightGradStore
-from tests.distributed.harness import run_distributed
+from core.launcher import run_distributed
 from tests.distributed.test_training_equivalence import BASE as TRAINING_BASE
 from tests.distributed.test_training_equivalence import STEPS, _gather_full
 

@@ -17,7 +17,7 @@ from typing import Dict, List
 import pytest
 import torch
 
-from tests.distributed.harness import run_distributed
+from core.launcher import run_distributed
 
 ARGV = [
     "--num-layers", "2", "--hidden-size", "64", "--ffn-hidden-size", "128", "--num-attention-heads", "4",

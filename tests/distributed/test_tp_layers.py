@@ -32,7 +32,7 @@ from core.tensor_parallel.layers import (
     VocabParallelEmbedding,
     reduce_replicated_grads,
 )
-from tests.distributed.harness import run_distributed
+from core.launcher import run_distributed
 
 
 SEQ, BATCH = 4, 3          # SEQ divisible by 4 for sequence parallelism

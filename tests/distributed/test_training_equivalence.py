@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from tests.distributed.harness import run_distributed
+from core.launcher import run_distributed
 
 BASE = [
     "--num-layers", "2", "--hidden-size", "64", "--ffn-hidden-size", "128", "--num-attention-heads", "4",

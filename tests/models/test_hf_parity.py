@@ -22,7 +22,7 @@ from core.checkpointing import checkpoint_file, load_file
 from core.models.gpt_model import GPTModel, build_model, gather_logits
 from core.parallel_state import Group, initialize
 from core.transformer.config import TransformerConfig
-from tests.distributed.harness import run_distributed
+from core.launcher import run_distributed
 from tools.convert_ckpt import main as convert_main
 
 TOLERANCE = 1e-4

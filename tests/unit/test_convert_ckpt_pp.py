@@ -30,7 +30,7 @@ from core.models.gpt_model import build_model_chunks
 from core.parallel_state import Group
 from core.pipeline_parallel.layout import stage_layers
 from core.transformer.config import TransformerConfig
-from tests.distributed.harness import run_distributed
+from core.launcher import run_distributed
 from tests.unit.test_convert_ckpt import expect_error, read_safetensors, save_hf
 from tools.convert_ckpt import main as convert_main
 

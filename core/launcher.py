@@ -1,4 +1,6 @@
-"""Run a function on N gloo processes on the CPU and collect what each returns.
+"""The process launcher that tests and benches share.
+
+Run a function on N gloo processes on the CPU and collect what each returns.
 
     results = run_distributed(4, my_module.worker, arg1, arg2)
 
