@@ -24,6 +24,13 @@ Weight decay goes from ``start_wd`` to ``end_wd`` over ``wd_incr_steps``
 ``lr * group.get('lr_mult', 1)`` and ``wd * group.get('wd_mult', 1)``; a group may
 also carry its own ``max_lr`` / ``min_lr``. Groups that must not decay (biases,
 norms) carry ``wd_mult=0``.
+
+Resuming (Megatron's ``--override-opt-param-scheduler`` and
+``--use-checkpoint-opt_param-scheduler``): the step count always comes from the
+checkpoint. The schedule's settings must equal the checkpoint's (settings that do
+not change the schedule, such as WSD fields under another decay style, are not
+compared), unless ``override=True`` keeps the flags' schedule or
+``use_checkpoint=True`` takes the checkpoint's; the two are mutually exclusive.
 """
 from __future__ import annotations
 
@@ -31,6 +38,8 @@ import math
 from typing import Any, Dict, Optional
 
 import torch
+
+from core.checkpointing import CheckpointError
 
 LR_DECAY_STYLES = ("constant", "linear", "cosine", "inverse-square-root", "WSD")
 WSD_DECAY_STYLES = ("linear", "cosine", "exponential", "minus_sqrt")
@@ -40,6 +49,16 @@ WD_INCR_STYLES = ("constant", "linear", "cosine")
 _STATE_KEYS = ("init_lr", "max_lr", "min_lr", "lr_warmup_steps", "lr_decay_steps", "lr_decay_style",
                "wsd_decay_steps", "lr_wsd_decay_style", "start_wd", "end_wd", "wd_incr_steps",
                "wd_incr_style")
+
+# The flag that sets each saved setting, for error messages.
+_SETTING_FLAGS = {
+    "init_lr": "--lr-warmup-init", "max_lr": "--lr", "min_lr": "--min-lr",
+    "lr_warmup_steps": "--lr-warmup-iters/--lr-warmup-fraction", "lr_decay_steps": "--lr-decay-iters",
+    "lr_decay_style": "--lr-decay-style", "wsd_decay_steps": "--lr-wsd-decay-iters",
+    "lr_wsd_decay_style": "--lr-wsd-decay-style", "start_wd": "--start-weight-decay",
+    "end_wd": "--end-weight-decay", "wd_incr_steps": "--train-iters", "wd_incr_style": "--weight-decay-incr-style",
+}
+_WSD_KEYS = ("wsd_decay_steps", "lr_wsd_decay_style")
 
 
 def _decay_coefficient(style: str, ratio: float) -> float:
@@ -165,15 +184,46 @@ class OptimizerParamScheduler:
         state["num_steps"] = self.num_steps
         return state
 
-    def load_state_dict(self, state: Dict[str, Any], override: bool = False) -> None:
-        """Resume at the saved step; the saved schedule wins unless ``override`` keeps this one's."""
-        if not override:
+    def load_state_dict(self, state: Dict[str, Any], *, override: bool = False,
+                        use_checkpoint: bool = False) -> None:
+        """Resume at the saved step (Megatron's semantics for the saved settings).
+
+        By default the saved settings must equal this scheduler's (a ``CheckpointError``
+        names the ones that differ); ``override`` keeps this scheduler's settings and
+        ``use_checkpoint`` takes the checkpoint's. The step count is restored in every case.
+        """
+        if override and use_checkpoint:
+            raise ValueError("--override-opt-param-scheduler and --use-checkpoint-opt_param-scheduler are "
+                             "mutually exclusive; pass one of them")
+        if use_checkpoint:
             for key in _STATE_KEYS:
-                if key in state:
+                if key in state:  # checkpoints of older versions may lack a setting: keep the flags'
                     setattr(self, key, state[key])
             self._check()
+        elif not override:
+            self._check_matches(state)
         self.num_steps = 0
         self.step(int(state["num_steps"]))
+
+    def _check_matches(self, state: Dict[str, Any]) -> None:
+        """Raise, naming every setting whose saved value differs from this scheduler's."""
+        differing = [f"{key} ({_SETTING_FLAGS[key]}) is {state[key]!r} in the checkpoint and "
+                     f"{getattr(self, key)!r} from the flags"
+                     for key in _STATE_KEYS if key in state and self._affects_schedule(key, state)
+                     and state[key] != getattr(self, key)]
+        if differing:
+            raise CheckpointError(
+                f"the checkpoint's learning-rate schedule differs from the flags: {'; '.join(differing)}; pass "
+                "--override-opt-param-scheduler to use the flags' schedule or --use-checkpoint-opt_param-scheduler "
+                "to use the checkpoint's")
+
+    def _affects_schedule(self, key: str, state: Dict[str, Any]) -> bool:
+        """False for settings that neither the saved nor this schedule uses."""
+        if key in _WSD_KEYS:
+            return "WSD" in (self.lr_decay_style, state.get("lr_decay_style"))
+        if key == "wd_incr_steps":
+            return not self.wd_incr_style == state.get("wd_incr_style", self.wd_incr_style) == "constant"
+        return True
 
 
 def scheduler_from_args(optimizer: torch.optim.Optimizer, args: Any) -> OptimizerParamScheduler:

@@ -8,6 +8,7 @@ from typing import List
 import pytest
 import torch
 
+from core.checkpointing import CheckpointError
 from mindspeed_llm.training.lr_scheduler import OptimizerParamScheduler, scheduler_from_args
 
 MAX_LR, MIN_LR, INIT_LR = 1.0e-3, 1.0e-4, 1.0e-5
@@ -152,9 +153,9 @@ def test_state_dict_round_trip_continues_identically(style: str) -> None:
     lr_at_save = reference.optimizer.param_groups[0]["lr"]
     expected = _lr_sequence(reference, 100)
 
-    # A fresh scheduler built with other flags takes the checkpoint's schedule and step.
+    # A fresh scheduler built with other flags takes the checkpoint's schedule and step when asked to.
     resumed = _scheduler("constant", max_lr=5.0, min_lr=0.0, lr_warmup_steps=0)
-    resumed.load_state_dict(state)
+    resumed.load_state_dict(state, use_checkpoint=True)
     assert resumed.num_steps == 37
     assert resumed.optimizer.param_groups[0]["lr"] == lr_at_save
     assert _lr_sequence(resumed, 100) == expected
@@ -169,6 +170,92 @@ def test_state_dict_is_plain_and_override_keeps_current() -> None:
     overridden.load_state_dict(state, override=True)
     assert overridden.num_steps == 20 and overridden.lr_decay_style == "linear"
     assert overridden.get_lr() == pytest.approx(MIN_LR + (1 - 0.1) * (MAX_LR - MIN_LR))
+
+
+def _saved_cosine_at(step: int) -> dict:
+    saved = _scheduler("cosine")
+    saved.step(step)
+    return saved.state_dict()
+
+
+def test_resume_with_the_same_flags_continues_identically() -> None:
+    reference = _scheduler("cosine")
+    _lr_sequence(reference, 30)
+    state = reference.state_dict()
+    expected = _lr_sequence(reference, 20)
+    resumed = _scheduler("cosine")
+    resumed.load_state_dict(state)
+    assert resumed.num_steps == 30
+    assert _lr_sequence(resumed, 20) == expected
+
+
+@pytest.mark.parametrize("kwargs, setting, flag", [
+    (dict(max_lr=2e-3), "max_lr", "--lr"),
+    (dict(min_lr=0.0), "min_lr", "--min-lr"),
+    (dict(lr_warmup_steps=5), "lr_warmup_steps", "--lr-warmup-iters"),
+    (dict(lr_decay_steps=220), "lr_decay_steps", "--lr-decay-iters"),
+    (dict(lr_decay_style="linear"), "lr_decay_style", "--lr-decay-style"),
+    (dict(lr_decay_style="WSD", wsd_decay_steps=20, lr_wsd_decay_style="linear"), "wsd_decay_steps",
+     "--lr-wsd-decay-iters"),
+    (dict(start_wd=0.1, end_wd=0.1), "start_wd", "--start-weight-decay"),
+])
+def test_resume_refuses_a_different_schedule(kwargs: dict, setting: str, flag: str) -> None:
+    state = _saved_cosine_at(20)
+    scheduler = _scheduler("cosine", **kwargs)
+    lr_before = scheduler.optimizer.param_groups[0]["lr"]
+    with pytest.raises(CheckpointError) as error:
+        scheduler.load_state_dict(state)
+    message = str(error.value)
+    assert "\n" not in message and setting in message and flag in message
+    assert "--override-opt-param-scheduler" in message and "--use-checkpoint-opt_param-scheduler" in message
+    assert scheduler.num_steps == 0 and scheduler.optimizer.param_groups[0]["lr"] == lr_before  # untouched
+
+
+def test_override_keeps_the_flags_schedule_and_restores_the_step() -> None:
+    state = _saved_cosine_at(20)
+    scheduler = _scheduler("linear", max_lr=2e-3, lr_decay_steps=210)
+    scheduler.load_state_dict(state, override=True)
+    assert scheduler.num_steps == 20
+    assert (scheduler.lr_decay_style, scheduler.max_lr, scheduler.lr_decay_steps) == ("linear", 2e-3, 210)
+    ratio = (20 - WARMUP) / (210 - WARMUP)
+    assert scheduler.optimizer.param_groups[0]["lr"] == pytest.approx(MIN_LR + (1 - ratio) * (2e-3 - MIN_LR))
+
+
+def test_use_checkpoint_restores_the_saved_schedule_and_step() -> None:
+    state = _saved_cosine_at(20)
+    scheduler = _scheduler("linear", max_lr=2e-3, lr_decay_steps=210)
+    scheduler.load_state_dict(state, use_checkpoint=True)
+    assert scheduler.num_steps == 20
+    assert (scheduler.lr_decay_style, scheduler.max_lr, scheduler.lr_decay_steps) == ("cosine", MAX_LR, DECAY)
+    expected = MIN_LR + 0.5 * (math.cos(math.pi * _decay_ratio(20)) + 1.0) * (MAX_LR - MIN_LR)
+    assert scheduler.optimizer.param_groups[0]["lr"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_override_and_use_checkpoint_are_exclusive() -> None:
+    with pytest.raises(ValueError, match="mutually exclusive"):
+        _scheduler("cosine").load_state_dict(_saved_cosine_at(20), override=True, use_checkpoint=True)
+
+
+def test_settings_the_schedule_does_not_use_are_not_compared() -> None:
+    """wd_incr_steps (from --train-iters) under constant weight decay, WSD fields under another style."""
+    state = _saved_cosine_at(20)
+    state.update(wd_incr_steps=999, wsd_decay_steps=7, lr_wsd_decay_style="linear")
+    scheduler = _scheduler("cosine", wd_incr_steps=110)
+    scheduler.load_state_dict(state)
+    assert scheduler.num_steps == 20
+    linear_wd = _scheduler("cosine", start_wd=0.0, end_wd=0.1, wd_incr_style="linear")
+    with pytest.raises(CheckpointError, match="wd_incr_style"):
+        linear_wd.load_state_dict(state)
+
+
+def test_checkpoint_without_some_settings_still_loads() -> None:
+    """A state written by an older version (fewer saved settings) resumes at its step."""
+    state = {key: value for key, value in _saved_cosine_at(20).items()
+             if key in ("max_lr", "min_lr", "lr_warmup_steps", "lr_decay_steps", "lr_decay_style", "num_steps")}
+    for options in (dict(), dict(use_checkpoint=True), dict(override=True)):
+        scheduler = _scheduler("cosine")
+        scheduler.load_state_dict(state, **options)
+        assert scheduler.num_steps == 20
 
 
 @pytest.mark.parametrize("kwargs, match", [
