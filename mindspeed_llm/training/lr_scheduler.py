@@ -39,8 +39,6 @@ from typing import Any, Dict, Optional
 
 import torch
 
-from core.checkpointing import CheckpointError
-
 LR_DECAY_STYLES = ("constant", "linear", "cosine", "inverse-square-root", "WSD")
 WSD_DECAY_STYLES = ("linear", "cosine", "exponential", "minus_sqrt")
 WD_INCR_STYLES = ("constant", "linear", "cosine")
@@ -188,7 +186,7 @@ class OptimizerParamScheduler:
                         use_checkpoint: bool = False) -> None:
         """Resume at the saved step (Megatron's semantics for the saved settings).
 
-        By default the saved settings must equal this scheduler's (a ``CheckpointError``
+        By default the saved settings must equal this scheduler's (a ``ValueError``
         names the ones that differ); ``override`` keeps this scheduler's settings and
         ``use_checkpoint`` takes the checkpoint's. The step count is restored in every case.
         """
@@ -212,7 +210,7 @@ class OptimizerParamScheduler:
                      for key in _STATE_KEYS if key in state and self._affects_schedule(key, state)
                      and state[key] != getattr(self, key)]
         if differing:
-            raise CheckpointError(
+            raise ValueError(
                 f"the checkpoint's learning-rate schedule differs from the flags: {'; '.join(differing)}; pass "
                 "--override-opt-param-scheduler to use the flags' schedule or --use-checkpoint-opt_param-scheduler "
                 "to use the checkpoint's")
