@@ -31,8 +31,11 @@ setup(
         "tqdm>=4.60",
     ],
     extras_require={
-        "test": ["pytest>=7", "pyarrow>=14"],
+        "test": ["pytest>=7", "pyarrow>=14", "tensorboard>=2.10", "matplotlib>=3.5"],
         "parquet": ["pyarrow>=14"],
         "npu": ["torch_npu"],
+        "tensorboard": ["tensorboard>=2.10"],  # --tensorboard-dir, tools/plot_loss.py on event files
+        "wandb": ["wandb>=0.15"],              # --wandb-project
+        "plot": ["matplotlib>=3.5"],           # tools/plot_loss.py
     },
 )
