@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from typing import Dict, Iterator
+from typing import Dict, Iterator, Tuple
 
 import numpy as np
 import torch
@@ -76,6 +76,18 @@ def model_parallel_seed(seed: int, tp_rank: int, pp_rank: int) -> None:
     accelerator().manual_seed(stage_seed)
     _TRACKER.reset()
     _TRACKER.add(MODEL_PARALLEL_RNG, stage_seed + _MODEL_PARALLEL_SEED_OFFSET + tp_rank)
+
+
+def get_dropout_rng_states() -> Tuple[torch.Tensor, torch.Tensor, Dict[str, torch.Tensor]]:
+    """The states dropout draws from: the default CPU and device generators and the tracker's."""
+    return torch.get_rng_state(), accelerator().get_rng_state(), _TRACKER.get_states()
+
+
+def set_dropout_rng_states(states: Tuple[torch.Tensor, torch.Tensor, Dict[str, torch.Tensor]]) -> None:
+    cpu_state, device_state, tracker_states = states
+    torch.set_rng_state(cpu_state)
+    accelerator().set_rng_state(device_state)  # on the CPU the same generator, set to the same state
+    _TRACKER.set_states(tracker_states)
 
 
 def _numpy_state_as_tensors() -> tuple:

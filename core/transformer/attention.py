@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import Group
+from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.config import TransformerConfig
@@ -64,8 +65,15 @@ class SelfAttention(nn.Module):
         if rotary is not None:
             cos, sin = rotary
             q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        context = self._core_attention(q, k, v)  # [s, b, np * hn]
+        if self._recompute_core_attention():  # selective recompute: softmax(QK^T)V and its dropout
+            context = checkpoint(self._core_attention, q, k, v)  # [s, b, np * hn]
+        else:
+            context = self._core_attention(q, k, v)
         return self.linear_proj(context)  # [s, b, h] ([s/tp, b, h] under SP)
+
+    def _recompute_core_attention(self) -> bool:
+        return (self.config.recompute_granularity == "selective" and self.training and torch.is_grad_enabled()
+                and not inside_checkpoint())
 
     def _core_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         s, b, nq, hn = q.shape

@@ -6,13 +6,14 @@ whatever the pipeline layout. Noop layers are parameterless identities.
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import Group
+from core.tensor_parallel.checkpoint import checkpoint
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
 from core.transformer.config import TransformerConfig
@@ -28,6 +29,35 @@ def hidden_dropout(x: torch.Tensor, p: float, training: bool, sequence_parallel:
         with get_rng_tracker().fork():
             return F.dropout(x, p, training=True)
     return F.dropout(x, p, training=True)
+
+
+def recompute_groups(num_layers: int, granularity: Optional[str], method: Optional[str],
+                     recompute_num_layers: Optional[int]) -> List[Tuple[range, bool]]:
+    """Consecutive runs of a chunk's layer positions and whether each run is checkpointed as one unit.
+
+    Megatron's full recompute: ``uniform`` checkpoints groups of
+    ``recompute_num_layers`` layers (the last group may be shorter); ``block``
+    checkpoints the first ``recompute_num_layers`` layers one by one and runs
+    the rest plainly. Any other granularity checkpoints no whole layer.
+    """
+    if granularity != "full":
+        return [(range(num_layers), False)]
+    if method is None or recompute_num_layers is None:
+        raise ValueError("--recompute-granularity full needs --recompute-method uniform|block and "
+                         "--recompute-num-layers N (as in Megatron)")
+    step = recompute_num_layers
+    if method == "uniform":
+        return [(range(i, min(i + step, num_layers)), True) for i in range(0, num_layers, step)]
+    if method == "block":
+        first = min(step, num_layers)
+        return [(range(i, i + 1), True) for i in range(first)] + [(range(first, num_layers), False)]
+    raise ValueError(f"--recompute-method {method!r} is not one of ('uniform', 'block')")
+
+
+def _run_layers(layers: List[nn.Module], hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
+    for layer in layers:
+        hidden = layer(hidden, rotary)
+    return hidden
 
 
 class TransformerLayer(nn.Module):
@@ -64,6 +94,7 @@ class TransformerBlock(nn.Module):
     def __init__(self, config: TransformerConfig, tp_group: Group, layer_numbers: Iterable[int],
                  post_process: bool) -> None:
         super().__init__()
+        self.config = config
         noop = set(config.noop_layers)
         self.layers = nn.ModuleDict({
             str(i): NoopTransformerLayer() if i in noop else TransformerLayer(config, tp_group)
@@ -75,8 +106,17 @@ class TransformerBlock(nn.Module):
                                               config.sequence_parallel, dtype=config.params_dtype)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
-        for layer in self.layers.values():
-            hidden = layer(hidden, rotary)
+        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
+        layers = list(self.layers.values())
+        cfg = self.config
+        granularity = cfg.recompute_granularity if self.training and torch.is_grad_enabled() else None
+        for positions, recompute in recompute_groups(len(layers), granularity, cfg.recompute_method,
+                                                     cfg.recompute_num_layers):
+            group = [layers[i] for i in positions]
+            if recompute and any(True for layer in group for _ in layer.parameters()):  # not only noop layers
+                hidden = checkpoint(_run_layers, group, hidden, rotary)
+            else:
+                hidden = _run_layers(group, hidden, rotary)
         if self.final_layernorm is not None:
             hidden = self.final_layernorm(hidden)
         return hidden

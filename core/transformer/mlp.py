@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import Group
+from core.tensor_parallel.checkpoint import inside_checkpoint, recompute_activation
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment
 from core.transformer.config import TransformerConfig
 
@@ -14,6 +15,7 @@ class MLP(nn.Module):
     def __init__(self, config: TransformerConfig, tp_group: Group) -> None:
         super().__init__()
         self.swiglu = config.swiglu
+        self.recompute_activation_function = config.recompute_activation_function
         ffn = config.ffn_hidden_size
         fc1_segments = (Segment(ffn), Segment(ffn)) if config.swiglu else (Segment(ffn),)
         self.linear_fc1 = ColumnParallelLinear(
@@ -25,9 +27,12 @@ class MLP(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         intermediate = self.linear_fc1(hidden)  # [s, b, (2) ffn/tp]
+        if self.recompute_activation_function and self.training and not inside_checkpoint():
+            return recompute_activation(self._activation, intermediate, self.linear_fc2)  # [s, b, h]
+        return self.linear_fc2(self._activation(intermediate))  # [s, b, h]
+
+    def _activation(self, intermediate: torch.Tensor) -> torch.Tensor:
         if self.swiglu:
             gate, up = intermediate.chunk(2, dim=-1)
-            intermediate = F.silu(gate) * up  # [s, b, ffn/tp]
-        else:
-            intermediate = F.gelu(intermediate)
-        return self.linear_fc2(intermediate)  # [s, b, h]
+            return F.silu(gate) * up  # [s, b, ffn/tp]
+        return F.gelu(intermediate)  # [s, b, ffn/tp]
