@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch.distributed as dist
 
-from mindspeed_llm.training.training import pretrain
+from mindspeed_llm.training.training import pretrain  # the pretraining task (pretrain_task.py)
 
 
 def main() -> None:

@@ -16,8 +16,8 @@ MFU = achieved FLOP/s per device / peak FLOP/s of the device
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Dict, Optional
 
 from core.transformer.config import TransformerConfig
 
@@ -50,17 +50,19 @@ class IterationStats:
     tflops_per_device: float
     mfu: float
     memory_gb: float
+    other_stats: Dict[str, float] = field(default_factory=dict)  # a task's statistics besides its loss
 
 
 def format_log_line(s: IterationStats) -> str:
     """Megatron's iteration line (parsers keep working) with our fields appended."""
     grad_norm = "" if s.grad_norm is None else f" grad norm: {s.grad_norm:.3f} |"
+    others = "".join(f" {name}: {value:.6E} |" for name, value in s.other_stats.items())
     return (f" iteration {s.iteration:8d}/{s.train_iters:8d} |"
             f" consumed samples: {s.consumed_samples:12d} |"
             f" elapsed time per iteration (ms): {s.elapsed_ms:.1f} |"
             f" learning rate: {s.learning_rate:.6E} |"
             f" global batch size: {s.global_batch_size:5d} |"
-            f" lm loss: {s.loss:.6E} |"
+            f" lm loss: {s.loss:.6E} |{others}"
             f" loss scale: {s.loss_scale:.1f} |{grad_norm}"
             f" number of skipped iterations: {s.skipped_iterations:3d} |"
             f" number of nan iterations: {s.nan_iterations:3d} |"

@@ -1,0 +1,213 @@
+"""One interface for a rank's model chunks under data parallelism: our DDP or PyTorch's FSDP.
+
+The trainer never asks which one it holds. :class:`DataParallelModels` owns the
+model chunks, the optimizer and whatever keeps their gradients (our bucketed
+fp32 buffers, or FSDP's sharded gradients), and answers the questions a
+training step and a checkpoint ask:
+
+    dp = DDPModels(chunks, DDPOptions(...), state, optimizer_config, grad_scaler)
+    dp.zero_grad()                       # before the step's first micro-batch
+    with dp.no_sync(): ...               # backward passes that must not start reductions
+    dp.finalize_grads()                  # DP (and TP / embedding) sums after the last backward
+    applied, norm = dp.optimizer.step()
+    dp.model_state(), dp.load_model_state(checkpoint)          # Megatron's ``model`` entries
+    dp.optimizer_state(), dp.extra_checkpoint_files(), dp.load_optimizer_state(checkpoint, directory)
+
+``model_state``, ``optimizer_state`` and ``extra_checkpoint_files`` may be
+collective over the DP group (FSDP gathers its shards, the distributed optimizer
+gathers its pieces): every rank calls them.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional
+
+import torch
+from torch import nn
+
+from core import checkpointing
+from core.distributed.fsdp import (FSDPOptimizer, finalize_fsdp_grads, fsdp_no_sync, full_model_state_dict,
+                                   full_optimizer_state_dict, load_full_model_state_dict,
+                                   load_full_optimizer_state_dict, wrap_fsdp1, wrap_fsdp2)
+from core.distributed.grad_buffer import GradBuffers, finalize_model_grads
+from core.optimizer.distrib_optimizer import DistributedOptimizer
+from core.optimizer.optimizer import GradScaler, LossScalingOptimizer, MixedPrecisionOptimizer, OptimizerConfig
+from core.parallel_state import ParallelState
+
+
+class DataParallelModels(ABC):
+    """Model chunks, their optimizer and their gradient synchronisation (see the module docstring)."""
+
+    models: List[nn.Module]
+    optimizer: LossScalingOptimizer
+
+    @property
+    def distributed_optimizer(self) -> bool:
+        """Whether the optimizer state is sharded over DP with Megatron's ``distrib_optim.pt`` beside it."""
+        return False
+
+    @abstractmethod
+    def zero_grad(self) -> None:
+        """Forget the previous step's gradients."""
+
+    @abstractmethod
+    def no_sync(self) -> contextlib.AbstractContextManager:
+        """Backward passes inside accumulate gradients without starting any DP reduction."""
+
+    @abstractmethod
+    def finalize_grads(self) -> None:
+        """Finish every gradient reduction (DP, and the TP sums the layers leave to the end)."""
+
+    def finish_param_sync(self) -> None:
+        """Weights complete on every rank (an overlapped all-gather may still be in flight)."""
+
+    @abstractmethod
+    def model_state(self) -> Dict[str, Any]:
+        """Megatron's ``model`` (or ``model0``, ``model1``, ...) checkpoint entries."""
+
+    @abstractmethod
+    def load_model_state(self, checkpoint: Dict[str, Any]) -> None:
+        """Load the model entries; RuntimeError or KeyError when they do not fit."""
+
+    @abstractmethod
+    def optimizer_state(self) -> Dict[str, Any]:
+        """The checkpoint's ``optimizer`` entry."""
+
+    def extra_checkpoint_files(self) -> Dict[str, Any]:
+        """Files written beside the rank's checkpoint file (by DP rank 0), name -> content."""
+        return {}
+
+    @abstractmethod
+    def load_optimizer_state(self, checkpoint: Dict[str, Any], directory: str) -> None:
+        """Restore the optimizer from a checkpoint (and the files beside it in ``directory``)."""
+
+    def reload_model_params(self) -> None:
+        """Refresh master weights from the model after loading model weights only."""
+        self.optimizer.reload_model_params()
+
+
+@dataclass
+class DDPOptions:
+    """Our data parallelism: fp32 (or fp16) bucketed gradient buffers and the optimizer over them."""
+
+    grad_dtype: torch.dtype = torch.float32
+    bucket_size: Optional[int] = None
+    overlap_grad_reduce: bool = False
+    use_distributed_optimizer: bool = False
+    overlap_param_gather: bool = False
+
+
+class DDPModels(DataParallelModels):
+    """Model chunks with one :class:`GradBuffers` each; a mixed-precision or distributed optimizer."""
+
+    def __init__(self, models: List[nn.Module], options: DDPOptions, state: ParallelState,
+                 optimizer_config: OptimizerConfig, grad_scaler: Optional[GradScaler]) -> None:
+        self.models, self.state = models, state
+        self.grad_buffers = [GradBuffers(m, grad_dtype=options.grad_dtype, dp_group=state.dp_group,
+                                         bucket_size=options.bucket_size,
+                                         overlap_grad_reduce=options.overlap_grad_reduce,
+                                         distributed_optimizer=options.use_distributed_optimizer)
+                             for m in models]
+        if options.use_distributed_optimizer:
+            self.optimizer = DistributedOptimizer(models, self.grad_buffers, optimizer_config, state, grad_scaler,
+                                                  overlap_param_gather=options.overlap_param_gather)
+        else:
+            self.optimizer = MixedPrecisionOptimizer(models, optimizer_config, state, grad_scaler)
+
+    @property
+    def distributed_optimizer(self) -> bool:
+        return isinstance(self.optimizer, DistributedOptimizer)
+
+    def zero_grad(self) -> None:
+        for buffers in self.grad_buffers:
+            buffers.zero()
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            for buffers in self.grad_buffers:
+                stack.enter_context(buffers.no_sync())
+            yield
+
+    def finalize_grads(self) -> None:
+        finalize_model_grads(self.models, self.grad_buffers, self.state)
+
+    def finish_param_sync(self) -> None:
+        if self.distributed_optimizer:
+            self.optimizer.finish_param_sync()
+
+    def model_state(self) -> Dict[str, Any]:
+        return checkpointing.model_state_dicts(self.models)
+
+    def load_model_state(self, checkpoint: Dict[str, Any]) -> None:
+        checkpointing.load_model_state_dicts(self.models, checkpoint)
+
+    def optimizer_state(self) -> Dict[str, Any]:
+        return self.optimizer.state_dict()
+
+    def extra_checkpoint_files(self) -> Dict[str, Any]:
+        if not self.distributed_optimizer:
+            return {}
+        return {checkpointing.DISTRIB_OPTIM_FILENAME: self.optimizer.sharded_state()}  # collective over DP
+
+    def load_optimizer_state(self, checkpoint: Dict[str, Any], directory: str) -> None:
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        if self.distributed_optimizer:
+            shards = os.path.join(directory, checkpointing.DISTRIB_OPTIM_FILENAME)
+            self.optimizer.load_sharded_state(checkpointing.load_file(shards))
+
+
+@dataclass
+class FSDPOptions:
+    """PyTorch's FSDP over our DP ranks: ``fsdp2`` (fully_shard) or ``fsdp1`` (FullyShardedDataParallel)."""
+
+    kind: str = "fsdp2"
+    bf16: bool = False
+    hsdp_replicate: int = 1
+
+
+class FSDPModels(DataParallelModels):
+    """One fp32 model sharded over DP by PyTorch's FSDP (bf16 as its compute dtype); no pipeline chunks."""
+
+    def __init__(self, model: nn.Module, options: FSDPOptions, state: ParallelState,
+                 optimizer_config: OptimizerConfig) -> None:
+        self.state = state
+        self.model = _wrap_fsdp(model, options, state)
+        self.models = [self.model]
+        self.optimizer = FSDPOptimizer(self.model, optimizer_config, state)
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad()
+
+    def no_sync(self) -> contextlib.AbstractContextManager:
+        return fsdp_no_sync(self.model)
+
+    def finalize_grads(self) -> None:
+        finalize_fsdp_grads(self.model, self.state)
+
+    def model_state(self) -> Dict[str, Any]:
+        return {"model": full_model_state_dict(self.model, self.state)}  # collective over DP
+
+    def load_model_state(self, checkpoint: Dict[str, Any]) -> None:
+        load_full_model_state_dict(self.model, checkpoint["model"])
+
+    def optimizer_state(self) -> Dict[str, Any]:
+        return {"optimizer": full_optimizer_state_dict(self.model, self.optimizer, self.state)}  # collective
+
+    def load_optimizer_state(self, checkpoint: Dict[str, Any], directory: str) -> None:
+        load_full_optimizer_state_dict(self.model, self.optimizer, checkpoint["optimizer"]["optimizer"])
+
+
+def _wrap_fsdp(model: nn.Module, options: FSDPOptions, state: ParallelState) -> nn.Module:
+    from torch.distributed.fsdp import MixedPrecision
+
+    if options.kind == "fsdp2":
+        return wrap_fsdp2(model, state, param_dtype=torch.bfloat16 if options.bf16 else None,
+                          hsdp_replicate=options.hsdp_replicate)
+    precision = MixedPrecision(torch.bfloat16, torch.float32) if options.bf16 else None
+    strategy = "HYBRID_SHARD" if options.hsdp_replicate > 1 else "FULL_SHARD"
+    return wrap_fsdp1(model, state, mixed_precision=precision, sharding_strategy=strategy,
+                      hsdp_replicate=options.hsdp_replicate)

@@ -1,0 +1,57 @@
+"""The pretraining task behind ``pretrain_gpt.py``: next-token prediction on packed token windows.
+
+Data: ``--mock-data`` (random tokens) or indexed ``.bin/.idx`` data
+(``--data-path`` with ``--split``, or per-split blends), each sample
+``seq_length + 1`` tokens. The loss is the mean per-token cross-entropy (with
+``--label-smoothing-factor``), logged as ``lm loss``.
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Dict, List, Tuple
+
+import torch
+from torch import nn
+
+from core import checkpointing
+from core.datasets.gpt_dataset import build_pretraining_datasets
+from core.datasets.mock_dataset import MockGPTDataset
+from mindspeed_llm.arguments import check_pretraining_data
+from mindspeed_llm.training.task import Batch, Splits, TrainingTask
+
+VALIDATION_SEED_OFFSET = 1
+
+
+class PretrainTask(TrainingTask):
+    name = "pretrain"
+    stat_names = ("lm loss",)
+
+    def validate(self, args: argparse.Namespace) -> None:
+        check_pretraining_data(args)
+
+    def build_datasets(self, args: argparse.Namespace, num_samples: Tuple[int, int, int]) -> Splits:
+        """Synthetic with --mock-data, else indexed data (index caches built by rank 0 first)."""
+        train, valid, test = num_samples
+        if args.mock_data:
+            return (MockGPTDataset(train, args.seq_length, args.vocab_size, args.seed),
+                    MockGPTDataset(max(valid, 1), args.seq_length, args.vocab_size,
+                                   args.seed + VALIDATION_SEED_OFFSET), None)
+        return build_pretraining_datasets(
+            args.data_path, args.split, args.train_data_path, args.valid_data_path, args.test_data_path,
+            args.seq_length, args.seed, num_samples, cache_path=args.data_cache_path,
+            is_rank0_first_barrier=checkpointing.barrier)
+
+    def collate(self, samples: List[Dict[str, torch.Tensor]]) -> Batch:
+        text = torch.stack([s["text"] for s in samples])  # [b, s + 1]
+        tokens, labels = text[:, :-1].contiguous(), text[:, 1:].contiguous()
+        return {"tokens": tokens, "labels": labels, "loss_mask": torch.ones_like(labels, dtype=torch.float32)}
+
+    def forward_step(self, batch: Batch, model: nn.Module) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        """Mean per-token loss of the micro-batch; a stage without the output layer returns activations."""
+        per_token = model(batch["tokens"], labels=batch["labels"],
+                          label_smoothing=self.args.label_smoothing_factor)  # [b, s] fp32
+        if not model.post_process:
+            return per_token, {}  # [s, b, h] activations for the next stage
+        mask = batch["loss_mask"]
+        loss = (per_token * mask).sum() / mask.sum()
+        return loss, {"lm loss": loss.detach()}

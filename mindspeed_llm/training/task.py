@@ -1,0 +1,92 @@
+"""Training tasks: what a stage (pretraining, SFT, DPO, a reward model, GRPO) adds to the one trainer.
+
+The trainer (``training.py``) owns the loop, the pipeline schedules, the
+optimizer step, checkpoints and logging, and never knows which stage it runs
+(DESIGN.md, principle 11). A task owns everything else:
+
+- ``validate(args)``: the task's own flag checks, raising ``ArgumentError``
+  before any process group exists;
+- ``build_datasets(args, num_samples)``: the (train, valid, test) datasets,
+  each indexable and sized, or None for a split that does not exist;
+- ``collate(samples)``: one micro-batch, a dict of CPU tensors, from a list of
+  samples (it runs in DataLoader workers with ``--num-workers``);
+- ``forward_step(batch, model)``: on the model's last pipeline stage the scalar
+  loss of the micro-batch (mean over what it averages) and a dict of detached
+  scalar statistics; on any other stage the stage's output activations and
+  ``{}``;
+- ``stat_names``: the names of those statistics, the same on every rank (ranks
+  that compute none still join their reduction). The first is the objective,
+  logged in Megatron's line as ``lm loss`` so log parsers keep working;
+  the others follow it as ``name: value``.
+
+Adding a task (developer note): write a subclass in its own module, e.g.
+``mindspeed_llm/posttrain/dpo.py``::
+
+    class DPOTask(TrainingTask):
+        name = "dpo"
+        stat_names = ("lm loss", "rewards/chosen", "rewards/accuracy")
+
+        def build_datasets(self, args, num_samples): ...   # pairs from preprocess_data.py
+        def collate(self, samples): ...                    # chosen and rejected rows in one batch
+        def forward_step(self, batch, model): ...          # policy / reference log-ratios -> loss
+
+and start training with ``training.run(argv, DPOTask)`` (or ``setup(argv, DPOTask)``
+in tests). Nothing in ``training.py`` changes. Batches are read with the
+trainer's resumable sampler (consecutive samples, each DP rank its block); a
+task whose data is generated during training (GRPO rollouts) overrides
+``batches``.
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+Batch = Dict[str, torch.Tensor]
+Splits = Tuple[Optional[Dataset], Optional[Dataset], Optional[Dataset]]
+
+
+class TrainingTask:
+    """The interface the trainer calls (see the module docstring); subclasses fill it in."""
+
+    name: str = "task"
+    stat_names: Tuple[str, ...] = ("lm loss",)
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+
+    @property
+    def loss_name(self) -> str:
+        """The objective: the first statistic, printed as Megatron's ``lm loss``."""
+        return self.stat_names[0]
+
+    def validate(self, args: argparse.Namespace) -> None:
+        """Task-specific flag checks (ArgumentError); called before any process-group work."""
+
+    def build_datasets(self, args: argparse.Namespace, num_samples: Tuple[int, int, int]) -> Splits:
+        raise NotImplementedError
+
+    def collate(self, samples: List[Dict[str, torch.Tensor]]) -> Batch:
+        raise NotImplementedError
+
+    def forward_step(self, batch: Batch, model: nn.Module) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        raise NotImplementedError
+
+    def batches(self, dataset: Dataset, batch_sampler: Iterable[List[int]], num_workers: int,
+                device: torch.device) -> Iterator[Batch]:
+        """Micro-batches on ``device``: the sampler's index lists, collated (in workers with ``num_workers``)."""
+        loader = DataLoader(dataset, batch_sampler=batch_sampler, collate_fn=self.collate,
+                            num_workers=num_workers, pin_memory=device.type == "cuda")
+        for batch in loader:
+            yield {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+
+
+def stack_stats(stats: Sequence[Dict[str, torch.Tensor]], names: Sequence[str],
+                device: torch.device) -> torch.Tensor:
+    """``[len(names)]`` means over the micro-batches' statistics (zeros on ranks that have none)."""
+    if not stats:
+        return torch.zeros(len(names), device=device)
+    return torch.stack([torch.stack([s[name] for s in stats]).mean() for name in names])
