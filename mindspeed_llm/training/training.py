@@ -43,6 +43,7 @@ from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed,
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.arguments import ArgumentError, parse_and_validate, set_vocab_size, transformer_config_from_args
 from mindspeed_llm.tokenizer import build_tokenizer
+from mindspeed_llm.training.loggers import MetricWriters, build_metric_writers, iteration_values
 from mindspeed_llm.training.lr_scheduler import scheduler_from_args
 from mindspeed_llm.training.metrics import IterationStats, format_log_line, training_flops_per_token
 from mindspeed_llm.training.pretrain_task import PretrainTask
@@ -373,15 +374,15 @@ def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pre
     return trainer
 
 
-def _log(trainer: Trainer, result: StepResult, window: Dict[str, Any]) -> IterationStats:
-    """Print Megatron's line for the window since the last one; return its figures for the writers."""
+def iteration_stats(trainer: Trainer, result: StepResult, window: Dict[str, Any]) -> IterationStats:
+    """The figures of Megatron's line, averaged over ``window`` (the iterations since the last line)."""
     args = trainer.args
     elapsed = window["time"] / window["iters"]
     tokens_per_second = args.global_batch_size * args.seq_length / elapsed
     tflops = trainer.flops_per_token * tokens_per_second / trainer.state.world_size / 1e12
     means = {name: total / window["iters"] for name, total in window["stats"].items()}
     loss_name = trainer.task.loss_name
-    stats = IterationStats(
+    return IterationStats(
         iteration=trainer.iteration, train_iters=args.train_iters, consumed_samples=trainer.consumed_samples,
         elapsed_ms=1000 * elapsed, learning_rate=trainer.scheduler.get_lr(),
         global_batch_size=args.global_batch_size, loss=means[loss_name],
@@ -391,8 +392,16 @@ def _log(trainer: Trainer, result: StepResult, window: Dict[str, Any]) -> Iterat
         mfu=tflops / peak_tflops(args.peak_tflops, half_precision=args.bf16 or args.fp16),
         memory_gb=trainer.acc.max_memory_gb(),
         other_stats={name: value for name, value in means.items() if name != loss_name})
-    print_rank_last(format_log_line(stats))
-    return stats
+
+
+def _write_iteration(trainer: Trainer, writers: MetricWriters, result: StepResult, elapsed: float) -> None:
+    """This iteration's own figures to TensorBoard / W&B (Megatron writes per iteration, not windows)."""
+    if not writers.wants(trainer.iteration):
+        return
+    window = _empty_window()
+    _accumulate(window, result, elapsed)
+    values = iteration_values(iteration_stats(trainer, result, window))
+    writers.scalars(values, trainer.iteration, consumed_samples=trainer.consumed_samples, timers=result.timers)
 
 
 def _print_validation(trainer: Trainer, stats: Dict[str, float]) -> None:
@@ -422,6 +431,12 @@ def train(trainer: Trainer) -> Trainer:
     if trainer.iteration >= args.train_iters:  # a finished run that was resumed: nothing to do
         print_rank_0(f"already at iteration {trainer.iteration} of --train-iters {args.train_iters}; nothing to train")
         return trainer
+    with build_metric_writers(args, is_last_rank()) as writers:
+        return _train_loop(trainer, writers)
+
+
+def _train_loop(trainer: Trainer, writers: MetricWriters) -> Trainer:
+    args = trainer.args
     iterator = trainer.train_iterator()
     window = _empty_window()
     saved_at = -1
@@ -430,13 +445,17 @@ def train(trainer: Trainer) -> Trainer:
         start = time.perf_counter()
         result = trainer.train_step(iterator)
         trainer.acc.synchronize()
-        _accumulate(window, result, time.perf_counter() - start)
+        elapsed = time.perf_counter() - start
+        _accumulate(window, result, elapsed)
+        _write_iteration(trainer, writers, result, elapsed)
         if trainer.iteration % args.log_interval == 0:
-            _log(trainer, result, window)
+            print_rank_last(format_log_line(iteration_stats(trainer, result, window)))
             window = _empty_window()
         if (args.eval_interval and args.eval_iters and trainer.iteration % args.eval_interval == 0
                 and trainer.datasets()[1] is not None):
-            _print_validation(trainer, trainer.evaluate())
+            validation = trainer.evaluate()
+            _print_validation(trainer, validation)
+            writers.validation(validation, trainer.iteration, consumed_samples=trainer.consumed_samples)
         if args.save and args.save_interval and trainer.iteration % args.save_interval == 0:
             trainer.save()
             saved_at = trainer.iteration
