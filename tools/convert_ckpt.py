@@ -49,7 +49,7 @@ What it writes:
 
 Every tensor goes through one canonical form, the Hugging Face tensors of the
 registry's weight map (``mindspeed_llm/models/registry.py``), and is split or
-joined over TP with the production shard specs (``param.tp_shard`` of a
+joined over TP with the production shard specs (``param_meta(param).tp_shard`` of a
 ``GPTModel`` built on the meta device). Parameter names carry global layer
 numbers, so joining pipeline stages is a union of their state dicts (the last
 stage's tied-embedding copy is dropped). Tensors stream one at a time, layer
@@ -89,11 +89,10 @@ from core.checkpointing import (
     read_tracker,
     write_tracker,
 )
-from core.models.gpt_model import EMBEDDING_WEIGHT, GPTModel
-from core.parallel_state import Group
+from core.models.gpt_model import EMBEDDING_WEIGHT, GPTModel, layout_state
 from core.pipeline_parallel.layout import (LayoutError, Placement, chunk_specs, resolve_virtual_pipeline,
                                           stage_layers)
-from core.tensor_parallel.layers import TPShard
+from core.tensor_parallel.param_meta import TPShard, full_shape, param_meta
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (
     IGNORED_HF_TENSORS,
@@ -226,17 +225,13 @@ class ModelLayout:
         self.config, self.tp = config, config.tensor_model_parallel_size
         self.placement: Placement = placement or [[list(range(config.num_layers))]]
         self.pp, self.vpp = len(self.placement), len(self.placement[0])
-        group = Group(list(range(self.tp)), None, 0)
+        state = layout_state(self.tp)
         with torch.device("meta"):
-            model = GPTModel(config, group)
+            model = GPTModel(config, state)
         self.shards: Dict[str, Optional[TPShard]] = {}
         self.full_shapes: Dict[str, Tuple[int, ...]] = {}
         for name, param in model.named_parameters():
-            shard = getattr(param, "tp_shard", None)
-            shape = list(param.shape)
-            if shard is not None:
-                shape[shard.dim] = shard.full_size
-            self.shards[name], self.full_shapes[name] = shard, tuple(shape)
+            self.shards[name], self.full_shapes[name] = param_meta(param).tp_shard, tuple(full_shape(param))
         del model
         self.names: List[str] = list(self.shards)
         self.rules = {name: find_rule(rules, name) for name in self.names}
@@ -250,12 +245,12 @@ class ModelLayout:
             stage_names = []
             for chunk, spec in enumerate(chunk_specs(self.placement, stage)):
                 with torch.device("meta"):
-                    part = GPTModel(config, group, pre_process=spec.pre_process, post_process=spec.post_process,
+                    part = GPTModel(config, state, pre_process=spec.pre_process, post_process=spec.post_process,
                                     layer_numbers=spec.layer_numbers)
                 names = []
                 for name, param in part.named_parameters():
                     where = (stage, chunk, name)
-                    self.local_shards[where] = getattr(param, "tp_shard", None)
+                    self.local_shards[where] = param_meta(param).tp_shard
                     self.local_shapes[where] = tuple(param.shape)
                     names.append(name)
                     if self.is_tied_copy(name):

@@ -15,16 +15,23 @@ those local tensors further over DP. Every TP rank of a DP position holds
 tensors of the same local shape, so FSDP cuts them at the same places and
 each rank's DP shard covers the same *flat window* ``[start, start + n)`` of
 its TP-local tensor. That is what makes the two TP gradient sums FSDP knows
-nothing about correct on shards:
+nothing about correct on shards (both read the parameter's ``ParamMeta``,
+recorded before wrapping and put back on the wrapped parameters):
 
-- sequence-parallel parameters (replicated over TP, fed a sequence shard):
-  the local shards are all-reduced over TP, element by element;
+- gradients that are partial sums over TP (``grad_partial_over_tp``: norms and
+  row-parallel biases under sequence parallelism): the local shards are
+  all-reduced over TP, element by element;
 - replicated KV heads: inside the window, the elements of each replicated
-  segment are summed over the TP ranks that hold the same head.
+  segment are summed over the TP ranks that hold the same head
+  (:func:`~core.tensor_parallel.param_meta.sum_replicas_over_tp`, the helper DDP uses
+  with the whole tensor as the window).
+
+Expert parameters (``ParamMeta.is_expert``) are refused for now: they need a mesh
+over the expert-DP group.
 
 Training step (see ``tests/distributed/test_fsdp.py``)::
 
-    model = wrap_fsdp2(build_model(config, state.tp_group, device, seed), state)
+    model = wrap_fsdp2(build_model(config, state, device, seed), state)
     optimizer = FSDPOptimizer(model, OptimizerConfig(...), state)
     loss.backward()                       # FSDP reduce-scatters over DP (mean)
     finalize_fsdp_grads(model, state)     # TP sums on the shards
@@ -52,13 +59,13 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 
-from core.optimizer.clip_grads import clip_grads
+from core.optimizer.clip_grads import norm_squared_of_range
 from core.optimizer.optimizer import LossScalingOptimizer, OptimizerConfig, build_torch_optimizer
 from core.parallel_state import GROUP_DIMS, Group, ParallelState, group_ranks
 from core.tensor_parallel.mappings import all_reduce
+from core.tensor_parallel.param_meta import ParamMeta, param_meta, set_meta, sum_replicas_over_tp
 
 SHARDING_STRATEGIES = ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")
-_KEPT_ATTRIBUTES = ("tp_shard", "sequence_parallel", "init_method", "init_shape")
 _FSDP1_PREFIXES = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.")
 
 
@@ -66,11 +73,11 @@ _FSDP1_PREFIXES = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.")
 
 @dataclass
 class ParamSpec:
-    """What a parameter was before FSDP: TP-local shape, our attributes, and its DP window."""
+    """What a parameter was before FSDP: TP-local shape, its metadata, and its DP window."""
 
     name: str
     shape: torch.Size
-    attributes: Dict[str, object]
+    meta: ParamMeta
     flat_start: int = 0  # offset of this rank's DP shard in the flattened TP-local tensor
 
     @property
@@ -105,8 +112,11 @@ def fsdp_info(model: nn.Module) -> FSDPInfo:
 def _record_specs(model: nn.Module) -> Dict[str, ParamSpec]:
     specs = {}
     for name, param in model.named_parameters():
-        attributes = {a: getattr(param, a) for a in _KEPT_ATTRIBUTES if hasattr(param, a)}
-        specs[name] = ParamSpec(name, param.shape, attributes)
+        meta = param_meta(param)
+        if meta.is_expert:
+            raise NotImplementedError(f"FSDP of expert parameters ({name}) is not supported yet: it needs a "
+                                      "mesh over the expert-DP group; use DDP (drop --use-torch-fsdp2/--use-torch-fsdp)")
+        specs[name] = ParamSpec(name, param.shape, meta)
     return specs
 
 
@@ -116,10 +126,10 @@ def named_fsdp_params(model: nn.Module) -> Iterator[Tuple[str, nn.Parameter]]:
         yield clean_name(name), param
 
 
-def _restore_attributes(model: nn.Module, specs: Dict[str, ParamSpec]) -> None:
-    """fully_shard replaces each parameter by a DTensor one: put our attributes back."""
+def _restore_meta(model: nn.Module, specs: Dict[str, ParamSpec]) -> None:
+    """fully_shard replaces each parameter by a DTensor one: put its metadata back (FSDP1 too)."""
     for name, param in named_fsdp_params(model):
-        vars(param).update(specs[name].attributes)
+        set_meta(param, specs[name].meta)
 
 
 # --------------------------------------------------------------------------- groups and meshes
@@ -224,7 +234,7 @@ def wrap_fsdp2(model: nn.Module, state: ParallelState, *, param_dtype: Optional[
     for layer in transformer_layers(model):
         fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
     fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
-    _restore_attributes(model, specs)
+    _restore_meta(model, specs)
     _set_fsdp2_windows(model, specs)
     model.fsdp_info = FSDPInfo("fsdp2", shard, rep, specs)
     return model
@@ -288,6 +298,7 @@ def wrap_fsdp1(model: nn.Module, state: ParallelState, *, mixed_precision=None,
     wrapped = FSDP(model, process_group=process_group, sharding_strategy=ShardingStrategy[sharding_strategy],
                    auto_wrap_policy=policy, mixed_precision=mixed_precision, use_orig_params=True,
                    device_id=device)  # an explicit device: FSDP1 refuses CPU modules otherwise
+    _restore_meta(wrapped, specs)
     _set_fsdp1_windows(wrapped, specs)
     if sharding_strategy == "NO_SHARD":
         shard = Group([state.rank], None, 0)
@@ -309,36 +320,6 @@ def local_grad(param: nn.Parameter) -> Optional[torch.Tensor]:
     return grad.view(-1)
 
 
-def _replicated_segment_masks(spec: ParamSpec, tp: int, window: int) -> List[Tuple[torch.Tensor, int, int]]:
-    """Per replicated segment: (mask over this rank's flat window, units, this rank's unit)."""
-    shard = spec.attributes.get("tp_shard")
-    result, offset = [], 0
-    for seg in shard.segments:
-        rows = seg.local_units(tp) * seg.unit_size
-        if seg.is_replicated(tp):
-            mask = torch.zeros(spec.shape, dtype=torch.bool)
-            mask.narrow(shard.dim, offset, rows).fill_(True)
-            result.append((mask.view(-1)[spec.flat_start:spec.flat_start + window], seg))
-        offset += rows
-    return result
-
-
-def _reduce_replicated_window(grad: torch.Tensor, spec: ParamSpec, tp_group: Group) -> None:
-    """Sum the replicas' partial gradients of replicated units inside this rank's window.
-
-    Each rank writes its unit's elements into its unit's slot of a zero buffer;
-    one all-reduce over TP sums the replicas of every unit at once.
-    """
-    for mask, seg in _replicated_segment_masks(spec, tp_group.size, grad.numel()):
-        mask = mask.to(grad.device)
-        mine = grad[mask]
-        buffer = mine.new_zeros((seg.units, mine.numel()))
-        unit = seg.first_unit(tp_group.rank, tp_group.size)
-        buffer[unit].copy_(mine)
-        all_reduce(buffer, tp_group)
-        grad[mask] = buffer[unit]
-
-
 def _flat_all_reduce(tensors: List[torch.Tensor], group: Group) -> None:
     if not tensors or group.size == 1:
         return
@@ -358,37 +339,21 @@ def finalize_fsdp_grads(model: nn.Module, state: ParallelState) -> None:
     if tp_group.size == 1:
         return
     info = fsdp_info(model)
-    sequence_parallel = []
+    partial = []
     for name, param in named_fsdp_params(model):
         grad = local_grad(param)
         if grad is None or grad.numel() == 0:
             continue
         spec = info.specs[name]
-        if spec.attributes.get("sequence_parallel", False):
-            sequence_parallel.append(grad)
-        shard = spec.attributes.get("tp_shard")
+        if spec.meta.grad_partial_over_tp:
+            partial.append(grad)
+        shard = spec.meta.tp_shard
         if shard is not None and shard.has_replicas(tp_group.size):
-            _reduce_replicated_window(grad, spec, tp_group)
-    _flat_all_reduce(sequence_parallel, tp_group)
+            sum_replicas_over_tp(grad, shard, spec.shape, spec.flat_start, tp_group)
+    _flat_all_reduce(partial, tp_group)
 
 
 # --------------------------------------------------------------------------- grad norm and optimizer
-
-def _norm_weights(spec: ParamSpec, tp_rank: int, tp: int, window: int) -> Optional[torch.Tensor]:
-    """Per-element weights that count every TP replica once; None means all ones."""
-    shard = spec.attributes.get("tp_shard")
-    if shard is None:
-        return None if tp_rank == 0 else torch.zeros(window)
-    if not shard.has_replicas(tp):
-        return None
-    weights, offset = torch.ones(spec.shape), 0
-    for seg in shard.segments:
-        rows = seg.local_units(tp) * seg.unit_size
-        if seg.is_replicated(tp):
-            weights.narrow(shard.dim, offset, rows).fill_(seg.units / tp)
-        offset += rows
-    return weights.view(-1)[spec.flat_start:spec.flat_start + window]
-
 
 @torch.no_grad()
 def fsdp_grad_norm(model: nn.Module, state: ParallelState) -> float:
@@ -402,9 +367,8 @@ def fsdp_grad_norm(model: nn.Module, state: ParallelState) -> float:
         if grad is None or grad.numel() == 0:
             continue
         device = grad.device
-        squares = grad.float().pow(2)
-        weights = _norm_weights(info.specs[name], tp_group.rank, tp_group.size, grad.numel())
-        part = squares.sum() if weights is None else (squares * weights.to(device)).sum()
+        spec = info.specs[name]
+        part = norm_squared_of_range(param, grad, spec.flat_start, tp_group.rank, tp_group.size, spec.shape)
         total = total.to(device) + part
     total = total.reshape(1).to(device or torch.device("cpu"))
     all_reduce(total, info.shard_group)
@@ -437,21 +401,19 @@ class FSDPOptimizer(LossScalingOptimizer):
         self.model, self.config, self.state = model, config, state
         self.optimizer = build_torch_optimizer(fsdp_param_groups(model), config, allow_fused=False)
 
-    def _local_grads(self) -> List[torch.Tensor]:
+    def _attach_grads(self) -> List[torch.Tensor]:
+        """The gradient shards FSDP left on the parameters (clipped in place)."""
         grads = (local_grad(p) for g in self.param_groups for p in g["params"])
         return [g for g in grads if g is not None and g.numel() > 0]
 
-    @torch.no_grad()
-    def step(self) -> Tuple[bool, Optional[float]]:
-        """Norm, clip, step, drop the gradients. Returns (applied, grad norm)."""
-        norm = fsdp_grad_norm(self.model, self.state)
-        clip_grads(self._local_grads(), norm, self.config.clip_grad)
-        self.optimizer.step()
+    def _grad_norm(self, grads: List[torch.Tensor]) -> float:
+        return fsdp_grad_norm(self.model, self.state)
+
+    def _drop_grads(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
-        return True, norm
 
     def zero_grad(self) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
+        self._drop_grads()
 
     def state_dict(self) -> Dict:
         """This rank's sharded optimizer state (see :func:`full_optimizer_state_dict` for a full one)."""

@@ -23,8 +23,12 @@ With the distributed optimizer, parameters also live in a contiguous
 all-gathered straight into the model's weights. Each bucket is padded to a
 multiple of the DP size and DP rank ``r`` owns the ``r``-th chunk of every bucket.
 
-``finalize_model_grads`` then makes the gradients those of the full model:
-sums over TP of sequence-parallel parameters, sums over replicas of
+Expert parameters (``ParamMeta.is_expert``) sit in buffers of their own whose
+buckets reduce over the expert-DP group instead of the DP group.
+
+``finalize_model_grads`` then makes the gradients those of the full model
+(all read from each parameter's :class:`~core.tensor_parallel.param_meta.ParamMeta`):
+sums over TP of gradients that are partial sums there, sums over replicas of
 replicated KV heads, the DP mean and, for tied embeddings split over pipeline
 stages, the sum of both copies' gradients over the embedding group.
 """
@@ -38,8 +42,8 @@ import torch.distributed as dist
 from torch import nn
 
 from core.parallel_state import Group, ParallelState
-from core.tensor_parallel.layers import reduce_replicated_grads
 from core.tensor_parallel.mappings import all_reduce
+from core.tensor_parallel.param_meta import param_meta, sum_replicas_over_tp
 
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
@@ -111,7 +115,7 @@ class Bucket:
 def _bucket_ranges(params: List[nn.Parameter], bucket_size: int, pad_to: int) -> List[Tuple[int, int, list]]:
     """Split params (in order) into buckets of about ``bucket_size`` elements: (start, end, params).
 
-    A word-embedding weight shared over pipeline stages (``shared_embedding``) gets a
+    A word-embedding weight shared across pipeline stages (``shared_across_stages``) gets a
     bucket of its own: both stages then cut it into the same DP chunks, so summing its
     gradient over the embedding group stays right after a reduce-scatter.
     """
@@ -127,7 +131,7 @@ def _bucket_ranges(params: List[nn.Parameter], bucket_size: int, pad_to: int) ->
             start, current, size = start + padded, [], 0
 
     for param in params:
-        alone = getattr(param, "shared_embedding", False)
+        alone = param_meta(param).shared_across_stages
         if alone:
             close()
         current.append(param)
@@ -179,20 +183,32 @@ class GradBuffers:
 
     def __init__(self, module: nn.Module, grad_dtype: Optional[torch.dtype] = torch.float32,
                  dp_group: Optional[Group] = None, bucket_size: Optional[int] = None,
-                 overlap_grad_reduce: bool = False, distributed_optimizer: bool = False) -> None:
+                 overlap_grad_reduce: bool = False, distributed_optimizer: bool = False,
+                 expert_dp_group: Optional[Group] = None) -> None:
         self.dp_group = dp_group or Group([0])
+        self.expert_dp_group = expert_dp_group
         self.overlap_grad_reduce = overlap_grad_reduce
         self.sync_enabled = True
         params = [p for p in module.parameters() if p.requires_grad]
-        by_dtype: Dict[Tuple[torch.dtype, torch.dtype], List[nn.Parameter]] = {}
+        # (param dtype, grad dtype, expert) -> parameters, in reverse order of registration
+        by_kind: Dict[Tuple[torch.dtype, torch.dtype, bool], List[nn.Parameter]] = {}
         for param in reversed(params):
-            by_dtype.setdefault((param.dtype, grad_dtype or param.dtype), []).append(param)
+            by_kind.setdefault((param.dtype, grad_dtype or param.dtype, param_meta(param).is_expert), []).append(param)
         device = params[0].device if params else torch.device("cpu")
-        self.buffers = [GradBuffer(group, gdtype, device, self.dp_group, bucket_size or DEFAULT_BUCKET_SIZE,
-                                   distributed_optimizer) for (_, gdtype), group in by_dtype.items()]
+        self.buffers = [GradBuffer(group, gdtype, device, self._dp_group_for(expert),
+                                   bucket_size or DEFAULT_BUCKET_SIZE, distributed_optimizer)
+                        for (_, gdtype, expert), group in by_kind.items()]
         self.bucket_of = {id(p): bucket for buf in self.buffers for bucket in buf.buckets for p in bucket.params}
         self.handles = [p.register_post_accumulate_grad_hook(self._hook) for p in params]
         self.reset()
+
+    def _dp_group_for(self, expert: bool) -> Group:
+        if not expert:
+            return self.dp_group
+        if self.expert_dp_group is None:
+            raise ValueError("the model has expert parameters: pass GradBuffers(expert_dp_group="
+                             "state.group('expert_dp'))")
+        return self.expert_dp_group
 
     @property
     def buckets(self) -> List[Bucket]:
@@ -242,7 +258,7 @@ class GradBuffers:
 
 
 def _sum_over_tp(params: Iterable[nn.Parameter], tp_group: Group) -> None:
-    """All-reduce the gradients of TP-replicated parameters fed a sequence shard."""
+    """All-reduce, in one flat collective, the gradients that are partial sums over TP."""
     grads = [p.main_grad for p in params]
     if not grads or tp_group.size == 1:
         return
@@ -265,11 +281,11 @@ def finalize_model_grads(models: List[nn.Module], buffers: List[GradBuffers], st
     tp_group = state.tp_group
     params = [p for model in models for p in model.parameters() if p.requires_grad]
     if tp_group.size > 1:
-        _sum_over_tp([p for p in params if getattr(p, "sequence_parallel", False)], tp_group)
+        _sum_over_tp([p for p in params if param_meta(p).grad_partial_over_tp], tp_group)
         for param in params:
-            shard = getattr(param, "tp_shard", None)
+            shard = param_meta(param).tp_shard
             if shard is not None and shard.has_replicas(tp_group.size):
-                reduce_replicated_grads(param.main_grad, shard, tp_group)
+                sum_replicas_over_tp(param.main_grad.view(-1), shard, param.shape, 0, tp_group)
     _sum_shared_embeddings(params, state)
 
 
@@ -277,7 +293,7 @@ def _sum_shared_embeddings(params: List[nn.Parameter], state: ParallelState) -> 
     """Tied embeddings over pipeline stages: the first stage's word embeddings and the last
     stage's copy both get the sum of their gradients (a middle stage is in no embedding group)."""
     group = state.groups.get("embedding")
-    shared = [p for p in params if getattr(p, "shared_embedding", False)]
+    shared = [p for p in params if param_meta(p).shared_across_stages]
     if group is None or group.size == 1 or not shared:
         return
     for param in shared:

@@ -19,11 +19,12 @@ from typing import Dict, Iterable, List, Optional
 import torch
 from torch import nn
 
-from core.parallel_state import Group
+from core.parallel_state import GROUP_DIMS, Group, ParallelState
 from core.pipeline_parallel.layout import Placement, chunk_specs
 from core.tensor_parallel.cross_entropy import vocab_parallel_cross_entropy
 from core.tensor_parallel.layers import ColumnParallelLinear, VocabParallelEmbedding, column_parallel_linear
 from core.tensor_parallel.mappings import gather_from_tensor_model_parallel_region
+from core.tensor_parallel.param_meta import copy_meta, full_shape, param_meta, update_meta
 from core.transformer.block import TransformerBlock, hidden_dropout
 from core.transformer.config import TransformerConfig
 from core.transformer.rope import RotaryEmbedding
@@ -32,11 +33,11 @@ EMBEDDING_WEIGHT = "embedding.word_embeddings.weight"
 
 
 class LanguageEmbedding(nn.Module):
-    def __init__(self, config: TransformerConfig, tp_group: Group) -> None:
+    def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
         super().__init__()
         self.config = config
         self.word_embeddings = VocabParallelEmbedding(
-            config.vocab_size, config.padded_vocab_size, config.hidden_size, group=tp_group,
+            config.vocab_size, config.padded_vocab_size, config.hidden_size, group=state.tp_group,
             sequence_parallel=config.sequence_parallel, dtype=config.params_dtype)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -46,22 +47,24 @@ class LanguageEmbedding(nn.Module):
 
 
 class GPTModel(nn.Module):
-    def __init__(self, config: TransformerConfig, tp_group: Group, *, pre_process: bool = True,
+    """The decoder of one pipeline stage (chunk); ``state`` gives the process groups its layers need."""
+
+    def __init__(self, config: TransformerConfig, state: ParallelState, *, pre_process: bool = True,
                  post_process: bool = True, layer_numbers: Optional[Iterable[int]] = None) -> None:
         super().__init__()
-        self.config, self.tp_group = config, tp_group
+        self.config, self.state, self.tp_group = config, state, state.tp_group
         self.pre_process, self.post_process = pre_process, post_process
         layer_numbers = list(range(config.num_layers) if layer_numbers is None else layer_numbers)
-        self.embedding = LanguageEmbedding(config, tp_group) if pre_process else None
+        self.embedding = LanguageEmbedding(config, state) if pre_process else None
         self.rotary = RotaryEmbedding(config) if config.position_embedding_type == "rope" else None
-        self.decoder = TransformerBlock(config, tp_group, layer_numbers, post_process)
+        self.decoder = TransformerBlock(config, state, layer_numbers, post_process)
         self.output_layer = None
         tied = not config.untie_embeddings_and_output_weights
         if post_process and (not tied or not pre_process):
             self.output_layer = ColumnParallelLinear(
-                config.hidden_size, config.padded_vocab_size, group=tp_group, bias=False,
+                config.hidden_size, config.padded_vocab_size, group=state.tp_group, bias=False,
                 sequence_parallel=config.sequence_parallel, dtype=config.params_dtype)
-            self.output_layer.weight.init_shape = (config.vocab_size, config.hidden_size)
+            update_meta(self.output_layer.weight, init_shape=(config.vocab_size, config.hidden_size))
         if tied and pre_process != post_process:
             self._mark_shared_embedding()
         self.input_tensor: Optional[torch.Tensor] = None
@@ -72,15 +75,13 @@ class GPTModel(nn.Module):
         The copy is ``output_layer.weight``, initialised with the draws of
         ``embedding.word_embeddings.weight`` (``init_name``); the two are kept equal by
         summing their gradients over the embedding group (``finalize_model_grads``).
-        The copy is left out of the gradient norm (``shared``), as in Megatron.
+        The copy is left out of the gradient norm, as in Megatron.
         """
         if self.embedding is not None:
-            self.embedding.word_embeddings.weight.shared_embedding = True
+            update_meta(self.embedding.word_embeddings.weight, shared_across_stages=True)
         if self.output_layer is not None:
-            weight = self.output_layer.weight
-            weight.shared_embedding = True
-            weight.shared = True
-            weight.init_name = EMBEDDING_WEIGHT
+            update_meta(self.output_layer.weight, shared_across_stages=True, excluded_from_grad_norm=True,
+                        init_name=EMBEDDING_WEIGHT)
 
     def set_input_tensor(self, tensor: Optional[torch.Tensor]) -> None:
         """The previous stage's output ``[s, b, h]``, used by ``forward`` on a stage without embeddings."""
@@ -94,12 +95,13 @@ class GPTModel(nn.Module):
 
     def forward(self, input_ids: Optional[torch.Tensor], labels: Optional[torch.Tensor] = None,
                 position_ids: Optional[torch.Tensor] = None,
-                hidden_states: Optional[torch.Tensor] = None) -> torch.Tensor:
+                hidden_states: Optional[torch.Tensor] = None, label_smoothing: float = 0.0) -> torch.Tensor:
         """Per-token loss ``[b, s]`` when ``labels`` are given, else local logits ``[b, s, v/tp]``.
 
         On a stage without embeddings, ``hidden_states`` ``[s, b, h]`` (or the tensor
         given to :meth:`set_input_tensor`) is the previous stage's output; a stage
-        without the output layer returns its hidden states.
+        without the output layer returns its hidden states. ``label_smoothing``
+        (``--label-smoothing-factor``) spreads that mass of the target over the vocabulary.
         """
         if self.pre_process:
             hidden = self.embedding(input_ids)
@@ -116,7 +118,8 @@ class GPTModel(nn.Module):
                                         sequence_parallel=self.config.sequence_parallel)  # [s, b, v/tp]
         if labels is None:
             return logits.transpose(0, 1)  # [b, s, v/tp]
-        loss = vocab_parallel_cross_entropy(logits, labels.t(), self.tp_group, self.config.vocab_size)
+        loss = vocab_parallel_cross_entropy(logits, labels.t(), self.tp_group, self.config.vocab_size,
+                                            label_smoothing=label_smoothing)
         return loss.t().contiguous()  # [b, s]; not a view (FSDP2 hooks outputs)
 
     def _full_seq_len(self, hidden: torch.Tensor) -> int:
@@ -134,34 +137,26 @@ def _param_generator(seed: int, name: str) -> torch.Generator:
     return torch.Generator().manual_seed((seed * 1_000_003 + zlib.crc32(name.encode())) % (2**63 - 1))
 
 
-def _full_shape(param: torch.Tensor) -> list:
-    shape = list(param.shape)
-    shard = getattr(param, "tp_shard", None)
-    if shard is not None:
-        shape[shard.dim] = shard.full_size
-    return shape
-
-
 def full_initial_value(name: str, param: torch.Tensor, config: TransformerConfig, seed: int) -> torch.Tensor:
     """The full (unsharded) initial tensor of a parameter, in fp32 on the CPU.
 
     The draws depend on the seed and the parameter's name, or its ``init_name``
     (the last stage's copy of tied embeddings draws those of the embeddings).
     """
-    name = getattr(param, "init_name", None) or name
-    full_shape = _full_shape(param)
-    method = getattr(param, "init_method", "normal")
-    if method == "ones":
-        return torch.ones(full_shape)
-    if method == "zeros":
-        return torch.zeros(full_shape)
+    meta = param_meta(param)
+    name = meta.init_name or name
+    shape = full_shape(param)
+    if meta.init_method == "ones":
+        return torch.ones(shape)
+    if meta.init_method == "zeros":
+        return torch.zeros(shape)
     std = config.init_method_std
-    if method == "scaled_normal":
+    if meta.init_method == "scaled_normal":
         std = std / math.sqrt(2.0 * config.num_layers)
-    draw_shape = list(getattr(param, "init_shape", None) or full_shape)
+    draw_shape = list(meta.init_shape or shape)
     value = torch.empty(draw_shape).normal_(0.0, std, generator=_param_generator(seed, name))
-    if draw_shape != full_shape:  # zero padding (e.g. vocabulary rows added for divisibility)
-        padded = torch.zeros(full_shape)
+    if draw_shape != shape:  # zero padding (e.g. vocabulary rows added for divisibility)
+        padded = torch.zeros(shape)
         padded[tuple(slice(0, n) for n in draw_shape)] = value
         value = padded
     return value
@@ -169,39 +164,51 @@ def full_initial_value(name: str, param: torch.Tensor, config: TransformerConfig
 
 @torch.no_grad()
 def materialize(model: nn.Module, device: torch.device, seed: int, config: TransformerConfig,
-                tp_rank: int, tp_size: int) -> nn.Module:
+                state: ParallelState) -> nn.Module:
     """Allocate a meta-device model on ``device`` and initialise it independently of TP/PP."""
-    # to_empty() makes new Parameter objects: carry over the attributes set by mark_param.
-    attributes = {name: dict(vars(param)) for name, param in model.named_parameters()}
+    before = dict(model.named_parameters())  # to_empty() makes new Parameter objects: carry their meta over
     model.to_empty(device=device)
+    tp_rank, tp_size = state.tp_group.rank, state.tp_group.size
     for name, param in model.named_parameters():
-        vars(param).update(attributes[name])
+        copy_meta(before[name], param)
         full = full_initial_value(name, param, config, seed)
-        shard = getattr(param, "tp_shard", None)
+        shard = param_meta(param).tp_shard
         local = shard.shard(full, tp_rank, tp_size) if shard is not None else full
         param.copy_(local.to(param.dtype))
     return model
 
 
-def build_model(config: TransformerConfig, tp_group: Group, device: torch.device, seed: int,
+def build_model(config: TransformerConfig, state: ParallelState, device: torch.device, seed: int,
                 **stage: object) -> GPTModel:
     """Build on the meta device, then allocate and initialise on ``device``."""
     with torch.device("meta"):
-        model = GPTModel(config, tp_group, **stage)
-    return materialize(model, device, seed, config, tp_group.rank, tp_group.size)
+        model = GPTModel(config, state, **stage)
+    return materialize(model, device, seed, config, state)
 
 
-def build_model_chunks(config: TransformerConfig, tp_group: Group, device: torch.device, seed: int,
-                       placement: Placement, pp_rank: int) -> List[GPTModel]:
+def build_model_chunks(config: TransformerConfig, state: ParallelState, device: torch.device, seed: int,
+                       placement: Placement) -> List[GPTModel]:
     """This pipeline rank's model chunks (one per virtual stage), initialised independently of TP/PP."""
-    return [build_model(config, tp_group, device, seed, pre_process=spec.pre_process,
+    return [build_model(config, state, device, seed, pre_process=spec.pre_process,
                         post_process=spec.post_process, layer_numbers=spec.layer_numbers)
-            for spec in chunk_specs(placement, pp_rank)]
+            for spec in chunk_specs(placement, state.pp_rank)]
+
+
+def layout_state(tp: int = 1, tp_rank: int = 0, pp: int = 1, pp_rank: int = 0) -> ParallelState:
+    """A process-free state that places one rank in a TP x PP layout (conversion, tests, meta models).
+
+    Its TP and PP groups have ``tp`` and ``pp`` members and no handle, so no
+    collective may run on them; every other group is this rank alone.
+    """
+    groups = {name: Group([0], None, 0) for name in (*GROUP_DIMS, "embedding")}
+    groups["tp"] = Group(list(range(tp)), None, tp_rank)
+    groups["pp"] = Group(list(range(pp)), None, pp_rank)
+    return ParallelState(world_size=tp * pp, rank=tp_rank, tp=tp, pp=pp, groups=groups)
 
 
 def unshard_state_dict(per_rank: list, model: nn.Module) -> Dict[str, torch.Tensor]:
     """Full tensors from the state dicts of every TP rank (``model`` gives the shard specs)."""
-    specs = {name: getattr(p, "tp_shard", None) for name, p in model.named_parameters()}
+    specs = {name: param_meta(p).tp_shard for name, p in model.named_parameters()}
     result = {}
     for name in per_rank[0]:
         shard = specs.get(name)

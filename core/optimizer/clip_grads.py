@@ -1,57 +1,69 @@
 """Global gradient norm over TP and PP, and clipping by it.
 
-A parameter replicated over TP (a norm weight, a row-parallel bias) is
-counted once: on TP rank 0 only. A fused weight with replicated KV heads
-counts each replicated head once by weighting its rows by ``units / tp``.
-A parameter marked ``shared`` (the last pipeline stage's copy of tied
-embeddings) is not counted: its twin on the first stage is.
+Every optimizer counts a parameter's gradient through :func:`norm_squared_of_range`,
+which reads the parameter's :class:`~core.tensor_parallel.param_meta.ParamMeta`:
+a parameter replicated over TP (a norm weight, a row-parallel bias) is counted
+once, on TP rank 0 only; a fused weight with replicated KV heads counts each
+replicated head once through :meth:`TPShard.replica_weights`; the last pipeline
+stage's copy of tied embeddings (``excluded_from_grad_norm``) is not counted:
+its twin on the first stage is. Expert parameters differ per EP rank, so their
+part of the norm is also summed over the EP group.
 """
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import torch
 import torch.distributed as dist
 
 from core.parallel_state import Group
 from core.tensor_parallel.mappings import all_reduce
-
-
-def _norm_squared(param: torch.Tensor, grad: torch.Tensor, tp_rank: int, tp: int) -> torch.Tensor:
-    return norm_squared_of_range(param, grad.reshape(-1), 0, tp_rank, tp)
+from core.tensor_parallel.param_meta import param_meta
 
 
 def norm_squared_of_range(param: torch.Tensor, grad: torch.Tensor, flat_start: int, tp_rank: int,
-                          tp: int) -> torch.Tensor:
-    """Squared norm of ``grad``, the elements ``[flat_start, flat_start + n)`` of ``param`` flattened,
-    counting TP-replicated values once (distributed optimizer pieces)."""
-    if getattr(param, "shared", False):
+                          tp: int, local_shape: Optional[Sequence[int]] = None) -> torch.Tensor:
+    """Squared norm of ``grad``, the elements ``[flat_start, flat_start + n)`` of ``param``'s
+    flattened TP-local tensor, counting TP-replicated values once.
+
+    The whole gradient is the window at 0; distributed-optimizer pieces and FSDP
+    shards are windows. ``local_shape``: the TP-local shape (default ``param.shape``;
+    FSDP gives it, its parameters being DP shards).
+    """
+    meta = param_meta(param)
+    if meta.excluded_from_grad_norm:
         return grad.new_zeros((), dtype=torch.float32)
-    shard = getattr(param, "tp_shard", None)
+    shard = meta.tp_shard
     if shard is None:
         return grad.float().pow(2).sum() if tp_rank == 0 else grad.new_zeros((), dtype=torch.float32)
     if not shard.has_replicas(tp):
         return grad.float().pow(2).sum()
-    if shard.dim != 0:
-        raise NotImplementedError("replicated TP segments are only split along dim 0 (column-parallel)")
-    # replicated segments split rows (dim 0): weight each row by 1 or units / tp
-    row_length = param[0].numel()
-    rows = torch.arange(flat_start, flat_start + grad.numel(), device=grad.device) // row_length
-    weights, offset = torch.ones(param.shape[0], device=grad.device), 0
-    for seg in shard.segments:
-        count = seg.local_units(tp) * seg.unit_size
-        if seg.is_replicated(tp):
-            weights[offset:offset + count] = seg.units / tp
-        offset += count
-    return (grad.float().pow(2) * weights[rows]).sum()
+    weights = shard.replica_weights(param.shape if local_shape is None else local_shape, tp)
+    weights = weights[flat_start:flat_start + grad.numel()].to(grad.device)  # [n]
+    return (grad.float().reshape(-1).pow(2) * weights).sum()
+
+
+def _sum_of_squares(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], tp_group: Group) -> torch.Tensor:
+    parts = [norm_squared_of_range(p, g.reshape(-1), 0, tp_group.rank, tp_group.size) for p, g in zip(params, grads)]
+    return torch.stack(parts).sum()
 
 
 def global_grad_norm(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], tp_group: Group,
-                     model_parallel_group: Group) -> float:
-    """L2 norm of the full model's gradient, identical on every rank of the model-parallel group."""
+                     model_parallel_group: Group, ep_group: Optional[Group] = None) -> float:
+    """L2 norm of the full model's gradient, identical on every rank of the model-parallel group.
+
+    Expert parameters (each EP rank holds other experts) are summed over ``ep_group`` too.
+    """
     if grads:
         device = grads[0].device
-        total = torch.stack([_norm_squared(p, g, tp_group.rank, tp_group.size) for p, g in zip(params, grads)]).sum()
+        experts = [param_meta(p).is_expert for p in params]
+        dense = [(p, g) for p, g, e in zip(params, grads, experts) if not e]
+        total = _sum_of_squares(*zip(*dense), tp_group) if dense else torch.zeros((), device=device)
+        if any(experts):
+            expert = [(p, g) for p, g, e in zip(params, grads, experts) if e]
+            expert_total = _sum_of_squares(*zip(*expert), tp_group).reshape(1)
+            all_reduce(expert_total, ep_group or Group([0]))
+            total = total + expert_total[0]
     else:
         device = torch.device("cpu")
         total = torch.zeros((), device=device)

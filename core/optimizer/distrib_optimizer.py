@@ -7,7 +7,7 @@ chunk with a parameter is a *piece*. Per piece, the rank keeps the fp32
 master weight (for an fp32 model, a view of the weight itself) and the Adam
 states, so optimizer memory per rank is 1/DP of the plain optimizer's.
 
-A step: gradients were reduce-scattered (each rank holds the DP mean of its
+A step (the template of ``LossScalingOptimizer.step``): gradients were reduce-scattered (each rank holds the DP mean of its
 chunk); unscale and check for inf/nan (fp16), take the global norm over the
 pieces of all DP ranks and of TP/PP, clip, step the pieces, write them into
 the model weights (bf16/fp16), and all-gather every bucket's weights
@@ -28,7 +28,7 @@ import torch.distributed as dist
 from torch import nn
 
 from core.distributed.grad_buffer import Bucket, GradBuffers
-from core.optimizer.clip_grads import any_non_finite, clip_grads, norm_squared_of_range
+from core.optimizer.clip_grads import any_non_finite, norm_squared_of_range
 from core.optimizer.optimizer import (GradScaler, LossScalingOptimizer, OptimizerConfig, build_torch_optimizer,
                                       no_weight_decay)
 from core.parallel_state import ParallelState
@@ -104,7 +104,9 @@ class DistributedOptimizer(LossScalingOptimizer):
             grads.append(piece.master.grad)
         return grads
 
-    def _global_norm(self) -> float:
+    def _grad_norm(self, grads: List[torch.Tensor]) -> float:
+        """Sum over this rank's pieces, then over DP (the pieces of the other ranks; for expert
+        pieces the DP group spans the EP ranks too, so every expert is counted once) and MP."""
         tp = self.state.tp_group
         device = self.pieces[0].master.device if self.pieces else torch.device("cpu")
         total = torch.zeros(1, device=device)
@@ -114,35 +116,22 @@ class DistributedOptimizer(LossScalingOptimizer):
         all_reduce(total, self.state.group("mp"))
         return float(total.sqrt().item())
 
-    def _any_non_finite(self, grads: List[torch.Tensor]) -> bool:
+    def _found_non_finite(self, grads: List[torch.Tensor]) -> bool:
         local = any_non_finite(grads, self.state.dp_group)
         flag = torch.tensor([1.0 if local else 0.0])
         all_reduce(flag, self.state.group("mp"), dist.ReduceOp.MAX)
         return bool(flag.item() > 0)
 
-    @torch.no_grad()
-    def step(self) -> Tuple[bool, Optional[float]]:
-        grads = self._attach_grads()
-        if self.grad_scaler is not None:
-            torch._foreach_mul_(grads, 1.0 / self.grad_scaler.scale)
-            found_inf = self._any_non_finite(grads)
-            self.grad_scaler.update(found_inf)
-            if found_inf:
-                self._drop_grads()
-                return False, None
-        norm = self._global_norm()
-        clip_grads(grads, norm, self.config.clip_grad)
-        self.optimizer.step()
-        self._drop_grads()
+    def _drop_grads(self) -> None:
+        for piece in self.pieces:
+            piece.master.grad = None
+
+    def _publish_params(self) -> None:
+        """Write the updated pieces into the model weights (bf16/fp16), then all-gather every bucket."""
         if self.mixed:
             for piece in self.pieces:
                 piece.param.data.view(-1)[piece.start:piece.end].copy_(piece.master.data)
         self._gather_params()
-        return True, norm
-
-    def _drop_grads(self) -> None:
-        for piece in self.pieces:
-            piece.master.grad = None
 
     def _gather_params(self) -> None:
         for model_buffers in self.buffers:

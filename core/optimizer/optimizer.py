@@ -21,9 +21,9 @@ from core.optimizer.clip_grads import any_non_finite, clip_grads, global_grad_no
 from core.optimizer.grad_scaler import ConstantGradScaler, DynamicGradScaler
 from core.optimizer.swap import SwapAdamW
 from core.parallel_state import ParallelState
+from core.tensor_parallel.param_meta import copy_meta
 
 GradScaler = Union[ConstantGradScaler, DynamicGradScaler]
-_ATTRIBUTES_FOR_NORM = ("tp_shard", "sequence_parallel", "shared")
 
 
 @dataclass
@@ -59,11 +59,8 @@ def param_groups(models: List[nn.Module]) -> List[Dict]:
 
 
 def _master_copy(param: nn.Parameter) -> nn.Parameter:
-    master = nn.Parameter(param.detach().clone().float())
-    for attr in _ATTRIBUTES_FOR_NORM:
-        if hasattr(param, attr):
-            setattr(master, attr, getattr(param, attr))
-    return master
+    """An fp32 copy of a parameter with its metadata (the grad norm reads it)."""
+    return copy_meta(param, nn.Parameter(param.detach().clone().float()))
 
 
 def build_torch_optimizer(groups: List[Dict], config: OptimizerConfig,
@@ -87,10 +84,51 @@ def build_torch_optimizer(groups: List[Dict], config: OptimizerConfig,
 
 
 class LossScalingOptimizer:
-    """What every optimizer of the suite shares: the torch optimizer's groups and loss scaling."""
+    """What every optimizer of the suite shares: the torch optimizer's groups, loss scaling and
+    the template of :meth:`step`.
+
+    A subclass provides the hooks: :meth:`_attach_grads` (the fp32 gradients the
+    torch optimizer steps with), :meth:`_found_non_finite` (only with a scaler),
+    :meth:`_grad_norm`, :meth:`_drop_grads` and :meth:`_publish_params` (write the
+    updated master weights into the model / gather them).
+    """
 
     optimizer: torch.optim.Optimizer
+    config: OptimizerConfig
     grad_scaler: Optional[GradScaler] = None
+
+    @torch.no_grad()
+    def step(self) -> Tuple[bool, Optional[float]]:
+        """One update. Returns (applied, grad norm); an fp16 step with inf/nan grads is skipped."""
+        grads = self._attach_grads()
+        if self.grad_scaler is not None:
+            torch._foreach_mul_(grads, 1.0 / self.grad_scaler.scale)
+            found_inf = self._found_non_finite(grads)
+            self.grad_scaler.update(found_inf)
+            if found_inf:
+                self._drop_grads()
+                return False, None
+        norm = self._grad_norm(grads)
+        clip_grads(grads, norm, self.config.clip_grad)
+        self.optimizer.step()
+        self._drop_grads()
+        self._publish_params()
+        return True, norm
+
+    def _attach_grads(self) -> List[torch.Tensor]:
+        raise NotImplementedError
+
+    def _found_non_finite(self, grads: List[torch.Tensor]) -> bool:
+        raise NotImplementedError(f"{type(self).__name__} does not support loss scaling")
+
+    def _grad_norm(self, grads: List[torch.Tensor]) -> float:
+        raise NotImplementedError
+
+    def _drop_grads(self) -> None:
+        raise NotImplementedError
+
+    def _publish_params(self) -> None:
+        """Nothing to publish by default: the stepped parameters are the model's."""
 
     @property
     def param_groups(self) -> List[Dict]:
@@ -128,29 +166,20 @@ class MixedPrecisionOptimizer(LossScalingOptimizer):
             grads.append(master.grad)
         return grads
 
-    @torch.no_grad()
-    def step(self) -> Tuple[bool, Optional[float]]:
-        """One update. Returns (applied, grad norm); an fp16 step with inf/nan grads is skipped."""
-        grads = self._attach_grads()
-        mp_group = self.state.group("mp")
-        if self.grad_scaler is not None:
-            torch._foreach_mul_(grads, 1.0 / self.grad_scaler.scale)
-            found_inf = any_non_finite(grads, mp_group)
-            self.grad_scaler.update(found_inf)
-            if found_inf:
-                self._drop_grads()
-                return False, None
-        norm = global_grad_norm(self.master_params, grads, self.state.tp_group, mp_group)
-        clip_grads(grads, norm, self.config.clip_grad)
-        self.optimizer.step()
-        self._drop_grads()
-        if self.mixed:
-            torch._foreach_copy_([p.data for p in self.model_params], [m.data for m in self.master_params])
-        return True, norm
+    def _found_non_finite(self, grads: List[torch.Tensor]) -> bool:
+        return any_non_finite(grads, self.state.group("mp"))
+
+    def _grad_norm(self, grads: List[torch.Tensor]) -> float:
+        return global_grad_norm(self.master_params, grads, self.state.tp_group, self.state.group("mp"),
+                                self.state.groups.get("ep"))
 
     def _drop_grads(self) -> None:
         for master in self.master_params:
             master.grad = None
+
+    def _publish_params(self) -> None:
+        if self.mixed:
+            torch._foreach_copy_([p.data for p in self.model_params], [m.data for m in self.master_params])
 
     def state_dict(self) -> Dict:
         result = {"optimizer": self.optimizer.state_dict()}

@@ -1,17 +1,13 @@
 """Tensor-parallel layers: column/row-parallel linear and vocab-parallel embedding.
 
 Each layer is a drop-in ``nn.Linear`` / ``nn.Embedding``: at TP=1 it computes
-exactly what those compute. A parameter split over TP carries a
-:class:`TPShard` (attribute ``tp_shard``) that maps the full, layout-free
-tensor to this rank's slice and back; weight initialisation, checkpoint
-conversion and tests all go through it, so results never depend on the TP
-degree.
-
-A fused weight (QKV, gate/up) is a list of :class:`Segment`s; each segment is
-split over TP by whole units (heads). A segment with fewer units than TP ranks
-(GQA key/value heads with TP > KV heads) is replicated: rank ``r`` holds unit
-``r * units // tp``, and the replicas' partial gradients are summed by
-:func:`reduce_replicated_grads`.
+exactly what those compute. Every parameter gets a
+:class:`~core.tensor_parallel.param_meta.ParamMeta` (:func:`mark_param`); a
+parameter split over TP records there its :class:`TPShard`, which maps the
+full, layout-free tensor to this rank's slice and back; weight initialisation,
+checkpoint conversion and tests all go through it, so results never depend on
+the TP degree. Fused weights (QKV, gate/up) and replicated GQA key/value heads
+are described in :mod:`core.tensor_parallel.param_meta`.
 
 Zero-bubble pipelining (ZB-H1) splits each backward into B (input gradients)
 and W (weight gradients). While a :class:`WeightGradStore` is active
@@ -25,7 +21,6 @@ exactly as before, so every other schedule is bit-for-bit unchanged.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -42,123 +37,25 @@ from core.tensor_parallel.mappings import (
     reduce_scatter_to_sequence_parallel_region,
     scatter_to_tensor_model_parallel_region,
 )
-
-
-@dataclass(frozen=True)
-class Segment:
-    """A run of ``units`` equal blocks of ``unit_size`` rows (e.g. heads x head_dim)."""
-
-    units: int
-    unit_size: int = 1
-
-    @property
-    def size(self) -> int:
-        return self.units * self.unit_size
-
-    def local_units(self, tp: int) -> int:
-        return max(self.units // tp, 1)
-
-    def first_unit(self, rank: int, tp: int) -> int:
-        return rank * self.units // tp
-
-    def is_replicated(self, tp: int) -> bool:
-        return self.units < tp
-
-
-@dataclass(frozen=True)
-class TPShard:
-    """How a full tensor is split over the TP ranks along ``dim``."""
-
-    dim: int
-    segments: Tuple[Segment, ...]
-
-    @staticmethod
-    def even(dim: int, size: int) -> "TPShard":
-        return TPShard(dim, (Segment(size, 1),))
-
-    @property
-    def full_size(self) -> int:
-        return sum(seg.size for seg in self.segments)
-
-    def local_size(self, tp: int) -> int:
-        return sum(seg.local_units(tp) * seg.unit_size for seg in self.segments)
-
-    def validate(self, tp: int, what: str) -> None:
-        for seg in self.segments:
-            if seg.units >= tp and seg.units % tp != 0:
-                raise ValueError(f"{what}: {seg.units} units do not split evenly over {tp} TP ranks")
-            if seg.units < tp and tp % seg.units != 0:
-                raise ValueError(f"{what}: {seg.units} replicated units do not divide {tp} TP ranks")
-
-    def shard(self, full: torch.Tensor, rank: int, tp: int) -> torch.Tensor:
-        """This rank's slice of the full tensor."""
-        pieces, offset = [], 0
-        for seg in self.segments:
-            start = offset + seg.first_unit(rank, tp) * seg.unit_size
-            pieces.append(full.narrow(self.dim, start, seg.local_units(tp) * seg.unit_size))
-            offset += seg.size
-        return torch.cat(pieces, dim=self.dim) if len(pieces) > 1 else pieces[0].clone()
-
-    def unshard(self, locals_: Sequence[torch.Tensor]) -> torch.Tensor:
-        """The full tensor from every rank's slice (replicated units taken from their first holder)."""
-        tp = len(locals_)
-        splits = [seg.local_units(tp) * seg.unit_size for seg in self.segments]
-        per_rank = [list(t.split(splits, dim=self.dim)) for t in locals_]
-        pieces = []
-        for index, seg in enumerate(self.segments):
-            if seg.is_replicated(tp):
-                holders = [unit * tp // seg.units for unit in range(seg.units)]
-                pieces.extend(per_rank[r][index] for r in holders)
-            else:
-                pieces.extend(per_rank[r][index] for r in range(tp))
-        return torch.cat(pieces, dim=self.dim)
-
-    def has_replicas(self, tp: int) -> bool:
-        return any(seg.is_replicated(tp) for seg in self.segments)
+from core.tensor_parallel.param_meta import ParamMeta, Segment, TPShard, set_meta, sum_replicas_over_tp
 
 
 def reduce_replicated_grads(grad: torch.Tensor, shard: TPShard, group: Group) -> None:
-    """Sum, in place, the partial gradients that replicas of a unit computed.
-
-    Each rank writes its replicated units into a zero buffer laid out by unit,
-    the buffer is all-reduced over TP, and each rank reads its units back.
-    """
-    tp = group.size
-    offset = 0
-    for seg in shard.segments:
-        local_rows = seg.local_units(tp) * seg.unit_size
-        if seg.is_replicated(tp):
-            mine = grad.narrow(shard.dim, offset, local_rows)
-            shape = list(mine.shape)
-            shape[shard.dim] = seg.size
-            buffer = mine.new_zeros(shape)
-            unit = seg.first_unit(group.rank, tp)
-            buffer.narrow(shard.dim, unit * seg.unit_size, seg.unit_size).copy_(mine)
-            all_reduce(buffer, group)
-            mine.copy_(buffer.narrow(shard.dim, unit * seg.unit_size, seg.unit_size))
-        offset += local_rows
+    """Sum, in place, the partial gradients that replicas of a unit computed (the whole local tensor)."""
+    sum_replicas_over_tp(grad.view(-1), shard, grad.shape, 0, group)
 
 
 def mark_param(param: nn.Parameter, *, init: str, tp_shard: Optional[TPShard] = None,
-               sequence_parallel: bool = False, init_shape: Optional[Sequence[int]] = None) -> nn.Parameter:
-    """Attach the attributes that initialisation, conversion and grad sync read.
+               grad_partial_over_tp: bool = False, init_shape: Optional[Sequence[int]] = None) -> nn.Parameter:
+    """Give a parameter its :class:`ParamMeta` (read by initialisation, conversion and grad sync).
 
     ``init``: 'normal', 'scaled_normal' (output layers), 'ones' or 'zeros'.
-    ``sequence_parallel``: replicated over TP but fed a sequence shard, so its
+    ``grad_partial_over_tp``: replicated over TP but fed a sequence shard, so its
     gradient is summed over TP. ``init_shape``: the unpadded full shape to draw
     random values for (the rest of the full tensor is zero padding).
     """
-    param.init_method = init
-    param.tp_shard = tp_shard
-    param.sequence_parallel = sequence_parallel
-    param.init_shape = tuple(init_shape) if init_shape is not None else None
-    return param
-
-
-def _local_shape(shard: TPShard, full_shape: Sequence[int], tp: int) -> List[int]:
-    shape = list(full_shape)
-    shape[shard.dim] = shard.local_size(tp)
-    return shape
+    return set_meta(param, ParamMeta(tp_shard=tp_shard, grad_partial_over_tp=grad_partial_over_tp, init_method=init,
+                                     init_shape=tuple(init_shape) if init_shape is not None else None))
 
 
 class DeferredGrad(NamedTuple):
@@ -352,7 +249,7 @@ class RowParallelLinear(nn.Module):
         self.bias = None
         if bias:
             self.bias = mark_param(nn.Parameter(torch.empty(output_size, dtype=dtype, device=device)),
-                                   init="zeros", sequence_parallel=sequence_parallel)
+                                   init="zeros", grad_partial_over_tp=sequence_parallel)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.input_is_parallel:

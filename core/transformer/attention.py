@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.parallel_state import Group
+from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment
 from core.tensor_parallel.random import get_rng_tracker
@@ -35,8 +35,9 @@ def sliding_window_mask(seq_len: int, window: Optional[int], device: torch.devic
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, config: TransformerConfig, tp_group: Group) -> None:
+    def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
         super().__init__()
+        tp_group = state.tp_group
         self.config = config
         tp = tp_group.size
         hn = config.kv_channels

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.parallel_state import Group
+from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import checkpoint
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
@@ -63,14 +63,14 @@ def _run_layers(layers: List[nn.Module], hidden: torch.Tensor, rotary: Optional[
 class TransformerLayer(nn.Module):
     """Pre-norm decoder layer: ``x + attn(norm(x))`` then ``x + mlp(norm(x))``."""
 
-    def __init__(self, config: TransformerConfig, tp_group: Group) -> None:
+    def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
         super().__init__()
         self.config = config
         norm_args = (config.normalization, config.hidden_size, config.norm_epsilon, config.sequence_parallel)
         self.input_layernorm = build_norm(*norm_args, dtype=config.params_dtype)
-        self.self_attention = SelfAttention(config, tp_group)
+        self.self_attention = SelfAttention(config, state)
         self.pre_mlp_layernorm = build_norm(*norm_args, dtype=config.params_dtype)
-        self.mlp = MLP(config, tp_group)
+        self.mlp = MLP(config, state)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
@@ -91,13 +91,13 @@ class NoopTransformerLayer(nn.Module):
 class TransformerBlock(nn.Module):
     """The layers of one pipeline stage (global numbers ``layer_numbers``) and the final norm."""
 
-    def __init__(self, config: TransformerConfig, tp_group: Group, layer_numbers: Iterable[int],
+    def __init__(self, config: TransformerConfig, state: ParallelState, layer_numbers: Iterable[int],
                  post_process: bool) -> None:
         super().__init__()
         self.config = config
         noop = set(config.noop_layers)
         self.layers = nn.ModuleDict({
-            str(i): NoopTransformerLayer() if i in noop else TransformerLayer(config, tp_group)
+            str(i): NoopTransformerLayer() if i in noop else TransformerLayer(config, state)
             for i in layer_numbers
         })
         self.final_layernorm = None

@@ -5,15 +5,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.parallel_state import Group
+from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import inside_checkpoint, recompute_activation
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment
 from core.transformer.config import TransformerConfig
 
 
 class MLP(nn.Module):
-    def __init__(self, config: TransformerConfig, tp_group: Group) -> None:
+    def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
         super().__init__()
+        tp_group = state.tp_group
         self.swiglu = config.swiglu
         self.recompute_activation_function = config.recompute_activation_function
         ffn = config.ffn_hidden_size

@@ -60,7 +60,7 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.eps = eps
         self.weight = mark_param(nn.Parameter(torch.empty(hidden_size, dtype=dtype, device=device)),
-                                 init="ones", sequence_parallel=sequence_parallel)
+                                 init="ones", grad_partial_over_tp=sequence_parallel)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return rms_norm(x, self.weight, self.eps)
@@ -72,9 +72,9 @@ class LayerNorm(nn.Module):
         super().__init__()
         self.eps = eps
         self.weight = mark_param(nn.Parameter(torch.empty(hidden_size, dtype=dtype, device=device)),
-                                 init="ones", sequence_parallel=sequence_parallel)
+                                 init="ones", grad_partial_over_tp=sequence_parallel)
         self.bias = mark_param(nn.Parameter(torch.empty(hidden_size, dtype=dtype, device=device)),
-                               init="zeros", sequence_parallel=sequence_parallel)
+                               init="zeros", grad_partial_over_tp=sequence_parallel)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.layer_norm(x, (x.size(-1),), self.weight, self.bias, self.eps)

@@ -82,7 +82,7 @@ def reference(mqa: bool) -> Dict[str, object]:
     from core.optimizer.optimizer import MixedPrecisionOptimizer
 
     state = _single_state()
-    model = build_model(_config(mqa=mqa), state.tp_group, torch.device("cpu"), SEED)
+    model = build_model(_config(mqa=mqa), state, torch.device("cpu"), SEED)
     buffers = GradBuffers(model)
     optimizer = MixedPrecisionOptimizer([model], _opt_config(), state)
 
@@ -104,7 +104,7 @@ def _unshard_tp(full: Dict[str, torch.Tensor], specs, tp_group: Group) -> Dict[s
     """Layout-free tensors from every TP rank's state dict (collective over TP)."""
     result = {}
     for name, local in full.items():
-        shard = specs[name].attributes.get("tp_shard")
+        shard = specs[name].meta.tp_shard
         if shard is None or tp_group.size == 1:
             result[name] = local
             continue
@@ -146,7 +146,7 @@ def _wrap(kind: str, model, state: ParallelState):
 def _build(kind: str, state: ParallelState, config):
     from core.models.gpt_model import build_model
 
-    return _wrap(kind, build_model(config, state.tp_group, torch.device("cpu"), SEED), state)
+    return _wrap(kind, build_model(config, state, torch.device("cpu"), SEED), state)
 
 
 def run_fsdp(kind: str, tp: int, sp: bool, mqa: bool, check_checkpoint: bool) -> Optional[Dict]:
@@ -176,7 +176,7 @@ def run_fsdp(kind: str, tp: int, sp: bool, mqa: bool, check_checkpoint: bool) ->
         result["checkpoint"] = _check_checkpoint(kind, state, config, model, full)
         result["optimizer_checkpoint"] = _check_optimizer_checkpoint(kind, state, config, model, optimizer)
     if state.dp_rank == 0:
-        plain = build_model(config, state.tp_group, torch.device("cpu"), SEED).state_dict()
+        plain = build_model(config, state, torch.device("cpu"), SEED).state_dict()
         result["layout_matches"] = {k: tuple(v.shape) for k, v in plain.items()} == \
             {k: tuple(v.shape) for k, v in full.items()}
         specs = fsdp.fsdp_info(model).specs

@@ -35,7 +35,9 @@ STEPS = 3
 
 
 def _gather_full(param: torch.Tensor, local: torch.Tensor, tp_group) -> torch.Tensor:
-    shard = getattr(param, "tp_shard", None)
+    from core.tensor_parallel.param_meta import param_meta
+
+    shard = param_meta(param).tp_shard
     if shard is None or tp_group.size == 1:
         return local.detach().clone()
     pieces = [torch.empty_like(local) for _ in range(tp_group.size)]

@@ -19,8 +19,8 @@ import torch
 import transformers
 
 from core.checkpointing import checkpoint_file, load_file
-from core.models.gpt_model import GPTModel, build_model, gather_logits
-from core.parallel_state import Group, initialize
+from core.models.gpt_model import GPTModel, build_model, gather_logits, layout_state
+from core.parallel_state import ParallelState, initialize
 from core.transformer.config import TransformerConfig
 from core.launcher import run_distributed
 from tools.convert_ckpt import main as convert_main
@@ -75,12 +75,13 @@ def convert(hf_dir: str, mg_dir: str, family: str, tp: int) -> None:
     assert code == 0
 
 
-def load_ours(mg_dir: str, tp_group: Group) -> GPTModel:
-    """Our model with the weights of TP rank ``tp_group.rank`` of a converted checkpoint."""
+def load_ours(mg_dir: str, state: ParallelState) -> GPTModel:
+    """Our model with the weights of TP rank ``state.tp_rank`` of a converted checkpoint."""
+    tp_group = state.tp_group
     checkpoint = load_file(checkpoint_file(mg_dir, None, tp_group.rank, 0, 1, release=True))
     config = TransformerConfig.from_dict(checkpoint["transformer_config"])
     assert config.tensor_model_parallel_size == tp_group.size
-    model = build_model(config, tp_group, torch.device("cpu"), seed=0)
+    model = build_model(config, state, torch.device("cpu"), seed=0)
     model.load_state_dict(checkpoint["model"], strict=True)
     return model.eval()
 
@@ -106,7 +107,7 @@ def prepare(name: str, root: str, tp: int) -> Tuple[str, torch.Tensor, torch.Ten
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_logits_match_hf_tp1(name: str, tmp_path) -> None:
     mg_dir, input_ids, expected = prepare(name, str(tmp_path), tp=1)
-    ours = our_logits(load_ours(mg_dir, Group([0], None, 0)), input_ids)
+    ours = our_logits(load_ours(mg_dir, layout_state(1)), input_ids)
     assert ours.shape == expected.shape
     assert (ours - expected).abs().max().item() <= TOLERANCE
 
@@ -116,7 +117,7 @@ def _tp2_worker(rank: int, world_size: int, jobs: List[Tuple[str, str, torch.Ten
     state = initialize(tp=world_size)
     results = {}
     for name, mg_dir, input_ids in jobs:
-        results[name] = our_logits(load_ours(mg_dir, state.tp_group), input_ids)
+        results[name] = our_logits(load_ours(mg_dir, state), input_ids)
     return results
 
 

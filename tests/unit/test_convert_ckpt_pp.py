@@ -26,8 +26,7 @@ import torch
 import transformers
 
 from core.checkpointing import TRACKER_FILENAME, check_layout, checkpoint_file, load_file, load_model_state_dicts
-from core.models.gpt_model import build_model_chunks
-from core.parallel_state import Group
+from core.models.gpt_model import build_model_chunks, layout_state
 from core.pipeline_parallel.layout import stage_layers
 from core.transformer.config import TransformerConfig
 from core.launcher import run_distributed
@@ -82,8 +81,8 @@ def assert_training_layout(mg_dir: str) -> Dict[Tuple[int, int], Dict[str, Any]]
         config = TransformerConfig.from_dict(checkpoint["transformer_config"])
         assert tuple(args.noop_layers) == config.noop_layers and args.num_layers == config.num_layers
         placement = stage_layers(config.num_layers, pp, vpp, args.num_layer_list)
-        models = build_model_chunks(config, Group(list(range(tp)), None, tp_rank), torch.device("cpu"), 0,
-                                    placement, pp_rank)
+        models = build_model_chunks(config, layout_state(tp, tp_rank, pp, pp_rank), torch.device("cpu"), 0,
+                                    placement)
         path = checkpoint_file(mg_dir, None, tp_rank, pp_rank, pp, release=True)
         check_layout(checkpoint, path, tp, pp, len(models))
         for model, state in zip(models, chunk_dicts(checkpoint)):

@@ -134,7 +134,7 @@ def test_flops_per_token_is_six_n_plus_attention_scores():
     """3 x 2 FLOPs per multiply-add: 6 x the matmul weights a token meets, plus 3 x 4 s q per layer."""
     # a vocabulary that needs no padding, so the model's output layer is exactly V x h
     config = _config(vocab="128")
-    model = build_model(config, single_process_state().tp_group, torch.device("cpu"), 1)
+    model = build_model(config, single_process_state(), torch.device("cpu"), 1)
     matmul = sum(p.numel() for name, p in model.named_parameters()
                  if p.dim() == 2 and "word_embeddings" not in name and "position" not in name)
     output_layer = config.hidden_size * 128  # tied with the embedding (same tensor)

@@ -1,0 +1,226 @@
+"""What a parameter is, recorded in one place: :class:`ParamMeta` (DESIGN.md, principle 12).
+
+Every parameter the model builds carries one attribute, ``param.meta``, a
+frozen :class:`ParamMeta`: its tensor-parallel shard spec, whether its
+gradient is a partial sum over TP, whether it is shared across pipeline
+stages, how it is initialised and whether it is an expert parameter.
+Initialisation, gradient sync, clipping, FSDP, the optimizers and the
+checkpoint converter read it through :func:`param_meta`, which gives the
+default record for parameters created by other code. Code that makes new
+parameter objects (``to_empty``, FSDP, master copies) copies the one
+attribute with :func:`copy_meta`; nobody keeps a list of attribute names.
+
+A TP-split tensor is described by a :class:`TPShard`: a list of
+:class:`Segment` s (fused QKV, gate/up), each split over TP by whole units
+(heads). A segment with fewer units than TP ranks (GQA key/value heads with
+TP > KV heads) is replicated: rank ``r`` holds unit ``r * units // tp``.
+The replicas compute partial gradients; :func:`sum_replicas_over_tp` sums
+them for any flat window of the local tensor (the whole tensor for DDP, a
+DP shard for FSDP) and :meth:`TPShard.replica_weights` counts each replica
+once in the gradient norm.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+
+import torch
+
+from core.tensor_parallel.mappings import all_reduce
+
+if TYPE_CHECKING:
+    from core.parallel_state import Group, ParallelState
+
+META_ATTRIBUTE = "meta"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A run of ``units`` equal blocks of ``unit_size`` rows (e.g. heads x head_dim)."""
+
+    units: int
+    unit_size: int = 1
+
+    @property
+    def size(self) -> int:
+        return self.units * self.unit_size
+
+    def local_units(self, tp: int) -> int:
+        return max(self.units // tp, 1)
+
+    def first_unit(self, rank: int, tp: int) -> int:
+        return rank * self.units // tp
+
+    def is_replicated(self, tp: int) -> bool:
+        return self.units < tp
+
+
+@dataclass(frozen=True)
+class TPShard:
+    """How a full tensor is split over the TP ranks along ``dim``."""
+
+    dim: int
+    segments: Tuple[Segment, ...]
+
+    @staticmethod
+    def even(dim: int, size: int) -> "TPShard":
+        return TPShard(dim, (Segment(size, 1),))
+
+    @property
+    def full_size(self) -> int:
+        return sum(seg.size for seg in self.segments)
+
+    def local_size(self, tp: int) -> int:
+        return sum(seg.local_units(tp) * seg.unit_size for seg in self.segments)
+
+    def full_shape(self, local_shape: Sequence[int]) -> List[int]:
+        shape = list(local_shape)
+        shape[self.dim] = self.full_size
+        return shape
+
+    def validate(self, tp: int, what: str) -> None:
+        for seg in self.segments:
+            if seg.units >= tp and seg.units % tp != 0:
+                raise ValueError(f"{what}: {seg.units} units do not split evenly over {tp} TP ranks")
+            if seg.units < tp and tp % seg.units != 0:
+                raise ValueError(f"{what}: {seg.units} replicated units do not divide {tp} TP ranks")
+
+    def shard(self, full: torch.Tensor, rank: int, tp: int) -> torch.Tensor:
+        """This rank's slice of the full tensor."""
+        pieces, offset = [], 0
+        for seg in self.segments:
+            start = offset + seg.first_unit(rank, tp) * seg.unit_size
+            pieces.append(full.narrow(self.dim, start, seg.local_units(tp) * seg.unit_size))
+            offset += seg.size
+        return torch.cat(pieces, dim=self.dim) if len(pieces) > 1 else pieces[0].clone()
+
+    def unshard(self, locals_: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The full tensor from every rank's slice (replicated units taken from their first holder)."""
+        tp = len(locals_)
+        splits = [seg.local_units(tp) * seg.unit_size for seg in self.segments]
+        per_rank = [list(t.split(splits, dim=self.dim)) for t in locals_]
+        pieces = []
+        for index, seg in enumerate(self.segments):
+            if seg.is_replicated(tp):
+                holders = [unit * tp // seg.units for unit in range(seg.units)]
+                pieces.extend(per_rank[r][index] for r in holders)
+            else:
+                pieces.extend(per_rank[r][index] for r in range(tp))
+        return torch.cat(pieces, dim=self.dim)
+
+    def has_replicas(self, tp: int) -> bool:
+        return any(seg.is_replicated(tp) for seg in self.segments)
+
+    def replicated_masks(self, local_shape: Sequence[int], tp: int) -> List[Tuple[Segment, torch.Tensor]]:
+        """Per replicated segment: (segment, flat bool mask over the local tensor of its elements)."""
+        result, offset = [], 0
+        for seg in self.segments:
+            rows = seg.local_units(tp) * seg.unit_size
+            if seg.is_replicated(tp):
+                mask = torch.zeros(tuple(local_shape), dtype=torch.bool)
+                mask.narrow(self.dim, offset, rows).fill_(True)
+                result.append((seg, mask.view(-1)))
+            offset += rows
+        return result
+
+    def replica_weights(self, local_shape: Sequence[int], tp: int) -> torch.Tensor:
+        """Per local element, flat: 1 for split units, ``units / tp`` for replicated ones.
+
+        Summing ``weight * grad**2`` over every TP rank counts each replicated unit once.
+        """
+        weights, offset = torch.ones(tuple(local_shape)), 0
+        for seg in self.segments:
+            rows = seg.local_units(tp) * seg.unit_size
+            if seg.is_replicated(tp):
+                weights.narrow(self.dim, offset, rows).fill_(seg.units / tp)
+            offset += rows
+        return weights.view(-1)
+
+
+def sum_replicas_over_tp(grad: torch.Tensor, shard: TPShard, local_shape: Sequence[int], flat_start: int,
+                         group: "Group") -> None:
+    """Sum, in place, the replicas' partial gradients of replicated units over the TP group.
+
+    ``grad`` is the flat window ``[flat_start, flat_start + n)`` of the flattened
+    local tensor of shape ``local_shape`` (the whole tensor: ``flat_start=0``).
+    Every TP rank calls it with the same window. Per replicated segment, each rank
+    writes its unit's elements into its unit's row of a zero ``[units, k]`` buffer;
+    one all-reduce sums the replicas of every unit at once.
+    """
+    tp = group.size
+    window = slice(flat_start, flat_start + grad.numel())
+    for seg, mask in shard.replicated_masks(local_shape, tp):
+        mask = mask[window].to(grad.device)  # [n]
+        mine = grad[mask]  # [k] this rank's elements of the segment inside the window
+        buffer = mine.new_zeros((seg.units, mine.numel()))  # [units, k]
+        unit = seg.first_unit(group.rank, tp)
+        buffer[unit].copy_(mine)
+        all_reduce(buffer, group)
+        grad[mask] = buffer[unit]
+
+
+@dataclass(frozen=True)
+class ParamMeta:
+    """Everything the runtime needs to know about one parameter.
+
+    ``tp_shard``: how the full tensor is split over TP (None: replicated over TP).
+    ``grad_partial_over_tp``: each TP rank's gradient is a partial sum (norm weights
+    and row-parallel biases under sequence parallelism), all-reduced over TP.
+    ``shared_across_stages``: tied word embeddings held by the first and the last
+    pipeline stage; the gradients are summed over the embedding group.
+    ``excluded_from_grad_norm``: the last stage's copy of those embeddings, left out
+    of the gradient norm (its twin on the first stage is counted).
+    ``init_method``: 'normal', 'scaled_normal' (output layers), 'ones' or 'zeros';
+    ``init_name``: the parameter name whose draws it takes (None: its own);
+    ``init_shape``: the unpadded full shape to draw (the rest is zero padding).
+    ``is_expert``: an expert parameter, replicated over the expert-DP group only.
+    """
+
+    tp_shard: Optional[TPShard] = None
+    grad_partial_over_tp: bool = False
+    shared_across_stages: bool = False
+    excluded_from_grad_norm: bool = False
+    init_method: str = "normal"
+    init_name: Optional[str] = None
+    init_shape: Optional[Tuple[int, ...]] = None
+    is_expert: bool = False
+
+    def replace(self, **changes: object) -> "ParamMeta":
+        return dataclasses.replace(self, **changes)
+
+
+_DEFAULT_META = ParamMeta()
+
+
+def param_meta(param: torch.Tensor) -> ParamMeta:
+    """The parameter's metadata, or the default record when nothing set it."""
+    return getattr(param, META_ATTRIBUTE, _DEFAULT_META)
+
+
+def set_meta(param: torch.Tensor, meta: ParamMeta) -> torch.Tensor:
+    setattr(param, META_ATTRIBUTE, meta)
+    return param
+
+
+def update_meta(param: torch.Tensor, **changes: object) -> torch.Tensor:
+    """Replace some fields of the parameter's metadata."""
+    return set_meta(param, param_meta(param).replace(**changes))
+
+
+def copy_meta(source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Give ``target`` (a master copy, a re-allocated or FSDP-wrapped parameter) the metadata of ``source``."""
+    if hasattr(source, META_ATTRIBUTE):
+        set_meta(target, param_meta(source))
+    return target
+
+
+def full_shape(param: torch.Tensor) -> List[int]:
+    """The unsharded shape of a (TP-local) parameter."""
+    shard = param_meta(param).tp_shard
+    return shard.full_shape(param.shape) if shard is not None else list(param.shape)
+
+
+def data_parallel_group(param: torch.Tensor, state: "ParallelState") -> "Group":
+    """The group a parameter is replicated over: expert-DP for experts, DP otherwise."""
+    return state.group("expert_dp") if param_meta(param).is_expert else state.dp_group
