@@ -61,7 +61,7 @@ import importlib.util
 import math
 import os
 import sys
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 from mindspeed_llm.arguments import ArgumentError
 from mindspeed_llm.training.metrics import IterationStats
@@ -221,9 +221,10 @@ class MetricWriters:
         if not self.wants(iteration):
             return
         tagged = _tags_for(values)
+        vs_samples = [tag for tag in tagged if _wants_vs_samples(tag)]
         if self.log_timers and timers:
             tagged.update({name + TIMER_SUFFIX: float(seconds) for name, seconds in timers.items()})
-        self._write(tagged, iteration, consumed_samples)
+        self._write(tagged, iteration, consumed_samples, vs_samples)
 
     def validation(self, values: Mapping[str, float], iteration: int,
                    consumed_samples: Optional[int] = None) -> None:
@@ -234,7 +235,7 @@ class MetricWriters:
         for name, value in values.items():
             tagged[name + VALIDATION_SUFFIX] = float(value)
             tagged[name + PPL_SUFFIX] = math.exp(min(_MAX_PPL_EXPONENT, float(value)))
-        self._write(tagged, iteration, consumed_samples, all_vs_samples=True)
+        self._write(tagged, iteration, consumed_samples, list(tagged))
 
     def text(self, tag: str, text: str, iteration: int = 0) -> None:
         """A text note (TensorBoard only)."""
@@ -242,12 +243,12 @@ class MetricWriters:
             self.tensorboard.text(tag, text, iteration)
 
     def _write(self, tagged: Dict[str, float], iteration: int, consumed_samples: Optional[int],
-               all_vs_samples: bool = False) -> None:
+               vs_samples: Sequence[str]) -> None:
+        """``tagged`` at the iteration; the ``vs_samples`` tags also against consumed samples (TensorBoard)."""
         if self.tensorboard is not None:
             self.tensorboard.scalars(tagged, iteration)
             if consumed_samples is not None:
-                self.tensorboard.scalars({f"{tag} vs samples": value for tag, value in tagged.items()
-                                          if all_vs_samples or _wants_vs_samples(tag)}, consumed_samples)
+                self.tensorboard.scalars({f"{tag} vs samples": tagged[tag] for tag in vs_samples}, consumed_samples)
         if self.wandb is not None:
             self.wandb.scalars(tagged, iteration)
 

@@ -77,7 +77,7 @@ def test_tensorboard_holds_the_scalars_at_the_logged_iterations(tmp_path):
         assert [value for _, value in scalars[tag]] == pytest.approx(values, rel=1e-6), tag
     for tag in ("lm loss", "learning-rate", "batch-size", "loss-scale", "grad-norm"):
         assert [step for step, _ in scalars[f"{tag} vs samples"]] == [GBS * i for i in logged], tag
-    assert "tokens-per-sec vs samples" not in scalars
+    assert "tokens-per-sec vs samples" not in scalars and "optimizer-time vs samples" not in scalars
     assert scalars["lm loss validation"] == [(4, 2.0)]  # validation ignores the interval
     assert scalars["lm loss validation ppl"] == [(4, pytest.approx(math.exp(2.0), rel=1e-6))]
     assert scalars["lm loss validation vs samples"] == [(4 * GBS, 2.0)]
