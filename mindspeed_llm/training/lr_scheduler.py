@@ -51,7 +51,8 @@ _STATE_KEYS = ("init_lr", "max_lr", "min_lr", "lr_warmup_steps", "lr_decay_steps
 # The flag that sets each saved setting, for error messages.
 _SETTING_FLAGS = {
     "init_lr": "--lr-warmup-init", "max_lr": "--lr", "min_lr": "--min-lr",
-    "lr_warmup_steps": "--lr-warmup-iters/--lr-warmup-fraction", "lr_decay_steps": "--lr-decay-iters, default --train-iters",
+    "lr_warmup_steps": "--lr-warmup-iters/--lr-warmup-fraction",
+    "lr_decay_steps": "--lr-decay-iters, default --train-iters",
     "lr_decay_style": "--lr-decay-style", "wsd_decay_steps": "--lr-wsd-decay-iters",
     "lr_wsd_decay_style": "--lr-wsd-decay-style", "start_wd": "--start-weight-decay",
     "end_wd": "--end-weight-decay", "wd_incr_steps": "--train-iters", "wd_incr_style": "--weight-decay-incr-style",

@@ -17,7 +17,8 @@ GBS = 4
 
 
 def _stats(iteration: int, grad_norm: float = None) -> IterationStats:
-    return IterationStats(iteration=iteration, train_iters=6, consumed_samples=GBS * iteration, elapsed_ms=120.0 + iteration,
+    return IterationStats(iteration=iteration, train_iters=6, consumed_samples=GBS * iteration,
+                          elapsed_ms=120.0 + iteration,
                           learning_rate=1e-4 * iteration, global_batch_size=GBS, loss=10.0 / iteration,
                           loss_scale=1.0, grad_norm=grad_norm, skipped_iterations=0, nan_iterations=0,
                           tokens_per_second=1000.0 + iteration, tflops_per_device=0.5, mfu=0.25, memory_gb=1.5)
