@@ -30,14 +30,28 @@ before derivation). ``validate_args`` adds ``world_size``,
 
 ``distributed_backend`` stays ``None`` when neither it nor ``--device`` is
 given: the caller then asks ``core.device.default_backend()``.
+
+Every flag either acts or is refused (DESIGN.md, principle 13). ``validate_args``
+is the one pass, before any process group exists: it refuses the flags of
+features not built yet (``REFUSED_FLAGS``, one table, naming the issue that adds
+them), flags given without the flag that makes them act (``DEPENDENT_FLAGS``),
+bad recompute, logging and scheduler combinations, and runs the model config's
+own checks (``TransformerConfig``, with a placeholder vocabulary when the
+tokenizer gives the real one later). YAML values pass through the same checks.
+``tests/unit/test_flag_coverage.py`` fails on a flag that nothing reads and
+that no table refuses. The tokenizer and pipeline-layout groups come from
+:mod:`mindspeed_llm.flags`, shared with ``tools/preprocess_data.py`` and
+``tools/convert_ckpt.py``.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import yaml
@@ -45,36 +59,25 @@ import yaml
 from core.parallel_state import validate_degrees
 from core.pipeline_parallel.layout import LayoutError, resolve_virtual_pipeline, stage_layers
 from core.transformer.config import TransformerConfig, pad_vocab_size
+from mindspeed_llm.flags import (TOKENIZER_TYPES, ArgumentError, FlagParser, IntList, add_pipeline_layout_args,
+                                 add_tokenizer_args, tokenizer_error)
+
+__all__ = ["ArgumentError", "REFUSED_FLAGS", "TOKENIZER_TYPES", "build_parser", "check_pretraining_data",
+           "parse_and_validate", "parse_args", "set_vocab_size", "transformer_config_from_args", "validate_args"]
 
 BACKEND_FOR_DEVICE = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
 LR_DECAY_STYLES = ("constant", "linear", "cosine", "inverse-square-root", "WSD")
 WSD_DECAY_STYLES = ("linear", "cosine", "exponential", "minus_sqrt")
-TOKENIZER_TYPES = ("NullTokenizer", "PretrainedFromHF", "SentencePieceTokenizer", "GPT2BPETokenizer")
 REQUIRED_FLAGS = ("num_layers", "hidden_size", "num_attention_heads", "seq_length",
                   "micro_batch_size", "train_iters", "lr")
-
-
-class ArgumentError(ValueError):
-    """A flag or a combination of flags is invalid; the message is one line naming the flags."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that raises ArgumentError instead of printing usage and exiting."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise ArgumentError(message)
+POSITIVE_FLAGS = ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "micro_batch_size",
+                  "log_interval", "tensorboard_log_interval", "tensorboard_queue_size")
+NON_NEGATIVE_FLAGS = ("num_workers", "eval_iters")
+INSTALL_HINT = "pip install -e .[{extra}]"
 
 
 def _flag(dest: str) -> str:
     return "--" + dest.replace("_", "-")
-
-
-def _int_list(text: str) -> Tuple[int, ...]:
-    """'1,3' -> (1, 3); used by --noop-layers."""
-    try:
-        return tuple(int(item) for item in text.replace(" ", "").split(",") if item)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
 # --------------------------------------------------------------------------- groups of flags
@@ -109,8 +112,6 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--disable-bias-linear", action="store_true")
     group.add_argument("--add-qkv-bias", action="store_true")
     group.add_argument("--make-vocab-size-divisible-by", type=int, default=128)
-    group.add_argument("--noop-layers", type=_int_list, default=None,
-                       help="comma-separated global layer numbers that are identity layers")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -133,7 +134,8 @@ def _add_regularization_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--adam-beta2", type=float, default=0.999)
     group.add_argument("--adam-eps", type=float, default=1e-8)
     group.add_argument("--sgd-momentum", type=float, default=0.9)
-    group.add_argument("--label-smoothing-factor", type=float, default=0.0)
+    group.add_argument("--label-smoothing-factor", type=float, default=0.0,
+                       help="cross-entropy label smoothing, as Megatron's")
 
 
 def _add_training_args(parser: argparse.ArgumentParser) -> None:
@@ -165,6 +167,9 @@ def _add_learning_rate_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--override-opt-param-scheduler", "--override-opt_param-scheduler",
                        dest="override_opt_param_scheduler", action="store_true",
                        help="on resume keep these flags' schedule instead of the checkpoint's")
+    group.add_argument("--use-checkpoint-opt_param-scheduler", "--use-checkpoint-opt-param-scheduler",
+                       dest="use_checkpoint_opt_param_scheduler", action="store_true",
+                       help="on resume take the schedule's settings from the checkpoint, not from these flags")
 
 
 def _add_checkpointing_args(parser: argparse.ArgumentParser) -> None:
@@ -195,11 +200,6 @@ def _add_distributed_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("distributed")
     group.add_argument("--tensor-model-parallel-size", type=int, default=1)
     group.add_argument("--pipeline-model-parallel-size", type=int, default=1)
-    group.add_argument("--num-layers-per-virtual-pipeline-stage", type=int, default=None)
-    group.add_argument("--virtual-pipeline-model-parallel-size", type=int, default=None,
-                       help="model chunks per pipeline stage (alternative to --num-layers-per-virtual-pipeline-stage)")
-    group.add_argument("--num-layer-list", type=_int_list, default=None,
-                       help="layers per pipeline stage, e.g. 3,5,5,3 (one per stage, summing to --num-layers)")
     group.add_argument("--schedules-method", choices=("zero-bubble",), default=None,
                        help="pipeline schedule: 1F1B (interleaved with virtual stages) unless zero-bubble (ZB-H1)")
     group.add_argument("--variable-seq-lengths", action="store_true",
@@ -245,17 +245,7 @@ def _add_data_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--data-cache-path", type=str, default=None,
                        help="where dataset index caches go (default: beside the data)")
     group.add_argument("--mock-data", action="store_true", help="random tokens; needs --vocab-size")
-    group.add_argument("--num-workers", type=int, default=2)
-
-
-def _add_tokenizer_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("tokenizer")
-    group.add_argument("--tokenizer-type", choices=TOKENIZER_TYPES, default=None)
-    group.add_argument("--tokenizer-name-or-path", type=str, default=None)
-    group.add_argument("--tokenizer-model", type=str, default=None)
-    group.add_argument("--vocab-file", type=str, default=None)
-    group.add_argument("--merge-file", type=str, default=None)
-    group.add_argument("--vocab-size", type=int, default=None)
+    group.add_argument("--num-workers", type=int, default=2, help="DataLoader worker processes")
 
 
 def _add_logging_args(parser: argparse.ArgumentParser) -> None:
@@ -265,31 +255,40 @@ def _add_logging_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--eval-iters", type=int, default=100)
     group.add_argument("--peak-tflops", type=float, default=None,
                        help="peak TFLOP/s of one device for MFU; default from the device name")
-    group.add_argument("--tensorboard-dir", type=str, default=None)
-    group.add_argument("--wandb-project", type=str, default=None)
+    group.add_argument("--tensorboard-dir", type=str, default=None,
+                       help="write TensorBoard event files here (needs the tensorboard extra)")
+    group.add_argument("--tensorboard-log-interval", type=int, default=1)
+    group.add_argument("--tensorboard-queue-size", type=int, default=1000,
+                       help="events queued before the writer flushes")
+    group.add_argument("--log-timers-to-tensorboard", action="store_true")
+    group.add_argument("--wandb-project", type=str, default=None,
+                       help="log to Weights & Biases (offline without an API key; needs the wandb extra)")
     group.add_argument("--wandb-exp-name", type=str, default=None)
+    group.add_argument("--wandb-save-dir", type=str, default=None, help="W&B's local run directory")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every flag (no YAML defaults applied)."""
-    parser = _Parser(description="Megatron-style LLM training", allow_abbrev=False)
+    parser = FlagParser(description="Megatron-style LLM training")
     parser.add_argument("--yaml-cfg", type=str, default=None, metavar="FILE",
                         help="YAML mapping of flag names to values, used as defaults")
     for add in (_add_network_size_args, _add_initialization_args, _add_regularization_args,
                 _add_training_args, _add_learning_rate_args, _add_checkpointing_args,
                 _add_mixed_precision_args, _add_distributed_args, _add_data_parallel_args, _add_data_args,
-                _add_tokenizer_args, _add_logging_args):
+                _add_logging_args):
         add(parser)
+    add_pipeline_layout_args(parser)
+    add_tokenizer_args(parser)
     return parser
 
 
 # --------------------------------------------------------------------------- YAML defaults
 
 def _yaml_path(argv: Sequence[str]) -> Optional[str]:
-    pre = _Parser(add_help=False, allow_abbrev=False)
+    pre = FlagParser(add_help=False)
     pre.add_argument("--yaml-cfg", type=str, default=None)
     known, _ = pre.parse_known_args(list(argv))
-    return known.yaml_cfg
+    return known.yaml_cfg  # consumes: --yaml-cfg
 
 
 def _actions_by_dest(parser: argparse.ArgumentParser) -> Dict[str, argparse.Action]:
@@ -322,7 +321,7 @@ def _coerce_yaml_value(action: argparse.Action, value: Any, where: str) -> Any:
         if not isinstance(value, bool):
             raise ArgumentError(f"{where}: expected true or false, got {value!r}")
         return value
-    if action.type is _int_list and isinstance(value, (list, int)):
+    if isinstance(action.type, IntList) and isinstance(value, (list, int)):
         items = value if isinstance(value, list) else [value]
         value = ",".join(str(v) for v in items)
     if action.nargs in ("*", "+"):
@@ -409,9 +408,10 @@ def _derive_fields(args: argparse.Namespace) -> None:
 def set_vocab_size(args: argparse.Namespace, vocab_size: Optional[int]) -> None:
     """Record the vocabulary size (e.g. the tokenizer's) and its TP-padded size."""
     args.vocab_size = vocab_size
+    sizes_known = vocab_size is not None and args.make_vocab_size_divisible_by >= 1  # else validation refuses
     args.padded_vocab_size = (pad_vocab_size(vocab_size, args.make_vocab_size_divisible_by,
                                              args.tensor_model_parallel_size)
-                              if vocab_size is not None else None)
+                              if sizes_known else None)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -502,32 +502,16 @@ def _check_interleaving(args: argparse.Namespace) -> None:
 
 
 def _check_heads(args: argparse.Namespace) -> None:
-    heads, tp = args.num_attention_heads, args.tensor_model_parallel_size
+    """What the model config cannot see: the head size when --kv-channels is not given (the
+    config's own checks, heads and groups against TP, run in _check_model_config)."""
+    heads = args.num_attention_heads
     if args.kv_channels is None and args.hidden_size % heads != 0:
         raise ArgumentError(f"--hidden-size ({args.hidden_size}) is not divisible by --num-attention-heads "
                             f"({heads}); change either or set the head size with --kv-channels")
-    if heads % tp != 0:
-        raise ArgumentError(f"--num-attention-heads ({heads}) is not divisible by "
-                            f"--tensor-model-parallel-size ({tp}); choose a TP size that divides the heads")
     groups = args.num_query_groups
-    if groups is None:  # without --group-query-attention the flag is ignored, but must still fit
-        groups = getattr(args, "explicit_args", {}).get("num_query_groups")
-    if groups is None:
-        return
-    if groups < 1 or heads % groups != 0:
+    if groups is not None and (groups < 1 or heads % groups != 0):
         raise ArgumentError(f"--num-attention-heads ({heads}) must be a multiple of --num-query-groups "
                             f"({groups}); choose a group count that divides the heads")
-    if args.num_query_groups is not None and groups % tp != 0 and tp % groups != 0:
-        raise ArgumentError(f"--num-query-groups ({groups}) and --tensor-model-parallel-size ({tp}) must "
-                            "divide one another (KV heads are split over TP, or replicated when TP exceeds "
-                            "them); change either")
-
-
-def _check_ffn(args: argparse.Namespace) -> None:
-    tp = args.tensor_model_parallel_size
-    if args.ffn_hidden_size % tp != 0:
-        raise ArgumentError(f"--ffn-hidden-size ({args.ffn_hidden_size}) is not divisible by "
-                            f"--tensor-model-parallel-size ({tp}); set --ffn-hidden-size to a multiple of it")
 
 
 def _check_batch(args: argparse.Namespace) -> None:
@@ -588,17 +572,9 @@ def check_pretraining_data(args: argparse.Namespace) -> None:
 def _check_tokenizer(args: argparse.Namespace) -> None:
     if args.mock_data and args.vocab_size is None:
         raise ArgumentError("--mock-data needs --vocab-size (the range of the random tokens)")
-    kind = args.tokenizer_type
-    if kind == "NullTokenizer" and args.vocab_size is None:
-        raise ArgumentError("--tokenizer-type NullTokenizer needs --vocab-size")
-    if kind == "PretrainedFromHF" and not args.tokenizer_name_or_path:
-        raise ArgumentError("--tokenizer-type PretrainedFromHF needs --tokenizer-name-or-path "
-                            "(a Hugging Face model directory or hub name)")
-    if kind == "SentencePieceTokenizer" and not args.tokenizer_model:
-        raise ArgumentError("--tokenizer-type SentencePieceTokenizer needs --tokenizer-model "
-                            "(the .model file)")
-    if kind == "GPT2BPETokenizer" and not (args.vocab_file and args.merge_file):
-        raise ArgumentError("--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file")
+    problem = tokenizer_error(args)
+    if problem:
+        raise ArgumentError(problem)
 
 
 def _check_checkpointing(args: argparse.Namespace) -> None:
@@ -618,22 +594,167 @@ def _check_device(args: argparse.Namespace) -> None:
                             f"use --distributed-backend {BACKEND_FOR_DEVICE[device]} or drop it")
 
 
+# --------------------------------------------------------------------------- refused and dependent flags
+
+@dataclass(frozen=True)
+class Refusal:
+    """A flag accepted for Megatron/MindSpeed compatibility whose feature is not built yet.
+
+    ``refused(args)`` says whether this run asks for the missing feature; ``example``
+    is a command-line fragment that does (the flag-coverage test runs it).
+    """
+    dest: str
+    refused: Callable[[argparse.Namespace], bool]
+    message: str
+    example: Tuple[str, ...]
+
+
+# The one table of refused flags: validate_args enforces it (command line and YAML alike) and
+# tests/unit/test_flag_coverage.py accepts a flag that nothing reads only when it is listed here.
+REFUSED_FLAGS: Tuple[Refusal, ...] = (
+    Refusal("context_parallel_size", lambda args: args.context_parallel_size > 1,
+            "--context-parallel-size > 1 is not supported yet (context parallelism, issue 11); remove it",
+            ("--context-parallel-size", "2")),
+    Refusal("expert_model_parallel_size", lambda args: args.expert_model_parallel_size > 1,
+            "--expert-model-parallel-size > 1 is not supported yet (expert parallelism, issue 10); remove it",
+            ("--expert-model-parallel-size", "2")),
+)
+
+# (flag, what it needs, the needed flags as the user writes them): a flag given without what
+# makes it act would be silently ignored, so it is refused instead.
+DEPENDENT_FLAGS: Tuple[Tuple[str, Callable[[argparse.Namespace], bool], str], ...] = (
+    ("num_query_groups", lambda args: args.group_query_attention, "--group-query-attention"),
+    ("rope_scaling_factor", lambda args: args.rope_scaling_type is not None, "--rope-scaling-type"),
+    ("low_freq_factor", lambda args: args.rope_scaling_type == "llama3", "--rope-scaling-type llama3"),
+    ("high_freq_factor", lambda args: args.rope_scaling_type == "llama3", "--rope-scaling-type llama3"),
+    ("original_max_position_embeddings", lambda args: args.rope_scaling_type == "llama3",
+     "--rope-scaling-type llama3"),
+    ("lr_wsd_decay_style", lambda args: args.lr_decay_style == "WSD", "--lr-decay-style WSD"),
+    ("swap_optimizer_chunk_size", lambda args: args.swap_optimizer, "--swap-optimizer"),
+    ("tensorboard_log_interval", lambda args: args.tensorboard_dir is not None, "--tensorboard-dir"),
+    ("tensorboard_queue_size", lambda args: args.tensorboard_dir is not None, "--tensorboard-dir"),
+    ("log_timers_to_tensorboard", lambda args: args.tensorboard_dir is not None, "--tensorboard-dir"),
+    ("wandb_exp_name", lambda args: bool(args.wandb_project), "--wandb-project"),
+    ("wandb_save_dir", lambda args: bool(args.wandb_project), "--wandb-project"),
+)
+
+
+def _check_refused(args: argparse.Namespace) -> None:
+    for refusal in REFUSED_FLAGS:
+        if refusal.refused(args):
+            raise ArgumentError(refusal.message)
+
+
+def _check_dependent_flags(args: argparse.Namespace) -> None:
+    for dest, active, needs in DEPENDENT_FLAGS:
+        if _given(args, dest) and not active(args):
+            raise ArgumentError(f"{_flag(dest)} has no effect without {needs}; add {needs} or drop {_flag(dest)}")
+
+
+def _check_ranges(args: argparse.Namespace) -> None:
+    for dest in POSITIVE_FLAGS:
+        if getattr(args, dest) < 1:
+            raise ArgumentError(f"{_flag(dest)} must be at least 1, got {getattr(args, dest)}")
+    for dest in NON_NEGATIVE_FLAGS:
+        if getattr(args, dest) < 0:
+            raise ArgumentError(f"{_flag(dest)} must be 0 or more, got {getattr(args, dest)}")
+    if args.exit_interval is not None and args.exit_interval < 1:
+        raise ArgumentError(f"--exit-interval must be at least 1, got {args.exit_interval}")
+    if args.make_vocab_size_divisible_by < 1:
+        raise ArgumentError(f"--make-vocab-size-divisible-by must be at least 1, got "
+                            f"{args.make_vocab_size_divisible_by}")
+
+
+# --------------------------------------------------------------------------- recompute, logging, model
+
+def _largest_model_chunk(args: argparse.Namespace) -> int:
+    """Layers in the largest model chunk (a pipeline stage, or a virtual chunk of one)."""
+    placement = stage_layers(args.num_layers, args.pipeline_model_parallel_size,
+                             args.virtual_pipeline_model_parallel_size, args.num_layer_list)
+    return max(len(chunk) for stage in placement for chunk in stage)
+
+
+def _check_recompute(args: argparse.Namespace) -> None:
+    """Megatron's rules: full recompute needs a method and a layer count; selective takes neither."""
+    granularity, method, count = args.recompute_granularity, args.recompute_method, args.recompute_num_layers
+    if granularity == "selective" and (method is not None or count is not None):
+        raise ArgumentError("--recompute-granularity selective takes no --recompute-method or "
+                            "--recompute-num-layers (they choose layers for full recompute); drop them")
+    if method is not None and granularity != "full":
+        raise ArgumentError(f"--recompute-method {method} needs --recompute-granularity full; add it or drop "
+                            "--recompute-method")
+    if count is not None and method is None:
+        raise ArgumentError("--recompute-num-layers needs --recompute-granularity full and --recompute-method "
+                            "uniform|block; add them or drop --recompute-num-layers")
+    if granularity == "full" and (method is None or count is None):
+        raise ArgumentError("--recompute-granularity full needs --recompute-method uniform|block and "
+                            "--recompute-num-layers N (uniform: layers per recomputed group; block: recomputed "
+                            "layers per pipeline stage)")
+    if count is not None:
+        most = _largest_model_chunk(args)
+        if not 1 <= count <= most:
+            where = "virtual pipeline chunk" if args.virtual_pipeline_model_parallel_size else "pipeline stage"
+            raise ArgumentError(f"--recompute-num-layers ({count}) must be between 1 and the layers per {where} "
+                                f"({most}); lower it")
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, without importing it."""
+    return importlib.util.find_spec(module) is not None
+
+
+def _check_not_a_file(dest: str, path: Optional[str]) -> None:
+    if path and os.path.exists(path) and not os.path.isdir(path):
+        raise ArgumentError(f"{_flag(dest)} {path} is a file, not a directory; choose a directory")
+
+
+def _check_logging(args: argparse.Namespace) -> None:
+    """TensorBoard and W&B: their directories, and their optional packages (never imported here)."""
+    _check_not_a_file("tensorboard_dir", args.tensorboard_dir)
+    _check_not_a_file("wandb_save_dir", args.wandb_save_dir)
+    if args.tensorboard_dir is not None and not _installed("tensorboard"):
+        raise ArgumentError("--tensorboard-dir needs the tensorboard package: "
+                            f"{INSTALL_HINT.format(extra='tensorboard')} (or pip install tensorboard)")
+    if args.wandb_project and not _installed("wandb"):
+        raise ArgumentError("--wandb-project needs the wandb package: "
+                            f"{INSTALL_HINT.format(extra='wandb')} (or pip install wandb)")
+
+
+def _check_opt_param_scheduler(args: argparse.Namespace) -> None:
+    if args.override_opt_param_scheduler and args.use_checkpoint_opt_param_scheduler:
+        raise ArgumentError("--override-opt-param-scheduler and --use-checkpoint-opt_param-scheduler are mutually "
+                            "exclusive (take the schedule from the flags, or from the checkpoint); pass one")
+
+
+def _check_model_config(args: argparse.Namespace) -> None:
+    """The model config's own checks, before any process group (a placeholder vocabulary when the
+    tokenizer will give the real one later)."""
+    _build_transformer_config(args, args.vocab_size or args.make_vocab_size_divisible_by)
+
+
 def validate_args(args: argparse.Namespace, world_size: int) -> None:
-    """Reject invalid combinations (ArgumentError, one line) and fill batch/parallel fields."""
+    """The one validation pass, before any process group: ArgumentError (one line) on misuse;
+    fills the batch and parallel fields."""
     _check_required(args)
+    _check_refused(args)
+    _check_ranges(args)
+    _check_dependent_flags(args)
     _check_precision(args)
     _check_parallel_sizes(args, world_size)
     _check_pipeline(args)
     _check_heads(args)
-    _check_ffn(args)
+    _check_model_config(args)
+    _check_recompute(args)
     _check_batch(args)
     _check_interleaving(args)
     _check_sequence_parallel(args)
     _check_learning_rate(args)
+    _check_opt_param_scheduler(args)
     _check_tokenizer(args)
     _check_checkpointing(args)
     _check_device(args)
     _check_data_parallel(args)
+    _check_logging(args)
 
 
 def _check_data_parallel(args: argparse.Namespace) -> None:
@@ -677,12 +798,16 @@ def transformer_config_from_args(args: argparse.Namespace) -> TransformerConfig:
     if args.vocab_size is None:
         raise ArgumentError("the vocabulary size is unknown: pass --vocab-size, or call "
                             "set_vocab_size(args, tokenizer.vocab_size) before building the model")
+    return _build_transformer_config(args, args.vocab_size)
+
+
+def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> TransformerConfig:
     try:
         return TransformerConfig(
             num_layers=args.num_layers,
             hidden_size=args.hidden_size,
             num_attention_heads=args.num_attention_heads,
-            vocab_size=args.vocab_size,
+            vocab_size=vocab_size,
             ffn_hidden_size=args.ffn_hidden_size,
             num_query_groups=args.num_query_groups,
             kv_channels=args.kv_channels,

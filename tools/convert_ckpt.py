@@ -94,6 +94,7 @@ from core.pipeline_parallel.layout import (LayoutError, Placement, chunk_specs, 
                                           stage_layers)
 from core.tensor_parallel.param_meta import TPShard, full_shape, param_meta
 from core.transformer.config import TransformerConfig
+from mindspeed_llm.flags import FlagParser, add_pipeline_layout_args
 from mindspeed_llm.models.registry import (
     IGNORED_HF_TENSORS,
     Family,
@@ -121,7 +122,7 @@ class ConversionError(RuntimeError):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description="Convert HF <-> Megatron (mg) checkpoints.")
+    parser = FlagParser(description="Convert HF <-> Megatron (mg) checkpoints.", error_class=ConversionError)
     parser.add_argument("--load-model-type", choices=("hf", "mg"), required=True)
     parser.add_argument("--save-model-type", choices=("hf", "mg"), required=True)
     parser.add_argument("--load-dir", required=True)
@@ -130,17 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="family: llama2 (llama, llama3), mistral, qwen2; default: from config.json/checkpoint")
     parser.add_argument("--target-tensor-parallel-size", type=int, default=1)
     parser.add_argument("--target-pipeline-parallel-size", type=int, default=1)
-    layout = parser.add_argument_group("pipeline layout of an mg target")
-    layout.add_argument("--num-layer-list", default=None,
-                        help="layers per pipeline stage, e.g. 3,5 (sum = --num-layers incl. noop layers)")
-    layout.add_argument("--num-layers-per-virtual-pipeline-stage", type=int, default=None,
-                        help="layers per virtual chunk (interleaved pipeline)")
-    layout.add_argument("--virtual-pipeline-model-parallel-size", type=int, default=None,
-                        help="virtual chunks per pipeline stage (alternative to the flag above)")
-    layout.add_argument("--noop-layers", default=None,
-                        help="global numbers of parameterless layer slots, e.g. 0,7; '' for none "
-                             "(default: none from hf, the source's from mg)")
-    layout.add_argument("--num-layers", type=int, default=None,
+    add_pipeline_layout_args(parser, title="pipeline layout of an mg target (--noop-layers default: none "
+                                           "from hf, the source's from mg)")
+    parser.add_argument("--num-layers", type=int, default=None,
                         help="total layers of the mg target (checked: HF layers + noop layers)")
     parser.add_argument("--make-vocab-size-divisible-by", type=int, default=None,
                         help="vocab padding multiple (x TP); default 1 from HF, the source's value from mg")
@@ -160,20 +153,8 @@ def parse_size(text: str) -> int:
     return max(int(number * scale), 1)
 
 
-def parse_int_list(text: Optional[str], flag: str) -> Optional[Tuple[int, ...]]:
-    """``"3,5"`` -> ``(3, 5)``; ``""`` -> ``()``; None stays None."""
-    if text is None:
-        return None
-    items = [item.strip() for item in text.split(",") if item.strip()]
-    try:
-        return tuple(int(item) for item in items)
-    except ValueError:
-        raise ConversionError(f"{flag} {text!r} is not a comma-separated list of integers; write e.g. 3,5") from None
-
-
 def validate_args(args: argparse.Namespace) -> None:
-    args.num_layer_list = parse_int_list(args.num_layer_list, "--num-layer-list") or None
-    args.noop_layers = parse_int_list(args.noop_layers, "--noop-layers")
+    args.num_layer_list = args.num_layer_list or None  # "" means none, as no flag
     if args.target_pipeline_parallel_size < 1:
         raise ConversionError("--target-pipeline-parallel-size must be >= 1")
     if args.save_model_type == "hf":
@@ -834,8 +815,8 @@ def convert(args: argparse.Namespace) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the converter; returns the exit code (2 with a one-line message on bad input)."""
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         convert(args)
     except (ConversionError, RegistryError) as error:
         print(f"convert_ckpt: error: {error}", file=sys.stderr)

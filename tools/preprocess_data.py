@@ -63,6 +63,7 @@ import numpy as np
 from core.datasets.indexed_dataset import IndexedDatasetBuilder, best_dtype
 from mindspeed_llm.data.handlers import HANDLERS, BadRecord, Sample, build_emitter, build_handler, output_files
 from mindspeed_llm.data.templates import PROMPT_TYPES
+from mindspeed_llm.flags import FlagParser, add_tokenizer_args, tokenizer_error
 from mindspeed_llm.tokenizer import build_tokenizer
 
 FORMATS = (".jsonl", ".json", ".parquet", ".txt")
@@ -78,8 +79,7 @@ class PreprocessError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description="Tokenize a corpus into .bin/.idx indexed datasets",
-                                     allow_abbrev=False)
+    parser = FlagParser(description="Tokenize a corpus into .bin/.idx indexed datasets", error_class=PreprocessError)
     data = parser.add_argument_group("input data")
     data.add_argument("--input", required=True, help="a file, a directory or a glob")
     data.add_argument("--json-keys", nargs="+", default=["text"], help="keys of the text (pretraining)")
@@ -89,14 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--map-keys", default=None, help="JSON: our field name -> the data's field name")
     data.add_argument("--skip-bad-records", action="store_true",
                       help="skip and count malformed records instead of stopping")
-    tok = parser.add_argument_group("tokenizer")
-    tok.add_argument("--tokenizer-type", default="PretrainedFromHF",
-                     choices=("PretrainedFromHF", "SentencePieceTokenizer", "NullTokenizer"))
-    tok.add_argument("--tokenizer-name-or-path", default=None)
-    tok.add_argument("--tokenizer-model", default=None)
-    tok.add_argument("--vocab-size", type=int, default=None, help="NullTokenizer only")
-    tok.add_argument("--append-eod", action="store_true", help="end every pretraining document with EOD")
+    add_tokenizer_args(parser, default_type="PretrainedFromHF")
     out = parser.add_argument_group("output")
+    out.add_argument("--append-eod", action="store_true", help="end every pretraining document with EOD")
     out.add_argument("--output-prefix", required=True)
     out.add_argument("--seq-length", type=int, default=None, help="truncate (and pack) to this many tokens")
     out.add_argument("--pack", action="store_true", help="pack instruction samples into --seq-length sequences")
@@ -104,12 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = parser.add_argument_group("runtime")
     run.add_argument("--workers", type=int, default=1)
     run.add_argument("--log-interval", type=int, default=10000)
-    parser.error = _parser_error  # type: ignore[method-assign]
     return parser
-
-
-def _parser_error(message: str) -> None:
-    raise PreprocessError(message)
 
 
 def validate_args(args: argparse.Namespace) -> None:
@@ -128,6 +118,12 @@ def validate_args(args: argparse.Namespace) -> None:
                               "documents are cut into sequences at training time")
     if len(set(args.json_keys)) != len(args.json_keys):
         raise PreprocessError(f"--json-keys {args.json_keys}: repeated key")
+    problem = tokenizer_error(args)
+    if problem:
+        raise PreprocessError(problem)
+    if args.vocab_size is not None and args.tokenizer_type != "NullTokenizer":
+        raise PreprocessError(f"--vocab-size is read only by --tokenizer-type NullTokenizer (the {args.tokenizer_type} "
+                              "tokenizer has its own vocabulary); drop it")
 
 
 # ------------------------------------------------------------------------------------------ input

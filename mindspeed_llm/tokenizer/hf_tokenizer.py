@@ -7,6 +7,9 @@ tokens), ``eod`` the EOS id, ``pad`` the pad id or else ``eod``.
 ``tokenize`` adds no special tokens; ``add_bos`` says whether the tokenizer's
 own ``__call__`` would prepend BOS (Llama does), which the pretraining handler
 honours.
+
+:class:`HFTokenizer` is that interface over any ``transformers`` tokenizer
+object; ``GPT2BPETokenizer`` (gpt2_tokenizer.py) builds on it too.
 """
 from __future__ import annotations
 
@@ -14,9 +17,11 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 
-class PretrainedFromHF:
-    def __init__(self, name_or_path: Optional[str], trust_remote_code: bool = False) -> None:
-        self.tokenizer = _load_auto_tokenizer(name_or_path, trust_remote_code)
+class HFTokenizer:
+    """Our tokenizer interface over a ``transformers`` tokenizer object."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
         # the Rust backend encodes ~2x faster than the Python wrapper's __call__
         self._backend = getattr(self.tokenizer, "_tokenizer", None) if self.tokenizer.is_fast else None
         self.vocab_size = len(self.tokenizer)
@@ -60,6 +65,13 @@ class PretrainedFromHF:
             return False
         ids = self.tokenizer("a", add_special_tokens=True)["input_ids"]
         return len(ids) > 0 and ids[0] == self.bos
+
+
+class PretrainedFromHF(HFTokenizer):
+    """``transformers.AutoTokenizer`` from a local directory (or the local Hugging Face cache)."""
+
+    def __init__(self, name_or_path: Optional[str], trust_remote_code: bool = False) -> None:
+        super().__init__(_load_auto_tokenizer(name_or_path, trust_remote_code))
 
 
 def _load_auto_tokenizer(name_or_path: Optional[str], trust_remote_code: bool):

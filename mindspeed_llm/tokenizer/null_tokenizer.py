@@ -37,8 +37,3 @@ class NullTokenizer:
 
     def detokenize(self, ids: List[int]) -> str:
         return " ".join(str(i) for i in ids)
-
-
-def build_tokenizer(args):  # kept for old imports; the dispatcher lives in tokenizer.py
-    from mindspeed_llm.tokenizer.tokenizer import build_tokenizer as build
-    return build(args)

@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 from typing import Union
 
+from mindspeed_llm.flags import TOKENIZER_TYPES
+from mindspeed_llm.tokenizer.gpt2_tokenizer import GPT2BPETokenizer
 from mindspeed_llm.tokenizer.hf_tokenizer import PretrainedFromHF
 from mindspeed_llm.tokenizer.null_tokenizer import NullTokenizer
 from mindspeed_llm.tokenizer.sentencepiece_tokenizer import SentencePieceTokenizer
 
-Tokenizer = Union[NullTokenizer, PretrainedFromHF, SentencePieceTokenizer]
+Tokenizer = Union[NullTokenizer, PretrainedFromHF, SentencePieceTokenizer, GPT2BPETokenizer]
 
 
 def build_tokenizer(args: argparse.Namespace) -> Tokenizer:
@@ -26,5 +28,6 @@ def build_tokenizer(args: argparse.Namespace) -> Tokenizer:
                                 trust_remote_code=getattr(args, "trust_remote_code", False))
     if kind == "SentencePieceTokenizer":
         return SentencePieceTokenizer(getattr(args, "tokenizer_model", None))
-    raise NotImplementedError(f"--tokenizer-type {kind} is not supported; use PretrainedFromHF, "
-                              "SentencePieceTokenizer or NullTokenizer")
+    if kind == "GPT2BPETokenizer":
+        return GPT2BPETokenizer(getattr(args, "vocab_file", None), getattr(args, "merge_file", None))
+    raise ValueError(f"--tokenizer-type {kind} is not one of {', '.join(TOKENIZER_TYPES)}")

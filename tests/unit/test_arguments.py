@@ -82,9 +82,9 @@ def test_swiglu_ffn_default_is_megatrons() -> None:
 def test_group_query_attention_implies_groups() -> None:
     assert parse_args(_argv("--group-query-attention", "--num-query-groups", "2")).num_query_groups == 2
     assert parse_args(_argv("--group-query-attention")).num_query_groups == 1
-    ignored = parse_args(_argv("--num-query-groups", "2"))
-    assert ignored.num_query_groups is None
-    validate_args(ignored, 1)  # given without --group-query-attention: ignored, as in Megatron
+    # Megatron ignores the groups without --group-query-attention; here that is refused, not silent.
+    message = _error(_argv("--num-query-groups", "2"))
+    assert "--num-query-groups has no effect without --group-query-attention" in message
 
 
 def test_warmup_from_fraction_and_decay_iters() -> None:
@@ -212,9 +212,6 @@ def test_query_groups_and_tp_must_divide_one_another() -> None:
 def test_heads_not_multiple_of_groups() -> None:
     message = _error(_argv("--group-query-attention", "--num-query-groups", "3"))
     assert "--num-attention-heads (8)" in message and "--num-query-groups (3)" in message
-    # Even when the groups are ignored (no --group-query-attention) a misfit is an error.
-    message = _error(_argv("--num-query-groups", "3"))
-    assert "--num-query-groups (3)" in message
 
 
 def test_global_batch_not_divisible() -> None:
@@ -286,12 +283,21 @@ def test_wsd_needs_decay_iters() -> None:
     validate_args(parse_args(_argv("--lr-decay-style", "WSD", "--lr-wsd-decay-iters", "20")), 1)
 
 
-def test_tokenizers_need_their_files() -> None:
+def test_tokenizers_need_their_files(tmp_path: Path) -> None:
     message = _error(_argv("--tokenizer-type", "NullTokenizer"))
     assert "--tokenizer-type NullTokenizer" in message and "--vocab-size" in message
     assert "--tokenizer-name-or-path" in _error(_argv("--tokenizer-type", "PretrainedFromHF"))
     assert "--tokenizer-model" in _error(_argv("--tokenizer-type", "SentencePieceTokenizer"))
-    assert "--merge-file" in _error(_argv("--tokenizer-type", "GPT2BPETokenizer"))
+    assert "--vocab-file" in _error(_argv("--tokenizer-type", "GPT2BPETokenizer"))
+    vocab = tmp_path / "vocab.json"
+    vocab.write_text("{}")
+    gpt2 = ("--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", str(vocab))
+    assert "--merge-file" in _error(_argv(*gpt2))
+    missing = str(tmp_path / "merges.txt")
+    assert _error(_argv(*gpt2, "--merge-file", missing)) == f"--merge-file {missing}: no such file; fix the path"
+    missing = str(tmp_path / "sp.model")
+    assert _error(_argv("--tokenizer-type", "SentencePieceTokenizer", "--tokenizer-model", missing)).startswith(
+        f"--tokenizer-model {missing}: no such file")
 
 
 def test_save_interval_needs_save(tmp_path: Path) -> None:
