@@ -78,8 +78,11 @@ class TrainingTask:
     def batches(self, dataset: Dataset, batch_sampler: Iterable[List[int]], num_workers: int,
                 device: torch.device) -> Iterator[Batch]:
         """Micro-batches on ``device``: the sampler's index lists, collated (in workers with ``num_workers``)."""
+        # Its own generator: a DataLoader iterator draws a worker seed, which must not consume the
+        # default generator that dropout uses (a resumed run would replay other masks).
         loader = DataLoader(dataset, batch_sampler=batch_sampler, collate_fn=self.collate,
-                            num_workers=num_workers, pin_memory=device.type == "cuda")
+                            num_workers=num_workers, pin_memory=device.type == "cuda",
+                            generator=torch.Generator())
         for batch in loader:
             yield {key: value.to(device, non_blocking=True) for key, value in batch.items()}
 
