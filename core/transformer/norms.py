@@ -3,12 +3,15 @@
 The pure-PyTorch reference of RMSNorm computes in fp32 and casts back, as
 Hugging Face's Llama does, so converted models match to the last bit in fp32.
 On an NPU ``torch_npu.npu_rms_norm`` is used when present, on an NVIDIA GPU
-apex's fused RMSNorm when NVIDIA apex is installed; ``tests/unit/test_norms.py``
-compares whichever kernel this machine has with the reference.
+apex's fused RMSNorm when NVIDIA apex is installed, else the reference.
+``rms_norm_kernel(device_type)`` says which one (``"npu"``, ``"apex"`` or
+``"reference"``); ``tests/unit/test_norms.py`` tests that choice with fake
+kernels and compares a real fused kernel with the reference where one exists.
 """
 from __future__ import annotations
 
-from typing import Optional
+import functools
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -25,33 +28,48 @@ def rms_norm_reference(x: torch.Tensor, weight: torch.Tensor, eps: float) -> tor
     return weight * x32.to(dtype)
 
 
-def _npu_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> Optional[torch.Tensor]:
-    if x.device.type != "npu":
-        return None
+RMSNormKernel = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]
+
+
+def _npu_kernel() -> Optional[RMSNormKernel]:
     try:
         import torch_npu
     except ImportError:
         return None
-    return torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]
+    return lambda x, weight, eps: torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]
 
 
-def _apex_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> Optional[torch.Tensor]:
-    if x.device.type != "cuda":
-        return None
+def _apex_kernel() -> Optional[RMSNormKernel]:
     try:
         from apex.normalization.fused_layer_norm import fused_rms_norm_affine
     except ImportError:  # apex is optional (and PyPI's "apex" is another project)
         return None
-    return fused_rms_norm_affine(x, weight, (x.size(-1),), eps)
+    return lambda x, weight, eps: fused_rms_norm_affine(x, weight, (x.size(-1),), eps)
+
+
+# device type -> (kernel name, loader returning the kernel or None when its package is missing)
+FUSED_KERNELS: Dict[str, Tuple[str, Callable[[], Optional[RMSNormKernel]]]] = {
+    "npu": ("npu", _npu_kernel),
+    "cuda": ("apex", _apex_kernel),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def rms_norm_kernel(device_type: str) -> Tuple[str, RMSNormKernel]:
+    """The RMSNorm kernel for tensors on ``device_type``: ("npu" | "apex" | "reference", function).
+
+    Looked up once per device type (``rms_norm_kernel.cache_clear()`` forgets the choice).
+    """
+    name, loader = FUSED_KERNELS.get(device_type, ("reference", lambda: None))
+    kernel = loader()
+    if kernel is None:
+        return "reference", rms_norm_reference
+    return name, kernel
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm through the fused kernel of the device when there is one."""
-    for kernel in (_npu_rms_norm, _apex_rms_norm):
-        fused = kernel(x, weight, eps)
-        if fused is not None:
-            return fused
-    return rms_norm_reference(x, weight, eps)
+    """RMSNorm through the fused kernel of ``x``'s device when there is one; x ``[..., h]``."""
+    return rms_norm_kernel(x.device.type)[1](x, weight, eps)
 
 
 class RMSNorm(nn.Module):
