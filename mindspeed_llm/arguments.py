@@ -464,6 +464,16 @@ def _check_parallel_sizes(args: argparse.Namespace, world_size: int) -> None:
     args.data_parallel_size = world_size // (tp * pp * cp)
 
 
+def _resolve_virtual_pipeline(args: argparse.Namespace) -> None:
+    """Either virtual-pipeline flag sets both (chunks per stage and layers per chunk); LayoutError on misfit."""
+    layers, pp = args.num_layers, args.pipeline_model_parallel_size
+    vpp = resolve_virtual_pipeline(layers, pp, args.num_layers_per_virtual_pipeline_stage,
+                                   args.virtual_pipeline_model_parallel_size)
+    args.virtual_pipeline_model_parallel_size = vpp
+    if vpp is not None:
+        args.num_layers_per_virtual_pipeline_stage = layers // (pp * vpp)
+
+
 def _check_pipeline(args: argparse.Namespace) -> None:
     """Layer placement over pipeline stages and virtual chunks (core/pipeline_parallel/layout.py)."""
     pp, layers = args.pipeline_model_parallel_size, args.num_layers
@@ -474,12 +484,8 @@ def _check_pipeline(args: argparse.Namespace) -> None:
     if args.num_layer_list:
         args.num_layer_list = tuple(args.num_layer_list)
     try:
-        vpp = resolve_virtual_pipeline(layers, pp, args.num_layers_per_virtual_pipeline_stage,
-                                       args.virtual_pipeline_model_parallel_size)
-        args.virtual_pipeline_model_parallel_size = vpp
-        if vpp is not None:
-            args.num_layers_per_virtual_pipeline_stage = layers // (pp * vpp)
-        stage_layers(layers, pp, vpp, args.num_layer_list)
+        _resolve_virtual_pipeline(args)
+        stage_layers(layers, pp, args.virtual_pipeline_model_parallel_size, args.num_layer_list)
     except LayoutError as exc:
         raise ArgumentError(str(exc)) from None
     if args.schedules_method == "zero-bubble" and (pp < 2 or args.virtual_pipeline_model_parallel_size):

@@ -383,3 +383,134 @@ def test_transformer_config_needs_vocab_size() -> None:
         transformer_config_from_args(args)
     set_vocab_size(args, 300)
     assert transformer_config_from_args(args).vocab_size == 300
+
+
+# ----------------------------------------------------------------------------- one validation pass
+
+def test_model_config_checks_run_in_validation() -> None:
+    """The TransformerConfig's own checks run in validate_args, before the vocabulary is known."""
+    args = parse_args(_argv("--sliding-window", "0"))
+    assert args.vocab_size is None
+    with pytest.raises(ArgumentError, match=r"^--sliding-window 0 must be at least 1"):
+        validate_args(args, 1)
+    message = _error(_argv("--ffn-hidden-size", "100", "--tensor-model-parallel-size", "8"), 8)
+    assert "--ffn-hidden-size (100)" in message and "--tensor-model-parallel-size (8)" in message
+
+
+RECOMPUTE_ERRORS = {
+    # name: (flags, world size, the whole message or its start)
+    "method_alone": (["--recompute-method", "block"], 1,
+                     "--recompute-method block needs --recompute-granularity full; add it or drop --recompute-method"),
+    "selective_with_method": (["--recompute-granularity", "selective", "--recompute-method", "uniform"], 1,
+                              "--recompute-granularity selective takes no --recompute-method or "
+                              "--recompute-num-layers"),
+    "selective_with_layers": (["--recompute-granularity", "selective", "--recompute-num-layers", "1"], 1,
+                              "--recompute-granularity selective takes no --recompute-method"),
+    "layers_without_method": (["--recompute-num-layers", "1"], 1,
+                              "--recompute-num-layers needs --recompute-granularity full and --recompute-method"),
+    "full_without_method": (["--recompute-granularity", "full"], 1,
+                            "--recompute-granularity full needs --recompute-method uniform|block and "
+                            "--recompute-num-layers N"),
+    "full_without_layers": (["--recompute-granularity", "full", "--recompute-method", "block"], 1,
+                            "--recompute-granularity full needs"),
+    "layers_over_stage": (["--recompute-granularity", "full", "--recompute-method", "block",
+                           "--recompute-num-layers", "3", "--pipeline-model-parallel-size", "2"], 2,
+                          "--recompute-num-layers (3) must be between 1 and the layers per pipeline stage (2); "
+                          "lower it"),
+    "layers_over_chunk": (["--recompute-granularity", "full", "--recompute-method", "uniform",
+                           "--recompute-num-layers", "2", "--pipeline-model-parallel-size", "2",
+                           "--num-layers-per-virtual-pipeline-stage", "1", "--global-batch-size", "4"], 2,
+                          "--recompute-num-layers (2) must be between 1 and the layers per virtual pipeline chunk (1)"),
+    "layers_zero": (["--recompute-granularity", "full", "--recompute-method", "uniform",
+                     "--recompute-num-layers", "0"], 1, "--recompute-num-layers (0) must be between 1 and"),
+}
+
+
+@pytest.mark.parametrize("case", list(RECOMPUTE_ERRORS))
+def test_recompute_errors(case: str) -> None:
+    flags, world_size, expected = RECOMPUTE_ERRORS[case]
+    assert _error(_argv(*flags), world_size).startswith(expected)
+
+
+def test_valid_recompute_combinations() -> None:
+    for flags, world_size in (
+            (["--recompute-granularity", "selective"], 1),
+            (["--recompute-activation-function"], 1),
+            (["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "4"], 1),
+            (["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "3",
+              "--pipeline-model-parallel-size", "2", "--num-layer-list", "1,3"], 2)):
+        args = parse_args(_argv(*flags))
+        validate_args(args, world_size)
+        assert transformer_config_from_args(_with_vocab(args)).recompute_granularity == args.recompute_granularity
+
+
+def _with_vocab(args):
+    set_vocab_size(args, 100)
+    return args
+
+
+def test_tensorboard_dir_that_is_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "events"
+    path.write_text("")
+    assert _error(_argv("--tensorboard-dir", str(path))) == (
+        f"--tensorboard-dir {path} is a file, not a directory; choose a directory")
+    validate_args(parse_args(_argv("--tensorboard-dir", str(tmp_path / "new"), "--log-timers-to-tensorboard",
+                                   "--tensorboard-log-interval", "5")), 1)
+
+
+def test_optional_logger_packages_are_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import mindspeed_llm.arguments as arguments
+
+    monkeypatch.setattr(arguments, "_installed", lambda module: False)
+    assert "pip install -e .[tensorboard]" in _error(_argv("--tensorboard-dir", str(tmp_path)))
+    message = _error(_argv("--wandb-project", "demo"))
+    assert message.startswith("--wandb-project needs the wandb package: pip install -e .[wandb]")
+    monkeypatch.setattr(arguments, "_installed", lambda module: True)
+    validate_args(parse_args(_argv("--wandb-project", "demo", "--wandb-exp-name", "run1",
+                                   "--wandb-save-dir", str(tmp_path))), 1)
+
+
+def test_wandb_is_looked_up_not_imported() -> None:
+    import sys
+
+    import mindspeed_llm.arguments as arguments
+
+    before = set(sys.modules)
+    arguments._installed("wandb")
+    assert "wandb" not in set(sys.modules) - before
+
+
+def test_scheduler_flags_megatron_spellings_and_exclusion() -> None:
+    for spelling in ("--use-checkpoint-opt_param-scheduler", "--use-checkpoint-opt-param-scheduler"):
+        assert parse_args(_argv(spelling)).use_checkpoint_opt_param_scheduler
+    for spelling in ("--override-opt_param-scheduler", "--override-opt-param-scheduler"):
+        assert parse_args(_argv(spelling)).override_opt_param_scheduler
+    message = _error(_argv("--override-opt-param-scheduler", "--use-checkpoint-opt_param-scheduler"))
+    assert message.startswith("--override-opt-param-scheduler and --use-checkpoint-opt_param-scheduler are "
+                              "mutually exclusive")
+
+
+def test_logging_flag_defaults_are_megatrons() -> None:
+    args = parse_args(_argv())
+    assert (args.tensorboard_log_interval, args.tensorboard_queue_size) == (1, 1000)
+    assert not args.log_timers_to_tensorboard and args.wandb_save_dir is None and args.num_workers == 2
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--log-interval", "0"], "--log-interval must be at least 1, got 0"),
+    (["--num-workers", "-1"], "--num-workers must be 0 or more, got -1"),
+    (["--exit-interval", "0"], "--exit-interval must be at least 1, got 0"),
+    (["--micro-batch-size", "0"], "--micro-batch-size must be at least 1, got 0"),
+    (["--vocab-size", "100", "--make-vocab-size-divisible-by", "0"],
+     "--make-vocab-size-divisible-by must be at least 1, got 0"),
+])
+def test_counts_out_of_range(flags: List[str], expected: str) -> None:
+    assert _error(_argv(*flags)) == expected
+
+
+def test_layer_lists_parse_from_flags_and_yaml(tmp_path: Path) -> None:
+    assert _error(_argv("--noop-layers", "1;3")) == (
+        "--noop-layers '1;3' is not a comma-separated list of integers; write e.g. 3,5")
+    path = _write_yaml(tmp_path, "noop-layers: [1, 3]\nnum-layer-list: 2,4\n")
+    args = parse_args(_argv("--yaml-cfg", path))
+    assert args.noop_layers == (1, 3) and args.num_layer_list == (2, 4)

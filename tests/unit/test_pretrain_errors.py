@@ -126,6 +126,10 @@ FLAG_CASES = {
     "global_batch": ({"global_batch_size": "5"}, ["--global-batch-size (5)", "--micro-batch-size (2)",
                                                   "multiple of 2"]),
     "load_missing": ({"load": "/nonexistent/ckpt/dir"}, ["--load /nonexistent/ckpt/dir", "drop --load"]),
+    "context_parallel": ({"context_parallel_size": "2"},
+                         ["--context-parallel-size > 1 is not supported yet", "issue 11", "remove it"]),
+    "recompute_method_alone": ({"recompute_method": "uniform"},
+                               ["--recompute-method uniform needs --recompute-granularity full"]),
 }
 
 

@@ -1,11 +1,16 @@
-"""Tokenizers: PretrainedFromHF over a tokenizer trained by tools/train_tokenizer.py, SentencePiece, null."""
+"""Tokenizers: PretrainedFromHF over a tokenizer trained by tools/train_tokenizer.py, SentencePiece, GPT-2 BPE
+files, null; the package's modules import one another without cycles."""
 import argparse
+import ast
 import io
+import json
 import os
+from pathlib import Path
 
 import pytest
 
-from mindspeed_llm.tokenizer import NullTokenizer, PretrainedFromHF, SentencePieceTokenizer, build_tokenizer
+from mindspeed_llm.tokenizer import (GPT2BPETokenizer, NullTokenizer, PretrainedFromHF, SentencePieceTokenizer,
+                                     build_tokenizer)
 from tools import train_tokenizer
 
 WORDS = "the quick brown fox jumps over a lazy dog while models train on tokens and data".split()
@@ -106,3 +111,71 @@ def test_train_tokenizer_errors(tmp_path, capsys):
         train_tokenizer.main(["--input", str(tmp_path / "missing"), "--output-dir", str(tmp_path / "o")])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip().startswith("error: --input")
+
+
+# ----------------------------------------------------------------------------- GPT-2 BPE files
+
+def _byte_symbols():
+    """GPT-2's printable stand-ins for the 256 bytes (its published byte-to-unicode table)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + \
+        list(range(ord("\xae"), ord("\xff") + 1))
+    extra = iter(range(256, 512))
+    return {b: chr(b) if b in printable else chr(next(extra)) for b in range(256)}
+
+
+@pytest.fixture(scope="module")
+def gpt2_files(tmp_path_factory):
+    """vocab.json (bytes, two merges, <|endoftext|>) and merges.txt in GPT-2's format."""
+    root = tmp_path_factory.mktemp("gpt2")
+    vocab = {symbol: i for i, symbol in enumerate(_byte_symbols().values())}
+    for token in ("he", "hel", "<|endoftext|>"):
+        vocab[token] = len(vocab)
+    (root / "vocab.json").write_text(json.dumps(vocab))
+    (root / "merges.txt").write_text("#version: 0.2\nh e\nhe l\n")
+    return str(root / "vocab.json"), str(root / "merges.txt")
+
+
+def test_gpt2_bpe_from_vocab_and_merges(gpt2_files):
+    vocab_file, merge_file = gpt2_files
+    tok = build_tokenizer(argparse.Namespace(tokenizer_type="GPT2BPETokenizer", vocab_file=vocab_file,
+                                             merge_file=merge_file))
+    assert isinstance(tok, GPT2BPETokenizer)
+    vocab = json.loads(Path(vocab_file).read_text())
+    ids = tok.tokenize("hello world")
+    space = _byte_symbols()[ord(" ")]
+    assert ids == [vocab[t] for t in ["hel", "l", "o", space, "w", "o", "r", "l", "d"]]  # both merges applied
+    assert tok.detokenize(ids) == "hello world"
+    assert tok.tokenize("é") == [vocab[_byte_symbols()[b]] for b in "é".encode()]  # bytes, never unknown
+    assert tok.vocab_size == len(vocab) and tok.eod == tok.pad == vocab["<|endoftext|>"]
+    assert not tok.add_bos and not tok.has_chat_template
+
+
+def test_gpt2_bpe_errors(gpt2_files, tmp_path):
+    vocab_file, merge_file = gpt2_files
+    with pytest.raises(FileNotFoundError, match="^--merge-file .*: no such file"):
+        GPT2BPETokenizer(vocab_file, str(tmp_path / "none.txt"))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(ValueError, match="not a GPT-2 BPE vocabulary and merge list"):
+        GPT2BPETokenizer(str(bad), merge_file)
+
+
+def test_tokenizer_modules_import_without_cycles():
+    """No module of mindspeed_llm/tokenizer imports (even inside a function) one that imports it back."""
+    package = Path(__file__).resolve().parents[2] / "mindspeed_llm" / "tokenizer"
+    imports = {}
+    for path in package.glob("*.py"):
+        if path.name == "__init__.py":
+            continue
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mindspeed_llm.tokenizer."):
+                names.add(node.module.rsplit(".", 1)[1])
+        imports[path.stem] = names
+
+    def reaches(start, target, seen=()):
+        return any(name == target or (name not in seen and reaches(name, target, seen + (name,)))
+                   for name in imports.get(start, ()))
+
+    assert imports["tokenizer"] >= {"null_tokenizer", "hf_tokenizer"}  # the scan sees the imports
+    assert [name for name in imports if reaches(name, name)] == []
