@@ -3,7 +3,9 @@
 Three iterations of the real training step (fp32, dropout off) on the same
 mock data and seed. The losses (from the last stage, shared over the pipeline),
 the final gradients (``main_grad``) and the final weights of every stage,
-unsharded over TP, must match the single-process run to about 1e-5 relative.
+unsharded over TP, must match the single-process run to about 1e-5 relative,
+for every TP rank and DP replica (each one's union of stages), so a replica
+that missed an all-gather or an all-reduce fails.
 With tied embeddings the last stage's copy (``output_layer.weight``) must equal
 the word embeddings and carry their full gradient. One launch per world size:
 
@@ -43,7 +45,7 @@ VOCAB = 100
 
 
 def run_training(argv: List[str]) -> Optional[Dict[str, object]]:
-    """Three steps; losses plus this stage's unsharded grads and weights (TP rank 0, DP rank 0 only)."""
+    """Three steps; losses plus this stage's grads and weights, unsharded over TP, and where they come from."""
     from mindspeed_llm.training.training import setup
 
     trainer = setup(argv)
@@ -54,9 +56,8 @@ def run_training(argv: List[str]) -> Optional[Dict[str, object]]:
         for name, param in model.named_parameters():
             grads[name] = _gather_full(param, param.main_grad, trainer.state.tp_group)
             weights[name] = _gather_full(param, param.data, trainer.state.tp_group)
-    if trainer.state.tp_rank != 0 or trainer.state.dp_rank != 0:
-        return None
-    return {"losses": losses, "grads": grads, "weights": weights, "stage": trainer.state.pp_rank}
+    replica = (trainer.state.dp_rank, trainer.state.tp_rank)
+    return {"losses": losses, "grads": grads, "weights": weights, "stage": trainer.state.pp_rank, "replica": replica}
 
 
 @contextlib.contextmanager
@@ -100,14 +101,15 @@ def worker(rank: int, world_size: int, configs: Dict[str, List[str]]) -> Dict[st
     return results
 
 
-def _merge(per_rank: List[Dict[str, Dict]]) -> Dict[str, Dict]:
-    """Per config: the losses (every stage's must agree) and the union of the stages' tensors."""
-    merged: Dict[str, Dict] = {}
+def _merge(per_rank: List[Dict[str, Dict]]) -> Dict[str, Dict[tuple, Dict]]:
+    """Per config and (DP rank, TP rank): the losses (every stage's must agree) and the union of the
+    stages' tensors."""
+    merged: Dict[str, Dict[tuple, Dict]] = {}
     for results in per_rank:
         for name, result in results.items():
-            if result is None:
-                continue
-            entry = merged.setdefault(name, {"losses": result["losses"], "grads": {}, "weights": {}, "copies": {}})
+            replicas = merged.setdefault(name, {})
+            entry = replicas.setdefault(result["replica"],
+                                        {"losses": result["losses"], "grads": {}, "weights": {}, "copies": {}})
             torch.testing.assert_close(torch.tensor(result["losses"]), torch.tensor(entry["losses"]))
             for kind in ("grads", "weights"):
                 for key, value in result[kind].items():
@@ -178,7 +180,21 @@ WORLD8 = {
 
 @pytest.fixture(scope="module")
 def references() -> Dict[str, Dict]:
-    return _merge(run_distributed(1, worker, REFERENCES))
+    return {name: replicas[(0, 0)] for name, replicas in _merge(run_distributed(1, worker, REFERENCES)).items()}
+
+
+def _assert_every_replica(replicas: Dict[tuple, Dict], reference: Dict, world_size: int, pp: int,
+                          kinds: tuple = ("grads", "weights")) -> None:
+    assert len(replicas) == world_size // pp
+    for (dp_rank, tp_rank), result in sorted(replicas.items()):
+        try:
+            _assert_same(result, reference, kinds)
+        except AssertionError as error:
+            raise AssertionError(f"DP rank {dp_rank}, TP rank {tp_rank}: {error}") from None
+
+
+def _pp_size(argv: List[str]) -> int:
+    return int(argv[argv.index("--pipeline-model-parallel-size") + 1])
 
 
 def _launch(world_size: int, configs: Dict) -> Dict[str, Dict]:
@@ -202,15 +218,18 @@ def world8() -> Dict[str, Dict]:
 
 @pytest.mark.parametrize("name", sorted(WORLD2))
 def test_world2_equals_single_process(world2, references, name):
-    _assert_same(world2[name], references[WORLD2[name][1]])
+    argv, reference = WORLD2[name]
+    _assert_every_replica(world2[name], references[reference], 2, _pp_size(argv))
 
 
 @pytest.mark.parametrize("name", sorted(WORLD4))
 def test_world4_equals_single_process(world4, references, name):
     kinds = ("weights",) if "distopt" in name else ("grads", "weights")
-    _assert_same(world4[name], references[WORLD4[name][1]], kinds)
+    argv, reference = WORLD4[name]
+    _assert_every_replica(world4[name], references[reference], 4, _pp_size(argv), kinds)
 
 
 @pytest.mark.parametrize("name", sorted(WORLD8))
 def test_world8_equals_single_process(world8, references, name):
-    _assert_same(world8[name], references[WORLD8[name][1]])
+    argv, reference = WORLD8[name]
+    _assert_every_replica(world8[name], references[reference], 8, _pp_size(argv))
