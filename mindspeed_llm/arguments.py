@@ -92,7 +92,7 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--kv-channels", type=int, default=None, help="head dim; default hidden / heads")
     group.add_argument("--group-query-attention", action="store_true")
     group.add_argument("--num-query-groups", type=int, default=None,
-                       help="KV heads; only used with --group-query-attention (default 1 then)")
+                       help="KV heads; needs --group-query-attention (which alone means 1)")
     group.add_argument("--seq-length", type=int, default=None)
     group.add_argument("--max-position-embeddings", type=int, default=None,
                        help="default --seq-length")

@@ -73,7 +73,8 @@ def add_tokenizer_args(parser: argparse.ArgumentParser, default_type: Optional[s
     group.add_argument("--vocab-file", type=str, default=None, help="GPT2BPETokenizer: vocab.json")
     group.add_argument("--merge-file", type=str, default=None, help="GPT2BPETokenizer: merges.txt")
     group.add_argument("--vocab-size", type=int, default=None,
-                       help="NullTokenizer's vocabulary (ids 0..N-1, N-1 is end-of-document)")
+                       help="NullTokenizer's vocabulary (ids 0..N-1, N-1 is end-of-document); in training, the "
+                            "model's vocabulary before padding (default: the tokenizer's)")
     group.add_argument("--trust-remote-code", action="store_true",
                        help="PretrainedFromHF: allow the tokenizer's own Python code (transformers' option)")
 
