@@ -664,8 +664,9 @@ def _check_ranges(args: argparse.Namespace) -> None:
     for dest in NON_NEGATIVE_FLAGS:
         if getattr(args, dest) < 0:
             raise ArgumentError(f"{_flag(dest)} must be 0 or more, got {getattr(args, dest)}")
-    if args.exit_interval is not None and args.exit_interval < 1:
-        raise ArgumentError(f"--exit-interval must be at least 1, got {args.exit_interval}")
+    for dest in ("exit_interval", "vocab_size"):  # optional counts
+        if getattr(args, dest) is not None and getattr(args, dest) < 1:
+            raise ArgumentError(f"{_flag(dest)} must be at least 1, got {getattr(args, dest)}")
     if args.make_vocab_size_divisible_by < 1:
         raise ArgumentError(f"--make-vocab-size-divisible-by must be at least 1, got "
                             f"{args.make_vocab_size_divisible_by}")

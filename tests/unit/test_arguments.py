@@ -500,6 +500,7 @@ def test_logging_flag_defaults_are_megatrons() -> None:
     (["--log-interval", "0"], "--log-interval must be at least 1, got 0"),
     (["--num-workers", "-1"], "--num-workers must be 0 or more, got -1"),
     (["--exit-interval", "0"], "--exit-interval must be at least 1, got 0"),
+    (["--vocab-size", "0"], "--vocab-size must be at least 1, got 0"),
     (["--micro-batch-size", "0"], "--micro-batch-size must be at least 1, got 0"),
     (["--vocab-size", "100", "--make-vocab-size-divisible-by", "0"],
      "--make-vocab-size-divisible-by must be at least 1, got 0"),
