@@ -176,7 +176,8 @@ class Trainer:
             self._datasets = tuple(self.task.build_datasets(self.args, self._num_samples()))
         return self._datasets
 
-    def _batches(self, dataset: Dataset, consumed: int) -> Iterator[Batch]:
+    def batches(self, dataset: Dataset, consumed: int = 0) -> Iterator[Batch]:
+        """Micro-batches of ``dataset`` for this DP rank, from sample ``consumed`` on."""
         sampler = PretrainingSampler(len(dataset), consumed, self.args.micro_batch_size, self.state.dp_rank,
                                      self.state.dp)
         return self.task.batches(dataset, sampler, self.args.num_workers, self.acc.device)
@@ -185,11 +186,11 @@ class Trainer:
         dataset = self.datasets()[0]
         if dataset is None:
             raise ArgumentError("the training split is empty: check --split and --data-path")
-        return self._batches(dataset, self.consumed_samples)
+        return self.batches(dataset, self.consumed_samples)
 
     def valid_iterator(self) -> Optional[Iterator[Batch]]:
         dataset = self.datasets()[1]
-        return None if dataset is None else self._batches(dataset, 0)
+        return None if dataset is None else self.batches(dataset)
 
     # ---- steps ------------------------------------------------------------------------------
     def reduce_stats(self, stats: List[Dict[str, torch.Tensor]]) -> Dict[str, float]:

@@ -281,19 +281,14 @@ VOCAB = 100
 
 def _forward_loss_on_first_batch(trainer) -> float:
     """Forward only, on the training split's first global batch (what a fresh --finetune run trains on)."""
-    from core.datasets.samplers import PretrainingSampler
-    from mindspeed_llm.training.training import batch_iterator, forward_step
-
-    dataset = trainer.datasets()[0]
-    sampler = PretrainingSampler(len(dataset), 0, trainer.args.micro_batch_size, trainer.state.dp_rank,
-                                 trainer.state.dp)
     with torch.no_grad():
         for model in trainer.models:
             model.eval()
-        stats = trainer.forward_backward(forward_step, batch_iterator(dataset, sampler, trainer.acc.device),
-                                         trainer.models, trainer.num_microbatches, forward_only=True,
+        first_batches = trainer.batches(trainer.datasets()[0])  # from sample 0, whatever was consumed
+        stats = trainer.forward_backward(trainer.task.forward_step, first_batches, trainer.models,
+                                         trainer.num_microbatches, forward_only=True,
                                          pipeline=trainer.pipeline_options())
-    return trainer._mean_loss(stats)
+    return trainer.reduce_stats(stats)["lm loss"]
 
 
 def _pp2_logits(trainer, tokens: torch.Tensor) -> Optional[torch.Tensor]:
@@ -319,7 +314,7 @@ def training_worker(rank: int, world_size: int, ckpt: str, roundtrip: str, token
     trainer = setup(TRAIN + PP2 + ["--save", ckpt])
     trainer.train_step(trainer.train_iterator())
     trainer.save()
-    result = {"eval": trainer.evaluate(), "first_batch": _forward_loss_on_first_batch(trainer),
+    result = {"eval": trainer.evaluate()["lm loss"], "first_batch": _forward_loss_on_first_batch(trainer),
               "logits": _pp2_logits(trainer, tokens)}
     # the training checkpoint -> HF -> mg PP 2 + VPP 2 loads into a PP 2 + VPP 2 run with the same loss
     if rank == 0:
@@ -330,7 +325,7 @@ def training_worker(rank: int, world_size: int, ckpt: str, roundtrip: str, token
     dist.barrier()
     interleaved = setup(TRAIN + VPP2 + ["--load", roundtrip + "_vpp2", "--finetune"])
     result["vpp2_chunks"] = len(interleaved.models)
-    result["vpp2_eval"] = interleaved.evaluate()
+    result["vpp2_eval"] = interleaved.evaluate()["lm loss"]
     return result
 
 
@@ -362,7 +357,7 @@ def test_training_checkpoint_to_pp1_loads_with_the_same_losses(trained) -> None:
     trainer = setup(TRAIN + ["--load", pp1, "--finetune"])
     assert trainer.iteration == 0
     reference = trained["ranks"][1]
-    torch.testing.assert_close(trainer.evaluate(), reference["eval"], rtol=1e-5, atol=0)
+    torch.testing.assert_close(trainer.evaluate()["lm loss"], reference["eval"], rtol=1e-5, atol=0)
     first = trainer.train_step(trainer.train_iterator()).loss  # forward on the same first batch, then a step
     torch.testing.assert_close(first, reference["first_batch"], rtol=1e-5, atol=0)
 

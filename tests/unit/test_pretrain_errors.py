@@ -67,9 +67,9 @@ def _snapshot(root: str) -> Dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def saved_checkpoint(tmp_path_factory) -> str:
-    """A real checkpoint of ARGV's model at iteration 1."""
+    """A real checkpoint of ARGV's model at iteration 1 (same schedule: it stops with --exit-interval)."""
     root = str(tmp_path_factory.mktemp("ckpt") / "run")
-    train(setup(_with(ARGV, train_iters="1") + ["--save", root]))
+    train(setup(ARGV + ["--save", root, "--exit-interval", "1"]))
     assert os.path.isfile(os.path.join(root, CKPT_FILE))
     return root
 
