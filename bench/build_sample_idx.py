@@ -1,6 +1,7 @@
 """Benchmark: building the GPT sample index for 10 million samples, C++ helper vs NumPy reference.
 
     python bench/build_sample_idx.py [--num-samples 10000000] [--seq-length 1024] [--num-docs 1000000]
+    python bench/build_sample_idx.py --smoke     # 20000 samples of 128 tokens: under a second
 
 Documents have random lengths in [1, 2 * seq_length); the document index repeats shuffled
 epochs until it holds enough tokens. Both builders run on the same input in the same process
@@ -38,7 +39,10 @@ def main() -> None:
     parser.add_argument("--seq-length", type=int, default=1024)
     parser.add_argument("--num-docs", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smoke", action="store_true", help="20000 samples of 128 tokens from 2000 documents")
     args = parser.parse_args()
+    if args.smoke:
+        args.num_samples, args.seq_length, args.num_docs = 20_000, 128, 2_000
     sizes, document_index, num_epochs, tokens_per_epoch = make_input(args.num_samples, args.seq_length,
                                                                      args.num_docs, args.seed)
     call = (sizes, document_index, args.seq_length, num_epochs, tokens_per_epoch)

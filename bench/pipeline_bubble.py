@@ -2,6 +2,7 @@
 
     python bench/pipeline_bubble.py [--pp 4] [--microbatches 8] [--vpp 2] [--no-measure]
                                     [--hidden 256] [--tokens 64] [--layers 2] [--repeats 3]
+    python bench/pipeline_bubble.py --smoke     # pp 2, tiny stages, one repeat: seconds
 
 Simulated: each table (core/pipeline_parallel/schedules.py) is run through the
 event simulator (core/pipeline_parallel/simulate.py) with a fixed cost per
@@ -35,23 +36,19 @@ import argparse
 import contextlib
 import json
 import os
-import socket
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Dict, List, Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
+from torch import nn
 
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-
-from core.pipeline_parallel import schedules  # noqa: E402
-from core.pipeline_parallel.schedules import (  # noqa: E402
+from core.launcher import run_distributed
+from core.pipeline_parallel import schedules
+from core.pipeline_parallel.schedules import (
     B, F, W, PipelineOptions, interleaved_one_f_one_b, one_f_one_b, run_schedule, zero_bubble,
 )
-from core.pipeline_parallel.simulate import simulate  # noqa: E402
+from core.pipeline_parallel.simulate import simulate
 
 
 def _figures(timeline, theory: float) -> Dict[str, object]:
@@ -124,36 +121,34 @@ def _no_deferral(_store):
         yield None
 
 
-def _measure_worker(rank: int, pp: int, port: int, m: int, hidden: int, tokens: int, layers: int, repeats: int,
-                    results) -> None:
+def _measure_worker(rank: int, pp: int, m: int, hidden: int, tokens: int, layers: int,
+                    repeats: int) -> Dict[str, List[dict]]:
+    """This stage's timestamped F/B/W steps per schedule and repeat (``run_distributed`` worker)."""
     import torch.distributed as dist
 
     from core.parallel_state import Group
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=pp)
+    group = Group(list(range(pp)), dist.group.WORLD, rank)
+    stage = _Stage(hidden, layers, seed=rank)
+    last = rank == pp - 1
+    generator = torch.Generator().manual_seed(0)
+    batches = [{"x": torch.randn(tokens, 1, hidden, generator=generator)} for _ in range(m)]
+
+    def forward_step(batch, model):
+        x = batch["x"] if model.input_tensor is None else model.input_tensor
+        out = model(x)
+        return ((out.float() ** 2).mean(), {}) if last else (out, {})
+
+    options = PipelineOptions(group, (tokens, 1, hidden), torch.float32, torch.device("cpu"))
+    log: List[tuple] = []
+    originals = (schedules._forward, schedules._backward, schedules._weight_backward, schedules.defer_weight_grads)
+    schedules._forward = _timed(F, originals[0], log)
+    schedules._backward = _timed(B, originals[1], log)
+    schedules._weight_backward = _timed(W, originals[2], log)
+    tables = {"1f1b": one_f_one_b(pp, m)[rank], "zero_bubble": zero_bubble(pp, m)[rank],
+              "zero_bubble_unsplit": zero_bubble(pp, m)[rank]}
+    runs: Dict[str, List[dict]] = {name: [] for name in tables}
     try:
-        group = Group(list(range(pp)), dist.group.WORLD, rank)
-        stage = _Stage(hidden, layers, seed=rank)
-        last = rank == pp - 1
-        generator = torch.Generator().manual_seed(0)
-        batches = [{"x": torch.randn(tokens, 1, hidden, generator=generator)} for _ in range(m)]
-
-        def forward_step(batch, model):
-            x = batch["x"] if model.input_tensor is None else model.input_tensor
-            out = model(x)
-            return ((out.float() ** 2).mean(), {}) if last else (out, {})
-
-        options = PipelineOptions(group, (tokens, 1, hidden), torch.float32, torch.device("cpu"))
-        log: List[tuple] = []
-        originals = (schedules._forward, schedules._backward, schedules._weight_backward, schedules.defer_weight_grads)
-        schedules._forward = _timed(F, originals[0], log)
-        schedules._backward = _timed(B, originals[1], log)
-        schedules._weight_backward = _timed(W, originals[2], log)
-        tables = {"1f1b": one_f_one_b(pp, m)[rank], "zero_bubble": zero_bubble(pp, m)[rank],
-                  "zero_bubble_unsplit": zero_bubble(pp, m)[rank]}
-        runs: Dict[str, List[dict]] = {name: [] for name in tables}
         for repeat in range(repeats + 1):
             for name, actions in tables.items():
                 schedules.defer_weight_grads = _no_deferral if name == "zero_bubble_unsplit" else originals[3]
@@ -166,11 +161,9 @@ def _measure_worker(rank: int, pp: int, port: int, m: int, hidden: int, tokens: 
                 end = time.perf_counter()
                 if repeat:
                     runs[name].append({"begin": begin, "end": end, "log": list(log)})
-        schedules._forward, schedules._backward, schedules._weight_backward, schedules.defer_weight_grads = originals
-        results.put((rank, runs))
-        dist.barrier()
     finally:
-        dist.destroy_process_group()
+        schedules._forward, schedules._backward, schedules._weight_backward, schedules.defer_weight_grads = originals
+    return runs
 
 
 def _summarise(per_rank: List[Dict[str, List[dict]]], name: str, repeats: int) -> Dict[str, object]:
@@ -195,24 +188,8 @@ def _summarise(per_rank: List[Dict[str, List[dict]]], name: str, repeats: int) -
 
 
 def measured(pp: int, m: int, hidden: int, tokens: int, layers: int, repeats: int) -> Dict[str, object]:
-    import torch.multiprocessing as mp
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_measure_worker, args=(r, pp, port, m, hidden, tokens, layers, repeats, results))
-             for r in range(pp)]
-    for proc in procs:
-        proc.start()
-    per_rank: Dict[int, dict] = {}
-    while len(per_rank) < pp:
-        rank, runs = results.get(timeout=600)
-        per_rank[rank] = runs
-    for proc in procs:
-        proc.join(timeout=60)
-    ordered = [per_rank[r] for r in range(pp)]
+    # perf_counter is CLOCK_MONOTONIC on Linux: one clock for every process of the machine
+    ordered = run_distributed(pp, _measure_worker, m, hidden, tokens, layers, repeats)
     result: Dict[str, object] = {"cpu_count": os.cpu_count(), "model": f"{layers} x MLP h={hidden} 4h, "
                                  f"{tokens} tokens per micro-batch, fp32, 1 thread per rank"}
     for name in ("1f1b", "zero_bubble", "zero_bubble_unsplit"):
@@ -233,7 +210,10 @@ def main(argv: List[str] = None) -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2, help="MLP blocks per stage in the measured run")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="pp 2, 4 micro-batches, tiny stages, one repeat")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.pp, args.microbatches, args.vpp, args.hidden, args.tokens, args.layers, args.repeats = 2, 4, 2, 32, 8, 1, 1
     result: Dict[str, object] = {"bench": "pipeline_bubble", "pp": args.pp, "microbatches": args.microbatches,
                                  "vpp": args.vpp, "costs": "F=1 B=2 (ZB: B=1 W=1)"}
     result.update(simulated(args.pp, args.microbatches, args.vpp))

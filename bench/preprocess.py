@@ -3,6 +3,7 @@
 Usage::
 
     python bench/preprocess.py [--documents 100000] [--workers 2]
+    python bench/preprocess.py --smoke     # 300 documents, a small vocabulary, one repeat: seconds
 
 Generates a corpus of short JSONL documents and a byte-level BPE tokenizer
 (tools/train_tokenizer.py) in a temporary directory, then times, on the same
@@ -23,6 +24,7 @@ naive loop and of N workers to 1. Nothing is written outside the temporary dir.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -34,10 +36,8 @@ from typing import Callable, Dict, Tuple
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from mindspeed_llm.tokenizer import PretrainedFromHF  # noqa: E402
-from tools import preprocess_data, train_tokenizer  # noqa: E402
+from mindspeed_llm.tokenizer import PretrainedFromHF
+from tools import preprocess_data, train_tokenizer
 
 WORDS = ("the of and to in is was for on with as by at from that this which model data token train "
          "parallel tensor pipeline sequence expert layer attention gradient optimizer loss batch "
@@ -100,11 +100,15 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--vocab-size", type=int, default=4000)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--smoke", action="store_true", help="300 documents, vocabulary 300, one repeat")
     args = parser.parse_args()
+    if args.smoke:
+        args.documents, args.vocab_size, args.repeats = 300, 300, 1
     with tempfile.TemporaryDirectory() as tmp:
         corpus, tok_dir = os.path.join(tmp, "corpus.jsonl"), os.path.join(tmp, "tok")
         write_corpus(corpus, args.documents)
-        train_tokenizer.main(["--input", corpus, "--vocab-size", str(args.vocab_size), "--output-dir", tok_dir])
+        with contextlib.redirect_stdout(sys.stderr):  # stdout carries the JSON line alone
+            train_tokenizer.main(["--input", corpus, "--vocab-size", str(args.vocab_size), "--output-dir", tok_dir])
         tokenizer = PretrainedFromHF(tok_dir)
         runs = {"naive": lambda: naive(corpus, tokenizer, os.path.join(tmp, "naive.bin")),
                 "workers_1": lambda: pipeline(corpus, tok_dir, os.path.join(tmp, "w1"), 1),
