@@ -3,20 +3,23 @@
 Two tools, both exact (the backward sees bit-identical recomputed tensors):
 
 * :func:`checkpoint` keeps only the inputs of ``function(*args)``; the backward
-  runs the function again. It is ``torch.utils.checkpoint`` (non-reentrant)
-  with the dropout RNG restored by this module: the default CPU and device
-  generators *and* the tensor-parallel tracker's states
+  runs the function again and backpropagates through the recomputed graph (a
+  re-entrant autograd function, as Megatron's). The recomputation starts from
+  the forward's dropout RNG states: the default CPU and device generators *and*
+  the tensor-parallel tracker's states
   (:func:`core.tensor_parallel.random.get_dropout_rng_states`), which
-  ``torch.utils.checkpoint`` does not know. Being non-reentrant, the recomputed
-  forward is matched tensor by tensor to the original graph: collectives inside
-  it (sequence parallelism) run again in the same order on every rank, inputs
-  that arrive from a pipeline ``recv`` keep their gradients, and the linear
-  layers' weight-gradient deferral (zero-bubble, ``defer_weight_grads``) sees
-  the recomputed products because the store is active in the backward too.
+  ``torch.utils.checkpoint`` does not know. Collectives inside (sequence
+  parallelism) run again in the same order on every rank; inputs that arrive
+  from a pipeline ``recv`` get their gradients; and because the recomputed
+  graph saves the parameters themselves, zero-bubble's weight-gradient
+  deferral (``defer_weight_grads``, active in the backward too) queues them
+  as usual. (``torch.utils.checkpoint``'s non-reentrant mode hands the backward
+  detached copies of saved parameters, so the deferred entries would name no
+  parameter.) Not for ``torch.autograd.grad`` through the region.
 * :func:`recompute_activation` (MindSpeed's ``--recompute-activation-function``)
   computes ``consumer(activation(x))`` while storing neither the activation's
-  internals nor its output: the consumer's saved copy of the output is replaced
-  by a recipe and recomputed from ``x`` when the consumer's backward unpacks it.
+  internals nor its output: the output's storage is released after the
+  consumer's forward and refilled from ``x`` just before the consumer's backward.
 
 :func:`inside_checkpoint` tells layers that a surrounding :func:`checkpoint`
 already recomputes them, so they skip their own (finer) recompute.
@@ -24,10 +27,9 @@ already recomputes them, so they skip their own (finer) recompute.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator, List, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 import torch
-import torch.utils.checkpoint
 
 from core.tensor_parallel.random import get_dropout_rng_states, set_dropout_rng_states
 
@@ -49,32 +51,59 @@ def _inside() -> Iterator[None]:
         _depth -= 1
 
 
-@contextlib.contextmanager
-def _record_rng(snapshot: List[Any]) -> Iterator[None]:
-    """The original forward: remember the dropout RNG states it starts from."""
-    snapshot.append(get_dropout_rng_states())
-    with _inside():
-        yield
+class _Checkpoint(torch.autograd.Function):
+    """Forward without a graph; backward: recompute with the forward's RNG states, then backpropagate.
+
+    ``anchor`` is a leaf that requires grad, so the backward runs (and the
+    parameters inside get gradients) even when no input requires grad.
+    """
+
+    @staticmethod
+    def forward(ctx, function: Callable[..., torch.Tensor], anchor: torch.Tensor, *args: Any) -> torch.Tensor:
+        ctx.function, ctx.rng_states = function, get_dropout_rng_states()
+        ctx.others = {i: arg for i, arg in enumerate(args) if not torch.is_tensor(arg)}
+        ctx.save_for_backward(*(arg for arg in args if torch.is_tensor(arg)))
+        with torch.no_grad(), _inside():
+            return function(*args)
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
+        tensors = iter(ctx.saved_tensors)
+        needs_grad = ctx.needs_input_grad[2:]
+        args = [ctx.others[i] if i in ctx.others else next(tensors).detach().requires_grad_(needs_grad[i])
+                for i in range(len(needs_grad))]
+        backward_states = get_dropout_rng_states()
+        set_dropout_rng_states(ctx.rng_states)
+        try:
+            with torch.enable_grad(), _inside():
+                output = ctx.function(*args)
+        finally:
+            set_dropout_rng_states(backward_states)
+        if output.requires_grad:
+            torch.autograd.backward(output, grad_output)
+        grads = tuple(arg.grad if needs else None for arg, needs in zip(args, needs_grad))
+        return (None, None) + grads
 
 
-@contextlib.contextmanager
-def _replay_rng(snapshot: List[Any]) -> Iterator[None]:
-    """The recomputation: start from the forward's RNG states, then put the backward's back."""
-    current = get_dropout_rng_states()
-    set_dropout_rng_states(snapshot[0])
-    try:
-        with _inside():
-            yield
-    finally:
-        set_dropout_rng_states(current)
+_anchors: Dict[torch.device, torch.Tensor] = {}
 
 
-def checkpoint(function: Callable[..., Any], *args: Any) -> Any:
-    """``function(*args)``, keeping only the inputs; the backward recomputes the rest with the same RNG."""
-    snapshot: List[Any] = []
-    return torch.utils.checkpoint.checkpoint(
-        function, *args, use_reentrant=False, preserve_rng_state=False,
-        context_fn=lambda: (_record_rng(snapshot), _replay_rng(snapshot)))
+def _anchor(device: torch.device) -> torch.Tensor:
+    if device not in _anchors:
+        _anchors[device] = torch.zeros((), device=device, requires_grad=True)
+    return _anchors[device]
+
+
+def checkpoint(function: Callable[..., torch.Tensor], *args: Any) -> torch.Tensor:
+    """``function(*args)`` (one tensor out), keeping only the inputs; the backward recomputes the rest.
+
+    The recomputation starts from the forward's dropout RNG states, so it is
+    bit-identical; the backward's own RNG states are put back afterwards.
+    Tensor arguments are saved for the backward; other arguments (layer lists,
+    the rotary ``(cos, sin)`` tuple) are kept as they are.
+    """
+    device = next(arg.device for arg in args if torch.is_tensor(arg))
+    return _Checkpoint.apply(function, _anchor(device), *args)
 
 
 class _ActivationWithoutSavedOutputs(torch.autograd.Function):
@@ -97,35 +126,33 @@ class _ActivationWithoutSavedOutputs(torch.autograd.Function):
         return None, grad_x
 
 
-def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.device == b.device and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
-
-
 def recompute_activation(activation: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
                          consumer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
     """``consumer(activation(x))`` with the activation output recomputed from ``x`` in the backward.
 
-    ``activation`` must be deterministic (no dropout). Any tensor the consumer
-    saves that lives in the activation output's storage (the output itself or a
-    view, e.g. the input of a linear layer's weight gradient) is stored as a
-    recipe instead and rebuilt, with its original view geometry, on unpack.
+    ``activation`` must be deterministic (no dropout). Once the consumer has
+    run, the output's storage is released: what the consumer saved of it (the
+    output or a view, e.g. a linear layer's input for its weight gradient) then
+    holds no memory. A hook on the consumer's backward node, which runs before
+    any of the consumer's backward, refills that storage with the recomputed
+    values (MindSpeed's scheme: a storage copy, so autograd's version check
+    still holds). The consumer's saved parameters stay the parameters.
     """
     if not torch.is_grad_enabled():
         return consumer(activation(x))
     out = _ActivationWithoutSavedOutputs.apply(activation, x)  # same layout as activation(x)
+    result = consumer(out)
+    if result.grad_fn is None:
+        return result
+    storage = out.untyped_storage()
+    nbytes = storage.nbytes()
+    storage.resize_(0)
 
-    def pack(saved: torch.Tensor) -> Any:
-        if _same_storage(saved, out):
-            return ("recompute", saved.size(), saved.stride(), saved.storage_offset() - out.storage_offset())
-        return saved
-
-    def unpack(packed: Any) -> torch.Tensor:
-        if not isinstance(packed, tuple):
-            return packed
-        _, size, stride, offset = packed
+    def refill(grad_outputs: Tuple[torch.Tensor, ...]) -> None:
         with torch.no_grad():
             rebuilt = activation(x)
-        return rebuilt.as_strided(size, stride, rebuilt.storage_offset() + offset)
+        storage.resize_(nbytes)
+        storage.copy_(rebuilt.untyped_storage())
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-        return consumer(out)
+    result.grad_fn.register_prehook(refill)
+    return result

@@ -7,14 +7,16 @@ loss, every gradient and the dropout RNG states afterwards (default generator
 and tensor-parallel tracker) bit for bit as the run without recompute. Each
 setting must also actually recompute (the checkpointed modules run again in
 the backward) and keep fewer bytes of saved activations. The layer grouping
-of ``full`` (uniform/block) is checked as a pure table.
+of ``full`` (uniform/block) is checked as a pure table, and under zero-bubble's
+split backward the recomputed linear layers still defer their weight
+gradients to W, with the same results.
 
     python -m pytest tests/unit/test_recompute.py -q
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Iterator, List
+from typing import Callable, Dict, Iterator, List
 
 import pytest
 import torch
@@ -24,6 +26,7 @@ from core.models.gpt_model import build_model
 from core.parallel_state import single_process_state
 from core.tensor_parallel import checkpoint as checkpoint_module
 from core.tensor_parallel.checkpoint import checkpoint, recompute_activation
+from core.tensor_parallel.layers import WeightGradStore, defer_weight_grads
 from core.tensor_parallel.random import get_dropout_rng_states, get_rng_tracker, model_parallel_seed
 from core.transformer.attention import SelfAttention
 from core.transformer.block import TransformerLayer, recompute_groups
@@ -69,16 +72,20 @@ def _counting_calls() -> Iterator[Dict[str, int]]:
 
 
 @contextlib.contextmanager
-def _saved_bytes() -> Iterator[List[int]]:
-    """Bytes of the tensors autograd keeps for the backward (outside recompute regions, which keep none)."""
-    total = [0]
+def _saved_bytes(exclude: List[torch.Tensor]) -> Iterator[Callable[[], int]]:
+    """Bytes held by the tensors autograd saves for the backward, other than ``exclude`` (the weights).
 
-    def pack(tensor: torch.Tensor) -> torch.Tensor:
-        if not isinstance(tensor, torch.nn.Parameter):
-            total[0] += tensor.numel() * tensor.element_size()
-        return tensor
+    Counted by distinct storage, at the time of asking: a storage that recompute
+    released holds nothing, and recompute regions save nothing through this hook.
+    """
+    saved: List[torch.Tensor] = []
+    excluded = {t.untyped_storage().data_ptr() for t in exclude}
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+    def total() -> int:
+        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in saved}
+        return sum(nbytes for ptr, nbytes in storages.items() if ptr not in excluded)
+
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
         yield total
 
 
@@ -87,13 +94,14 @@ def _train_step(swiglu: bool, **recompute: object) -> Dict[str, object]:
     model_parallel_seed(7, tp_rank=0, pp_rank=0)
     ids = torch.randint(0, 100, (2, 32), generator=torch.Generator().manual_seed(1))  # [b, s]
     with _counting_calls() as counts:
-        with _saved_bytes() as saved:
+        with _saved_bytes(list(model.parameters())) as saved_bytes:
             loss = model(ids, labels=ids).mean()
+        saved = saved_bytes()
         forward_counts = dict(counts)
         loss.backward()
     cpu_state, _, tracker_states = get_dropout_rng_states()
     return {"loss": loss.detach(), "grads": {n: p.grad for n, p in model.named_parameters()},
-            "rng": (cpu_state, tracker_states), "saved": saved[0],
+            "rng": (cpu_state, tracker_states), "saved": saved,
             "backward_calls": {k: counts[k] - forward_counts[k] for k in counts}}
 
 
@@ -169,17 +177,17 @@ def test_checkpoint_restores_tracker_state_for_dropout():
 
 
 def test_recompute_activation_drops_the_consumers_copy():
-    """The consumer's saved input (the activation output) is replaced by a recipe, rebuilt exactly."""
+    """The consumer's saved input (the activation output) holds no memory until its backward rebuilds it."""
     x = torch.randn(4, 3, 8, requires_grad=True)
     weight = torch.randn(5, 8, requires_grad=True)
     F.linear(F.gelu(x), weight).sum().backward()
     expected = (x.grad, weight.grad)
     x.grad = weight.grad = None
-    with _saved_bytes() as saved:
+    with _saved_bytes([weight]) as saved_bytes:
         out = recompute_activation(F.gelu, x, lambda act: F.linear(act, weight))
+    assert saved_bytes() == x.numel() * x.element_size()  # only the activation's input
     out.sum().backward()
     assert torch.equal(x.grad, expected[0]) and torch.equal(weight.grad, expected[1])
-    assert saved[0] == x.numel() * x.element_size()  # only the activation's input
 
 
 def test_inside_checkpoint_flag_is_scoped():
@@ -189,3 +197,35 @@ def test_inside_checkpoint_flag_is_scoped():
     assert not checkpoint_module.inside_checkpoint()
     out.sum().backward()
     assert seen == [True, True] and not checkpoint_module.inside_checkpoint()
+
+
+def _deferred_step(**recompute: object) -> Dict[str, torch.Tensor]:
+    """Zero-bubble's split backward on one process: B inside ``defer_weight_grads``, then W from the store."""
+    config = _config(True, **recompute)
+    model = build_model(config, single_process_state(), torch.device("cpu"), seed=7).train()
+    model_parallel_seed(7, tp_rank=0, pp_rank=0)
+    ids = torch.randint(0, 100, (2, 32), generator=torch.Generator().manual_seed(1))  # [b, s]
+    store = WeightGradStore()
+    with defer_weight_grads(store):
+        model(ids, labels=ids).mean().backward()
+    for param, grad in WeightGradStore.weight_grads(store.take()):
+        assert isinstance(param, torch.nn.Parameter)  # the entries name the parameters themselves
+        param.grad = grad if param.grad is None else param.grad + grad
+    return {name: param.grad for name, param in model.named_parameters()}
+
+
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_recomputed_linears_still_defer_their_weight_gradients(name):
+    reference, result = _deferred_step(), _deferred_step(**SETTINGS[name])
+    for param_name, grad in reference.items():
+        assert result[param_name] is not None and torch.equal(result[param_name], grad), param_name
+
+
+def test_checkpoint_gives_parameter_gradients_when_no_input_requires_grad():
+    layer = torch.nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+    checkpoint(layer, x).sum().backward()
+    expected = layer.weight.grad.clone()
+    layer.weight.grad = None
+    layer(x).sum().backward()
+    assert torch.equal(layer.weight.grad, expected)
