@@ -36,7 +36,7 @@ def smoke_argv() -> List[str]:
     argv = list(ARGV)
     for flag, value in SMOKE.items():
         argv[argv.index(flag) + 1] = value
-    return argv
+    return argv + ["--num-workers", "0"]  # no DataLoader processes to start
 
 
 def step_times(argv: List[str], steps: int) -> Dict[str, object]:

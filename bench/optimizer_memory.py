@@ -44,7 +44,7 @@ def smoke_argv() -> List[str]:
     argv = list(ARGV)
     for flag, value in SMOKE.items():
         argv[argv.index(flag) + 1] = value
-    return argv
+    return argv + ["--num-workers", "0"]  # no DataLoader processes to start
 
 
 def _bytes(tensors) -> int:

@@ -43,7 +43,7 @@ class Shape:
 BENCH, SMOKE = Shape(), Shape(layers=2, hidden=64, heads=4, ffn=128, vocab=256, seq=32, micro_batch=2)
 
 
-def our_argv(shape: Shape, dtype: str) -> List[str]:
+def our_argv(shape: Shape, dtype: str, num_workers: int) -> List[str]:
     argv = ["--num-layers", str(shape.layers), "--hidden-size", str(shape.hidden),
             "--num-attention-heads", str(shape.heads), "--ffn-hidden-size", str(shape.ffn),
             "--seq-length", str(shape.seq), "--max-position-embeddings", str(shape.seq),
@@ -52,14 +52,15 @@ def our_argv(shape: Shape, dtype: str) -> List[str]:
             "--hidden-dropout", "0", "--micro-batch-size", str(shape.micro_batch),
             "--global-batch-size", str(shape.micro_batch), "--train-iters", "1000", "--lr", "1e-4", "--mock-data",
             "--tokenizer-type", "NullTokenizer", "--vocab-size", str(shape.vocab),
-            "--make-vocab-size-divisible-by", "1", "--device", "cpu", "--eval-iters", "0"]
+            "--make-vocab-size-divisible-by", "1", "--device", "cpu", "--eval-iters", "0",
+            "--num-workers", str(num_workers)]
     return argv + (["--bf16"] if dtype == "bf16" else [])
 
 
-def our_step_fn(shape: Shape, dtype: str):
+def our_step_fn(shape: Shape, dtype: str, num_workers: int):
     from mindspeed_llm.training.training import setup
 
-    trainer = setup(our_argv(shape, dtype))
+    trainer = setup(our_argv(shape, dtype, num_workers))
     iterator = trainer.train_iterator()
     return (lambda: trainer.train_step(iterator)), trainer
 
@@ -96,10 +97,11 @@ def timed(step: Callable[[], object], count: int) -> List[float]:
     return times
 
 
-def measure(shape: Shape, dtype: str, steps: int, warmup: int, rounds: int) -> Dict[str, float]:
+def measure(shape: Shape, dtype: str, steps: int, warmup: int, rounds: int,
+            num_workers: int = 2) -> Dict[str, float]:
     from core.device import peak_tflops
 
-    ours, trainer = our_step_fn(shape, dtype)
+    ours, trainer = our_step_fn(shape, dtype, num_workers)
     theirs = hf_step_fn(shape, dtype)
     timed(ours, warmup)
     timed(theirs, warmup)
@@ -129,7 +131,8 @@ def main() -> None:
         args.steps, args.rounds = 1, 1
     result = {"bench": "train_throughput", "model": str(shape), "threads": torch.get_num_threads()}
     for dtype in args.dtypes.split(","):
-        result[dtype] = measure(shape, dtype, args.steps, args.warmup, args.rounds)
+        result[dtype] = measure(shape, dtype, args.steps, args.warmup, args.rounds,
+                                num_workers=0 if args.smoke else 2)  # smoke: no DataLoader processes
     print(json.dumps(result))
 
 
