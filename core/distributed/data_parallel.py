@@ -107,6 +107,7 @@ class DDPModels(DataParallelModels):
                  optimizer_config: OptimizerConfig, grad_scaler: Optional[GradScaler]) -> None:
         self.models, self.state = models, state
         self.grad_buffers = [GradBuffers(m, grad_dtype=options.grad_dtype, dp_group=state.dp_group,
+                                         expert_dp_group=state.group("expert_dp"),
                                          bucket_size=options.bucket_size,
                                          overlap_grad_reduce=options.overlap_grad_reduce,
                                          distributed_optimizer=options.use_distributed_optimizer)
