@@ -64,7 +64,7 @@ def trainer_argv(shape: Dict[str, int], mode: str) -> List[str]:
             "--hidden-dropout", "0", "--micro-batch-size", str(shape["mbs"]),
             "--global-batch-size", str(shape["mbs"]), "--train-iters", "1000", "--lr", "1e-4", "--mock-data",
             "--tokenizer-type", "NullTokenizer", "--vocab-size", str(shape["vocab"]),
-            "--make-vocab-size-divisible-by", "1", "--eval-iters", "0"]
+            "--make-vocab-size-divisible-by", "1", "--eval-iters", "0", "--num-workers", "0"]
     return argv + MODES[mode]
 
 
