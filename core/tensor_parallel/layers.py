@@ -29,7 +29,6 @@ from torch import nn
 
 from core.parallel_state import Group
 from core.tensor_parallel.mappings import (
-    all_reduce,
     copy_to_tensor_model_parallel_region,
     gather_from_sequence_parallel_region,
     gather_from_tensor_model_parallel_region,

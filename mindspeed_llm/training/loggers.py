@@ -11,8 +11,9 @@
 
 ``build_metric_writers`` returns a no-op object when no logger flag is given or on
 other ranks; ``scalars`` itself skips iterations that ``wants`` refuses, so
-calling it every iteration is also correct. Every rank checks that the asked-for
-packages exist, so all ranks fail alike with a one-line ``ArgumentError``.
+calling it every iteration is also correct. The flags were checked before any
+process group existed (``arguments.validate_args``: a directory that is a file, a
+missing optional package naming its extra), so every rank fails alike.
 
 Flags:
 
@@ -57,10 +58,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import importlib.util
 import math
 import os
-import sys
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 from mindspeed_llm.arguments import ArgumentError
@@ -138,23 +137,6 @@ def _plain(value: Any) -> Any:
 def _arguments_table(args: argparse.Namespace) -> str:
     rows = [f"| {name} | {_plain(value)} |" for name, value in sorted(vars(args).items())]
     return "\n".join(["| argument | value |", "|---|---|", *rows])
-
-
-def _installed(module: str) -> bool:
-    """Whether ``module`` can be imported, without importing it (an entry of None in sys.modules blocks it)."""
-    if module in sys.modules:
-        return sys.modules[module] is not None
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def _require(module: str, flag: str, extra: str) -> None:
-    """A one-line error naming the extra when ``flag`` asks for a package that is not installed."""
-    if not _installed(module):
-        raise ArgumentError(f"{flag} needs the '{module}' package, which is not installed; "
-                            f"pip install -e .[{extra}] (or drop {flag})")
 
 
 class _TensorBoardSink:
@@ -266,20 +248,10 @@ class MetricWriters:
         self.close()
 
 
-def _check_tensorboard_dir(path: str) -> None:
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise ArgumentError(f"--tensorboard-dir {path} is a file; give a directory (it is created if missing)")
-
-
 def build_metric_writers(args: argparse.Namespace, is_writer_rank: bool) -> MetricWriters:
     """Writers for the logger flags in ``args`` (on ``is_writer_rank``; a no-op elsewhere or without flags)."""
     tensorboard_dir = getattr(args, "tensorboard_dir", None)
     wandb_project = getattr(args, "wandb_project", None)
-    if tensorboard_dir:
-        _check_tensorboard_dir(tensorboard_dir)
-        _require("tensorboard", "--tensorboard-dir", "tensorboard")
-    if wandb_project:
-        _require("wandb", "--wandb-project", "wandb")
     interval = getattr(args, "tensorboard_log_interval", None) or 1
     log_timers = bool(getattr(args, "log_timers_to_tensorboard", False))
     if not is_writer_rank:

@@ -9,7 +9,6 @@ from typing import Any, Dict, List
 
 import pytest
 
-from mindspeed_llm.arguments import ArgumentError
 from mindspeed_llm.training.loggers import build_metric_writers, iteration_values
 from mindspeed_llm.training.metrics import IterationStats
 
@@ -127,35 +126,6 @@ def test_no_flags_and_other_ranks_write_nothing(tmp_path):
     other_rank = build_metric_writers(_args(tensorboard_dir=str(log_dir)), is_writer_rank=False)
     _run(other_rank, iterations=2)
     assert not log_dir.exists()
-
-
-def _one_line_error(args: Namespace, is_writer_rank: bool = True) -> str:
-    with pytest.raises(ArgumentError) as error:
-        build_metric_writers(args, is_writer_rank)
-    message = str(error.value)
-    assert "\n" not in message
-    return message
-
-
-@pytest.mark.parametrize("is_writer_rank", [True, False])
-def test_missing_tensorboard_names_the_extra(monkeypatch, tmp_path, is_writer_rank):
-    monkeypatch.setitem(sys.modules, "tensorboard", None)  # import tensorboard now fails
-    message = _one_line_error(_args(tensorboard_dir=str(tmp_path / "tb")), is_writer_rank)
-    assert "--tensorboard-dir" in message and "pip install -e .[tensorboard]" in message
-
-
-@pytest.mark.parametrize("is_writer_rank", [True, False])
-def test_missing_wandb_names_the_extra(monkeypatch, is_writer_rank):
-    monkeypatch.setitem(sys.modules, "wandb", None)
-    message = _one_line_error(_args(wandb_project="proj"), is_writer_rank)
-    assert "--wandb-project" in message and "pip install -e .[wandb]" in message
-
-
-def test_tensorboard_dir_that_is_a_file(tmp_path):
-    path = tmp_path / "events"
-    path.write_text("not a directory")
-    message = _one_line_error(_args(tensorboard_dir=str(path)))
-    assert "--tensorboard-dir" in message and str(path) in message and "directory" in message
 
 
 class _FakeWandb(types.ModuleType):
