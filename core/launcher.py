@@ -15,6 +15,7 @@ each launch costs seconds.
 from __future__ import annotations
 
 import io
+import multiprocessing
 import os
 import queue
 import socket
@@ -45,6 +46,9 @@ def _child(rank: int, world_size: int, port: int, fn: Callable, args: tuple, res
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world_size), LOCAL_RANK="0")
     torch.set_num_threads(1)
+    # A spawned child inherits the "spawn" start method; a torchrun rank starts with the platform
+    # default. Restore it, so DataLoader workers (--num-workers) start as they do under torchrun.
+    multiprocessing.set_start_method(multiprocessing.get_all_start_methods()[0], force=True)
     try:
         dist.init_process_group("gloo", rank=rank, world_size=world_size)
         value = fn(rank, world_size, *args)
