@@ -406,12 +406,12 @@ def _write_iteration(trainer: Trainer, writers: MetricWriters, result: StepResul
 
 
 def _print_validation(trainer: Trainer, stats: Dict[str, float]) -> None:
+    """Megatron's block: the objective as ``lm loss`` with its PPL, then the task's other statistics."""
     loss = stats[trainer.task.loss_name]
-    ppl = math.exp(min(20.0, loss))
-    others = "".join(f" {name} value: {value:.6E} |" for name, value in stats.items()
-                     if name != trainer.task.loss_name)
     line = (f" validation loss at iteration {trainer.iteration} | lm loss value: {loss:.6E} | "
-            f"lm loss PPL: {ppl:.6E} |{others}")
+            f"lm loss PPL: {math.exp(min(20.0, loss)):.6E} | ")
+    line += "".join(f"{name} value: {value:.6E} | " for name, value in stats.items()
+                    if name != trainer.task.loss_name)
     print_rank_last("-" * len(line) + "\n" + line + "\n" + "-" * len(line))
 
 

@@ -59,7 +59,7 @@ class RepeatTask(TrainingTask):
             raise ValueError("the toy task needs --seq-length 16")
 
     def build_datasets(self, args, num_samples: Tuple[int, int, int]):
-        return RepeatDataset(num_samples[0], args.seed), None, None
+        return RepeatDataset(num_samples[0], args.seed), RepeatDataset(max(num_samples[1], 1), args.seed + 1), None
 
     def collate(self, samples: List[Dict[str, torch.Tensor]]) -> Dict[str, torch.Tensor]:
         tokens = torch.stack([s["tokens"] for s in samples])  # [b, s]
@@ -77,13 +77,14 @@ class RepeatTask(TrainingTask):
 
 
 def test_toy_task_trains_through_the_same_trainer(capsys) -> None:
-    trainer = train(setup(ARGV, RepeatTask))
+    trainer = train(setup(ARGV + ["--eval-interval", "30", "--eval-iters", "1"], RepeatTask))
     assert trainer.task.name == "repeat"
     first, last = trainer.losses[0], trainer.losses[-1]
     assert first > 3.0  # near log(64) = 4.16 at the start (tied embeddings already favour the input token)
     assert last < 0.2 * first, f"the toy task did not learn: {first:.3f} -> {last:.3f}"
     out = capsys.readouterr().out
     assert "loss fraction: 5.000000E-01" in out  # the task's own statistic, in Megatron's line
+    assert "| loss fraction value: 5.000000E-01 | " in out  # and in the validation block
 
 
 def test_task_statistics_come_back_from_a_step() -> None:
