@@ -101,6 +101,7 @@ from mindspeed_llm.models.registry import (
     RegistryError,
     TensorContext,
     WeightRule,
+    family_for_hf_config,
     find_rule,
     get_family,
     to_hf,
@@ -111,7 +112,6 @@ SAFETENSORS_SINGLE = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 HF_CONFIG = "config.json"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-HF_MODEL_TYPES = {"llama": "llama2", "mistral": "mistral", "qwen2": "qwen2"}
 
 
 class ConversionError(RuntimeError):
@@ -128,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--load-dir", required=True)
     parser.add_argument("--save-dir", required=True)
     parser.add_argument("--model-type-hf", default=None,
-                        help="family: llama2 (llama, llama3), mistral, qwen2; default: from config.json/checkpoint")
+                        help="family: a MindSpeed name (llama2, mistral, qwen, ...) or an HF model_type (llama, "
+                             "qwen2, ...); default: config.json's model_type (hf), the checkpoint's family (mg)")
     parser.add_argument("--target-tensor-parallel-size", type=int, default=1)
     parser.add_argument("--target-pipeline-parallel-size", type=int, default=1)
     add_pipeline_layout_args(parser, title="pipeline layout of an mg target (--noop-layers default: none "
@@ -304,8 +305,8 @@ class HFSource:
     def __init__(self, load_dir: str, family_name: Optional[str], stack: contextlib.ExitStack) -> None:
         self.load_dir = load_dir
         self.hf_config = read_hf_config(load_dir)
-        self.family_name = family_name or infer_family(self.hf_config, load_dir)
-        self.family: Family = get_family(self.family_name)
+        self.family: Family = resolve_family(family_name, self.hf_config, os.path.join(load_dir, HF_CONFIG))
+        self.family_name = self.family.name
         try:
             self.config = TransformerConfig(**self.family.to_config(self.hf_config))
         except (RegistryError, ValueError) as error:
@@ -380,11 +381,15 @@ def read_hf_config(load_dir: str) -> Dict[str, Any]:
             raise ConversionError(f"{path} is not valid JSON ({error}); restore the file") from None
 
 
-def infer_family(hf_config: Dict[str, Any], where: str) -> str:
-    model_type = hf_config.get("model_type")
-    if model_type in HF_MODEL_TYPES:
-        return HF_MODEL_TYPES[model_type]
-    raise ConversionError(f"{where}: cannot tell the family of model_type {model_type!r}; pass --model-type-hf")
+def resolve_family(name: Optional[str], hf_config: Optional[Dict[str, Any]], where: str) -> Family:
+    """The family named by ``--model-type-hf``, else the one of ``hf_config``'s ``model_type``."""
+    if name is not None:
+        return get_family(name)
+    if hf_config is None:  # a checkpoint trained from scratch records neither
+        print(f"convert_ckpt: note: {where} records no family; converting as llama2 (pass --model-type-hf "
+              "for another)", file=sys.stderr)
+        return get_family("llama2")
+    return family_for_hf_config(hf_config, where)
 
 
 class MegatronSource:
@@ -409,9 +414,9 @@ class MegatronSource:
         self.config = self._config(first, args, load_dir)
         self.placement = self._placement(first, args)
         self.hf_config = first.get("hf_config")
-        name = family_name or getattr(args, "model_type_hf", None) or infer_from(self.hf_config)
-        self.family_name = name or "llama2"  # every registered family shares the weight layout
-        self.family = get_family(self.family_name)
+        self.family = resolve_family(family_name or getattr(args, "model_type_hf", None), self.hf_config,
+                                     self.path(0, 0))
+        self.family_name = self.family.name
         # state[(tp_rank, pp_rank, chunk)] -> that chunk's state dict
         self.state_dicts: Dict[Tuple[int, int, int], Dict[str, torch.Tensor]] = {}
         self._keep(first, 0, 0)
@@ -504,10 +509,6 @@ class MegatronSource:
         shard = layout.shards[name]
         full = shard.unshard(locals_) if shard is not None else locals_[0]
         return to_hf(layout.rules[name][0], full, layout.context(name))
-
-
-def infer_from(hf_config: Optional[Dict[str, Any]]) -> Optional[str]:
-    return HF_MODEL_TYPES.get((hf_config or {}).get("model_type"))
 
 
 # --------------------------------------------------------------------------- sinks

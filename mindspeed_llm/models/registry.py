@@ -342,16 +342,53 @@ FAMILIES: Dict[str, Family] = {"llama2": _LLAMA, "llama": _LLAMA, "llama3": _LLA
                                "mistral": _MISTRAL, "qwen2": _QWEN2}
 
 
+# MindSpeed-LLM ``--model-type-hf`` names that are neither a family's name nor its HF ``model_type``.
+ALIASES: Dict[str, str] = {"qwen": "qwen2", "llama3": "llama2"}
+
+
+def _names() -> Dict[str, Family]:
+    """Every accepted ``--model-type-hf`` value: ``FAMILIES`` keys, each family's name and HF
+    ``model_type``, and ``ALIASES`` (so a family added to ``FAMILIES`` resolves by both names)."""
+    names: Dict[str, Family] = {}
+    for family in FAMILIES.values():
+        names.setdefault(family.model_type, family)
+    for key, family in FAMILIES.items():
+        names[family.name] = family
+        names[key] = family
+    for alias, target in ALIASES.items():
+        if target in names:
+            names.setdefault(alias, names[target])
+    return names
+
+
 def known_families() -> List[str]:
-    return sorted(FAMILIES)
+    """The accepted ``--model-type-hf`` values, sorted."""
+    return sorted(_names())
+
+
+def supported_model_types() -> List[str]:
+    """The HF ``config.json`` ``model_type`` values the registry converts, sorted."""
+    return sorted({family.model_type for family in FAMILIES.values()})
 
 
 def get_family(name: str) -> Family:
-    """The family of a ``--model-type-hf`` value; a one-line error lists the known ones."""
-    family = FAMILIES.get(name)
+    """The family of a ``--model-type-hf`` value (MindSpeed name or HF ``model_type``); a one-line error
+    lists the known ones."""
+    family = _names().get(name)
     if family is None:
         raise RegistryError(f"--model-type-hf {name!r} is unknown; known: {', '.join(known_families())}")
     return family
+
+
+def family_for_hf_config(hf: Dict[str, Any], where: str = "config.json") -> Family:
+    """The family of an HF ``config.json`` dict, from its ``model_type``; a one-line error lists the
+    supported model types."""
+    model_type = hf.get("model_type")
+    for family in FAMILIES.values():
+        if family.model_type == model_type:
+            return family
+    raise RegistryError(f"{where}: model_type {model_type!r} is not supported; supported model types: "
+                        f"{', '.join(supported_model_types())} (or pass --model-type-hf)")
 
 
 def config_from_hf(hf: Dict[str, Any], name: str, **overrides: Any) -> TransformerConfig:

@@ -21,7 +21,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from core.checkpointing import TRACKER_FILENAME, checkpoint_file, load_file
-from mindspeed_llm.models import RegistryError, config_from_hf, get_family, known_families
+from mindspeed_llm.models import FAMILIES, RegistryError, config_from_hf, get_family, known_families
+from mindspeed_llm.models.registry import family_for_hf_config
 from tools.convert_ckpt import main as convert_main
 from tools.convert_ckpt import parse_size
 
@@ -301,9 +302,23 @@ def test_registry_rejects_what_the_decoder_cannot_model() -> None:
         config_from_hf(dict(BASE, hidden_act="gelu"), "mistral")
     with pytest.raises(RegistryError, match="attention_bias=True with mlp_bias=False"):
         config_from_hf(dict(BASE, attention_bias=True), "llama2")
-    with pytest.raises(RegistryError, match="known: llama, llama2, llama3, mistral, qwen2"):
-        get_family("falcon")
-    assert known_families() == ["llama", "llama2", "llama3", "mistral", "qwen2"]
+    with pytest.raises(RegistryError, match="'no-such-family' is unknown; known: .*llama2, .*qwen2"):
+        get_family("no-such-family")
+
+
+def test_family_names_resolve_from_mindspeed_and_hf_names() -> None:
+    """MindSpeed's --model-type-hf names and HF model_type strings name the same family; every
+    registered family resolves by its own name and its model_type, and from a config.json."""
+    for name, family in (("llama2", "llama2"), ("llama", "llama2"), ("mistral", "mistral"), ("qwen", "qwen2"),
+                         ("qwen2", "qwen2")):
+        assert get_family(name).name == family
+    for family in FAMILIES.values():
+        assert get_family(family.name) is family and get_family(family.model_type).model_type == family.model_type
+        assert family_for_hf_config({"model_type": family.model_type}).model_type == family.model_type
+        assert {family.name, family.model_type} <= set(known_families())
+    with pytest.raises(RegistryError, match=r"^cfg: model_type 'no_such_type' is not supported; supported "
+                                            r"model types: .*llama.*qwen2"):
+        family_for_hf_config({"model_type": "no_such_type"}, "cfg")
 
 
 def test_inverse_config_is_equivalent_without_the_original() -> None:
