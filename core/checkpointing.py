@@ -99,6 +99,49 @@ def load_file(path: str) -> Dict[str, Any]:
                               f"{str(error).splitlines()[0][:200]}); load an earlier iteration or re-save it") from None
 
 
+# TransformerConfig fields that are run-time choices (numerics, parallel layout, memory), not architecture:
+# every other field is part of what the weights mean and is stored with them.
+RUNTIME_CONFIG_FIELDS = frozenset({
+    "params_dtype", "tensor_model_parallel_size", "sequence_parallel", "attention_dropout", "hidden_dropout",
+    "init_method_std", "recompute_granularity", "recompute_method", "recompute_num_layers",
+    "recompute_activation_function",
+})
+
+
+def architecture_settings(transformer_config: Dict[str, Any]) -> Dict[str, Any]:
+    """The architecture fields of a stored ``transformer_config`` dict (all but ``RUNTIME_CONFIG_FIELDS``)."""
+    return {name: value for name, value in transformer_config.items() if name not in RUNTIME_CONFIG_FIELDS}
+
+
+def read_checkpoint_settings(root: str) -> Tuple[str, argparse.Namespace, Dict[str, Any]]:
+    """(file, ``args``, ``transformer_config``) of the latest checkpoint under ``root``, read on the CPU
+    from its first rank file (memory-mapped: the weights are not read). CheckpointError when there is
+    no checkpoint or it stores no ``transformer_config``."""
+    if not os.path.isdir(root):
+        raise CheckpointError(f"--load {root}: no such directory; pass the directory of a checkpoint")
+    tracker = read_tracker(root)
+    if tracker is None:
+        raise CheckpointError(f"--load {root} has no {TRACKER_FILENAME}: no checkpoint to take the model "
+                              "arguments from; pass a checkpoint directory or the architecture flags")
+    iteration, release = tracker
+    directory = iteration_dir(root, iteration, release)
+    ranks = sorted(n for n in (os.listdir(directory) if os.path.isdir(directory) else [])
+                   if n.startswith("mp_rank_"))
+    path = os.path.join(directory, ranks[0] if ranks else rank_dir_name(0, 0, 1), CHECKPOINT_FILENAME)
+    if not os.path.isfile(path):
+        raise CheckpointError(f"checkpoint file {path} is missing; the checkpoint named by {TRACKER_FILENAME} "
+                              "is incomplete")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # not a zip file (mmap needs one): read it whole, with load_file's message on failure
+        checkpoint = load_file(path)
+    config = checkpoint.get("transformer_config")
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path} stores no transformer_config (written by an older converter?); pass the "
+                              "architecture flags instead, or re-convert it with tools/convert_ckpt.py")
+    return path, checkpoint.get("args") or argparse.Namespace(), dict(config)
+
+
 def namespace_for_checkpoint(args: argparse.Namespace) -> argparse.Namespace:
     """A copy of the run's arguments with only plain values (loadable with weights_only)."""
     plain = (bool, int, float, str, type(None), list, tuple)

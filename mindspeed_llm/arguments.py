@@ -183,6 +183,9 @@ def _add_checkpointing_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--no-load-rng", action="store_true")
     group.add_argument("--finetune", action="store_true",
                        help="load weights only and start at iteration 0")
+    group.add_argument("--use-checkpoint-args", action="store_true",
+                       help="take every architecture flag (layers, hidden, heads, vocab, norm, rope, ...) from the "
+                            "--load checkpoint; training flags still come from the command line")
 
 
 def _add_mixed_precision_args(parser: argparse.ArgumentParser) -> None:
@@ -424,8 +427,63 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     given = set(yaml_defaults) | set(_explicit_dests(parser, argv))
     args.explicit_args = {dest: getattr(args, dest) for dest in sorted(given)}
+    args.checkpoint_architecture = apply_checkpoint_args(args) if args.use_checkpoint_args else {}
     _derive_fields(args)
     return args
+
+
+# TransformerConfig fields whose flag has another name or meaning: field -> (dest, flag value of a field value).
+# Any other architecture field sets the flag of its own name, when there is one.
+FIELD_FLAGS: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
+    "rope_low_freq_factor": ("low_freq_factor", lambda value: value),
+    "rope_high_freq_factor": ("high_freq_factor", lambda value: value),
+    "rope_original_max_position_embeddings": ("original_max_position_embeddings", lambda value: value),
+    "add_bias_linear": ("disable_bias_linear", lambda value: not value),
+    "noop_layers": ("noop_layers", lambda value: tuple(value or ())),
+}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        return list(a or ()) == list(b or ())
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and abs(float(a) - float(b)) <= 1e-12 * max(abs(a), abs(b), 1.0)
+    return a == b
+
+
+def apply_checkpoint_args(args: argparse.Namespace) -> Dict[str, Any]:
+    """``--use-checkpoint-args``: set every architecture flag from the ``--load`` checkpoint (read on the
+    CPU, before any process group); a flag given that contradicts it is an ArgumentError. Returns the
+    checkpoint's architecture fields (every TransformerConfig field but the run-time ones)."""
+    from core.checkpointing import CheckpointError, architecture_settings, read_checkpoint_settings
+
+    if not args.load:
+        raise ArgumentError("--use-checkpoint-args needs --load (the checkpoint to take the model arguments "
+                            "from); add --load DIR or drop --use-checkpoint-args")
+    try:
+        path, saved_args, saved_config = read_checkpoint_settings(args.load)
+    except CheckpointError as error:
+        raise ArgumentError(f"--use-checkpoint-args: {error}") from None
+    known = set(TransformerConfig.__dataclass_fields__)
+    settings = {k: v for k, v in architecture_settings(saved_config).items() if k in known}
+    dests = {action.dest for action in build_parser()._actions}
+    values: Dict[str, Any] = {}
+    for name, value in settings.items():
+        dest, to_flag = FIELD_FLAGS.get(name, (name, lambda v: v))
+        if dest in dests:
+            values[dest] = to_flag(value)
+    groups, heads = settings.get("num_query_groups"), settings.get("num_attention_heads")
+    values["group_query_attention"] = groups is not None and groups != heads
+    for dest, value in values.items():
+        given = args.explicit_args.get(dest, value)
+        if dest in args.explicit_args and dest != "group_query_attention" and not _same(given, value):
+            raise ArgumentError(f"{_flag(dest)} {given} contradicts the checkpoint's {value} ({path}); drop the "
+                                "flag (--use-checkpoint-args takes it from the checkpoint) or drop "
+                                "--use-checkpoint-args")
+        setattr(args, dest, value)
+    if getattr(saved_args, "model_type_hf", None):
+        args.model_type_hf = saved_args.model_type_hf  # the family travels on to the checkpoints this run saves
+    return settings
 
 
 # --------------------------------------------------------------------------- validation
@@ -810,7 +868,7 @@ def transformer_config_from_args(args: argparse.Namespace) -> TransformerConfig:
 
 def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> TransformerConfig:
     try:
-        return TransformerConfig(
+        return _checkpoint_config(args, TransformerConfig(
             num_layers=args.num_layers,
             hidden_size=args.hidden_size,
             num_attention_heads=args.num_attention_heads,
@@ -845,6 +903,15 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             recompute_method=args.recompute_method,
             recompute_num_layers=args.recompute_num_layers,
             recompute_activation_function=args.recompute_activation_function,
-        )
+        ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None
+
+
+def _checkpoint_config(args: argparse.Namespace, config: TransformerConfig) -> TransformerConfig:
+    """With ``--use-checkpoint-args``: the checkpoint's architecture fields, those without a flag included."""
+    architecture = getattr(args, "checkpoint_architecture", None)
+    if not architecture:
+        return config
+    values = {**config.to_dict(), **architecture}
+    return TransformerConfig.from_dict({**values, "params_dtype": config.params_dtype})
