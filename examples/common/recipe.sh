@@ -1,0 +1,120 @@
+# Shared by every recipe under examples/<family>/ (sourced, not run).
+#
+# A recipe sets its real sizes and layout in MindSpeed's variables, calls one
+# of the *_setup functions, writes its argument groups and calls the matching
+# run_* function. The functions read these switches from the environment:
+#
+#   SMOKE=1     shrink the recipe to seconds on the CPU: 2 layers, hidden 64, 4 heads (2 KV heads when
+#               the model uses GQA), seq 32, vocab 256, 3 iterations, mock data, 1-2 processes
+#               (SMOKE_NPROC, default 2). Every behaviour flag of the family is kept (GQA, SwiGLU,
+#               RMSNorm, rope theta and scaling, tied/untied, qkv bias, sliding window).
+#               Outputs go to SMOKE_DIR (default outputs/smoke/<recipe>).
+#   DRY_RUN=1   pretrain recipes: print the torchrun command and check its flags with our one validation
+#               pass (mindspeed_llm.arguments) at the recipe's world size, without training.
+#   LOG_DIR     where pretrain logs go (default logs/, as MindSpeed's recipes).
+set -euo pipefail
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+RECIPE_NAME=$(basename "$0" .sh)
+SMOKE=${SMOKE:-0}
+DRY_RUN=${DRY_RUN:-0}
+LOG_DIR=${LOG_DIR:-logs}
+SMOKE_DIR=${SMOKE_DIR:-outputs/smoke/$RECIPE_NAME}
+SMOKE_NPROC=${SMOKE_NPROC:-2}
+SMOKE_PY="$REPO_ROOT/examples/common/smoke.py"
+# The recipe runs the code of the checkout it sits in, whatever else is installed.
+export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
+
+_min() { echo $(( $1 < $2 ? $1 : $2 )); }
+
+# Pretraining: shrink the sizes under SMOKE=1, then derive WORLD_SIZE and DISTRIBUTED_ARGS.
+pretrain_setup() {
+    if [[ $SMOKE == 1 ]]; then
+        GPUS_PER_NODE=$SMOKE_NPROC NNODES=1 NODE_RANK=0
+        TP=$(_min "$TP" "$SMOKE_NPROC")
+        PP=$(_min "$PP" $(( SMOKE_NPROC / TP )))
+        if (( NUM_KV_HEADS < NUM_HEADS )); then NUM_KV_HEADS=2; else NUM_KV_HEADS=4; fi
+        NUM_LAYERS=$(( 2 * PP )) HIDDEN_SIZE=64 FFN_HIDDEN_SIZE=128 NUM_HEADS=4
+        SEQ_LENGTH=32 VOCAB_SIZE=256 MBS=1 GBS=4 TRAIN_ITERS=3
+        SAVE_INTERVAL=3 EVAL_INTERVAL=3 EVAL_ITERS=1
+        if [[ -n ${SLIDING_WINDOW:-} ]]; then SLIDING_WINDOW=8; fi
+        PRECISION=()
+        CKPT_LOAD_DIR="" CKPT_SAVE_DIR="$SMOKE_DIR/ckpt"
+    fi
+    NPUS_PER_NODE=$GPUS_PER_NODE
+    WORLD_SIZE=$(( GPUS_PER_NODE * NNODES ))
+    if [[ $SMOKE == 1 ]]; then
+        DISTRIBUTED_ARGS=(--standalone --nproc_per_node "$GPUS_PER_NODE")
+    else
+        DISTRIBUTED_ARGS=(--nproc_per_node "$GPUS_PER_NODE" --nnodes "$NNODES" --node_rank "$NODE_RANK"
+                          --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT")
+    fi
+}
+
+# Pretraining: torchrun pretrain_gpt.py with GPT_ARGS DATA_ARGS OUTPUT_ARGS, logged to $LOG_DIR/<recipe>.log.
+# SMOKE=1 swaps DATA_ARGS for mock tokens and runs on the CPU; DRY_RUN=1 validates instead of training.
+run_pretrain() {
+    local data=("${DATA_ARGS[@]}") extra=()
+    if [[ $SMOKE == 1 ]]; then
+        data=(--mock-data --tokenizer-type NullTokenizer)
+        extra=(--device cpu --num-workers 0)
+        export OMP_NUM_THREADS=1
+    fi
+    local argv=("${GPT_ARGS[@]}" "${data[@]}" "${OUTPUT_ARGS[@]}" "${extra[@]}")
+    if [[ $DRY_RUN == 1 ]]; then
+        echo "torchrun ${DISTRIBUTED_ARGS[*]} pretrain_gpt.py ${argv[*]}"
+        python "$SMOKE_PY" validate "$WORLD_SIZE" "${argv[@]}"
+        return
+    fi
+    mkdir -p "$LOG_DIR"
+    torchrun "${DISTRIBUTED_ARGS[@]}" "$REPO_ROOT/pretrain_gpt.py" "${argv[@]}" 2>&1 | tee "$LOG_DIR/$RECIPE_NAME.log"
+}
+
+# Checkpoint conversion HF -> mcore. Under SMOKE=1, writes a tiny random Hugging Face model of the
+# family ($1: HF model_type; $2: JSON of the model's behaviour fields) to $SMOKE_DIR/hf and
+# converts it to $SMOKE_DIR/mg at TP=2 PP=2.
+hf2mcore_setup() {
+    if [[ $SMOKE == 1 ]]; then
+        python "$SMOKE_PY" hf-model "$1" "$2" "$SMOKE_DIR/hf"
+        CKPT_LOAD_DIR="$SMOKE_DIR/hf" CKPT_SAVE_DIR="$SMOKE_DIR/mg" TP=2 PP=2
+    fi
+}
+
+# Checkpoint conversion mcore -> HF. Under SMOKE=1, runs the sibling hf2mcore recipe in SMOKE mode
+# first and converts its mcore checkpoint back; smoke_check_round_trip then compares the tensors.
+mcore2hf_setup() {
+    if [[ $SMOKE == 1 ]]; then
+        local sibling; sibling="$(dirname "$0")/${RECIPE_NAME/mcore2hf/hf2mcore}.sh"
+        SMOKE_DIR="$SMOKE_DIR/source" bash "$sibling"
+        CKPT_LOAD_DIR="$SMOKE_DIR/source/mg" CKPT_SAVE_DIR="$SMOKE_DIR/hf" TOKENIZER_PATH=""
+    fi
+}
+
+smoke_check_round_trip() {
+    if [[ $SMOKE == 1 ]]; then
+        python "$SMOKE_PY" compare "$SMOKE_DIR/source/hf" "$SMOKE_DIR/hf"
+    fi
+}
+
+# Data conversion. Under SMOKE=1, writes a tiny corpus ($1: pretrain | instruction) and trains a
+# 300-token byte-level BPE tokenizer on it (tools/train_tokenizer.py) in $SMOKE_DIR.
+data_setup() {
+    if [[ $SMOKE == 1 ]]; then
+        python "$SMOKE_PY" corpus "$1" "$SMOKE_DIR/corpus.jsonl"
+        python "$REPO_ROOT/tools/train_tokenizer.py" --input "$SMOKE_DIR/corpus.jsonl" \
+            --output-dir "$SMOKE_DIR/tokenizer" --vocab-size 300 --json-keys text instruction output
+        DATA_INPUT="$SMOKE_DIR/corpus.jsonl" TOKENIZER_PATH="$SMOKE_DIR/tokenizer"
+        OUTPUT_PREFIX="$SMOKE_DIR/data/$RECIPE_NAME" WORKERS=1
+    fi
+}
+
+# Copy a Hugging Face tokenizer's files ($1, when given) into a converted model ($2), so that
+# AutoTokenizer and AutoModelForCausalLM load from one directory.
+copy_tokenizer_files() {
+    [[ -n $1 ]] || return 0
+    [[ -d $1 ]] || { echo "tokenizer directory $1 not found: copy its tokenizer files into $2 yourself"; return 0; }
+    local file
+    for file in tokenizer.json tokenizer_config.json tokenizer.model special_tokens_map.json vocab.json merges.txt; do
+        if [[ -f $1/$file ]]; then cp "$1/$file" "$2/"; fi
+    done
+}

@@ -1,0 +1,132 @@
+"""Helpers the shell recipes call (examples/common/recipe.sh); not a user entry point.
+
+    python examples/common/smoke.py validate WORLD_SIZE <pretrain_gpt.py flags...>
+        check the flags with the training entry's one validation pass (DRY_RUN=1)
+    python examples/common/smoke.py hf-model MODEL_TYPE JSON OUT_DIR
+        write a tiny random Hugging Face model: transformers' config class of MODEL_TYPE with tiny
+        sizes, overridden by the recipe's behaviour fields in JSON (SMOKE=1 checkpoint conversion)
+    python examples/common/smoke.py compare HF_DIR_A HF_DIR_B
+        fail unless both directories hold the same tensors (names, shapes, values) and the same
+        configuration once transformers has loaded it
+    python examples/common/smoke.py corpus pretrain|instruction OUT.jsonl
+        write a tiny corpus (text records, or Alpaca-style instruction records)
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Dict, List
+
+TINY_HF_SIZES = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+                 "max_position_embeddings": 256}
+
+
+def validate(world_size: int, argv: List[str]) -> None:
+    """parse_args + validate_args + the pretraining data check, as pretrain_gpt.py does before any process."""
+    from mindspeed_llm.arguments import ArgumentError, check_pretraining_data, parse_args, validate_args
+
+    args = parse_args(argv)
+    try:
+        validate_args(args, world_size)
+        check_pretraining_data(args)
+    except ArgumentError as error:
+        sys.exit(f"error: {error}")
+    print(f"flags valid: world size {args.world_size}, TP {args.tensor_model_parallel_size}, "
+          f"PP {args.pipeline_model_parallel_size}, DP {args.data_parallel_size}, "
+          f"{args.num_micro_batches} micro-batches per step")
+
+
+def hf_model(model_type: str, behaviour_json: str, out_dir: str) -> None:
+    """Save a seeded random ``AutoModelForCausalLM`` of ``model_type`` with tiny sizes to ``out_dir``."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    fields = {**TINY_HF_SIZES, **json.loads(behaviour_json)}
+    config = AutoConfig.for_model(model_type, **fields)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.save_pretrained(out_dir)
+    print(f"tiny random {model_type} model ({sum(p.numel() for p in model.parameters())} parameters) "
+          f"in {out_dir}")
+
+
+def _tensors(directory: str) -> Dict[str, "torch.Tensor"]:
+    from safetensors.torch import load_file
+
+    tensors = {}
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".safetensors"):
+            tensors.update(load_file(os.path.join(directory, name)))
+    if not tensors:
+        sys.exit(f"error: no .safetensors files in {directory}")
+    return tensors
+
+
+def _config_differences(dir_a: str, dir_b: str) -> List[str]:
+    """Fields set in ``dir_a``'s config that ``dir_b``'s differs on, once transformers has loaded both
+    (it normalises e.g. rope_scaling; a field left unset in ``dir_a``, e.g. a derived head_dim, is skipped)."""
+    from transformers import AutoConfig
+
+    a, b = (AutoConfig.from_pretrained(d).to_dict() for d in (dir_a, dir_b))
+    ignored = {"_name_or_path", "dtype", "torch_dtype", "transformers_version"}
+    return [f"{key}: {a.get(key)!r} != {b.get(key)!r}" for key in sorted(a.keys() | b.keys())
+            if key not in ignored and a.get(key) is not None and a.get(key) != b.get(key)]
+
+
+def compare(dir_a: str, dir_b: str) -> None:
+    """Exit non-zero unless the two HF directories hold identical tensors and configurations."""
+    import torch
+
+    a, b = _tensors(dir_a), _tensors(dir_b)
+    if a.keys() != b.keys():
+        sys.exit(f"error: tensor names differ: only in {dir_a}: {sorted(a.keys() - b.keys())}; "
+                 f"only in {dir_b}: {sorted(b.keys() - a.keys())}")
+    different = [name for name in a if a[name].shape != b[name].shape or not torch.equal(a[name], b[name])]
+    if different:
+        sys.exit(f"error: {len(different)} tensors differ after the round trip, e.g. {different[0]}")
+    config_differences = _config_differences(dir_a, dir_b)
+    if config_differences:
+        sys.exit(f"error: config.json differs after the round trip: {'; '.join(config_differences)}")
+    print(f"round trip exact: {len(a)} tensors and the config identical ({dir_a} -> mcore -> {dir_b})")
+
+
+PRETRAIN_LINES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Tensor parallelism splits each weight matrix across devices.",
+    "Pipeline parallelism places consecutive layers on different stages.",
+    "A tokenizer turns text into integer ids and back.",
+]
+INSTRUCTIONS = [
+    {"instruction": "Name a prime number.", "input": "", "output": "Seven is a prime number."},
+    {"instruction": "Translate to French.", "input": "Good morning", "output": "Bonjour"},
+    {"instruction": "Add the numbers.", "input": "2 and 3", "output": "2 plus 3 is 5."},
+]
+
+
+def corpus(kind: str, out_path: str) -> None:
+    """Write a tiny jsonl corpus of ``kind`` (pretrain: text records; instruction: Alpaca records)."""
+    if kind == "pretrain":
+        records = [{"text": f"{line} ({i})"} for i in range(25) for line in PRETRAIN_LINES]
+    elif kind == "instruction":
+        records = INSTRUCTIONS * 20
+    else:
+        sys.exit(f"error: corpus kind {kind!r}: use pretrain or instruction")
+    os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
+    with open(out_path, "w", encoding="utf-8") as out:
+        out.writelines(json.dumps(record) + "\n" for record in records)
+
+
+def main(argv: List[str]) -> None:
+    commands = {"validate": lambda a: validate(int(a[0]), a[1:]),
+                "hf-model": lambda a: hf_model(a[0], a[1], a[2]),
+                "compare": lambda a: compare(a[0], a[1]),
+                "corpus": lambda a: corpus(a[0], a[1])}
+    if not argv or argv[0] not in commands:
+        sys.exit(f"usage: smoke.py {{{'|'.join(commands)}}} ...")
+    commands[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
