@@ -57,9 +57,19 @@ by layer: the converter never holds two full copies of the model. Any input
 error (missing directory, config or tensor; unknown family; a TP size that does
 not divide the heads; a layer list of the wrong length or sum; a PP size that
 does not divide the layers; a noop layer out of range; an incompatible virtual
-pipeline) is one line on stderr with exit code 2, detected before anything is
-written; a run that fails midway leaves no tracker/``config.json``, so nothing
-partial looks valid.
+pipeline; an unsupported ``model_type``; an index naming a missing shard; a
+tensor the weight map needs that the checkpoint lacks) is one line on stderr,
+naming the family and the tensor or file, with exit code 2, detected before
+anything is written. The output is written into a temporary sibling directory
+(``.<name>.converting-<pid>``) and renamed to ``--save-dir`` at the end, its
+tracker / ``config.json`` last (:func:`publish`); a run that fails midway
+removes it, so nothing partial looks complete and an earlier conversion in
+``--save-dir`` stays intact.
+
+``--model-type-hf`` takes MindSpeed's names (``llama2``, ``mistral``,
+``qwen``, ...) and HF ``model_type`` strings (``llama``, ``qwen2``, ...);
+without it the family is config.json's ``model_type`` (hf) or the one the
+checkpoint recorded (mg).
 """
 from __future__ import annotations
 
@@ -69,8 +79,9 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import sys
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from safetensors import safe_open
@@ -331,8 +342,8 @@ class HFSource:
         for file in files:
             path = os.path.join(self.load_dir, file)
             if not os.path.isfile(path):
-                raise ConversionError(f"{index_path} lists shard {file}, which is missing from {self.load_dir}; "
-                                      "copy the complete checkpoint")
+                raise ConversionError(f"{index_path} (family {self.family_name}) lists shard {file}, which is "
+                                      f"missing from {self.load_dir}; copy the complete checkpoint")
             handles[file] = stack.enter_context(safe_open(path, framework="pt"))
         where = {name: file for file, handle in handles.items() for name in handle.keys()}
         if weight_map is not None:  # trust the index only where the shard agrees
@@ -344,8 +355,8 @@ class HFSource:
         needed = layout.hf_names()
         for name in needed:
             if name not in self.where:
-                raise ConversionError(f"tensor {name!r} is missing from {self.listing}; the weights do not match "
-                                      f"config.json / --model-type-hf {self.family_name}")
+                raise ConversionError(f"tensor {name!r} needed by family {self.family_name} is missing from "
+                                      f"{self.listing}; the weights do not match config.json / --model-type-hf")
         unused = [n for n in self.where if n not in set(needed) and not _ignorable(n, layout.config)]
         if unused:
             raise ConversionError(f"{len(unused)} tensor(s) in {self.listing} are not used by --model-type-hf "
@@ -486,8 +497,9 @@ class MegatronSource:
             expected = layout.chunk_names[pp_rank][chunk]
             for name in expected:
                 if name not in state:
-                    raise ConversionError(f"parameter {name!r} is missing from {path} (chunk {chunk}); the "
-                                          "checkpoint does not match its own transformer_config and pipeline layout")
+                    raise ConversionError(f"parameter {name!r} needed by family {self.family_name} is missing from "
+                                          f"{path} (chunk {chunk}); the checkpoint does not match its own "
+                                          "transformer_config and pipeline layout")
                 want = layout.local_shapes[(pp_rank, chunk, name)]
                 if tuple(state[name].shape) != want:
                     raise ConversionError(f"parameter {name!r} of TP rank {tp_rank} in {path} has shape "
@@ -537,7 +549,6 @@ class MegatronSink:
 
     def finish(self) -> None:
         layout = self.layout
-        _remove_stale(self.save_dir, [TRACKER_FILENAME])
         config = layout.config
         for stage in range(layout.pp):  # in the order of each chunk's named_parameters
             for chunk, names in enumerate(layout.chunk_names[stage]):
@@ -547,7 +558,6 @@ class MegatronSink:
                         raise AssertionError(f"stage {stage} chunk {chunk}: written {sorted(set(names) - set(state))}"
                                              " missing")
                     self.per_file[(rank, stage)][chunk] = {n: state[n] for n in names}
-        written = set()
         for (rank, stage), chunks in self.per_file.items():
             checkpoint = {
                 **dict(zip(layout.chunk_keys, chunks)),
@@ -559,21 +569,8 @@ class MegatronSink:
             }
             path = checkpoint_file(self.save_dir, None, rank, stage, layout.pp, release=True)
             atomic_save(checkpoint, path)
-            written.add(os.path.basename(os.path.dirname(path)))
             self.per_file[(rank, stage)] = []
-        _remove_stale_ranks(os.path.dirname(os.path.dirname(path)), written)
         write_tracker(self.save_dir, None, release=True)
-
-
-def _remove_stale_ranks(release_dir: str, keep: Iterable[str]) -> None:
-    """Rank directories of an earlier conversion with another layout would be mistaken for this one's."""
-    keep = set(keep)
-    for name in os.listdir(release_dir):
-        path = os.path.join(release_dir, name)
-        if name.startswith("mp_rank_") and name not in keep and os.path.isdir(path):
-            for file in os.listdir(path):
-                os.remove(os.path.join(path, file))
-            os.rmdir(path)
 
 
 def checkpoint_args(layout: ModelLayout, family_name: str) -> argparse.Namespace:
@@ -616,7 +613,6 @@ class HFSink:
         self.buffer_bytes = 0
         self.shards: List[Tuple[str, List[str]]] = []  # (temporary path, tensor names)
         self.total_size = 0
-        self.started = False
 
     def add(self, name: str, tensor: torch.Tensor) -> None:
         nbytes = tensor.numel() * tensor.element_size()
@@ -627,20 +623,11 @@ class HFSink:
         self.total_size += nbytes
 
     def _flush(self) -> None:
-        if not self.started:
-            os.makedirs(self.save_dir, exist_ok=True)
-            _remove_stale(self.save_dir, [HF_CONFIG, SAFETENSORS_INDEX, SAFETENSORS_SINGLE])
-            self.started = True
+        os.makedirs(self.save_dir, exist_ok=True)
         path = os.path.join(self.save_dir, f".shard-{len(self.shards) + 1:05d}.safetensors.tmp")
         save_file(self.buffer, path, metadata={"format": "pt"})
         self.shards.append((path, list(self.buffer)))
         self.buffer, self.buffer_bytes = {}, 0
-
-    def abort(self) -> None:
-        """Remove the temporary shards of a failed run."""
-        for path, _ in self.shards:
-            if os.path.isfile(path):
-                os.remove(path)
 
     def finish(self) -> None:
         if self.buffer or not self.shards:
@@ -670,9 +657,6 @@ class HFWeightSink:
     def finish(self) -> None:
         self.sink.finish()
 
-    def abort(self) -> None:
-        self.sink.abort()
-
 
 def _check_shape(name: str, tensor: torch.Tensor, expected: Tuple[int, ...]) -> None:
     if tuple(tensor.shape) != expected:
@@ -680,12 +664,39 @@ def _check_shape(name: str, tensor: torch.Tensor, expected: Tuple[int, ...]) -> 
                               f"{expected}; the checkpoint does not match its config")
 
 
-def _remove_stale(save_dir: str, names: Iterable[str]) -> None:
-    """Remove markers of an earlier conversion so a failed run never looks complete."""
-    for name in names:
-        path = os.path.join(save_dir, name)
-        if os.path.isfile(path):
-            os.remove(path)
+def staging_dir(save_dir: str) -> str:
+    """The temporary sibling of ``save_dir`` a conversion writes into (renamed at the end)."""
+    parent, name = os.path.split(os.path.abspath(save_dir))
+    return os.path.join(parent, f".{name}.converting-{os.getpid()}")
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.remove(path)
+
+
+def publish(staging: str, save_dir: str) -> None:
+    """Move a finished conversion from ``staging`` to ``save_dir``.
+
+    A new ``save_dir`` is one rename. Into an existing one, the earlier conversion's completion
+    markers (tracker, ``config.json``) and its checkpoint (``release/``, ``*.safetensors``, the
+    index) are removed first, the new entries moved in, and the new markers moved last: at no
+    moment does the directory look complete with a mix of both. Other files stay.
+    """
+    if not os.path.exists(save_dir):
+        os.rename(staging, save_dir)
+        return
+    markers = (TRACKER_FILENAME, HF_CONFIG)
+    for name in os.listdir(save_dir):
+        if name in markers or name == SAFETENSORS_INDEX or name == "release" or name.endswith(".safetensors"):
+            _remove(os.path.join(save_dir, name))
+    names = os.listdir(staging)
+    for name in sorted(names, key=lambda n: n in markers):  # markers last
+        _remove(os.path.join(save_dir, name))
+        os.rename(os.path.join(staging, name), os.path.join(save_dir, name))
+    os.rmdir(staging)
 
 
 def _write_json(path: str, value: Dict[str, Any]) -> None:
@@ -779,14 +790,15 @@ def rename(name: str, renaming: Dict[str, str]) -> str:
     return f"decoder.layers.{renaming[match.group(1)]}." + name[match.end():]
 
 
-def open_sink(args: argparse.Namespace, source, layout: ModelLayout):
+def open_sink(args: argparse.Namespace, source, layout: ModelLayout, directory: str):
+    """The writer of the target format, into ``directory`` (the staging directory)."""
     if args.save_model_type == "mg":
-        return MegatronSink(args.save_dir, layout, source.family_name, source.hf_config)
+        return MegatronSink(directory, layout, source.family_name, source.hf_config)
     try:
         hf_config = source.family.to_hf_config(layout.config, source.hf_config)
     except RegistryError as error:
         raise ConversionError(f"{args.load_dir}: {error}") from None
-    return HFWeightSink(HFSink(args.save_dir, parse_size(args.max_shard_size), hf_config), layout)
+    return HFWeightSink(HFSink(directory, parse_size(args.max_shard_size), hf_config), layout)
 
 
 def convert(args: argparse.Namespace) -> None:
@@ -802,16 +814,18 @@ def convert(args: argparse.Namespace) -> None:
         targets = {name: rename(name, renaming) for name in source_layout.names}
         if sorted(targets.values()) != sorted(layout.names):  # same flags on both sides: cannot differ
             raise AssertionError("source and target parameters differ")
-        sink = open_sink(args, source, layout)
+        staging = staging_dir(args.save_dir)
+        _remove(staging)
+        sink = open_sink(args, source, layout, staging)
         dtype = DTYPES[args.params_dtype] if args.params_dtype else None
         try:
             for name in tqdm(source_layout.names, desc="converting", unit="tensor"):
                 tensors = source.read(name, source_layout.rules[name][1], source_layout)
                 sink.write(targets[name], [t.to(dtype) if dtype is not None else t for t in tensors])
             sink.finish()
-        except BaseException:
-            getattr(sink, "abort", lambda: None)()
-            raise
+            publish(staging, args.save_dir)
+        finally:
+            _remove(staging)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -206,7 +206,7 @@ def test_error_missing_tensor_in_index(capsys, hf_dirs, tmp_path) -> None:
     with open(index_path, "w") as handle:
         json.dump(index, handle)
     expect_error(capsys, str(tmp_path / "out"), HF_MG + ["--load-dir", broken],
-                 "tensor 'model.layers.1.mlp.up_proj.weight' is missing from", index_path)
+                 "tensor 'model.layers.1.mlp.up_proj.weight' needed by family llama2 is missing from", index_path)
 
 
 def test_error_missing_tensor_in_single_file(capsys, hf_dirs, tmp_path) -> None:
@@ -217,7 +217,7 @@ def test_error_missing_tensor_in_single_file(capsys, hf_dirs, tmp_path) -> None:
     del tensors["model.norm.weight"]
     save_file(tensors, path, metadata={"format": "pt"})
     expect_error(capsys, str(tmp_path / "out"), HF_MG + ["--load-dir", broken],
-                 "tensor 'model.norm.weight' is missing from", path)
+                 "tensor 'model.norm.weight' needed by family mistral is missing from", path)
 
 
 def test_error_unknown_family(capsys, hf_dirs, tmp_path) -> None:
