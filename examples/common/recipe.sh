@@ -11,6 +11,7 @@
 #               Outputs go to SMOKE_DIR (default outputs/smoke/<recipe>).
 #   DRY_RUN=1   pretrain recipes: print the torchrun command and check its flags with our one validation
 #               pass (mindspeed_llm.arguments) at the recipe's world size, without training.
+#   DRY_RUN=argv  print WORLD_SIZE=N, then the pretrain_gpt.py flags one per line (for tests and tools).
 #   LOG_DIR     where pretrain logs go (default logs/, as MindSpeed's recipes).
 set -euo pipefail
 
@@ -61,6 +62,10 @@ run_pretrain() {
         export OMP_NUM_THREADS=1
     fi
     local argv=("${GPT_ARGS[@]}" "${data[@]}" "${OUTPUT_ARGS[@]}" "${extra[@]}")
+    if [[ $DRY_RUN == argv ]]; then
+        printf '%s\n' "WORLD_SIZE=$WORLD_SIZE" "${argv[@]}"
+        return
+    fi
     if [[ $DRY_RUN == 1 ]]; then
         echo "torchrun ${DISTRIBUTED_ARGS[*]} pretrain_gpt.py ${argv[*]}"
         python "$SMOKE_PY" validate "$WORLD_SIZE" "${argv[@]}"

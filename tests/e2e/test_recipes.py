@@ -1,0 +1,128 @@
+"""The shell recipes under examples/<family>/, checked as a user and CI run them.
+
+- every recipe passes ``bash -n``;
+- every pretrain recipe's full-size flags pass the training entry's one validation pass at the
+  recipe's world size (``DRY_RUN=argv`` prints them without training);
+- ``SMOKE=1`` keeps every behaviour flag of the full-size recipe and shrinks only sizes and data;
+- a sample runs end to end with ``SMOKE=1``: a pretrain recipe (sliding window, GQA, TP=2 on two CPU
+  processes) and a checkpoint round trip HF -> mcore (TP=2 PP=2) -> HF of a tied, qkv-bias model.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+from mindspeed_llm.arguments import check_pretraining_data, parse_args, validate_args
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPES = sorted(REPO.glob("examples/*/*.sh"))
+PRETRAIN_RECIPES = [path for path in RECIPES if path.name.startswith("pretrain_")]
+# Flags whose values SMOKE=1 may change: sizes, parallel layout, schedule, data and output.
+SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--num-layers", "--hidden-size",
+                "--ffn-hidden-size", "--num-attention-heads", "--num-query-groups", "--seq-length", "--vocab-size",
+                "--sliding-window", "--micro-batch-size", "--global-batch-size", "--train-iters",
+                "--save-interval", "--eval-interval", "--eval-iters", "--save", "--tokenizer-type"}
+# Flags that only the full-size run (real data, bf16) or only the smoke run (mock data on the CPU) has.
+FULL_ONLY_FLAGS = {"--data-path", "--split", "--tokenizer-name-or-path", "--bf16", "--load"}
+SMOKE_ONLY_FLAGS = {"--mock-data", "--device", "--num-workers"}
+
+
+def _recipe_id(path: Path) -> str:
+    return f"{path.parent.name}/{path.name}"
+
+
+def _run(recipe: Path, env: Dict[str, str], timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(recipe)], cwd=REPO, env={**os.environ, **env}, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _argv(recipe: Path, smoke: bool) -> Tuple[int, List[str]]:
+    """The recipe's world size and pretrain_gpt.py flags, from DRY_RUN=argv."""
+    run = _run(recipe, {"DRY_RUN": "argv", "SMOKE": "1" if smoke else "0"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    first, *argv = run.stdout.splitlines()
+    return int(first.removeprefix("WORLD_SIZE=")), argv
+
+
+def _flags(argv: List[str]) -> Dict[str, List[str]]:
+    """Flag -> its values, in order of appearance."""
+    flags: Dict[str, List[str]] = {}
+    current = None
+    for token in argv:
+        if token.startswith("--"):
+            current = token
+            flags[current] = []
+        else:
+            flags[current].append(token)
+    return flags
+
+
+def test_recipes_exist_for_every_family_and_action() -> None:
+    names = {path.name for path in RECIPES}
+    for family_recipe in ("llama2/pretrain_llama31_8b_ptd.sh", "mistral/pretrain_mistral_7b_ptd.sh",
+                          "qwen2/pretrain_qwen25_7b_ptd.sh", "qwen2/ckpt_convert_qwen25_7b_hf2mcore.sh",
+                          "qwen2/ckpt_convert_qwen25_7b_mcore2hf.sh", "qwen2/data_convert_qwen25_pretrain.sh",
+                          "qwen2/data_convert_qwen25_instruction.sh"):
+        assert Path(family_recipe).name in names, family_recipe
+    for path in RECIPES:
+        if path.parent.name != "common":
+            assert re.fullmatch(r"(pretrain_\w+_ptd|ckpt_convert_\w+_(hf2mcore|mcore2hf)|data_convert_\w+_"
+                                r"(pretrain|instruction))\.sh", path.name), path.name
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=_recipe_id)
+def test_recipe_parses(recipe: Path) -> None:
+    run = subprocess.run(["bash", "-n", str(recipe)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.parametrize("recipe", PRETRAIN_RECIPES, ids=_recipe_id)
+def test_pretrain_recipe_flags_pass_validation(recipe: Path) -> None:
+    world_size, argv = _argv(recipe, smoke=False)
+    args = parse_args(argv)
+    validate_args(args, world_size)
+    check_pretraining_data(args)
+    assert args.data_parallel_size * args.tensor_model_parallel_size * args.pipeline_model_parallel_size == world_size
+    assert args.bf16 and args.tokenizer_type == "PretrainedFromHF"
+
+
+@pytest.mark.parametrize("recipe", PRETRAIN_RECIPES, ids=_recipe_id)
+def test_smoke_keeps_behaviour_flags_and_shrinks_sizes(recipe: Path) -> None:
+    _, full_argv = _argv(recipe, smoke=False)
+    world_size, smoke_argv = _argv(recipe, smoke=True)
+    full, smoke = _flags(full_argv), _flags(smoke_argv)
+    assert set(full) - FULL_ONLY_FLAGS == set(smoke) - SMOKE_ONLY_FLAGS
+    kept = {flag: values for flag, values in full.items() if flag not in SHRUNK_FLAGS | FULL_ONLY_FLAGS}
+    assert kept == {flag: smoke[flag] for flag in kept}
+    assert smoke["--device"] == ["cpu"] and "--mock-data" in smoke and world_size <= 2
+    for size in ("--num-layers", "--hidden-size", "--seq-length", "--vocab-size", "--train-iters"):
+        assert int(smoke[size][0]) < int(full[size][0]), size
+    args = parse_args(smoke_argv)
+    validate_args(args, world_size)
+
+
+@pytest.mark.slow
+def test_smoke_pretrain_recipe_trains_and_saves(tmp_path: Path) -> None:
+    recipe = REPO / "examples/mistral/pretrain_mistral01_7b_ptd.sh"  # sliding window, GQA, TP=2
+    run = _run(recipe, {"SMOKE": "1", "SMOKE_DIR": str(tmp_path / "smoke"), "LOG_DIR": str(tmp_path / "logs")})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    log = (tmp_path / "logs" / "pretrain_mistral01_7b_ptd.log").read_text()
+    losses = [float(loss) for loss in re.findall(r"\| lm loss: ([0-9.E+-]+) \|", log)]
+    assert len(losses) == 3 and all(0 < loss < 10 for loss in losses), log[-2000:]
+    assert (tmp_path / "smoke" / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+
+
+@pytest.mark.slow
+def test_smoke_checkpoint_round_trip_is_exact(tmp_path: Path) -> None:
+    recipe = REPO / "examples/qwen2/ckpt_convert_qwen25_05b_mcore2hf.sh"  # tied embeddings, qkv bias
+    run = _run(recipe, {"SMOKE": "1", "SMOKE_DIR": str(tmp_path / "smoke")})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "round trip exact" in run.stdout
+    mcore = tmp_path / "smoke" / "source" / "mg"
+    assert len(list(mcore.rglob("model_optim_rng.pt"))) == 4  # TP=2 x PP=2
+    assert (tmp_path / "smoke" / "hf" / "config.json").is_file()
