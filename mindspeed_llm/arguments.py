@@ -112,6 +112,26 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--disable-bias-linear", action="store_true")
     group.add_argument("--add-qkv-bias", action="store_true")
     group.add_argument("--make-vocab-size-divisible-by", type=int, default=128)
+    # behaviour flags of the model zoo (core/transformer/config.py documents each)
+    group.add_argument("--qk-layernorm", action="store_true", help="per-head q/k norm before RoPE (Qwen3)")
+    group.add_argument("--apply-layernorm-1p", action="store_true",
+                       help="norms scale by (1 + weight), weights stored as offsets (Gemma)")
+    group.add_argument("--post-norm", action="store_true",
+                       help="norm the attention and MLP outputs before the residual add (Gemma2)")
+    group.add_argument("--geglu", action="store_true", help="gated GELU MLP (Gemma)")
+    group.add_argument("--gelu-tanh", action="store_true", help="GELU with the tanh approximation")
+    group.add_argument("--input-embeds-norm", action="store_true",
+                       help="multiply word embeddings by sqrt(hidden) (Gemma)")
+    group.add_argument("--attn-logit-softcapping", type=float, default=None,
+                       help="cap * tanh(score / cap) on attention scores (Gemma2)")
+    group.add_argument("--output-logit-softcapping", type=float, default=None,
+                       help="cap * tanh(logit / cap) on the output logits (Gemma2)")
+    group.add_argument("--query-pre-attn-scalar", type=float, default=None,
+                       help="softmax scale = value ** -0.5 instead of head_dim ** -0.5 (Gemma2)")
+    group.add_argument("--sliding-window-pattern", type=int, default=None,
+                       help="with --sliding-window: every Nth layer attends fully (Gemma2: 2)")
+    group.add_argument("--rotary-percent", type=float, default=1.0,
+                       help="share of each head's dims that RoPE rotates (StableLM: 0.25)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -903,6 +923,17 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             recompute_method=args.recompute_method,
             recompute_num_layers=args.recompute_num_layers,
             recompute_activation_function=args.recompute_activation_function,
+            qk_layernorm=args.qk_layernorm,
+            apply_layernorm_1p=args.apply_layernorm_1p,
+            post_norm=args.post_norm,
+            geglu=args.geglu,
+            gelu_tanh=args.gelu_tanh,
+            input_embeds_norm=args.input_embeds_norm,
+            attn_logit_softcapping=args.attn_logit_softcapping,
+            output_logit_softcapping=args.output_logit_softcapping,
+            query_pre_attn_scalar=args.query_pre_attn_scalar,
+            sliding_window_pattern=args.sliding_window_pattern,
+            rotary_percent=args.rotary_percent,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

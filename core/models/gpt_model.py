@@ -43,6 +43,8 @@ class LanguageEmbedding(nn.Module):
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         hidden = self.word_embeddings(input_ids.t())  # [b, s] -> [s, b, h] ([s/tp, b, h] under SP)
         cfg = self.config
+        if cfg.input_embeds_norm:  # Gemma: scale by sqrt(hidden), rounded to the activation dtype
+            hidden = hidden * torch.tensor(cfg.hidden_size ** 0.5, dtype=hidden.dtype)
         return hidden_dropout(hidden, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
 
 
@@ -116,6 +118,9 @@ class GPTModel(nn.Module):
             return hidden
         logits = column_parallel_linear(hidden, self.output_weight(), None, self.tp_group,
                                         sequence_parallel=self.config.sequence_parallel)  # [s, b, v/tp]
+        cap = self.config.output_logit_softcapping
+        if cap is not None:  # elementwise, so each rank caps its vocabulary shard
+            logits = torch.tanh(logits / cap) * cap
         if labels is None:
             return logits.transpose(0, 1)  # [b, s, v/tp]
         loss = vocab_parallel_cross_entropy(logits, labels.t(), self.tp_group, self.config.vocab_size,

@@ -4,10 +4,15 @@ The fused QKV weight is ``[Q heads; K heads; V heads]`` (each a
 :class:`Segment` of heads). Query heads split over TP; key/value heads split
 too, or are replicated when TP exceeds their number (each rank then holds the
 one KV head its query heads use). The attention kernel is PyTorch's
-``scaled_dot_product_attention``, which picks a flash kernel when one exists.
+``scaled_dot_product_attention``, which picks a flash kernel when one exists;
+attention-logit softcapping (Gemma2) takes an explicit path with the same
+masking. Optional per-head q/k norms (``--qk-layernorm``) act before RoPE;
+their weights are shared by all heads, so their gradient is a partial sum
+over TP ranks. A layer's sliding window comes from ``config.layer_window``.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Optional
 
 import torch
@@ -19,6 +24,7 @@ from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.config import TransformerConfig
+from core.transformer.norms import build_norm
 from core.transformer.rope import apply_rotary
 
 
@@ -34,8 +40,28 @@ def sliding_window_mask(seq_len: int, window: Optional[int], device: torch.devic
     return (key <= query) & (key > query - window)
 
 
+def causal_mask(seq_len: int, window: Optional[int], device: torch.device) -> torch.Tensor:
+    """Boolean ``[s, s]`` mask (True = attend): causal, limited to ``window`` keys when one is given."""
+    mask = sliding_window_mask(seq_len, window, device)
+    if mask is None:
+        mask = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()
+    return mask
+
+
+def softcapped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float,
+                         softcap: float, dropout: float) -> torch.Tensor:
+    """``softmax(cap * tanh(q k^T * scale / cap) masked) v`` (softmax in fp32); q/k/v ``[b, n, s, hn]``."""
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale  # [b, n, s, s]
+    scores = torch.tanh(scores / softcap) * softcap
+    scores = scores.masked_fill(~mask, float("-inf"))
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    if dropout > 0:
+        probs = F.dropout(probs, dropout, training=True)
+    return torch.matmul(probs, v)  # [b, n, s, hn]
+
+
 class SelfAttention(nn.Module):
-    def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
+    def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
         super().__init__()
         tp_group = state.tp_group
         self.config = config
@@ -53,6 +79,12 @@ class SelfAttention(nn.Module):
         self.linear_proj = RowParallelLinear(
             heads * hn, config.hidden_size, group=tp_group, bias=config.add_bias_linear,
             sequence_parallel=config.sequence_parallel, segments=(Segment(heads, hn),), dtype=config.params_dtype)
+        self.window = config.layer_window(layer_number)
+        self.q_layernorm = self.k_layernorm = None
+        if config.qk_layernorm:  # one weight per head dim, shared by the heads of every rank
+            norm_args = (config.normalization, hn, config.norm_epsilon, True, config.params_dtype,
+                         config.apply_layernorm_1p)
+            self.q_layernorm, self.k_layernorm = build_norm(*norm_args), build_norm(*norm_args)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
@@ -63,6 +95,8 @@ class SelfAttention(nn.Module):
         q = q.view(s, b, nq, hn)
         k = k.view(s, b, nkv, hn)
         v = v.view(s, b, nkv, hn)
+        if self.q_layernorm is not None:
+            q, k = self.q_layernorm(q), self.k_layernorm(k)
         if rotary is not None:
             cos, sin = rotary
             q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
@@ -83,12 +117,17 @@ class SelfAttention(nn.Module):
             repeat = nq // k.size(1)
             k = k.repeat_interleave(repeat, dim=1)
             v = v.repeat_interleave(repeat, dim=1)
-        dropout = self.config.attention_dropout if self.training else 0.0
-        mask = sliding_window_mask(s, self.config.sliding_window, q.device)
-        causal = dict(is_causal=True) if mask is None else dict(attn_mask=mask)
-        if dropout > 0:
-            with get_rng_tracker().fork():  # heads differ per TP rank, so does their dropout
-                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, **causal)
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, **causal)  # [b, np, s, hn]
+        cfg = self.config
+        dropout = cfg.attention_dropout if self.training else 0.0
+        # heads differ per TP rank, so does their dropout
+        with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():
+            if cfg.attn_logit_softcapping is not None:
+                scale = cfg.softmax_scale if cfg.softmax_scale is not None else hn ** -0.5
+                out = softcapped_attention(q, k, v, causal_mask(s, self.window, q.device), scale,
+                                           cfg.attn_logit_softcapping, dropout)
+            else:
+                mask = sliding_window_mask(s, self.window, q.device)
+                causal = dict(is_causal=True) if mask is None else dict(attn_mask=mask)
+                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=cfg.softmax_scale,
+                                                     **causal)  # [b, np, s, hn]
         return out.permute(2, 0, 1, 3).reshape(s, b, nq * hn)

@@ -60,24 +60,39 @@ def _run_layers(layers: List[nn.Module], hidden: torch.Tensor, rotary: Optional[
     return hidden
 
 
-class TransformerLayer(nn.Module):
-    """Pre-norm decoder layer: ``x + attn(norm(x))`` then ``x + mlp(norm(x))``."""
+def hidden_norm(config: TransformerConfig) -> nn.Module:
+    """A norm over the hidden size (``--normalization``); partial gradients over TP under SP."""
+    return build_norm(config.normalization, config.hidden_size, config.norm_epsilon, config.sequence_parallel,
+                      dtype=config.params_dtype, offset=config.apply_layernorm_1p)
 
-    def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
+
+class TransformerLayer(nn.Module):
+    """Pre-norm decoder layer: ``x + attn(norm(x))`` then ``x + mlp(norm(x))``.
+
+    With ``--post-norm`` the attention and MLP outputs are normed again before
+    the residual add (Gemma2's sandwich): ``x + norm(attn(norm(x)))``.
+    """
+
+    def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
         super().__init__()
         self.config = config
-        norm_args = (config.normalization, config.hidden_size, config.norm_epsilon, config.sequence_parallel)
-        self.input_layernorm = build_norm(*norm_args, dtype=config.params_dtype)
-        self.self_attention = SelfAttention(config, state)
-        self.pre_mlp_layernorm = build_norm(*norm_args, dtype=config.params_dtype)
+        self.input_layernorm = hidden_norm(config)
+        self.self_attention = SelfAttention(config, state, layer_number)
+        self.post_self_attn_layernorm = hidden_norm(config) if config.post_norm else None
+        self.pre_mlp_layernorm = hidden_norm(config)
         self.mlp = MLP(config, state)
+        self.post_mlp_layernorm = hidden_norm(config) if config.post_norm else None
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
         cfg = self.config
         attn = self.self_attention(self.input_layernorm(hidden), rotary)
+        if self.post_self_attn_layernorm is not None:
+            attn = self.post_self_attn_layernorm(attn)
         hidden = hidden + hidden_dropout(attn, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
         mlp = self.mlp(self.pre_mlp_layernorm(hidden))
+        if self.post_mlp_layernorm is not None:
+            mlp = self.post_mlp_layernorm(mlp)
         return hidden + hidden_dropout(mlp, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
 
 
@@ -97,13 +112,12 @@ class TransformerBlock(nn.Module):
         self.config = config
         noop = set(config.noop_layers)
         self.layers = nn.ModuleDict({
-            str(i): NoopTransformerLayer() if i in noop else TransformerLayer(config, state)
+            str(i): NoopTransformerLayer() if i in noop else TransformerLayer(config, state, i)
             for i in layer_numbers
         })
         self.final_layernorm = None
         if post_process:
-            self.final_layernorm = build_norm(config.normalization, config.hidden_size, config.norm_epsilon,
-                                              config.sequence_parallel, dtype=config.params_dtype)
+            self.final_layernorm = hidden_norm(config)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)

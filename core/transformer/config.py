@@ -63,6 +63,18 @@ class TransformerConfig:
     recompute_method: Optional[str] = None
     recompute_num_layers: Optional[int] = None
     recompute_activation_function: bool = False  # MindSpeed: recompute the MLP activation only
+    # Behaviour flags of the model zoo (flag names in brackets)
+    apply_layernorm_1p: bool = False  # norms scale by (1 + weight), weights stored as offsets (Gemma) [--apply-layernorm-1p]
+    qk_layernorm: bool = False  # per-head norm of queries and keys before RoPE (Qwen3) [--qk-layernorm]
+    post_norm: bool = False  # norm on the attention and MLP outputs before the residual add (Gemma2) [--post-norm]
+    geglu: bool = False  # gated GELU MLP, fused [gate; up] (Gemma) [--geglu]
+    gelu_tanh: bool = False  # GELU with the tanh approximation [--gelu-tanh]
+    input_embeds_norm: bool = False  # word embeddings multiplied by sqrt(hidden) (Gemma) [--input-embeds-norm]
+    attn_logit_softcapping: Optional[float] = None  # cap * tanh(scores / cap) [--attn-logit-softcapping]
+    output_logit_softcapping: Optional[float] = None  # same on the logits [--output-logit-softcapping]
+    query_pre_attn_scalar: Optional[float] = None  # softmax scale scalar ** -0.5 [--query-pre-attn-scalar]
+    sliding_window_pattern: Optional[int] = None  # every Nth layer attends fully [--sliding-window-pattern]
+    rotary_percent: float = 1.0  # share of the head dim RoPE rotates (the first dims) [--rotary-percent]
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -99,9 +111,50 @@ class TransformerConfig:
                              f"--tensor-model-parallel-size ({tp})")
         if self.sliding_window is not None and self.sliding_window < 1:
             raise ValueError(f"--sliding-window {self.sliding_window} must be at least 1")
+        self._validate_behaviour()
         bad_noop = [i for i in self.noop_layers if not 0 <= i < self.num_layers]
         if bad_noop:
             raise ValueError(f"--noop-layers {bad_noop} out of range [0, {self.num_layers}) of --num-layers")
+
+    def _validate_behaviour(self) -> None:
+        if self.swiglu and self.geglu:
+            raise ValueError("--swiglu and --geglu both set; choose one gated activation")
+        if self.gelu_tanh and self.swiglu:
+            raise ValueError("--gelu-tanh has no effect with --swiglu (SiLU); drop one of them")
+        for flag, cap in (("--attn-logit-softcapping", self.attn_logit_softcapping),
+                          ("--output-logit-softcapping", self.output_logit_softcapping),
+                          ("--query-pre-attn-scalar", self.query_pre_attn_scalar)):
+            if cap is not None and cap <= 0:
+                raise ValueError(f"{flag} {cap} must be positive")
+        if self.sliding_window_pattern is not None:
+            if self.sliding_window is None or self.sliding_window_pattern < 1:
+                raise ValueError(f"--sliding-window-pattern {self.sliding_window_pattern} needs --sliding-window "
+                                 "and must be at least 1")
+        if not 0.0 < self.rotary_percent <= 1.0 or self.rotary_dim % 2:
+            raise ValueError(f"--rotary-percent {self.rotary_percent} must be in (0, 1] and give an even number "
+                             f"of rotated dims of --kv-channels {self.kv_channels}")
+
+    @property
+    def gated_linear_unit(self) -> bool:
+        """The MLP's first linear is fused ``[gate; up]`` (SwiGLU or GeGLU)."""
+        return self.swiglu or self.geglu
+
+    @property
+    def rotary_dim(self) -> int:
+        """How many leading dims of each head RoPE rotates."""
+        return int(self.kv_channels * self.rotary_percent)
+
+    @property
+    def softmax_scale(self) -> Optional[float]:
+        """The attention scale; None means ``1 / sqrt(head_dim)``."""
+        return None if self.query_pre_attn_scalar is None else self.query_pre_attn_scalar ** -0.5
+
+    def layer_window(self, layer_number: int) -> Optional[int]:
+        """The sliding window of global layer ``layer_number`` (None: full causal attention)."""
+        pattern = self.sliding_window_pattern
+        if pattern is not None and (layer_number + 1) % pattern == 0:
+            return None
+        return self.sliding_window
 
     @property
     def padded_vocab_size(self) -> int:

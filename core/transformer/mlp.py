@@ -1,5 +1,10 @@
-"""The feed-forward block: SwiGLU (fused gate/up) or GELU, split over TP."""
+"""The feed-forward block, split over TP: gated (SwiGLU, GeGLU; fused ``[gate; up]``) or plain GELU.
+
+``--gelu-tanh`` selects GELU's tanh approximation (Gemma's ``gelu_pytorch_tanh``).
+"""
 from __future__ import annotations
+
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -15,10 +20,12 @@ class MLP(nn.Module):
     def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
         super().__init__()
         tp_group = state.tp_group
-        self.swiglu = config.swiglu
+        self.gated = config.gated_linear_unit
+        self.act = F.silu if config.swiglu else functools.partial(
+            F.gelu, approximate="tanh" if config.gelu_tanh else "none")
         self.recompute_activation_function = config.recompute_activation_function
         ffn = config.ffn_hidden_size
-        fc1_segments = (Segment(ffn), Segment(ffn)) if config.swiglu else (Segment(ffn),)
+        fc1_segments = (Segment(ffn), Segment(ffn)) if self.gated else (Segment(ffn),)
         self.linear_fc1 = ColumnParallelLinear(
             config.hidden_size, ffn * len(fc1_segments), group=tp_group, bias=config.add_bias_linear,
             sequence_parallel=config.sequence_parallel, segments=fc1_segments, dtype=config.params_dtype)
@@ -33,7 +40,7 @@ class MLP(nn.Module):
         return self.linear_fc2(self._activation(intermediate))  # [s, b, h]
 
     def _activation(self, intermediate: torch.Tensor) -> torch.Tensor:
-        if self.swiglu:
+        if self.gated:
             gate, up = intermediate.chunk(2, dim=-1)
-            return F.silu(gate) * up  # [s, b, ffn/tp]
-        return F.gelu(intermediate)  # [s, b, ffn/tp]
+            return self.act(gate) * up  # [s, b, ffn/tp]
+        return self.act(intermediate)  # [s, b, ffn/tp]

@@ -73,32 +73,44 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, hidden_size: int, eps: float = 1e-6, sequence_parallel: bool = False,
-                 dtype: Optional[torch.dtype] = None, device: Optional[torch.device] = None) -> None:
+    """``weight * x / rms(x)``; with ``offset`` (``--apply-layernorm-1p``) the scale is ``1 + weight``.
+
+    ``grad_partial_over_tp``: each TP rank's gradient is a partial sum (sequence
+    parallelism, or a per-head norm applied to each rank's own heads).
+    """
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6, grad_partial_over_tp: bool = False,
+                 dtype: Optional[torch.dtype] = None, device: Optional[torch.device] = None,
+                 offset: bool = False) -> None:
         super().__init__()
-        self.eps = eps
+        self.eps, self.offset = eps, offset
         self.weight = mark_param(nn.Parameter(torch.empty(hidden_size, dtype=dtype, device=device)),
-                                 init="ones", grad_partial_over_tp=sequence_parallel)
+                                 init="zeros" if offset else "ones", grad_partial_over_tp=grad_partial_over_tp)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return rms_norm(x, self.weight, self.eps)
+        return rms_norm(x, self.weight + 1.0 if self.offset else self.weight, self.eps)
 
 
 class LayerNorm(nn.Module):
-    def __init__(self, hidden_size: int, eps: float = 1e-5, sequence_parallel: bool = False,
-                 dtype: Optional[torch.dtype] = None, device: Optional[torch.device] = None) -> None:
+    """LayerNorm with weight and bias; with ``offset`` the scale is ``1 + weight`` (LayerNorm1P)."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-5, grad_partial_over_tp: bool = False,
+                 dtype: Optional[torch.dtype] = None, device: Optional[torch.device] = None,
+                 offset: bool = False) -> None:
         super().__init__()
-        self.eps = eps
+        self.eps, self.offset = eps, offset
         self.weight = mark_param(nn.Parameter(torch.empty(hidden_size, dtype=dtype, device=device)),
-                                 init="ones", grad_partial_over_tp=sequence_parallel)
+                                 init="zeros" if offset else "ones", grad_partial_over_tp=grad_partial_over_tp)
         self.bias = mark_param(nn.Parameter(torch.empty(hidden_size, dtype=dtype, device=device)),
-                               init="zeros", grad_partial_over_tp=sequence_parallel)
+                               init="zeros", grad_partial_over_tp=grad_partial_over_tp)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.layer_norm(x, (x.size(-1),), self.weight, self.bias, self.eps)
+        weight = self.weight + 1.0 if self.offset else self.weight
+        return F.layer_norm(x, (x.size(-1),), weight, self.bias, self.eps)
 
 
-def build_norm(kind: str, hidden_size: int, eps: float, sequence_parallel: bool,
-               dtype: Optional[torch.dtype] = None) -> nn.Module:
+def build_norm(kind: str, hidden_size: int, eps: float, grad_partial_over_tp: bool,
+               dtype: Optional[torch.dtype] = None, offset: bool = False) -> nn.Module:
+    """An RMSNorm or LayerNorm (``kind`` as ``--normalization``) over the last ``hidden_size`` dims."""
     cls = {"RMSNorm": RMSNorm, "LayerNorm": LayerNorm}[kind]
-    return cls(hidden_size, eps, sequence_parallel=sequence_parallel, dtype=dtype)
+    return cls(hidden_size, eps, grad_partial_over_tp=grad_partial_over_tp, dtype=dtype, offset=offset)

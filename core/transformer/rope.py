@@ -2,7 +2,8 @@
 
 Uses the half-rotation layout of Hugging Face checkpoints (first half of the
 head dimension paired with the second half), so converted weights need no
-permutation.
+permutation. With ``--rotary-percent`` below 1 only the first
+``config.rotary_dim`` dims of each head rotate (StableLM, Phi); the rest pass.
 """
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from core.transformer.config import TransformerConfig
 
 
 def rope_inv_freq(config: TransformerConfig) -> torch.Tensor:
-    """Inverse frequencies ``[hn/2]`` (fp32) after the configured scaling."""
-    dim = config.kv_channels
+    """Inverse frequencies ``[rotary_dim/2]`` (fp32) after the configured scaling."""
+    dim = config.rotary_dim
     inv_freq = 1.0 / (config.rotary_base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
     if config.rope_scaling_type == "linear":
         return inv_freq / config.rope_scaling_factor
@@ -41,7 +42,7 @@ def _llama3_scale(inv_freq: torch.Tensor, config: TransformerConfig) -> torch.Te
 
 
 class RotaryEmbedding(nn.Module):
-    """Produces ``(cos, sin)`` of shape ``[s, 1, 1, hn]`` for given positions."""
+    """Produces ``(cos, sin)`` of shape ``[s, 1, 1, rd] (rd = config.rotary_dim)`` for given positions."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
@@ -50,7 +51,7 @@ class RotaryEmbedding(nn.Module):
 
     def forward(self, seq_len: int, device: torch.device, dtype: torch.dtype,
                 position_ids: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-        if position_ids is not None:  # [b, s] -> cos/sin [s, b, 1, hn]
+        if position_ids is not None:  # [b, s] -> cos/sin [s, b, 1, rd]
             return self._cos_sin(position_ids.t().float(), device, dtype)
         if self._cache is None or self._cache[0] < seq_len or self._cache[1] != device:
             positions = torch.arange(seq_len, device=device, dtype=torch.float32)[:, None]  # [s, 1]
@@ -61,9 +62,9 @@ class RotaryEmbedding(nn.Module):
 
     def _cos_sin(self, positions: torch.Tensor, device: torch.device,
                  dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
-        inv_freq = rope_inv_freq(self.config).to(device)  # [hn/2]
-        freqs = positions.to(device).unsqueeze(-1) * inv_freq  # [s, b|1, hn/2]
-        emb = torch.cat((freqs, freqs), dim=-1).unsqueeze(2)  # [s, b|1, 1, hn]
+        inv_freq = rope_inv_freq(self.config).to(device)  # [rd/2]
+        freqs = positions.to(device).unsqueeze(-1) * inv_freq  # [s, b|1, rd/2]
+        emb = torch.cat((freqs, freqs), dim=-1).unsqueeze(2)  # [s, b|1, 1, rd]
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
@@ -73,5 +74,9 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` ``[s, b, heads, hn]`` by the angles in cos/sin ``[s, b|1, 1, hn]``."""
+    """Rotate ``x`` ``[s, b, heads, hn]`` by the angles in cos/sin ``[s, b|1, 1, rd]`` (first rd dims)."""
+    rotary_dim = cos.size(-1)
+    if rotary_dim < x.size(-1):  # partial rotary: the trailing dims pass unrotated
+        rotated, passed = x[..., :rotary_dim], x[..., rotary_dim:]
+        return torch.cat((rotated * cos + _rotate_half(rotated) * sin, passed), dim=-1)
     return x * cos + _rotate_half(x) * sin

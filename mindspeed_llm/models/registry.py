@@ -133,7 +133,35 @@ LLAMA_WEIGHTS: Tuple[WeightRule, ...] = (
     _layer("mlp.linear_fc2.bias", ["mlp.down_proj.bias"]),
     WeightRule("decoder.final_layernorm.weight", ("model.norm.weight",)),
     WeightRule("output_layer.weight", ("lm_head.weight",), "vocab"),
+    # LayerNorm biases (StableLM); no parameter of ours matches them under RMSNorm
+    _layer("input_layernorm.bias", ["input_layernorm.bias"]),
+    _layer("pre_mlp_layernorm.bias", ["post_attention_layernorm.bias"]),
+    WeightRule("decoder.final_layernorm.bias", ("model.norm.bias",)),
+    # per-head q/k norms (Qwen3, --qk-layernorm)
+    _layer("self_attention.q_layernorm.weight", ["self_attn.q_norm.weight"]),
+    _layer("self_attention.k_layernorm.weight", ["self_attn.k_norm.weight"]),
 )
+
+
+def _renamed(rules: Sequence[WeightRule], hf_names: Dict[str, str], extra: Sequence[WeightRule] = ()
+             ) -> Tuple[WeightRule, ...]:
+    """``rules`` with our parameters remapped to other HF layer tensors (``hf_names``: ours -> HF suffix)."""
+    out = []
+    for rule in rules:
+        suffix = rule.ours.replace("decoder.layers.{i}.", "")
+        out.append(_layer(suffix, [hf_names[suffix]]) if suffix in hf_names else rule)
+    return tuple(out) + tuple(extra)
+
+
+# Gemma2's sandwich norms: four per layer
+GEMMA2_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"pre_mlp_layernorm.weight": "pre_feedforward_layernorm.weight"}, (
+    _layer("post_self_attn_layernorm.weight", ["post_attention_layernorm.weight"]),
+    _layer("post_mlp_layernorm.weight", ["post_feedforward_layernorm.weight"]),
+))
+
+# Phi-3 stores q/k/v and gate/up already fused in our row order
+PHI3_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"self_attention.linear_qkv.weight": "self_attn.qkv_proj.weight",
+                                        "mlp.linear_fc1.weight": "mlp.gate_up_proj.weight"})
 
 # HF tensors that carry no weights (old checkpoints store the RoPE buffer).
 IGNORED_HF_TENSORS = (re.compile(r".*rotary_emb\.inv_freq$"),)
@@ -173,6 +201,9 @@ def _rope_settings(hf: Dict[str, Any]) -> Dict[str, Any]:
     theta = params.get("rope_theta", hf.get("rope_theta", 10000.0))
     kind = params.get("rope_type", params.get("type")) or "default"
     out: Dict[str, Any] = {"rotary_base": float(theta)}
+    partial = params.get("partial_rotary_factor", hf.get("partial_rotary_factor"))
+    if partial is not None:
+        out["rotary_percent"] = float(partial)
     if kind == "default":
         return out
     if kind == "linear":
@@ -188,6 +219,8 @@ def _rope_settings(hf: Dict[str, Any]) -> Dict[str, Any]:
 def _rope_to_hf(cfg: TransformerConfig) -> Dict[str, Any]:
     """``rope_theta`` + ``rope_scaling``: read by transformers 4.x and 5.x alike."""
     out: Dict[str, Any] = {"rope_theta": cfg.rotary_base, "rope_scaling": None}
+    if cfg.rotary_percent != 1.0:
+        out["partial_rotary_factor"] = cfg.rotary_percent
     if cfg.rope_scaling_type == "linear":
         out["rope_scaling"] = {"rope_type": "linear", "factor": cfg.rope_scaling_factor}
     elif cfg.rope_scaling_type == "llama3":
@@ -203,10 +236,29 @@ def _dtype_name(hf: Dict[str, Any]) -> Optional[str]:
     return value if isinstance(value, str) and hasattr(torch, value) else None
 
 
+# HF gated-MLP activation -> our flags (the MLP is gated: act(gate) * up)
+GATED_ACTIVATIONS: Dict[str, Dict[str, bool]] = {
+    "silu": dict(swiglu=True), "swish": dict(swiglu=True),
+    "gelu": dict(geglu=True), "gelu_pytorch_tanh": dict(geglu=True, gelu_tanh=True),
+    "gelu_new": dict(geglu=True, gelu_tanh=True),
+}
+
+
+def _gated_activation(hf: Dict[str, Any]) -> Dict[str, bool]:
+    name = hf.get("hidden_activation") or hf.get("hidden_act") or "silu"
+    if name not in GATED_ACTIVATIONS:
+        raise RegistryError(f"hidden_act {name!r} is not supported (supported: {', '.join(GATED_ACTIVATIONS)})")
+    return {"swiglu": False, **GATED_ACTIVATIONS[name]}
+
+
+def _activation_to_hf(cfg: TransformerConfig) -> str:
+    if cfg.swiglu:
+        return "silu"
+    return "gelu_pytorch_tanh" if cfg.gelu_tanh else "gelu"
+
+
 def _common_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     """The Llama-style fields every registered family shares."""
-    if hf.get("hidden_act", "silu") != "silu":
-        raise RegistryError(f"hidden_act {hf['hidden_act']!r} is not supported (SwiGLU needs 'silu')")
     heads = int(hf["num_attention_heads"])
     kwargs: Dict[str, Any] = dict(
         num_layers=int(hf["num_hidden_layers"]), hidden_size=int(hf["hidden_size"]),
@@ -215,10 +267,11 @@ def _common_config(hf: Dict[str, Any]) -> Dict[str, Any]:
         kv_channels=int(hf.get("head_dim") or int(hf["hidden_size"]) // heads),
         vocab_size=int(hf["vocab_size"]), max_position_embeddings=int(hf.get("max_position_embeddings", 4096)),
         normalization="RMSNorm", norm_epsilon=float(hf.get("rms_norm_eps", 1e-6)), position_embedding_type="rope",
-        swiglu=True, add_bias_linear=False, add_qkv_bias=False,
+        add_bias_linear=False, add_qkv_bias=False,
         untie_embeddings_and_output_weights=not hf.get("tie_word_embeddings", False),
         attention_dropout=0.0, hidden_dropout=0.0, init_method_std=float(hf.get("initializer_range", 0.02)),
         make_vocab_size_divisible_by=1)
+    kwargs.update(_gated_activation(hf))
     kwargs.update(_rope_settings(hf))
     dtype = _dtype_name(hf)
     if dtype is not None:
@@ -231,7 +284,7 @@ def _common_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
         hidden_size=cfg.hidden_size, intermediate_size=cfg.ffn_hidden_size, num_hidden_layers=cfg.num_layers,
         num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_query_groups,
         head_dim=cfg.kv_channels, vocab_size=cfg.vocab_size, max_position_embeddings=cfg.max_position_embeddings,
-        rms_norm_eps=cfg.norm_epsilon, hidden_act="silu",
+        rms_norm_eps=cfg.norm_epsilon, hidden_act=_activation_to_hf(cfg),
         tie_word_embeddings=not cfg.untie_embeddings_and_output_weights, attention_dropout=0.0,
         initializer_range=cfg.init_method_std, use_cache=True,
         torch_dtype=str(cfg.params_dtype).replace("torch.", ""))
@@ -275,6 +328,95 @@ def _qwen2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
         raise RegistryError("qwen2 needs add_qkv_bias=True and add_bias_linear=False")
     return {**_common_hf_config(cfg), "use_sliding_window": False, "sliding_window": None,
             "max_window_layers": cfg.num_layers}
+
+
+def _qwen3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    if hf.get("attention_bias", False):
+        raise RegistryError("qwen3 attention_bias=True (q/k/v/o bias without MLP bias) is not supported")
+    return {**_common_config(hf), "qk_layernorm": True}
+
+
+def _qwen3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    _reject_biases(cfg, "qwen3")
+    return {**_common_hf_config(cfg), "attention_bias": False, "use_sliding_window": False, "sliding_window": None,
+            "max_window_layers": cfg.num_layers}
+
+
+def _gemma_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Gemma: RMSNorm scaled by (1 + w), embeddings times sqrt(hidden), tied by default."""
+    if hf.get("attention_bias", False):
+        raise RegistryError("gemma attention_bias=True is not supported")
+    return {**_common_config(hf), "apply_layernorm_1p": True, "input_embeds_norm": True,
+            "untie_embeddings_and_output_weights": not hf.get("tie_word_embeddings", True)}
+
+
+def _gemma_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    _reject_biases(cfg, "gemma")
+    out = _common_hf_config(cfg)
+    return {**out, "hidden_activation": out["hidden_act"], "attention_bias": False}
+
+
+def _sliding_window_pattern(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """``sliding_window`` and ``sliding_window_pattern`` from HF ``layer_types`` (every Nth layer full)."""
+    types = hf.get("layer_types") or []
+    window = hf.get("sliding_window")
+    if not window or "sliding_attention" not in types:
+        return {"sliding_window": None, "sliding_window_pattern": None}
+    if "full_attention" not in types:
+        return {"sliding_window": int(window), "sliding_window_pattern": None}
+    pattern = types.index("full_attention") + 1
+    expected = ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(len(types))]
+    if types != expected:
+        raise RegistryError(f"layer_types {types} are not 'every {pattern}th layer full' (sliding_window_pattern)")
+    return {"sliding_window": int(window), "sliding_window_pattern": pattern}
+
+
+def _layer_types(cfg: TransformerConfig) -> List[str]:
+    return ["sliding_attention" if cfg.layer_window(i) is not None else "full_attention"
+            for i in range(cfg.num_layers)]
+
+
+def _gemma2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Gemma2: Gemma plus sandwich norms, softcaps, query_pre_attn_scalar and alternating windows."""
+    return {**_gemma_config(hf), "post_norm": True, "attn_logit_softcapping": hf.get("attn_logit_softcapping"),
+            "output_logit_softcapping": hf.get("final_logit_softcapping"),
+            "query_pre_attn_scalar": float(hf.get("query_pre_attn_scalar") or int(hf["head_dim"])),
+            **_sliding_window_pattern(hf)}
+
+
+def _gemma2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    return {**_gemma_hf_config(cfg), "attn_logit_softcapping": cfg.attn_logit_softcapping,
+            "final_logit_softcapping": cfg.output_logit_softcapping,
+            "query_pre_attn_scalar": cfg.query_pre_attn_scalar or cfg.kv_channels,
+            "sliding_window": cfg.sliding_window, "layer_types": _layer_types(cfg)}
+
+
+def _phi3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    return {**_common_config(hf), "sliding_window": hf.get("sliding_window")}
+
+
+def _phi3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    _reject_biases(cfg, "phi3")
+    return {**_common_hf_config(cfg), "sliding_window": cfg.sliding_window, "resid_pdrop": 0.0,
+            "embd_pdrop": 0.0, "original_max_position_embeddings": cfg.max_position_embeddings}
+
+
+def _stablelm_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """StableLM: LayerNorm with bias, partial rotary, optional q/k/v bias."""
+    for key in ("qk_layernorm", "use_parallel_residual"):
+        if hf.get(key, False):
+            raise RegistryError(f"stablelm {key}=True is not supported")
+    return {**_common_config(hf), "normalization": "LayerNorm", "norm_epsilon": float(hf.get("layer_norm_eps", 1e-5)),
+            "add_qkv_bias": bool(hf.get("use_qkv_bias", False))}
+
+
+def _stablelm_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    if cfg.add_bias_linear or cfg.normalization != "LayerNorm":
+        raise RegistryError("stablelm needs --normalization LayerNorm and no --add-bias-linear")
+    out = _common_hf_config(cfg)
+    del out["rms_norm_eps"]
+    return {**out, "layer_norm_eps": cfg.norm_epsilon, "use_qkv_bias": cfg.add_qkv_bias, "qk_layernorm": False,
+            "use_parallel_residual": False, "partial_rotary_factor": cfg.rotary_percent}
 
 
 def _reject_biases(cfg: TransformerConfig, name: str) -> None:
@@ -338,8 +480,17 @@ _QWEN2 = Family("qwen2", "qwen2", "Qwen2ForCausalLM", _qwen2_config, _qwen2_hf_c
                 preserved_keys=("use_sliding_window", "sliding_window", "max_window_layers", "layer_types"),
                 sliding_window_switch="use_sliding_window")
 
+_QWEN3 = Family("qwen3", "qwen3", "Qwen3ForCausalLM", _qwen3_config, _qwen3_hf_config,
+                preserved_keys=("use_sliding_window", "sliding_window", "max_window_layers", "layer_types"),
+                sliding_window_switch="use_sliding_window")
+_GEMMA = Family("gemma", "gemma", "GemmaForCausalLM", _gemma_config, _gemma_hf_config)
+_GEMMA2 = Family("gemma2", "gemma2", "Gemma2ForCausalLM", _gemma2_config, _gemma2_hf_config, GEMMA2_WEIGHTS)
+_PHI3 = Family("phi3", "phi3", "Phi3ForCausalLM", _phi3_config, _phi3_hf_config, PHI3_WEIGHTS)
+_STABLELM = Family("stablelm", "stablelm", "StableLmForCausalLM", _stablelm_config, _stablelm_hf_config)
+
 FAMILIES: Dict[str, Family] = {"llama2": _LLAMA, "llama": _LLAMA, "llama3": _LLAMA,
-                               "mistral": _MISTRAL, "qwen2": _QWEN2}
+                               "mistral": _MISTRAL, "qwen2": _QWEN2, "qwen3": _QWEN3, "gemma": _GEMMA,
+                               "gemma2": _GEMMA2, "phi3": _PHI3, "phi3.5": _PHI3, "stablelm": _STABLELM}
 
 
 # MindSpeed-LLM ``--model-type-hf`` names that are neither a family's name nor its HF ``model_type``.

@@ -26,7 +26,7 @@ def training_flops_per_token(config: TransformerConfig, seq_length: int) -> floa
     h, hn = config.hidden_size, config.kv_channels
     q = config.num_attention_heads * hn
     kv = config.num_key_value_heads * hn
-    mlp_matrices = 3 if config.swiglu else 2
+    mlp_matrices = 3 if config.gated_linear_unit else 2  # SwiGLU or GeGLU: gate, up, down
     per_layer = 2 * h * (q + 2 * kv) + 2 * q * h + 4 * seq_length * q + 2 * h * config.ffn_hidden_size * mlp_matrices
     layers = config.num_layers - len(config.noop_layers)
     logits = 2 * h * config.padded_vocab_size  # the output layer multiplies the padded vocabulary

@@ -1,0 +1,110 @@
+"""Logit parity with ``transformers`` for the model-zoo families and their behaviour flags.
+
+Same method as ``test_hf_parity.py`` (tiny random HF model, sharded
+safetensors, the production converter, fp32 logits within 1e-4), over the
+families whose behaviour needs the zoo's flags: Qwen3 (``--qk-layernorm``),
+Gemma (``--apply-layernorm-1p``, ``--input-embeds-norm``, ``--geglu
+--gelu-tanh``, tied), Gemma2 (``--post-norm``, both softcaps,
+``--query-pre-attn-scalar``, ``--sliding-window-pattern``), Phi3 (fused HF
+tensors) and StableLM (LayerNorm with bias, ``--rotary-percent``, q/k/v bias).
+TP=1 runs in this process; every case's TP=2 check, and a sequence-parallel
+TP=2 check of each, run in one 2-process gloo launch.
+
+    python -m pytest tests/models/test_zoo_parity.py -q
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Dict, List, Tuple
+
+import pytest
+import torch
+import transformers
+
+from core.checkpointing import checkpoint_file, load_file
+from core.launcher import run_distributed
+from core.models.gpt_model import GPTModel, build_model, layout_state
+from core.parallel_state import ParallelState, initialize
+from core.transformer.config import TransformerConfig
+from tests.models.test_hf_parity import convert, hf_logits, our_logits
+
+TOLERANCE = 1e-4
+SEQ, BATCH = 12, 2
+BASE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=128, max_position_embeddings=256)
+
+# name -> (HF config class, HF model class, config overrides, --model-type-hf)
+CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=24, rms_norm_eps=1e-6), "qwen3"),
+    "qwen3_tied_mqa": ("Qwen3Config", "Qwen3ForCausalLM",
+                       dict(head_dim=16, num_key_value_heads=1, tie_word_embeddings=True, vocab_size=101), "qwen3"),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(head_dim=32, vocab_size=100), "gemma"),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM",
+               dict(head_dim=16, sliding_window=4, query_pre_attn_scalar=24, attn_logit_softcapping=2.0,
+                    final_logit_softcapping=3.0), "gemma2"),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(pad_token_id=0), "phi3"),
+    "stablelm": ("StableLmConfig", "StableLmForCausalLM", dict(use_qkv_bias=True), "stablelm"),
+}
+
+
+def make_hf_model(name: str, seed: int = 0) -> transformers.PreTrainedModel:
+    """A tiny random HF model in fp32 with every weight perturbed (biases and norms not trivial)."""
+    config_cls, model_cls, overrides, _ = CASES[name]
+    config = getattr(transformers, config_cls)(**{**BASE, **overrides}, dtype="float32", attn_implementation="eager")
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_cls)(config).eval()
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn_like(param) * 0.05)
+    return model
+
+
+def prepare(name: str, root: str, tp: int) -> Tuple[str, torch.Tensor, torch.Tensor]:
+    """Save the HF model (sharded), convert it at ``tp``; return the mg dir, inputs and HF logits."""
+    model = make_hf_model(name)
+    hf_dir, mg_dir = os.path.join(root, f"{name}_hf"), os.path.join(root, f"{name}_mg_tp{tp}")
+    if not os.path.isdir(hf_dir):
+        model.save_pretrained(hf_dir, max_shard_size="60KB")
+    convert(hf_dir, mg_dir, CASES[name][3], tp)
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(0, model.config.vocab_size, (BATCH, SEQ), generator=generator)  # [b, s]
+    return mg_dir, input_ids, hf_logits(model, input_ids)
+
+
+def load_ours(mg_dir: str, state: ParallelState, sequence_parallel: bool = False) -> GPTModel:
+    """Our model with TP rank ``state.tp_group.rank``'s weights, optionally under sequence parallelism."""
+    checkpoint = load_file(checkpoint_file(mg_dir, None, state.tp_group.rank, 0, 1, release=True))
+    config = TransformerConfig.from_dict(checkpoint["transformer_config"])
+    config = dataclasses.replace(config, sequence_parallel=sequence_parallel)
+    model = build_model(config, state, torch.device("cpu"), seed=0)
+    model.load_state_dict(checkpoint["model"], strict=True)
+    return model.eval()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_logits_match_hf_tp1(name: str, tmp_path) -> None:
+    mg_dir, input_ids, expected = prepare(name, str(tmp_path), tp=1)
+    ours = our_logits(load_ours(mg_dir, layout_state(1)), input_ids)
+    assert ours.shape == expected.shape
+    diff = (ours - expected).abs().max().item()
+    assert diff <= TOLERANCE, f"{name}: max abs diff {diff}"
+
+
+def _tp2_worker(rank: int, world_size: int,
+                jobs: List[Tuple[str, str, torch.Tensor]]) -> Dict[Tuple[str, bool], torch.Tensor]:
+    """Every converted case at TP=2, without and with sequence parallelism: gathered logits by (case, SP)."""
+    state = initialize(tp=world_size)
+    return {(name, sp): our_logits(load_ours(mg_dir, state, sp), input_ids)
+            for name, mg_dir, input_ids in jobs for sp in (False, True)}
+
+
+def test_logits_match_hf_tp2_and_sp(tmp_path) -> None:
+    prepared = {name: prepare(name, str(tmp_path), tp=2) for name in CASES}
+    jobs = [(name, mg_dir, input_ids) for name, (mg_dir, input_ids, _) in prepared.items()]
+    per_rank = run_distributed(2, _tp2_worker, jobs)
+    for name, (_, _, expected) in prepared.items():
+        for sp in (False, True):
+            for rank_results in per_rank:
+                diff = (rank_results[(name, sp)] - expected).abs().max().item()
+                assert diff <= TOLERANCE, f"{name} (sequence parallel {sp}): max abs diff {diff}"
