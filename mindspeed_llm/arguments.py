@@ -130,6 +130,8 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="softmax scale = value ** -0.5 instead of head_dim ** -0.5 (Gemma2)")
     group.add_argument("--sliding-window-pattern", type=int, default=None,
                        help="with --sliding-window: every Nth layer attends fully (Gemma2: 2)")
+    group.add_argument("--rope-interleaved", action="store_true",
+                       help="RoPE rotates neighbouring dim pairs (Helium, GPT-J) instead of halves")
     group.add_argument("--rotary-percent", type=float, default=1.0,
                        help="share of each head's dims that RoPE rotates (StableLM: 0.25)")
 
@@ -934,6 +936,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             query_pre_attn_scalar=args.query_pre_attn_scalar,
             sliding_window_pattern=args.sliding_window_pattern,
             rotary_percent=args.rotary_percent,
+            rope_interleaved=args.rope_interleaved,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

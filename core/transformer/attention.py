@@ -99,7 +99,8 @@ class SelfAttention(nn.Module):
             q, k = self.q_layernorm(q), self.k_layernorm(k)
         if rotary is not None:
             cos, sin = rotary
-            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+            interleaved = self.config.rope_interleaved
+            q, k = apply_rotary(q, cos, sin, interleaved), apply_rotary(k, cos, sin, interleaved)
         if self._recompute_core_attention():  # selective recompute: softmax(QK^T)V and its dropout
             context = checkpoint(self._core_attention, q, k, v)  # [s, b, np * hn]
         else:

@@ -74,6 +74,7 @@ class TransformerConfig:
     output_logit_softcapping: Optional[float] = None  # same on the logits [--output-logit-softcapping]
     query_pre_attn_scalar: Optional[float] = None  # softmax scale scalar ** -0.5 [--query-pre-attn-scalar]
     sliding_window_pattern: Optional[int] = None  # every Nth layer attends fully [--sliding-window-pattern]
+    rope_interleaved: bool = False  # RoPE pairs dims (0, 1), (2, 3), ... (Helium, GPT-J) [--rope-interleaved]
     rotary_percent: float = 1.0  # share of the head dim RoPE rotates (the first dims) [--rotary-percent]
 
     def __post_init__(self) -> None:

@@ -2,7 +2,7 @@
 
 Uses the half-rotation layout of Hugging Face checkpoints (first half of the
 head dimension paired with the second half), so converted weights need no
-permutation. With ``--rotary-percent`` below 1 only the first
+permutation; ``--rope-interleaved`` pairs neighbouring dims instead (Helium). With ``--rotary-percent`` below 1 only the first
 ``config.rotary_dim`` dims of each head rotate (StableLM, Phi); the rest pass.
 """
 from __future__ import annotations
@@ -64,19 +64,25 @@ class RotaryEmbedding(nn.Module):
                  dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
         inv_freq = rope_inv_freq(self.config).to(device)  # [rd/2]
         freqs = positions.to(device).unsqueeze(-1) * inv_freq  # [s, b|1, rd/2]
-        emb = torch.cat((freqs, freqs), dim=-1).unsqueeze(2)  # [s, b|1, 1, rd]
+        if self.config.rope_interleaved:  # angle i on dims 2i and 2i + 1
+            emb = freqs.repeat_interleave(2, dim=-1).unsqueeze(2)  # [s, b|1, 1, rd]
+        else:  # angle i on dims i and i + rd/2
+            emb = torch.cat((freqs, freqs), dim=-1).unsqueeze(2)  # [s, b|1, 1, rd]
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+def _rotate_half(x: torch.Tensor, interleaved: bool = False) -> torch.Tensor:
+    if interleaved:  # pairs (x0, x1) -> (-x1, x0)
+        even, odd = x[..., 0::2], x[..., 1::2]
+        return torch.stack((-odd, even), dim=-1).flatten(-2)
     first, second = x.chunk(2, dim=-1)
     return torch.cat((-second, first), dim=-1)
 
 
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool = False) -> torch.Tensor:
     """Rotate ``x`` ``[s, b, heads, hn]`` by the angles in cos/sin ``[s, b|1, 1, rd]`` (first rd dims)."""
     rotary_dim = cos.size(-1)
     if rotary_dim < x.size(-1):  # partial rotary: the trailing dims pass unrotated
         rotated, passed = x[..., :rotary_dim], x[..., rotary_dim:]
-        return torch.cat((rotated * cos + _rotate_half(rotated) * sin, passed), dim=-1)
-    return x * cos + _rotate_half(x) * sin
+        return torch.cat((rotated * cos + _rotate_half(rotated, interleaved) * sin, passed), dim=-1)
+    return x * cos + _rotate_half(x, interleaved) * sin

@@ -419,6 +419,29 @@ def _stablelm_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
             "use_parallel_residual": False, "partial_rotary_factor": cfg.rotary_percent}
 
 
+def _helium_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Helium: Llama with interleaved RoPE; ``attention_bias`` is on q/k/v only."""
+    if hf.get("mlp_bias", False):
+        raise RegistryError("helium mlp_bias=True is not supported")
+    return {**_common_config(hf), "rope_interleaved": True, "add_qkv_bias": bool(hf.get("attention_bias", False))}
+
+
+def _helium_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    if cfg.add_bias_linear or not cfg.rope_interleaved:
+        raise RegistryError("helium needs --rope-interleaved and no --add-bias-linear")
+    return {**_common_hf_config(cfg), "attention_bias": cfg.add_qkv_bias, "mlp_bias": False}
+
+
+def _ministral_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Ministral: Mistral with per-layer sliding/full attention (``layer_types``)."""
+    return {**_common_config(hf), **_sliding_window_pattern(hf)}
+
+
+def _ministral_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    _reject_biases(cfg, "ministral")
+    return {**_common_hf_config(cfg), "sliding_window": cfg.sliding_window, "layer_types": _layer_types(cfg)}
+
+
 def _reject_biases(cfg: TransformerConfig, name: str) -> None:
     if cfg.add_bias_linear or cfg.add_qkv_bias:
         raise RegistryError(f"{name} has no linear biases; the config sets add_bias_linear/add_qkv_bias")
@@ -486,11 +509,14 @@ _QWEN3 = Family("qwen3", "qwen3", "Qwen3ForCausalLM", _qwen3_config, _qwen3_hf_c
 _GEMMA = Family("gemma", "gemma", "GemmaForCausalLM", _gemma_config, _gemma_hf_config)
 _GEMMA2 = Family("gemma2", "gemma2", "Gemma2ForCausalLM", _gemma2_config, _gemma2_hf_config, GEMMA2_WEIGHTS)
 _PHI3 = Family("phi3", "phi3", "Phi3ForCausalLM", _phi3_config, _phi3_hf_config, PHI3_WEIGHTS)
+_HELIUM = Family("helium", "helium", "HeliumForCausalLM", _helium_config, _helium_hf_config)
+_MINISTRAL = Family("ministral", "ministral", "MinistralForCausalLM", _ministral_config, _ministral_hf_config)
 _STABLELM = Family("stablelm", "stablelm", "StableLmForCausalLM", _stablelm_config, _stablelm_hf_config)
 
 FAMILIES: Dict[str, Family] = {"llama2": _LLAMA, "llama": _LLAMA, "llama3": _LLAMA,
                                "mistral": _MISTRAL, "qwen2": _QWEN2, "qwen3": _QWEN3, "gemma": _GEMMA,
-                               "gemma2": _GEMMA2, "phi3": _PHI3, "phi3.5": _PHI3, "stablelm": _STABLELM}
+                               "gemma2": _GEMMA2, "phi3": _PHI3, "phi3.5": _PHI3, "stablelm": _STABLELM,
+                               "helium": _HELIUM, "ministral": _MINISTRAL}
 
 
 # MindSpeed-LLM ``--model-type-hf`` names that are neither a family's name nor its HF ``model_type``.

@@ -6,7 +6,8 @@ families whose behaviour needs the zoo's flags: Qwen3 (``--qk-layernorm``),
 Gemma (``--apply-layernorm-1p``, ``--input-embeds-norm``, ``--geglu
 --gelu-tanh``, tied), Gemma2 (``--post-norm``, both softcaps,
 ``--query-pre-attn-scalar``, ``--sliding-window-pattern``), Phi3 (fused HF
-tensors) and StableLM (LayerNorm with bias, ``--rotary-percent``, q/k/v bias).
+tensors), StableLM (LayerNorm with bias, ``--rotary-percent``, q/k/v bias),
+Helium (``--rope-interleaved``) and Ministral (every 3rd layer full attention).
 TP=1 runs in this process; every case's TP=2 check, and a sequence-parallel
 TP=2 check of each, run in one 2-process gloo launch.
 
@@ -45,6 +46,10 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
                     final_logit_softcapping=3.0), "gemma2"),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(pad_token_id=0), "phi3"),
     "stablelm": ("StableLmConfig", "StableLmForCausalLM", dict(use_qkv_bias=True), "stablelm"),
+    "helium": ("HeliumConfig", "HeliumForCausalLM", dict(head_dim=16, attention_bias=True), "helium"),
+    "ministral": ("MinistralConfig", "MinistralForCausalLM",
+                  dict(head_dim=16, sliding_window=4, layer_types=["sliding_attention", "sliding_attention", "full_attention"]),
+                  "ministral"),
 }
 
 
