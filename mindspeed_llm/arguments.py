@@ -465,7 +465,13 @@ FIELD_FLAGS: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
 }
 
 
-def _same(a: Any, b: Any) -> bool:
+def config_field_flag(name: str) -> str:
+    """The flag that sets TransformerConfig field ``name`` (``add_bias_linear`` -> ``--disable-bias-linear``)."""
+    return _flag(FIELD_FLAGS.get(name, (name, None))[0])
+
+
+def same_setting(a: Any, b: Any) -> bool:
+    """Equal settings: lists and tuples alike, floats to 1e-12 relative."""
     if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
         return list(a or ()) == list(b or ())
     if isinstance(a, float) or isinstance(b, float):
@@ -498,7 +504,7 @@ def apply_checkpoint_args(args: argparse.Namespace) -> Dict[str, Any]:
     values["group_query_attention"] = groups is not None and groups != heads
     for dest, value in values.items():
         given = args.explicit_args.get(dest, value)
-        if dest in args.explicit_args and dest != "group_query_attention" and not _same(given, value):
+        if dest in args.explicit_args and dest != "group_query_attention" and not same_setting(given, value):
             raise ArgumentError(f"{_flag(dest)} {given} contradicts the checkpoint's {value} ({path}); drop the "
                                 "flag (--use-checkpoint-args takes it from the checkpoint) or drop "
                                 "--use-checkpoint-args")

@@ -41,7 +41,8 @@ from core.pipeline_parallel.schedules import PipelineOptions, get_forward_backwa
 from core.tensor_parallel.mappings import all_reduce
 from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed, set_all_rng_states
 from core.transformer.config import TransformerConfig
-from mindspeed_llm.arguments import ArgumentError, parse_and_validate, set_vocab_size, transformer_config_from_args
+from mindspeed_llm.arguments import (ArgumentError, config_field_flag, parse_and_validate, same_setting, set_vocab_size,
+                                     transformer_config_from_args)
 from mindspeed_llm.tokenizer import build_tokenizer
 from mindspeed_llm.training.loggers import MetricWriters, build_metric_writers, iteration_values
 from mindspeed_llm.training.lr_scheduler import scheduler_from_args
@@ -49,21 +50,6 @@ from mindspeed_llm.training.metrics import IterationStats, format_log_line, trai
 from mindspeed_llm.training.pretrain_task import PretrainTask
 from mindspeed_llm.training.task import Batch, TrainingTask, stack_stats
 
-# Settings that may differ between a checkpoint and the run loading it: numerics and runtime
-# choices. Every other TransformerConfig field changes what the weights mean.
-RUNTIME_SETTINGS = frozenset({
-    "params_dtype", "tensor_model_parallel_size", "sequence_parallel", "attention_dropout", "hidden_dropout",
-    "init_method_std", "recompute_granularity", "recompute_method", "recompute_num_layers",
-    "recompute_activation_function", "make_vocab_size_divisible_by",
-})
-# TransformerConfig fields whose flag is not the field name with dashes.
-SETTING_FLAGS = {
-    "rope_low_freq_factor": "--low-freq-factor", "rope_high_freq_factor": "--high-freq-factor",
-    "rope_original_max_position_embeddings": "--original-max-position-embeddings",
-    "rope_scaling_factor": "--rope-scaling-factor", "add_bias_linear": "--disable-bias-linear (inverted)",
-    "num_query_groups": "--num-query-groups", "untie_embeddings_and_output_weights":
-    "--untie-embeddings-and-output-weights",
-}
 TIMER_NAMES = ("forward-backward", "optimizer")
 
 
@@ -334,26 +320,16 @@ class Trainer:
             raise checkpointing.CheckpointError(f"{path}: {error}") from None
 
 
-def _setting_flag(name: str) -> str:
-    return SETTING_FLAGS.get(name, "--" + name.replace("_", "-"))
-
-
 def check_saved_settings(saved: Optional[Dict[str, Any]], config: TransformerConfig, path: str) -> None:
-    """Refuse a checkpoint whose model settings differ from the flags in ways shapes do not show."""
+    """Refuse a checkpoint whose architecture settings differ from the flags in ways shapes do not show."""
     if not saved:
-        return  # written without a transformer_config (e.g. by an older converter): shapes are all we have
-    current = config.to_dict()
-    for name, value in current.items():
-        if name in RUNTIME_SETTINGS or name not in saved:
-            continue
-        stored = saved[name]
-        if isinstance(value, tuple):
-            value = list(value)
-        if stored != value and not (isinstance(stored, float) and isinstance(value, float)
-                                    and math.isclose(stored, value, rel_tol=1e-12)):
+        return  # written without a transformer_config: shapes are all there is to check
+    stored = checkpointing.architecture_settings(saved)
+    for name, value in checkpointing.architecture_settings(config.to_dict()).items():
+        if name in stored and not same_setting(stored[name], value):
             raise checkpointing.CheckpointError(
-                f"{path} was trained with {_setting_flag(name)} {stored!r}, this run has {value!r}; pass "
-                f"the checkpoint's value (its settings are in the 'transformer_config' entry)")
+                f"{path} was trained with {config_field_flag(name)} {stored[name]!r}, this run has {value!r}; "
+                "pass the checkpoint's value or --use-checkpoint-args")
 
 
 def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = PretrainTask) -> Trainer:
