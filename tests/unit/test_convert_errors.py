@@ -108,12 +108,13 @@ def test_failure_midway_leaves_nothing_and_keeps_an_earlier_conversion(hf_dir: s
     assert convert_main(argv + ["--save-dir", save]) == 0
     before = sorted(os.listdir(save))
     calls = []
+    read = convert_ckpt.HFSource.read
 
     def failing_read(self, name, hf_names, layout):  # fails after some tensors were written
         calls.append(name)
         if len(calls) > 5:
             raise RuntimeError("disk full")
-        return [self.files[self.where[n]].get_tensor(n) for n in hf_names]
+        return read(self, name, hf_names, layout)
 
     monkeypatch.setattr(convert_ckpt.HFSource, "read", failing_read)
     for directory in (save, str(tmp_path / "fresh")):
