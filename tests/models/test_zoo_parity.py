@@ -54,8 +54,14 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
 
 
 def make_hf_model(name: str, seed: int = 0) -> transformers.PreTrainedModel:
-    """A tiny random HF model in fp32 with every weight perturbed (biases and norms not trivial)."""
-    config_cls, model_cls, overrides, _ = CASES[name]
+    """A tiny random HF model of case ``name`` in fp32 with every weight perturbed."""
+    return build_hf_model(CASES[name], seed)
+
+
+def build_hf_model(case: Tuple[str, str, Dict[str, Any], str], seed: int = 0) -> transformers.PreTrainedModel:
+    """A tiny random HF model of ``case`` (as in ``CASES``) in fp32, every weight perturbed (biases and
+    norms not trivial)."""
+    config_cls, model_cls, overrides, _ = case
     config = getattr(transformers, config_cls)(**{**BASE, **overrides}, dtype="float32", attn_implementation="eager")
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(config).eval()
