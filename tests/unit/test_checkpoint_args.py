@@ -5,7 +5,8 @@ A tiny random HF Llama is converted to mg at TP 1 with ``tools/convert_ckpt.py``
 takes every architecture flag from it and its first training step gives the loss
 of the same run with the flags written out. A flag that contradicts the
 checkpoint, the flag without ``--load`` and a ``--load`` directory without a
-checkpoint are one-line ArgumentErrors raised by ``parse_args``.
+checkpoint are one-line ArgumentErrors raised by ``parse_args``. The model
+converted at TP 2 trains at TP 2 (one 2-process launch) with the TP-1 loss.
 
     python -m pytest tests/unit/test_checkpoint_args.py -q
 """
@@ -19,13 +20,14 @@ import torch
 import transformers
 
 from core.checkpointing import RUNTIME_CONFIG_FIELDS, read_checkpoint_settings
+from core.launcher import run_distributed
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.arguments import ArgumentError, parse_args
 from mindspeed_llm.training.training import setup
 from tools.convert_ckpt import main as convert_main
 
 HF = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-          vocab_size=101, max_position_embeddings=256, rms_norm_eps=1e-6, rope_theta=5000.0)
+          vocab_size=128, max_position_embeddings=256, rms_norm_eps=1e-6, rope_theta=5000.0)
 TRAINING = ["--seq-length", "32", "--micro-batch-size", "2", "--global-batch-size", "2", "--train-iters", "2",
             "--lr", "1e-3", "--mock-data", "--tokenizer-type", "NullTokenizer", "--seed", "3", "--device", "cpu",
             "--eval-iters", "0", "--log-interval", "1000", "--hidden-dropout", "0", "--attention-dropout", "0",
@@ -33,25 +35,45 @@ TRAINING = ["--seq-length", "32", "--micro-batch-size", "2", "--global-batch-siz
 ARCHITECTURE = ["--num-layers", "2", "--hidden-size", "64", "--ffn-hidden-size", "128", "--num-attention-heads", "4",
                 "--group-query-attention", "--num-query-groups", "2", "--normalization", "RMSNorm",
                 "--norm-epsilon", "1e-6", "--swiglu", "--disable-bias-linear", "--untie-embeddings-and-output-weights",
-                "--vocab-size", "101", "--make-vocab-size-divisible-by", "1", "--max-position-embeddings", "256",
+                "--vocab-size", "128", "--make-vocab-size-divisible-by", "1", "--max-position-embeddings", "256",
                 "--rotary-base", "5000"]
 
 
 @pytest.fixture(scope="module")
-def mg_dir(tmp_path_factory) -> str:
-    root = str(tmp_path_factory.mktemp("ckpt_args"))
-    config = transformers.LlamaConfig(**HF, dtype="float32")
+def hf_dir(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("ckpt_args") / "hf")
     torch.manual_seed(0)
-    transformers.LlamaForCausalLM(config).save_pretrained(os.path.join(root, "hf"))
-    out = os.path.join(root, "mg")
-    assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", os.path.join(root, "hf"),
-                         "--save-dir", out, "--target-tensor-parallel-size", "1"]) == 0
+    transformers.LlamaForCausalLM(transformers.LlamaConfig(**HF, dtype="float32")).save_pretrained(path)
+    return path
+
+
+def to_mg(hf_dir: str, tp: int) -> str:
+    out = os.path.join(os.path.dirname(hf_dir), f"mg_tp{tp}")
+    assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", hf_dir,
+                         "--save-dir", out, "--target-tensor-parallel-size", str(tp)]) == 0
     return out
+
+
+@pytest.fixture(scope="module")
+def mg_dir(hf_dir: str) -> str:
+    return to_mg(hf_dir, 1)
 
 
 def first_loss(argv: List[str]) -> float:
     trainer = setup(argv)
     return trainer.train_step(trainer.train_iterator()).loss
+
+
+def tp2_worker(rank: int, world_size: int, load: str) -> float:
+    return first_loss(TRAINING + ["--load", load, "--use-checkpoint-args", "--tensor-model-parallel-size", "2"])
+
+
+def test_tp2_step_with_checkpoint_args_gives_the_tp1_loss(hf_dir: str, mg_dir: str) -> None:
+    """The same HF model converted at TP 2 trains at TP 2 with no architecture flag: the TP-1 loss
+    (vocabulary 128: no padding at either TP size, whose extra logits would change the loss)."""
+    tp1 = first_loss(TRAINING + ["--load", mg_dir, "--use-checkpoint-args"])
+    losses = run_distributed(2, tp2_worker, to_mg(hf_dir, 2))
+    assert losses[0] == pytest.approx(tp1, rel=1e-5) and losses[1] == pytest.approx(tp1, rel=1e-5)
 
 
 def test_converter_stores_the_architecture(mg_dir: str) -> None:
@@ -66,7 +88,7 @@ def test_training_takes_every_architecture_flag_from_the_checkpoint(mg_dir: str)
     base = TRAINING + ["--load", mg_dir]
     args = parse_args(base + ["--use-checkpoint-args"])
     assert (args.num_layers, args.hidden_size, args.num_query_groups, args.swiglu, args.disable_bias_linear,
-            args.vocab_size, args.normalization) == (2, 64, 2, True, True, 101, "RMSNorm")
+            args.vocab_size, args.normalization) == (2, 64, 2, True, True, 128, "RMSNorm")
     with_checkpoint_args = first_loss(base + ["--use-checkpoint-args"])
     with_flags = first_loss(base + ARCHITECTURE)
     assert with_checkpoint_args == with_flags
