@@ -7,7 +7,9 @@
 #   SMOKE=1     shrink the recipe to seconds on the CPU: 2 layers, hidden 64, 4 heads (2 KV heads when
 #               the model uses GQA), seq 32, vocab 256, 3 iterations, mock data, 1-2 processes
 #               (SMOKE_NPROC, default 2). Every behaviour flag of the family is kept (GQA, SwiGLU,
-#               RMSNorm, rope theta and scaling, tied/untied, qkv bias, sliding window).
+#               RMSNorm, rope theta and scaling, tied/untied, qkv bias, sliding window). A recipe that
+#               sets KV_CHANNELS (an explicit head dim, e.g. Gemma's 256) gets 32, which still differs
+#               from hidden / heads = 16, so the explicit-head-dim path stays exercised.
 #               Outputs go to SMOKE_DIR (default outputs/smoke/<recipe>).
 #   DRY_RUN=1   pretrain recipes: print the torchrun command and check its flags with our one validation
 #               pass (mindspeed_llm.arguments) at the recipe's world size, without training.
@@ -39,6 +41,7 @@ pretrain_setup() {
         SEQ_LENGTH=32 VOCAB_SIZE=256 MBS=1 GBS=4 TRAIN_ITERS=3
         SAVE_INTERVAL=3 EVAL_INTERVAL=3 EVAL_ITERS=1
         if [[ -n ${SLIDING_WINDOW:-} ]]; then SLIDING_WINDOW=8; fi
+        if [[ -n ${KV_CHANNELS:-} ]]; then KV_CHANNELS=32; fi
         PRECISION=()
         CKPT_LOAD_DIR="" CKPT_SAVE_DIR="$SMOKE_DIR/ckpt"
     fi

@@ -25,7 +25,7 @@ PRETRAIN_RECIPES = [path for path in RECIPES if path.name.startswith("pretrain_"
 # Flags whose values SMOKE=1 may change: sizes, parallel layout, schedule, data and output.
 SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--num-layers", "--hidden-size",
                 "--ffn-hidden-size", "--num-attention-heads", "--num-query-groups", "--seq-length", "--vocab-size",
-                "--sliding-window", "--micro-batch-size", "--global-batch-size", "--train-iters",
+                "--sliding-window", "--kv-channels", "--micro-batch-size", "--global-batch-size", "--train-iters",
                 "--save-interval", "--eval-interval", "--eval-iters", "--save", "--tokenizer-type"}
 # Flags that only the full-size run (real data, bf16) or only the smoke run (mock data on the CPU) has.
 FULL_ONLY_FLAGS = {"--data-path", "--split", "--tokenizer-name-or-path", "--bf16", "--load"}
