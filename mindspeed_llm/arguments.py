@@ -134,6 +134,10 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="RoPE rotates neighbouring dim pairs (Helium, GPT-J) instead of halves")
     group.add_argument("--rotary-percent", type=float, default=1.0,
                        help="share of each head's dims that RoPE rotates (StableLM: 0.25)")
+    group.add_argument("--qk-layernorm-full-width", action="store_true",
+                       help="with --qk-layernorm: q/k norms over all heads' channels, not per head (Olmo2)")
+    group.add_argument("--post-norm-only", action="store_true",
+                       help="norms on the attention and MLP outputs only, none before them (Olmo2)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -943,6 +947,8 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             sliding_window_pattern=args.sliding_window_pattern,
             rotary_percent=args.rotary_percent,
             rope_interleaved=args.rope_interleaved,
+            qk_layernorm_full_width=args.qk_layernorm_full_width,
+            post_norm_only=args.post_norm_only,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

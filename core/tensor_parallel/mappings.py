@@ -12,6 +12,8 @@ Names follow Megatron-core:
 - ``scatter_to_sequence_parallel_region``: keep own dim-0 slice / all-gather.
 - ``gather_from_sequence_parallel_region``: all-gather dim 0 / reduce-scatter (or slice).
 - ``reduce_scatter_to_sequence_parallel_region``: reduce-scatter dim 0 / all-gather.
+- ``sum_partials_over_tensor_model_parallel_region``: all-reduce / all-reduce (a sum of per-rank
+  partials that every rank then uses in its own way, e.g. the sum of squares of a full-width norm).
 """
 from __future__ import annotations
 
@@ -83,6 +85,17 @@ class _ReduceFromRegion(torch.autograd.Function):
         return grad, None
 
 
+class _SumPartialsOverRegion(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group: Group) -> torch.Tensor:
+        ctx.group = group
+        return all_reduce(x.contiguous().clone(), group)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # every rank's use of the sum reaches every partial
+        return all_reduce(grad.contiguous().clone(), ctx.group), None
+
+
 class _ScatterToRegion(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, group: Group) -> torch.Tensor:
@@ -146,6 +159,10 @@ def copy_to_tensor_model_parallel_region(x: torch.Tensor, group: Group) -> torch
 
 def reduce_from_tensor_model_parallel_region(x: torch.Tensor, group: Group) -> torch.Tensor:
     return _ReduceFromRegion.apply(x, group) if group.size > 1 else x
+
+
+def sum_partials_over_tensor_model_parallel_region(x: torch.Tensor, group: Group) -> torch.Tensor:
+    return _SumPartialsOverRegion.apply(x, group) if group.size > 1 else x
 
 
 def scatter_to_tensor_model_parallel_region(x: torch.Tensor, group: Group) -> torch.Tensor:

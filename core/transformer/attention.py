@@ -24,7 +24,7 @@ from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.config import TransformerConfig
-from core.transformer.norms import build_norm
+from core.transformer.norms import TensorParallelRMSNorm, build_norm
 from core.transformer.rope import apply_rotary
 
 
@@ -81,7 +81,11 @@ class SelfAttention(nn.Module):
             sequence_parallel=config.sequence_parallel, segments=(Segment(heads, hn),), dtype=config.params_dtype)
         self.window = config.layer_window(layer_number)
         self.q_layernorm = self.k_layernorm = None
-        if config.qk_layernorm:  # one weight per head dim, shared by the heads of every rank
+        if config.qk_layernorm_full_width:  # one weight per q/k channel, split over TP with the heads
+            self.q_layernorm, self.k_layernorm = (
+                TensorParallelRMSNorm(segment, config.norm_epsilon, tp_group, config.params_dtype,
+                                      config.apply_layernorm_1p) for segment in qkv_segments[:2])
+        elif config.qk_layernorm:  # one weight per head dim, shared by the heads of every rank
             norm_args = (config.normalization, hn, config.norm_epsilon, True, config.params_dtype,
                          config.apply_layernorm_1p)
             self.q_layernorm, self.k_layernorm = build_norm(*norm_args), build_norm(*norm_args)
@@ -92,10 +96,12 @@ class SelfAttention(nn.Module):
         s, b = qkv.shape[:2]
         hn, nq, nkv = self.head_dim, self.local_heads, self.local_groups
         q, k, v = qkv.split([nq * hn, nkv * hn, nkv * hn], dim=-1)
+        if self.config.qk_layernorm_full_width:  # over all heads' channels (all-reduced over TP)
+            q, k = self.q_layernorm(q), self.k_layernorm(k)
         q = q.view(s, b, nq, hn)
         k = k.view(s, b, nkv, hn)
         v = v.view(s, b, nkv, hn)
-        if self.q_layernorm is not None:
+        if self.q_layernorm is not None and not self.config.qk_layernorm_full_width:  # per head
             q, k = self.q_layernorm(q), self.k_layernorm(k)
         if rotary is not None:
             cos, sin = rotary

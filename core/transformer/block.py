@@ -71,17 +71,18 @@ class TransformerLayer(nn.Module):
 
     With ``--post-norm`` the attention and MLP outputs are normed again before
     the residual add (Gemma2's sandwich): ``x + norm(attn(norm(x)))``.
+    With ``--post-norm-only`` only those output norms remain (Olmo2): ``x + norm(attn(x))``.
     """
 
     def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
         super().__init__()
         self.config = config
-        self.input_layernorm = hidden_norm(config)
+        self.input_layernorm = hidden_norm(config) if config.pre_norm else nn.Identity()
         self.self_attention = SelfAttention(config, state, layer_number)
-        self.post_self_attn_layernorm = hidden_norm(config) if config.post_norm else None
-        self.pre_mlp_layernorm = hidden_norm(config)
+        self.post_self_attn_layernorm = hidden_norm(config) if config.output_norm else None
+        self.pre_mlp_layernorm = hidden_norm(config) if config.pre_norm else nn.Identity()
         self.mlp = MLP(config, state)
-        self.post_mlp_layernorm = hidden_norm(config) if config.post_norm else None
+        self.post_mlp_layernorm = hidden_norm(config) if config.output_norm else None
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)

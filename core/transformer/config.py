@@ -76,6 +76,10 @@ class TransformerConfig:
     sliding_window_pattern: Optional[int] = None  # every Nth layer attends fully [--sliding-window-pattern]
     rope_interleaved: bool = False  # RoPE pairs dims (0, 1), (2, 3), ... (Helium, GPT-J) [--rope-interleaved]
     rotary_percent: float = 1.0  # share of the head dim RoPE rotates (the first dims) [--rotary-percent]
+    # q/k norms over all heads' channels at once, one weight per channel; at TP > 1 the sum of squares is
+    # all-reduced over TP (Olmo2) [--qk-layernorm-full-width, with --qk-layernorm]
+    qk_layernorm_full_width: bool = False
+    post_norm_only: bool = False  # norms on the attention and MLP outputs only, none before them (Olmo2) [--post-norm-only]
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -131,6 +135,8 @@ class TransformerConfig:
             if self.sliding_window is None or self.sliding_window_pattern < 1:
                 raise ValueError(f"--sliding-window-pattern {self.sliding_window_pattern} needs --sliding-window "
                                  "and must be at least 1")
+        if self.qk_layernorm_full_width and not (self.qk_layernorm and self.normalization == "RMSNorm"):
+            raise ValueError("--qk-layernorm-full-width needs --qk-layernorm and --normalization RMSNorm")
         if not 0.0 < self.rotary_percent <= 1.0 or self.rotary_dim % 2:
             raise ValueError(f"--rotary-percent {self.rotary_percent} must be in (0, 1] and give an even number "
                              f"of rotated dims of --kv-channels {self.kv_channels}")
@@ -139,6 +145,16 @@ class TransformerConfig:
     def gated_linear_unit(self) -> bool:
         """The MLP's first linear is fused ``[gate; up]`` (SwiGLU or GeGLU)."""
         return self.swiglu or self.geglu
+
+    @property
+    def pre_norm(self) -> bool:
+        """Norms before attention and MLP (all families but the post-norm-only ones)."""
+        return not self.post_norm_only
+
+    @property
+    def output_norm(self) -> bool:
+        """Norms on the attention and MLP outputs before the residual add (sandwich or post-only)."""
+        return self.post_norm or self.post_norm_only
 
     @property
     def rotary_dim(self) -> int:

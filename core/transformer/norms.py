@@ -17,7 +17,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from core.parallel_state import Group
 from core.tensor_parallel.layers import mark_param
+from core.tensor_parallel.mappings import sum_partials_over_tensor_model_parallel_region
+from core.tensor_parallel.param_meta import Segment, TPShard
 
 
 def rms_norm_reference(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -107,6 +110,35 @@ class LayerNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight = self.weight + 1.0 if self.offset else self.weight
         return F.layer_norm(x, (x.size(-1),), weight, self.bias, self.eps)
+
+
+class TensorParallelRMSNorm(nn.Module):
+    """RMSNorm over a dim split over TP by ``segment`` (heads x head_dim): Olmo2's full-width q/k norm.
+
+    Each rank holds its heads' channels and their weights; the sum of squares is
+    all-reduced over TP in forward and backward (replicated heads, TP above the
+    KV heads, are counted once), so every rank normalises by the full-width RMS.
+    """
+
+    def __init__(self, segment: Segment, eps: float, group: Group, dtype: Optional[torch.dtype] = None,
+                 offset: bool = False) -> None:
+        super().__init__()
+        tp = group.size
+        self.eps, self.offset, self.group, self.full_size = eps, offset, group, segment.size
+        self.replicas = tp // segment.units if segment.is_replicated(tp) else 1
+        local = segment.local_units(tp) * segment.unit_size
+        self.weight = mark_param(nn.Parameter(torch.empty(local, dtype=dtype)), init="zeros" if offset else "ones",
+                                 tp_shard=TPShard(0, (segment,)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # x [..., local heads * hn]
+        dtype = x.dtype
+        x32 = x.float()
+        squares = x32.pow(2).sum(-1, keepdim=True)  # [..., 1] this rank's partial sum
+        squares = sum_partials_over_tensor_model_parallel_region(squares, self.group) / self.replicas
+        x32 = x32 * torch.rsqrt(squares / self.full_size + self.eps)
+        weight = self.weight + 1.0 if self.offset else self.weight
+        return weight * x32.to(dtype)
 
 
 def build_norm(kind: str, hidden_size: int, eps: float, grad_partial_over_tp: bool,

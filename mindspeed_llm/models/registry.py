@@ -159,6 +159,9 @@ GEMMA2_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"pre_mlp_layernorm.weight": "pre_feedf
     _layer("post_mlp_layernorm.weight", ["post_feedforward_layernorm.weight"]),
 ))
 
+# Olmo2's post-only norms take the names of Gemma2's output norms; there are no norms before attention/MLP
+OLMO2_WEIGHTS = GEMMA2_WEIGHTS
+
 # Phi-3 stores q/k/v and gate/up already fused in our row order
 PHI3_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"self_attention.linear_qkv.weight": "self_attn.qkv_proj.weight",
                                         "mlp.linear_fc1.weight": "mlp.gate_up_proj.weight"})
@@ -442,6 +445,21 @@ def _ministral_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**_common_hf_config(cfg), "sliding_window": cfg.sliding_window, "layer_types": _layer_types(cfg)}
 
 
+def _olmo2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Olmo2: norms only after attention and MLP; q/k RMSNorm over all heads' channels, before RoPE."""
+    if hf.get("attention_bias", False):
+        raise RegistryError("olmo2 attention_bias=True (q/k/v/o bias without MLP bias) is not supported")
+    return {**_common_config(hf), "norm_epsilon": float(hf.get("rms_norm_eps", 1e-5)), "qk_layernorm": True,
+            "qk_layernorm_full_width": True, "post_norm_only": True}
+
+
+def _olmo2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    _reject_biases(cfg, "olmo2")
+    if not (cfg.qk_layernorm_full_width and cfg.post_norm_only) or cfg.post_norm:
+        raise RegistryError("olmo2 needs --qk-layernorm --qk-layernorm-full-width --post-norm-only (no --post-norm)")
+    return {**_common_hf_config(cfg), "attention_bias": False}
+
+
 def _reject_biases(cfg: TransformerConfig, name: str) -> None:
     if cfg.add_bias_linear or cfg.add_qkv_bias:
         raise RegistryError(f"{name} has no linear biases; the config sets add_bias_linear/add_qkv_bias")
@@ -511,12 +529,13 @@ _GEMMA2 = Family("gemma2", "gemma2", "Gemma2ForCausalLM", _gemma2_config, _gemma
 _PHI3 = Family("phi3", "phi3", "Phi3ForCausalLM", _phi3_config, _phi3_hf_config, PHI3_WEIGHTS)
 _HELIUM = Family("helium", "helium", "HeliumForCausalLM", _helium_config, _helium_hf_config)
 _MINISTRAL = Family("ministral", "ministral", "MinistralForCausalLM", _ministral_config, _ministral_hf_config)
+_OLMO2 = Family("olmo2", "olmo2", "Olmo2ForCausalLM", _olmo2_config, _olmo2_hf_config, OLMO2_WEIGHTS)
 _STABLELM = Family("stablelm", "stablelm", "StableLmForCausalLM", _stablelm_config, _stablelm_hf_config)
 
 FAMILIES: Dict[str, Family] = {"llama2": _LLAMA, "llama": _LLAMA, "llama3": _LLAMA,
                                "mistral": _MISTRAL, "qwen2": _QWEN2, "qwen3": _QWEN3, "gemma": _GEMMA,
                                "gemma2": _GEMMA2, "phi3": _PHI3, "phi3.5": _PHI3, "stablelm": _STABLELM,
-                               "helium": _HELIUM, "ministral": _MINISTRAL}
+                               "helium": _HELIUM, "ministral": _MINISTRAL, "olmo2": _OLMO2}
 
 
 # MindSpeed-LLM ``--model-type-hf`` names that are neither a family's name nor its HF ``model_type``.

@@ -10,6 +10,7 @@ each rank should see.
 Definitions (rank k of a group of t; x_k its input, g_k its upstream grad):
     copy_to          y = x_k                    dx = sum_j g_j
     reduce_from      y = sum_j x_j              dx = g_k
+    sum_partials     y = sum_j x_j              dx = sum_j g_j
     scatter_to       y = X[..., k-th chunk]     dx = cat_j g_j (last dim)
     gather_from      y = cat_j x_j (last dim)   dx = g_k[..., k-th chunk]
     scatter_to_sp    y = X[k-th chunk]          dx = cat_j g_j (dim 0)
@@ -34,6 +35,7 @@ S, B, H = 3, 2, 5  # local sizes: odd and distinct so that a wrong dim shows
 _MAPPINGS = {
     "copy": M.copy_to_tensor_model_parallel_region,
     "reduce": M.reduce_from_tensor_model_parallel_region,
+    "sum_partials": M.sum_partials_over_tensor_model_parallel_region,
     "scatter": M.scatter_to_tensor_model_parallel_region,
     "gather": M.gather_from_tensor_model_parallel_region,
     "sp_scatter": M.scatter_to_sequence_parallel_region,
@@ -62,6 +64,7 @@ def _shapes(t):
     return {
         "copy": ((S, B, H), (S, B, H)),
         "reduce": ((S, B, H), (S, B, H)),
+        "sum_partials": ((S, B, H), (S, B, H)),
         "scatter": ((S, B, H * t), (S, B, H)),
         "gather": ((S, B, H), (S, B, H * t)),
         "sp_scatter": ((S * t, B, H), (S, B, H)),
@@ -159,6 +162,8 @@ def _expected(name, t, gi, k):
         return xs[k], sum(gs)
     if name == "reduce":
         return sum(xs), gs[k]
+    if name == "sum_partials":
+        return sum(xs), sum(gs)
     if name == "scatter":
         return chunk(xs[k], -1), torch.cat(gs, dim=-1)
     if name == "gather":

@@ -7,7 +7,10 @@ Gemma (``--apply-layernorm-1p``, ``--input-embeds-norm``, ``--geglu
 --gelu-tanh``, tied), Gemma2 (``--post-norm``, both softcaps,
 ``--query-pre-attn-scalar``, ``--sliding-window-pattern``), Phi3 (fused HF
 tensors), StableLM (LayerNorm with bias, ``--rotary-percent``, q/k/v bias),
-Helium (``--rope-interleaved``) and Ministral (every 3rd layer full attention).
+Helium (``--rope-interleaved``), Ministral (every 3rd layer full attention) and
+Olmo2 (``--qk-layernorm-full-width``: q/k RMSNorm over all heads' channels, its
+sum of squares all-reduced over TP, and ``--post-norm-only``; with one KV head
+the K norm's heads are replicated at TP=2).
 TP=1 runs in this process; every case's TP=2 check, and a sequence-parallel
 TP=2 check of each, run in one 2-process gloo launch.
 
@@ -50,6 +53,9 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
     "ministral": ("MinistralConfig", "MinistralForCausalLM",
                   dict(head_dim=16, sliding_window=4, layer_types=["sliding_attention", "sliding_attention", "full_attention"]),
                   "ministral"),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(rms_norm_eps=1e-6), "olmo2"),
+    "olmo2_tied_mqa": ("Olmo2Config", "Olmo2ForCausalLM", dict(num_key_value_heads=1, tie_word_embeddings=True),
+                       "olmo2"),
 }
 
 

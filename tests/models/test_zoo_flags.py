@@ -1,0 +1,45 @@
+"""Invalid combinations of the model zoo's behaviour flags are one-line errors naming the flags.
+
+Checked on ``TransformerConfig`` (what ``--use-checkpoint-args``, the
+converter and ``transformer_config_from_args`` all build) and through the
+command line, where ``validate_args`` turns them into ArgumentErrors.
+
+    python -m pytest tests/models/test_zoo_flags.py -q
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+import pytest
+
+from core.transformer.config import TransformerConfig
+from mindspeed_llm.arguments import ArgumentError, parse_args, validate_args
+
+SMALL = dict(num_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=128, normalization="RMSNorm")
+ARGV = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "16",
+        "--vocab-size", "128", "--micro-batch-size", "1", "--global-batch-size", "1", "--train-iters", "1",
+        "--lr", "1e-3", "--mock-data", "--tokenizer-type", "NullTokenizer", "--device", "cpu",
+        "--normalization", "RMSNorm"]
+
+# (config overrides, the same as flags, a fragment of the message)
+BAD: List[tuple] = [
+    (dict(qk_layernorm_full_width=True), ["--qk-layernorm-full-width"], "--qk-layernorm-full-width needs --qk-layernorm"),
+    (dict(qk_layernorm=True, qk_layernorm_full_width=True, normalization="LayerNorm"),
+     ["--qk-layernorm", "--qk-layernorm-full-width", "--normalization", "LayerNorm"],
+     "--qk-layernorm-full-width needs --qk-layernorm and --normalization RMSNorm"),
+]
+
+
+@pytest.mark.parametrize("overrides, flags, message", BAD, ids=[b[2][:40] for b in BAD])
+def test_bad_combination_is_one_line(overrides: Dict[str, Any], flags: List[str], message: str) -> None:
+    with pytest.raises(ValueError) as config_error:
+        TransformerConfig(**{**SMALL, **overrides})
+    assert message in str(config_error.value) and "\n" not in str(config_error.value)
+    with pytest.raises(ArgumentError) as cli_error:
+        validate_args(parse_args(ARGV + flags), 1)
+    assert message in str(cli_error.value) and "\n" not in str(cli_error.value)
+
+
+def test_good_combinations_build() -> None:
+    config = TransformerConfig(**SMALL, qk_layernorm=True, qk_layernorm_full_width=True, post_norm_only=True)
+    assert config.output_norm and not config.pre_norm
