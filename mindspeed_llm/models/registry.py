@@ -345,10 +345,17 @@ def _qwen3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
             "max_window_layers": cfg.num_layers}
 
 
+def _gemma_activation(hf: Dict[str, Any]) -> str:
+    """transformers reads the official Gemma configs' legacy ``hidden_act: gelu`` as the tanh approximation."""
+    act = hf.get("hidden_activation") or hf.get("hidden_act") or "gelu_pytorch_tanh"
+    return "gelu_pytorch_tanh" if act == "gelu" else act
+
+
 def _gemma_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     """Gemma: RMSNorm scaled by (1 + w), embeddings times sqrt(hidden), tied by default."""
     if hf.get("attention_bias", False):
         raise RegistryError("gemma attention_bias=True is not supported")
+    hf = {**hf, "hidden_act": _gemma_activation(hf)}
     return {**_common_config(hf), "apply_layernorm_1p": True, "input_embeds_norm": True,
             "untie_embeddings_and_output_weights": not hf.get("tie_word_embeddings", True)}
 
@@ -380,7 +387,10 @@ def _layer_types(cfg: TransformerConfig) -> List[str]:
 
 
 def _gemma2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
-    """Gemma2: Gemma plus sandwich norms, softcaps, query_pre_attn_scalar and alternating windows."""
+    """Gemma2: Gemma plus sandwich norms, softcaps, query_pre_attn_scalar and alternating windows
+    (every second layer full when ``layer_types`` is absent, as transformers assumes)."""
+    alternating = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(hf["num_hidden_layers"])]
+    hf = {**hf, "layer_types": hf.get("layer_types") or alternating}
     return {**_gemma_config(hf), "post_norm": True, "attn_logit_softcapping": hf.get("attn_logit_softcapping"),
             "output_logit_softcapping": hf.get("final_logit_softcapping"),
             "query_pre_attn_scalar": float(hf.get("query_pre_attn_scalar") or int(hf["head_dim"])),
@@ -390,7 +400,7 @@ def _gemma2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 def _gemma2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**_gemma_hf_config(cfg), "attn_logit_softcapping": cfg.attn_logit_softcapping,
             "final_logit_softcapping": cfg.output_logit_softcapping,
-            "query_pre_attn_scalar": cfg.query_pre_attn_scalar or cfg.kv_channels,
+            "query_pre_attn_scalar": int(cfg.query_pre_attn_scalar or cfg.kv_channels),  # an int in HF's config
             "sliding_window": cfg.sliding_window, "layer_types": _layer_types(cfg)}
 
 
