@@ -138,6 +138,16 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="with --qk-layernorm: q/k norms over all heads' channels, not per head (Olmo2)")
     group.add_argument("--post-norm-only", action="store_true",
                        help="norms on the attention and MLP outputs only, none before them (Olmo2)")
+    group.add_argument("--no-rope-layers", type=int, nargs="*", default=None,
+                       help="global layer numbers (from 0) that use no position embedding (SmolLM3's NoPE layers)")
+    group.add_argument("--embedding-multiplier", type=float, default=None,
+                       help="multiply the word embeddings by this (Granite)")
+    group.add_argument("--residual-multiplier", type=float, default=None,
+                       help="multiply attention and MLP outputs by this before the residual add (Granite)")
+    group.add_argument("--softmax-scale", type=float, default=None,
+                       help="attention softmax scale instead of 1/sqrt(head dim) (Granite's attention_multiplier)")
+    group.add_argument("--output-multiplier-scale", type=float, default=None,
+                       help="multiply the output logits by this (Granite: 1 / logits_scaling)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -949,6 +959,11 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             rope_interleaved=args.rope_interleaved,
             qk_layernorm_full_width=args.qk_layernorm_full_width,
             post_norm_only=args.post_norm_only,
+            no_rope_layers=tuple(args.no_rope_layers or ()),
+            embedding_multiplier=args.embedding_multiplier,
+            residual_multiplier=args.residual_multiplier,
+            softmax_scale=args.softmax_scale,
+            output_multiplier_scale=args.output_multiplier_scale,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

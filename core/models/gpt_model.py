@@ -45,6 +45,8 @@ class LanguageEmbedding(nn.Module):
         cfg = self.config
         if cfg.input_embeds_norm:  # Gemma: scale by sqrt(hidden), rounded to the activation dtype
             hidden = hidden * torch.tensor(cfg.hidden_size ** 0.5, dtype=hidden.dtype)
+        if cfg.embedding_multiplier is not None:  # Granite
+            hidden = hidden * cfg.embedding_multiplier
         return hidden_dropout(hidden, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
 
 
@@ -118,6 +120,8 @@ class GPTModel(nn.Module):
             return hidden
         logits = column_parallel_linear(hidden, self.output_weight(), None, self.tp_group,
                                         sequence_parallel=self.config.sequence_parallel)  # [s, b, v/tp]
+        if self.config.output_multiplier_scale is not None:  # Granite: 1 / logits_scaling
+            logits = logits * self.config.output_multiplier_scale
         cap = self.config.output_logit_softcapping
         if cap is not None:  # elementwise, so each rank caps its vocabulary shard
             logits = torch.tanh(logits / cap) * cap

@@ -8,7 +8,8 @@ one KV head its query heads use). The attention kernel is PyTorch's
 attention-logit softcapping (Gemma2) takes an explicit path with the same
 masking. Optional per-head q/k norms (``--qk-layernorm``) act before RoPE;
 their weights are shared by all heads, so their gradient is a partial sum
-over TP ranks. A layer's sliding window comes from ``config.layer_window``.
+over TP ranks. A layer's sliding window comes from ``config.layer_window``; layers in
+``config.no_rope_layers`` skip RoPE.
 """
 from __future__ import annotations
 
@@ -80,6 +81,7 @@ class SelfAttention(nn.Module):
             heads * hn, config.hidden_size, group=tp_group, bias=config.add_bias_linear,
             sequence_parallel=config.sequence_parallel, segments=(Segment(heads, hn),), dtype=config.params_dtype)
         self.window = config.layer_window(layer_number)
+        self.use_rope = layer_number not in config.no_rope_layers  # NoPE layers (SmolLM3)
         self.q_layernorm = self.k_layernorm = None
         if config.qk_layernorm_full_width:  # one weight per q/k channel, split over TP with the heads
             self.q_layernorm, self.k_layernorm = (
@@ -103,7 +105,7 @@ class SelfAttention(nn.Module):
         v = v.view(s, b, nkv, hn)
         if self.q_layernorm is not None and not self.config.qk_layernorm_full_width:  # per head
             q, k = self.q_layernorm(q), self.k_layernorm(k)
-        if rotary is not None:
+        if rotary is not None and self.use_rope:
             cos, sin = rotary
             interleaved = self.config.rope_interleaved
             q, k = apply_rotary(q, cos, sin, interleaved), apply_rotary(k, cos, sin, interleaved)
@@ -129,12 +131,12 @@ class SelfAttention(nn.Module):
         # heads differ per TP rank, so does their dropout
         with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():
             if cfg.attn_logit_softcapping is not None:
-                scale = cfg.softmax_scale if cfg.softmax_scale is not None else hn ** -0.5
+                scale = cfg.attention_scale if cfg.attention_scale is not None else hn ** -0.5
                 out = softcapped_attention(q, k, v, causal_mask(s, self.window, q.device), scale,
                                            cfg.attn_logit_softcapping, dropout)
             else:
                 mask = sliding_window_mask(s, self.window, q.device)
                 causal = dict(is_causal=True) if mask is None else dict(attn_mask=mask)
-                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=cfg.softmax_scale,
+                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=cfg.attention_scale,
                                                      **causal)  # [b, np, s, hn]
         return out.permute(2, 0, 1, 3).reshape(s, b, nq * hn)

@@ -72,6 +72,7 @@ class TransformerLayer(nn.Module):
     With ``--post-norm`` the attention and MLP outputs are normed again before
     the residual add (Gemma2's sandwich): ``x + norm(attn(norm(x)))``.
     With ``--post-norm-only`` only those output norms remain (Olmo2): ``x + norm(attn(x))``.
+    ``--residual-multiplier`` scales each branch output before its add (Granite).
     """
 
     def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
@@ -90,10 +91,14 @@ class TransformerLayer(nn.Module):
         attn = self.self_attention(self.input_layernorm(hidden), rotary)
         if self.post_self_attn_layernorm is not None:
             attn = self.post_self_attn_layernorm(attn)
+        if cfg.residual_multiplier is not None:  # Granite
+            attn = attn * cfg.residual_multiplier
         hidden = hidden + hidden_dropout(attn, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
         mlp = self.mlp(self.pre_mlp_layernorm(hidden))
         if self.post_mlp_layernorm is not None:
             mlp = self.post_mlp_layernorm(mlp)
+        if cfg.residual_multiplier is not None:
+            mlp = mlp * cfg.residual_multiplier
         return hidden + hidden_dropout(mlp, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
 
 

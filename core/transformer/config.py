@@ -80,6 +80,15 @@ class TransformerConfig:
     # all-reduced over TP (Olmo2) [--qk-layernorm-full-width, with --qk-layernorm]
     qk_layernorm_full_width: bool = False
     post_norm_only: bool = False  # norms on the attention and MLP outputs only, none before them (Olmo2) [--post-norm-only]
+    # Scales (Granite): embeddings times embedding_multiplier [--embedding-multiplier]; attention and MLP
+    # outputs times residual_multiplier before the residual add [--residual-multiplier]; the attention
+    # softmax scale instead of 1/sqrt(head dim) (Megatron-core's softmax_scale) [--softmax-scale]; the
+    # logits times output_multiplier_scale (MindSpeed's flag; Granite: 1 / logits_scaling) [--output-multiplier-scale]
+    no_rope_layers: Tuple[int, ...] = field(default_factory=tuple)  # global layers without RoPE (SmolLM3) [--no-rope-layers]
+    embedding_multiplier: Optional[float] = None
+    residual_multiplier: Optional[float] = None
+    softmax_scale: Optional[float] = None
+    output_multiplier_scale: Optional[float] = None
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -89,6 +98,7 @@ class TransformerConfig:
         if self.kv_channels is None:
             self.kv_channels = self.hidden_size // self.num_attention_heads
         self.noop_layers = tuple(sorted(self.noop_layers))
+        self.no_rope_layers = tuple(sorted(self.no_rope_layers))
         self.validate()
 
     def validate(self) -> None:
@@ -128,9 +138,18 @@ class TransformerConfig:
             raise ValueError("--gelu-tanh has no effect with --swiglu (SiLU); drop one of them")
         for flag, cap in (("--attn-logit-softcapping", self.attn_logit_softcapping),
                           ("--output-logit-softcapping", self.output_logit_softcapping),
-                          ("--query-pre-attn-scalar", self.query_pre_attn_scalar)):
+                          ("--query-pre-attn-scalar", self.query_pre_attn_scalar),
+                          ("--embedding-multiplier", self.embedding_multiplier),
+                          ("--residual-multiplier", self.residual_multiplier),
+                          ("--softmax-scale", self.softmax_scale),
+                          ("--output-multiplier-scale", self.output_multiplier_scale)):
             if cap is not None and cap <= 0:
                 raise ValueError(f"{flag} {cap} must be positive")
+        bad_nope = [i for i in self.no_rope_layers if not 0 <= i < self.num_layers]
+        if bad_nope:
+            raise ValueError(f"--no-rope-layers {bad_nope} out of range [0, {self.num_layers}) of --num-layers")
+        if self.softmax_scale is not None and self.query_pre_attn_scalar is not None:
+            raise ValueError("--softmax-scale and --query-pre-attn-scalar both set the attention scale; choose one")
         if self.sliding_window_pattern is not None:
             if self.sliding_window is None or self.sliding_window_pattern < 1:
                 raise ValueError(f"--sliding-window-pattern {self.sliding_window_pattern} needs --sliding-window "
@@ -162,8 +181,10 @@ class TransformerConfig:
         return int(self.kv_channels * self.rotary_percent)
 
     @property
-    def softmax_scale(self) -> Optional[float]:
-        """The attention scale; None means ``1 / sqrt(head_dim)``."""
+    def attention_scale(self) -> Optional[float]:
+        """The attention softmax scale; None means ``1 / sqrt(head_dim)``."""
+        if self.softmax_scale is not None:
+            return self.softmax_scale
         return None if self.query_pre_attn_scalar is None else self.query_pre_attn_scalar ** -0.5
 
     def layer_window(self, layer_number: int) -> Optional[int]:
@@ -190,6 +211,7 @@ class TransformerConfig:
         result = asdict(self)
         result["params_dtype"] = str(self.params_dtype).replace("torch.", "")
         result["noop_layers"] = list(self.noop_layers)
+        result["no_rope_layers"] = list(self.no_rope_layers)
         return result
 
     @classmethod
@@ -199,4 +221,5 @@ class TransformerConfig:
         if isinstance(kwargs.get("params_dtype"), str):
             kwargs["params_dtype"] = getattr(torch, kwargs["params_dtype"])
         kwargs["noop_layers"] = tuple(kwargs.get("noop_layers", ()))
+        kwargs["no_rope_layers"] = tuple(kwargs.get("no_rope_layers", ()))
         return cls(**kwargs)

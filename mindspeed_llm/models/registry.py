@@ -470,6 +470,37 @@ def _olmo2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**_common_hf_config(cfg), "attention_bias": False}
 
 
+def _granite_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Granite: Llama with embedding, residual and attention multipliers and a logit divisor."""
+    return {**_llama_config(hf), "embedding_multiplier": float(hf.get("embedding_multiplier", 1.0)),
+            "residual_multiplier": float(hf.get("residual_multiplier", 1.0)),
+            "softmax_scale": float(hf.get("attention_multiplier", 1.0)),
+            "output_multiplier_scale": 1.0 / float(hf.get("logits_scaling", 1.0))}
+
+
+def _granite_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    return {**_llama_hf_config(cfg), "embedding_multiplier": cfg.embedding_multiplier or 1.0,
+            "residual_multiplier": cfg.residual_multiplier or 1.0,
+            "attention_multiplier": cfg.attention_scale or cfg.kv_channels ** -0.5,
+            "logits_scaling": 1.0 / (cfg.output_multiplier_scale or 1.0)}
+
+
+def _smollm3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """SmolLM3: Llama with NoPE layers (``no_rope_layers[i] == 0``), tied by default."""
+    if hf.get("use_sliding_window", False) and hf.get("sliding_window"):
+        raise RegistryError("smollm3 use_sliding_window=True is not supported")
+    layers = int(hf["num_hidden_layers"])
+    interval = int(hf.get("no_rope_layer_interval", 4))
+    uses_rope = hf.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(layers)]
+    return {**_llama_config(hf), "untie_embeddings_and_output_weights": not hf.get("tie_word_embeddings", True),
+            "no_rope_layers": tuple(i for i, rope in enumerate(uses_rope) if not rope)}
+
+
+def _smollm3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    return {**_llama_hf_config(cfg), "use_sliding_window": False, "sliding_window": None, "layer_types": None,
+            "no_rope_layers": [int(i not in cfg.no_rope_layers) for i in range(cfg.num_layers)]}
+
+
 def _reject_biases(cfg: TransformerConfig, name: str) -> None:
     if cfg.add_bias_linear or cfg.add_qkv_bias:
         raise RegistryError(f"{name} has no linear biases; the config sets add_bias_linear/add_qkv_bias")
@@ -540,12 +571,15 @@ _PHI3 = Family("phi3", "phi3", "Phi3ForCausalLM", _phi3_config, _phi3_hf_config,
 _HELIUM = Family("helium", "helium", "HeliumForCausalLM", _helium_config, _helium_hf_config)
 _MINISTRAL = Family("ministral", "ministral", "MinistralForCausalLM", _ministral_config, _ministral_hf_config)
 _OLMO2 = Family("olmo2", "olmo2", "Olmo2ForCausalLM", _olmo2_config, _olmo2_hf_config, OLMO2_WEIGHTS)
+_GRANITE = Family("granite", "granite", "GraniteForCausalLM", _granite_config, _granite_hf_config)
+_SMOLLM3 = Family("smollm3", "smollm3", "SmolLM3ForCausalLM", _smollm3_config, _smollm3_hf_config)
 _STABLELM = Family("stablelm", "stablelm", "StableLmForCausalLM", _stablelm_config, _stablelm_hf_config)
 
 FAMILIES: Dict[str, Family] = {"llama2": _LLAMA, "llama": _LLAMA, "llama3": _LLAMA,
                                "mistral": _MISTRAL, "qwen2": _QWEN2, "qwen3": _QWEN3, "gemma": _GEMMA,
                                "gemma2": _GEMMA2, "phi3": _PHI3, "phi3.5": _PHI3, "stablelm": _STABLELM,
-                               "helium": _HELIUM, "ministral": _MINISTRAL, "olmo2": _OLMO2}
+                               "helium": _HELIUM, "ministral": _MINISTRAL, "olmo2": _OLMO2,
+                               "granite": _GRANITE, "smollm3": _SMOLLM3}
 
 
 # MindSpeed-LLM ``--model-type-hf`` names that are neither a family's name nor its HF ``model_type``.

@@ -27,6 +27,13 @@ BAD: List[tuple] = [
     (dict(qk_layernorm=True, qk_layernorm_full_width=True, normalization="LayerNorm"),
      ["--qk-layernorm", "--qk-layernorm-full-width", "--normalization", "LayerNorm"],
      "--qk-layernorm-full-width needs --qk-layernorm and --normalization RMSNorm"),
+    (dict(softmax_scale=0.2, query_pre_attn_scalar=16.0), ["--softmax-scale", "0.2", "--query-pre-attn-scalar", "16"],
+     "--softmax-scale and --query-pre-attn-scalar both set the attention scale"),
+    (dict(residual_multiplier=-1.0), ["--residual-multiplier", "-1"], "--residual-multiplier -1.0 must be positive"),
+    (dict(embedding_multiplier=0.0), ["--embedding-multiplier", "0"], "--embedding-multiplier 0.0 must be positive"),
+    (dict(output_multiplier_scale=-2.0), ["--output-multiplier-scale", "-2"],
+     "--output-multiplier-scale -2.0 must be positive"),
+    (dict(no_rope_layers=(0, 2)), ["--no-rope-layers", "0", "2"], "--no-rope-layers [2] out of range [0, 2)"),
 ]
 
 
@@ -43,3 +50,6 @@ def test_bad_combination_is_one_line(overrides: Dict[str, Any], flags: List[str]
 def test_good_combinations_build() -> None:
     config = TransformerConfig(**SMALL, qk_layernorm=True, qk_layernorm_full_width=True, post_norm_only=True)
     assert config.output_norm and not config.pre_norm
+    config = TransformerConfig(**SMALL, softmax_scale=0.3, no_rope_layers=(1, 0))
+    assert config.attention_scale == 0.3 and config.no_rope_layers == (0, 1)
+    assert TransformerConfig.from_dict(config.to_dict()) == config

@@ -56,6 +56,10 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(rms_norm_eps=1e-6), "olmo2"),
     "olmo2_tied_mqa": ("Olmo2Config", "Olmo2ForCausalLM", dict(num_key_value_heads=1, tie_word_embeddings=True),
                        "olmo2"),
+    "granite": ("GraniteConfig", "GraniteForCausalLM",
+                dict(embedding_multiplier=3.0, residual_multiplier=0.4, attention_multiplier=0.3, logits_scaling=6.0,
+                     attention_bias=True, mlp_bias=True), "granite"),
+    "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", dict(pad_token_id=0, no_rope_layers=[1, 0, 1]), "smollm3"),
 }
 
 
