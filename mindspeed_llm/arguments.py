@@ -138,6 +138,10 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="with --qk-layernorm: q/k norms over all heads' channels, not per head (Olmo2)")
     group.add_argument("--post-norm-only", action="store_true",
                        help="norms on the attention and MLP outputs only, none before them (Olmo2)")
+    group.add_argument("--non-parametric-norm", action="store_true",
+                       help="hidden-size norms without weight or bias (Olmo)")
+    group.add_argument("--qkv-clip", type=float, default=None,
+                       help="clamp q, k and v to [-value, value] after their projection (Olmo's clip_qkv)")
     group.add_argument("--no-rope-layers", type=int, nargs="*", default=None,
                        help="global layer numbers (from 0) that use no position embedding (SmolLM3's NoPE layers)")
     group.add_argument("--embedding-multiplier", type=float, default=None,
@@ -959,6 +963,8 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             rope_interleaved=args.rope_interleaved,
             qk_layernorm_full_width=args.qk_layernorm_full_width,
             post_norm_only=args.post_norm_only,
+            non_parametric_norm=args.non_parametric_norm,
+            qkv_clip=args.qkv_clip,
             no_rope_layers=tuple(args.no_rope_layers or ()),
             embedding_multiplier=args.embedding_multiplier,
             residual_multiplier=args.residual_multiplier,

@@ -95,6 +95,8 @@ class SelfAttention(nn.Module):
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
         qkv = self.linear_qkv(hidden)  # [s, b, (np + 2 ng) hn] local heads
+        if self.config.qkv_clip is not None:  # Olmo
+            qkv = qkv.clamp(-self.config.qkv_clip, self.config.qkv_clip)
         s, b = qkv.shape[:2]
         hn, nq, nkv = self.head_dim, self.local_heads, self.local_groups
         q, k, v = qkv.split([nq * hn, nkv * hn, nkv * hn], dim=-1)

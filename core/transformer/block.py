@@ -63,7 +63,8 @@ def _run_layers(layers: List[nn.Module], hidden: torch.Tensor, rotary: Optional[
 def hidden_norm(config: TransformerConfig) -> nn.Module:
     """A norm over the hidden size (``--normalization``); partial gradients over TP under SP."""
     return build_norm(config.normalization, config.hidden_size, config.norm_epsilon, config.sequence_parallel,
-                      dtype=config.params_dtype, offset=config.apply_layernorm_1p)
+                      dtype=config.params_dtype, offset=config.apply_layernorm_1p,
+                      parametric=not config.non_parametric_norm)
 
 
 class TransformerLayer(nn.Module):

@@ -84,6 +84,8 @@ class TransformerConfig:
     # outputs times residual_multiplier before the residual add [--residual-multiplier]; the attention
     # softmax scale instead of 1/sqrt(head dim) (Megatron-core's softmax_scale) [--softmax-scale]; the
     # logits times output_multiplier_scale (MindSpeed's flag; Granite: 1 / logits_scaling) [--output-multiplier-scale]
+    non_parametric_norm: bool = False  # hidden-size norms without weight or bias (Olmo) [--non-parametric-norm]
+    qkv_clip: Optional[float] = None  # q, k and v clamped to [-clip, clip] after projection (Olmo) [--qkv-clip]
     no_rope_layers: Tuple[int, ...] = field(default_factory=tuple)  # global layers without RoPE (SmolLM3) [--no-rope-layers]
     embedding_multiplier: Optional[float] = None
     residual_multiplier: Optional[float] = None
@@ -142,9 +144,12 @@ class TransformerConfig:
                           ("--embedding-multiplier", self.embedding_multiplier),
                           ("--residual-multiplier", self.residual_multiplier),
                           ("--softmax-scale", self.softmax_scale),
-                          ("--output-multiplier-scale", self.output_multiplier_scale)):
+                          ("--output-multiplier-scale", self.output_multiplier_scale),
+                          ("--qkv-clip", self.qkv_clip)):
             if cap is not None and cap <= 0:
                 raise ValueError(f"{flag} {cap} must be positive")
+        if self.non_parametric_norm and self.apply_layernorm_1p:
+            raise ValueError("--non-parametric-norm has no weight for --apply-layernorm-1p to offset; drop one")
         bad_nope = [i for i in self.no_rope_layers if not 0 <= i < self.num_layers]
         if bad_nope:
             raise ValueError(f"--no-rope-layers {bad_nope} out of range [0, {self.num_layers}) of --num-layers")

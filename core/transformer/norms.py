@@ -112,6 +112,20 @@ class LayerNorm(nn.Module):
         return F.layer_norm(x, (x.size(-1),), weight, self.bias, self.eps)
 
 
+class NonParametricNorm(nn.Module):
+    """RMSNorm or LayerNorm without weight or bias, computed in fp32 (Olmo's LayerNorm)."""
+
+    def __init__(self, kind: str, eps: float) -> None:
+        super().__init__()
+        self.kind, self.eps = kind, eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()  # [..., h]
+        if self.kind == "LayerNorm":
+            return F.layer_norm(x32, (x.size(-1),), None, None, self.eps).to(x.dtype)
+        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+
+
 class TensorParallelRMSNorm(nn.Module):
     """RMSNorm over a dim split over TP by ``segment`` (heads x head_dim): Olmo2's full-width q/k norm.
 
@@ -142,7 +156,10 @@ class TensorParallelRMSNorm(nn.Module):
 
 
 def build_norm(kind: str, hidden_size: int, eps: float, grad_partial_over_tp: bool,
-               dtype: Optional[torch.dtype] = None, offset: bool = False) -> nn.Module:
-    """An RMSNorm or LayerNorm (``kind`` as ``--normalization``) over the last ``hidden_size`` dims."""
+               dtype: Optional[torch.dtype] = None, offset: bool = False, parametric: bool = True) -> nn.Module:
+    """An RMSNorm or LayerNorm (``kind`` as ``--normalization``) over the last ``hidden_size`` dims;
+    ``parametric=False``: without weight or bias."""
+    if not parametric:
+        return NonParametricNorm(kind, eps)
     cls = {"RMSNorm": RMSNorm, "LayerNorm": LayerNorm}[kind]
     return cls(hidden_size, eps, grad_partial_over_tp=grad_partial_over_tp, dtype=dtype, offset=offset)

@@ -501,6 +501,24 @@ def _smollm3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
             "no_rope_layers": [int(i not in cfg.no_rope_layers) for i in range(cfg.num_layers)]}
 
 
+def _olmo_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Olmo: LayerNorm without weight or bias (eps 1e-5), optional q/k/v clipping."""
+    if hf.get("attention_bias", False):
+        raise RegistryError("olmo attention_bias=True (q/k/v/o bias without MLP bias) is not supported")
+    clip = hf.get("clip_qkv")
+    return {**_common_config(hf), "normalization": "LayerNorm", "norm_epsilon": 1e-5, "non_parametric_norm": True,
+            "qkv_clip": float(clip) if clip is not None else None}
+
+
+def _olmo_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    _reject_biases(cfg, "olmo")
+    if not cfg.non_parametric_norm or cfg.normalization != "LayerNorm" or cfg.norm_epsilon != 1e-5:
+        raise RegistryError("olmo needs --normalization LayerNorm --non-parametric-norm --norm-epsilon 1e-5")
+    out = _common_hf_config(cfg)
+    del out["rms_norm_eps"]
+    return {**out, "attention_bias": False, "clip_qkv": cfg.qkv_clip}
+
+
 def _reject_biases(cfg: TransformerConfig, name: str) -> None:
     if cfg.add_bias_linear or cfg.add_qkv_bias:
         raise RegistryError(f"{name} has no linear biases; the config sets add_bias_linear/add_qkv_bias")
@@ -573,13 +591,15 @@ _MINISTRAL = Family("ministral", "ministral", "MinistralForCausalLM", _ministral
 _OLMO2 = Family("olmo2", "olmo2", "Olmo2ForCausalLM", _olmo2_config, _olmo2_hf_config, OLMO2_WEIGHTS)
 _GRANITE = Family("granite", "granite", "GraniteForCausalLM", _granite_config, _granite_hf_config)
 _SMOLLM3 = Family("smollm3", "smollm3", "SmolLM3ForCausalLM", _smollm3_config, _smollm3_hf_config)
+_OLMO = Family("olmo", "olmo", "OlmoForCausalLM", _olmo_config, _olmo_hf_config)
 _STABLELM = Family("stablelm", "stablelm", "StableLmForCausalLM", _stablelm_config, _stablelm_hf_config)
 
 FAMILIES: Dict[str, Family] = {"llama2": _LLAMA, "llama": _LLAMA, "llama3": _LLAMA,
                                "mistral": _MISTRAL, "qwen2": _QWEN2, "qwen3": _QWEN3, "gemma": _GEMMA,
                                "gemma2": _GEMMA2, "phi3": _PHI3, "phi3.5": _PHI3, "stablelm": _STABLELM,
                                "helium": _HELIUM, "ministral": _MINISTRAL, "olmo2": _OLMO2,
-                               "granite": _GRANITE, "smollm3": _SMOLLM3}
+                               "granite": _GRANITE, "smollm3": _SMOLLM3,
+                               "olmo": _OLMO}
 
 
 # MindSpeed-LLM ``--model-type-hf`` names that are neither a family's name nor its HF ``model_type``.

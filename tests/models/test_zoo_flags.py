@@ -33,6 +33,9 @@ BAD: List[tuple] = [
     (dict(embedding_multiplier=0.0), ["--embedding-multiplier", "0"], "--embedding-multiplier 0.0 must be positive"),
     (dict(output_multiplier_scale=-2.0), ["--output-multiplier-scale", "-2"],
      "--output-multiplier-scale -2.0 must be positive"),
+    (dict(qkv_clip=0.0), ["--qkv-clip", "0"], "--qkv-clip 0.0 must be positive"),
+    (dict(non_parametric_norm=True, apply_layernorm_1p=True), ["--non-parametric-norm", "--apply-layernorm-1p"],
+     "--non-parametric-norm has no weight for --apply-layernorm-1p"),
     (dict(no_rope_layers=(0, 2)), ["--no-rope-layers", "0", "2"], "--no-rope-layers [2] out of range [0, 2)"),
 ]
 

@@ -59,6 +59,7 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
     "granite": ("GraniteConfig", "GraniteForCausalLM",
                 dict(embedding_multiplier=3.0, residual_multiplier=0.4, attention_multiplier=0.3, logits_scaling=6.0,
                      attention_bias=True, mlp_bias=True), "granite"),
+    "olmo": ("OlmoConfig", "OlmoForCausalLM", dict(clip_qkv=0.3), "olmo"),
     "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", dict(pad_token_id=0, no_rope_layers=[1, 0, 1]), "smollm3"),
 }
 
