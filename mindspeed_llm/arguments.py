@@ -138,6 +138,8 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="with --qk-layernorm: q/k norms over all heads' channels, not per head (Olmo2)")
     group.add_argument("--post-norm-only", action="store_true",
                        help="norms on the attention and MLP outputs only, none before them (Olmo2)")
+    group.add_argument("--local-rotary-base", type=float, default=None,
+                       help="unscaled RoPE base of the sliding-window layers (Gemma3: 10000)")
     group.add_argument("--non-parametric-norm", action="store_true",
                        help="hidden-size norms without weight or bias (Olmo)")
     group.add_argument("--qkv-clip", type=float, default=None,
@@ -963,6 +965,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             rope_interleaved=args.rope_interleaved,
             qk_layernorm_full_width=args.qk_layernorm_full_width,
             post_norm_only=args.post_norm_only,
+            local_rotary_base=args.local_rotary_base,
             non_parametric_norm=args.non_parametric_norm,
             qkv_clip=args.qkv_clip,
             no_rope_layers=tuple(args.no_rope_layers or ()),

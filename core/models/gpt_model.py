@@ -27,7 +27,7 @@ from core.tensor_parallel.mappings import gather_from_tensor_model_parallel_regi
 from core.tensor_parallel.param_meta import copy_meta, full_shape, param_meta, update_meta
 from core.transformer.block import TransformerBlock, hidden_dropout
 from core.transformer.config import TransformerConfig
-from core.transformer.rope import RotaryEmbedding
+from core.transformer.rope import LocalGlobalRotary, RotaryEmbedding
 
 EMBEDDING_WEIGHT = "embedding.word_embeddings.weight"
 
@@ -61,6 +61,7 @@ class GPTModel(nn.Module):
         layer_numbers = list(range(config.num_layers) if layer_numbers is None else layer_numbers)
         self.embedding = LanguageEmbedding(config, state) if pre_process else None
         self.rotary = RotaryEmbedding(config) if config.position_embedding_type == "rope" else None
+        self.local_rotary = RotaryEmbedding(config, local=True) if config.local_rotary_base is not None else None
         self.decoder = TransformerBlock(config, state, layer_numbers, post_process)
         self.output_layer = None
         tied = not config.untie_embeddings_and_output_weights
@@ -115,6 +116,9 @@ class GPTModel(nn.Module):
         if self.rotary is not None:
             seq_len = input_ids.size(1) if input_ids is not None else self._full_seq_len(hidden)
             rotary = self.rotary(seq_len, hidden.device, hidden.dtype, position_ids)
+            if self.local_rotary is not None:  # sliding-window layers have their own base (Gemma3)
+                rotary = LocalGlobalRotary(rotary, self.local_rotary(seq_len, hidden.device, hidden.dtype,
+                                                                     position_ids))
         hidden = self.decoder(hidden, rotary)
         if not self.post_process:
             return hidden

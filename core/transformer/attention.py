@@ -26,7 +26,7 @@ from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear,
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.config import TransformerConfig
 from core.transformer.norms import TensorParallelRMSNorm, build_norm
-from core.transformer.rope import apply_rotary
+from core.transformer.rope import apply_rotary, layer_rotary
 
 
 def sliding_window_mask(seq_len: int, window: Optional[int], device: torch.device) -> Optional[torch.Tensor]:
@@ -107,6 +107,7 @@ class SelfAttention(nn.Module):
         v = v.view(s, b, nkv, hn)
         if self.q_layernorm is not None and not self.config.qk_layernorm_full_width:  # per head
             q, k = self.q_layernorm(q), self.k_layernorm(k)
+        rotary = layer_rotary(rotary, self.window is not None)
         if rotary is not None and self.use_rope:
             cos, sin = rotary
             interleaved = self.config.rope_interleaved

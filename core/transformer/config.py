@@ -84,6 +84,7 @@ class TransformerConfig:
     # outputs times residual_multiplier before the residual add [--residual-multiplier]; the attention
     # softmax scale instead of 1/sqrt(head dim) (Megatron-core's softmax_scale) [--softmax-scale]; the
     # logits times output_multiplier_scale (MindSpeed's flag; Granite: 1 / logits_scaling) [--output-multiplier-scale]
+    local_rotary_base: Optional[float] = None  # unscaled RoPE base of sliding-window layers (Gemma3) [--local-rotary-base]
     non_parametric_norm: bool = False  # hidden-size norms without weight or bias (Olmo) [--non-parametric-norm]
     qkv_clip: Optional[float] = None  # q, k and v clamped to [-clip, clip] after projection (Olmo) [--qkv-clip]
     no_rope_layers: Tuple[int, ...] = field(default_factory=tuple)  # global layers without RoPE (SmolLM3) [--no-rope-layers]
@@ -148,6 +149,10 @@ class TransformerConfig:
                           ("--qkv-clip", self.qkv_clip)):
             if cap is not None and cap <= 0:
                 raise ValueError(f"{flag} {cap} must be positive")
+        if self.local_rotary_base is not None and (self.sliding_window is None or self.local_rotary_base <= 0
+                                                   or self.position_embedding_type != "rope"):
+            raise ValueError(f"--local-rotary-base {self.local_rotary_base} must be positive and needs "
+                             "--sliding-window and --position-embedding-type rope")
         if self.non_parametric_norm and self.apply_layernorm_1p:
             raise ValueError("--non-parametric-norm has no weight for --apply-layernorm-1p to offset; drop one")
         bad_nope = [i for i in self.no_rope_layers if not 0 <= i < self.num_layers]

@@ -3,12 +3,14 @@
 Uses the half-rotation layout of Hugging Face checkpoints (first half of the
 head dimension paired with the second half), so converted weights need no
 permutation; ``--rope-interleaved`` pairs neighbouring dims instead (Helium). With ``--rotary-percent`` below 1 only the first
-``config.rotary_dim`` dims of each head rotate (StableLM, Phi); the rest pass.
+``config.rotary_dim`` dims of each head rotate (StableLM, Phi); the rest pass. With
+``--local-rotary-base`` sliding-window layers use their own unscaled base
+(Gemma3): the model then passes a :class:`LocalGlobalRotary`.
 """
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -16,10 +18,32 @@ from torch import nn
 from core.transformer.config import TransformerConfig
 
 
-def rope_inv_freq(config: TransformerConfig) -> torch.Tensor:
-    """Inverse frequencies ``[rotary_dim/2]`` (fp32) after the configured scaling."""
+class LocalGlobalRotary(NamedTuple):
+    """``(cos, sin)`` of full-attention layers and of sliding-window layers (``--local-rotary-base``)."""
+
+    full: Tuple[torch.Tensor, torch.Tensor]
+    sliding: Tuple[torch.Tensor, torch.Tensor]
+
+
+def layer_rotary(rotary: Union[None, Tuple[torch.Tensor, torch.Tensor], LocalGlobalRotary],
+                 sliding: bool) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+    """The ``(cos, sin)`` a layer uses: its kind's when the model has per-kind tables."""
+    if isinstance(rotary, LocalGlobalRotary):
+        return rotary.sliding if sliding else rotary.full
+    return rotary
+
+
+def _default_inv_freq(dim: int, base: float) -> torch.Tensor:
+    return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+
+
+def rope_inv_freq(config: TransformerConfig, local: bool = False) -> torch.Tensor:
+    """Inverse frequencies ``[rotary_dim/2]`` (fp32) after the configured scaling; ``local``: those of
+    sliding-window layers (``--local-rotary-base``, unscaled)."""
     dim = config.rotary_dim
-    inv_freq = 1.0 / (config.rotary_base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    if local:
+        return _default_inv_freq(dim, config.local_rotary_base)
+    inv_freq = _default_inv_freq(dim, config.rotary_base)
     if config.rope_scaling_type == "linear":
         return inv_freq / config.rope_scaling_factor
     if config.rope_scaling_type == "llama3":
@@ -44,9 +68,9 @@ def _llama3_scale(inv_freq: torch.Tensor, config: TransformerConfig) -> torch.Te
 class RotaryEmbedding(nn.Module):
     """Produces ``(cos, sin)`` of shape ``[s, 1, 1, rd] (rd = config.rotary_dim)`` for given positions."""
 
-    def __init__(self, config: TransformerConfig) -> None:
+    def __init__(self, config: TransformerConfig, local: bool = False) -> None:
         super().__init__()
-        self.config = config
+        self.config, self.local = config, local
         self._cache: Optional[Tuple[int, torch.device, torch.Tensor, torch.Tensor]] = None
 
     def forward(self, seq_len: int, device: torch.device, dtype: torch.dtype,
@@ -62,7 +86,7 @@ class RotaryEmbedding(nn.Module):
 
     def _cos_sin(self, positions: torch.Tensor, device: torch.device,
                  dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
-        inv_freq = rope_inv_freq(self.config).to(device)  # [rd/2]
+        inv_freq = rope_inv_freq(self.config, self.local).to(device)  # [rd/2]
         freqs = positions.to(device).unsqueeze(-1) * inv_freq  # [s, b|1, rd/2]
         if self.config.rope_interleaved:  # angle i on dims 2i and 2i + 1
             emb = freqs.repeat_interleave(2, dim=-1).unsqueeze(2)  # [s, b|1, 1, rd]

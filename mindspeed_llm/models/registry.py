@@ -519,6 +519,43 @@ def _olmo_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**out, "attention_bias": False, "clip_qkv": cfg.qkv_clip}
 
 
+GEMMA3_DEFAULTS = dict(hidden_activation="gelu_pytorch_tanh", head_dim=256, query_pre_attn_scalar=256,
+                       sliding_window=4096, rope_theta=1_000_000.0, rope_local_base_freq=10_000.0)
+
+
+def _gemma3_rope(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Global rope (scaled) from ``rope_parameters['full_attention']`` (5.x) or ``rope_theta``/``rope_scaling``
+    (4.x); the local base from ``rope_parameters['sliding_attention']`` or ``rope_local_base_freq``."""
+    params = hf.get("rope_parameters") or {}
+    if "full_attention" in params or "sliding_attention" in params:
+        full = _rope_settings({"rope_parameters": params.get("full_attention") or
+                               {"rope_type": "default", "rope_theta": GEMMA3_DEFAULTS["rope_theta"]}})
+        local = params.get("sliding_attention") or {}
+        if local.get("rope_type", "default") != "default":
+            raise RegistryError(f"gemma3_text sliding_attention rope_type {local.get('rope_type')!r} is not supported")
+        return {**full, "local_rotary_base": float(local.get("rope_theta", GEMMA3_DEFAULTS["rope_local_base_freq"]))}
+    flat = {"rope_theta": hf.get("rope_theta", GEMMA3_DEFAULTS["rope_theta"]), "rope_scaling": hf.get("rope_scaling")}
+    return {**_rope_settings(flat),
+            "local_rotary_base": float(hf.get("rope_local_base_freq", GEMMA3_DEFAULTS["rope_local_base_freq"]))}
+
+
+def _gemma3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Gemma3 text: Gemma2's layout (softcaps off by default), per-head q/k norms scaled by (1 + w) and a
+    separate unscaled RoPE base for sliding-window layers."""
+    if hf.get("use_bidirectional_attention", False):
+        raise RegistryError("gemma3_text use_bidirectional_attention=True is not supported")
+    hf = {**GEMMA3_DEFAULTS, **hf}
+    without_rope = {k: v for k, v in hf.items() if k not in ROPE_KEYS}  # per-layer-type rope: _gemma3_rope
+    return {**_gemma2_config(without_rope), "qk_layernorm": True, **_gemma3_rope(hf)}
+
+
+def _gemma3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    out = _gemma2_hf_config(cfg)
+    if not cfg.qk_layernorm or cfg.local_rotary_base is None:
+        raise RegistryError("gemma3_text needs --qk-layernorm and --local-rotary-base")
+    return {**out, "rope_local_base_freq": cfg.local_rotary_base, "use_bidirectional_attention": False}
+
+
 def _reject_biases(cfg: TransformerConfig, name: str) -> None:
     if cfg.add_bias_linear or cfg.add_qkv_bias:
         raise RegistryError(f"{name} has no linear biases; the config sets add_bias_linear/add_qkv_bias")
@@ -592,6 +629,7 @@ _OLMO2 = Family("olmo2", "olmo2", "Olmo2ForCausalLM", _olmo2_config, _olmo2_hf_c
 _GRANITE = Family("granite", "granite", "GraniteForCausalLM", _granite_config, _granite_hf_config)
 _SMOLLM3 = Family("smollm3", "smollm3", "SmolLM3ForCausalLM", _smollm3_config, _smollm3_hf_config)
 _OLMO = Family("olmo", "olmo", "OlmoForCausalLM", _olmo_config, _olmo_hf_config)
+_GEMMA3 = Family("gemma3", "gemma3_text", "Gemma3ForCausalLM", _gemma3_config, _gemma3_hf_config, GEMMA2_WEIGHTS)
 _STABLELM = Family("stablelm", "stablelm", "StableLmForCausalLM", _stablelm_config, _stablelm_hf_config)
 
 FAMILIES: Dict[str, Family] = {"llama2": _LLAMA, "llama": _LLAMA, "llama3": _LLAMA,
@@ -599,7 +637,7 @@ FAMILIES: Dict[str, Family] = {"llama2": _LLAMA, "llama": _LLAMA, "llama3": _LLA
                                "gemma2": _GEMMA2, "phi3": _PHI3, "phi3.5": _PHI3, "stablelm": _STABLELM,
                                "helium": _HELIUM, "ministral": _MINISTRAL, "olmo2": _OLMO2,
                                "granite": _GRANITE, "smollm3": _SMOLLM3,
-                               "olmo": _OLMO}
+                               "olmo": _OLMO, "gemma3": _GEMMA3}
 
 
 # MindSpeed-LLM ``--model-type-hf`` names that are neither a family's name nor its HF ``model_type``.

@@ -36,6 +36,8 @@ BAD: List[tuple] = [
     (dict(qkv_clip=0.0), ["--qkv-clip", "0"], "--qkv-clip 0.0 must be positive"),
     (dict(non_parametric_norm=True, apply_layernorm_1p=True), ["--non-parametric-norm", "--apply-layernorm-1p"],
      "--non-parametric-norm has no weight for --apply-layernorm-1p"),
+    (dict(local_rotary_base=100.0), ["--local-rotary-base", "100"],
+     "--local-rotary-base 100.0 must be positive and needs --sliding-window"),
     (dict(no_rope_layers=(0, 2)), ["--no-rope-layers", "0", "2"], "--no-rope-layers [2] out of range [0, 2)"),
 ]
 

@@ -10,7 +10,10 @@ tensors), StableLM (LayerNorm with bias, ``--rotary-percent``, q/k/v bias),
 Helium (``--rope-interleaved``), Ministral (every 3rd layer full attention) and
 Olmo2 (``--qk-layernorm-full-width``: q/k RMSNorm over all heads' channels, its
 sum of squares all-reduced over TP, and ``--post-norm-only``; with one KV head
-the K norm's heads are replicated at TP=2).
+the K norm's heads are replicated at TP=2), Granite (embedding, residual and
+attention multipliers, logit divisor), SmolLM3 (NoPE layers), Olmo
+(non-parametric LayerNorm, q/k/v clipping) and Gemma3 text (q/k norms with
+(1 + w), every 2nd layer full, scaled global RoPE and a local base).
 TP=1 runs in this process; every case's TP=2 check, and a sequence-parallel
 TP=2 check of each, run in one 2-process gloo launch.
 
@@ -60,6 +63,11 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
                 dict(embedding_multiplier=3.0, residual_multiplier=0.4, attention_multiplier=0.3, logits_scaling=6.0,
                      attention_bias=True, mlp_bias=True), "granite"),
     "olmo": ("OlmoConfig", "OlmoForCausalLM", dict(clip_qkv=0.3), "olmo"),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM",
+               dict(head_dim=16, sliding_window=4, query_pre_attn_scalar=24, pad_token_id=0,
+                    layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                    rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 50000.0},
+                                     "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}}), "gemma3"),
     "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", dict(pad_token_id=0, no_rope_layers=[1, 0, 1]), "smollm3"),
 }
 
