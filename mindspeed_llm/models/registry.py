@@ -463,6 +463,26 @@ def _olmo2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
             "qk_layernorm_full_width": True, "post_norm_only": True}
 
 
+def _olmo3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Olmo3: Olmo2 with sliding-window layers (every Nth full) whose RoPE may have its own base."""
+    hf = {"sliding_window": 4096, **hf}
+    without_rope = {k: v for k, v in hf.items() if k not in ROPE_KEYS}
+    out = {**_olmo2_config(without_rope), **_sliding_window_pattern(hf)}
+    rope = _gemma3_rope({"rope_theta": 10000.0, "rope_local_base_freq": hf.get("rope_theta", 10000.0), **hf})
+    if out["sliding_window"] is None:
+        rope["local_rotary_base"] = None
+    return {**out, **rope}
+
+
+def _olmo3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    out = {**_olmo2_hf_config(cfg), "sliding_window": cfg.sliding_window, "layer_types": _layer_types(cfg)}
+    if cfg.local_rotary_base is not None:
+        full = {k: v for k, v in (out.pop("rope_scaling") or {"rope_type": "default"}).items()}
+        out["rope_parameters"] = {"full_attention": {**full, "rope_theta": out.pop("rope_theta")},
+                                  "sliding_attention": {"rope_type": "default", "rope_theta": cfg.local_rotary_base}}
+    return out
+
+
 def _olmo2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _reject_biases(cfg, "olmo2")
     if not (cfg.qk_layernorm_full_width and cfg.post_norm_only) or cfg.post_norm:
@@ -626,6 +646,7 @@ _PHI3 = Family("phi3", "phi3", "Phi3ForCausalLM", _phi3_config, _phi3_hf_config,
 _HELIUM = Family("helium", "helium", "HeliumForCausalLM", _helium_config, _helium_hf_config)
 _MINISTRAL = Family("ministral", "ministral", "MinistralForCausalLM", _ministral_config, _ministral_hf_config)
 _OLMO2 = Family("olmo2", "olmo2", "Olmo2ForCausalLM", _olmo2_config, _olmo2_hf_config, OLMO2_WEIGHTS)
+_OLMO3 = Family("olmo3", "olmo3", "Olmo3ForCausalLM", _olmo3_config, _olmo3_hf_config, OLMO2_WEIGHTS)
 _GRANITE = Family("granite", "granite", "GraniteForCausalLM", _granite_config, _granite_hf_config)
 _SMOLLM3 = Family("smollm3", "smollm3", "SmolLM3ForCausalLM", _smollm3_config, _smollm3_hf_config)
 _OLMO = Family("olmo", "olmo", "OlmoForCausalLM", _olmo_config, _olmo_hf_config)
@@ -637,7 +658,8 @@ FAMILIES: Dict[str, Family] = {"llama2": _LLAMA, "llama": _LLAMA, "llama3": _LLA
                                "gemma2": _GEMMA2, "phi3": _PHI3, "phi3.5": _PHI3, "stablelm": _STABLELM,
                                "helium": _HELIUM, "ministral": _MINISTRAL, "olmo2": _OLMO2,
                                "granite": _GRANITE, "smollm3": _SMOLLM3,
-                               "olmo": _OLMO, "gemma3": _GEMMA3}
+                               "olmo": _OLMO, "gemma3": _GEMMA3,
+                               "olmo3": _OLMO3}
 
 
 # MindSpeed-LLM ``--model-type-hf`` names that are neither a family's name nor its HF ``model_type``.

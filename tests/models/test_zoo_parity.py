@@ -12,7 +12,8 @@ Olmo2 (``--qk-layernorm-full-width``: q/k RMSNorm over all heads' channels, its
 sum of squares all-reduced over TP, and ``--post-norm-only``; with one KV head
 the K norm's heads are replicated at TP=2), Granite (embedding, residual and
 attention multipliers, logit divisor), SmolLM3 (NoPE layers), Olmo
-(non-parametric LayerNorm, q/k/v clipping) and Gemma3 text (q/k norms with
+(non-parametric LayerNorm, q/k/v clipping), Olmo3 (Olmo2 with every 3rd layer
+full, a scaled global RoPE and a local base) and Gemma3 text (q/k norms with
 (1 + w), every 2nd layer full, scaled global RoPE and a local base).
 TP=1 runs in this process; every case's TP=2 check, and a sequence-parallel
 TP=2 check of each, run in one 2-process gloo launch.
@@ -59,6 +60,10 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(rms_norm_eps=1e-6), "olmo2"),
     "olmo2_tied_mqa": ("Olmo2Config", "Olmo2ForCausalLM", dict(num_key_value_heads=1, tie_word_embeddings=True),
                        "olmo2"),
+    "olmo3": ("Olmo3Config", "Olmo3ForCausalLM",
+              dict(sliding_window=4, layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                   rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 5000.0},
+                                    "sliding_attention": {"rope_type": "default", "rope_theta": 300.0}}), "olmo3"),
     "granite": ("GraniteConfig", "GraniteForCausalLM",
                 dict(embedding_multiplier=3.0, residual_multiplier=0.4, attention_multiplier=0.3, logits_scaling=6.0,
                      attention_bias=True, mlp_bias=True), "granite"),
