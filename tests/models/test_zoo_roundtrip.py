@@ -1,0 +1,79 @@
+"""HF -> mg at TP 2 x PP 2 -> HF is exact for every registered family.
+
+Per family of ``mindspeed_llm.models.registry.FAMILIES`` (parametrised over
+the registry through ``test_zoo_training.case_for``, so a new family without
+a tiny HF case fails here too): the family's tiny random HF model (every
+weight perturbed) is saved as sharded safetensors, converted in-process with
+the production converter (``tools/convert_ckpt.py``) to TP 2 x PP 2 (an odd
+layer count is split over the two stages with ``--num-layer-list``), and
+converted back to HF. Every tensor of the written safetensors must equal the
+input's (``torch.equal``, same names), and the written ``config.json`` must
+load in ``transformers`` and give the original model's logits (max abs diff
+<= 1e-6). Single process: conversion needs no process groups.
+
+    python -m pytest tests/models/test_zoo_roundtrip.py -q
+"""
+from __future__ import annotations
+
+import os
+from typing import List
+
+import pytest
+import torch
+import transformers
+
+from tests.models.test_hf_parity import hf_logits
+from tests.models.test_zoo_parity import build_hf_model
+from tests.models.test_zoo_training import FAMILY_NAMES, case_for
+from tests.unit.test_convert_ckpt import read_safetensors
+from tools.convert_ckpt import main as convert_main
+
+TP, PP = 2, 2
+LOGIT_TOLERANCE = 1e-6
+SEQ, BATCH = 12, 2
+
+
+def layer_split(num_layers: int, stages: int) -> List[str]:
+    """``--num-layer-list`` flags spreading ``num_layers`` over ``stages`` when they do not divide evenly."""
+    if num_layers % stages == 0:
+        return []
+    counts = [num_layers // stages + (1 if stage < num_layers % stages else 0) for stage in range(stages)]
+    return ["--num-layer-list", ",".join(str(count) for count in counts)]
+
+
+def convert(load_type: str, save_type: str, load_dir: str, save_dir: str, *flags: str) -> None:
+    code = convert_main(["--load-model-type", load_type, "--save-model-type", save_type, "--load-dir", load_dir,
+                         "--save-dir", save_dir, *flags])
+    assert code == 0, f"convert_ckpt {load_type} -> {save_type} exited with {code}"
+
+
+def test_every_family_has_a_case() -> None:
+    for family in FAMILY_NAMES:
+        case_for(family)  # asserts, naming the family, when its case is missing
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_hf_tp2_pp2_hf_round_trip_is_exact(family: str, tmp_path) -> None:
+    case = case_for(family)
+    model = build_hf_model(case)
+    hf_dir, mg_dir, out_dir = (str(tmp_path / name) for name in ("hf", "mg", "hf_out"))
+    model.save_pretrained(hf_dir, max_shard_size="60KB")
+    split = layer_split(model.config.num_hidden_layers, PP)
+    convert("hf", "mg", hf_dir, mg_dir, "--model-type-hf", case[3], "--target-tensor-parallel-size", str(TP),
+            "--target-pipeline-parallel-size", str(PP), *split)
+    assert sorted(os.listdir(os.path.join(mg_dir, "release"))) == \
+        [f"mp_rank_{t:02d}_{p:03d}" for t in range(TP) for p in range(PP)]
+    convert("mg", "hf", mg_dir, out_dir)
+
+    expected, written = read_safetensors(hf_dir), read_safetensors(out_dir)
+    assert sorted(written) == sorted(expected), f"{family}: tensor names differ"
+    for name, tensor in expected.items():
+        assert written[name].dtype == tensor.dtype and torch.equal(written[name], tensor), f"{family}: {name}"
+
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32,
+                                                                 attn_implementation="eager").eval()
+    assert type(reloaded) is type(model)
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(0, model.config.vocab_size, (BATCH, SEQ), generator=generator)  # [b, s]
+    diff = (hf_logits(reloaded, input_ids) - hf_logits(model, input_ids)).abs().max().item()
+    assert diff <= LOGIT_TOLERANCE, f"{family}: reloaded HF logits differ by {diff}"
