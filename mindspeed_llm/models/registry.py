@@ -565,6 +565,10 @@ def _gemma3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     if hf.get("use_bidirectional_attention", False):
         raise RegistryError("gemma3_text use_bidirectional_attention=True is not supported")
     hf = {**GEMMA3_DEFAULTS, **hf}
+    if not hf.get("layer_types"):  # Hub configs keep the legacy int: every Nth layer full (6 by default)
+        pattern = int(hf.get("sliding_window_pattern") or 6)
+        hf["layer_types"] = ["sliding_attention" if (i + 1) % pattern else "full_attention"
+                             for i in range(hf["num_hidden_layers"])]
     without_rope = {k: v for k, v in hf.items() if k not in ROPE_KEYS}  # per-layer-type rope: _gemma3_rope
     return {**_gemma2_config(without_rope), "qk_layernorm": True, **_gemma3_rope(hf)}
 

@@ -58,3 +58,20 @@ def test_good_combinations_build() -> None:
     config = TransformerConfig(**SMALL, softmax_scale=0.3, no_rope_layers=(1, 0))
     assert config.attention_scale == 0.3 and config.no_rope_layers == (0, 1)
     assert TransformerConfig.from_dict(config.to_dict()) == config
+
+
+@pytest.mark.parametrize("family, model_type, config_class, legacy", [
+    ("gemma2", "gemma2", "Gemma2Config", {}),  # no layer_types: alternating, as transformers assumes
+    ("gemma3", "gemma3_text", "Gemma3TextConfig", {"sliding_window_pattern": 6}),  # the Hub's legacy int
+    ("gemma3", "gemma3_text", "Gemma3TextConfig", {}),  # neither: every 6th layer full
+])
+def test_window_layout_without_layer_types_follows_transformers(family, model_type, config_class, legacy) -> None:
+    import transformers
+
+    from mindspeed_llm.models.registry import config_from_hf
+
+    sizes = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=12,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=8)
+    ours = config_from_hf(dict(sizes, model_type=model_type, **legacy), family)
+    theirs = getattr(transformers, config_class)(**sizes, **legacy).layer_types
+    assert ["full_attention" if ours.layer_window(i) is None else "sliding_attention" for i in range(12)] == theirs
