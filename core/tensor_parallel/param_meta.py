@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 import torch
 
-from core.tensor_parallel.mappings import all_reduce
+from core.tensor_parallel.mappings import all_gather_along_dim, all_reduce
 
 if TYPE_CHECKING:
     from core.parallel_state import Group, ParallelState
@@ -224,3 +224,15 @@ def full_shape(param: torch.Tensor) -> List[int]:
 def data_parallel_group(param: torch.Tensor, state: "ParallelState") -> "Group":
     """The group a parameter is replicated over: expert-DP for experts, DP otherwise."""
     return state.group("expert_dp") if param_meta(param).is_expert else state.dp_group
+
+
+def gather_full_tensor(local: torch.Tensor, shard: Optional[TPShard], group: "Group") -> torch.Tensor:
+    """The full, TP-unsharded tensor from this rank's ``local`` slice (a value or a gradient), on every rank.
+
+    ``shard`` is the tensor's spec (``param_meta(p).tp_shard``; None: replicated). Collective over the
+    TP group; for checks and checkpoints, not the training step.
+    """
+    if shard is None or group.size == 1:
+        return local.detach().clone()
+    every_rank = all_gather_along_dim(local.detach().unsqueeze(0), 0, group)  # [tp, *local shape]
+    return shard.unshard(list(every_rank.unbind(0)))

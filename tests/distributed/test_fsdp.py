@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from core.parallel_state import GROUP_DIMS, Group, ParallelState
 from core.launcher import run_distributed
+from core.tensor_parallel.param_meta import gather_full_tensor
 
 STEPS, MICRO_BATCH, GLOBAL_BATCH, SEQ, VOCAB, SEED = 3, 2, 8, 32, 100, 7
 
@@ -103,16 +104,7 @@ def reference(mqa: bool) -> Dict[str, object]:
 
 def _unshard_tp(full: Dict[str, torch.Tensor], specs, tp_group: Group) -> Dict[str, torch.Tensor]:
     """Layout-free tensors from every TP rank's state dict (collective over TP)."""
-    result = {}
-    for name, local in full.items():
-        shard = specs[name].meta.tp_shard
-        if shard is None or tp_group.size == 1:
-            result[name] = local
-            continue
-        pieces = [torch.empty_like(local) for _ in range(tp_group.size)]
-        dist.all_gather(pieces, local.contiguous(), group=tp_group.handle)
-        result[name] = shard.unshard(pieces)
-    return result
+    return {name: gather_full_tensor(local, specs[name].meta.tp_shard, tp_group) for name, local in full.items()}
 
 
 def _full_grads(model, state: ParallelState) -> Dict[str, torch.Tensor]:

@@ -16,9 +16,9 @@ from typing import Dict, List
 
 import pytest
 import torch
-import torch.distributed as dist
 
 from core.launcher import run_distributed
+from core.tensor_parallel.param_meta import gather_full_tensor, param_meta
 
 BASE = [
     "--num-layers", "2", "--hidden-size", "64", "--ffn-hidden-size", "128", "--num-attention-heads", "4",
@@ -34,17 +34,6 @@ UNTIED = ["--untie-embeddings-and-output-weights"]
 STEPS = 3
 
 
-def _gather_full(param: torch.Tensor, local: torch.Tensor, tp_group) -> torch.Tensor:
-    from core.tensor_parallel.param_meta import param_meta
-
-    shard = param_meta(param).tp_shard
-    if shard is None or tp_group.size == 1:
-        return local.detach().clone()
-    pieces = [torch.empty_like(local) for _ in range(tp_group.size)]
-    dist.all_gather(pieces, local.detach().contiguous(), group=tp_group.handle)
-    return shard.unshard(pieces)
-
-
 def run_training(argv: List[str]) -> Dict[str, object]:
     """Three steps; losses plus this rank's grads and weights (unsharded over TP) and the initial weights."""
     from mindspeed_llm.training.training import setup
@@ -55,8 +44,8 @@ def run_training(argv: List[str]) -> Dict[str, object]:
     losses = [trainer.train_step(iterator).loss for _ in range(STEPS)]
     grads, weights, moved = {}, {}, {}
     for name, param in trainer.model.named_parameters():
-        grads[name] = _gather_full(param, param.main_grad, trainer.state.tp_group)
-        weights[name] = _gather_full(param, param.data, trainer.state.tp_group)
+        grads[name] = gather_full_tensor(param.main_grad, param_meta(param).tp_shard, trainer.state.tp_group)
+        weights[name] = gather_full_tensor(param.data, param_meta(param).tp_shard, trainer.state.tp_group)
         moved[name] = (param.detach() - initial[name]).abs().max().item()
     return {"losses": losses, "grads": grads, "weights": weights, "moved": moved}
 

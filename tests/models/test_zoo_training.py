@@ -26,9 +26,9 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 import torch
-import torch.distributed as dist
 
 from core.launcher import run_distributed
+from core.tensor_parallel.param_meta import gather_full_tensor, param_meta
 from mindspeed_llm.models.registry import FAMILIES
 from tests.models.test_hf_parity import convert
 from tests.models.test_zoo_parity import CASES, build_hf_model
@@ -63,17 +63,6 @@ def converted(family: str, root: str, tp: int) -> str:
     return mg_dir
 
 
-def _unshard(param: torch.Tensor, local: torch.Tensor, tp_group) -> torch.Tensor:
-    from core.tensor_parallel.param_meta import param_meta
-
-    shard = param_meta(param).tp_shard
-    if shard is None or tp_group.size == 1:
-        return local.detach().clone()
-    pieces = [torch.empty_like(local) for _ in range(tp_group.size)]
-    dist.all_gather(pieces, local.detach().contiguous(), group=tp_group.handle)
-    return shard.unshard(pieces)
-
-
 def one_step(argv: List[str]) -> Dict[str, Any]:
     """One training step: loss, and every gradient and updated weight unsharded over TP."""
     from mindspeed_llm.training.training import setup
@@ -82,8 +71,8 @@ def one_step(argv: List[str]) -> Dict[str, Any]:
     loss = trainer.train_step(trainer.train_iterator()).loss
     grads, weights = {}, {}
     for name, param in trainer.model.named_parameters():
-        grads[name] = _unshard(param, param.main_grad, trainer.state.tp_group)
-        weights[name] = _unshard(param, param.data, trainer.state.tp_group)
+        grads[name] = gather_full_tensor(param.main_grad, param_meta(param).tp_shard, trainer.state.tp_group)
+        weights[name] = gather_full_tensor(param.data, param_meta(param).tp_shard, trainer.state.tp_group)
     return {"loss": loss, "grads": grads, "weights": weights, "vocab": trainer.args.vocab_size}
 
 
