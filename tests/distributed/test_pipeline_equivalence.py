@@ -31,8 +31,9 @@ import torch
 from core.distributed.grad_buffer import GradBuffers
 from core.tensor_parallel.layers import WeightGradStore
 from core.launcher import run_distributed
+from core.tensor_parallel.param_meta import gather_full_tensor, param_meta
 from tests.distributed.test_training_equivalence import BASE as TRAINING_BASE
-from tests.distributed.test_training_equivalence import STEPS, _gather_full
+from tests.distributed.test_training_equivalence import STEPS
 
 BASE = [a for a in TRAINING_BASE]
 BASE[BASE.index("--num-layers") + 1] = "4"
@@ -54,8 +55,8 @@ def run_training(argv: List[str]) -> Optional[Dict[str, object]]:
     grads, weights = {}, {}
     for model in trainer.models:
         for name, param in model.named_parameters():
-            grads[name] = _gather_full(param, param.main_grad, trainer.state.tp_group)
-            weights[name] = _gather_full(param, param.data, trainer.state.tp_group)
+            grads[name] = gather_full_tensor(param.main_grad, param_meta(param).tp_shard, trainer.state.tp_group)
+            weights[name] = gather_full_tensor(param.data, param_meta(param).tp_shard, trainer.state.tp_group)
     replica = (trainer.state.dp_rank, trainer.state.tp_rank)
     return {"losses": losses, "grads": grads, "weights": weights, "stage": trainer.state.pp_rank, "replica": replica}
 
