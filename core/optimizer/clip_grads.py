@@ -38,8 +38,8 @@ def norm_squared_of_range(param: torch.Tensor, grad: torch.Tensor, flat_start: i
         return grad.float().pow(2).sum() if tp_rank == 0 else grad.new_zeros((), dtype=torch.float32)
     if not shard.has_replicas(tp):
         return grad.float().pow(2).sum()
-    weights = shard.replica_weights(param.shape if local_shape is None else local_shape, tp)
-    weights = weights[flat_start:flat_start + grad.numel()].to(grad.device)  # [n]
+    weights = shard.replica_weights(param.shape if local_shape is None else local_shape, tp, grad.device)
+    weights = weights[flat_start:flat_start + grad.numel()]  # [n]
     return (grad.float().reshape(-1).pow(2) * weights).sum()
 
 

@@ -22,6 +22,7 @@ once in the gradient norm.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
@@ -112,30 +113,47 @@ class TPShard:
     def has_replicas(self, tp: int) -> bool:
         return any(seg.is_replicated(tp) for seg in self.segments)
 
-    def replicated_masks(self, local_shape: Sequence[int], tp: int) -> List[Tuple[Segment, torch.Tensor]]:
-        """Per replicated segment: (segment, flat bool mask over the local tensor of its elements)."""
-        result, offset = [], 0
-        for seg in self.segments:
-            rows = seg.local_units(tp) * seg.unit_size
-            if seg.is_replicated(tp):
-                mask = torch.zeros(tuple(local_shape), dtype=torch.bool)
-                mask.narrow(self.dim, offset, rows).fill_(True)
-                result.append((seg, mask.view(-1)))
-            offset += rows
-        return result
+    def replicated_masks(self, local_shape: Sequence[int], tp: int,
+                         device: Optional[torch.device] = None) -> List[Tuple[Segment, torch.Tensor]]:
+        """Per replicated segment: (segment, flat bool mask over the local tensor of its elements).
 
-    def replica_weights(self, local_shape: Sequence[int], tp: int) -> torch.Tensor:
+        Built once per (shape, TP, device) and shared: callers must not modify the masks.
+        """
+        return _replicated_masks(self, tuple(local_shape), tp, torch.device(device or "cpu"))
+
+    def replica_weights(self, local_shape: Sequence[int], tp: int,
+                        device: Optional[torch.device] = None) -> torch.Tensor:
         """Per local element, flat: 1 for split units, ``units / tp`` for replicated ones.
 
         Summing ``weight * grad**2`` over every TP rank counts each replicated unit once.
+        Built once per (shape, TP, device) and shared: callers must not modify it.
         """
-        weights, offset = torch.ones(tuple(local_shape)), 0
-        for seg in self.segments:
-            rows = seg.local_units(tp) * seg.unit_size
-            if seg.is_replicated(tp):
-                weights.narrow(self.dim, offset, rows).fill_(seg.units / tp)
-            offset += rows
-        return weights.view(-1)
+        return _replica_weights(self, tuple(local_shape), tp, torch.device(device or "cpu"))
+
+
+@functools.lru_cache(maxsize=None)
+def _replicated_masks(shard: TPShard, local_shape: Tuple[int, ...], tp: int,
+                      device: torch.device) -> List[Tuple[Segment, torch.Tensor]]:
+    result, offset = [], 0
+    for seg in shard.segments:
+        rows = seg.local_units(tp) * seg.unit_size
+        if seg.is_replicated(tp):
+            mask = torch.zeros(local_shape, dtype=torch.bool)
+            mask.narrow(shard.dim, offset, rows).fill_(True)
+            result.append((seg, mask.view(-1).to(device)))
+        offset += rows
+    return result
+
+
+@functools.lru_cache(maxsize=None)
+def _replica_weights(shard: TPShard, local_shape: Tuple[int, ...], tp: int, device: torch.device) -> torch.Tensor:
+    weights, offset = torch.ones(local_shape), 0
+    for seg in shard.segments:
+        rows = seg.local_units(tp) * seg.unit_size
+        if seg.is_replicated(tp):
+            weights.narrow(shard.dim, offset, rows).fill_(seg.units / tp)
+        offset += rows
+    return weights.view(-1).to(device)
 
 
 def sum_replicas_over_tp(grad: torch.Tensor, shard: TPShard, local_shape: Sequence[int], flat_start: int,
@@ -150,8 +168,8 @@ def sum_replicas_over_tp(grad: torch.Tensor, shard: TPShard, local_shape: Sequen
     """
     tp = group.size
     window = slice(flat_start, flat_start + grad.numel())
-    for seg, mask in shard.replicated_masks(local_shape, tp):
-        mask = mask[window].to(grad.device)  # [n]
+    for seg, mask in shard.replicated_masks(local_shape, tp, grad.device):
+        mask = mask[window]  # [n]
         mine = grad[mask]  # [k] this rank's elements of the segment inside the window
         buffer = mine.new_zeros((seg.units, mine.numel()))  # [units, k]
         unit = seg.first_unit(group.rank, tp)
