@@ -615,15 +615,11 @@ def _check_interleaving(args: argparse.Namespace) -> None:
 
 def _check_heads(args: argparse.Namespace) -> None:
     """What the model config cannot see: the head size when --kv-channels is not given (the
-    config's own checks, heads and groups against TP, run in _check_model_config)."""
+    config's own checks, heads and groups, run in _check_model_config)."""
     heads = args.num_attention_heads
     if args.kv_channels is None and args.hidden_size % heads != 0:
         raise ArgumentError(f"--hidden-size ({args.hidden_size}) is not divisible by --num-attention-heads "
                             f"({heads}); change either or set the head size with --kv-channels")
-    groups = args.num_query_groups
-    if groups is not None and (groups < 1 or heads % groups != 0):
-        raise ArgumentError(f"--num-attention-heads ({heads}) must be a multiple of --num-query-groups "
-                            f"({groups}); choose a group count that divides the heads")
 
 
 def _check_batch(args: argparse.Namespace) -> None:

@@ -114,9 +114,10 @@ class TransformerConfig:
                              f"is not one of {POSITION_EMBEDDINGS}")
         if self.rope_scaling_type not in ROPE_SCALINGS:
             raise ValueError(f"--rope-scaling-type {self.rope_scaling_type!r} is not one of {ROPE_SCALINGS}")
-        if self.num_attention_heads % self.num_query_groups != 0:
+        if self.num_query_groups < 1 or self.num_attention_heads % self.num_query_groups != 0:
             raise ValueError(f"--num-attention-heads ({self.num_attention_heads}) must be a multiple of "
-                             f"--num-query-groups ({self.num_query_groups})")
+                             f"--num-query-groups ({self.num_query_groups}); choose a group count that divides "
+                             "the heads")
         if self.num_attention_heads % tp != 0:
             raise ValueError(f"--num-attention-heads ({self.num_attention_heads}) is not divisible by "
                              f"--tensor-model-parallel-size ({tp}); choose a TP size that divides the heads")
