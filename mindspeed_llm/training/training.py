@@ -50,22 +50,19 @@ from mindspeed_llm.training.metrics import IterationStats, format_log_line, trai
 from mindspeed_llm.training.pretrain_task import PretrainTask
 from mindspeed_llm.training.task import Batch, TrainingTask, stack_stats
 
-TIMER_NAMES = ("forward-backward", "optimizer")
+def is_last_rank() -> bool:
+    """The last rank holds the loss (or this is the only process)."""
+    return not dist.is_initialized() or dist.get_rank() == dist.get_world_size() - 1
 
 
 def print_rank_last(message: str) -> None:
-    """Print from the last rank (it holds the loss), or from the only one."""
-    if not dist.is_initialized() or dist.get_rank() == dist.get_world_size() - 1:
+    if is_last_rank():
         print(message, flush=True)
 
 
 def print_rank_0(message: str) -> None:
     if not dist.is_initialized() or dist.get_rank() == 0:
         print(message, flush=True)
-
-
-def is_last_rank() -> bool:
-    return not dist.is_initialized() or dist.get_rank() == dist.get_world_size() - 1
 
 
 def init_distributed(args: argparse.Namespace) -> Accelerator:
@@ -83,7 +80,8 @@ class StepResult:
     grad_norm: Optional[float]
     applied: bool
     stats: Dict[str, float] = field(default_factory=dict)  # every task statistic, the loss included
-    timers: Dict[str, float] = field(default_factory=dict)  # seconds, by TIMER_NAMES
+    # seconds: "forward-backward" and "optimizer" (device time with --log-timers-to-tensorboard)
+    timers: Dict[str, float] = field(default_factory=dict)
 
 
 def optimizer_config_from_args(args: argparse.Namespace) -> OptimizerConfig:
@@ -206,10 +204,10 @@ class Trainer:
                                       scale_loss=self.optimizer.scale_loss, no_sync=self.dp.no_sync,
                                       pipeline=self.pipeline_options())
         self.dp.finalize_grads()
-        self.acc.synchronize()
+        self._synchronize_for_timers()
         middle = time.perf_counter()
         applied, grad_norm = self.optimizer.step()
-        self.acc.synchronize()
+        self._synchronize_for_timers()
         timers = {"forward-backward": middle - start, "optimizer": time.perf_counter() - middle}
         if applied:
             self.scheduler.step(1)
@@ -223,6 +221,11 @@ class Trainer:
         self.consumed_samples += self.args.global_batch_size
         self.losses.append(loss)
         return StepResult(loss, grad_norm, applied, reduced, timers)
+
+    def _synchronize_for_timers(self) -> None:
+        """Wait for the device only when the step timers are written (a sync stalls the host's queue)."""
+        if self.args.log_timers_to_tensorboard:
+            self.acc.synchronize()
 
     @torch.no_grad()
     def evaluate(self) -> Dict[str, float]:
