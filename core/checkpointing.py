@@ -99,6 +99,20 @@ def load_file(path: str) -> Dict[str, Any]:
                               f"{str(error).splitlines()[0][:200]}); load an earlier iteration or re-save it") from None
 
 
+def map_file(path: str) -> Dict[str, Any]:
+    """Like :func:`load_file`, but memory-mapped: tensors are read only when touched.
+
+    A file not in torch's zip format (legacy, or damaged) is read whole by ``load_file``,
+    which also names the problem.
+    """
+    if os.path.isfile(path):
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except Exception:  # not mappable: load_file reads it or raises a CheckpointError naming it
+            pass
+    return load_file(path)
+
+
 # TransformerConfig fields that are run-time choices (numerics, parallel layout, memory), not architecture:
 # every other field is part of what the weights mean and is stored with them.
 RUNTIME_CONFIG_FIELDS = frozenset({
@@ -131,10 +145,7 @@ def read_checkpoint_settings(root: str) -> Tuple[str, argparse.Namespace, Dict[s
     if not os.path.isfile(path):
         raise CheckpointError(f"checkpoint file {path} is missing; the checkpoint named by {TRACKER_FILENAME} "
                               "is incomplete")
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # not a zip file (mmap needs one): read it whole, with load_file's message on failure
-        checkpoint = load_file(path)
+    checkpoint = map_file(path)
     config = checkpoint.get("transformer_config")
     if not isinstance(config, dict):
         raise CheckpointError(f"{path} stores no transformer_config (written by an older converter?); pass the "

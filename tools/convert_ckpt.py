@@ -100,7 +100,7 @@ from core.checkpointing import (
     CheckpointError,
     atomic_save,
     checkpoint_file,
-    load_file,
+    map_file,
     model_keys,
     namespace_for_checkpoint,
     read_tracker,
@@ -476,14 +476,8 @@ class MegatronSource:
 
     def _map(self, tp_rank: int, pp_rank: int) -> Dict[str, Any]:
         """One rank file, memory-mapped (read whole when it is not in torch's zip format)."""
-        path = self.path(tp_rank, pp_rank)
         try:
-            if os.path.isfile(path):
-                try:
-                    return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-                except Exception:  # a legacy or corrupt file: load_file reads it or names the problem
-                    pass
-            return load_file(path)
+            return map_file(self.path(tp_rank, pp_rank))
         except CheckpointError as error:
             raise ConversionError(str(error)) from None
 
