@@ -34,6 +34,7 @@ Usage::
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -670,6 +671,32 @@ FAMILIES: Dict[str, Family] = {"llama2": _LLAMA, "llama": _LLAMA, "llama3": _LLA
 ALIASES: Dict[str, str] = {"qwen": "qwen2", "llama3": "llama2"}
 
 
+def register(family: Family, *aliases: str) -> Family:
+    """Add ``family`` under its name, plus ``aliases`` (MindSpeed's ``--model-type-hf`` spellings).
+
+    Family modules ``mindspeed_llm/models/zoo_*.py`` call this at import; the
+    registry imports every such module (:func:`_load_family_modules`), so a new
+    group of families needs no edit here.
+    """
+    if family.name in FAMILIES and FAMILIES[family.name] is not family:
+        raise RegistryError(f"family {family.name!r} is registered twice")
+    FAMILIES[family.name] = family
+    for alias in aliases:
+        ALIASES[alias] = family.name
+    return family
+
+
+def _load_family_modules() -> None:
+    """Import every ``mindspeed_llm/models/zoo_*.py`` (each registers its families)."""
+    import importlib
+    import pkgutil
+
+    package = __name__.rsplit(".", 1)[0]
+    for module in sorted(m.name for m in pkgutil.iter_modules([os.path.dirname(__file__)])):
+        if module.startswith("zoo_"):
+            importlib.import_module(f"{package}.{module}")
+
+
 def _names() -> Dict[str, Family]:
     """Every accepted ``--model-type-hf`` value: ``FAMILIES`` keys, each family's name and HF
     ``model_type``, and ``ALIASES`` (so a family added to ``FAMILIES`` resolves by both names)."""
@@ -720,3 +747,6 @@ def config_from_hf(hf: Dict[str, Any], name: str, **overrides: Any) -> Transform
     kwargs = get_family(name).to_config(hf)
     kwargs.update(overrides)
     return TransformerConfig(**kwargs)
+
+
+_load_family_modules()

@@ -77,6 +77,22 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
 }
 
 
+def _load_case_modules() -> None:
+    """Merge ``CASES`` of every ``tests/models/zoo_cases_*.py`` (one module per group of families)."""
+    import importlib
+    import pkgutil
+
+    for module in sorted(m.name for m in pkgutil.iter_modules([os.path.dirname(__file__)])):
+        if module.startswith("zoo_cases_"):
+            extra = importlib.import_module(f"tests.models.{module}").CASES
+            clash = set(extra) & set(CASES)
+            assert not clash, f"{module}: cases {sorted(clash)} are defined twice"
+            CASES.update(extra)
+
+
+_load_case_modules()
+
+
 def make_hf_model(name: str, seed: int = 0) -> transformers.PreTrainedModel:
     """A tiny random HF model of case ``name`` in fp32 with every weight perturbed."""
     return build_hf_model(CASES[name], seed)
