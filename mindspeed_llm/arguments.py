@@ -154,6 +154,23 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="attention softmax scale instead of 1/sqrt(head dim) (Granite's attention_multiplier)")
     group.add_argument("--output-multiplier-scale", type=float, default=None,
                        help="multiply the output logits by this (Granite: 1 / logits_scaling)")
+    group.add_argument("--add-dense-bias", action="store_true",
+                       help="bias on the attention output projection (GPT-Neo), without --add-bias-linear")
+    group.add_argument("--add-mlp-bias", action="store_true",
+                       help="biases on the MLP linears (GPT-J), without --add-bias-linear")
+    group.add_argument("--add-output-layer-bias", action="store_true",
+                       help="bias on the untied output layer (GPT-J, CodeGen, Phi)")
+    group.add_argument("--no-layernorm-bias", dest="layernorm_bias", action="store_false",
+                       help="LayerNorm with a weight and no bias (Cohere, MPT)")
+    group.add_argument("--relu", action="store_true", help="non-gated ReLU MLP (OPT)")
+    group.add_argument("--squared-relu", action="store_true", help="non-gated ReLU-squared MLP (Nemotron)")
+    group.add_argument("--parallel-residual", action="store_true",
+                       help="attention and MLP both read the layer input: x + attn(ln1(x)) + mlp(ln2(x)) (GPT-NeoX)")
+    group.add_argument("--parallel-residual-shared-norm", action="store_true",
+                       help="with --parallel-residual: one norm feeds both branches (GPT-J, Phi, Cohere)")
+    group.add_argument("--embed-layernorm", action="store_true", help="a norm on the word embeddings (Bloom)")
+    group.add_argument("--full-attention-layers", type=int, nargs="*", default=None,
+                       help="with --sliding-window: global layer numbers (from 0) that attend fully (GPT-Neo)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -969,6 +986,16 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             residual_multiplier=args.residual_multiplier,
             softmax_scale=args.softmax_scale,
             output_multiplier_scale=args.output_multiplier_scale,
+            add_dense_bias=args.add_dense_bias,
+            add_mlp_bias=args.add_mlp_bias,
+            add_output_layer_bias=args.add_output_layer_bias,
+            layernorm_bias=args.layernorm_bias,
+            relu=args.relu,
+            squared_relu=args.squared_relu,
+            parallel_residual=args.parallel_residual,
+            parallel_residual_shared_norm=args.parallel_residual_shared_norm,
+            embed_layernorm=args.embed_layernorm,
+            full_attention_layers=tuple(args.full_attention_layers or ()),
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

@@ -25,7 +25,7 @@ from core.tensor_parallel.cross_entropy import vocab_parallel_cross_entropy
 from core.tensor_parallel.layers import ColumnParallelLinear, VocabParallelEmbedding, column_parallel_linear
 from core.tensor_parallel.mappings import gather_from_tensor_model_parallel_region
 from core.tensor_parallel.param_meta import copy_meta, full_shape, param_meta, update_meta
-from core.transformer.block import TransformerBlock, hidden_dropout
+from core.transformer.block import TransformerBlock, hidden_dropout, hidden_norm
 from core.transformer.config import TransformerConfig
 from core.transformer.rope import LocalGlobalRotary, RotaryEmbedding
 
@@ -39,6 +39,7 @@ class LanguageEmbedding(nn.Module):
         self.word_embeddings = VocabParallelEmbedding(
             config.vocab_size, config.padded_vocab_size, config.hidden_size, group=state.tp_group,
             sequence_parallel=config.sequence_parallel, dtype=config.params_dtype)
+        self.embedding_layernorm = hidden_norm(config) if config.embed_layernorm else None
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         hidden = self.word_embeddings(input_ids.t())  # [b, s] -> [s, b, h] ([s/tp, b, h] under SP)
@@ -47,6 +48,8 @@ class LanguageEmbedding(nn.Module):
             hidden = hidden * torch.tensor(cfg.hidden_size ** 0.5, dtype=hidden.dtype)
         if cfg.embedding_multiplier is not None:  # Granite
             hidden = hidden * cfg.embedding_multiplier
+        if self.embedding_layernorm is not None:  # Bloom
+            hidden = self.embedding_layernorm(hidden)
         return hidden_dropout(hidden, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
 
 
@@ -67,7 +70,7 @@ class GPTModel(nn.Module):
         tied = not config.untie_embeddings_and_output_weights
         if post_process and (not tied or not pre_process):
             self.output_layer = ColumnParallelLinear(
-                config.hidden_size, config.padded_vocab_size, group=state.tp_group, bias=False,
+                config.hidden_size, config.padded_vocab_size, group=state.tp_group, bias=config.add_output_layer_bias,
                 sequence_parallel=config.sequence_parallel, dtype=config.params_dtype)
             update_meta(self.output_layer.weight, init_shape=(config.vocab_size, config.hidden_size))
         if tied and pre_process != post_process:
@@ -122,7 +125,8 @@ class GPTModel(nn.Module):
         hidden = self.decoder(hidden, rotary)
         if not self.post_process:
             return hidden
-        logits = column_parallel_linear(hidden, self.output_weight(), None, self.tp_group,
+        bias = self.output_layer.bias if self.output_layer is not None else None  # --add-output-layer-bias
+        logits = column_parallel_linear(hidden, self.output_weight(), bias, self.tp_group,
                                         sequence_parallel=self.config.sequence_parallel)  # [s, b, v/tp]
         if self.config.output_multiplier_scale is not None:  # Granite: 1 / logits_scaling
             logits = logits * self.config.output_multiplier_scale

@@ -78,7 +78,7 @@ class SelfAttention(nn.Module):
             bias=config.add_bias_linear or config.add_qkv_bias, sequence_parallel=config.sequence_parallel,
             segments=qkv_segments, dtype=config.params_dtype)
         self.linear_proj = RowParallelLinear(
-            heads * hn, config.hidden_size, group=tp_group, bias=config.add_bias_linear,
+            heads * hn, config.hidden_size, group=tp_group, bias=config.add_bias_linear or config.add_dense_bias,
             sequence_parallel=config.sequence_parallel, segments=(Segment(heads, hn),), dtype=config.params_dtype)
         self.window = config.layer_window(layer_number)
         self.use_rope = layer_number not in config.no_rope_layers  # NoPE layers (SmolLM3)
@@ -88,9 +88,10 @@ class SelfAttention(nn.Module):
                 TensorParallelRMSNorm(segment, config.norm_epsilon, tp_group, config.params_dtype,
                                       config.apply_layernorm_1p) for segment in qkv_segments[:2])
         elif config.qk_layernorm:  # one weight per head dim, shared by the heads of every rank
-            norm_args = (config.normalization, hn, config.norm_epsilon, True, config.params_dtype,
-                         config.apply_layernorm_1p)
-            self.q_layernorm, self.k_layernorm = build_norm(*norm_args), build_norm(*norm_args)
+            norm_args = dict(kind=config.normalization, hidden_size=hn, eps=config.norm_epsilon,
+                             grad_partial_over_tp=True, dtype=config.params_dtype,
+                             offset=config.apply_layernorm_1p, bias=config.layernorm_bias)
+            self.q_layernorm, self.k_layernorm = build_norm(**norm_args), build_norm(**norm_args)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)

@@ -64,7 +64,7 @@ def hidden_norm(config: TransformerConfig) -> nn.Module:
     """A norm over the hidden size (``--normalization``); partial gradients over TP under SP."""
     return build_norm(config.normalization, config.hidden_size, config.norm_epsilon, config.sequence_parallel,
                       dtype=config.params_dtype, offset=config.apply_layernorm_1p,
-                      parametric=not config.non_parametric_norm)
+                      parametric=not config.non_parametric_norm, bias=config.layernorm_bias)
 
 
 class TransformerLayer(nn.Module):
@@ -74,6 +74,9 @@ class TransformerLayer(nn.Module):
     the residual add (Gemma2's sandwich): ``x + norm(attn(norm(x)))``.
     With ``--post-norm-only`` only those output norms remain (Olmo2): ``x + norm(attn(x))``.
     ``--residual-multiplier`` scales each branch output before its add (Granite).
+    With ``--parallel-residual`` attention and MLP both read the layer input:
+    ``x + attn(norm1(x)) + mlp(norm2(x))`` (GPT-NeoX), or with one norm
+    ``x + attn(norm(x)) + mlp(norm(x))`` (``--parallel-residual-shared-norm``: GPT-J, Phi, Cohere).
     """
 
     def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
@@ -82,25 +85,29 @@ class TransformerLayer(nn.Module):
         self.input_layernorm = hidden_norm(config) if config.pre_norm else nn.Identity()
         self.self_attention = SelfAttention(config, state, layer_number)
         self.post_self_attn_layernorm = hidden_norm(config) if config.output_norm else None
-        self.pre_mlp_layernorm = hidden_norm(config) if config.pre_norm else nn.Identity()
+        shared_norm = config.parallel_residual_shared_norm
+        self.pre_mlp_layernorm = hidden_norm(config) if config.pre_norm and not shared_norm else nn.Identity()
         self.mlp = MLP(config, state)
         self.post_mlp_layernorm = hidden_norm(config) if config.output_norm else None
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
+        normed = self.input_layernorm(hidden)
+        attn = self._branch(self.self_attention(normed, rotary), self.post_self_attn_layernorm)
+        if self.config.parallel_residual:  # both branches read the layer input
+            mlp_input = normed if self.config.parallel_residual_shared_norm else self.pre_mlp_layernorm(hidden)
+            return hidden + attn + self._branch(self.mlp(mlp_input), self.post_mlp_layernorm)
+        hidden = hidden + attn
+        return hidden + self._branch(self.mlp(self.pre_mlp_layernorm(hidden)), self.post_mlp_layernorm)
+
+    def _branch(self, output: torch.Tensor, output_norm: Optional[nn.Module]) -> torch.Tensor:
+        """An attention or MLP output ``[s, b, h]`` as added to the residual: normed, scaled, dropped out."""
         cfg = self.config
-        attn = self.self_attention(self.input_layernorm(hidden), rotary)
-        if self.post_self_attn_layernorm is not None:
-            attn = self.post_self_attn_layernorm(attn)
+        if output_norm is not None:
+            output = output_norm(output)
         if cfg.residual_multiplier is not None:  # Granite
-            attn = attn * cfg.residual_multiplier
-        hidden = hidden + hidden_dropout(attn, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
-        mlp = self.mlp(self.pre_mlp_layernorm(hidden))
-        if self.post_mlp_layernorm is not None:
-            mlp = self.post_mlp_layernorm(mlp)
-        if cfg.residual_multiplier is not None:
-            mlp = mlp * cfg.residual_multiplier
-        return hidden + hidden_dropout(mlp, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
+            output = output * cfg.residual_multiplier
+        return hidden_dropout(output, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
 
 
 class NoopTransformerLayer(nn.Module):

@@ -92,6 +92,23 @@ class TransformerConfig:
     residual_multiplier: Optional[float] = None
     softmax_scale: Optional[float] = None
     output_multiplier_scale: Optional[float] = None
+    # Biases by place, each on top of --add-bias-linear (all linears) and --add-qkv-bias (q/k/v only):
+    add_dense_bias: bool = False  # the attention output projection (GPT-Neo) [--add-dense-bias]
+    add_mlp_bias: bool = False  # both MLP linears (GPT-J, GPT-Neo) [--add-mlp-bias]
+    add_output_layer_bias: bool = False  # the untied output layer (lm_head; GPT-J, CodeGen, Phi) [--add-output-layer-bias]
+    layernorm_bias: bool = True  # LayerNorm has a bias; False: weight only (Cohere, MPT) [--no-layernorm-bias]
+    # Non-gated MLP activations (the default is GELU): ReLU (OPT) [--relu]; ReLU squared (Nemotron,
+    # Persimmon; Megatron's flag) [--squared-relu]
+    relu: bool = False
+    squared_relu: bool = False
+    # Parallel attention and MLP: both read the layer input, x + attn(norm1(x)) + mlp(norm2(x)) (GPT-NeoX)
+    # [--parallel-residual]; with one norm feeding both, x + attn(norm(x)) + mlp(norm(x)) (GPT-J, Phi,
+    # Cohere) [--parallel-residual-shared-norm, with --parallel-residual]
+    parallel_residual: bool = False
+    parallel_residual_shared_norm: bool = False
+    embed_layernorm: bool = False  # a norm on the word embeddings (Bloom; MindSpeed's flag) [--embed-layernorm]
+    # with --sliding-window: the global layers that attend fully, any pattern (GPT-Neo, Cohere2) [--full-attention-layers]
+    full_attention_layers: Tuple[int, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -102,6 +119,7 @@ class TransformerConfig:
             self.kv_channels = self.hidden_size // self.num_attention_heads
         self.noop_layers = tuple(sorted(self.noop_layers))
         self.no_rope_layers = tuple(sorted(self.no_rope_layers))
+        self.full_attention_layers = tuple(sorted(self.full_attention_layers))
         self.validate()
 
     def validate(self) -> None:
@@ -136,8 +154,6 @@ class TransformerConfig:
             raise ValueError(f"--noop-layers {bad_noop} out of range [0, {self.num_layers}) of --num-layers")
 
     def _validate_behaviour(self) -> None:
-        if self.swiglu and self.geglu:
-            raise ValueError("--swiglu and --geglu both set; choose one gated activation")
         if self.gelu_tanh and self.swiglu:
             raise ValueError("--gelu-tanh has no effect with --swiglu (SiLU); drop one of them")
         for flag, cap in (("--attn-logit-softcapping", self.attn_logit_softcapping),
@@ -165,11 +181,38 @@ class TransformerConfig:
             if self.sliding_window is None or self.sliding_window_pattern < 1:
                 raise ValueError(f"--sliding-window-pattern {self.sliding_window_pattern} needs --sliding-window "
                                  "and must be at least 1")
+        self._validate_layer_shapes()
         if self.qk_layernorm_full_width and not (self.qk_layernorm and self.normalization == "RMSNorm"):
             raise ValueError("--qk-layernorm-full-width needs --qk-layernorm and --normalization RMSNorm")
         if not 0.0 < self.rotary_percent <= 1.0 or self.rotary_dim % 2:
             raise ValueError(f"--rotary-percent {self.rotary_percent} must be in (0, 1] and give an even number "
                              f"of rotated dims of --kv-channels {self.kv_channels}")
+
+    def _validate_layer_shapes(self) -> None:
+        """Activations, biases, residual layout and per-layer attention patterns."""
+        chosen = [flag for flag, on in (("--swiglu", self.swiglu), ("--geglu", self.geglu), ("--relu", self.relu),
+                                        ("--squared-relu", self.squared_relu)) if on]
+        if len(chosen) > 1:
+            raise ValueError(f"{' and '.join(chosen)} both set the MLP activation; choose one")
+        if self.gelu_tanh and (self.relu or self.squared_relu):
+            raise ValueError("--gelu-tanh has no effect with --relu/--squared-relu; drop one of them")
+        if self.add_output_layer_bias and not self.untie_embeddings_and_output_weights:
+            raise ValueError("--add-output-layer-bias needs --untie-embeddings-and-output-weights (a tied "
+                             "output layer has no bias of its own)")
+        if self.parallel_residual_shared_norm and not self.parallel_residual:
+            raise ValueError("--parallel-residual-shared-norm needs --parallel-residual")
+        if self.parallel_residual and self.post_norm_only:
+            raise ValueError("--parallel-residual needs the norms before attention and MLP; drop --post-norm-only")
+        if not self.layernorm_bias and (self.normalization != "LayerNorm" or self.non_parametric_norm):
+            raise ValueError("--no-layernorm-bias needs --normalization LayerNorm with weights "
+                             "(no --non-parametric-norm)")
+        if self.full_attention_layers:
+            bad = [i for i in self.full_attention_layers if not 0 <= i < self.num_layers]
+            if bad:
+                raise ValueError(f"--full-attention-layers {bad} out of range [0, {self.num_layers}) of --num-layers")
+            if self.sliding_window is None or self.sliding_window_pattern is not None:
+                raise ValueError("--full-attention-layers needs --sliding-window and excludes "
+                                 "--sliding-window-pattern (two ways to say which layers attend fully)")
 
     @property
     def gated_linear_unit(self) -> bool:
@@ -200,6 +243,8 @@ class TransformerConfig:
 
     def layer_window(self, layer_number: int) -> Optional[int]:
         """The sliding window of global layer ``layer_number`` (None: full causal attention)."""
+        if self.full_attention_layers:
+            return None if layer_number in self.full_attention_layers else self.sliding_window
         pattern = self.sliding_window_pattern
         if pattern is not None and (layer_number + 1) % pattern == 0:
             return None
@@ -223,6 +268,7 @@ class TransformerConfig:
         result["params_dtype"] = str(self.params_dtype).replace("torch.", "")
         result["noop_layers"] = list(self.noop_layers)
         result["no_rope_layers"] = list(self.no_rope_layers)
+        result["full_attention_layers"] = list(self.full_attention_layers)
         return result
 
     @classmethod
@@ -233,4 +279,5 @@ class TransformerConfig:
             kwargs["params_dtype"] = getattr(torch, kwargs["params_dtype"])
         kwargs["noop_layers"] = tuple(kwargs.get("noop_layers", ()))
         kwargs["no_rope_layers"] = tuple(kwargs.get("no_rope_layers", ()))
+        kwargs["full_attention_layers"] = tuple(kwargs.get("full_attention_layers", ()))
         return cls(**kwargs)

@@ -1,10 +1,12 @@
-"""The feed-forward block, split over TP: gated (SwiGLU, GeGLU; fused ``[gate; up]``) or plain GELU.
+"""The feed-forward block, split over TP: gated (SwiGLU, GeGLU; fused ``[gate; up]``) or not (GELU by
+default, ``--relu``, ``--squared-relu``).
 
 ``--gelu-tanh`` selects GELU's tanh approximation (Gemma's ``gelu_pytorch_tanh``).
 """
 from __future__ import annotations
 
 import functools
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -16,21 +18,37 @@ from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear,
 from core.transformer.config import TransformerConfig
 
 
+def squared_relu(x: torch.Tensor) -> torch.Tensor:
+    """``relu(x) ** 2`` (Primer; Nemotron, Persimmon)."""
+    return torch.square(F.relu(x))
+
+
+def activation_function(config: TransformerConfig) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The MLP's elementwise activation, from the activation flags."""
+    if config.swiglu:
+        return F.silu
+    if config.relu:
+        return F.relu
+    if config.squared_relu:
+        return squared_relu
+    return functools.partial(F.gelu, approximate="tanh" if config.gelu_tanh else "none")
+
+
 class MLP(nn.Module):
     def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
         super().__init__()
         tp_group = state.tp_group
         self.gated = config.gated_linear_unit
-        self.act = F.silu if config.swiglu else functools.partial(
-            F.gelu, approximate="tanh" if config.gelu_tanh else "none")
+        self.act = activation_function(config)
         self.recompute_activation_function = config.recompute_activation_function
         ffn = config.ffn_hidden_size
+        bias = config.add_bias_linear or config.add_mlp_bias
         fc1_segments = (Segment(ffn), Segment(ffn)) if self.gated else (Segment(ffn),)
         self.linear_fc1 = ColumnParallelLinear(
-            config.hidden_size, ffn * len(fc1_segments), group=tp_group, bias=config.add_bias_linear,
+            config.hidden_size, ffn * len(fc1_segments), group=tp_group, bias=bias,
             sequence_parallel=config.sequence_parallel, segments=fc1_segments, dtype=config.params_dtype)
         self.linear_fc2 = RowParallelLinear(
-            ffn, config.hidden_size, group=tp_group, bias=config.add_bias_linear,
+            ffn, config.hidden_size, group=tp_group, bias=bias,
             sequence_parallel=config.sequence_parallel, dtype=config.params_dtype)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:

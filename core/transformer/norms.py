@@ -95,17 +95,20 @@ class RMSNorm(nn.Module):
 
 
 class LayerNorm(nn.Module):
-    """LayerNorm with weight and bias; with ``offset`` the scale is ``1 + weight`` (LayerNorm1P)."""
+    """LayerNorm with weight and (unless ``bias=False``, ``--no-layernorm-bias``) bias; with ``offset`` the
+    scale is ``1 + weight`` (LayerNorm1P)."""
 
     def __init__(self, hidden_size: int, eps: float = 1e-5, grad_partial_over_tp: bool = False,
                  dtype: Optional[torch.dtype] = None, device: Optional[torch.device] = None,
-                 offset: bool = False) -> None:
+                 offset: bool = False, bias: bool = True) -> None:
         super().__init__()
         self.eps, self.offset = eps, offset
         self.weight = mark_param(nn.Parameter(torch.empty(hidden_size, dtype=dtype, device=device)),
                                  init="zeros" if offset else "ones", grad_partial_over_tp=grad_partial_over_tp)
-        self.bias = mark_param(nn.Parameter(torch.empty(hidden_size, dtype=dtype, device=device)),
-                               init="zeros", grad_partial_over_tp=grad_partial_over_tp)
+        self.bias = None
+        if bias:
+            self.bias = mark_param(nn.Parameter(torch.empty(hidden_size, dtype=dtype, device=device)),
+                                   init="zeros", grad_partial_over_tp=grad_partial_over_tp)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight = self.weight + 1.0 if self.offset else self.weight
@@ -156,10 +159,13 @@ class TensorParallelRMSNorm(nn.Module):
 
 
 def build_norm(kind: str, hidden_size: int, eps: float, grad_partial_over_tp: bool,
-               dtype: Optional[torch.dtype] = None, offset: bool = False, parametric: bool = True) -> nn.Module:
+               dtype: Optional[torch.dtype] = None, offset: bool = False, parametric: bool = True,
+               bias: bool = True) -> nn.Module:
     """An RMSNorm or LayerNorm (``kind`` as ``--normalization``) over the last ``hidden_size`` dims;
-    ``parametric=False``: without weight or bias."""
+    ``parametric=False``: without weight or bias; ``bias=False``: a LayerNorm without bias."""
     if not parametric:
         return NonParametricNorm(kind, eps)
-    cls = {"RMSNorm": RMSNorm, "LayerNorm": LayerNorm}[kind]
-    return cls(hidden_size, eps, grad_partial_over_tp=grad_partial_over_tp, dtype=dtype, offset=offset)
+    if kind == "LayerNorm":
+        return LayerNorm(hidden_size, eps, grad_partial_over_tp=grad_partial_over_tp, dtype=dtype, offset=offset,
+                         bias=bias)
+    return RMSNorm(hidden_size, eps, grad_partial_over_tp=grad_partial_over_tp, dtype=dtype, offset=offset)

@@ -39,6 +39,19 @@ BAD: List[tuple] = [
     (dict(local_rotary_base=100.0), ["--local-rotary-base", "100"],
      "--local-rotary-base 100.0 must be positive and needs --sliding-window"),
     (dict(no_rope_layers=(0, 2)), ["--no-rope-layers", "0", "2"], "--no-rope-layers [2] out of range [0, 2)"),
+    (dict(swiglu=True, squared_relu=True), ["--swiglu", "--squared-relu"],
+     "--swiglu and --squared-relu both set the MLP activation"),
+    (dict(relu=True, gelu_tanh=True), ["--relu", "--gelu-tanh"], "--gelu-tanh has no effect with --relu"),
+    (dict(add_output_layer_bias=True), ["--add-output-layer-bias"],
+     "--add-output-layer-bias needs --untie-embeddings-and-output-weights"),
+    (dict(parallel_residual_shared_norm=True), ["--parallel-residual-shared-norm"],
+     "--parallel-residual-shared-norm needs --parallel-residual"),
+    (dict(parallel_residual=True, post_norm_only=True), ["--parallel-residual", "--post-norm-only"],
+     "--parallel-residual needs the norms before attention and MLP"),
+    (dict(layernorm_bias=False), ["--no-layernorm-bias"], "--no-layernorm-bias needs --normalization LayerNorm"),
+    (dict(sliding_window=4, full_attention_layers=(0, 3)), ["--sliding-window", "4", "--full-attention-layers", "0", "3"],
+     "--full-attention-layers [3] out of range [0, 2)"),
+    (dict(full_attention_layers=(1,)), ["--full-attention-layers", "1"], "--full-attention-layers needs --sliding-window"),
 ]
 
 
@@ -57,6 +70,9 @@ def test_good_combinations_build() -> None:
     assert config.output_norm and not config.pre_norm
     config = TransformerConfig(**SMALL, softmax_scale=0.3, no_rope_layers=(1, 0))
     assert config.attention_scale == 0.3 and config.no_rope_layers == (0, 1)
+    assert TransformerConfig.from_dict(config.to_dict()) == config
+    config = TransformerConfig(**SMALL, sliding_window=4, full_attention_layers=(1,))
+    assert [config.layer_window(i) for i in range(2)] == [4, None]
     assert TransformerConfig.from_dict(config.to_dict()) == config
 
 
