@@ -279,7 +279,7 @@ class ModelLayout:
     def context(self, name: str) -> TensorContext:
         shard = self.shards[name]
         splits = tuple(seg.size for seg in shard.segments) if shard is not None else ()
-        return TensorContext(splits, self.config.vocab_size, self.config.padded_vocab_size)
+        return TensorContext(splits, self.config.vocab_size, self.config.padded_vocab_size, self.config)
 
     def hf_names(self) -> List[str]:
         return [hf for name in self.names for hf in self.rules[name][1]]

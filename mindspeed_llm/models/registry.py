@@ -42,6 +42,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from core.transformer.config import TransformerConfig
+from mindspeed_llm.models.qkv_layout import interleaved_to_ours, ours_to_interleaved
 
 
 class RegistryError(ValueError):
@@ -65,11 +66,13 @@ class WeightRule:
 
 @dataclass(frozen=True)
 class TensorContext:
-    """What a transform needs: row split sizes of a fused weight, vocab sizes."""
+    """What a transform needs: row split sizes of a fused weight, vocab sizes, the model's config (head
+    counts and sizes)."""
 
     split_sizes: Tuple[int, ...] = ()
     vocab_size: int = 0
     padded_vocab_size: int = 0
+    config: Optional[TransformerConfig] = None
 
 
 def _copy_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
@@ -106,11 +109,26 @@ def _vocab_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]
     return [tensor[:ctx.vocab_size].contiguous()]  # [v_pad, h] -> [v, h]
 
 
+def _qkv_shape(ctx: TensorContext) -> Tuple[int, int, int]:
+    cfg = ctx.config
+    return cfg.num_attention_heads, cfg.num_query_groups, cfg.kv_channels
+
+
+def _qkv_interleaved_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    return interleaved_to_ours(tensors[0], *_qkv_shape(ctx))  # per-group [q.., k, v] rows -> [Q; K; V]
+
+
+def _qkv_interleaved_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    return [ours_to_interleaved(tensor, *_qkv_shape(ctx))]
+
+
 # name -> (HF tensors -> ours, ours -> HF tensors)
 TRANSFORMS: Dict[str, Tuple[Callable[..., torch.Tensor], Callable[..., List[torch.Tensor]]]] = {
     "copy": (_copy_to_ours, _copy_to_hf),
     "fuse_rows": (_fuse_rows_to_ours, _fuse_rows_to_hf),
     "vocab": (_vocab_to_ours, _vocab_to_hf),
+    # one fused tensor, interleaved per KV group (GPT-NeoX, Bloom, Falcon; mindspeed_llm/models/qkv_layout.py)
+    "qkv_interleaved": (_qkv_interleaved_to_ours, _qkv_interleaved_to_hf),
 }
 
 
