@@ -128,8 +128,8 @@ def test_unsupported_ssm_settings_are_one_line_registry_errors(family: str, sett
                                                                message: str) -> None:
     from mindspeed_llm.models.registry import RegistryError, config_from_hf
 
-    hf = dict(model_type=family, hidden_size=64, num_hidden_layers=2, vocab_size=128, expand=2, state_size=8,
-              num_heads=8, head_dim=16, n_groups=1, **settings)
+    hf = {**dict(model_type=family, hidden_size=64, num_hidden_layers=2, vocab_size=128, expand=2, state_size=8,
+                 num_heads=8, head_dim=16, n_groups=1), **settings}
     with pytest.raises(RegistryError) as error:
         config_from_hf(hf, family)
     assert message in str(error.value) and "\n" not in str(error.value)
