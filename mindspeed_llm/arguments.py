@@ -171,6 +171,23 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--embed-layernorm", action="store_true", help="a norm on the word embeddings (Bloom)")
     group.add_argument("--full-attention-layers", type=int, nargs="*", default=None,
                        help="with --sliding-window: global layer numbers (from 0) that attend fully (GPT-Neo)")
+    # state-space (Mamba) layers, Megatron's hybrid models
+    group.add_argument("--hybrid-override-pattern", type=str, default=None,
+                       help="one char per layer: 'M' a Mamba layer (norm, mixer, residual); default: transformer layers")
+    group.add_argument("--mamba-version", type=int, choices=(1, 2), default=2,
+                       help="1: Mamba's selective scan over d_inner channels; 2: Mamba2's SSD over heads and groups")
+    group.add_argument("--mamba-state-dim", type=int, default=128, help="SSM state size N")
+    group.add_argument("--mamba-head-dim", type=int, default=64, help="Mamba2 head dim (heads = d_inner / head dim)")
+    group.add_argument("--mamba-num-groups", type=int, default=8, help="Mamba2 B/C groups")
+    group.add_argument("--mamba-expand", type=int, default=2, help="d_inner = expand x hidden")
+    group.add_argument("--mamba-d-conv", type=int, default=4, help="width of the causal depthwise conv")
+    group.add_argument("--disable-mamba-conv-bias", action="store_true", help="the depthwise conv has no bias")
+    group.add_argument("--mamba-dt-rank", type=int, default=None, help="Mamba1 dt rank (default ceil(hidden / 16))")
+    group.add_argument("--mamba-chunk-size", type=int, default=256, help="Mamba2 SSD chunk length")
+    group.add_argument("--mamba-dt-limit-min", type=float, default=0.0, help="Mamba2: clamp dt below")
+    group.add_argument("--mamba-dt-limit-max", type=float, default=None, help="Mamba2: clamp dt above (default none)")
+    group.add_argument("--mamba-mixer-rms-eps", type=float, default=None,
+                       help="Mamba1: weightless RMS norms on dt, B and C with this eps (FalconMamba)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -499,6 +516,7 @@ FIELD_FLAGS: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
     "rope_original_max_position_embeddings": ("original_max_position_embeddings", lambda value: value),
     "add_bias_linear": ("disable_bias_linear", lambda value: not value),
     "noop_layers": ("noop_layers", lambda value: tuple(value or ())),
+    "mamba_conv_bias": ("disable_mamba_conv_bias", lambda value: not value),
 }
 
 
@@ -996,6 +1014,19 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             parallel_residual_shared_norm=args.parallel_residual_shared_norm,
             embed_layernorm=args.embed_layernorm,
             full_attention_layers=tuple(args.full_attention_layers or ()),
+            hybrid_override_pattern=args.hybrid_override_pattern,
+            mamba_version=args.mamba_version,
+            mamba_state_dim=args.mamba_state_dim,
+            mamba_head_dim=args.mamba_head_dim,
+            mamba_num_groups=args.mamba_num_groups,
+            mamba_expand=args.mamba_expand,
+            mamba_d_conv=args.mamba_d_conv,
+            mamba_conv_bias=not args.disable_mamba_conv_bias,
+            mamba_dt_rank=args.mamba_dt_rank,
+            mamba_chunk_size=args.mamba_chunk_size,
+            mamba_dt_limit_min=args.mamba_dt_limit_min,
+            mamba_dt_limit_max=args.mamba_dt_limit_max,
+            mamba_mixer_rms_eps=args.mamba_mixer_rms_eps,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

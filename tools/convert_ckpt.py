@@ -289,6 +289,8 @@ def check_tp(config: TransformerConfig, tp: int, source: str) -> None:
     """Reject a target TP that does not divide the heads, KV heads or FFN (named with our flag)."""
     heads, groups, ffn = config.num_attention_heads, config.num_query_groups, config.ffn_hidden_size
     problems = []
+    if not config.has_attention_layers:  # all Mamba layers: the config checks the mixer's sizes
+        return
     if heads % tp:
         problems.append(f"num_attention_heads {heads}")
     if (groups >= tp and groups % tp) or (groups < tp and tp % groups):
@@ -853,9 +855,26 @@ def target_layout(args: argparse.Namespace, source, rules: Sequence[WeightRule])
         if divisible_by is None:
             divisible_by = 1 if args.load_model_type == "hf" else source.config.make_vocab_size_divisible_by
         placement = target_placement(args, num_layers, noop, num_layers - len(noop))
-    config = with_tp(source.config, tp, divisible_by, dtype, args.load_dir,
-                     num_layers=num_layers, noop_layers=noop)
+    config = with_tp(source.config, tp, divisible_by, dtype, args.load_dir, num_layers=num_layers, noop_layers=noop,
+                     hybrid_override_pattern=target_pattern(source.config, num_layers, noop))
     return ModelLayout(config, rules, placement)
+
+
+def target_pattern(source: TransformerConfig, num_layers: int, noop: Sequence[int]) -> Optional[str]:
+    """The source's ``--hybrid-override-pattern`` laid over the target's layers: the ``j``-th real layer keeps
+    its kind; a noop layer takes the kind of the real layer after it (the last one's at the end)."""
+    pattern = source.hybrid_override_pattern
+    if pattern is None:
+        return None
+    kinds = [pattern[i] for i in real_layers(source)]
+    result, real = [], iter(kinds)
+    noop_set = set(noop)
+    for layer in range(num_layers):
+        result.append(None if layer in noop_set else next(real))
+    following = kinds[-1] if kinds else "M"
+    for layer in reversed(range(num_layers)):
+        following = result[layer] = result[layer] or following
+    return "".join(result)
 
 
 def layer_renaming(source: TransformerConfig, target: TransformerConfig) -> Dict[str, str]:

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import ParallelState
+from core.ssm.mamba_mixer import MambaMixer
 from core.tensor_parallel.checkpoint import checkpoint
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
@@ -110,6 +111,31 @@ class TransformerLayer(nn.Module):
         return hidden_dropout(output, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
 
 
+class MambaLayer(nn.Module):
+    """Megatron's Mamba layer (``--hybrid-override-pattern`` 'M'): ``x + mixer(norm(x))``, no attention or MLP."""
+
+    def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
+        super().__init__()
+        self.config = config
+        self.norm = hidden_norm(config)
+        self.mixer = MambaMixer(config, state, layer_number)
+
+    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
+        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); no position embedding
+        cfg = self.config
+        return hidden + hidden_dropout(self.mixer(self.norm(hidden)), cfg.hidden_dropout, self.training,
+                                       cfg.sequence_parallel)
+
+
+def build_layer(config: TransformerConfig, state: ParallelState, layer_number: int) -> nn.Module:
+    """The layer of global number ``layer_number``: noop, Mamba ('M' in the hybrid pattern) or transformer."""
+    if layer_number in config.noop_layers:
+        return NoopTransformerLayer()
+    if config.is_mamba_layer(layer_number):
+        return MambaLayer(config, state, layer_number)
+    return TransformerLayer(config, state, layer_number)
+
+
 class NoopTransformerLayer(nn.Module):
     """A layer slot with no parameters that returns its input (pads uneven stages)."""
 
@@ -124,11 +150,7 @@ class TransformerBlock(nn.Module):
                  post_process: bool) -> None:
         super().__init__()
         self.config = config
-        noop = set(config.noop_layers)
-        self.layers = nn.ModuleDict({
-            str(i): NoopTransformerLayer() if i in noop else TransformerLayer(config, state, i)
-            for i in layer_numbers
-        })
+        self.layers = nn.ModuleDict({str(i): build_layer(config, state, i) for i in layer_numbers})
         self.final_layernorm = None
         if post_process:
             self.final_layernorm = hidden_norm(config)

@@ -16,6 +16,7 @@ import torch
 NORMALIZATIONS = ("RMSNorm", "LayerNorm")
 POSITION_EMBEDDINGS = ("rope", "none")
 ROPE_SCALINGS = (None, "linear", "llama3")
+LAYER_KINDS = ("M",)  # --hybrid-override-pattern: 'M' a Mamba layer
 
 
 def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
@@ -109,6 +110,30 @@ class TransformerConfig:
     embed_layernorm: bool = False  # a norm on the word embeddings (Bloom; MindSpeed's flag) [--embed-layernorm]
     # with --sliding-window: the global layers that attend fully, any pattern (GPT-Neo, Cohere2) [--full-attention-layers]
     full_attention_layers: Tuple[int, ...] = field(default_factory=tuple)
+    # State-space layers, as Megatron's hybrid/Mamba models (flag names in brackets). hybrid_override_pattern has
+    # one char per layer: 'M' a Mamba layer (norm -> mixer -> residual add, no attention, MLP or rope); None:
+    # every layer a transformer layer [--hybrid-override-pattern]. mamba_version 1: Mamba's selective scan
+    # over d_inner = expand x hidden channels split over TP; 2: Mamba2's SSD over heads of mamba_head_dim
+    # channels (d_inner / head_dim heads split over TP) with mamba_num_groups B/C groups (split over TP, or
+    # replicated when fewer than TP) [--mamba-version]. State size N [--mamba-state-dim], head dim
+    # [--mamba-head-dim], groups [--mamba-num-groups], expand [--mamba-expand], depthwise conv width
+    # [--mamba-d-conv] and its bias [--disable-mamba-conv-bias]; Mamba1's dt rank, None: ceil(hidden / 16)
+    # [--mamba-dt-rank]; Mamba2's SSD chunk length [--mamba-chunk-size] and dt clamp (max None: unbounded)
+    # [--mamba-dt-limit-min, --mamba-dt-limit-max]; weightless RMS norms on Mamba1's dt, B and C with this
+    # eps (FalconMamba) [--mamba-mixer-rms-eps]. in/out projections have biases with add_bias_linear.
+    hybrid_override_pattern: Optional[str] = None
+    mamba_version: int = 2
+    mamba_state_dim: int = 128
+    mamba_head_dim: int = 64
+    mamba_num_groups: int = 8
+    mamba_expand: int = 2
+    mamba_d_conv: int = 4
+    mamba_conv_bias: bool = True
+    mamba_dt_rank: Optional[int] = None
+    mamba_chunk_size: int = 256
+    mamba_dt_limit_min: float = 0.0
+    mamba_dt_limit_max: Optional[float] = None
+    mamba_mixer_rms_eps: Optional[float] = None
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -124,7 +149,6 @@ class TransformerConfig:
 
     def validate(self) -> None:
         """Reject inconsistent settings; messages name the flags."""
-        tp = self.tensor_model_parallel_size
         if self.normalization not in NORMALIZATIONS:
             raise ValueError(f"--normalization {self.normalization!r} is not one of {NORMALIZATIONS}")
         if self.position_embedding_type not in POSITION_EMBEDDINGS:
@@ -132,6 +156,19 @@ class TransformerConfig:
                              f"is not one of {POSITION_EMBEDDINGS}")
         if self.rope_scaling_type not in ROPE_SCALINGS:
             raise ValueError(f"--rope-scaling-type {self.rope_scaling_type!r} is not one of {ROPE_SCALINGS}")
+        self._validate_hybrid()
+        if self.has_attention_layers:
+            self._validate_attention()
+        if self.sliding_window is not None and self.sliding_window < 1:
+            raise ValueError(f"--sliding-window {self.sliding_window} must be at least 1")
+        self._validate_behaviour()
+        bad_noop = [i for i in self.noop_layers if not 0 <= i < self.num_layers]
+        if bad_noop:
+            raise ValueError(f"--noop-layers {bad_noop} out of range [0, {self.num_layers}) of --num-layers")
+
+    def _validate_attention(self) -> None:
+        """Heads, KV groups and FFN against TP (only when some layer has attention and an MLP)."""
+        tp = self.tensor_model_parallel_size
         if self.num_query_groups < 1 or self.num_attention_heads % self.num_query_groups != 0:
             raise ValueError(f"--num-attention-heads ({self.num_attention_heads}) must be a multiple of "
                              f"--num-query-groups ({self.num_query_groups}); choose a group count that divides "
@@ -146,12 +183,52 @@ class TransformerConfig:
         if self.ffn_hidden_size % tp != 0:
             raise ValueError(f"--ffn-hidden-size ({self.ffn_hidden_size}) is not divisible by "
                              f"--tensor-model-parallel-size ({tp})")
-        if self.sliding_window is not None and self.sliding_window < 1:
-            raise ValueError(f"--sliding-window {self.sliding_window} must be at least 1")
-        self._validate_behaviour()
-        bad_noop = [i for i in self.noop_layers if not 0 <= i < self.num_layers]
-        if bad_noop:
-            raise ValueError(f"--noop-layers {bad_noop} out of range [0, {self.num_layers}) of --num-layers")
+
+    def _validate_hybrid(self) -> None:
+        """The layer pattern and the Mamba mixer's sizes against TP."""
+        pattern = self.hybrid_override_pattern
+        if pattern is None:
+            return
+        bad = sorted(set(pattern) - set(LAYER_KINDS))
+        if bad or len(pattern) != self.num_layers:
+            raise ValueError(f"--hybrid-override-pattern {pattern!r} must have one of {LAYER_KINDS} per layer "
+                             f"({self.num_layers} for --num-layers); 'M' is a Mamba layer")
+        if not self.has_attention_layers and self.position_embedding_type != "none":
+            raise ValueError("--hybrid-override-pattern without attention layers uses no position embedding; "
+                             "set --position-embedding-type none")
+        self._validate_mamba()
+
+    def _validate_mamba(self) -> None:
+        tp = self.tensor_model_parallel_size
+        if self.mamba_version not in (1, 2):
+            raise ValueError(f"--mamba-version {self.mamba_version} is not one of (1, 2)")
+        for flag, value in (("--mamba-state-dim", self.mamba_state_dim), ("--mamba-expand", self.mamba_expand),
+                            ("--mamba-d-conv", self.mamba_d_conv), ("--mamba-head-dim", self.mamba_head_dim),
+                            ("--mamba-num-groups", self.mamba_num_groups),
+                            ("--mamba-chunk-size", self.mamba_chunk_size), ("--mamba-dt-rank", self.mamba_dt_rank),
+                            ("--mamba-mixer-rms-eps", self.mamba_mixer_rms_eps)):
+            if value is not None and value <= 0:
+                raise ValueError(f"{flag} {value} must be positive")
+        upper = self.mamba_dt_limit_max
+        if self.mamba_dt_limit_min < 0 or (upper is not None and upper <= self.mamba_dt_limit_min):
+            raise ValueError(f"--mamba-dt-limit-min {self.mamba_dt_limit_min} must be >= 0 and below "
+                             f"--mamba-dt-limit-max {upper}")
+        inner = self.mamba_d_inner
+        if self.mamba_version == 1:
+            if inner % tp:
+                raise ValueError(f"--mamba-expand x --hidden-size ({inner} Mamba channels) is not divisible by "
+                                 f"--tensor-model-parallel-size ({tp})")
+            return
+        if self.mamba_mixer_rms_eps is not None:
+            raise ValueError("--mamba-mixer-rms-eps (norms on dt, B and C) applies to --mamba-version 1 only")
+        heads, groups = inner // self.mamba_head_dim, self.mamba_num_groups
+        if inner % self.mamba_head_dim or heads % groups or heads % tp:
+            raise ValueError(f"--mamba-expand x --hidden-size ({inner}) must be a multiple of --mamba-head-dim "
+                             f"({self.mamba_head_dim}), giving heads ({heads}) divisible by --mamba-num-groups "
+                             f"({groups}) and by --tensor-model-parallel-size ({tp})")
+        if (groups >= tp and groups % tp) or (groups < tp and tp % groups):
+            raise ValueError(f"--mamba-num-groups ({groups}) and --tensor-model-parallel-size ({tp}) must divide "
+                             "one another (groups are split, or replicated when TP exceeds them)")
 
     def _validate_behaviour(self) -> None:
         if self.gelu_tanh and self.swiglu:
@@ -213,6 +290,30 @@ class TransformerConfig:
             if self.sliding_window is None or self.sliding_window_pattern is not None:
                 raise ValueError("--full-attention-layers needs --sliding-window and excludes "
                                  "--sliding-window-pattern (two ways to say which layers attend fully)")
+
+    @property
+    def has_attention_layers(self) -> bool:
+        """Some layer is a transformer layer (attention + MLP): not an all-Mamba pattern."""
+        return self.hybrid_override_pattern is None or any(c != "M" for c in self.hybrid_override_pattern)
+
+    def is_mamba_layer(self, layer_number: int) -> bool:
+        """Global layer ``layer_number`` is a Mamba layer (``--hybrid-override-pattern`` 'M')."""
+        return self.hybrid_override_pattern is not None and self.hybrid_override_pattern[layer_number] == "M"
+
+    @property
+    def mamba_d_inner(self) -> int:
+        """The Mamba mixer's inner channels, expand x hidden."""
+        return self.mamba_expand * self.hidden_size
+
+    @property
+    def mamba_num_heads(self) -> int:
+        """Mamba2's heads: d_inner / head_dim."""
+        return self.mamba_d_inner // self.mamba_head_dim
+
+    @property
+    def mamba_dt_rank_or_default(self) -> int:
+        """Mamba1's dt rank; ``None`` means ceil(hidden / 16), as Mamba's 'auto'."""
+        return self.mamba_dt_rank if self.mamba_dt_rank is not None else math.ceil(self.hidden_size / 16)
 
     @property
     def gated_linear_unit(self) -> bool:

@@ -1,0 +1,278 @@
+"""The Mamba mixer of Megatron's hybrid/Mamba models, with its channels split over TP.
+
+Two versions, chosen by ``--mamba-version`` (``TransformerConfig.mamba_version``):
+
+* **Mamba (1)**: ``in_proj`` gives ``[x; z]`` over ``d_inner = expand x hidden``
+  channels; ``x`` runs through a causal depthwise conv and SiLU; ``x_proj`` makes
+  the input-dependent ``dt`` (low rank), ``B`` and ``C``; ``dt_proj`` lifts ``dt``
+  to the channels; the selective scan runs per channel with a state of ``N``
+  (``--mamba-state-dim``); the output is gated by ``silu(z)`` and ``out_proj``
+  maps it back. FalconMamba adds weightless RMS norms on ``dt``, ``B`` and ``C``
+  (``--mamba-mixer-rms-eps``).
+* **Mamba2 (2)**: ``in_proj`` gives ``[z; x; B; C; dt]`` with ``x`` in heads of
+  ``--mamba-head-dim`` channels, ``B``/``C`` in ``--mamba-num-groups`` groups of
+  ``N`` and one ``dt`` per head; ``[x; B; C]`` runs through the conv and SiLU; the
+  scan is the chunked SSD form (``--mamba-chunk-size``); a gated RMS norm, per
+  group of channels, ``norm(y * silu(z))``, precedes ``out_proj``.
+
+Tensor parallelism splits the inner channels: ``in_proj`` is column-parallel
+with one :class:`Segment` per fused piece (Mamba2: heads for ``z``, ``x`` and
+``dt``, groups for ``B`` and ``C``; groups fewer than TP are replicated, as GQA's
+key/value heads), the conv weights, ``A_log``, ``D``, ``dt_bias``/``dt_proj`` and
+the gated norm's weight follow their channels, and ``out_proj`` is
+row-parallel. Mamba1's ``x_proj`` reads all ``d_inner`` channels: each rank
+multiplies its own channels and the partial products are summed over TP in the
+forward and the backward (:func:`sum_partials_over_tensor_model_parallel_region`),
+so every rank holds the full ``dt``/``B``/``C`` and its gradient sums every
+rank's use of them. Mamba2's gated norm is local when each rank holds whole
+groups; with fewer groups than TP a group's sum of squares is summed over the
+ranks that share it. Under sequence parallelism the layer input is
+``[s/tp, b, h]``: ``in_proj`` all-gathers the sequence and ``out_proj``
+reduce-scatters it, as attention does; the conv and the scan run along the
+full sequence on each rank's channels.
+
+The scans are pure-PyTorch references in fp32 that follow the math of
+``transformers``' non-kernel paths (Mamba: the sequential recurrence; Mamba2:
+the chunked SSD), so converted models give the same logits.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from core.parallel_state import Group, ParallelState
+from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, linear, mark_param
+from core.tensor_parallel.mappings import sum_partials_over_tensor_model_parallel_region
+from core.tensor_parallel.param_meta import Segment, TPShard
+from core.transformer.config import TransformerConfig
+
+
+def causal_depthwise_conv(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """Each channel convolved with its own kernel over past positions only; x ``[b, s, c]``, weight ``[c, 1, k]``."""
+    seq = x.size(1)
+    out = F.conv1d(x.transpose(1, 2), weight, bias, padding=weight.size(-1) - 1, groups=x.size(-1))  # [b, c, s+k-1]
+    return out[..., :seq].transpose(1, 2)  # [b, s, c]
+
+
+def weightless_rms_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """``x / rms(x)`` over the last dim in fp32 (FalconMamba's dt/B/C norms)."""
+    x32 = x.float()
+    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def selective_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
+                   D: torch.Tensor) -> torch.Tensor:
+    """Mamba's recurrence, sequentially in fp32: ``h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t``, ``y_t = C_t h_t + D x_t``.
+
+    x, dt ``[b, s, d]`` (dt after softplus); A ``[d, n]``; B, C ``[b, s, n]``; D ``[d]``. Returns ``[b, s, d]``.
+    """
+    x, dt, B, C = x.float(), dt.float(), B.float(), C.float()
+    state = x.new_zeros(x.size(0), x.size(2), A.size(1))  # [b, d, n]
+    outputs = []
+    for t in range(x.size(1)):
+        decay = torch.exp(A[None] * dt[:, t, :, None])  # [b, d, n]
+        state = decay * state + (dt[:, t, :, None] * B[:, t, None, :]) * x[:, t, :, None]
+        outputs.append(torch.matmul(state, C[:, t, :, None])[..., 0])  # [b, d]
+    return torch.stack(outputs, dim=1) + x * D.float()  # [b, s, d]
+
+
+def segment_sums(a: torch.Tensor) -> torch.Tensor:
+    """``out[..., i, j] = a[..., j+1] + ... + a[..., i]`` for ``i >= j`` (0 on the diagonal), ``-inf`` above it.
+
+    a ``[..., T]`` -> ``[..., T, T]``; summed with a masked cumsum, not a difference of cumsums, for stability.
+    """
+    length = a.size(-1)
+    rows = a[..., :, None].expand(*a.shape, length)  # [..., T(k), T(j)] = a[k]
+    strictly_lower = torch.tril(torch.ones(length, length, dtype=torch.bool, device=a.device), diagonal=-1)
+    sums = torch.cumsum(rows.masked_fill(~strictly_lower, 0.0), dim=-2)  # [..., i, j] = sum_{j < k <= i} a[k]
+    lower = torch.tril(torch.ones(length, length, dtype=torch.bool, device=a.device))
+    return sums.masked_fill(~lower, float("-inf"))
+
+
+def _chunks(x: torch.Tensor, chunk: int) -> torch.Tensor:
+    """``[b, s, ...]`` zero-padded to a multiple of ``chunk`` and split: ``[b, c, chunk, ...]``."""
+    pad = (-x.size(1)) % chunk
+    if pad:
+        x = torch.cat([x, x.new_zeros((x.size(0), pad) + tuple(x.shape[2:]))], dim=1)
+    return x.reshape(x.size(0), -1, chunk, *x.shape[2:])
+
+
+def ssd_chunked_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
+                     D: torch.Tensor, chunk: int) -> torch.Tensor:
+    """Mamba2's state-space dual (SSD) scan in chunks, fp32.
+
+    x ``[b, s, h, p]``; dt ``[b, s, h]`` (after softplus and clamp); A, D ``[h]``; B, C ``[b, s, h, n]``
+    (already one per head). Within a chunk the output is a masked, decayed ``C B^T`` product; states are
+    carried between chunks by their cumulative decay. Returns ``[b, s, h, p]``.
+    """
+    seq = x.size(1)
+    x, dt, B, C = x.float(), dt.float(), B.float(), C.float()
+    x_dt = x * dt[..., None]  # [b, s, h, p]
+    a_dt = A.float() * dt  # [b, s, h]
+    x_dt, a_dt, B, C = (_chunks(t, chunk) for t in (x_dt, a_dt, B, C))  # [b, c, l, ...]
+    a_dt = a_dt.permute(0, 3, 1, 2)  # [b, h, c, l]
+    a_cum = torch.cumsum(a_dt, dim=-1)  # [b, h, c, l]
+    # 1. within each chunk: y_l = sum_{s <= l} (C_l . B_s) exp(a_{s+1} + ... + a_l) x_s dt_s
+    decay_within = torch.exp(segment_sums(a_dt))  # [b, h, c, l, s]
+    scores = torch.einsum("bclhn,bcshn->bhcls", C, B) * decay_within  # [b, h, c, l, s]
+    y_diag = torch.einsum("bhcls,bcshp->bclhp", scores, x_dt)  # [b, c, l, h, p]
+    # 2. each chunk's final state from its own inputs
+    decay_to_end = torch.exp(a_cum[..., -1:] - a_cum)  # [b, h, c, l]
+    chunk_states = torch.einsum("bclhn,bhcl,bclhp->bchpn", B, decay_to_end, x_dt)  # [b, c, h, p, n]
+    # 3. the state entering each chunk: earlier chunks' states decayed across the chunks between
+    chunk_states = torch.cat([torch.zeros_like(chunk_states[:, :1]), chunk_states], dim=1)  # [b, c+1, h, p, n]
+    decay_chunks = torch.exp(segment_sums(F.pad(a_cum[..., -1], (1, 0))))  # [b, h, c+1, c+1]
+    entering = torch.einsum("bhzc,bchpn->bzhpn", decay_chunks, chunk_states)[:, :-1]  # [b, c, h, p, n]
+    # 4. the entering state's contribution inside each chunk
+    y_off = torch.einsum("bclhn,bchpn,bhcl->bclhp", C, entering, torch.exp(a_cum))  # [b, c, l, h, p]
+    y = (y_diag + y_off).reshape(x.size(0), -1, *x.shape[2:])[:, :seq]  # [b, s, h, p]
+    return y + x * D.float()[:, None]
+
+
+class GatedGroupRMSNorm(nn.Module):
+    """Mamba2's gated norm: ``weight * g / rms_group(g)`` with ``g = y * silu(z)``, RMS over groups of channels.
+
+    ``shard`` splits the ``d_inner`` channels over TP by heads. With at least as many groups as TP ranks
+    each rank normalises its own groups; with fewer, a group spans ``tp / groups`` ranks and its sum of
+    squares is summed over them (one all-reduce of a per-group buffer, forward and backward).
+    """
+
+    def __init__(self, d_inner: int, groups: int, eps: float, shard: TPShard, group: Group,
+                 dtype: Optional[torch.dtype] = None) -> None:
+        super().__init__()
+        tp = group.size
+        self.eps, self.group, self.groups, self.group_size = eps, group, groups, d_inner // groups
+        self.local_groups = max(groups // tp, 1)
+        self.weight = mark_param(nn.Parameter(torch.empty(shard.local_size(tp), dtype=dtype)), init="ones",
+                                 tp_shard=shard)
+
+    def forward(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        # y, z [..., d_inner/tp]
+        dtype = y.dtype
+        gated = y.float() * F.silu(z.float())
+        grouped = gated.view(*gated.shape[:-1], self.local_groups, -1)  # [..., local groups, channels]
+        squares = grouped.pow(2).sum(-1, keepdim=True)  # [..., local groups, 1]
+        if self.groups < self.group.size:  # this rank holds part of one group: sum it over the ranks sharing it
+            mine = self.group.rank * self.groups // self.group.size
+            slot = F.one_hot(torch.tensor(mine, device=y.device), self.groups).to(squares.dtype)  # [groups]
+            slots = sum_partials_over_tensor_model_parallel_region(squares[..., 0] * slot, self.group)  # [..., groups]
+            squares = slots[..., mine:mine + 1, None]  # [..., 1, 1] the whole group's sum
+        normed = grouped * torch.rsqrt(squares / self.group_size + self.eps)
+        return self.weight * normed.view_as(gated).to(dtype)
+
+
+def _vector(size: int, shard: TPShard, tp: int, init: str, dtype: Optional[torch.dtype],
+            *extra_dims: int) -> nn.Parameter:
+    """A TP-split parameter of local shape ``[local, *extra_dims]`` (A_log, D, dt_bias)."""
+    return mark_param(nn.Parameter(torch.empty(shard.local_size(tp), *extra_dims, dtype=dtype)), init=init,
+                      tp_shard=shard)
+
+
+class MambaMixer(nn.Module):
+    """The Mamba (``mamba_version`` 1) or Mamba2 (2) mixer; ``[s, b, h]`` in and out (``[s/tp, b, h]`` under SP)."""
+
+    def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
+        super().__init__()
+        self.config, self.group = config, state.tp_group
+        tp, dtype, inner = self.group.size, config.params_dtype, config.mamba_d_inner
+        self.local_inner = inner // tp
+        if config.mamba_version == 1:
+            channels = Segment(inner)
+            in_segments, conv_segments = (channels, channels), (channels,)  # in_proj [x; z]
+        else:
+            heads = Segment(config.mamba_num_heads, config.mamba_head_dim)
+            groups = Segment(config.mamba_num_groups, config.mamba_state_dim)
+            in_segments = (heads, heads, groups, groups, Segment(config.mamba_num_heads))  # [z; x; B; C; dt]
+            conv_segments = (heads, groups, groups)  # [x; B; C]
+        self.in_proj = ColumnParallelLinear(
+            config.hidden_size, sum(seg.size for seg in in_segments), group=self.group,
+            bias=config.add_bias_linear, sequence_parallel=config.sequence_parallel, segments=in_segments,
+            dtype=dtype)
+        self.in_split = [seg.local_units(tp) * seg.unit_size for seg in in_segments]
+        conv_shard = TPShard(0, conv_segments)
+        self.conv_split = [seg.local_units(tp) * seg.unit_size for seg in conv_segments]
+        conv_channels = conv_shard.local_size(tp)
+        self.conv1d = nn.Conv1d(conv_channels, conv_channels, config.mamba_d_conv, groups=conv_channels,
+                                bias=config.mamba_conv_bias, dtype=dtype)
+        mark_param(self.conv1d.weight, init="normal", tp_shard=conv_shard)
+        if self.conv1d.bias is not None:
+            mark_param(self.conv1d.bias, init="zeros", tp_shard=conv_shard)
+        if config.mamba_version == 1:
+            self._build_mamba1_params(config, tp, dtype)
+        else:
+            self._build_mamba2_params(config, tp, dtype)
+        out_segment = (Segment(inner),) if config.mamba_version == 1 else (in_segments[0],)
+        self.out_proj = RowParallelLinear(inner, config.hidden_size, group=self.group, bias=config.add_bias_linear,
+                                          sequence_parallel=config.sequence_parallel, segments=out_segment,
+                                          dtype=dtype)
+
+    def _build_mamba1_params(self, config: TransformerConfig, tp: int, dtype: Optional[torch.dtype]) -> None:
+        channels = TPShard.even(0, config.mamba_d_inner)
+        rank, state_dim = config.mamba_dt_rank_or_default, config.mamba_state_dim
+        self.x_proj = nn.Linear(self.local_inner, rank + 2 * state_dim, bias=False, dtype=dtype)  # [r+2n, d/tp]
+        mark_param(self.x_proj.weight, init="normal", tp_shard=TPShard.even(1, config.mamba_d_inner))
+        self.dt_proj = nn.Linear(rank, self.local_inner, bias=True, dtype=dtype)  # [d/tp, r]
+        mark_param(self.dt_proj.weight, init="normal", tp_shard=channels)
+        mark_param(self.dt_proj.bias, init="zeros", tp_shard=channels)
+        self.A_log = _vector(config.mamba_d_inner, channels, tp, "zeros", dtype, state_dim)  # [d/tp, n]
+        self.D = _vector(config.mamba_d_inner, channels, tp, "ones", dtype)  # [d/tp]
+
+    def _build_mamba2_params(self, config: TransformerConfig, tp: int, dtype: Optional[torch.dtype]) -> None:
+        heads = TPShard.even(0, config.mamba_num_heads)
+        self.dt_bias = _vector(config.mamba_num_heads, heads, tp, "zeros", dtype)  # [h/tp]
+        self.A_log = _vector(config.mamba_num_heads, heads, tp, "zeros", dtype)  # [h/tp]
+        self.D = _vector(config.mamba_num_heads, heads, tp, "ones", dtype)  # [h/tp]
+        norm_shard = TPShard(0, (Segment(config.mamba_num_heads, config.mamba_head_dim),))
+        self.norm = GatedGroupRMSNorm(config.mamba_d_inner, config.mamba_num_groups, config.norm_epsilon,
+                                      norm_shard, self.group, dtype=dtype)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
+        projected = self.in_proj(hidden).transpose(0, 1)  # [b, s, in/tp] over the full sequence
+        if self.config.mamba_version == 1:
+            y = self._mamba1(projected)
+        else:
+            y = self._mamba2(projected)
+        return self.out_proj(y.transpose(0, 1))  # [s, b, h] ([s/tp, b, h] under SP)
+
+    def _conv(self, x: torch.Tensor) -> torch.Tensor:
+        return F.silu(causal_depthwise_conv(x, self.conv1d.weight, self.conv1d.bias))  # [b, s, c]
+
+    def _dt(self, dt: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """softplus(dt + bias) in fp32, clamped to ``--mamba-dt-limit-min/max``."""
+        cfg = self.config
+        dt = F.softplus(dt.float() + bias.float())
+        if cfg.mamba_dt_limit_min > 0.0 or cfg.mamba_dt_limit_max is not None:
+            dt = dt.clamp(min=cfg.mamba_dt_limit_min, max=cfg.mamba_dt_limit_max)
+        return dt
+
+    def _mamba1(self, projected: torch.Tensor) -> torch.Tensor:
+        cfg = self.config
+        x, z = projected.split(self.in_split, dim=-1)  # [b, s, d/tp] each
+        x = self._conv(x)
+        # every rank's channels contribute to dt, B and C: sum the partial products over TP
+        dt_b_c = sum_partials_over_tensor_model_parallel_region(linear(x, self.x_proj.weight), self.group)
+        rank, state_dim = cfg.mamba_dt_rank_or_default, cfg.mamba_state_dim
+        dt, B, C = dt_b_c.split([rank, state_dim, state_dim], dim=-1)  # [b, s, r], [b, s, n], [b, s, n]
+        if cfg.mamba_mixer_rms_eps is not None:  # FalconMamba
+            dt, B, C = (weightless_rms_norm(t, cfg.mamba_mixer_rms_eps) for t in (dt, B, C))
+        dt = self._dt(linear(dt, self.dt_proj.weight), self.dt_proj.bias)  # [b, s, d/tp]
+        A = -torch.exp(self.A_log.float())  # [d/tp, n]
+        y = selective_scan(x, dt, A, B, C, self.D)  # [b, s, d/tp]
+        return (y * F.silu(z.float())).to(projected.dtype)
+
+    def _mamba2(self, projected: torch.Tensor) -> torch.Tensor:
+        cfg = self.config
+        z, xbc, dt = projected.split([self.in_split[0], sum(self.in_split[1:4]), self.in_split[4]], dim=-1)
+        x, B, C = self._conv(xbc).split(self.conv_split, dim=-1)  # [b, s, d/tp], [b, s, g_local * n] x 2
+        batch, seq = x.shape[:2]
+        heads = dt.size(-1)
+        per_group = heads // (B.size(-1) // cfg.mamba_state_dim)  # this rank's heads per local group
+        B, C = (t.reshape(batch, seq, -1, cfg.mamba_state_dim).repeat_interleave(per_group, dim=2) for t in (B, C))
+        y = ssd_chunked_scan(x.reshape(batch, seq, heads, cfg.mamba_head_dim), self._dt(dt, self.dt_bias),
+                             -torch.exp(self.A_log.float()), B, C, self.D, cfg.mamba_chunk_size)  # [b, s, h/tp, p]
+        return self.norm(y.reshape(batch, seq, -1), z).to(projected.dtype)  # [b, s, d/tp]
+
