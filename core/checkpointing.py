@@ -14,9 +14,12 @@ Loading uses ``torch.load(weights_only=True)``.
 from __future__ import annotations
 
 import argparse
+import collections
 import io
 import os
+import pickle
 import re
+import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -85,6 +88,94 @@ def atomic_save(obj: Any, path: str) -> None:
     tmp = path + ".tmp"
     torch.save(obj, tmp)
     os.replace(tmp, path)
+
+
+class StoredTensor:
+    """A tensor already written into a :class:`StreamingCheckpoint`: its record key, dtype and shape."""
+
+    def __init__(self, key: str, dtype: torch.dtype, shape: Tuple[int, ...]) -> None:
+        self.key, self.dtype, self.shape = key, dtype, shape
+
+
+class _StoredStorage:
+    def __init__(self, stored: StoredTensor) -> None:
+        self.stored = stored
+
+
+class _StreamingPickler(pickle.Pickler):
+    """Pickles :class:`StoredTensor` s as ``torch.save`` pickles tensors (``_rebuild_tensor_v2`` of a
+    persistent ``("storage", <Dtype>Storage, key, "cpu", numel)``), so ``torch.load`` rebuilds them."""
+
+    def persistent_id(self, obj: Any) -> Any:
+        if isinstance(obj, _StoredStorage):
+            stored = obj.stored
+            storage_type = getattr(torch, torch.storage._dtype_to_storage_type_map()[stored.dtype])
+            return ("storage", storage_type, stored.key, "cpu", _numel(stored.shape))
+        return None
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, StoredTensor):
+            shape = torch.Size(obj.shape)
+            stride = torch.empty(0).new_empty_strided(shape, _contiguous_strides(obj.shape), device="meta").stride()
+            return torch._utils._rebuild_tensor_v2, (_StoredStorage(obj), 0, shape, stride, False,
+                                                     collections.OrderedDict())
+        return NotImplemented
+
+
+def _numel(shape: Sequence[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
+
+
+def _contiguous_strides(shape: Sequence[int]) -> Tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+class StreamingCheckpoint:
+    """A ``torch.save``-compatible file written one tensor at a time (memory: one tensor, not the file).
+
+    ``add(tensor)`` writes the tensor's bytes as the zip record ``data/<key>`` at once and returns a
+    :class:`StoredTensor` to put in the object; ``close(obj)`` pickles ``obj`` (``data.pkl``, written
+    last: ``torch.load`` finds records by name) and renames the temporary file to ``path``, as
+    :func:`atomic_save`. ``torch.load`` (also ``weights_only`` and ``mmap``) reads it like any
+    ``torch.save`` file.
+    """
+
+    def __init__(self, path: str) -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.path, self.tmp = path, path + ".tmp"
+        self._opener = torch.serialization._open_zipfile_writer(self.tmp)
+        self._zip = self._opener.__enter__()
+        self._count = 0
+
+    def add(self, tensor: torch.Tensor) -> StoredTensor:
+        tensor = tensor.detach().contiguous()
+        storage = tensor.untyped_storage()
+        if tensor.storage_offset() or storage.nbytes() != tensor.nbytes:  # a view: its own bytes only
+            tensor = tensor.clone()
+            storage = tensor.untyped_storage()
+        key = str(self._count)
+        self._count += 1
+        self._zip.write_record(f"data/{key}", storage, tensor.nbytes)
+        return StoredTensor(key, tensor.dtype, tuple(tensor.shape))
+
+    def close(self, obj: Any) -> None:
+        buffer = io.BytesIO()
+        _StreamingPickler(buffer, protocol=torch.serialization.DEFAULT_PROTOCOL).dump(obj)
+        data = buffer.getvalue()
+        self._zip.write_record("data.pkl", data, len(data))
+        self._zip.write_record(".format_version", "1", len("1"))
+        alignment = str(torch.serialization._get_storage_alignment())
+        self._zip.write_record(".storage_alignment", alignment, len(alignment))
+        self._zip.write_record("byteorder", sys.byteorder, len(sys.byteorder))
+        self._opener.__exit__(None, None, None)
+        os.replace(self.tmp, self.path)
 
 
 def load_file(path: str) -> Dict[str, Any]:

@@ -335,3 +335,28 @@ def test_parse_size() -> None:
     assert parse_size("2GiB") == 2 * 2**30
     assert parse_size("100KB") == 100_000
     assert parse_size("1234") == 1234
+
+
+def test_streaming_checkpoint_loads_like_torch_save(tmp_path) -> None:
+    """Tensors written one at a time (views, bf16, one tensor in two places) load back equal, with
+    ``weights_only`` and with ``mmap``; the file appears only when closed."""
+    import argparse
+
+    from core.checkpointing import StreamingCheckpoint
+
+    path = str(tmp_path / "mp_rank_00" / "model_optim_rng.pt")
+    writer = StreamingCheckpoint(path)
+    base = torch.arange(24, dtype=torch.float32)
+    tensors = {"view": base[5:17].reshape(3, 4), "bf16": torch.randn(4, 6).to(torch.bfloat16),
+               "column": torch.randn(6, 4).t(), "empty": torch.zeros(0, 3)}
+    stored = {name: writer.add(tensor) for name, tensor in tensors.items()}
+    assert not os.path.exists(path)
+    writer.close({"model": stored, "model_again": {"view": stored["view"]}, "args": argparse.Namespace(tp=2),
+                  "checkpoint_version": 3.0})
+    for mmap in (False, True):
+        loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+        for name, tensor in tensors.items():
+            assert loaded["model"][name].dtype == tensor.dtype and torch.equal(loaded["model"][name], tensor), name
+        assert torch.equal(loaded["model_again"]["view"], tensors["view"])
+        assert loaded["args"].tp == 2 and loaded["checkpoint_version"] == 3.0
+    assert os.listdir(os.path.dirname(path)) == ["model_optim_rng.pt"]
