@@ -171,6 +171,9 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--embed-layernorm", action="store_true", help="a norm on the word embeddings (Bloom)")
     group.add_argument("--full-attention-layers", type=int, nargs="*", default=None,
                        help="with --sliding-window: global layer numbers (from 0) that attend fully (GPT-Neo)")
+    group.add_argument("--dense-bias-layers", type=int, nargs="*", default=None,
+                       help="global layer numbers (from 0) whose attention output projection alone has a bias "
+                            "(GPT-NeoX-Japanese: the last layer)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -996,6 +999,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             parallel_residual_shared_norm=args.parallel_residual_shared_norm,
             embed_layernorm=args.embed_layernorm,
             full_attention_layers=tuple(args.full_attention_layers or ()),
+            dense_bias_layers=tuple(args.dense_bias_layers or ()),
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

@@ -52,6 +52,9 @@ BAD: List[tuple] = [
     (dict(sliding_window=4, full_attention_layers=(0, 3)), ["--sliding-window", "4", "--full-attention-layers", "0", "3"],
      "--full-attention-layers [3] out of range [0, 2)"),
     (dict(full_attention_layers=(1,)), ["--full-attention-layers", "1"], "--full-attention-layers needs --sliding-window"),
+    (dict(dense_bias_layers=(2,)), ["--dense-bias-layers", "2"], "--dense-bias-layers [2] out of range [0, 2)"),
+    (dict(dense_bias_layers=(1,), add_dense_bias=True), ["--dense-bias-layers", "1", "--add-dense-bias"],
+     "--dense-bias-layers has no effect when every layer's attention output has a bias"),
 ]
 
 
