@@ -188,6 +188,9 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--mamba-dt-limit-max", type=float, default=None, help="Mamba2: clamp dt above (default none)")
     group.add_argument("--mamba-mixer-rms-eps", type=float, default=None,
                        help="Mamba1: weightless RMS norms on dt, B and C with this eps (FalconMamba)")
+    group.add_argument("--dense-bias-layers", type=int, nargs="*", default=None,
+                       help="global layer numbers (from 0) whose attention output projection alone has a bias "
+                            "(GPT-NeoX-Japanese: the last layer)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -1027,6 +1030,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             mamba_dt_limit_min=args.mamba_dt_limit_min,
             mamba_dt_limit_max=args.mamba_dt_limit_max,
             mamba_mixer_rms_eps=args.mamba_mixer_rms_eps,
+            dense_bias_layers=tuple(args.dense_bias_layers or ()),
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

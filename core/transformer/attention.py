@@ -78,7 +78,8 @@ class SelfAttention(nn.Module):
             bias=config.add_bias_linear or config.add_qkv_bias, sequence_parallel=config.sequence_parallel,
             segments=qkv_segments, dtype=config.params_dtype)
         self.linear_proj = RowParallelLinear(
-            heads * hn, config.hidden_size, group=tp_group, bias=config.add_bias_linear or config.add_dense_bias,
+            heads * hn, config.hidden_size, group=tp_group, bias=config.add_bias_linear or config.add_dense_bias
+            or layer_number in config.dense_bias_layers,
             sequence_parallel=config.sequence_parallel, segments=(Segment(heads, hn),), dtype=config.params_dtype)
         self.window = config.layer_window(layer_number)
         self.use_rope = layer_number not in config.no_rope_layers  # NoPE layers (SmolLM3)

@@ -134,6 +134,9 @@ class TransformerConfig:
     mamba_dt_limit_min: float = 0.0
     mamba_dt_limit_max: Optional[float] = None
     mamba_mixer_rms_eps: Optional[float] = None
+    # the global layers whose attention output projection has a bias, the others have none (GPT-NeoX-Japanese:
+    # the last layer) [--dense-bias-layers]
+    dense_bias_layers: Tuple[int, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -145,6 +148,7 @@ class TransformerConfig:
         self.noop_layers = tuple(sorted(self.noop_layers))
         self.no_rope_layers = tuple(sorted(self.no_rope_layers))
         self.full_attention_layers = tuple(sorted(self.full_attention_layers))
+        self.dense_bias_layers = tuple(sorted(self.dense_bias_layers))
         self.validate()
 
     def validate(self) -> None:
@@ -290,6 +294,17 @@ class TransformerConfig:
             if self.sliding_window is None or self.sliding_window_pattern is not None:
                 raise ValueError("--full-attention-layers needs --sliding-window and excludes "
                                  "--sliding-window-pattern (two ways to say which layers attend fully)")
+        self._validate_dense_bias_layers()
+
+    def _validate_dense_bias_layers(self) -> None:
+        if not self.dense_bias_layers:
+            return
+        bad = [i for i in self.dense_bias_layers if not 0 <= i < self.num_layers]
+        if bad:
+            raise ValueError(f"--dense-bias-layers {bad} out of range [0, {self.num_layers}) of --num-layers")
+        if self.add_bias_linear or self.add_dense_bias:
+            raise ValueError("--dense-bias-layers has no effect when every layer's attention output has a bias "
+                             "(--add-bias-linear or --add-dense-bias); drop one")
 
     @property
     def has_attention_layers(self) -> bool:
@@ -370,6 +385,7 @@ class TransformerConfig:
         result["noop_layers"] = list(self.noop_layers)
         result["no_rope_layers"] = list(self.no_rope_layers)
         result["full_attention_layers"] = list(self.full_attention_layers)
+        result["dense_bias_layers"] = list(self.dense_bias_layers)
         return result
 
     @classmethod
@@ -381,4 +397,5 @@ class TransformerConfig:
         kwargs["noop_layers"] = tuple(kwargs.get("noop_layers", ()))
         kwargs["no_rope_layers"] = tuple(kwargs.get("no_rope_layers", ()))
         kwargs["full_attention_layers"] = tuple(kwargs.get("full_attention_layers", ()))
+        kwargs["dense_bias_layers"] = tuple(kwargs.get("dense_bias_layers", ()))
         return cls(**kwargs)

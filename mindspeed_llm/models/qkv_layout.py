@@ -32,3 +32,25 @@ def ours_to_interleaved(tensor: torch.Tensor, heads: int, groups: int, head_dim:
     grouped = torch.cat([q.reshape(groups, per_group, head_dim, *rest), k.reshape(groups, 1, head_dim, *rest),
                          v.reshape(groups, 1, head_dim, *rest)], dim=1)  # [g, q/g + 2, hn, ...]
     return grouped.reshape(tensor.shape).contiguous()
+
+
+def blocked_to_ours(tensor: torch.Tensor, blocks: int, order: str = "qvk") -> torch.Tensor:
+    """CodeGen's fused rows -> ``[Q; K; V]`` rows (multi-head attention, same shape).
+
+    CodeGen stores ``blocks`` (its ``mp_num``, 4) blocks of rows, each holding a
+    slice of ``rows / (3 blocks)`` rows of every projection in ``order`` (q, v, k);
+    a projection is the concatenation of its slices over the blocks.
+    """
+    width = tensor.shape[0] // (3 * blocks)
+    parts = tensor.reshape(blocks, 3, width, *tensor.shape[1:])  # [blocks, 3, rows/(3 blocks), ...]
+    by_name = {name: parts[:, index].reshape(blocks * width, *tensor.shape[1:]) for index, name in enumerate(order)}
+    return torch.cat([by_name["q"], by_name["k"], by_name["v"]], dim=0)
+
+
+def ours_to_blocked(tensor: torch.Tensor, blocks: int, order: str = "qvk") -> torch.Tensor:
+    """``[Q; K; V]`` rows -> CodeGen's blocked rows (inverse of :func:`blocked_to_ours`)."""
+    rows = tensor.shape[0] // 3
+    width = rows // blocks
+    q, k, v = (part.reshape(blocks, width, *tensor.shape[1:]) for part in tensor.split(rows, dim=0))
+    by_name = {"q": q, "k": k, "v": v}
+    return torch.stack([by_name[name] for name in order], dim=1).reshape(tensor.shape).contiguous()

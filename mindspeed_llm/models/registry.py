@@ -42,7 +42,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from core.transformer.config import TransformerConfig
-from mindspeed_llm.models.qkv_layout import interleaved_to_ours, ours_to_interleaved
+from mindspeed_llm.models.qkv_layout import (blocked_to_ours, interleaved_to_ours, ours_to_blocked,
+                                             ours_to_interleaved)
 
 
 class RegistryError(ValueError):
@@ -122,6 +123,17 @@ def _qkv_interleaved_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[tor
     return [ours_to_interleaved(tensor, *_qkv_shape(ctx))]
 
 
+CODEGEN_QKV_BLOCKS = 4  # CodeGen's mp_num: fixed in its modeling code, not a config key
+
+
+def _qkv_codegen_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    return blocked_to_ours(tensors[0], CODEGEN_QKV_BLOCKS)  # mp_num blocks of [q, v, k] slices -> [Q; K; V]
+
+
+def _qkv_codegen_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    return [ours_to_blocked(tensor, CODEGEN_QKV_BLOCKS)]
+
+
 # name -> (HF tensors -> ours, ours -> HF tensors)
 TRANSFORMS: Dict[str, Tuple[Callable[..., torch.Tensor], Callable[..., List[torch.Tensor]]]] = {
     "copy": (_copy_to_ours, _copy_to_hf),
@@ -129,6 +141,8 @@ TRANSFORMS: Dict[str, Tuple[Callable[..., torch.Tensor], Callable[..., List[torc
     "vocab": (_vocab_to_ours, _vocab_to_hf),
     # one fused tensor, interleaved per KV group (GPT-NeoX, Bloom, Falcon; mindspeed_llm/models/qkv_layout.py)
     "qkv_interleaved": (_qkv_interleaved_to_ours, _qkv_interleaved_to_hf),
+    # CodeGen's fused qkv_proj: mp_num blocks, each with a slice of q, v and k (qkv_layout.blocked_to_ours)
+    "qkv_codegen": (_qkv_codegen_to_ours, _qkv_codegen_to_hf),
 }
 
 
@@ -186,7 +200,8 @@ PHI3_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"self_attention.linear_qkv.weight": "sel
                                         "mlp.linear_fc1.weight": "mlp.gate_up_proj.weight"})
 
 # HF tensors that carry no weights (old checkpoints store the RoPE buffer).
-IGNORED_HF_TENSORS = (re.compile(r".*rotary_emb\.inv_freq$"),)
+# Old GPT-NeoX/GPT-J checkpoints also store their causal-mask buffers (attention.bias, attn.masked_bias).
+IGNORED_HF_TENSORS = (re.compile(r".*rotary_emb\.inv_freq$"), re.compile(r".*\.(attention|attn)\.(bias|masked_bias)$"))
 
 
 def find_rule(rules: Sequence[WeightRule], name: str) -> Tuple[WeightRule, Tuple[str, ...]]:
@@ -620,6 +635,12 @@ class Family:
     preserved_keys: Tuple[str, ...] = ()  # HF keys our config does not model, kept for the inverse
     # HF key that switches sliding-window attention on ("" when ``sliding_window`` alone does)
     sliding_window_switch: str = ""
+    # the weight map of a config, when HF names a tensor by the variant (Falcon's norms); else ``weights``
+    weights_for: Optional[Callable[[TransformerConfig], Tuple[WeightRule, ...]]] = None
+
+    def rules(self, cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
+        """The weight map of the model built from ``cfg``."""
+        return self.weights_for(cfg) if self.weights_for is not None else self.weights
 
     def to_config(self, hf: Dict[str, Any]) -> Dict[str, Any]:
         """:class:`TransformerConfig` kwargs from an HF ``config.json`` dict."""

@@ -77,6 +77,9 @@ BAD: List[tuple] = [
           mamba_dt_limit_max=0.1),
      ["--hybrid-override-pattern", "MM", "--position-embedding-type", "none", "--mamba-dt-limit-min", "0.5",
       "--mamba-dt-limit-max", "0.1"], "--mamba-dt-limit-min 0.5 must be >= 0 and below --mamba-dt-limit-max 0.1"),
+    (dict(dense_bias_layers=(2,)), ["--dense-bias-layers", "2"], "--dense-bias-layers [2] out of range [0, 2)"),
+    (dict(dense_bias_layers=(1,), add_dense_bias=True), ["--dense-bias-layers", "1", "--add-dense-bias"],
+     "--dense-bias-layers has no effect when every layer's attention output has a bias"),
 ]
 
 
