@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 
 NORMALIZATIONS = ("RMSNorm", "LayerNorm")
-POSITION_EMBEDDINGS = ("rope", "none")
+POSITION_EMBEDDINGS = ("rope", "none", "alibi")
 ROPE_SCALINGS = (None, "linear", "llama3")
 
 
@@ -109,6 +109,10 @@ class TransformerConfig:
     embed_layernorm: bool = False  # a norm on the word embeddings (Bloom; MindSpeed's flag) [--embed-layernorm]
     # with --sliding-window: the global layers that attend fully, any pattern (GPT-Neo, Cohere2) [--full-attention-layers]
     full_attention_layers: Tuple[int, ...] = field(default_factory=tuple)
+    # with --position-embedding-type alibi (Bloom, MPT): head i of n (n rounded up to a power of 2) adds
+    # slope 2 ** (-alibi_bias_max * i / n) times the key position to its scores (MPT's alibi_bias_max)
+    # [--alibi-bias-max]
+    alibi_bias_max: float = 8.0
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -182,6 +186,7 @@ class TransformerConfig:
                 raise ValueError(f"--sliding-window-pattern {self.sliding_window_pattern} needs --sliding-window "
                                  "and must be at least 1")
         self._validate_layer_shapes()
+        self._validate_alibi()
         if self.qk_layernorm_full_width and not (self.qk_layernorm and self.normalization == "RMSNorm"):
             raise ValueError("--qk-layernorm-full-width needs --qk-layernorm and --normalization RMSNorm")
         if not 0.0 < self.rotary_percent <= 1.0 or self.rotary_dim % 2:
@@ -213,6 +218,23 @@ class TransformerConfig:
             if self.sliding_window is None or self.sliding_window_pattern is not None:
                 raise ValueError("--full-attention-layers needs --sliding-window and excludes "
                                  "--sliding-window-pattern (two ways to say which layers attend fully)")
+
+    def _validate_alibi(self) -> None:
+        """ALiBi replaces RoPE: RoPE settings with it, or its bias size without it, would be ignored."""
+        if self.position_embedding_type != "alibi":
+            if self.alibi_bias_max != 8.0:
+                raise ValueError(f"--alibi-bias-max {self.alibi_bias_max} needs --position-embedding-type alibi")
+            return
+        if self.alibi_bias_max <= 0:
+            raise ValueError(f"--alibi-bias-max {self.alibi_bias_max} must be positive")
+        rope = [flag for flag, on in (
+            ("--rope-scaling-type", self.rope_scaling_type is not None),
+            ("--rotary-base", self.rotary_base != 10000.0), ("--rotary-percent", self.rotary_percent != 1.0),
+            ("--rope-interleaved", self.rope_interleaved), ("--local-rotary-base", self.local_rotary_base is not None),
+            ("--no-rope-layers", bool(self.no_rope_layers))) if on]
+        if rope:
+            raise ValueError(f"--position-embedding-type alibi has no rotary embedding for {', '.join(rope)}; "
+                             "drop them or use --position-embedding-type rope")
 
     @property
     def gated_linear_unit(self) -> bool:

@@ -52,6 +52,16 @@ BAD: List[tuple] = [
     (dict(sliding_window=4, full_attention_layers=(0, 3)), ["--sliding-window", "4", "--full-attention-layers", "0", "3"],
      "--full-attention-layers [3] out of range [0, 2)"),
     (dict(full_attention_layers=(1,)), ["--full-attention-layers", "1"], "--full-attention-layers needs --sliding-window"),
+    (dict(position_embedding_type="alibi", rope_scaling_type="linear", rope_scaling_factor=2.0),
+     ["--position-embedding-type", "alibi", "--rope-scaling-type", "linear", "--rope-scaling-factor", "2"],
+     "--position-embedding-type alibi has no rotary embedding for --rope-scaling-type"),
+    (dict(position_embedding_type="alibi", rotary_percent=0.5, rotary_base=500.0),
+     ["--position-embedding-type", "alibi", "--rotary-percent", "0.5", "--rotary-base", "500"],
+     "--position-embedding-type alibi has no rotary embedding for --rotary-base, --rotary-percent"),
+    (dict(alibi_bias_max=4.0), ["--alibi-bias-max", "4"], "--alibi-bias-max 4.0 needs --position-embedding-type alibi"),
+    (dict(position_embedding_type="alibi", alibi_bias_max=0.0), ["--position-embedding-type", "alibi",
+                                                                  "--alibi-bias-max", "0"],
+     "--alibi-bias-max 0.0 must be positive"),
 ]
 
 
