@@ -96,7 +96,10 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seq-length", type=int, default=None)
     group.add_argument("--max-position-embeddings", type=int, default=None,
                        help="default --seq-length")
-    group.add_argument("--position-embedding-type", choices=("rope", "none"), default="rope")
+    group.add_argument("--position-embedding-type", choices=("rope", "none", "alibi"), default="rope",
+                       help="alibi: linear attention biases per head instead of RoPE (Bloom, MPT)")
+    group.add_argument("--alibi-bias-max", type=float, default=8.0,
+                       help="with --position-embedding-type alibi: slopes 2^(-value * i / heads) (MPT's alibi_bias_max)")
     group.add_argument("--rotary-base", type=float, default=10000.0)
     group.add_argument("--sliding-window", type=int, default=None,
                        help="attend to at most this many tokens (the current one included), as Mistral")
@@ -1031,6 +1034,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             mamba_dt_limit_max=args.mamba_dt_limit_max,
             mamba_mixer_rms_eps=args.mamba_mixer_rms_eps,
             dense_bias_layers=tuple(args.dense_bias_layers or ()),
+            alibi_bias_max=args.alibi_bias_max,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

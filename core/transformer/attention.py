@@ -9,7 +9,8 @@ attention-logit softcapping (Gemma2) takes an explicit path with the same
 masking. Optional per-head q/k norms (``--qk-layernorm``) act before RoPE;
 their weights are shared by all heads, so their gradient is a partial sum
 over TP ranks. A layer's sliding window comes from ``config.layer_window``; layers in
-``config.no_rope_layers`` skip RoPE.
+``config.no_rope_layers`` skip RoPE. With ``--position-embedding-type alibi`` the mask is an additive float
+one carrying each local head's ALiBi bias (``core/transformer/alibi.py``).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment
 from core.tensor_parallel.random import get_rng_tracker
+from core.transformer.alibi import alibi_attention_mask
 from core.transformer.config import TransformerConfig
 from core.transformer.norms import TensorParallelRMSNorm, build_norm
 from core.transformer.rope import apply_rotary, layer_rotary
@@ -51,10 +53,13 @@ def causal_mask(seq_len: int, window: Optional[int], device: torch.device) -> to
 
 def softcapped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float,
                          softcap: float, dropout: float) -> torch.Tensor:
-    """``softmax(cap * tanh(q k^T * scale / cap) masked) v`` (softmax in fp32); q/k/v ``[b, n, s, hn]``."""
+    """``softmax(cap * tanh(q k^T * scale / cap) masked) v`` (softmax in fp32); q/k/v ``[b, n, s, hn]``.
+
+    ``mask``: boolean (True = attend), or additive float (ALiBi bias, ``-inf`` = masked) added after the cap.
+    """
     scores = torch.matmul(q, k.transpose(-1, -2)) * scale  # [b, n, s, s]
     scores = torch.tanh(scores / softcap) * softcap
-    scores = scores.masked_fill(~mask, float("-inf"))
+    scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
     probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
     if dropout > 0:
         probs = F.dropout(probs, dropout, training=True)
@@ -82,6 +87,7 @@ class SelfAttention(nn.Module):
             or layer_number in config.dense_bias_layers,
             sequence_parallel=config.sequence_parallel, segments=(Segment(heads, hn),), dtype=config.params_dtype)
         self.window = config.layer_window(layer_number)
+        self.first_head = tp_group.rank * self.local_heads  # global number of this rank's first query head
         self.use_rope = layer_number not in config.no_rope_layers  # NoPE layers (SmolLM3)
         self.q_layernorm = self.k_layernorm = None
         if config.qk_layernorm_full_width:  # one weight per q/k channel, split over TP with the heads
@@ -135,13 +141,20 @@ class SelfAttention(nn.Module):
         dropout = cfg.attention_dropout if self.training else 0.0
         # heads differ per TP rank, so does their dropout
         with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():
+            alibi = self._alibi_mask(s, q) if cfg.position_embedding_type == "alibi" else None
             if cfg.attn_logit_softcapping is not None:
                 scale = cfg.attention_scale if cfg.attention_scale is not None else hn ** -0.5
-                out = softcapped_attention(q, k, v, causal_mask(s, self.window, q.device), scale,
-                                           cfg.attn_logit_softcapping, dropout)
+                mask = alibi if alibi is not None else causal_mask(s, self.window, q.device)
+                out = softcapped_attention(q, k, v, mask, scale, cfg.attn_logit_softcapping, dropout)
             else:
-                mask = sliding_window_mask(s, self.window, q.device)
+                mask = alibi if alibi is not None else sliding_window_mask(s, self.window, q.device)
                 causal = dict(is_causal=True) if mask is None else dict(attn_mask=mask)
                 out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=cfg.attention_scale,
                                                      **causal)  # [b, np, s, hn]
         return out.permute(2, 0, 1, 3).reshape(s, b, nq * hn)
+
+    def _alibi_mask(self, seq_len: int, q: torch.Tensor) -> torch.Tensor:
+        """This rank's heads' ALiBi bias with the causal (and sliding-window) mask, ``[np, s, s]``."""
+        cfg = self.config
+        return alibi_attention_mask(cfg.num_attention_heads, self.first_head, self.local_heads, seq_len,
+                                    cfg.alibi_bias_max, self.window, q.device, q.dtype)

@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 
 NORMALIZATIONS = ("RMSNorm", "LayerNorm")
-POSITION_EMBEDDINGS = ("rope", "none")
+POSITION_EMBEDDINGS = ("rope", "none", "alibi")
 ROPE_SCALINGS = (None, "linear", "llama3")
 LAYER_KINDS = ("M",)  # --hybrid-override-pattern: 'M' a Mamba layer
 
@@ -137,6 +137,10 @@ class TransformerConfig:
     # the global layers whose attention output projection has a bias, the others have none (GPT-NeoX-Japanese:
     # the last layer) [--dense-bias-layers]
     dense_bias_layers: Tuple[int, ...] = field(default_factory=tuple)
+    # with --position-embedding-type alibi (Bloom, MPT): head i of n (n rounded up to a power of 2) adds
+    # slope 2 ** (-alibi_bias_max * i / n) times the key position to its scores (MPT's alibi_bias_max)
+    # [--alibi-bias-max]
+    alibi_bias_max: float = 8.0
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -263,6 +267,7 @@ class TransformerConfig:
                 raise ValueError(f"--sliding-window-pattern {self.sliding_window_pattern} needs --sliding-window "
                                  "and must be at least 1")
         self._validate_layer_shapes()
+        self._validate_alibi()
         if self.qk_layernorm_full_width and not (self.qk_layernorm and self.normalization == "RMSNorm"):
             raise ValueError("--qk-layernorm-full-width needs --qk-layernorm and --normalization RMSNorm")
         if not 0.0 < self.rotary_percent <= 1.0 or self.rotary_dim % 2:
@@ -329,6 +334,23 @@ class TransformerConfig:
     def mamba_dt_rank_or_default(self) -> int:
         """Mamba1's dt rank; ``None`` means ceil(hidden / 16), as Mamba's 'auto'."""
         return self.mamba_dt_rank if self.mamba_dt_rank is not None else math.ceil(self.hidden_size / 16)
+
+    def _validate_alibi(self) -> None:
+        """ALiBi replaces RoPE: RoPE settings with it, or its bias size without it, would be ignored."""
+        if self.position_embedding_type != "alibi":
+            if self.alibi_bias_max != 8.0:
+                raise ValueError(f"--alibi-bias-max {self.alibi_bias_max} needs --position-embedding-type alibi")
+            return
+        if self.alibi_bias_max <= 0:
+            raise ValueError(f"--alibi-bias-max {self.alibi_bias_max} must be positive")
+        rope = [flag for flag, on in (
+            ("--rope-scaling-type", self.rope_scaling_type is not None),
+            ("--rotary-base", self.rotary_base != 10000.0), ("--rotary-percent", self.rotary_percent != 1.0),
+            ("--rope-interleaved", self.rope_interleaved), ("--local-rotary-base", self.local_rotary_base is not None),
+            ("--no-rope-layers", bool(self.no_rope_layers))) if on]
+        if rope:
+            raise ValueError(f"--position-embedding-type alibi has no rotary embedding for {', '.join(rope)}; "
+                             "drop them or use --position-embedding-type rope")
 
     @property
     def gated_linear_unit(self) -> bool:

@@ -80,6 +80,16 @@ BAD: List[tuple] = [
     (dict(dense_bias_layers=(2,)), ["--dense-bias-layers", "2"], "--dense-bias-layers [2] out of range [0, 2)"),
     (dict(dense_bias_layers=(1,), add_dense_bias=True), ["--dense-bias-layers", "1", "--add-dense-bias"],
      "--dense-bias-layers has no effect when every layer's attention output has a bias"),
+    (dict(position_embedding_type="alibi", rope_scaling_type="linear", rope_scaling_factor=2.0),
+     ["--position-embedding-type", "alibi", "--rope-scaling-type", "linear", "--rope-scaling-factor", "2"],
+     "--position-embedding-type alibi has no rotary embedding for --rope-scaling-type"),
+    (dict(position_embedding_type="alibi", rotary_percent=0.5, rotary_base=500.0),
+     ["--position-embedding-type", "alibi", "--rotary-percent", "0.5", "--rotary-base", "500"],
+     "--position-embedding-type alibi has no rotary embedding for --rotary-base, --rotary-percent"),
+    (dict(alibi_bias_max=4.0), ["--alibi-bias-max", "4"], "--alibi-bias-max 4.0 needs --position-embedding-type alibi"),
+    (dict(position_embedding_type="alibi", alibi_bias_max=0.0), ["--position-embedding-type", "alibi",
+                                                                  "--alibi-bias-max", "0"],
+     "--alibi-bias-max 0.0 must be positive"),
 ]
 
 

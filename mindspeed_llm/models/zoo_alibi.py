@@ -1,0 +1,313 @@
+"""Model-zoo families: Bloom and MPT (ALiBi), Jais2, Starcoder2 and Nemotron (LayerNorm, non-gated MLPs).
+
+* Bloom: ALiBi (``--position-embedding-type alibi``), a LayerNorm on the word
+  embeddings (``--embed-layernorm``), the per-head interleaved fused
+  ``query_key_value`` (``qkv_interleaved``), LayerNorms and linears with
+  biases, Bloom's tanh GELU (``--gelu-tanh``; its constant 0.79788456 is
+  sqrt(2 / pi) to 1e-9), tied embeddings, a 4 x hidden MLP.
+* MPT: ALiBi, LayerNorms without bias (``--no-layernorm-bias``), no linear
+  biases, fused ``Wqkv`` in our ``[Q; K; V]`` row order, exact GELU,
+  ``clip_qkv`` (``--qkv-clip``), ``softmax_scale`` (``--softmax-scale``).
+  transformers' MptModel always uses ALiBi with ``alibi_bias_max`` 8, no
+  biases and a 4 x hidden MLP, whatever the config says; configs asking for
+  anything else are refused (they would not load as written).
+* Jais2, Nemotron: Llama names with a non-gated ``up_proj``/``down_proj`` MLP
+  (ReLU squared: ``--squared-relu``), LayerNorms with bias (Nemotron's scale
+  ``1 + weight``: ``--apply-layernorm-1p``, half the head dim rotated by
+  default), ``attention_bias``/``mlp_bias`` as biases by place.
+* Starcoder2: LayerNorms with bias (``norm_epsilon``), ``use_bias`` on every
+  linear, a non-gated ``c_fc``/``c_proj`` tanh-GELU MLP, an optional sliding
+  window, tied embeddings.
+
+Each ``to_hf_config`` checks that mapping its result back gives the
+architecture of the model being exported (:func:`_checked`), so a model whose
+flags the HF family cannot express is refused with the fields named.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+from core.transformer.config import TransformerConfig
+from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, Family, RegistryError, WeightRule, _common_config,
+                                           _common_hf_config, _renamed, register)
+
+# Fields that describe how a model is trained or laid out, not what it computes.
+RUNTIME_FIELDS = frozenset({
+    "tensor_model_parallel_size", "sequence_parallel", "noop_layers", "recompute_granularity", "recompute_method",
+    "recompute_num_layers", "recompute_activation_function", "attention_dropout", "hidden_dropout", "params_dtype",
+    "make_vocab_size_divisible_by", "init_method_std"})
+BIAS_FIELDS = ("add_bias_linear", "add_qkv_bias", "add_dense_bias", "add_mlp_bias")
+
+
+def _bias_places(values: Dict[str, Any]) -> Dict[str, bool]:
+    """Where the linears have biases, whichever flags say so."""
+    every = bool(values.get("add_bias_linear", True))
+    return {"qkv": every or bool(values.get("add_qkv_bias")), "dense": every or bool(values.get("add_dense_bias")),
+            "mlp": every or bool(values.get("add_mlp_bias"))}
+
+
+def _architecture(values: Dict[str, Any]) -> Dict[str, Any]:
+    """The fields of a config (dict) that change the model's math; biases as places."""
+    arch = {k: v for k, v in values.items() if k not in RUNTIME_FIELDS and k not in BIAS_FIELDS}
+    arch["bias_places"] = _bias_places(values)
+    return arch
+
+
+def _checked(name: str, to_config: Callable[[Dict[str, Any]], Dict[str, Any]],
+             hf_config: Callable[[TransformerConfig], Dict[str, Any]]) -> Callable[[TransformerConfig], Dict[str, Any]]:
+    """``hf_config`` refusing (one line, naming the fields) a model the written config would not reproduce."""
+
+    def convert(cfg: TransformerConfig) -> Dict[str, Any]:
+        out = hf_config(cfg)
+        rebuilt = TransformerConfig.from_dict({**cfg.to_dict(), **to_config(out)}).to_dict()
+        ours, theirs = _architecture(cfg.to_dict()), _architecture(rebuilt)
+        differ = sorted(k for k in ours if ours[k] != theirs[k])
+        if differ:
+            raise RegistryError(f"{name} cannot express this model's {', '.join(f'{k}={ours[k]!r}' for k in differ)} "
+                                f"(the family has {', '.join(f'{k}={theirs[k]!r}' for k in differ)})")
+        return out
+
+    return convert
+
+
+def _bias_flags(attention: bool, mlp: bool) -> Dict[str, bool]:
+    """Biases by place from HF ``attention_bias`` (q/k/v and o) and ``mlp_bias``."""
+    if attention and mlp:
+        return dict(add_bias_linear=True, add_qkv_bias=False, add_dense_bias=False, add_mlp_bias=False)
+    return dict(add_bias_linear=False, add_qkv_bias=attention, add_dense_bias=attention, add_mlp_bias=mlp)
+
+
+# HF activation of a non-gated MLP -> our flags
+PLAIN_ACTIVATIONS: Dict[str, Dict[str, bool]] = {
+    "gelu": dict(), "gelu_pytorch_tanh": dict(gelu_tanh=True), "gelu_new": dict(gelu_tanh=True),
+    "relu": dict(relu=True), "relu2": dict(squared_relu=True),
+}
+
+
+def _plain_activation(name: str, hf: Dict[str, Any], default: str) -> Dict[str, bool]:
+    act = hf.get("hidden_act") or default
+    if act not in PLAIN_ACTIVATIONS:
+        raise RegistryError(f"{name} hidden_act {act!r} is not supported (supported: {', '.join(PLAIN_ACTIVATIONS)})")
+    flags = dict(swiglu=False, geglu=False, gelu_tanh=False, relu=False, squared_relu=False)
+    return {**flags, **PLAIN_ACTIVATIONS[act]}
+
+
+def _plain_activation_to_hf(cfg: TransformerConfig) -> str:
+    if cfg.squared_relu:
+        return "relu2"
+    if cfg.relu:
+        return "relu"
+    return "gelu_pytorch_tanh" if cfg.gelu_tanh else "gelu"
+
+
+def _layer_norm_hf_config(cfg: TransformerConfig, eps_key: str) -> Dict[str, Any]:
+    """``_common_hf_config`` with a LayerNorm epsilon key and a non-gated activation."""
+    out = _common_hf_config(cfg)
+    del out["rms_norm_eps"]
+    return {**out, eps_key: cfg.norm_epsilon, "hidden_act": _plain_activation_to_hf(cfg)}
+
+
+def _prefixed(prefix: str, rules: Sequence[Tuple[str, str, str]]) -> Tuple[WeightRule, ...]:
+    """Layer rules ``(ours, HF suffix, transform)`` under ``decoder.layers.{i}.`` and ``prefix``."""
+    return tuple(WeightRule("decoder.layers.{i}." + ours, (prefix + hf,), transform) for ours, hf, transform in rules)
+
+
+# --------------------------------------------------------------------------- Bloom
+
+BLOOM_WEIGHTS: Tuple[WeightRule, ...] = (
+    WeightRule("embedding.word_embeddings.weight", ("transformer.word_embeddings.weight",), "vocab"),
+    WeightRule("embedding.embedding_layernorm.weight", ("transformer.word_embeddings_layernorm.weight",)),
+    WeightRule("embedding.embedding_layernorm.bias", ("transformer.word_embeddings_layernorm.bias",)),
+    *_prefixed("transformer.h.{i}.", [
+        ("input_layernorm.weight", "input_layernorm.weight", "copy"),
+        ("input_layernorm.bias", "input_layernorm.bias", "copy"),
+        ("self_attention.linear_qkv.weight", "self_attention.query_key_value.weight", "qkv_interleaved"),
+        ("self_attention.linear_qkv.bias", "self_attention.query_key_value.bias", "qkv_interleaved"),
+        ("self_attention.linear_proj.weight", "self_attention.dense.weight", "copy"),
+        ("self_attention.linear_proj.bias", "self_attention.dense.bias", "copy"),
+        ("pre_mlp_layernorm.weight", "post_attention_layernorm.weight", "copy"),
+        ("pre_mlp_layernorm.bias", "post_attention_layernorm.bias", "copy"),
+        ("mlp.linear_fc1.weight", "mlp.dense_h_to_4h.weight", "copy"),
+        ("mlp.linear_fc1.bias", "mlp.dense_h_to_4h.bias", "copy"),
+        ("mlp.linear_fc2.weight", "mlp.dense_4h_to_h.weight", "copy"),
+        ("mlp.linear_fc2.bias", "mlp.dense_4h_to_h.bias", "copy"),
+    ]),
+    WeightRule("decoder.final_layernorm.weight", ("transformer.ln_f.weight",)),
+    WeightRule("decoder.final_layernorm.bias", ("transformer.ln_f.bias",)),
+    WeightRule("output_layer.weight", ("lm_head.weight",), "vocab"),
+)
+
+
+def _alibi_model(hidden: int, heads: int, layers: int, vocab: int, max_positions: int) -> Dict[str, Any]:
+    """The fields Bloom and MPT share: multi-head attention, a 4 x hidden GELU MLP, ALiBi, LayerNorm."""
+    return dict(num_layers=layers, hidden_size=hidden, num_attention_heads=heads, num_query_groups=heads,
+                kv_channels=hidden // heads, ffn_hidden_size=4 * hidden, vocab_size=vocab,
+                max_position_embeddings=max_positions, normalization="LayerNorm", position_embedding_type="alibi",
+                alibi_bias_max=8.0, swiglu=False, attention_dropout=0.0, hidden_dropout=0.0,
+                make_vocab_size_divisible_by=1)
+
+
+def _bloom_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Bloom: ALiBi, an embedding LayerNorm, biases everywhere, tanh GELU, tied."""
+    if hf.get("apply_residual_connection_post_layernorm", False):
+        raise RegistryError("bloom apply_residual_connection_post_layernorm=True is not supported")
+    hidden = int(hf.get("hidden_size") or hf.get("n_embed"))
+    heads = int(hf.get("n_head") or hf["num_attention_heads"])
+    layers = int(hf.get("n_layer") or hf["num_hidden_layers"])
+    return {**_alibi_model(hidden, heads, layers, int(hf["vocab_size"]), int(hf.get("seq_length", 2048))),
+            "norm_epsilon": float(hf.get("layer_norm_epsilon", 1e-5)), "add_bias_linear": True,
+            "gelu_tanh": True, "embed_layernorm": True,
+            "untie_embeddings_and_output_weights": not hf.get("tie_word_embeddings", True),
+            "init_method_std": float(hf.get("initializer_range", 0.02))}
+
+
+def _bloom_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    return {"hidden_size": cfg.hidden_size, "n_head": cfg.num_attention_heads, "n_layer": cfg.num_layers,
+            "vocab_size": cfg.vocab_size, "seq_length": cfg.max_position_embeddings,
+            "layer_norm_epsilon": cfg.norm_epsilon, "apply_residual_connection_post_layernorm": False,
+            "tie_word_embeddings": not cfg.untie_embeddings_and_output_weights, "hidden_dropout": 0.0,
+            "attention_dropout": 0.0, "pretraining_tp": 1, "slow_but_exact": False,
+            "initializer_range": cfg.init_method_std, "use_cache": True,
+            "torch_dtype": str(cfg.params_dtype).replace("torch.", "")}
+
+
+# --------------------------------------------------------------------------- MPT
+
+MPT_WEIGHTS: Tuple[WeightRule, ...] = (
+    WeightRule("embedding.word_embeddings.weight", ("transformer.wte.weight",), "vocab"),
+    *_prefixed("transformer.blocks.{i}.", [
+        ("input_layernorm.weight", "norm_1.weight", "copy"),
+        ("self_attention.linear_qkv.weight", "attn.Wqkv.weight", "copy"),  # rows [q; k; v], as ours
+        ("self_attention.linear_proj.weight", "attn.out_proj.weight", "copy"),
+        ("pre_mlp_layernorm.weight", "norm_2.weight", "copy"),
+        ("mlp.linear_fc1.weight", "ffn.up_proj.weight", "copy"),
+        ("mlp.linear_fc2.weight", "ffn.down_proj.weight", "copy"),
+    ]),
+    WeightRule("decoder.final_layernorm.weight", ("transformer.norm_f.weight",)),
+    WeightRule("output_layer.weight", ("lm_head.weight",), "vocab"),
+)
+
+# attn_config key -> the only value transformers' MptModel computes with (it ignores the key otherwise)
+MPT_FIXED_ATTENTION = {"attn_type": "multihead_attention", "prefix_lm": False, "qk_ln": False,
+                       "attn_uses_sequence_id": False, "alibi": True, "alibi_bias_max": 8}
+MPT_FIXED = {"no_bias": True, "expansion_ratio": 4, "logit_scale": None, "embedding_fraction": 1.0}
+MPT_NORM_TYPES = ("low_precision_layernorm", "layernorm")
+
+
+def _mpt_attention_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    attn = hf.get("attn_config") or {}
+    if not isinstance(attn, dict):
+        attn = attn.to_dict()
+    for key, value in MPT_FIXED_ATTENTION.items():
+        if key in attn and attn[key] != value:
+            raise RegistryError(f"mpt attn_config.{key}={attn[key]!r} is not supported (transformers' MptModel "
+                                f"computes with {value!r})")
+    return attn
+
+
+def _mpt_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """MPT: ALiBi, LayerNorm without bias, no linear biases, exact GELU, optional q/k/v clip and softmax scale."""
+    for key, value in MPT_FIXED.items():
+        if key in hf and hf[key] != value:
+            raise RegistryError(f"mpt {key}={hf[key]!r} is not supported (transformers' MptModel computes with "
+                                f"{value!r})")
+    if hf.get("norm_type", MPT_NORM_TYPES[0]) not in MPT_NORM_TYPES:
+        raise RegistryError(f"mpt norm_type={hf['norm_type']!r} is not supported (supported: {MPT_NORM_TYPES})")
+    attn = _mpt_attention_config(hf)
+    hidden = int(hf.get("d_model") or hf["hidden_size"])
+    heads = int(hf.get("n_heads") or hf["num_attention_heads"])
+    layers = int(hf.get("n_layers") or hf["num_hidden_layers"])
+    clip, scale = attn.get("clip_qkv"), attn.get("softmax_scale")
+    return {**_alibi_model(hidden, heads, layers, int(hf["vocab_size"]), int(hf.get("max_seq_len", 2048))),
+            "norm_epsilon": float(hf.get("layer_norm_epsilon", 1e-5)), "layernorm_bias": False,
+            "add_bias_linear": False, "qkv_clip": float(clip) if clip else None,
+            "softmax_scale": float(scale) if scale is not None else None,
+            "untie_embeddings_and_output_weights": not hf.get("tie_word_embeddings", True),
+            "init_method_std": float(hf.get("initializer_range", 0.02))}
+
+
+def _mpt_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    attn = {"attn_type": "multihead_attention", "attn_pdrop": 0, "attn_impl": "torch", "clip_qkv": cfg.qkv_clip,
+            "softmax_scale": cfg.softmax_scale, "prefix_lm": False, "qk_ln": False, "attn_uses_sequence_id": False,
+            "alibi": True, "alibi_bias_max": int(cfg.alibi_bias_max)}
+    return {"d_model": cfg.hidden_size, "n_heads": cfg.num_attention_heads, "n_layers": cfg.num_layers,
+            "expansion_ratio": 4, "max_seq_len": cfg.max_position_embeddings, "vocab_size": cfg.vocab_size,
+            "layer_norm_epsilon": cfg.norm_epsilon, "no_bias": True, "learned_pos_emb": False, "attn_config": attn,
+            "logit_scale": None, "embedding_fraction": 1.0, "norm_type": "low_precision_layernorm",
+            "resid_pdrop": 0.0, "emb_pdrop": 0.0, "tie_word_embeddings": not cfg.untie_embeddings_and_output_weights,
+            "initializer_range": cfg.init_method_std, "use_cache": False,
+            "torch_dtype": str(cfg.params_dtype).replace("torch.", "")}
+
+
+# --------------------------------------------------------------------------- Jais2, Nemotron, Starcoder2
+
+PLAIN_MLP_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"mlp.linear_fc1.weight": "mlp.up_proj.weight",
+                                             "mlp.linear_fc1.bias": "mlp.up_proj.bias"})
+STARCODER2_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"mlp.linear_fc1.weight": "mlp.c_fc.weight",
+                                              "mlp.linear_fc1.bias": "mlp.c_fc.bias",
+                                              "mlp.linear_fc2.weight": "mlp.c_proj.weight",
+                                              "mlp.linear_fc2.bias": "mlp.c_proj.bias"})
+
+
+def _layer_norm_config(name: str, hf: Dict[str, Any], eps_key: str, default_act: str) -> Dict[str, Any]:
+    """Llama fields with LayerNorm (with bias) and a non-gated MLP."""
+    hf = {**hf, "hidden_act": hf.get("hidden_act") or default_act}
+    kwargs = {**_common_config({**hf, "hidden_act": "silu"}), **_plain_activation(name, hf, default_act)}
+    return {**kwargs, "normalization": "LayerNorm", "norm_epsilon": float(hf.get(eps_key, 1e-5))}
+
+
+def _jais2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Jais2: LayerNorm with bias, non-gated ReLU-squared MLP, biases by ``attention_bias``/``mlp_bias``."""
+    return {**_layer_norm_config("jais2", hf, "layer_norm_eps", "relu2"),
+            **_bias_flags(bool(hf.get("attention_bias", True)), bool(hf.get("mlp_bias", True)))}
+
+
+def _jais2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    places = _bias_places(dataclasses.asdict(cfg))
+    return {**_layer_norm_hf_config(cfg, "layer_norm_eps"), "attention_bias": places["qkv"],
+            "mlp_bias": places["mlp"]}
+
+
+def _nemotron_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Nemotron: LayerNorm1P (scale 1 + weight), ReLU squared, half the head dim rotated by default."""
+    rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
+    partial = rope.get("partial_rotary_factor", hf.get("partial_rotary_factor", 0.5))
+    return {**_layer_norm_config("nemotron", {**hf, "partial_rotary_factor": partial}, "norm_eps", "relu2"),
+            "apply_layernorm_1p": True,
+            **_bias_flags(bool(hf.get("attention_bias", False)), bool(hf.get("mlp_bias", False)))}
+
+
+def _nemotron_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    places = _bias_places(dataclasses.asdict(cfg))
+    return {**_layer_norm_hf_config(cfg, "norm_eps"), "partial_rotary_factor": cfg.rotary_percent,
+            "attention_bias": places["qkv"], "mlp_bias": places["mlp"]}
+
+
+def _starcoder2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Starcoder2: LayerNorm with bias, ``use_bias`` on every linear, tanh-GELU MLP, optional window, tied."""
+    use_bias = bool(hf.get("use_bias", True))
+    return {**_layer_norm_config("starcoder2", hf, "norm_epsilon", "gelu_pytorch_tanh"),
+            **_bias_flags(use_bias, use_bias), "sliding_window": hf.get("sliding_window"),
+            "untie_embeddings_and_output_weights": not hf.get("tie_word_embeddings", True)}
+
+
+def _starcoder2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    return {**_layer_norm_hf_config(cfg, "norm_epsilon"), "use_bias": _bias_places(dataclasses.asdict(cfg))["qkv"],
+            "sliding_window": cfg.sliding_window, "residual_dropout": 0.0, "embedding_dropout": 0.0}
+
+
+def _family(name: str, model_type: str, architecture: str, to_config: Callable[[Dict[str, Any]], Dict[str, Any]],
+            to_hf: Callable[[TransformerConfig], Dict[str, Any]], weights: Tuple[WeightRule, ...]) -> Family:
+    return Family(name, model_type, architecture, to_config, _checked(name, to_config, to_hf), weights)
+
+
+BLOOM = register(_family("bloom", "bloom", "BloomForCausalLM", _bloom_config, _bloom_hf_config, BLOOM_WEIGHTS))
+MPT = register(_family("mpt", "mpt", "MptForCausalLM", _mpt_config, _mpt_hf_config, MPT_WEIGHTS))
+JAIS2 = register(_family("jais2", "jais2", "Jais2ForCausalLM", _jais2_config, _jais2_hf_config, PLAIN_MLP_WEIGHTS))
+STARCODER2 = register(_family("starcoder2", "starcoder2", "Starcoder2ForCausalLM", _starcoder2_config,
+                              _starcoder2_hf_config, STARCODER2_WEIGHTS))
+NEMOTRON = register(_family("nemotron", "nemotron", "NemotronForCausalLM", _nemotron_config, _nemotron_hf_config,
+                            PLAIN_MLP_WEIGHTS))
+
+__all__: List[str] = ["BLOOM", "MPT", "JAIS2", "STARCODER2", "NEMOTRON"]
