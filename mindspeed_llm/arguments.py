@@ -103,11 +103,18 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--rotary-base", type=float, default=10000.0)
     group.add_argument("--sliding-window", type=int, default=None,
                        help="attend to at most this many tokens (the current one included), as Mistral")
-    group.add_argument("--rope-scaling-type", choices=("linear", "llama3"), default=None)
+    group.add_argument("--rope-scaling-type", choices=("linear", "llama3", "yarn"), default=None)
     group.add_argument("--rope-scaling-factor", type=float, default=1.0)
     group.add_argument("--low-freq-factor", type=float, default=1.0)
     group.add_argument("--high-freq-factor", type=float, default=4.0)
     group.add_argument("--original-max-position-embeddings", type=int, default=8192)
+    group.add_argument("--rope-scaling-beta-fast", type=float, default=32.0,
+                       help="YaRN: dims rotating more often than this over the original context keep their frequency")
+    group.add_argument("--rope-scaling-beta-slow", type=float, default=1.0,
+                       help="YaRN: dims rotating less often than this are interpolated by the factor")
+    group.add_argument("--rope-scaling-mscale", type=float, default=1.0, help="YaRN attention-factor numerator weight")
+    group.add_argument("--rope-scaling-mscale-all-dim", type=float, default=0.0,
+                       help="YaRN attention-factor denominator weight (0: the factor is 0.1 ln(s) + 1)")
     group.add_argument("--normalization", choices=("LayerNorm", "RMSNorm"), default="LayerNorm")
     group.add_argument("--norm-epsilon", type=float, default=1e-5)
     group.add_argument("--swiglu", action="store_true")
@@ -194,6 +201,12 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--dense-bias-layers", type=int, nargs="*", default=None,
                        help="global layer numbers (from 0) whose attention output projection alone has a bias "
                             "(GPT-NeoX-Japanese: the last layer)")
+    group.add_argument("--qk-layernorm-after-rope", action="store_true",
+                       help="with --qk-layernorm: the q/k norms act after RoPE (HunYuan)")
+    group.add_argument("--attn-temperature-beta", type=float, default=None,
+                       help="queries times 1 + beta ln(1 + floor(pos / length)) after RoPE (Ministral3)")
+    group.add_argument("--attn-temperature-length", type=int, default=None,
+                       help="the position length of --attn-temperature-beta (Ministral3: the original context)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -776,8 +789,12 @@ DEPENDENT_FLAGS: Tuple[Tuple[str, Callable[[argparse.Namespace], bool], str], ..
     ("rope_scaling_factor", lambda args: args.rope_scaling_type is not None, "--rope-scaling-type"),
     ("low_freq_factor", lambda args: args.rope_scaling_type == "llama3", "--rope-scaling-type llama3"),
     ("high_freq_factor", lambda args: args.rope_scaling_type == "llama3", "--rope-scaling-type llama3"),
-    ("original_max_position_embeddings", lambda args: args.rope_scaling_type == "llama3",
-     "--rope-scaling-type llama3"),
+    ("original_max_position_embeddings", lambda args: args.rope_scaling_type in ("llama3", "yarn"),
+     "--rope-scaling-type llama3 or yarn"),
+    ("rope_scaling_beta_fast", lambda args: args.rope_scaling_type == "yarn", "--rope-scaling-type yarn"),
+    ("rope_scaling_beta_slow", lambda args: args.rope_scaling_type == "yarn", "--rope-scaling-type yarn"),
+    ("rope_scaling_mscale", lambda args: args.rope_scaling_type == "yarn", "--rope-scaling-type yarn"),
+    ("rope_scaling_mscale_all_dim", lambda args: args.rope_scaling_type == "yarn", "--rope-scaling-type yarn"),
     ("lr_wsd_decay_style", lambda args: args.lr_decay_style == "WSD", "--lr-decay-style WSD"),
     ("swap_optimizer_chunk_size", lambda args: args.swap_optimizer, "--swap-optimizer"),
     ("tensorboard_log_interval", lambda args: args.tensorboard_dir is not None, "--tensorboard-dir"),
@@ -1035,6 +1052,13 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             mamba_mixer_rms_eps=args.mamba_mixer_rms_eps,
             dense_bias_layers=tuple(args.dense_bias_layers or ()),
             alibi_bias_max=args.alibi_bias_max,
+            rope_scaling_beta_fast=args.rope_scaling_beta_fast,
+            rope_scaling_beta_slow=args.rope_scaling_beta_slow,
+            rope_scaling_mscale=args.rope_scaling_mscale,
+            rope_scaling_mscale_all_dim=args.rope_scaling_mscale_all_dim,
+            qk_layernorm_after_rope=args.qk_layernorm_after_rope,
+            attn_temperature_beta=args.attn_temperature_beta,
+            attn_temperature_length=args.attn_temperature_length,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

@@ -925,6 +925,8 @@ def convert(args: argparse.Namespace) -> None:
     rules = source.family.rules(source.config)
     source_layout = ModelLayout(source.config, rules, getattr(source, "placement", None))
     layout = target_layout(args, source, rules)
+    source_layout = ModelLayout(source.config, source.family.weights, getattr(source, "placement", None))
+    layout = target_layout(args, source, source.family.weights)
     source.check(source_layout)
     renaming = layer_renaming(source.config, layout.config)
     targets = {name: rename(name, renaming) for name in source_layout.names}

@@ -6,8 +6,8 @@ too, or are replicated when TP exceeds their number (each rank then holds the
 one KV head its query heads use). The attention kernel is PyTorch's
 ``scaled_dot_product_attention``, which picks a flash kernel when one exists;
 attention-logit softcapping (Gemma2) takes an explicit path with the same
-masking. Optional per-head q/k norms (``--qk-layernorm``) act before RoPE;
-their weights are shared by all heads, so their gradient is a partial sum
+masking. Optional per-head q/k norms (``--qk-layernorm``) act before RoPE
+(after it with ``--qk-layernorm-after-rope``); their weights are shared by all heads, so their gradient is a partial sum
 over TP ranks. A layer's sliding window comes from ``config.layer_window``; layers in
 ``config.no_rope_layers`` skip RoPE. With ``--position-embedding-type alibi`` the mask is an additive float
 one carrying each local head's ALiBi bias (``core/transformer/alibi.py``).
@@ -113,13 +113,18 @@ class SelfAttention(nn.Module):
         q = q.view(s, b, nq, hn)
         k = k.view(s, b, nkv, hn)
         v = v.view(s, b, nkv, hn)
-        if self.q_layernorm is not None and not self.config.qk_layernorm_full_width:  # per head
+        per_head_norms = self.q_layernorm is not None and not self.config.qk_layernorm_full_width
+        if per_head_norms and not self.config.qk_layernorm_after_rope:
             q, k = self.q_layernorm(q), self.k_layernorm(k)
         rotary = layer_rotary(rotary, self.window is not None)
         if rotary is not None and self.use_rope:
-            cos, sin = rotary
+            cos, sin, *query_scale = rotary  # query_scale [s, b|1, 1, 1] with --attn-temperature-beta
             interleaved = self.config.rope_interleaved
             q, k = apply_rotary(q, cos, sin, interleaved), apply_rotary(k, cos, sin, interleaved)
+            if query_scale:
+                q = q * query_scale[0]
+        if per_head_norms and self.config.qk_layernorm_after_rope:  # HunYuan
+            q, k = self.q_layernorm(q), self.k_layernorm(k)
         if self._recompute_core_attention():  # selective recompute: softmax(QK^T)V and its dropout
             context = checkpoint(self._core_attention, q, k, v)  # [s, b, np * hn]
         else:

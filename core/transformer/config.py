@@ -17,6 +17,8 @@ NORMALIZATIONS = ("RMSNorm", "LayerNorm")
 POSITION_EMBEDDINGS = ("rope", "none", "alibi")
 ROPE_SCALINGS = (None, "linear", "llama3")
 LAYER_KINDS = ("M",)  # --hybrid-override-pattern: 'M' a Mamba layer
+POSITION_EMBEDDINGS = ("rope", "none")
+ROPE_SCALINGS = (None, "linear", "llama3", "yarn")
 
 
 def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
@@ -47,6 +49,14 @@ class TransformerConfig:
     rope_low_freq_factor: float = 1.0
     rope_high_freq_factor: float = 4.0
     rope_original_max_position_embeddings: int = 8192
+    # YaRN (--rope-scaling-type yarn, with --rope-scaling-factor and --original-max-position-embeddings):
+    # the ramp between interpolated and extrapolated dims [--rope-scaling-beta-fast, --rope-scaling-beta-slow];
+    # cos/sin times the attention factor (0.1 ln(factor) mscale + 1) / (0.1 ln(factor) mscale_all_dim + 1)
+    # when both are set, else 0.1 ln(factor) + 1 [--rope-scaling-mscale, --rope-scaling-mscale-all-dim]
+    rope_scaling_beta_fast: float = 32.0
+    rope_scaling_beta_slow: float = 1.0
+    rope_scaling_mscale: float = 1.0
+    rope_scaling_mscale_all_dim: float = 0.0
     swiglu: bool = False
     add_bias_linear: bool = True
     add_qkv_bias: bool = False
@@ -67,6 +77,7 @@ class TransformerConfig:
     # Behaviour flags of the model zoo (flag names in brackets)
     apply_layernorm_1p: bool = False  # norms scale by (1 + weight), weights stored as offsets (Gemma) [--apply-layernorm-1p]
     qk_layernorm: bool = False  # per-head norm of queries and keys before RoPE (Qwen3) [--qk-layernorm]
+    qk_layernorm_after_rope: bool = False  # the q/k norms act after RoPE (HunYuan) [--qk-layernorm-after-rope]
     post_norm: bool = False  # norm on the attention and MLP outputs before the residual add (Gemma2) [--post-norm]
     geglu: bool = False  # gated GELU MLP, fused [gate; up] (Gemma) [--geglu]
     gelu_tanh: bool = False  # GELU with the tanh approximation [--gelu-tanh]
@@ -141,6 +152,10 @@ class TransformerConfig:
     # slope 2 ** (-alibi_bias_max * i / n) times the key position to its scores (MPT's alibi_bias_max)
     # [--alibi-bias-max]
     alibi_bias_max: float = 8.0
+    # queries times 1 + beta * ln(1 + floor(position / length)) after RoPE (Llama-4-style attention
+    # temperature; Ministral3's llama_4_scaling_beta) [--attn-temperature-beta, --attn-temperature-length]
+    attn_temperature_beta: Optional[float] = None
+    attn_temperature_length: Optional[int] = None
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -268,11 +283,28 @@ class TransformerConfig:
                                  "and must be at least 1")
         self._validate_layer_shapes()
         self._validate_alibi()
+        self._validate_positions()
         if self.qk_layernorm_full_width and not (self.qk_layernorm and self.normalization == "RMSNorm"):
             raise ValueError("--qk-layernorm-full-width needs --qk-layernorm and --normalization RMSNorm")
         if not 0.0 < self.rotary_percent <= 1.0 or self.rotary_dim % 2:
             raise ValueError(f"--rotary-percent {self.rotary_percent} must be in (0, 1] and give an even number "
                              f"of rotated dims of --kv-channels {self.kv_channels}")
+
+    def _validate_positions(self) -> None:
+        """RoPE scaling, q/k norm placement and the attention temperature."""
+        if self.qk_layernorm_after_rope and (not self.qk_layernorm or self.qk_layernorm_full_width):
+            raise ValueError("--qk-layernorm-after-rope needs --qk-layernorm (per-head norms, without "
+                             "--qk-layernorm-full-width)")
+        if self.rope_scaling_type == "yarn" and (self.rope_scaling_factor < 1.0
+                                                 or self.rope_original_max_position_embeddings < 1):
+            raise ValueError(f"--rope-scaling-type yarn needs --rope-scaling-factor >= 1 (got "
+                             f"{self.rope_scaling_factor}) and a positive --original-max-position-embeddings")
+        if (self.attn_temperature_beta is None) != (self.attn_temperature_length is None):
+            raise ValueError("--attn-temperature-beta and --attn-temperature-length go together; set both or none")
+        if self.attn_temperature_length is not None and (self.attn_temperature_length < 1
+                                                         or self.position_embedding_type != "rope"):
+            raise ValueError(f"--attn-temperature-length {self.attn_temperature_length} must be at least 1 and "
+                             "needs --position-embedding-type rope")
 
     def _validate_layer_shapes(self) -> None:
         """Activations, biases, residual layout and per-layer attention patterns."""

@@ -1,11 +1,13 @@
-"""Rotary position embeddings (RoPE) with linear and Llama-3 frequency scaling.
+"""Rotary position embeddings (RoPE) with linear, Llama-3 and YaRN frequency scaling.
 
 Uses the half-rotation layout of Hugging Face checkpoints (first half of the
 head dimension paired with the second half), so converted weights need no
 permutation; ``--rope-interleaved`` pairs neighbouring dims instead (Helium). With ``--rotary-percent`` below 1 only the first
 ``config.rotary_dim`` dims of each head rotate (StableLM, Phi); the rest pass. With
 ``--local-rotary-base`` sliding-window layers use their own unscaled base
-(Gemma3): the model then passes a :class:`LocalGlobalRotary`.
+(Gemma3): the model then passes a :class:`LocalGlobalRotary`. YaRN also scales cos/sin by its attention
+factor. With ``--attn-temperature-beta`` the rotary tuple carries a third tensor, the per-position query
+scale ``[s, b|1, 1, 1]`` that attention applies after RoPE (Ministral3).
 """
 from __future__ import annotations
 
@@ -48,7 +50,52 @@ def rope_inv_freq(config: TransformerConfig, local: bool = False) -> torch.Tenso
         return inv_freq / config.rope_scaling_factor
     if config.rope_scaling_type == "llama3":
         return _llama3_scale(inv_freq, config)
+    if config.rope_scaling_type == "yarn":
+        return _yarn_inv_freq(config)
     return inv_freq
+
+
+def _yarn_correction_dim(rotations: float, dim: int, base: float, context: int) -> float:
+    """The dim whose wavelength fits ``rotations`` times into ``context`` positions."""
+    return (dim * math.log(context / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+
+def _yarn_inv_freq(config: TransformerConfig) -> torch.Tensor:
+    """YaRN (transformers' ``_compute_yarn_parameters``, truncated range): dims that rotate more than
+    beta_fast times over the original context keep their frequency, those below beta_slow are divided by
+    the factor, a linear ramp between."""
+    dim, base, factor = config.rotary_dim, config.rotary_base, config.rope_scaling_factor
+    context = config.rope_original_max_position_embeddings
+    low = max(math.floor(_yarn_correction_dim(config.rope_scaling_beta_fast, dim, base, context)), 0)
+    high = min(math.ceil(_yarn_correction_dim(config.rope_scaling_beta_slow, dim, base, context)), dim - 1)
+    if low == high:
+        high += 0.001  # as transformers: no zero-width ramp
+    pos_freqs = base ** (torch.arange(0, dim, 2).float() / dim)  # [rd/2]
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    extrapolation = 1 - ramp  # share of the unscaled frequency per dim
+    return (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation
+
+
+def rope_attention_factor(config: TransformerConfig) -> float:
+    """The factor on cos/sin (YaRN's mscale ratio; 1 otherwise)."""
+    if config.rope_scaling_type != "yarn":
+        return 1.0
+
+    def mscale(scale: float, weight: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * weight * math.log(scale) + 1.0
+
+    factor, weight, weight_all = (config.rope_scaling_factor, config.rope_scaling_mscale,
+                                  config.rope_scaling_mscale_all_dim)
+    if weight and weight_all:
+        return float(mscale(factor, weight) / mscale(factor, weight_all))
+    return mscale(factor)
+
+
+def query_temperature(config: TransformerConfig, positions: torch.Tensor) -> torch.Tensor:
+    """Per-position query scale ``1 + beta ln(1 + floor(p / length))`` for positions ``[s, b|1]`` (fp32),
+    shaped ``[s, b|1, 1, 1]``."""
+    beta, length = config.attn_temperature_beta, config.attn_temperature_length
+    return (1 + beta * torch.log(1 + torch.floor(positions / length)))[..., None, None]
 
 
 def _llama3_scale(inv_freq: torch.Tensor, config: TransformerConfig) -> torch.Tensor:
@@ -66,7 +113,8 @@ def _llama3_scale(inv_freq: torch.Tensor, config: TransformerConfig) -> torch.Te
 
 
 class RotaryEmbedding(nn.Module):
-    """Produces ``(cos, sin)`` of shape ``[s, 1, 1, rd] (rd = config.rotary_dim)`` for given positions."""
+    """Produces ``(cos, sin)`` of shape ``[s, 1, 1, rd] (rd = config.rotary_dim)`` for given positions
+    (``(cos, sin, query_scale)`` with ``--attn-temperature-beta``)."""
 
     def __init__(self, config: TransformerConfig, local: bool = False) -> None:
         super().__init__()
@@ -74,15 +122,24 @@ class RotaryEmbedding(nn.Module):
         self._cache: Optional[Tuple[int, torch.device, torch.Tensor, torch.Tensor]] = None
 
     def forward(self, seq_len: int, device: torch.device, dtype: torch.dtype,
-                position_ids: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+                position_ids: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, ...]:
         if position_ids is not None:  # [b, s] -> cos/sin [s, b, 1, rd]
-            return self._cos_sin(position_ids.t().float(), device, dtype)
+            return self._with_temperature(self._cos_sin(position_ids.t().float(), device, dtype),
+                                          position_ids.t().float().to(device), dtype)
         if self._cache is None or self._cache[0] < seq_len or self._cache[1] != device:
             positions = torch.arange(seq_len, device=device, dtype=torch.float32)[:, None]  # [s, 1]
             cos, sin = self._cos_sin(positions, device, torch.float32)
             self._cache = (seq_len, device, cos, sin)
         _, _, cos, sin = self._cache
-        return cos[:seq_len].to(dtype), sin[:seq_len].to(dtype)
+        positions = torch.arange(seq_len, device=device, dtype=torch.float32)[:, None]  # [s, 1]
+        return self._with_temperature((cos[:seq_len].to(dtype), sin[:seq_len].to(dtype)), positions, dtype)
+
+    def _with_temperature(self, cos_sin: Tuple[torch.Tensor, torch.Tensor], positions: torch.Tensor,
+                          dtype: torch.dtype) -> Tuple[torch.Tensor, ...]:
+        """``cos_sin``, plus the query scale ``[s, b|1, 1, 1]`` with ``--attn-temperature-beta``."""
+        if self.config.attn_temperature_beta is None:
+            return cos_sin
+        return cos_sin + (query_temperature(self.config, positions).to(dtype),)
 
     def _cos_sin(self, positions: torch.Tensor, device: torch.device,
                  dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -92,7 +149,8 @@ class RotaryEmbedding(nn.Module):
             emb = freqs.repeat_interleave(2, dim=-1).unsqueeze(2)  # [s, b|1, 1, rd]
         else:  # angle i on dims i and i + rd/2
             emb = torch.cat((freqs, freqs), dim=-1).unsqueeze(2)  # [s, b|1, 1, rd]
-        return emb.cos().to(dtype), emb.sin().to(dtype)
+        factor = 1.0 if self.local else rope_attention_factor(self.config)  # YaRN's mscale
+        return (emb.cos() * factor).to(dtype), (emb.sin() * factor).to(dtype)
 
 
 def _rotate_half(x: torch.Tensor, interleaved: bool = False) -> torch.Tensor:

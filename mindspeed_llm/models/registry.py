@@ -21,10 +21,10 @@ where each one comes from. The families share the Llama layout:
 
 RoPE uses the HF half-rotation layout on both sides, so q/k need no permutation.
 
-Mistral's ``sliding_window`` maps to the decoder's ``sliding_window``. Qwen2's
-per-layer window (``use_sliding_window`` with ``max_window_layers``) is not
-modelled: conversion is exact for sequences no longer than its window, and the
-keys are recorded (``preserved_keys``) so the inverse config keeps them.
+Mistral's ``sliding_window`` maps to the decoder's ``sliding_window``; per-layer
+windows (HF ``layer_types``, Qwen2's ``use_sliding_window`` with
+``max_window_layers``) map to ``--sliding-window-pattern`` or
+``--full-attention-layers``.
 
 Usage::
 
@@ -250,7 +250,26 @@ def _rope_settings(hf: Dict[str, Any]) -> Dict[str, Any]:
                 "rope_low_freq_factor": float(params["low_freq_factor"]),
                 "rope_high_freq_factor": float(params["high_freq_factor"]),
                 "rope_original_max_position_embeddings": int(params["original_max_position_embeddings"])}
-    raise RegistryError(f"rope scaling type {kind!r} is not supported (supported: default, linear, llama3)")
+    if kind == "yarn":
+        return {**out, **_yarn_settings(hf, params)}
+    raise RegistryError(f"rope scaling type {kind!r} is not supported (supported: default, linear, llama3, yarn)")
+
+
+def _yarn_settings(hf: Dict[str, Any], params: Dict[str, Any]) -> Dict[str, Any]:
+    """YaRN kwargs as transformers reads them: the original context from the top level (Phi-3 style), the
+    rope parameters or ``max_position_embeddings``; the factor, when absent, their ratio."""
+    for key, default in (("attention_factor", None), ("truncate", True)):
+        if params.get(key, default) != default:
+            raise RegistryError(f"yarn rope {key}={params[key]!r} is not supported")
+    original = int(hf.get("original_max_position_embeddings") or params.get("original_max_position_embeddings")
+                   or hf["max_position_embeddings"])
+    factor = params.get("factor") or int(hf["max_position_embeddings"]) / original
+    return {"rope_scaling_type": "yarn", "rope_scaling_factor": float(factor),
+            "rope_original_max_position_embeddings": original,
+            "rope_scaling_beta_fast": float(params.get("beta_fast") or 32.0),
+            "rope_scaling_beta_slow": float(params.get("beta_slow") or 1.0),
+            "rope_scaling_mscale": float(params.get("mscale") or 0.0),
+            "rope_scaling_mscale_all_dim": float(params.get("mscale_all_dim") or 0.0)}
 
 
 def _rope_to_hf(cfg: TransformerConfig) -> Dict[str, Any]:
@@ -265,6 +284,11 @@ def _rope_to_hf(cfg: TransformerConfig) -> Dict[str, Any]:
                                "low_freq_factor": cfg.rope_low_freq_factor,
                                "high_freq_factor": cfg.rope_high_freq_factor,
                                "original_max_position_embeddings": cfg.rope_original_max_position_embeddings}
+    elif cfg.rope_scaling_type == "yarn":
+        out["rope_scaling"] = {"rope_type": "yarn", "factor": cfg.rope_scaling_factor,
+                               "original_max_position_embeddings": cfg.rope_original_max_position_embeddings,
+                               "beta_fast": cfg.rope_scaling_beta_fast, "beta_slow": cfg.rope_scaling_beta_slow,
+                               "mscale": cfg.rope_scaling_mscale, "mscale_all_dim": cfg.rope_scaling_mscale_all_dim}
     return out
 
 
@@ -356,27 +380,42 @@ def _mistral_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**_common_hf_config(cfg), "sliding_window": cfg.sliding_window}
 
 
+def _qwen_windows(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Qwen2/Qwen3 windows: with ``use_sliding_window``, layers ``i >= max_window_layers`` slide (or those
+    ``layer_types`` names), as transformers' ``Qwen2Config`` builds them; without it no layer does."""
+    window = hf.get("sliding_window") if hf.get("use_sliding_window", False) else None
+    layers, first_sliding = int(hf["num_hidden_layers"]), int(hf.get("max_window_layers", 28))
+    types = hf.get("layer_types") or ["sliding_attention" if window and i >= first_sliding else "full_attention"
+                                      for i in range(layers)]
+    return _layer_windows(types, window, layers)
+
+
+def _qwen_windows_hf(cfg: TransformerConfig) -> Dict[str, Any]:
+    types = _layer_types(cfg)
+    sliding = [i for i, kind in enumerate(types) if kind == "sliding_attention"]
+    return {"use_sliding_window": bool(sliding), "sliding_window": cfg.sliding_window if sliding else None,
+            "max_window_layers": sliding[0] if sliding else cfg.num_layers, "layer_types": types}
+
+
 def _qwen2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
-    return {**_common_config(hf), "add_qkv_bias": True}  # Qwen2/2.5: q/k/v bias, no other bias
+    return {**_common_config(hf), "add_qkv_bias": True, **_qwen_windows(hf)}  # Qwen2/2.5: q/k/v bias only
 
 
 def _qwen2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if cfg.add_bias_linear or not cfg.add_qkv_bias:
         raise RegistryError("qwen2 needs add_qkv_bias=True and add_bias_linear=False")
-    return {**_common_hf_config(cfg), "use_sliding_window": False, "sliding_window": None,
-            "max_window_layers": cfg.num_layers}
+    return {**_common_hf_config(cfg), **_qwen_windows_hf(cfg)}
 
 
 def _qwen3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     if hf.get("attention_bias", False):
         raise RegistryError("qwen3 attention_bias=True (q/k/v/o bias without MLP bias) is not supported")
-    return {**_common_config(hf), "qk_layernorm": True}
+    return {**_common_config(hf), "qk_layernorm": True, **_qwen_windows(hf)}
 
 
 def _qwen3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _reject_biases(cfg, "qwen3")
-    return {**_common_hf_config(cfg), "attention_bias": False, "use_sliding_window": False, "sliding_window": None,
-            "max_window_layers": cfg.num_layers}
+    return {**_common_hf_config(cfg), "attention_bias": False, **_qwen_windows_hf(cfg)}
 
 
 def _gemma_activation(hf: Dict[str, Any]) -> str:
@@ -413,6 +452,23 @@ def _sliding_window_pattern(hf: Dict[str, Any]) -> Dict[str, Any]:
     if types != expected:
         raise RegistryError(f"layer_types {types} are not 'every {pattern}th layer full' (sliding_window_pattern)")
     return {"sliding_window": int(window), "sliding_window_pattern": pattern}
+
+
+def _layer_windows(types: Sequence[str], window: Optional[int], num_layers: int) -> Dict[str, Any]:
+    """``sliding_window`` and which layers attend fully, from HF ``layer_types``: every Nth layer full as
+    ``sliding_window_pattern``, any other choice as ``full_attention_layers``."""
+    types = list(types)
+    if len(types) != num_layers or set(types) - {"sliding_attention", "full_attention"}:
+        raise RegistryError(f"layer_types {types} must name 'sliding_attention' or 'full_attention' for each of "
+                            f"the {num_layers} layers")
+    if not window or "sliding_attention" not in types:
+        return {"sliding_window": None, "sliding_window_pattern": None, "full_attention_layers": ()}
+    try:
+        return {**_sliding_window_pattern({"layer_types": types, "sliding_window": window}),
+                "full_attention_layers": ()}
+    except RegistryError:  # not "every Nth layer full"
+        return {"sliding_window": int(window), "sliding_window_pattern": None,
+                "full_attention_layers": tuple(i for i, kind in enumerate(types) if kind == "full_attention")}
 
 
 def _layer_types(cfg: TransformerConfig) -> List[str]:
@@ -653,7 +709,7 @@ class Family:
         """An HF ``config.json`` dict equivalent to ``cfg``.
 
         Keys of ``original`` that our config does not model (token ids,
-        ``preserved_keys`` such as Mistral's ``sliding_window``) are kept; the
+        ``preserved_keys``) are kept; the
         architecture fields always come from ``cfg``.
         """
         base = {k: v for k, v in (original or {}).items() if k not in ROPE_KEYS + DTYPE_KEYS}
@@ -664,26 +720,11 @@ class Family:
         base["model_type"], base["architectures"] = self.model_type, [self.architecture]
         return dict(sorted(base.items()))
 
-    def unmodelled_settings(self, hf: Dict[str, Any]) -> List[str]:
-        """Human-readable notes on preserved settings the decoder does not apply."""
-        notes = []
-        window = hf.get("sliding_window")
-        if not self.sliding_window_switch:  # the window is modelled (Mistral)
-            return notes
-        if window and hf.get(self.sliding_window_switch, False):
-            notes.append(f"sliding_window={window} is not modelled: outputs match for sequences <= {window}")
-        return notes
-
 
 _LLAMA = Family("llama2", "llama", "LlamaForCausalLM", _llama_config, _llama_hf_config)
 _MISTRAL = Family("mistral", "mistral", "MistralForCausalLM", _mistral_config, _mistral_hf_config)
-_QWEN2 = Family("qwen2", "qwen2", "Qwen2ForCausalLM", _qwen2_config, _qwen2_hf_config,
-                preserved_keys=("use_sliding_window", "sliding_window", "max_window_layers", "layer_types"),
-                sliding_window_switch="use_sliding_window")
-
-_QWEN3 = Family("qwen3", "qwen3", "Qwen3ForCausalLM", _qwen3_config, _qwen3_hf_config,
-                preserved_keys=("use_sliding_window", "sliding_window", "max_window_layers", "layer_types"),
-                sliding_window_switch="use_sliding_window")
+_QWEN2 = Family("qwen2", "qwen2", "Qwen2ForCausalLM", _qwen2_config, _qwen2_hf_config)
+_QWEN3 = Family("qwen3", "qwen3", "Qwen3ForCausalLM", _qwen3_config, _qwen3_hf_config)
 _GEMMA = Family("gemma", "gemma", "GemmaForCausalLM", _gemma_config, _gemma_hf_config)
 _GEMMA2 = Family("gemma2", "gemma2", "Gemma2ForCausalLM", _gemma2_config, _gemma2_hf_config, GEMMA2_WEIGHTS)
 _PHI3 = Family("phi3", "phi3", "Phi3ForCausalLM", _phi3_config, _phi3_hf_config, PHI3_WEIGHTS)

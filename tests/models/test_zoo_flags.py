@@ -90,6 +90,17 @@ BAD: List[tuple] = [
     (dict(position_embedding_type="alibi", alibi_bias_max=0.0), ["--position-embedding-type", "alibi",
                                                                   "--alibi-bias-max", "0"],
      "--alibi-bias-max 0.0 must be positive"),
+    (dict(qk_layernorm_after_rope=True), ["--qk-layernorm-after-rope"], "--qk-layernorm-after-rope needs --qk-layernorm"),
+    (dict(qk_layernorm=True, qk_layernorm_full_width=True, qk_layernorm_after_rope=True),
+     ["--qk-layernorm", "--qk-layernorm-full-width", "--qk-layernorm-after-rope"],
+     "--qk-layernorm-after-rope needs --qk-layernorm (per-head norms, without --qk-layernorm-full-width)"),
+    (dict(rope_scaling_type="yarn", rope_scaling_factor=0.5), ["--rope-scaling-type", "yarn", "--rope-scaling-factor",
+                                                               "0.5"],
+     "--rope-scaling-type yarn needs --rope-scaling-factor >= 1"),
+    (dict(attn_temperature_beta=0.1), ["--attn-temperature-beta", "0.1"],
+     "--attn-temperature-beta and --attn-temperature-length go together"),
+    (dict(attn_temperature_beta=0.1, attn_temperature_length=0),
+     ["--attn-temperature-beta", "0.1", "--attn-temperature-length", "0"], "--attn-temperature-length 0 must be at least 1"),
 ]
 
 
@@ -134,6 +145,9 @@ def test_mamba_sizes_must_split_over_tp() -> None:
     ("gemma2", "gemma2", "Gemma2Config", {}),  # no layer_types: alternating, as transformers assumes
     ("gemma3", "gemma3_text", "Gemma3TextConfig", {"sliding_window_pattern": 6}),  # the Hub's legacy int
     ("gemma3", "gemma3_text", "Gemma3TextConfig", {}),  # neither: every 6th layer full
+    ("qwen2", "qwen2", "Qwen2Config", {"use_sliding_window": True, "max_window_layers": 5}),  # layers >= 5 slide
+    ("qwen3", "qwen3", "Qwen3Config", {"use_sliding_window": False, "max_window_layers": 5}),  # none slides
+    ("cwm", "cwm", "CwmConfig", {}),  # every 4th layer from 0 full
 ])
 def test_window_layout_without_layer_types_follows_transformers(family, model_type, config_class, legacy) -> None:
     import transformers
@@ -162,3 +176,30 @@ def test_unsupported_ssm_settings_are_one_line_registry_errors(family: str, sett
     with pytest.raises(RegistryError) as error:
         config_from_hf(hf, family)
     assert message in str(error.value) and "\n" not in str(error.value)
+@pytest.mark.parametrize("yarn", [
+    dict(factor=4.0, original_max_position_embeddings=64),  # attention factor 0.1 ln(4) + 1
+    dict(factor=8.0, original_max_position_embeddings=32, beta_fast=16.0, beta_slow=2.0, mscale=0.8,
+         mscale_all_dim=0.5),
+    dict(factor=2.0, original_max_position_embeddings=128, mscale=1.0),  # mscale without mscale_all_dim: unused
+])
+def test_yarn_matches_transformers_both_ways(yarn: Dict[str, Any]) -> None:
+    """YaRN read from a Qwen2 config.json, and our config written back, give transformers' inverse
+    frequencies and attention factor."""
+    import torch
+    import transformers
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from core.transformer.rope import rope_attention_factor, rope_inv_freq
+    from mindspeed_llm.models.registry import config_from_hf, get_family
+
+    sizes = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512)
+    rope = {"rope_type": "yarn", "rope_theta": 500.0, **yarn}
+    theirs = transformers.Qwen2Config(**sizes, rope_parameters=rope)
+    expected, factor = ROPE_INIT_FUNCTIONS["yarn"](theirs)
+    ours = config_from_hf(dict(theirs.to_dict()), "qwen2")
+    assert torch.equal(rope_inv_freq(ours), expected) and rope_attention_factor(ours) == factor
+    written = transformers.Qwen2Config(**{k: v for k, v in get_family("qwen2").to_hf_config(ours).items()
+                                          if k not in ("model_type", "architectures")})
+    again, again_factor = ROPE_INIT_FUNCTIONS["yarn"](written)
+    assert torch.equal(again, expected) and again_factor == factor

@@ -296,8 +296,10 @@ def test_registry_reads_both_rope_styles() -> None:
 
 
 def test_registry_rejects_what_the_decoder_cannot_model() -> None:
-    with pytest.raises(RegistryError, match="rope scaling type 'yarn' is not supported"):
-        config_from_hf(dict(BASE, rope_scaling=dict(rope_type="yarn", factor=4.0)), "llama2")
+    with pytest.raises(RegistryError, match="rope scaling type 'dynamic' is not supported"):
+        config_from_hf(dict(BASE, rope_scaling=dict(rope_type="dynamic", factor=4.0)), "llama2")
+    with pytest.raises(RegistryError, match="yarn rope attention_factor=2.0 is not supported"):
+        config_from_hf(dict(BASE, rope_scaling=dict(rope_type="yarn", factor=4.0, attention_factor=2.0)), "llama2")
     with pytest.raises(RegistryError, match="hidden_act 'relu'"):
         config_from_hf(dict(BASE, hidden_act="relu"), "mistral")
     with pytest.raises(RegistryError, match="attention_bias=True with mlp_bias=False"):

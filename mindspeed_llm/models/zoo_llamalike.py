@@ -1,0 +1,300 @@
+"""Llama-like families of the model zoo: Seed-OSS, HunYuan dense, ERNIE 4.5, CWM, GLM, GLM-4, Emu3 (text),
+Ministral3.
+
+Each is Llama's layout (``registry.LLAMA_WEIGHTS``) with a few behaviour flags:
+
+* ``seed_oss``: biases by place, ``attention_bias`` (q/k/v, ``--add-qkv-bias``), ``attention_out_bias``
+  (``--add-dense-bias``) and ``mlp_bias`` (``--add-mlp-bias``);
+* ``hunyuan_v1_dense``: per-head q/k RMSNorms after RoPE (``--qk-layernorm --qk-layernorm-after-rope``,
+  tensors ``query_layernorm``/``key_layernorm``); its ``dynamic`` RoPE with a fixed ``alpha`` is NTK
+  scaling of the base, ``theta * alpha ** (d / (d - 2))``, mapped to ``--rotary-base``;
+* ``ernie4_5``: interleaved RoPE pairs (``--rope-interleaved``), ``use_bias`` on every linear, tied;
+* ``cwm``: Llama-3 RoPE, sliding-window layers with every 4th layer (from 0) full
+  (``--full-attention-layers``);
+* ``glm``: half the head dims rotate, in interleaved pairs (``--rotary-percent 0.5 --rope-interleaved``),
+  fused ``gate_up_proj``, q/k/v bias only;
+* ``glm4``: GLM with sandwich norms (``--post-norm``: ``post_self_attn_layernorm``, ``post_mlp_layernorm``);
+* ``emu3_text_model``: the text-only ``Emu3ForCausalLM`` (``Emu3TextConfig``); the composite ``emu3``
+  config (``text_config`` + ``vq_config``, weights under ``model.text_model``) is refused;
+* ``ministral3``: YaRN RoPE (``--rope-scaling-type yarn``) and the Llama-4 query temperature
+  (``--attn-temperature-beta`` / ``--attn-temperature-length`` from ``llama_4_scaling_beta`` and
+  ``original_max_position_embeddings``), optional sliding window over every layer.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+from core.transformer.config import TransformerConfig
+from mindspeed_llm.models.registry import (
+    LLAMA_WEIGHTS, ROPE_KEYS, Family, RegistryError, _common_config, _common_hf_config, _layer, _layer_types,
+    _layer_windows, _renamed, register,
+)
+
+# --------------------------------------------------------------------------- shared helpers
+
+
+def _biases(qkv: bool, dense: bool, mlp: bool) -> Dict[str, bool]:
+    """Our bias flags for HF biases by place (q/k/v, attention output, MLP)."""
+    return {"add_bias_linear": False, "add_qkv_bias": bool(qkv), "add_dense_bias": bool(dense),
+            "add_mlp_bias": bool(mlp)}
+
+
+def _bias_places(cfg: TransformerConfig) -> Tuple[bool, bool, bool]:
+    """Which of (q/k/v, attention output, MLP) carry biases in ``cfg``."""
+    every = cfg.add_bias_linear
+    return every or cfg.add_qkv_bias, every or cfg.add_dense_bias, every or cfg.add_mlp_bias
+
+
+def _refuse(name: str, hf: Dict[str, Any], **unsupported: Any) -> None:
+    """A RegistryError when ``hf`` sets a key of ``unsupported`` to anything but its listed value."""
+    for key, allowed in unsupported.items():
+        if key in hf and hf[key] not in (allowed, None):
+            raise RegistryError(f"{name} {key}={hf[key]!r} is not supported (only {allowed!r})")
+
+
+def _require(name: str, cfg: TransformerConfig, **needed: Any) -> None:
+    """A RegistryError naming the flags whose config values differ from what family ``name`` needs."""
+    wrong = [key for key, value in needed.items() if getattr(cfg, key) != value]
+    if wrong:
+        raise RegistryError(f"{name} needs " + ", ".join(f"{key}={needed[key]!r}" for key in wrong))
+
+
+def _no_extras(name: str, cfg: TransformerConfig, *allowed: str) -> None:
+    """Refuse decoder behaviours family ``name`` lacks (but ``allowed``): its HF config could not express them."""
+    extras = [key for key in ("qk_layernorm", "post_norm", "post_norm_only", "apply_layernorm_1p",
+                              "input_embeds_norm", "parallel_residual", "embed_layernorm", "geglu", "relu",
+                              "squared_relu", "non_parametric_norm", "add_output_layer_bias")
+              if getattr(cfg, key)]
+    extras += [key for key in ("attn_logit_softcapping", "output_logit_softcapping", "query_pre_attn_scalar",
+                               "softmax_scale", "embedding_multiplier", "residual_multiplier",
+                               "output_multiplier_scale", "qkv_clip", "local_rotary_base", "attn_temperature_beta")
+               if getattr(cfg, key) is not None]
+    if cfg.no_rope_layers:
+        extras.append("no_rope_layers")
+    extras = [key for key in extras if key not in allowed]
+    if extras:
+        raise RegistryError(f"{name} has no equivalent of {', '.join(extras)}")
+
+
+def _check_common(name: str, cfg: TransformerConfig, **needed: Any) -> None:
+    """What every family here needs: RMSNorm, SwiGLU, no other behaviour than ``needed`` (defaults off)."""
+    defaults = dict(normalization="RMSNorm", swiglu=True, rope_interleaved=False, rotary_percent=1.0,
+                    sliding_window=None)
+    _require(name, cfg, **{**defaults, **needed})
+
+
+# --------------------------------------------------------------------------- Seed-OSS
+
+
+def _seed_oss_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Seed-OSS: Llama with biases by place (q/k/v on by default)."""
+    return {**_common_config(hf), **_biases(hf.get("attention_bias", True), hf.get("attention_out_bias", False),
+                                            hf.get("mlp_bias", False))}
+
+
+def _seed_oss_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    _check_common("seed_oss", cfg)
+    _no_extras("seed_oss", cfg)
+    qkv, dense, mlp = _bias_places(cfg)
+    return {**_common_hf_config(cfg), "attention_bias": qkv, "attention_out_bias": dense, "mlp_bias": mlp,
+            "attention_dropout": 0.0, "residual_dropout": 0.0, "pretraining_tp": 1}
+
+
+# --------------------------------------------------------------------------- HunYuan dense
+
+
+def _hunyuan_rope(hf: Dict[str, Any], head_dim: int) -> Dict[str, Any]:
+    """``rotary_base`` of HunYuan's RoPE: plain, or ``dynamic`` with a fixed ``alpha`` (NTK base scaling)."""
+    params = {**(hf.get("rope_scaling") or {}), **(hf.get("rope_parameters") or {})}
+    theta = float(params.get("rope_theta", hf.get("rope_theta", 10000.0)))
+    kind = params.get("rope_type", params.get("type")) or "default"
+    if kind == "dynamic" and params.get("alpha"):
+        return {"rotary_base": theta * float(params["alpha"]) ** (head_dim / (head_dim - 2))}
+    if kind != "default":
+        raise RegistryError(f"hunyuan_v1_dense rope_type {kind!r} is not supported (default, or dynamic with alpha)")
+    return {"rotary_base": theta}
+
+
+def _hunyuan_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """HunYuan dense: per-head q/k RMSNorm after RoPE; ``attention_bias`` on q/k/v and o."""
+    without_rope = {k: v for k, v in hf.items() if k not in ROPE_KEYS}
+    out = _common_config(without_rope)
+    bias = hf.get("attention_bias", False)
+    return {**out, **_biases(bias, bias, False), "qk_layernorm": True, "qk_layernorm_after_rope": True,
+            **_hunyuan_rope(hf, out["kv_channels"])}
+
+
+def _hunyuan_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    _check_common("hunyuan_v1_dense", cfg, qk_layernorm_after_rope=True, rope_scaling_type=None)
+    _no_extras("hunyuan_v1_dense", cfg, "qk_layernorm")
+    qkv, dense, mlp = _bias_places(cfg)
+    if qkv != dense or mlp:
+        raise RegistryError("hunyuan_v1_dense has one attention_bias for q/k/v and o and no MLP bias")
+    return {**_common_hf_config(cfg), "attention_bias": qkv, "pretraining_tp": 1}
+
+
+HUNYUAN_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"self_attention.q_layernorm.weight": "self_attn.query_layernorm.weight",
+                                           "self_attention.k_layernorm.weight": "self_attn.key_layernorm.weight"})
+
+# --------------------------------------------------------------------------- ERNIE 4.5
+
+
+def _ernie_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """ERNIE 4.5: interleaved RoPE, ``use_bias`` on every linear, tied by default (theta 500000)."""
+    hf = {"rope_theta": 500000.0, "tie_word_embeddings": True, **hf}
+    bias = hf.get("use_bias", False)
+    return {**_common_config(hf), **_biases(bias, bias, bias), "rope_interleaved": True}
+
+
+def _ernie_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    _check_common("ernie4_5", cfg, rope_interleaved=True)
+    _no_extras("ernie4_5", cfg)
+    places = _bias_places(cfg)
+    if len(set(places)) != 1:
+        raise RegistryError("ernie4_5 has one use_bias for every linear; biases by place are not expressible")
+    return {**_common_hf_config(cfg), "use_bias": places[0]}
+
+
+# --------------------------------------------------------------------------- CWM
+
+
+CWM_ROPE = {"rope_type": "llama3", "rope_theta": 1_000_000.0, "factor": 16.0, "high_freq_factor": 4.0,
+            "low_freq_factor": 1.0, "original_max_position_embeddings": 8192}
+
+
+def _cwm_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """CWM: Llama-3 RoPE, sliding-window layers with every 4th layer (from layer 0) attending fully."""
+    layers = int(hf["num_hidden_layers"])
+    if not any(key in hf for key in ROPE_KEYS):
+        hf = {**hf, "rope_parameters": CWM_ROPE}
+    types = hf.get("layer_types") or ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(layers)]
+    window = hf.get("sliding_window", 8192)
+    return {**_common_config(hf), **_biases(False, False, hf.get("mlp_bias", False)),
+            **_layer_windows(types, window, layers)}
+
+
+def _cwm_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    _check_common("cwm", cfg, sliding_window=cfg.sliding_window)
+    _no_extras("cwm", cfg)
+    qkv, dense, mlp = _bias_places(cfg)
+    if qkv or dense:
+        raise RegistryError("cwm has no attention biases (only mlp_bias)")
+    return {**_common_hf_config(cfg), "mlp_bias": mlp, "sliding_window": cfg.sliding_window,
+            "layer_types": _layer_types(cfg), "pretraining_tp": 1}
+
+
+# --------------------------------------------------------------------------- GLM, GLM-4
+
+
+def _glm_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """GLM: half the head dims rotate in interleaved pairs, fused gate/up, q/k/v bias (no o bias)."""
+    hf = {"partial_rotary_factor": 0.5, "rms_norm_eps": 1.5625e-07, **hf}
+    return {**_common_config(hf), **_biases(hf.get("attention_bias", True), False, False), "rope_interleaved": True}
+
+
+def _glm_hf_config(cfg: TransformerConfig, name: str = "glm", post_norm: bool = False) -> Dict[str, Any]:
+    _check_common(name, cfg, rope_interleaved=True, rotary_percent=cfg.rotary_percent)
+    _no_extras(name, cfg, *(("post_norm",) if post_norm else ()))
+    _require(name, cfg, post_norm=post_norm)
+    qkv, dense, mlp = _bias_places(cfg)
+    if dense or mlp:
+        raise RegistryError(f"{name} has biases on q/k/v only (attention_bias)")
+    # written even at 1.0: a config.json without it means 0.5
+    return {**_common_hf_config(cfg), "attention_bias": qkv, "partial_rotary_factor": cfg.rotary_percent}
+
+
+def _glm4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """GLM-4: GLM with sandwich norms on the attention and MLP outputs."""
+    return {**_glm_config(hf), "post_norm": True}
+
+
+def _glm4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    return _glm_hf_config(cfg, "glm4", post_norm=True)
+
+
+GLM_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"mlp.linear_fc1.weight": "mlp.gate_up_proj.weight"})
+GLM4_WEIGHTS = GLM_WEIGHTS + (
+    _layer("post_self_attn_layernorm.weight", ["post_self_attn_layernorm.weight"]),
+    _layer("post_mlp_layernorm.weight", ["post_mlp_layernorm.weight"]),
+)
+
+# --------------------------------------------------------------------------- Emu3 text
+
+
+def _emu3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Emu3's text model: Llama (theta 1e6) with ``attention_bias`` on q/k/v/o and ``mlp_bias``."""
+    if "text_config" in hf or hf.get("model_type") == "emu3":
+        raise RegistryError("emu3: the composite Emu3Config (text_config + vq_config) is not supported; convert "
+                            "the text-only Emu3ForCausalLM (model_type emu3_text_model)")
+    hf = {"rope_theta": 1_000_000.0, **hf}
+    bias = hf.get("attention_bias", False)
+    return {**_common_config(hf), **_biases(bias, bias, hf.get("mlp_bias", False))}
+
+
+def _emu3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    _check_common("emu3", cfg)
+    _no_extras("emu3", cfg)
+    qkv, dense, mlp = _bias_places(cfg)
+    if qkv != dense:
+        raise RegistryError("emu3 has one attention_bias for q/k/v and o")
+    return {**_common_hf_config(cfg), "attention_bias": qkv, "mlp_bias": mlp}
+
+
+# --------------------------------------------------------------------------- Ministral3
+
+
+MINISTRAL3_ROPE = {"rope_type": "yarn", "rope_theta": 1_000_000.0, "factor": 16.0,
+                   "original_max_position_embeddings": 16384, "beta_fast": 32.0, "beta_slow": 1.0,
+                   "mscale_all_dim": 1.0, "mscale": 1.0, "llama_4_scaling_beta": 0.1}
+
+
+def _ministral3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Ministral3: Mistral (one window over every layer) with YaRN RoPE and the Llama-4 query temperature
+    (``llama_4_scaling_beta`` over ``original_max_position_embeddings``)."""
+    if hf.get("layer_types"):
+        raise RegistryError("ministral3 layer_types is not supported (transformers' Ministral3 ignores it)")
+    if not hf.get("rope_parameters") and not hf.get("rope_scaling"):
+        hf = {**hf, "rope_parameters": MINISTRAL3_ROPE}
+    params = {**(hf.get("rope_scaling") or {}), **(hf.get("rope_parameters") or {})}
+    out = {**_common_config(hf), "sliding_window": hf.get("sliding_window")}
+    beta = params.get("llama_4_scaling_beta")
+    if beta:
+        length = params.get("original_max_position_embeddings")
+        if not length:
+            raise RegistryError("ministral3 llama_4_scaling_beta needs rope_parameters original_max_position_embeddings")
+        out.update(attn_temperature_beta=float(beta), attn_temperature_length=int(length))
+    return out
+
+
+def _ministral3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    _check_common("ministral3", cfg, sliding_window=cfg.sliding_window)
+    if cfg.sliding_window_pattern or cfg.full_attention_layers:
+        raise RegistryError("ministral3 has one sliding window over every layer")
+    _no_extras("ministral3", cfg, "attn_temperature_beta")
+    if any(_bias_places(cfg)):
+        raise RegistryError("ministral3 has no linear biases")
+    out = _common_hf_config(cfg)
+    params = {**(out.pop("rope_scaling") or {"rope_type": "default"}), "rope_theta": out.pop("rope_theta")}
+    length = params.get("original_max_position_embeddings", cfg.attn_temperature_length)
+    if cfg.attn_temperature_beta is not None and length != cfg.attn_temperature_length:
+        raise RegistryError("ministral3 needs --attn-temperature-length equal to --original-max-position-embeddings")
+    # transformers reads both keys whatever the rope type
+    params.update(llama_4_scaling_beta=cfg.attn_temperature_beta or 0.0,
+                  original_max_position_embeddings=length or cfg.rope_original_max_position_embeddings)
+    return {**out, "rope_parameters": params, "sliding_window": cfg.sliding_window}
+
+
+# --------------------------------------------------------------------------- registration
+
+SEED_OSS = register(Family("seed_oss", "seed_oss", "SeedOssForCausalLM", _seed_oss_config, _seed_oss_hf_config),
+                    "seed-oss")
+HUNYUAN = register(Family("hunyuan_v1_dense", "hunyuan_v1_dense", "HunYuanDenseV1ForCausalLM", _hunyuan_config,
+                          _hunyuan_hf_config, HUNYUAN_WEIGHTS), "hunyuan", "hunyuan-dense")
+ERNIE = register(Family("ernie4_5", "ernie4_5", "Ernie4_5ForCausalLM", _ernie_config, _ernie_hf_config),
+                 "ernie4.5", "ernie")
+CWM = register(Family("cwm", "cwm", "CwmForCausalLM", _cwm_config, _cwm_hf_config))
+GLM = register(Family("glm", "glm", "GlmForCausalLM", _glm_config, _glm_hf_config, GLM_WEIGHTS))
+GLM4 = register(Family("glm4", "glm4", "Glm4ForCausalLM", _glm4_config, _glm4_hf_config, GLM4_WEIGHTS))
+EMU3 = register(Family("emu3", "emu3_text_model", "Emu3ForCausalLM", _emu3_config, _emu3_hf_config))
+MINISTRAL3 = register(Family("ministral3", "ministral3", "Ministral3ForCausalLM", _ministral3_config,
+                             _ministral3_hf_config))
