@@ -171,6 +171,16 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--embed-layernorm", action="store_true", help="a norm on the word embeddings (Bloom)")
     group.add_argument("--full-attention-layers", type=int, nargs="*", default=None,
                        help="with --sliding-window: global layer numbers (from 0) that attend fully (GPT-Neo)")
+    group.add_argument("--xielu", action="store_true",
+                       help="xIELU MLP activation with learnable alpha_p and alpha_n per layer (Apertus)")
+    group.add_argument("--gated-mlp", action="store_true",
+                       help="act(gate) * up with a fused [gate; up] for --relu/--squared-relu/--xielu/GELU (BitNet)")
+    group.add_argument("--attn-sub-norm", action="store_true",
+                       help="RMSNorm on the attention context before the output projection (BitNet)")
+    group.add_argument("--ffn-sub-norm", action="store_true",
+                       help="RMSNorm on the MLP activation before its second linear (BitNet)")
+    group.add_argument("--non-parametric-qk-norm", action="store_true",
+                       help="with --qk-layernorm: q/k norms without weight (NanoChat)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -996,6 +1006,11 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             parallel_residual_shared_norm=args.parallel_residual_shared_norm,
             embed_layernorm=args.embed_layernorm,
             full_attention_layers=tuple(args.full_attention_layers or ()),
+            xielu=args.xielu,
+            gated_mlp=args.gated_mlp,
+            attn_sub_norm=args.attn_sub_norm,
+            ffn_sub_norm=args.ffn_sub_norm,
+            non_parametric_qk_norm=args.non_parametric_qk_norm,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

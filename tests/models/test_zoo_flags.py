@@ -52,6 +52,15 @@ BAD: List[tuple] = [
     (dict(sliding_window=4, full_attention_layers=(0, 3)), ["--sliding-window", "4", "--full-attention-layers", "0", "3"],
      "--full-attention-layers [3] out of range [0, 2)"),
     (dict(full_attention_layers=(1,)), ["--full-attention-layers", "1"], "--full-attention-layers needs --sliding-window"),
+    (dict(xielu=True, squared_relu=True), ["--xielu", "--squared-relu"], "--xielu is the MLP activation"),
+    (dict(gated_mlp=True, swiglu=True), ["--gated-mlp", "--swiglu"], "--gated-mlp is implied by --swiglu/--geglu"),
+    (dict(xielu=True, recompute_activation_function=True), ["--xielu", "--recompute-activation-function"],
+     "--recompute-activation-function cannot recompute --xielu"),
+    (dict(ffn_sub_norm=True, normalization="LayerNorm"), ["--ffn-sub-norm", "--normalization", "LayerNorm"],
+     "--attn-sub-norm/--ffn-sub-norm need --normalization RMSNorm"),
+    (dict(attn_sub_norm=True, non_parametric_norm=True), ["--attn-sub-norm", "--non-parametric-norm"],
+     "--attn-sub-norm/--ffn-sub-norm need --normalization RMSNorm with weights"),
+    (dict(non_parametric_qk_norm=True), ["--non-parametric-qk-norm"], "--non-parametric-qk-norm needs --qk-layernorm"),
 ]
 
 
@@ -91,3 +100,17 @@ def test_window_layout_without_layer_types_follows_transformers(family, model_ty
     ours = config_from_hf(dict(sizes, model_type=model_type, **legacy), family)
     theirs = getattr(transformers, config_class)(**sizes, **legacy).layer_types
     assert ["full_attention" if ours.layer_window(i) is None else "sliding_attention" for i in range(12)] == theirs
+
+
+def test_xielu_starts_as_transformers_xielu() -> None:
+    """--xielu's initial alphas (a 'constant' init, independent of TP) give transformers' XIELUActivation."""
+    import torch
+    from transformers.activations import XIELUActivation
+
+    from core.models.gpt_model import build_model, layout_state
+
+    config = TransformerConfig(**SMALL, xielu=True, ffn_hidden_size=32)
+    model = build_model(config, layout_state(1), torch.device("cpu"), seed=0)
+    ours = model.decoder.layers["0"].mlp.xielu
+    x = torch.linspace(-4.0, 4.0, 101)
+    torch.testing.assert_close(ours(x), XIELUActivation(dtype=torch.float32)(x), rtol=1e-6, atol=1e-7)
