@@ -207,6 +207,16 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="queries times 1 + beta ln(1 + floor(pos / length)) after RoPE (Ministral3)")
     group.add_argument("--attn-temperature-length", type=int, default=None,
                        help="the position length of --attn-temperature-beta (Ministral3: the original context)")
+    group.add_argument("--xielu", action="store_true",
+                       help="xIELU MLP activation with learnable alpha_p and alpha_n per layer (Apertus)")
+    group.add_argument("--gated-mlp", action="store_true",
+                       help="act(gate) * up with a fused [gate; up] for --relu/--squared-relu/--xielu/GELU (BitNet)")
+    group.add_argument("--attn-sub-norm", action="store_true",
+                       help="RMSNorm on the attention context before the output projection (BitNet)")
+    group.add_argument("--ffn-sub-norm", action="store_true",
+                       help="RMSNorm on the MLP activation before its second linear (BitNet)")
+    group.add_argument("--non-parametric-qk-norm", action="store_true",
+                       help="with --qk-layernorm: q/k norms without weight (NanoChat)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -1059,6 +1069,11 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             qk_layernorm_after_rope=args.qk_layernorm_after_rope,
             attn_temperature_beta=args.attn_temperature_beta,
             attn_temperature_length=args.attn_temperature_length,
+            xielu=args.xielu,
+            gated_mlp=args.gated_mlp,
+            attn_sub_norm=args.attn_sub_norm,
+            ffn_sub_norm=args.ffn_sub_norm,
+            non_parametric_qk_norm=args.non_parametric_qk_norm,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

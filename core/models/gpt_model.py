@@ -167,6 +167,8 @@ def full_initial_value(name: str, param: torch.Tensor, config: TransformerConfig
         return torch.ones(shape)
     if meta.init_method == "zeros":
         return torch.zeros(shape)
+    if meta.init_method == "constant":
+        return torch.full(shape, meta.init_value)
     std = config.init_method_std
     if meta.init_method == "scaled_normal":
         std = std / math.sqrt(2.0 * config.num_layers)

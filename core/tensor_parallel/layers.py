@@ -45,16 +45,18 @@ def reduce_replicated_grads(grad: torch.Tensor, shard: TPShard, group: Group) ->
 
 
 def mark_param(param: nn.Parameter, *, init: str, tp_shard: Optional[TPShard] = None,
-               grad_partial_over_tp: bool = False, init_shape: Optional[Sequence[int]] = None) -> nn.Parameter:
+               grad_partial_over_tp: bool = False, init_shape: Optional[Sequence[int]] = None,
+               init_value: float = 0.0) -> nn.Parameter:
     """Give a parameter its :class:`ParamMeta` (read by initialisation, conversion and grad sync).
 
-    ``init``: 'normal', 'scaled_normal' (output layers), 'ones' or 'zeros'.
+    ``init``: 'normal', 'scaled_normal' (output layers), 'ones', 'zeros' or 'constant' (``init_value``).
     ``grad_partial_over_tp``: replicated over TP but fed a sequence shard, so its
     gradient is summed over TP. ``init_shape``: the unpadded full shape to draw
     random values for (the rest of the full tensor is zero padding).
     """
     return set_meta(param, ParamMeta(tp_shard=tp_shard, grad_partial_over_tp=grad_partial_over_tp, init_method=init,
-                                     init_shape=tuple(init_shape) if init_shape is not None else None))
+                                     init_shape=tuple(init_shape) if init_shape is not None else None,
+                                     init_value=init_value))
 
 
 class DeferredGrad(NamedTuple):

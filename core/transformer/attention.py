@@ -11,6 +11,12 @@ masking. Optional per-head q/k norms (``--qk-layernorm``) act before RoPE
 over TP ranks. A layer's sliding window comes from ``config.layer_window``; layers in
 ``config.no_rope_layers`` skip RoPE. With ``--position-embedding-type alibi`` the mask is an additive float
 one carrying each local head's ALiBi bias (``core/transformer/alibi.py``).
+masking. Optional per-head q/k norms (``--qk-layernorm``) act before RoPE;
+their weights are shared by all heads, so their gradient is a partial sum
+over TP ranks (``--non-parametric-qk-norm``: without weight). ``--attn-sub-norm`` (BitNet) RMS-normalises
+the context over all heads' channels (sum of squares all-reduced over TP) before the output projection.
+A layer's sliding window comes from ``config.layer_window``; layers in
+``config.no_rope_layers`` skip RoPE.
 """
 from __future__ import annotations
 
@@ -97,8 +103,13 @@ class SelfAttention(nn.Module):
         elif config.qk_layernorm:  # one weight per head dim, shared by the heads of every rank
             norm_args = dict(kind=config.normalization, hidden_size=hn, eps=config.norm_epsilon,
                              grad_partial_over_tp=True, dtype=config.params_dtype,
-                             offset=config.apply_layernorm_1p, bias=config.layernorm_bias)
+                             offset=config.apply_layernorm_1p, bias=config.layernorm_bias,
+                             parametric=not config.non_parametric_qk_norm)
             self.q_layernorm, self.k_layernorm = build_norm(**norm_args), build_norm(**norm_args)
+        self.sub_layernorm = None
+        if config.attn_sub_norm:  # over all heads' channels, split over TP with the heads
+            self.sub_layernorm = TensorParallelRMSNorm(Segment(heads, hn), config.norm_epsilon, tp_group,
+                                                       config.params_dtype, config.apply_layernorm_1p)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
@@ -129,6 +140,8 @@ class SelfAttention(nn.Module):
             context = checkpoint(self._core_attention, q, k, v)  # [s, b, np * hn]
         else:
             context = self._core_attention(q, k, v)
+        if self.sub_layernorm is not None:  # BitNet
+            context = self.sub_layernorm(context)
         return self.linear_proj(context)  # [s, b, h] ([s/tp, b, h] under SP)
 
     def _recompute_core_attention(self) -> bool:

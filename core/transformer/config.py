@@ -156,6 +156,17 @@ class TransformerConfig:
     # temperature; Ministral3's llama_4_scaling_beta) [--attn-temperature-beta, --attn-temperature-length]
     attn_temperature_beta: Optional[float] = None
     attn_temperature_length: Optional[int] = None
+    # xIELU (Apertus): a non-gated activation with two learnable scalars per layer, alpha_p and alpha_n [--xielu]
+    xielu: bool = False
+    # the MLP computes act(gate) * up with a fused [gate; up] first linear for the chosen activation (--relu,
+    # --squared-relu, --xielu, GELU by default; BitNet: gated ReLU squared); --swiglu and --geglu imply it [--gated-mlp]
+    gated_mlp: bool = False
+    # RMSNorms over the full width just before the output linears (BitNet): on the attention context before the
+    # output projection [--attn-sub-norm] and on the MLP activation before fc2 [--ffn-sub-norm]; at TP > 1 the
+    # sum of squares is all-reduced over TP
+    attn_sub_norm: bool = False
+    ffn_sub_norm: bool = False
+    non_parametric_qk_norm: bool = False  # q/k norms without weight (NanoChat) [--non-parametric-qk-norm, with --qk-layernorm]
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -324,6 +335,7 @@ class TransformerConfig:
         if not self.layernorm_bias and (self.normalization != "LayerNorm" or self.non_parametric_norm):
             raise ValueError("--no-layernorm-bias needs --normalization LayerNorm with weights "
                              "(no --non-parametric-norm)")
+        self._validate_modern_mlp_and_norms()
         if self.full_attention_layers:
             bad = [i for i in self.full_attention_layers if not 0 <= i < self.num_layers]
             if bad:
@@ -384,10 +396,25 @@ class TransformerConfig:
             raise ValueError(f"--position-embedding-type alibi has no rotary embedding for {', '.join(rope)}; "
                              "drop them or use --position-embedding-type rope")
 
+    def _validate_modern_mlp_and_norms(self) -> None:
+        """xIELU, the gated-MLP switch, sub-norms and non-parametric q/k norms."""
+        if self.xielu and (self.swiglu or self.geglu or self.relu or self.squared_relu or self.gelu_tanh):
+            raise ValueError("--xielu is the MLP activation; drop --swiglu/--geglu/--relu/--squared-relu/--gelu-tanh")
+        if self.gated_mlp and (self.swiglu or self.geglu):
+            raise ValueError("--gated-mlp is implied by --swiglu/--geglu; drop --gated-mlp")
+        if self.recompute_activation_function and self.xielu:
+            raise ValueError("--recompute-activation-function cannot recompute --xielu (it has learnable "
+                             "parameters); drop one of them")
+        if (self.attn_sub_norm or self.ffn_sub_norm) and (self.normalization != "RMSNorm" or self.non_parametric_norm):
+            raise ValueError("--attn-sub-norm/--ffn-sub-norm need --normalization RMSNorm with weights "
+                             "(no --non-parametric-norm)")
+        if self.non_parametric_qk_norm and (not self.qk_layernorm or self.qk_layernorm_full_width):
+            raise ValueError("--non-parametric-qk-norm needs --qk-layernorm (per head, no --qk-layernorm-full-width)")
+
     @property
     def gated_linear_unit(self) -> bool:
-        """The MLP's first linear is fused ``[gate; up]`` (SwiGLU or GeGLU)."""
-        return self.swiglu or self.geglu
+        """The MLP's first linear is fused ``[gate; up]`` (SwiGLU, GeGLU or ``--gated-mlp``)."""
+        return self.swiglu or self.geglu or self.gated_mlp
 
     @property
     def pre_norm(self) -> bool:

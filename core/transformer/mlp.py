@@ -1,12 +1,16 @@
-"""The feed-forward block, split over TP: gated (SwiGLU, GeGLU; fused ``[gate; up]``) or not (GELU by
-default, ``--relu``, ``--squared-relu``).
+"""The feed-forward block, split over TP: gated (SwiGLU, GeGLU, ``--gated-mlp``; fused ``[gate; up]``) or
+not (GELU by default, ``--relu``, ``--squared-relu``, ``--xielu``).
 
-``--gelu-tanh`` selects GELU's tanh approximation (Gemma's ``gelu_pytorch_tanh``).
+``--gelu-tanh`` selects GELU's tanh approximation (Gemma's ``gelu_pytorch_tanh``). xIELU (Apertus) has two
+learnable scalars per layer; each TP rank applies them to its own FFN shard, so their gradient is a partial
+sum over TP. ``--ffn-sub-norm`` (BitNet) RMS-normalises the activation over the full FFN width before the
+second linear (sum of squares all-reduced over TP).
 """
 from __future__ import annotations
 
 import functools
-from typing import Callable
+import math
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -14,13 +18,43 @@ from torch import nn
 
 from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import inside_checkpoint, recompute_activation
-from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment
+from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment, mark_param
 from core.transformer.config import TransformerConfig
+from core.transformer.norms import TensorParallelRMSNorm
+
+# xIELU's fixed constants and the initial alphas (transformers' XIELUActivation defaults, which Apertus uses)
+XIELU_BETA, XIELU_EPS, XIELU_ALPHA_INIT = 0.5, -1e-6, 0.8
 
 
 def squared_relu(x: torch.Tensor) -> torch.Tensor:
     """``relu(x) ** 2`` (Primer; Nemotron, Persimmon)."""
     return torch.square(F.relu(x))
+
+
+def _inverse_softplus(value: float) -> float:
+    return math.log(math.expm1(value))
+
+
+class XIELU(nn.Module):
+    """xIELU (arXiv 2411.13010): ``a_p x^2 + b x`` for ``x > 0``, else ``a_n (expm1(min(x, eps)) - x) + b x``,
+    with ``a_p = softplus(alpha_p)`` and ``a_n = b + softplus(alpha_n)`` (alpha_p, alpha_n learnable ``[1]``).
+
+    Each TP rank applies the alphas to its FFN shard: their gradients are partial sums over TP.
+    """
+
+    def __init__(self, dtype: Optional[torch.dtype] = None) -> None:
+        super().__init__()
+        self.alpha_p = mark_param(nn.Parameter(torch.empty(1, dtype=dtype)), init="constant",
+                                  init_value=_inverse_softplus(XIELU_ALPHA_INIT), grad_partial_over_tp=True)
+        self.alpha_n = mark_param(nn.Parameter(torch.empty(1, dtype=dtype)), init="constant",
+                                  init_value=_inverse_softplus(XIELU_ALPHA_INIT - XIELU_BETA), grad_partial_over_tp=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # x [s, b, ffn/tp]
+        alpha_p = F.softplus(self.alpha_p)
+        alpha_n = XIELU_BETA + F.softplus(self.alpha_n)
+        negative = (torch.expm1(torch.clamp(x, max=XIELU_EPS)) - x) * alpha_n + XIELU_BETA * x
+        return torch.where(x > 0, alpha_p * x * x + XIELU_BETA * x, negative)
 
 
 def activation_function(config: TransformerConfig) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -39,7 +73,8 @@ class MLP(nn.Module):
         super().__init__()
         tp_group = state.tp_group
         self.gated = config.gated_linear_unit
-        self.act = activation_function(config)
+        self.xielu = XIELU(config.params_dtype) if config.xielu else None
+        self.act = self.xielu.forward if self.xielu is not None else activation_function(config)
         self.recompute_activation_function = config.recompute_activation_function
         ffn = config.ffn_hidden_size
         bias = config.add_bias_linear or config.add_mlp_bias
@@ -50,12 +85,22 @@ class MLP(nn.Module):
         self.linear_fc2 = RowParallelLinear(
             ffn, config.hidden_size, group=tp_group, bias=bias,
             sequence_parallel=config.sequence_parallel, dtype=config.params_dtype)
+        self.sub_layernorm = None
+        if config.ffn_sub_norm:  # over the full FFN width, split over TP
+            self.sub_layernorm = TensorParallelRMSNorm(Segment(ffn), config.norm_epsilon, tp_group,
+                                                       config.params_dtype, config.apply_layernorm_1p)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         intermediate = self.linear_fc1(hidden)  # [s, b, (2) ffn/tp]
         if self.recompute_activation_function and self.training and not inside_checkpoint():
-            return recompute_activation(self._activation, intermediate, self.linear_fc2)  # [s, b, h]
-        return self.linear_fc2(self._activation(intermediate))  # [s, b, h]
+            return recompute_activation(self._activation, intermediate, self._output)  # [s, b, h]
+        return self._output(self._activation(intermediate))  # [s, b, h]
+
+    def _output(self, activated: torch.Tensor) -> torch.Tensor:
+        """The second linear of the activation ``[s, b, ffn/tp]`` (after ``--ffn-sub-norm``): ``[s, b, h]``."""
+        if self.sub_layernorm is not None:
+            activated = self.sub_layernorm(activated)
+        return self.linear_fc2(activated)
 
     def _activation(self, intermediate: torch.Tensor) -> torch.Tensor:
         if self.gated:

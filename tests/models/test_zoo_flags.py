@@ -101,6 +101,15 @@ BAD: List[tuple] = [
      "--attn-temperature-beta and --attn-temperature-length go together"),
     (dict(attn_temperature_beta=0.1, attn_temperature_length=0),
      ["--attn-temperature-beta", "0.1", "--attn-temperature-length", "0"], "--attn-temperature-length 0 must be at least 1"),
+    (dict(xielu=True, squared_relu=True), ["--xielu", "--squared-relu"], "--xielu is the MLP activation"),
+    (dict(gated_mlp=True, swiglu=True), ["--gated-mlp", "--swiglu"], "--gated-mlp is implied by --swiglu/--geglu"),
+    (dict(xielu=True, recompute_activation_function=True), ["--xielu", "--recompute-activation-function"],
+     "--recompute-activation-function cannot recompute --xielu"),
+    (dict(ffn_sub_norm=True, normalization="LayerNorm"), ["--ffn-sub-norm", "--normalization", "LayerNorm"],
+     "--attn-sub-norm/--ffn-sub-norm need --normalization RMSNorm"),
+    (dict(attn_sub_norm=True, non_parametric_norm=True), ["--attn-sub-norm", "--non-parametric-norm"],
+     "--attn-sub-norm/--ffn-sub-norm need --normalization RMSNorm with weights"),
+    (dict(non_parametric_qk_norm=True), ["--non-parametric-qk-norm"], "--non-parametric-qk-norm needs --qk-layernorm"),
 ]
 
 
@@ -203,3 +212,15 @@ def test_yarn_matches_transformers_both_ways(yarn: Dict[str, Any]) -> None:
                                           if k not in ("model_type", "architectures")})
     again, again_factor = ROPE_INIT_FUNCTIONS["yarn"](written)
     assert torch.equal(again, expected) and again_factor == factor
+def test_xielu_starts_as_transformers_xielu() -> None:
+    """--xielu's initial alphas (a 'constant' init, independent of TP) give transformers' XIELUActivation."""
+    import torch
+    from transformers.activations import XIELUActivation
+
+    from core.models.gpt_model import build_model, layout_state
+
+    config = TransformerConfig(**SMALL, xielu=True, ffn_hidden_size=32)
+    model = build_model(config, layout_state(1), torch.device("cpu"), seed=0)
+    ours = model.decoder.layers["0"].mlp.xielu
+    x = torch.linspace(-4.0, 4.0, 101)
+    torch.testing.assert_close(ours(x), XIELUActivation(dtype=torch.float32)(x), rtol=1e-6, atol=1e-7)
