@@ -171,6 +171,8 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--embed-layernorm", action="store_true", help="a norm on the word embeddings (Bloom)")
     group.add_argument("--full-attention-layers", type=int, nargs="*", default=None,
                        help="with --sliding-window: global layer numbers (from 0) that attend fully (GPT-Neo)")
+    group.add_argument("--qk-layernorm-per-head-weights", action="store_true",
+                       help="with --qk-layernorm: a norm weight per head, [heads, head_dim] (Cohere's use_qk_norm)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -996,6 +998,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             parallel_residual_shared_norm=args.parallel_residual_shared_norm,
             embed_layernorm=args.embed_layernorm,
             full_attention_layers=tuple(args.full_attention_layers or ()),
+            qk_layernorm_per_head_weights=args.qk_layernorm_per_head_weights,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

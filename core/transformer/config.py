@@ -109,6 +109,9 @@ class TransformerConfig:
     embed_layernorm: bool = False  # a norm on the word embeddings (Bloom; MindSpeed's flag) [--embed-layernorm]
     # with --sliding-window: the global layers that attend fully, any pattern (GPT-Neo, Cohere2) [--full-attention-layers]
     full_attention_layers: Tuple[int, ...] = field(default_factory=tuple)
+    # q/k norms with a weight per head, [heads, head_dim], split over TP with the heads (K's replicated when TP
+    # exceeds the KV heads) (Cohere's use_qk_norm) [--qk-layernorm-per-head-weights, with --qk-layernorm]
+    qk_layernorm_per_head_weights: bool = False
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -184,6 +187,9 @@ class TransformerConfig:
         self._validate_layer_shapes()
         if self.qk_layernorm_full_width and not (self.qk_layernorm and self.normalization == "RMSNorm"):
             raise ValueError("--qk-layernorm-full-width needs --qk-layernorm and --normalization RMSNorm")
+        if self.qk_layernorm_per_head_weights and (not self.qk_layernorm or self.qk_layernorm_full_width):
+            raise ValueError("--qk-layernorm-per-head-weights needs --qk-layernorm and excludes "
+                             "--qk-layernorm-full-width (one weight layout per q/k norm)")
         if not 0.0 < self.rotary_percent <= 1.0 or self.rotary_dim % 2:
             raise ValueError(f"--rotary-percent {self.rotary_percent} must be in (0, 1] and give an even number "
                              f"of rotated dims of --kv-channels {self.kv_channels}")

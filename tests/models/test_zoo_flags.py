@@ -52,6 +52,11 @@ BAD: List[tuple] = [
     (dict(sliding_window=4, full_attention_layers=(0, 3)), ["--sliding-window", "4", "--full-attention-layers", "0", "3"],
      "--full-attention-layers [3] out of range [0, 2)"),
     (dict(full_attention_layers=(1,)), ["--full-attention-layers", "1"], "--full-attention-layers needs --sliding-window"),
+    (dict(qk_layernorm_per_head_weights=True), ["--qk-layernorm-per-head-weights"],
+     "--qk-layernorm-per-head-weights needs --qk-layernorm"),
+    (dict(qk_layernorm=True, qk_layernorm_full_width=True, qk_layernorm_per_head_weights=True),
+     ["--qk-layernorm", "--qk-layernorm-full-width", "--qk-layernorm-per-head-weights"],
+     "--qk-layernorm-per-head-weights needs --qk-layernorm and excludes --qk-layernorm-full-width"),
 ]
 
 
