@@ -217,6 +217,8 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="RMSNorm on the MLP activation before its second linear (BitNet)")
     group.add_argument("--non-parametric-qk-norm", action="store_true",
                        help="with --qk-layernorm: q/k norms without weight (NanoChat)")
+    group.add_argument("--qk-layernorm-per-head-weights", action="store_true",
+                       help="with --qk-layernorm: a norm weight per head, [heads, head_dim] (Cohere's use_qk_norm)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -1074,6 +1076,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             attn_sub_norm=args.attn_sub_norm,
             ffn_sub_norm=args.ffn_sub_norm,
             non_parametric_qk_norm=args.non_parametric_qk_norm,
+            qk_layernorm_per_head_weights=args.qk_layernorm_per_head_weights,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

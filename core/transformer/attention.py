@@ -33,7 +33,7 @@ from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear,
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.alibi import alibi_attention_mask
 from core.transformer.config import TransformerConfig
-from core.transformer.norms import TensorParallelRMSNorm, build_norm
+from core.transformer.norms import PerHeadNorm, TensorParallelRMSNorm, build_norm
 from core.transformer.rope import apply_rotary, layer_rotary
 
 
@@ -100,6 +100,10 @@ class SelfAttention(nn.Module):
             self.q_layernorm, self.k_layernorm = (
                 TensorParallelRMSNorm(segment, config.norm_epsilon, tp_group, config.params_dtype,
                                       config.apply_layernorm_1p) for segment in qkv_segments[:2])
+        elif config.qk_layernorm_per_head_weights:  # a weight per head, split over TP with the heads (Cohere)
+            self.q_layernorm, self.k_layernorm = (
+                PerHeadNorm(config.normalization, count, hn, config.norm_epsilon, tp, config.params_dtype,
+                            config.apply_layernorm_1p, config.layernorm_bias) for count in (heads, groups))
         elif config.qk_layernorm:  # one weight per head dim, shared by the heads of every rank
             norm_args = dict(kind=config.normalization, hidden_size=hn, eps=config.norm_epsilon,
                              grad_partial_over_tp=True, dtype=config.params_dtype,

@@ -167,6 +167,9 @@ class TransformerConfig:
     attn_sub_norm: bool = False
     ffn_sub_norm: bool = False
     non_parametric_qk_norm: bool = False  # q/k norms without weight (NanoChat) [--non-parametric-qk-norm, with --qk-layernorm]
+    # q/k norms with a weight per head, [heads, head_dim], split over TP with the heads (K's replicated when TP
+    # exceeds the KV heads) (Cohere's use_qk_norm) [--qk-layernorm-per-head-weights, with --qk-layernorm]
+    qk_layernorm_per_head_weights: bool = False
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -297,6 +300,9 @@ class TransformerConfig:
         self._validate_positions()
         if self.qk_layernorm_full_width and not (self.qk_layernorm and self.normalization == "RMSNorm"):
             raise ValueError("--qk-layernorm-full-width needs --qk-layernorm and --normalization RMSNorm")
+        if self.qk_layernorm_per_head_weights and (not self.qk_layernorm or self.qk_layernorm_full_width):
+            raise ValueError("--qk-layernorm-per-head-weights needs --qk-layernorm and excludes "
+                             "--qk-layernorm-full-width (one weight layout per q/k norm)")
         if not 0.0 < self.rotary_percent <= 1.0 or self.rotary_dim % 2:
             raise ValueError(f"--rotary-percent {self.rotary_percent} must be in (0, 1] and give an even number "
                              f"of rotated dims of --kv-channels {self.kv_channels}")

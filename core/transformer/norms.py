@@ -158,6 +158,39 @@ class TensorParallelRMSNorm(nn.Module):
         return weight * x32.to(dtype)
 
 
+class PerHeadNorm(nn.Module):
+    """RMSNorm or LayerNorm over each head's ``head_dim`` with a weight (and bias) per head: Cohere's q/k norm.
+
+    The weight is ``[heads, head_dim]``, split over TP by whole heads; heads replicated over TP (TP above the KV heads) hold a
+    copy whose partial gradients the shard spec sums. Each rank normalises its own
+    heads over the whole sequence, so no gradient is a partial sum otherwise.
+    """
+
+    def __init__(self, kind: str, heads: int, head_dim: int, eps: float, tp: int,
+                 dtype: Optional[torch.dtype] = None, offset: bool = False, bias: bool = False) -> None:
+        super().__init__()
+        self.kind, self.eps, self.offset = kind, eps, offset
+        shard = TPShard(0, (Segment(heads),))  # dim 0 of [heads, head_dim], one row per head
+        local = (Segment(heads).local_units(tp), head_dim)
+        self.weight = mark_param(nn.Parameter(torch.empty(local, dtype=dtype)), init="zeros" if offset else "ones",
+                                 tp_shard=shard)
+        self.bias = None
+        if bias and kind == "LayerNorm":
+            self.bias = mark_param(nn.Parameter(torch.empty(local, dtype=dtype)), init="zeros", tp_shard=shard)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # x [s, b, local heads, hn]; weight [local heads, hn]
+        dtype = x.dtype
+        x32 = x.float()
+        if self.kind == "LayerNorm":
+            x32 = F.layer_norm(x32, (x.size(-1),), None, None, self.eps)
+        else:
+            x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        weight = self.weight + 1.0 if self.offset else self.weight
+        out = weight * x32.to(dtype)
+        return out + self.bias if self.bias is not None else out
+
+
 def build_norm(kind: str, hidden_size: int, eps: float, grad_partial_over_tp: bool,
                dtype: Optional[torch.dtype] = None, offset: bool = False, parametric: bool = True,
                bias: bool = True) -> nn.Module:

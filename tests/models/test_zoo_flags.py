@@ -110,6 +110,11 @@ BAD: List[tuple] = [
     (dict(attn_sub_norm=True, non_parametric_norm=True), ["--attn-sub-norm", "--non-parametric-norm"],
      "--attn-sub-norm/--ffn-sub-norm need --normalization RMSNorm with weights"),
     (dict(non_parametric_qk_norm=True), ["--non-parametric-qk-norm"], "--non-parametric-qk-norm needs --qk-layernorm"),
+    (dict(qk_layernorm_per_head_weights=True), ["--qk-layernorm-per-head-weights"],
+     "--qk-layernorm-per-head-weights needs --qk-layernorm"),
+    (dict(qk_layernorm=True, qk_layernorm_full_width=True, qk_layernorm_per_head_weights=True),
+     ["--qk-layernorm", "--qk-layernorm-full-width", "--qk-layernorm-per-head-weights"],
+     "--qk-layernorm-per-head-weights needs --qk-layernorm and excludes --qk-layernorm-full-width"),
 ]
 
 
