@@ -920,13 +920,9 @@ def open_sink(args: argparse.Namespace, source, layout: ModelLayout, directory: 
 def convert(args: argparse.Namespace) -> None:
     validate_args(args)
     source = open_source(args)
-    for note in source.family.unmodelled_settings(source.hf_config or {}):
-        print(f"convert_ckpt: note: {note}", file=sys.stderr)
     rules = source.family.rules(source.config)
     source_layout = ModelLayout(source.config, rules, getattr(source, "placement", None))
     layout = target_layout(args, source, rules)
-    source_layout = ModelLayout(source.config, source.family.weights, getattr(source, "placement", None))
-    layout = target_layout(args, source, source.family.weights)
     source.check(source_layout)
     renaming = layer_renaming(source.config, layout.config)
     targets = {name: rename(name, renaming) for name in source_layout.names}

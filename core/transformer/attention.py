@@ -7,16 +7,12 @@ one KV head its query heads use). The attention kernel is PyTorch's
 ``scaled_dot_product_attention``, which picks a flash kernel when one exists;
 attention-logit softcapping (Gemma2) takes an explicit path with the same
 masking. Optional per-head q/k norms (``--qk-layernorm``) act before RoPE
-(after it with ``--qk-layernorm-after-rope``); their weights are shared by all heads, so their gradient is a partial sum
-over TP ranks. A layer's sliding window comes from ``config.layer_window``; layers in
+(after it with ``--qk-layernorm-after-rope``); their weights are shared by all heads, so their gradient is
+a partial sum over TP ranks (``--non-parametric-qk-norm``: without weight). ``--attn-sub-norm`` (BitNet)
+RMS-normalises the context over all heads' channels (sum of squares all-reduced over TP) before the output
+projection. A layer's sliding window comes from ``config.layer_window``; layers in
 ``config.no_rope_layers`` skip RoPE. With ``--position-embedding-type alibi`` the mask is an additive float
 one carrying each local head's ALiBi bias (``core/transformer/alibi.py``).
-masking. Optional per-head q/k norms (``--qk-layernorm``) act before RoPE;
-their weights are shared by all heads, so their gradient is a partial sum
-over TP ranks (``--non-parametric-qk-norm``: without weight). ``--attn-sub-norm`` (BitNet) RMS-normalises
-the context over all heads' channels (sum of squares all-reduced over TP) before the output projection.
-A layer's sliding window comes from ``config.layer_window``; layers in
-``config.no_rope_layers`` skip RoPE.
 """
 from __future__ import annotations
 
