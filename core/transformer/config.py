@@ -15,10 +15,8 @@ import torch
 
 NORMALIZATIONS = ("RMSNorm", "LayerNorm")
 POSITION_EMBEDDINGS = ("rope", "none", "alibi")
-ROPE_SCALINGS = (None, "linear", "llama3")
-LAYER_KINDS = ("M",)  # --hybrid-override-pattern: 'M' a Mamba layer
-POSITION_EMBEDDINGS = ("rope", "none")
 ROPE_SCALINGS = (None, "linear", "llama3", "yarn")
+LAYER_KINDS = ("M",)  # --hybrid-override-pattern: 'M' a Mamba layer
 
 
 def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
