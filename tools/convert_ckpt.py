@@ -870,7 +870,8 @@ def target_layout(args: argparse.Namespace, source, rules: Sequence[WeightRule])
             divisible_by = 1 if args.load_model_type == "hf" else source.config.make_vocab_size_divisible_by
         placement = target_placement(args, num_layers, noop, num_layers - len(noop))
     config = with_tp(source.config, tp, divisible_by, dtype, args.load_dir, num_layers=num_layers, noop_layers=noop,
-                     hybrid_override_pattern=target_pattern(source.config, num_layers, noop))
+                     hybrid_override_pattern=target_pattern(source.config, num_layers, noop),
+                     **target_layer_sets(source.config, num_layers, noop))
     return ModelLayout(config, rules, placement)
 
 
@@ -889,6 +890,26 @@ def target_pattern(source: TransformerConfig, num_layers: int, noop: Sequence[in
     for layer in reversed(range(num_layers)):
         following = result[layer] = result[layer] or following
     return "".join(result)
+
+
+# TransformerConfig fields that list global layer numbers
+LAYER_SET_FIELDS = ("no_rope_layers", "full_attention_layers", "dense_bias_layers")
+
+
+def target_layer_sets(source: TransformerConfig, num_layers: int, noop: Sequence[int]) -> Dict[str, Any]:
+    """The source's per-layer settings renumbered for the target's layers: the ``j``-th real source layer's
+    membership goes to the ``j``-th real target layer. ``--sliding-window-pattern`` counts global layer
+    numbers, so when the numbering changes it becomes the equivalent ``--full-attention-layers``."""
+    target_real = [i for i in range(num_layers) if i not in set(noop)]
+    renumber = dict(zip(real_layers(source), target_real))
+    changes: Dict[str, Any] = {name: tuple(sorted(renumber[i] for i in getattr(source, name) if i in renumber))
+                               for name in LAYER_SET_FIELDS}
+    pattern = source.sliding_window_pattern
+    if pattern is not None and any(a != b for a, b in renumber.items()):
+        changes["full_attention_layers"] = tuple(renumber[i] for i in real_layers(source)
+                                                 if source.layer_window(i) is None)
+        changes["sliding_window_pattern"] = None
+    return changes
 
 
 def layer_renaming(source: TransformerConfig, target: TransformerConfig) -> Dict[str, str]:

@@ -86,3 +86,37 @@ def test_hf_tp2_pp2_hf_round_trip_is_exact(family: str, tmp_path) -> None:
     input_ids = torch.randint(0, model.config.vocab_size, (BATCH, SEQ), generator=generator)  # [b, s]
     diff = (hf_logits(reloaded, input_ids) - hf_logits(model, input_ids)).abs().max().item()
     assert diff <= LOGIT_TOLERANCE, f"{family}: reloaded HF logits differ by {diff}"
+
+
+
+# Families whose config lists layer numbers (a window pattern, NoPE layers, a per-layer bias): inserting
+# noop layers renumbers them, and each layer's behaviour must follow its weights.
+LAYERED = ["gemma2", "smollm3", "gpt_neox_japanese", "cohere2"]
+
+
+@pytest.mark.parametrize("family", LAYERED)
+def test_noop_layers_carry_per_layer_settings(family: str, tmp_path) -> None:
+    from core.models.gpt_model import layout_state
+    from tests.models.test_hf_parity import our_logits
+    from tests.models.test_zoo_parity import load_ours
+
+    case = case_for(family)
+    model = build_hf_model(case)
+    hf_dir, mg_dir, out_dir = (str(tmp_path / name) for name in ("hf", "mg", "hf_out"))
+    model.save_pretrained(hf_dir)
+    layers = model.config.num_hidden_layers
+    convert("hf", "mg", hf_dir, mg_dir, "--model-type-hf", case[3], "--noop-layers", "0", "--num-layers",
+            str(layers + 1))
+    input_ids = torch.randint(0, model.config.vocab_size, (BATCH, SEQ), generator=torch.Generator().manual_seed(1))
+    expected = hf_logits(model, input_ids)
+    ours = our_logits(load_ours(mg_dir, layout_state(1)), input_ids)
+    diff = (ours - expected).abs().max().item()
+    assert diff <= 1e-4, f"{family}: logits with a noop layer in front differ from transformers by {diff}"
+    convert("mg", "hf", mg_dir, out_dir)
+    reference, written = read_safetensors(hf_dir), read_safetensors(out_dir)
+    assert sorted(written) == sorted(reference)
+    assert all(torch.equal(written[name], tensor) for name, tensor in reference.items())
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32,
+                                                                 attn_implementation="eager").eval()
+    diff = (hf_logits(reloaded, input_ids) - expected).abs().max().item()
+    assert diff <= LOGIT_TOLERANCE, f"{family}: logits after the noop round trip differ by {diff}"
