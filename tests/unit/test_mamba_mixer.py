@@ -180,3 +180,27 @@ def test_bad_sizes_are_one_line_errors() -> None:
     assert "\n" not in str(error.value)
     with pytest.raises(ValueError, match="not divisible by --tensor-model-parallel-size"):
         dataclasses.replace(our_config("mamba"), mamba_expand=3, tensor_model_parallel_size=5)
+
+
+@pytest.mark.parametrize("name", ["mamba", "mamba2_one_group"])
+def test_initialisation_is_mamba_s_and_independent_of_tp(name: str) -> None:
+    """A_log and the dt bias start as Mamba/Megatron start them, with the same values at TP 1 and TP 2."""
+    from core.models.gpt_model import build_model, unshard_state_dict
+
+    config = dataclasses.replace(our_config(name), num_layers=2, hybrid_override_pattern="MM")
+    full = dict(build_model(config, layout_state(1), torch.device("cpu"), seed=7).state_dict())
+    tp2_config = dataclasses.replace(config, tensor_model_parallel_size=2)
+    ranks = [build_model(tp2_config, layout_state(2, rank), torch.device("cpu"), seed=7) for rank in range(2)]
+    merged = unshard_state_dict([dict(model.state_dict()) for model in ranks], ranks[0])
+    for key, value in full.items():
+        if key.startswith("decoder."):  # the vocabulary's padding grows with TP
+            assert torch.equal(merged[key], value), key
+    a_log, dt_bias = full["decoder.layers.1.mixer.A_log"], full[
+        "decoder.layers.1.mixer.dt_proj.bias" if name == "mamba" else "decoder.layers.1.mixer.dt_bias"]
+    dt = torch.nn.functional.softplus(dt_bias)
+    assert dt.min() >= 1e-3 - 1e-7 and dt.max() <= 1e-1 + 1e-7 and dt.std() > 0
+    A = torch.exp(a_log)
+    if name == "mamba":  # S4D-real: 1..N on every channel
+        assert torch.allclose(A, torch.arange(1, A.size(1) + 1).float().expand_as(A))
+    else:
+        assert A.min() >= 1.0 and A.max() <= 16.0 and A.std() > 0
