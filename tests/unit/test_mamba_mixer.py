@@ -204,3 +204,19 @@ def test_initialisation_is_mamba_s_and_independent_of_tp(name: str) -> None:
         assert torch.allclose(A, torch.arange(1, A.size(1) + 1).float().expand_as(A))
     else:
         assert A.min() >= 1.0 and A.max() <= 16.0 and A.std() > 0
+
+
+@pytest.mark.parametrize("name", ["falcon_mamba_bias", "mamba2_groups"])
+def test_flops_per_token_counts_mamba_matmuls_and_scan(name: str) -> None:
+    """6 x the matmul weights a token meets (projections and the output layer) + 7 d_inner n per Mamba layer."""
+    from core.models.gpt_model import build_model
+    from mindspeed_llm.training.metrics import training_flops_per_token
+
+    config = dataclasses.replace(our_config(name), num_layers=2, hybrid_override_pattern="MM",
+                                 make_vocab_size_divisible_by=16)
+    model = build_model(config, layout_state(1), torch.device("cpu"), seed=0)
+    matmul = sum(p.numel() for key, p in model.named_parameters()
+                 if p.dim() == 2 and "word_embeddings" not in key and not key.endswith("A_log"))
+    matmul += config.hidden_size * config.padded_vocab_size  # the tied output layer
+    scan = 2 * 7 * config.mamba_d_inner * config.mamba_state_dim
+    assert training_flops_per_token(config, 32) == pytest.approx(6 * matmul + scan)
