@@ -97,7 +97,8 @@ def weightless_rms_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
 
 def selective_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
                    D: torch.Tensor) -> torch.Tensor:
-    """Mamba's recurrence, sequentially in fp32: ``h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t``, ``y_t = C_t h_t + D x_t``.
+    """Mamba's recurrence, sequentially in fp32: ``h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t``,
+    ``y_t = C_t h_t + D x_t``.
 
     x, dt ``[b, s, d]`` (dt after softplus); A ``[d, n]``; B, C ``[b, s, n]``; D ``[d]``. Returns ``[b, s, d]``.
     """

@@ -63,7 +63,14 @@ BAD: List[tuple] = [
     (dict(hybrid_override_pattern="MM", position_embedding_type="none", mamba_dt_limit_min=0.5,
           mamba_dt_limit_max=0.1),
      ["--hybrid-override-pattern", "MM", "--position-embedding-type", "none", "--mamba-dt-limit-min", "0.5",
-      "--mamba-dt-limit-max", "0.1"], "--mamba-dt-limit-min 0.5 must be >= 0 and below --mamba-dt-limit-max 0.1"),
+      "--mamba-dt-limit-max", "0.1"],
+     "--mamba-dt-limit-min 0.5 must be >= 0 and below --mamba-dt-limit-max 0.1"),
+    (dict(mamba_state_dim=64), ["--mamba-state-dim", "64"],
+     "--mamba-state-dim applies to Mamba layers; add --hybrid-override-pattern with 'M' layers or drop it"),
+    (dict(mamba_conv_bias=False), ["--disable-mamba-conv-bias"], "--disable-mamba-conv-bias applies to Mamba layers"),
+    (dict(hybrid_override_pattern="MM", position_embedding_type="none", swiglu=True),
+     ["--hybrid-override-pattern", "MM", "--position-embedding-type", "none", "--swiglu"],
+     "--swiglu applies to attention or MLP layers, which --hybrid-override-pattern 'MM' has none of"),
 ]
 
 

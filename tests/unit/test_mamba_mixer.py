@@ -118,8 +118,8 @@ def run_ours(name: str, state: ParallelState, sp: bool = False) -> Dict[str, Any
             reduce_replicated_grads(param.grad, meta.tp_shard, group)
         grads[key] = gather_full_tensor(param.grad, meta.tp_shard, group)
     if sp:
-        return {"out": all_gather_along_dim(out.detach(), 0, group), "x_grad": all_gather_along_dim(local.grad, 0, group),
-                "grads": grads}
+        return {"out": all_gather_along_dim(out.detach(), 0, group),
+                "x_grad": all_gather_along_dim(local.grad, 0, group), "grads": grads}
     return {"out": out.detach(), "x_grad": x.grad, "grads": grads}
 
 
