@@ -183,7 +183,8 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="with --sliding-window: global layer numbers (from 0) that attend fully (GPT-Neo)")
     # state-space (Mamba) layers, Megatron's hybrid models
     group.add_argument("--hybrid-override-pattern", type=str, default=None,
-                       help="one char per layer: 'M' a Mamba layer (norm, mixer, residual); default: transformer layers")
+                       help="one char per layer: 'M' a Mamba layer (norm, mixer, residual); "
+                            "default: transformer layers")
     group.add_argument("--mamba-version", type=int, choices=(1, 2), default=2,
                        help="1: Mamba's selective scan over d_inner channels; 2: Mamba2's SSD over heads and groups")
     group.add_argument("--mamba-state-dim", type=int, default=128, help="SSM state size N")

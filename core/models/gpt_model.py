@@ -21,6 +21,7 @@ from torch import nn
 
 from core.parallel_state import GROUP_DIMS, Group, ParallelState
 from core.pipeline_parallel.layout import Placement, chunk_specs
+from core.ssm.mamba_mixer import MAMBA_INITS
 from core.tensor_parallel.cross_entropy import vocab_parallel_cross_entropy
 from core.tensor_parallel.layers import ColumnParallelLinear, VocabParallelEmbedding, column_parallel_linear
 from core.tensor_parallel.mappings import gather_from_tensor_model_parallel_region
@@ -169,6 +170,8 @@ def full_initial_value(name: str, param: torch.Tensor, config: TransformerConfig
         return torch.zeros(shape)
     if meta.init_method == "constant":
         return torch.full(shape, meta.init_value)
+    if meta.init_method in MAMBA_INITS:  # the Mamba mixer's A_log and dt bias
+        return MAMBA_INITS[meta.init_method](shape, _param_generator(seed, name))
     std = config.init_method_std
     if meta.init_method == "scaled_normal":
         std = std / math.sqrt(2.0 * config.num_layers)

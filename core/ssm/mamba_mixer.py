@@ -37,7 +37,8 @@ the chunked SSD), so converted models give the same logits.
 """
 from __future__ import annotations
 
-from typing import Optional
+import math
+from typing import Callable, Dict, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -48,6 +49,37 @@ from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear,
 from core.tensor_parallel.mappings import sum_partials_over_tensor_model_parallel_region
 from core.tensor_parallel.param_meta import Segment, TPShard
 from core.transformer.config import TransformerConfig
+
+
+# Megatron's / Mamba's initialisation of the SSM parameters: dt drawn log-uniformly in [DT_MIN, DT_MAX]
+# (floored at DT_FLOOR) and stored as softplus^-1(dt); Mamba2's A drawn uniformly in A_INIT_RANGE per head;
+# Mamba1's A = 1..N for every channel (the S4D-real initialisation).
+DT_MIN, DT_MAX, DT_FLOOR = 1e-3, 1e-1, 1e-4
+A_INIT_RANGE = (1.0, 16.0)
+
+
+def _init_dt_bias(shape: Sequence[int], generator: torch.Generator) -> torch.Tensor:
+    dt = torch.exp(torch.rand(shape, generator=generator) * (math.log(DT_MAX) - math.log(DT_MIN))
+                   + math.log(DT_MIN)).clamp(min=DT_FLOOR)
+    return dt + torch.log(-torch.expm1(-dt))  # softplus^-1(dt)
+
+
+def _init_a_log_uniform(shape: Sequence[int], generator: torch.Generator) -> torch.Tensor:
+    low, high = A_INIT_RANGE
+    return torch.log(torch.empty(shape).uniform_(low, high, generator=generator))
+
+
+def _init_a_log_arange(shape: Sequence[int], generator: torch.Generator) -> torch.Tensor:
+    return torch.log(torch.arange(1, shape[-1] + 1, dtype=torch.float32)).expand(*shape).clone()  # [d, n]
+
+
+# ParamMeta.init_method -> full initial tensor from (full shape, the parameter's generator); read by
+# core.models.gpt_model.full_initial_value, so the values do not depend on the TP degree
+MAMBA_INITS: Dict[str, Callable[[Sequence[int], torch.Generator], torch.Tensor]] = {
+    "mamba_dt_bias": _init_dt_bias,
+    "mamba_a_log_uniform": _init_a_log_uniform,
+    "mamba_a_log_arange": _init_a_log_arange,
+}
 
 
 def causal_depthwise_conv(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
@@ -65,7 +97,8 @@ def weightless_rms_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
 
 def selective_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
                    D: torch.Tensor) -> torch.Tensor:
-    """Mamba's recurrence, sequentially in fp32: ``h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t``, ``y_t = C_t h_t + D x_t``.
+    """Mamba's recurrence, sequentially in fp32: ``h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t``,
+    ``y_t = C_t h_t + D x_t``.
 
     x, dt ``[b, s, d]`` (dt after softplus); A ``[d, n]``; B, C ``[b, s, n]``; D ``[d]``. Returns ``[b, s, d]``.
     """
@@ -216,14 +249,14 @@ class MambaMixer(nn.Module):
         mark_param(self.x_proj.weight, init="normal", tp_shard=TPShard.even(1, config.mamba_d_inner))
         self.dt_proj = nn.Linear(rank, self.local_inner, bias=True, dtype=dtype)  # [d/tp, r]
         mark_param(self.dt_proj.weight, init="normal", tp_shard=channels)
-        mark_param(self.dt_proj.bias, init="zeros", tp_shard=channels)
-        self.A_log = _vector(config.mamba_d_inner, channels, tp, "zeros", dtype, state_dim)  # [d/tp, n]
+        mark_param(self.dt_proj.bias, init="mamba_dt_bias", tp_shard=channels)
+        self.A_log = _vector(config.mamba_d_inner, channels, tp, "mamba_a_log_arange", dtype, state_dim)  # [d/tp, n]
         self.D = _vector(config.mamba_d_inner, channels, tp, "ones", dtype)  # [d/tp]
 
     def _build_mamba2_params(self, config: TransformerConfig, tp: int, dtype: Optional[torch.dtype]) -> None:
         heads = TPShard.even(0, config.mamba_num_heads)
-        self.dt_bias = _vector(config.mamba_num_heads, heads, tp, "zeros", dtype)  # [h/tp]
-        self.A_log = _vector(config.mamba_num_heads, heads, tp, "zeros", dtype)  # [h/tp]
+        self.dt_bias = _vector(config.mamba_num_heads, heads, tp, "mamba_dt_bias", dtype)  # [h/tp]
+        self.A_log = _vector(config.mamba_num_heads, heads, tp, "mamba_a_log_uniform", dtype)  # [h/tp]
         self.D = _vector(config.mamba_num_heads, heads, tp, "ones", dtype)  # [h/tp]
         norm_shard = TPShard(0, (Segment(config.mamba_num_heads, config.mamba_head_dim),))
         self.norm = GatedGroupRMSNorm(config.mamba_d_inner, config.mamba_num_groups, config.norm_epsilon,

@@ -8,8 +8,8 @@ it. Nothing in the model branches on a family name.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Dict, Optional, Tuple
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -17,6 +17,15 @@ NORMALIZATIONS = ("RMSNorm", "LayerNorm")
 POSITION_EMBEDDINGS = ("rope", "none", "alibi")
 ROPE_SCALINGS = (None, "linear", "llama3", "yarn")
 LAYER_KINDS = ("M",)  # --hybrid-override-pattern: 'M' a Mamba layer
+# Fields only Mamba layers read, and fields only attention or MLP layers read (refused when unused)
+MAMBA_FIELDS = ("mamba_version", "mamba_state_dim", "mamba_head_dim", "mamba_num_groups", "mamba_expand",
+                "mamba_d_conv", "mamba_conv_bias", "mamba_dt_rank", "mamba_chunk_size", "mamba_dt_limit_min",
+                "mamba_dt_limit_max", "mamba_mixer_rms_eps")
+ATTENTION_MLP_FIELDS = ("swiglu", "geglu", "gelu_tanh", "add_qkv_bias", "qk_layernorm", "qk_layernorm_full_width",
+                        "post_norm", "post_norm_only", "sliding_window", "sliding_window_pattern",
+                        "attn_logit_softcapping", "query_pre_attn_scalar", "softmax_scale", "qkv_clip",
+                        "rope_interleaved", "rotary_percent", "local_rotary_base", "no_rope_layers",
+                        "rope_scaling_type", "residual_multiplier")
 
 
 def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
@@ -222,6 +231,11 @@ class TransformerConfig:
     def _validate_hybrid(self) -> None:
         """The layer pattern and the Mamba mixer's sizes against TP."""
         pattern = self.hybrid_override_pattern
+        if pattern is None or "M" not in pattern:
+            unused = self._changed(MAMBA_FIELDS)
+            if unused:
+                raise ValueError(f"{unused[0]} applies to Mamba layers; add --hybrid-override-pattern with 'M' "
+                                 "layers or drop it")
         if pattern is None:
             return
         bad = sorted(set(pattern) - set(LAYER_KINDS))
@@ -231,7 +245,19 @@ class TransformerConfig:
         if not self.has_attention_layers and self.position_embedding_type != "none":
             raise ValueError("--hybrid-override-pattern without attention layers uses no position embedding; "
                              "set --position-embedding-type none")
+        unused = [] if self.has_attention_layers else self._changed(ATTENTION_MLP_FIELDS)
+        if unused:
+            raise ValueError(f"{unused[0]} applies to attention or MLP layers, which --hybrid-override-pattern "
+                             f"{pattern!r} has none of; drop it")
         self._validate_mamba()
+
+    def _changed(self, names: Tuple[str, ...]) -> List[str]:
+        """The flags of the fields in ``names`` set away from their defaults."""
+        defaults = {f.name: f.default if f.default is not MISSING else f.default_factory()
+                    for f in fields(self) if f.name in names}
+        flag = {"mamba_conv_bias": "--disable-mamba-conv-bias"}
+        return [flag.get(name, "--" + name.replace("_", "-")) for name in names
+                if getattr(self, name) != defaults[name]]
 
     def _validate_mamba(self) -> None:
         tp = self.tensor_model_parallel_size

@@ -8,6 +8,10 @@ attention counted over the full ``s x s`` score matrix, noop layers skipped):
                         + 2 q h                 output projection
                         + 4 s q                 scores QK^T and context x V
                         + 2 h f x (3 | 2)       MLP: SwiGLU has three h x f matrices, GELU two
+    Mamba layer, forward = 2 h (in_proj rows) + 2 d_inner h           in/out projections
+                        + 2 d_inner (r + 2 n) + 2 r d_inner   Mamba1's x_proj and dt_proj (r: dt rank)
+                        + 7/3 d_inner n                       the scan (Megatron's hybrid count: 7 d_inner n
+                                                              per token for forward + backward)
     logits, forward     = 2 h V_padded
     training FLOPs/token = 3 x (layers x per-layer + logits)
 
@@ -28,9 +32,21 @@ def training_flops_per_token(config: TransformerConfig, seq_length: int) -> floa
     kv = config.num_key_value_heads * hn
     mlp_matrices = 3 if config.gated_linear_unit else 2  # SwiGLU or GeGLU: gate, up, down
     per_layer = 2 * h * (q + 2 * kv) + 2 * q * h + 4 * seq_length * q + 2 * h * config.ffn_hidden_size * mlp_matrices
-    layers = config.num_layers - len(config.noop_layers)
+    real = [i for i in range(config.num_layers) if i not in set(config.noop_layers)]
+    mamba_layers = sum(1 for i in real if config.is_mamba_layer(i))
     logits = 2 * h * config.padded_vocab_size  # the output layer multiplies the padded vocabulary
-    return 3.0 * (layers * per_layer + logits)
+    return 3.0 * ((len(real) - mamba_layers) * per_layer + mamba_layers * mamba_flops_per_token(config) + logits)
+
+
+def mamba_flops_per_token(config: TransformerConfig) -> float:
+    """Forward FLOPs per token of one Mamba layer (module docstring)."""
+    h, inner, n = config.hidden_size, config.mamba_d_inner, config.mamba_state_dim
+    if config.mamba_version == 1:
+        r = config.mamba_dt_rank_or_default
+        in_rows, extra = 2 * inner, 2 * inner * (r + 2 * n) + 2 * r * inner
+    else:
+        in_rows, extra = 2 * inner + 2 * config.mamba_num_groups * n + config.mamba_num_heads, 0
+    return 2 * h * in_rows + 2 * inner * h + extra + 7 * inner * n / 3
 
 
 @dataclass

@@ -115,6 +115,12 @@ BAD: List[tuple] = [
     (dict(qk_layernorm=True, qk_layernorm_full_width=True, qk_layernorm_per_head_weights=True),
      ["--qk-layernorm", "--qk-layernorm-full-width", "--qk-layernorm-per-head-weights"],
      "--qk-layernorm-per-head-weights needs --qk-layernorm and excludes --qk-layernorm-full-width"),
+    (dict(mamba_state_dim=64), ["--mamba-state-dim", "64"],
+     "--mamba-state-dim applies to Mamba layers; add --hybrid-override-pattern with 'M' layers or drop it"),
+    (dict(mamba_conv_bias=False), ["--disable-mamba-conv-bias"], "--disable-mamba-conv-bias applies to Mamba layers"),
+    (dict(hybrid_override_pattern="MM", position_embedding_type="none", swiglu=True),
+     ["--hybrid-override-pattern", "MM", "--position-embedding-type", "none", "--swiglu"],
+     "--swiglu applies to attention or MLP layers, which --hybrid-override-pattern 'MM' has none of"),
 ]
 
 

@@ -3,7 +3,8 @@
 Mamba (tied, odd vocabulary, dt rank 'auto'), FalconMamba (dt/B/C norms, in/out biases, untied),
 Mamba2 with 2 groups over 8 heads, a chunk of 5 over 12 tokens (a padded last chunk) and a dt limit,
 and Mamba2 with one group (B/C replicated at TP 2, the gated norm's sum of squares shared over TP),
-tied and without conv bias. ``LARGE_DT`` keeps every gradient of the training test visible. ``BASE``'s attention sizes are ignored by these configs.
+tied and without conv bias. ``LARGE_DT`` keeps every gradient of the training test visible. ``BASE``'s
+attention sizes are ignored by these configs.
 """
 from __future__ import annotations
 

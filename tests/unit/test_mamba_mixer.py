@@ -118,8 +118,8 @@ def run_ours(name: str, state: ParallelState, sp: bool = False) -> Dict[str, Any
             reduce_replicated_grads(param.grad, meta.tp_shard, group)
         grads[key] = gather_full_tensor(param.grad, meta.tp_shard, group)
     if sp:
-        return {"out": all_gather_along_dim(out.detach(), 0, group), "x_grad": all_gather_along_dim(local.grad, 0, group),
-                "grads": grads}
+        return {"out": all_gather_along_dim(out.detach(), 0, group),
+                "x_grad": all_gather_along_dim(local.grad, 0, group), "grads": grads}
     return {"out": out.detach(), "x_grad": x.grad, "grads": grads}
 
 
@@ -180,3 +180,43 @@ def test_bad_sizes_are_one_line_errors() -> None:
     assert "\n" not in str(error.value)
     with pytest.raises(ValueError, match="not divisible by --tensor-model-parallel-size"):
         dataclasses.replace(our_config("mamba"), mamba_expand=3, tensor_model_parallel_size=5)
+
+
+@pytest.mark.parametrize("name", ["mamba", "mamba2_one_group"])
+def test_initialisation_is_mamba_s_and_independent_of_tp(name: str) -> None:
+    """A_log and the dt bias start as Mamba/Megatron start them, with the same values at TP 1 and TP 2."""
+    from core.models.gpt_model import build_model, unshard_state_dict
+
+    config = dataclasses.replace(our_config(name), num_layers=2, hybrid_override_pattern="MM")
+    full = dict(build_model(config, layout_state(1), torch.device("cpu"), seed=7).state_dict())
+    tp2_config = dataclasses.replace(config, tensor_model_parallel_size=2)
+    ranks = [build_model(tp2_config, layout_state(2, rank), torch.device("cpu"), seed=7) for rank in range(2)]
+    merged = unshard_state_dict([dict(model.state_dict()) for model in ranks], ranks[0])
+    for key, value in full.items():
+        if key.startswith("decoder."):  # the vocabulary's padding grows with TP
+            assert torch.equal(merged[key], value), key
+    a_log, dt_bias = full["decoder.layers.1.mixer.A_log"], full[
+        "decoder.layers.1.mixer.dt_proj.bias" if name == "mamba" else "decoder.layers.1.mixer.dt_bias"]
+    dt = torch.nn.functional.softplus(dt_bias)
+    assert dt.min() >= 1e-3 - 1e-7 and dt.max() <= 1e-1 + 1e-7 and dt.std() > 0
+    A = torch.exp(a_log)
+    if name == "mamba":  # S4D-real: 1..N on every channel
+        assert torch.allclose(A, torch.arange(1, A.size(1) + 1).float().expand_as(A))
+    else:
+        assert A.min() >= 1.0 and A.max() <= 16.0 and A.std() > 0
+
+
+@pytest.mark.parametrize("name", ["falcon_mamba_bias", "mamba2_groups"])
+def test_flops_per_token_counts_mamba_matmuls_and_scan(name: str) -> None:
+    """6 x the matmul weights a token meets (projections and the output layer) + 7 d_inner n per Mamba layer."""
+    from core.models.gpt_model import build_model
+    from mindspeed_llm.training.metrics import training_flops_per_token
+
+    config = dataclasses.replace(our_config(name), num_layers=2, hybrid_override_pattern="MM",
+                                 make_vocab_size_divisible_by=16)
+    model = build_model(config, layout_state(1), torch.device("cpu"), seed=0)
+    matmul = sum(p.numel() for key, p in model.named_parameters()
+                 if p.dim() == 2 and "word_embeddings" not in key and not key.endswith("A_log"))
+    matmul += config.hidden_size * config.padded_vocab_size  # the tied output layer
+    scan = 2 * 7 * config.mamba_d_inner * config.mamba_state_dim
+    assert training_flops_per_token(config, 32) == pytest.approx(6 * matmul + scan)
