@@ -67,6 +67,10 @@ def test_hub_config_keys() -> None:
     ("gptj", dict(rotary_dim=None), "rotary_dim"),
     ("gptj", dict(tie_word_embeddings=True), "tie_word_embeddings"),
     ("phi", dict(tie_word_embeddings=True), "tie_word_embeddings"),
+    ("phi", dict(head_dim=8), "head_dim"),
+    ("codegen", dict(tie_word_embeddings=True), "tie_word_embeddings"),
+    ("gpt_neox_japanese", dict(hidden_act="gelu_10"), "hidden_act"),
+    ("persimmon", dict(rope_parameters={"rope_type": "yarn", "factor": 2.0}), "yarn"),
     ("gpt_neox", dict(hidden_act="silu"), "hidden_act"),
     ("gpt_neox", dict(rope_parameters={"rope_type": "dynamic", "factor": 2.0}), "dynamic"),
 ])
