@@ -17,7 +17,8 @@ Biases by place: GPT-NeoX, Phi and Persimmon have them on every linear (GPT-NeoX
 keeps the MLP's: ``--add-mlp-bias``); GPT-J and CodeGen only on the MLP (``--add-mlp-bias``) and the
 output layer (``--add-output-layer-bias``), as Phi; GPT-NeoX-Japanese on the last layer's attention output
 projection only (``--dense-bias-layers``); Falcon on every linear or none (``bias``). Falcon's ALiBi
-(``alibi=True``) is refused here. Every family is registered under its HF ``model_type``.
+(``alibi=True``) is refused here. Every family is registered under its HF ``model_type`` (no MindSpeed-LLM
+``--model-type-hf`` alias for them is known here).
 """
 from __future__ import annotations
 
@@ -468,12 +469,12 @@ def _falcon_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 
 
 register(Family("gpt_neox", "gpt_neox", "GPTNeoXForCausalLM", _gpt_neox_config, _gpt_neox_hf_config,
-                GPT_NEOX_WEIGHTS), "gptneox", "pythia")
+                GPT_NEOX_WEIGHTS))
 register(Family("gpt_neox_japanese", "gpt_neox_japanese", "GPTNeoXJapaneseForCausalLM", _gpt_neox_japanese_config,
                 _gpt_neox_japanese_hf_config, GPT_NEOX_JAPANESE_WEIGHTS))
-register(Family("gptj", "gptj", "GPTJForCausalLM", _gptj_config, _gptj_hf_config, GPTJ_WEIGHTS), "gpt-j")
+register(Family("gptj", "gptj", "GPTJForCausalLM", _gptj_config, _gptj_hf_config, GPTJ_WEIGHTS))
 register(Family("codegen", "codegen", "CodeGenForCausalLM", _codegen_config, _codegen_hf_config, CODEGEN_WEIGHTS))
-register(Family("phi", "phi", "PhiForCausalLM", _phi_config, _phi_hf_config, PHI_WEIGHTS), "phi2")
+register(Family("phi", "phi", "PhiForCausalLM", _phi_config, _phi_hf_config, PHI_WEIGHTS))
 register(Family("persimmon", "persimmon", "PersimmonForCausalLM", _persimmon_config, _persimmon_hf_config,
                 PERSIMMON_WEIGHTS))
 register(Family("falcon", "falcon", "FalconForCausalLM", _falcon_config, _falcon_hf_config,
