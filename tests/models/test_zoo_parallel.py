@@ -81,3 +81,19 @@ def test_unsupported_settings_are_one_line_errors(family: str, changes: Dict[str
         get_family(family).to_config(hf)
     message = str(error.value)
     assert family in message and key in message and "\n" not in message
+
+
+def test_tied_checkpoint_with_its_own_output_copy_converts(tmp_path) -> None:
+    """Old tied GPT-NeoX-Japanese checkpoints also store ``embed_out.weight`` (the tied copy): not an unused
+    tensor, as ``lm_head.weight`` is not for Llama-layout families."""
+    from safetensors.torch import load_file, save_file
+
+    model = build_hf_model(CASES["gpt_neox_japanese"])
+    hf_dir = tmp_path / "hf"
+    model.save_pretrained(hf_dir)
+    path = hf_dir / "model.safetensors"
+    tensors = load_file(str(path))
+    assert "embed_out.weight" not in tensors
+    tensors["embed_out.weight"] = tensors["gpt_neox_japanese.embed_in.weight"].clone()
+    save_file(tensors, str(path), metadata={"format": "pt"})
+    roundtrip.convert("hf", "mg", str(hf_dir), str(tmp_path / "mg"), "--model-type-hf", "gpt_neox_japanese")
