@@ -237,6 +237,8 @@ class ModelLayout:
         self.names: List[str] = list(self.shards)
         self.rules = {name: find_rule(rules, name) for name in self.names}
         self.tied = not config.untie_embeddings_and_output_weights
+        # HF's own copy of tied embeddings (lm_head.weight; GPT-NeoX's embed_out.weight), which some checkpoints hold
+        self.tied_output_names = _output_layer_names(rules) if self.tied else ()
         self.chunk_names: List[List[List[str]]] = []
         self.local_shards: Dict[Location, Optional[TPShard]] = {}
         self.local_shapes: Dict[Location, Tuple[int, ...]] = {}
@@ -376,7 +378,7 @@ class HFSource:
             if name not in self.where:
                 raise ConversionError(f"tensor {name!r} needed by family {self.family_name} is missing from "
                                       f"{self.listing}; the weights do not match config.json / --model-type-hf")
-        unused = [n for n in self.where if n not in set(needed) and not _ignorable(n, layout.config)]
+        unused = [n for n in self.where if n not in set(needed) and not _ignorable(n, layout)]
         if unused:
             raise ConversionError(f"{len(unused)} tensor(s) in {self.listing} are not used by --model-type-hf "
                                   f"{self.family_name} (e.g. {unused[0]!r}); pick the family that matches config.json")
@@ -397,10 +399,18 @@ class HFSource:
         return tensors
 
 
-def _ignorable(name: str, config: TransformerConfig) -> bool:
+def _output_layer_names(rules: Sequence[WeightRule]) -> Tuple[str, ...]:
+    """The HF names of the output layer's weight in the family's map (``lm_head.weight`` without one)."""
+    try:
+        return find_rule(rules, "output_layer.weight")[1]
+    except RegistryError:
+        return ("lm_head.weight",)
+
+
+def _ignorable(name: str, layout: "ModelLayout") -> bool:
     if any(pattern.match(name) for pattern in IGNORED_HF_TENSORS):
         return True
-    return name == "lm_head.weight" and not config.untie_embeddings_and_output_weights  # tied copy
+    return name in layout.tied_output_names  # the tied copy of the word embeddings
 
 
 def read_hf_config(load_dir: str) -> Dict[str, Any]:

@@ -17,7 +17,8 @@ Biases by place: GPT-NeoX, Phi and Persimmon have them on every linear (GPT-NeoX
 keeps the MLP's: ``--add-mlp-bias``); GPT-J and CodeGen only on the MLP (``--add-mlp-bias``) and the
 output layer (``--add-output-layer-bias``), as Phi; GPT-NeoX-Japanese on the last layer's attention output
 projection only (``--dense-bias-layers``); Falcon on every linear or none (``bias``). Falcon's ALiBi
-(``alibi=True``) is refused here. Every family is registered under its HF ``model_type``.
+(``alibi=True``) is refused here. Every family is registered under its HF ``model_type`` (no MindSpeed-LLM
+``--model-type-hf`` alias for them is known here).
 """
 from __future__ import annotations
 
@@ -85,8 +86,11 @@ def _unmapped_settings(cfg: TransformerConfig) -> Dict[str, Any]:
             "local_rotary_base": cfg.local_rotary_base}
 
 
-def _base_hf_config(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
-    """Shared HF keys; every family here has multi-head attention of ``hidden / heads`` channels (Phi: GQA)."""
+def _base_hf_config(cfg: TransformerConfig, family: str, qk_norms: bool = False) -> Dict[str, Any]:
+    """Shared HF keys; every family here has multi-head attention of ``hidden / heads`` channels (Phi: GQA);
+    ``qk_norms``: the family may have per-head q/k norms (Phi, Persimmon)."""
+    if cfg.qk_layernorm and not qk_norms:
+        raise RegistryError(f"{family} has no q/k norms; the config sets --qk-layernorm")
     if cfg.normalization != "LayerNorm" or not cfg.layernorm_bias or cfg.non_parametric_norm:
         raise RegistryError(f"{family} needs --normalization LayerNorm with weight and bias")
     if cfg.kv_channels * cfg.num_attention_heads != cfg.hidden_size:
@@ -325,7 +329,7 @@ def _codegen_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _codegen_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    return {**_gptj_hf_config(cfg, "codegen"), "n_ctx": cfg.max_position_embeddings}
+    return _gptj_hf_config(cfg, "codegen")  # n_ctx is unused by the model: the original's is kept
 
 
 # --------------------------------------------------------------------------- Phi, Persimmon
@@ -335,6 +339,9 @@ def _llama_style_config(hf: Dict[str, Any], family: str, default_partial: float)
     """Phi's and Persimmon's shared keys: LayerNorm with bias, partial half-rotation RoPE, per-head LayerNorm
     q/k norms with bias (``qk_layernorm``), biases on every linear."""
     heads = int(hf["num_attention_heads"])
+    if hf.get("head_dim") and int(hf["head_dim"]) * heads != int(hf["hidden_size"]):
+        raise RegistryError(f"{family} head_dim={hf['head_dim']} other than hidden_size / num_attention_heads is not "
+                            "supported (its q/k norms are hidden_size / heads wide)")
     kwargs = _base_config(hf, layers=int(hf["num_hidden_layers"]), hidden=int(hf["hidden_size"]), heads=heads,
                           ffn=int(hf["intermediate_size"]), positions=int(hf.get("max_position_embeddings", 2048)),
                           eps=float(hf.get("layer_norm_eps", 1e-5)))
@@ -348,7 +355,7 @@ def _llama_style_config(hf: Dict[str, Any], family: str, default_partial: float)
 
 
 def _llama_style_hf_config(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
-    out = _base_hf_config(cfg, family)
+    out = _base_hf_config(cfg, family, qk_norms=True)
     if not cfg.add_bias_linear or cfg.rope_interleaved or cfg.qk_layernorm_full_width or cfg.apply_layernorm_1p:
         raise RegistryError(f"{family} needs --add-bias-linear, half-rotation RoPE and plain per-head q/k norms")
     rope = _rope_to_hf(cfg)
@@ -438,8 +445,8 @@ def _falcon_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     out = _base_hf_config(cfg, "falcon")
     if cfg.add_qkv_bias or cfg.add_dense_bias or cfg.add_mlp_bias or cfg.add_output_layer_bias or cfg.dense_bias_layers:
         raise RegistryError("falcon has biases on every linear (--add-bias-linear) or none")
-    if cfg.rope_interleaved or cfg.rotary_percent != 1.0 or cfg.qk_layernorm:
-        raise RegistryError("falcon needs full half-rotation RoPE and no q/k norms")
+    if cfg.rope_interleaved or cfg.rotary_percent != 1.0:
+        raise RegistryError("falcon needs half-rotation RoPE on the whole head")
     heads, groups = cfg.num_attention_heads, cfg.num_query_groups
     layout: Dict[str, Any]
     if cfg.parallel_residual and (groups not in (1, heads) or not cfg.parallel_residual_shared_norm):
@@ -462,12 +469,12 @@ def _falcon_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 
 
 register(Family("gpt_neox", "gpt_neox", "GPTNeoXForCausalLM", _gpt_neox_config, _gpt_neox_hf_config,
-                GPT_NEOX_WEIGHTS), "gptneox", "pythia")
+                GPT_NEOX_WEIGHTS))
 register(Family("gpt_neox_japanese", "gpt_neox_japanese", "GPTNeoXJapaneseForCausalLM", _gpt_neox_japanese_config,
                 _gpt_neox_japanese_hf_config, GPT_NEOX_JAPANESE_WEIGHTS))
-register(Family("gptj", "gptj", "GPTJForCausalLM", _gptj_config, _gptj_hf_config, GPTJ_WEIGHTS), "gpt-j")
+register(Family("gptj", "gptj", "GPTJForCausalLM", _gptj_config, _gptj_hf_config, GPTJ_WEIGHTS))
 register(Family("codegen", "codegen", "CodeGenForCausalLM", _codegen_config, _codegen_hf_config, CODEGEN_WEIGHTS))
-register(Family("phi", "phi", "PhiForCausalLM", _phi_config, _phi_hf_config, PHI_WEIGHTS), "phi2")
+register(Family("phi", "phi", "PhiForCausalLM", _phi_config, _phi_hf_config, PHI_WEIGHTS))
 register(Family("persimmon", "persimmon", "PersimmonForCausalLM", _persimmon_config, _persimmon_hf_config,
                 PERSIMMON_WEIGHTS))
 register(Family("falcon", "falcon", "FalconForCausalLM", _falcon_config, _falcon_hf_config,

@@ -27,8 +27,8 @@ SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size"
                 "--ffn-hidden-size", "--num-attention-heads", "--num-query-groups", "--seq-length", "--vocab-size",
                 "--sliding-window", "--kv-channels", "--micro-batch-size", "--global-batch-size", "--train-iters",
                 "--save-interval", "--eval-interval", "--eval-iters", "--save", "--tokenizer-type",
-                "--no-rope-layers", "--full-attention-layers",  # layer numbers: they follow --num-layers
-                "--hybrid-override-pattern"}  # one char per layer: it follows --num-layers
+                "--no-rope-layers", "--full-attention-layers", "--dense-bias-layers",  # layer numbers: they
+                "--hybrid-override-pattern"}  # follow --num-layers, as the one-char-per-layer pattern does
 # Flags that only the full-size run (real data, bf16) or only the smoke run (mock data on the CPU) has.
 FULL_ONLY_FLAGS = {"--data-path", "--split", "--tokenizer-name-or-path", "--bf16", "--load"}
 SMOKE_ONLY_FLAGS = {"--mock-data", "--device", "--num-workers"}

@@ -67,6 +67,10 @@ def test_hub_config_keys() -> None:
     ("gptj", dict(rotary_dim=None), "rotary_dim"),
     ("gptj", dict(tie_word_embeddings=True), "tie_word_embeddings"),
     ("phi", dict(tie_word_embeddings=True), "tie_word_embeddings"),
+    ("phi", dict(head_dim=8), "head_dim"),
+    ("codegen", dict(tie_word_embeddings=True), "tie_word_embeddings"),
+    ("gpt_neox_japanese", dict(hidden_act="gelu_10"), "hidden_act"),
+    ("persimmon", dict(rope_parameters={"rope_type": "yarn", "factor": 2.0}), "yarn"),
     ("gpt_neox", dict(hidden_act="silu"), "hidden_act"),
     ("gpt_neox", dict(rope_parameters={"rope_type": "dynamic", "factor": 2.0}), "dynamic"),
 ])
@@ -77,3 +81,19 @@ def test_unsupported_settings_are_one_line_errors(family: str, changes: Dict[str
         get_family(family).to_config(hf)
     message = str(error.value)
     assert family in message and key in message and "\n" not in message
+
+
+def test_tied_checkpoint_with_its_own_output_copy_converts(tmp_path) -> None:
+    """Old tied GPT-NeoX-Japanese checkpoints also store ``embed_out.weight`` (the tied copy): not an unused
+    tensor, as ``lm_head.weight`` is not for Llama-layout families."""
+    from safetensors.torch import load_file, save_file
+
+    model = build_hf_model(CASES["gpt_neox_japanese"])
+    hf_dir = tmp_path / "hf"
+    model.save_pretrained(hf_dir)
+    path = hf_dir / "model.safetensors"
+    tensors = load_file(str(path))
+    assert "embed_out.weight" not in tensors
+    tensors["embed_out.weight"] = tensors["gpt_neox_japanese.embed_in.weight"].clone()
+    save_file(tensors, str(path), metadata={"format": "pt"})
+    roundtrip.convert("hf", "mg", str(hf_dir), str(tmp_path / "mg"), "--model-type-hf", "gpt_neox_japanese")
