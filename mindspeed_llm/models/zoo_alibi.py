@@ -190,7 +190,9 @@ MPT_WEIGHTS: Tuple[WeightRule, ...] = (
 
 # attn_config key -> the only value transformers' MptModel computes with (it ignores the key otherwise)
 MPT_FIXED_ATTENTION = {"attn_type": "multihead_attention", "prefix_lm": False, "qk_ln": False,
-                       "attn_uses_sequence_id": False, "alibi": True, "alibi_bias_max": 8}
+                       "attn_uses_sequence_id": False, "alibi": True, "alibi_bias_max": 8,
+                       # llm-foundry's later keys, which transformers' MptModel does not know
+                       "rope": False, "qk_gn": False, "sliding_window_size": -1, "attn_logit_softcapping": None}
 MPT_FIXED = {"no_bias": True, "expansion_ratio": 4, "logit_scale": None, "embedding_fraction": 1.0}
 MPT_NORM_TYPES = ("low_precision_layernorm", "layernorm")
 
@@ -212,6 +214,10 @@ def _mpt_config(hf: Dict[str, Any]) -> Dict[str, Any]:
         if key in hf and hf[key] != value:
             raise RegistryError(f"mpt {key}={hf[key]!r} is not supported (transformers' MptModel computes with "
                                 f"{value!r})")
+    ffn_type = (hf.get("ffn_config") or {}).get("ffn_type", "mptmlp")
+    if ffn_type != "mptmlp":
+        raise RegistryError(f"mpt ffn_config.ffn_type={ffn_type!r} is not supported (transformers' MptModel "
+                            "computes with 'mptmlp')")
     if hf.get("norm_type", MPT_NORM_TYPES[0]) not in MPT_NORM_TYPES:
         raise RegistryError(f"mpt norm_type={hf['norm_type']!r} is not supported (supported: {MPT_NORM_TYPES})")
     attn = _mpt_attention_config(hf)

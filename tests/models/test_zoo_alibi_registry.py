@@ -28,6 +28,8 @@ REFUSED = [
     ("mpt", {**MPT, "attn_config": {"alibi": False}}, "mpt attn_config.alibi=False"),
     ("mpt", {**MPT, "attn_config": {"alibi_bias_max": 16}}, "mpt attn_config.alibi_bias_max=16"),
     ("mpt", {**MPT, "attn_config": {"attn_type": "multiquery_attention"}}, "mpt attn_config.attn_type"),
+    ("mpt", {**MPT, "attn_config": {"rope": True}}, "mpt attn_config.rope=True"),
+    ("mpt", {**MPT, "ffn_config": {"ffn_type": "mptglu"}}, "mpt ffn_config.ffn_type='mptglu'"),
     ("mpt", {**MPT, "no_bias": False}, "mpt no_bias=False"),
     ("mpt", {**MPT, "expansion_ratio": 2}, "mpt expansion_ratio=2"),
     ("mpt", {**MPT, "logit_scale": 0.5}, "mpt logit_scale=0.5"),
