@@ -99,7 +99,8 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--position-embedding-type", choices=("rope", "none", "alibi"), default="rope",
                        help="alibi: linear attention biases per head instead of RoPE (Bloom, MPT)")
     group.add_argument("--alibi-bias-max", type=float, default=8.0,
-                       help="with --position-embedding-type alibi: slopes 2^(-value * i / heads) (MPT's alibi_bias_max)")
+                       help="with --position-embedding-type alibi: head slopes 2^(-value * i / heads) "
+                            "(MPT's alibi_bias_max)")
     group.add_argument("--rotary-base", type=float, default=10000.0)
     group.add_argument("--sliding-window", type=int, default=None,
                        help="attend to at most this many tokens (the current one included), as Mistral")

@@ -152,7 +152,7 @@ def _bloom_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     """Bloom: ALiBi, an embedding LayerNorm, biases everywhere, tanh GELU, tied."""
     if hf.get("apply_residual_connection_post_layernorm", False):
         raise RegistryError("bloom apply_residual_connection_post_layernorm=True is not supported")
-    hidden = int(hf.get("hidden_size") or hf.get("n_embed"))
+    hidden = int(hf.get("hidden_size") or hf["n_embed"])
     heads = int(hf.get("n_head") or hf["num_attention_heads"])
     layers = int(hf.get("n_layer") or hf["num_hidden_layers"])
     return {**_alibi_model(hidden, heads, layers, int(hf["vocab_size"]), int(hf.get("seq_length", 2048))),
@@ -190,7 +190,9 @@ MPT_WEIGHTS: Tuple[WeightRule, ...] = (
 
 # attn_config key -> the only value transformers' MptModel computes with (it ignores the key otherwise)
 MPT_FIXED_ATTENTION = {"attn_type": "multihead_attention", "prefix_lm": False, "qk_ln": False,
-                       "attn_uses_sequence_id": False, "alibi": True, "alibi_bias_max": 8}
+                       "attn_uses_sequence_id": False, "alibi": True, "alibi_bias_max": 8,
+                       # llm-foundry's later keys, which transformers' MptModel does not know
+                       "rope": False, "qk_gn": False, "sliding_window_size": -1, "attn_logit_softcapping": None}
 MPT_FIXED = {"no_bias": True, "expansion_ratio": 4, "logit_scale": None, "embedding_fraction": 1.0}
 MPT_NORM_TYPES = ("low_precision_layernorm", "layernorm")
 
@@ -212,6 +214,10 @@ def _mpt_config(hf: Dict[str, Any]) -> Dict[str, Any]:
         if key in hf and hf[key] != value:
             raise RegistryError(f"mpt {key}={hf[key]!r} is not supported (transformers' MptModel computes with "
                                 f"{value!r})")
+    ffn_type = (hf.get("ffn_config") or {}).get("ffn_type", "mptmlp")
+    if ffn_type != "mptmlp":
+        raise RegistryError(f"mpt ffn_config.ffn_type={ffn_type!r} is not supported (transformers' MptModel "
+                            "computes with 'mptmlp')")
     if hf.get("norm_type", MPT_NORM_TYPES[0]) not in MPT_NORM_TYPES:
         raise RegistryError(f"mpt norm_type={hf['norm_type']!r} is not supported (supported: {MPT_NORM_TYPES})")
     attn = _mpt_attention_config(hf)
@@ -230,10 +236,11 @@ def _mpt_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 def _mpt_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     attn = {"attn_type": "multihead_attention", "attn_pdrop": 0, "attn_impl": "torch", "clip_qkv": cfg.qkv_clip,
             "softmax_scale": cfg.softmax_scale, "prefix_lm": False, "qk_ln": False, "attn_uses_sequence_id": False,
-            "alibi": True, "alibi_bias_max": int(cfg.alibi_bias_max)}
+            "alibi": True, "alibi_bias_max": 8,  # transformers ignores any other value
+            "dtype": str(cfg.params_dtype).replace("torch.", "")}  # as transformers saves the nested config
     return {"d_model": cfg.hidden_size, "n_heads": cfg.num_attention_heads, "n_layers": cfg.num_layers,
             "expansion_ratio": 4, "max_seq_len": cfg.max_position_embeddings, "vocab_size": cfg.vocab_size,
-            "layer_norm_epsilon": cfg.norm_epsilon, "no_bias": True, "learned_pos_emb": False, "attn_config": attn,
+            "layer_norm_epsilon": cfg.norm_epsilon, "no_bias": True, "attn_config": attn,
             "logit_scale": None, "embedding_fraction": 1.0, "norm_type": "low_precision_layernorm",
             "resid_pdrop": 0.0, "emb_pdrop": 0.0, "tie_word_embeddings": not cfg.untie_embeddings_and_output_weights,
             "initializer_range": cfg.init_method_std, "use_cache": False,
