@@ -180,6 +180,13 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--parallel-residual-shared-norm", action="store_true",
                        help="with --parallel-residual: one norm feeds both branches (GPT-J, Phi, Cohere)")
     group.add_argument("--embed-layernorm", action="store_true", help="a norm on the word embeddings (Bloom)")
+    group.add_argument("--attention-chunk-size", type=int, default=None,
+                       help="tokens attend only within their chunk of this many tokens (Llama 4)")
+    group.add_argument("--attention-output-gate", action="store_true",
+                       help="multiply the attention output by sigmoid of a gate projected with q/k/v (Qwen3-Next)")
+    group.add_argument("--softmax-type", choices=("vanilla", "off-by-one", "learnable"), default="vanilla",
+                       help="off-by-one: an extra zero logit per row; learnable: a trained one per head (GPT-OSS "
+                            "attention sinks)")
     group.add_argument("--full-attention-layers", type=int, nargs="*", default=None,
                        help="with --sliding-window: global layer numbers (from 0) that attend fully (GPT-Neo)")
     # state-space (Mamba) layers, Megatron's hybrid models
@@ -1051,6 +1058,9 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             parallel_residual_shared_norm=args.parallel_residual_shared_norm,
             embed_layernorm=args.embed_layernorm,
             full_attention_layers=tuple(args.full_attention_layers or ()),
+            attention_chunk_size=args.attention_chunk_size,
+            attention_output_gate=args.attention_output_gate,
+            softmax_type=args.softmax_type,
             hybrid_override_pattern=args.hybrid_override_pattern,
             mamba_version=args.mamba_version,
             mamba_state_dim=args.mamba_state_dim,

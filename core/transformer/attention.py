@@ -12,7 +12,12 @@ a partial sum over TP ranks (``--non-parametric-qk-norm``: without weight). ``--
 RMS-normalises the context over all heads' channels (sum of squares all-reduced over TP) before the output
 projection. A layer's sliding window comes from ``config.layer_window``; layers in
 ``config.no_rope_layers`` skip RoPE. With ``--position-embedding-type alibi`` the mask is an additive float
-one carrying each local head's ALiBi bias (``core/transformer/alibi.py``).
+one carrying each local head's ALiBi bias (``core/transformer/alibi.py``). ``--attention-chunk-size``
+limits each token to its chunk (``config.layer_chunk``). ``--attention-output-gate`` projects a gate per
+query channel with q/k/v (a fourth segment, split over TP with the heads) and multiplies the context by its
+sigmoid. ``--softmax-type off-by-one|learnable`` adds one extra logit per row (zero, or a trained one per
+head: attention sinks) that takes probability mass and is then dropped; like softcapping it takes the
+explicit path.
 """
 from __future__ import annotations
 
@@ -25,7 +30,8 @@ from torch import nn
 
 from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
-from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment
+from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment, mark_param
+from core.tensor_parallel.param_meta import TPShard
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.alibi import alibi_attention_mask
 from core.transformer.config import TransformerConfig
@@ -33,36 +39,56 @@ from core.transformer.norms import PerHeadNorm, TensorParallelRMSNorm, build_nor
 from core.transformer.rope import apply_rotary, layer_rotary
 
 
-def sliding_window_mask(seq_len: int, window: Optional[int], device: torch.device) -> Optional[torch.Tensor]:
-    """Boolean ``[s, s]`` mask (True = attend) letting query i see keys ``i - window < j <= i``.
+def sliding_window_mask(seq_len: int, window: Optional[int], device: torch.device,
+                        chunk: Optional[int] = None) -> Optional[torch.Tensor]:
+    """Boolean ``[s, s]`` mask (True = attend) letting query i see keys ``i - window < j <= i`` and, with
+    ``chunk``, only keys of its own chunk (``j // chunk == i // chunk``).
 
-    None when the window covers the whole sequence: plain causal attention (and its flash kernel).
+    None when neither restricts a sequence this long: plain causal attention (and its flash kernel).
     """
-    if window is None or window >= seq_len:
+    window = window if window is not None and window < seq_len else None
+    chunk = chunk if chunk is not None and chunk < seq_len else None
+    if window is None and chunk is None:
         return None
     query = torch.arange(seq_len, device=device)[:, None]
     key = torch.arange(seq_len, device=device)[None, :]
-    return (key <= query) & (key > query - window)
+    mask = key <= query
+    if window is not None:
+        mask &= key > query - window
+    if chunk is not None:
+        mask &= torch.div(key, chunk, rounding_mode="floor") == torch.div(query, chunk, rounding_mode="floor")
+    return mask
 
 
-def causal_mask(seq_len: int, window: Optional[int], device: torch.device) -> torch.Tensor:
-    """Boolean ``[s, s]`` mask (True = attend): causal, limited to ``window`` keys when one is given."""
-    mask = sliding_window_mask(seq_len, window, device)
+def causal_mask(seq_len: int, window: Optional[int], device: torch.device,
+                chunk: Optional[int] = None) -> torch.Tensor:
+    """Boolean ``[s, s]`` mask (True = attend): causal, limited to ``window`` keys or to ``chunk``s."""
+    mask = sliding_window_mask(seq_len, window, device, chunk)
     if mask is None:
         mask = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()
     return mask
 
 
-def softcapped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float,
-                         softcap: float, dropout: float) -> torch.Tensor:
+def explicit_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float,
+                       softcap: Optional[float], extra_logit: Optional[torch.Tensor], dropout: float) -> torch.Tensor:
     """``softmax(cap * tanh(q k^T * scale / cap) masked) v`` (softmax in fp32); q/k/v ``[b, n, s, hn]``.
 
     ``mask``: boolean (True = attend), or additive float (ALiBi bias, ``-inf`` = masked) added after the cap.
+    ``softcap`` None: no cap. ``extra_logit`` ``[n]``: one more logit per head in every row of the softmax
+    (``--softmax-type``), whose probability is dropped.
     """
     scores = torch.matmul(q, k.transpose(-1, -2)) * scale  # [b, n, s, s]
-    scores = torch.tanh(scores / softcap) * softcap
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
     scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
-    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    if extra_logit is not None:
+        b, n, s, _ = scores.shape
+        column = extra_logit.to(scores.dtype).view(1, n, 1, 1).expand(b, n, s, 1)
+        scores = torch.cat([scores, column], dim=-1)  # [b, n, s, s + 1]
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
+    if extra_logit is not None:
+        probs = probs[..., :-1]  # [b, n, s, s]
+    probs = probs.to(q.dtype)
     if dropout > 0:
         probs = F.dropout(probs, dropout, training=True)
     return torch.matmul(probs, v)  # [b, n, s, hn]
@@ -80,8 +106,10 @@ class SelfAttention(nn.Module):
         self.local_groups = max(groups // tp, 1)
         self.head_dim = hn
         qkv_segments = (Segment(heads, hn), Segment(groups, hn), Segment(groups, hn))
+        if config.attention_output_gate:  # [Q; K; V; gate], the gate split with the query heads
+            qkv_segments += (Segment(heads, hn),)
         self.linear_qkv = ColumnParallelLinear(
-            config.hidden_size, (heads + 2 * groups) * hn, group=tp_group,
+            config.hidden_size, sum(segment.size for segment in qkv_segments), group=tp_group,
             bias=config.add_bias_linear or config.add_qkv_bias, sequence_parallel=config.sequence_parallel,
             segments=qkv_segments, dtype=config.params_dtype)
         self.linear_proj = RowParallelLinear(
@@ -89,6 +117,11 @@ class SelfAttention(nn.Module):
             or layer_number in config.dense_bias_layers,
             sequence_parallel=config.sequence_parallel, segments=(Segment(heads, hn),), dtype=config.params_dtype)
         self.window = config.layer_window(layer_number)
+        self.chunk = config.layer_chunk(layer_number)
+        self.softmax_offset = None  # --softmax-type learnable: one logit per head, split over TP with the heads
+        if config.softmax_type == "learnable":
+            self.softmax_offset = mark_param(nn.Parameter(torch.empty(self.local_heads, dtype=config.params_dtype)),
+                                             init="zeros", tp_shard=TPShard(0, (Segment(heads, 1),)))
         self.first_head = tp_group.rank * self.local_heads  # global number of this rank's first query head
         self.use_rope = layer_number not in config.no_rope_layers  # NoPE layers (SmolLM3)
         self.q_layernorm = self.k_layernorm = None
@@ -118,6 +151,9 @@ class SelfAttention(nn.Module):
             qkv = qkv.clamp(-self.config.qkv_clip, self.config.qkv_clip)
         s, b = qkv.shape[:2]
         hn, nq, nkv = self.head_dim, self.local_heads, self.local_groups
+        gate = None
+        if self.config.attention_output_gate:
+            qkv, gate = qkv.split([(nq + 2 * nkv) * hn, nq * hn], dim=-1)  # gate [s, b, np * hn]
         q, k, v = qkv.split([nq * hn, nkv * hn, nkv * hn], dim=-1)
         if self.config.qk_layernorm_full_width:  # over all heads' channels (all-reduced over TP)
             q, k = self.q_layernorm(q), self.k_layernorm(k)
@@ -140,6 +176,8 @@ class SelfAttention(nn.Module):
             context = checkpoint(self._core_attention, q, k, v)  # [s, b, np * hn]
         else:
             context = self._core_attention(q, k, v)
+        if gate is not None:  # Qwen3-Next
+            context = context * torch.sigmoid(gate)
         if self.sub_layernorm is not None:  # BitNet
             context = self.sub_layernorm(context)
         return self.linear_proj(context)  # [s, b, h] ([s/tp, b, h] under SP)
@@ -160,16 +198,25 @@ class SelfAttention(nn.Module):
         # heads differ per TP rank, so does their dropout
         with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():
             alibi = self._alibi_mask(s, q) if cfg.position_embedding_type == "alibi" else None
-            if cfg.attn_logit_softcapping is not None:
+            extra_logit = self._extra_logit(q)
+            if cfg.attn_logit_softcapping is not None or extra_logit is not None:
                 scale = cfg.attention_scale if cfg.attention_scale is not None else hn ** -0.5
-                mask = alibi if alibi is not None else causal_mask(s, self.window, q.device)
-                out = softcapped_attention(q, k, v, mask, scale, cfg.attn_logit_softcapping, dropout)
+                mask = alibi if alibi is not None else causal_mask(s, self.window, q.device, self.chunk)
+                out = explicit_attention(q, k, v, mask, scale, cfg.attn_logit_softcapping, extra_logit, dropout)
             else:
-                mask = alibi if alibi is not None else sliding_window_mask(s, self.window, q.device)
+                mask = alibi if alibi is not None else sliding_window_mask(s, self.window, q.device, self.chunk)
                 causal = dict(is_causal=True) if mask is None else dict(attn_mask=mask)
                 out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=cfg.attention_scale,
                                                      **causal)  # [b, np, s, hn]
         return out.permute(2, 0, 1, 3).reshape(s, b, nq * hn)
+
+    def _extra_logit(self, q: torch.Tensor) -> Optional[torch.Tensor]:
+        """The extra softmax logit of each local head ``[np]`` (``--softmax-type``), None for vanilla."""
+        if self.softmax_offset is not None:
+            return self.softmax_offset
+        if self.config.softmax_type == "off-by-one":
+            return q.new_zeros(self.local_heads)
+        return None
 
     def _alibi_mask(self, seq_len: int, q: torch.Tensor) -> torch.Tensor:
         """This rank's heads' ALiBi bias with the causal (and sliding-window) mask, ``[np, s, s]``."""

@@ -16,6 +16,7 @@ import torch
 NORMALIZATIONS = ("RMSNorm", "LayerNorm")
 POSITION_EMBEDDINGS = ("rope", "none", "alibi")
 ROPE_SCALINGS = (None, "linear", "llama3", "yarn")
+SOFTMAX_TYPES = ("vanilla", "off-by-one", "learnable")
 LAYER_KINDS = ("M",)  # --hybrid-override-pattern: 'M' a Mamba layer
 # Fields only Mamba layers read, and fields only attention or MLP layers read (refused when unused)
 MAMBA_FIELDS = ("mamba_version", "mamba_state_dim", "mamba_head_dim", "mamba_num_groups", "mamba_expand",
@@ -128,6 +129,14 @@ class TransformerConfig:
     embed_layernorm: bool = False  # a norm on the word embeddings (Bloom; MindSpeed's flag) [--embed-layernorm]
     # with --sliding-window: the global layers that attend fully, any pattern (GPT-Neo, Cohere2) [--full-attention-layers]
     full_attention_layers: Tuple[int, ...] = field(default_factory=tuple)
+    # Attention variants (Megatron's flags where they exist): tokens attend only within their chunk of this many
+    # tokens, Llama 4's chunked layers (layers in --full-attention-layers attend fully) [--attention-chunk-size];
+    # the attention output times sigmoid(gate) per channel, the gate a fourth segment of the fused QKV
+    # projection (Qwen3-Next) [--attention-output-gate]; the softmax: vanilla, off-by-one (an extra zero
+    # logit in every row) or learnable (a trained extra logit per head: GPT-OSS's attention sinks) [--softmax-type]
+    attention_chunk_size: Optional[int] = None
+    attention_output_gate: bool = False
+    softmax_type: str = "vanilla"
     # State-space layers, as Megatron's hybrid/Mamba models (flag names in brackets). hybrid_override_pattern has
     # one char per layer: 'M' a Mamba layer (norm -> mixer -> residual add, no attention, MLP or rope); None:
     # every layer a transformer layer [--hybrid-override-pattern]. mamba_version 1: Mamba's selective scan
@@ -370,9 +379,22 @@ class TransformerConfig:
             bad = [i for i in self.full_attention_layers if not 0 <= i < self.num_layers]
             if bad:
                 raise ValueError(f"--full-attention-layers {bad} out of range [0, {self.num_layers}) of --num-layers")
-            if self.sliding_window is None or self.sliding_window_pattern is not None:
-                raise ValueError("--full-attention-layers needs --sliding-window and excludes "
-                                 "--sliding-window-pattern (two ways to say which layers attend fully)")
+            if (self.sliding_window is None and self.attention_chunk_size is None) \
+                    or self.sliding_window_pattern is not None:
+                raise ValueError("--full-attention-layers needs --sliding-window or --attention-chunk-size and "
+                                 "excludes --sliding-window-pattern (two ways to say which layers attend fully)")
+        self._validate_attention_variants()
+
+    def _validate_attention_variants(self) -> None:
+        chunk = self.attention_chunk_size
+        if chunk is not None:
+            if chunk < 1:
+                raise ValueError(f"--attention-chunk-size {chunk} must be at least 1")
+            if self.sliding_window is not None or self.position_embedding_type == "alibi":
+                raise ValueError("--attention-chunk-size excludes --sliding-window and --position-embedding-type "
+                                 "alibi; choose one way to restrict attention")
+        if self.softmax_type not in SOFTMAX_TYPES:
+            raise ValueError(f"--softmax-type {self.softmax_type!r} is not one of {SOFTMAX_TYPES}")
         self._validate_dense_bias_layers()
 
     def _validate_dense_bias_layers(self) -> None:
@@ -467,6 +489,10 @@ class TransformerConfig:
         if self.softmax_scale is not None:
             return self.softmax_scale
         return None if self.query_pre_attn_scalar is None else self.query_pre_attn_scalar ** -0.5
+
+    def layer_chunk(self, layer_number: int) -> Optional[int]:
+        """The attention chunk of global layer ``layer_number`` (None: not chunked)."""
+        return None if layer_number in self.full_attention_layers else self.attention_chunk_size
 
     def layer_window(self, layer_number: int) -> Optional[int]:
         """The sliding window of global layer ``layer_number`` (None: full causal attention)."""

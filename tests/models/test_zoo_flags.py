@@ -52,6 +52,9 @@ BAD: List[tuple] = [
     (dict(sliding_window=4, full_attention_layers=(0, 3)), ["--sliding-window", "4", "--full-attention-layers", "0", "3"],
      "--full-attention-layers [3] out of range [0, 2)"),
     (dict(full_attention_layers=(1,)), ["--full-attention-layers", "1"], "--full-attention-layers needs --sliding-window"),
+    (dict(attention_chunk_size=4, sliding_window=4), ["--attention-chunk-size", "4", "--sliding-window", "4"],
+     "--attention-chunk-size excludes --sliding-window"),
+    (dict(attention_chunk_size=0), ["--attention-chunk-size", "0"], "--attention-chunk-size 0 must be at least 1"),
     # state-space layers: ARGV/SMALL have 2 layers, hidden 64 (d_inner 128 with --mamba-expand 2)
     (dict(hybrid_override_pattern="MMM", position_embedding_type="none"),
      ["--hybrid-override-pattern", "MMM", "--position-embedding-type", "none"],
