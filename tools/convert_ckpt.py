@@ -498,7 +498,8 @@ class MegatronSource:
         self.load_dir = load_dir
         self.iteration, self.release = tracker
         self.pp = self._pipeline_size(load_dir)
-        first = self._map(0, 0)
+        self._reject_distributed_format()
+        first = self._map_first()
         args = first.get("args") or argparse.Namespace()
         self.tp = int(getattr(args, "tensor_model_parallel_size", 1) or 1)
         self.config = self._config(first, args, load_dir)
@@ -528,6 +529,24 @@ class MegatronSource:
             return 1
         stages = [int(m.group(1)) for m in (re.fullmatch(r"mp_rank_00_(\d{3})", n) for n in names) if m]
         return max(stages) + 1 if stages else 1
+
+    def _reject_distributed_format(self) -> None:
+        """Megatron-LM's distributed format (``--ckpt-format torch_dist``: ``*.distcp`` files, no rank
+        directories) is not read; say how to get the per-rank one."""
+        directory = os.path.dirname(os.path.dirname(self.path(0, 0)))
+        names = os.listdir(directory) if os.path.isdir(directory) else []
+        if not any(n.startswith("mp_rank_") for n in names) and any(n.endswith(".distcp") for n in names):
+            raise ConversionError(f"{directory} is a distributed checkpoint (--ckpt-format torch_dist, *.distcp "
+                                  "files); re-save it in the per-rank format with Megatron-LM's --ckpt-format torch "
+                                  "(or --ckpt-convert-format torch) and convert that")
+
+    def _map_first(self) -> Dict[str, Any]:
+        """The first rank file, read so that one written by another program (Megatron's numpy RNG states,
+        enums) opens and is told apart by its keys instead of failing to unpickle."""
+        try:
+            return map_foreign_file(self.path(0, 0))
+        except CheckpointError as error:
+            raise ConversionError(str(error)) from None
 
     def _map(self, tp_rank: int, pp_rank: int) -> Dict[str, Any]:
         """One rank file, memory-mapped (read whole when it is not in torch's zip format)."""
@@ -566,7 +585,11 @@ class MegatronSource:
         if saved_pp != self.pp:
             raise ConversionError(f"{load_dir}: args say pipeline_model_parallel_size {saved_pp}, the rank "
                                   f"directories give {self.pp}; the checkpoint is incomplete or inconsistent")
-        values = dict(first.get("transformer_config") or vars(args))
+        if not isinstance(first.get("transformer_config"), dict):
+            raise ConversionError(f"{self.path(0, 0)} stores no transformer_config: it was not written by this "
+                                  "suite; for a checkpoint of Megatron-LM or MindSpeed-LLM pass --load-model-type "
+                                  "megatron")
+        values = dict(first["transformer_config"])
         if "noop_layers" not in values:
             values["noop_layers"] = tuple(getattr(args, "noop_layers", None) or ())
         try:
@@ -902,6 +925,9 @@ class MegatronLMSource(MegatronSource):
 
     def _config(self, first: Dict[str, Any], args: argparse.Namespace, load_dir: str) -> TransformerConfig:
         path = self.path(0, 0)
+        if "transformer_config" in first:
+            raise ConversionError(f"{path} stores a transformer_config: it was written by this suite, whose "
+                                  "linear_qkv rows are not Megatron's; pass --load-model-type mg")
         if not isinstance(first.get("args"), argparse.Namespace):
             raise ConversionError(f"{path} has no 'args': Megatron-LM and MindSpeed-LLM store the model's arguments "
                                   "there, and without them its heads, groups and parallel layout are unknown")

@@ -137,13 +137,21 @@ def config_from_args(args: argparse.Namespace, vocab_size: Optional[int] = None)
                       **MEGATRON_LLAMA3_ROPE)
     if kwargs.get("rope_scaling_type") is None:
         kwargs["rope_scaling_factor"] = 1.0  # Megatron keeps its default 8.0 when scaling is off
-    kwargs["noop_layers"] = tuple(sorted(getattr(args, "noop_layers", None) or ()))
+    kwargs["noop_layers"] = layer_numbers(getattr(args, "noop_layers", None))
     kwargs["params_dtype"] = _params_dtype(args)
     kwargs.update(attention_dropout=float(_arg(args, "attention_dropout", 0.0)),
                   hidden_dropout=float(_arg(args, "hidden_dropout", 0.0)),
                   init_method_std=float(_arg(args, "init_method_std", 0.02)))
     kwargs["vocab_size"] = _vocab_size(args, kwargs, vocab_size)
     return kwargs
+
+
+def layer_numbers(value: Any) -> Tuple[int, ...]:
+    """Sorted layer numbers from MindSpeed's ``noop_layers`` / ``num_layer_list`` as stored: the flag's
+    text (``"0,7"``), or a list or set of ints."""
+    if isinstance(value, str):
+        return tuple(sorted(int(part) for part in value.split(",") if part.strip()))
+    return tuple(sorted(int(part) for part in value or ()))
 
 
 def _params_dtype(args: argparse.Namespace) -> torch.dtype:

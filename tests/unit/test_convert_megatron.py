@@ -350,3 +350,34 @@ def test_error_target_megatron_cannot_hold(capsys, cases, tmp_path) -> None:
                           "--save-dir", str(tmp_path / "out")], "post_norm", "cannot express")
     expect_error(capsys, ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", hf_dir,
                           "--save-dir", str(tmp_path / "out"), "--transformer-impl", "local"], "--transformer-impl")
+
+
+def test_error_format_mixed_up(capsys, cases, tmp_path) -> None:
+    """Their checkpoint read as ours, or ours as theirs, would permute linear_qkv wrongly: refused."""
+    case = cases["llama"]
+    expect_error(capsys, ["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", case["local"],
+                          "--save-dir", str(tmp_path / "out")], "no transformer_config", "--load-model-type megatron")
+    expect_error(capsys, ["--load-model-type", "megatron", "--save-model-type", "hf", "--load-dir",
+                          os.path.join(case["root"], "llama_mg"), "--save-dir", str(tmp_path / "out")],
+                 "transformer_config", "--load-model-type mg")
+
+
+def test_error_distributed_checkpoint_format(capsys, tmp_path) -> None:
+    root = tmp_path / "torch_dist"
+    (root / "iter_0000010").mkdir(parents=True)
+    for name in ("__0_0.distcp", "__1_0.distcp", "common.pt", "metadata.json"):
+        (root / "iter_0000010" / name).write_bytes(b"")
+    (root / TRACKER_FILENAME).write_text("10")
+    expect_error(capsys, ["--load-model-type", "megatron", "--save-model-type", "hf", "--load-dir", str(root),
+                          "--save-dir", str(tmp_path / "out")], "torch_dist", "--ckpt-format torch")
+
+
+def test_training_refuses_an_unconverted_megatron_checkpoint(cases) -> None:
+    """At PP 1 their names and shapes are ours: loading one unconverted would scramble linear_qkv silently."""
+    from core.checkpointing import CheckpointError
+    from core.transformer.config import TransformerConfig
+    from mindspeed_llm.training.training import check_saved_settings
+
+    config = TransformerConfig.from_dict(cases["llama"]["config"])
+    with pytest.raises(CheckpointError, match="--load-model-type megatron"):
+        check_saved_settings(None, config, "iter_0000010/mp_rank_00/model_optim_rng.pt")
