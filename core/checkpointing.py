@@ -204,6 +204,47 @@ def map_file(path: str) -> Dict[str, Any]:
     return load_file(path)
 
 
+class OpaqueObject:
+    """An object of a class this program does not know, loaded from another program's checkpoint
+    (numpy RNG states, enums in Megatron's ``args``): it keeps its constructor arguments and state
+    and runs no code of that class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args, self.kwargs = args, kwargs
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__qualname__} {self.args!r}>"
+
+
+def _opaque_class(qualified_name: str) -> type:
+    module, _, name = qualified_name.rpartition(".")
+    return type(name, (OpaqueObject,), {"__module__": f"opaque.{module}"})
+
+
+def map_foreign_file(path: str) -> Dict[str, Any]:
+    """:func:`map_file` for a file written by Megatron-LM or MindSpeed-LLM: the classes it pickles
+    besides tensors and plain values load as :class:`OpaqueObject` s (still ``weights_only``: no code
+    from the file runs). CheckpointError naming the file when it cannot be read."""
+    if not os.path.isfile(path):
+        return load_file(path)  # names the missing file
+    try:
+        unknown = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except Exception:  # not a zip checkpoint: load_file reads it or names the problem
+        return load_file(path)
+    allowed = {f"{obj.__module__}.{obj.__qualname__}" for obj in torch.serialization.get_safe_globals()
+               if not isinstance(obj, tuple)}
+    stand_ins = [(_opaque_class(name), name) for name in unknown if name not in allowed]
+    try:
+        with torch.serialization.safe_globals(stand_ins):
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as error:
+        raise CheckpointError(f"checkpoint file {path} cannot be read ({type(error).__name__}: "
+                              f"{str(error).splitlines()[0][:200]})") from None
+
+
 # TransformerConfig fields that are run-time choices (numerics, parallel layout, memory), not architecture:
 # every other field is part of what the weights mean and is stored with them.
 RUNTIME_CONFIG_FIELDS = frozenset({

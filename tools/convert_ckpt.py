@@ -1,4 +1,5 @@
-"""Convert checkpoints between Hugging Face safetensors and Megatron's sharded layout.
+"""Convert checkpoints between Hugging Face safetensors (hf), our Megatron-style sharded layout (mg) and
+the checkpoints of Megatron-LM / MindSpeed-LLM (megatron).
 
 Hugging Face -> Megatron (TP shards)::
 
@@ -16,6 +17,35 @@ Megatron -> Megatron (re-shard to another TP/PP/VPP layout)::
     python tools/convert_ckpt.py --load-model-type mg --save-model-type mg \\
         --target-tensor-parallel-size 1 --target-pipeline-parallel-size 2 \\
         --num-layers-per-virtual-pipeline-stage 2 --load-dir ./ckpt-tp2 --save-dir ./ckpt-tp1-pp2-vpp2
+
+A checkpoint written by MindSpeed-LLM or Megatron-LM (``megatron``) -> ours / HF, and back::
+
+    python tools/convert_ckpt.py --load-model-type megatron --save-model-type mg \\
+        --target-tensor-parallel-size 8 --load-dir ./mindspeed-ckpt --save-dir ./llama-2-7b-mcore-tp8
+    python tools/convert_ckpt.py --load-model-type megatron --save-model-type hf --model-type-hf llama2 \\
+        --vocab-size 32000 --load-dir ./mindspeed-ckpt --save-dir ./llama-2-7b-hf-out
+    python tools/convert_ckpt.py --load-model-type mg --save-model-type megatron \\
+        --target-tensor-parallel-size 4 --target-pipeline-parallel-size 2 \\
+        [--transformer-impl transformer_engine] --load-dir ./ckpt --save-dir ./ckpt-for-megatron
+
+Its model and layout (heads, query groups, TP/PP/VPP, ``num_layer_list``, noop
+layers, vocabulary padding, SwiGLU, biases, norm type, tied embeddings, RoPE) are
+read from the ``args`` it stores (``mindspeed_llm/models/megatron_format.py``);
+its ``linear_qkv`` rows, interleaved per query group with each TP rank holding a
+contiguous run of groups, are permuted to ours (``mindspeed_llm/models/qkv_layout.py``);
+its layers are numbered within their pipeline chunk. Both norm namings are read
+(``input_layernorm`` and Transformer Engine's ``linear_qkv.layer_norm_weight``);
+``--transformer-impl`` picks the one written (``local``, MindSpeed-LLM's, by
+default). Megatron records only ``padded_vocab_size``: ``--vocab-size`` gives the
+real vocabulary (else the padded rows are kept as vocabulary), and
+``--model-type-hf`` the family (else ``llama2``). Settings the decoder does not
+model (MoE ``num_experts``, MLA, learned absolute positions, ...) are refused with
+one line naming the ``args`` key; so is a target TP that does not divide the
+key/value groups (Megatron splits them, it never replicates them), or a model
+whose behaviour flags Megatron's ``args`` cannot express. Objects in the files
+other than tensors and plain values (numpy RNG states, enums in ``args``) load as
+inert placeholders (``core.checkpointing.map_foreign_file``): no code from the
+file runs.
 
 Pipeline layout flags (Megatron/MindSpeed names, for ``--save-model-type mg``):
 ``--target-pipeline-parallel-size N``, ``--num-layer-list 3,5,...`` (layers per
@@ -103,6 +133,7 @@ from core.checkpointing import (
     StreamingCheckpoint,
     checkpoint_file,
     map_file,
+    map_foreign_file,
     model_keys,
     namespace_for_checkpoint,
     read_tracker,
@@ -114,6 +145,8 @@ from core.pipeline_parallel.layout import (LayoutError, Placement, chunk_specs, 
 from core.tensor_parallel.param_meta import TPShard, full_shape, param_meta
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.flags import FlagParser, add_pipeline_layout_args
+from mindspeed_llm.models import megatron_format
+from mindspeed_llm.models.qkv_layout import interleaved_to_ours, ours_to_interleaved
 from mindspeed_llm.models.registry import (
     IGNORED_HF_TENSORS,
     Family,
@@ -141,9 +174,13 @@ class ConversionError(RuntimeError):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = FlagParser(description="Convert HF <-> Megatron (mg) checkpoints.", error_class=ConversionError)
-    parser.add_argument("--load-model-type", choices=("hf", "mg"), required=True)
-    parser.add_argument("--save-model-type", choices=("hf", "mg"), required=True)
+    parser = FlagParser(description="Convert checkpoints between Hugging Face (hf), ours (mg) and Megatron-LM / "
+                                     "MindSpeed-LLM's (megatron).", error_class=ConversionError)
+    formats = ("hf", "mg", "megatron")
+    formats_help = ("hf: Hugging Face safetensors + config.json; mg: this suite's sharded checkpoint; megatron: "
+                    "a checkpoint written by Megatron-LM or MindSpeed-LLM (mcore), its layout read from its args")
+    parser.add_argument("--load-model-type", choices=formats, required=True, help=formats_help)
+    parser.add_argument("--save-model-type", choices=formats, required=True, help=formats_help)
     parser.add_argument("--load-dir", required=True)
     parser.add_argument("--save-dir", required=True)
     parser.add_argument("--model-type-hf", default=None,
@@ -151,13 +188,21 @@ def build_parser() -> argparse.ArgumentParser:
                              "qwen2, ...); default: config.json's model_type (hf), the checkpoint's family (mg)")
     parser.add_argument("--target-tensor-parallel-size", type=int, default=1)
     parser.add_argument("--target-pipeline-parallel-size", type=int, default=1)
-    add_pipeline_layout_args(parser, title="pipeline layout of an mg target (--noop-layers default: none "
-                                           "from hf, the source's from mg)")
+    add_pipeline_layout_args(parser, title="pipeline layout of an mg or megatron target (--noop-layers "
+                                           "default: none from hf, the source's from mg or megatron)")
     parser.add_argument("--num-layers", type=int, default=None,
-                        help="total layers of the mg target (checked: HF layers + noop layers)")
+                        help="total layers of an mg or megatron target (checked: HF layers + noop layers)")
     parser.add_argument("--make-vocab-size-divisible-by", type=int, default=None,
-                        help="vocab padding multiple (x TP); default 1 from HF, the source's value from mg")
+                        help="vocab padding multiple (x TP); default 1 from HF, the source's value from mg or "
+                             "megatron")
     parser.add_argument("--params-dtype", choices=tuple(DTYPES), default=None, help="default: keep")
+    parser.add_argument("--transformer-impl", choices=megatron_format.TRANSFORMER_IMPLS, default=None,
+                        help="layer naming of a megatron target: local (MindSpeed-LLM; input_layernorm, "
+                             "pre_mlp_layernorm; the default) or transformer_engine (Megatron-LM's default; norms "
+                             "fused into linear_qkv / linear_fc1 as layer_norm_weight, plus _extra_state)")
+    parser.add_argument("--vocab-size", type=int, default=None,
+                        help="the real (unpadded) vocabulary of a megatron source whose args do not record it "
+                             "(Megatron keeps only padded_vocab_size); default: args.vocab_size, else the padded size")
     parser.add_argument("--max-shard-size", default="5GB", help="HF output shard size, e.g. 5GB, 500MB, 2GiB")
     return parser
 
@@ -190,6 +235,14 @@ def validate_args(args: argparse.Namespace) -> None:
                                   "drop the flag(s)")
     if args.target_tensor_parallel_size < 1:
         raise ConversionError("--target-tensor-parallel-size must be >= 1")
+    if args.transformer_impl is not None and args.save_model_type != "megatron":
+        raise ConversionError("--transformer-impl names the layers of a megatron target; drop it or pass "
+                              "--save-model-type megatron")
+    if args.vocab_size is not None and args.load_model_type != "megatron":
+        raise ConversionError("--vocab-size is the real vocabulary of a megatron source; drop it (hf and mg "
+                              "checkpoints record theirs)")
+    if args.vocab_size is not None and args.vocab_size < 1:
+        raise ConversionError("--vocab-size must be >= 1")
     if args.make_vocab_size_divisible_by is not None and args.make_vocab_size_divisible_by < 1:
         raise ConversionError("--make-vocab-size-divisible-by must be >= 1")
     if not os.path.isdir(args.load_dir):
@@ -457,7 +510,8 @@ class MegatronSource:
         self.load_dir = load_dir
         self.iteration, self.release = tracker
         self.pp = self._pipeline_size(load_dir)
-        first = self._map(0, 0)
+        self._reject_distributed_format()
+        first = self._map_first()
         args = first.get("args") or argparse.Namespace()
         self.tp = int(getattr(args, "tensor_model_parallel_size", 1) or 1)
         self.config = self._config(first, args, load_dir)
@@ -488,6 +542,24 @@ class MegatronSource:
         stages = [int(m.group(1)) for m in (re.fullmatch(r"mp_rank_00_(\d{3})", n) for n in names) if m]
         return max(stages) + 1 if stages else 1
 
+    def _reject_distributed_format(self) -> None:
+        """Megatron-LM's distributed format (``--ckpt-format torch_dist``: ``*.distcp`` files, no rank
+        directories) is not read; say how to get the per-rank one."""
+        directory = os.path.dirname(os.path.dirname(self.path(0, 0)))
+        names = os.listdir(directory) if os.path.isdir(directory) else []
+        if not any(n.startswith("mp_rank_") for n in names) and any(n.endswith(".distcp") for n in names):
+            raise ConversionError(f"{directory} is a distributed checkpoint (--ckpt-format torch_dist, *.distcp "
+                                  "files); re-save it in the per-rank format with Megatron-LM's --ckpt-format torch "
+                                  "(or --ckpt-convert-format torch) and convert that")
+
+    def _map_first(self) -> Dict[str, Any]:
+        """The first rank file, read so that one written by another program (Megatron's numpy RNG states,
+        enums) opens and is told apart by its keys instead of failing to unpickle."""
+        try:
+            return map_foreign_file(self.path(0, 0))
+        except CheckpointError as error:
+            raise ConversionError(str(error)) from None
+
     def _map(self, tp_rank: int, pp_rank: int) -> Dict[str, Any]:
         """One rank file, memory-mapped (read whole when it is not in torch's zip format)."""
         try:
@@ -505,14 +577,31 @@ class MegatronSource:
         for chunk, key in enumerate(keys):
             if not isinstance(checkpoint[key], dict):
                 raise ConversionError(f"{self.path(tp_rank, pp_rank)}: {key!r} is not a state dict")
-            self.shapes[(tp_rank, pp_rank, chunk)] = {name: tuple(t.shape) for name, t in checkpoint[key].items()}
+            self.shapes[(tp_rank, pp_rank, chunk)] = {
+                name: tuple(t.shape) for name, t in self._our_names(checkpoint[key], pp_rank, chunk).items()}
+
+    def _our_names(self, state: Dict[str, Any], stage: int, chunk: int) -> Dict[str, Any]:
+        """A chunk's state dict under our parameter names (ours: as stored)."""
+        return state
+
+    def _stored_name(self, stage: int, chunk: int, local: str) -> str:
+        """The key in the file of our parameter ``local`` of chunk ``chunk`` on ``stage`` (ours: the same)."""
+        return local
+
+    def _join(self, name: str, shard: Optional[TPShard], locals_: List[torch.Tensor]) -> torch.Tensor:
+        """The full tensor (our layout) from every TP rank's piece."""
+        return shard.unshard(locals_) if shard is not None else locals_[0]
 
     def _config(self, first: Dict[str, Any], args: argparse.Namespace, load_dir: str) -> TransformerConfig:
         saved_pp = int(getattr(args, "pipeline_model_parallel_size", self.pp) or 1)
         if saved_pp != self.pp:
             raise ConversionError(f"{load_dir}: args say pipeline_model_parallel_size {saved_pp}, the rank "
                                   f"directories give {self.pp}; the checkpoint is incomplete or inconsistent")
-        values = dict(first.get("transformer_config") or vars(args))
+        if not isinstance(first.get("transformer_config"), dict):
+            raise ConversionError(f"{self.path(0, 0)} stores no transformer_config: it was not written by this "
+                                  "suite; for a checkpoint of Megatron-LM or MindSpeed-LLM pass --load-model-type "
+                                  "megatron")
+        values = dict(first["transformer_config"])
         if "noop_layers" not in values:
             values["noop_layers"] = tuple(getattr(args, "noop_layers", None) or ())
         try:
@@ -552,14 +641,13 @@ class MegatronSource:
 
     def read(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
         stage, chunk, local = layout.locations[name][0]  # (the tied copy on the last stage is not read)
-        key = layout.chunk_keys[chunk]
+        key, stored = layout.chunk_keys[chunk], self._stored_name(stage, chunk, local)
         locals_ = []
         for rank in range(self.tp):
             mapped = self._map(rank, stage)
-            locals_.append(mapped[key][local].clone())
+            locals_.append(mapped[key][stored].clone())
             del mapped  # unmaps the file
-        shard = layout.shards[name]
-        full = shard.unshard(locals_) if shard is not None else locals_[0]
+        full = self._join(name, layout.shards[name], locals_)
         return to_hf(layout.rules[name][0], full, layout.context(name))
 
 
@@ -606,7 +694,7 @@ class MegatronSink:
         for stage, chunk, local in layout.locations[name]:
             shard = layout.local_shards[(stage, chunk, local)]
             for rank in ranks:
-                value = shard.shard(full, rank, layout.tp) if shard is not None else full
+                value = self._piece(local, full, shard, rank)
                 file = (rank, stage)
                 self.per_file.setdefault(file, [{} for _ in range(layout.vpp)])[chunk][local] = \
                     self._file(rank, stage).add(value)  # written now; the file keeps a placeholder
@@ -614,6 +702,10 @@ class MegatronSink:
                 self.missing[file].discard((chunk, local))
                 if not self.missing[file]:
                     self._save(rank, stage)
+
+    def _piece(self, name: str, full: torch.Tensor, shard: Optional[TPShard], rank: int) -> torch.Tensor:
+        """TP rank ``rank``'s piece of the full tensor of parameter ``name`` (our layout)."""
+        return shard.shard(full, rank, self.layout.tp) if shard is not None else full
 
     def _file(self, rank: int, stage: int) -> StreamingCheckpoint:
         """The open (rank, stage) file, created at its first tensor."""
@@ -627,16 +719,19 @@ class MegatronSink:
         chunks = self.per_file.pop((rank, stage), None) or [{} for _ in range(layout.vpp)]
         self.saved.add((rank, stage))
         ordered = [{n: state[n] for n in names} for state, names in zip(chunks, layout.chunk_names[stage])]
-        checkpoint = {
-            **dict(zip(layout.chunk_keys, ordered)),
-            "args": checkpoint_args(layout, self.family_name),
-            "transformer_config": layout.config.to_dict(),
-            "hf_config": self.hf_config,
-            "checkpoint_version": CHECKPOINT_VERSION,
-            "iteration": 0,
-        }
-        self._file(rank, stage).close(checkpoint)
+        self._file(rank, stage).close({**dict(zip(layout.chunk_keys, self._stored_states(stage, ordered))),
+                                       **self._metadata()})
         del self.writers[(rank, stage)]
+
+    def _stored_states(self, stage: int, chunks: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """Each chunk's state dict as the file stores it (ours: as built)."""
+        return chunks
+
+    def _metadata(self) -> Dict[str, Any]:
+        """Everything a file holds besides the model."""
+        return {"args": checkpoint_args(self.layout, self.family_name),
+                "transformer_config": self.layout.config.to_dict(), "hf_config": self.hf_config,
+                "checkpoint_version": CHECKPOINT_VERSION, "iteration": 0}
 
     def finish(self) -> None:
         unwritten = sorted(file for file, names in self.missing.items() if names)
@@ -816,12 +911,153 @@ def _write_json(path: str, value: Dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+# --------------------------------------------------------------------------- Megatron-LM / MindSpeed-LLM
+
+
+class MegatronLMSource(MegatronSource):
+    """A checkpoint written by Megatron-LM or MindSpeed-LLM (``--load-model-type megatron``).
+
+    The model is the one its ``args`` describe (:func:`megatron_format.config_from_args`); the
+    TP/PP/VPP layout, ``num_layer_list`` and noop layers come from there too. Names are mapped to
+    ours (chunk-local layer numbers to global ones, Transformer Engine norm names to ours,
+    ``_extra_state`` entries skipped), and the ``linear_qkv`` rows of the TP ranks (each a contiguous
+    run of query groups) are joined and permuted from the per-group interleaved layout to ours.
+    """
+
+    def __init__(self, load_dir: str, family_name: Optional[str], vocab_size: Optional[int]) -> None:
+        self.vocab_size_flag = vocab_size
+        self.stored_names: Dict[Tuple[int, int], Dict[str, str]] = {}  # (stage, chunk) -> {ours: theirs}
+        super().__init__(load_dir, family_name)
+
+    def _map(self, tp_rank: int, pp_rank: int) -> Dict[str, Any]:
+        try:
+            return map_foreign_file(self.path(tp_rank, pp_rank))
+        except CheckpointError as error:
+            raise ConversionError(str(error)) from None
+
+    def _config(self, first: Dict[str, Any], args: argparse.Namespace, load_dir: str) -> TransformerConfig:
+        path = self.path(0, 0)
+        if "transformer_config" in first:
+            raise ConversionError(f"{path} stores a transformer_config: it was written by this suite, whose "
+                                  "linear_qkv rows are not Megatron's; pass --load-model-type mg")
+        if not isinstance(first.get("args"), argparse.Namespace):
+            raise ConversionError(f"{path} has no 'args': Megatron-LM and MindSpeed-LLM store the model's arguments "
+                                  "there, and without them its heads, groups and parallel layout are unknown")
+        saved_pp = int(getattr(args, "pipeline_model_parallel_size", None) or 1)
+        if saved_pp != self.pp:
+            raise ConversionError(f"{load_dir}: args.pipeline_model_parallel_size is {saved_pp}, the rank "
+                                  f"directories give {self.pp}; the checkpoint is incomplete or inconsistent")
+        try:
+            kwargs = megatron_format.config_from_args(args, self.vocab_size_flag)
+            config = TransformerConfig(**{**kwargs, "tensor_model_parallel_size": self.tp})
+        except ValueError as error:  # MegatronFormatError included
+            raise ConversionError(f"{path}: {error}") from None
+        if config.num_query_groups % self.tp:
+            raise ConversionError(f"{path}: args.num_query_groups {config.num_query_groups} is not divisible by "
+                                  f"args.tensor_model_parallel_size {self.tp}; the checkpoint is inconsistent")
+        return config
+
+    def _placement(self, first: Dict[str, Any], args: argparse.Namespace) -> Placement:
+        layer_list = getattr(args, "num_layer_list", None)
+        if isinstance(layer_list, str):  # MindSpeed's flag value, "3,5"
+            args = argparse.Namespace(**{**vars(args), "num_layer_list": [int(n) for n in layer_list.split(",")]})
+        return super()._placement(first, args)
+
+    def _our_names(self, state: Dict[str, Any], stage: int, chunk: int) -> Dict[str, Any]:
+        layers = self.placement[stage][chunk]
+        ours: Dict[str, Any] = {}
+        names: Dict[str, str] = {}
+        for their, value in state.items():
+            parsed = megatron_format.our_layer_name(their)
+            if parsed is None:
+                continue  # _extra_state: no weights
+            local, name = parsed
+            if local is not None:
+                if local >= len(layers):
+                    raise ConversionError(f"{self.path(0, stage)}: {their!r} is layer {local} of a chunk of "
+                                          f"{len(layers)} layers; the checkpoint does not match its args")
+                name = name.replace("{i}", str(layers[local]))
+            ours[name], names[name] = value, their
+        self.stored_names[(stage, chunk)] = names
+        return ours
+
+    def _stored_name(self, stage: int, chunk: int, local: str) -> str:
+        return self.stored_names[(stage, chunk)][local]
+
+    def _join(self, name: str, shard: Optional[TPShard], locals_: List[torch.Tensor]) -> torch.Tensor:
+        if not megatron_format.is_fused_qkv(name):
+            return super()._join(name, shard, locals_)
+        config = self.config
+        interleaved = torch.cat(locals_, dim=0)  # [groups * (q/g + 2) * hd, ...]: the ranks' groups in order
+        return interleaved_to_ours(interleaved, config.num_attention_heads, config.num_query_groups,
+                                   config.kv_channels)
+
+
+class MegatronLMSink(MegatronSink):
+    """Writes a checkpoint Megatron-LM and MindSpeed-LLM load (``--save-model-type megatron``).
+
+    Files as :class:`MegatronSink` writes ours, but with their names (chunk-local layer numbers;
+    Transformer Engine norm names and ``_extra_state`` entries with ``--transformer-impl
+    transformer_engine``), ``linear_qkv`` rows interleaved per query group and split over TP by
+    whole groups, and ``args`` in their flag names (:func:`megatron_format.args_from_config`).
+    """
+
+    def __init__(self, save_dir: str, layout: ModelLayout, family_name: str, hf_config: Optional[Dict[str, Any]],
+                 transformer_impl: str) -> None:
+        super().__init__(save_dir, layout, family_name, hf_config)
+        config, self.transformer_impl = layout.config, transformer_impl
+        if config.num_query_groups % layout.tp:
+            raise ConversionError(f"--target-tensor-parallel-size {layout.tp} does not divide the "
+                                  f"{config.num_query_groups} key/value groups: Megatron-LM splits them over TP "
+                                  "(it does not replicate them); choose a TP size that divides them")
+        try:
+            self.fields = megatron_format.args_from_config(config)
+        except megatron_format.MegatronFormatError as error:
+            raise ConversionError(f"--save-model-type megatron: {error}") from None
+        self.names: Dict[Tuple[int, int], Dict[str, str]] = {}  # (stage, chunk) -> {ours: theirs}
+        for stage, chunks in enumerate(layout.chunk_names):
+            for chunk, names in enumerate(chunks):
+                local = {layer: index for index, layer in enumerate(layout.placement[stage][chunk])}
+                self.names[(stage, chunk)] = {name: self._their_name(name, local) for name in names}
+
+    def _their_name(self, name: str, local: Dict[int, int]) -> str:
+        parts = megatron_format.split_layer(name)
+        return megatron_format.their_name(name, local[parts[0]] if parts else None, self.transformer_impl)
+
+    def _piece(self, name: str, full: torch.Tensor, shard: Optional[TPShard], rank: int) -> torch.Tensor:
+        if not megatron_format.is_fused_qkv(name):
+            return super()._piece(name, full, shard, rank)
+        config = self.layout.config
+        interleaved = ours_to_interleaved(full, config.num_attention_heads, config.num_query_groups,
+                                          config.kv_channels)  # [groups * (q/g + 2) * hd, ...]
+        return interleaved.chunk(self.layout.tp, dim=0)[rank].clone()  # a contiguous run of groups
+
+    def _stored_states(self, stage: int, chunks: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        states = []
+        for chunk, state in enumerate(chunks):
+            names = self.names[(stage, chunk)]
+            stored: Dict[str, Any] = {names[name]: value for name, value in state.items()}
+            if self.transformer_impl == "transformer_engine":
+                noop = set(self.layout.config.noop_layers)
+                layers = [i for i, layer in enumerate(self.layout.placement[stage][chunk]) if layer not in noop]
+                stored.update({key: None for key in megatron_format.extra_state_names(layers)})
+            states.append(stored)
+        return states
+
+    def _metadata(self) -> Dict[str, Any]:
+        args = checkpoint_args(self.layout, self.family_name)
+        vars(args).update(self.fields, transformer_impl=self.transformer_impl)
+        return {"args": args, "checkpoint_version": CHECKPOINT_VERSION, "iteration": 0}
+
+
 # --------------------------------------------------------------------------- driver
 
 
 def open_source(args: argparse.Namespace):
     if args.load_model_type == "hf":
         return HFSource(args.load_dir, args.model_type_hf)
+    if args.load_model_type == "megatron":
+        return MegatronLMSource(args.load_dir, args.model_type_hf, args.vocab_size)
     return MegatronSource(args.load_dir, args.model_type_hf)
 
 
@@ -838,7 +1074,7 @@ def target_noop_layers(args: argparse.Namespace, source) -> Tuple[int, Tuple[int
         return real, ()
     noop = args.noop_layers
     if noop is None:
-        noop = source.config.noop_layers if args.load_model_type == "mg" else ()
+        noop = source.config.noop_layers if args.load_model_type != "hf" else ()
     total = real + len(noop)
     origin = "HF layers" if args.load_model_type == "hf" else "non-noop layers in the source"
     if args.num_layers is not None and args.num_layers != total:
@@ -941,6 +1177,9 @@ def open_sink(args: argparse.Namespace, source, layout: ModelLayout, directory: 
     """The writer of the target format, into ``directory`` (the staging directory)."""
     if args.save_model_type == "mg":
         return MegatronSink(directory, layout, source.family_name, source.hf_config)
+    if args.save_model_type == "megatron":
+        return MegatronLMSink(directory, layout, source.family_name, source.hf_config,
+                              args.transformer_impl or "local")
     try:
         hf_config = source.family.to_hf_config(layout.config, source.hf_config)
     except RegistryError as error:

@@ -1,37 +1,60 @@
-"""Fused QKV row layouts: ours ``[Q heads; K heads; V heads]`` and the per-group interleaved one.
+"""Row layouts of a fused QKV weight or bias: ours versus per-group interleaved.
 
-The interleaved layout stores, for each of the ``groups`` KV groups, that
-group's ``heads // groups`` query heads, then its key head, then its value head:
-rows ``[groups, heads // groups + 2, head_dim]``. Megatron-LM and MindSpeed-LLM
-write their ``linear_qkv`` this way; with ``groups == heads`` it is GPT-NeoX's,
-Bloom's and Persimmon's per-head ``[heads, 3, head_dim]``, and Falcon's
-``new_decoder_architecture`` uses it with its KV heads.
+Ours (``decoder.layers.{i}.self_attention.linear_qkv``) stacks whole blocks::
 
-Both functions work on weights ``[rows, in]`` and biases ``[rows]`` alike.
+    [Q heads (heads x head_dim); K heads (groups x head_dim); V heads (groups x head_dim)]
+
+The interleaved layout groups the rows by key/value head: for each of the
+``groups`` KV heads, its ``heads / groups`` query heads, then its key head,
+then its value head, i.e. rows ``[groups, heads/groups + 2, head_dim]``
+flattened. Megatron-LM and MindSpeed-LLM store ``linear_qkv`` this way (each TP
+rank holds a contiguous run of groups); with ``groups == heads`` it is the
+per-head ``[q, k, v]`` layout of GPT-NeoX's and Bloom's ``query_key_value``, and
+with fewer groups Falcon's grouped QKV. Both functions act on the first
+dimension only, so weights ``[rows, hidden]`` and biases ``[rows]`` alike.
+
+    fused = interleaved_to_ours(megatron_qkv, heads=32, groups=8, head_dim=128)
+    assert torch.equal(ours_to_interleaved(fused, 32, 8, 128), megatron_qkv)
+
+CodeGen's ``qkv_proj`` is another fused layout: ``mp_num`` blocks, each holding a slice of the query,
+value and key heads (:func:`blocked_to_ours`, :func:`ours_to_blocked`).
 """
 from __future__ import annotations
+
+from typing import Tuple
 
 import torch
 
 
+def _check(tensor: torch.Tensor, heads: int, groups: int, head_dim: int) -> Tuple[int, Tuple[int, ...]]:
+    """(query heads per group, trailing shape); ValueError when the rows do not fit the head counts."""
+    if groups < 1 or heads % groups:
+        raise ValueError(f"fused QKV: {heads} query heads do not split into {groups} key/value groups")
+    rows = (heads + 2 * groups) * head_dim
+    if tensor.dim() < 1 or tensor.size(0) != rows:
+        raise ValueError(f"fused QKV has {tuple(tensor.shape)[:1]} rows, {heads} heads + 2 x {groups} groups of "
+                         f"head_dim {head_dim} need {rows}")
+    return heads // groups, tuple(tensor.shape[1:])
+
+
 def interleaved_to_ours(tensor: torch.Tensor, heads: int, groups: int, head_dim: int) -> torch.Tensor:
-    """Per-group interleaved rows -> ``[Q; K; V]`` rows (same shape)."""
-    per_group = heads // groups
-    grouped = tensor.reshape(groups, per_group + 2, head_dim, *tensor.shape[1:])  # [g, q/g + 2, hn, ...]
-    q, k, v = grouped.split([per_group, 1, 1], dim=1)
-    rest = tensor.shape[1:]
-    return torch.cat([q.reshape(heads * head_dim, *rest), k.reshape(groups * head_dim, *rest),
-                      v.reshape(groups * head_dim, *rest)], dim=0)
+    """``[groups, q_per_group + 2, head_dim, ...]`` rows -> ``[Q; K; V]`` rows (a new tensor)."""
+    per_group, rest = _check(tensor, heads, groups, head_dim)
+    grouped = tensor.reshape(groups, per_group + 2, head_dim, *rest)  # [g, q/g + 2, hd, ...]
+    query = grouped[:, :per_group].reshape(heads * head_dim, *rest)  # [heads * hd, ...]
+    key = grouped[:, per_group].reshape(groups * head_dim, *rest)  # [groups * hd, ...]
+    value = grouped[:, per_group + 1].reshape(groups * head_dim, *rest)  # [groups * hd, ...]
+    return torch.cat([query, key, value], dim=0)
 
 
 def ours_to_interleaved(tensor: torch.Tensor, heads: int, groups: int, head_dim: int) -> torch.Tensor:
-    """``[Q; K; V]`` rows -> per-group interleaved rows (same shape)."""
-    per_group = heads // groups
-    rest = tensor.shape[1:]
-    q, k, v = tensor.split([heads * head_dim, groups * head_dim, groups * head_dim], dim=0)
-    grouped = torch.cat([q.reshape(groups, per_group, head_dim, *rest), k.reshape(groups, 1, head_dim, *rest),
-                         v.reshape(groups, 1, head_dim, *rest)], dim=1)  # [g, q/g + 2, hn, ...]
-    return grouped.reshape(tensor.shape).contiguous()
+    """``[Q; K; V]`` rows -> ``[groups, q_per_group + 2, head_dim, ...]`` rows (a new tensor)."""
+    per_group, rest = _check(tensor, heads, groups, head_dim)
+    query, key, value = tensor.split([heads * head_dim, groups * head_dim, groups * head_dim], dim=0)
+    grouped = torch.cat([query.reshape(groups, per_group, head_dim, *rest),  # [g, q/g, hd, ...]
+                         key.reshape(groups, 1, head_dim, *rest),
+                         value.reshape(groups, 1, head_dim, *rest)], dim=1)  # [g, q/g + 2, hd, ...]
+    return grouped.reshape(-1, *rest)
 
 
 def blocked_to_ours(tensor: torch.Tensor, blocks: int, order: str = "qvk") -> torch.Tensor:

@@ -325,8 +325,11 @@ class Trainer:
 
 def check_saved_settings(saved: Optional[Dict[str, Any]], config: TransformerConfig, path: str) -> None:
     """Refuse a checkpoint whose architecture settings differ from the flags in ways shapes do not show."""
-    if not saved:
-        return  # written without a transformer_config: shapes are all there is to check
+    if not saved:  # same shapes, other layout (Megatron's interleaved linear_qkv): refuse, do not scramble
+        raise checkpointing.CheckpointError(
+            f"{path} stores no transformer_config: it was not written by this suite (Megatron-LM and MindSpeed-LLM "
+            "lay out linear_qkv differently); convert it with tools/convert_ckpt.py --load-model-type megatron "
+            "--save-model-type mg")
     stored = checkpointing.architecture_settings(saved)
     for name, value in checkpointing.architecture_settings(config.to_dict()).items():
         if name in stored and not same_setting(stored[name], value):
