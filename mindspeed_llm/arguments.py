@@ -96,7 +96,9 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seq-length", type=int, default=None)
     group.add_argument("--max-position-embeddings", type=int, default=None,
                        help="default --seq-length")
-    group.add_argument("--position-embedding-type", choices=("rope", "none"), default="rope")
+    group.add_argument("--position-embedding-type", choices=("rope", "none", "learned_absolute", "sinusoidal"),
+                       default="rope", help="learned_absolute: a learned table added to the word embeddings "
+                       "(GPT-2, OPT); sinusoidal: fairseq's fixed table (XGLM)")
     group.add_argument("--rotary-base", type=float, default=10000.0)
     group.add_argument("--sliding-window", type=int, default=None,
                        help="attend to at most this many tokens (the current one included), as Mistral")
@@ -171,6 +173,8 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--embed-layernorm", action="store_true", help="a norm on the word embeddings (Bloom)")
     group.add_argument("--full-attention-layers", type=int, nargs="*", default=None,
                        help="with --sliding-window: global layer numbers (from 0) that attend fully (GPT-Neo)")
+    group.add_argument("--position-embedding-offset", type=int, default=0,
+                       help="absolute positions read table row position + offset (OPT, BioGpt, XGLM: 2)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -856,6 +860,9 @@ def _check_model_config(args: argparse.Namespace) -> None:
     """The model config's own checks, before any process group (a placeholder vocabulary when the
     tokenizer will give the real one later)."""
     _build_transformer_config(args, args.vocab_size or args.make_vocab_size_divisible_by)
+    if args.position_embedding_type == "learned_absolute" and args.seq_length > args.max_position_embeddings:
+        raise ArgumentError(f"--seq-length {args.seq_length} exceeds the learned position table's "
+                            f"--max-position-embeddings {args.max_position_embeddings}; shorten the sequence")
 
 
 def validate_args(args: argparse.Namespace, world_size: int) -> None:
@@ -996,6 +1003,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             parallel_residual_shared_norm=args.parallel_residual_shared_norm,
             embed_layernorm=args.embed_layernorm,
             full_attention_layers=tuple(args.full_attention_layers or ()),
+            position_embedding_offset=args.position_embedding_offset,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

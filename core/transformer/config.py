@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 
 NORMALIZATIONS = ("RMSNorm", "LayerNorm")
-POSITION_EMBEDDINGS = ("rope", "none")
+POSITION_EMBEDDINGS = ("rope", "none", "learned_absolute", "sinusoidal")
 ROPE_SCALINGS = (None, "linear", "llama3")
 
 
@@ -109,6 +109,10 @@ class TransformerConfig:
     embed_layernorm: bool = False  # a norm on the word embeddings (Bloom; MindSpeed's flag) [--embed-layernorm]
     # with --sliding-window: the global layers that attend fully, any pattern (GPT-Neo, Cohere2) [--full-attention-layers]
     full_attention_layers: Tuple[int, ...] = field(default_factory=tuple)
+    # Absolute positions (core/transformer/position_embedding.py): --position-embedding-type learned_absolute
+    # (GPT-2, OPT; a [max_position_embeddings + offset, h] table) or sinusoidal (XGLM's fixed fairseq table);
+    # token j reads row position_j + offset (OPT, BioGpt, XGLM: 2) [--position-embedding-offset]
+    position_embedding_offset: int = 0
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -182,6 +186,7 @@ class TransformerConfig:
                 raise ValueError(f"--sliding-window-pattern {self.sliding_window_pattern} needs --sliding-window "
                                  "and must be at least 1")
         self._validate_layer_shapes()
+        self._validate_positions()
         if self.qk_layernorm_full_width and not (self.qk_layernorm and self.normalization == "RMSNorm"):
             raise ValueError("--qk-layernorm-full-width needs --qk-layernorm and --normalization RMSNorm")
         if not 0.0 < self.rotary_percent <= 1.0 or self.rotary_dim % 2:
@@ -213,6 +218,15 @@ class TransformerConfig:
             if self.sliding_window is None or self.sliding_window_pattern is not None:
                 raise ValueError("--full-attention-layers needs --sliding-window and excludes "
                                  "--sliding-window-pattern (two ways to say which layers attend fully)")
+
+    def _validate_positions(self) -> None:
+        absolute = self.position_embedding_type in ("learned_absolute", "sinusoidal")
+        if self.position_embedding_offset < 0 or (self.position_embedding_offset and not absolute):
+            raise ValueError(f"--position-embedding-offset {self.position_embedding_offset} must be 0 or more and "
+                             "needs --position-embedding-type learned_absolute or sinusoidal")
+        if self.position_embedding_type == "sinusoidal" and self.hidden_size < 4:
+            raise ValueError(f"--position-embedding-type sinusoidal needs --hidden-size of 4 or more, "
+                             f"got {self.hidden_size}")
 
     @property
     def gated_linear_unit(self) -> bool:

@@ -52,6 +52,11 @@ BAD: List[tuple] = [
     (dict(sliding_window=4, full_attention_layers=(0, 3)), ["--sliding-window", "4", "--full-attention-layers", "0", "3"],
      "--full-attention-layers [3] out of range [0, 2)"),
     (dict(full_attention_layers=(1,)), ["--full-attention-layers", "1"], "--full-attention-layers needs --sliding-window"),
+    (dict(position_embedding_offset=2), ["--position-embedding-offset", "2"],
+     "--position-embedding-offset 2 must be 0 or more and needs --position-embedding-type learned_absolute"),
+    (dict(position_embedding_type="sinusoidal", hidden_size=2, num_attention_heads=1),
+     ["--position-embedding-type", "sinusoidal", "--hidden-size", "2", "--num-attention-heads", "1"],
+     "--position-embedding-type sinusoidal needs --hidden-size of 4 or more"),
 ]
 
 
@@ -63,6 +68,13 @@ def test_bad_combination_is_one_line(overrides: Dict[str, Any], flags: List[str]
     with pytest.raises(ArgumentError) as cli_error:
         validate_args(parse_args(ARGV + flags), 1)
     assert message in str(cli_error.value) and "\n" not in str(cli_error.value)
+
+
+def test_learned_positions_need_a_row_per_token() -> None:
+    flags = ["--position-embedding-type", "learned_absolute", "--max-position-embeddings", "8"]
+    with pytest.raises(ArgumentError, match="--seq-length 16 exceeds the learned position table's "
+                                            "--max-position-embeddings 8"):
+        validate_args(parse_args(ARGV + flags), 1)
 
 
 def test_good_combinations_build() -> None:
