@@ -122,6 +122,14 @@ def _qkv_interleaved_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[tor
     return [ours_to_interleaved(tensor, *_qkv_shape(ctx))]
 
 
+def _conv1d_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    return tensors[0].t().contiguous()  # GPT-2's Conv1D [in, out] -> our linear [out, in]
+
+
+def _conv1d_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    return [tensor.t().contiguous()]  # [out, in] -> [in, out]
+
+
 # name -> (HF tensors -> ours, ours -> HF tensors)
 TRANSFORMS: Dict[str, Tuple[Callable[..., torch.Tensor], Callable[..., List[torch.Tensor]]]] = {
     "copy": (_copy_to_ours, _copy_to_hf),
@@ -129,6 +137,8 @@ TRANSFORMS: Dict[str, Tuple[Callable[..., torch.Tensor], Callable[..., List[torc
     "vocab": (_vocab_to_ours, _vocab_to_hf),
     # one fused tensor, interleaved per KV group (GPT-NeoX, Bloom, Falcon; mindspeed_llm/models/qkv_layout.py)
     "qkv_interleaved": (_qkv_interleaved_to_ours, _qkv_interleaved_to_hf),
+    # GPT-2's Conv1D weights are stored transposed, [in, out]; fused c_attn columns are [q; k; v]
+    "conv1d": (_conv1d_to_ours, _conv1d_to_hf),
 }
 
 
