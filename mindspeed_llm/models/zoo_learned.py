@@ -37,7 +37,9 @@ from mindspeed_llm.models.registry import Family, RegistryError, WeightRule, _dt
 
 # HF non-gated activation -> our flags (the default MLP is exact GELU)
 ACTIVATIONS: Dict[str, Dict[str, bool]] = {
-    "gelu": {}, "gelu_new": dict(gelu_tanh=True), "gelu_pytorch_tanh": dict(gelu_tanh=True), "relu": dict(relu=True),
+    "gelu": {}, "gelu_new": dict(gelu_tanh=True), "gelu_pytorch_tanh": dict(gelu_tanh=True),
+    "gelu_fast": dict(gelu_tanh=True),  # the same tanh formula, its constant written out
+    "relu": dict(relu=True),
 }
 FAIRSEQ_POSITION_OFFSET = 2  # OPT, BioGpt and XGLM keep two leading rows in their position tables
 

@@ -27,3 +27,11 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
     "biogpt": ("BioGptConfig", "BioGptForCausalLM", dict(intermediate_size=96), "biogpt"),
     "xglm": ("XGLMConfig", "XGLMForCausalLM", dict(ffn_dim=96), "xglm"),
 }
+# Variants: OPT without linear biases and with weightless LayerNorms (--disable-bias-linear --non-parametric-norm)
+CASES["opt_no_bias_no_affine"] = ("OPTConfig", "OPTForCausalLM",
+                                  dict(ffn_dim=96, enable_bias=False, layer_norm_elementwise_affine=False), "opt")
+# BioGpt without the embedding scale, untied; XGLM untied with ReLU
+CASES["biogpt_unscaled_untied"] = ("BioGptConfig", "BioGptForCausalLM",
+                                   dict(intermediate_size=96, scale_embedding=False, tie_word_embeddings=False), "biogpt")
+CASES["xglm_untied_relu"] = ("XGLMConfig", "XGLMForCausalLM",
+                             dict(ffn_dim=96, tie_word_embeddings=False, activation_function="relu"), "xglm")
