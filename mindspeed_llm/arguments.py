@@ -58,7 +58,7 @@ import yaml
 
 from core.parallel_state import validate_degrees
 from core.pipeline_parallel.layout import LayoutError, resolve_virtual_pipeline, stage_layers
-from core.transformer.config import TransformerConfig, pad_vocab_size
+from core.transformer.config import POSITION_EMBEDDINGS, TransformerConfig, pad_vocab_size
 from mindspeed_llm.flags import (TOKENIZER_TYPES, ArgumentError, FlagParser, IntList, add_pipeline_layout_args,
                                  add_tokenizer_args, tokenizer_error)
 
@@ -96,7 +96,7 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seq-length", type=int, default=None)
     group.add_argument("--max-position-embeddings", type=int, default=None,
                        help="default --seq-length")
-    group.add_argument("--position-embedding-type", choices=("rope", "none", "learned_absolute", "sinusoidal"),
+    group.add_argument("--position-embedding-type", choices=POSITION_EMBEDDINGS,
                        default="rope", help="learned_absolute: a learned table added to the word embeddings "
                        "(GPT-2, OPT); sinusoidal: fairseq's fixed table (XGLM)")
     group.add_argument("--rotary-base", type=float, default=10000.0)

@@ -224,6 +224,13 @@ class TransformerConfig:
         if self.position_embedding_offset < 0 or (self.position_embedding_offset and not absolute):
             raise ValueError(f"--position-embedding-offset {self.position_embedding_offset} must be 0 or more and "
                              "needs --position-embedding-type learned_absolute or sinusoidal")
+        rope_only = [flag for flag, on in (("--rope-scaling-type", self.rope_scaling_type is not None),
+                                           ("--rope-interleaved", self.rope_interleaved),
+                                           ("--rotary-percent", self.rotary_percent != 1.0),
+                                           ("--no-rope-layers", bool(self.no_rope_layers))) if on]
+        if rope_only and self.position_embedding_type != "rope":
+            raise ValueError(f"{', '.join(rope_only)} needs --position-embedding-type rope, not "
+                             f"{self.position_embedding_type}; drop it")
         if self.position_embedding_type == "sinusoidal" and self.hidden_size < 4:
             raise ValueError(f"--position-embedding-type sinusoidal needs --hidden-size of 4 or more, "
                              f"got {self.hidden_size}")

@@ -57,6 +57,9 @@ BAD: List[tuple] = [
     (dict(position_embedding_type="sinusoidal", hidden_size=2, num_attention_heads=1),
      ["--position-embedding-type", "sinusoidal", "--hidden-size", "2", "--num-attention-heads", "1"],
      "--position-embedding-type sinusoidal needs --hidden-size of 4 or more"),
+    (dict(position_embedding_type="learned_absolute", rope_interleaved=True),
+     ["--position-embedding-type", "learned_absolute", "--rope-interleaved"],
+     "--rope-interleaved needs --position-embedding-type rope, not learned_absolute"),
 ]
 
 
