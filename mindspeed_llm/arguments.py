@@ -58,7 +58,7 @@ import yaml
 
 from core.parallel_state import validate_degrees
 from core.pipeline_parallel.layout import LayoutError, resolve_virtual_pipeline, stage_layers
-from core.transformer.config import TransformerConfig, pad_vocab_size
+from core.transformer.config import POSITION_EMBEDDINGS, TransformerConfig, pad_vocab_size
 from mindspeed_llm.flags import (TOKENIZER_TYPES, ArgumentError, FlagParser, IntList, add_pipeline_layout_args,
                                  add_tokenizer_args, tokenizer_error)
 
@@ -96,11 +96,13 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seq-length", type=int, default=None)
     group.add_argument("--max-position-embeddings", type=int, default=None,
                        help="default --seq-length")
-    group.add_argument("--position-embedding-type", choices=("rope", "none", "alibi"), default="rope",
-                       help="alibi: linear attention biases per head instead of RoPE (Bloom, MPT)")
     group.add_argument("--alibi-bias-max", type=float, default=8.0,
                        help="with --position-embedding-type alibi: head slopes 2^(-value * i / heads) "
                             "(MPT's alibi_bias_max)")
+    group.add_argument("--position-embedding-type", choices=POSITION_EMBEDDINGS,
+                       default="rope", help="learned_absolute: a learned table added to the word embeddings "
+                       "(GPT-2, OPT); sinusoidal: fairseq's fixed table (XGLM); alibi: linear attention biases "
+                       "per head instead of RoPE (Bloom, MPT)")
     group.add_argument("--rotary-base", type=float, default=10000.0)
     group.add_argument("--sliding-window", type=int, default=None,
                        help="attend to at most this many tokens (the current one included), as Mistral")
@@ -228,6 +230,8 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="with --qk-layernorm: q/k norms without weight (NanoChat)")
     group.add_argument("--qk-layernorm-per-head-weights", action="store_true",
                        help="with --qk-layernorm: a norm weight per head, [heads, head_dim] (Cohere's use_qk_norm)")
+    group.add_argument("--position-embedding-offset", type=int, default=0,
+                       help="absolute positions read table row position + offset (OPT, BioGpt, XGLM: 2)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -918,6 +922,9 @@ def _check_model_config(args: argparse.Namespace) -> None:
     """The model config's own checks, before any process group (a placeholder vocabulary when the
     tokenizer will give the real one later)."""
     _build_transformer_config(args, args.vocab_size or args.make_vocab_size_divisible_by)
+    if args.position_embedding_type == "learned_absolute" and args.seq_length > args.max_position_embeddings:
+        raise ArgumentError(f"--seq-length {args.seq_length} exceeds the learned position table's "
+                            f"--max-position-embeddings {args.max_position_embeddings}; shorten the sequence")
 
 
 def validate_args(args: argparse.Namespace, world_size: int) -> None:
@@ -1089,6 +1096,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             ffn_sub_norm=args.ffn_sub_norm,
             non_parametric_qk_norm=args.non_parametric_qk_norm,
             qk_layernorm_per_head_weights=args.qk_layernorm_per_head_weights,
+            position_embedding_offset=args.position_embedding_offset,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

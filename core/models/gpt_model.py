@@ -28,6 +28,7 @@ from core.tensor_parallel.mappings import gather_from_tensor_model_parallel_regi
 from core.tensor_parallel.param_meta import copy_meta, full_shape, param_meta, update_meta
 from core.transformer.block import TransformerBlock, hidden_dropout, hidden_norm
 from core.transformer.config import TransformerConfig
+from core.transformer.position_embedding import PositionEmbedding
 from core.transformer.rope import LocalGlobalRotary, RotaryEmbedding
 
 EMBEDDING_WEIGHT = "embedding.word_embeddings.weight"
@@ -41,14 +42,20 @@ class LanguageEmbedding(nn.Module):
             config.vocab_size, config.padded_vocab_size, config.hidden_size, group=state.tp_group,
             sequence_parallel=config.sequence_parallel, dtype=config.params_dtype)
         self.embedding_layernorm = hidden_norm(config) if config.embed_layernorm else None
+        self.position_embeddings = None  # learned (GPT-2, OPT) or sinusoidal (XGLM) absolute positions
+        if config.position_embedding_type in ("learned_absolute", "sinusoidal"):
+            self.position_embeddings = PositionEmbedding(config, state.tp_group)
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, position_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
         hidden = self.word_embeddings(input_ids.t())  # [b, s] -> [s, b, h] ([s/tp, b, h] under SP)
         cfg = self.config
         if cfg.input_embeds_norm:  # Gemma: scale by sqrt(hidden), rounded to the activation dtype
             hidden = hidden * torch.tensor(cfg.hidden_size ** 0.5, dtype=hidden.dtype)
         if cfg.embedding_multiplier is not None:  # Granite
             hidden = hidden * cfg.embedding_multiplier
+        if self.position_embeddings is not None:  # added to the scaled word embeddings (BioGpt, XGLM)
+            hidden = hidden + self.position_embeddings(input_ids.size(1), position_ids, hidden.device,
+                                                       hidden.dtype)  # [s, b|1, h] this rank's positions
         if self.embedding_layernorm is not None:  # Bloom
             hidden = self.embedding_layernorm(hidden)
         return hidden_dropout(hidden, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
@@ -113,7 +120,7 @@ class GPTModel(nn.Module):
         (``--label-smoothing-factor``) spreads that mass of the target over the vocabulary.
         """
         if self.pre_process:
-            hidden = self.embedding(input_ids)
+            hidden = self.embedding(input_ids, position_ids)
         else:
             hidden = hidden_states if hidden_states is not None else self.input_tensor
         rotary = None

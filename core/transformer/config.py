@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 NORMALIZATIONS = ("RMSNorm", "LayerNorm")
-POSITION_EMBEDDINGS = ("rope", "none", "alibi")
+POSITION_EMBEDDINGS = ("rope", "none", "alibi", "learned_absolute", "sinusoidal")
 ROPE_SCALINGS = (None, "linear", "llama3", "yarn")
 SOFTMAX_TYPES = ("vanilla", "off-by-one", "learnable")
 LAYER_KINDS = ("M",)  # --hybrid-override-pattern: 'M' a Mamba layer
@@ -186,6 +186,10 @@ class TransformerConfig:
     # q/k norms with a weight per head, [heads, head_dim], split over TP with the heads (K's replicated when TP
     # exceeds the KV heads) (Cohere's use_qk_norm) [--qk-layernorm-per-head-weights, with --qk-layernorm]
     qk_layernorm_per_head_weights: bool = False
+    # Absolute positions (core/transformer/position_embedding.py): --position-embedding-type learned_absolute
+    # (GPT-2, OPT; a [max_position_embeddings + offset, h] table) or sinusoidal (XGLM's fixed fairseq table);
+    # token j reads row position_j + offset (OPT, BioGpt, XGLM: 2) [--position-embedding-offset]
+    position_embedding_offset: int = 0
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -331,6 +335,7 @@ class TransformerConfig:
         self._validate_layer_shapes()
         self._validate_alibi()
         self._validate_positions()
+        self._validate_absolute_positions()
         if self.qk_layernorm_full_width and not (self.qk_layernorm and self.normalization == "RMSNorm"):
             raise ValueError("--qk-layernorm-full-width needs --qk-layernorm and --normalization RMSNorm")
         if self.qk_layernorm_per_head_weights and (not self.qk_layernorm or self.qk_layernorm_full_width):
@@ -432,21 +437,13 @@ class TransformerConfig:
         return self.mamba_dt_rank if self.mamba_dt_rank is not None else math.ceil(self.hidden_size / 16)
 
     def _validate_alibi(self) -> None:
-        """ALiBi replaces RoPE: RoPE settings with it, or its bias size without it, would be ignored."""
+        """ALiBi's bias size only with ALiBi."""
         if self.position_embedding_type != "alibi":
             if self.alibi_bias_max != 8.0:
                 raise ValueError(f"--alibi-bias-max {self.alibi_bias_max} needs --position-embedding-type alibi")
             return
         if self.alibi_bias_max <= 0:
             raise ValueError(f"--alibi-bias-max {self.alibi_bias_max} must be positive")
-        rope = [flag for flag, on in (
-            ("--rope-scaling-type", self.rope_scaling_type is not None),
-            ("--rotary-base", self.rotary_base != 10000.0), ("--rotary-percent", self.rotary_percent != 1.0),
-            ("--rope-interleaved", self.rope_interleaved), ("--local-rotary-base", self.local_rotary_base is not None),
-            ("--no-rope-layers", bool(self.no_rope_layers))) if on]
-        if rope:
-            raise ValueError(f"--position-embedding-type alibi has no rotary embedding for {', '.join(rope)}; "
-                             "drop them or use --position-embedding-type rope")
 
     def _validate_modern_mlp_and_norms(self) -> None:
         """xIELU, the gated-MLP switch, sub-norms and non-parametric q/k norms."""
@@ -462,6 +459,26 @@ class TransformerConfig:
                              "(no --non-parametric-norm)")
         if self.non_parametric_qk_norm and (not self.qk_layernorm or self.qk_layernorm_full_width):
             raise ValueError("--non-parametric-qk-norm needs --qk-layernorm (per head, no --qk-layernorm-full-width)")
+
+    def _validate_absolute_positions(self) -> None:
+        """Absolute position tables (learned, sinusoidal), and no RoPE setting with a position type
+        that replaces RoPE (it would be ignored)."""
+        kind = self.position_embedding_type
+        absolute = kind in ("learned_absolute", "sinusoidal")
+        if self.position_embedding_offset < 0 or (self.position_embedding_offset and not absolute):
+            raise ValueError(f"--position-embedding-offset {self.position_embedding_offset} must be 0 or more and "
+                             "needs --position-embedding-type learned_absolute or sinusoidal")
+        rope = [flag for flag, on in (
+            ("--rope-scaling-type", self.rope_scaling_type is not None),
+            ("--rotary-base", self.rotary_base != 10000.0), ("--rotary-percent", self.rotary_percent != 1.0),
+            ("--rope-interleaved", self.rope_interleaved), ("--local-rotary-base", self.local_rotary_base is not None),
+            ("--no-rope-layers", bool(self.no_rope_layers))) if on]
+        if rope and (absolute or kind == "alibi"):
+            raise ValueError(f"--position-embedding-type {kind} has no rotary embedding for {', '.join(rope)}; "
+                             "drop them or use --position-embedding-type rope")
+        if self.position_embedding_type == "sinusoidal" and self.hidden_size < 4:
+            raise ValueError(f"--position-embedding-type sinusoidal needs --hidden-size of 4 or more, "
+                             f"got {self.hidden_size}")
 
     @property
     def gated_linear_unit(self) -> bool:

@@ -134,6 +134,14 @@ def _qkv_codegen_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.T
     return [ours_to_blocked(tensor, CODEGEN_QKV_BLOCKS)]
 
 
+def _conv1d_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    return tensors[0].t().contiguous()  # GPT-2's Conv1D [in, out] -> our linear [out, in]
+
+
+def _conv1d_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    return [tensor.t().contiguous()]  # [out, in] -> [in, out]
+
+
 # name -> (HF tensors -> ours, ours -> HF tensors)
 TRANSFORMS: Dict[str, Tuple[Callable[..., torch.Tensor], Callable[..., List[torch.Tensor]]]] = {
     "copy": (_copy_to_ours, _copy_to_hf),
@@ -143,6 +151,8 @@ TRANSFORMS: Dict[str, Tuple[Callable[..., torch.Tensor], Callable[..., List[torc
     "qkv_interleaved": (_qkv_interleaved_to_ours, _qkv_interleaved_to_hf),
     # CodeGen's fused qkv_proj: mp_num blocks, each with a slice of q, v and k (qkv_layout.blocked_to_ours)
     "qkv_codegen": (_qkv_codegen_to_ours, _qkv_codegen_to_hf),
+    # GPT-2's Conv1D weights are stored transposed, [in, out]; fused c_attn columns are [q; k; v]
+    "conv1d": (_conv1d_to_ours, _conv1d_to_hf),
 }
 
 

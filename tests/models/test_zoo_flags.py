@@ -124,6 +124,14 @@ BAD: List[tuple] = [
     (dict(hybrid_override_pattern="MM", position_embedding_type="none", swiglu=True),
      ["--hybrid-override-pattern", "MM", "--position-embedding-type", "none", "--swiglu"],
      "--swiglu applies to attention or MLP layers, which --hybrid-override-pattern 'MM' has none of"),
+    (dict(position_embedding_offset=2), ["--position-embedding-offset", "2"],
+     "--position-embedding-offset 2 must be 0 or more and needs --position-embedding-type learned_absolute"),
+    (dict(position_embedding_type="sinusoidal", hidden_size=2, num_attention_heads=1),
+     ["--position-embedding-type", "sinusoidal", "--hidden-size", "2", "--num-attention-heads", "1"],
+     "--position-embedding-type sinusoidal needs --hidden-size of 4 or more"),
+    (dict(position_embedding_type="learned_absolute", rope_interleaved=True),
+     ["--position-embedding-type", "learned_absolute", "--rope-interleaved"],
+     "--position-embedding-type learned_absolute has no rotary embedding for --rope-interleaved"),
 ]
 
 
@@ -135,6 +143,13 @@ def test_bad_combination_is_one_line(overrides: Dict[str, Any], flags: List[str]
     with pytest.raises(ArgumentError) as cli_error:
         validate_args(parse_args(ARGV + flags), 1)
     assert message in str(cli_error.value) and "\n" not in str(cli_error.value)
+
+
+def test_learned_positions_need_a_row_per_token() -> None:
+    flags = ["--position-embedding-type", "learned_absolute", "--max-position-embeddings", "8"]
+    with pytest.raises(ArgumentError, match="--seq-length 16 exceeds the learned position table's "
+                                            "--max-position-embeddings 8"):
+        validate_args(parse_args(ARGV + flags), 1)
 
 
 def test_good_combinations_build() -> None:

@@ -328,7 +328,7 @@ def test_backend_device_mismatch() -> None:
 
 def test_bad_flag_values_raise_argument_error() -> None:
     with pytest.raises(ArgumentError, match="position-embedding-type"):
-        parse_args(_argv("--position-embedding-type", "learned_absolute"))
+        parse_args(_argv("--position-embedding-type", "no_such_type"))
     with pytest.raises(ArgumentError, match="unrecognized"):
         parse_args(_argv("--no-such-flag"))
 
