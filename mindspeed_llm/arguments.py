@@ -212,6 +212,8 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--dense-bias-layers", type=int, nargs="*", default=None,
                        help="global layer numbers (from 0) whose attention output projection alone has a bias "
                             "(GPT-NeoX-Japanese: the last layer)")
+    group.add_argument("--rope-ntk-alpha", type=float, default=None,
+                       help="RoPE base times alpha ** (d / (d - 2)), d the head dim (HunYuan's NTK alpha)")
     group.add_argument("--qk-layernorm-after-rope", action="store_true",
                        help="with --qk-layernorm: the q/k norms act after RoPE (HunYuan)")
     group.add_argument("--attn-temperature-beta", type=float, default=None,
@@ -1088,6 +1090,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             rope_scaling_mscale=args.rope_scaling_mscale,
             rope_scaling_mscale_all_dim=args.rope_scaling_mscale_all_dim,
             qk_layernorm_after_rope=args.qk_layernorm_after_rope,
+            rope_ntk_alpha=args.rope_ntk_alpha,
             attn_temperature_beta=args.attn_temperature_beta,
             attn_temperature_length=args.attn_temperature_length,
             xielu=args.xielu,

@@ -65,6 +65,9 @@ class TransformerConfig:
     rope_scaling_beta_slow: float = 1.0
     rope_scaling_mscale: float = 1.0
     rope_scaling_mscale_all_dim: float = 0.0
+    # NTK scaling by a fixed alpha: the RoPE base times alpha ** (d / (d - 2)), d the head dim (HunYuan's
+    # "dynamic" rope with alpha) [--rope-ntk-alpha]
+    rope_ntk_alpha: Optional[float] = None
     swiglu: bool = False
     add_bias_linear: bool = True
     add_qkv_bias: bool = False
@@ -354,6 +357,10 @@ class TransformerConfig:
                                                  or self.rope_original_max_position_embeddings < 1):
             raise ValueError(f"--rope-scaling-type yarn needs --rope-scaling-factor >= 1 (got "
                              f"{self.rope_scaling_factor}) and a positive --original-max-position-embeddings")
+        if self.rope_ntk_alpha is not None and (self.rope_ntk_alpha <= 0 or self.rope_scaling_type is not None
+                                                or self.rotary_percent != 1.0 or self.kv_channels < 4):
+            raise ValueError(f"--rope-ntk-alpha {self.rope_ntk_alpha} must be positive and excludes "
+                             "--rope-scaling-type and --rotary-percent below 1")
         if (self.attn_temperature_beta is None) != (self.attn_temperature_length is None):
             raise ValueError("--attn-temperature-beta and --attn-temperature-length go together; set both or none")
         if self.attn_temperature_length is not None and (self.attn_temperature_length < 1

@@ -45,7 +45,10 @@ def rope_inv_freq(config: TransformerConfig, local: bool = False) -> torch.Tenso
     dim = config.rotary_dim
     if local:
         return _default_inv_freq(dim, config.local_rotary_base)
-    inv_freq = _default_inv_freq(dim, config.rotary_base)
+    base = config.rotary_base
+    if config.rope_ntk_alpha is not None:  # HunYuan: a fixed NTK stretch of the base
+        base = base * config.rope_ntk_alpha ** (config.kv_channels / (config.kv_channels - 2))
+    inv_freq = _default_inv_freq(dim, base)
     if config.rope_scaling_type == "linear":
         return inv_freq / config.rope_scaling_factor
     if config.rope_scaling_type == "llama3":

@@ -46,7 +46,15 @@ def hf_model(model_type: str, behaviour_json: str, out_dir: str) -> None:
     fields = {**TINY_HF_SIZES, **json.loads(behaviour_json)}
     config = AutoConfig.for_model(model_type, **fields)
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    if type(config) in AutoModelForCausalLM._model_mapping:
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    else:  # a config class the auto map lacks (Emu3's text model): the registry family's architecture
+        import transformers
+
+        from mindspeed_llm.models.registry import family_for_hf_config
+
+        architecture = family_for_hf_config({"model_type": model_type}).architecture
+        model = getattr(transformers, architecture)._from_config(config, dtype=torch.float32)
     model.save_pretrained(out_dir)
     print(f"tiny random {model_type} model ({sum(p.numel() for p in model.parameters())} parameters) "
           f"in {out_dir}")

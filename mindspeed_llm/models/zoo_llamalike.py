@@ -7,7 +7,7 @@ Each is Llama's layout (``registry.LLAMA_WEIGHTS``) with a few behaviour flags:
   (``--add-dense-bias``) and ``mlp_bias`` (``--add-mlp-bias``);
 * ``hunyuan_v1_dense``: per-head q/k RMSNorms after RoPE (``--qk-layernorm --qk-layernorm-after-rope``,
   tensors ``query_layernorm``/``key_layernorm``); its ``dynamic`` RoPE with a fixed ``alpha`` is NTK
-  scaling of the base, ``theta * alpha ** (d / (d - 2))``, mapped to ``--rotary-base``;
+  scaling of the base, ``theta * alpha ** (d / (d - 2))`` (``--rope-ntk-alpha``);
 * ``ernie4_5``: interleaved RoPE pairs (``--rope-interleaved``), ``use_bias`` on every linear, tied;
 * ``cwm``: Llama-3 RoPE, sliding-window layers with every 4th layer (from 0) full
   (``--full-attention-layers``);
@@ -67,7 +67,8 @@ def _no_extras(name: str, cfg: TransformerConfig, *allowed: str) -> None:
               if getattr(cfg, key)]
     extras += [key for key in ("attn_logit_softcapping", "output_logit_softcapping", "query_pre_attn_scalar",
                                "softmax_scale", "embedding_multiplier", "residual_multiplier",
-                               "output_multiplier_scale", "qkv_clip", "local_rotary_base", "attn_temperature_beta")
+                               "output_multiplier_scale", "qkv_clip", "local_rotary_base", "attn_temperature_beta",
+                               "rope_ntk_alpha")
                if getattr(cfg, key) is not None]
     if cfg.no_rope_layers:
         extras.append("no_rope_layers")
@@ -103,34 +104,47 @@ def _seed_oss_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 # --------------------------------------------------------------------------- HunYuan dense
 
 
-def _hunyuan_rope(hf: Dict[str, Any], head_dim: int) -> Dict[str, Any]:
-    """``rotary_base`` of HunYuan's RoPE: plain, or ``dynamic`` with a fixed ``alpha`` (NTK base scaling)."""
+def _hunyuan_rope(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """HunYuan's RoPE: plain, or ``dynamic`` with a fixed ``alpha`` (``--rope-ntk-alpha``; transformers'
+    ``ntk_alpha``, independent of the sequence length)."""
     params = {**(hf.get("rope_scaling") or {}), **(hf.get("rope_parameters") or {})}
-    theta = float(params.get("rope_theta", hf.get("rope_theta", 10000.0)))
+    out: Dict[str, Any] = {"rotary_base": float(params.get("rope_theta", hf.get("rope_theta", 10000.0)))}
     kind = params.get("rope_type", params.get("type")) or "default"
     if kind == "dynamic" and params.get("alpha"):
-        return {"rotary_base": theta * float(params["alpha"]) ** (head_dim / (head_dim - 2))}
+        return {**out, "rope_ntk_alpha": float(params["alpha"])}
     if kind != "default":
         raise RegistryError(f"hunyuan_v1_dense rope_type {kind!r} is not supported (default, or dynamic with alpha)")
-    return {"rotary_base": theta}
+    return out
+
+
+def _hunyuan_rope_to_hf(cfg: TransformerConfig) -> Dict[str, Any]:
+    if cfg.rope_ntk_alpha is None:
+        return {"rope_parameters": {"rope_type": "default", "rope_theta": cfg.rotary_base}}
+    # "type" as well: the published checkpoints spell it so (transformers keeps both keys)
+    return {"rope_parameters": {"rope_type": "dynamic", "type": "dynamic", "alpha": cfg.rope_ntk_alpha,
+                                "factor": 1.0, "rope_theta": cfg.rotary_base}}
 
 
 def _hunyuan_config(hf: Dict[str, Any]) -> Dict[str, Any]:
-    """HunYuan dense: per-head q/k RMSNorm after RoPE; ``attention_bias`` on q/k/v and o."""
+    """HunYuan dense: per-head q/k RMSNorm after RoPE; ``attention_bias`` on q/k/v and o. The original
+    checkpoints' switches that transformers' model does not implement (cross-layer attention, no q/k norm)
+    are refused."""
+    _refuse("hunyuan_v1_dense", hf, use_cla=False, use_qk_norm=True, mlp_bias=False)
     without_rope = {k: v for k, v in hf.items() if k not in ROPE_KEYS}
     out = _common_config(without_rope)
     bias = hf.get("attention_bias", False)
     return {**out, **_biases(bias, bias, False), "qk_layernorm": True, "qk_layernorm_after_rope": True,
-            **_hunyuan_rope(hf, out["kv_channels"])}
+            **_hunyuan_rope(hf)}
 
 
 def _hunyuan_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _check_common("hunyuan_v1_dense", cfg, qk_layernorm_after_rope=True, rope_scaling_type=None)
-    _no_extras("hunyuan_v1_dense", cfg, "qk_layernorm")
+    _no_extras("hunyuan_v1_dense", cfg, "qk_layernorm", "rope_ntk_alpha")
     qkv, dense, mlp = _bias_places(cfg)
     if qkv != dense or mlp:
         raise RegistryError("hunyuan_v1_dense has one attention_bias for q/k/v and o and no MLP bias")
-    return {**_common_hf_config(cfg), "attention_bias": qkv, "pretraining_tp": 1}
+    out = {k: v for k, v in _common_hf_config(cfg).items() if k not in ROPE_KEYS}
+    return {**out, **_hunyuan_rope_to_hf(cfg), "attention_bias": qkv, "pretraining_tp": 1}
 
 
 HUNYUAN_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"self_attention.q_layernorm.weight": "self_attn.query_layernorm.weight",

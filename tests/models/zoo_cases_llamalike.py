@@ -5,7 +5,8 @@ Each case stresses its family's behaviour: Seed-OSS biases by place, HunYuan's q
 ``dynamic`` RoPE with ``alpha``, ERNIE's interleaved RoPE with every bias, CWM's full layers at 0 (mod 4)
 with Llama-3 RoPE, GLM's half-width interleaved RoPE, GLM-4's sandwich norms, Emu3's text model, and
 Ministral3's YaRN ramp (a short original context, so the ramp spans several dims and the Llama-4 query
-temperature changes within the 12 test positions).
+temperature changes within the 12 test positions); Qwen2/Qwen3 with ``use_sliding_window`` and
+``max_window_layers``, and Olmo3 with YaRN on its full-attention layers only.
 """
 from __future__ import annotations
 
@@ -39,3 +40,11 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
     "qwen3_window": ("Qwen3Config", "Qwen3ForCausalLM",
                      dict(head_dim=16, use_sliding_window=True, sliding_window=5, max_window_layers=2), "qwen3"),
 }
+
+# YaRN (--rope-scaling-type yarn) on Olmo3's full-attention layers only, the sliding ones unscaled
+CASES["olmo3_yarn"] = ("Olmo3Config", "Olmo3ForCausalLM",
+                       dict(sliding_window=4, layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                            rope_parameters={"full_attention": {k: v for k, v in YARN.items()
+                                                                if k != "llama_4_scaling_beta"},
+                                             "sliding_attention": {"rope_type": "default", "rope_theta": 300.0}}),
+                       "olmo3")
