@@ -181,6 +181,9 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="RMSNorm on the MLP activation before its second linear (BitNet)")
     group.add_argument("--non-parametric-qk-norm", action="store_true",
                        help="with --qk-layernorm: q/k norms without weight (NanoChat)")
+    group.add_argument("--softmax-type", default="vanilla", choices=["vanilla", "off-by-one", "learnable"],
+                       help="attention softmax; off-by-one: one more zero logit per row; learnable: one more "
+                            "learnable logit per head, an attention sink (GPT-OSS, GraniteSWA)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -1011,6 +1014,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             attn_sub_norm=args.attn_sub_norm,
             ffn_sub_norm=args.ffn_sub_norm,
             non_parametric_qk_norm=args.non_parametric_qk_norm,
+            softmax_type=args.softmax_type,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

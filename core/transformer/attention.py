@@ -10,7 +10,8 @@ masking. Optional per-head q/k norms (``--qk-layernorm``) act before RoPE;
 their weights are shared by all heads, so their gradient is a partial sum
 over TP ranks (``--non-parametric-qk-norm``: without weight). ``--attn-sub-norm`` (BitNet) RMS-normalises
 the context over all heads' channels (sum of squares all-reduced over TP) before the output projection.
-A layer's sliding window comes from ``config.layer_window``; layers in
+``--softmax-type off-by-one|learnable`` adds one logit per row (zero, or a learnable per-head sink split
+over TP with the heads) to the softmax's denominator, on the explicit path. A layer's sliding window comes from ``config.layer_window``; layers in
 ``config.no_rope_layers`` skip RoPE.
 """
 from __future__ import annotations
@@ -24,7 +25,8 @@ from torch import nn
 
 from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
-from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment
+from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment, mark_param
+from core.tensor_parallel.param_meta import TPShard
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.config import TransformerConfig
 from core.transformer.norms import TensorParallelRMSNorm, build_norm
@@ -52,12 +54,19 @@ def causal_mask(seq_len: int, window: Optional[int], device: torch.device) -> to
 
 
 def softcapped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float,
-                         softcap: float, dropout: float) -> torch.Tensor:
-    """``softmax(cap * tanh(q k^T * scale / cap) masked) v`` (softmax in fp32); q/k/v ``[b, n, s, hn]``."""
+                         softcap: Optional[float], dropout: float, sink: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``softmax(cap * tanh(q k^T * scale / cap) masked) v`` (softmax in fp32; no cap when ``softcap`` is None);
+    q/k/v ``[b, n, s, hn]``. ``sink`` ``[n]``: one more logit per head in every row's denominator."""
     scores = torch.matmul(q, k.transpose(-1, -2)) * scale  # [b, n, s, s]
-    scores = torch.tanh(scores / softcap) * softcap
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
     scores = scores.masked_fill(~mask, float("-inf"))
+    if sink is not None:  # [b, n, s, s + 1]: the sink's column, dropped after the softmax
+        b, n, s, _ = scores.shape
+        scores = torch.cat((scores, sink.to(scores.dtype).view(1, n, 1, 1).expand(b, n, s, 1)), dim=-1)
     probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    if sink is not None:
+        probs = probs[..., :-1]
     if dropout > 0:
         probs = F.dropout(probs, dropout, training=True)
     return torch.matmul(probs, v)  # [b, n, s, hn]
@@ -95,6 +104,10 @@ class SelfAttention(nn.Module):
                              offset=config.apply_layernorm_1p, bias=config.layernorm_bias,
                              parametric=not config.non_parametric_qk_norm)
             self.q_layernorm, self.k_layernorm = build_norm(**norm_args), build_norm(**norm_args)
+        self.softmax_offset = None
+        if config.softmax_type == "learnable":  # one sink logit per head, split over TP with the heads
+            self.softmax_offset = mark_param(nn.Parameter(torch.empty(self.local_heads, dtype=config.params_dtype)),
+                                             init="zeros", tp_shard=TPShard(0, (Segment(heads),)))
         self.sub_layernorm = None
         if config.attn_sub_norm:  # over all heads' channels, split over TP with the heads
             self.sub_layernorm = TensorParallelRMSNorm(Segment(heads, hn), config.norm_epsilon, tp_group,
@@ -143,13 +156,21 @@ class SelfAttention(nn.Module):
         dropout = cfg.attention_dropout if self.training else 0.0
         # heads differ per TP rank, so does their dropout
         with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():
-            if cfg.attn_logit_softcapping is not None:
+            if cfg.attn_logit_softcapping is not None or cfg.softmax_type != "vanilla":
                 scale = cfg.attention_scale if cfg.attention_scale is not None else hn ** -0.5
                 out = softcapped_attention(q, k, v, causal_mask(s, self.window, q.device), scale,
-                                           cfg.attn_logit_softcapping, dropout)
+                                           cfg.attn_logit_softcapping, dropout, self._sink(nq, q))
             else:
                 mask = sliding_window_mask(s, self.window, q.device)
                 causal = dict(is_causal=True) if mask is None else dict(attn_mask=mask)
                 out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=cfg.attention_scale,
                                                      **causal)  # [b, np, s, hn]
         return out.permute(2, 0, 1, 3).reshape(s, b, nq * hn)
+
+    def _sink(self, heads: int, like: torch.Tensor) -> Optional[torch.Tensor]:
+        """The extra softmax logit of each local head ``[np]`` (``--softmax-type``), or None."""
+        if self.config.softmax_type == "learnable":
+            return self.softmax_offset
+        if self.config.softmax_type == "off-by-one":
+            return like.new_zeros(heads)
+        return None

@@ -16,6 +16,7 @@ import torch
 NORMALIZATIONS = ("RMSNorm", "LayerNorm")
 POSITION_EMBEDDINGS = ("rope", "none")
 ROPE_SCALINGS = (None, "linear", "llama3")
+SOFTMAX_TYPES = ("vanilla", "off-by-one", "learnable")
 
 
 def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
@@ -120,6 +121,9 @@ class TransformerConfig:
     attn_sub_norm: bool = False
     ffn_sub_norm: bool = False
     non_parametric_qk_norm: bool = False  # q/k norms without weight (NanoChat) [--non-parametric-qk-norm, with --qk-layernorm]
+    # the attention softmax (Megatron's flag): "vanilla"; "off-by-one": one more zero logit in each row's
+    # denominator; "learnable": one more logit per head, a learnable sink (GPT-OSS, GraniteSWA) [--softmax-type]
+    softmax_type: str = "vanilla"
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -238,6 +242,8 @@ class TransformerConfig:
         if (self.attn_sub_norm or self.ffn_sub_norm) and (self.normalization != "RMSNorm" or self.non_parametric_norm):
             raise ValueError("--attn-sub-norm/--ffn-sub-norm need --normalization RMSNorm with weights "
                              "(no --non-parametric-norm)")
+        if self.softmax_type not in SOFTMAX_TYPES:
+            raise ValueError(f"--softmax-type {self.softmax_type!r} is not one of {SOFTMAX_TYPES}")
         if self.non_parametric_qk_norm and (not self.qk_layernorm or self.qk_layernorm_full_width):
             raise ValueError("--non-parametric-qk-norm needs --qk-layernorm (per head, no --qk-layernorm-full-width)")
 
