@@ -11,8 +11,8 @@ their weights are shared by all heads, so their gradient is a partial sum
 over TP ranks (``--non-parametric-qk-norm``: without weight). ``--attn-sub-norm`` (BitNet) RMS-normalises
 the context over all heads' channels (sum of squares all-reduced over TP) before the output projection.
 ``--softmax-type off-by-one|learnable`` adds one logit per row (zero, or a learnable per-head sink split
-over TP with the heads) to the softmax's denominator, on the explicit path. A layer's sliding window comes from ``config.layer_window``; layers in
-``config.no_rope_layers`` skip RoPE.
+over TP with the heads) to the softmax's denominator, on the explicit path. A layer's sliding window comes
+from ``config.layer_window``; layers in ``config.no_rope_layers`` skip RoPE.
 """
 from __future__ import annotations
 

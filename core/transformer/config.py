@@ -120,7 +120,8 @@ class TransformerConfig:
     # sum of squares is all-reduced over TP
     attn_sub_norm: bool = False
     ffn_sub_norm: bool = False
-    non_parametric_qk_norm: bool = False  # q/k norms without weight (NanoChat) [--non-parametric-qk-norm, with --qk-layernorm]
+    # q/k norms without weight (NanoChat) [--non-parametric-qk-norm, with --qk-layernorm]
+    non_parametric_qk_norm: bool = False
     # the attention softmax (Megatron's flag): "vanilla"; "off-by-one": one more zero logit in each row's
     # denominator; "learnable": one more logit per head, a learnable sink (GPT-OSS, GraniteSWA) [--softmax-type]
     softmax_type: str = "vanilla"

@@ -186,8 +186,8 @@ def _exaone4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if cfg.no_rope_layers != expected_nope or cfg.sliding_window_pattern is not None:
         raise RegistryError(f"exaone4 skips RoPE exactly on the full-attention layers when a window is set "
                             f"(--no-rope-layers {list(expected_nope)}, --full-attention-layers)")
-    return {**_common_hf_config(cfg), "sliding_window": cfg.sliding_window, "sliding_window_pattern": None,
-            "layer_types": _layer_types(cfg)}
+    # sliding_window_pattern is left as it was: transformers reads it only without layer_types
+    return {**_common_hf_config(cfg), "sliding_window": cfg.sliding_window, "layer_types": _layer_types(cfg)}
 
 
 _EXAONE4 = register(Family("exaone4", "exaone4", "Exaone4ForCausalLM", _exaone4_config, _exaone4_hf_config,
