@@ -47,7 +47,8 @@ class XIELU(nn.Module):
         self.alpha_p = mark_param(nn.Parameter(torch.empty(1, dtype=dtype)), init="constant",
                                   init_value=_inverse_softplus(XIELU_ALPHA_INIT), grad_partial_over_tp=True)
         self.alpha_n = mark_param(nn.Parameter(torch.empty(1, dtype=dtype)), init="constant",
-                                  init_value=_inverse_softplus(XIELU_ALPHA_INIT - XIELU_BETA), grad_partial_over_tp=True)
+                                  init_value=_inverse_softplus(XIELU_ALPHA_INIT - XIELU_BETA),
+                                  grad_partial_over_tp=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # x [s, b, ffn/tp]

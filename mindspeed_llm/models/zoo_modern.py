@@ -1,4 +1,5 @@
-"""Recent decoder families (2025): EXAONE 4, VaultGemma, HyperCLOVAX, Arcee, Apertus, BitNet, NanoChat.
+"""Recent decoder families (2025): EXAONE 4, VaultGemma, GraniteSWA, HyperCLOVAX, Arcee, Apertus, BitNet,
+NanoChat.
 
 Each is a registry :class:`Family` built from the shared helpers of ``registry.py``; they differ from Llama
 only through behaviour flags of :class:`TransformerConfig`:
@@ -7,6 +8,9 @@ only through behaviour flags of :class:`TransformerConfig`:
   (``--full-attention-layers``) where, when a window is configured, only the sliding layers use RoPE
   (``--no-rope-layers`` = the full-attention layers);
 * ``vaultgemma``: Gemma2 without the norms on the attention and MLP outputs;
+* ``granite_swa``: Granite with sliding-window layers (``--full-attention-layers``), a learnable attention
+  sink per head (``--softmax-type learnable``) and a RoPE base per layer (``layer_rope_theta``: one base on
+  the full layers, another on the sliding ones as ``--local-rotary-base``, 0 for NoPE layers);
 * ``hyperclovax``: Granite's multipliers plus Gemma2's sandwich norms (``use_post_norm``); its logits are
   multiplied by ``logits_scaling`` (Granite divides);
 * ``arcee``: Llama with a non-gated ReLU-squared MLP (``--squared-relu``; HF ``up_proj``/``down_proj``);
@@ -53,6 +57,7 @@ from mindspeed_llm.models.registry import (
     _llama_config,
     _llama_hf_config,
     _renamed,
+    _rope_settings,
     register,
 )
 
@@ -181,8 +186,8 @@ def _exaone4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if cfg.no_rope_layers != expected_nope or cfg.sliding_window_pattern is not None:
         raise RegistryError(f"exaone4 skips RoPE exactly on the full-attention layers when a window is set "
                             f"(--no-rope-layers {list(expected_nope)}, --full-attention-layers)")
-    return {**_common_hf_config(cfg), "sliding_window": cfg.sliding_window, "sliding_window_pattern": None,
-            "layer_types": _layer_types(cfg)}
+    # sliding_window_pattern is left as it was: transformers reads it only without layer_types
+    return {**_common_hf_config(cfg), "sliding_window": cfg.sliding_window, "layer_types": _layer_types(cfg)}
 
 
 _EXAONE4 = register(Family("exaone4", "exaone4", "Exaone4ForCausalLM", _exaone4_config, _exaone4_hf_config,
@@ -207,6 +212,66 @@ def _vaultgemma_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 VAULTGEMMA_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"pre_mlp_layernorm.weight": "pre_feedforward_layernorm.weight"})
 _VAULTGEMMA = register(Family("vaultgemma", "vaultgemma", "VaultGemmaForCausalLM", _vaultgemma_config,
                               _vaultgemma_hf_config, VAULTGEMMA_WEIGHTS))
+
+# --------------------------------------------------------------------------- GraniteSWA
+
+
+def _granite_swa_layer_types(hf: Dict[str, Any]) -> List[str]:
+    """``layer_types``, or transformers' default: layers 0, 4, 8, ... attend fully."""
+    layers = int(hf["num_hidden_layers"])
+    return list(hf.get("layer_types") or ["full_attention" if i % 4 == 0 else "sliding_attention"
+                                          for i in range(layers)])
+
+
+def _granite_swa_rope(hf: Dict[str, Any], types: Sequence[str]) -> Dict[str, Any]:
+    """Our rope fields from ``layer_rope_theta``: one base on full layers, one on sliding layers, 0 = NoPE."""
+    rope = _rope_settings(hf)
+    thetas = hf.get("layer_rope_theta") or [rope["rotary_base"]] * len(types)
+    full = {float(t) for t, kind in zip(thetas, types) if t and kind != "sliding_attention"}
+    sliding = {float(t) for t, kind in zip(thetas, types) if t and kind == "sliding_attention"}
+    if len(full) > 1 or len(sliding) > 1:
+        raise RegistryError(f"granite_swa layer_rope_theta {list(thetas)}: more than one base per layer type "
+                            "is not supported")
+    base = next(iter(full or sliding), rope["rotary_base"])
+    out = {**rope, "rotary_base": base, "no_rope_layers": tuple(i for i, t in enumerate(thetas) if not t)}
+    if sliding and sliding != {base}:
+        if rope.get("rope_scaling_type") is not None:
+            raise RegistryError("granite_swa with two layer_rope_theta bases and rope scaling is not supported")
+        out["local_rotary_base"] = sliding.pop()
+    return out
+
+
+def _granite_swa_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """GraniteSWA: Granite with sliding-window layers, attention sinks and per-layer RoPE bases."""
+    types = _granite_swa_layer_types(hf)
+    window = hf.get("sliding_window", 128)
+    if window is None and "sliding_attention" in types:
+        raise RegistryError("granite_swa sliding_attention layers without sliding_window are not supported")
+    out = {**_granite_config({k: v for k, v in hf.items() if k != "layer_rope_theta"}),
+           **_granite_swa_rope(hf, types), "softmax_type": "learnable",
+           "untie_embeddings_and_output_weights": not hf.get("tie_word_embeddings", True)}
+    if window is not None and "sliding_attention" in types:
+        out.update(sliding_window=int(window),
+                   full_attention_layers=tuple(i for i, kind in enumerate(types) if kind != "sliding_attention"))
+    return out
+
+
+def _granite_swa_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    if cfg.softmax_type != "learnable" or cfg.sliding_window_pattern is not None:
+        raise RegistryError("granite_swa needs --softmax-type learnable and its full layers as --full-attention-layers")
+    types = _layer_types(cfg)
+    if cfg.local_rotary_base is not None and cfg.rope_scaling_type is not None:
+        raise RegistryError("granite_swa with --local-rotary-base and rope scaling is not supported")
+    thetas = [0.0 if i in cfg.no_rope_layers else
+              (cfg.local_rotary_base or cfg.rotary_base) if kind == "sliding_attention" else cfg.rotary_base
+              for i, kind in enumerate(types)]
+    return {**_granite_hf_config(cfg), "sliding_window": cfg.sliding_window or 128, "layer_types": types,
+            "layer_rope_theta": thetas}
+
+
+_GRANITE_SWA = register(Family("granite_swa", "granite_swa", "GraniteSWAForCausalLM", _granite_swa_config,
+                               _granite_swa_hf_config,
+                               LLAMA_WEIGHTS + (_layer("self_attention.softmax_offset", ["self_attn.sinks"]),)))
 
 # --------------------------------------------------------------------------- HyperCLOVAX
 

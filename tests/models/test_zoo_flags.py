@@ -256,3 +256,9 @@ def test_xielu_starts_as_transformers_xielu() -> None:
     ours = model.decoder.layers["0"].mlp.xielu
     x = torch.linspace(-4.0, 4.0, 101)
     torch.testing.assert_close(ours(x), XIELUActivation(dtype=torch.float32)(x), rtol=1e-6, atol=1e-7)
+
+
+def test_softmax_type_is_checked_in_the_config() -> None:
+    with pytest.raises(ValueError, match="--softmax-type 'sink' is not one of"):
+        TransformerConfig(**SMALL, softmax_type="sink")
+    assert TransformerConfig(**SMALL, softmax_type="off-by-one").softmax_type == "off-by-one"

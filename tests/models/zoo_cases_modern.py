@@ -28,3 +28,13 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
     "nanochat": ("NanoChatConfig", "NanoChatForCausalLM", dict(num_key_value_heads=2, final_logit_softcapping=5.0),
                  "nanochat"),
 }
+CASES.update({
+    # layers 0 full, 1-2 sliding (transformers' default layout); sinks perturbed like every weight; a second
+    # RoPE base on the sliding layers
+    "granite_swa": ("GraniteSWAConfig", "GraniteSWAForCausalLM",
+                    dict(sliding_window=4, embedding_multiplier=3.0, residual_multiplier=0.4, attention_multiplier=0.3,
+                         logits_scaling=6.0, layer_rope_theta=[10000.0, 300.0, 300.0]), "granite_swa"),
+    "granite_swa_nope": ("GraniteSWAConfig", "GraniteSWAForCausalLM",
+                         dict(sliding_window=4, tie_word_embeddings=False, layer_rope_theta=[0, 5000.0, 5000.0]),
+                         "granite_swa"),
+})
