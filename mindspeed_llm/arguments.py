@@ -172,7 +172,7 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--add-mlp-bias", action="store_true",
                        help="biases on the MLP linears (GPT-J), without --add-bias-linear")
     group.add_argument("--add-output-layer-bias", action="store_true",
-                       help="bias on the untied output layer (GPT-J, CodeGen, Phi)")
+                       help="bias on the output layer (GPT-J, CodeGen, Phi; tied: its own next to the shared weight)")
     group.add_argument("--no-layernorm-bias", dest="layernorm_bias", action="store_false",
                        help="LayerNorm with a weight and no bias (Cohere, MPT)")
     group.add_argument("--relu", action="store_true", help="non-gated ReLU MLP (OPT)")
@@ -234,6 +234,11 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="with --qk-layernorm: a norm weight per head, [heads, head_dim] (Cohere's use_qk_norm)")
     group.add_argument("--position-embedding-offset", type=int, default=0,
                        help="absolute positions read table row position + offset (OPT, BioGpt, XGLM: 2)")
+    group.add_argument("--no-first-input-layernorm", dest="first_input_layernorm", action="store_false",
+                       help="layer 0 has no norm before attention (ModernBERT: the embeddings are normed)")
+    group.add_argument("--prediction-head", default=None, metavar="ACT",
+                       help="norm(ACT(dense(x))) between the final norm and the output layer (ModernBERT: gelu)")
+    group.add_argument("--prediction-head-bias", action="store_true", help="a bias on the prediction head's dense")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -1100,6 +1105,9 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             non_parametric_qk_norm=args.non_parametric_qk_norm,
             qk_layernorm_per_head_weights=args.qk_layernorm_per_head_weights,
             position_embedding_offset=args.position_embedding_offset,
+            first_input_layernorm=args.first_input_layernorm,
+            prediction_head=args.prediction_head,
+            prediction_head_bias=args.prediction_head_bias,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

@@ -12,20 +12,23 @@ the per-token loss are ``[b, s]``.
 """
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 from typing import Dict, Iterable, List, Optional
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import GROUP_DIMS, Group, ParallelState
 from core.pipeline_parallel.layout import Placement, chunk_specs
 from core.ssm.mamba_mixer import MAMBA_INITS
 from core.tensor_parallel.cross_entropy import vocab_parallel_cross_entropy
-from core.tensor_parallel.layers import ColumnParallelLinear, VocabParallelEmbedding, column_parallel_linear
+from core.tensor_parallel.layers import (ColumnParallelLinear, VocabParallelEmbedding, column_parallel_linear,
+                                        mark_param)
 from core.tensor_parallel.mappings import gather_from_tensor_model_parallel_region
-from core.tensor_parallel.param_meta import copy_meta, full_shape, param_meta, update_meta
+from core.tensor_parallel.param_meta import TPShard, copy_meta, full_shape, param_meta, update_meta
 from core.transformer.block import TransformerBlock, hidden_dropout, hidden_norm
 from core.transformer.config import TransformerConfig
 from core.transformer.position_embedding import PositionEmbedding
@@ -61,6 +64,34 @@ class LanguageEmbedding(nn.Module):
         return hidden_dropout(hidden, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
 
 
+PREDICTION_HEAD_ACTIVATIONS = {
+    "gelu": F.gelu, "gelu_tanh": functools.partial(F.gelu, approximate="tanh"), "relu": F.relu, "silu": F.silu,
+}
+
+
+class PredictionHead(nn.Module):
+    """``norm(act(dense(x)))`` before the output layer (``--prediction-head ACT``; ModernBERT's lm_head).
+
+    The dense ``[h, h]`` is replicated over TP: each rank applies it to the
+    hidden states it holds, so its gradient is a partial sum over TP only under
+    sequence parallelism (as the norms').
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        h, partial = config.hidden_size, config.sequence_parallel
+        self.act = PREDICTION_HEAD_ACTIVATIONS[config.prediction_head]
+        self.dense = nn.Linear(h, h, bias=config.prediction_head_bias, dtype=config.params_dtype)
+        mark_param(self.dense.weight, init="normal", grad_partial_over_tp=partial)
+        if self.dense.bias is not None:
+            mark_param(self.dense.bias, init="zeros", grad_partial_over_tp=partial)
+        self.norm = hidden_norm(config)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
+        return self.norm(self.act(self.dense(hidden)))
+
+
 class GPTModel(nn.Module):
     """The decoder of one pipeline stage (chunk); ``state`` gives the process groups its layers need."""
 
@@ -78,11 +109,19 @@ class GPTModel(nn.Module):
         tied = not config.untie_embeddings_and_output_weights
         if post_process and (not tied or not pre_process):
             self.output_layer = ColumnParallelLinear(
-                config.hidden_size, config.padded_vocab_size, group=state.tp_group, bias=config.add_output_layer_bias,
+                config.hidden_size, config.padded_vocab_size, group=state.tp_group,
+                bias=config.add_output_layer_bias and not tied,
                 sequence_parallel=config.sequence_parallel, dtype=config.params_dtype)
             update_meta(self.output_layer.weight, init_shape=(config.vocab_size, config.hidden_size))
         if tied and pre_process != post_process:
             self._mark_shared_embedding()
+        self.prediction_head = PredictionHead(config) if post_process and config.prediction_head else None
+        self.output_layer_bias = None  # tied weight with a bias of its own (ModernBERT decoder)
+        if post_process and tied and config.add_output_layer_bias:
+            vocab_shard = TPShard.even(0, config.padded_vocab_size)
+            self.output_layer_bias = mark_param(
+                nn.Parameter(torch.empty(vocab_shard.local_size(state.tp_group.size), dtype=config.params_dtype)),
+                init="zeros", tp_shard=vocab_shard)
         self.input_tensor: Optional[torch.Tensor] = None
 
     def _mark_shared_embedding(self) -> None:
@@ -133,7 +172,11 @@ class GPTModel(nn.Module):
         hidden = self.decoder(hidden, rotary)
         if not self.post_process:
             return hidden
-        bias = self.output_layer.bias if self.output_layer is not None else None  # --add-output-layer-bias
+        if self.prediction_head is not None:  # ModernBERT
+            hidden = self.prediction_head(hidden)
+        bias = self.output_layer_bias  # --add-output-layer-bias: the tied layer's own, or the untied layer's
+        if bias is None and self.output_layer is not None:
+            bias = self.output_layer.bias
         logits = column_parallel_linear(hidden, self.output_weight(), bias, self.tp_group,
                                         sequence_parallel=self.config.sequence_parallel)  # [s, b, v/tp]
         if self.config.output_multiplier_scale is not None:  # Granite: 1 / logits_scaling

@@ -83,7 +83,8 @@ class TransformerLayer(nn.Module):
     def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
         super().__init__()
         self.config = config
-        self.input_layernorm = hidden_norm(config) if config.pre_norm else nn.Identity()
+        first_without_norm = layer_number == 0 and not config.first_input_layernorm  # ModernBERT
+        self.input_layernorm = hidden_norm(config) if config.pre_norm and not first_without_norm else nn.Identity()
         self.self_attention = SelfAttention(config, state, layer_number)
         self.post_self_attn_layernorm = hidden_norm(config) if config.output_norm else None
         shared_norm = config.parallel_residual_shared_norm

@@ -27,6 +27,7 @@ ATTENTION_MLP_FIELDS = ("swiglu", "geglu", "gelu_tanh", "add_qkv_bias", "qk_laye
                         "attn_logit_softcapping", "query_pre_attn_scalar", "softmax_scale", "qkv_clip",
                         "rope_interleaved", "rotary_percent", "local_rotary_base", "no_rope_layers",
                         "rope_scaling_type", "residual_multiplier")
+PREDICTION_HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 
 
 def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
@@ -118,7 +119,9 @@ class TransformerConfig:
     # Biases by place, each on top of --add-bias-linear (all linears) and --add-qkv-bias (q/k/v only):
     add_dense_bias: bool = False  # the attention output projection (GPT-Neo) [--add-dense-bias]
     add_mlp_bias: bool = False  # both MLP linears (GPT-J, GPT-Neo) [--add-mlp-bias]
-    add_output_layer_bias: bool = False  # the untied output layer (lm_head; GPT-J, CodeGen, Phi) [--add-output-layer-bias]
+    # the output layer (lm_head; GPT-J, CodeGen, Phi); with tied embeddings a bias of its own next to the shared
+    # weight (ModernBERT decoder) [--add-output-layer-bias]
+    add_output_layer_bias: bool = False
     layernorm_bias: bool = True  # LayerNorm has a bias; False: weight only (Cohere, MPT) [--no-layernorm-bias]
     # Non-gated MLP activations (the default is GELU): ReLU (OPT) [--relu]; ReLU squared (Nemotron,
     # Persimmon; Megatron's flag) [--squared-relu]
@@ -193,6 +196,11 @@ class TransformerConfig:
     # (GPT-2, OPT; a [max_position_embeddings + offset, h] table) or sinusoidal (XGLM's fixed fairseq table);
     # token j reads row position_j + offset (OPT, BioGpt, XGLM: 2) [--position-embedding-offset]
     position_embedding_offset: int = 0
+    first_input_layernorm: bool = True  # False: layer 0 has no norm before attention (ModernBERT) [--no-first-input-layernorm]
+    # A prediction head between the final norm and the output layer: norm(act(dense(x))), dense h -> h replicated
+    # over TP, act one of PREDICTION_HEAD_ACTIVATIONS (ModernBERT) [--prediction-head ACT]; dense bias [--prediction-head-bias]
+    prediction_head: Optional[str] = None
+    prediction_head_bias: bool = False
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -376,9 +384,12 @@ class TransformerConfig:
             raise ValueError(f"{' and '.join(chosen)} both set the MLP activation; choose one")
         if self.gelu_tanh and (self.relu or self.squared_relu):
             raise ValueError("--gelu-tanh has no effect with --relu/--squared-relu; drop one of them")
-        if self.add_output_layer_bias and not self.untie_embeddings_and_output_weights:
-            raise ValueError("--add-output-layer-bias needs --untie-embeddings-and-output-weights (a tied "
-                             "output layer has no bias of its own)")
+        if not self.first_input_layernorm and not self.pre_norm:
+            raise ValueError("--no-first-input-layernorm drops a norm before attention; --post-norm-only has none")
+        if self.prediction_head not in (None,) + PREDICTION_HEAD_ACTIVATIONS:
+            raise ValueError(f"--prediction-head {self.prediction_head!r} is not one of {PREDICTION_HEAD_ACTIVATIONS}")
+        if self.prediction_head_bias and self.prediction_head is None:
+            raise ValueError("--prediction-head-bias needs --prediction-head ACT")
         if self.parallel_residual_shared_norm and not self.parallel_residual:
             raise ValueError("--parallel-residual-shared-norm needs --parallel-residual")
         if self.parallel_residual and self.post_norm_only:

@@ -30,6 +30,8 @@ from mindspeed_llm.models.registry import (
     ROPE_KEYS,
     Family,
     RegistryError,
+    WeightRule,
+    _activation_to_hf,
     _common_config,
     _common_hf_config,
     _layer_types,
@@ -211,7 +213,122 @@ def _compass_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**out, "rope_parameters": rope, "sliding_window": cfg.sliding_window or 4096, "layer_types": types}
 
 
+# ----------------------------------------------------------------------------------- ModernBERT decoder
+
+_MB = "model.layers.{i}."
+MODERNBERT_DECODER_WEIGHTS: Tuple[WeightRule, ...] = (
+    WeightRule("embedding.word_embeddings.weight", ("model.embeddings.tok_embeddings.weight",), "vocab"),
+    WeightRule("embedding.embedding_layernorm.weight", ("model.embeddings.norm.weight",)),
+    WeightRule("embedding.embedding_layernorm.bias", ("model.embeddings.norm.bias",)),
+    *(WeightRule("decoder.layers.{i}." + ours, tuple(_MB + n for n in hf), transform) for ours, hf, transform in (
+        ("input_layernorm.weight", ["attn_norm.weight"], "copy"),
+        ("input_layernorm.bias", ["attn_norm.bias"], "copy"),
+        ("self_attention.linear_qkv.weight", ["attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight"],
+         "fuse_rows"),
+        ("self_attention.linear_qkv.bias", ["attn.q_proj.bias", "attn.k_proj.bias", "attn.v_proj.bias"], "fuse_rows"),
+        ("self_attention.linear_proj.weight", ["attn.Wo.weight"], "copy"),
+        ("self_attention.linear_proj.bias", ["attn.Wo.bias"], "copy"),
+        ("pre_mlp_layernorm.weight", ["mlp_norm.weight"], "copy"),
+        ("pre_mlp_layernorm.bias", ["mlp_norm.bias"], "copy"),
+        # Wi is [activated input; gate], as our fused [gate; up] whose first half is activated
+        ("mlp.linear_fc1.weight", ["mlp.Wi.weight"], "copy"),
+        ("mlp.linear_fc1.bias", ["mlp.Wi.bias"], "copy"),
+        ("mlp.linear_fc2.weight", ["mlp.Wo.weight"], "copy"),
+        ("mlp.linear_fc2.bias", ["mlp.Wo.bias"], "copy"))),
+    WeightRule("decoder.final_layernorm.weight", ("model.final_norm.weight",)),
+    WeightRule("decoder.final_layernorm.bias", ("model.final_norm.bias",)),
+    WeightRule("prediction_head.dense.weight", ("lm_head.dense.weight",)),
+    WeightRule("prediction_head.dense.bias", ("lm_head.dense.bias",)),
+    WeightRule("prediction_head.norm.weight", ("lm_head.norm.weight",)),
+    WeightRule("prediction_head.norm.bias", ("lm_head.norm.bias",)),
+    WeightRule("output_layer.weight", ("decoder.weight",), "vocab"),
+    WeightRule("output_layer.bias", ("decoder.bias",), "vocab"),
+    WeightRule("output_layer_bias", ("decoder.bias",), "vocab"),
+)
+
+# HF activation name -> --prediction-head
+HEAD_ACTIVATIONS = {"gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh", "relu": "relu",
+                    "silu": "silu", "swish": "silu"}
+MODERNBERT_DECODER_DEFAULTS = dict(hidden_activation="gelu", norm_eps=1e-5, norm_bias=False, attention_bias=False,
+                                   mlp_bias=False, decoder_bias=True, classifier_bias=False,
+                                   classifier_activation="gelu", local_attention=128, tie_word_embeddings=True,
+                                   max_position_embeddings=8192)
+
+
+def _modernbert_rope(hf: Dict[str, Any]) -> Tuple[float, float]:
+    """(global, local) RoPE bases from per-layer-type ``rope_parameters`` or the legacy ``global_rope_theta`` /
+    ``local_rope_theta``; only unscaled RoPE."""
+    params = hf.get("rope_parameters") or {}
+    if hf.get("rope_scaling"):
+        raise RegistryError("modernbert-decoder rope_scaling is not supported (only default RoPE)")
+    bases = {"full_attention": float(hf.get("global_rope_theta", 160000.0)),
+             "sliding_attention": float(hf.get("local_rope_theta", 10000.0))}
+    for kind, entry in params.items():
+        if kind not in bases or not isinstance(entry, dict) or entry.get("rope_type", "default") != "default":
+            raise RegistryError(f"modernbert-decoder rope_parameters[{kind!r}] {entry} is not supported "
+                                "(full_attention/sliding_attention with default RoPE)")
+        bases[kind] = float(entry.get("rope_theta", bases[kind]))
+    return bases["full_attention"], bases["sliding_attention"]
+
+
+def _modernbert_decoder_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """ModernBERT decoder: bias-free LayerNorms (``norm_bias``) on the embeddings, before attention (not in layer
+    0) and MLP, at the end and in the prediction head; GeGLU; local layers attend causally to the last
+    ``local_attention // 2`` tokens with their own RoPE base; a tied decoder with a bias of its own."""
+    hf = {**MODERNBERT_DECODER_DEFAULTS, **hf}
+    if hf["classifier_activation"] not in HEAD_ACTIVATIONS:
+        raise RegistryError(f"modernbert-decoder classifier_activation {hf['classifier_activation']!r} is not "
+                            f"supported (supported: {', '.join(HEAD_ACTIVATIONS)})")
+    heads, layers = int(hf["num_attention_heads"]), int(hf["num_hidden_layers"])
+    every = int(hf.get("global_attn_every_n_layers", 3))
+    types = list(hf.get("layer_types") or ["full_attention" if i % every == 0 else "sliding_attention"
+                                            for i in range(layers)])
+    window = int(hf["local_attention"]) // 2 if hf["local_attention"] else None
+    windows = _window_layers(types, window, "modernbert-decoder")
+    global_base, local_base = _modernbert_rope(hf)
+    out = {**_common_config({k: v for k, v in hf.items() if k not in ROPE_KEYS + ("head_dim", "num_key_value_heads")}),
+           "normalization": "LayerNorm", "norm_epsilon": float(hf["norm_eps"]), "layernorm_bias": bool(hf["norm_bias"]),
+           "embed_layernorm": True, "first_input_layernorm": False, "kv_channels": int(hf["hidden_size"]) // heads,
+           "num_query_groups": heads, **windows, "rotary_base": global_base,
+           "local_rotary_base": local_base if windows["sliding_window"] else None,
+           "add_qkv_bias": bool(hf["attention_bias"]), "add_dense_bias": bool(hf["attention_bias"]),
+           "add_mlp_bias": bool(hf["mlp_bias"]), "add_output_layer_bias": bool(hf["decoder_bias"]),
+           "prediction_head": HEAD_ACTIVATIONS[hf["classifier_activation"]],
+           "prediction_head_bias": bool(hf["classifier_bias"]),
+           "untie_embeddings_and_output_weights": not hf["tie_word_embeddings"]}
+    return out
+
+
+def _modernbert_decoder_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    name = "modernbert-decoder"
+    if not (cfg.normalization == "LayerNorm" and cfg.embed_layernorm and not cfg.first_input_layernorm
+            and cfg.prediction_head and cfg.gated_linear_unit and not cfg.parallel_residual and not cfg.output_norm):
+        raise RegistryError(f"{name} needs --normalization LayerNorm --embed-layernorm --no-first-input-layernorm "
+                            "--prediction-head ACT and a gated MLP (--geglu or --swiglu)")
+    if cfg.add_bias_linear or cfg.add_qkv_bias != cfg.add_dense_bias:
+        raise RegistryError(f"{name} attention_bias puts biases on q/k/v and o together (--add-qkv-bias "
+                            "--add-dense-bias), mlp_bias on the MLP (--add-mlp-bias); no --add-bias-linear")
+    if (cfg.num_query_groups != cfg.num_attention_heads or cfg.kv_channels * cfg.num_attention_heads != cfg.hidden_size
+            or cfg.no_rope_layers or cfg.rope_scaling_type or cfg.rope_interleaved or cfg.rotary_percent != 1.0):
+        raise RegistryError(f"{name} needs multi-head attention with --kv-channels = hidden / heads and plain RoPE "
+                            "on every layer")
+    head = {v: k for k, v in HEAD_ACTIVATIONS.items() if k in ("gelu", "gelu_pytorch_tanh", "relu", "silu")}
+    base = {k: v for k, v in _common_hf_config(cfg).items()
+            if k not in ("rms_norm_eps", "head_dim", "num_key_value_heads", "hidden_act") + ROPE_KEYS}
+    local = cfg.local_rotary_base if cfg.local_rotary_base is not None else 10000.0
+    return {**base, "hidden_activation": _activation_to_hf(cfg), "norm_eps": cfg.norm_epsilon,
+            "norm_bias": cfg.layernorm_bias, "attention_bias": cfg.add_qkv_bias, "mlp_bias": cfg.add_mlp_bias,
+            "decoder_bias": cfg.add_output_layer_bias, "classifier_bias": cfg.prediction_head_bias,
+            "classifier_activation": head[cfg.prediction_head], "layer_types": _layer_types(cfg),
+            "local_attention": 2 * (cfg.sliding_window or 64),
+            "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": cfg.rotary_base},
+                                "sliding_attention": {"rope_type": "default", "rope_theta": local}}}
+
+
 COHERE = register(Family("cohere", "cohere", "CohereForCausalLM", _cohere_config, _cohere_hf_config))
 COHERE2 = register(Family("cohere2", "cohere2", "Cohere2ForCausalLM", _cohere2_config, _cohere2_hf_config))
 COHERE_COMPASS = register(Family("cohere_compass", "cohere_compass_text", "CohereCompassForCausalLM",
                                  _compass_config, _compass_hf_config), "cohere_compass_text")
+MODERNBERT_DECODER = register(Family("modernbert_decoder", "modernbert-decoder", "ModernBertDecoderForCausalLM",
+                                     _modernbert_decoder_config, _modernbert_decoder_hf_config,
+                                     MODERNBERT_DECODER_WEIGHTS), "modernbert-decoder")

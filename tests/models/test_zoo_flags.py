@@ -42,8 +42,6 @@ BAD: List[tuple] = [
     (dict(swiglu=True, squared_relu=True), ["--swiglu", "--squared-relu"],
      "--swiglu and --squared-relu both set the MLP activation"),
     (dict(relu=True, gelu_tanh=True), ["--relu", "--gelu-tanh"], "--gelu-tanh has no effect with --relu"),
-    (dict(add_output_layer_bias=True), ["--add-output-layer-bias"],
-     "--add-output-layer-bias needs --untie-embeddings-and-output-weights"),
     (dict(parallel_residual_shared_norm=True), ["--parallel-residual-shared-norm"],
      "--parallel-residual-shared-norm needs --parallel-residual"),
     (dict(parallel_residual=True, post_norm_only=True), ["--parallel-residual", "--post-norm-only"],
@@ -135,6 +133,10 @@ BAD: List[tuple] = [
     (dict(position_embedding_type="learned_absolute", rope_interleaved=True),
      ["--position-embedding-type", "learned_absolute", "--rope-interleaved"],
      "--position-embedding-type learned_absolute has no rotary embedding for --rope-interleaved"),
+    (dict(first_input_layernorm=False, post_norm_only=True), ["--no-first-input-layernorm", "--post-norm-only"],
+     "--no-first-input-layernorm drops a norm before attention"),
+    (dict(prediction_head="tanh"), ["--prediction-head", "tanh"], "--prediction-head 'tanh' is not one of"),
+    (dict(prediction_head_bias=True), ["--prediction-head-bias"], "--prediction-head-bias needs --prediction-head"),
 ]
 
 

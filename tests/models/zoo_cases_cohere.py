@@ -5,7 +5,9 @@ KV head so that TP=2 replicates the K norm's weights (``cohere_qk_norm_mqa``);
 Cohere2 with a window of 4 and an irregular layer pattern (full layers without
 RoPE); CohereCompass text with a NoPE full layer between sliding layers of their
 own RoPE base (``cohere_compass``) and with RoPE on both kinds at two bases
-(``cohere_compass_two_bases``).
+(``cohere_compass_two_bases``); the ModernBERT decoder tied with its decoder bias, a
+window of 8 // 2 and local/global RoPE bases, and untied with every bias and the
+tanh GELU (``modernbert_decoder_biases``; an odd local_attention 9 gives window 4).
 """
 from __future__ import annotations
 
@@ -32,4 +34,14 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
                                       rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
                                                        "full_attention": {"rope_type": "default",
                                                                           "rope_theta": 5000.0}}), "cohere_compass"),
+    "modernbert_decoder": ("ModernBertDecoderConfig", "ModernBertDecoderForCausalLM",
+                           dict(local_attention=8, global_attn_every_n_layers=2, pad_token_id=0,
+                                rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 5000.0},
+                                                 "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}}),
+                           "modernbert_decoder"),
+    "modernbert_decoder_biases": ("ModernBertDecoderConfig", "ModernBertDecoderForCausalLM",
+                                  dict(local_attention=9, pad_token_id=0, norm_bias=True, attention_bias=True, mlp_bias=True,
+                                       classifier_bias=True, classifier_activation="gelu_pytorch_tanh",
+                                       hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=False),
+                                  "modernbert-decoder"),
 }
