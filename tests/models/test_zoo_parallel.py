@@ -70,7 +70,7 @@ def test_hub_config_keys() -> None:
     ("phi", dict(head_dim=8), "head_dim"),
     ("codegen", dict(tie_word_embeddings=True), "tie_word_embeddings"),
     ("gpt_neox_japanese", dict(hidden_act="gelu_10"), "hidden_act"),
-    ("persimmon", dict(rope_parameters={"rope_type": "yarn", "factor": 2.0}), "yarn"),
+    ("persimmon", dict(rope_parameters={"rope_type": "longrope", "factor": 2.0}), "longrope"),
     ("gpt_neox", dict(hidden_act="silu"), "hidden_act"),
     ("gpt_neox", dict(rope_parameters={"rope_type": "dynamic", "factor": 2.0}), "dynamic"),
 ])
