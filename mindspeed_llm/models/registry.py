@@ -401,10 +401,13 @@ def _qwen_windows(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _qwen_windows_hf(cfg: TransformerConfig) -> Dict[str, Any]:
+    """``layer_types`` (which transformers reads first) and the switches; ``max_window_layers`` only when a
+    layer slides (otherwise it has no effect and the original config's value is kept)."""
     types = _layer_types(cfg)
     sliding = [i for i, kind in enumerate(types) if kind == "sliding_attention"]
-    return {"use_sliding_window": bool(sliding), "sliding_window": cfg.sliding_window if sliding else None,
-            "max_window_layers": sliding[0] if sliding else cfg.num_layers, "layer_types": types}
+    out = {"use_sliding_window": bool(sliding), "sliding_window": cfg.sliding_window if sliding else None,
+           "layer_types": types}
+    return {**out, "max_window_layers": sliding[0]} if sliding else out
 
 
 def _qwen2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
