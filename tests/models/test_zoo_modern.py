@@ -69,3 +69,15 @@ def test_nanochat_rope_mirror_is_its_own_inverse_and_leaves_v() -> None:
     fused = to_ours([q, k, v], ctx)  # [(np + 2 ng) hn, h]
     assert torch.equal(fused[:4], q[:4]) and torch.equal(fused[4:8], -q[4:8]) and torch.equal(fused[24:], v)
     assert all(torch.equal(a, b) for a, b in zip(to_hf(fused, ctx), (q, k, v)))
+
+
+def test_softmax_sink_adds_one_term_to_each_denominator() -> None:
+    from core.transformer.attention import causal_mask, softcapped_attention
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 5, 4) for _ in range(3))  # [b, n, s, hn]
+    sink = torch.tensor([0.0, 1.5])  # off-by-one on head 0, a learnt logit on head 1
+    out = softcapped_attention(q, k, v, causal_mask(5, None, q.device), 0.5, None, 0.0, sink)
+    scores = (q @ k.transpose(-1, -2) * 0.5).masked_fill(~causal_mask(5, None, q.device), float("-inf"))
+    weights = scores.exp() / (scores.exp().sum(-1, keepdim=True) + sink.exp().view(1, 2, 1, 1))
+    torch.testing.assert_close(out, weights @ v)
