@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pretrain Apertus-8B-2509 (swiss-ai/Apertus-8B-2509 config.json): 32 layers, hidden 4096, FFN 21504, 32 heads / 8 KV heads, vocab 131072, rope theta 12000000 with llama3 scaling (factor 8, original 8192), RMSNorm 1e-5, per-head q/k RMSNorm, non-gated xIELU MLP with learnable alphas per layer, no biases, untied embeddings (FFN unverified: see examples/README.md).
+# Pretrain Apertus-8B-2509 (swiss-ai/Apertus-8B-2509 config.json): 32 layers, hidden 4096, FFN 21504, 32 heads / 8 KV heads, vocab 131072, rope theta 12000000 with llama3 scaling (factor 8, original 8192), RMSNorm 1e-5, per-head q/k RMSNorm, non-gated xIELU MLP with learnable alphas per layer, no biases, untied embeddings.
 # Layout: 1 node(s) x 8 devices, TP=8 PP=1.
 #   bash examples/apertus/pretrain_apertus_8b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/apertus/pretrain_apertus_8b_ptd.sh     # seconds on the CPU, same behaviour flags

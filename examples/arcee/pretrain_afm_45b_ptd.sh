@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pretrain AFM-4.5B (arcee-ai/AFM-4.5B config.json): 36 layers, hidden 2560, FFN 18432, 20 heads / 4 KV heads, vocab 128004, rope theta 10000 (unscaled), RMSNorm 1e-5, non-gated ReLU-squared MLP (up/down only), no biases, untied embeddings (layers, vocab, KV heads and rope unverified: see examples/README.md).
+# Pretrain AFM-4.5B (arcee-ai/AFM-4.5B config.json): 36 layers, hidden 2560, FFN 18432, 20 heads / 4 KV heads, vocab 128004, rope theta 10000 (unscaled; the published YaRN scaling is not modelled: see examples/README.md), RMSNorm 1e-5, non-gated ReLU-squared MLP (up/down only), no biases, untied embeddings.
 # Layout: 1 node(s) x 8 devices, TP=4 PP=1.
 #   bash examples/arcee/pretrain_afm_45b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/arcee/pretrain_afm_45b_ptd.sh     # seconds on the CPU, same behaviour flags
