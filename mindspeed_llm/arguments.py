@@ -178,6 +178,10 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--prediction-head", default=None, metavar="ACT",
                        help="norm(ACT(dense(x))) between the final norm and the output layer (ModernBERT: gelu)")
     group.add_argument("--prediction-head-bias", action="store_true", help="a bias on the prediction head's dense")
+    group.add_argument("--value-norm", action="store_true",
+                       help="RMS-normalise V over each head, without weight, before attention (Gemma4)")
+    group.add_argument("--layer-scalar", action="store_true",
+                       help="multiply each layer's output (residual included) by a scalar of its own (Gemma4)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -1007,6 +1011,8 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             first_input_layernorm=args.first_input_layernorm,
             prediction_head=args.prediction_head,
             prediction_head_bias=args.prediction_head_bias,
+            value_norm=args.value_norm,
+            layer_scalar=args.layer_scalar,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

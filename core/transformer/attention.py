@@ -25,7 +25,7 @@ from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.config import TransformerConfig
-from core.transformer.norms import PerHeadNorm, TensorParallelRMSNorm, build_norm
+from core.transformer.norms import NonParametricNorm, PerHeadNorm, TensorParallelRMSNorm, build_norm
 from core.transformer.rope import apply_rotary, layer_rotary
 
 
@@ -97,6 +97,8 @@ class SelfAttention(nn.Module):
                              offset=config.apply_layernorm_1p, bias=config.layernorm_bias)
             self.q_layernorm, self.k_layernorm = build_norm(**norm_args), build_norm(**norm_args)
 
+        self.v_norm = NonParametricNorm("RMSNorm", config.norm_epsilon) if config.value_norm else None  # Gemma4
+
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
         qkv = self.linear_qkv(hidden)  # [s, b, (np + 2 ng) hn] local heads
@@ -112,6 +114,8 @@ class SelfAttention(nn.Module):
         v = v.view(s, b, nkv, hn)
         if self.q_layernorm is not None and not self.config.qk_layernorm_full_width:  # per head
             q, k = self.q_layernorm(q), self.k_layernorm(k)
+        if self.v_norm is not None:
+            v = self.v_norm(v)  # [s, b, nkv, hn]
         rotary = layer_rotary(rotary, self.window is not None)
         if rotary is not None and self.use_rope:
             cos, sin = rotary

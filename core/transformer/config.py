@@ -120,6 +120,8 @@ class TransformerConfig:
     # over TP, act one of PREDICTION_HEAD_ACTIVATIONS (ModernBERT) [--prediction-head ACT]; dense bias [--prediction-head-bias]
     prediction_head: Optional[str] = None
     prediction_head_bias: bool = False
+    value_norm: bool = False  # V RMS-normalised over each head, without weight, before attention (Gemma4) [--value-norm]
+    layer_scalar: bool = False  # each layer's output (residual included) times a scalar of its own (Gemma4) [--layer-scalar]
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:

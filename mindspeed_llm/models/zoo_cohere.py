@@ -30,10 +30,12 @@ from mindspeed_llm.models.registry import (
     ROPE_KEYS,
     Family,
     RegistryError,
+    GEMMA2_WEIGHTS,
     WeightRule,
     _activation_to_hf,
     _common_config,
     _common_hf_config,
+    _layer,
     _layer_types,
     _rope_settings,
     _rope_to_hf,
@@ -325,6 +327,96 @@ def _modernbert_decoder_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
                                 "sliding_attention": {"rope_type": "default", "rope_theta": local}}}
 
 
+# ------------------------------------------------------------------------------ Gemma4 unified text
+
+GEMMA4_WEIGHTS = GEMMA2_WEIGHTS + (_layer("layer_scalar", ["layer_scalar"]),)
+GEMMA4_DEFAULTS = dict(head_dim=256, hidden_activation="gelu_pytorch_tanh", rms_norm_eps=1e-6, sliding_window=1024,
+                       tie_word_embeddings=True, max_position_embeddings=262144)
+GEMMA4_DEFAULT_ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                       "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                          "rope_theta": 1000000.0}}
+_G4 = "gemma4_unified_text"
+
+
+def _gemma4_refuse_unmodelled(hf: Dict[str, Any]) -> None:
+    """One-line errors for the Gemma4 settings the decoder does not model (see the module's report)."""
+    if hf.get("use_bidirectional_attention") == "all":
+        raise RegistryError(f"{_G4} use_bidirectional_attention='all' is not supported (causal decoder only)")
+    if hf.get("attention_k_eq_v", False):
+        raise RegistryError(f"{_G4} attention_k_eq_v=True (full layers' values are their keys) is not supported")
+    if int(hf.get("num_kv_shared_layers") or 0):
+        raise RegistryError(f"{_G4} num_kv_shared_layers={hf['num_kv_shared_layers']} (keys/values shared across "
+                            "layers) is not supported")
+    head_dim, groups = int(hf["head_dim"]), int(hf.get("num_key_value_heads") or hf["num_attention_heads"])
+    overrides = hf.get("per_layer_config")
+    if overrides is None:  # transformers' default: full layers get global_head_dim (512)
+        overrides = {"full": {"head_dim": hf.get("global_head_dim", 512)}}
+    for layer, values in overrides.items():
+        if int(values.get("head_dim", head_dim)) != head_dim or int(values.get("num_key_value_heads", groups)) != groups:
+            raise RegistryError(f"{_G4} per_layer_config/global_head_dim: layer {layer} has {values}, another head "
+                                f"dim or KV head count than head_dim {head_dim} / num_key_value_heads {groups} "
+                                "(per-layer attention shapes are not supported)")
+
+
+def _gemma4_rope(hf: Dict[str, Any], types: List[str]) -> Tuple[float, float]:
+    """(full, sliding) RoPE bases; proportional RoPE only when it rotates every dim unscaled (= default)."""
+    params = hf.get("rope_parameters") or GEMMA4_DEFAULT_ROPE
+    bases = []
+    for kind in ("full_attention", "sliding_attention"):
+        entry = params.get(kind) or GEMMA4_DEFAULT_ROPE[kind]
+        kind_type = entry.get("rope_type", "default")
+        whole = float(entry.get("partial_rotary_factor", 1.0)) == 1.0 and float(entry.get("factor", 1.0)) == 1.0
+        if kind in types and not (kind_type == "default" or (kind_type == "proportional" and whole)):
+            raise RegistryError(f"{_G4} rope_parameters[{kind!r}] {entry} is not supported (default RoPE, or "
+                                "proportional RoPE with partial_rotary_factor 1 and no factor)")
+        bases.append(float(entry["rope_theta"]))
+    return bases[0], bases[1]
+
+
+def _gemma4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Gemma4 text: Gemma3's sandwich layer with plain RMSNorm weights, softmax scale 1, a weightless RMSNorm on V,
+    a scalar per layer output, sliding layers with their own RoPE base (the last layer is always full)."""
+    hf = {**GEMMA4_DEFAULTS, **hf}
+    _gemma4_refuse_unmodelled(hf)
+    layers = int(hf["num_hidden_layers"])
+    types = list(hf.get("layer_types") or ["sliding_attention" if (i + 1) % 6 else "full_attention"
+                                            for i in range(layers)])
+    types[-1] = "full_attention"  # as transformers forces
+    windows = _window_layers(types, hf["sliding_window"], _G4)
+    full_base, local_base = _gemma4_rope(hf, types)
+    cap = hf.get("final_logit_softcapping")
+    out = {**_common_config({k: v for k, v in hf.items() if k not in ROPE_KEYS + ("hidden_act",)}), **windows,
+           "rotary_base": full_base, "local_rotary_base": local_base if windows["sliding_window"] else None,
+           "qk_layernorm": True, "post_norm": True, "input_embeds_norm": True, "softmax_scale": 1.0,
+           "value_norm": True, "layer_scalar": True, "output_logit_softcapping": float(cap) if cap else None,
+           "untie_embeddings_and_output_weights": not hf["tie_word_embeddings"]}
+    if hf.get("attention_bias", False):  # q/k/v and o
+        out.update(add_qkv_bias=True, add_dense_bias=True)
+    return out
+
+
+def _gemma4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    wanted = dict(normalization="RMSNorm", apply_layernorm_1p=False, qk_layernorm=True, post_norm=True,
+                  input_embeds_norm=True, softmax_scale=1.0, value_norm=True, layer_scalar=True, geglu=True,
+                  rope_interleaved=False, rotary_percent=1.0, rope_scaling_type=None, no_rope_layers=())
+    wrong = sorted(key for key, value in wanted.items() if getattr(cfg, key) != value)
+    if wrong or cfg.add_bias_linear or cfg.add_mlp_bias or cfg.add_qkv_bias != cfg.add_dense_bias:
+        raise RegistryError(f"{_G4} needs {wanted} and biases on q/k/v and o together or none; differs in {wrong}")
+    types = _layer_types(cfg)
+    if types[-1] != "full_attention":
+        raise RegistryError(f"{_G4} needs the last layer to attend fully (--full-attention-layers)")
+    out = {k: v for k, v in _common_hf_config(cfg).items() if k not in ROPE_KEYS + ("hidden_act",)}
+    local = cfg.local_rotary_base if cfg.local_rotary_base is not None else cfg.rotary_base
+    return {**out, "hidden_activation": _activation_to_hf(cfg), "layer_types": types,
+            "sliding_window": cfg.sliding_window or GEMMA4_DEFAULTS["sliding_window"],
+            "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": local},
+                                "full_attention": {"rope_type": "default", "rope_theta": cfg.rotary_base}},
+            "per_layer_config": {str(i): {"head_dim": cfg.kv_channels} for i, kind in enumerate(types)
+                                 if kind == "full_attention"},
+            "final_logit_softcapping": cfg.output_logit_softcapping, "attention_bias": cfg.add_qkv_bias,
+            "attention_k_eq_v": False, "num_kv_shared_layers": 0, "use_double_wide_mlp": False}
+
+
 COHERE = register(Family("cohere", "cohere", "CohereForCausalLM", _cohere_config, _cohere_hf_config))
 COHERE2 = register(Family("cohere2", "cohere2", "Cohere2ForCausalLM", _cohere2_config, _cohere2_hf_config))
 COHERE_COMPASS = register(Family("cohere_compass", "cohere_compass_text", "CohereCompassForCausalLM",
@@ -332,3 +424,5 @@ COHERE_COMPASS = register(Family("cohere_compass", "cohere_compass_text", "Coher
 MODERNBERT_DECODER = register(Family("modernbert_decoder", "modernbert-decoder", "ModernBertDecoderForCausalLM",
                                      _modernbert_decoder_config, _modernbert_decoder_hf_config,
                                      MODERNBERT_DECODER_WEIGHTS), "modernbert-decoder")
+GEMMA4_UNIFIED = register(Family("gemma4_unified", _G4, "Gemma4UnifiedForCausalLM", _gemma4_config, _gemma4_hf_config,
+                                 GEMMA4_WEIGHTS))
