@@ -67,16 +67,21 @@ class SelfAttention(nn.Module):
         tp_group = state.tp_group
         self.config = config
         tp = tp_group.size
-        hn = config.kv_channels
-        heads, groups = config.num_attention_heads, config.num_key_value_heads
+        hn = config.layer_kv_channels(layer_number)  # full-attention layers may have their own (Gemma4)
+        heads, groups = config.num_attention_heads, config.layer_query_groups(layer_number)
         self.local_heads = heads // tp
         self.local_groups = max(groups // tp, 1)
         self.head_dim = hn
+        self.k_eq_v = config.layer_k_eq_v(layer_number)  # V is K's projection: no V rows (Gemma4)
         qkv_segments = (Segment(heads, hn), Segment(groups, hn), Segment(groups, hn))
-        self.linear_qkv = ColumnParallelLinear(
-            config.hidden_size, (heads + 2 * groups) * hn, group=tp_group,
+        projection = ColumnParallelLinear(
+            config.hidden_size, (heads + (1 if self.k_eq_v else 2) * groups) * hn, group=tp_group,
             bias=config.add_bias_linear or config.add_qkv_bias, sequence_parallel=config.sequence_parallel,
-            segments=qkv_segments, dtype=config.params_dtype)
+            segments=qkv_segments[:2] if self.k_eq_v else qkv_segments, dtype=config.params_dtype)
+        if self.k_eq_v:
+            self.linear_qk = projection  # [Q; K] rows
+        else:
+            self.linear_qkv = projection  # [Q; K; V] rows
         self.linear_proj = RowParallelLinear(
             heads * hn, config.hidden_size, group=tp_group, bias=config.add_bias_linear or config.add_dense_bias,
             sequence_parallel=config.sequence_parallel, segments=(Segment(heads, hn),), dtype=config.params_dtype)
@@ -101,12 +106,16 @@ class SelfAttention(nn.Module):
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
-        qkv = self.linear_qkv(hidden)  # [s, b, (np + 2 ng) hn] local heads
+        qkv = self.linear_qk(hidden) if self.k_eq_v else self.linear_qkv(hidden)  # [s, b, (np + 2|1 ng) hn] local
         if self.config.qkv_clip is not None:  # Olmo
             qkv = qkv.clamp(-self.config.qkv_clip, self.config.qkv_clip)
         s, b = qkv.shape[:2]
         hn, nq, nkv = self.head_dim, self.local_heads, self.local_groups
-        q, k, v = qkv.split([nq * hn, nkv * hn, nkv * hn], dim=-1)
+        if self.k_eq_v:  # the values are the keys' projection, before the key norm and RoPE
+            q, k = qkv.split([nq * hn, nkv * hn], dim=-1)
+            v = k
+        else:
+            q, k, v = qkv.split([nq * hn, nkv * hn, nkv * hn], dim=-1)
         if self.config.qk_layernorm_full_width:  # over all heads' channels (all-reduced over TP)
             q, k = self.q_layernorm(q), self.k_layernorm(k)
         q = q.view(s, b, nq, hn)

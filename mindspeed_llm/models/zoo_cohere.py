@@ -329,7 +329,12 @@ def _modernbert_decoder_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 
 # ------------------------------------------------------------------------------ Gemma4 unified text
 
-GEMMA4_WEIGHTS = GEMMA2_WEIGHTS + (_layer("layer_scalar", ["layer_scalar"]),)
+GEMMA4_WEIGHTS = GEMMA2_WEIGHTS + (
+    _layer("layer_scalar", ["layer_scalar"]),
+    # full-attention layers whose values are their keys (attention_k_eq_v): no v_proj
+    _layer("self_attention.linear_qk.weight", ["self_attn.q_proj.weight", "self_attn.k_proj.weight"], "fuse_rows"),
+    _layer("self_attention.linear_qk.bias", ["self_attn.q_proj.bias", "self_attn.k_proj.bias"], "fuse_rows"),
+)
 GEMMA4_DEFAULTS = dict(head_dim=256, hidden_activation="gelu_pytorch_tanh", rms_norm_eps=1e-6, sliding_window=1024,
                        tie_word_embeddings=True, max_position_embeddings=262144)
 GEMMA4_DEFAULT_ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
@@ -339,38 +344,54 @@ _G4 = "gemma4_unified_text"
 
 
 def _gemma4_refuse_unmodelled(hf: Dict[str, Any]) -> None:
-    """One-line errors for the Gemma4 settings the decoder does not model (see the module's report)."""
+    """One-line errors for the Gemma4 settings the decoder does not model."""
     if hf.get("use_bidirectional_attention") == "all":
         raise RegistryError(f"{_G4} use_bidirectional_attention='all' is not supported (causal decoder only)")
-    if hf.get("attention_k_eq_v", False):
-        raise RegistryError(f"{_G4} attention_k_eq_v=True (full layers' values are their keys) is not supported")
     if int(hf.get("num_kv_shared_layers") or 0):
         raise RegistryError(f"{_G4} num_kv_shared_layers={hf['num_kv_shared_layers']} (keys/values shared across "
                             "layers) is not supported")
+
+
+def _gemma4_global_shape(hf: Dict[str, Any], types: List[str]) -> Dict[str, Any]:
+    """The full-attention layers' own head dim and KV heads, from ``per_layer_config`` (a saved config) or
+    ``global_head_dim`` / ``num_global_key_value_heads`` (as transformers builds it: 512 by default; the KV
+    heads only with ``attention_k_eq_v``)."""
     head_dim, groups = int(hf["head_dim"]), int(hf.get("num_key_value_heads") or hf["num_attention_heads"])
+    full = {str(i) for i, kind in enumerate(types) if kind == "full_attention"}
     overrides = hf.get("per_layer_config")
-    if overrides is None:  # transformers' default: full layers get global_head_dim (512)
-        overrides = {"full": {"head_dim": hf.get("global_head_dim", 512)}}
-    for layer, values in overrides.items():
-        if int(values.get("head_dim", head_dim)) != head_dim or int(values.get("num_key_value_heads", groups)) != groups:
-            raise RegistryError(f"{_G4} per_layer_config/global_head_dim: layer {layer} has {values}, another head "
-                                f"dim or KV head count than head_dim {head_dim} / num_key_value_heads {groups} "
-                                "(per-layer attention shapes are not supported)")
+    if overrides is None:
+        shape = {"head_dim": int(hf.get("global_head_dim", 512))}
+        if hf.get("attention_k_eq_v", False) and hf.get("num_global_key_value_heads") is not None:
+            shape["num_key_value_heads"] = int(hf["num_global_key_value_heads"])
+        overrides = {layer: shape for layer in full}
+    shapes = {str(layer): (int(v.get("head_dim", head_dim)), int(v.get("num_key_value_heads", groups)))
+              for layer, v in overrides.items()}
+    global_shape = shapes.get(min(full, key=int), (head_dim, groups)) if full else (head_dim, groups)
+    if any(shapes.get(layer, (head_dim, groups)) != global_shape for layer in full) or any(
+            shapes[layer] != (head_dim, groups) for layer in set(shapes) - full):
+        raise RegistryError(f"{_G4} per_layer_config {overrides} is not one shape for all full-attention layers and "
+                            "none for the sliding ones")
+    return {"global_kv_channels": global_shape[0] if global_shape[0] != head_dim else None,
+            "global_num_query_groups": global_shape[1] if global_shape[1] != groups else None}
 
 
-def _gemma4_rope(hf: Dict[str, Any], types: List[str]) -> Tuple[float, float]:
-    """(full, sliding) RoPE bases; proportional RoPE only when it rotates every dim unscaled (= default)."""
+def _gemma4_rope(hf: Dict[str, Any], types: List[str]) -> Dict[str, Any]:
+    """RoPE kwargs: the full layers' (default, or proportional: ``--rope-scaling-type proportional`` with its
+    partial_rotary_factor and factor) and the sliding layers' base (default RoPE only)."""
     params = hf.get("rope_parameters") or GEMMA4_DEFAULT_ROPE
-    bases = []
-    for kind in ("full_attention", "sliding_attention"):
-        entry = params.get(kind) or GEMMA4_DEFAULT_ROPE[kind]
-        kind_type = entry.get("rope_type", "default")
-        whole = float(entry.get("partial_rotary_factor", 1.0)) == 1.0 and float(entry.get("factor", 1.0)) == 1.0
-        if kind in types and not (kind_type == "default" or (kind_type == "proportional" and whole)):
-            raise RegistryError(f"{_G4} rope_parameters[{kind!r}] {entry} is not supported (default RoPE, or "
-                                "proportional RoPE with partial_rotary_factor 1 and no factor)")
-        bases.append(float(entry["rope_theta"]))
-    return bases[0], bases[1]
+    full = params.get("full_attention") or GEMMA4_DEFAULT_ROPE["full_attention"]
+    sliding = params.get("sliding_attention") or GEMMA4_DEFAULT_ROPE["sliding_attention"]
+    if "sliding_attention" in types and sliding.get("rope_type", "default") != "default":
+        raise RegistryError(f"{_G4} rope_parameters['sliding_attention'] {sliding} is not supported (default RoPE)")
+    out: Dict[str, Any] = {"rotary_base": float(full["rope_theta"]), "local_rotary_base": float(sliding["rope_theta"])}
+    kind = full.get("rope_type", "default")
+    if kind == "proportional":
+        out.update(rope_scaling_type="proportional", rotary_percent=float(full.get("partial_rotary_factor", 1.0)),
+                   rope_scaling_factor=float(full.get("factor", 1.0)))
+    elif kind != "default":
+        raise RegistryError(f"{_G4} rope_parameters['full_attention'] rope_type {kind!r} is not supported "
+                            "(default, proportional)")
+    return out
 
 
 def _gemma4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
@@ -383,10 +404,16 @@ def _gemma4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
                                             for i in range(layers)])
     types[-1] = "full_attention"  # as transformers forces
     windows = _window_layers(types, hf["sliding_window"], _G4)
-    full_base, local_base = _gemma4_rope(hf, types)
+    rope, shape = _gemma4_rope(hf, types), _gemma4_global_shape(hf, types)
+    if not windows["sliding_window"]:
+        rope["local_rotary_base"] = None
+        if any(value is not None for value in shape.values()) or hf.get("attention_k_eq_v", False):
+            raise RegistryError(f"{_G4} without sliding layers: a full-attention shape of its own (per_layer_config, "
+                                "global_head_dim, attention_k_eq_v) is not supported")
     cap = hf.get("final_logit_softcapping")
     out = {**_common_config({k: v for k, v in hf.items() if k not in ROPE_KEYS + ("hidden_act",)}), **windows,
-           "rotary_base": full_base, "local_rotary_base": local_base if windows["sliding_window"] else None,
+           **rope, **shape,
+           "global_attention_k_eq_v": bool(hf.get("attention_k_eq_v", False)) and bool(windows["sliding_window"]),
            "qk_layernorm": True, "post_norm": True, "input_embeds_norm": True, "softmax_scale": 1.0,
            "value_norm": True, "layer_scalar": True, "output_logit_softcapping": float(cap) if cap else None,
            "untie_embeddings_and_output_weights": not hf["tie_word_embeddings"]}
@@ -398,23 +425,37 @@ def _gemma4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 def _gemma4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     wanted = dict(normalization="RMSNorm", apply_layernorm_1p=False, qk_layernorm=True, post_norm=True,
                   input_embeds_norm=True, softmax_scale=1.0, value_norm=True, layer_scalar=True, geglu=True,
-                  rope_interleaved=False, rotary_percent=1.0, rope_scaling_type=None, no_rope_layers=())
+                  rope_interleaved=False, no_rope_layers=())
     wrong = sorted(key for key, value in wanted.items() if getattr(cfg, key) != value)
     if wrong or cfg.add_bias_linear or cfg.add_mlp_bias or cfg.add_qkv_bias != cfg.add_dense_bias:
         raise RegistryError(f"{_G4} needs {wanted} and biases on q/k/v and o together or none; differs in {wrong}")
     types = _layer_types(cfg)
     if types[-1] != "full_attention":
         raise RegistryError(f"{_G4} needs the last layer to attend fully (--full-attention-layers)")
+    if cfg.rope_scaling_type not in (None, "proportional") or (cfg.rope_scaling_type is None and cfg.rotary_percent != 1):
+        raise RegistryError(f"{_G4} full layers use default or proportional RoPE (--rope-scaling-type proportional "
+                            "for a --rotary-percent below 1)")
+    if cfg.global_num_query_groups is not None and not cfg.global_attention_k_eq_v:
+        raise RegistryError(f"{_G4} sets the full layers' KV heads only with attention_k_eq_v "
+                            "(--global-num-query-groups needs --global-attention-k-eq-v)")
     out = {k: v for k, v in _common_hf_config(cfg).items() if k not in ROPE_KEYS + ("hidden_act",)}
     local = cfg.local_rotary_base if cfg.local_rotary_base is not None else cfg.rotary_base
+    full: Dict[str, Any] = {"rope_type": "default", "rope_theta": cfg.rotary_base}
+    if cfg.rope_scaling_type == "proportional":
+        full = {**full, "rope_type": "proportional", "partial_rotary_factor": cfg.rotary_percent}
+        if cfg.rope_scaling_factor != 1.0:
+            full["factor"] = cfg.rope_scaling_factor
+    shape = {"head_dim": cfg.global_kv_channels or cfg.kv_channels}
+    if cfg.global_num_query_groups is not None:
+        shape["num_key_value_heads"] = cfg.global_num_query_groups
     return {**out, "hidden_activation": _activation_to_hf(cfg), "layer_types": types,
             "sliding_window": cfg.sliding_window or GEMMA4_DEFAULTS["sliding_window"],
             "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": local},
-                                "full_attention": {"rope_type": "default", "rope_theta": cfg.rotary_base}},
-            "per_layer_config": {str(i): {"head_dim": cfg.kv_channels} for i, kind in enumerate(types)
-                                 if kind == "full_attention"},
+                                "full_attention": full},
+            "per_layer_config": {str(i): dict(shape) for i, kind in enumerate(types) if kind == "full_attention"},
             "final_logit_softcapping": cfg.output_logit_softcapping, "attention_bias": cfg.add_qkv_bias,
-            "attention_k_eq_v": False, "num_kv_shared_layers": 0, "use_double_wide_mlp": False}
+            "attention_k_eq_v": cfg.global_attention_k_eq_v, "num_kv_shared_layers": 0,
+            "use_double_wide_mlp": False}
 
 
 COHERE = register(Family("cohere", "cohere", "CohereForCausalLM", _cohere_config, _cohere_hf_config))

@@ -6,7 +6,8 @@ does not perturb (it perturbs parameters), so the shared parity test sees it at
 the production converter and our TP=1 logits must match transformers' within
 1e-4; they must not match once our scalars are reset to 1 (the check can fail).
 The Gemma4 settings the decoder does not model are one-line RegistryErrors
-naming their key.
+naming their key; transformers' default full-layer head dim (512 without
+``global_head_dim``) is read as it builds it.
 
     python -m pytest tests/models/test_zoo_cohere_extra.py -q
 """
@@ -46,17 +47,25 @@ GEMMA4_SMALL = dict(model_type="gemma4_unified_text", hidden_size=64, intermedia
 
 
 @pytest.mark.parametrize("change, key", [
-    (dict(attention_k_eq_v=True), "attention_k_eq_v"),
     (dict(num_kv_shared_layers=1), "num_kv_shared_layers"),
-    (dict(global_head_dim=32), "global_head_dim"),
-    (dict(per_layer_config={"1": {"head_dim": 16, "num_key_value_heads": 1}}), "per_layer_config"),
+    (dict(per_layer_config={"0": {"head_dim": 32}}), "per_layer_config"),  # a sliding layer with its own shape
     (dict(use_bidirectional_attention="all"), "use_bidirectional_attention"),
-    (dict(rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-                           "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
-                                              "rope_theta": 1e6}}), "rope_parameters"),
+    (dict(rope_parameters={"sliding_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4},
+                           "full_attention": {"rope_type": "default", "rope_theta": 1e6}}), "rope_parameters"),
+    (dict(layer_types=["full_attention", "full_attention"], attention_k_eq_v=True), "attention_k_eq_v"),
 ])
 def test_gemma4_unmodelled_settings_are_refused(change, key) -> None:
     assert config_from_hf(GEMMA4_SMALL, "gemma4_unified").value_norm  # the base config converts
     with pytest.raises(RegistryError) as error:
         config_from_hf({**GEMMA4_SMALL, **change}, "gemma4_unified")
     assert key in str(error.value) and "\n" not in str(error.value)
+
+
+def test_gemma4_default_global_head_dim_is_transformers() -> None:
+    import transformers
+
+    hf = {k: v for k, v in GEMMA4_SMALL.items() if k != "global_head_dim"}
+    ours = config_from_hf(hf, "gemma4_unified")
+    theirs = transformers.Gemma4UnifiedTextConfig(**{k: v for k, v in hf.items() if k != "model_type"})
+    assert ours.layer_kv_channels(1) == theirs.per_layer_config[1].head_dim == 512
+    assert ours.layer_kv_channels(0) == theirs.per_layer_config[0].head_dim == 16
