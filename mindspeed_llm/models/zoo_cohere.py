@@ -1,4 +1,5 @@
-"""Cohere's decoders: Command-R (``cohere``), Command-R7B (``cohere2``) and Compass text (``cohere_compass_text``).
+"""Cohere's decoders: Command-R (``cohere``), Command-R7B (``cohere2``) and Compass text (``cohere_compass_text``);
+the ModernBERT decoder and Gemma4 unified text.
 
 All three share one layer: a LayerNorm without bias feeding attention and MLP
 in parallel (``x + attn(ln(x)) + mlp(ln(x))``: ``--parallel-residual
@@ -20,6 +21,25 @@ embeddings by default and logits multiplied by ``logit_scale``
   ``logit_scale`` null means 1.
 
 The weights use the Llama names (one norm per layer, ``input_layernorm``).
+
+Two more families live here:
+
+* ModernBERT decoder (``modernbert-decoder``): bias-free LayerNorms on the
+  embeddings (``--embed-layernorm``), before attention except in layer 0
+  (``--no-first-input-layernorm``) and MLP, GeGLU (``Wi`` = [activated input;
+  gate], our [gate; up]), local layers with a causal window of
+  ``local_attention // 2`` and their own RoPE base, a prediction head
+  (``--prediction-head``) and a tied decoder with its own bias.
+* Gemma4 unified text (``gemma4_unified_text``): Gemma3's sandwich layer with
+  plain RMSNorm weights, softmax scale 1, a weightless RMSNorm on V
+  (``--value-norm``), a learned scalar on each layer's output
+  (``--layer-scalar``), full-attention layers with their own head dim and KV
+  heads (``--global-kv-channels``, ``--global-num-query-groups``), values equal
+  to their keys' projection (``--global-attention-k-eq-v``) and proportional
+  RoPE (``--rope-scaling-type proportional``). KV sharing across layers
+  (``num_kv_shared_layers``) and bidirectional attention are refused. Gemma4
+  text (``gemma4_text``, Gemma4ForCausalLM) is the same decoder when it has
+  no per-layer inputs and no MoE block (both refused otherwise).
 """
 from __future__ import annotations
 
@@ -458,6 +478,22 @@ def _gemma4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
             "use_double_wide_mlp": False}
 
 
+def _gemma4_text_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Gemma4 text (``gemma4_text``, Gemma4ForCausalLM): the unified text decoder when it has neither per-layer
+    inputs (``hidden_size_per_layer_input`` 0; transformers' default is 256) nor MoE blocks."""
+    per_layer = int(hf.get("hidden_size_per_layer_input", 256) or 0)
+    if per_layer:
+        raise RegistryError(f"gemma4_text hidden_size_per_layer_input={per_layer} (per-layer input embeddings) is "
+                            "not supported")
+    if hf.get("enable_moe_block", False):
+        raise RegistryError("gemma4_text enable_moe_block=True (a MoE block beside the MLP) is not supported")
+    return _gemma4_config({"max_position_embeddings": 131072, "sliding_window": 512, **hf})
+
+
+def _gemma4_text_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    return {**_gemma4_hf_config(cfg), "hidden_size_per_layer_input": 0, "enable_moe_block": False}
+
+
 COHERE = register(Family("cohere", "cohere", "CohereForCausalLM", _cohere_config, _cohere_hf_config))
 COHERE2 = register(Family("cohere2", "cohere2", "Cohere2ForCausalLM", _cohere2_config, _cohere2_hf_config))
 COHERE_COMPASS = register(Family("cohere_compass", "cohere_compass_text", "CohereCompassForCausalLM",
@@ -467,3 +503,5 @@ MODERNBERT_DECODER = register(Family("modernbert_decoder", "modernbert-decoder",
                                      MODERNBERT_DECODER_WEIGHTS), "modernbert-decoder")
 GEMMA4_UNIFIED = register(Family("gemma4_unified", _G4, "Gemma4UnifiedForCausalLM", _gemma4_config, _gemma4_hf_config,
                                  GEMMA4_WEIGHTS))
+GEMMA4_TEXT = register(Family("gemma4", "gemma4_text", "Gemma4ForCausalLM", _gemma4_text_config, _gemma4_text_hf_config,
+                              GEMMA4_WEIGHTS), "gemma4_text")

@@ -6,7 +6,8 @@ does not perturb (it perturbs parameters), so the shared parity test sees it at
 the production converter and our TP=1 logits must match transformers' within
 1e-4; they must not match once our scalars are reset to 1 (the check can fail).
 The Gemma4 settings the decoder does not model are one-line RegistryErrors
-naming their key; transformers' default full-layer head dim (512 without
+naming their key (for Gemma4 text also its per-layer inputs and MoE block);
+transformers' default full-layer head dim (512 without
 ``global_head_dim``) is read as it builds it.
 
     python -m pytest tests/models/test_zoo_cohere_extra.py -q
@@ -69,3 +70,16 @@ def test_gemma4_default_global_head_dim_is_transformers() -> None:
     theirs = transformers.Gemma4UnifiedTextConfig(**{k: v for k, v in hf.items() if k != "model_type"})
     assert ours.layer_kv_channels(1) == theirs.per_layer_config[1].head_dim == 512
     assert ours.layer_kv_channels(0) == theirs.per_layer_config[0].head_dim == 16
+
+
+@pytest.mark.parametrize("change, key", [
+    (dict(hidden_size_per_layer_input=256), "hidden_size_per_layer_input"),
+    ({}, "hidden_size_per_layer_input"),  # transformers' default is 256
+    (dict(hidden_size_per_layer_input=0, enable_moe_block=True), "enable_moe_block"),
+])
+def test_gemma4_text_per_layer_inputs_and_moe_are_refused(change, key) -> None:
+    base = {**GEMMA4_SMALL, "model_type": "gemma4_text"}
+    assert config_from_hf({**base, "hidden_size_per_layer_input": 0}, "gemma4").layer_scalar
+    with pytest.raises(RegistryError) as error:
+        config_from_hf({**base, **change}, "gemma4")
+    assert key in str(error.value) and "\n" not in str(error.value)
