@@ -106,7 +106,7 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--rotary-base", type=float, default=10000.0)
     group.add_argument("--sliding-window", type=int, default=None,
                        help="attend to at most this many tokens (the current one included), as Mistral")
-    group.add_argument("--rope-scaling-type", choices=("linear", "llama3", "yarn"), default=None)
+    group.add_argument("--rope-scaling-type", choices=("linear", "llama3", "yarn", "proportional"), default=None)
     group.add_argument("--rope-scaling-factor", type=float, default=1.0)
     group.add_argument("--low-freq-factor", type=float, default=1.0)
     group.add_argument("--high-freq-factor", type=float, default=4.0)
@@ -239,6 +239,16 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--prediction-head", default=None, metavar="ACT",
                        help="norm(ACT(dense(x))) between the final norm and the output layer (ModernBERT: gelu)")
     group.add_argument("--prediction-head-bias", action="store_true", help="a bias on the prediction head's dense")
+    group.add_argument("--value-norm", action="store_true",
+                       help="RMS-normalise V over each head, without weight, before attention (Gemma4)")
+    group.add_argument("--layer-scalar", action="store_true",
+                       help="multiply each layer's output (residual included) by a scalar of its own (Gemma4)")
+    group.add_argument("--global-kv-channels", type=int, default=None,
+                       help="head dim of the full-attention layers when it differs (Gemma4's global_head_dim)")
+    group.add_argument("--global-num-query-groups", type=int, default=None,
+                       help="KV heads of the full-attention layers (Gemma4's num_global_key_value_heads)")
+    group.add_argument("--global-attention-k-eq-v", action="store_true",
+                       help="full-attention layers use their keys' projection as values (Gemma4's attention_k_eq_v)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -1108,6 +1118,11 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             first_input_layernorm=args.first_input_layernorm,
             prediction_head=args.prediction_head,
             prediction_head_bias=args.prediction_head_bias,
+            value_norm=args.value_norm,
+            layer_scalar=args.layer_scalar,
+            global_kv_channels=args.global_kv_channels,
+            global_num_query_groups=args.global_num_query_groups,
+            global_attention_k_eq_v=args.global_attention_k_eq_v,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

@@ -35,7 +35,7 @@ from core.tensor_parallel.param_meta import TPShard
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.alibi import alibi_attention_mask
 from core.transformer.config import TransformerConfig
-from core.transformer.norms import PerHeadNorm, TensorParallelRMSNorm, build_norm
+from core.transformer.norms import NonParametricNorm, PerHeadNorm, TensorParallelRMSNorm, build_norm
 from core.transformer.rope import apply_rotary, layer_rotary
 
 
@@ -100,18 +100,25 @@ class SelfAttention(nn.Module):
         tp_group = state.tp_group
         self.config = config
         tp = tp_group.size
-        hn = config.kv_channels
-        heads, groups = config.num_attention_heads, config.num_key_value_heads
+        hn = config.layer_kv_channels(layer_number)  # full-attention layers may have their own (Gemma4)
+        heads, groups = config.num_attention_heads, config.layer_query_groups(layer_number)
         self.local_heads = heads // tp
         self.local_groups = max(groups // tp, 1)
         self.head_dim = hn
-        qkv_segments = (Segment(heads, hn), Segment(groups, hn), Segment(groups, hn))
-        if config.attention_output_gate:  # [Q; K; V; gate], the gate split with the query heads
+        self.k_eq_v = config.layer_k_eq_v(layer_number)  # V is K's projection: no V rows (Gemma4)
+        # [Q; K; V] rows, without V when V is K's projection (Gemma4), plus the output gate split with the
+        # query heads (--attention-output-gate)
+        qkv_segments = (Segment(heads, hn), Segment(groups, hn)) + (() if self.k_eq_v else (Segment(groups, hn),))
+        if config.attention_output_gate:
             qkv_segments += (Segment(heads, hn),)
-        self.linear_qkv = ColumnParallelLinear(
+        projection = ColumnParallelLinear(
             config.hidden_size, sum(segment.size for segment in qkv_segments), group=tp_group,
             bias=config.add_bias_linear or config.add_qkv_bias, sequence_parallel=config.sequence_parallel,
             segments=qkv_segments, dtype=config.params_dtype)
+        if self.k_eq_v:
+            self.linear_qk = projection  # [Q; K] rows
+        else:
+            self.linear_qkv = projection  # [Q; K; V] rows
         self.linear_proj = RowParallelLinear(
             heads * hn, config.hidden_size, group=tp_group, bias=config.add_bias_linear or config.add_dense_bias
             or layer_number in config.dense_bias_layers,
@@ -144,17 +151,23 @@ class SelfAttention(nn.Module):
             self.sub_layernorm = TensorParallelRMSNorm(Segment(heads, hn), config.norm_epsilon, tp_group,
                                                        config.params_dtype, config.apply_layernorm_1p)
 
+        self.v_norm = NonParametricNorm("RMSNorm", config.norm_epsilon) if config.value_norm else None  # Gemma4
+
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
-        qkv = self.linear_qkv(hidden)  # [s, b, (np + 2 ng) hn] local heads
+        qkv = self.linear_qk(hidden) if self.k_eq_v else self.linear_qkv(hidden)  # [s, b, (np + 2|1 ng) hn] local
         if self.config.qkv_clip is not None:  # Olmo
             qkv = qkv.clamp(-self.config.qkv_clip, self.config.qkv_clip)
         s, b = qkv.shape[:2]
         hn, nq, nkv = self.head_dim, self.local_heads, self.local_groups
         gate = None
         if self.config.attention_output_gate:
-            qkv, gate = qkv.split([(nq + 2 * nkv) * hn, nq * hn], dim=-1)  # gate [s, b, np * hn]
-        q, k, v = qkv.split([nq * hn, nkv * hn, nkv * hn], dim=-1)
+            qkv, gate = qkv.split([qkv.size(-1) - nq * hn, nq * hn], dim=-1)  # gate [s, b, np * hn]
+        if self.k_eq_v:  # the values are the keys' projection, before the key norm and RoPE
+            q, k = qkv.split([nq * hn, nkv * hn], dim=-1)
+            v = k
+        else:
+            q, k, v = qkv.split([nq * hn, nkv * hn, nkv * hn], dim=-1)
         if self.config.qk_layernorm_full_width:  # over all heads' channels (all-reduced over TP)
             q, k = self.q_layernorm(q), self.k_layernorm(k)
         q = q.view(s, b, nq, hn)
@@ -163,6 +176,8 @@ class SelfAttention(nn.Module):
         per_head_norms = self.q_layernorm is not None and not self.config.qk_layernorm_full_width
         if per_head_norms and not self.config.qk_layernorm_after_rope:
             q, k = self.q_layernorm(q), self.k_layernorm(k)
+        if self.v_norm is not None:
+            v = self.v_norm(v)  # [s, b, nkv, hn]
         rotary = layer_rotary(rotary, self.window is not None)
         if rotary is not None and self.use_rope:
             cos, sin, *query_scale = rotary  # query_scale [s, b|1, 1, 1] with --attn-temperature-beta

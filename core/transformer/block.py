@@ -15,6 +15,7 @@ from torch import nn
 from core.parallel_state import ParallelState
 from core.ssm.mamba_mixer import MambaMixer
 from core.tensor_parallel.checkpoint import checkpoint
+from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
 from core.transformer.config import TransformerConfig
@@ -74,7 +75,9 @@ class TransformerLayer(nn.Module):
     With ``--post-norm`` the attention and MLP outputs are normed again before
     the residual add (Gemma2's sandwich): ``x + norm(attn(norm(x)))``.
     With ``--post-norm-only`` only those output norms remain (Olmo2): ``x + norm(attn(x))``.
-    ``--residual-multiplier`` scales each branch output before its add (Granite).
+    ``--residual-multiplier`` scales each branch output before its add (Granite); ``--layer-scalar``
+    multiplies the layer's output, residual included, by a learned scalar (Gemma4). With
+    ``--no-first-input-layernorm`` layer 0 has no norm before attention (ModernBERT).
     With ``--parallel-residual`` attention and MLP both read the layer input:
     ``x + attn(norm1(x)) + mlp(norm2(x))`` (GPT-NeoX), or with one norm
     ``x + attn(norm(x)) + mlp(norm(x))`` (``--parallel-residual-shared-norm``: GPT-J, Phi, Cohere).
@@ -91,9 +94,17 @@ class TransformerLayer(nn.Module):
         self.pre_mlp_layernorm = hidden_norm(config) if config.pre_norm and not shared_norm else nn.Identity()
         self.mlp = MLP(config, state)
         self.post_mlp_layernorm = hidden_norm(config) if config.output_norm else None
+        self.layer_scalar = None  # Gemma4: the layer's output times a scalar of its own
+        if config.layer_scalar:  # replicated; fed a sequence shard under SP, hence a partial gradient there
+            self.layer_scalar = mark_param(nn.Parameter(torch.empty(1, dtype=config.params_dtype)), init="ones",
+                                           grad_partial_over_tp=config.sequence_parallel)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
+        output = self._layer(hidden, rotary)
+        return output * self.layer_scalar if self.layer_scalar is not None else output
+
+    def _layer(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
         normed = self.input_layernorm(hidden)
         attn = self._branch(self.self_attention(normed, rotary), self.post_self_attn_layernorm)
         if self.config.parallel_residual:  # both branches read the layer input

@@ -15,7 +15,7 @@ import torch
 
 NORMALIZATIONS = ("RMSNorm", "LayerNorm")
 POSITION_EMBEDDINGS = ("rope", "none", "alibi", "learned_absolute", "sinusoidal")
-ROPE_SCALINGS = (None, "linear", "llama3", "yarn")
+ROPE_SCALINGS = (None, "linear", "llama3", "yarn", "proportional")
 SOFTMAX_TYPES = ("vanilla", "off-by-one", "learnable")
 LAYER_KINDS = ("M",)  # --hybrid-override-pattern: 'M' a Mamba layer
 # Fields only Mamba layers read, and fields only attention or MLP layers read (refused when unused)
@@ -201,6 +201,15 @@ class TransformerConfig:
     # over TP, act one of PREDICTION_HEAD_ACTIVATIONS (ModernBERT) [--prediction-head ACT]; dense bias [--prediction-head-bias]
     prediction_head: Optional[str] = None
     prediction_head_bias: bool = False
+    value_norm: bool = False  # V RMS-normalised over each head, without weight, before attention (Gemma4) [--value-norm]
+    layer_scalar: bool = False  # each layer's output (residual included) times a scalar of its own (Gemma4) [--layer-scalar]
+    # Full-attention layers with their own head dim and KV head count (Gemma4's global_head_dim and
+    # num_global_key_value_heads; needs --sliding-window and --local-rotary-base) [--global-kv-channels,
+    # --global-num-query-groups]; their values are their keys' projection, no V projection of their own
+    # (Gemma4's attention_k_eq_v) [--global-attention-k-eq-v]
+    global_kv_channels: Optional[int] = None
+    global_num_query_groups: Optional[int] = None
+    global_attention_k_eq_v: bool = False
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -347,6 +356,7 @@ class TransformerConfig:
         self._validate_alibi()
         self._validate_positions()
         self._validate_absolute_positions()
+        self._validate_global_layers()
         if self.qk_layernorm_full_width and not (self.qk_layernorm and self.normalization == "RMSNorm"):
             raise ValueError("--qk-layernorm-full-width needs --qk-layernorm and --normalization RMSNorm")
         if self.qk_layernorm_per_head_weights and (not self.qk_layernorm or self.qk_layernorm_full_width):
@@ -375,6 +385,22 @@ class TransformerConfig:
                                                          or self.position_embedding_type != "rope"):
             raise ValueError(f"--attn-temperature-length {self.attn_temperature_length} must be at least 1 and "
                              "needs --position-embedding-type rope")
+    def _validate_global_layers(self) -> None:
+        """Full-attention layers with their own attention shape (Gemma4)."""
+        own = [flag for flag, on in (("--global-kv-channels", self.global_kv_channels is not None),
+                                     ("--global-num-query-groups", self.global_num_query_groups is not None),
+                                     ("--global-attention-k-eq-v", self.global_attention_k_eq_v)) if on]
+        if own and (self.sliding_window is None or self.local_rotary_base is None):
+            raise ValueError(f"{' '.join(own)} need --sliding-window and --local-rotary-base (sliding layers keep "
+                             "--kv-channels and their own RoPE table)")
+        if self.global_kv_channels is not None and (self.global_kv_channels < 2 or self.global_kv_channels % 2):
+            raise ValueError(f"--global-kv-channels {self.global_kv_channels} must be a positive even head dim")
+        groups, tp = self.global_num_query_groups, self.tensor_model_parallel_size
+        if groups is not None and (groups < 1 or self.num_attention_heads % groups
+                                   or (groups >= tp and groups % tp) or (groups < tp and tp % groups)):
+            raise ValueError(f"--global-num-query-groups {groups} must divide --num-attention-heads "
+                             f"({self.num_attention_heads}) and divide or be divided by --tensor-model-parallel-size "
+                             f"({tp})")
 
     def _validate_layer_shapes(self) -> None:
         """Activations, biases, residual layout and per-layer attention patterns."""
@@ -515,8 +541,29 @@ class TransformerConfig:
 
     @property
     def rotary_dim(self) -> int:
-        """How many leading dims of each head RoPE rotates."""
-        return int(self.kv_channels * self.rotary_percent)
+        """How many leading dims of each head RoPE rotates (proportional RoPE: the whole head, some angles 0)."""
+        return self.rope_dims(local=True)
+
+    def rope_dims(self, local: bool) -> int:
+        """The RoPE table's dims of sliding-window layers (``local``) or of the others (their head dim)."""
+        head = self.kv_channels if local or self.global_kv_channels is None else self.global_kv_channels
+        return head if self.rope_scaling_type == "proportional" else int(head * self.rotary_percent)
+
+    def layer_kv_channels(self, layer_number: int) -> int:
+        """The head dim of global layer ``layer_number`` (``--global-kv-channels`` on full-attention layers)."""
+        if self.global_kv_channels is not None and self.layer_window(layer_number) is None:
+            return self.global_kv_channels
+        return self.kv_channels
+
+    def layer_query_groups(self, layer_number: int) -> int:
+        """The KV heads of global layer ``layer_number`` (``--global-num-query-groups`` on full-attention layers)."""
+        if self.global_num_query_groups is not None and self.layer_window(layer_number) is None:
+            return self.global_num_query_groups
+        return self.num_key_value_heads
+
+    def layer_k_eq_v(self, layer_number: int) -> bool:
+        """Global layer ``layer_number``'s values are its keys' projection (``--global-attention-k-eq-v``)."""
+        return self.global_attention_k_eq_v and self.layer_window(layer_number) is None
 
     @property
     def attention_scale(self) -> Optional[float]:

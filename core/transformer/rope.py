@@ -42,9 +42,11 @@ def _default_inv_freq(dim: int, base: float) -> torch.Tensor:
 def rope_inv_freq(config: TransformerConfig, local: bool = False) -> torch.Tensor:
     """Inverse frequencies ``[rotary_dim/2]`` (fp32) after the configured scaling; ``local``: those of
     sliding-window layers (``--local-rotary-base``, unscaled)."""
-    dim = config.rotary_dim
+    dim = config.rope_dims(local)
     if local:
         return _default_inv_freq(dim, config.local_rotary_base)
+    if config.rope_scaling_type == "proportional":
+        return _proportional_inv_freq(dim, config)
     base = config.rotary_base
     if config.rope_ntk_alpha is not None:  # HunYuan: a fixed NTK stretch of the base
         base = base * config.rope_ntk_alpha ** (config.kv_channels / (config.kv_channels - 2))
@@ -99,6 +101,15 @@ def query_temperature(config: TransformerConfig, positions: torch.Tensor) -> tor
     shaped ``[s, b|1, 1, 1]``."""
     beta, length = config.attn_temperature_beta, config.attn_temperature_length
     return (1 + beta * torch.log(1 + torch.floor(positions / length)))[..., None, None]
+
+
+def _proportional_inv_freq(head_dim: int, config: TransformerConfig) -> torch.Tensor:
+    """Gemma4's proportional RoPE over the whole head ``[head_dim/2]``: the first ``rotary_percent`` of the
+    angles at ``base ** (-2i / head_dim)``, the rest 0 (those dims pass unrotated), all divided by the factor."""
+    angles = int(config.rotary_percent * head_dim // 2)
+    inv_freq = torch.zeros(head_dim // 2)
+    inv_freq[:angles] = _default_inv_freq(head_dim, config.rotary_base)[:angles]
+    return inv_freq / config.rope_scaling_factor
 
 
 def _llama3_scale(inv_freq: torch.Tensor, config: TransformerConfig) -> torch.Tensor:

@@ -137,6 +137,11 @@ BAD: List[tuple] = [
      "--no-first-input-layernorm drops a norm before attention"),
     (dict(prediction_head="tanh"), ["--prediction-head", "tanh"], "--prediction-head 'tanh' is not one of"),
     (dict(prediction_head_bias=True), ["--prediction-head-bias"], "--prediction-head-bias needs --prediction-head"),
+    (dict(global_kv_channels=32), ["--global-kv-channels", "32"],
+     "--global-kv-channels need --sliding-window and --local-rotary-base"),
+    (dict(sliding_window=4, local_rotary_base=100.0, global_num_query_groups=3),
+     ["--sliding-window", "4", "--local-rotary-base", "100", "--global-num-query-groups", "3"],
+     "--global-num-query-groups 3 must divide --num-attention-heads (4)"),
 ]
 
 
