@@ -72,12 +72,12 @@ def test_nanochat_rope_mirror_is_its_own_inverse_and_leaves_v() -> None:
 
 
 def test_softmax_sink_adds_one_term_to_each_denominator() -> None:
-    from core.transformer.attention import causal_mask, softcapped_attention
+    from core.transformer.attention import causal_mask, explicit_attention
 
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 2, 5, 4) for _ in range(3))  # [b, n, s, hn]
     sink = torch.tensor([0.0, 1.5])  # off-by-one on head 0, a learnt logit on head 1
-    out = softcapped_attention(q, k, v, causal_mask(5, None, q.device), 0.5, None, 0.0, sink)
+    out = explicit_attention(q, k, v, causal_mask(5, None, q.device), 0.5, None, sink, 0.0)
     scores = (q @ k.transpose(-1, -2) * 0.5).masked_fill(~causal_mask(5, None, q.device), float("-inf"))
     weights = scores.exp() / (scores.exp().sum(-1, keepdim=True) + sink.exp().view(1, 2, 1, 1))
     torch.testing.assert_close(out, weights @ v)
