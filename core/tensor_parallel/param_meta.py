@@ -110,6 +110,18 @@ class TPShard:
                 pieces.extend(per_rank[r][index] for r in range(tp))
         return torch.cat(pieces, dim=self.dim)
 
+    def place(self, local: torch.Tensor, rank: int, tp: int, full: torch.Tensor) -> None:
+        """Copy rank ``rank``'s slice into its place in ``full`` (the inverse of :meth:`shard`, one rank at a
+        time; a replicated unit is copied by its first holder only, as :meth:`unshard` takes it)."""
+        offset, local_offset = 0, 0
+        for seg in self.segments:
+            rows = seg.local_units(tp) * seg.unit_size
+            unit = seg.first_unit(rank, tp)
+            if not seg.is_replicated(tp) or unit * tp // seg.units == rank:
+                full.narrow(self.dim, offset + unit * seg.unit_size, rows).copy_(
+                    local.narrow(self.dim, local_offset, rows))
+            offset, local_offset = offset + seg.size, local_offset + rows
+
     def has_replicas(self, tp: int) -> bool:
         return any(seg.is_replicated(tp) for seg in self.segments)
 

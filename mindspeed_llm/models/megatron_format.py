@@ -57,15 +57,17 @@ RENAMED_FIELDS = {
 # Fields derived specially (see config_from_args); every other architecture field must keep its default.
 DERIVED_FIELDS = ("num_query_groups", "vocab_size", "position_embedding_type", "noop_layers", "params_dtype")
 
-# ``args`` keys that, when set, describe a model the decoder does not build: key -> what it is.
+# ``args`` keys that, when set, describe a model the decoder does not build: key -> what it is. (Only keys
+# whose Megatron / MindSpeed default is unset or False: Megatron-LM keeps e.g. moe_layer_freq=1 and
+# kv_lora_rank=32 in every checkpoint.)
 UNSUPPORTED_ARGS = {
     "num_experts": "a mixture of experts (MoE)",
-    "moe_layer_freq": "a mixture of experts (MoE)",
     "multi_latent_attention": "multi-latent attention (MLA)",
     "multi_head_latent_attention": "multi-latent attention (MLA)",
-    "q_lora_rank": "multi-latent attention (MLA)",
-    "kv_lora_rank": "multi-latent attention (MLA)",
     "squared_relu": "a squared-ReLU MLP",
+    "apply_residual_connection_post_layernorm": "post-LN residuals",
+    "scale_emb": "MiniCPM's embedding and residual scales",
+    "dim_model_base": "MiniCPM's logit scale",
     "post_norm": "MindSpeed's sandwich norms (post_attn_norm)",
     "add_dense_bias": "a bias on linear_proj only",
     "is_hybrid_model": "a hybrid Mamba model",
@@ -125,6 +127,8 @@ def config_from_args(args: argparse.Namespace, vocab_size: Optional[int] = None)
     for name, key in RENAMED_FIELDS.items():
         if getattr(args, key, None) is not None:
             kwargs[name] = getattr(args, key)
+    if getattr(args, "add_rmsnorm_offset", False):  # MindSpeed's spelling of (1 + w) RMSNorm
+        kwargs["apply_layernorm_1p"] = True
     if getattr(args, "norm_epsilon", None) is None and getattr(args, "layernorm_epsilon", None) is not None:
         kwargs["norm_epsilon"] = args.layernorm_epsilon  # older Megatron
     heads = int(args.num_attention_heads)
@@ -208,6 +212,7 @@ def args_from_config(config: TransformerConfig) -> Dict[str, Any]:
     llama3 = config.rope_scaling_type == "llama3" and all(
         getattr(config, name) == value for name, value in MEGATRON_LLAMA3_ROPE.items())
     out["use_rope_scaling"] = llama3  # Megatron-LM's spelling of the same scaling
+    out["add_rmsnorm_offset"] = config.apply_layernorm_1p and config.normalization == "RMSNorm"  # MindSpeed's
     return out
 
 

@@ -381,3 +381,19 @@ def test_training_refuses_an_unconverted_megatron_checkpoint(cases) -> None:
     config = TransformerConfig.from_dict(cases["llama"]["config"])
     with pytest.raises(CheckpointError, match="--load-model-type megatron"):
         check_saved_settings(None, config, "iter_0000010/mp_rank_00/model_optim_rng.pt")
+
+
+def test_error_legacy_model(capsys, tmp_path) -> None:
+    """A legacy (non-mcore) Megatron model nests its weights under language_model: refused, named."""
+    root = str(tmp_path / "legacy")
+    path = checkpoint_file(root, 10, 0, 0, 1)
+    os.makedirs(os.path.dirname(path))
+    args = argparse.Namespace(num_layers=2, hidden_size=32, num_attention_heads=4, padded_vocab_size=64,
+                              ffn_hidden_size=64, tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
+                              position_embedding_type="rope", normalization="RMSNorm", swiglu=True)
+    torch.save({"model": {"language_model": {"embedding": {"word_embeddings": {"weight": torch.zeros(64, 32)}}}},
+                "args": args, "checkpoint_version": 3.0, "iteration": 10}, path)
+    with open(os.path.join(root, TRACKER_FILENAME), "w") as tracker:
+        tracker.write("10")
+    expect_error(capsys, ["--load-model-type", "megatron", "--save-model-type", "hf", "--load-dir", root,
+                          "--save-dir", str(tmp_path / "out")], "legacy (non-mcore)", "language_model")

@@ -173,3 +173,19 @@ def test_dense_and_expert_parts_of_the_norm_add_up() -> None:
     expected = (24 * 1.0 + 24 * 4.0) ** 0.5
     norm = global_grad_norm([model.dense, model.expert], grads, one, one, one)
     assert norm == pytest.approx(expected, rel=1e-7)
+
+
+@pytest.mark.parametrize("units, tp", [((4, 2, 2), 2), ((4, 1, 1), 4), ((6,), 3), ((8, 2, 2), 8)])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_place_is_unshard_one_rank_at_a_time(units: tuple, tp: int, dim: int) -> None:
+    """The converter rebuilds a full tensor rank by rank; replicated units come from their first holder."""
+    shard = TPShard(dim, tuple(Segment(n, 3) for n in units))
+    full = torch.randn((shard.full_size, 5) if dim == 0 else (5, shard.full_size))
+    pieces = [shard.shard(full, rank, tp) for rank in range(tp)]
+    for offset in (0.0, 1000.0):  # with an offset per rank, replicas differ: the first holder's must win
+        marked = [piece + rank * offset for rank, piece in enumerate(pieces)]
+        placed = torch.full_like(full, float("nan"))
+        for rank in reversed(range(tp)):
+            shard.place(marked[rank], rank, tp, placed)
+        assert torch.equal(placed, shard.unshard(marked))
+        assert offset or torch.equal(placed, full)
