@@ -8,9 +8,11 @@
 * With fp32 parameters the flag changes no bit of the logits or the gradients.
 * The Mamba registry maps ``residual_in_fp32`` to the flag and back.
 * One ``pretrain_gpt`` step (``--bf16 --fp32-residual-connection``, mock data)
-  runs in process, with recompute and a noop layer exactly as without recompute;
-  TP2, TP2+SP and PP2 steps (one 2-process gloo launch) give the TP1 loss within
-  a bf16 tolerance.
+  runs in process, with recompute and a noop layer exactly as without recompute,
+  and its loss differs from the bf16-stream loss. In one 2-process gloo launch,
+  PP2, PP2 with VPP, DP2 with the distributed optimizer, FSDP2 and FSDP1 steps
+  give the TP1 loss exactly; TP2 and TP2+SP within a bf16 tolerance (2e-3
+  relative: their row-parallel partial sums round in bf16).
 
     python -m pytest tests/unit/test_fp32_residual.py -q
 """
@@ -108,10 +110,15 @@ PRETRAIN = ["--num-layers", "4", "--hidden-size", "32", "--num-attention-heads",
             "--micro-batch-size", "2", "--global-batch-size", "4", "--train-iters", "1", "--optimizer", "sgd",
             "--lr", "0.1", "--mock-data", "--tokenizer-type", "NullTokenizer", "--seed", "3", "--device", "cpu",
             "--distributed-backend", "gloo", "--eval-iters", "0", "--log-interval", "1000", "--hidden-dropout", "0",
-            "--attention-dropout", "0", "--bf16", "--fp32-residual-connection", "--make-vocab-size-divisible-by", "1"]
+            "--attention-dropout", "0", "--bf16", "--fp32-residual-connection", "--make-vocab-size-divisible-by", "1",
+            "--init-method-std", "0.3"]
 PARALLEL = {"tp2": ["--tensor-model-parallel-size", "2"],
             "tp2_sp": ["--tensor-model-parallel-size", "2", "--sequence-parallel"],
-            "pp2": ["--pipeline-model-parallel-size", "2"]}
+            "pp2": ["--pipeline-model-parallel-size", "2"],
+            "pp2_vpp": ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"],
+            "dp2_distributed_optimizer": ["--use-distributed-optimizer"],
+            "fsdp2": ["--use-torch-fsdp2"],
+            "fsdp1": ["--use-torch-fsdp"]}
 
 
 def step_loss(argv: List[str]) -> float:
@@ -128,11 +135,15 @@ def _parallel_worker(rank: int, world_size: int, jobs: Dict[str, List[str]]) -> 
 
 def test_pretrain_step_bf16_fp32_residual_parallel() -> None:
     tp1 = step_loss(PRETRAIN)
-    assert torch.isfinite(torch.tensor(tp1))
+    bf16_stream = step_loss([arg for arg in PRETRAIN if arg != "--fp32-residual-connection"])
+    assert abs(bf16_stream - tp1) > 5e-4 * tp1  # the loss sees the residual's precision
     recompute = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     noop = ["--noop-layers", "3"]
     assert step_loss(PRETRAIN + noop + recompute) == step_loss(PRETRAIN + noop)
     per_rank = run_distributed(2, _parallel_worker, {name: PRETRAIN + extra for name, extra in PARALLEL.items()})
     for losses in per_rank:
         for name, loss in losses.items():
-            assert abs(loss - tp1) <= 2e-2 * abs(tp1), (name, loss, tp1)
+            if name.startswith("tp2"):  # each rank's bf16 partial sums round differently from the TP1 matmul
+                assert abs(loss - tp1) <= 2e-3 * tp1, (name, loss, tp1)
+            else:  # the same bf16 math: p2p in fp32, FSDP's bf16 params feeding an fp32 stream
+                assert loss == tp1, (name, loss, tp1)
