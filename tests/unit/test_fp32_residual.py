@@ -6,7 +6,8 @@
   input cast before its norm, fp32 adds, final norm output cast to bf16); the
   same model without the flag does not (so the test can fail).
 * With fp32 parameters the flag changes no bit of the logits or the gradients.
-* The Mamba registry maps ``residual_in_fp32`` to the flag and back.
+* The Mamba registry maps ``residual_in_fp32`` to the flag and back; Megatron
+  ``args`` carry ``fp32_residual_connection`` both ways.
 * One ``pretrain_gpt`` step (``--bf16 --fp32-residual-connection``, mock data)
   runs in process, with recompute and a noop layer exactly as without recompute,
   and its loss differs from the bf16-stream loss. In one 2-process gloo launch,
@@ -18,7 +19,7 @@
 """
 from __future__ import annotations
 
-import dataclasses
+from argparse import Namespace
 from typing import Dict, List
 
 import pytest
@@ -29,6 +30,7 @@ from core.launcher import run_distributed
 from core.models.gpt_model import GPTModel, build_model, layout_state
 from core.transformer.block import MambaLayer
 from core.transformer.config import TransformerConfig
+from mindspeed_llm.models.megatron_format import args_from_config, config_from_args
 from mindspeed_llm.models.registry import FAMILIES
 
 BF16 = torch.bfloat16
@@ -147,3 +149,11 @@ def test_pretrain_step_bf16_fp32_residual_parallel() -> None:
                 assert abs(loss - tp1) <= 2e-3 * tp1, (name, loss, tp1)
             else:  # the same bf16 math: p2p in fp32, FSDP's bf16 params feeding an fp32 stream
                 assert loss == tp1, (name, loss, tp1)
+
+
+def test_megatron_args_carry_the_flag_both_ways() -> None:
+    for flag in (True, False):
+        config = TransformerConfig(**TRANSFORMER, params_dtype=BF16, fp32_residual_connection=flag)
+        args = args_from_config(config)
+        assert args["fp32_residual_connection"] is flag
+        assert TransformerConfig(**config_from_args(Namespace(**args))).fp32_residual_connection is flag
