@@ -131,6 +131,9 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="norms scale by (1 + weight), weights stored as offsets (Gemma)")
     group.add_argument("--post-norm", action="store_true",
                        help="norm the attention and MLP outputs before the residual add (Gemma2)")
+    group.add_argument("--fp32-residual-connection", action="store_true",
+                       help="keep the residual stream (and pipeline messages) in fp32 under --bf16/--fp16 "
+                            "(HF Mamba's residual_in_fp32)")
     group.add_argument("--geglu", action="store_true", help="gated GELU MLP (Gemma)")
     group.add_argument("--gelu-tanh", action="store_true", help="GELU with the tanh approximation")
     group.add_argument("--input-embeds-norm", action="store_true",
@@ -1053,6 +1056,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             qk_layernorm=args.qk_layernorm,
             apply_layernorm_1p=args.apply_layernorm_1p,
             post_norm=args.post_norm,
+            fp32_residual_connection=args.fp32_residual_connection,
             geglu=args.geglu,
             gelu_tanh=args.gelu_tanh,
             input_embeds_norm=args.input_embeds_norm,

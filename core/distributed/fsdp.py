@@ -230,7 +230,10 @@ def wrap_fsdp2(model: nn.Module, state: ParallelState, *, param_dtype: Optional[
 
     specs = _record_specs(model)
     mesh, shard, rep = build_dp_mesh(state, _device_type(model), hsdp_replicate)
-    policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
+    fp32_stream = getattr(getattr(model, "config", None), "fp32_residual_connection", False)
+    # an fp32 residual stream enters each layer as it is (--fp32-residual-connection); the layers cast
+    policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype,
+                                  cast_forward_inputs=not fp32_stream)
     for layer in transformer_layers(model):
         fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
     fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)

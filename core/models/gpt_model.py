@@ -29,7 +29,7 @@ from core.tensor_parallel.layers import (ColumnParallelLinear, VocabParallelEmbe
                                         mark_param)
 from core.tensor_parallel.mappings import gather_from_tensor_model_parallel_region
 from core.tensor_parallel.param_meta import TPShard, copy_meta, full_shape, param_meta, update_meta
-from core.transformer.block import TransformerBlock, hidden_dropout, hidden_norm
+from core.transformer.block import TransformerBlock, compute_dtype, hidden_dropout, hidden_norm
 from core.transformer.config import TransformerConfig
 from core.transformer.position_embedding import PositionEmbedding
 from core.transformer.rope import LocalGlobalRotary, RotaryEmbedding
@@ -61,6 +61,8 @@ class LanguageEmbedding(nn.Module):
                                                        hidden.dtype)  # [s, b|1, h] this rank's positions
         if self.embedding_layernorm is not None:  # Bloom
             hidden = self.embedding_layernorm(hidden)
+        if cfg.fp32_residual_connection:  # the residual stream starts in fp32
+            hidden = hidden.float()
         return hidden_dropout(hidden, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
 
 
@@ -165,13 +167,15 @@ class GPTModel(nn.Module):
         rotary = None
         if self.rotary is not None:
             seq_len = input_ids.size(1) if input_ids is not None else self._full_seq_len(hidden)
-            rotary = self.rotary(seq_len, hidden.device, hidden.dtype, position_ids)
+            dtype = self._branch_dtype(hidden)  # cos/sin in the dtype of q and k
+            rotary = self.rotary(seq_len, hidden.device, dtype, position_ids)
             if self.local_rotary is not None:  # sliding-window layers have their own base (Gemma3)
-                rotary = LocalGlobalRotary(rotary, self.local_rotary(seq_len, hidden.device, hidden.dtype,
-                                                                     position_ids))
+                rotary = LocalGlobalRotary(rotary, self.local_rotary(seq_len, hidden.device, dtype, position_ids))
         hidden = self.decoder(hidden, rotary)
         if not self.post_process:
             return hidden
+        if self.config.fp32_residual_connection:  # the final norm's fp32 output, back to the output layer's dtype
+            hidden = hidden.to(self.output_weight().dtype)
         if self.prediction_head is not None:  # ModernBERT
             hidden = self.prediction_head(hidden)
         bias = self.output_layer_bias  # --add-output-layer-bias: the tied layer's own, or the untied layer's
@@ -189,6 +193,12 @@ class GPTModel(nn.Module):
         loss = vocab_parallel_cross_entropy(logits, labels.t(), self.tp_group, self.config.vocab_size,
                                             label_smoothing=label_smoothing)
         return loss.t().contiguous()  # [b, s]; not a view (FSDP2 hooks outputs)
+
+    def _branch_dtype(self, hidden: torch.Tensor) -> torch.dtype:
+        """The dtype attention and MLP compute in: the stream's, or the parameters' under an fp32 stream."""
+        if not self.config.fp32_residual_connection:
+            return hidden.dtype
+        return compute_dtype(self, self.config.params_dtype)
 
     def _full_seq_len(self, hidden: torch.Tensor) -> int:
         return hidden.size(0) * (self.tp_group.size if self.config.sequence_parallel else 1)

@@ -69,6 +69,26 @@ def hidden_norm(config: TransformerConfig) -> nn.Module:
                       parametric=not config.non_parametric_norm, bias=config.layernorm_bias)
 
 
+def compute_dtype(module: nn.Module, default: torch.dtype) -> torch.dtype:
+    """The dtype of ``module``'s first weight in this forward (under FSDP's mixed precision, its param_dtype).
+
+    Read through the ``weight`` attributes: FSDP1 swaps its unsharded low-precision
+    views in as plain tensors during forward, which ``parameters()`` does not list.
+    """
+    for sub in module.modules():
+        weight = getattr(sub, "weight", None)
+        if isinstance(weight, torch.Tensor) and weight.is_floating_point():
+            return weight.dtype
+    return default
+
+
+def to_compute_dtype(x: torch.Tensor, module: nn.Module, config: TransformerConfig) -> torch.Tensor:
+    """With ``--fp32-residual-connection``: a branch input cast from the fp32 stream to ``module``'s dtype."""
+    if not config.fp32_residual_connection:
+        return x
+    return x.to(compute_dtype(module, config.params_dtype))
+
+
 class TransformerLayer(nn.Module):
     """Pre-norm decoder layer: ``x + attn(norm(x))`` then ``x + mlp(norm(x))``.
 
@@ -100,18 +120,23 @@ class TransformerLayer(nn.Module):
                                            grad_partial_over_tp=config.sequence_parallel)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
-        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
+        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); fp32 with --fp32-residual-connection
         output = self._layer(hidden, rotary)
         return output * self.layer_scalar if self.layer_scalar is not None else output
 
     def _layer(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
-        normed = self.input_layernorm(hidden)
+        normed = self._norm(self.input_layernorm, hidden)
         attn = self._branch(self.self_attention(normed, rotary), self.post_self_attn_layernorm)
         if self.config.parallel_residual:  # both branches read the layer input
-            mlp_input = normed if self.config.parallel_residual_shared_norm else self.pre_mlp_layernorm(hidden)
+            shared = self.config.parallel_residual_shared_norm
+            mlp_input = normed if shared else self._norm(self.pre_mlp_layernorm, hidden)
             return hidden + attn + self._branch(self.mlp(mlp_input), self.post_mlp_layernorm)
         hidden = hidden + attn
-        return hidden + self._branch(self.mlp(self.pre_mlp_layernorm(hidden)), self.post_mlp_layernorm)
+        return hidden + self._branch(self.mlp(self._norm(self.pre_mlp_layernorm, hidden)), self.post_mlp_layernorm)
+
+    def _norm(self, norm: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+        """A pre-branch norm of the residual stream, in the dtype the attention or MLP computes in."""
+        return to_compute_dtype(norm(hidden), self, self.config)
 
     def _branch(self, output: torch.Tensor, output_norm: Optional[nn.Module]) -> torch.Tensor:
         """An attention or MLP output ``[s, b, h]`` as added to the residual: normed, scaled, dropped out."""
@@ -135,8 +160,8 @@ class MambaLayer(nn.Module):
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); no position embedding
         cfg = self.config
-        return hidden + hidden_dropout(self.mixer(self.norm(hidden)), cfg.hidden_dropout, self.training,
-                                       cfg.sequence_parallel)
+        normed = self.norm(to_compute_dtype(hidden, self, cfg))  # cast before the norm, as HF and Megatron
+        return hidden + hidden_dropout(self.mixer(normed), cfg.hidden_dropout, self.training, cfg.sequence_parallel)
 
 
 def build_layer(config: TransformerConfig, state: ParallelState, layer_number: int) -> nn.Module:

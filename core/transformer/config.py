@@ -210,6 +210,12 @@ class TransformerConfig:
     global_kv_channels: Optional[int] = None
     global_num_query_groups: Optional[int] = None
     global_attention_k_eq_v: bool = False
+    # The residual stream in fp32 while parameters and branch compute keep params_dtype (Megatron; HF Mamba's
+    # residual_in_fp32): the embedding output is cast to fp32; norms read the fp32 stream and their outputs (a
+    # Mamba layer's input, as HF and Megatron cast it before its norm) are cast to the parameters' dtype; branch
+    # outputs are added in fp32; pipeline stages exchange fp32; the final norm's output is cast back before the
+    # output layer. A no-op with fp32 parameters [--fp32-residual-connection]
+    fp32_residual_connection: bool = False
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -460,6 +466,11 @@ class TransformerConfig:
     def has_attention_layers(self) -> bool:
         """Some layer is a transformer layer (attention + MLP): not an all-Mamba pattern."""
         return self.hybrid_override_pattern is None or any(c != "M" for c in self.hybrid_override_pattern)
+
+    @property
+    def residual_dtype(self) -> torch.dtype:
+        """The dtype of the hidden states between layers and pipeline stages (``--fp32-residual-connection``)."""
+        return torch.float32 if self.fp32_residual_connection else self.params_dtype
 
     def is_mamba_layer(self, layer_number: int) -> bool:
         """Global layer ``layer_number`` is a Mamba layer (``--hybrid-override-pattern`` 'M')."""

@@ -31,6 +31,17 @@ def rms_norm_reference(x: torch.Tensor, weight: torch.Tensor, eps: float) -> tor
     return weight * x32.to(dtype)
 
 
+def weight_for_input(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``weight`` raised to fp32 when ``x`` is an fp32 residual stream and the parameters are bf16/fp16.
+
+    The norm then computes in fp32 and its output is fp32, as Megatron's mixed-dtype
+    norms (``--fp32-residual-connection``); the caller casts it to the parameters' dtype.
+    """
+    if x.dtype == torch.float32 and weight.dtype != torch.float32:
+        return weight.float()
+    return weight
+
+
 RMSNormKernel = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]
 
 
@@ -91,7 +102,8 @@ class RMSNorm(nn.Module):
                                  init="zeros" if offset else "ones", grad_partial_over_tp=grad_partial_over_tp)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return rms_norm(x, self.weight + 1.0 if self.offset else self.weight, self.eps)
+        weight = weight_for_input(self.weight, x)
+        return rms_norm(x, weight + 1.0 if self.offset else weight, self.eps)
 
 
 class LayerNorm(nn.Module):
@@ -111,8 +123,10 @@ class LayerNorm(nn.Module):
                                    init="zeros", grad_partial_over_tp=grad_partial_over_tp)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weight = self.weight + 1.0 if self.offset else self.weight
-        return F.layer_norm(x, (x.size(-1),), weight, self.bias, self.eps)
+        weight, bias = weight_for_input(self.weight, x), self.bias
+        weight = weight + 1.0 if self.offset else weight
+        bias = weight_for_input(bias, x) if bias is not None else None
+        return F.layer_norm(x, (x.size(-1),), weight, bias, self.eps)
 
 
 class NonParametricNorm(nn.Module):

@@ -32,6 +32,7 @@ GPT_ARGS=(
     --hybrid-override-pattern "$HYBRID_PATTERN" --mamba-version 2
     --mamba-state-dim 128 --mamba-head-dim 64 --mamba-num-groups 1 --mamba-expand 2 --mamba-d-conv 4
     --mamba-chunk-size 256
+    --fp32-residual-connection    # HF's residual_in_fp32 (true): the converted checkpoint records it
     --seq-length "$SEQ_LENGTH" --max-position-embeddings 4096 --position-embedding-type none
     --normalization RMSNorm --norm-epsilon 1e-5 --disable-bias-linear
     --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1

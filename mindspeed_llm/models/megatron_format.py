@@ -46,6 +46,7 @@ SAME_NAME_FIELDS = (
     "add_bias_linear", "add_qkv_bias", "untie_embeddings_and_output_weights", "apply_layernorm_1p", "qk_layernorm",
     "rope_scaling_type", "rope_scaling_factor", "geglu", "gelu_tanh", "input_embeds_norm", "sliding_window",
     "output_multiplier_scale", "attn_logit_softcapping", "output_logit_softcapping", "query_pre_attn_scalar",
+    "fp32_residual_connection",
 )
 # TransformerConfig field -> the ``args`` name Megatron-LM / MindSpeed-LLM use for it.
 RENAMED_FIELDS = {

@@ -17,8 +17,9 @@ MLP or position embedding. Mamba and FalconMamba use the selective scan
 which is also Megatron's; the TP split of each piece is the model's
 (:class:`~core.tensor_parallel.param_meta.TPShard` segments), so the map copies.
 Initialisation-only settings (``time_step_*`` ranges, ``rescale_prenorm_residual``)
-and ``residual_in_fp32`` are kept for the inverse config: in fp32, the
-precision of the parity tests, adding the residual in fp32 changes nothing.
+are kept for the inverse config. ``residual_in_fp32`` (HF's default True) is
+``fp32_residual_connection`` (``--fp32-residual-connection``) both ways, so a
+bf16 checkpoint keeps its residual stream in fp32 as transformers does.
 """
 from __future__ import annotations
 
@@ -43,8 +44,8 @@ SSM_WEIGHTS: Tuple[WeightRule, ...] = (
     WeightRule("output_layer.weight", ("lm_head.weight",), "vocab"),
 )
 
-# HF keys our config does not model: initialisation ranges and residual_in_fp32 (see the module docstring)
-PRESERVED = ("residual_in_fp32", "rescale_prenorm_residual", "time_step_scale", "time_step_min", "time_step_max",
+# HF keys our config does not model: initialisation ranges (see the module docstring)
+PRESERVED = ("rescale_prenorm_residual", "time_step_scale", "time_step_min", "time_step_max",
              "time_step_init_scheme", "time_step_floor", "use_mambapy", "use_associative_scan")
 
 
@@ -75,7 +76,8 @@ def _common_ssm_config(hf: Dict[str, Any], family: str, state_size: int = 16) ->
         attention_dropout=0.0, hidden_dropout=0.0, init_method_std=float(hf.get("initializer_range", 0.1)),
         make_vocab_size_divisible_by=1, hybrid_override_pattern="M" * layers,
         mamba_state_dim=int(hf.get("state_size", state_size)), mamba_expand=_expand(hf, family),
-        mamba_d_conv=int(hf.get("conv_kernel", 4)), mamba_conv_bias=bool(hf.get("use_conv_bias", True)))
+        mamba_d_conv=int(hf.get("conv_kernel", 4)), mamba_conv_bias=bool(hf.get("use_conv_bias", True)),
+        fp32_residual_connection=bool(hf.get("residual_in_fp32", True)))
     dtype = hf.get("torch_dtype") or hf.get("dtype")
     if isinstance(dtype, str) and hasattr(torch, dtype):
         kwargs["params_dtype"] = getattr(torch, dtype)
@@ -94,6 +96,7 @@ def _common_ssm_hf_config(cfg: TransformerConfig, family: str, version: int) -> 
                 use_bias=cfg.add_bias_linear, use_conv_bias=cfg.mamba_conv_bias, hidden_act="silu",
                 layer_norm_epsilon=cfg.norm_epsilon, initializer_range=cfg.init_method_std,
                 tie_word_embeddings=not cfg.untie_embeddings_and_output_weights, use_cache=True,
+                residual_in_fp32=cfg.fp32_residual_connection,
                 torch_dtype=str(cfg.params_dtype).replace("torch.", ""))
 
 

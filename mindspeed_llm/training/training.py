@@ -192,8 +192,9 @@ class Trainer:
         """The pipeline group and the activations' shape ``[s, b, h]`` (``[s/tp, b, h]`` under SP)."""
         args, state = self.args, self.state
         seq = args.seq_length // state.tp if args.sequence_parallel else args.seq_length
-        return PipelineOptions(state.pp_group, (seq, args.micro_batch_size, args.hidden_size), self.config.params_dtype,
-                               self.acc.device, args.variable_seq_lengths, len(self.models), args.schedules_method)
+        shape = (seq, args.micro_batch_size, args.hidden_size)  # in fp32 under --fp32-residual-connection
+        return PipelineOptions(state.pp_group, shape, self.config.residual_dtype, self.acc.device,
+                               args.variable_seq_lengths, len(self.models), args.schedules_method)
 
     def train_step(self, data_iterator: Iterator[Batch]) -> StepResult:
         for model in self.models:
