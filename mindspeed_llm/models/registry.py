@@ -761,7 +761,8 @@ FAMILIES: Dict[str, Family] = {"llama2": _LLAMA, "llama": _LLAMA, "llama3": _LLA
 
 
 # MindSpeed-LLM ``--model-type-hf`` names that are neither a family's name nor its HF ``model_type``.
-ALIASES: Dict[str, str] = {"qwen": "qwen2", "llama3": "llama2"}
+ALIASES: Dict[str, str] = {"qwen": "qwen2", "qwen25": "qwen2", "llama3": "llama2", "magistral": "mistral",
+                           "bloom_3b": "bloom"}
 
 
 def register(family: Family, *aliases: str) -> Family:

@@ -269,3 +269,17 @@ def test_softmax_type_is_checked_in_the_config() -> None:
     with pytest.raises(ValueError, match="--softmax-type 'sink' is not one of"):
         TransformerConfig(**SMALL, softmax_type="sink")
     assert TransformerConfig(**SMALL, softmax_type="off-by-one").softmax_type == "off-by-one"
+
+
+# MindSpeed-LLM's --model-type-hf names for the dense families (REFERENCE.md), each resolving to its family.
+MINDSPEED_NAMES = {"llama2": "llama2", "mistral": "mistral", "qwen": "qwen2", "qwen25": "qwen2", "qwen3": "qwen3",
+                   "gemma": "gemma", "gemma2": "gemma2", "bloom": "bloom", "bloom_3b": "bloom", "phi3.5": "phi3",
+                   "hunyuan": "hunyuan_v1_dense", "glm4": "glm4", "seed-oss": "seed_oss", "mamba2": "mamba2",
+                   "magistral": "mistral"}
+
+
+@pytest.mark.parametrize("name, family", sorted(MINDSPEED_NAMES.items()))
+def test_mindspeed_model_type_names_resolve(name: str, family: str) -> None:
+    from mindspeed_llm.models.registry import get_family
+
+    assert get_family(name).name == family
