@@ -47,17 +47,26 @@ SSM_WEIGHTS: Tuple[WeightRule, ...] = (
 # HF keys our config does not model: initialisation ranges (see the module docstring)
 PRESERVED = ("rescale_prenorm_residual", "time_step_scale", "time_step_min", "time_step_max",
              "time_step_init_scheme", "time_step_floor", "use_mambapy", "use_associative_scan")
+# Mamba and FalconMamba build d_inner from intermediate_size (written back), so a stated ``expand`` that
+# disagrees with it (falcon-mamba-7b's 16) changes nothing and is kept as published
+MAMBA1_PRESERVED = PRESERVED + ("expand",)
 
 
 def _expand(hf: Dict[str, Any], family: str) -> int:
+    """d_inner / hidden. Mamba and FalconMamba take d_inner from ``intermediate_size`` when config.json gives it,
+    as transformers builds the mixer from it whatever ``expand`` says (tiiuae/falcon-mamba-7b: ``expand`` 16,
+    ``intermediate_size`` 8192 = 2 x 4096); otherwise, and for Mamba2, d_inner is ``expand`` x hidden."""
     hidden, expand = int(hf["hidden_size"]), hf.get("expand", 2)
+    given = hf.get("intermediate_size") if family != "mamba2" else None
+    if given is not None:
+        if int(given) % hidden:
+            raise RegistryError(f"{family} intermediate_size={given} is not expand x hidden_size={hidden} for an "
+                                "integer expand: the decoder needs d_inner = expand x hidden")
+        return int(given) // hidden
     inner = expand * hidden
     if inner != int(inner) or int(inner) % hidden:
         raise RegistryError(f"{family} expand={expand} with hidden_size={hidden} is not supported: the decoder needs "
                             "an integer expand (d_inner = expand x hidden)")
-    given = hf.get("intermediate_size")
-    if family != "mamba2" and given is not None and int(given) != int(inner):
-        raise RegistryError(f"{family} intermediate_size={given} is not expand x hidden_size = {int(inner)}")
     return int(inner) // hidden
 
 
@@ -163,8 +172,8 @@ def _mamba2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 
 
 MAMBA = register(Family("mamba", "mamba", "MambaForCausalLM", _mamba_config, _mamba_hf_config, SSM_WEIGHTS,
-                        preserved_keys=PRESERVED))
+                        preserved_keys=MAMBA1_PRESERVED))
 FALCON_MAMBA = register(Family("falcon_mamba", "falcon_mamba", "FalconMambaForCausalLM", _falcon_mamba_config,
-                               _falcon_mamba_hf_config, SSM_WEIGHTS, preserved_keys=PRESERVED), "falcon-mamba")
+                               _falcon_mamba_hf_config, SSM_WEIGHTS, preserved_keys=MAMBA1_PRESERVED), "falcon-mamba")
 MAMBA2 = register(Family("mamba2", "mamba2", "Mamba2ForCausalLM", _mamba2_config, _mamba2_hf_config, SSM_WEIGHTS,
                          preserved_keys=PRESERVED))

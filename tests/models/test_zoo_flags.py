@@ -224,6 +224,26 @@ def test_unsupported_ssm_settings_are_one_line_registry_errors(family: str, sett
     with pytest.raises(RegistryError) as error:
         config_from_hf(hf, family)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("family, config_class", [("mamba", "MambaConfig"), ("falcon_mamba", "FalconMambaConfig")])
+def test_mamba_inner_size_follows_intermediate_size_over_expand(family: str, config_class: str) -> None:
+    """falcon-mamba-7b's config.json says expand 16 with intermediate_size 2 x hidden: transformers builds the
+    mixer from intermediate_size, so must the registry; the stated expand comes back unchanged."""
+    import transformers
+
+    from mindspeed_llm.models.registry import config_from_hf, get_family
+
+    hf = dict(model_type=family, hidden_size=64, num_hidden_layers=2, vocab_size=128, expand=16, intermediate_size=128,
+              state_size=8)
+    theirs = getattr(transformers, f"{config_class.removesuffix('Config')}ForCausalLM")(
+        getattr(transformers, config_class)(**hf))
+    ours = config_from_hf(hf, family)
+    assert ours.mamba_d_inner == theirs.backbone.layers[0].mixer.conv1d.weight.shape[0] == 128
+    back = get_family(family).to_hf_config(ours, hf)
+    assert (back["expand"], back["intermediate_size"]) == (16, 128)
+
+
 @pytest.mark.parametrize("yarn", [
     dict(factor=4.0, original_max_position_embeddings=64),  # attention factor 0.1 ln(4) + 1
     dict(factor=8.0, original_max_position_embeddings=32, beta_fast=16.0, beta_slow=2.0, mscale=0.8,
