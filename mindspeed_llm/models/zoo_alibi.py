@@ -30,7 +30,8 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, Family, RegistryError, WeightRule, _common_config,
-                                           _common_hf_config, _renamed, register)
+                                           _common_hf_config, _renamed, plain_activation, plain_activation_to_hf,
+                                           register)
 
 # Fields that describe how a model is trained or laid out, not what it computes.
 RUNTIME_FIELDS = frozenset({
@@ -78,34 +79,12 @@ def _bias_flags(attention: bool, mlp: bool) -> Dict[str, bool]:
     return dict(add_bias_linear=False, add_qkv_bias=attention, add_dense_bias=attention, add_mlp_bias=mlp)
 
 
-# HF activation of a non-gated MLP -> our flags
-PLAIN_ACTIVATIONS: Dict[str, Dict[str, bool]] = {
-    "gelu": dict(), "gelu_pytorch_tanh": dict(gelu_tanh=True), "gelu_new": dict(gelu_tanh=True),
-    "relu": dict(relu=True), "relu2": dict(squared_relu=True),
-}
 
-
-def _plain_activation(name: str, hf: Dict[str, Any], default: str) -> Dict[str, bool]:
-    act = hf.get("hidden_act") or default
-    if act not in PLAIN_ACTIVATIONS:
-        raise RegistryError(f"{name} hidden_act {act!r} is not supported (supported: {', '.join(PLAIN_ACTIVATIONS)})")
-    flags = dict(swiglu=False, geglu=False, gelu_tanh=False, relu=False, squared_relu=False)
-    return {**flags, **PLAIN_ACTIVATIONS[act]}
-
-
-def _plain_activation_to_hf(cfg: TransformerConfig) -> str:
-    if cfg.squared_relu:
-        return "relu2"
-    if cfg.relu:
-        return "relu"
-    return "gelu_pytorch_tanh" if cfg.gelu_tanh else "gelu"
-
-
-def _layer_norm_hf_config(cfg: TransformerConfig, eps_key: str) -> Dict[str, Any]:
+def _layer_norm_hf_config(cfg: TransformerConfig, eps_key: str, family: str) -> Dict[str, Any]:
     """``_common_hf_config`` with a LayerNorm epsilon key and a non-gated activation."""
     out = _common_hf_config(cfg)
     del out["rms_norm_eps"]
-    return {**out, eps_key: cfg.norm_epsilon, "hidden_act": _plain_activation_to_hf(cfg)}
+    return {**out, eps_key: cfg.norm_epsilon, "hidden_act": plain_activation_to_hf(cfg, family)}
 
 
 def _prefixed(prefix: str, rules: Sequence[Tuple[str, str, str]]) -> Tuple[WeightRule, ...]:
@@ -260,7 +239,7 @@ STARCODER2_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"mlp.linear_fc1.weight": "mlp.c_fc
 def _layer_norm_config(name: str, hf: Dict[str, Any], eps_key: str, default_act: str) -> Dict[str, Any]:
     """Llama fields with LayerNorm (with bias) and a non-gated MLP."""
     hf = {**hf, "hidden_act": hf.get("hidden_act") or default_act}
-    kwargs = {**_common_config({**hf, "hidden_act": "silu"}), **_plain_activation(name, hf, default_act)}
+    kwargs = {**_common_config({**hf, "hidden_act": "silu"}), **plain_activation(hf, name, default=default_act)}
     return {**kwargs, "normalization": "LayerNorm", "norm_epsilon": float(hf.get(eps_key, 1e-5))}
 
 
@@ -272,7 +251,7 @@ def _jais2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _jais2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     places = _bias_places(dataclasses.asdict(cfg))
-    return {**_layer_norm_hf_config(cfg, "layer_norm_eps"), "attention_bias": places["qkv"],
+    return {**_layer_norm_hf_config(cfg, "layer_norm_eps", "jais2"), "attention_bias": places["qkv"],
             "mlp_bias": places["mlp"]}
 
 
@@ -287,7 +266,7 @@ def _nemotron_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _nemotron_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     places = _bias_places(dataclasses.asdict(cfg))
-    return {**_layer_norm_hf_config(cfg, "norm_eps"), "partial_rotary_factor": cfg.rotary_percent,
+    return {**_layer_norm_hf_config(cfg, "norm_eps", "nemotron"), "partial_rotary_factor": cfg.rotary_percent,
             "attention_bias": places["qkv"], "mlp_bias": places["mlp"]}
 
 
@@ -300,7 +279,8 @@ def _starcoder2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _starcoder2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    return {**_layer_norm_hf_config(cfg, "norm_epsilon"), "use_bias": _bias_places(dataclasses.asdict(cfg))["qkv"],
+    return {**_layer_norm_hf_config(cfg, "norm_epsilon", "starcoder2"),
+            "use_bias": _bias_places(dataclasses.asdict(cfg))["qkv"],
             "sliding_window": cfg.sliding_window, "residual_dropout": 0.0, "embedding_dropout": 0.0}
 
 

@@ -33,28 +33,12 @@ from typing import Any, Dict, List, Sequence, Tuple
 import torch
 
 from core.transformer.config import TransformerConfig
-from mindspeed_llm.models.registry import Family, RegistryError, WeightRule, _dtype_name, register
+from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _dtype_name, plain_activation,
+                                           plain_activation_to_hf, register)
 
-# HF non-gated activation -> our flags (the default MLP is exact GELU)
-ACTIVATIONS: Dict[str, Dict[str, bool]] = {
-    "gelu": {}, "gelu_new": dict(gelu_tanh=True), "gelu_pytorch_tanh": dict(gelu_tanh=True),
-    "gelu_fast": dict(gelu_tanh=True),  # the same tanh formula, its constant written out
-    "relu": dict(relu=True),
-}
+# the non-gated activations these families use (registry.PLAIN_ACTIVATIONS names)
+LEARNED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu")
 FAIRSEQ_POSITION_OFFSET = 2  # OPT, BioGpt and XGLM keep two leading rows in their position tables
-
-
-def _activation(hf: Dict[str, Any], name: str, key: str, default: str) -> Dict[str, bool]:
-    act = hf.get(key) or default
-    if act not in ACTIVATIONS:
-        raise RegistryError(f"{name} {key}={act!r} is not supported (supported: {', '.join(ACTIVATIONS)})")
-    return dict(ACTIVATIONS[act])
-
-
-def _activation_to_hf(cfg: TransformerConfig, tanh_name: str) -> str:
-    if cfg.relu:
-        return "relu"
-    return tanh_name if cfg.gelu_tanh else "gelu"
 
 
 def _refuse(hf: Dict[str, Any], name: str, **unsupported: Any) -> None:
@@ -135,7 +119,8 @@ def _gpt2_shape(hf: Dict[str, Any], name: str) -> Dict[str, Any]:
 
 
 def _gpt2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
-    return {**_gpt2_shape(hf, "gpt2"), **_activation(hf, "gpt2", "activation_function", "gelu_new")}
+    return {**_gpt2_shape(hf, "gpt2"),
+            **plain_activation(hf, "gpt2", "activation_function", "gelu_new", LEARNED_ACTIVATIONS)}
 
 
 def _gpt2_hf_shape(cfg: TransformerConfig, name: str, tanh_name: str) -> Dict[str, Any]:
@@ -147,7 +132,8 @@ def _gpt2_hf_shape(cfg: TransformerConfig, name: str, tanh_name: str) -> Dict[st
     return {**_base_hf(cfg), "n_embd": cfg.hidden_size, "n_layer": cfg.num_layers, "n_head": cfg.num_attention_heads,
             "n_inner": cfg.ffn_hidden_size, "n_positions": cfg.max_position_embeddings,
             "layer_norm_epsilon": cfg.norm_epsilon, "initializer_range": cfg.init_method_std,
-            "activation_function": _activation_to_hf(cfg, tanh_name), "scale_attn_weights": cfg.softmax_scale is None,
+            "activation_function": plain_activation_to_hf(cfg, name, tanh_name),
+            "scale_attn_weights": cfg.softmax_scale is None,
             "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False, "add_cross_attention": False}
 
 
@@ -158,7 +144,7 @@ def _gpt2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 
 def _gpt_bigcode_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     kwargs = {**_gpt2_shape(hf, "gpt_bigcode"),
-              **_activation(hf, "gpt_bigcode", "activation_function", "gelu_pytorch_tanh")}
+              **plain_activation(hf, "gpt_bigcode", "activation_function", "gelu_pytorch_tanh", LEARNED_ACTIVATIONS)}
     if hf.get("multi_query", True):
         kwargs["num_query_groups"] = 1
     return kwargs
@@ -220,7 +206,8 @@ def _gpt_neo_config(hf: Dict[str, Any]) -> Dict[str, Any]:
                               eps=float(hf.get("layer_norm_epsilon", 1e-5)),
                               init_std=float(hf.get("initializer_range", 0.02)))
     local = "local" in types
-    return {**kwargs, **_activation(hf, "gpt_neo", "activation_function", "gelu_new"), "add_bias_linear": False,
+    return {**kwargs, **plain_activation(hf, "gpt_neo", "activation_function", "gelu_new", LEARNED_ACTIVATIONS),
+            "add_bias_linear": False,
             "add_dense_bias": True, "add_mlp_bias": True, "softmax_scale": 1.0,
             "sliding_window": int(hf.get("window_size", 256)) if local else None,
             "full_attention_layers": tuple(i for i, kind in enumerate(types) if kind == "global") if local else ()}
@@ -235,7 +222,8 @@ def _gpt_neo_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**_base_hf(cfg), "hidden_size": cfg.hidden_size, "num_layers": cfg.num_layers,
             "num_heads": cfg.num_attention_heads, "intermediate_size": cfg.ffn_hidden_size,
             "max_position_embeddings": cfg.max_position_embeddings, "layer_norm_epsilon": cfg.norm_epsilon,
-            "initializer_range": cfg.init_method_std, "activation_function": _activation_to_hf(cfg, "gelu_new"),
+            "initializer_range": cfg.init_method_std,
+            "activation_function": plain_activation_to_hf(cfg, "gpt_neo", "gelu_new"),
             "attention_types": _gpt_neo_attention_types(types), "attention_layers": types,
             **({"window_size": cfg.sliding_window} if cfg.sliding_window is not None else {})}
 
@@ -285,7 +273,7 @@ def _opt_config(hf: Dict[str, Any]) -> Dict[str, Any]:
                               heads=int(hf["num_attention_heads"]), ffn=int(hf["ffn_dim"]),
                               positions=int(hf["max_position_embeddings"]), eps=1e-5,
                               init_std=float(hf.get("init_std", 0.02)))
-    return {**kwargs, **_activation(hf, "opt", "activation_function", "relu"),
+    return {**kwargs, **plain_activation(hf, "opt", "activation_function", "relu", LEARNED_ACTIVATIONS),
             "position_embedding_offset": FAIRSEQ_POSITION_OFFSET, "add_bias_linear": bool(hf.get("enable_bias", True)),
             "non_parametric_norm": not hf.get("layer_norm_elementwise_affine", True)}
 
@@ -298,7 +286,7 @@ def _opt_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**_base_hf(cfg), "hidden_size": cfg.hidden_size, "num_hidden_layers": cfg.num_layers,
             "num_attention_heads": cfg.num_attention_heads, "ffn_dim": cfg.ffn_hidden_size,
             "max_position_embeddings": cfg.max_position_embeddings, "init_std": cfg.init_method_std,
-            "activation_function": _activation_to_hf(cfg, "gelu_new"), "do_layer_norm_before": True,
+            "activation_function": plain_activation_to_hf(cfg, "opt", "gelu_new"), "do_layer_norm_before": True,
             "_remove_final_layer_norm": False, "word_embed_proj_dim": cfg.hidden_size,
             "enable_bias": cfg.add_bias_linear, "layer_norm_elementwise_affine": not cfg.non_parametric_norm}
 
@@ -308,7 +296,7 @@ def _biogpt_config(hf: Dict[str, Any]) -> Dict[str, Any]:
                               heads=int(hf["num_attention_heads"]), ffn=int(hf["intermediate_size"]),
                               positions=int(hf["max_position_embeddings"]), eps=1e-5,  # nn.LayerNorm's default
                               init_std=float(hf.get("initializer_range", 0.02)))
-    return {**kwargs, **_activation(hf, "biogpt", "hidden_act", "gelu"),
+    return {**kwargs, **plain_activation(hf, "biogpt", "hidden_act", "gelu", LEARNED_ACTIVATIONS),
             "position_embedding_offset": FAIRSEQ_POSITION_OFFSET,
             "input_embeds_norm": bool(hf.get("scale_embedding", True))}
 
@@ -320,7 +308,7 @@ def _biogpt_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**_base_hf(cfg), "hidden_size": cfg.hidden_size, "num_hidden_layers": cfg.num_layers,
             "num_attention_heads": cfg.num_attention_heads, "intermediate_size": cfg.ffn_hidden_size,
             "max_position_embeddings": cfg.max_position_embeddings, "initializer_range": cfg.init_method_std,
-            "hidden_act": _activation_to_hf(cfg, "gelu_new"), "scale_embedding": cfg.input_embeds_norm}
+            "hidden_act": plain_activation_to_hf(cfg, "biogpt", "gelu_new"), "scale_embedding": cfg.input_embeds_norm}
 
 
 def _xglm_config(hf: Dict[str, Any]) -> Dict[str, Any]:
@@ -334,7 +322,7 @@ def _xglm_config(hf: Dict[str, Any]) -> Dict[str, Any]:
                               heads=int(hf["attention_heads"]), ffn=int(hf["ffn_dim"]),
                               positions=int(hf["max_position_embeddings"]), eps=1e-5,  # nn.LayerNorm's default
                               init_std=float(hf.get("init_std", 0.02)))
-    return {**kwargs, **_activation(hf, "xglm", "activation_function", "gelu"),
+    return {**kwargs, **plain_activation(hf, "xglm", "activation_function", "gelu", LEARNED_ACTIVATIONS),
             "position_embedding_type": "sinusoidal", "position_embedding_offset": FAIRSEQ_POSITION_OFFSET,
             "input_embeds_norm": bool(hf.get("scale_embedding", True))}
 
@@ -346,7 +334,8 @@ def _xglm_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**_base_hf(cfg), "d_model": cfg.hidden_size, "num_layers": cfg.num_layers,
             "attention_heads": cfg.num_attention_heads, "ffn_dim": cfg.ffn_hidden_size,
             "max_position_embeddings": cfg.max_position_embeddings, "init_std": cfg.init_method_std,
-            "activation_function": _activation_to_hf(cfg, "gelu_new"), "scale_embedding": cfg.input_embeds_norm,
+            "activation_function": plain_activation_to_hf(cfg, "xglm", "gelu_new"),
+            "scale_embedding": cfg.input_embeds_norm,
             "add_cross_attention": False}
 
 

@@ -58,36 +58,14 @@ from mindspeed_llm.models.registry import (
     _llama_hf_config,
     _renamed,
     _rope_settings,
+    plain_activation,
+    plain_activation_to_hf,
     register,
 )
 
 # --------------------------------------------------------------------------- activations
 
-# HF non-gated MLP activation -> our flags (the MLP computes act(up))
-PLAIN_ACTIVATIONS: Dict[str, Dict[str, bool]] = {
-    "relu2": dict(squared_relu=True), "relu": dict(relu=True), "gelu": {},
-    "gelu_pytorch_tanh": dict(gelu_tanh=True), "xielu": dict(xielu=True),
-}
-
-
-def _plain_activation(hf: Dict[str, Any], family: str, default: str, supported: Sequence[str]) -> Dict[str, Any]:
-    """Our activation flags for a non-gated HF MLP (``hidden_act`` among ``supported``)."""
-    name = hf.get("hidden_act") or default
-    if name not in supported:
-        raise RegistryError(f"{family} hidden_act {name!r} is not supported (supported: {', '.join(supported)})")
-    return {"swiglu": False, **PLAIN_ACTIVATIONS[name]}
-
-
-def _plain_activation_to_hf(cfg: TransformerConfig, family: str) -> str:
-    if cfg.gated_linear_unit:
-        raise RegistryError(f"{family} has a non-gated MLP; the config sets --swiglu/--geglu/--gated-mlp")
-    if cfg.xielu:
-        return "xielu"
-    if cfg.squared_relu:
-        return "relu2"
-    if cfg.relu:
-        return "relu"
-    return "gelu_pytorch_tanh" if cfg.gelu_tanh else "gelu"
+# non-gated MLP activations: registry.plain_activation / plain_activation_to_hf
 
 
 def _without_activation(hf: Dict[str, Any]) -> Dict[str, Any]:
@@ -307,13 +285,14 @@ ARCEE_ACTIVATIONS = ("relu2", "relu", "gelu", "gelu_pytorch_tanh")
 
 def _arcee_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     """Arcee (AFM): Llama with a non-gated MLP, ReLU squared by default."""
-    return {**_llama_config(_without_activation(hf)), **_plain_activation(hf, "arcee", "relu2", ARCEE_ACTIVATIONS)}
+    return {**_llama_config(_without_activation(hf)),
+            **plain_activation(hf, "arcee", default="relu2", supported=ARCEE_ACTIVATIONS)}
 
 
 def _arcee_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     out = _llama_hf_config(cfg)
     out.pop("pretraining_tp")
-    return {**out, "hidden_act": _plain_activation_to_hf(cfg, "arcee")}
+    return {**out, "hidden_act": plain_activation_to_hf(cfg, "arcee")}
 
 
 _ARCEE = register(Family("arcee", "arcee", "ArceeForCausalLM", _arcee_config, _arcee_hf_config,
@@ -344,13 +323,14 @@ def _apertus_config(hf: Dict[str, Any]) -> Dict[str, Any]:
         hf = {**hf, "rope_parameters": APERTUS_ROPE}
     return {**_common_config(_without_activation(hf)), "norm_epsilon": float(hf.get("rms_norm_eps", 1e-5)),
             "qk_layernorm": True, **_attention_bias(hf),
-            **_plain_activation(hf, "apertus", "xielu", ("xielu", "relu2", "relu", "gelu", "gelu_pytorch_tanh"))}
+            **plain_activation(hf, "apertus", default="xielu",
+                               supported=("xielu", "relu2", "relu", "gelu", "gelu_pytorch_tanh"))}
 
 
 def _apertus_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if not cfg.qk_layernorm or cfg.qk_layernorm_full_width:
         raise RegistryError("apertus needs --qk-layernorm (per head)")
-    return {**_common_hf_config(cfg), "hidden_act": _plain_activation_to_hf(cfg, "apertus"),
+    return {**_common_hf_config(cfg), "hidden_act": plain_activation_to_hf(cfg, "apertus"),
             "attention_bias": _attention_bias_to_hf(cfg, "apertus")}
 
 
@@ -410,7 +390,8 @@ def _nanochat_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     if hf.get("attention_bias", False):
         raise RegistryError("nanochat attention_bias=True is not supported")
     out = {**_common_config(_without_activation(hf)),
-           **_plain_activation(hf, "nanochat", "relu2", ("relu2", "relu", "gelu", "gelu_pytorch_tanh")),
+           **plain_activation(hf, "nanochat", default="relu2",
+                              supported=("relu2", "relu", "gelu", "gelu_pytorch_tanh")),
            "non_parametric_norm": True, "embed_layernorm": True, "qk_layernorm": True,
            "non_parametric_qk_norm": True, "output_logit_softcapping": hf.get("final_logit_softcapping", 15.0)}
     if out.get("rotary_percent", 1.0) != 1.0:
@@ -427,7 +408,7 @@ def _nanochat_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
                             "--qk-layernorm --non-parametric-qk-norm, full rotary and head dim = hidden / heads")
     out = _common_hf_config(cfg)
     out.pop("head_dim")
-    return {**out, "hidden_act": _plain_activation_to_hf(cfg, "nanochat"), "attention_bias": False,
+    return {**out, "hidden_act": plain_activation_to_hf(cfg, "nanochat"), "attention_bias": False,
             "final_logit_softcapping": cfg.output_logit_softcapping}
 
 

@@ -34,30 +34,14 @@ from mindspeed_llm.models.registry import (
     _dtype_name,
     _rope_settings,
     _rope_to_hf,
+    plain_activation,
+    plain_activation_to_hf,
     register,
 )
 
-# HF non-gated activation -> our flags (GELU, exact, when none is set)
-PLAIN_ACTIVATIONS: Dict[str, Dict[str, bool]] = {
-    "gelu": {}, "gelu_new": dict(gelu_tanh=True), "gelu_pytorch_tanh": dict(gelu_tanh=True),
-    "gelu_fast": dict(gelu_tanh=True), "relu": dict(relu=True), "relu2": dict(squared_relu=True),
-}
-
-
-def _plain_activation(name: str, family: str, key: str) -> Dict[str, bool]:
-    if name not in PLAIN_ACTIVATIONS:
-        raise RegistryError(f"{family} {key}={name!r} is not supported (supported: {', '.join(PLAIN_ACTIVATIONS)})")
-    return dict(PLAIN_ACTIVATIONS[name])
-
-
-def _plain_activation_to_hf(cfg: TransformerConfig, family: str) -> str:
-    if cfg.gated_linear_unit:
-        raise RegistryError(f"{family} has a non-gated MLP; the config sets --swiglu/--geglu")
-    if cfg.relu:
-        return "relu"
-    if cfg.squared_relu:
-        return "relu2"
-    return "gelu_new" if cfg.gelu_tanh else "gelu"
+# the non-gated activations these families use (registry.PLAIN_ACTIVATIONS names); GELU's tanh form is written
+# back as gelu_new
+PARALLEL_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "relu2")
 
 
 def _base_config(hf: Dict[str, Any], *, layers: int, hidden: int, heads: int, ffn: int, positions: int,
@@ -229,7 +213,7 @@ def _gpt_neox_config(hf: Dict[str, Any]) -> Dict[str, Any]:
         kwargs["add_bias_linear"] = True
     else:
         kwargs["add_mlp_bias"] = True
-    kwargs.update(_plain_activation(hf.get("hidden_act", "gelu"), "gpt_neox", "hidden_act"))
+    kwargs.update(plain_activation(hf, "gpt_neox", "hidden_act", "gelu", PARALLEL_ACTIVATIONS))
     kwargs.update(_neox_rope(hf, 0.25, "gpt_neox"), parallel_residual=bool(hf.get("use_parallel_residual", True)))
     _check_rotary(kwargs, "gpt_neox", int(kwargs["kv_channels"] * kwargs.get("rotary_percent", 1.0)))
     return kwargs
@@ -245,7 +229,7 @@ def _gpt_neox_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**out, **_neox_rope_to_hf(cfg), "hidden_size": cfg.hidden_size, "intermediate_size": cfg.ffn_hidden_size,
             "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_attention_heads,
             "max_position_embeddings": cfg.max_position_embeddings, "layer_norm_eps": cfg.norm_epsilon,
-            "hidden_act": _plain_activation_to_hf(cfg, "gpt_neox"), "attention_bias": cfg.add_bias_linear,
+            "hidden_act": plain_activation_to_hf(cfg, "gpt_neox", "gelu_new"), "attention_bias": cfg.add_bias_linear,
             "use_parallel_residual": cfg.parallel_residual}
 
 
@@ -258,7 +242,7 @@ def _gpt_neox_japanese_config(hf: Dict[str, Any]) -> Dict[str, Any]:
                           ffn=int(hidden * hf.get("intermediate_multiple_size", 4)),
                           positions=int(hf.get("max_position_embeddings", 2048)),
                           eps=float(hf.get("layer_norm_eps", 1e-5)))
-    kwargs.update(_plain_activation(hf.get("hidden_act", "gelu"), "gpt_neox_japanese", "hidden_act"))
+    kwargs.update(plain_activation(hf, "gpt_neox_japanese", "hidden_act", "gelu", PARALLEL_ACTIVATIONS))
     kwargs.update(_neox_rope(hf, 1.0, "gpt_neox_japanese"), dense_bias_layers=(layers - 1,),
                   untie_embeddings_and_output_weights=not hf.get("tie_word_embeddings", True))
     _check_rotary(kwargs, "gpt_neox_japanese", int(kwargs["kv_channels"] * kwargs.get("rotary_percent", 1.0)))
@@ -278,7 +262,7 @@ def _gpt_neox_japanese_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
             "intermediate_multiple_size": cfg.ffn_hidden_size // cfg.hidden_size,
             "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_attention_heads,
             "max_position_embeddings": cfg.max_position_embeddings, "layer_norm_eps": cfg.norm_epsilon,
-            "hidden_act": _plain_activation_to_hf(cfg, "gpt_neox_japanese")}
+            "hidden_act": plain_activation_to_hf(cfg, "gpt_neox_japanese", "gelu_new")}
 
 
 # --------------------------------------------------------------------------- GPT-J, CodeGen
@@ -300,7 +284,7 @@ def _gptj_config(hf: Dict[str, Any], family: str = "gptj") -> Dict[str, Any]:
     percent = int(rotary_dim) / kwargs["kv_channels"]
     if int(kwargs["kv_channels"] * percent) != int(rotary_dim):
         raise RegistryError(f"{family} rotary_dim={rotary_dim} is not representable as --rotary-percent")
-    kwargs.update(_plain_activation(hf.get("activation_function", "gelu_new"), family, "activation_function"))
+    kwargs.update(plain_activation(hf, family, "activation_function", "gelu_new", PARALLEL_ACTIVATIONS))
     kwargs.update(rotary_base=10000.0, rotary_percent=percent, rope_interleaved=True, add_mlp_bias=True,
                   add_output_layer_bias=True, parallel_residual=True, parallel_residual_shared_norm=True)
     return kwargs
@@ -317,7 +301,8 @@ def _gptj_hf_config(cfg: TransformerConfig, family: str = "gptj") -> Dict[str, A
                             "and --rotary-base 10000 without --rope-scaling-type")
     return {**out, "n_embd": cfg.hidden_size, "n_layer": cfg.num_layers, "n_head": cfg.num_attention_heads,
             "n_inner": cfg.ffn_hidden_size, "n_positions": cfg.max_position_embeddings, "rotary_dim": cfg.rotary_dim,
-            "layer_norm_epsilon": cfg.norm_epsilon, "activation_function": _plain_activation_to_hf(cfg, family)}
+            "layer_norm_epsilon": cfg.norm_epsilon,
+            "activation_function": plain_activation_to_hf(cfg, family, "gelu_new")}
 
 
 def _codegen_config(hf: Dict[str, Any]) -> Dict[str, Any]:
@@ -372,7 +357,7 @@ def _phi_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     if hf.get("tie_word_embeddings", False):
         raise RegistryError("phi tie_word_embeddings=True is not supported (its lm_head has a bias)")
     kwargs = _llama_style_config(hf, "phi", 0.5)
-    kwargs.update(_plain_activation(hf.get("hidden_act", "gelu_new"), "phi", "hidden_act"),
+    kwargs.update(plain_activation(hf, "phi", "hidden_act", "gelu_new", PARALLEL_ACTIVATIONS),
                   num_query_groups=int(hf.get("num_key_value_heads") or kwargs["num_attention_heads"]),
                   add_output_layer_bias=True, parallel_residual=True, parallel_residual_shared_norm=True)
     return kwargs
@@ -382,20 +367,21 @@ def _phi_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if not (cfg.add_output_layer_bias and cfg.parallel_residual_shared_norm):
         raise RegistryError("phi needs --add-output-layer-bias --parallel-residual --parallel-residual-shared-norm")
     return {**_llama_style_hf_config(cfg, "phi"), "num_key_value_heads": cfg.num_query_groups,
-            "hidden_act": _plain_activation_to_hf(cfg, "phi")}
+            "hidden_act": plain_activation_to_hf(cfg, "phi", "gelu_new")}
 
 
 def _persimmon_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     """Persimmon: sequential layers, ReLU-squared MLP, per-head fused q/k/v, q/k LayerNorms (on by default)."""
     kwargs = _llama_style_config({**hf, "qk_layernorm": hf.get("qk_layernorm", True)}, "persimmon", 0.5)
-    kwargs.update(_plain_activation(hf.get("hidden_act", "relu2"), "persimmon", "hidden_act"))
+    kwargs.update(plain_activation(hf, "persimmon", "hidden_act", "relu2", PARALLEL_ACTIVATIONS))
     return kwargs
 
 
 def _persimmon_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if cfg.parallel_residual or cfg.add_output_layer_bias:
         raise RegistryError("persimmon has sequential layers and no output layer bias")
-    return {**_llama_style_hf_config(cfg, "persimmon"), "hidden_act": _plain_activation_to_hf(cfg, "persimmon")}
+    return {**_llama_style_hf_config(cfg, "persimmon"),
+            "hidden_act": plain_activation_to_hf(cfg, "persimmon", "gelu_new")}
 
 
 # --------------------------------------------------------------------------- Falcon
@@ -430,7 +416,7 @@ def _falcon_config(hf: Dict[str, Any]) -> Dict[str, Any]:
             raise RegistryError(f"falcon num_kv_heads={kv_heads} needs new_decoder_architecture=True")
         kwargs.update(num_query_groups=1 if multi_query else heads, parallel_residual=parallel,
                       parallel_residual_shared_norm=parallel)
-    kwargs.update(_plain_activation(hf.get("activation", "gelu"), "falcon", "activation"),
+    kwargs.update(plain_activation(hf, "falcon", "activation", "gelu", PARALLEL_ACTIVATIONS),
                   add_bias_linear=bool(hf.get("bias", False)))
     flat = {"rope_theta": hf.get("rope_theta", 10000.0), "rope_scaling": hf.get("rope_scaling"),
             "rope_parameters": hf.get("rope_parameters")}
@@ -464,7 +450,7 @@ def _falcon_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**out, **layout, "rope_theta": rope["rope_theta"], "rope_scaling": rope["rope_scaling"],
             "hidden_size": cfg.hidden_size, "num_hidden_layers": cfg.num_layers, "num_attention_heads": heads,
             "ffn_hidden_size": cfg.ffn_hidden_size, "max_position_embeddings": cfg.max_position_embeddings,
-            "layer_norm_epsilon": cfg.norm_epsilon, "activation": _plain_activation_to_hf(cfg, "falcon"),
+            "layer_norm_epsilon": cfg.norm_epsilon, "activation": plain_activation_to_hf(cfg, "falcon", "gelu_new"),
             "bias": cfg.add_bias_linear, "alibi": False}
 
 

@@ -38,7 +38,7 @@ REFUSED = [
     ("bloom", dict(model_type="bloom", hidden_size=64, n_head=4, n_layer=2, vocab_size=128,
                    apply_residual_connection_post_layernorm=True), "bloom apply_residual_connection_post_layernorm"),
     ("jais2", dict(model_type="jais2", hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                   num_hidden_layers=2, vocab_size=128, hidden_act="silu"), "jais2 hidden_act 'silu'"),
+                   num_hidden_layers=2, vocab_size=128, hidden_act="silu"), "jais2 hidden_act='silu'"),
 ]
 
 
