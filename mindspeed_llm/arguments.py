@@ -110,10 +110,11 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--rope-scaling-factor", type=float, default=1.0)
     group.add_argument("--low-freq-factor", type=float, default=1.0)
     group.add_argument("--high-freq-factor", type=float, default=4.0)
-    group.add_argument("--original-max-position-embeddings", type=int, default=8192)
-    group.add_argument("--rope-scaling-beta-fast", type=float, default=32.0,
+    group.add_argument("--original-max-position-embeddings", "--rope-scaling-original-max-position-embeddings",
+                       dest="original_max_position_embeddings", type=int, default=8192)
+    group.add_argument("--rope-scaling-beta-fast", "--beta-fast", dest="rope_scaling_beta_fast", type=float, default=32.0,
                        help="YaRN: dims rotating more often than this over the original context keep their frequency")
-    group.add_argument("--rope-scaling-beta-slow", type=float, default=1.0,
+    group.add_argument("--rope-scaling-beta-slow", "--beta-slow", dest="rope_scaling_beta_slow", type=float, default=1.0,
                        help="YaRN: dims rotating less often than this are interpolated by the factor")
     group.add_argument("--rope-scaling-mscale", type=float, default=1.0, help="YaRN attention-factor numerator weight")
     group.add_argument("--rope-scaling-mscale-all-dim", type=float, default=0.0,

@@ -156,3 +156,19 @@ def test_mla_tp2_and_sp_equal_tp1() -> None:
 def test_bad_mla_settings_are_refused(overrides: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         _our_config(10, False, True, **overrides)
+
+
+def test_mindspeed_names_are_aliases() -> None:
+    from mindspeed_llm.arguments import parse_args
+
+    base = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--kv-lora-rank", "16",
+            "--q-lora-rank", "24", "--v-head-dim", "16", "--rope-scaling-type", "yarn"]
+    megatron = parse_args(base + ["--multi-latent-attention", "--qk-head-dim", "8", "--qk-pos-emb-head-dim", "4",
+                                  "--rope-scaling-beta-fast", "16", "--rope-scaling-beta-slow", "2",
+                                  "--original-max-position-embeddings", "4096"])
+    mindspeed = parse_args(base + ["--multi-head-latent-attention", "--qk-nope-head-dim", "8", "--qk-rope-head-dim",
+                                   "4", "--beta-fast", "16", "--beta-slow", "2",
+                                   "--rope-scaling-original-max-position-embeddings", "4096"])
+    assert vars(megatron) == vars(mindspeed)
+    assert (megatron.multi_latent_attention, megatron.qk_head_dim, megatron.qk_pos_emb_head_dim,
+            megatron.rope_scaling_beta_fast, megatron.original_max_position_embeddings) == (True, 8, 4, 16.0, 4096)
