@@ -110,10 +110,11 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--rope-scaling-factor", type=float, default=1.0)
     group.add_argument("--low-freq-factor", type=float, default=1.0)
     group.add_argument("--high-freq-factor", type=float, default=4.0)
-    group.add_argument("--original-max-position-embeddings", type=int, default=8192)
-    group.add_argument("--rope-scaling-beta-fast", type=float, default=32.0,
+    group.add_argument("--original-max-position-embeddings", "--rope-scaling-original-max-position-embeddings",
+                       dest="original_max_position_embeddings", type=int, default=8192)
+    group.add_argument("--rope-scaling-beta-fast", "--beta-fast", dest="rope_scaling_beta_fast", type=float, default=32.0,
                        help="YaRN: dims rotating more often than this over the original context keep their frequency")
-    group.add_argument("--rope-scaling-beta-slow", type=float, default=1.0,
+    group.add_argument("--rope-scaling-beta-slow", "--beta-slow", dest="rope_scaling_beta_slow", type=float, default=1.0,
                        help="YaRN: dims rotating less often than this are interpolated by the factor")
     group.add_argument("--rope-scaling-mscale", type=float, default=1.0, help="YaRN attention-factor numerator weight")
     group.add_argument("--rope-scaling-mscale-all-dim", type=float, default=0.0,
@@ -252,6 +253,16 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="KV heads of the full-attention layers (Gemma4's num_global_key_value_heads)")
     group.add_argument("--global-attention-k-eq-v", action="store_true",
                        help="full-attention layers use their keys' projection as values (Gemma4's attention_k_eq_v)")
+    group.add_argument("--multi-latent-attention", "--multi-head-latent-attention", dest="multi_latent_attention",
+                       action="store_true", help="multi-latent attention (DeepSeek-V2/V3's MLA)")
+    group.add_argument("--q-lora-rank", type=int, default=None,
+                       help="MLA: channels of the query latent (omit: a plain query projection)")
+    group.add_argument("--kv-lora-rank", type=int, default=None, help="MLA: channels of the compressed key/value latent")
+    group.add_argument("--qk-head-dim", "--qk-nope-head-dim", dest="qk_head_dim", type=int, default=128,
+                       help="MLA: per-head query/key dims without RoPE")
+    group.add_argument("--qk-pos-emb-head-dim", "--qk-rope-head-dim", dest="qk_pos_emb_head_dim", type=int,
+                       default=64, help="MLA: per-head query/key dims with RoPE (the key part shared by all heads)")
+    group.add_argument("--v-head-dim", type=int, default=128, help="MLA: per-head value dims")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -1127,6 +1138,12 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             global_kv_channels=args.global_kv_channels,
             global_num_query_groups=args.global_num_query_groups,
             global_attention_k_eq_v=args.global_attention_k_eq_v,
+            multi_latent_attention=args.multi_latent_attention,
+            q_lora_rank=args.q_lora_rank,
+            kv_lora_rank=args.kv_lora_rank,
+            qk_head_dim=args.qk_head_dim,
+            qk_pos_emb_head_dim=args.qk_pos_emb_head_dim,
+            v_head_dim=args.v_head_dim,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

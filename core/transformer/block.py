@@ -19,6 +19,7 @@ from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
 from core.transformer.config import TransformerConfig
+from core.transformer.mla import MultiLatentAttention
 from core.transformer.mlp import MLP
 from core.transformer.norms import build_norm
 
@@ -108,7 +109,8 @@ class TransformerLayer(nn.Module):
         self.config = config
         first_without_norm = layer_number == 0 and not config.first_input_layernorm  # ModernBERT
         self.input_layernorm = hidden_norm(config) if config.pre_norm and not first_without_norm else nn.Identity()
-        self.self_attention = SelfAttention(config, state, layer_number)
+        attention = MultiLatentAttention if config.multi_latent_attention else SelfAttention
+        self.self_attention = attention(config, state, layer_number)
         self.post_self_attn_layernorm = hidden_norm(config) if config.output_norm else None
         shared_norm = config.parallel_residual_shared_norm
         self.pre_mlp_layernorm = hidden_norm(config) if config.pre_norm and not shared_norm else nn.Identity()

@@ -210,6 +210,19 @@ class TransformerConfig:
     global_kv_channels: Optional[int] = None
     global_num_query_groups: Optional[int] = None
     global_attention_k_eq_v: bool = False
+    # Multi-latent attention (DeepSeek-V2/V3, MiniCPM3; core/transformer/mla.py) [--multi-latent-attention]:
+    # q = W_qb(norm(W_qa x)) with a q latent of q_lora_rank channels [--q-lora-rank], or W_q x when None; the
+    # kv latent W_kva x = [compressed kv (kv_lora_rank) [--kv-lora-rank]; a rope key shared by all heads
+    # (qk_pos_emb_head_dim) [--qk-pos-emb-head-dim]]; W_kvb(norm(compressed kv)) gives each head its unrotated
+    # key (qk_head_dim) [--qk-head-dim] and value (v_head_dim) [--v-head-dim]. RoPE rotates the last
+    # qk_pos_emb_head_dim dims of q and k; softmax scale 1/sqrt(qk_head_dim + qk_pos_emb_head_dim), times YaRN's
+    # mscale(factor, mscale_all_dim)^2 when --rope-scaling-mscale-all-dim is set
+    multi_latent_attention: bool = False
+    q_lora_rank: Optional[int] = None
+    kv_lora_rank: Optional[int] = None
+    qk_head_dim: int = 128
+    qk_pos_emb_head_dim: int = 64
+    v_head_dim: int = 128
     # The residual stream in fp32 while parameters and branch compute keep params_dtype (Megatron; HF Mamba's
     # residual_in_fp32): the embedding output is cast to fp32; norms read the fp32 stream and their outputs (a
     # Mamba layer's input, as HF and Megatron cast it before its norm) are cast to the parameters' dtype; branch
@@ -244,6 +257,7 @@ class TransformerConfig:
             self._validate_attention()
         if self.sliding_window is not None and self.sliding_window < 1:
             raise ValueError(f"--sliding-window {self.sliding_window} must be at least 1")
+        self._validate_mla()
         self._validate_behaviour()
         bad_noop = [i for i in self.noop_layers if not 0 <= i < self.num_layers]
         if bad_noop:
@@ -462,6 +476,50 @@ class TransformerConfig:
             raise ValueError("--dense-bias-layers has no effect when every layer's attention output has a bias "
                              "(--add-bias-linear or --add-dense-bias); drop one")
 
+    def _validate_mla(self) -> None:
+        """Multi-latent attention's ranks and head dims (--multi-latent-attention)."""
+        if not self.multi_latent_attention:
+            if self.q_lora_rank is not None or self.kv_lora_rank is not None:
+                raise ValueError("--q-lora-rank/--kv-lora-rank need --multi-latent-attention")
+            return
+        if self.kv_lora_rank is None or self.kv_lora_rank < 1:
+            raise ValueError("--multi-latent-attention needs a positive --kv-lora-rank (the compressed kv width)")
+        if self.q_lora_rank is not None and self.q_lora_rank < 1:
+            raise ValueError(f"--q-lora-rank {self.q_lora_rank} must be positive (omit it for a plain q projection)")
+        if self.qk_head_dim < 1 or self.v_head_dim < 1 or self.qk_pos_emb_head_dim < 2 or self.qk_pos_emb_head_dim % 2:
+            raise ValueError(f"--qk-head-dim ({self.qk_head_dim}) and --v-head-dim ({self.v_head_dim}) must be "
+                             f"positive and --qk-pos-emb-head-dim ({self.qk_pos_emb_head_dim}) positive and even")
+        if self.position_embedding_type != "rope" or self.rotary_percent != 1.0:
+            raise ValueError("--multi-latent-attention needs --position-embedding-type rope with --rotary-percent 1 "
+                             "(--qk-pos-emb-head-dim sets the rotated dims)")
+        if self.num_query_groups != self.num_attention_heads:
+            raise ValueError(f"--multi-latent-attention gives every head its own key and value: drop "
+                             f"--num-query-groups {self.num_query_groups} (or set it to the head count)")
+        unsupported = [flag for flag, on in (
+            ("--qk-layernorm", self.qk_layernorm), ("--attention-output-gate", self.attention_output_gate),
+            ("--attn-sub-norm", self.attn_sub_norm), ("--value-norm", self.value_norm),
+            ("--global-kv-channels", self.global_kv_channels is not None),
+            ("--softmax-type", self.softmax_type != "vanilla"),
+            ("--attn-logit-softcapping", self.attn_logit_softcapping is not None),
+            ("--rope-scaling-type proportional", self.rope_scaling_type == "proportional"),
+            ("--rope-ntk-alpha", self.rope_ntk_alpha is not None),
+            ("--attn-temperature-beta", self.attn_temperature_beta is not None),
+            ("--local-rotary-base", self.local_rotary_base is not None)) if on]
+        if unsupported:
+            raise ValueError(f"--multi-latent-attention does not support {', '.join(unsupported)}; drop it")
+
+    @property
+    def mla_softmax_scale(self) -> float:
+        """MLA's softmax scale: --softmax-scale, else 1/sqrt(qk + rope head dims) times YaRN's
+        mscale(factor, mscale_all_dim)^2 (DeepSeek) when --rope-scaling-mscale-all-dim is set."""
+        if self.attention_scale is not None:
+            return self.attention_scale
+        scale = (self.qk_head_dim + self.qk_pos_emb_head_dim) ** -0.5
+        if self.rope_scaling_type == "yarn" and self.rope_scaling_mscale_all_dim and self.rope_scaling_factor > 1:
+            mscale = 0.1 * self.rope_scaling_mscale_all_dim * math.log(self.rope_scaling_factor) + 1.0
+            scale *= mscale * mscale
+        return scale
+
     @property
     def has_attention_layers(self) -> bool:
         """Some layer is a transformer layer (attention + MLP): not an all-Mamba pattern."""
@@ -557,6 +615,8 @@ class TransformerConfig:
 
     def rope_dims(self, local: bool) -> int:
         """The RoPE table's dims of sliding-window layers (``local``) or of the others (their head dim)."""
+        if self.multi_latent_attention:  # only the rope part of q and k rotates
+            return self.qk_pos_emb_head_dim
         head = self.kv_channels if local or self.global_kv_channels is None else self.global_kv_channels
         return head if self.rope_scaling_type == "proportional" else int(head * self.rotary_percent)
 

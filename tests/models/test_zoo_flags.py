@@ -142,6 +142,17 @@ BAD: List[tuple] = [
     (dict(sliding_window=4, local_rotary_base=100.0, global_num_query_groups=3),
      ["--sliding-window", "4", "--local-rotary-base", "100", "--global-num-query-groups", "3"],
      "--global-num-query-groups 3 must divide --num-attention-heads (4)"),
+    (dict(multi_latent_attention=True), ["--multi-latent-attention"],
+     "--multi-latent-attention needs a positive --kv-lora-rank"),
+    (dict(kv_lora_rank=8), ["--kv-lora-rank", "8"], "--q-lora-rank/--kv-lora-rank need --multi-latent-attention"),
+    (dict(multi_latent_attention=True, kv_lora_rank=8, qk_pos_emb_head_dim=3),
+     ["--multi-head-latent-attention", "--kv-lora-rank", "8", "--qk-rope-head-dim", "3"],
+     "--qk-pos-emb-head-dim (3) positive and even"),
+    (dict(multi_latent_attention=True, kv_lora_rank=8, q_lora_rank=0),
+     ["--multi-latent-attention", "--kv-lora-rank", "8", "--q-lora-rank", "0"], "--q-lora-rank 0 must be positive"),
+    (dict(multi_latent_attention=True, kv_lora_rank=8, qk_layernorm=True),
+     ["--multi-latent-attention", "--kv-lora-rank", "8", "--qk-layernorm"],
+     "--multi-latent-attention does not support --qk-layernorm"),
 ]
 
 

@@ -1,0 +1,135 @@
+"""Multi-latent attention (DeepSeek-V2/V3's MLA, MiniCPM3), chosen by ``--multi-latent-attention``.
+
+Queries come from a low-rank latent, ``q = W_q_up(norm(W_q_down x))`` (``--q-lora-rank``), or from one
+projection ``W_q x``; each head's query is ``[q_nope (qk_head_dim); q_pe (qk_pos_emb_head_dim)]``. Keys and
+values share one compressed latent: ``W_kv_down x = [c_kv (kv_lora_rank); k_pe (qk_pos_emb_head_dim)]``,
+``W_kv_up norm(c_kv)`` gives each head ``[k_nope; v]``, and the rope key ``k_pe`` is shared by all heads.
+RoPE (the model's tables, sized ``qk_pos_emb_head_dim``) rotates ``q_pe`` and ``k_pe``;
+``k = [k_nope; k_pe]``. The softmax scale is ``config.mla_softmax_scale`` (YaRN's mscale squared).
+
+Tensor parallelism: the down projections and the latent norms are replicated (their outputs are needed
+whole on every rank), the up projections are column-parallel by heads and the output projection is
+row-parallel. The up projections' input copy all-reduces the latents' gradients over TP and ``k_pe``'s
+gradient is all-reduced explicitly, so every replicated parameter receives the whole gradient (not a partial
+sum) and the layer input's gradient is complete: under sequence parallelism the input is gathered with a
+backward that only splits.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from core.parallel_state import ParallelState
+from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
+from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment, linear, mark_param
+from core.tensor_parallel.mappings import copy_to_tensor_model_parallel_region, gather_from_sequence_parallel_region
+from core.tensor_parallel.random import get_rng_tracker
+from core.transformer.attention import sliding_window_mask
+from core.transformer.config import TransformerConfig
+from core.transformer.norms import build_norm
+from core.transformer.rope import apply_rotary, layer_rotary
+
+
+class ReplicatedLinear(nn.Module):
+    """``Y = X A^T + b`` with the whole weight ``[out, in]`` on every TP rank (whole gradients)."""
+
+    def __init__(self, input_size: int, output_size: int, bias: bool, dtype: Optional[torch.dtype]) -> None:
+        super().__init__()
+        self.weight = mark_param(nn.Parameter(torch.empty(output_size, input_size, dtype=dtype)), init="normal")
+        self.bias = None
+        if bias:
+            self.bias = mark_param(nn.Parameter(torch.empty(output_size, dtype=dtype)), init="zeros")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
+
+
+class MultiLatentAttention(nn.Module):
+    """MLA self-attention of one layer; ``forward(hidden [s(/tp), b, h], rotary) -> [s(/tp), b, h]``."""
+
+    def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
+        super().__init__()
+        self.config, self.group = config, state.tp_group
+        heads, tp = config.num_attention_heads, self.group.size
+        self.local_heads = heads // tp
+        self.nope_dim, self.rope_dim, self.v_dim = config.qk_head_dim, config.qk_pos_emb_head_dim, config.v_head_dim
+        q_head = self.nope_dim + self.rope_dim
+        down_bias = config.add_bias_linear or config.add_qkv_bias
+        dtype = config.params_dtype
+        up_args = dict(group=self.group, bias=config.add_bias_linear, sequence_parallel=False, dtype=dtype)
+        if config.q_lora_rank is None:
+            self.linear_q_proj = ColumnParallelLinear(config.hidden_size, heads * q_head,
+                                                      segments=(Segment(heads, q_head),), **up_args)
+        else:
+            self.linear_q_down_proj = ReplicatedLinear(config.hidden_size, config.q_lora_rank, down_bias, dtype)
+            self.q_layernorm = self._latent_norm(config.q_lora_rank)
+            self.linear_q_up_proj = ColumnParallelLinear(config.q_lora_rank, heads * q_head,
+                                                         segments=(Segment(heads, q_head),), **up_args)
+        self.linear_kv_down_proj = ReplicatedLinear(config.hidden_size, config.kv_lora_rank + self.rope_dim,
+                                                    down_bias, dtype)
+        self.kv_layernorm = self._latent_norm(config.kv_lora_rank)
+        kv_head = self.nope_dim + self.v_dim
+        self.linear_kv_up_proj = ColumnParallelLinear(config.kv_lora_rank, heads * kv_head,
+                                                      segments=(Segment(heads, kv_head),), **up_args)
+        self.linear_proj = RowParallelLinear(
+            heads * self.v_dim, config.hidden_size, group=self.group,
+            bias=config.add_bias_linear or config.add_dense_bias or layer_number in config.dense_bias_layers,
+            sequence_parallel=config.sequence_parallel, segments=(Segment(heads, self.v_dim),), dtype=dtype)
+        self.window = config.layer_window(layer_number)
+        self.chunk = config.layer_chunk(layer_number)
+        self.use_rope = layer_number not in config.no_rope_layers
+
+    def _latent_norm(self, size: int) -> nn.Module:
+        cfg = self.config
+        return build_norm(cfg.normalization, size, cfg.norm_epsilon, grad_partial_over_tp=False,
+                          dtype=cfg.params_dtype, offset=cfg.apply_layernorm_1p, bias=cfg.layernorm_bias)
+
+    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
+        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); its gradient below is whole per rank
+        if self.config.sequence_parallel:
+            hidden = gather_from_sequence_parallel_region(hidden, self.group, output_grad_is_partial=False)
+        s, b = hidden.shape[:2]
+        nq = self.local_heads
+        if self.config.q_lora_rank is None:
+            q = self.linear_q_proj(hidden)  # [s, b, np * (nope + rope)]
+        else:
+            q = self.linear_q_up_proj(self.q_layernorm(self.linear_q_down_proj(hidden)))
+        q = q.view(s, b, nq, self.nope_dim + self.rope_dim)
+        q_nope, q_pe = q.split([self.nope_dim, self.rope_dim], dim=-1)
+        latent = self.linear_kv_down_proj(hidden)  # [s, b, kv_lora_rank + rope]
+        compressed, k_pe = latent.split([self.config.kv_lora_rank, self.rope_dim], dim=-1)
+        k_pe = copy_to_tensor_model_parallel_region(k_pe, self.group)  # local heads' gradients summed over TP
+        kv = self.linear_kv_up_proj(self.kv_layernorm(compressed)).view(s, b, nq, self.nope_dim + self.v_dim)
+        k_nope, v = kv.split([self.nope_dim, self.v_dim], dim=-1)  # [s, b, np, nope], [s, b, np, v]
+        k_pe = k_pe.unsqueeze(2)  # [s, b, 1, rope]
+        rotary = layer_rotary(rotary, self.window is not None)
+        if rotary is not None and self.use_rope:
+            cos, sin = rotary[:2]
+            interleaved = self.config.rope_interleaved
+            q_pe, k_pe = apply_rotary(q_pe, cos, sin, interleaved), apply_rotary(k_pe, cos, sin, interleaved)
+        q = torch.cat([q_nope, q_pe], dim=-1)  # [s, b, np, nope + rope]
+        k = torch.cat([k_nope, k_pe.expand(s, b, nq, self.rope_dim)], dim=-1)  # [s, b, np, nope + rope]
+        if self._recompute_core_attention():
+            context = checkpoint(self._core_attention, q, k, v)  # [s, b, np * v]
+        else:
+            context = self._core_attention(q, k, v)
+        return self.linear_proj(context)  # [s, b, h] ([s/tp, b, h] under SP)
+
+    def _recompute_core_attention(self) -> bool:
+        return (self.config.recompute_granularity == "selective" and self.training and torch.is_grad_enabled()
+                and not inside_checkpoint())
+
+    def _core_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        s, b = q.shape[:2]
+        q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, np, s, dim]
+        dropout = self.config.attention_dropout if self.training else 0.0
+        with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():  # heads differ per rank
+            mask = sliding_window_mask(s, self.window, q.device, self.chunk)
+            causal = dict(is_causal=True) if mask is None else dict(attn_mask=mask)
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=self.config.mla_softmax_scale,
+                                                 **causal)  # [b, np, s, v]
+        return out.permute(2, 0, 1, 3).reshape(s, b, -1)
