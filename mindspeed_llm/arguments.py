@@ -252,6 +252,31 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="KV heads of the full-attention layers (Gemma4's num_global_key_value_heads)")
     group.add_argument("--global-attention-k-eq-v", action="store_true",
                        help="full-attention layers use their keys' projection as values (Gemma4's attention_k_eq_v)")
+    _add_moe_args(parser)
+
+
+def _add_moe_args(parser: argparse.ArgumentParser) -> None:
+    """Mixture-of-experts flags (Megatron/MindSpeed names; TransformerConfig documents each)."""
+    group = parser.add_argument_group("mixture of experts")
+    group.add_argument("--num-experts", type=int, default=None, help="experts per MoE layer; none: dense MLPs")
+    group.add_argument("--moe-router-topk", type=int, default=2, help="experts each token is routed to")
+    group.add_argument("--moe-ffn-hidden-size", type=int, default=None, help="one expert's FFN size; default --ffn-hidden-size")
+    group.add_argument("--moe-router-score-function", default="softmax", choices=["softmax", "sigmoid"])
+    group.add_argument("--moe-router-pre-softmax", action="store_true",
+                       help="softmax over all experts before the top-k (default: softmax over the top-k logits)")
+    group.add_argument("--norm-topk-prob", action="store_true", help="divide the top-k weights by their sum")
+    group.add_argument("--moe-router-num-groups", type=int, default=None, help="expert groups for group-limited routing")
+    group.add_argument("--moe-router-group-topk", type=int, default=None, help="groups each token may route to")
+    group.add_argument("--moe-router-topk-scaling-factor", type=float, default=None,
+                       help="the top-k weights times this factor")
+    group.add_argument("--moe-router-enable-expert-bias", action="store_true",
+                       help="aux-loss-free balancing: a per-expert selection bias updated from token counts")
+    group.add_argument("--moe-router-bias-update-rate", type=float, default=1e-3,
+                       help="the expert bias moves by this much per optimizer step")
+    group.add_argument("--moe-router-load-balancing-type", default="aux_loss",
+                       choices=["aux_loss", "seq_aux_loss", "none"])
+    group.add_argument("--moe-aux-loss-coeff", type=float, default=0.0, help="load-balancing loss coefficient")
+    group.add_argument("--moe-z-loss-coeff", type=float, default=None, help="router z-loss coefficient")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -945,6 +970,9 @@ def _check_model_config(args: argparse.Namespace) -> None:
     if args.position_embedding_type == "learned_absolute" and args.seq_length > args.max_position_embeddings:
         raise ArgumentError(f"--seq-length {args.seq_length} exceeds the learned position table's "
                             f"--max-position-embeddings {args.max_position_embeddings}; shorten the sequence")
+    if args.num_experts is not None:  # after the config's checks, so bad router settings are named first
+        raise ArgumentError("--num-experts is not supported yet (the MoE layer is not in the decoder yet, "
+                            "issue 10); remove it")
 
 
 def validate_args(args: argparse.Namespace, world_size: int) -> None:
@@ -1110,6 +1138,20 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             rope_scaling_mscale_all_dim=args.rope_scaling_mscale_all_dim,
             qk_layernorm_after_rope=args.qk_layernorm_after_rope,
             rope_ntk_alpha=args.rope_ntk_alpha,
+            num_experts=args.num_experts,
+            moe_router_topk=args.moe_router_topk,
+            moe_ffn_hidden_size=args.moe_ffn_hidden_size,
+            moe_router_score_function=args.moe_router_score_function,
+            moe_router_pre_softmax=args.moe_router_pre_softmax,
+            norm_topk_prob=args.norm_topk_prob,
+            moe_router_num_groups=args.moe_router_num_groups,
+            moe_router_group_topk=args.moe_router_group_topk,
+            moe_router_topk_scaling_factor=args.moe_router_topk_scaling_factor,
+            moe_router_enable_expert_bias=args.moe_router_enable_expert_bias,
+            moe_router_bias_update_rate=args.moe_router_bias_update_rate,
+            moe_router_load_balancing_type=args.moe_router_load_balancing_type,
+            moe_aux_loss_coeff=args.moe_aux_loss_coeff,
+            moe_z_loss_coeff=args.moe_z_loss_coeff,
             attn_temperature_beta=args.attn_temperature_beta,
             attn_temperature_length=args.attn_temperature_length,
             xielu=args.xielu,
