@@ -277,6 +277,10 @@ def _add_moe_args(parser: argparse.ArgumentParser) -> None:
                        choices=["aux_loss", "seq_aux_loss", "none"])
     group.add_argument("--moe-aux-loss-coeff", type=float, default=0.0, help="load-balancing loss coefficient")
     group.add_argument("--moe-z-loss-coeff", type=float, default=None, help="router z-loss coefficient")
+    group.add_argument("--moe-grouped-gemm", action="store_true",
+                       help="expert products as torch._grouped_mm (where available) instead of a loop")
+    group.add_argument("--moe-expert-capacity-factor", type=float, default=None,
+                       help="tokens per expert at most ceil(tokens x topk / experts x factor); default dropless")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -1152,6 +1156,8 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             moe_router_load_balancing_type=args.moe_router_load_balancing_type,
             moe_aux_loss_coeff=args.moe_aux_loss_coeff,
             moe_z_loss_coeff=args.moe_z_loss_coeff,
+            moe_grouped_gemm=args.moe_grouped_gemm,
+            moe_expert_capacity_factor=args.moe_expert_capacity_factor,
             attn_temperature_beta=args.attn_temperature_beta,
             attn_temperature_length=args.attn_temperature_length,
             xielu=args.xielu,

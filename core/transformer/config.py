@@ -34,7 +34,7 @@ MOE_LOAD_BALANCING_TYPES = ("aux_loss", "seq_aux_loss", "none")
 MOE_FIELDS = ("moe_router_topk", "moe_ffn_hidden_size", "moe_router_score_function", "moe_router_pre_softmax",
               "norm_topk_prob", "moe_router_num_groups", "moe_router_group_topk", "moe_router_topk_scaling_factor",
               "moe_router_enable_expert_bias", "moe_router_bias_update_rate", "moe_router_load_balancing_type",
-              "moe_aux_loss_coeff", "moe_z_loss_coeff")
+              "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_grouped_gemm", "moe_expert_capacity_factor")
 
 
 def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
@@ -252,6 +252,12 @@ class TransformerConfig:
     moe_router_load_balancing_type: str = "aux_loss"
     moe_aux_loss_coeff: float = 0.0
     moe_z_loss_coeff: Optional[float] = None
+    # Experts (core/transformer/moe/experts.py): the products as one torch._grouped_mm per linear instead of a
+    # loop over experts, same numbers [--moe-grouped-gemm]; at most ceil(tokens x topk / experts x factor)
+    # tokens per expert, the lowest-weight ones dropped (None: dropless) [--moe-expert-capacity-factor].
+    # Experts have no biases (--disable-bias-linear) and use the dense MLP's activation flags.
+    moe_grouped_gemm: bool = False
+    moe_expert_capacity_factor: Optional[float] = None
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -359,6 +365,20 @@ class TransformerConfig:
                 raise ValueError(f"{flag} {value} must be positive")
         if self.moe_aux_loss_coeff < 0 or self.moe_router_bias_update_rate < 0:
             raise ValueError("--moe-aux-loss-coeff and --moe-router-bias-update-rate must be 0 or more")
+        self._validate_experts()
+
+    def _validate_experts(self) -> None:
+        """What the expert MLPs support (checked after the router, whose errors come first)."""
+        if self.moe_expert_capacity_factor is not None and self.moe_expert_capacity_factor <= 0:
+            raise ValueError(f"--moe-expert-capacity-factor {self.moe_expert_capacity_factor} must be positive")
+        ffn, tp = self.moe_expert_ffn_hidden_size, self.tensor_model_parallel_size
+        if ffn % tp != 0:
+            raise ValueError(f"--moe-ffn-hidden-size ({ffn}) is not divisible by --tensor-model-parallel-size ({tp})")
+        if self.add_bias_linear or self.add_mlp_bias:
+            raise ValueError("--num-experts: expert MLPs have no biases yet; add --disable-bias-linear "
+                             "(and drop --add-mlp-bias)")
+        if self.xielu or self.ffn_sub_norm:
+            raise ValueError("--num-experts: expert MLPs do not support --xielu or --ffn-sub-norm; drop them")
 
     def _validate_moe_groups(self) -> None:
         groups, group_topk, topk = self.moe_router_num_groups, self.moe_router_group_topk, self.moe_router_topk

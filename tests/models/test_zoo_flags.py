@@ -165,6 +165,11 @@ BAD: List[tuple] = [
      "--moe-router-pre-softmax needs --moe-router-score-function softmax"),
     (dict(num_experts=4, moe_z_loss_coeff=0.0), ["--num-experts", "4", "--moe-z-loss-coeff", "0"],
      "--moe-z-loss-coeff 0.0 must be positive"),
+    (dict(num_experts=4), ["--num-experts", "4"], "--num-experts: expert MLPs have no biases yet"),
+    (dict(num_experts=4, add_bias_linear=False, moe_expert_capacity_factor=0.0),
+     ["--num-experts", "4", "--disable-bias-linear", "--moe-expert-capacity-factor", "0"],
+     "--moe-expert-capacity-factor 0.0 must be positive"),
+    (dict(moe_grouped_gemm=True), ["--moe-grouped-gemm"], "--moe-grouped-gemm applies to MoE layers"),
 ]
 
 

@@ -16,7 +16,8 @@ import torch
 from core.transformer.config import TransformerConfig
 from core.transformer.moe.router import TopKRouter, update_expert_biases
 
-SMALL = dict(num_layers=2, hidden_size=16, num_attention_heads=4, vocab_size=64, normalization="RMSNorm")
+SMALL = dict(num_layers=2, hidden_size=16, num_attention_heads=4, vocab_size=64, normalization="RMSNorm",
+             add_bias_linear=False)
 SEQ, BATCH = 5, 3
 
 
@@ -201,7 +202,7 @@ def test_cli_builds_the_router_config_then_refuses_until_the_layer_lands() -> No
     argv = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "16",
             "--vocab-size", "128", "--micro-batch-size", "1", "--global-batch-size", "1", "--train-iters", "1",
             "--lr", "1e-3", "--mock-data", "--tokenizer-type", "NullTokenizer", "--device", "cpu",
-            "--num-experts", "8", "--moe-router-topk", "4", "--moe-router-score-function", "sigmoid",
+            "--disable-bias-linear", "--num-experts", "8", "--moe-router-topk", "4", "--moe-router-score-function", "sigmoid",
             "--norm-topk-prob", "--moe-router-num-groups", "4", "--moe-router-group-topk", "2",
             "--moe-router-enable-expert-bias", "--moe-aux-loss-coeff", "0.01"]
     config = _build_transformer_config(parse_args(argv), 128)
