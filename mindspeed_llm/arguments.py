@@ -281,6 +281,14 @@ def _add_moe_args(parser: argparse.ArgumentParser) -> None:
                        help="expert products as torch._grouped_mm (where available) instead of a loop")
     group.add_argument("--moe-expert-capacity-factor", type=float, default=None,
                        help="tokens per expert at most ceil(tokens x topk / experts x factor); default dropless")
+    group.add_argument("--moe-shared-expert-intermediate-size", type=int, default=None,
+                       help="FFN size of the shared expert every token goes through")
+    group.add_argument("--n-shared-experts", type=int, default=None,
+                       help="MindSpeed: a shared expert of N x --moe-ffn-hidden-size")
+    group.add_argument("--shared-expert-gate", action="store_true",
+                       help="the shared expert's output times sigmoid(x . w) per token (Qwen2-MoE)")
+    group.add_argument("--moe-layer-freq", type=int, default=1, help="every Nth layer (0, N, 2N, ...) is an MoE layer")
+    group.add_argument("--first-k-dense-replace", type=int, default=0, help="the first K layers keep dense MLPs")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -974,9 +982,9 @@ def _check_model_config(args: argparse.Namespace) -> None:
     if args.position_embedding_type == "learned_absolute" and args.seq_length > args.max_position_embeddings:
         raise ArgumentError(f"--seq-length {args.seq_length} exceeds the learned position table's "
                             f"--max-position-embeddings {args.max_position_embeddings}; shorten the sequence")
-    if args.num_experts is not None:  # after the config's checks, so bad router settings are named first
-        raise ArgumentError("--num-experts is not supported yet (the MoE layer is not in the decoder yet, "
-                            "issue 10); remove it")
+    if args.num_experts is not None and args.pipeline_model_parallel_size > 1:
+        raise ArgumentError("--num-experts with --pipeline-model-parallel-size > 1 is not supported yet (the "
+                            "router's losses are added on the last stage only); use PP 1")
 
 
 def validate_args(args: argparse.Namespace, world_size: int) -> None:
@@ -1046,6 +1054,16 @@ def transformer_config_from_args(args: argparse.Namespace) -> TransformerConfig:
         raise ArgumentError("the vocabulary size is unknown: pass --vocab-size, or call "
                             "set_vocab_size(args, tokenizer.vocab_size) before building the model")
     return _build_transformer_config(args, args.vocab_size)
+
+
+def _shared_expert_size(args: argparse.Namespace) -> Optional[int]:
+    """--moe-shared-expert-intermediate-size, or MindSpeed's --n-shared-experts x the expert FFN size."""
+    if args.n_shared_experts is None:
+        return args.moe_shared_expert_intermediate_size
+    if args.moe_shared_expert_intermediate_size is not None:
+        raise ArgumentError("--n-shared-experts and --moe-shared-expert-intermediate-size both size the shared "
+                            "expert; choose one")
+    return args.n_shared_experts * (args.moe_ffn_hidden_size or args.ffn_hidden_size)
 
 
 def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> TransformerConfig:
@@ -1158,6 +1176,10 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             moe_z_loss_coeff=args.moe_z_loss_coeff,
             moe_grouped_gemm=args.moe_grouped_gemm,
             moe_expert_capacity_factor=args.moe_expert_capacity_factor,
+            moe_shared_expert_intermediate_size=_shared_expert_size(args),
+            shared_expert_gate=args.shared_expert_gate,
+            moe_layer_freq=args.moe_layer_freq,
+            first_k_dense_replace=args.first_k_dense_replace,
             attn_temperature_beta=args.attn_temperature_beta,
             attn_temperature_length=args.attn_temperature_length,
             xielu=args.xielu,

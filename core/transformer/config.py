@@ -34,7 +34,8 @@ MOE_LOAD_BALANCING_TYPES = ("aux_loss", "seq_aux_loss", "none")
 MOE_FIELDS = ("moe_router_topk", "moe_ffn_hidden_size", "moe_router_score_function", "moe_router_pre_softmax",
               "norm_topk_prob", "moe_router_num_groups", "moe_router_group_topk", "moe_router_topk_scaling_factor",
               "moe_router_enable_expert_bias", "moe_router_bias_update_rate", "moe_router_load_balancing_type",
-              "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_grouped_gemm", "moe_expert_capacity_factor")
+              "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_grouped_gemm", "moe_expert_capacity_factor",
+              "moe_shared_expert_intermediate_size", "shared_expert_gate", "moe_layer_freq", "first_k_dense_replace")
 
 
 def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
@@ -258,6 +259,15 @@ class TransformerConfig:
     # Experts have no biases (--disable-bias-linear) and use the dense MLP's activation flags.
     moe_grouped_gemm: bool = False
     moe_expert_capacity_factor: Optional[float] = None
+    # Shared expert: a dense MLP of this FFN size every token of an MoE layer goes through (Megatron's
+    # --moe-shared-expert-intermediate-size; MindSpeed's --n-shared-experts N sets N x --moe-ffn-hidden-size),
+    # its output times sigmoid(x . w) per token with --shared-expert-gate (Qwen2-MoE). MoE layers: layer i
+    # (0-based) when i % moe_layer_freq == 0 [--moe-layer-freq] and i >= first_k_dense_replace
+    # [--first-k-dense-replace]; the others keep the dense MLP.
+    moe_shared_expert_intermediate_size: Optional[int] = None
+    shared_expert_gate: bool = False
+    moe_layer_freq: int = 1
+    first_k_dense_replace: int = 0
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -379,6 +389,23 @@ class TransformerConfig:
                              "(and drop --add-mlp-bias)")
         if self.xielu or self.ffn_sub_norm:
             raise ValueError("--num-experts: expert MLPs do not support --xielu or --ffn-sub-norm; drop them")
+        shared = self.moe_shared_expert_intermediate_size
+        if shared is not None and (shared < 1 or shared % tp != 0):
+            raise ValueError(f"--moe-shared-expert-intermediate-size ({shared}) must be positive and divisible by "
+                             f"--tensor-model-parallel-size ({tp})")
+        if self.shared_expert_gate and shared is None:
+            raise ValueError("--shared-expert-gate needs a shared expert (--moe-shared-expert-intermediate-size or "
+                             "--n-shared-experts)")
+        if self.moe_layer_freq < 1 or self.first_k_dense_replace < 0:
+            raise ValueError("--moe-layer-freq must be at least 1 and --first-k-dense-replace 0 or more")
+        if self.recompute_granularity is not None:
+            raise ValueError("--num-experts with --recompute-granularity is not supported yet (the router's losses "
+                             "are read from the first forward); drop --recompute-granularity")
+
+    def is_moe_layer(self, layer_number: int) -> bool:
+        """Whether global layer ``layer_number`` (0-based) has an MoE layer instead of the dense MLP."""
+        return (self.num_experts is not None and layer_number >= self.first_k_dense_replace
+                and layer_number % self.moe_layer_freq == 0)
 
     def _validate_moe_groups(self) -> None:
         groups, group_topk, topk = self.moe_router_num_groups, self.moe_router_group_topk, self.moe_router_topk

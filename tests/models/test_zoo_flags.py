@@ -170,6 +170,13 @@ BAD: List[tuple] = [
      ["--num-experts", "4", "--disable-bias-linear", "--moe-expert-capacity-factor", "0"],
      "--moe-expert-capacity-factor 0.0 must be positive"),
     (dict(moe_grouped_gemm=True), ["--moe-grouped-gemm"], "--moe-grouped-gemm applies to MoE layers"),
+    (dict(num_experts=4, add_bias_linear=False, shared_expert_gate=True),
+     ["--num-experts", "4", "--disable-bias-linear", "--shared-expert-gate"],
+     "--shared-expert-gate needs a shared expert"),
+    (dict(num_experts=4, add_bias_linear=False, recompute_granularity="full", recompute_method="uniform",
+          recompute_num_layers=1),
+     ["--num-experts", "4", "--disable-bias-linear", "--recompute-granularity", "full", "--recompute-method",
+      "uniform", "--recompute-num-layers", "1"], "--num-experts with --recompute-granularity is not supported yet"),
 ]
 
 
