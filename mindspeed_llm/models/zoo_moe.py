@@ -1,4 +1,4 @@
-"""Mixture-of-experts families of the model zoo (issue 10): Mixtral, Qwen3Moe, Olmoe.
+"""Mixture-of-experts families of the model zoo (issue 10): Mixtral, Qwen2Moe, Qwen3Moe, Olmoe.
 
 Layout: Llama's (``registry.LLAMA_WEIGHTS``) with every layer's MLP an MoE layer
 (core/transformer/moe/). Checkpoints keep one tensor per expert (Mixtral:
@@ -14,6 +14,9 @@ downs into ``mlp.experts.linear_fc2.weight`` [experts, h, ffn]; ``block_sparse_m
   ``moe_intermediate_size``; dense layers ``mlp_only_layers`` = the first k (``--first-k-dense-replace``,
   dense FFN ``intermediate_size``); ``decoder_sparse_step`` other than 1 is refused (HF counts
   ``(i + 1) % step``, Megatron's ``--moe-layer-freq`` ``i % freq``).
+* ``qwen2_moe``: Qwen2's attention (q/k/v bias) and Qwen3Moe's routing, plus a shared expert of
+  ``shared_expert_intermediate_size`` (``--moe-shared-expert-intermediate-size``) times
+  ``sigmoid(shared_expert_gate(x))`` (``--shared-expert-gate``).
 * ``olmoe``: q/k RMSNorms over all heads' channels (``--qk-layernorm-full-width``), ``clip_qkv``
   (``--qkv-clip``), pre-softmax routing with ``norm_topk_prob``.
 """
@@ -177,3 +180,39 @@ QWEN3_MOE = register(Family("qwen3_moe", "qwen3_moe", "Qwen3MoeForCausalLM", _qw
                             weights_for=_qwen3_moe_weights), "qwen3-moe")
 OLMOE = register(Family("olmoe", "olmoe", "OlmoeForCausalLM", _olmoe_config, _olmoe_hf_config, DENSE_ATTENTION_WEIGHTS,
                         preserved_keys=("output_router_logits",), weights_for=_olmoe_weights))
+
+
+def _qwen2_moe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    if hf.get("use_sliding_window", False):
+        raise RegistryError("qwen2_moe use_sliding_window=True is not supported yet; set it to false")
+    kwargs = {**_common_config(hf), "add_qkv_bias": bool(hf.get("qkv_bias", True)),
+              **_pre_softmax_router(hf, "qwen2_moe", "num_experts"), **_dense_layers(hf, "qwen2_moe"),
+              "moe_shared_expert_intermediate_size": int(hf["shared_expert_intermediate_size"]),
+              "shared_expert_gate": True}
+    kwargs["moe_ffn_hidden_size"] = int(hf["moe_intermediate_size"])
+    return kwargs
+
+
+def _qwen2_moe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    if cfg.add_bias_linear:
+        raise RegistryError("qwen2_moe has q/k/v biases at most; the config sets add_bias_linear")
+    if cfg.moe_shared_expert_intermediate_size is None or not cfg.shared_expert_gate:
+        raise RegistryError("qwen2_moe needs a gated shared expert (--moe-shared-expert-intermediate-size and "
+                            "--shared-expert-gate)")
+    _reject_unmapped_moe(cfg, "qwen2_moe", sliding_window=None)
+    return {**_common_hf_config(cfg), "qkv_bias": cfg.add_qkv_bias, "use_sliding_window": False,
+            "shared_expert_intermediate_size": cfg.moe_shared_expert_intermediate_size,
+            **_pre_softmax_router_hf(cfg, "qwen2_moe")}
+
+
+def _qwen2_moe_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
+    shared = (_layer("mlp.shared_experts.linear_fc1.weight",
+                     ["mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight"], "fuse_rows"),
+              _layer("mlp.shared_experts.linear_fc2.weight", ["mlp.shared_expert.down_proj.weight"]),
+              _layer("mlp.shared_expert_gate", ["mlp.shared_expert_gate.weight"]))
+    return _moe_layer_weights(cfg, "mlp", "gate_proj", "up_proj", "down_proj", "gate") + shared
+
+
+QWEN2_MOE = register(Family("qwen2_moe", "qwen2_moe", "Qwen2MoeForCausalLM", _qwen2_moe_config, _qwen2_moe_hf_config,
+                            LLAMA_WEIGHTS, preserved_keys=("output_router_logits",),
+                            weights_for=_qwen2_moe_weights), "qwen2-moe")
