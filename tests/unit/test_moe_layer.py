@@ -103,3 +103,19 @@ def test_training_logs_aux_losses_and_parallel_runs_equal_tp1() -> None:
                 for stat, value in reference.items():
                     assert abs(ours[stat] - value) <= 1e-5 * abs(value), (name, step, stat, ours[stat], value)
             assert steps[2]["bias_moved"] == 1.0, name
+
+
+def test_resume_restores_the_expert_bias_and_the_next_loss(tmp_path) -> None:
+    """The expert bias (a buffer) is saved and loaded: a resumed run's second step equals the uninterrupted one."""
+    from mindspeed_llm.training.training import setup
+
+    trainer = setup(PRETRAIN + ["--save", str(tmp_path)])
+    iterator = trainer.train_iterator()
+    trainer.train_step(iterator)
+    trainer.save()
+    saved = [m.expert_bias.clone() for m in trainer.model.modules() if isinstance(m, TopKRouter)]
+    expected = trainer.train_step(iterator).loss
+    resumed = setup(PRETRAIN + ["--load", str(tmp_path)])
+    loaded = [m.expert_bias for m in resumed.model.modules() if isinstance(m, TopKRouter)]
+    assert all(s.abs().sum() > 0 and torch.equal(s, l) for s, l in zip(saved, loaded)) and len(loaded) == 2
+    assert resumed.train_step(resumed.train_iterator()).loss == expected
