@@ -154,7 +154,9 @@ def test_aux_loss_by_hand(score_function: str) -> None:
     probs, chosen = _scores_and_map(router, hidden)
     tokens = len(probs)
     counts = [sum(e in c for c in chosen) for e in range(experts)]
-    expected = coeff * experts / (tokens * topk) * sum(sum(p[e] for p in probs) * counts[e] for e in range(experts))
+    share = [counts[e] / (tokens * topk) for e in range(experts)]  # f_e: share of the routed copies
+    mean_prob = [sum(p[e] for p in probs) / tokens for e in range(experts)]  # P_e
+    expected = coeff * experts * sum(f * p for f, p in zip(share, mean_prob))
     losses = router(hidden).losses
     assert set(losses) == {"load_balancing_loss"}
     assert losses["load_balancing_loss"].item() == pytest.approx(expected, rel=1e-5)
@@ -187,6 +189,15 @@ def test_z_loss_by_hand_and_gradients_reach_the_router() -> None:
     assert output.losses["z_loss"].item() == pytest.approx(expected, rel=1e-5)
     (output.weights.sum() + sum(output.losses.values())).backward()
     assert router.weight.grad is not None and router.weight.grad.abs().sum() > 0
+
+
+def test_aux_losses_are_one_for_uniform_routing() -> None:
+    """Both balancing losses equal the coefficient when every expert gets the same tokens and scores."""
+    from core.transformer.moe.router import sequence_load_balancing_loss, switch_load_balancing_loss
+    scores = torch.full((8, 4), 0.25)
+    routing_map = torch.tensor([[1, 1, 0, 0], [0, 0, 1, 1]] * 4, dtype=torch.bool)
+    assert switch_load_balancing_loss(scores, routing_map, 2).item() == pytest.approx(1.0)
+    assert sequence_load_balancing_loss(scores, routing_map, 2, seq_length=4).item() == pytest.approx(1.0)
 
 
 def test_no_losses_without_coefficients() -> None:

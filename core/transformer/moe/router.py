@@ -60,14 +60,15 @@ def group_limited_topk(scores: torch.Tensor, topk: int, num_groups: int, group_t
 
 
 def switch_load_balancing_loss(scores: torch.Tensor, routing_map: torch.Tensor, topk: int) -> torch.Tensor:
-    """Switch/GShard aux loss: experts / (tokens x topk) x sum_e (sum_t p_te) x count_e.
+    """Switch/GShard aux loss: experts x sum_e f_e P_e, f_e = count_e / (tokens x topk) the share of the
+    routed copies expert e got, P_e = mean_t p_te its mean score (Megatron's switch_load_balancing_loss_func).
 
     ``scores`` [tokens, experts]: each token's normalised scores over all experts;
     ``routing_map`` [tokens, experts]: the chosen experts. Equals 1 when routing is uniform.
     """
     tokens, experts = scores.shape
     counts = routing_map.sum(dim=0).to(scores.dtype)  # [experts]
-    return (scores.sum(dim=0) * counts).sum() * experts / (tokens * topk)
+    return (scores.sum(dim=0) * counts).sum() * experts / (tokens * tokens * topk)
 
 
 def sequence_load_balancing_loss(scores: torch.Tensor, routing_map: torch.Tensor, topk: int,
