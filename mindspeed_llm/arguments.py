@@ -263,6 +263,43 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--qk-pos-emb-head-dim", "--qk-rope-head-dim", dest="qk_pos_emb_head_dim", type=int,
                        default=64, help="MLA: per-head query/key dims with RoPE (the key part shared by all heads)")
     group.add_argument("--v-head-dim", type=int, default=128, help="MLA: per-head value dims")
+    _add_moe_args(parser)
+
+
+def _add_moe_args(parser: argparse.ArgumentParser) -> None:
+    """Mixture-of-experts flags (Megatron/MindSpeed names; TransformerConfig documents each)."""
+    group = parser.add_argument_group("mixture of experts")
+    group.add_argument("--num-experts", type=int, default=None, help="experts per MoE layer; none: dense MLPs")
+    group.add_argument("--moe-router-topk", type=int, default=2, help="experts each token is routed to")
+    group.add_argument("--moe-ffn-hidden-size", type=int, default=None, help="one expert's FFN size; default --ffn-hidden-size")
+    group.add_argument("--moe-router-score-function", default="softmax", choices=["softmax", "sigmoid"])
+    group.add_argument("--moe-router-pre-softmax", action="store_true",
+                       help="softmax over all experts before the top-k (default: softmax over the top-k logits)")
+    group.add_argument("--norm-topk-prob", action="store_true", help="divide the top-k weights by their sum")
+    group.add_argument("--moe-router-num-groups", type=int, default=None, help="expert groups for group-limited routing")
+    group.add_argument("--moe-router-group-topk", type=int, default=None, help="groups each token may route to")
+    group.add_argument("--moe-router-topk-scaling-factor", type=float, default=None,
+                       help="the top-k weights times this factor")
+    group.add_argument("--moe-router-enable-expert-bias", action="store_true",
+                       help="aux-loss-free balancing: a per-expert selection bias updated from token counts")
+    group.add_argument("--moe-router-bias-update-rate", type=float, default=1e-3,
+                       help="the expert bias moves by this much per optimizer step")
+    group.add_argument("--moe-router-load-balancing-type", default="aux_loss",
+                       choices=["aux_loss", "seq_aux_loss", "none"])
+    group.add_argument("--moe-aux-loss-coeff", type=float, default=0.0, help="load-balancing loss coefficient")
+    group.add_argument("--moe-z-loss-coeff", type=float, default=None, help="router z-loss coefficient")
+    group.add_argument("--moe-grouped-gemm", action="store_true",
+                       help="expert products as torch._grouped_mm (where available) instead of a loop")
+    group.add_argument("--moe-expert-capacity-factor", type=float, default=None,
+                       help="tokens per expert at most ceil(tokens x topk / experts x factor); default dropless")
+    group.add_argument("--moe-shared-expert-intermediate-size", type=int, default=None,
+                       help="FFN size of the shared expert every token goes through")
+    group.add_argument("--n-shared-experts", type=int, default=None,
+                       help="MindSpeed: a shared expert of N x --moe-ffn-hidden-size")
+    group.add_argument("--shared-expert-gate", action="store_true",
+                       help="the shared expert's output times sigmoid(x . w) per token (Qwen2-MoE)")
+    group.add_argument("--moe-layer-freq", type=int, default=1, help="every Nth layer (0, N, 2N, ...) is an MoE layer")
+    group.add_argument("--first-k-dense-replace", type=int, default=0, help="the first K layers keep dense MLPs")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -956,6 +993,9 @@ def _check_model_config(args: argparse.Namespace) -> None:
     if args.position_embedding_type == "learned_absolute" and args.seq_length > args.max_position_embeddings:
         raise ArgumentError(f"--seq-length {args.seq_length} exceeds the learned position table's "
                             f"--max-position-embeddings {args.max_position_embeddings}; shorten the sequence")
+    if args.num_experts is not None and args.pipeline_model_parallel_size > 1:
+        raise ArgumentError("--num-experts with --pipeline-model-parallel-size > 1 is not supported yet (the "
+                            "router's losses are added on the last stage only); use PP 1")
 
 
 def validate_args(args: argparse.Namespace, world_size: int) -> None:
@@ -1025,6 +1065,16 @@ def transformer_config_from_args(args: argparse.Namespace) -> TransformerConfig:
         raise ArgumentError("the vocabulary size is unknown: pass --vocab-size, or call "
                             "set_vocab_size(args, tokenizer.vocab_size) before building the model")
     return _build_transformer_config(args, args.vocab_size)
+
+
+def _shared_expert_size(args: argparse.Namespace) -> Optional[int]:
+    """--moe-shared-expert-intermediate-size, or MindSpeed's --n-shared-experts x the expert FFN size."""
+    if args.n_shared_experts is None:
+        return args.moe_shared_expert_intermediate_size
+    if args.moe_shared_expert_intermediate_size is not None:
+        raise ArgumentError("--n-shared-experts and --moe-shared-expert-intermediate-size both size the shared "
+                            "expert; choose one")
+    return args.n_shared_experts * (args.moe_ffn_hidden_size or args.ffn_hidden_size)
 
 
 def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> TransformerConfig:
@@ -1121,6 +1171,26 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             rope_scaling_mscale_all_dim=args.rope_scaling_mscale_all_dim,
             qk_layernorm_after_rope=args.qk_layernorm_after_rope,
             rope_ntk_alpha=args.rope_ntk_alpha,
+            num_experts=args.num_experts,
+            moe_router_topk=args.moe_router_topk,
+            moe_ffn_hidden_size=args.moe_ffn_hidden_size,
+            moe_router_score_function=args.moe_router_score_function,
+            moe_router_pre_softmax=args.moe_router_pre_softmax,
+            norm_topk_prob=args.norm_topk_prob,
+            moe_router_num_groups=args.moe_router_num_groups,
+            moe_router_group_topk=args.moe_router_group_topk,
+            moe_router_topk_scaling_factor=args.moe_router_topk_scaling_factor,
+            moe_router_enable_expert_bias=args.moe_router_enable_expert_bias,
+            moe_router_bias_update_rate=args.moe_router_bias_update_rate,
+            moe_router_load_balancing_type=args.moe_router_load_balancing_type,
+            moe_aux_loss_coeff=args.moe_aux_loss_coeff,
+            moe_z_loss_coeff=args.moe_z_loss_coeff,
+            moe_grouped_gemm=args.moe_grouped_gemm,
+            moe_expert_capacity_factor=args.moe_expert_capacity_factor,
+            moe_shared_expert_intermediate_size=_shared_expert_size(args),
+            shared_expert_gate=args.shared_expert_gate,
+            moe_layer_freq=args.moe_layer_freq,
+            first_k_dense_replace=args.first_k_dense_replace,
             attn_temperature_beta=args.attn_temperature_beta,
             attn_temperature_length=args.attn_temperature_length,
             xielu=args.xielu,

@@ -257,6 +257,8 @@ def materialize(model: nn.Module, device: torch.device, seed: int, config: Trans
         shard = param_meta(param).tp_shard
         local = shard.shard(full, tp_rank, tp_size) if shard is not None else full
         param.copy_(local.to(param.dtype))
+    for buffer in model.buffers():  # to_empty() leaves them unset; all start at zero (MoE router's expert bias)
+        buffer.zero_()
     return model
 
 

@@ -21,6 +21,7 @@ from core.transformer.attention import SelfAttention
 from core.transformer.config import TransformerConfig
 from core.transformer.mla import MultiLatentAttention
 from core.transformer.mlp import MLP
+from core.transformer.moe.moe_layer import MoELayer
 from core.transformer.norms import build_norm
 
 
@@ -114,7 +115,7 @@ class TransformerLayer(nn.Module):
         self.post_self_attn_layernorm = hidden_norm(config) if config.output_norm else None
         shared_norm = config.parallel_residual_shared_norm
         self.pre_mlp_layernorm = hidden_norm(config) if config.pre_norm and not shared_norm else nn.Identity()
-        self.mlp = MLP(config, state)
+        self.mlp = MoELayer(config, state) if config.is_moe_layer(layer_number) else MLP(config, state)
         self.post_mlp_layernorm = hidden_norm(config) if config.output_norm else None
         self.layer_scalar = None  # Gemma4: the layer's output times a scalar of its own
         if config.layer_scalar:  # replicated; fed a sequence shard under SP, hence a partial gradient there

@@ -28,6 +28,14 @@ ATTENTION_MLP_FIELDS = ("swiglu", "geglu", "gelu_tanh", "add_qkv_bias", "qk_laye
                         "rope_interleaved", "rotary_percent", "local_rotary_base", "no_rope_layers",
                         "rope_scaling_type", "residual_multiplier")
 PREDICTION_HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
+MOE_SCORE_FUNCTIONS = ("softmax", "sigmoid")
+MOE_LOAD_BALANCING_TYPES = ("aux_loss", "seq_aux_loss", "none")
+# Fields only MoE layers read (refused without --num-experts)
+MOE_FIELDS = ("moe_router_topk", "moe_ffn_hidden_size", "moe_router_score_function", "moe_router_pre_softmax",
+              "norm_topk_prob", "moe_router_num_groups", "moe_router_group_topk", "moe_router_topk_scaling_factor",
+              "moe_router_enable_expert_bias", "moe_router_bias_update_rate", "moe_router_load_balancing_type",
+              "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_grouped_gemm", "moe_expert_capacity_factor",
+              "moe_shared_expert_intermediate_size", "shared_expert_gate", "moe_layer_freq", "first_k_dense_replace")
 
 
 def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
@@ -229,6 +237,50 @@ class TransformerConfig:
     # outputs are added in fp32; pipeline stages exchange fp32; the final norm's output is cast back before the
     # output layer. A no-op with fp32 parameters [--fp32-residual-connection]
     fp32_residual_connection: bool = False
+    # Mixture of experts (core/transformer/moe/; Megatron/MindSpeed flag names). num_experts None: dense MLPs
+    # [--num-experts]; each token goes to moe_router_topk experts [--moe-router-topk] of FFN size
+    # moe_ffn_hidden_size (None: --ffn-hidden-size) [--moe-ffn-hidden-size]. The router (a replicated
+    # [experts, hidden] linear, fp32 logits) scores with softmax or sigmoid [--moe-router-score-function];
+    # softmax: over all experts then top-k (pre-softmax) [--moe-router-pre-softmax] or top-k logits then a
+    # softmax over those k (weights sum to one). norm_topk_prob divides the top-k weights by their sum (pre-softmax
+    # softmax and sigmoid; the plain softmax is normalised already) [--norm-topk-prob]. Group-limited routing:
+    # experts in moe_router_num_groups groups, a group scored by the sum of its top (topk / group_topk) scores,
+    # top-k taken within the best moe_router_group_topk groups [--moe-router-num-groups,
+    # --moe-router-group-topk]. The weights times moe_router_topk_scaling_factor [--moe-router-topk-scaling-factor].
+    # Aux-loss-free balancing: a per-expert bias added to the scores for the selection only, moved by
+    # +-rate towards the mean token count after every optimizer step [--moe-router-enable-expert-bias,
+    # --moe-router-bias-update-rate]. Load-balancing loss aux_loss (over the micro-batch) / seq_aux_loss (per
+    # sequence) / none [--moe-router-load-balancing-type] times --moe-aux-loss-coeff; z-loss
+    # mean(logsumexp(logits)^2) times --moe-z-loss-coeff.
+    num_experts: Optional[int] = None
+    moe_router_topk: int = 2
+    moe_ffn_hidden_size: Optional[int] = None
+    moe_router_score_function: str = "softmax"
+    moe_router_pre_softmax: bool = False
+    norm_topk_prob: bool = False
+    moe_router_num_groups: Optional[int] = None
+    moe_router_group_topk: Optional[int] = None
+    moe_router_topk_scaling_factor: Optional[float] = None
+    moe_router_enable_expert_bias: bool = False
+    moe_router_bias_update_rate: float = 1e-3
+    moe_router_load_balancing_type: str = "aux_loss"
+    moe_aux_loss_coeff: float = 0.0
+    moe_z_loss_coeff: Optional[float] = None
+    # Experts (core/transformer/moe/experts.py): the products as one torch._grouped_mm per linear instead of a
+    # loop over experts, same numbers [--moe-grouped-gemm]; at most ceil(tokens x topk / experts x factor)
+    # tokens per expert, the lowest-weight ones dropped (None: dropless) [--moe-expert-capacity-factor].
+    # Experts have no biases (--disable-bias-linear) and use the dense MLP's activation flags.
+    moe_grouped_gemm: bool = False
+    moe_expert_capacity_factor: Optional[float] = None
+    # Shared expert: a dense MLP of this FFN size every token of an MoE layer goes through (Megatron's
+    # --moe-shared-expert-intermediate-size; MindSpeed's --n-shared-experts N sets N x --moe-ffn-hidden-size),
+    # its output times sigmoid(x . w) per token with --shared-expert-gate (Qwen2-MoE). MoE layers: layer i
+    # (0-based) when i % moe_layer_freq == 0 [--moe-layer-freq] and i >= first_k_dense_replace
+    # [--first-k-dense-replace]; the others keep the dense MLP.
+    moe_shared_expert_intermediate_size: Optional[int] = None
+    shared_expert_gate: bool = False
+    moe_layer_freq: int = 1
+    first_k_dense_replace: int = 0
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -253,6 +305,7 @@ class TransformerConfig:
         if self.rope_scaling_type not in ROPE_SCALINGS:
             raise ValueError(f"--rope-scaling-type {self.rope_scaling_type!r} is not one of {ROPE_SCALINGS}")
         self._validate_hybrid()
+        self._validate_moe()
         if self.has_attention_layers:
             self._validate_attention()
         if self.sliding_window is not None and self.sliding_window < 1:
@@ -303,6 +356,86 @@ class TransformerConfig:
             raise ValueError(f"{unused[0]} applies to attention or MLP layers, which --hybrid-override-pattern "
                              f"{pattern!r} has none of; drop it")
         self._validate_mamba()
+
+    def _validate_moe(self) -> None:
+        """The router's settings against the expert count (refused without --num-experts)."""
+        experts, topk = self.num_experts, self.moe_router_topk
+        if experts is None:
+            unused = self._changed(MOE_FIELDS)
+            if unused:
+                raise ValueError(f"{unused[0]} applies to MoE layers; add --num-experts or drop it")
+            return
+        if experts < 1 or not 1 <= topk <= experts:
+            raise ValueError(f"--moe-router-topk {topk} must be between 1 and --num-experts {experts}")
+        if self.moe_router_score_function not in MOE_SCORE_FUNCTIONS:
+            raise ValueError(f"--moe-router-score-function {self.moe_router_score_function!r} is not one of "
+                             f"{MOE_SCORE_FUNCTIONS}")
+        if self.moe_router_load_balancing_type not in MOE_LOAD_BALANCING_TYPES:
+            raise ValueError(f"--moe-router-load-balancing-type {self.moe_router_load_balancing_type!r} is not one "
+                             f"of {MOE_LOAD_BALANCING_TYPES}")
+        if self.moe_router_pre_softmax and self.moe_router_score_function != "softmax":
+            raise ValueError("--moe-router-pre-softmax needs --moe-router-score-function softmax")
+        if self.norm_topk_prob and self.moe_router_score_function == "softmax" and not self.moe_router_pre_softmax:
+            raise ValueError("--norm-topk-prob has no effect on the top-k softmax (its weights sum to one); add "
+                             "--moe-router-pre-softmax or drop it")
+        if (self.moe_router_num_groups is None) != (self.moe_router_group_topk is None):
+            raise ValueError("--moe-router-num-groups and --moe-router-group-topk go together; set both or none")
+        if self.moe_router_num_groups is not None:
+            self._validate_moe_groups()
+        for flag, value in (("--moe-ffn-hidden-size", self.moe_ffn_hidden_size),
+                            ("--moe-router-topk-scaling-factor", self.moe_router_topk_scaling_factor),
+                            ("--moe-z-loss-coeff", self.moe_z_loss_coeff)):
+            if value is not None and value <= 0:
+                raise ValueError(f"{flag} {value} must be positive")
+        if self.moe_aux_loss_coeff < 0 or self.moe_router_bias_update_rate < 0:
+            raise ValueError("--moe-aux-loss-coeff and --moe-router-bias-update-rate must be 0 or more")
+        self._validate_experts()
+
+    def _validate_experts(self) -> None:
+        """What the expert MLPs support (checked after the router, whose errors come first)."""
+        if self.moe_expert_capacity_factor is not None and self.moe_expert_capacity_factor <= 0:
+            raise ValueError(f"--moe-expert-capacity-factor {self.moe_expert_capacity_factor} must be positive")
+        ffn, tp = self.moe_expert_ffn_hidden_size, self.tensor_model_parallel_size
+        if ffn % tp != 0:
+            raise ValueError(f"--moe-ffn-hidden-size ({ffn}) is not divisible by --tensor-model-parallel-size ({tp})")
+        if self.add_bias_linear or self.add_mlp_bias:
+            raise ValueError("--num-experts: expert MLPs have no biases yet; add --disable-bias-linear "
+                             "(and drop --add-mlp-bias)")
+        if self.xielu or self.ffn_sub_norm:
+            raise ValueError("--num-experts: expert MLPs do not support --xielu or --ffn-sub-norm; drop them")
+        shared = self.moe_shared_expert_intermediate_size
+        if shared is not None and (shared < 1 or shared % tp != 0):
+            raise ValueError(f"--moe-shared-expert-intermediate-size ({shared}) must be positive and divisible by "
+                             f"--tensor-model-parallel-size ({tp})")
+        if self.shared_expert_gate and shared is None:
+            raise ValueError("--shared-expert-gate needs a shared expert (--moe-shared-expert-intermediate-size or "
+                             "--n-shared-experts)")
+        if self.moe_layer_freq < 1 or self.first_k_dense_replace < 0:
+            raise ValueError("--moe-layer-freq must be at least 1 and --first-k-dense-replace 0 or more")
+        if self.recompute_granularity is not None:
+            raise ValueError("--num-experts with --recompute-granularity is not supported yet (the router's losses "
+                             "are read from the first forward); drop --recompute-granularity")
+
+    def is_moe_layer(self, layer_number: int) -> bool:
+        """Whether global layer ``layer_number`` (0-based) has an MoE layer instead of the dense MLP."""
+        return (self.num_experts is not None and layer_number >= self.first_k_dense_replace
+                and layer_number % self.moe_layer_freq == 0)
+
+    def _validate_moe_groups(self) -> None:
+        groups, group_topk, topk = self.moe_router_num_groups, self.moe_router_group_topk, self.moe_router_topk
+        if groups < 1 or self.num_experts % groups != 0:
+            raise ValueError(f"--moe-router-num-groups {groups} must divide --num-experts {self.num_experts}")
+        if not 1 <= group_topk <= min(groups, topk) or topk % group_topk != 0:
+            raise ValueError(f"--moe-router-group-topk {group_topk} must divide --moe-router-topk {topk} and be at "
+                             f"most --moe-router-num-groups {groups}")
+        if topk > group_topk * (self.num_experts // groups):
+            raise ValueError(f"--moe-router-topk {topk} exceeds the experts of --moe-router-group-topk "
+                             f"{group_topk} groups")
+
+    @property
+    def moe_expert_ffn_hidden_size(self) -> int:
+        """One expert's FFN size: --moe-ffn-hidden-size, else --ffn-hidden-size."""
+        return self.moe_ffn_hidden_size if self.moe_ffn_hidden_size is not None else self.ffn_hidden_size
 
     def _changed(self, names: Tuple[str, ...]) -> List[str]:
         """The flags of the fields in ``names`` set away from their defaults."""

@@ -142,6 +142,23 @@ def _conv1d_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor
     return [tensor.t().contiguous()]  # [out, in] -> [in, out]
 
 
+def _stack_experts_gated_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    gates, ups = tensors[0::2], tensors[1::2]  # per expert [ffn, h] each
+    return torch.stack([torch.cat([g, u], dim=0) for g, u in zip(gates, ups)])  # [experts, 2 ffn, h]
+
+
+def _stack_experts_gated_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    return [piece.contiguous() for expert in tensor for piece in expert.chunk(2, dim=0)]  # gate, up per expert
+
+
+def _stack_experts_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    return torch.stack(list(tensors))  # per expert [out, in] -> [experts, out, in]
+
+
+def _stack_experts_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    return [expert.contiguous() for expert in tensor]
+
+
 # name -> (HF tensors -> ours, ours -> HF tensors)
 TRANSFORMS: Dict[str, Tuple[Callable[..., torch.Tensor], Callable[..., List[torch.Tensor]]]] = {
     "copy": (_copy_to_ours, _copy_to_hf),
@@ -153,6 +170,9 @@ TRANSFORMS: Dict[str, Tuple[Callable[..., torch.Tensor], Callable[..., List[torc
     "qkv_codegen": (_qkv_codegen_to_ours, _qkv_codegen_to_hf),
     # GPT-2's Conv1D weights are stored transposed, [in, out]; fused c_attn columns are [q; k; v]
     "conv1d": (_conv1d_to_ours, _conv1d_to_hf),
+    # MoE experts stored one tensor per expert: (gate, up) pairs -> [experts, 2 ffn, h]; down -> [experts, h, ffn]
+    "stack_experts_gated": (_stack_experts_gated_to_ours, _stack_experts_gated_to_hf),
+    "stack_experts": (_stack_experts_to_ours, _stack_experts_to_hf),
 }
 
 

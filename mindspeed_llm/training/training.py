@@ -41,6 +41,7 @@ from core.pipeline_parallel.schedules import PipelineOptions, get_forward_backwa
 from core.tensor_parallel.mappings import all_reduce
 from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed, set_all_rng_states
 from core.transformer.config import TransformerConfig
+from core.transformer.moe.router import update_expert_biases
 from mindspeed_llm.arguments import (ArgumentError, config_field_flag, parse_and_validate, same_setting, set_vocab_size,
                                      transformer_config_from_args)
 from mindspeed_llm.tokenizer import build_tokenizer
@@ -212,6 +213,8 @@ class Trainer:
         timers = {"forward-backward": middle - start, "optimizer": time.perf_counter() - middle}
         if applied:
             self.scheduler.step(1)
+            for model in self.models:  # --moe-router-enable-expert-bias: the step's token counts over DP
+                update_expert_biases(model, self.state.dp_group)
         else:
             self.skipped_iterations += 1
         reduced = self.reduce_stats(stats)

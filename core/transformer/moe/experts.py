@@ -1,0 +1,97 @@
+"""The experts of an MoE layer: one MLP per expert, all experts' weights stacked, split over TP like the dense MLP.
+
+``linear_fc1.weight`` [experts, (2 x) ffn / tp, h] holds each expert's column-parallel first linear
+(``[gate; up]`` segments when gated, as the dense MLP's fused fc1); ``linear_fc2.weight``
+[experts, h, ffn / tp] each expert's row-parallel second linear. Each TP rank computes its FFN
+shard for every token routed to it, so the output is a partial sum over TP that the MoE layer
+reduces once for all experts. Both weights are marked ``is_expert`` (their gradients are summed
+over the expert-data-parallel group, which equals the data-parallel group at EP 1).
+
+The experts' products run as a loop over experts, or with ``--moe-grouped-gemm`` as one
+``torch._grouped_mm`` per linear where this torch build has it and the shapes meet its 16-byte
+stride alignment (otherwise the loop, which gives the same numbers).
+"""
+from __future__ import annotations
+
+from typing import List
+
+import torch
+from torch import nn
+
+from core.parallel_state import ParallelState
+from core.tensor_parallel.layers import Segment, mark_param
+from core.tensor_parallel.param_meta import TPShard, update_meta
+from core.transformer.config import TransformerConfig
+from core.transformer.mlp import activation_function
+
+GROUPED_MM_ALIGNMENT = 16  # bytes: torch._grouped_mm needs strides that are multiples of this
+
+
+class _ContiguousGrad(torch.autograd.Function):
+    """Identity whose backward hands on a contiguous gradient (torch._grouped_mm's backward needs one)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return grad.contiguous()
+
+
+def grouped_mm_available(dtype: torch.dtype, *widths: int) -> bool:
+    """Whether torch._grouped_mm exists here and rows of these widths meet its stride alignment."""
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return hasattr(torch, "_grouped_mm") and all(w * itemsize % GROUPED_MM_ALIGNMENT == 0 for w in widths)
+
+
+def grouped_linear(rows: torch.Tensor, weight: torch.Tensor, tokens_per_expert: torch.Tensor) -> torch.Tensor:
+    """``rows`` [n, in] grouped by expert times each expert's ``weight`` [experts, out, in]^T: [n, out]."""
+    offsets = torch.cumsum(tokens_per_expert, dim=0).to(torch.int32)
+    return _ContiguousGrad.apply(torch._grouped_mm(rows, weight.transpose(1, 2), offs=offsets))
+
+
+def looped_linear(rows: torch.Tensor, weight: torch.Tensor, tokens_per_expert: torch.Tensor) -> torch.Tensor:
+    """The same product as :func:`grouped_linear`, one matmul per expert."""
+    pieces: List[torch.Tensor] = []
+    for expert, chunk in enumerate(rows.split(tokens_per_expert.tolist(), dim=0)):
+        pieces.append(chunk @ weight[expert].t())  # [n_e, out]
+    return torch.cat(pieces, dim=0) if pieces else rows.new_zeros(0, weight.shape[1])
+
+
+class ExpertMLPs(nn.Module):
+    """Every local expert's MLP over the permuted rows; the output is partial over TP."""
+
+    def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
+        super().__init__()
+        tp = state.tp_group.size
+        experts, ffn, hidden = config.num_experts, config.moe_expert_ffn_hidden_size, config.hidden_size
+        self.gated = config.gated_linear_unit
+        self.act = activation_function(config)
+        segments = (Segment(ffn), Segment(ffn)) if self.gated else (Segment(ffn),)
+        self.linear_fc1 = nn.Module()
+        self.linear_fc1.weight = self._expert_param(
+            (experts, len(segments) * ffn // tp, hidden), TPShard(1, segments), "normal", config)
+        self.linear_fc2 = nn.Module()
+        self.linear_fc2.weight = self._expert_param(
+            (experts, hidden, ffn // tp), TPShard(2, (Segment(ffn),)), "scaled_normal", config)
+        self.use_grouped_mm = config.moe_grouped_gemm and grouped_mm_available(
+            config.params_dtype, hidden, ffn // tp, len(segments) * ffn // tp)
+
+    @staticmethod
+    def _expert_param(shape: tuple, shard: TPShard, init: str, config: TransformerConfig) -> nn.Parameter:
+        param = nn.Parameter(torch.empty(shape, dtype=config.params_dtype))
+        std = config.init_method_std / ((2.0 * config.num_layers) ** 0.5 if init == "scaled_normal" else 1.0)
+        nn.init.normal_(param, std=std)
+        return update_meta(mark_param(param, init=init, tp_shard=shard), is_expert=True)
+
+    def forward(self, rows: torch.Tensor, tokens_per_expert: torch.Tensor) -> torch.Tensor:
+        """``rows`` [n, h] grouped by expert (``tokens_per_expert`` [experts]) -> [n, h], partial over TP."""
+        linear = grouped_linear if self.use_grouped_mm else looped_linear
+        intermediate = linear(rows, self.linear_fc1.weight, tokens_per_expert)  # [n, (2) ffn/tp]
+        if self.gated:
+            gate, up = intermediate.chunk(2, dim=-1)
+            activated = self.act(gate) * up
+        else:
+            activated = self.act(intermediate)  # [n, ffn/tp]
+        return linear(activated, self.linear_fc2.weight, tokens_per_expert)  # [n, h]

@@ -1,0 +1,90 @@
+"""The MoE layer that replaces a decoder layer's MLP: router, permutation, experts and shared experts.
+
+At expert-parallel size 1 every rank holds every expert, each expert split over TP like the dense MLP.
+Under sequence parallelism the layer input is ``[s/tp, b, h]``: the tokens are all-gathered once, the
+router routes the whole sequence (the same on every TP rank) and the experts' partial outputs are
+reduce-scattered back to ``[s/tp, b, h]`` (all-reduced without SP), one collective for all experts.
+
+The shared expert (``--moe-shared-expert-intermediate-size`` / ``--n-shared-experts``) is a dense MLP
+every token goes through, optionally times ``sigmoid(x . w)`` per token (``--shared-expert-gate``,
+Qwen2-MoE). The router's losses of the last forward are kept in ``aux_losses`` for the training task
+(:func:`collect_aux_losses`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from core.parallel_state import ParallelState
+from core.tensor_parallel.layers import mark_param
+from core.tensor_parallel.mappings import (copy_to_tensor_model_parallel_region, gather_from_sequence_parallel_region,
+                                           reduce_from_tensor_model_parallel_region,
+                                           reduce_scatter_to_sequence_parallel_region)
+from core.transformer.config import TransformerConfig
+from core.transformer.mlp import MLP
+from core.transformer.moe.experts import ExpertMLPs
+from core.transformer.moe.router import TopKRouter
+from core.transformer.moe.token_dispatcher import capacity_keep_mask, expert_capacity, permute, unpermute
+
+
+class MoELayer(nn.Module):
+    """``[s(/tp), b, h] -> [s(/tp), b, h]``: the weighted sum of each token's top-k experts (+ shared expert)."""
+
+    def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
+        super().__init__()
+        self.config = config
+        self.tp_group = state.tp_group
+        self.router = TopKRouter(config)
+        self.experts = ExpertMLPs(config, state)
+        self.shared_experts = None
+        self.shared_expert_gate = None
+        if config.moe_shared_expert_intermediate_size is not None:
+            shared = dataclasses.replace(config, ffn_hidden_size=config.moe_shared_expert_intermediate_size)
+            self.shared_experts = MLP(shared, state)
+            if config.shared_expert_gate:  # replicated; fed a sequence shard under SP, hence a partial gradient
+                self.shared_expert_gate = mark_param(
+                    nn.Parameter(torch.empty(1, config.hidden_size, dtype=config.params_dtype)), init="normal",
+                    grad_partial_over_tp=config.sequence_parallel)
+                nn.init.normal_(self.shared_expert_gate, std=config.init_method_std)
+        self.aux_losses: Dict[str, torch.Tensor] = {}
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        sequence_parallel = self.config.sequence_parallel
+        # [s, b, h] on every TP rank; its gradient (router's, complete) is split back under SP
+        tokens = (gather_from_sequence_parallel_region(hidden, self.tp_group, output_grad_is_partial=False)
+                  if sequence_parallel else hidden)
+        routed = self.router(tokens)
+        self.aux_losses = routed.losses
+        flat = copy_to_tensor_model_parallel_region(tokens.reshape(-1, tokens.shape[-1]), self.tp_group)  # [t, h]
+        keep = None
+        if self.config.moe_expert_capacity_factor is not None:
+            capacity = expert_capacity(flat.shape[0], self.config.moe_router_topk, self.config.num_experts,
+                                       self.config.moe_expert_capacity_factor)
+            keep = capacity_keep_mask(routed.weights, routed.indices, self.config.num_experts, capacity)
+        rows, permutation = permute(flat, routed.indices, self.config.num_experts, keep)  # [pairs, h]
+        # the weights scale TP-partial expert outputs: their gradient is all-reduced over TP
+        weights = copy_to_tensor_model_parallel_region(routed.weights, self.tp_group)  # [t, k]
+        combined = unpermute(self.experts(rows, permutation.tokens_per_expert), permutation, weights)
+        combined = combined.view_as(tokens)  # [s, b, h] partial over TP
+        output = (reduce_scatter_to_sequence_parallel_region(combined, self.tp_group) if sequence_parallel
+                  else reduce_from_tensor_model_parallel_region(combined, self.tp_group))  # [s(/tp), b, h]
+        if self.shared_experts is not None:
+            shared = self.shared_experts(hidden)  # [s(/tp), b, h]
+            if self.shared_expert_gate is not None:
+                shared = shared * torch.sigmoid(F.linear(hidden, self.shared_expert_gate))
+            output = output + shared
+        return output
+
+
+def collect_aux_losses(model: nn.Module) -> Dict[str, torch.Tensor]:
+    """The MoE layers' losses of the last forward, summed over layers (times their coefficients)."""
+    totals: Dict[str, torch.Tensor] = {}
+    for module in model.modules():
+        if isinstance(module, MoELayer):
+            for name, loss in module.aux_losses.items():
+                totals[name] = totals[name] + loss if name in totals else loss
+    return totals

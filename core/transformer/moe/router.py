@@ -1,0 +1,188 @@
+"""The top-k router of a mixture-of-experts layer (Megatron's TopKRouter, with MindSpeed's flags).
+
+For every token the router scores the experts with a replicated ``[experts, hidden]``
+linear and picks ``moe_router_topk`` of them:
+
+- softmax, default: top-k of the logits, then a softmax over those k (weights sum to one);
+- softmax with ``--moe-router-pre-softmax``: softmax over all experts, then top-k
+  (``--norm-topk-prob`` divides the k weights by their sum);
+- sigmoid: sigmoid scores, top-k (``--norm-topk-prob`` as above).
+
+Group-limited routing (``--moe-router-num-groups`` / ``--moe-router-group-topk``)
+scores each group by the sum of its best ``topk / group_topk`` experts, keeps the
+best ``group_topk`` groups and takes the top-k within them. With
+``--moe-router-enable-expert-bias`` a per-expert bias is added to the scores for
+the selection only (the weights come from the unbiased scores); the bias moves by
+``+-rate`` towards the mean token count after every optimizer step
+(:func:`update_expert_biases`, called by the trainer with the counts of the step).
+
+Losses (returned already times their coefficients, for the MoE layer to collect):
+``load_balancing_loss`` (Switch's aux loss over the micro-batch, or per sequence with
+``seq_aux_loss``) and ``z_loss`` (mean squared logsumexp of the logits).
+
+The router reads the whole sequence ``[s, b, h]`` (under sequence parallelism the MoE
+layer gathers the tokens first), so every TP rank routes the same tokens and the
+router weight's gradient is complete on each rank.
+"""
+from __future__ import annotations
+
+from typing import Dict, NamedTuple, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from core.parallel_state import Group
+from core.tensor_parallel.layers import mark_param
+from core.tensor_parallel.mappings import all_reduce
+from core.transformer.config import TransformerConfig
+
+NORM_EPSILON = 1e-20  # added to the sum of the top-k weights before dividing (DeepSeek-V3, Megatron)
+
+
+class RouterOutput(NamedTuple):
+    """What the dispatcher and the MoE layer need from the router."""
+
+    weights: torch.Tensor  # [tokens, topk] the chosen experts' weights, the input's dtype
+    indices: torch.Tensor  # [tokens, topk] the chosen experts (int64)
+    losses: Dict[str, torch.Tensor]  # name -> scalar loss, already times its coefficient
+
+
+def group_limited_topk(scores: torch.Tensor, topk: int, num_groups: int, group_topk: int) -> torch.Tensor:
+    """Indices [tokens, topk] of the top-k scores within each token's best ``group_topk`` groups."""
+    tokens, experts = scores.shape
+    grouped = scores.view(tokens, num_groups, experts // num_groups)  # [t, groups, experts per group]
+    group_scores = grouped.topk(topk // group_topk, dim=-1).values.sum(dim=-1)  # [t, groups]
+    best_groups = group_scores.topk(group_topk, dim=-1).indices  # [t, group_topk]
+    group_mask = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, best_groups, True)
+    expert_mask = group_mask.unsqueeze(-1).expand_as(grouped).reshape(tokens, experts)  # [t, experts]
+    return scores.masked_fill(~expert_mask, float("-inf")).topk(topk, dim=-1).indices
+
+
+def switch_load_balancing_loss(scores: torch.Tensor, routing_map: torch.Tensor, topk: int) -> torch.Tensor:
+    """Switch/GShard aux loss: experts x sum_e f_e P_e, f_e = count_e / (tokens x topk) the share of the
+    routed copies expert e got, P_e = mean_t p_te its mean score (Megatron's switch_load_balancing_loss_func).
+
+    ``scores`` [tokens, experts]: each token's normalised scores over all experts;
+    ``routing_map`` [tokens, experts]: the chosen experts. Equals 1 when routing is uniform.
+    """
+    tokens, experts = scores.shape
+    counts = routing_map.sum(dim=0).to(scores.dtype)  # [experts]
+    return (scores.sum(dim=0) * counts).sum() * experts / (tokens * tokens * topk)
+
+
+def sequence_load_balancing_loss(scores: torch.Tensor, routing_map: torch.Tensor, topk: int,
+                                 seq_length: int) -> torch.Tensor:
+    """The Switch loss per sequence, averaged over the batch (DeepSeek-V3's sequence-wise loss).
+
+    ``scores``/``routing_map`` [s * b, experts] in the decoder's [s, b] token order.
+    """
+    experts = scores.shape[-1]
+    scores = scores.view(seq_length, -1, experts)  # [s, b, e]
+    counts = routing_map.view(seq_length, -1, experts).sum(dim=0).to(scores.dtype)  # [b, e]
+    per_sequence = (counts * experts / (seq_length * topk) * scores.mean(dim=0)).sum(dim=-1)  # [b]
+    return per_sequence.mean()
+
+
+def z_loss(logits: torch.Tensor) -> torch.Tensor:
+    """ST-MoE's router z-loss: mean over tokens of logsumexp(logits)^2."""
+    return torch.logsumexp(logits, dim=-1).square().mean()
+
+
+class TopKRouter(nn.Module):
+    """Scores, top-k selection, weights and balancing losses of one MoE layer."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = config
+        experts = config.num_experts
+        self.weight = mark_param(nn.Parameter(torch.empty(experts, config.hidden_size, dtype=config.params_dtype)),
+                                 init="normal")
+        nn.init.normal_(self.weight, std=config.init_method_std)
+        if config.moe_router_enable_expert_bias:
+            # fp32 buffers: the selection bias, and the tokens each expert got since the last update
+            self.register_buffer("expert_bias", torch.zeros(experts, dtype=torch.float32))
+            self.register_buffer("local_tokens_per_expert", torch.zeros(experts, dtype=torch.float32),
+                                 persistent=False)
+        else:
+            self.expert_bias = None
+
+    def forward(self, hidden: torch.Tensor) -> RouterOutput:
+        """``hidden`` [s, b, h] -> weights and indices [s * b, topk] in [s, b] token order."""
+        seq_length = hidden.shape[0]
+        logits = F.linear(hidden.reshape(-1, hidden.shape[-1]), self.weight).float()  # [t, e]
+        scores, weights, indices = self._route(logits)
+        routing_map = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, indices, True)  # [t, e]
+        if self.expert_bias is not None and self.training:
+            with torch.no_grad():
+                self.local_tokens_per_expert += routing_map.sum(dim=0)
+        losses = self._losses(logits, scores, routing_map, seq_length)
+        return RouterOutput(weights.to(hidden.dtype), indices, losses)
+
+    def _route(self, logits: torch.Tensor):
+        """(normalised scores over all experts [t, e] for the aux loss, weights [t, k], indices [t, k])."""
+        config = self.config
+        if config.moe_router_score_function == "sigmoid":
+            scores = torch.sigmoid(logits)
+        elif config.moe_router_pre_softmax:
+            scores = torch.softmax(logits, dim=-1)
+        else:
+            scores = logits  # the top-k of the logits, softmaxed below
+        indices = self._select(scores)
+        weights = scores.gather(1, indices)  # [t, k]
+        if config.moe_router_score_function == "softmax" and not config.moe_router_pre_softmax:
+            weights = torch.softmax(weights, dim=-1)
+        elif config.norm_topk_prob:
+            weights = weights / (weights.sum(dim=-1, keepdim=True) + NORM_EPSILON)
+        if config.moe_router_topk_scaling_factor is not None:
+            weights = weights * config.moe_router_topk_scaling_factor
+        if config.moe_router_score_function == "sigmoid":
+            balance_scores = scores / (scores.sum(dim=-1, keepdim=True) + NORM_EPSILON)
+        else:
+            balance_scores = torch.softmax(logits, dim=-1)
+        return balance_scores, weights, indices
+
+    def _select(self, scores: torch.Tensor) -> torch.Tensor:
+        """The chosen experts [t, k]: top-k of the scores (plus the expert bias), within the best groups."""
+        config = self.config
+        biased = scores.detach()
+        if self.expert_bias is not None:
+            biased = biased + self.expert_bias
+        if config.moe_router_num_groups is not None:
+            return group_limited_topk(biased, config.moe_router_topk, config.moe_router_num_groups,
+                                      config.moe_router_group_topk)
+        return biased.topk(config.moe_router_topk, dim=-1).indices
+
+    def _losses(self, logits: torch.Tensor, scores: torch.Tensor, routing_map: torch.Tensor,
+                seq_length: int) -> Dict[str, torch.Tensor]:
+        config = self.config
+        losses: Dict[str, torch.Tensor] = {}
+        if config.moe_router_load_balancing_type != "none" and config.moe_aux_loss_coeff > 0:
+            if config.moe_router_load_balancing_type == "seq_aux_loss":
+                loss = sequence_load_balancing_loss(scores, routing_map, config.moe_router_topk, seq_length)
+            else:
+                loss = switch_load_balancing_loss(scores, routing_map, config.moe_router_topk)
+            losses["load_balancing_loss"] = loss * config.moe_aux_loss_coeff
+        if config.moe_z_loss_coeff is not None:
+            losses["z_loss"] = z_loss(logits) * config.moe_z_loss_coeff
+        return losses
+
+    @torch.no_grad()
+    def update_expert_bias(self, group: Optional[Group] = None) -> None:
+        """Move the bias by +-rate towards the mean count (counts summed over ``group``), then reset the counts."""
+        counts = self.local_tokens_per_expert
+        if group is not None:
+            all_reduce(counts, group)
+        offset = counts.mean() - counts  # under-used experts (positive offset) get a higher bias
+        self.expert_bias += torch.sign(offset) * self.config.moe_router_bias_update_rate
+        counts.zero_()
+
+
+def update_expert_biases(model: nn.Module, group: Optional[Group] = None) -> None:
+    """The trainer's hook after each optimizer step: update every router's expert bias from the step's counts.
+
+    ``group``: the ranks whose tokens count together (Megatron: TP x CP x DP); None for one process.
+    """
+    for module in model.modules():
+        if isinstance(module, TopKRouter) and module.expert_bias is not None:
+            module.update_expert_bias(group)
