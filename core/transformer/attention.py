@@ -113,15 +113,14 @@ class SelfAttention(nn.Module):
             qkv_segments += (Segment(heads, hn),)
         projection = ColumnParallelLinear(
             config.hidden_size, sum(segment.size for segment in qkv_segments), group=tp_group,
-            bias=config.add_bias_linear or config.add_qkv_bias, sequence_parallel=config.sequence_parallel,
+            bias=config.qkv_bias, sequence_parallel=config.sequence_parallel,
             segments=qkv_segments, dtype=config.params_dtype)
         if self.k_eq_v:
             self.linear_qk = projection  # [Q; K] rows
         else:
             self.linear_qkv = projection  # [Q; K; V] rows
         self.linear_proj = RowParallelLinear(
-            heads * hn, config.hidden_size, group=tp_group, bias=config.add_bias_linear or config.add_dense_bias
-            or layer_number in config.dense_bias_layers,
+            heads * hn, config.hidden_size, group=tp_group, bias=config.dense_bias(layer_number),
             sequence_parallel=config.sequence_parallel, segments=(Segment(heads, hn),), dtype=config.params_dtype)
         self.window = config.layer_window(layer_number)
         self.chunk = config.layer_chunk(layer_number)

@@ -398,7 +398,7 @@ class TransformerConfig:
         ffn, tp = self.moe_expert_ffn_hidden_size, self.tensor_model_parallel_size
         if ffn % tp != 0:
             raise ValueError(f"--moe-ffn-hidden-size ({ffn}) is not divisible by --tensor-model-parallel-size ({tp})")
-        if self.add_bias_linear or self.add_mlp_bias:
+        if self.mlp_bias:
             raise ValueError("--num-experts: expert MLPs have no biases yet; add --disable-bias-linear "
                              "(and drop --add-mlp-bias)")
         if self.xielu or self.ffn_sub_norm:
@@ -775,6 +775,21 @@ class TransformerConfig:
         if self.softmax_scale is not None:
             return self.softmax_scale
         return None if self.query_pre_attn_scalar is None else self.query_pre_attn_scalar ** -0.5
+
+    @property
+    def qkv_bias(self) -> bool:
+        """The q/k/v projections have biases (``--add-bias-linear`` or ``--add-qkv-bias``)."""
+        return self.add_bias_linear or self.add_qkv_bias
+
+    @property
+    def mlp_bias(self) -> bool:
+        """The MLP linears have biases (``--add-bias-linear`` or ``--add-mlp-bias``)."""
+        return self.add_bias_linear or self.add_mlp_bias
+
+    def dense_bias(self, layer_number: int) -> bool:
+        """Global layer ``layer_number``'s attention output projection has a bias (``--add-bias-linear``,
+        ``--add-dense-bias`` or ``--dense-bias-layers``)."""
+        return self.add_bias_linear or self.add_dense_bias or layer_number in self.dense_bias_layers
 
     def layer_chunk(self, layer_number: int) -> Optional[int]:
         """The attention chunk of global layer ``layer_number`` (None: not chunked)."""

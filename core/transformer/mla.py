@@ -58,7 +58,7 @@ class MultiLatentAttention(nn.Module):
         self.local_heads = heads // tp
         self.nope_dim, self.rope_dim, self.v_dim = config.qk_head_dim, config.qk_pos_emb_head_dim, config.v_head_dim
         q_head = self.nope_dim + self.rope_dim
-        down_bias = config.add_bias_linear or config.add_qkv_bias
+        down_bias = config.qkv_bias
         dtype = config.params_dtype
         up_args = dict(group=self.group, bias=config.add_bias_linear, sequence_parallel=False, dtype=dtype)
         if config.q_lora_rank is None:
@@ -77,7 +77,7 @@ class MultiLatentAttention(nn.Module):
                                                       segments=(Segment(heads, kv_head),), **up_args)
         self.linear_proj = RowParallelLinear(
             heads * self.v_dim, config.hidden_size, group=self.group,
-            bias=config.add_bias_linear or config.add_dense_bias or layer_number in config.dense_bias_layers,
+            bias=config.dense_bias(layer_number),
             sequence_parallel=config.sequence_parallel, segments=(Segment(heads, self.v_dim),), dtype=dtype)
         self.window = config.layer_window(layer_number)
         self.chunk = config.layer_chunk(layer_number)

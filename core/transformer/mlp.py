@@ -78,7 +78,7 @@ class MLP(nn.Module):
         self.act = self.xielu.forward if self.xielu is not None else activation_function(config)
         self.recompute_activation_function = config.recompute_activation_function
         ffn = config.ffn_hidden_size
-        bias = config.add_bias_linear or config.add_mlp_bias
+        bias = config.mlp_bias
         fc1_segments = (Segment(ffn), Segment(ffn)) if self.gated else (Segment(ffn),)
         self.linear_fc1 = ColumnParallelLinear(
             config.hidden_size, ffn * len(fc1_segments), group=tp_group, bias=bias,

@@ -41,8 +41,7 @@ def _biases(qkv: bool, dense: bool, mlp: bool) -> Dict[str, bool]:
 
 def _bias_places(cfg: TransformerConfig) -> Tuple[bool, bool, bool]:
     """Which of (q/k/v, attention output, MLP) carry biases in ``cfg``."""
-    every = cfg.add_bias_linear
-    return every or cfg.add_qkv_bias, every or cfg.add_dense_bias, every or cfg.add_mlp_bias
+    return cfg.qkv_bias, cfg.add_bias_linear or cfg.add_dense_bias, cfg.mlp_bias
 
 
 def _refuse(name: str, hf: Dict[str, Any], **unsupported: Any) -> None:
