@@ -5,7 +5,8 @@ two MoE layers of 4 experts, top-2, a gated shared expert, sigmoid routing with 
 losses) for two SGD steps (the second sees the first's update), micro-batch 1, global batch 4:
 
 - EP 2 and EP 4 with the alltoall and allgather dispatchers, with and without grouped GEMM;
-- EP2 x TP2 (with SP), EP2 x PP2, EP2 with the distributed optimizer and overlapped reductions,
+- EP2 x TP2 (with SP), EP2 x PP2 (and with 4 layers in 2 virtual stages per rank), EP2 with the
+  distributed optimizer and overlapped reductions,
   EP2 with full recompute, EP2 with a capacity factor (the same tokens dropped as at EP 1).
 
 Each compares with the single-process run of the same flags (minus the parallel ones): the step's
@@ -73,6 +74,8 @@ JOBS: Dict[str, Tuple[List[str], List[str], bool]] = {
     "ep4_alltoall_grouped": (_ep(4, "alltoall", "--moe-grouped-gemm"), [], True),
     "ep2_tp2_sp": (_ep(2, "alltoall", "--tensor-model-parallel-size", "2", "--sequence-parallel"), [], False),
     "ep2_pp2": (_ep(2, "allgather", "--pipeline-model-parallel-size", "2", "--num-layer-list", "1,2"), [], False),
+    "ep2_pp2_vpp": (_ep(2, "alltoall", "--pipeline-model-parallel-size", "2", "--num-layers", "4",
+                        "--num-layers-per-virtual-pipeline-stage", "1"), ["--num-layers", "4"], False),
     "ep2_distopt_overlap": (_ep(2, "alltoall", "--use-distributed-optimizer", "--overlap-grad-reduce",
                                 "--overlap-param-gather"), [], True),
     "ep2_recompute": (_ep(2, "alltoall", *RECOMPUTE), [], True),
