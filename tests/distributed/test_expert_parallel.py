@@ -14,7 +14,8 @@ Each compares with the single-process run of the same flags (minus the parallel 
 the layouts without TP/PP, every weight after the two steps (expert weights gathered over EP), which
 checks the gradients of every parameter. A checkpoint saved at EP 2 names ``ep`` in its rank
 directories and is refused at EP 4 with the converter's ``--target-expert-parallel-size``; converted to
-EP 4 with that flag it loads at EP 4 with the same weights.
+EP 4 with that flag it loads at EP 4 with the same weights. Adam with the distributed optimizer (its
+state sharded over expert-DP for the experts) resumes at EP 2 with the uninterrupted next loss.
 
     python -m pytest -q tests/distributed/test_expert_parallel.py
 """
@@ -113,7 +114,23 @@ def _run(argv: List[str], weights: bool) -> Dict[str, Any]:
 def _worker(rank: int, world: int, jobs: Dict[str, Tuple[List[str], bool]], root: str) -> Dict[str, Any]:
     results = {name: _run(argv, weights) for name, (argv, weights) in jobs.items()}
     results["checkpoint"] = _checkpoint_case(root)
+    results["resume"] = _distributed_optimizer_resume_case(root + "_adam")
     return results
+
+
+def _distributed_optimizer_resume_case(root: str) -> Dict[str, float]:
+    """Adam with the distributed optimizer at EP 2: a run resumed from step 1 takes the uninterrupted step 2."""
+    from mindspeed_llm.training.training import setup
+
+    argv = _without(BASE, {"--optimizer": 1, "--lr": 1}) + _ep(2, "alltoall") + [
+        "--optimizer", "adam", "--lr", "0.01", "--use-distributed-optimizer", "--save", root]
+    trainer = setup(argv)
+    iterator = trainer.train_iterator()
+    trainer.train_step(iterator)
+    trainer.save()
+    expected = trainer.train_step(iterator).loss
+    resumed = setup(argv + ["--load", root])
+    return {"expected": expected, "resumed": resumed.train_step(resumed.train_iterator()).loss}
 
 
 def _checkpoint_case(root: str) -> Dict[str, Any]:
@@ -189,6 +206,11 @@ def test_capacity_drops_tokens() -> None:
         trainer = setup(BASE + extra + ["--train-iters", "1"])
         losses.append(trainer.train_step(trainer.train_iterator()).loss)
     assert losses[0] != losses[1]
+
+
+def test_distributed_optimizer_resumes_exactly_at_ep2(results) -> None:
+    for per_rank in results["per_rank"]:
+        assert per_rank["resume"]["resumed"] == per_rank["resume"]["expected"]
 
 
 def test_ep_checkpoint_names_and_refusal(results) -> None:
