@@ -184,11 +184,29 @@ BAD: List[tuple] = [
     (dict(num_experts=4, add_bias_linear=False, shared_expert_gate=True),
      ["--num-experts", "4", "--disable-bias-linear", "--shared-expert-gate"],
      "--shared-expert-gate needs a shared expert"),
-    (dict(num_experts=4, add_bias_linear=False, recompute_granularity="full", recompute_method="uniform",
-          recompute_num_layers=1),
-     ["--num-experts", "4", "--disable-bias-linear", "--recompute-granularity", "full", "--recompute-method",
-      "uniform", "--recompute-num-layers", "1"], "--num-experts with --recompute-granularity is not supported yet"),
+    (dict(num_experts=4, add_bias_linear=False, expert_tensor_parallel_size=2),
+     ["--num-experts", "4", "--disable-bias-linear", "--expert-tensor-parallel-size", "2"],
+     "--expert-tensor-parallel-size 2 other than --tensor-model-parallel-size 1 is not supported yet"),
 ]
+# (config fields, flags, message, world size): expert-parallel sizes need that many processes
+BAD_EXPERT_PARALLEL = [
+    (dict(num_experts=6, add_bias_linear=False, expert_model_parallel_size=4),
+     ["--num-experts", "6", "--disable-bias-linear", "--expert-model-parallel-size", "4", "--global-batch-size", "4"],
+     "--num-experts 6 is not divisible by --expert-model-parallel-size 4", 4),
+    (dict(expert_model_parallel_size=2), ["--expert-model-parallel-size", "2", "--global-batch-size", "2"],
+     "--expert-model-parallel-size applies to MoE layers", 2),
+]
+
+
+@pytest.mark.parametrize("overrides, flags, message, world", BAD_EXPERT_PARALLEL,
+                         ids=[b[2][:40] for b in BAD_EXPERT_PARALLEL])
+def test_bad_expert_parallel_combination_is_one_line(overrides: Dict[str, Any], flags: List[str], message: str,
+                                                      world: int) -> None:
+    with pytest.raises(ValueError, match=message):
+        TransformerConfig(**{**SMALL, **overrides})
+    with pytest.raises(ArgumentError) as cli_error:
+        validate_args(parse_args(ARGV + flags), world)
+    assert message in str(cli_error.value) and "\n" not in str(cli_error.value)
 
 
 @pytest.mark.parametrize("overrides, flags, message", BAD, ids=[b[2][:40] for b in BAD])
