@@ -65,9 +65,11 @@ class MoELayer(nn.Module):
             capacity = expert_capacity(flat.shape[0], self.config.moe_router_topk, self.config.num_experts,
                                        self.config.moe_expert_capacity_factor)
             keep = capacity_keep_mask(routed.weights, routed.indices, self.config.num_experts, capacity)
-        rows, permutation = permute(flat, routed.indices, self.config.num_experts, keep)  # [pairs, h]
-        # the weights scale TP-partial expert outputs: their gradient is all-reduced over TP
+        # the weights scale TP-partial expert outputs (or inputs): their gradient is all-reduced over TP
         weights = copy_to_tensor_model_parallel_region(routed.weights, self.tp_group)  # [t, k]
+        if self.config.moe_apply_probs_on_input:  # top-1 (Llama 4): the expert reads its token times the weight
+            flat, weights = flat * weights.to(flat.dtype), torch.ones_like(weights)  # [t, h], [t, 1]
+        rows, permutation = permute(flat, routed.indices, self.config.num_experts, keep)  # [pairs, h]
         combined = unpermute(self.experts(rows, permutation.tokens_per_expert), permutation, weights)
         combined = combined.view_as(tokens)  # [s, b, h] partial over TP
         output = (reduce_scatter_to_sequence_parallel_region(combined, self.tp_group) if sequence_parallel
