@@ -69,7 +69,7 @@ def _llama4_attention(hf: Dict[str, Any], layers: int) -> Dict[str, Any]:
     interval = int(hf.get("no_rope_layer_interval", 4))
     uses_rope = hf.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(layers)]
     nope = tuple(i for i in range(layers) if not uses_rope[i])
-    chunk = hf.get("attention_chunk_size")
+    chunk = hf.get("attention_chunk_size", 8192)  # Llama4TextConfig default; null: no chunked layers
     types = hf.get("layer_types") or ["chunked_attention" if uses_rope[i] and chunk is not None else "full_attention"
                                       for i in range(layers)]
     if len(types) != layers or set(types) - {"chunked_attention", "full_attention"}:
