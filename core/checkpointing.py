@@ -3,6 +3,7 @@
     <dir>/latest_checkpointed_iteration.txt         "100" (or "release")
     <dir>/iter_0000100/mp_rank_00/model_optim_rng.pt            PP = 1
     <dir>/iter_0000100/mp_rank_01_002/model_optim_rng.pt        TP rank 1, PP rank 2
+    <dir>/iter_0000100/mp_rank_01_002_001/model_optim_rng.pt    ... EP rank 1 (EP > 1, as Megatron)
 
 Each file holds ``model`` (``model0``, ``model1``, ... per virtual chunk),
 ``optimizer``, ``opt_param_scheduler``, ``rng_state`` (one entry per DP
@@ -250,7 +251,8 @@ def map_foreign_file(path: str) -> Dict[str, Any]:
 RUNTIME_CONFIG_FIELDS = frozenset({
     "params_dtype", "tensor_model_parallel_size", "sequence_parallel", "attention_dropout", "hidden_dropout",
     "init_method_std", "recompute_granularity", "recompute_method", "recompute_num_layers",
-    "recompute_activation_function",
+    "recompute_activation_function", "expert_model_parallel_size", "expert_tensor_parallel_size",
+    "moe_token_dispatcher_type", "moe_grouped_gemm",
 })
 
 
@@ -327,10 +329,10 @@ def gather_rng_states(rng_state: Dict[str, Any], dp_group: Any) -> list:
 
 def save_checkpoint(root: str, iteration: int, payload: Dict[str, Any], *, tp_rank: int, pp_rank: int,
                     pp_size: int, dp_rank: int, is_global_rank0: bool,
-                    extra_files: Optional[Dict[str, Any]] = None) -> str:
-    """Write this model-parallel rank's file and any ``extra_files`` beside it (DP rank 0 only),
-    then the tracker (global rank 0)."""
-    path = checkpoint_file(root, iteration, tp_rank, pp_rank, pp_size)
+                    extra_files: Optional[Dict[str, Any]] = None, ep_rank: int = 0, ep_size: int = 1) -> str:
+    """Write this model-parallel rank's file and any ``extra_files`` beside it (``dp_rank`` 0 only: the
+    expert-data-parallel rank, one writer per TP x PP x EP rank), then the tracker (global rank 0)."""
+    path = checkpoint_file(root, iteration, tp_rank, pp_rank, pp_size, ep_rank=ep_rank, ep_size=ep_size)
     if dp_rank == 0:
         for filename, content in (extra_files or {}).items():
             atomic_save(content, os.path.join(os.path.dirname(path), filename))
@@ -342,7 +344,8 @@ def save_checkpoint(root: str, iteration: int, payload: Dict[str, Any], *, tp_ra
     return path
 
 
-def find_checkpoint(root: str, tp_rank: int, pp_rank: int, pp_size: int) -> Optional[Tuple[str, int, bool]]:
+def find_checkpoint(root: str, tp_rank: int, pp_rank: int, pp_size: int, ep_rank: int = 0,
+                    ep_size: int = 1) -> Optional[Tuple[str, int, bool]]:
     """(file, iteration, is_release) of the latest checkpoint under ``root``, or None when it has none.
 
     ``root`` itself must exist: a missing ``--load`` directory is an error, an empty one is not.
@@ -354,41 +357,47 @@ def find_checkpoint(root: str, tp_rank: int, pp_rank: int, pp_size: int) -> Opti
     if tracker is None:
         return None
     iteration, release = tracker
-    path = checkpoint_file(root, iteration, tp_rank, pp_rank, pp_size, release=release)
+    path = checkpoint_file(root, iteration, tp_rank, pp_rank, pp_size, release=release, ep_rank=ep_rank,
+                           ep_size=ep_size)
     if not os.path.isfile(path):
-        _reject_other_layout(path, iteration_dir(root, iteration, release), pp_size)
+        _reject_other_layout(path, iteration_dir(root, iteration, release), pp_size, ep_size)
     return path, iteration, release
 
 
-def _reject_other_layout(path: str, directory: str, pp: int) -> None:
-    """A missing rank file next to rank directories of another TP/PP layout: say which, and how to convert."""
-    names = os.listdir(directory) if os.path.isdir(directory) else []
-    matches = [re.fullmatch(r"mp_rank_(\d+)((?:_\d+)*)", name) for name in names]
-    parsed = [(int(m.group(1)),) + tuple(int(n) for n in m.group(2).split("_")[1:]) for m in matches if m]
-    if not parsed:
+RESHARD_HINT = ("re-shard it with tools/convert_ckpt.py --load-model-type mg --save-model-type mg "
+                "--target-tensor-parallel-size ... --target-pipeline-parallel-size ... --target-expert-parallel-size ...")
+
+
+def _reject_other_layout(path: str, directory: str, pp: int, ep: int) -> None:
+    """A missing rank file next to rank files of another TP/PP/EP layout: say which, and how to convert."""
+    names = sorted(n for n in (os.listdir(directory) if os.path.isdir(directory) else [])
+                   if re.fullmatch(r"mp_rank_\d+(?:_\d+)*", n))
+    if not names:
         return  # nothing to compare with; load_file reports the missing file
-    saved_tp = max(p[0] for p in parsed) + 1
-    saved_pp = max(p[1] for p in parsed) + 1 if all(len(p) >= 2 for p in parsed) else 1
-    if saved_pp != pp:
-        raise CheckpointError(
-            f"{path} is missing: {directory} was saved with --tensor-model-parallel-size {saved_tp} "
-            f"--pipeline-model-parallel-size {saved_pp} (rank directories {', '.join(sorted(names)[:4])}"
-            f"{', ...' if len(names) > 4 else ''}), this run uses --pipeline-model-parallel-size {pp}; re-shard it "
-            "with tools/convert_ckpt.py --load-model-type mg --save-model-type mg --target-tensor-parallel-size ... "
-            "--target-pipeline-parallel-size ...")
+    first = os.path.join(directory, names[0], CHECKPOINT_FILENAME)
+    saved = map_file(first).get("args") if os.path.isfile(first) else None
+    sizes = " ".join(f"{flag} {getattr(saved, dest, 1)}" for flag, dest in LAYOUT_FLAGS)
+    raise CheckpointError(
+        f"{path} is missing: {directory} was saved with {sizes} (rank directories {', '.join(names[:4])}"
+        f"{', ...' if len(names) > 4 else ''}), this run uses --pipeline-model-parallel-size {pp} "
+        f"--expert-model-parallel-size {ep}; {RESHARD_HINT}")
 
 
-def check_layout(checkpoint: Dict[str, Any], path: str, tp: int, pp: int, vpp: int = 1) -> None:
-    """The checkpoint's TP/PP/VPP must be this run's (else the user converts it first)."""
+LAYOUT_FLAGS = (("--tensor-model-parallel-size", "tensor_model_parallel_size"),
+                ("--pipeline-model-parallel-size", "pipeline_model_parallel_size"),
+                ("--expert-model-parallel-size", "expert_model_parallel_size"))
+
+
+def check_layout(checkpoint: Dict[str, Any], path: str, tp: int, pp: int, vpp: int = 1, ep: int = 1) -> None:
+    """The checkpoint's TP/PP/EP/VPP must be this run's (else the user converts it first)."""
     saved = checkpoint.get("args")
-    saved_tp = getattr(saved, "tensor_model_parallel_size", tp)
-    saved_pp = getattr(saved, "pipeline_model_parallel_size", pp)
-    if (saved_tp, saved_pp) != (tp, pp):
+    ours = (tp, pp, ep)
+    theirs = tuple(int(getattr(saved, dest, None) or mine) for (_, dest), mine in zip(LAYOUT_FLAGS, ours))
+    if theirs != ours:
         raise CheckpointError(
-            f"{path} was saved with --tensor-model-parallel-size {saved_tp} --pipeline-model-parallel-size "
-            f"{saved_pp}, this run uses {tp} and {pp}; re-shard it with tools/convert_ckpt.py "
-            "--load-model-type mg --save-model-type mg --target-tensor-parallel-size ... "
-            "--target-pipeline-parallel-size ...")
+            f"{path} was saved with " + " ".join(f"{flag} {n}" for (flag, _), n in zip(LAYOUT_FLAGS, theirs)) +
+            ", this run uses " + " ".join(f"{flag} {n}" for (flag, _), n in zip(LAYOUT_FLAGS, ours)) +
+            f"; {RESHARD_HINT}")
     saved_vpp = len(model_keys(checkpoint)) or 1
     if saved_vpp != vpp:
         raise CheckpointError(

@@ -94,6 +94,10 @@ class ParallelState:
         return self.groups["pp"]
 
     @property
+    def ep_group(self) -> Group:
+        return self.groups["ep"]
+
+    @property
     def tp_rank(self) -> int:
         return self.tp_group.rank
 

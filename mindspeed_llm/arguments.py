@@ -306,6 +306,10 @@ def _add_moe_args(parser: argparse.ArgumentParser) -> None:
                        help="top-1: the routing weight scales the expert's input, not its output (Llama 4)")
     group.add_argument("--moe-layer-freq", type=int, default=1, help="every Nth layer (0, N, 2N, ...) is an MoE layer")
     group.add_argument("--first-k-dense-replace", type=int, default=0, help="the first K layers keep dense MLPs")
+    group.add_argument("--moe-token-dispatcher-type", choices=("allgather", "alltoall"), default="allgather",
+                       help="how tokens reach the experts' ranks under expert parallelism")
+    group.add_argument("--expert-tensor-parallel-size", type=int, default=None,
+                       help="TP size of each expert (default and only value: --tensor-model-parallel-size)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -876,9 +880,6 @@ REFUSED_FLAGS: Tuple[Refusal, ...] = (
     Refusal("context_parallel_size", lambda args: args.context_parallel_size > 1,
             "--context-parallel-size > 1 is not supported yet (context parallelism, issue 11); remove it",
             ("--context-parallel-size", "2")),
-    Refusal("expert_model_parallel_size", lambda args: args.expert_model_parallel_size > 1,
-            "--expert-model-parallel-size > 1 is not supported yet (expert parallelism, issue 10); remove it",
-            ("--expert-model-parallel-size", "2")),
 )
 
 # (flag, what it needs, the needed flags as the user writes them): a flag given without what
@@ -999,9 +1000,6 @@ def _check_model_config(args: argparse.Namespace) -> None:
     if args.position_embedding_type == "learned_absolute" and args.seq_length > args.max_position_embeddings:
         raise ArgumentError(f"--seq-length {args.seq_length} exceeds the learned position table's "
                             f"--max-position-embeddings {args.max_position_embeddings}; shorten the sequence")
-    if args.num_experts is not None and args.pipeline_model_parallel_size > 1:
-        raise ArgumentError("--num-experts with --pipeline-model-parallel-size > 1 is not supported yet (the "
-                            "router's losses are added on the last stage only); use PP 1")
 
 
 def validate_args(args: argparse.Namespace, world_size: int) -> None:
@@ -1193,6 +1191,9 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             moe_z_loss_coeff=args.moe_z_loss_coeff,
             moe_grouped_gemm=args.moe_grouped_gemm,
             moe_expert_capacity_factor=args.moe_expert_capacity_factor,
+            expert_model_parallel_size=args.expert_model_parallel_size,
+            expert_tensor_parallel_size=args.expert_tensor_parallel_size,
+            moe_token_dispatcher_type=args.moe_token_dispatcher_type,
             moe_shared_expert_intermediate_size=_shared_expert_size(args),
             shared_expert_gate=args.shared_expert_gate,
             moe_layer_freq=args.moe_layer_freq,

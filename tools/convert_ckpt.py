@@ -264,6 +264,13 @@ def validate_args(args: argparse.Namespace) -> None:
 Location = Tuple[int, int, str]  # (pipeline stage, virtual chunk, parameter name in that chunk)
 
 
+def checkpoint_tensors(model: torch.nn.Module) -> List[Tuple[str, torch.Tensor]]:
+    """The tensors a checkpoint holds: the parameters, then the persistent buffers (a router's ``expert_bias``)."""
+    persistent = set(model.state_dict(keep_vars=True))
+    buffers = [(name, buf) for name, buf in model.named_buffers() if name in persistent]
+    return list(model.named_parameters()) + buffers
+
+
 class ModelLayout:
     """Our model at a TP size and pipeline placement, built on the meta device.
 
@@ -287,7 +294,7 @@ class ModelLayout:
             model = GPTModel(config, state)
         self.shards: Dict[str, Optional[TPShard]] = {}
         self.full_shapes: Dict[str, Tuple[int, ...]] = {}
-        for name, param in model.named_parameters():
+        for name, param in checkpoint_tensors(model):
             self.shards[name], self.full_shapes[name] = param_meta(param).tp_shard, tuple(full_shape(param))
         del model
         self.names: List[str] = list(self.shards)
@@ -307,7 +314,7 @@ class ModelLayout:
                     part = GPTModel(config, state, pre_process=spec.pre_process, post_process=spec.post_process,
                                     layer_numbers=spec.layer_numbers)
                 names = []
-                for name, param in part.named_parameters():
+                for name, param in checkpoint_tensors(part):
                     where = (stage, chunk, name)
                     self.local_shards[where] = param_meta(param).tp_shard
                     self.local_shapes[where] = tuple(param.shape)

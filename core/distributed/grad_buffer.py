@@ -24,7 +24,10 @@ all-gathered straight into the model's weights. Each bucket is padded to a
 multiple of the DP size and DP rank ``r`` owns the ``r``-th chunk of every bucket.
 
 Expert parameters (``ParamMeta.is_expert``) sit in buffers of their own whose
-buckets reduce over the expert-DP group instead of the DP group.
+buckets reduce over the expert-DP group instead of the DP group. They are still
+divided by the dense DP size: an expert's local gradient already sums the tokens
+that every EP rank of its group sent it, so the sum over expert-DP covers the
+whole global batch (Megatron scales expert gradients the same way).
 
 ``finalize_model_grads`` then makes the gradients those of the full model
 (all read from each parameter's :class:`~core.tensor_parallel.param_meta.ParamMeta`):
@@ -55,9 +58,10 @@ class Bucket:
     """A contiguous run of parameters whose gradients are reduced by one collective."""
 
     def __init__(self, params: List[nn.Parameter], grad_data: torch.Tensor, param_data: Optional[torch.Tensor],
-                 offset: int, dp_group: Group, scatter: bool) -> None:
+                 offset: int, dp_group: Group, scatter: bool, divisor: Optional[int] = None) -> None:
         self.params, self.grad_data, self.param_data = params, grad_data, param_data
         self.offset, self.dp_group, self.scatter = offset, dp_group, scatter
+        self.divisor = divisor or dp_group.size  # the batch's DP size (experts: the dense one)
         self.shard_size = grad_data.numel() // dp_group.size
         self.pending: set = set()
         self.work = None
@@ -84,10 +88,11 @@ class Bucket:
         if self.launched:
             return
         self.launched = True
+        if self.divisor > 1:
+            self.grad_data.div_(self.divisor)
         if self.dp_group.size == 1:
             return
         self.collectives += 1
-        self.grad_data.div_(self.dp_group.size)
         if self.scatter:
             self.shard_out = torch.empty_like(self.shard(self.grad_data))
             self.work = _reduce_scatter_single(self.shard_out, self.grad_data, group=self.dp_group.handle,
@@ -146,7 +151,8 @@ class GradBuffer:
     """One flat gradient tensor (and, for the distributed optimizer, parameter tensor), in buckets."""
 
     def __init__(self, params: List[nn.Parameter], grad_dtype: torch.dtype, device: torch.device,
-                 dp_group: Group, bucket_size: int, distributed_optimizer: bool) -> None:
+                 dp_group: Group, bucket_size: int, distributed_optimizer: bool,
+                 divisor: Optional[int] = None) -> None:
         self.params, self.grad_dtype = params, grad_dtype
         pad_to = dp_group.size if distributed_optimizer else 1
         ranges = _bucket_ranges(params, bucket_size, pad_to)
@@ -164,7 +170,7 @@ class GradBuffer:
                 offset += param.numel()
             param_view = self.param_data[start:end] if self.param_data is not None else None
             self.buckets.append(Bucket(members, self.data[start:end], param_view, start, dp_group,
-                                       scatter=distributed_optimizer))
+                                       scatter=distributed_optimizer, divisor=divisor))
 
     def _place(self, param: nn.Parameter, offset: int) -> None:
         end = offset + param.numel()
@@ -196,7 +202,7 @@ class GradBuffers:
             by_kind.setdefault((param.dtype, grad_dtype or param.dtype, param_meta(param).is_expert), []).append(param)
         device = params[0].device if params else torch.device("cpu")
         self.buffers = [GradBuffer(group, gdtype, device, self._dp_group_for(expert),
-                                   bucket_size or DEFAULT_BUCKET_SIZE, distributed_optimizer)
+                                   bucket_size or DEFAULT_BUCKET_SIZE, distributed_optimizer, self.dp_group.size)
                         for (_, gdtype, expert), group in by_kind.items()]
         self.bucket_of = {id(p): bucket for buf in self.buffers for bucket in buf.buckets for p in bucket.params}
         self.handles = [p.register_post_accumulate_grad_hook(self._hook) for p in params]

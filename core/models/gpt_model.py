@@ -28,7 +28,7 @@ from core.tensor_parallel.cross_entropy import vocab_parallel_cross_entropy
 from core.tensor_parallel.layers import (ColumnParallelLinear, VocabParallelEmbedding, column_parallel_linear,
                                         mark_param)
 from core.tensor_parallel.mappings import gather_from_tensor_model_parallel_region
-from core.tensor_parallel.param_meta import TPShard, copy_meta, full_shape, param_meta, update_meta
+from core.tensor_parallel.param_meta import TPShard, copy_meta, full_shape, local_tensor, param_meta, update_meta
 from core.transformer.block import TransformerBlock, compute_dtype, hidden_dropout, hidden_norm
 from core.transformer.config import TransformerConfig
 from core.transformer.position_embedding import PositionEmbedding
@@ -251,11 +251,11 @@ def materialize(model: nn.Module, device: torch.device, seed: int, config: Trans
     before = dict(model.named_parameters())  # to_empty() makes new Parameter objects: carry their meta over
     model.to_empty(device=device)
     tp_rank, tp_size = state.tp_group.rank, state.tp_group.size
+    ep_rank, ep_size = state.ep_group.rank, state.ep_group.size
     for name, param in model.named_parameters():
         copy_meta(before[name], param)
         full = full_initial_value(name, param, config, seed)
-        shard = param_meta(param).tp_shard
-        local = shard.shard(full, tp_rank, tp_size) if shard is not None else full
+        local = local_tensor(full, param_meta(param), tp_rank, tp_size, ep_rank, ep_size)
         param.copy_(local.to(param.dtype))
     for buffer in model.buffers():  # to_empty() leaves them unset; all start at zero (MoE router's expert bias)
         buffer.zero_()

@@ -22,7 +22,8 @@ Two tools, both exact (the backward sees bit-identical recomputed tensors):
   consumer's forward and refilled from ``x`` just before the consumer's backward.
 
 :func:`inside_checkpoint` tells layers that a surrounding :func:`checkpoint`
-already recomputes them, so they skip their own (finer) recompute.
+already recomputes them, so they skip their own (finer) recompute; :func:`is_recomputing`
+tells them that this is the second run.
 """
 from __future__ import annotations
 
@@ -34,11 +35,28 @@ import torch
 from core.tensor_parallel.random import get_dropout_rng_states, set_dropout_rng_states
 
 _depth = 0  # > 0 while a checkpointed function runs (its forward or its recomputation)
+_recomputing = 0  # > 0 while a checkpointed function runs again in the backward
 
 
 def inside_checkpoint() -> bool:
     """True while the code runs inside :func:`checkpoint` (forward or recomputation)."""
     return _depth > 0
+
+
+def is_recomputing() -> bool:
+    """True while :func:`checkpoint` runs a function the second time, in the backward (so statistics that
+    the forward already counted, such as MoE token counts and losses, are not counted twice)."""
+    return _recomputing > 0
+
+
+@contextlib.contextmanager
+def _recomputation() -> Iterator[None]:
+    global _recomputing
+    _recomputing += 1
+    try:
+        yield
+    finally:
+        _recomputing -= 1
 
 
 @contextlib.contextmanager
@@ -75,7 +93,7 @@ class _Checkpoint(torch.autograd.Function):
         backward_states = get_dropout_rng_states()
         set_dropout_rng_states(ctx.rng_states)
         try:
-            with torch.enable_grad(), _inside():
+            with torch.enable_grad(), _inside(), _recomputation():
                 output = ctx.function(*args)
         finally:
             set_dropout_rng_states(backward_states)

@@ -4,14 +4,17 @@ The MoE token dispatchers move tokens between the ranks of the expert-parallel
 (EP) group with these and nothing else. Each takes the :class:`Group` it
 communicates over and is the identity when that group has one member.
 
-- ``exchange_token_counts``: every rank's token count for each rank -> the count
-  it receives from each (an all-to-all of the counts, done first, so that the
+- ``exchange_token_counts``: every rank's token count for each rank (or for each
+  expert of each rank) -> the count it receives from each (an all-to-all of the counts, done first, so that the
   variable-size exchange can allocate its output).
 - ``all_to_all_tokens``: variable-size all-to-all along dim 0 / the reverse
   all-to-all of the gradient (the ``alltoall`` dispatcher).
 - ``gather_tokens_from_expert_region``: all-gather along dim 0 with a different
   row count per rank / this rank's rows of the summed gradient (the
   ``allgather`` dispatcher).
+- ``reduce_scatter_tokens_to_expert_region``: its transpose, the sum over the
+  ranks of ``[sum(n_r), ...]`` cut to this rank's rows / the all-gathered
+  gradient (the ``allgather`` dispatcher's combine).
 """
 from __future__ import annotations
 
@@ -24,11 +27,12 @@ from core.parallel_state import Group
 
 
 def exchange_token_counts(counts: torch.Tensor, group: Group) -> torch.Tensor:
-    """``counts[j]``: rows this rank sends to rank j (int64 ``[ep]``) -> rows it receives from each."""
+    """``counts[j]``: rows this rank sends to rank j (int64 ``[ep]``, or ``[ep, experts per rank]`` per expert)
+    -> the same shape of rows it receives from each rank."""
     if group.size == 1:
         return counts.clone()
-    if counts.numel() != group.size:
-        raise ValueError(f"token counts have {counts.numel()} entries for an expert-parallel group of {group.size}")
+    if counts.shape[0] != group.size:
+        raise ValueError(f"token counts have {counts.shape[0]} rows for an expert-parallel group of {group.size}")
     received = torch.empty_like(counts)
     dist.all_to_all_single(received, counts.contiguous(), group=group.handle)
     return received
@@ -70,24 +74,43 @@ def _row_counts(x: torch.Tensor, group: Group) -> List[int]:
     return [int(c.item()) for c in counts]
 
 
+def _gather_rows(x: torch.Tensor, counts: List[int], group: Group) -> torch.Tensor:
+    """Every rank's ``[counts[r], ...]`` rows, concatenated in rank order."""
+    padded = x.new_zeros((max(counts),) + tuple(x.shape[1:]))  # every rank sends the same row count
+    padded[:x.size(0)] = x
+    gathered = [torch.empty_like(padded) for _ in range(group.size)]
+    dist.all_gather(gathered, padded, group=group.handle)
+    return torch.cat([part[:n] for part, n in zip(gathered, counts)])  # [sum(counts), ...]
+
+
+def _sum_and_take_rows(x: torch.Tensor, counts: List[int], group: Group) -> torch.Tensor:
+    """This rank's rows ``[counts[rank], ...]`` of the sum over the ranks of ``x`` [sum(counts), ...]."""
+    total = x.contiguous().clone()
+    dist.all_reduce(total, group=group.handle)
+    start = sum(counts[:group.rank])
+    return total[start:start + counts[group.rank]]
+
+
 class _GatherTokens(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, group: Group) -> torch.Tensor:
-        counts = _row_counts(x, group)
-        ctx.group, ctx.counts = group, counts
-        longest = max(counts)
-        padded = x.new_zeros((longest,) + tuple(x.shape[1:]))  # every rank sends the same row count
-        padded[:x.size(0)] = x
-        gathered = [torch.empty_like(padded) for _ in range(group.size)]
-        dist.all_gather(gathered, padded, group=group.handle)
-        return torch.cat([part[:n] for part, n in zip(gathered, counts)])  # [sum(counts), ...]
+        ctx.group, ctx.counts = group, _row_counts(x, group)
+        return _gather_rows(x, ctx.counts, group)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        grad = grad.contiguous()
-        dist.all_reduce(grad, group=ctx.group.handle)  # every rank's use of every row
-        start = sum(ctx.counts[:ctx.group.rank])
-        return grad[start:start + ctx.counts[ctx.group.rank]], None
+        return _sum_and_take_rows(grad, ctx.counts, ctx.group), None  # every rank's use of every row
+
+
+class _ReduceScatterTokens(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, counts: List[int], group: Group) -> torch.Tensor:
+        ctx.group, ctx.counts = group, counts
+        return _sum_and_take_rows(x, counts, group)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return _gather_rows(grad.contiguous(), ctx.counts, ctx.group), None, None
 
 
 def gather_tokens_from_expert_region(x: torch.Tensor, group: Group) -> torch.Tensor:
@@ -95,3 +118,15 @@ def gather_tokens_from_expert_region(x: torch.Tensor, group: Group) -> torch.Ten
     if group.size == 1:
         return x
     return _GatherTokens.apply(x, group)
+
+
+def reduce_scatter_tokens_to_expert_region(x: torch.Tensor, counts: Sequence[int], group: Group) -> torch.Tensor:
+    """``x`` [sum(counts), ...] summed over the ranks, this rank's ``counts[rank]`` rows (rank order)."""
+    if group.size == 1:
+        return x
+    return _ReduceScatterTokens.apply(x, [int(n) for n in counts], group)
+
+
+def token_counts(x: torch.Tensor, group: Group) -> List[int]:
+    """Every rank's row count of ``x`` (rank order); collective over ``group``."""
+    return [x.size(0)] if group.size == 1 else _row_counts(x, group)

@@ -206,6 +206,8 @@ class ParamMeta:
     ``init_name``: the parameter name whose draws it takes (None: its own);
     ``init_shape``: the unpadded full shape to draw (the rest is zero padding).
     ``is_expert``: an expert parameter, replicated over the expert-DP group only.
+    ``num_global_experts``: for an expert parameter whose leading dimension counts this EP rank's
+    experts, the experts of the whole layer (EP rank ``r`` holds ``[r * local, (r + 1) * local)``).
     """
 
     tp_shard: Optional[TPShard] = None
@@ -217,6 +219,7 @@ class ParamMeta:
     init_shape: Optional[Tuple[int, ...]] = None
     is_expert: bool = False
     init_value: float = 0.0
+    num_global_experts: Optional[int] = None
 
     def replace(self, **changes: object) -> "ParamMeta":
         return dataclasses.replace(self, **changes)
@@ -248,9 +251,26 @@ def copy_meta(source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def full_shape(param: torch.Tensor) -> List[int]:
-    """The unsharded shape of a (TP-local) parameter."""
-    shard = param_meta(param).tp_shard
-    return shard.full_shape(param.shape) if shard is not None else list(param.shape)
+    """The unsharded shape of a (TP- and EP-local) parameter."""
+    meta = param_meta(param)
+    shape = meta.tp_shard.full_shape(param.shape) if meta.tp_shard is not None else list(param.shape)
+    if meta.num_global_experts is not None:
+        shape[0] = meta.num_global_experts
+    return shape
+
+
+def expert_slice(full: torch.Tensor, ep_rank: int, ep: int) -> torch.Tensor:
+    """EP rank ``ep_rank``'s experts of an expert tensor ``full`` [experts, ...] (a view)."""
+    local = full.shape[0] // ep
+    return full.narrow(0, ep_rank * local, local)
+
+
+def local_tensor(full: torch.Tensor, meta: ParamMeta, tp_rank: int, tp: int, ep_rank: int = 0,
+                 ep: int = 1) -> torch.Tensor:
+    """This rank's piece of a full tensor: its experts (EP), then its TP slice."""
+    if meta.num_global_experts is not None:
+        full = expert_slice(full, ep_rank, ep)
+    return meta.tp_shard.shard(full, tp_rank, tp) if meta.tp_shard is not None else full
 
 
 def data_parallel_group(param: torch.Tensor, state: "ParallelState") -> "Group":

@@ -30,12 +30,14 @@ ATTENTION_MLP_FIELDS = ("swiglu", "geglu", "gelu_tanh", "add_qkv_bias", "qk_laye
 PREDICTION_HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 MOE_SCORE_FUNCTIONS = ("softmax", "sigmoid")
 MOE_LOAD_BALANCING_TYPES = ("aux_loss", "seq_aux_loss", "none")
+MOE_TOKEN_DISPATCHER_TYPES = ("allgather", "alltoall")
 # Fields only MoE layers read (refused without --num-experts)
 MOE_FIELDS = ("moe_router_topk", "moe_ffn_hidden_size", "moe_router_score_function", "moe_router_pre_softmax",
               "norm_topk_prob", "moe_router_num_groups", "moe_router_group_topk", "moe_router_topk_scaling_factor",
               "moe_router_enable_expert_bias", "moe_router_bias_update_rate", "moe_router_load_balancing_type",
               "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_grouped_gemm", "moe_expert_capacity_factor",
               "moe_shared_expert_intermediate_size", "shared_expert_gate", "moe_layer_freq", "first_k_dense_replace",
+              "moe_token_dispatcher_type", "expert_model_parallel_size", "expert_tensor_parallel_size",
               "moe_apply_probs_on_input")
 
 
@@ -279,6 +281,13 @@ class TransformerConfig:
     # Experts have no biases (--disable-bias-linear) and use the dense MLP's activation flags.
     moe_grouped_gemm: bool = False
     moe_expert_capacity_factor: Optional[float] = None
+    # Expert parallelism: the experts split over --expert-model-parallel-size ranks (carved out of data
+    # parallelism), each expert split over --expert-tensor-parallel-size ranks (None: the TP size; only that
+    # is supported); tokens travel by all-to-all or all-gather [--moe-token-dispatcher-type] (Megatron's
+    # default: allgather). Both give the numbers of EP 1.
+    expert_model_parallel_size: int = 1
+    expert_tensor_parallel_size: Optional[int] = None
+    moe_token_dispatcher_type: str = "allgather"
     # Shared expert: a dense MLP of this FFN size every token of an MoE layer goes through (Megatron's
     # --moe-shared-expert-intermediate-size; MindSpeed's --n-shared-experts N sets N x --moe-ffn-hidden-size),
     # its output times sigmoid(x . w) per token with --shared-expert-gate (Qwen2-MoE). MoE layers: layer i
@@ -425,9 +434,18 @@ class TransformerConfig:
                              "one weight per token scales its expert's input")
         if self.moe_layer_freq < 1 or self.first_k_dense_replace < 0:
             raise ValueError("--moe-layer-freq must be at least 1 and --first-k-dense-replace 0 or more")
-        if self.recompute_granularity is not None:
-            raise ValueError("--num-experts with --recompute-granularity is not supported yet (the router's losses "
-                             "are read from the first forward); drop --recompute-granularity")
+        self._validate_expert_parallel()
+
+    def _validate_expert_parallel(self) -> None:
+        ep, etp, tp = self.expert_model_parallel_size, self.expert_tensor_parallel_size, self.tensor_model_parallel_size
+        if ep < 1 or self.num_experts % ep != 0:
+            raise ValueError(f"--num-experts {self.num_experts} is not divisible by --expert-model-parallel-size {ep}")
+        if etp is not None and etp != tp:
+            raise ValueError(f"--expert-tensor-parallel-size {etp} other than --tensor-model-parallel-size {tp} is not "
+                             "supported yet; drop it (experts are split like the dense MLP)")
+        if self.moe_token_dispatcher_type not in MOE_TOKEN_DISPATCHER_TYPES:
+            raise ValueError(f"--moe-token-dispatcher-type {self.moe_token_dispatcher_type!r} is not one of "
+                             f"{MOE_TOKEN_DISPATCHER_TYPES}")
 
     def is_moe_layer(self, layer_number: int) -> bool:
         """Whether global layer ``layer_number`` (0-based) has an MoE layer instead of the dense MLP."""

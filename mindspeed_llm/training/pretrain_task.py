@@ -5,11 +5,8 @@ Data: ``--mock-data`` (random tokens) or indexed ``.bin/.idx`` data
 ``seq_length + 1`` tokens. The loss is the mean per-token cross-entropy (with
 ``--label-smoothing-factor``), logged as ``lm loss``.
 
-With MoE layers (``--num-experts``) the routers' losses, already times their coefficients
-(``--moe-aux-loss-coeff``, ``--moe-z-loss-coeff``), are summed over the MoE layers and added to the
-micro-batch's loss; like Megatron, the trainer averages them over micro-batches with the loss, and
-they are logged next to ``lm loss`` as ``load_balancing_loss`` and ``z_loss``, each the mean over the
-MoE layers (Megatron's per-layer average of the coefficient-scaled loss).
+With MoE layers (``--num-experts``) the routers' losses act through the MoE layers themselves
+(core/transformer/moe/aux_losses.py) and the trainer logs them; the task's loss is the lm loss.
 """
 from __future__ import annotations
 
@@ -23,7 +20,6 @@ from core import checkpointing
 from core.datasets.gpt_dataset import build_pretraining_datasets
 from core.datasets.mock_dataset import MockGPTDataset
 from mindspeed_llm.arguments import check_pretraining_data
-from core.transformer.moe.moe_layer import MoELayer, collect_aux_losses
 from mindspeed_llm.training.task import Batch, Splits, TrainingTask
 
 VALIDATION_SEED_OFFSET = 1
@@ -32,10 +28,6 @@ VALIDATION_SEED_OFFSET = 1
 class PretrainTask(TrainingTask):
     name = "pretrain"
     stat_names = ("lm loss",)
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        super().__init__(args)
-        self.stat_names = ("lm loss",) + moe_loss_names(args)
 
     def validate(self, args: argparse.Namespace) -> None:
         check_pretraining_data(args)
@@ -65,23 +57,4 @@ class PretrainTask(TrainingTask):
             return per_token, {}  # [s, b, h] activations for the next stage
         mask = batch["loss_mask"]
         loss = (per_token * mask).sum() / mask.sum()
-        stats = {"lm loss": loss.detach()}
-        if len(self.stat_names) > 1:
-            aux = collect_aux_losses(model)
-            layers = sum(isinstance(m, MoELayer) for m in model.modules())
-            for name in self.stat_names[1:]:
-                loss = loss + aux[name]
-                stats[name] = aux[name].detach() / layers
-        return loss, stats
-
-
-def moe_loss_names(args: argparse.Namespace) -> Tuple[str, ...]:
-    """The router losses this run adds to the loss and logs (Megatron's names), none without --num-experts."""
-    if getattr(args, "num_experts", None) is None:
-        return ()
-    names: Tuple[str, ...] = ()
-    if args.moe_router_load_balancing_type != "none" and args.moe_aux_loss_coeff > 0:
-        names += ("load_balancing_loss",)
-    if args.moe_z_loss_coeff is not None:
-        names += ("z_loss",)
-    return names
+        return loss, {"lm loss": loss.detach()}

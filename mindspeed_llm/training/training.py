@@ -41,6 +41,7 @@ from core.pipeline_parallel.schedules import PipelineOptions, get_forward_backwa
 from core.tensor_parallel.mappings import all_reduce
 from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed, set_all_rng_states
 from core.transformer.config import TransformerConfig
+from core.transformer.moe.aux_losses import aux_loss_names, take_tracked_aux_losses
 from core.transformer.moe.router import update_expert_biases
 from mindspeed_llm.arguments import (ArgumentError, config_field_flag, parse_and_validate, same_setting, set_vocab_size,
                                      transformer_config_from_args)
@@ -189,6 +190,20 @@ class Trainer:
         all_reduce(totals, self.state.pp_group)
         return {name: float(value) / self.state.dp for name, value in zip(names, totals.tolist())}
 
+    def reduce_aux_losses(self) -> Dict[str, float]:
+        """The MoE routers' losses of the step (Megatron's log): per layer, micro-batch and DP rank, the mean."""
+        names = aux_loss_names(self.config)
+        if not names:
+            return {}
+        tracked = take_tracked_aux_losses(m for model in self.models for m in model.modules())
+        totals = torch.stack([tracked.get(name, torch.zeros(())).float().reshape(()).to(self.acc.device)
+                              for name in names])  # [names] summed over this rank's layers and micro-batches
+        all_reduce(totals, self.state.dp_group)
+        all_reduce(totals, self.state.pp_group)  # every stage's layers
+        moe_layers = sum(self.config.is_moe_layer(i) for i in range(self.config.num_layers))
+        scale = self.state.dp * self.num_microbatches * max(moe_layers, 1)
+        return {name: float(value) / scale for name, value in zip(names, totals.tolist())}
+
     def pipeline_options(self) -> PipelineOptions:
         """The pipeline group and the activations' shape ``[s, b, h]`` (``[s/tp, b, h]`` under SP)."""
         args, state = self.args, self.state
@@ -217,7 +232,7 @@ class Trainer:
                 update_expert_biases(model, self.state.dp_group)
         else:
             self.skipped_iterations += 1
-        reduced = self.reduce_stats(stats)
+        reduced = {**self.reduce_stats(stats), **self.reduce_aux_losses()}
         loss = reduced[self.task.loss_name]
         if not math.isfinite(loss):
             self.nan_iterations += 1
@@ -272,21 +287,23 @@ class Trainer:
             "transformer_config": self.config.to_dict(),
         }
         path = checkpointing.save_checkpoint(args.save, self.iteration, payload, tp_rank=state.tp_rank,
-                                             pp_rank=state.pp_rank, pp_size=state.pp, dp_rank=state.dp_rank,
-                                             is_global_rank0=state.rank == 0, extra_files=extra)
+                                             pp_rank=state.pp_rank, pp_size=state.pp,
+                                             dp_rank=state.group("expert_dp").rank, is_global_rank0=state.rank == 0,
+                                             extra_files=extra, ep_rank=state.ep_group.rank, ep_size=state.ep)
         print_rank_0(f"saved checkpoint at iteration {self.iteration:7d} to {args.save}")
         return path
 
     def load(self) -> None:
         args, state = self.args, self.state
-        found = checkpointing.find_checkpoint(args.load, state.tp_rank, state.pp_rank, state.pp)
+        found = checkpointing.find_checkpoint(args.load, state.tp_rank, state.pp_rank, state.pp,
+                                              state.ep_group.rank, state.ep)
         if found is None:
             print_rank_0(f"WARNING: no {checkpointing.TRACKER_FILENAME} in --load {args.load}; "
                          "starting from scratch")
             return
         path, iteration, release = found
         checkpoint = checkpointing.load_file(path)
-        checkpointing.check_layout(checkpoint, path, state.tp, state.pp, len(self.models))
+        checkpointing.check_layout(checkpoint, path, state.tp, state.pp, len(self.models), state.ep)
         check_saved_settings(checkpoint.get("transformer_config"), self.config, path)
         try:
             self.dp.load_model_state(checkpoint)

@@ -4,7 +4,8 @@ Every rank builds every rank's inputs from the same seed, so each checks its
 forward result and its gradient against ones computed here by hand: the
 variable-size all-to-all (with an empty send) and its reverse in backward, the
 token-count exchange, and the all-gather of unequal row counts whose backward
-sums every rank's use of this rank's rows.
+sums every rank's use of this rank's rows, and its transpose (the sum over the ranks,
+cut to each rank's rows; backward all-gathers) with a per-expert count exchange.
 
     python -m pytest tests/distributed/test_expert_mappings.py -q
 """
@@ -17,7 +18,8 @@ import torch
 from core.launcher import run_distributed
 from core.parallel_state import initialize
 from core.tensor_parallel.expert_mappings import (all_to_all_tokens, exchange_token_counts,
-                                                  gather_tokens_from_expert_region)
+                                                  gather_tokens_from_expert_region,
+                                                  reduce_scatter_tokens_to_expert_region)
 
 HIDDEN = 3
 SENDS = [[2, 3], [0, 1]]  # SENDS[r][j]: rows rank r sends to rank j (rank 1 sends none to rank 0)
@@ -60,10 +62,26 @@ def _gather_case(rank: int, world: int, group) -> Dict[str, bool]:
     return {"forward": torch.equal(out, torch.cat(parts)), "backward": torch.allclose(x.grad, expected_grad)}
 
 
+def _reduce_scatter_case(rank: int, world: int, group) -> Dict[str, bool]:
+    full = [torch.randn(sum(ROWS), HIDDEN, generator=torch.Generator().manual_seed(30 + r)) for r in range(world)]
+    x = full[rank].clone().requires_grad_(True)
+    out = reduce_scatter_tokens_to_expert_region(x, ROWS, group)  # [ROWS[rank], h]
+    offset = sum(ROWS[:rank])
+    expected = sum(full)[offset:offset + ROWS[rank]]
+    (out * _weights(rank, ROWS[rank], 3)).sum().backward()
+    expected_grad = torch.cat([_weights(r, ROWS[r], 3) for r in range(world)])  # every rank's weights on its rows
+    per_expert = torch.tensor([[rank, 10 + rank], [20 + rank, 30 + rank]])  # [ranks, experts per rank]
+    received = exchange_token_counts(per_expert, group)
+    expected_counts = [[src + 10 * (2 * rank), src + 10 * (2 * rank + 1)] for src in range(world)]
+    return {"forward": torch.allclose(out, expected), "backward": torch.allclose(x.grad, expected_grad),
+            "per_expert_counts": received.tolist() == expected_counts}
+
+
 def _worker(rank: int, world: int) -> Dict[str, Dict[str, bool]]:
     state = initialize(tp=1)
     group = state.groups["dp"]  # any group spanning both ranks will do
-    return {"all_to_all": _all_to_all_case(rank, world, group), "gather": _gather_case(rank, world, group)}
+    return {"all_to_all": _all_to_all_case(rank, world, group), "gather": _gather_case(rank, world, group),
+            "reduce_scatter": _reduce_scatter_case(rank, world, group)}
 
 
 def test_expert_collectives_on_two_ranks() -> None:

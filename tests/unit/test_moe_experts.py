@@ -31,7 +31,7 @@ def _config(**overrides: Any) -> TransformerConfig:
 
 
 def _state(tp: int) -> SimpleNamespace:
-    return SimpleNamespace(tp_group=SimpleNamespace(size=tp))
+    return SimpleNamespace(tp_group=SimpleNamespace(size=tp), ep_group=SimpleNamespace(size=1))
 
 
 def _inputs(seed: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

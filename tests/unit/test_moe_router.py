@@ -207,8 +207,9 @@ def test_no_losses_without_coefficients() -> None:
     assert router(hidden).losses == {}
 
 
-def test_cli_builds_the_router_config_and_refuses_pipeline_parallel() -> None:
-    """Valid router flags reach the config and validate; MoE under PP > 1 is refused for now."""
+def test_cli_builds_the_router_config_and_checks_expert_parallel() -> None:
+    """Valid router flags reach the config and validate (also under PP 2 and EP 2); experts that EP does not
+    divide are refused in one line."""
     from mindspeed_llm.arguments import ArgumentError, _build_transformer_config, parse_args, validate_args
     argv = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "16",
             "--vocab-size", "128", "--micro-batch-size", "1", "--global-batch-size", "1", "--train-iters", "1",
@@ -220,5 +221,7 @@ def test_cli_builds_the_router_config_and_refuses_pipeline_parallel() -> None:
     assert (config.num_experts, config.moe_router_topk, config.moe_router_group_topk) == (8, 4, 2)
     assert config.norm_topk_prob and config.moe_router_enable_expert_bias and config.moe_aux_loss_coeff == 0.01
     validate_args(parse_args(argv), 1)
-    with pytest.raises(ArgumentError, match="--num-experts with --pipeline-model-parallel-size > 1 is not supported"):
-        validate_args(parse_args(argv + ["--num-layers", "4", "--pipeline-model-parallel-size", "2"]), 2)
+    validate_args(parse_args(argv + ["--num-layers", "4", "--pipeline-model-parallel-size", "2"]), 2)
+    validate_args(parse_args(argv + ["--expert-model-parallel-size", "2", "--global-batch-size", "2"]), 2)
+    with pytest.raises(ArgumentError, match="--num-experts 8 is not divisible by --expert-model-parallel-size 3"):
+        validate_args(parse_args(argv + ["--expert-model-parallel-size", "3", "--global-batch-size", "3"]), 3)

@@ -1,7 +1,9 @@
-"""The experts of an MoE layer: one MLP per expert, all experts' weights stacked, split over TP like the dense MLP.
+"""The experts of an MoE layer: one MLP per expert, this EP rank's experts' weights stacked, split over TP like
+the dense MLP.
 
-``linear_fc1.weight`` [experts, (2 x) ffn / tp, h] holds each expert's column-parallel first linear
-(``[gate; up]`` segments when gated, as the dense MLP's fused fc1); ``linear_fc2.weight``
+Under expert parallelism EP rank ``r`` holds experts ``[r * E / ep, (r + 1) * E / ep)``; below "experts"
+means these local ones. ``linear_fc1.weight`` [experts, (2 x) ffn / tp, h] holds each expert's
+column-parallel first linear (``[gate; up]`` segments when gated, as the dense MLP's fused fc1); ``linear_fc2.weight``
 [experts, h, ffn / tp] each expert's row-parallel second linear. Each TP rank computes its FFN
 shard for every token routed to it, so the output is a partial sum over TP that the MoE layer
 reduces once for all experts. Both weights are marked ``is_expert`` (their gradients are summed
@@ -64,8 +66,8 @@ class ExpertMLPs(nn.Module):
 
     def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
         super().__init__()
-        tp = state.tp_group.size
-        experts, ffn, hidden = config.num_experts, config.moe_expert_ffn_hidden_size, config.hidden_size
+        tp, ep = state.tp_group.size, state.ep_group.size
+        experts, ffn, hidden = config.num_experts // ep, config.moe_expert_ffn_hidden_size, config.hidden_size
         self.gated = config.gated_linear_unit
         self.act = activation_function(config)
         segments = (Segment(ffn), Segment(ffn)) if self.gated else (Segment(ffn),)
@@ -83,7 +85,8 @@ class ExpertMLPs(nn.Module):
         param = nn.Parameter(torch.empty(shape, dtype=config.params_dtype))
         std = config.init_method_std / ((2.0 * config.num_layers) ** 0.5 if init == "scaled_normal" else 1.0)
         nn.init.normal_(param, std=std)
-        return update_meta(mark_param(param, init=init, tp_shard=shard), is_expert=True)
+        return update_meta(mark_param(param, init=init, tp_shard=shard), is_expert=True,
+                           num_global_experts=config.num_experts)
 
     def forward(self, rows: torch.Tensor, tokens_per_expert: torch.Tensor) -> torch.Tensor:
         """``rows`` [n, h] grouped by expert (``tokens_per_expert`` [experts]) -> [n, h], partial over TP."""

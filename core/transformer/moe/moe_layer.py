@@ -7,8 +7,12 @@ reduce-scattered back to ``[s/tp, b, h]`` (all-reduced without SP), one collecti
 
 The shared expert (``--moe-shared-expert-intermediate-size`` / ``--n-shared-experts``) is a dense MLP
 every token goes through, optionally times ``sigmoid(x . w)`` per token (``--shared-expert-gate``,
-Qwen2-MoE). The router's losses of the last forward are kept in ``aux_losses`` for the training task
-(:func:`collect_aux_losses`).
+Qwen2-MoE). The router's losses reach the backward through :func:`aux_losses.attach_aux_loss` on the
+layer's output, and the log through ``tracked_aux_losses``.
+
+Under expert parallelism (``--expert-model-parallel-size``) the layer holds its EP rank's experts and
+the dispatcher (``--moe-token-dispatcher-type``, token_dispatcher.py) moves the routed rows of the
+TP-replicated tokens between the ranks of the EP group (the ranks of one TP rank).
 """
 from __future__ import annotations
 
@@ -20,15 +24,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import ParallelState
+from core.tensor_parallel.checkpoint import is_recomputing
 from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.mappings import (copy_to_tensor_model_parallel_region, gather_from_sequence_parallel_region,
                                            reduce_from_tensor_model_parallel_region,
                                            reduce_scatter_to_sequence_parallel_region)
 from core.transformer.config import TransformerConfig
 from core.transformer.mlp import MLP
+from core.transformer.moe.aux_losses import attach_aux_loss
 from core.transformer.moe.experts import ExpertMLPs
 from core.transformer.moe.router import TopKRouter
-from core.transformer.moe.token_dispatcher import capacity_keep_mask, expert_capacity, permute, unpermute
+from core.transformer.moe.token_dispatcher import DISPATCHERS, capacity_keep_mask, expert_capacity
 
 
 class MoELayer(nn.Module):
@@ -50,7 +56,8 @@ class MoELayer(nn.Module):
                     nn.Parameter(torch.empty(1, config.hidden_size, dtype=config.params_dtype)), init="normal",
                     grad_partial_over_tp=config.sequence_parallel)
                 nn.init.normal_(self.shared_expert_gate, std=config.init_method_std)
-        self.aux_losses: Dict[str, torch.Tensor] = {}
+        self.dispatcher = DISPATCHERS[config.moe_token_dispatcher_type](config.num_experts, state.ep_group)
+        self.tracked_aux_losses: Dict[str, torch.Tensor] = {}
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         sequence_parallel = self.config.sequence_parallel
@@ -58,7 +65,6 @@ class MoELayer(nn.Module):
         tokens = (gather_from_sequence_parallel_region(hidden, self.tp_group, output_grad_is_partial=False)
                   if sequence_parallel else hidden)
         routed = self.router(tokens)
-        self.aux_losses = routed.losses
         flat = copy_to_tensor_model_parallel_region(tokens.reshape(-1, tokens.shape[-1]), self.tp_group)  # [t, h]
         keep = None
         if self.config.moe_expert_capacity_factor is not None:
@@ -68,10 +74,10 @@ class MoELayer(nn.Module):
         # the weights scale TP-partial expert outputs (or inputs): their gradient is all-reduced over TP
         weights = copy_to_tensor_model_parallel_region(routed.weights, self.tp_group)  # [t, k]
         if self.config.moe_apply_probs_on_input:  # top-1 (Llama 4): the expert reads its token times the weight
-            flat, weights = flat * weights.to(flat.dtype), torch.ones_like(weights)  # [t, h], [t, 1]
-        rows, permutation = permute(flat, routed.indices, self.config.num_experts, keep)  # [pairs, h]
-        combined = unpermute(self.experts(rows, permutation.tokens_per_expert), permutation, weights)
-        combined = combined.view_as(tokens)  # [s, b, h] partial over TP
+            flat, weights = flat * weights, torch.ones_like(weights)  # [t, h], [t, 1]
+        rows, tokens_per_expert = self.dispatcher.dispatch(flat, weights, routed.indices, keep)  # [n, h]
+        combined = self.dispatcher.combine(self.experts(rows, tokens_per_expert))  # [t, h] partial over TP
+        combined = combined.view_as(tokens)  # [s, b, h]
         output = (reduce_scatter_to_sequence_parallel_region(combined, self.tp_group) if sequence_parallel
                   else reduce_from_tensor_model_parallel_region(combined, self.tp_group))  # [s(/tp), b, h]
         if self.shared_experts is not None:
@@ -79,14 +85,12 @@ class MoELayer(nn.Module):
             if self.shared_expert_gate is not None:
                 shared = shared * torch.sigmoid(F.linear(hidden, self.shared_expert_gate))
             output = output + shared
-        return output
+        self._track(routed.losses)
+        return attach_aux_loss(output, sum(routed.losses.values())) if routed.losses else output
 
-
-def collect_aux_losses(model: nn.Module) -> Dict[str, torch.Tensor]:
-    """The MoE layers' losses of the last forward, summed over layers (times their coefficients)."""
-    totals: Dict[str, torch.Tensor] = {}
-    for module in model.modules():
-        if isinstance(module, MoELayer):
-            for name, loss in module.aux_losses.items():
-                totals[name] = totals[name] + loss if name in totals else loss
-    return totals
+    def _track(self, losses: Dict[str, torch.Tensor]) -> None:
+        """Add this training forward's loss values to ``tracked_aux_losses`` (for the log)."""
+        if self.training and not is_recomputing():
+            for name, loss in losses.items():
+                value = loss.detach().float()
+                self.tracked_aux_losses[name] = self.tracked_aux_losses.get(name, 0.0) + value

@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import Group
+from core.tensor_parallel.checkpoint import is_recomputing
 from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.mappings import all_reduce
 from core.transformer.config import TransformerConfig
@@ -113,7 +114,7 @@ class TopKRouter(nn.Module):
         logits = F.linear(hidden.reshape(-1, hidden.shape[-1]), self.weight).float()  # [t, e]
         scores, weights, indices = self._route(logits)
         routing_map = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, indices, True)  # [t, e]
-        if self.expert_bias is not None and self.training:
+        if self.expert_bias is not None and self.training and not is_recomputing():  # counted once per forward
             with torch.no_grad():
                 self.local_tokens_per_expert += routing_map.sum(dim=0)
         losses = self._losses(logits, scores, routing_map, seq_length)

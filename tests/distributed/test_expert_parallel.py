@@ -1,0 +1,170 @@
+"""Expert parallelism equals EP 1 (issue 10): losses, router losses, gradient norms and weights, fp32.
+
+One 4-process gloo launch runs every layout of ``JOBS`` on a 3-layer model (a dense first layer, then
+two MoE layers of 4 experts, top-2, a gated shared expert, sigmoid routing with expert bias, aux and z
+losses) for two SGD steps (the second sees the first's update), micro-batch 1, global batch 4:
+
+- EP 2 and EP 4 with the alltoall and allgather dispatchers, with and without grouped GEMM;
+- EP2 x TP2 (with SP), EP2 x PP2, EP2 with the distributed optimizer and overlapped reductions,
+  EP2 with full recompute, EP2 with a capacity factor (the same tokens dropped as at EP 1).
+
+Each compares with the single-process run of the same flags (minus the parallel ones): the step's
+``lm loss``, ``load_balancing_loss``, ``z_loss`` and gradient norm within 1e-5 (relative), and, for
+the layouts without TP/PP, every weight after the two steps (expert weights gathered over EP), which
+checks the gradients of every parameter. A checkpoint saved at EP 2 names ``ep`` in its rank
+directories and is refused at EP 4 with the converter's ``--target-expert-parallel-size``.
+
+    python -m pytest -q tests/distributed/test_expert_parallel.py
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Tuple
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from core.launcher import run_distributed
+from core.tensor_parallel.param_meta import param_meta
+
+BASE = ["--num-layers", "3", "--hidden-size", "16", "--num-attention-heads", "4", "--ffn-hidden-size", "32",
+        "--seq-length", "8", "--max-position-embeddings", "8", "--vocab-size", "64", "--normalization", "RMSNorm",
+        "--swiglu", "--disable-bias-linear", "--micro-batch-size", "1", "--global-batch-size", "4",
+        "--train-iters", "2", "--optimizer", "sgd", "--lr", "0.5", "--mock-data", "--tokenizer-type",
+        "NullTokenizer", "--seed", "5", "--device", "cpu", "--distributed-backend", "gloo", "--eval-iters", "0",
+        "--log-interval", "1000", "--hidden-dropout", "0", "--attention-dropout", "0",
+        "--make-vocab-size-divisible-by", "1", "--init-method-std", "0.3",
+        "--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "8", "--n-shared-experts", "2",
+        "--shared-expert-gate", "--moe-router-score-function", "sigmoid", "--norm-topk-prob",
+        "--moe-router-enable-expert-bias", "--moe-router-bias-update-rate", "0.01", "--moe-aux-loss-coeff", "0.1",
+        "--moe-z-loss-coeff", "0.01", "--first-k-dense-replace", "1"]
+CAPACITY = ["--moe-expert-capacity-factor", "0.75"]
+RECOMPUTE = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+
+
+def _ep(size: int, dispatcher: str, *extra: str) -> List[str]:
+    return ["--expert-model-parallel-size", str(size), "--moe-token-dispatcher-type", dispatcher, *extra]
+
+
+# name -> (flags added to BASE, reference flags added to BASE for the single-process run, compare weights)
+JOBS: Dict[str, Tuple[List[str], List[str], bool]] = {
+    "ep2_alltoall": (_ep(2, "alltoall"), [], True),
+    "ep2_allgather": (_ep(2, "allgather"), [], True),
+    "ep4_alltoall": (_ep(4, "alltoall"), [], True),
+    "ep4_allgather_grouped": (_ep(4, "allgather", "--moe-grouped-gemm"), [], True),
+    "ep4_alltoall_grouped": (_ep(4, "alltoall", "--moe-grouped-gemm"), [], True),
+    "ep2_tp2_sp": (_ep(2, "alltoall", "--tensor-model-parallel-size", "2", "--sequence-parallel"), [], False),
+    "ep2_pp2": (_ep(2, "allgather", "--pipeline-model-parallel-size", "2", "--num-layer-list", "1,2"), [], False),
+    "ep2_distopt_overlap": (_ep(2, "alltoall", "--use-distributed-optimizer", "--overlap-grad-reduce",
+                                "--overlap-param-gather"), [], True),
+    "ep2_recompute": (_ep(2, "alltoall", *RECOMPUTE), [], True),
+    "ep4_capacity": (_ep(4, "alltoall", *CAPACITY), CAPACITY, True),
+    "ep2_capacity_allgather": (_ep(2, "allgather", *CAPACITY), CAPACITY, True),
+}
+
+
+def _full_weights(trainer) -> Dict[str, torch.Tensor]:
+    """Every weight of the (TP 1, PP 1) model with the experts of all EP ranks concatenated."""
+    ep = trainer.state.ep_group
+    weights = {}
+    for name, param in trainer.model.named_parameters():
+        value = param.detach().clone()
+        if param_meta(param).is_expert and ep.size > 1:
+            parts = [torch.empty_like(value) for _ in range(ep.size)]
+            dist.all_gather(parts, value.contiguous(), group=ep.handle)
+            value = torch.cat(parts)
+        weights[name] = value
+    return weights
+
+
+def _run(argv: List[str], weights: bool) -> Dict[str, Any]:
+    from mindspeed_llm.training.training import setup
+
+    trainer = setup(argv)
+    iterator = trainer.train_iterator()
+    steps = []
+    for _ in range(2):
+        result = trainer.train_step(iterator)
+        steps.append({**result.stats, "grad_norm": result.grad_norm})
+    return {"steps": steps, "weights": _full_weights(trainer) if weights else None}
+
+
+def _worker(rank: int, world: int, jobs: Dict[str, Tuple[List[str], bool]], root: str) -> Dict[str, Any]:
+    results = {name: _run(argv, weights) for name, (argv, weights) in jobs.items()}
+    results["checkpoint"] = _checkpoint_case(root)
+    return results
+
+
+def _checkpoint_case(root: str) -> Dict[str, Any]:
+    """Save at EP 2 (dp 4): rank directories with ``ep``; loading at EP 4 is refused, naming the converter flag."""
+    from core.checkpointing import CheckpointError
+    from mindspeed_llm.training.training import setup
+
+    trainer = setup(BASE + _ep(2, "alltoall") + ["--save", root])
+    trainer.train_step(trainer.train_iterator())
+    trainer.save()
+    names = sorted(os.listdir(os.path.join(root, "iter_0000001")))
+    resumed = setup(BASE + _ep(2, "alltoall") + ["--load", root])
+    same = all(torch.equal(a, b) for a, b in zip(trainer.model.state_dict().values(),
+                                                 resumed.model.state_dict().values()))
+    try:
+        setup(BASE + _ep(4, "alltoall") + ["--load", root])
+        refusal = None
+    except CheckpointError as error:
+        refusal = str(error)
+    return {"names": names, "reloaded_equal": same, "refusal": refusal}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Dict[str, Any]:
+    references = {}
+    for name, (_, reference_flags, weights) in JOBS.items():
+        key = tuple(reference_flags)
+        if key not in references:
+            references[key] = _run(BASE + reference_flags, True)
+    jobs = {name: (BASE + flags, weights) for name, (flags, _, weights) in JOBS.items()}
+    per_rank = run_distributed(4, _worker, jobs, str(tmp_path_factory.mktemp("ep_checkpoint")))
+    return {"references": references, "per_rank": per_rank}
+
+
+def _close(ours: float, reference: float) -> bool:
+    return abs(ours - reference) <= 1e-5 * max(abs(reference), 1e-3)
+
+
+@pytest.mark.parametrize("name", sorted(JOBS))
+def test_expert_parallel_layout_equals_ep1(results, name: str) -> None:
+    _, reference_flags, weights = JOBS[name]
+    reference = results["references"][tuple(reference_flags)]
+    assert set(reference["steps"][0]) == {"lm loss", "load_balancing_loss", "z_loss", "grad_norm"}
+    assert reference["steps"][1]["lm loss"] != reference["steps"][0]["lm loss"]
+    for rank, per_rank in enumerate(results["per_rank"]):
+        ours = per_rank[name]
+        for step, (mine, theirs) in enumerate(zip(ours["steps"], reference["steps"])):
+            for stat, value in theirs.items():
+                assert _close(mine[stat], value), (name, rank, step, stat, mine[stat], value)
+        if weights:
+            assert set(ours["weights"]) == set(reference["weights"])
+            for key, value in reference["weights"].items():
+                assert torch.allclose(ours["weights"][key], value, rtol=1e-5, atol=1e-6), (name, rank, key)
+
+
+def test_capacity_drops_tokens() -> None:
+    """The capacity jobs are not vacuous: with the factor some routed pairs are dropped, so the loss differs."""
+    from mindspeed_llm.training.training import setup
+
+    losses = []
+    for extra in ([], CAPACITY):
+        trainer = setup(BASE + extra + ["--train-iters", "1"])
+        losses.append(trainer.train_step(trainer.train_iterator()).loss)
+    assert losses[0] != losses[1]
+
+
+def test_ep_checkpoint_names_and_refusal(results) -> None:
+    for per_rank in results["per_rank"]:
+        case = per_rank["checkpoint"]
+        assert case["names"] == ["mp_rank_00_000", "mp_rank_00_001"]
+        assert case["reloaded_equal"]
+        refusal = case["refusal"]
+        assert refusal is not None and "--expert-model-parallel-size 2" in refusal
+        assert "--target-expert-parallel-size" in refusal
