@@ -119,12 +119,8 @@ def _llama4_attention_hf(cfg: TransformerConfig) -> Dict[str, Any]:
     if temperature and not cfg.attn_temperature_nope_layers:
         raise RegistryError("llama4 scales the NoPE layers' queries only: --attn-temperature-beta needs "
                             "--attn-temperature-nope-layers")
-    chunk = cfg.attention_chunk_size
-    if chunk is not None and set(cfg.full_attention_layers) != set(cfg.no_rope_layers):
-        raise RegistryError(f"llama4 chunks exactly the RoPE layers: --full-attention-layers "
-                            f"{list(cfg.full_attention_layers)} must be --no-rope-layers {list(cfg.no_rope_layers)}")
     return {"no_rope_layers": [int(i not in cfg.no_rope_layers) for i in range(cfg.num_layers)],
-            "use_qk_norm": cfg.qk_l2_norm, "attention_chunk_size": chunk,
+            "use_qk_norm": cfg.qk_l2_norm, "attention_chunk_size": cfg.attention_chunk_size,
             "layer_types": ["chunked_attention" if cfg.layer_chunk(i) is not None else "full_attention"
                             for i in range(cfg.num_layers)],
             "attn_temperature_tuning": temperature, "attn_scale": cfg.attn_temperature_beta if temperature else 0.1,

@@ -50,6 +50,14 @@ def test_llama4_defaults_follow_transformers() -> None:
     assert all(config.is_moe_layer(i) for i in range(8))
 
 
+def test_llama4_layer_types_map_both_ways() -> None:
+    """Explicit ``layer_types`` need not follow the NoPE layers: chunked and full layers come back as given."""
+    types = ["chunked_attention", "full_attention"] * 4
+    config = config_from_hf(dict(LLAMA4, attention_chunk_size=16, layer_types=types), "llama4")
+    assert config.full_attention_layers == (1, 3, 5, 7) and config.no_rope_layers == (3, 7)
+    assert get_family("llama4").to_hf_config(config)["layer_types"] == types
+
+
 def test_llama4_moe_layers_map_to_first_k_and_freq() -> None:
     config = config_from_hf(dict(LLAMA4, moe_layers=[2, 4, 6]), "llama4")
     assert (config.first_k_dense_replace, config.moe_layer_freq) == (1, 2)
@@ -59,7 +67,6 @@ def test_llama4_moe_layers_map_to_first_k_and_freq() -> None:
 def test_llama4_refuses_what_its_config_cannot_say() -> None:
     family, config = get_family("llama4"), config_from_hf(LLAMA4, "llama4")
     for change, key in ((dict(attn_temperature_nope_layers=False), "--attn-temperature-nope-layers"),
-                        (dict(full_attention_layers=(3,)), "--full-attention-layers [3]"),
                         (dict(moe_shared_expert_intermediate_size=64), "moe_shared_expert_intermediate_size")):
         with pytest.raises(RegistryError, match="llama4") as error:
             family.to_hf_config(dataclasses.replace(config, **change))
