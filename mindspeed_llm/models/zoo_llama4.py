@@ -167,6 +167,10 @@ def _aria_text_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     for key in ("attention_bias", "mlp_bias"):
         if hf.get(key, False):
             raise RegistryError(f"aria_text {key}=True is not supported (the experts have no biases)")
+    if "moe_intermediate_size" in hf:  # the remote-code AriaMoELMConfig's key; AriaTextConfig has none
+        raise RegistryError(f"aria_text moe_intermediate_size={hf['moe_intermediate_size']} is not read by "
+                            "transformers' AriaTextConfig (experts and shared experts use intermediate_size); "
+                            "convert the config to transformers' aria_text format first")
     if (hf.get("hidden_act") or "silu") != "silu":
         raise RegistryError(f"aria_text hidden_act={hf['hidden_act']!r} is not supported (only silu: the routed "
                             "experts are always SiLU-gated)")

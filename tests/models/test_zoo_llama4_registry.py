@@ -26,6 +26,7 @@ BAD = [
     ("aria_text", dict(ARIA, hidden_act="gelu"), "hidden_act='gelu'"),
     ("aria_text", dict(ARIA, mlp_bias=True), "mlp_bias=True"),
     ("aria_text", dict(ARIA, moe_num_shared_experts=0), "moe_num_shared_experts=0"),
+    ("aria_text", dict(ARIA, moe_intermediate_size=16), "moe_intermediate_size=16"),
 ]
 
 
