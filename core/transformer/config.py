@@ -26,7 +26,7 @@ ATTENTION_MLP_FIELDS = ("swiglu", "geglu", "gelu_tanh", "add_qkv_bias", "qk_laye
                         "post_norm", "post_norm_only", "sliding_window", "sliding_window_pattern",
                         "attn_logit_softcapping", "query_pre_attn_scalar", "softmax_scale", "qkv_clip",
                         "rope_interleaved", "rotary_percent", "local_rotary_base", "no_rope_layers",
-                        "rope_scaling_type", "residual_multiplier")
+                        "rope_scaling_type", "residual_multiplier", "qk_l2_norm", "attn_temperature_nope_layers")
 PREDICTION_HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 MOE_SCORE_FUNCTIONS = ("softmax", "sigmoid")
 MOE_LOAD_BALANCING_TYPES = ("aux_loss", "seq_aux_loss", "none")
