@@ -130,11 +130,13 @@ from safetensors import safe_open
 from tqdm import tqdm
 
 from core.checkpointing import (
+    CHECKPOINT_FILENAME,
     CHECKPOINT_VERSION,
     TRACKER_FILENAME,
     CheckpointError,
     StreamingCheckpoint,
     checkpoint_file,
+    iteration_dir,
     map_file,
     map_foreign_file,
     model_keys,
@@ -145,7 +147,7 @@ from core.checkpointing import (
 from core.models.gpt_model import EMBEDDING_WEIGHT, GPTModel, layout_state
 from core.pipeline_parallel.layout import (LayoutError, Placement, chunk_specs, resolve_virtual_pipeline,
                                           stage_layers)
-from core.tensor_parallel.param_meta import TPShard, full_shape, param_meta
+from core.tensor_parallel.param_meta import TPShard, expert_slice, full_shape, param_meta
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.flags import FlagParser, add_pipeline_layout_args
 from mindspeed_llm.models import megatron_format
@@ -191,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "qwen2, ...); default: config.json's model_type (hf), the checkpoint's family (mg)")
     parser.add_argument("--target-tensor-parallel-size", type=int, default=1)
     parser.add_argument("--target-pipeline-parallel-size", type=int, default=1)
+    parser.add_argument("--target-expert-parallel-size", type=int, default=1,
+                        help="EP of an mg target: each file mp_rank_TT[_PPP]_EEE holds 1/EP of every MoE layer's "
+                             "experts")
     add_pipeline_layout_args(parser, title="pipeline layout of an mg or megatron target (--noop-layers "
                                            "default: none from hf, the source's from mg or megatron)")
     parser.add_argument("--num-layers", type=int, default=None,
@@ -238,6 +243,11 @@ def validate_args(args: argparse.Namespace) -> None:
                                   "drop the flag(s)")
     if args.target_tensor_parallel_size < 1:
         raise ConversionError("--target-tensor-parallel-size must be >= 1")
+    if args.target_expert_parallel_size < 1:
+        raise ConversionError("--target-expert-parallel-size must be >= 1")
+    if args.target_expert_parallel_size > 1 and args.save_model_type != "mg":
+        raise ConversionError(f"--target-expert-parallel-size shards the experts of an mg target; a "
+                              f"{args.save_model_type} target holds all experts, drop it")
     if args.transformer_impl is not None and args.save_model_type != "megatron":
         raise ConversionError("--transformer-impl names the layers of a megatron target; drop it or pass "
                               "--save-model-type megatron")
@@ -287,15 +297,19 @@ class ModelLayout:
     def __init__(self, config: TransformerConfig, rules: Sequence[WeightRule],
                  placement: Optional[Placement] = None) -> None:
         self.config, self.tp = config, config.tensor_model_parallel_size
+        self.ep = config.expert_model_parallel_size
         self.placement: Placement = placement or [[list(range(config.num_layers))]]
         self.pp, self.vpp = len(self.placement), len(self.placement[0])
-        state = layout_state(self.tp)
+        state = layout_state(self.tp, ep=self.ep)
         with torch.device("meta"):
             model = GPTModel(config, state)
         self.shards: Dict[str, Optional[TPShard]] = {}
         self.full_shapes: Dict[str, Tuple[int, ...]] = {}
+        self.experts: set = set()  # expert tensors: EP rank r holds experts [r * E / ep, (r + 1) * E / ep)
         for name, param in checkpoint_tensors(model):
             self.shards[name], self.full_shapes[name] = param_meta(param).tp_shard, tuple(full_shape(param))
+            if param_meta(param).num_global_experts is not None:
+                self.experts.add(name)
         del model
         self.names: List[str] = list(self.shards)
         self.rules = {name: find_rule(rules, name) for name in self.names}
@@ -304,6 +318,7 @@ class ModelLayout:
         self.tied_output_names = _output_layer_names(rules) if self.tied else ()
         self.chunk_names: List[List[List[str]]] = []
         self.local_shards: Dict[Location, Optional[TPShard]] = {}
+        self.expert_locations: set = set()
         self.local_shapes: Dict[Location, Tuple[int, ...]] = {}
         self.locations: Dict[str, List[Location]] = {name: [] for name in self.names}
         copies: List[Tuple[str, Location]] = []
@@ -316,6 +331,8 @@ class ModelLayout:
                 names = []
                 for name, param in checkpoint_tensors(part):
                     where = (stage, chunk, name)
+                    if param_meta(param).num_global_experts is not None:
+                        self.expert_locations.add(where)
                     self.local_shards[where] = param_meta(param).tp_shard
                     self.local_shapes[where] = tuple(param.shape)
                     names.append(name)
@@ -337,6 +354,11 @@ class ModelLayout:
     def is_tied_copy(self, name: str) -> bool:
         """The last stage's copy of tied word embeddings (only exists when PP > 1)."""
         return self.tied and name == "output_layer.weight"
+
+    @property
+    def ranks(self) -> int:
+        """Files per pipeline stage: one per (TP rank, EP rank), numbered ``ep_rank * tp + tp_rank``."""
+        return self.tp * self.ep
 
     @property
     def chunk_keys(self) -> List[str]:
@@ -367,6 +389,18 @@ def check_tp(config: TransformerConfig, tp: int, source: str) -> None:
     if problems:
         raise ConversionError(f"--target-tensor-parallel-size {tp} does not divide {', '.join(problems)} "
                               f"of {source}; choose a TP size that divides them")
+
+
+def check_ep(config: TransformerConfig, ep: int, source: str) -> None:
+    """Reject a target EP that does not divide the experts (or a model without experts)."""
+    if ep == 1:
+        return
+    if config.num_experts is None:
+        raise ConversionError(f"--target-expert-parallel-size {ep}: {source} has no experts (a dense model); "
+                              "drop the flag")
+    if config.num_experts % ep:
+        raise ConversionError(f"--target-expert-parallel-size {ep} does not divide the {config.num_experts} experts "
+                              f"of {source}; choose an EP size that divides them")
 
 
 def with_tp(config: TransformerConfig, tp: int, divisible_by: int, dtype: Optional[torch.dtype],
@@ -519,7 +553,7 @@ class MegatronSource:
                                   "(for a Hugging Face directory pass --load-model-type hf)")
         self.load_dir = load_dir
         self.iteration, self.release = tracker
-        self.pp = self._pipeline_size(load_dir)
+        self.pp, self.ep = self._pipeline_and_expert_sizes()
         self._reject_distributed_format()
         first = self._map_first()
         args = first.get("args") or argparse.Namespace()
@@ -530,27 +564,38 @@ class MegatronSource:
         self.family = resolve_family(family_name or getattr(args, "model_type_hf", None), self.hf_config,
                                      self.path(0, 0))
         self.family_name = self.family.name
-        # shapes[(tp_rank, pp_rank, chunk)] -> that chunk's parameter shapes
+        # shapes[(rank, pp_rank, chunk)] -> that chunk's parameter shapes; rank = ep_rank * tp + tp_rank
         self.shapes: Dict[Tuple[int, int, int], Dict[str, Tuple[int, ...]]] = {}
         self._keep(first, 0, 0)
         del first
         for pp_rank in range(self.pp):
-            for tp_rank in range(self.tp):
-                if (tp_rank, pp_rank) != (0, 0):
-                    self._keep(self._map(tp_rank, pp_rank), tp_rank, pp_rank)
+            for rank in range(self.tp * self.ep):
+                if (rank, pp_rank) != (0, 0):
+                    self._keep(self._map(rank, pp_rank), rank, pp_rank)
 
-    def path(self, tp_rank: int, pp_rank: int) -> str:
-        return checkpoint_file(self.load_dir, self.iteration, tp_rank, pp_rank, self.pp, release=self.release)
+    def path(self, rank: int, pp_rank: int) -> str:
+        """The file of ``rank`` (``ep_rank * tp + tp_rank``; the TP rank before EP is known) on stage ``pp_rank``."""
+        tp = getattr(self, "tp", 1)
+        return checkpoint_file(self.load_dir, self.iteration, rank % tp, pp_rank, self.pp, release=self.release,
+                               ep_rank=rank // tp, ep_size=self.ep)
 
-    def _pipeline_size(self, load_dir: str) -> int:
-        """PP from the rank directories: ``mp_rank_00`` (PP = 1) or ``mp_rank_00_000``, ``mp_rank_00_001``, ..."""
-        root = os.path.dirname(os.path.dirname(checkpoint_file(load_dir, self.iteration, 0, 0, 1,
-                                                               release=self.release)))
+    def _pipeline_and_expert_sizes(self) -> Tuple[int, int]:
+        """(PP, EP) from the rank directories ``mp_rank_TT[_PPP][_EEE]``; a two-number name is a stage unless
+        the checkpoint's args give EP > 1 and PP 1 (Megatron names them alike)."""
+        root = iteration_dir(self.load_dir, self.iteration, self.release)
         names = os.listdir(root) if os.path.isdir(root) else []
-        if "mp_rank_00" in names:
-            return 1
-        stages = [int(m.group(1)) for m in (re.fullmatch(r"mp_rank_00_(\d{3})", n) for n in names) if m]
-        return max(stages) + 1 if stages else 1
+        parsed = [tuple(int(n) for n in m.groups() if n is not None)
+                  for m in (re.fullmatch(r"mp_rank_00(?:_(\d{3}))?(?:_(\d{3}))?", n) for n in names) if m]
+        if not parsed or max(len(p) for p in parsed) == 0:
+            return 1, 1
+        if max(len(p) for p in parsed) == 2:
+            return max(p[0] for p in parsed) + 1, max(p[1] for p in parsed) + 1
+        count = max(p[0] for p in parsed) + 1
+        first = os.path.join(root, sorted(n for n in names if n.startswith("mp_rank_00_"))[0], CHECKPOINT_FILENAME)
+        args = map_foreign_file(first).get("args") if os.path.isfile(first) else None
+        ep = int(getattr(args, "expert_model_parallel_size", 1) or 1)
+        pp = int(getattr(args, "pipeline_model_parallel_size", 1) or 1)
+        return (1, count) if ep > 1 and pp == 1 else (count, 1)
 
     def _reject_distributed_format(self) -> None:
         """Megatron-LM's distributed format (``--ckpt-format torch_dist``: ``*.distcp`` files, no rank
@@ -619,7 +664,8 @@ class MegatronSource:
         if "noop_layers" not in values:
             values["noop_layers"] = tuple(getattr(args, "noop_layers", None) or ())
         try:
-            config = TransformerConfig.from_dict({**values, "tensor_model_parallel_size": self.tp})
+            config = TransformerConfig.from_dict({**values, "tensor_model_parallel_size": self.tp,
+                                                  "expert_model_parallel_size": self.ep})
         except (TypeError, ValueError) as error:
             raise ConversionError(f"{load_dir}: cannot rebuild the model config ({error})") from None
         return config
@@ -644,7 +690,7 @@ class MegatronSource:
                                           "transformer_config and pipeline layout")
                 want = layout.local_shapes[(pp_rank, chunk, name)]
                 if state[name] != want:
-                    raise ConversionError(f"parameter {name!r} of TP rank {tp_rank} in {path} has shape "
+                    raise ConversionError(f"parameter {name!r} of rank {tp_rank} in {path} has shape "
                                           f"{state[name]}, expected {want} for TP {self.tp}; the "
                                           "checkpoint does not match its own transformer_config")
             extra = sorted(set(state) - set(expected))
@@ -657,17 +703,20 @@ class MegatronSource:
         stage, chunk, local = layout.locations[name][0]  # (the tied copy on the last stage is not read)
         key, stored = layout.chunk_keys[chunk], self._stored_name(stage, chunk, local)
         shard = layout.shards[name]
+        expert = name in layout.experts
         full: Optional[torch.Tensor] = None
-        for rank in range(self.tp if shard is not None else 1):  # a tensor replicated over TP: rank 0's copy
-            mapped = self._map(rank, stage)
-            piece = mapped[key][stored]
-            if shard is None:
-                full = piece.clone()
-            else:
+        for ep_rank in range(self.ep if expert else 1):  # a tensor replicated over EP: EP rank 0's copy
+            for tp_rank in range(self.tp if shard is not None else 1):  # replicated over TP: rank 0's copy
+                mapped = self._map(ep_rank * self.tp + tp_rank, stage)
+                piece = mapped[key][stored]
                 if full is None:
                     full = piece.new_empty(layout.full_shapes[name])
-                self._place(name, shard, piece, rank, full)  # one rank's pages mapped at a time
-            del piece, mapped  # unmaps the file
+                experts = expert_slice(full, ep_rank, self.ep) if expert else full
+                if shard is None:
+                    experts.copy_(piece)
+                else:
+                    self._place(name, shard, piece, tp_rank, experts)  # one rank's pages mapped at a time
+                del piece, mapped  # unmaps the file
         return to_hf(layout.rules[name][0], self._to_our_layout(name, full), layout.context(name))
 
 
@@ -686,11 +735,12 @@ class MegatronSink:
     def __init__(self, save_dir: str, layout: ModelLayout, family_name: str,
                  hf_config: Optional[Dict[str, Any]]) -> None:
         self.save_dir, self.layout, self.family_name, self.hf_config = save_dir, layout, family_name, hf_config
-        # per_file[(tp_rank, pp_rank)][chunk] -> state dict; missing[(tp_rank, pp_rank)] -> names still to come
+        # per_file[(rank, pp_rank)][chunk] -> state dict; missing[(rank, pp_rank)] -> names still to come;
+        # rank = ep_rank * tp + tp_rank (one file per TP rank and EP rank of a stage)
         self.per_file: Dict[Tuple[int, int], List[Dict[str, torch.Tensor]]] = {}
         self.missing: Dict[Tuple[int, int], set] = {
-            (tp, pp): {(chunk, name) for chunk, names in enumerate(layout.chunk_names[pp]) for name in names}
-            for pp in range(layout.pp) for tp in range(layout.tp)}
+            (rank, pp): {(chunk, name) for chunk, names in enumerate(layout.chunk_names[pp]) for name in names}
+            for pp in range(layout.pp) for rank in range(layout.ranks)}
         self.saved: set = set()
         self.writers: Dict[Tuple[int, int], StreamingCheckpoint] = {}  # files being written
 
@@ -703,8 +753,8 @@ class MegatronSink:
         return sorted(names, key=key)
 
     def passes(self, rereadable: bool) -> List[Tuple[int, ...]]:
-        """The TP ranks written by each pass over the source: one rank a pass when it can be reread."""
-        ranks = tuple(range(self.layout.tp))
+        """The (TP, EP) ranks written by each pass over the source: one rank a pass when it can be reread."""
+        ranks = tuple(range(self.layout.ranks))
         return [(rank,) for rank in ranks] if rereadable else [ranks]
 
     def write(self, name: str, tensors: Sequence[torch.Tensor], ranks: Sequence[int]) -> None:
@@ -713,8 +763,10 @@ class MegatronSink:
         _check_shape(name, full, layout.full_shapes[name])
         for stage, chunk, local in layout.locations[name]:
             shard = layout.local_shards[(stage, chunk, local)]
+            expert = (stage, chunk, local) in layout.expert_locations
             for rank in ranks:
-                value = self._piece(local, full, shard, rank)
+                tp_rank, ep_rank = rank % layout.tp, rank // layout.tp
+                value = self._piece(local, expert_slice(full, ep_rank, layout.ep) if expert else full, shard, tp_rank)
                 file = (rank, stage)
                 self.per_file.setdefault(file, [{} for _ in range(layout.vpp)])[chunk][local] = \
                     self._file(rank, stage).add(value)  # written now; the file keeps a placeholder
@@ -730,7 +782,9 @@ class MegatronSink:
     def _file(self, rank: int, stage: int) -> StreamingCheckpoint:
         """The open (rank, stage) file, created at its first tensor."""
         if (rank, stage) not in self.writers:
-            path = checkpoint_file(self.save_dir, None, rank, stage, self.layout.pp, release=True)
+            layout = self.layout
+            path = checkpoint_file(self.save_dir, None, rank % layout.tp, stage, layout.pp, release=True,
+                                   ep_rank=rank // layout.tp, ep_size=layout.ep)
             self.writers[(rank, stage)] = StreamingCheckpoint(path)
         return self.writers[(rank, stage)]
 
@@ -756,7 +810,7 @@ class MegatronSink:
     def finish(self) -> None:
         unwritten = sorted(file for file, names in self.missing.items() if names)
         if unwritten:
-            raise AssertionError(f"files (tp, pp) {unwritten} never received all their parameters")
+            raise AssertionError(f"files (tp + ep x TP, pp) {unwritten} never received all their parameters")
         for rank, stage in sorted(set(self.missing) - self.saved):  # stages holding only noop layers
             self._save(rank, stage)
         write_tracker(self.save_dir, None, release=True)
@@ -776,6 +830,7 @@ def checkpoint_args(layout: ModelLayout, family_name: str) -> argparse.Namespace
         kv_channels=config.kv_channels, seq_length=config.max_position_embeddings,
         max_position_embeddings=config.max_position_embeddings,
         tensor_model_parallel_size=config.tensor_model_parallel_size, pipeline_model_parallel_size=layout.pp,
+        expert_model_parallel_size=layout.ep,
         virtual_pipeline_model_parallel_size=vpp,
         num_layers_per_virtual_pipeline_stage=len(layout.placement[0][0]) if vpp else None,
         num_layer_list=None if vpp or even else tuple(counts),
@@ -1143,7 +1198,10 @@ def target_layout(args: argparse.Namespace, source, rules: Sequence[WeightRule])
         if divisible_by is None:
             divisible_by = 1 if args.load_model_type == "hf" else source.config.make_vocab_size_divisible_by
         placement = target_placement(args, num_layers, noop, num_layers - len(noop))
+    ep = args.target_expert_parallel_size if args.save_model_type == "mg" else 1
+    check_ep(source.config, ep, args.load_dir)
     config = with_tp(source.config, tp, divisible_by, dtype, args.load_dir, num_layers=num_layers, noop_layers=noop,
+                     expert_model_parallel_size=ep,
                      hybrid_override_pattern=target_pattern(source.config, num_layers, noop),
                      **target_layer_sets(source.config, num_layers, noop))
     return ModelLayout(config, rules, placement)

@@ -278,16 +278,18 @@ def build_model_chunks(config: TransformerConfig, state: ParallelState, device: 
             for spec in chunk_specs(placement, state.pp_rank)]
 
 
-def layout_state(tp: int = 1, tp_rank: int = 0, pp: int = 1, pp_rank: int = 0) -> ParallelState:
-    """A process-free state that places one rank in a TP x PP layout (conversion, tests, meta models).
+def layout_state(tp: int = 1, tp_rank: int = 0, pp: int = 1, pp_rank: int = 0, ep: int = 1,
+                 ep_rank: int = 0) -> ParallelState:
+    """A process-free state that places one rank in a TP x PP (x EP) layout (conversion, tests, meta models).
 
-    Its TP and PP groups have ``tp`` and ``pp`` members and no handle, so no
+    Its TP, PP and EP groups have ``tp``, ``pp`` and ``ep`` members and no handle, so no
     collective may run on them; every other group is this rank alone.
     """
     groups = {name: Group([0], None, 0) for name in (*GROUP_DIMS, "embedding")}
     groups["tp"] = Group(list(range(tp)), None, tp_rank)
     groups["pp"] = Group(list(range(pp)), None, pp_rank)
-    return ParallelState(world_size=tp * pp, rank=tp_rank, tp=tp, pp=pp, groups=groups)
+    groups["ep"] = Group(list(range(ep)), None, ep_rank)
+    return ParallelState(world_size=tp * pp * ep, rank=tp_rank, tp=tp, pp=pp, ep=ep, groups=groups)
 
 
 def unshard_state_dict(per_rank: list, model: nn.Module) -> Dict[str, torch.Tensor]:

@@ -5,14 +5,16 @@ two MoE layers of 4 experts, top-2, a gated shared expert, sigmoid routing with 
 losses) for two SGD steps (the second sees the first's update), micro-batch 1, global batch 4:
 
 - EP 2 and EP 4 with the alltoall and allgather dispatchers, with and without grouped GEMM;
-- EP2 x TP2 (with SP), EP2 x PP2, EP2 with the distributed optimizer and overlapped reductions,
+- EP2 x TP2 (with SP), EP2 x PP2 (and with 4 layers in 2 virtual stages per rank), EP2 with the
+  distributed optimizer and overlapped reductions,
   EP2 with full recompute, EP2 with a capacity factor (the same tokens dropped as at EP 1).
 
 Each compares with the single-process run of the same flags (minus the parallel ones): the step's
 ``lm loss``, ``load_balancing_loss``, ``z_loss`` and gradient norm within 1e-5 (relative), and, for
 the layouts without TP/PP, every weight after the two steps (expert weights gathered over EP), which
 checks the gradients of every parameter. A checkpoint saved at EP 2 names ``ep`` in its rank
-directories and is refused at EP 4 with the converter's ``--target-expert-parallel-size``.
+directories and is refused at EP 4 with the converter's ``--target-expert-parallel-size``; converted to
+EP 4 with that flag it loads at EP 4 with the same weights.
 
     python -m pytest -q tests/distributed/test_expert_parallel.py
 """
@@ -40,6 +42,22 @@ BASE = ["--num-layers", "3", "--hidden-size", "16", "--num-attention-heads", "4"
         "--moe-router-enable-expert-bias", "--moe-router-bias-update-rate", "0.01", "--moe-aux-loss-coeff", "0.1",
         "--moe-z-loss-coeff", "0.01", "--first-k-dense-replace", "1"]
 CAPACITY = ["--moe-expert-capacity-factor", "0.75"]
+# the qwen2-moe family's routing (pre-softmax, no expert bias), so that tools/convert_ckpt.py can re-shard it
+def _without(argv: List[str], flags: Dict[str, int]) -> List[str]:
+    """``argv`` without the ``flags`` (flag -> number of values that follow it)."""
+    result, skip = [], 0
+    for arg in argv:
+        if skip:
+            skip -= 1
+        elif arg in flags:
+            skip = flags[arg]
+        else:
+            result.append(arg)
+    return result
+
+
+CHECKPOINT_ARGV = _without(BASE, {"--moe-router-score-function": 1, "--moe-router-enable-expert-bias": 0,
+                                  "--moe-router-bias-update-rate": 1}) + ["--moe-router-pre-softmax"]
 RECOMPUTE = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
 
 
@@ -56,6 +74,8 @@ JOBS: Dict[str, Tuple[List[str], List[str], bool]] = {
     "ep4_alltoall_grouped": (_ep(4, "alltoall", "--moe-grouped-gemm"), [], True),
     "ep2_tp2_sp": (_ep(2, "alltoall", "--tensor-model-parallel-size", "2", "--sequence-parallel"), [], False),
     "ep2_pp2": (_ep(2, "allgather", "--pipeline-model-parallel-size", "2", "--num-layer-list", "1,2"), [], False),
+    "ep2_pp2_vpp": (_ep(2, "alltoall", "--pipeline-model-parallel-size", "2", "--num-layers", "4",
+                        "--num-layers-per-virtual-pipeline-stage", "1"), ["--num-layers", "4"], False),
     "ep2_distopt_overlap": (_ep(2, "alltoall", "--use-distributed-optimizer", "--overlap-grad-reduce",
                                 "--overlap-param-gather"), [], True),
     "ep2_recompute": (_ep(2, "alltoall", *RECOMPUTE), [], True),
@@ -97,23 +117,34 @@ def _worker(rank: int, world: int, jobs: Dict[str, Tuple[List[str], bool]], root
 
 
 def _checkpoint_case(root: str) -> Dict[str, Any]:
-    """Save at EP 2 (dp 4): rank directories with ``ep``; loading at EP 4 is refused, naming the converter flag."""
+    """Save at EP 2 (dp 4): rank directories with ``ep``; loading at EP 4 is refused, naming the converter flag;
+    converted to EP 4 by tools/convert_ckpt.py (as the qwen2-moe family) it loads at EP 4 with the same weights."""
     from core.checkpointing import CheckpointError
     from mindspeed_llm.training.training import setup
+    from tools.convert_ckpt import main as convert_main
 
-    trainer = setup(BASE + _ep(2, "alltoall") + ["--save", root])
+    trainer = setup(CHECKPOINT_ARGV + _ep(2, "alltoall") + ["--save", root])
     trainer.train_step(trainer.train_iterator())
     trainer.save()
     names = sorted(os.listdir(os.path.join(root, "iter_0000001")))
-    resumed = setup(BASE + _ep(2, "alltoall") + ["--load", root])
+    resumed = setup(CHECKPOINT_ARGV + _ep(2, "alltoall") + ["--load", root])
     same = all(torch.equal(a, b) for a, b in zip(trainer.model.state_dict().values(),
                                                  resumed.model.state_dict().values()))
     try:
-        setup(BASE + _ep(4, "alltoall") + ["--load", root])
+        setup(CHECKPOINT_ARGV + _ep(4, "alltoall") + ["--load", root])
         refusal = None
     except CheckpointError as error:
         refusal = str(error)
-    return {"names": names, "reloaded_equal": same, "refusal": refusal}
+    converted = root + "_ep4"
+    if dist.get_rank() == 0:
+        code = convert_main(["--load-model-type", "mg", "--save-model-type", "mg", "--load-dir", root, "--save-dir",
+                             converted, "--model-type-hf", "qwen2-moe", "--target-expert-parallel-size", "4"])
+        assert code == 0
+    dist.barrier()
+    at_ep4 = setup(CHECKPOINT_ARGV + _ep(4, "allgather") + ["--load", converted, "--finetune"])
+    before, after = _full_weights(trainer), _full_weights(at_ep4)
+    converted_equal = set(before) == set(after) and all(torch.equal(before[k], after[k]) for k in before)
+    return {"names": names, "reloaded_equal": same, "refusal": refusal, "converted_equal": converted_equal}
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +199,4 @@ def test_ep_checkpoint_names_and_refusal(results) -> None:
         refusal = case["refusal"]
         assert refusal is not None and "--expert-model-parallel-size 2" in refusal
         assert "--target-expert-parallel-size" in refusal
+        assert case["converted_equal"]

@@ -11,6 +11,9 @@ input's (``torch.equal``, same names), and the written ``config.json`` must
 load in ``transformers`` and give the original model's logits (max abs diff
 <= 1e-6). Single process: conversion needs no process groups.
 
+Every mixture-of-experts family also goes HF -> mg at TP 2 x PP 2 x EP 2 (rank directories
+``mp_rank_TT_PPP_EEE``, each holding half of every MoE layer's experts) -> mg at EP 1 -> HF, exactly.
+
     python -m pytest tests/models/test_zoo_roundtrip.py -q
 """
 from __future__ import annotations
@@ -23,7 +26,8 @@ import torch
 import transformers
 
 from tests.models.test_hf_parity import hf_logits
-from tests.models.test_zoo_parity import build_hf_model
+from mindspeed_llm.models.registry import config_from_hf
+from tests.models.test_zoo_parity import BASE, build_hf_model
 from tests.models.test_zoo_training import FAMILY_NAMES, case_for
 from tests.unit.test_convert_ckpt import read_safetensors
 from tools.convert_ckpt import main as convert_main
@@ -120,3 +124,42 @@ def test_noop_layers_carry_per_layer_settings(family: str, tmp_path) -> None:
                                                                  attn_implementation="eager").eval()
     diff = (hf_logits(reloaded, input_ids) - expected).abs().max().item()
     assert diff <= LOGIT_TOLERANCE, f"{family}: logits after the noop round trip differ by {diff}"
+
+
+def _num_experts(family: str) -> int:
+    """The experts of the family's tiny case (0: dense), from its config alone."""
+    config_cls, _, overrides, name = case_for(family)
+    hf = getattr(transformers, config_cls)(**{**BASE, **overrides}).to_dict()
+    return config_from_hf(hf, name).num_experts or 0
+
+
+MOE_FAMILY_NAMES = [family for family in FAMILY_NAMES if _num_experts(family) % 2 == 0 and _num_experts(family)]
+
+
+def test_moe_families_exist() -> None:
+    assert {"mixtral", "qwen3_moe"} <= set(MOE_FAMILY_NAMES)
+
+
+@pytest.mark.parametrize("family", MOE_FAMILY_NAMES)
+def test_hf_tp2_pp2_ep2_mg_ep1_hf_round_trip_is_exact(family: str, tmp_path) -> None:
+    case = case_for(family)
+    model = build_hf_model(case)
+    hf_dir, ep2_dir, ep1_dir, out_dir = (str(tmp_path / name) for name in ("hf", "ep2", "ep1", "hf_out"))
+    model.save_pretrained(hf_dir)
+    convert("hf", "mg", hf_dir, ep2_dir, "--model-type-hf", case[3], "--target-tensor-parallel-size", str(TP),
+            "--target-pipeline-parallel-size", str(PP), "--target-expert-parallel-size", "2",
+            *layer_split(model.config.num_hidden_layers, PP))
+    assert sorted(os.listdir(os.path.join(ep2_dir, "release"))) == \
+        [f"mp_rank_{t:02d}_{p:03d}_{e:03d}" for t in range(TP) for p in range(PP) for e in range(2)]
+    experts = _num_experts(family)
+    stage = torch.load(os.path.join(ep2_dir, "release", "mp_rank_00_001_001", "model_optim_rng.pt"),
+                       weights_only=True)
+    fc1 = [v for k, v in stage["model"].items() if k.endswith("mlp.experts.linear_fc1.weight")]
+    assert fc1 and all(t.shape[0] == experts // 2 for t in fc1)
+    assert stage["args"].expert_model_parallel_size == 2
+    convert("mg", "mg", ep2_dir, ep1_dir)
+    convert("mg", "hf", ep1_dir, out_dir)
+    expected, written = read_safetensors(hf_dir), read_safetensors(out_dir)
+    assert sorted(written) == sorted(expected), f"{family}: tensor names differ"
+    for name, tensor in expected.items():
+        assert torch.equal(written[name], tensor), f"{family}: {name}"
