@@ -224,6 +224,10 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="queries times 1 + beta ln(1 + floor(pos / length)) after RoPE (Ministral3)")
     group.add_argument("--attn-temperature-length", type=int, default=None,
                        help="the position length of --attn-temperature-beta (Ministral3: the original context)")
+    group.add_argument("--attn-temperature-nope-layers", action="store_true",
+                       help="--attn-temperature-beta scales the NoPE layers' queries only, positions from 1 (Llama 4)")
+    group.add_argument("--qk-l2-norm", action="store_true",
+                       help="weightless q/k RMS norms per head after RoPE, on RoPE layers only (Llama 4's use_qk_norm)")
     group.add_argument("--xielu", action="store_true",
                        help="xIELU MLP activation with learnable alpha_p and alpha_n per layer (Apertus)")
     group.add_argument("--gated-mlp", action="store_true",
@@ -298,6 +302,8 @@ def _add_moe_args(parser: argparse.ArgumentParser) -> None:
                        help="MindSpeed: a shared expert of N x --moe-ffn-hidden-size")
     group.add_argument("--shared-expert-gate", action="store_true",
                        help="the shared expert's output times sigmoid(x . w) per token (Qwen2-MoE)")
+    group.add_argument("--moe-apply-probs-on-input", action="store_true",
+                       help="top-1: the routing weight scales the expert's input, not its output (Llama 4)")
     group.add_argument("--moe-layer-freq", type=int, default=1, help="every Nth layer (0, N, 2N, ...) is an MoE layer")
     group.add_argument("--first-k-dense-replace", type=int, default=0, help="the first K layers keep dense MLPs")
     group.add_argument("--moe-token-dispatcher-type", choices=("allgather", "alltoall"), default="allgather",
@@ -1194,6 +1200,9 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             first_k_dense_replace=args.first_k_dense_replace,
             attn_temperature_beta=args.attn_temperature_beta,
             attn_temperature_length=args.attn_temperature_length,
+            attn_temperature_nope_layers=args.attn_temperature_nope_layers,
+            qk_l2_norm=args.qk_l2_norm,
+            moe_apply_probs_on_input=args.moe_apply_probs_on_input,
             xielu=args.xielu,
             gated_mlp=args.gated_mlp,
             attn_sub_norm=args.attn_sub_norm,

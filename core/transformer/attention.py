@@ -11,7 +11,8 @@ masking. Optional per-head q/k norms (``--qk-layernorm``) act before RoPE
 a partial sum over TP ranks (``--non-parametric-qk-norm``: without weight). ``--attn-sub-norm`` (BitNet)
 RMS-normalises the context over all heads' channels (sum of squares all-reduced over TP) before the output
 projection. A layer's sliding window comes from ``config.layer_window``; layers in
-``config.no_rope_layers`` skip RoPE. With ``--position-embedding-type alibi`` the mask is an additive float
+``config.no_rope_layers`` skip RoPE (and ``--qk-l2-norm``'s weightless q/k norms, which the other layers apply
+after RoPE: Llama 4). With ``--position-embedding-type alibi`` the mask is an additive float
 one carrying each local head's ALiBi bias (``core/transformer/alibi.py``). ``--attention-chunk-size``
 limits each token to its chunk (``config.layer_chunk``). ``--attention-output-gate`` projects a gate per
 query channel with q/k/v (a fourth segment, split over TP with the heads) and multiplies the context by its
@@ -151,6 +152,9 @@ class SelfAttention(nn.Module):
                                                        config.params_dtype, config.apply_layernorm_1p)
 
         self.v_norm = NonParametricNorm("RMSNorm", config.norm_epsilon) if config.value_norm else None  # Gemma4
+        # Llama 4: weightless q/k RMS norms after RoPE, on RoPE layers only (--qk-l2-norm)
+        self.qk_l2_norm = (NonParametricNorm("RMSNorm", config.norm_epsilon)
+                           if config.qk_l2_norm and self.use_rope else None)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
@@ -178,12 +182,16 @@ class SelfAttention(nn.Module):
         if self.v_norm is not None:
             v = self.v_norm(v)  # [s, b, nkv, hn]
         rotary = layer_rotary(rotary, self.window is not None)
-        if rotary is not None and self.use_rope:
+        if rotary is not None:
             cos, sin, *query_scale = rotary  # query_scale [s, b|1, 1, 1] with --attn-temperature-beta
-            interleaved = self.config.rope_interleaved
-            q, k = apply_rotary(q, cos, sin, interleaved), apply_rotary(k, cos, sin, interleaved)
-            if query_scale:
+            if self.use_rope:
+                interleaved = self.config.rope_interleaved
+                q, k = apply_rotary(q, cos, sin, interleaved), apply_rotary(k, cos, sin, interleaved)
+            # the RoPE layers' queries are scaled, or with --attn-temperature-nope-layers the NoPE layers' (Llama 4)
+            if query_scale and self.use_rope != self.config.attn_temperature_nope_layers:
                 q = q * query_scale[0]
+        if self.qk_l2_norm is not None:  # Llama 4
+            q, k = self.qk_l2_norm(q), self.qk_l2_norm(k)
         if per_head_norms and self.config.qk_layernorm_after_rope:  # HunYuan
             q, k = self.q_layernorm(q), self.k_layernorm(k)
         if self._recompute_core_attention():  # selective recompute: softmax(QK^T)V and its dropout

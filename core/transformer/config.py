@@ -26,7 +26,7 @@ ATTENTION_MLP_FIELDS = ("swiglu", "geglu", "gelu_tanh", "add_qkv_bias", "qk_laye
                         "post_norm", "post_norm_only", "sliding_window", "sliding_window_pattern",
                         "attn_logit_softcapping", "query_pre_attn_scalar", "softmax_scale", "qkv_clip",
                         "rope_interleaved", "rotary_percent", "local_rotary_base", "no_rope_layers",
-                        "rope_scaling_type", "residual_multiplier")
+                        "rope_scaling_type", "residual_multiplier", "qk_l2_norm", "attn_temperature_nope_layers")
 PREDICTION_HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 MOE_SCORE_FUNCTIONS = ("softmax", "sigmoid")
 MOE_LOAD_BALANCING_TYPES = ("aux_loss", "seq_aux_loss", "none")
@@ -37,7 +37,8 @@ MOE_FIELDS = ("moe_router_topk", "moe_ffn_hidden_size", "moe_router_score_functi
               "moe_router_enable_expert_bias", "moe_router_bias_update_rate", "moe_router_load_balancing_type",
               "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_grouped_gemm", "moe_expert_capacity_factor",
               "moe_shared_expert_intermediate_size", "shared_expert_gate", "moe_layer_freq", "first_k_dense_replace",
-              "moe_token_dispatcher_type", "expert_model_parallel_size", "expert_tensor_parallel_size")
+              "moe_token_dispatcher_type", "expert_model_parallel_size", "expert_tensor_parallel_size",
+              "moe_apply_probs_on_input")
 
 
 def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
@@ -188,6 +189,12 @@ class TransformerConfig:
     # temperature; Ministral3's llama_4_scaling_beta) [--attn-temperature-beta, --attn-temperature-length]
     attn_temperature_beta: Optional[float] = None
     attn_temperature_length: Optional[int] = None
+    # Llama 4's placement of that scale: on the NoPE layers (--no-rope-layers) only, the RoPE layers unscaled,
+    # with positions counted from 1: 1 + beta * ln(1 + floor((position + 1) / length)) [--attn-temperature-nope-layers]
+    attn_temperature_nope_layers: bool = False
+    # Llama 4's q/k norm (Megatron's flag): each head's q and k scaled to unit RMS without weight (eps
+    # --norm-epsilon) after RoPE, on the layers that apply RoPE (NoPE layers have none) [--qk-l2-norm]
+    qk_l2_norm: bool = False
     # xIELU (Apertus): a non-gated activation with two learnable scalars per layer, alpha_p and alpha_n [--xielu]
     xielu: bool = False
     # the MLP computes act(gate) * up with a fused [gate; up] first linear for the chosen activation (--relu,
@@ -290,6 +297,9 @@ class TransformerConfig:
     shared_expert_gate: bool = False
     moe_layer_freq: int = 1
     first_k_dense_replace: int = 0
+    # top-1 routing: the expert reads its token times the routing weight and its output is added unscaled
+    # (Llama 4; Megatron's flag) [--moe-apply-probs-on-input]
+    moe_apply_probs_on_input: bool = False
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -419,6 +429,9 @@ class TransformerConfig:
         if self.shared_expert_gate and shared is None:
             raise ValueError("--shared-expert-gate needs a shared expert (--moe-shared-expert-intermediate-size or "
                              "--n-shared-experts)")
+        if self.moe_apply_probs_on_input and self.moe_router_topk != 1:
+            raise ValueError(f"--moe-apply-probs-on-input needs --moe-router-topk 1 (got {self.moe_router_topk}): "
+                             "one weight per token scales its expert's input")
         if self.moe_layer_freq < 1 or self.first_k_dense_replace < 0:
             raise ValueError("--moe-layer-freq must be at least 1 and --first-k-dense-replace 0 or more")
         self._validate_expert_parallel()
@@ -556,6 +569,12 @@ class TransformerConfig:
                                                          or self.position_embedding_type != "rope"):
             raise ValueError(f"--attn-temperature-length {self.attn_temperature_length} must be at least 1 and "
                              "needs --position-embedding-type rope")
+        if self.attn_temperature_nope_layers and (self.attn_temperature_beta is None or not self.no_rope_layers):
+            raise ValueError("--attn-temperature-nope-layers needs --attn-temperature-beta/--attn-temperature-length "
+                             "and --no-rope-layers (the layers it scales)")
+        if self.qk_l2_norm and (self.qk_layernorm or self.multi_latent_attention):
+            raise ValueError("--qk-l2-norm is a q/k norm of its own; drop --qk-layernorm (and it does not apply to "
+                             "--multi-latent-attention)")
     def _validate_global_layers(self) -> None:
         """Full-attention layers with their own attention shape (Gemma4)."""
         own = [flag for flag, on in (("--global-kv-channels", self.global_kv_channels is not None),

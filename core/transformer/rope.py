@@ -98,8 +98,10 @@ def rope_attention_factor(config: TransformerConfig) -> float:
 
 def query_temperature(config: TransformerConfig, positions: torch.Tensor) -> torch.Tensor:
     """Per-position query scale ``1 + beta ln(1 + floor(p / length))`` for positions ``[s, b|1]`` (fp32),
-    shaped ``[s, b|1, 1, 1]``."""
+    shaped ``[s, b|1, 1, 1]`` (``p + 1`` with ``--attn-temperature-nope-layers``: Llama 4)."""
     beta, length = config.attn_temperature_beta, config.attn_temperature_length
+    if config.attn_temperature_nope_layers:  # Llama 4 counts positions from 1
+        positions = positions + 1
     return (1 + beta * torch.log(1 + torch.floor(positions / length)))[..., None, None]
 
 

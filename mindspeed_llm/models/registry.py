@@ -159,6 +159,14 @@ def _stack_experts_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch
     return [expert.contiguous() for expert in tensor]
 
 
+def _experts_transposed_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    return tensors[0].transpose(1, 2).contiguous()  # [experts, in, out] -> [experts, out, in]
+
+
+def _experts_transposed_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    return [tensor.transpose(1, 2).contiguous()]  # [experts, out, in] -> [experts, in, out]
+
+
 # name -> (HF tensors -> ours, ours -> HF tensors)
 TRANSFORMS: Dict[str, Tuple[Callable[..., torch.Tensor], Callable[..., List[torch.Tensor]]]] = {
     "copy": (_copy_to_ours, _copy_to_hf),
@@ -173,6 +181,9 @@ TRANSFORMS: Dict[str, Tuple[Callable[..., torch.Tensor], Callable[..., List[torc
     # MoE experts stored one tensor per expert: (gate, up) pairs -> [experts, 2 ffn, h]; down -> [experts, h, ffn]
     "stack_experts_gated": (_stack_experts_gated_to_ours, _stack_experts_gated_to_hf),
     "stack_experts": (_stack_experts_to_ours, _stack_experts_to_hf),
+    # all experts in one 3-D tensor stored [experts, in, out] (Llama 4, Aria): gate_up_proj [e, h, 2 ffn] with
+    # [gate | up] columns -> [e, 2 ffn, h]; down_proj [e, ffn, h] -> [e, h, ffn]
+    "experts_transposed": (_experts_transposed_to_ours, _experts_transposed_to_hf),
 }
 
 

@@ -187,6 +187,19 @@ BAD: List[tuple] = [
     (dict(num_experts=4, add_bias_linear=False, expert_tensor_parallel_size=2),
      ["--num-experts", "4", "--disable-bias-linear", "--expert-tensor-parallel-size", "2"],
      "--expert-tensor-parallel-size 2 other than --tensor-model-parallel-size 1 is not supported yet"),
+    (dict(moe_apply_probs_on_input=True), ["--moe-apply-probs-on-input"],
+     "--moe-apply-probs-on-input applies to MoE layers"),
+    (dict(num_experts=4, add_bias_linear=False, moe_apply_probs_on_input=True),
+     ["--num-experts", "4", "--disable-bias-linear", "--moe-apply-probs-on-input"],
+     "--moe-apply-probs-on-input needs --moe-router-topk 1 (got 2)"),
+    (dict(attn_temperature_nope_layers=True, no_rope_layers=(1,)),
+     ["--attn-temperature-nope-layers", "--no-rope-layers", "1"],
+     "--attn-temperature-nope-layers needs --attn-temperature-beta/--attn-temperature-length and --no-rope-layers"),
+    (dict(attn_temperature_nope_layers=True, attn_temperature_beta=0.1, attn_temperature_length=8),
+     ["--attn-temperature-nope-layers", "--attn-temperature-beta", "0.1", "--attn-temperature-length", "8"],
+     "--attn-temperature-nope-layers needs --attn-temperature-beta/--attn-temperature-length and --no-rope-layers"),
+    (dict(qk_l2_norm=True, qk_layernorm=True), ["--qk-l2-norm", "--qk-layernorm"],
+     "--qk-l2-norm is a q/k norm of its own; drop --qk-layernorm"),
 ]
 # (config fields, flags, message, world size): expert-parallel sizes need that many processes
 BAD_EXPERT_PARALLEL = [

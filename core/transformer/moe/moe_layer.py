@@ -71,8 +71,10 @@ class MoELayer(nn.Module):
             capacity = expert_capacity(flat.shape[0], self.config.moe_router_topk, self.config.num_experts,
                                        self.config.moe_expert_capacity_factor)
             keep = capacity_keep_mask(routed.weights, routed.indices, self.config.num_experts, capacity)
-        # the weights scale TP-partial expert outputs: their gradient is all-reduced over TP
+        # the weights scale TP-partial expert outputs (or inputs): their gradient is all-reduced over TP
         weights = copy_to_tensor_model_parallel_region(routed.weights, self.tp_group)  # [t, k]
+        if self.config.moe_apply_probs_on_input:  # top-1 (Llama 4): the expert reads its token times the weight
+            flat, weights = flat * weights, torch.ones_like(weights)  # [t, h], [t, 1]
         rows, tokens_per_expert = self.dispatcher.dispatch(flat, weights, routed.indices, keep)  # [n, h]
         combined = self.dispatcher.combine(self.experts(rows, tokens_per_expert))  # [t, h] partial over TP
         combined = combined.view_as(tokens)  # [s, b, h]
