@@ -10,6 +10,11 @@ With MoE layers (``--num-experts``) the routers' losses, already times their coe
 micro-batch's loss; like Megatron, the trainer averages them over micro-batches with the loss, and
 they are logged next to ``lm loss`` as ``load_balancing_loss`` and ``z_loss``, each the mean over the
 MoE layers (Megatron's per-layer average of the coefficient-scaled loss).
+
+With multi-token prediction (``--mtp-num-layers D``) the MTP loss, ``--mtp-loss-scaling-factor / D``
+times the sum of the D modules' masked mean cross-entropies (each over the loss mask shifted by its
+depth), is added to the loss, and each module's mean is logged apart as ``mtp_1 loss`` ... ``mtp_D loss``
+(Megatron's names; unscaled).
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from core.datasets.gpt_dataset import build_pretraining_datasets
 from core.datasets.mock_dataset import MockGPTDataset
 from mindspeed_llm.arguments import check_pretraining_data
 from core.transformer.moe.moe_layer import MoELayer, collect_aux_losses
+from core.transformer.multi_token_prediction import collect_mtp_losses, mtp_loss, mtp_loss_names
 from mindspeed_llm.training.task import Batch, Splits, TrainingTask
 
 VALIDATION_SEED_OFFSET = 1
@@ -35,7 +41,8 @@ class PretrainTask(TrainingTask):
 
     def __init__(self, args: argparse.Namespace) -> None:
         super().__init__(args)
-        self.stat_names = ("lm loss",) + moe_loss_names(args)
+        self.moe_stat_names = moe_loss_names(args)
+        self.stat_names = ("lm loss",) + self.moe_stat_names + _mtp_stat_names(args)
 
     def validate(self, args: argparse.Namespace) -> None:
         check_pretraining_data(args)
@@ -66,13 +73,24 @@ class PretrainTask(TrainingTask):
         mask = batch["loss_mask"]
         loss = (per_token * mask).sum() / mask.sum()
         stats = {"lm loss": loss.detach()}
-        if len(self.stat_names) > 1:
+        if self.moe_stat_names:
             aux = collect_aux_losses(model)
             layers = sum(isinstance(m, MoELayer) for m in model.modules())
-            for name in self.stat_names[1:]:
+            for name in self.moe_stat_names:
                 loss = loss + aux[name]
                 stats[name] = aux[name].detach() / layers
+        mtp_losses = collect_mtp_losses(model)
+        if mtp_losses:
+            added, means = mtp_loss(mtp_losses, mask, self.args.mtp_loss_scaling_factor)
+            loss = loss + added
+            stats.update((name, mean.detach()) for name, mean in zip(mtp_loss_names(len(means)), means))
         return loss, stats
+
+
+def _mtp_stat_names(args: argparse.Namespace) -> Tuple[str, ...]:
+    """``mtp_1 loss`` ... ``mtp_D loss`` with ``--mtp-num-layers D``, else none."""
+    depth = getattr(args, "mtp_num_layers", None)
+    return mtp_loss_names(depth) if depth else ()
 
 
 def moe_loss_names(args: argparse.Namespace) -> Tuple[str, ...]:
