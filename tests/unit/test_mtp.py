@@ -136,6 +136,32 @@ def test_no_labels_no_mtp() -> None:
     assert logits.shape == (1, SEQ, VOCAB) and collect_mtp_losses(model) == []
 
 
+def test_the_mtp_layer_is_built_as_the_last_decoder_layer() -> None:
+    from core.transformer.mlp import MLP
+    from core.transformer.moe.moe_layer import MoELayer, collect_aux_losses
+
+    moe = dict(num_experts=4, moe_router_topk=2, moe_aux_loss_coeff=0.01)
+    last_moe = build_model(_config(**moe), layout_state(), torch.device("cpu"), seed=3)
+    assert all(isinstance(layer.transformer_layer.mlp, MoELayer) for layer in last_moe.mtp.layers)
+    last_dense = build_model(_config(**moe, moe_layer_freq=2), layout_state(), torch.device("cpu"), seed=3)
+    assert isinstance(last_dense.decoder.layers["0"].mlp, MoELayer)  # layer 0 MoE, layer 1 (the last) dense
+    assert all(type(layer.transformer_layer.mlp) is MLP for layer in last_dense.mtp.layers)
+    last_moe(torch.randint(0, VOCAB, (2, SEQ)), labels=torch.randint(0, VOCAB, (2, SEQ)))
+    routers = [m for m in last_moe.modules() if isinstance(m, MoELayer)]
+    assert len(routers) == LAYERS + DEPTH  # the MTP layers' router losses count too (as Megatron's)
+    expected = sum(m.aux_losses["load_balancing_loss"] for m in routers)
+    torch.testing.assert_close(collect_aux_losses(last_moe)["load_balancing_loss"], expected)
+
+
+def test_flops_count_the_mtp_modules() -> None:
+    from mindspeed_llm.training.metrics import training_flops_per_token
+
+    plain, mtp = training_flops_per_token(_config(mtp_num_layers=None), SEQ), training_flops_per_token(_config(), SEQ)
+    h, logits = 32, 2 * 32 * VOCAB
+    per_layer = (plain / 3 - logits) / LAYERS
+    assert mtp == pytest.approx(plain + 3 * DEPTH * (2 * 2 * h * h + per_layer + logits))
+
+
 # ----------------------------------------------------------------------------- weight map
 
 
