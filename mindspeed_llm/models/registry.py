@@ -271,7 +271,9 @@ def mtp_weight_rules(cfg: TransformerConfig, rules: Sequence[WeightRule] = LLAMA
     out: List[WeightRule] = []
     for ours_name, suffix in (("embedding.word_embeddings.weight", "embed_tokens.weight"),
                               ("output_layer.weight", "shared_head.head.weight")):
-        main = find_rule(rules, ours_name)[1]
+        rule, main = find_rule(rules, ours_name)
+        if rule.transform != "vocab" or len(main) != 1:
+            raise RegistryError(f"MTP layers need {ours_name} mapped from one HF tensor by 'vocab', not {rule}")
         out.append(WeightRule(ours_name, main + tuple(layer + suffix for layer in hf_layers), "vocab_copies"))
     layer_rules = [r for r in rules if r.ours.startswith("decoder.layers.{i}.")]
     for k, hf_layer in enumerate(hf_layers):
