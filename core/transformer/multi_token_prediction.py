@@ -18,7 +18,8 @@ module k's cross-entropy averaged over its shifted mask; each ``mean_k`` is logg
 
 Tensor parallelism: eh_proj is a column-parallel linear whose output is gathered over TP (and
 scattered back over the sequence under sequence parallelism), as Megatron's; the norms are
-replicated (partial gradients under SP).
+replicated (partial gradients under SP). With ``--recompute-granularity full`` the transformer layer
+of each module is recomputed in the backward, as the decoder's layers are.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import torch
 from torch import nn
 
 from core.parallel_state import ParallelState
+from core.tensor_parallel.checkpoint import checkpoint
 from core.tensor_parallel.layers import ColumnParallelLinear
 from core.tensor_parallel.mappings import scatter_to_sequence_parallel_region
 from core.transformer.block import TransformerLayer, hidden_norm
@@ -67,6 +69,8 @@ class MultiTokenPredictionLayer(nn.Module):
         projected = self.eh_proj(combined)  # [s, b, h] on every TP rank
         if self.config.sequence_parallel:
             projected = scatter_to_sequence_parallel_region(projected, self.tp_group)  # [s/tp, b, h]
+        if self.config.recompute_granularity == "full" and self.training and torch.is_grad_enabled():
+            return self.final_layernorm(checkpoint(self.transformer_layer, projected, rotary))  # as Megatron's
         return self.final_layernorm(self.transformer_layer(projected, rotary))
 
 

@@ -126,6 +126,24 @@ def test_mtp_gradients_reach_every_parameter() -> None:
             assert param.grad is not None and param.grad.abs().sum() > 0, name
 
 
+def test_full_recompute_gives_the_same_gradients(monkeypatch) -> None:
+    from core.transformer import multi_token_prediction
+
+    calls = []
+    original = multi_token_prediction.checkpoint
+    monkeypatch.setattr(multi_token_prediction, "checkpoint", lambda *args: calls.append(1) or original(*args))
+    grads = []
+    for extra in ({}, dict(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)):
+        model = build_model(_config(**extra), layout_state(), torch.device("cpu"), seed=3)
+        tokens = torch.arange(2 * SEQ).view(2, SEQ) % VOCAB
+        model(tokens, labels=tokens)
+        mtp_loss(collect_mtp_losses(model), torch.ones(2, SEQ), 0.1)[0].backward()
+        grads.append({n: p.grad for n, p in model.named_parameters() if n.startswith("mtp.")})
+    assert len(calls) == DEPTH  # the second model's MTP layers only
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][name], grad, rtol=0, atol=0, msg=name)
+
+
 def test_roll_left_zero_fills_the_tail() -> None:
     assert roll_left(torch.tensor([[1, 2, 3], [4, 5, 6]])).tolist() == [[2, 3, 0], [5, 6, 0]]
 
