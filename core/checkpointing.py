@@ -251,6 +251,7 @@ RUNTIME_CONFIG_FIELDS = frozenset({
     "params_dtype", "tensor_model_parallel_size", "sequence_parallel", "attention_dropout", "hidden_dropout",
     "init_method_std", "recompute_granularity", "recompute_method", "recompute_num_layers",
     "recompute_activation_function",
+    "mtp_loss_scaling_factor",  # a loss weight, not architecture (DeepSeek-V3 lowered it from 0.3 to 0.1 mid-run)
 })
 
 

@@ -250,3 +250,37 @@ def test_flags_reach_the_config() -> None:
     set_vocab_size(args, 64)
     cfg = transformer_config_from_args(args)
     assert (cfg.mtp_num_layers, cfg.mtp_loss_scaling_factor) == (2, 0.3)
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def test_resume_is_exact_with_another_factor(tmp_path) -> None:
+    """With dropout on, 2 steps, a checkpoint, then a resume with another --mtp-loss-scaling-factor (a loss
+    weight, not architecture: accepted) give the third step's statistics of a straight run (``==``; the
+    factor acts on the update, after them)."""
+    from mindspeed_llm.training.training import setup
+
+    argv = BASE + ["--mtp-num-layers", "2", "--mtp-loss-scaling-factor", "0.3", "--global-batch-size", "2",
+                   "--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "64", "--device", "cpu",
+                   "--hidden-dropout", "0.1", "--attention-dropout", "0.1", "--eval-iters", "0", "--seed", "5",
+                   "--untie-embeddings-and-output-weights", "--normalization", "RMSNorm", "--swiglu"]
+
+    def steps(trainer, count):
+        iterator = trainer.train_iterator()
+        return [trainer.train_step(iterator).stats for _ in range(count)]
+
+    straight = steps(setup(argv), 3)
+    assert straight[0]["mtp_2 loss"] > 1.0 and straight[2]["mtp_1 loss"] != straight[0]["mtp_1 loss"]
+    first = setup(argv)
+    assert steps(first, 2) == straight[:2]
+    first.args.save = str(tmp_path)
+    first.save()
+    resumed = setup(_replace(argv, "--mtp-loss-scaling-factor", "0.1") + ["--load", str(tmp_path)])
+    assert resumed.iteration == 2 and steps(resumed, 1)[0] == straight[2]
+
+
+def _replace(argv: List[str], flag: str, value: str) -> List[str]:
+    out = list(argv)
+    out[out.index(flag) + 1] = value
+    return out
