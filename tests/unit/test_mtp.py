@@ -237,6 +237,7 @@ def _error(*extra: str, world_size: int = 1) -> str:
     (["--mtp-num-layers", "1", "--position-embedding-type", "learned_absolute", "--max-position-embeddings", "16"],
      "--mtp-num-layers does not support --position-embedding-type learned_absolute"),
     (["--mtp-num-layers", "1", "--fp32-residual-connection"], "--mtp-num-layers does not support --fp32-residual"),
+    (["--mtp-num-layers", "1", "--embed-layernorm"], "--mtp-num-layers does not support --embed-layernorm"),
 ])
 def test_bad_flags_are_refused(extra: List[str], needle: str) -> None:
     assert needle in _error(*extra)
