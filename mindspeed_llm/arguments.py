@@ -304,6 +304,10 @@ def _add_moe_args(parser: argparse.ArgumentParser) -> None:
                        help="the shared expert's output times sigmoid(x . w) per token (Qwen2-MoE)")
     group.add_argument("--moe-apply-probs-on-input", action="store_true",
                        help="top-1: the routing weight scales the expert's input, not its output (Llama 4)")
+    group.add_argument("--mtp-num-layers", type=int, default=None,
+                       help="multi-token prediction: D DeepSeek-V3 MTP modules on the last stage (omit: none)")
+    group.add_argument("--mtp-loss-scaling-factor", type=float, default=0.1,
+                       help="the MTP loss (mean over the D modules) is added to the LM loss times this factor")
     group.add_argument("--moe-layer-freq", type=int, default=1, help="every Nth layer (0, N, 2N, ...) is an MoE layer")
     group.add_argument("--first-k-dense-replace", type=int, default=0, help="the first K layers keep dense MLPs")
     group.add_argument("--moe-token-dispatcher-type", choices=("allgather", "alltoall"), default="allgather",
@@ -902,6 +906,7 @@ DEPENDENT_FLAGS: Tuple[Tuple[str, Callable[[argparse.Namespace], bool], str], ..
     ("log_timers_to_tensorboard", lambda args: args.tensorboard_dir is not None, "--tensorboard-dir"),
     ("wandb_exp_name", lambda args: bool(args.wandb_project), "--wandb-project"),
     ("wandb_save_dir", lambda args: bool(args.wandb_project), "--wandb-project"),
+    ("mtp_loss_scaling_factor", lambda args: args.mtp_num_layers is not None, "--mtp-num-layers"),
 )
 
 
@@ -1224,6 +1229,8 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             qk_head_dim=args.qk_head_dim,
             qk_pos_emb_head_dim=args.qk_pos_emb_head_dim,
             v_head_dim=args.v_head_dim,
+            mtp_num_layers=args.mtp_num_layers,
+            mtp_loss_scaling_factor=args.mtp_loss_scaling_factor,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

@@ -336,7 +336,7 @@ class ModelLayout:
                     self.local_shards[where] = param_meta(param).tp_shard
                     self.local_shapes[where] = tuple(param.shape)
                     names.append(name)
-                    if self.is_tied_copy(name):
+                    if self.is_tied_copy(name) or (name == EMBEDDING_WEIGHT and not spec.pre_process):  # MTP stage
                         copies.append((EMBEDDING_WEIGHT, where))
                     elif name in self.locations and not self.locations[name]:
                         self.locations[name].append(where)

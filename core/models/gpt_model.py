@@ -31,6 +31,7 @@ from core.tensor_parallel.mappings import gather_from_tensor_model_parallel_regi
 from core.tensor_parallel.param_meta import TPShard, copy_meta, full_shape, local_tensor, param_meta, update_meta
 from core.transformer.block import TransformerBlock, compute_dtype, hidden_dropout, hidden_norm
 from core.transformer.config import TransformerConfig
+from core.transformer.multi_token_prediction import MultiTokenPredictionBlock
 from core.transformer.position_embedding import PositionEmbedding
 from core.transformer.rope import LocalGlobalRotary, RotaryEmbedding
 
@@ -103,20 +104,23 @@ class GPTModel(nn.Module):
         self.config, self.state, self.tp_group = config, state, state.tp_group
         self.pre_process, self.post_process = pre_process, post_process
         layer_numbers = list(range(config.num_layers) if layer_numbers is None else layer_numbers)
-        self.embedding = LanguageEmbedding(config, state) if pre_process else None
+        mtp = post_process and config.mtp_num_layers is not None
+        # the MTP modules embed shifted tokens: a last stage with them holds the word embeddings too (Megatron)
+        self.embedding = LanguageEmbedding(config, state) if pre_process or mtp else None
         self.rotary = RotaryEmbedding(config) if config.position_embedding_type == "rope" else None
         self.local_rotary = RotaryEmbedding(config, local=True) if config.local_rotary_base is not None else None
         self.decoder = TransformerBlock(config, state, layer_numbers, post_process)
+        self.mtp = MultiTokenPredictionBlock(config, state) if mtp else None
         self.output_layer = None
         tied = not config.untie_embeddings_and_output_weights
-        if post_process and (not tied or not pre_process):
+        if post_process and (not tied or self.embedding is None):
             self.output_layer = ColumnParallelLinear(
                 config.hidden_size, config.padded_vocab_size, group=state.tp_group,
                 bias=config.add_output_layer_bias and not tied,
                 sequence_parallel=config.sequence_parallel, dtype=config.params_dtype)
             update_meta(self.output_layer.weight, init_shape=(config.vocab_size, config.hidden_size))
-        if tied and pre_process != post_process:
-            self._mark_shared_embedding()
+        if (tied or config.mtp_num_layers is not None) and pre_process != post_process:
+            self._mark_shared_embedding(tied)
         self.prediction_head = PredictionHead(config) if post_process and config.prediction_head else None
         self.output_layer_bias = None  # tied weight with a bias of its own (ModernBERT decoder)
         if post_process and tied and config.add_output_layer_bias:
@@ -126,17 +130,19 @@ class GPTModel(nn.Module):
                 init="zeros", tp_shard=vocab_shard)
         self.input_tensor: Optional[torch.Tensor] = None
 
-    def _mark_shared_embedding(self) -> None:
-        """Tied embeddings split over pipeline stages: the last stage holds a copy of the word embeddings.
+    def _mark_shared_embedding(self, tied: bool) -> None:
+        """Word embeddings split over pipeline stages: the last stage holds a copy of them.
 
-        The copy is ``output_layer.weight``, initialised with the draws of
-        ``embedding.word_embeddings.weight`` (``init_name``); the two are kept equal by
-        summing their gradients over the embedding group (``finalize_model_grads``).
+        With tied embeddings the copy is ``output_layer.weight``, initialised with the draws of
+        ``embedding.word_embeddings.weight`` (``init_name``); with MTP (``--mtp-num-layers``) it
+        is the last stage's own ``embedding.word_embeddings.weight`` (tied or not). The two are
+        kept equal by summing their gradients over the embedding group (``finalize_model_grads``).
         The copy is left out of the gradient norm, as in Megatron.
         """
         if self.embedding is not None:
-            update_meta(self.embedding.word_embeddings.weight, shared_across_stages=True)
-        if self.output_layer is not None:
+            update_meta(self.embedding.word_embeddings.weight, shared_across_stages=True,
+                        excluded_from_grad_norm=not self.pre_process)
+        if self.output_layer is not None and tied:
             update_meta(self.output_layer.weight, shared_across_stages=True, excluded_from_grad_norm=True,
                         init_name=EMBEDDING_WEIGHT)
 
@@ -174,6 +180,23 @@ class GPTModel(nn.Module):
         hidden = self.decoder(hidden, rotary)
         if not self.post_process:
             return hidden
+        if self.mtp is not None:  # per-token losses of the MTP modules, kept for the task (collect_mtp_losses)
+            self.mtp.last_losses = [] if labels is None else self.mtp(
+                input_ids, labels, hidden, rotary, embed=lambda ids: self.embedding(ids, position_ids),
+                per_token_loss=lambda h, ids: self._per_token_loss(self._logits(h), ids, label_smoothing))
+        logits = self._logits(hidden)  # [s, b, v/tp]
+        if labels is None:
+            return logits.transpose(0, 1)  # [b, s, v/tp]
+        return self._per_token_loss(logits, labels, label_smoothing)
+
+    def _per_token_loss(self, logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float) -> torch.Tensor:
+        """Cross-entropy ``[b, s]`` of local logits ``[s, b, v/tp]`` against ``labels`` ``[b, s]``."""
+        loss = vocab_parallel_cross_entropy(logits, labels.t(), self.tp_group, self.config.vocab_size,
+                                            label_smoothing=label_smoothing)
+        return loss.t().contiguous()  # [b, s]; not a view (FSDP2 hooks outputs)
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Local logits ``[s, b, v/tp]`` of the normed hidden states ``[s(/tp), b, h]`` (the shared output layer)."""
         if self.config.fp32_residual_connection:  # the final norm's fp32 output, back to the output layer's dtype
             hidden = hidden.to(self.output_weight().dtype)
         if self.prediction_head is not None:  # ModernBERT
@@ -188,11 +211,7 @@ class GPTModel(nn.Module):
         cap = self.config.output_logit_softcapping
         if cap is not None:  # elementwise, so each rank caps its vocabulary shard
             logits = torch.tanh(logits / cap) * cap
-        if labels is None:
-            return logits.transpose(0, 1)  # [b, s, v/tp]
-        loss = vocab_parallel_cross_entropy(logits, labels.t(), self.tp_group, self.config.vocab_size,
-                                            label_smoothing=label_smoothing)
-        return loss.t().contiguous()  # [b, s]; not a view (FSDP2 hooks outputs)
+        return logits
 
     def _branch_dtype(self, hidden: torch.Tensor) -> torch.dtype:
         """The dtype attention and MLP compute in: the stream's, or the parameters' under an fp32 stream."""

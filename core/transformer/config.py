@@ -300,6 +300,15 @@ class TransformerConfig:
     # top-1 routing: the expert reads its token times the routing weight and its output is added unscaled
     # (Llama 4; Megatron's flag) [--moe-apply-probs-on-input]
     moe_apply_probs_on_input: bool = False
+    # Multi-token prediction (DeepSeek-V3; Megatron's flags; core/transformer/multi_token_prediction.py): D modules
+    # on the last pipeline stage [--mtp-num-layers D]; module k (1..D) reads the hidden states h^{k-1} (the decoder
+    # output after its final norm for k = 1, module k-1's normed output after) and the embeddings of the tokens
+    # shifted by k: eh_proj(cat[enorm(emb), hnorm(h)]) ([2h] -> [h], no bias), one transformer layer built as the
+    # last decoder layer is (MoE when that layer is), a final norm of its own, then the shared output layer
+    # predicts the tokens shifted by k + 1. The loss adds --mtp-loss-scaling-factor / D times the sum over k of
+    # each module's masked mean cross-entropy [--mtp-loss-scaling-factor].
+    mtp_num_layers: Optional[int] = None
+    mtp_loss_scaling_factor: float = 0.1
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -331,6 +340,7 @@ class TransformerConfig:
             raise ValueError(f"--sliding-window {self.sliding_window} must be at least 1")
         self._validate_mla()
         self._validate_behaviour()
+        self._validate_mtp()
         bad_noop = [i for i in self.noop_layers if not 0 <= i < self.num_layers]
         if bad_noop:
             raise ValueError(f"--noop-layers {bad_noop} out of range [0, {self.num_layers}) of --num-layers")
@@ -689,6 +699,23 @@ class TransformerConfig:
             mscale = 0.1 * self.rope_scaling_mscale_all_dim * math.log(self.rope_scaling_factor) + 1.0
             scale *= mscale * mscale
         return scale
+
+    def _validate_mtp(self) -> None:
+        """Multi-token prediction: D >= 1, a non-negative scale, and only the embeddings it can roll."""
+        if self.mtp_num_layers is None:
+            return
+        if self.mtp_num_layers < 1:
+            raise ValueError(f"--mtp-num-layers {self.mtp_num_layers} must be at least 1 (omit it for no MTP)")
+        if self.mtp_loss_scaling_factor < 0:
+            raise ValueError(f"--mtp-loss-scaling-factor {self.mtp_loss_scaling_factor} must be 0 or more")
+        unsupported = [flag for flag, on in (
+            ("--position-embedding-type " + self.position_embedding_type,
+             self.position_embedding_type in ("learned_absolute", "sinusoidal")),
+            ("--embed-layernorm", self.embed_layernorm),
+            ("--hybrid-override-pattern", self.hybrid_override_pattern is not None),
+            ("--fp32-residual-connection", self.fp32_residual_connection)) if on]
+        if unsupported:
+            raise ValueError(f"--mtp-num-layers does not support {', '.join(unsupported)}; drop it")
 
     @property
     def has_attention_layers(self) -> bool:

@@ -165,6 +165,18 @@ def _experts_transposed_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorCont
 
 def _experts_transposed_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
     return [tensor.transpose(1, 2).contiguous()]  # [experts, out, in] -> [experts, in, out]
+def _vocab_copies_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    """The word embeddings (or output layer) stored once more per MTP layer (DeepSeek-V3): the copies must agree."""
+    first = tensors[0]
+    for copy in tensors[1:]:
+        if not first.is_meta and not torch.equal(first, copy):
+            raise RegistryError("an MTP layer's copy of the word embeddings / output layer differs from the main one; "
+                                "the model holds one shared tensor")
+    return _vocab_to_ours([first], ctx)
+
+
+def _vocab_copies_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    return _vocab_to_hf(tensor, ctx) * (1 + ctx.config.mtp_num_layers)  # the main tensor, then one per MTP layer
 
 
 # name -> (HF tensors -> ours, ours -> HF tensors)
@@ -184,6 +196,8 @@ TRANSFORMS: Dict[str, Tuple[Callable[..., torch.Tensor], Callable[..., List[torc
     # all experts in one 3-D tensor stored [experts, in, out] (Llama 4, Aria): gate_up_proj [e, h, 2 ffn] with
     # [gate | up] columns -> [e, 2 ffn, h]; down_proj [e, ffn, h] -> [e, h, ffn]
     "experts_transposed": (_experts_transposed_to_ours, _experts_transposed_to_hf),
+    # a vocabulary tensor (padded like "vocab") and its identical copies in each MTP layer (DeepSeek-V3)
+    "vocab_copies": (_vocab_copies_to_ours, _vocab_copies_to_hf),
 }
 
 
@@ -243,6 +257,42 @@ PHI3_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"self_attention.linear_qkv.weight": "sel
 # HF tensors that carry no weights (old checkpoints store the RoPE buffer).
 # Old GPT-NeoX/GPT-J checkpoints also store their causal-mask buffers (attention.bias, attn.masked_bias).
 IGNORED_HF_TENSORS = (re.compile(r".*rotary_emb\.inv_freq$"), re.compile(r".*\.(attention|attn)\.(bias|masked_bias)$"))
+
+
+MTP_OWN_TENSORS = (("enorm", "enorm"), ("hnorm", "hnorm"), ("eh_proj", "eh_proj"),
+                   ("final_layernorm", "shared_head.norm"))  # ours -> HF, under mtp.layers.{k} / model.layers.{L + k}
+
+
+def mtp_weight_rules(cfg: TransformerConfig, rules: Sequence[WeightRule] = LLAMA_WEIGHTS) -> Tuple[WeightRule, ...]:
+    """The weight map of ``cfg``'s MTP modules in DeepSeek-V3's HF layout; put these rules before ``rules``.
+
+    MTP module k (0-based) is HF layer ``num_layers + k``: ``enorm``, ``hnorm``, ``eh_proj`` and
+    ``shared_head.norm`` (our ``final_layernorm``) are its own; its transformer layer's tensors
+    carry the decoder layers' names (``rules``' ``decoder.layers.{i}.*`` rules, layer filled in);
+    ``embed_tokens`` and ``shared_head.head`` are copies of the word embeddings and the output
+    layer, which the returned embedding and output rules read (checked equal) and write.
+    """
+    if not cfg.mtp_num_layers:
+        return ()
+    if not cfg.untie_embeddings_and_output_weights:
+        raise RegistryError("MTP layers with tied word embeddings have no DeepSeek-V3 weight layout; untie them")
+    hf_layers = [f"model.layers.{cfg.num_layers + k}." for k in range(cfg.mtp_num_layers)]
+    out: List[WeightRule] = []
+    for ours_name, suffix in (("embedding.word_embeddings.weight", "embed_tokens.weight"),
+                              ("output_layer.weight", "shared_head.head.weight")):
+        rule, main = find_rule(rules, ours_name)
+        if rule.transform != "vocab" or len(main) != 1:
+            raise RegistryError(f"MTP layers need {ours_name} mapped from one HF tensor by 'vocab', not {rule}")
+        out.append(WeightRule(ours_name, main + tuple(layer + suffix for layer in hf_layers), "vocab_copies"))
+    layer_rules = [r for r in rules if r.ours.startswith("decoder.layers.{i}.")]
+    for k, hf_layer in enumerate(hf_layers):
+        ours = f"mtp.layers.{k}."
+        for name, hf_name in MTP_OWN_TENSORS:
+            out.extend(WeightRule(f"{ours}{name}.{kind}", (f"{hf_layer}{hf_name}.{kind}",)) for kind in ("weight", "bias"))
+        for rule in layer_rules:
+            out.append(WeightRule(rule.ours.replace("decoder.layers.{i}.", ours + "transformer_layer."),
+                                  tuple(n.replace("model.layers.{i}.", hf_layer) for n in rule.hf), rule.transform))
+    return tuple(out)
 
 
 def find_rule(rules: Sequence[WeightRule], name: str) -> Tuple[WeightRule, Tuple[str, ...]]:

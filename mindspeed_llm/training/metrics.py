@@ -13,7 +13,8 @@ attention counted over the full ``s x s`` score matrix, noop layers skipped):
                         + 7/3 d_inner n                       the scan (Megatron's hybrid count: 7 d_inner n
                                                               per token for forward + backward)
     logits, forward     = 2 h V_padded
-    training FLOPs/token = 3 x (layers x per-layer + logits)
+    MTP module, forward = 2 (2h) h + per-layer + logits   eh_proj, its transformer layer, the shared output layer
+    training FLOPs/token = 3 x (layers x per-layer + logits + mtp_num_layers x MTP module)
 
 MFU = achieved FLOP/s per device / peak FLOP/s of the device
 (``--peak-tflops``, else a per-device default from core/device.py).
@@ -35,7 +36,8 @@ def training_flops_per_token(config: TransformerConfig, seq_length: int) -> floa
     real = [i for i in range(config.num_layers) if i not in set(config.noop_layers)]
     mamba_layers = sum(1 for i in real if config.is_mamba_layer(i))
     logits = 2 * h * config.padded_vocab_size  # the output layer multiplies the padded vocabulary
-    return 3.0 * ((len(real) - mamba_layers) * per_layer + mamba_layers * mamba_flops_per_token(config) + logits)
+    mtp = (config.mtp_num_layers or 0) * (2 * 2 * h * h + per_layer + logits)  # --mtp-num-layers modules
+    return 3.0 * ((len(real) - mamba_layers) * per_layer + mamba_layers * mamba_flops_per_token(config) + logits + mtp)
 
 
 def mamba_flops_per_token(config: TransformerConfig) -> float:

@@ -6,7 +6,12 @@ Data: ``--mock-data`` (random tokens) or indexed ``.bin/.idx`` data
 ``--label-smoothing-factor``), logged as ``lm loss``.
 
 With MoE layers (``--num-experts``) the routers' losses act through the MoE layers themselves
-(core/transformer/moe/aux_losses.py) and the trainer logs them; the task's loss is the lm loss.
+(core/transformer/moe/aux_losses.py) and the trainer logs them.
+
+With multi-token prediction (``--mtp-num-layers D``) the MTP loss, ``--mtp-loss-scaling-factor / D``
+times the sum of the D modules' masked mean cross-entropies (each over the loss mask shifted by its
+depth), is added to the loss, and each module's mean is logged apart as ``mtp_1 loss`` ... ``mtp_D loss``
+(Megatron's names; unscaled).
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from core import checkpointing
 from core.datasets.gpt_dataset import build_pretraining_datasets
 from core.datasets.mock_dataset import MockGPTDataset
 from mindspeed_llm.arguments import check_pretraining_data
+from core.transformer.multi_token_prediction import collect_mtp_losses, mtp_loss, mtp_loss_names
 from mindspeed_llm.training.task import Batch, Splits, TrainingTask
 
 VALIDATION_SEED_OFFSET = 1
@@ -28,6 +34,10 @@ VALIDATION_SEED_OFFSET = 1
 class PretrainTask(TrainingTask):
     name = "pretrain"
     stat_names = ("lm loss",)
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        super().__init__(args)
+        self.stat_names = ("lm loss",) + _mtp_stat_names(args)
 
     def validate(self, args: argparse.Namespace) -> None:
         check_pretraining_data(args)
@@ -57,4 +67,16 @@ class PretrainTask(TrainingTask):
             return per_token, {}  # [s, b, h] activations for the next stage
         mask = batch["loss_mask"]
         loss = (per_token * mask).sum() / mask.sum()
-        return loss, {"lm loss": loss.detach()}
+        stats = {"lm loss": loss.detach()}
+        mtp_losses = collect_mtp_losses(model)
+        if mtp_losses:
+            added, means = mtp_loss(mtp_losses, mask, self.args.mtp_loss_scaling_factor)
+            loss = loss + added
+            stats.update((name, mean.detach()) for name, mean in zip(mtp_loss_names(len(means)), means))
+        return loss, stats
+
+
+def _mtp_stat_names(args: argparse.Namespace) -> Tuple[str, ...]:
+    """``mtp_1 loss`` ... ``mtp_D loss`` with ``--mtp-num-layers D``, else none."""
+    depth = getattr(args, "mtp_num_layers", None)
+    return mtp_loss_names(depth) if depth else ()

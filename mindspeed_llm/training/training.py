@@ -201,6 +201,8 @@ class Trainer:
         all_reduce(totals, self.state.dp_group)
         all_reduce(totals, self.state.pp_group)  # every stage's layers
         moe_layers = sum(self.config.is_moe_layer(i) for i in range(self.config.num_layers))
+        if self.config.mtp_num_layers and self.config.is_moe_layer(self.config.num_layers - 1):
+            moe_layers += self.config.mtp_num_layers  # MTP layers are built as the last decoder layer
         scale = self.state.dp * self.num_microbatches * max(moe_layers, 1)
         return {name: float(value) / scale for name, value in zip(names, totals.tolist())}
 

@@ -1,0 +1,119 @@
+"""Multi-token prediction (DeepSeek-V3's MTP; Megatron's ``--mtp-num-layers``, ``--mtp-loss-scaling-factor``).
+
+D modules sit on the last pipeline stage, after the decoder. Module k (1..D) reads the hidden
+states ``h^{k-1}`` (k = 1: the decoder's output after its final norm, as Megatron feeds it; then
+module k-1's output) and the embeddings of the input tokens shifted left by k, and computes::
+
+    x   = eh_proj(cat[enorm(embedding(tokens << k)), hnorm(h^{k-1})])   # [s, b, 2h] -> [s, b, h]
+    h^k = final_layernorm(transformer_layer(x))                          # its own final norm
+
+The shared output layer turns ``h^k`` into logits that predict the tokens shifted by k + 1, i.e.
+the labels shifted left by k. Shifting fills the tail with token 0; the loss mask, shifted the
+same way, is 0 there (Megatron's ``roll_tensor``). The transformer layer is built as the last
+decoder layer is (Megatron builds it from the decoder's last layer spec): an MoE layer when that
+one is, with the same attention variant. The rotary embedding is the decoder's (positions are not
+shifted). The MTP loss added to the LM loss is ``scaling / D * sum_k mean_k`` where ``mean_k`` is
+module k's cross-entropy averaged over its shifted mask; each ``mean_k`` is logged apart as
+``mtp_k loss`` (Megatron's names).
+
+Tensor parallelism: eh_proj is a column-parallel linear whose output is gathered over TP (and
+scattered back over the sequence under sequence parallelism), as Megatron's; the norms are
+replicated (partial gradients under SP). With ``--recompute-granularity full`` the transformer layer
+of each module is recomputed in the backward, as the decoder's layers are.
+"""
+from __future__ import annotations
+
+from typing import Callable, List, Sequence, Tuple
+
+import torch
+from torch import nn
+
+from core.parallel_state import ParallelState
+from core.tensor_parallel.checkpoint import checkpoint
+from core.tensor_parallel.layers import ColumnParallelLinear
+from core.tensor_parallel.mappings import scatter_to_sequence_parallel_region
+from core.transformer.block import TransformerLayer, hidden_norm
+from core.transformer.config import TransformerConfig
+
+# hidden [s(/tp), b, h] -> per-token loss [b, s] against labels [b, s]
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# token ids [b, s] -> embeddings [s(/tp), b, h]
+EmbedFn = Callable[[torch.Tensor], torch.Tensor]
+
+
+def roll_left(tensor: torch.Tensor) -> torch.Tensor:
+    """``[b, s]`` shifted left by one position along the sequence, the last position set to 0."""
+    rolled = torch.roll(tensor, shifts=-1, dims=-1)
+    rolled[..., -1] = 0
+    return rolled
+
+
+class MultiTokenPredictionLayer(nn.Module):
+    """One MTP module: ``(h^{k-1}, embeddings of tokens << k) -> h^k``, all ``[s(/tp), b, h]``."""
+
+    def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
+        super().__init__()
+        self.config, self.tp_group = config, state.tp_group
+        h = config.hidden_size
+        self.enorm = hidden_norm(config)
+        self.hnorm = hidden_norm(config)
+        # [s(/tp), b, 2h] -> [s, b, h/tp], gathered to [s, b, h]; weight [h, 2h] over [embedding; hidden] inputs
+        self.eh_proj = ColumnParallelLinear(2 * h, h, group=state.tp_group, bias=False, gather_output=True,
+                                            sequence_parallel=config.sequence_parallel, dtype=config.params_dtype)
+        self.transformer_layer = TransformerLayer(config, state, config.num_layers - 1)
+        self.final_layernorm = hidden_norm(config)
+
+    def forward(self, hidden: torch.Tensor, embedded: torch.Tensor, rotary: object) -> torch.Tensor:
+        # hidden, embedded [s, b, h] ([s/tp, b, h] under sequence parallelism)
+        combined = torch.cat([self.enorm(embedded), self.hnorm(hidden)], dim=-1)  # [s(/tp), b, 2h]
+        projected = self.eh_proj(combined)  # [s, b, h] on every TP rank
+        if self.config.sequence_parallel:
+            projected = scatter_to_sequence_parallel_region(projected, self.tp_group)  # [s/tp, b, h]
+        if self.config.recompute_granularity == "full" and self.training and torch.is_grad_enabled():
+            return self.final_layernorm(checkpoint(self.transformer_layer, projected, rotary))  # as Megatron's
+        return self.final_layernorm(self.transformer_layer(projected, rotary))
+
+
+class MultiTokenPredictionBlock(nn.Module):
+    """The D MTP modules (``mtp.layers.{k}``, k from 0) of the last pipeline stage."""
+
+    def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(MultiTokenPredictionLayer(config, state) for _ in range(config.mtp_num_layers))
+        self.last_losses: List[torch.Tensor] = []  # the last forward's per-token losses (collect_mtp_losses)
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor, hidden: torch.Tensor, rotary: object,
+                embed: EmbedFn, per_token_loss: LossFn) -> List[torch.Tensor]:
+        """Per-token losses ``[b, s]`` of modules 1..D against ``labels`` shifted left by 1..D.
+
+        ``input_ids``, ``labels`` ``[b, s]``; ``hidden`` ``[s(/tp), b, h]`` is the decoder's normed output.
+        """
+        losses = []
+        for layer in self.layers:
+            input_ids, labels = roll_left(input_ids), roll_left(labels)
+            hidden = layer(hidden, embed(input_ids), rotary)
+            losses.append(per_token_loss(hidden, labels))
+        return losses
+
+
+def collect_mtp_losses(model: nn.Module) -> List[torch.Tensor]:
+    """The per-token losses ``[b, s]`` of the MTP modules in ``model``'s last forward (empty without MTP)."""
+    for module in model.modules():
+        if isinstance(module, MultiTokenPredictionBlock):
+            return module.last_losses
+    return []
+
+
+def mtp_loss(per_token_losses: Sequence[torch.Tensor], loss_mask: torch.Tensor,
+             scaling_factor: float) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+    """``(scaling / D * sum_k mean_k, [mean_1 .. mean_D])``; ``mean_k`` over ``loss_mask`` ``[b, s]`` shifted by k."""
+    means = []
+    for per_token in per_token_losses:  # [b, s] each
+        loss_mask = roll_left(loss_mask)
+        means.append((per_token * loss_mask).sum() / loss_mask.sum().clamp(min=1))
+    return scaling_factor / len(means) * torch.stack(means).sum(), means
+
+
+def mtp_loss_names(mtp_num_layers: int) -> Tuple[str, ...]:
+    """The logged names of the modules' losses (Megatron's ``mtp_1 loss``, ...)."""
+    return tuple(f"mtp_{k} loss" for k in range(1, mtp_num_layers + 1))
