@@ -343,8 +343,10 @@ def _rope_to_hf(cfg: TransformerConfig) -> Dict[str, Any]:
     elif cfg.rope_scaling_type == "yarn":
         out["rope_scaling"] = {"rope_type": "yarn", "factor": cfg.rope_scaling_factor,
                                "original_max_position_embeddings": cfg.rope_original_max_position_embeddings,
-                               "beta_fast": cfg.rope_scaling_beta_fast, "beta_slow": cfg.rope_scaling_beta_slow,
-                               "mscale": cfg.rope_scaling_mscale, "mscale_all_dim": cfg.rope_scaling_mscale_all_dim}
+                               "beta_fast": cfg.rope_scaling_beta_fast, "beta_slow": cfg.rope_scaling_beta_slow}
+        for key, value in (("mscale", cfg.rope_scaling_mscale), ("mscale_all_dim", cfg.rope_scaling_mscale_all_dim)):
+            if value:  # transformers reads an absent or zero weight alike
+                out["rope_scaling"][key] = value
         if not cfg.yarn_correction_range_round_to_int:
             out["rope_scaling"]["truncate"] = False
     return out
