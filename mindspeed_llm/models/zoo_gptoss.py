@@ -37,7 +37,8 @@ GLU_LINEAR_OFFSET = 1.0  # GPT-OSS's (up + 1)
 # transformers' GptOssConfig defaults for keys a config.json may leave out
 GPT_OSS_DEFAULTS: Dict[str, Any] = dict(
     rms_norm_eps=1e-5, swiglu_alpha=QUICK_GELU_ALPHA, swiglu_limit=7.0, attention_bias=True, sliding_window=128,
-    num_experts_per_tok=4, router_aux_loss_coef=0.001, tie_word_embeddings=False, head_dim=64)
+    num_experts_per_tok=4, router_aux_loss_coef=0.001, tie_word_embeddings=False, head_dim=64,
+    num_key_value_heads=8, max_position_embeddings=131072)
 GPT_OSS_DEFAULT_ROPE: Dict[str, Any] = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
                                         "truncate": False, "original_max_position_embeddings": 4096,
                                         "rope_theta": 150000.0}

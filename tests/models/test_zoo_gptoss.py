@@ -99,3 +99,32 @@ def test_dense_mlp_takes_the_clamped_swiglu() -> None:
     gate, up = gate.clamp(max=0.2), up.clamp(-0.2, 0.2)
     expected = (gate * torch.sigmoid(1.702 * gate) * (up + 1.0)) @ mlp.linear_fc2.weight.t()
     torch.testing.assert_close(mlp(x), expected)
+
+
+# openai/gpt-oss-20b config.json (as quoted verbatim in several public repositories), without its
+# quantization_config: the bf16 copy the converter reads
+GPT_OSS_20B = {
+    "architectures": ["GptOssForCausalLM"], "attention_bias": True, "attention_dropout": 0.0, "eos_token_id": 200002,
+    "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2880, "initial_context_length": 4096,
+    "initializer_range": 0.02, "intermediate_size": 2880, "layer_types": ["sliding_attention", "full_attention"] * 12,
+    "max_position_embeddings": 131072, "model_type": "gpt_oss", "num_attention_heads": 64, "num_experts_per_tok": 4,
+    "num_hidden_layers": 24, "num_key_value_heads": 8, "num_local_experts": 32, "output_router_logits": False,
+    "pad_token_id": 199999, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096,
+                     "rope_type": "yarn", "truncate": False},
+    "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
+    "tie_word_embeddings": False, "use_cache": True, "vocab_size": 201088}
+
+
+def test_published_20b_config_maps_to_the_recipe_flags_and_back() -> None:
+    config = config_from_hf(GPT_OSS_20B, "gpt-oss", tensor_model_parallel_size=8)
+    assert (config.num_layers, config.hidden_size, config.kv_channels, config.num_query_groups) == (24, 2880, 64, 8)
+    assert (config.num_experts, config.moe_router_topk, config.moe_expert_ffn_hidden_size) == (32, 4, 2880)
+    assert (config.sliding_window, config.sliding_window_pattern, config.moe_aux_loss_coeff) == (128, 2, 0.9)
+    assert (config.rotary_base, config.rope_scaling_factor, config.rope_original_max_position_embeddings) == (
+        150000.0, 32.0, 4096)
+    back = get_family("gpt_oss").to_hf_config(config, GPT_OSS_20B)
+    for key in ("layer_types", "num_local_experts", "swiglu_limit", "attention_bias", "head_dim", "intermediate_size",
+                "router_aux_loss_coef", "sliding_window", "initial_context_length"):
+        assert back[key] == GPT_OSS_20B[key], key
+    assert back["rope_scaling"] == {**GPT_OSS_20B["rope_scaling"]}
