@@ -125,6 +125,9 @@ def _gpt_oss_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
            "attention_bias": cfg.add_bias_linear, "sliding_window": cfg.sliding_window,
            "layer_types": _layer_types(cfg)}
     out.pop("router_jitter_noise")
+    if out["rope_scaling"] is None:  # GptOssConfig reads no rope_parameters as its YaRN defaults: say "default"
+        out["rope_parameters"] = {"rope_type": "default", "rope_theta": out.pop("rope_theta")}
+        del out["rope_scaling"]
     return out
 
 

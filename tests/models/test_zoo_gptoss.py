@@ -128,3 +128,14 @@ def test_published_20b_config_maps_to_the_recipe_flags_and_back() -> None:
                 "router_aux_loss_coef", "sliding_window", "initial_context_length"):
         assert back[key] == GPT_OSS_20B[key], key
     assert back["rope_scaling"] == {**GPT_OSS_20B["rope_scaling"]}
+
+
+def test_variant_without_attention_bias_round_trips(tmp_path, monkeypatch) -> None:
+    """HF -> TP2 PP2 -> HF of ``gpt_oss_no_attention_bias`` (the family's round trip covers the published
+    layout): --add-mlp-bias/--add-router-bias come back as attention_bias false, plain RoPE as an explicit
+    default ``rope_parameters`` (GptOssConfig reads none as YaRN), and the reloaded model's logits agree."""
+    import tests.models.test_zoo_roundtrip as round_trip
+    from tests.models.test_zoo_parity import CASES
+
+    monkeypatch.setattr(round_trip, "case_for", CASES.__getitem__)
+    round_trip.test_hf_tp2_pp2_hf_round_trip_is_exact("gpt_oss_no_attention_bias", tmp_path)
