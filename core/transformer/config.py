@@ -22,8 +22,8 @@ LAYER_KINDS = ("M",)  # --hybrid-override-pattern: 'M' a Mamba layer
 MAMBA_FIELDS = ("mamba_version", "mamba_state_dim", "mamba_head_dim", "mamba_num_groups", "mamba_expand",
                 "mamba_d_conv", "mamba_conv_bias", "mamba_dt_rank", "mamba_chunk_size", "mamba_dt_limit_min",
                 "mamba_dt_limit_max", "mamba_mixer_rms_eps")
-ATTENTION_MLP_FIELDS = ("swiglu", "geglu", "gelu_tanh", "quick_geglu", "activation_func_clamp_value", "glu_linear_offset",
-                        "add_qkv_bias", "qk_layernorm", "qk_layernorm_full_width",
+ATTENTION_MLP_FIELDS = ("swiglu", "geglu", "gelu_tanh", "quick_geglu", "activation_func_clamp_value",
+                        "glu_linear_offset", "add_qkv_bias", "qk_layernorm", "qk_layernorm_full_width",
                         "post_norm", "post_norm_only", "sliding_window", "sliding_window_pattern",
                         "attn_logit_softcapping", "query_pre_attn_scalar", "softmax_scale", "qkv_clip",
                         "rope_interleaved", "rotary_percent", "local_rotary_base", "no_rope_layers",
