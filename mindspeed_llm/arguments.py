@@ -119,6 +119,9 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--rope-scaling-mscale", type=float, default=1.0, help="YaRN attention-factor numerator weight")
     group.add_argument("--rope-scaling-mscale-all-dim", type=float, default=0.0,
                        help="YaRN attention-factor denominator weight (0: the factor is 0.1 ln(s) + 1)")
+    group.add_argument("--yarn-correction-range-round-to-int", action=argparse.BooleanOptionalAction, default=True,
+                       help="YaRN: round the ramp's dim range out to whole dims (--no-...: keep it fractional, "
+                            "GPT-OSS; transformers' truncate)")
     group.add_argument("--normalization", choices=("LayerNorm", "RMSNorm"), default="LayerNorm")
     group.add_argument("--norm-epsilon", type=float, default=1e-5)
     group.add_argument("--swiglu", action="store_true")
@@ -230,6 +233,12 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
                        help="weightless q/k RMS norms per head after RoPE, on RoPE layers only (Llama 4's use_qk_norm)")
     group.add_argument("--xielu", action="store_true",
                        help="xIELU MLP activation with learnable alpha_p and alpha_n per layer (Apertus)")
+    group.add_argument("--quick-geglu", action="store_true",
+                       help="gated MLP with quick GELU x * sigmoid(1.702 x) on the gate (GPT-OSS)")
+    group.add_argument("--activation-func-clamp-value", type=float, default=None,
+                       help="gated MLP: clamp the gate to at most this and the up half to [-value, value] (GPT-OSS: 7)")
+    group.add_argument("--glu-linear-offset", type=float, default=0.0,
+                       help="gated MLP: act(gate) * (up + offset) (GPT-OSS: 1)")
     group.add_argument("--gated-mlp", action="store_true",
                        help="act(gate) * up with a fused [gate; up] for --relu/--squared-relu/--xielu/GELU (BitNet)")
     group.add_argument("--attn-sub-norm", action="store_true",
@@ -300,6 +309,8 @@ def _add_moe_args(parser: argparse.ArgumentParser) -> None:
                        help="FFN size of the shared expert every token goes through")
     group.add_argument("--n-shared-experts", type=int, default=None,
                        help="MindSpeed: a shared expert of N x --moe-ffn-hidden-size")
+    group.add_argument("--add-router-bias", action="store_true",
+                       help="a bias on the router's linear without --add-bias-linear (GPT-OSS without attention bias)")
     group.add_argument("--shared-expert-gate", action="store_true",
                        help="the shared expert's output times sigmoid(x . w) per token (Qwen2-MoE)")
     group.add_argument("--moe-apply-probs-on-input", action="store_true",
@@ -1178,6 +1189,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             rope_scaling_beta_slow=args.rope_scaling_beta_slow,
             rope_scaling_mscale=args.rope_scaling_mscale,
             rope_scaling_mscale_all_dim=args.rope_scaling_mscale_all_dim,
+            yarn_correction_range_round_to_int=args.yarn_correction_range_round_to_int,
             qk_layernorm_after_rope=args.qk_layernorm_after_rope,
             rope_ntk_alpha=args.rope_ntk_alpha,
             num_experts=args.num_experts,
@@ -1203,6 +1215,10 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             shared_expert_gate=args.shared_expert_gate,
             moe_layer_freq=args.moe_layer_freq,
             first_k_dense_replace=args.first_k_dense_replace,
+            add_router_bias=args.add_router_bias,
+            quick_geglu=args.quick_geglu,
+            activation_func_clamp_value=args.activation_func_clamp_value,
+            glu_linear_offset=args.glu_linear_offset,
             attn_temperature_beta=args.attn_temperature_beta,
             attn_temperature_length=args.attn_temperature_length,
             attn_temperature_nope_layers=args.attn_temperature_nope_layers,

@@ -22,7 +22,8 @@ LAYER_KINDS = ("M",)  # --hybrid-override-pattern: 'M' a Mamba layer
 MAMBA_FIELDS = ("mamba_version", "mamba_state_dim", "mamba_head_dim", "mamba_num_groups", "mamba_expand",
                 "mamba_d_conv", "mamba_conv_bias", "mamba_dt_rank", "mamba_chunk_size", "mamba_dt_limit_min",
                 "mamba_dt_limit_max", "mamba_mixer_rms_eps")
-ATTENTION_MLP_FIELDS = ("swiglu", "geglu", "gelu_tanh", "add_qkv_bias", "qk_layernorm", "qk_layernorm_full_width",
+ATTENTION_MLP_FIELDS = ("swiglu", "geglu", "gelu_tanh", "quick_geglu", "activation_func_clamp_value",
+                        "glu_linear_offset", "add_qkv_bias", "qk_layernorm", "qk_layernorm_full_width",
                         "post_norm", "post_norm_only", "sliding_window", "sliding_window_pattern",
                         "attn_logit_softcapping", "query_pre_attn_scalar", "softmax_scale", "qkv_clip",
                         "rope_interleaved", "rotary_percent", "local_rotary_base", "no_rope_layers",
@@ -38,7 +39,7 @@ MOE_FIELDS = ("moe_router_topk", "moe_ffn_hidden_size", "moe_router_score_functi
               "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_grouped_gemm", "moe_expert_capacity_factor",
               "moe_shared_expert_intermediate_size", "shared_expert_gate", "moe_layer_freq", "first_k_dense_replace",
               "moe_token_dispatcher_type", "expert_model_parallel_size", "expert_tensor_parallel_size",
-              "moe_apply_probs_on_input")
+              "moe_apply_probs_on_input", "add_router_bias")
 
 
 def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
@@ -77,6 +78,9 @@ class TransformerConfig:
     rope_scaling_beta_slow: float = 1.0
     rope_scaling_mscale: float = 1.0
     rope_scaling_mscale_all_dim: float = 0.0
+    # YaRN's ramp bounds rounded to whole dims (floor/ceil; transformers' truncate) or kept fractional (GPT-OSS)
+    # [--yarn-correction-range-round-to-int / --no-yarn-correction-range-round-to-int, Megatron's flags]
+    yarn_correction_range_round_to_int: bool = True
     # NTK scaling by a fixed alpha: the RoPE base times alpha ** (d / (d - 2)), d the head dim (HunYuan's
     # "dynamic" rope with alpha) [--rope-ntk-alpha]
     rope_ntk_alpha: Optional[float] = None
@@ -278,7 +282,7 @@ class TransformerConfig:
     # Experts (core/transformer/moe/experts.py): the products as one torch._grouped_mm per linear instead of a
     # loop over experts, same numbers [--moe-grouped-gemm]; at most ceil(tokens x topk / experts x factor)
     # tokens per expert, the lowest-weight ones dropped (None: dropless) [--moe-expert-capacity-factor].
-    # Experts have no biases (--disable-bias-linear) and use the dense MLP's activation flags.
+    # Experts use the dense MLP's activation flags (and biases: see add_router_bias below).
     moe_grouped_gemm: bool = False
     moe_expert_capacity_factor: Optional[float] = None
     # Expert parallelism: the experts split over --expert-model-parallel-size ranks (carved out of data
@@ -309,6 +313,18 @@ class TransformerConfig:
     # each module's masked mean cross-entropy [--mtp-loss-scaling-factor].
     mtp_num_layers: Optional[int] = None
     mtp_loss_scaling_factor: float = 0.1
+    # Biases of MoE layers (GPT-OSS): the experts' linears have biases with --add-bias-linear or --add-mlp-bias
+    # (fc1 bias [experts, (2) ffn] split over TP like fc1; fc2 bias [experts, h] added by TP rank 0 only, its
+    # gradient marked partial over TP); the router's linear has one with --add-bias-linear (Megatron) or, without
+    # biases elsewhere in attention, --add-router-bias (our flag: Megatron has none of its own)
+    add_router_bias: bool = False
+    # Gated-MLP variants (Megatron's flags; GPT-OSS's clamped SwiGLU is all three with 7.0 and 1.0): the gate's
+    # activation quick GELU x * sigmoid(1.702 x) [--quick-geglu]; before the activation the gate clamped to at
+    # most the value and the up half to [-value, value] [--activation-func-clamp-value]; act(gate) * (up + offset)
+    # [--glu-linear-offset]. They apply to the dense MLPs, shared experts and experts alike.
+    quick_geglu: bool = False
+    activation_func_clamp_value: Optional[float] = None
+    glu_linear_offset: float = 0.0
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -427,9 +443,6 @@ class TransformerConfig:
         ffn, tp = self.moe_expert_ffn_hidden_size, self.tensor_model_parallel_size
         if ffn % tp != 0:
             raise ValueError(f"--moe-ffn-hidden-size ({ffn}) is not divisible by --tensor-model-parallel-size ({tp})")
-        if self.mlp_bias:
-            raise ValueError("--num-experts: expert MLPs have no biases yet; add --disable-bias-linear "
-                             "(and drop --add-mlp-bias)")
         if self.xielu or self.ffn_sub_norm:
             raise ValueError("--num-experts: expert MLPs do not support --xielu or --ffn-sub-norm; drop them")
         shared = self.moe_shared_expert_intermediate_size
@@ -569,6 +582,8 @@ class TransformerConfig:
                                                  or self.rope_original_max_position_embeddings < 1):
             raise ValueError(f"--rope-scaling-type yarn needs --rope-scaling-factor >= 1 (got "
                              f"{self.rope_scaling_factor}) and a positive --original-max-position-embeddings")
+        if not self.yarn_correction_range_round_to_int and self.rope_scaling_type != "yarn":
+            raise ValueError("--no-yarn-correction-range-round-to-int needs --rope-scaling-type yarn")
         if self.rope_ntk_alpha is not None and (self.rope_ntk_alpha <= 0 or self.rope_scaling_type is not None
                                                 or self.rotary_percent != 1.0 or self.kv_channels < 4):
             raise ValueError(f"--rope-ntk-alpha {self.rope_ntk_alpha} must be positive and excludes "
@@ -759,8 +774,9 @@ class TransformerConfig:
         """xIELU, the gated-MLP switch, sub-norms and non-parametric q/k norms."""
         if self.xielu and (self.swiglu or self.geglu or self.relu or self.squared_relu or self.gelu_tanh):
             raise ValueError("--xielu is the MLP activation; drop --swiglu/--geglu/--relu/--squared-relu/--gelu-tanh")
-        if self.gated_mlp and (self.swiglu or self.geglu):
-            raise ValueError("--gated-mlp is implied by --swiglu/--geglu; drop --gated-mlp")
+        if self.gated_mlp and (self.swiglu or self.geglu or self.quick_geglu):
+            raise ValueError("--gated-mlp is implied by --swiglu/--geglu/--quick-geglu; drop --gated-mlp")
+        self._validate_glu_variants()
         if self.recompute_activation_function and self.xielu:
             raise ValueError("--recompute-activation-function cannot recompute --xielu (it has learnable "
                              "parameters); drop one of them")
@@ -769,6 +785,19 @@ class TransformerConfig:
                              "(no --non-parametric-norm)")
         if self.non_parametric_qk_norm and (not self.qk_layernorm or self.qk_layernorm_full_width):
             raise ValueError("--non-parametric-qk-norm needs --qk-layernorm (per head, no --qk-layernorm-full-width)")
+
+    def _validate_glu_variants(self) -> None:
+        """--quick-geglu, --activation-func-clamp-value and --glu-linear-offset (GPT-OSS's clamped SwiGLU)."""
+        if self.quick_geglu and (self.swiglu or self.geglu or self.relu or self.squared_relu or self.xielu
+                                 or self.gelu_tanh):
+            raise ValueError("--quick-geglu is the MLP activation; drop --swiglu/--geglu/--relu/--squared-relu/"
+                             "--xielu/--gelu-tanh")
+        clamp = self.activation_func_clamp_value
+        if clamp is not None and clamp <= 0:
+            raise ValueError(f"--activation-func-clamp-value {clamp} must be positive")
+        if (clamp is not None or self.glu_linear_offset != 0.0) and not self.gated_linear_unit:
+            raise ValueError("--activation-func-clamp-value/--glu-linear-offset act on a gated MLP; add --swiglu, "
+                             "--geglu, --quick-geglu or --gated-mlp")
 
     def _validate_absolute_positions(self) -> None:
         """Absolute position tables (learned, sinusoidal), and no RoPE setting with a position type
@@ -793,7 +822,7 @@ class TransformerConfig:
     @property
     def gated_linear_unit(self) -> bool:
         """The MLP's first linear is fused ``[gate; up]`` (SwiGLU, GeGLU or ``--gated-mlp``)."""
-        return self.swiglu or self.geglu or self.gated_mlp
+        return self.swiglu or self.geglu or self.gated_mlp or self.quick_geglu
 
     @property
     def pre_norm(self) -> bool:
@@ -844,6 +873,11 @@ class TransformerConfig:
     def qkv_bias(self) -> bool:
         """The q/k/v projections have biases (``--add-bias-linear`` or ``--add-qkv-bias``)."""
         return self.add_bias_linear or self.add_qkv_bias
+
+    @property
+    def router_bias(self) -> bool:
+        """The MoE router's linear has a bias (``--add-bias-linear`` or ``--add-router-bias``)."""
+        return self.add_bias_linear or self.add_router_bias
 
     @property
     def mlp_bias(self) -> bool:

@@ -1,5 +1,9 @@
-"""The feed-forward block, split over TP: gated (SwiGLU, GeGLU, ``--gated-mlp``; fused ``[gate; up]``) or
-not (GELU by default, ``--relu``, ``--squared-relu``, ``--xielu``).
+"""The feed-forward block, split over TP: gated (SwiGLU, GeGLU, ``--quick-geglu``, ``--gated-mlp``; fused
+``[gate; up]``) or not (GELU by default, ``--relu``, ``--squared-relu``, ``--xielu``).
+
+A gated MLP computes ``act(gate) * (up + --glu-linear-offset)``, the gate clamped to at most
+``--activation-func-clamp-value`` and the up half to ``[-value, value]`` first (GPT-OSS's clamped SwiGLU:
+``--quick-geglu``, 7.0 and 1.0); :func:`gated_activation` is that rule for the MLP and the experts alike.
 
 ``--gelu-tanh`` selects GELU's tanh approximation (Gemma's ``gelu_pytorch_tanh``). xIELU (Apertus) has two
 learnable scalars per layer; each TP rank applies them to its own FFN shard, so their gradient is a partial
@@ -29,6 +33,28 @@ XIELU_BETA, XIELU_EPS, XIELU_ALPHA_INIT = 0.5, -1e-6, 0.8
 def squared_relu(x: torch.Tensor) -> torch.Tensor:
     """``relu(x) ** 2`` (Primer; Nemotron, Persimmon)."""
     return torch.square(F.relu(x))
+
+
+QUICK_GELU_ALPHA = 1.702  # quick GELU's sigmoid gain (Megatron's quick_gelu; GPT-OSS's swiglu_alpha)
+
+
+def quick_gelu(x: torch.Tensor) -> torch.Tensor:
+    """``x * sigmoid(1.702 x)``, GELU's sigmoid approximation."""
+    return x * torch.sigmoid(QUICK_GELU_ALPHA * x)
+
+
+def gated_activation(intermediate: torch.Tensor, act: Callable[[torch.Tensor], torch.Tensor],
+                     config: TransformerConfig) -> torch.Tensor:
+    """``act(gate) * (up + offset)`` of a fused ``[..., 2 x ffn/tp]`` ``[gate; up]`` -> ``[..., ffn/tp]``, gate
+    and up clamped first with ``--activation-func-clamp-value``."""
+    gate, up = intermediate.chunk(2, dim=-1)
+    clamp = config.activation_func_clamp_value
+    if clamp is not None:
+        gate = gate.clamp(max=clamp)
+        up = up.clamp(-clamp, clamp)
+    if config.glu_linear_offset != 0.0:
+        up = up + config.glu_linear_offset
+    return act(gate) * up
 
 
 def _inverse_softplus(value: float) -> float:
@@ -62,6 +88,8 @@ def activation_function(config: TransformerConfig) -> Callable[[torch.Tensor], t
     """The MLP's elementwise activation, from the activation flags."""
     if config.swiglu:
         return F.silu
+    if config.quick_geglu:
+        return quick_gelu
     if config.relu:
         return F.relu
     if config.squared_relu:
@@ -73,6 +101,7 @@ class MLP(nn.Module):
     def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
         super().__init__()
         tp_group = state.tp_group
+        self.config = config
         self.gated = config.gated_linear_unit
         self.xielu = XIELU(config.params_dtype) if config.xielu else None
         self.act = self.xielu.forward if self.xielu is not None else activation_function(config)
@@ -105,6 +134,5 @@ class MLP(nn.Module):
 
     def _activation(self, intermediate: torch.Tensor) -> torch.Tensor:
         if self.gated:
-            gate, up = intermediate.chunk(2, dim=-1)
-            return self.act(gate) * up  # [s, b, ffn/tp]
+            return gated_activation(intermediate, self.act, self.config)  # [s, b, ffn/tp]
         return self.act(intermediate)  # [s, b, ffn/tp]

@@ -66,13 +66,16 @@ def _yarn_correction_dim(rotations: float, dim: int, base: float, context: int) 
 
 
 def _yarn_inv_freq(config: TransformerConfig) -> torch.Tensor:
-    """YaRN (transformers' ``_compute_yarn_parameters``, truncated range): dims that rotate more than
-    beta_fast times over the original context keep their frequency, those below beta_slow are divided by
-    the factor, a linear ramp between."""
+    """YaRN (transformers' ``_compute_yarn_parameters``): dims that rotate more than beta_fast times over the
+    original context keep their frequency, those below beta_slow are divided by the factor, a linear ramp
+    between; its bounds rounded out to whole dims unless --no-yarn-correction-range-round-to-int (GPT-OSS)."""
     dim, base, factor = config.rotary_dim, config.rotary_base, config.rope_scaling_factor
     context = config.rope_original_max_position_embeddings
-    low = max(math.floor(_yarn_correction_dim(config.rope_scaling_beta_fast, dim, base, context)), 0)
-    high = min(math.ceil(_yarn_correction_dim(config.rope_scaling_beta_slow, dim, base, context)), dim - 1)
+    low = _yarn_correction_dim(config.rope_scaling_beta_fast, dim, base, context)
+    high = _yarn_correction_dim(config.rope_scaling_beta_slow, dim, base, context)
+    if config.yarn_correction_range_round_to_int:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
     if low == high:
         high += 0.001  # as transformers: no zero-width ramp
     pos_freqs = base ** (torch.arange(0, dim, 2).float() / dim)  # [rd/2]

@@ -165,6 +165,8 @@ def _experts_transposed_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorCont
 
 def _experts_transposed_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
     return [tensor.transpose(1, 2).contiguous()]  # [experts, out, in] -> [experts, in, out]
+
+
 def _vocab_copies_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
     """The word embeddings (or output layer) stored once more per MTP layer (DeepSeek-V3): the copies must agree."""
     first = tensors[0]
@@ -177,6 +179,19 @@ def _vocab_copies_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -
 
 def _vocab_copies_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
     return _vocab_to_hf(tensor, ctx) * (1 + ctx.config.mtp_num_layers)  # the main tensor, then one per MTP layer
+
+
+def _experts_gate_up_interleaved_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    """HF fused experts with gate/up interleaved along the last dim (GPT-OSS): weight [experts, h, 2 ffn]
+    (transposed) or bias [experts, 2 ffn] -> ours [experts, 2 ffn(, h)] with [gate; up] rows."""
+    fused = tensors[0].transpose(1, 2) if tensors[0].dim() == 3 else tensors[0]  # [experts, 2 ffn(, h)]
+    return torch.cat([fused[:, 0::2], fused[:, 1::2]], dim=1).contiguous()
+
+
+def _experts_gate_up_interleaved_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    gate, up = tensor.chunk(2, dim=1)  # [experts, ffn(, h)] each
+    interleaved = torch.stack([gate, up], dim=2).flatten(1, 2)  # [experts, 2 ffn(, h)]: g0, u0, g1, u1, ...
+    return [(interleaved.transpose(1, 2) if interleaved.dim() == 3 else interleaved).contiguous()]
 
 
 # name -> (HF tensors -> ours, ours -> HF tensors)
@@ -198,6 +213,9 @@ TRANSFORMS: Dict[str, Tuple[Callable[..., torch.Tensor], Callable[..., List[torc
     "experts_transposed": (_experts_transposed_to_ours, _experts_transposed_to_hf),
     # a vocabulary tensor (padded like "vocab") and its identical copies in each MTP layer (DeepSeek-V3)
     "vocab_copies": (_vocab_copies_to_ours, _vocab_copies_to_hf),
+    # MoE experts stored fused and transposed, [experts, in, out], gate/up interleaved along the last dim
+    # (GPT-OSS's gate_up_proj [experts, h, 2 ffn] and its bias [experts, 2 ffn]) -> [experts, 2 ffn(, h)]
+    "experts_gate_up_interleaved": (_experts_gate_up_interleaved_to_ours, _experts_gate_up_interleaved_to_hf),
 }
 
 
@@ -349,9 +367,8 @@ def _rope_settings(hf: Dict[str, Any]) -> Dict[str, Any]:
 def _yarn_settings(hf: Dict[str, Any], params: Dict[str, Any]) -> Dict[str, Any]:
     """YaRN kwargs as transformers reads them: the original context from the top level (Phi-3 style), the
     rope parameters or ``max_position_embeddings``; the factor, when absent, their ratio."""
-    for key, default in (("attention_factor", None), ("truncate", True)):
-        if params.get(key, default) != default:
-            raise RegistryError(f"yarn rope {key}={params[key]!r} is not supported")
+    if params.get("attention_factor") is not None:
+        raise RegistryError(f"yarn rope attention_factor={params['attention_factor']!r} is not supported")
     original = int(hf.get("original_max_position_embeddings") or params.get("original_max_position_embeddings")
                    or hf["max_position_embeddings"])
     factor = params.get("factor") or int(hf["max_position_embeddings"]) / original
@@ -360,7 +377,8 @@ def _yarn_settings(hf: Dict[str, Any], params: Dict[str, Any]) -> Dict[str, Any]
             "rope_scaling_beta_fast": float(params.get("beta_fast") or 32.0),
             "rope_scaling_beta_slow": float(params.get("beta_slow") or 1.0),
             "rope_scaling_mscale": float(params.get("mscale") or 0.0),
-            "rope_scaling_mscale_all_dim": float(params.get("mscale_all_dim") or 0.0)}
+            "rope_scaling_mscale_all_dim": float(params.get("mscale_all_dim") or 0.0),
+            "yarn_correction_range_round_to_int": bool(params.get("truncate", True))}
 
 
 def _rope_to_hf(cfg: TransformerConfig) -> Dict[str, Any]:
@@ -378,8 +396,12 @@ def _rope_to_hf(cfg: TransformerConfig) -> Dict[str, Any]:
     elif cfg.rope_scaling_type == "yarn":
         out["rope_scaling"] = {"rope_type": "yarn", "factor": cfg.rope_scaling_factor,
                                "original_max_position_embeddings": cfg.rope_original_max_position_embeddings,
-                               "beta_fast": cfg.rope_scaling_beta_fast, "beta_slow": cfg.rope_scaling_beta_slow,
-                               "mscale": cfg.rope_scaling_mscale, "mscale_all_dim": cfg.rope_scaling_mscale_all_dim}
+                               "beta_fast": cfg.rope_scaling_beta_fast, "beta_slow": cfg.rope_scaling_beta_slow}
+        for key, value in (("mscale", cfg.rope_scaling_mscale), ("mscale_all_dim", cfg.rope_scaling_mscale_all_dim)):
+            if value:  # transformers reads an absent or zero weight alike
+                out["rope_scaling"][key] = value
+        if not cfg.yarn_correction_range_round_to_int:
+            out["rope_scaling"]["truncate"] = False
     return out
 
 

@@ -176,7 +176,19 @@ BAD: List[tuple] = [
      "--moe-router-pre-softmax needs --moe-router-score-function softmax"),
     (dict(num_experts=4, moe_z_loss_coeff=0.0), ["--num-experts", "4", "--moe-z-loss-coeff", "0"],
      "--moe-z-loss-coeff 0.0 must be positive"),
-    (dict(num_experts=4), ["--num-experts", "4"], "--num-experts: expert MLPs have no biases yet"),
+    # GPT-OSS's flags: router bias, clamped SwiGLU, unrounded YaRN ramp
+    (dict(add_router_bias=True), ["--add-router-bias"], "--add-router-bias applies to MoE layers"),
+    (dict(quick_geglu=True, swiglu=True), ["--quick-geglu", "--swiglu"], "--quick-geglu is the MLP activation"),
+    (dict(quick_geglu=True, gated_mlp=True), ["--quick-geglu", "--gated-mlp"],
+     "--gated-mlp is implied by --swiglu/--geglu/--quick-geglu"),
+    (dict(swiglu=True, activation_func_clamp_value=0.0), ["--swiglu", "--activation-func-clamp-value", "0"],
+     "--activation-func-clamp-value 0.0 must be positive"),
+    (dict(activation_func_clamp_value=7.0), ["--activation-func-clamp-value", "7"],
+     "--activation-func-clamp-value/--glu-linear-offset act on a gated MLP"),
+    (dict(glu_linear_offset=1.0), ["--glu-linear-offset", "1"],
+     "--activation-func-clamp-value/--glu-linear-offset act on a gated MLP"),
+    (dict(yarn_correction_range_round_to_int=False), ["--no-yarn-correction-range-round-to-int"],
+     "--no-yarn-correction-range-round-to-int needs --rope-scaling-type yarn"),
     (dict(num_experts=4, add_bias_linear=False, moe_expert_capacity_factor=0.0),
      ["--num-experts", "4", "--disable-bias-linear", "--moe-expert-capacity-factor", "0"],
      "--moe-expert-capacity-factor 0.0 must be positive"),
@@ -326,6 +338,7 @@ def test_mamba_inner_size_follows_intermediate_size_over_expand(family: str, con
     dict(factor=8.0, original_max_position_embeddings=32, beta_fast=16.0, beta_slow=2.0, mscale=0.8,
          mscale_all_dim=0.5),
     dict(factor=2.0, original_max_position_embeddings=128, mscale=1.0),  # mscale without mscale_all_dim: unused
+    dict(factor=32.0, original_max_position_embeddings=64, truncate=False),  # GPT-OSS: ramp bounds not rounded
 ])
 def test_yarn_matches_transformers_both_ways(yarn: Dict[str, Any]) -> None:
     """YaRN read from a Qwen2 config.json, and our config written back, give transformers' inverse

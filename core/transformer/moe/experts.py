@@ -9,6 +9,12 @@ shard for every token routed to it, so the output is a partial sum over TP that 
 reduces once for all experts. Both weights are marked ``is_expert`` (their gradients are summed
 over the expert-data-parallel group, which equals the data-parallel group at EP 1).
 
+With expert biases (``config.mlp_bias``: ``--add-bias-linear`` or ``--add-mlp-bias``; GPT-OSS)
+``linear_fc1.bias`` [experts, (2 x) ffn / tp] is split over TP like the fc1 weight and
+``linear_fc2.bias`` [experts, h] is replicated: TP rank 0 alone adds it, so the reduced output holds it
+once, and its gradient (zero on the other ranks) is marked partial over TP. Each row gets the bias of
+its expert. The gated activation is the dense MLP's (:func:`core.transformer.mlp.gated_activation`).
+
 The experts' products run as a loop over experts, or with ``--moe-grouped-gemm`` as one
 ``torch._grouped_mm`` per linear where this torch build has it and the shapes meet its 16-byte
 stride alignment (otherwise the loop, which gives the same numbers).
@@ -24,7 +30,7 @@ from core.parallel_state import ParallelState
 from core.tensor_parallel.layers import Segment, mark_param
 from core.tensor_parallel.param_meta import TPShard, update_meta
 from core.transformer.config import TransformerConfig
-from core.transformer.mlp import activation_function
+from core.transformer.mlp import activation_function, gated_activation
 
 GROUPED_MM_ALIGNMENT = 16  # bytes: torch._grouped_mm needs strides that are multiples of this
 
@@ -68,6 +74,7 @@ class ExpertMLPs(nn.Module):
         super().__init__()
         tp, ep = state.tp_group.size, state.ep_group.size
         experts, ffn, hidden = config.num_experts // ep, config.moe_expert_ffn_hidden_size, config.hidden_size
+        self.config = config
         self.gated = config.gated_linear_unit
         self.act = activation_function(config)
         segments = (Segment(ffn), Segment(ffn)) if self.gated else (Segment(ffn),)
@@ -77,6 +84,10 @@ class ExpertMLPs(nn.Module):
         self.linear_fc2 = nn.Module()
         self.linear_fc2.weight = self._expert_param(
             (experts, hidden, ffn // tp), TPShard(2, (Segment(ffn),)), "scaled_normal", config)
+        if config.mlp_bias:
+            self._add_biases(config, state, segments)
+        else:
+            self.linear_fc1.bias = self.linear_fc2.bias = None
         self.use_grouped_mm = config.moe_grouped_gemm and grouped_mm_available(
             config.params_dtype, hidden, ffn // tp, len(segments) * ffn // tp)
 
@@ -88,13 +99,32 @@ class ExpertMLPs(nn.Module):
         return update_meta(mark_param(param, init=init, tp_shard=shard), is_expert=True,
                            num_global_experts=config.num_experts)
 
+    def _add_biases(self, config: TransformerConfig, state: ParallelState, segments: tuple) -> None:
+        """fc1's bias split over TP like its weight; fc2's replicated, added by TP rank 0 only."""
+        experts, tp = self.linear_fc1.weight.shape[0], state.tp_group.size
+        fc1_bias = nn.Parameter(torch.zeros(experts, self.linear_fc1.weight.shape[1], dtype=config.params_dtype))
+        self.linear_fc1.bias = update_meta(mark_param(fc1_bias, init="zeros", tp_shard=TPShard(1, segments)),
+                                           is_expert=True, num_global_experts=config.num_experts)
+        fc2_bias = nn.Parameter(torch.zeros(experts, config.hidden_size, dtype=config.params_dtype))
+        self.linear_fc2.bias = update_meta(mark_param(fc2_bias, init="zeros", grad_partial_over_tp=tp > 1),
+                                           is_expert=True, num_global_experts=config.num_experts)
+        self.adds_fc2_bias = state.tp_group.rank == 0
+
     def forward(self, rows: torch.Tensor, tokens_per_expert: torch.Tensor) -> torch.Tensor:
         """``rows`` [n, h] grouped by expert (``tokens_per_expert`` [experts]) -> [n, h], partial over TP."""
         linear = grouped_linear if self.use_grouped_mm else looped_linear
+        row_expert = None  # [n] each row's expert, for the biases
+        if self.linear_fc1.bias is not None:
+            experts = torch.arange(tokens_per_expert.numel(), device=rows.device)
+            row_expert = torch.repeat_interleave(experts, tokens_per_expert.to(rows.device))
         intermediate = linear(rows, self.linear_fc1.weight, tokens_per_expert)  # [n, (2) ffn/tp]
+        if row_expert is not None:
+            intermediate = intermediate + self.linear_fc1.bias[row_expert]
         if self.gated:
-            gate, up = intermediate.chunk(2, dim=-1)
-            activated = self.act(gate) * up
+            activated = gated_activation(intermediate, self.act, self.config)  # [n, ffn/tp]
         else:
             activated = self.act(intermediate)  # [n, ffn/tp]
-        return linear(activated, self.linear_fc2.weight, tokens_per_expert)  # [n, h]
+        output = linear(activated, self.linear_fc2.weight, tokens_per_expert)  # [n, h]
+        if row_expert is not None and self.adds_fc2_bias:
+            output = output + self.linear_fc2.bias[row_expert]
+        return output

@@ -1,7 +1,8 @@
 """The top-k router of a mixture-of-experts layer (Megatron's TopKRouter, with MindSpeed's flags).
 
 For every token the router scores the experts with a replicated ``[experts, hidden]``
-linear and picks ``moe_router_topk`` of them:
+linear (with a replicated ``[experts]`` bias when ``config.router_bias``: GPT-OSS) and picks
+``moe_router_topk`` of them:
 
 - softmax, default: top-k of the logits, then a softmax over those k (weights sum to one);
 - softmax with ``--moe-router-pre-softmax``: softmax over all experts, then top-k
@@ -100,6 +101,9 @@ class TopKRouter(nn.Module):
         self.weight = mark_param(nn.Parameter(torch.empty(experts, config.hidden_size, dtype=config.params_dtype)),
                                  init="normal")
         nn.init.normal_(self.weight, std=config.init_method_std)
+        self.bias = None
+        if config.router_bias:  # replicated; it sees every token on every TP rank, so its gradient is complete
+            self.bias = mark_param(nn.Parameter(torch.zeros(experts, dtype=config.params_dtype)), init="zeros")
         if config.moe_router_enable_expert_bias:
             # fp32 buffers: the selection bias, and the tokens each expert got since the last update
             self.register_buffer("expert_bias", torch.zeros(experts, dtype=torch.float32))
@@ -111,7 +115,7 @@ class TopKRouter(nn.Module):
     def forward(self, hidden: torch.Tensor) -> RouterOutput:
         """``hidden`` [s, b, h] -> weights and indices [s * b, topk] in [s, b] token order."""
         seq_length = hidden.shape[0]
-        logits = F.linear(hidden.reshape(-1, hidden.shape[-1]), self.weight).float()  # [t, e]
+        logits = F.linear(hidden.reshape(-1, hidden.shape[-1]), self.weight, self.bias).float()  # [t, e]
         scores, weights, indices = self._route(logits)
         routing_map = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, indices, True)  # [t, e]
         if self.expert_bias is not None and self.training and not is_recomputing():  # counted once per forward
