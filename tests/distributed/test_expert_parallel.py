@@ -7,7 +7,8 @@ losses) for two SGD steps (the second sees the first's update), micro-batch 1, g
 - EP 2 and EP 4 with the alltoall and allgather dispatchers, with and without grouped GEMM;
 - EP2 x TP2 (with SP), EP2 x PP2 (and with 4 layers in 2 virtual stages per rank), EP2 with the
   distributed optimizer and overlapped reductions,
-  EP2 with full recompute, EP2 with a capacity factor (the same tokens dropped as at EP 1).
+  EP2 with full recompute, EP2 with a capacity factor (the same tokens dropped as at EP 1), and
+  GPT-OSS's expert and router biases with a clamped gated activation at EP4 and EP2 x TP2.
 
 Each compares with the single-process run of the same flags (minus the parallel ones): the step's
 ``lm loss``, ``load_balancing_loss``, ``z_loss`` and gradient norm within 1e-5 (relative), and, for
@@ -59,6 +60,7 @@ def _without(argv: List[str], flags: Dict[str, int]) -> List[str]:
 
 CHECKPOINT_ARGV = _without(BASE, {"--moe-router-score-function": 1, "--moe-router-enable-expert-bias": 0,
                                   "--moe-router-bias-update-rate": 1}) + ["--moe-router-pre-softmax"]
+BIASES = ["--add-mlp-bias", "--add-router-bias", "--activation-func-clamp-value", "0.5", "--glu-linear-offset", "1"]
 RECOMPUTE = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
 
 
@@ -81,6 +83,8 @@ JOBS: Dict[str, Tuple[List[str], List[str], bool]] = {
                                 "--overlap-param-gather"), [], True),
     "ep2_recompute": (_ep(2, "alltoall", *RECOMPUTE), [], True),
     "ep4_capacity": (_ep(4, "alltoall", *CAPACITY), CAPACITY, True),
+    "ep2_biases_tp2": (_ep(2, "allgather", "--tensor-model-parallel-size", "2", *BIASES), BIASES, False),
+    "ep4_biases": (_ep(4, "alltoall", *BIASES), BIASES, True),
     "ep2_capacity_allgather": (_ep(2, "allgather", *CAPACITY), CAPACITY, True),
 }
 
