@@ -8,7 +8,9 @@ losses) for two SGD steps (the second sees the first's update), micro-batch 1, g
 - EP2 x TP2 (with SP), EP2 x PP2 (and with 4 layers in 2 virtual stages per rank), EP2 with the
   distributed optimizer and overlapped reductions,
   EP2 with full recompute, EP2 with a capacity factor (the same tokens dropped as at EP 1), and
-  GPT-OSS's expert and router biases with a clamped gated activation at EP4 and EP2 x TP2.
+  GPT-OSS's expert and router biases with a clamped gated activation at EP4 and EP2 x TP2;
+- a DeepSeek-V3-shaped model (MLA, group-limited sigmoid routing with the expert bias, a dense first
+  layer, one MTP module whose ``mtp_1 loss`` is compared too) under PP2 x EP2.
 
 Each compares with the single-process run of the same flags (minus the parallel ones): the step's
 ``lm loss``, ``load_balancing_loss``, ``z_loss`` and gradient norm within 1e-5 (relative), and, for
@@ -61,6 +63,12 @@ def _without(argv: List[str], flags: Dict[str, int]) -> List[str]:
 CHECKPOINT_ARGV = _without(BASE, {"--moe-router-score-function": 1, "--moe-router-enable-expert-bias": 0,
                                   "--moe-router-bias-update-rate": 1}) + ["--moe-router-pre-softmax"]
 BIASES = ["--add-mlp-bias", "--add-router-bias", "--activation-func-clamp-value", "0.5", "--glu-linear-offset", "1"]
+# A DeepSeek-V3-shaped model: MLA, sigmoid group-limited routing with the expert bias, routed scaling, a
+# shared expert, a leading dense layer and one MTP module (logged as mtp_1 loss)
+DEEPSEEK_V3 = ["--num-layers", "4", "--multi-latent-attention", "--q-lora-rank", "8", "--kv-lora-rank", "8",
+               "--qk-head-dim", "4", "--qk-pos-emb-head-dim", "4", "--v-head-dim", "4",
+               "--moe-router-num-groups", "2", "--moe-router-group-topk", "1",
+               "--moe-router-topk-scaling-factor", "2.5", "--mtp-num-layers", "1", "--untie-embeddings-and-output-weights"]
 RECOMPUTE = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
 
 
@@ -83,6 +91,8 @@ JOBS: Dict[str, Tuple[List[str], List[str], bool]] = {
                                 "--overlap-param-gather"), [], True),
     "ep2_recompute": (_ep(2, "alltoall", *RECOMPUTE), [], True),
     "ep4_capacity": (_ep(4, "alltoall", *CAPACITY), CAPACITY, True),
+    "deepseek_v3_mtp_pp2_ep2": (_ep(2, "alltoall", "--pipeline-model-parallel-size", "2", *DEEPSEEK_V3), DEEPSEEK_V3,
+                            False),
     "ep2_biases_tp2": (_ep(2, "allgather", "--tensor-model-parallel-size", "2", *BIASES), BIASES, False),
     "ep4_biases": (_ep(4, "alltoall", *BIASES), BIASES, True),
     "ep2_capacity_allgather": (_ep(2, "allgather", *CAPACITY), CAPACITY, True),
@@ -188,7 +198,8 @@ def _close(ours: float, reference: float) -> bool:
 def test_expert_parallel_layout_equals_ep1(results, name: str) -> None:
     _, reference_flags, weights = JOBS[name]
     reference = results["references"][tuple(reference_flags)]
-    assert set(reference["steps"][0]) == {"lm loss", "load_balancing_loss", "z_loss", "grad_norm"}
+    expected = {"lm loss", "load_balancing_loss", "z_loss", "grad_norm"} | ({"mtp_1 loss"} if "mtp" in name else set())
+    assert set(reference["steps"][0]) == expected
     assert reference["steps"][1]["lm loss"] != reference["steps"][0]["lm loss"]
     for rank, per_rank in enumerate(results["per_rank"]):
         ours = per_rank[name]
