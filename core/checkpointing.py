@@ -378,7 +378,7 @@ def _reject_other_layout(path: str, directory: str, pp: int, ep: int) -> None:
         return  # nothing to compare with; load_file reports the missing file
     first = os.path.join(directory, names[0], CHECKPOINT_FILENAME)
     saved = map_file(first).get("args") if os.path.isfile(first) else None
-    sizes = " ".join(f"{flag} {getattr(saved, dest, 1)}" for flag, dest in LAYOUT_FLAGS)
+    sizes = " ".join(f"{flag} {getattr(saved, dest, None) or 1}" for flag, dest in LAYOUT_FLAGS[:3])
     raise CheckpointError(
         f"{path} is missing: {directory} was saved with {sizes} (rank directories {', '.join(names[:4])}"
         f"{', ...' if len(names) > 4 else ''}), this run uses --pipeline-model-parallel-size {pp} "
@@ -387,14 +387,17 @@ def _reject_other_layout(path: str, directory: str, pp: int, ep: int) -> None:
 
 LAYOUT_FLAGS = (("--tensor-model-parallel-size", "tensor_model_parallel_size"),
                 ("--pipeline-model-parallel-size", "pipeline_model_parallel_size"),
-                ("--expert-model-parallel-size", "expert_model_parallel_size"))
+                ("--expert-model-parallel-size", "expert_model_parallel_size"),
+                ("--expert-tensor-parallel-size", "expert_tensor_parallel_size"))
 
 
-def check_layout(checkpoint: Dict[str, Any], path: str, tp: int, pp: int, vpp: int = 1, ep: int = 1) -> None:
-    """The checkpoint's TP/PP/EP/VPP must be this run's (else the user converts it first)."""
+def check_layout(checkpoint: Dict[str, Any], path: str, tp: int, pp: int, vpp: int = 1, ep: int = 1,
+                 etp: Optional[int] = None) -> None:
+    """The checkpoint's TP/PP/EP/expert-TP/VPP must be this run's (else the user converts it first)."""
     saved = checkpoint.get("args")
-    ours = (tp, pp, ep)
-    theirs = tuple(int(getattr(saved, dest, None) or mine) for (_, dest), mine in zip(LAYOUT_FLAGS, ours))
+    ours = (tp, pp, ep, etp or tp)
+    theirs = tuple(int(getattr(saved, dest, None) or mine) for (_, dest), mine in zip(LAYOUT_FLAGS[:3], ours))
+    theirs += (int(getattr(saved, "expert_tensor_parallel_size", None) or theirs[0]),)
     if theirs != ours:
         raise CheckpointError(
             f"{path} was saved with " + " ".join(f"{flag} {n}" for (flag, _), n in zip(LAYOUT_FLAGS, theirs)) +

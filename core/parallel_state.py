@@ -72,6 +72,7 @@ class ParallelState:
     ep: int = 1
     vpp: Optional[int] = None
     groups: Dict[str, Group] = field(default_factory=dict)
+    expert_tp: Optional[int] = None  # --expert-tensor-parallel-size (None: tp)
 
     @property
     def dp(self) -> int:
@@ -96,6 +97,18 @@ class ParallelState:
     @property
     def ep_group(self) -> Group:
         return self.groups["ep"]
+
+    @property
+    def experts_split_over_tp(self) -> bool:
+        """Whether each expert is split over TP (--expert-tensor-parallel-size = TP, the default), rather than
+        whole experts spread over the TP ranks too (--expert-tensor-parallel-size 1)."""
+        return self.expert_tp is None or self.expert_tp == self.tp or self.tp == 1
+
+    @property
+    def expert_group(self) -> Group:
+        """The ranks that split one MoE layer's experts between them (Megatron's expert-parallel group): the EP
+        group, or with --expert-tensor-parallel-size 1 the TP x EP ranks (EP = --expert-model-parallel-size)."""
+        return self.groups["ep"] if self.experts_split_over_tp else self.groups["tp_ep"]
 
     @property
     def tp_rank(self) -> int:
@@ -166,15 +179,18 @@ class _GroupFactory:
 
 
 def initialize(tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1, vpp: Optional[int] = None,
-               backend: Optional[str] = None) -> ParallelState:
-    """Build every group of the layout. Collective: all ranks call it with the same degrees."""
+               backend: Optional[str] = None, expert_tp: Optional[int] = None) -> ParallelState:
+    """Build every group of the layout. Collective: all ranks call it with the same degrees.
+
+    ``ep`` is the expert dimension carved out of data parallelism; with ``expert_tp`` 1 (and TP > 1) the
+    experts spread over TP x ``ep`` ranks (``--expert-model-parallel-size`` = TP x ``ep``)."""
     distributed = dist.is_available() and dist.is_initialized()
     world_size = dist.get_world_size() if distributed else 1
     rank = dist.get_rank() if distributed else 0
     validate_degrees(world_size, tp, pp, cp, ep)
     dp_rest = world_size // (tp * pp * cp * ep)
     sizes = {"tp": tp, "cp": cp, "ep": ep, "dp": dp_rest, "pp": pp}
-    state = ParallelState(world_size=world_size, rank=rank, tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp)
+    state = ParallelState(world_size=world_size, rank=rank, tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, expert_tp=expert_tp)
     new_group = _GroupFactory(backend, distributed and world_size > 1)
     layouts = {name: group_ranks(sizes, dims) for name, dims in GROUP_DIMS.items()}
     layouts["embedding"] = _embedding_group_ranks(sizes)
@@ -198,3 +214,15 @@ def _embedding_group_ranks(sizes: Dict[str, int]) -> List[List[int]]:
 def single_process_state() -> ParallelState:
     """A layout of one process: every group is this rank alone."""
     return initialize()
+
+
+def expert_dimension(tp: int, ep: int, expert_tp: Optional[int]) -> int:
+    """The ``ep`` degree of :func:`initialize` for --expert-model-parallel-size ``ep``: ``ep`` itself, or
+    ``ep / tp`` when whole experts spread over the TP ranks (--expert-tensor-parallel-size 1)."""
+    if expert_tp == 1 and tp > 1:
+        if ep % tp != 0:
+            raise ValueError(f"--expert-tensor-parallel-size 1 needs --expert-model-parallel-size ({ep}) to be a "
+                             f"multiple of --tensor-model-parallel-size ({tp}); each expert-parallel group spans "
+                             "whole TP groups")
+        return ep // tp
+    return ep

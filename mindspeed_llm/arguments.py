@@ -56,7 +56,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 import yaml
 
-from core.parallel_state import validate_degrees
+from core.parallel_state import expert_dimension, validate_degrees
 from core.pipeline_parallel.layout import LayoutError, resolve_virtual_pipeline, stage_layers
 from core.transformer.config import POSITION_EMBEDDINGS, TransformerConfig, pad_vocab_size
 from mindspeed_llm.flags import (TOKENIZER_TYPES, ArgumentError, FlagParser, IntList, add_pipeline_layout_args,
@@ -324,7 +324,8 @@ def _add_moe_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--moe-token-dispatcher-type", choices=("allgather", "alltoall"), default="allgather",
                        help="how tokens reach the experts' ranks under expert parallelism")
     group.add_argument("--expert-tensor-parallel-size", type=int, default=None,
-                       help="TP size of each expert (default and only value: --tensor-model-parallel-size)")
+                       help="TP size of each expert: --tensor-model-parallel-size (default) or 1 (whole experts over "
+                            "TP x EP ranks, with --sequence-parallel)")
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
@@ -735,7 +736,7 @@ def _check_parallel_sizes(args: argparse.Namespace, world_size: int) -> None:
         if value < 1:
             raise ArgumentError(f"{_flag(dest)} must be at least 1, got {value}")
     try:
-        validate_degrees(world_size, tp, pp, cp, ep)
+        validate_degrees(world_size, tp, pp, cp, expert_dimension(tp, ep, args.expert_tensor_parallel_size))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None
     args.world_size = world_size

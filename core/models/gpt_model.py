@@ -270,7 +270,7 @@ def materialize(model: nn.Module, device: torch.device, seed: int, config: Trans
     before = dict(model.named_parameters())  # to_empty() makes new Parameter objects: carry their meta over
     model.to_empty(device=device)
     tp_rank, tp_size = state.tp_group.rank, state.tp_group.size
-    ep_rank, ep_size = state.ep_group.rank, state.ep_group.size
+    ep_rank, ep_size = state.expert_group.rank, state.expert_group.size
     for name, param in model.named_parameters():
         copy_meta(before[name], param)
         full = full_initial_value(name, param, config, seed)
@@ -298,7 +298,7 @@ def build_model_chunks(config: TransformerConfig, state: ParallelState, device: 
 
 
 def layout_state(tp: int = 1, tp_rank: int = 0, pp: int = 1, pp_rank: int = 0, ep: int = 1,
-                 ep_rank: int = 0) -> ParallelState:
+                 ep_rank: int = 0, expert_tp: Optional[int] = None) -> ParallelState:
     """A process-free state that places one rank in a TP x PP (x EP) layout (conversion, tests, meta models).
 
     Its TP, PP and EP groups have ``tp``, ``pp`` and ``ep`` members and no handle, so no
@@ -308,7 +308,9 @@ def layout_state(tp: int = 1, tp_rank: int = 0, pp: int = 1, pp_rank: int = 0, e
     groups["tp"] = Group(list(range(tp)), None, tp_rank)
     groups["pp"] = Group(list(range(pp)), None, pp_rank)
     groups["ep"] = Group(list(range(ep)), None, ep_rank)
-    return ParallelState(world_size=tp * pp * ep, rank=tp_rank, tp=tp, pp=pp, ep=ep, groups=groups)
+    groups["tp_ep"] = Group(list(range(tp * ep)), None, ep_rank * tp + tp_rank)
+    return ParallelState(world_size=tp * pp * ep, rank=tp_rank, tp=tp, pp=pp, ep=ep, groups=groups,
+                         expert_tp=expert_tp)
 
 
 def unshard_state_dict(per_rank: list, model: nn.Module) -> Dict[str, torch.Tensor]:

@@ -35,7 +35,8 @@ def norm_squared_of_range(param: torch.Tensor, grad: torch.Tensor, flat_start: i
         return grad.new_zeros((), dtype=torch.float32)
     shard = meta.tp_shard
     if shard is None:
-        return grad.float().pow(2).sum() if tp_rank == 0 else grad.new_zeros((), dtype=torch.float32)
+        counted = tp_rank == 0 or meta.distinct_over_tp  # replicated over TP: once
+        return grad.float().pow(2).sum() if counted else grad.new_zeros((), dtype=torch.float32)
     if not shard.has_replicas(tp):
         return grad.float().pow(2).sum()
     weights = shard.replica_weights(param.shape if local_shape is None else local_shape, tp, grad.device)

@@ -208,6 +208,8 @@ class ParamMeta:
     ``is_expert``: an expert parameter, replicated over the expert-DP group only.
     ``num_global_experts``: for an expert parameter whose leading dimension counts this EP rank's
     experts, the experts of the whole layer (EP rank ``r`` holds ``[r * local, (r + 1) * local)``).
+    ``distinct_over_tp``: not split over TP yet different on every TP rank (whole experts spread over
+    TP x EP, ``--expert-tensor-parallel-size 1``): each rank's value counts in the gradient norm.
     """
 
     tp_shard: Optional[TPShard] = None
@@ -220,6 +222,7 @@ class ParamMeta:
     is_expert: bool = False
     init_value: float = 0.0
     num_global_experts: Optional[int] = None
+    distinct_over_tp: bool = False
 
     def replace(self, **changes: object) -> "ParamMeta":
         return dataclasses.replace(self, **changes)

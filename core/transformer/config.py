@@ -285,10 +285,11 @@ class TransformerConfig:
     # Experts use the dense MLP's activation flags (and biases: see add_router_bias below).
     moe_grouped_gemm: bool = False
     moe_expert_capacity_factor: Optional[float] = None
-    # Expert parallelism: the experts split over --expert-model-parallel-size ranks (carved out of data
-    # parallelism), each expert split over --expert-tensor-parallel-size ranks (None: the TP size; only that
-    # is supported); tokens travel by all-to-all or all-gather [--moe-token-dispatcher-type] (Megatron's
-    # default: allgather). Both give the numbers of EP 1.
+    # Expert parallelism: the experts split over --expert-model-parallel-size ranks, each expert split over
+    # --expert-tensor-parallel-size ranks: None or TP (the default) splits it like the dense MLP, the EP ranks
+    # carved out of data parallelism; 1 keeps experts whole and spreads them over TP x (EP / TP) ranks, as
+    # Megatron's expert mesh does (needs SP and EP a multiple of TP). Tokens travel by all-to-all or all-gather
+    # [--moe-token-dispatcher-type] (Megatron's default: allgather). Every layout gives the numbers of EP 1.
     expert_model_parallel_size: int = 1
     expert_tensor_parallel_size: Optional[int] = None
     moe_token_dispatcher_type: str = "allgather"
@@ -463,9 +464,17 @@ class TransformerConfig:
         ep, etp, tp = self.expert_model_parallel_size, self.expert_tensor_parallel_size, self.tensor_model_parallel_size
         if ep < 1 or self.num_experts % ep != 0:
             raise ValueError(f"--num-experts {self.num_experts} is not divisible by --expert-model-parallel-size {ep}")
-        if etp is not None and etp != tp:
-            raise ValueError(f"--expert-tensor-parallel-size {etp} other than --tensor-model-parallel-size {tp} is not "
-                             "supported yet; drop it (experts are split like the dense MLP)")
+        if etp is not None and etp not in (1, tp):
+            raise ValueError(f"--expert-tensor-parallel-size {etp} must be 1 (whole experts) or "
+                             f"--tensor-model-parallel-size {tp} (experts split like the dense MLP)")
+        if etp == 1 and tp > 1:
+            if not self.sequence_parallel:
+                raise ValueError("--expert-tensor-parallel-size 1 with --tensor-model-parallel-size > 1 needs "
+                                 "--sequence-parallel (each TP rank dispatches its own sequence shard)")
+            if ep % tp != 0:
+                raise ValueError(f"--expert-tensor-parallel-size 1 needs --expert-model-parallel-size ({ep}) to be a "
+                                 f"multiple of --tensor-model-parallel-size ({tp}); each expert-parallel group spans "
+                                 "whole TP groups")
         if self.moe_token_dispatcher_type not in MOE_TOKEN_DISPATCHER_TYPES:
             raise ValueError(f"--moe-token-dispatcher-type {self.moe_token_dispatcher_type!r} is not one of "
                              f"{MOE_TOKEN_DISPATCHER_TYPES}")

@@ -35,7 +35,7 @@ from core.distributed.data_parallel import DataParallelModels, DDPModels, DDPOpt
 from core.distributed.fsdp import uses_fsdp
 from core.models.gpt_model import build_model, build_model_chunks
 from core.optimizer.optimizer import OptimizerConfig, build_grad_scaler
-from core.parallel_state import ParallelState, initialize
+from core.parallel_state import ParallelState, expert_dimension, initialize
 from core.pipeline_parallel.layout import stage_layers
 from core.pipeline_parallel.schedules import PipelineOptions, get_forward_backward_func
 from core.tensor_parallel.mappings import all_reduce
@@ -305,7 +305,8 @@ class Trainer:
             return
         path, iteration, release = found
         checkpoint = checkpointing.load_file(path)
-        checkpointing.check_layout(checkpoint, path, state.tp, state.pp, len(self.models), state.ep)
+        checkpointing.check_layout(checkpoint, path, state.tp, state.pp, len(self.models),
+                                   args.expert_model_parallel_size, args.expert_tensor_parallel_size or state.tp)
         check_saved_settings(checkpoint.get("transformer_config"), self.config, path)
         try:
             self.dp.load_model_state(checkpoint)
@@ -372,7 +373,9 @@ def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pre
     acc = init_distributed(args)
     args.distributed_backend = args.distributed_backend or acc.backend
     state = initialize(tp=args.tensor_model_parallel_size, pp=args.pipeline_model_parallel_size,
-                       cp=args.context_parallel_size, ep=args.expert_model_parallel_size,
+                       cp=args.context_parallel_size, expert_tp=args.expert_tensor_parallel_size,
+                       ep=expert_dimension(args.tensor_model_parallel_size, args.expert_model_parallel_size,
+                                           args.expert_tensor_parallel_size),
                        vpp=args.virtual_pipeline_model_parallel_size, backend=args.distributed_backend)
     trainer = Trainer(args, state, acc, task)
     if args.load:

@@ -9,6 +9,8 @@ losses) for two SGD steps (the second sees the first's update), micro-batch 1, g
   distributed optimizer and overlapped reductions,
   EP2 with full recompute, EP2 with a capacity factor (the same tokens dropped as at EP 1), and
   GPT-OSS's expert and router biases with a clamped gated activation at EP4 and EP2 x TP2;
+- whole experts spread over TP x EP (``--expert-tensor-parallel-size 1`` with TP2 + SP) at EP 2 and 4,
+  with both dispatchers, grouped GEMM, capacity and biases;
 - a DeepSeek-V3-shaped model (MLA, group-limited sigmoid routing with the expert bias, a dense first
   layer, one MTP module whose ``mtp_1 loss`` is compared too) under PP2 x EP2.
 
@@ -69,6 +71,7 @@ DEEPSEEK_V3 = ["--num-layers", "4", "--multi-latent-attention", "--q-lora-rank",
                "--qk-head-dim", "4", "--qk-pos-emb-head-dim", "4", "--v-head-dim", "4",
                "--moe-router-num-groups", "2", "--moe-router-group-topk", "1",
                "--moe-router-topk-scaling-factor", "2.5", "--mtp-num-layers", "1", "--untie-embeddings-and-output-weights"]
+WHOLE_EXPERTS_TP2 = ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-tensor-parallel-size", "1"]
 RECOMPUTE = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
 
 
@@ -93,6 +96,10 @@ JOBS: Dict[str, Tuple[List[str], List[str], bool]] = {
     "ep4_capacity": (_ep(4, "alltoall", *CAPACITY), CAPACITY, True),
     "deepseek_v3_mtp_pp2_ep2": (_ep(2, "alltoall", "--pipeline-model-parallel-size", "2", *DEEPSEEK_V3), DEEPSEEK_V3,
                             False),
+    "etp1_tp2_sp_ep2": (_ep(2, "alltoall", *WHOLE_EXPERTS_TP2), [], False),
+    "etp1_tp2_sp_ep4_allgather_grouped": (_ep(4, "allgather", "--moe-grouped-gemm", *WHOLE_EXPERTS_TP2), [], False),
+    "etp1_tp2_sp_ep4_capacity_biases": (_ep(4, "alltoall", *WHOLE_EXPERTS_TP2, *CAPACITY, *BIASES),
+                                        CAPACITY + BIASES, False),
     "ep2_biases_tp2": (_ep(2, "allgather", "--tensor-model-parallel-size", "2", *BIASES), BIASES, False),
     "ep4_biases": (_ep(4, "alltoall", *BIASES), BIASES, True),
     "ep2_capacity_allgather": (_ep(2, "allgather", *CAPACITY), CAPACITY, True),

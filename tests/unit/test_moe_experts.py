@@ -31,7 +31,8 @@ def _config(**overrides: Any) -> TransformerConfig:
 
 
 def _state(tp: int) -> SimpleNamespace:
-    return SimpleNamespace(tp_group=SimpleNamespace(size=tp), ep_group=SimpleNamespace(size=1))
+    return SimpleNamespace(tp_group=SimpleNamespace(size=tp, rank=0), ep_group=SimpleNamespace(size=1),
+                           expert_group=SimpleNamespace(size=1), experts_split_over_tp=True)
 
 
 def _inputs(seed: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

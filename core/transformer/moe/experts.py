@@ -68,22 +68,25 @@ def looped_linear(rows: torch.Tensor, weight: torch.Tensor, tokens_per_expert: t
 
 
 class ExpertMLPs(nn.Module):
-    """Every local expert's MLP over the permuted rows; the output is partial over TP."""
+    """Every local expert's MLP over the permuted rows; the output is partial over TP (complete when whole
+    experts spread over TP, --expert-tensor-parallel-size 1)."""
 
     def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
         super().__init__()
-        tp, ep = state.tp_group.size, state.ep_group.size
-        experts, ffn, hidden = config.num_experts // ep, config.moe_expert_ffn_hidden_size, config.hidden_size
+        self.split_over_tp = state.experts_split_over_tp
+        tp = state.tp_group.size if self.split_over_tp else 1
+        experts = config.num_experts // state.expert_group.size
+        ffn, hidden = config.moe_expert_ffn_hidden_size, config.hidden_size
         self.config = config
         self.gated = config.gated_linear_unit
         self.act = activation_function(config)
         segments = (Segment(ffn), Segment(ffn)) if self.gated else (Segment(ffn),)
         self.linear_fc1 = nn.Module()
         self.linear_fc1.weight = self._expert_param(
-            (experts, len(segments) * ffn // tp, hidden), TPShard(1, segments), "normal", config)
+            (experts, len(segments) * ffn // tp, hidden), self._shard(1, segments), "normal", config)
         self.linear_fc2 = nn.Module()
         self.linear_fc2.weight = self._expert_param(
-            (experts, hidden, ffn // tp), TPShard(2, (Segment(ffn),)), "scaled_normal", config)
+            (experts, hidden, ffn // tp), self._shard(2, (Segment(ffn),)), "scaled_normal", config)
         if config.mlp_bias:
             self._add_biases(config, state, segments)
         else:
@@ -91,24 +94,33 @@ class ExpertMLPs(nn.Module):
         self.use_grouped_mm = config.moe_grouped_gemm and grouped_mm_available(
             config.params_dtype, hidden, ffn // tp, len(segments) * ffn // tp)
 
-    @staticmethod
-    def _expert_param(shape: tuple, shard: TPShard, init: str, config: TransformerConfig) -> nn.Parameter:
+    def _shard(self, dim: int, segments: tuple) -> "TPShard | None":
+        """How an expert tensor splits over TP: like the dense MLP's, or not at all (whole experts per rank)."""
+        return TPShard(dim, segments) if self.split_over_tp else None
+
+    def _mark(self, param: nn.Parameter, config: TransformerConfig, **meta: object) -> nn.Parameter:
+        """An expert parameter: reduced over expert-DP, 1/EP of the layer's experts, distinct per TP rank when
+        whole experts spread over TP."""
+        return update_meta(mark_param(param, **meta), is_expert=True, num_global_experts=config.num_experts,
+                           distinct_over_tp=not self.split_over_tp)
+
+    def _expert_param(self, shape: tuple, shard: "TPShard | None", init: str,
+                      config: TransformerConfig) -> nn.Parameter:
         param = nn.Parameter(torch.empty(shape, dtype=config.params_dtype))
         std = config.init_method_std / ((2.0 * config.num_layers) ** 0.5 if init == "scaled_normal" else 1.0)
         nn.init.normal_(param, std=std)
-        return update_meta(mark_param(param, init=init, tp_shard=shard), is_expert=True,
-                           num_global_experts=config.num_experts)
+        return self._mark(param, config, init=init, tp_shard=shard)
 
     def _add_biases(self, config: TransformerConfig, state: ParallelState, segments: tuple) -> None:
-        """fc1's bias split over TP like its weight; fc2's replicated, added by TP rank 0 only."""
-        experts, tp = self.linear_fc1.weight.shape[0], state.tp_group.size
+        """fc1's bias split over TP like its weight; fc2's replicated, added by TP rank 0 only (by every rank
+        when the experts are whole)."""
+        experts = self.linear_fc1.weight.shape[0]
+        partial = self.split_over_tp and state.tp_group.size > 1
         fc1_bias = nn.Parameter(torch.zeros(experts, self.linear_fc1.weight.shape[1], dtype=config.params_dtype))
-        self.linear_fc1.bias = update_meta(mark_param(fc1_bias, init="zeros", tp_shard=TPShard(1, segments)),
-                                           is_expert=True, num_global_experts=config.num_experts)
+        self.linear_fc1.bias = self._mark(fc1_bias, config, init="zeros", tp_shard=self._shard(1, segments))
         fc2_bias = nn.Parameter(torch.zeros(experts, config.hidden_size, dtype=config.params_dtype))
-        self.linear_fc2.bias = update_meta(mark_param(fc2_bias, init="zeros", grad_partial_over_tp=tp > 1),
-                                           is_expert=True, num_global_experts=config.num_experts)
-        self.adds_fc2_bias = state.tp_group.rank == 0
+        self.linear_fc2.bias = self._mark(fc2_bias, config, init="zeros", grad_partial_over_tp=partial)
+        self.adds_fc2_bias = state.tp_group.rank == 0 or not self.split_over_tp
 
     def forward(self, rows: torch.Tensor, tokens_per_expert: torch.Tensor) -> torch.Tensor:
         """``rows`` [n, h] grouped by expert (``tokens_per_expert`` [experts]) -> [n, h], partial over TP."""

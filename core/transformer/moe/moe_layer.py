@@ -12,12 +12,14 @@ layer's output, and the log through ``tracked_aux_losses``.
 
 Under expert parallelism (``--expert-model-parallel-size``) the layer holds its EP rank's experts and
 the dispatcher (``--moe-token-dispatcher-type``, token_dispatcher.py) moves the routed rows of the
-TP-replicated tokens between the ranks of the EP group (the ranks of one TP rank).
+TP-replicated tokens between the ranks of the EP group (the ranks of one TP rank). With
+``--expert-tensor-parallel-size 1`` (and SP) whole experts spread over the TP x EP ranks instead: each TP
+rank sends only the tokens of its own sequence shard, and their combined rows are its output.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict
+from typing import Dict, Optional
 
 import torch
 import torch.nn.functional as F
@@ -56,7 +58,8 @@ class MoELayer(nn.Module):
                     nn.Parameter(torch.empty(1, config.hidden_size, dtype=config.params_dtype)), init="normal",
                     grad_partial_over_tp=config.sequence_parallel)
                 nn.init.normal_(self.shared_expert_gate, std=config.init_method_std)
-        self.dispatcher = DISPATCHERS[config.moe_token_dispatcher_type](config.num_experts, state.ep_group)
+        self.experts_split_over_tp = state.experts_split_over_tp
+        self.dispatcher = DISPATCHERS[config.moe_token_dispatcher_type](config.num_experts, state.expert_group)
         self.tracked_aux_losses: Dict[str, torch.Tensor] = {}
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -65,21 +68,18 @@ class MoELayer(nn.Module):
         tokens = (gather_from_sequence_parallel_region(hidden, self.tp_group, output_grad_is_partial=False)
                   if sequence_parallel else hidden)
         routed = self.router(tokens)
-        flat = copy_to_tensor_model_parallel_region(tokens.reshape(-1, tokens.shape[-1]), self.tp_group)  # [t, h]
         keep = None
         if self.config.moe_expert_capacity_factor is not None:
-            capacity = expert_capacity(flat.shape[0], self.config.moe_router_topk, self.config.num_experts,
+            capacity = expert_capacity(routed.indices.shape[0], self.config.moe_router_topk, self.config.num_experts,
                                        self.config.moe_expert_capacity_factor)
             keep = capacity_keep_mask(routed.weights, routed.indices, self.config.num_experts, capacity)
-        # the weights scale TP-partial expert outputs (or inputs): their gradient is all-reduced over TP
+        # the weights scale TP-partial expert outputs (or a TP rank's share of the tokens): their gradient is
+        # all-reduced over TP
         weights = copy_to_tensor_model_parallel_region(routed.weights, self.tp_group)  # [t, k]
-        if self.config.moe_apply_probs_on_input:  # top-1 (Llama 4): the expert reads its token times the weight
-            flat, weights = flat * weights, torch.ones_like(weights)  # [t, h], [t, 1]
-        rows, tokens_per_expert = self.dispatcher.dispatch(flat, weights, routed.indices, keep)  # [n, h]
-        combined = self.dispatcher.combine(self.experts(rows, tokens_per_expert))  # [t, h] partial over TP
-        combined = combined.view_as(tokens)  # [s, b, h]
-        output = (reduce_scatter_to_sequence_parallel_region(combined, self.tp_group) if sequence_parallel
-                  else reduce_from_tensor_model_parallel_region(combined, self.tp_group))  # [s(/tp), b, h]
+        if self.experts_split_over_tp:
+            output = self._experts_split_over_tp(tokens, weights, routed.indices, keep)
+        else:
+            output = self._whole_experts(hidden, weights, routed.indices, keep)
         if self.shared_experts is not None:
             shared = self.shared_experts(hidden)  # [s(/tp), b, h]
             if self.shared_expert_gate is not None:
@@ -87,6 +87,33 @@ class MoELayer(nn.Module):
             output = output + shared
         self._track(routed.losses)
         return attach_aux_loss(output, sum(routed.losses.values())) if routed.losses else output
+
+    def _experts_split_over_tp(self, tokens: torch.Tensor, weights: torch.Tensor, indices: torch.Tensor,
+                               keep: Optional[torch.Tensor]) -> torch.Tensor:
+        """Every TP rank runs its FFN shard of the experts for all tokens ``[s, b, h]``; one reduction over TP."""
+        flat = copy_to_tensor_model_parallel_region(tokens.reshape(-1, tokens.shape[-1]), self.tp_group)  # [t, h]
+        combined = self._dispatch_and_combine(flat, weights, indices, keep).view_as(tokens)  # [s, b, h] partial
+        if self.config.sequence_parallel:
+            return reduce_scatter_to_sequence_parallel_region(combined, self.tp_group)  # [s/tp, b, h]
+        return reduce_from_tensor_model_parallel_region(combined, self.tp_group)  # [s, b, h]
+
+    def _whole_experts(self, hidden: torch.Tensor, weights: torch.Tensor, indices: torch.Tensor,
+                       keep: Optional[torch.Tensor]) -> torch.Tensor:
+        """--expert-tensor-parallel-size 1 (with SP): each TP rank dispatches the tokens of its sequence shard
+        ``hidden`` [s/tp, b, h] (rows ``[rank * n, (rank + 1) * n)`` of the routed tokens) to whole experts spread
+        over TP x EP; the combined rows are its output, complete."""
+        flat = hidden.reshape(-1, hidden.shape[-1])  # [n, h], n = t / tp
+        mine = slice(self.tp_group.rank * flat.shape[0], (self.tp_group.rank + 1) * flat.shape[0])
+        keep = keep[mine] if keep is not None else None
+        return self._dispatch_and_combine(flat, weights[mine], indices[mine], keep).view_as(hidden)
+
+    def _dispatch_and_combine(self, flat: torch.Tensor, weights: torch.Tensor, indices: torch.Tensor,
+                              keep: Optional[torch.Tensor]) -> torch.Tensor:
+        """The routed experts' weighted sum for the tokens ``flat`` [t, h] (``weights``/``indices`` [t, k])."""
+        if self.config.moe_apply_probs_on_input:  # top-1 (Llama 4): the expert reads its token times the weight
+            flat, weights = flat * weights, torch.ones_like(weights)  # [t, h], [t, 1]
+        rows, tokens_per_expert = self.dispatcher.dispatch(flat, weights, indices, keep)  # [n, h]
+        return self.dispatcher.combine(self.experts(rows, tokens_per_expert))  # [t, h]
 
     def _track(self, losses: Dict[str, torch.Tensor]) -> None:
         """Add this training forward's loss values to ``tracked_aux_losses`` (for the log)."""
