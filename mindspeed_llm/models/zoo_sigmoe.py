@@ -25,8 +25,8 @@ Checkpoints hold one tensor per expert (``mlp.experts.{e}.gate_proj/up_proj/down
 
 * ``glm4_moe`` (MindSpeed ``glm45``): half the head dims rotate by default (``partial_rotary_factor`` 0.5,
   ``--rotary-percent``), q/k/v bias (``attention_bias``, ``--add-qkv-bias``), optional per-head q/k norms
-  (``use_qk_norm``, ``--qk-layernorm``). The MTP layers (``num_nextn_predict_layers``) are not read by
-  transformers' model; their tensors are not converted.
+  (``use_qk_norm``, ``--qk-layernorm``). The MTP layers (``num_nextn_predict_layers``, kept from the
+  original config) are not built by transformers' model; their tensors are not converted.
 * ``dots1``: per-head q/k norms always; ``attention_bias`` puts biases on q/k/v AND o
   (``--add-qkv-bias --add-dense-bias``); sliding-window layers from ``layer_types`` / ``max_window_layers``.
 * ``solar_open``: every layer MoE, full RoPE, q/k/v bias (``attention_bias``).
@@ -35,7 +35,9 @@ Checkpoints hold one tensor per expert (``mlp.experts.{e}.gate_proj/up_proj/down
   interleaved RoPE, tied embeddings; bias tensor ``mlp.moe_statics.e_score_correction_bias`` [1, experts]
   ("expert_bias_row"); shared experts ``moe_num_shared_experts`` (0: none); MoE layers
   ``moe_layer_start_index`` .. last (``moe_layer_interval`` 1 only).
-* ``minimax_m2``: sigmoid, always renormalised, no shared experts or dense layers; q/k RMSNorms over all
+* ``minimax_m2``: sigmoid, always renormalised, no shared experts or dense layers (the remote-code keys
+  ``scoring_func``, ``use_routing_bias``, ``qk_norm_type``, ``shared_intermediate_size``,
+  ``routed_scaling_factor`` and ``attn_type_list`` are accepted at their neutral values only); q/k RMSNorms over all
   heads' channels (``--qk-layernorm-full-width``); partial RoPE (``rotary_dim``); Mixtral's tensor names
   (``block_sparse_moe.experts.{e}.w1/w3/w2``, bias ``block_sparse_moe.e_score_correction_bias``).
 * ``hy_v3``: sigmoid, always renormalised, ``router_scaling_factor``; per-head q/k norms before RoPE;
@@ -216,7 +218,7 @@ def _glm4_moe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
             "partial_rotary_factor": cfg.rotary_percent, **moe_sizes_hf(cfg), "n_routed_experts": cfg.num_experts,
             **group_routing_hf(cfg, "glm4_moe"), "routed_scaling_factor": scaling_factor_hf(cfg),
             **shared_experts_hf(cfg, "glm4_moe", "n_shared_experts"),
-            "first_k_dense_replace": cfg.first_k_dense_replace, "num_nextn_predict_layers": 0}
+            "first_k_dense_replace": cfg.first_k_dense_replace}
 
 
 def _deepseek_style_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
@@ -259,11 +261,11 @@ def _dots1_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     check_bias_router_hf(cfg, "dots1")
     types = _layer_types(cfg)
     sliding = [i for i, kind in enumerate(types) if kind == "sliding_attention"]
-    return {**_common_hf_config(cfg), "attention_bias": qkv, **moe_sizes_hf(cfg), "n_routed_experts": cfg.num_experts,
-            **group_routing_hf(cfg, "dots1"), "routed_scaling_factor": scaling_factor_hf(cfg),
-            **shared_experts_hf(cfg, "dots1", "n_shared_experts"), "first_k_dense_replace": cfg.first_k_dense_replace,
-            "sliding_window": cfg.sliding_window, "layer_types": types,
-            "max_window_layers": sliding[0] if sliding else cfg.num_layers}
+    out = {**_common_hf_config(cfg), "attention_bias": qkv, **moe_sizes_hf(cfg), "n_routed_experts": cfg.num_experts,
+           **group_routing_hf(cfg, "dots1"), "routed_scaling_factor": scaling_factor_hf(cfg),
+           **shared_experts_hf(cfg, "dots1", "n_shared_experts"), "first_k_dense_replace": cfg.first_k_dense_replace,
+           "layer_types": types}  # transformers reads layer_types first; the window keys only when a layer slides
+    return {**out, "sliding_window": cfg.sliding_window, "max_window_layers": sliding[0]} if sliding else out
 
 
 DOTS1 = register(Family("dots1", "dots1", "Dots1ForCausalLM", _dots1_config, _dots1_hf_config, LLAMA_WEIGHTS,
@@ -383,8 +385,9 @@ def _minimax_m2_rope(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _minimax_m2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     hf = _minimax_m2_rope({"rope_theta": 5_000_000.0, "head_dim": 128, **hf})
+    # keys of the original remote code that transformers' MiniMaxM2 does not read: only their neutral values
     _refuse("minimax_m2", hf, scoring_func="sigmoid", use_routing_bias=True, qk_norm_type="per_layer",
-            shared_intermediate_size=0)
+            shared_intermediate_size=0, routed_scaling_factor=1.0)
     if float(hf.get("router_jitter_noise", 0.0) or 0.0) != 0.0:
         raise RegistryError(f"minimax_m2 router_jitter_noise={hf['router_jitter_noise']} is not supported; set it to 0")
     attention_types = hf.get("attn_type_list")

@@ -31,6 +31,7 @@ BAD = [
     ("ernie4_5_moe", dict(ERNIE, moe_gate_act="sigmoid"), "moe_gate_act='sigmoid'"),
     ("minimax_m2", dict(MINIMAX, scoring_func="softmax"), "scoring_func='softmax'"),
     ("minimax_m2", dict(MINIMAX, router_jitter_noise=0.1), "router_jitter_noise"),
+    ("minimax_m2", dict(MINIMAX, routed_scaling_factor=2.0), "routed_scaling_factor=2.0"),
     ("minimax_m2", dict(MINIMAX, attn_type_list=[0, 1, 1]), "attn_type_list"),
     ("hy_v3", dict(HY, mlp_layer_types=["sparse", "dense", "sparse"]), "mlp_layer_types"),
     ("hy_v3", dict(HY, mlp_bias=True), "mlp_bias=True"),
