@@ -35,7 +35,8 @@ Checkpoints hold one tensor per expert (``mlp.experts.{e}.gate_proj/up_proj/down
   interleaved RoPE, tied embeddings; bias tensor ``mlp.moe_statics.e_score_correction_bias`` [1, experts]
   ("expert_bias_row"); shared experts ``moe_num_shared_experts`` (0: none); MoE layers
   ``moe_layer_start_index`` .. last (``moe_layer_interval`` 1 only).
-* ``minimax_m2``: sigmoid, always renormalised, no shared experts or dense layers (the remote-code keys
+* ``minimax_m2``: sigmoid, always renormalised (HF divides by the plain sum, ours by the sum + 1e-20: equal
+  unless the chosen scores sum below ~1e-13), no shared experts or dense layers (the remote-code keys
   ``scoring_func``, ``use_routing_bias``, ``qk_norm_type``, ``shared_intermediate_size``,
   ``routed_scaling_factor`` and ``attn_type_list`` are accepted at their neutral values only); q/k RMSNorms over all
   heads' channels (``--qk-layernorm-full-width``); partial RoPE (``rotary_dim``); Mixtral's tensor names
@@ -311,6 +312,9 @@ SOLAR_OPEN = register(Family("solar_open", "solar_open", "SolarOpenForCausalLM",
 def _ernie_moe_layers(hf: Dict[str, Any]) -> Dict[str, Any]:
     """MoE layers ``moe_layer_start_index`` .. last, every layer (``(i + 1) % interval`` needs interval 1)."""
     layers = int(hf["num_hidden_layers"])
+    for key in ("moe_layer_interval", "moe_layer_start_index", "moe_layer_end_index"):
+        if not isinstance(hf.get(key, 0), (int, type(None))):  # ERNIE-VL: one value per modality
+            raise RegistryError(f"ernie4_5_moe {key}={hf[key]!r} is not supported (one integer only)")
     interval = int(hf.get("moe_layer_interval") or 1)
     start, end = int(hf.get("moe_layer_start_index", 1) or 0), int(hf.get("moe_layer_end_index", -1))
     if interval != 1:

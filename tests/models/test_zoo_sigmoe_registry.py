@@ -26,6 +26,7 @@ BAD = [
     ("glm4_moe", dict(GLM, n_shared_experts=0), "n_shared_experts=0"),
     ("ernie4_5_moe", dict(ERNIE, moe_layer_interval=2), "moe_layer_interval=2"),
     ("ernie4_5_moe", dict(ERNIE, moe_layer_end_index=1), "moe_layer_end_index=1"),
+    ("ernie4_5_moe", dict(ERNIE, moe_layer_start_index=[1, 1]), "moe_layer_start_index=[1, 1]"),
     ("ernie4_5_moe", dict(ERNIE, use_bias=True), "use_bias=True"),
     ("ernie4_5_moe", dict(ERNIE, moe_norm_min=0.1), "moe_norm_min=0.1"),
     ("ernie4_5_moe", dict(ERNIE, moe_gate_act="sigmoid"), "moe_gate_act='sigmoid'"),
