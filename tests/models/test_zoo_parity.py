@@ -100,7 +100,7 @@ def make_hf_model(name: str, seed: int = 0) -> transformers.PreTrainedModel:
 
 def build_hf_model(case: Tuple[str, str, Dict[str, Any], str], seed: int = 0) -> transformers.PreTrainedModel:
     """A tiny random HF model of ``case`` (as in ``CASES``) in fp32, every weight perturbed (biases and
-    norms not trivial)."""
+    norms not trivial), and the routers' ``e_score_correction_bias`` buffers too."""
     config_cls, model_cls, overrides, _ = case
     config = getattr(transformers, config_cls)(**{**BASE, **overrides}, dtype="float32", attn_implementation="eager")
     torch.manual_seed(seed)
@@ -108,6 +108,9 @@ def build_hf_model(case: Tuple[str, str, Dict[str, Any], str], seed: int = 0) ->
     with torch.no_grad():
         for param in model.parameters():
             param.add_(torch.randn_like(param) * 0.05)
+        for name, buffer in model.named_buffers():  # routers' aux-loss-free biases change the expert choice
+            if name.endswith("e_score_correction_bias"):
+                buffer.add_(torch.randn_like(buffer) * 0.1)
     return model
 
 
