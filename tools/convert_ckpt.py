@@ -145,6 +145,7 @@ from core.checkpointing import (
     write_tracker,
 )
 from core.models.gpt_model import EMBEDDING_WEIGHT, GPTModel, layout_state
+from core.parallel_state import expert_dimension
 from core.pipeline_parallel.layout import (LayoutError, Placement, chunk_specs, resolve_virtual_pipeline,
                                           stage_layers)
 from core.tensor_parallel.param_meta import TPShard, expert_slice, full_shape, param_meta
@@ -196,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--target-expert-parallel-size", type=int, default=1,
                         help="EP of an mg target: each file mp_rank_TT[_PPP]_EEE holds 1/EP of every MoE layer's "
                              "experts")
+    parser.add_argument("--target-expert-tensor-parallel-size", type=int, default=None,
+                        help="expert TP of an mg target: the target TP (default; experts split like the MLP) or 1 "
+                             "(whole experts spread over TP x EP / TP ranks, EP a multiple of TP)")
     add_pipeline_layout_args(parser, title="pipeline layout of an mg or megatron target (--noop-layers "
                                            "default: none from hf, the source's from mg or megatron)")
     parser.add_argument("--num-layers", type=int, default=None,
@@ -245,6 +249,10 @@ def validate_args(args: argparse.Namespace) -> None:
         raise ConversionError("--target-tensor-parallel-size must be >= 1")
     if args.target_expert_parallel_size < 1:
         raise ConversionError("--target-expert-parallel-size must be >= 1")
+    if args.target_expert_tensor_parallel_size not in (None, 1, args.target_tensor_parallel_size):
+        raise ConversionError("--target-expert-tensor-parallel-size must be 1 or the target TP")
+    if args.target_expert_tensor_parallel_size is not None and args.save_model_type != "mg":
+        raise ConversionError("--target-expert-tensor-parallel-size lays out the experts of an mg target; drop it")
     if args.target_expert_parallel_size > 1 and args.save_model_type != "mg":
         raise ConversionError(f"--target-expert-parallel-size shards the experts of an mg target; a "
                               f"{args.save_model_type} target holds all experts, drop it")
@@ -297,10 +305,13 @@ class ModelLayout:
     def __init__(self, config: TransformerConfig, rules: Sequence[WeightRule],
                  placement: Optional[Placement] = None) -> None:
         self.config, self.tp = config, config.tensor_model_parallel_size
-        self.ep = config.expert_model_parallel_size
+        self.ep = config.expert_model_parallel_size  # every MoE layer's experts split over this many ranks
+        etp = config.expert_tensor_parallel_size
+        self.whole_experts = etp == 1 and self.tp > 1  # experts not split over TP: spread over TP x EP / TP
+        self.ep_files = expert_dimension(self.tp, self.ep, etp)  # the EEE of mp_rank_TT_PPP_EEE
         self.placement: Placement = placement or [[list(range(config.num_layers))]]
         self.pp, self.vpp = len(self.placement), len(self.placement[0])
-        state = layout_state(self.tp, ep=self.ep)
+        state = layout_state(self.tp, ep=self.ep_files, expert_tp=etp)
         with torch.device("meta"):
             model = GPTModel(config, state)
         self.shards: Dict[str, Optional[TPShard]] = {}
@@ -358,7 +369,11 @@ class ModelLayout:
     @property
     def ranks(self) -> int:
         """Files per pipeline stage: one per (TP rank, EP rank), numbered ``ep_rank * tp + tp_rank``."""
-        return self.tp * self.ep
+        return self.tp * self.ep_files
+
+    def expert_index(self, rank: int) -> int:
+        """Which of the ``ep`` slices of every expert tensor file ``rank`` holds."""
+        return rank if self.whole_experts else rank // self.tp
 
     @property
     def chunk_keys(self) -> List[str]:
@@ -639,6 +654,14 @@ class MegatronSource:
         """A chunk's state dict under our parameter names (ours: as stored)."""
         return state
 
+    def _ranks_holding(self, shard: Optional[TPShard], expert: bool, layout: ModelLayout) -> List[int]:
+        """The files (``ep_rank * tp + tp_rank``) whose pieces make a tensor: one copy of what is replicated over
+        TP (rank 0's) or EP, every TP rank of a split tensor, every EP rank (and TP rank, for whole experts) of
+        an expert tensor."""
+        tps = range(self.tp if shard is not None or (expert and layout.whole_experts) else 1)
+        eps = range(self.ep if expert else 1)
+        return [ep_rank * self.tp + tp_rank for ep_rank in eps for tp_rank in tps]
+
     def _stored_name(self, stage: int, chunk: int, local: str) -> str:
         """The key in the file of our parameter ``local`` of chunk ``chunk`` on ``stage`` (ours: the same)."""
         return local
@@ -664,8 +687,9 @@ class MegatronSource:
         if "noop_layers" not in values:
             values["noop_layers"] = tuple(getattr(args, "noop_layers", None) or ())
         try:
+            ep = int(getattr(args, "expert_model_parallel_size", None) or self.ep)  # files x TP with whole experts
             config = TransformerConfig.from_dict({**values, "tensor_model_parallel_size": self.tp,
-                                                  "expert_model_parallel_size": self.ep})
+                                                  "expert_model_parallel_size": ep})
         except (TypeError, ValueError) as error:
             raise ConversionError(f"{load_dir}: cannot rebuild the model config ({error})") from None
         return config
@@ -705,18 +729,17 @@ class MegatronSource:
         shard = layout.shards[name]
         expert = name in layout.experts
         full: Optional[torch.Tensor] = None
-        for ep_rank in range(self.ep if expert else 1):  # a tensor replicated over EP: EP rank 0's copy
-            for tp_rank in range(self.tp if shard is not None else 1):  # replicated over TP: rank 0's copy
-                mapped = self._map(ep_rank * self.tp + tp_rank, stage)
-                piece = mapped[key][stored]
-                if full is None:
-                    full = piece.new_empty(layout.full_shapes[name])
-                experts = expert_slice(full, ep_rank, self.ep) if expert else full
-                if shard is None:
-                    experts.copy_(piece)
-                else:
-                    self._place(name, shard, piece, tp_rank, experts)  # one rank's pages mapped at a time
-                del piece, mapped  # unmaps the file
+        for rank in self._ranks_holding(shard, expert, layout):
+            mapped = self._map(rank, stage)
+            piece = mapped[key][stored]
+            if full is None:
+                full = piece.new_empty(layout.full_shapes[name])
+            experts = expert_slice(full, layout.expert_index(rank), layout.ep) if expert else full
+            if shard is None:
+                experts.copy_(piece)
+            else:
+                self._place(name, shard, piece, rank % self.tp, experts)  # one rank's pages mapped at a time
+            del piece, mapped  # unmaps the file
         return to_hf(layout.rules[name][0], self._to_our_layout(name, full), layout.context(name))
 
 
@@ -765,8 +788,8 @@ class MegatronSink:
             shard = layout.local_shards[(stage, chunk, local)]
             expert = (stage, chunk, local) in layout.expert_locations
             for rank in ranks:
-                tp_rank, ep_rank = rank % layout.tp, rank // layout.tp
-                value = self._piece(local, expert_slice(full, ep_rank, layout.ep) if expert else full, shard, tp_rank)
+                experts = expert_slice(full, layout.expert_index(rank), layout.ep) if expert else full
+                value = self._piece(local, experts, shard, rank % layout.tp)
                 file = (rank, stage)
                 self.per_file.setdefault(file, [{} for _ in range(layout.vpp)])[chunk][local] = \
                     self._file(rank, stage).add(value)  # written now; the file keeps a placeholder
@@ -784,7 +807,7 @@ class MegatronSink:
         if (rank, stage) not in self.writers:
             layout = self.layout
             path = checkpoint_file(self.save_dir, None, rank % layout.tp, stage, layout.pp, release=True,
-                                   ep_rank=rank // layout.tp, ep_size=layout.ep)
+                                   ep_rank=rank // layout.tp, ep_size=layout.ep_files)
             self.writers[(rank, stage)] = StreamingCheckpoint(path)
         return self.writers[(rank, stage)]
 
@@ -830,7 +853,7 @@ def checkpoint_args(layout: ModelLayout, family_name: str) -> argparse.Namespace
         kv_channels=config.kv_channels, seq_length=config.max_position_embeddings,
         max_position_embeddings=config.max_position_embeddings,
         tensor_model_parallel_size=config.tensor_model_parallel_size, pipeline_model_parallel_size=layout.pp,
-        expert_model_parallel_size=layout.ep,
+        expert_model_parallel_size=layout.ep, expert_tensor_parallel_size=config.expert_tensor_parallel_size,
         virtual_pipeline_model_parallel_size=vpp,
         num_layers_per_virtual_pipeline_stage=len(layout.placement[0][0]) if vpp else None,
         num_layer_list=None if vpp or even else tuple(counts),
@@ -1199,9 +1222,11 @@ def target_layout(args: argparse.Namespace, source, rules: Sequence[WeightRule])
             divisible_by = 1 if args.load_model_type == "hf" else source.config.make_vocab_size_divisible_by
         placement = target_placement(args, num_layers, noop, num_layers - len(noop))
     ep = args.target_expert_parallel_size if args.save_model_type == "mg" else 1
+    etp = args.target_expert_tensor_parallel_size if args.save_model_type == "mg" else None
     check_ep(source.config, ep, args.load_dir)
     config = with_tp(source.config, tp, divisible_by, dtype, args.load_dir, num_layers=num_layers, noop_layers=noop,
-                     expert_model_parallel_size=ep,
+                     expert_model_parallel_size=ep, expert_tensor_parallel_size=etp,
+                     sequence_parallel=source.config.sequence_parallel or (etp == 1 and tp > 1),
                      hybrid_override_pattern=target_pattern(source.config, num_layers, noop),
                      **target_layer_sets(source.config, num_layers, noop))
     return ModelLayout(config, rules, placement)

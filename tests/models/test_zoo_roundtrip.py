@@ -12,7 +12,8 @@ load in ``transformers`` and give the original model's logits (max abs diff
 <= 1e-6). Single process: conversion needs no process groups.
 
 Every mixture-of-experts family also goes HF -> mg at TP 2 x PP 2 x EP 2 (rank directories
-``mp_rank_TT_PPP_EEE``, each holding half of every MoE layer's experts) -> mg at EP 1 -> HF, exactly.
+``mp_rank_TT_PPP_EEE``, each holding half of every MoE layer's experts) -> mg with whole experts spread
+over TP 2 (``--target-expert-tensor-parallel-size 1``) -> mg at EP 1 -> HF, exactly.
 
     python -m pytest tests/models/test_zoo_roundtrip.py -q
 """
@@ -157,7 +158,16 @@ def test_hf_tp2_pp2_ep2_mg_ep1_hf_round_trip_is_exact(family: str, tmp_path) -> 
     fc1 = [v for k, v in stage["model"].items() if k.endswith("mlp.experts.linear_fc1.weight")]
     assert fc1 and all(t.shape[0] == experts // 2 for t in fc1)
     assert stage["args"].expert_model_parallel_size == 2
-    convert("mg", "mg", ep2_dir, ep1_dir)
+    whole_dir = str(tmp_path / "etp1")  # whole experts spread over TP 2 (EP 2 = TP 2 x 1)
+    convert("mg", "mg", ep2_dir, whole_dir, "--target-tensor-parallel-size", "2", "--target-expert-parallel-size", "2",
+            "--target-expert-tensor-parallel-size", "1")
+    assert sorted(os.listdir(os.path.join(whole_dir, "release"))) == ["mp_rank_00", "mp_rank_01"]
+    whole = torch.load(os.path.join(whole_dir, "release", "mp_rank_01", "model_optim_rng.pt"), weights_only=True)
+    split_width = fc1[0].shape[1]  # the TP 2 shard of each expert's fc1 rows (EP 2 files above)
+    fc1 = [v for k, v in whole["model"].items() if k.endswith("mlp.experts.linear_fc1.weight")]
+    assert fc1 and all(t.shape[0] == experts // 2 and t.shape[1] == 2 * split_width for t in fc1)
+    assert whole["args"].expert_tensor_parallel_size == 1
+    convert("mg", "mg", whole_dir, ep1_dir)
     convert("mg", "hf", ep1_dir, out_dir)
     expected, written = read_safetensors(hf_dir), read_safetensors(out_dir)
     assert sorted(written) == sorted(expected), f"{family}: tensor names differ"
