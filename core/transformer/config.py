@@ -626,8 +626,10 @@ class TransformerConfig:
     def _validate_mla(self) -> None:
         """Multi-latent attention's ranks and head dims (--multi-latent-attention)."""
         if not self.multi_latent_attention:
-            if self.q_lora_rank is not None or self.kv_lora_rank is not None or self.mla_latent_norm_epsilon is not None:
-                raise ValueError("--q-lora-rank/--kv-lora-rank/--mla-latent-norm-epsilon need --multi-latent-attention")
+            if self.q_lora_rank is not None or self.kv_lora_rank is not None:
+                raise ValueError("--q-lora-rank/--kv-lora-rank need --multi-latent-attention")
+            if self.mla_latent_norm_epsilon is not None:
+                raise ValueError("--mla-latent-norm-epsilon needs --multi-latent-attention")
             return
         if self.kv_lora_rank is None or self.kv_lora_rank < 1:
             raise ValueError("--multi-latent-attention needs a positive --kv-lora-rank (the compressed kv width)")
