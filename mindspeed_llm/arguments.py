@@ -276,6 +276,8 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--qk-pos-emb-head-dim", "--qk-rope-head-dim", dest="qk_pos_emb_head_dim", type=int,
                        default=64, help="MLA: per-head query/key dims with RoPE (the key part shared by all heads)")
     group.add_argument("--v-head-dim", type=int, default=128, help="MLA: per-head value dims")
+    group.add_argument("--mla-latent-norm-epsilon", type=float, default=None,
+                       help="MLA: eps of the q/kv latent norms (default --norm-epsilon)")
     _add_moe_args(parser)
 
 
@@ -291,6 +293,8 @@ def _add_moe_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--norm-topk-prob", action="store_true", help="divide the top-k weights by their sum")
     group.add_argument("--moe-router-num-groups", type=int, default=None, help="expert groups for group-limited routing")
     group.add_argument("--moe-router-group-topk", type=int, default=None, help="groups each token may route to")
+    group.add_argument("--moe-router-group-score-topk", type=int, default=None,
+                       help="a group's score sums its best N expert scores (default topk / group-topk; 1: the max)")
     group.add_argument("--moe-router-topk-scaling-factor", type=float, default=None,
                        help="the top-k weights times this factor")
     group.add_argument("--moe-router-enable-expert-bias", action="store_true",
@@ -1201,6 +1205,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             norm_topk_prob=args.norm_topk_prob,
             moe_router_num_groups=args.moe_router_num_groups,
             moe_router_group_topk=args.moe_router_group_topk,
+            moe_router_group_score_topk=args.moe_router_group_score_topk,
             moe_router_topk_scaling_factor=args.moe_router_topk_scaling_factor,
             moe_router_enable_expert_bias=args.moe_router_enable_expert_bias,
             moe_router_bias_update_rate=args.moe_router_bias_update_rate,
@@ -1248,6 +1253,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             v_head_dim=args.v_head_dim,
             mtp_num_layers=args.mtp_num_layers,
             mtp_loss_scaling_factor=args.mtp_loss_scaling_factor,
+            mla_latent_norm_epsilon=args.mla_latent_norm_epsilon,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

@@ -39,7 +39,7 @@ MOE_FIELDS = ("moe_router_topk", "moe_ffn_hidden_size", "moe_router_score_functi
               "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_grouped_gemm", "moe_expert_capacity_factor",
               "moe_shared_expert_intermediate_size", "shared_expert_gate", "moe_layer_freq", "first_k_dense_replace",
               "moe_token_dispatcher_type", "expert_model_parallel_size", "expert_tensor_parallel_size",
-              "moe_apply_probs_on_input", "add_router_bias")
+              "moe_apply_probs_on_input", "add_router_bias", "moe_router_group_score_topk")
 
 
 def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
@@ -237,13 +237,16 @@ class TransformerConfig:
     # (qk_pos_emb_head_dim) [--qk-pos-emb-head-dim]]; W_kvb(norm(compressed kv)) gives each head its unrotated
     # key (qk_head_dim) [--qk-head-dim] and value (v_head_dim) [--v-head-dim]. RoPE rotates the last
     # qk_pos_emb_head_dim dims of q and k; softmax scale 1/sqrt(qk_head_dim + qk_pos_emb_head_dim), times YaRN's
-    # mscale(factor, mscale_all_dim)^2 when --rope-scaling-mscale-all-dim is set
+    # mscale(factor, mscale_all_dim)^2 when --rope-scaling-mscale-all-dim is set. The q and kv latent norms use
+    # mla_latent_norm_epsilon (None: --norm-epsilon; transformers' MLA families fix 1e-6)
+    # [--mla-latent-norm-epsilon]
     multi_latent_attention: bool = False
     q_lora_rank: Optional[int] = None
     kv_lora_rank: Optional[int] = None
     qk_head_dim: int = 128
     qk_pos_emb_head_dim: int = 64
     v_head_dim: int = 128
+    mla_latent_norm_epsilon: Optional[float] = None
     # The residual stream in fp32 while parameters and branch compute keep params_dtype (Megatron; HF Mamba's
     # residual_in_fp32): the embedding output is cast to fp32; norms read the fp32 stream and their outputs (a
     # Mamba layer's input, as HF and Megatron cast it before its norm) are cast to the parameters' dtype; branch
@@ -259,7 +262,9 @@ class TransformerConfig:
     # softmax and sigmoid; the plain softmax is normalised already) [--norm-topk-prob]. Group-limited routing:
     # experts in moe_router_num_groups groups, a group scored by the sum of its top (topk / group_topk) scores,
     # top-k taken within the best moe_router_group_topk groups [--moe-router-num-groups,
-    # --moe-router-group-topk]. The weights times moe_router_topk_scaling_factor [--moe-router-topk-scaling-factor].
+    # --moe-router-group-topk]; moe_router_group_score_topk, when set, sums that many of a group's best scores
+    # instead (1: the group's max, DeepSeek-V2; 2: DeepSeek-V3's noaux_tc) [--moe-router-group-score-topk].
+    # The weights times moe_router_topk_scaling_factor [--moe-router-topk-scaling-factor].
     # Aux-loss-free balancing: a per-expert bias added to the scores for the selection only, moved by
     # +-rate towards the mean token count after every optimizer step [--moe-router-enable-expert-bias,
     # --moe-router-bias-update-rate]. Load-balancing loss aux_loss (over the micro-batch) / seq_aux_loss (per
@@ -273,6 +278,7 @@ class TransformerConfig:
     norm_topk_prob: bool = False
     moe_router_num_groups: Optional[int] = None
     moe_router_group_topk: Optional[int] = None
+    moe_router_group_score_topk: Optional[int] = None
     moe_router_topk_scaling_factor: Optional[float] = None
     moe_router_enable_expert_bias: bool = False
     moe_router_bias_update_rate: float = 1e-3
@@ -428,6 +434,9 @@ class TransformerConfig:
             raise ValueError("--moe-router-num-groups and --moe-router-group-topk go together; set both or none")
         if self.moe_router_num_groups is not None:
             self._validate_moe_groups()
+        elif self.moe_router_group_score_topk is not None:
+            raise ValueError("--moe-router-group-score-topk scores expert groups; add --moe-router-num-groups and "
+                             "--moe-router-group-topk or drop it")
         for flag, value in (("--moe-ffn-hidden-size", self.moe_ffn_hidden_size),
                             ("--moe-router-topk-scaling-factor", self.moe_router_topk_scaling_factor),
                             ("--moe-z-loss-coeff", self.moe_z_loss_coeff)):
@@ -488,9 +497,13 @@ class TransformerConfig:
         groups, group_topk, topk = self.moe_router_num_groups, self.moe_router_group_topk, self.moe_router_topk
         if groups < 1 or self.num_experts % groups != 0:
             raise ValueError(f"--moe-router-num-groups {groups} must divide --num-experts {self.num_experts}")
-        if not 1 <= group_topk <= min(groups, topk) or topk % group_topk != 0:
-            raise ValueError(f"--moe-router-group-topk {group_topk} must divide --moe-router-topk {topk} and be at "
-                             f"most --moe-router-num-groups {groups}")
+        score_topk = self.moe_router_group_score_topk
+        if not 1 <= group_topk <= min(groups, topk) or (score_topk is None and topk % group_topk != 0):
+            raise ValueError(f"--moe-router-group-topk {group_topk} must divide --moe-router-topk {topk} (unless "
+                             f"--moe-router-group-score-topk is set) and be at most --moe-router-num-groups {groups}")
+        if score_topk is not None and not 1 <= score_topk <= self.num_experts // groups:
+            raise ValueError(f"--moe-router-group-score-topk {score_topk} must be between 1 and the experts of a "
+                             f"group ({self.num_experts // groups})")
         if topk > group_topk * (self.num_experts // groups):
             raise ValueError(f"--moe-router-topk {topk} exceeds the experts of --moe-router-group-topk "
                              f"{group_topk} groups")
@@ -685,11 +698,15 @@ class TransformerConfig:
         if not self.multi_latent_attention:
             if self.q_lora_rank is not None or self.kv_lora_rank is not None:
                 raise ValueError("--q-lora-rank/--kv-lora-rank need --multi-latent-attention")
+            if self.mla_latent_norm_epsilon is not None:
+                raise ValueError("--mla-latent-norm-epsilon needs --multi-latent-attention")
             return
         if self.kv_lora_rank is None or self.kv_lora_rank < 1:
             raise ValueError("--multi-latent-attention needs a positive --kv-lora-rank (the compressed kv width)")
         if self.q_lora_rank is not None and self.q_lora_rank < 1:
             raise ValueError(f"--q-lora-rank {self.q_lora_rank} must be positive (omit it for a plain q projection)")
+        if self.mla_latent_norm_epsilon is not None and self.mla_latent_norm_epsilon <= 0:
+            raise ValueError(f"--mla-latent-norm-epsilon {self.mla_latent_norm_epsilon} must be positive")
         if self.qk_head_dim < 1 or self.v_head_dim < 1 or self.qk_pos_emb_head_dim < 2 or self.qk_pos_emb_head_dim % 2:
             raise ValueError(f"--qk-head-dim ({self.qk_head_dim}) and --v-head-dim ({self.v_head_dim}) must be "
                              f"positive and --qk-pos-emb-head-dim ({self.qk_pos_emb_head_dim}) positive and even")
@@ -707,7 +724,6 @@ class TransformerConfig:
             ("--attn-logit-softcapping", self.attn_logit_softcapping is not None),
             ("--rope-scaling-type proportional", self.rope_scaling_type == "proportional"),
             ("--rope-ntk-alpha", self.rope_ntk_alpha is not None),
-            ("--attn-temperature-beta", self.attn_temperature_beta is not None),
             ("--local-rotary-base", self.local_rotary_base is not None)) if on]
         if unsupported:
             raise ValueError(f"--multi-latent-attention does not support {', '.join(unsupported)}; drop it")

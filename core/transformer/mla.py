@@ -5,7 +5,8 @@ projection ``W_q x``; each head's query is ``[q_nope (qk_head_dim); q_pe (qk_pos
 values share one compressed latent: ``W_kv_down x = [c_kv (kv_lora_rank); k_pe (qk_pos_emb_head_dim)]``,
 ``W_kv_up norm(c_kv)`` gives each head ``[k_nope; v]``, and the rope key ``k_pe`` is shared by all heads.
 RoPE (the model's tables, sized ``qk_pos_emb_head_dim``) rotates ``q_pe`` and ``k_pe``;
-``k = [k_nope; k_pe]``. The softmax scale is ``config.mla_softmax_scale`` (YaRN's mscale squared).
+``k = [k_nope; k_pe]``. The softmax scale is ``config.mla_softmax_scale`` (YaRN's mscale squared); with
+``--attn-temperature-beta`` the whole query is scaled per position after RoPE (Mistral4).
 
 Tensor parallelism: the down projections and the latent norms are replicated (their outputs are needed
 whole on every rank), the up projections are column-parallel by heads and the output projection is
@@ -85,7 +86,8 @@ class MultiLatentAttention(nn.Module):
 
     def _latent_norm(self, size: int) -> nn.Module:
         cfg = self.config
-        return build_norm(cfg.normalization, size, cfg.norm_epsilon, grad_partial_over_tp=False,
+        eps = cfg.mla_latent_norm_epsilon if cfg.mla_latent_norm_epsilon is not None else cfg.norm_epsilon
+        return build_norm(cfg.normalization, size, eps, grad_partial_over_tp=False,
                           dtype=cfg.params_dtype, offset=cfg.apply_layernorm_1p, bias=cfg.layernorm_bias)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
@@ -107,11 +109,14 @@ class MultiLatentAttention(nn.Module):
         k_nope, v = kv.split([self.nope_dim, self.v_dim], dim=-1)  # [s, b, np, nope], [s, b, np, v]
         k_pe = k_pe.unsqueeze(2)  # [s, b, 1, rope]
         rotary = layer_rotary(rotary, self.window is not None)
+        query_scale = None
         if rotary is not None and self.use_rope:
-            cos, sin = rotary[:2]
+            cos, sin, *query_scale = rotary  # query_scale [s, b|1, 1, 1] with --attn-temperature-beta
             interleaved = self.config.rope_interleaved
             q_pe, k_pe = apply_rotary(q_pe, cos, sin, interleaved), apply_rotary(k_pe, cos, sin, interleaved)
         q = torch.cat([q_nope, q_pe], dim=-1)  # [s, b, np, nope + rope]
+        if query_scale:
+            q = q * query_scale[0]  # Llama-4 attention temperature on the whole query (Mistral4)
         k = torch.cat([k_nope, k_pe.expand(s, b, nq, self.rope_dim)], dim=-1)  # [s, b, np, nope + rope]
         if self._recompute_core_attention():
             context = checkpoint(self._core_attention, q, k, v)  # [s, b, np * v]

@@ -9,7 +9,9 @@
 #               (SMOKE_NPROC, default 2). Every behaviour flag of the family is kept (GQA, SwiGLU,
 #               RMSNorm, rope theta and scaling, tied/untied, qkv bias, sliding window). A recipe that
 #               sets KV_CHANNELS (an explicit head dim, e.g. Gemma's 256) gets 32, which still differs
-#               from hidden / heads = 16, so the explicit-head-dim path stays exercised.
+#               from hidden / heads = 16, so the explicit-head-dim path stays exercised. MoE/MLA recipes'
+#               MOE_FFN_HIDDEN_SIZE, FIRST_K_DENSE (1: one dense layer before the MoE one), KV_LORA_RANK,
+#               Q_LORA_RANK and the MLA head dims shrink too.
 #               Outputs go to SMOKE_DIR (default outputs/smoke/<recipe>).
 #   DRY_RUN=1   pretrain recipes: print the torchrun command and check its flags with our one validation
 #               pass (mindspeed_llm.arguments) at the recipe's world size, without training.
@@ -42,6 +44,11 @@ pretrain_setup() {
         SAVE_INTERVAL=3 EVAL_INTERVAL=3 EVAL_ITERS=1
         if [[ -n ${SLIDING_WINDOW:-} ]]; then SLIDING_WINDOW=8; fi
         if [[ -n ${KV_CHANNELS:-} ]]; then KV_CHANNELS=32; fi
+        # MoE and MLA sizes of the recipes that set them (the expert count, top-k and groups stay)
+        if [[ -n ${MOE_FFN_HIDDEN_SIZE:-} ]]; then MOE_FFN_HIDDEN_SIZE=32; fi
+        if [[ -n ${FIRST_K_DENSE:-} ]]; then FIRST_K_DENSE=1; fi
+        if [[ -n ${KV_LORA_RANK:-} ]]; then KV_LORA_RANK=32 QK_HEAD_DIM=16 QK_POS_EMB_HEAD_DIM=8 V_HEAD_DIM=16; fi
+        if [[ -n ${Q_LORA_RANK:-} ]]; then Q_LORA_RANK=48; fi
         PRECISION=()
         CKPT_LOAD_DIR="" CKPT_SAVE_DIR="$SMOKE_DIR/ckpt"
     fi

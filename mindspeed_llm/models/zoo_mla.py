@@ -36,6 +36,9 @@ MLA_WEIGHTS: Tuple[WeightRule, ...] = tuple(
     ("kv_layernorm.weight", "kv_a_layernorm.weight"), ("linear_kv_up_proj.weight", "kv_b_proj.weight")))
 
 
+HF_LATENT_NORM_EPS = 1e-6  # transformers' q_a_layernorm / kv_a_layernorm ignore rms_norm_eps
+
+
 def _mla_config(hf: Dict[str, Any], family: str) -> Dict[str, Any]:
     """The Llama fields plus MLA's ranks and head dims, and ``attention_bias`` on the down and o projections."""
     if int(hf.get("num_key_value_heads") or hf["num_attention_heads"]) != int(hf["num_attention_heads"]):
@@ -46,7 +49,9 @@ def _mla_config(hf: Dict[str, Any], family: str) -> Dict[str, Any]:
     heads, hidden = int(hf["num_attention_heads"]), int(hf["hidden_size"])
     bias = bool(hf.get("attention_bias", False))
     q_lora_rank = hf.get("q_lora_rank")
-    return {**_common_config(hf), "kv_channels": hidden // heads, "multi_latent_attention": True,
+    common = _common_config(hf)
+    latent_eps = {} if common["norm_epsilon"] == HF_LATENT_NORM_EPS else {"mla_latent_norm_epsilon": HF_LATENT_NORM_EPS}
+    return {**common, **latent_eps, "kv_channels": hidden // heads, "multi_latent_attention": True,
             "q_lora_rank": int(q_lora_rank) if q_lora_rank is not None else None,
             "kv_lora_rank": int(hf["kv_lora_rank"]), "qk_head_dim": int(hf["qk_nope_head_dim"]),
             "qk_pos_emb_head_dim": int(hf["qk_rope_head_dim"]),
@@ -59,6 +64,10 @@ def _mla_hf_config(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
     if not cfg.multi_latent_attention or cfg.add_bias_linear or cfg.add_qkv_bias != cfg.add_dense_bias:
         raise RegistryError(f"{family} needs --multi-latent-attention with biases on the down and output "
                             "projections together (--add-qkv-bias with --add-dense-bias) or none")
+    latent_eps = cfg.mla_latent_norm_epsilon if cfg.mla_latent_norm_epsilon is not None else cfg.norm_epsilon
+    if latent_eps != HF_LATENT_NORM_EPS:
+        raise RegistryError(f"{family} latent norms use eps {HF_LATENT_NORM_EPS}; set --mla-latent-norm-epsilon "
+                            f"{HF_LATENT_NORM_EPS} (it is {latent_eps})")
     out = _common_hf_config(cfg)
     out.pop("head_dim")  # transformers sets it to qk_rope_head_dim
     return {**out, "q_lora_rank": cfg.q_lora_rank, "kv_lora_rank": cfg.kv_lora_rank,

@@ -28,7 +28,9 @@ SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size"
                 "--sliding-window", "--kv-channels", "--micro-batch-size", "--global-batch-size", "--train-iters",
                 "--save-interval", "--eval-interval", "--eval-iters", "--save", "--tokenizer-type",
                 "--no-rope-layers", "--full-attention-layers", "--dense-bias-layers",  # layer numbers: they
-                "--hybrid-override-pattern"}  # follow --num-layers, as the one-char-per-layer pattern does
+                "--hybrid-override-pattern",  # follow --num-layers, as the one-char-per-layer pattern does
+                "--first-k-dense-replace", "--moe-ffn-hidden-size", "--q-lora-rank", "--kv-lora-rank",
+                "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim"}  # MoE/MLA sizes
 # Flags that only the full-size run (real data, bf16) or only the smoke run (mock data on the CPU) has.
 FULL_ONLY_FLAGS = {"--data-path", "--split", "--tokenizer-name-or-path", "--bf16", "--load"}
 SMOKE_ONLY_FLAGS = {"--mock-data", "--device", "--num-workers"}

@@ -42,6 +42,10 @@ SEQ, BATCH = 12, 2
 BASE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
             num_key_value_heads=2, vocab_size=128, max_position_embeddings=256)
 
+# persistent buffers the converter carries like weights (a sigmoid router's selection bias, zero when built):
+# perturbed too, so a dropped or misplaced one changes the logits
+PERTURBED_BUFFERS = ("e_score_correction_bias",)
+
 # name -> (HF config class, HF model class, config overrides, --model-type-hf)
 CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=24, rms_norm_eps=1e-6), "qwen3"),
@@ -108,8 +112,8 @@ def build_hf_model(case: Tuple[str, str, Dict[str, Any], str], seed: int = 0) ->
     with torch.no_grad():
         for param in model.parameters():
             param.add_(torch.randn_like(param) * 0.05)
-        for name, buffer in model.named_buffers():  # routers' aux-loss-free biases change the expert choice
-            if name.endswith("e_score_correction_bias"):
+        for name, buffer in model.named_buffers():
+            if name.endswith(PERTURBED_BUFFERS):
                 buffer.add_(torch.randn_like(buffer) * 0.1)
     return model
 

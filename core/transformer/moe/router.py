@@ -10,7 +10,8 @@ linear (with a replicated ``[experts]`` bias when ``config.router_bias``: GPT-OS
 - sigmoid: sigmoid scores, top-k (``--norm-topk-prob`` as above).
 
 Group-limited routing (``--moe-router-num-groups`` / ``--moe-router-group-topk``)
-scores each group by the sum of its best ``topk / group_topk`` experts, keeps the
+scores each group by the sum of its best ``topk / group_topk`` experts (or of its best
+``--moe-router-group-score-topk``: 1 is the group's max), keeps the
 best ``group_topk`` groups and takes the top-k within them. With
 ``--moe-router-enable-expert-bias`` a per-expert bias is added to the scores for
 the selection only (the weights come from the unbiased scores); the bias moves by
@@ -50,11 +51,14 @@ class RouterOutput(NamedTuple):
     losses: Dict[str, torch.Tensor]  # name -> scalar loss, already times its coefficient
 
 
-def group_limited_topk(scores: torch.Tensor, topk: int, num_groups: int, group_topk: int) -> torch.Tensor:
-    """Indices [tokens, topk] of the top-k scores within each token's best ``group_topk`` groups."""
+def group_limited_topk(scores: torch.Tensor, topk: int, num_groups: int, group_topk: int,
+                       group_score_topk: Optional[int] = None) -> torch.Tensor:
+    """Indices [tokens, topk] of the top-k scores within each token's best ``group_topk`` groups; a group's
+    score is the sum of its best ``group_score_topk`` scores (None: ``topk // group_topk``)."""
     tokens, experts = scores.shape
+    summed = group_score_topk if group_score_topk is not None else topk // group_topk
     grouped = scores.view(tokens, num_groups, experts // num_groups)  # [t, groups, experts per group]
-    group_scores = grouped.topk(topk // group_topk, dim=-1).values.sum(dim=-1)  # [t, groups]
+    group_scores = grouped.topk(summed, dim=-1).values.sum(dim=-1)  # [t, groups]
     best_groups = group_scores.topk(group_topk, dim=-1).indices  # [t, group_topk]
     group_mask = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, best_groups, True)
     expert_mask = group_mask.unsqueeze(-1).expand_as(grouped).reshape(tokens, experts)  # [t, experts]
@@ -155,7 +159,7 @@ class TopKRouter(nn.Module):
             biased = biased + self.expert_bias
         if config.moe_router_num_groups is not None:
             return group_limited_topk(biased, config.moe_router_topk, config.moe_router_num_groups,
-                                      config.moe_router_group_topk)
+                                      config.moe_router_group_topk, config.moe_router_group_score_topk)
         return biased.topk(config.moe_router_topk, dim=-1).indices
 
     def _losses(self, logits: torch.Tensor, scores: torch.Tensor, routing_map: torch.Tensor,
