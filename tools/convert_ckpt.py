@@ -453,6 +453,18 @@ class HFSource:
         except (RegistryError, ValueError) as error:
             raise ConversionError(f"{os.path.join(load_dir, HF_CONFIG)}: {error}") from None
         self.where, self.shapes = self._index()
+        self._drop_absent_mtp_layers()
+
+    def _drop_absent_mtp_layers(self) -> None:
+        """A config.json with MTP layers (``num_nextn_predict_layers``) over weights without them (transformers
+        drops them when it saves DeepSeek-V3 or GLM-4.5): convert the model transformers sees, without MTP."""
+        depth = self.config.mtp_num_layers
+        if not depth or any(n.startswith(f"model.layers.{self.config.num_layers}.") for n in self.where):
+            return
+        print(f"convert_ckpt: note: {self.load_dir} has no tensors of its {depth} MTP layer(s) "
+              f"(model.layers.{self.config.num_layers}.*); converting without multi-token prediction",
+              file=sys.stderr)
+        self.config = dataclasses.replace(self.config, mtp_num_layers=None)
 
     def _index(self) -> Tuple[Dict[str, str], Dict[str, Tuple[int, ...]]]:
         """Tensor name -> shard path, and tensor name -> shape (from the shard headers)."""

@@ -281,6 +281,25 @@ MTP_OWN_TENSORS = (("enorm", "enorm"), ("hnorm", "hnorm"), ("eh_proj", "eh_proj"
                    ("final_layernorm", "shared_head.norm"))  # ours -> HF, under mtp.layers.{k} / model.layers.{L + k}
 
 
+def mtp_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """``num_nextn_predict_layers`` (DeepSeek-V3, GLM-4.5) as ``--mtp-num-layers`` (none when 0 or absent)."""
+    depth = int(hf.get("num_nextn_predict_layers") or 0)
+    return {"mtp_num_layers": depth} if depth else {}
+
+
+def mtp_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    return {"num_nextn_predict_layers": cfg.mtp_num_layers or 0}
+
+
+def with_mtp_weights(weights_for: Callable[[TransformerConfig], Tuple[WeightRule, ...]]
+                     ) -> Callable[[TransformerConfig], Tuple[WeightRule, ...]]:
+    """A family's ``weights_for`` plus its MTP layers' rules (first: the first matching rule wins)."""
+    def rules(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
+        base = tuple(weights_for(cfg))
+        return mtp_weight_rules(cfg, base) + base
+    return rules
+
+
 def mtp_weight_rules(cfg: TransformerConfig, rules: Sequence[WeightRule] = LLAMA_WEIGHTS) -> Tuple[WeightRule, ...]:
     """The weight map of ``cfg``'s MTP modules in DeepSeek-V3's HF layout; put these rules before ``rules``.
 

@@ -16,7 +16,8 @@ of ``n_shared_experts * moe_intermediate_size`` (``--n-shared-experts``), the to
   ``--moe-router-enable-expert-bias``), groups (``n_group`` > 1) scored by the sum of their best two
   (``--moe-router-group-score-topk 2``), ``norm_topk_prob``; ``rope_interleave`` (default true). GLM names
   its dense layers in ``mlp_layer_types`` (a leading run only). DeepSeek-V3's ``num_nextn_predict_layers``
-  (MTP) is kept for the inverse but not mapped: transformers ignores the MTP layers.
+  is ``--mtp-num-layers``, its MTP layers ``model.layers.{L + k}.*`` (registry.mtp_weight_rules);
+  transformers ignores them, and a checkpoint saved by transformers (without them) converts without MTP.
 * ``mistral4``: DeepSeek-V3's layout with a softmax router (pre-softmax, top-2-sum groups,
   ``norm_topk_prob``), experts saved as fused 3-D tensors (``experts.gate_up_proj`` [E, 2f, h] with gate
   rows first, ``experts.down_proj`` [E, h, f]: our stacked layout, copied), RoPE over
@@ -33,7 +34,8 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from core.transformer.config import TransformerConfig
-from mindspeed_llm.models.registry import Family, RegistryError, WeightRule, _layer, register
+from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _layer, mtp_config, mtp_hf_config,
+                                           register, with_mtp_weights)
 from mindspeed_llm.models.zoo_mla import MLA_WEIGHTS, _mla_config, _mla_hf_config
 from mindspeed_llm.models.zoo_moe import _reject_unmapped_moe, per_expert_weights
 
@@ -149,7 +151,7 @@ def _sigmoid_config(hf: Dict[str, Any], family: str) -> Dict[str, Any]:
 
 def _deepseek_v3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     hf = {**_DEFAULTS["deepseek_v3"], **hf}
-    return {**_sigmoid_config(hf, "deepseek_v3"), **_leading_dense(hf)}
+    return {**_sigmoid_config(hf, "deepseek_v3"), **_leading_dense(hf), **mtp_config(hf)}
 
 
 def _glm4_moe_lite_config(hf: Dict[str, Any]) -> Dict[str, Any]:
@@ -254,7 +256,7 @@ def _sigmoid_hf_config(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
 
 
 def _deepseek_v3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    return _sigmoid_hf_config(cfg, "deepseek_v3")
+    return {**_sigmoid_hf_config(cfg, "deepseek_v3"), **mtp_hf_config(cfg)}
 
 
 def _glm4_moe_lite_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
@@ -301,9 +303,8 @@ DEEPSEEK_V2 = register(Family("deepseek_v2", "deepseek_v2", "DeepseekV2ForCausal
                               _deepseek_v2_hf_config, MLA_WEIGHTS, preserved_keys=_PRESERVED,
                               weights_for=_per_expert_weights), "deepseek2", "deepseek2-lite")
 DEEPSEEK_V3 = register(Family("deepseek_v3", "deepseek_v3", "DeepseekV3ForCausalLM", _deepseek_v3_config,
-                              _deepseek_v3_hf_config, MLA_WEIGHTS,
-                              preserved_keys=_PRESERVED + ("num_nextn_predict_layers",),
-                              weights_for=_per_expert_weights), "deepseek3")
+                              _deepseek_v3_hf_config, MLA_WEIGHTS, preserved_keys=_PRESERVED,
+                              weights_for=with_mtp_weights(_per_expert_weights)), "deepseek3")
 GLM4_MOE_LITE = register(Family("glm4_moe_lite", "glm4_moe_lite", "Glm4MoeLiteForCausalLM", _glm4_moe_lite_config,
                                 _glm4_moe_lite_hf_config, MLA_WEIGHTS, preserved_keys=_PRESERVED,
                                 weights_for=_per_expert_weights))

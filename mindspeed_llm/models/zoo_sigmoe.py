@@ -25,8 +25,9 @@ Checkpoints hold one tensor per expert (``mlp.experts.{e}.gate_proj/up_proj/down
 
 * ``glm4_moe`` (MindSpeed ``glm45``): half the head dims rotate by default (``partial_rotary_factor`` 0.5,
   ``--rotary-percent``), q/k/v bias (``attention_bias``, ``--add-qkv-bias``), optional per-head q/k norms
-  (``use_qk_norm``, ``--qk-layernorm``). The MTP layers (``num_nextn_predict_layers``, kept from the
-  original config) are not built by transformers' model; their tensors are not converted.
+  (``use_qk_norm``, ``--qk-layernorm``). Its MTP layers (``num_nextn_predict_layers``, ``--mtp-num-layers``)
+  are carried in DeepSeek-V3's layout (``model.layers.{L + k}.*``); transformers' model does not build them,
+  and a checkpoint saved by transformers (without them) converts without MTP.
 * ``dots1``: per-head q/k norms always; ``attention_bias`` puts biases on q/k/v AND o
   (``--add-qkv-bias --add-dense-bias``); sliding-window layers from ``layer_types`` / ``max_window_layers``.
 * ``solar_open``: every layer MoE, full RoPE, q/k/v bias (``attention_bias``).
@@ -56,7 +57,7 @@ import torch
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, TRANSFORMS, Family, RegistryError, TensorContext,
                                            WeightRule, _common_config, _common_hf_config, _layer, _layer_types,
-                                           _layer_windows, register)
+                                           _layer_windows, mtp_config, mtp_hf_config, register, with_mtp_weights)
 from mindspeed_llm.models.zoo_llamalike import _biases, _bias_places, _check_common, _no_extras, _refuse
 from mindspeed_llm.models.zoo_moe import DENSE_ATTENTION_WEIGHTS, _reject_unmapped_moe, per_expert_weights
 
@@ -205,7 +206,8 @@ def _glm4_moe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
             **sigmoid_router(hf, "glm4_moe", "n_routed_experts", norm_topk_prob=bool(hf.get("norm_topk_prob", True))),
             "moe_router_topk_scaling_factor": scaling_factor(hf.get("routed_scaling_factor")),
             **shared_experts(hf, "glm4_moe", "n_shared_experts", int(hf["moe_intermediate_size"])),
-            **leading_dense_layers(int(hf.get("first_k_dense_replace", 1)), "glm4_moe", "first_k_dense_replace")}
+            **leading_dense_layers(int(hf.get("first_k_dense_replace", 1)), "glm4_moe", "first_k_dense_replace"),
+            **mtp_config(hf)}
 
 
 def _glm4_moe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
@@ -219,7 +221,7 @@ def _glm4_moe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
             "partial_rotary_factor": cfg.rotary_percent, **moe_sizes_hf(cfg), "n_routed_experts": cfg.num_experts,
             **group_routing_hf(cfg, "glm4_moe"), "routed_scaling_factor": scaling_factor_hf(cfg),
             **shared_experts_hf(cfg, "glm4_moe", "n_shared_experts"),
-            "first_k_dense_replace": cfg.first_k_dense_replace}
+            "first_k_dense_replace": cfg.first_k_dense_replace, **mtp_hf_config(cfg)}
 
 
 def _deepseek_style_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
@@ -229,7 +231,7 @@ def _deepseek_style_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
 
 GLM4_MOE = register(Family("glm4_moe", "glm4_moe", "Glm4MoeForCausalLM", _glm4_moe_config, _glm4_moe_hf_config,
                            LLAMA_WEIGHTS, preserved_keys=("output_router_logits",),
-                           weights_for=_deepseek_style_weights), "glm45", "glm4-moe")
+                           weights_for=with_mtp_weights(_deepseek_style_weights)), "glm45", "glm4-moe")
 
 
 # --------------------------------------------------------------------------- dots.llm1 (dots1)

@@ -84,3 +84,49 @@ def test_a_differing_copy_is_refused(mtp_family, tmp_path, capsys) -> None:
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and "copy of the word embeddings" in err[-1]
     assert not os.path.exists(tmp_path / "mg")
+
+
+@pytest.mark.parametrize("case_name", ["deepseek_v3", "glm4_moe"])
+def test_deepseek_v3_layout_mtp_layers_round_trip_at_tp2_pp2_ep2(case_name: str, tmp_path) -> None:
+    """The registered families with MTP (DeepSeek-V3, GLM-4.5): a tiny transformers model one layer deeper gives
+    the MTP layer's decoder tensors, plus enorm / hnorm / eh_proj / shared_head and the embedding copies; HF ->
+    mg TP 2 x PP 2 x EP 2 -> HF is exact, the mg files hold the MTP module, and the same weights without the MTP
+    layer (as transformers saves them) convert without MTP."""
+    from safetensors.torch import save_file as save
+    from tests.models.test_zoo_parity import CASES, build_hf_model
+
+    config_cls, model_cls, overrides, name = CASES[case_name]
+    layers = 3
+    model = build_hf_model((config_cls, model_cls, {**overrides, "num_hidden_layers": layers + 1}, name))
+    model.save_pretrained(str(tmp_path / "deeper"))  # transformers' saved layout (one tensor per expert)
+    tensors = read_safetensors(str(tmp_path / "deeper"))
+    hidden = model.config.hidden_size
+    generator = torch.Generator().manual_seed(11)
+    mtp = f"model.layers.{layers}."
+    for norm in ("enorm", "hnorm", "shared_head.norm"):
+        tensors[mtp + norm + ".weight"] = 1 + 0.1 * torch.randn(hidden, generator=generator)
+    tensors[mtp + "eh_proj.weight"] = 0.05 * torch.randn(hidden, 2 * hidden, generator=generator)
+    tensors[mtp + "embed_tokens.weight"] = tensors["model.embed_tokens.weight"].clone()
+    tensors[mtp + "shared_head.head.weight"] = tensors["lm_head.weight"].clone()
+    hf_config = {**model.config.to_dict(), "num_hidden_layers": layers, "num_nextn_predict_layers": 1}
+    source = tmp_path / "hf"
+    os.makedirs(source)
+    save(tensors, str(source / "model.safetensors"))
+    (source / "config.json").write_text(json.dumps(hf_config))
+    mg, back = str(tmp_path / "mg"), str(tmp_path / "back")
+    assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(source),
+                         "--save-dir", mg, "--target-tensor-parallel-size", "2", "--target-pipeline-parallel-size",
+                         "2", "--num-layer-list", "1,2", "--target-expert-parallel-size", "2"]) == 0
+    last = torch.load(os.path.join(mg, "release", "mp_rank_00_001_001", "model_optim_rng.pt"), weights_only=True)
+    assert "mtp.layers.0.eh_proj.weight" in last["model"] and last["transformer_config"]["mtp_num_layers"] == 1
+    assert convert_main(["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", mg,
+                         "--save-dir", back]) == 0
+    written = read_safetensors(back)
+    assert sorted(written) == sorted(tensors)
+    assert all(torch.equal(written[k], v) for k, v in tensors.items())
+    without = tmp_path / "hf_without_mtp"
+    os.makedirs(without)
+    save({k: v for k, v in tensors.items() if not k.startswith(mtp)}, str(without / "model.safetensors"))
+    (without / "config.json").write_text(json.dumps(hf_config))
+    assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(without),
+                         "--save-dir", str(tmp_path / "mg_without")]) == 0
