@@ -30,7 +30,8 @@ Every layer's MLP is an MoE layer (core/transformer/moe/); attention and norms r
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -196,9 +197,11 @@ def _hunyuan_moe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
                          rope_scaling_type=None, **NO_ROUTING_EXTRAS)
     out = {k: v for k, v in _common_hf_config(cfg).items() if k not in ROPE_KEYS}
     return {**out, **_hunyuan_rope_to_hf(cfg), "attention_bias": _attention_bias_hf(cfg, HUNYUAN_MOE),
-            "intermediate_size": ffn, "num_experts": cfg.num_experts, "moe_topk": cfg.moe_router_topk,
-            "router_aux_loss_coef": cfg.moe_aux_loss_coeff, "use_cla": False, "use_qk_norm": True,
-            "use_mixed_mlp_moe": True, "num_shared_expert": 1, "moe_intermediate_size": ffn, "pretraining_tp": 1}
+            "intermediate_size": ffn, "num_experts": cfg.num_experts, "router_aux_loss_coef": cfg.moe_aux_loss_coeff,
+            "use_cla": False, "use_qk_norm": True, "use_mixed_mlp_moe": True, "pretraining_tp": 1,
+            # per layer, as the published checkpoints write them
+            "moe_topk": [cfg.moe_router_topk] * cfg.num_layers, "num_shared_expert": [1] * cfg.num_layers,
+            "moe_intermediate_size": [ffn] * cfg.num_layers}
 
 
 def _hunyuan_moe_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
@@ -322,7 +325,7 @@ def _dbrx_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     attn = {"clip_qkv": cfg.qkv_clip, "kv_n_heads": cfg.num_query_groups, "rope_theta": cfg.rotary_base,
             "attn_pdrop": 0.0}
     ffn = {"ffn_act_fn": {"name": "silu"}, "ffn_hidden_size": cfg.moe_expert_ffn_hidden_size,
-           "moe_num_experts": cfg.num_experts, "moe_top_k": cfg.moe_router_topk, "moe_jitter_eps": None,
+           "moe_num_experts": cfg.num_experts, "moe_top_k": cfg.moe_router_topk,
            "moe_loss_weight": cfg.moe_aux_loss_coeff, "moe_normalize_expert_weights": 1.0 if cfg.norm_topk_prob else None}
     return {"d_model": cfg.hidden_size, "n_heads": cfg.num_attention_heads, "n_layers": cfg.num_layers,
             "max_seq_len": cfg.max_position_embeddings, "vocab_size": cfg.vocab_size, "attn_config": attn,
@@ -332,8 +335,23 @@ def _dbrx_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
             "torch_dtype": str(cfg.params_dtype).replace("torch.", "")}
 
 
-register(Family("dbrx", "dbrx", "DbrxForCausalLM", _dbrx_config, _dbrx_hf_config, DBRX_WEIGHTS,
-                preserved_keys=("output_router_logits",)))
+@dataclass(frozen=True)
+class NestedConfigFamily(Family):
+    """A family whose config.json nests sub-configs (DBRX's ``attn_config``/``ffn_config``): the written
+    sub-configs keep the original's keys our config does not model, as the top level does."""
+
+    nested_keys: Tuple[str, ...] = ()
+
+    def to_hf_config(self, cfg: TransformerConfig, original: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        out = super().to_hf_config(cfg, original)
+        for key in self.nested_keys:
+            if original and isinstance(original.get(key), dict):
+                out[key] = {**original[key], **out[key]}
+        return out
+
+
+register(NestedConfigFamily("dbrx", "dbrx", "DbrxForCausalLM", _dbrx_config, _dbrx_hf_config, DBRX_WEIGHTS,
+                            preserved_keys=("output_router_logits",), nested_keys=("attn_config", "ffn_config")))
 
 
 # --------------------------------------------------------------------------- PhiMoE
