@@ -407,8 +407,7 @@ class TransformerConfig:
         """SparseMixer picks and weights by itself: the other selection and weighting options do not apply."""
         if self.moe_router_sparsemixer_eps < 0:
             raise ValueError(f"--moe-router-sparsemixer-eps {self.moe_router_sparsemixer_eps} must be 0 or more")
-        for flag, on in (("--moe-router-pre-softmax", self.moe_router_pre_softmax),
-                         ("--norm-topk-prob", self.norm_topk_prob),
+        for flag, on in (("--norm-topk-prob", self.norm_topk_prob),
                          ("--moe-router-num-groups", self.moe_router_num_groups is not None),
                          ("--moe-router-enable-expert-bias", self.moe_router_enable_expert_bias)):
             if on:

@@ -41,7 +41,7 @@ from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, OLMO2_WEIGHTS, ROPE_KE
                                            _common_hf_config, _granite_scales, _granite_scales_hf, _layer,
                                            _rope_settings, refuse, register)
 from mindspeed_llm.models.zoo_llamalike import HUNYUAN_WEIGHTS, _hunyuan_rope, _hunyuan_rope_to_hf, _refuse
-from mindspeed_llm.models.zoo_moe import _moe_common, _reject_unmapped_moe, per_expert_weights
+from mindspeed_llm.models.zoo_moe import _moe_common, _pre_softmax_router, _reject_unmapped_moe, per_expert_weights
 
 # Routing options none of these families' HF configs can express (their defaults)
 NO_ROUTING_EXTRAS = dict(moe_router_num_groups=None, moe_router_topk_scaling_factor=None,
@@ -92,19 +92,21 @@ def _granitemoe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     return kwargs
 
 
-def _granitemoe_hf_config(cfg: TransformerConfig, family: str = "granitemoe") -> Dict[str, Any]:
+def _granite_moe_hf(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
     _reject_unmapped_moe(cfg, family, moe_router_score_function="softmax", moe_router_pre_softmax=False,
                          sliding_window=None, **NO_ROUTING_EXTRAS)
-    if family == "granitemoe":
-        _reject_unmapped_moe(cfg, family, moe_shared_expert_intermediate_size=None)
-    out = {**_common_hf_config(cfg), "attention_bias": _attention_bias_hf(cfg, family), **_granite_scales_hf(cfg),
-           "num_local_experts": cfg.num_experts, "num_experts_per_tok": cfg.moe_router_topk,
-           "intermediate_size": cfg.moe_expert_ffn_hidden_size, "router_aux_loss_coef": cfg.moe_aux_loss_coeff}
-    return out
+    return {**_common_hf_config(cfg), "attention_bias": _attention_bias_hf(cfg, family), **_granite_scales_hf(cfg),
+            "num_local_experts": cfg.num_experts, "num_experts_per_tok": cfg.moe_router_topk,
+            "intermediate_size": cfg.moe_expert_ffn_hidden_size, "router_aux_loss_coef": cfg.moe_aux_loss_coeff}
+
+
+def _granitemoe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    _reject_unmapped_moe(cfg, "granitemoe", moe_shared_expert_intermediate_size=None)
+    return _granite_moe_hf(cfg, "granitemoe")
 
 
 def _granitemoeshared_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    return {**_granitemoe_hf_config(cfg, "granitemoeshared"),
+    return {**_granite_moe_hf(cfg, "granitemoeshared"),
             "shared_intermediate_size": cfg.moe_shared_expert_intermediate_size or 0}
 
 
@@ -125,17 +127,12 @@ register(Family("granitemoeshared", "granitemoeshared", "GraniteMoeSharedForCaus
 # --------------------------------------------------------------------------- FlexOlmo
 
 
-def _pre_softmax_routing(hf: Dict[str, Any], family: str, experts_key: str) -> Dict[str, Any]:
-    return {**_moe_common(hf, family, experts_key), "moe_router_pre_softmax": True,
-            "norm_topk_prob": bool(hf.get("norm_topk_prob", False))}
-
-
 def _flex_olmo_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     """FlexOlmo: Olmo2's attention and post-only norms, OLMoE's routing."""
     if hf.get("attention_bias", False):
         raise RegistryError("flex_olmo attention_bias=True is not supported (its experts have no biases)")
     return {**_common_config(hf), "qk_layernorm": True, "qk_layernorm_full_width": True, "post_norm_only": True,
-            **_pre_softmax_routing(hf, "flex_olmo", "num_experts")}
+            **_pre_softmax_router(hf, "flex_olmo", "num_experts")}
 
 
 def _flex_olmo_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
@@ -176,16 +173,13 @@ def _hunyuan_moe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
         if value is not None and int(value) != expected:
             raise RegistryError(f"{HUNYUAN_MOE} {key}={hf[key]!r} is not supported (transformers' model uses "
                                 f"{expected}: one shared expert, experts of intermediate_size)")
-    bias = bool(hf.get("attention_bias", False))
-    kwargs = {**_common_config({k: v for k, v in hf.items() if k not in ROPE_KEYS}), **_attention_biases(hf),
+    return {**_common_config({k: v for k, v in hf.items() if k not in ROPE_KEYS}), **_attention_biases(hf),
               "qk_layernorm": True, "qk_layernorm_after_rope": True, **_hunyuan_rope(hf),
               "num_experts": int(_uniform(hf, "num_experts", HUNYUAN_MOE)),
               "moe_router_topk": int(_uniform(hf, "moe_topk", HUNYUAN_MOE, 1)), "moe_ffn_hidden_size": ffn,
               "moe_router_pre_softmax": True, "norm_topk_prob": True,
               "moe_aux_loss_coeff": float(hf.get("router_aux_loss_coef", 0.0) or 0.0),
               "moe_shared_expert_intermediate_size": ffn}
-    kwargs["add_qkv_bias"] = kwargs["add_dense_bias"] = bias
-    return kwargs
 
 
 def _hunyuan_moe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
@@ -302,7 +296,8 @@ def _dbrx_config(hf: Dict[str, Any]) -> Dict[str, Any]:
         raise RegistryError("dbrx tie_word_embeddings=True is not supported (transformers refuses it too)")
     heads, hidden = int(hf["n_heads"]), int(hf["d_model"])
     clip = attn.get("clip_qkv")
-    flat = {"num_hidden_layers": hf["n_layers"], "hidden_size": hidden, "intermediate_size": ffn.get("ffn_hidden_size", 3584),
+    flat = {"num_hidden_layers": hf["n_layers"], "hidden_size": hidden,
+            "intermediate_size": ffn.get("ffn_hidden_size", 3584),
             "num_attention_heads": heads, "num_key_value_heads": attn.get("kv_n_heads", 1),
             "head_dim": hidden // heads, "vocab_size": hf["vocab_size"],
             "max_position_embeddings": hf.get("max_seq_len", 2048),
@@ -326,7 +321,8 @@ def _dbrx_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
             "attn_pdrop": 0.0}
     ffn = {"ffn_act_fn": {"name": "silu"}, "ffn_hidden_size": cfg.moe_expert_ffn_hidden_size,
            "moe_num_experts": cfg.num_experts, "moe_top_k": cfg.moe_router_topk,
-           "moe_loss_weight": cfg.moe_aux_loss_coeff, "moe_normalize_expert_weights": 1.0 if cfg.norm_topk_prob else None}
+           "moe_loss_weight": cfg.moe_aux_loss_coeff,
+           "moe_normalize_expert_weights": 1.0 if cfg.norm_topk_prob else None}
     return {"d_model": cfg.hidden_size, "n_heads": cfg.num_attention_heads, "n_layers": cfg.num_layers,
             "max_seq_len": cfg.max_position_embeddings, "vocab_size": cfg.vocab_size, "attn_config": attn,
             "ffn_config": ffn, "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rotary_base},

@@ -33,4 +33,14 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
     "phimoe": ("PhimoeConfig", "PhimoeForCausalLM",
                dict(num_local_experts=4, num_experts_per_tok=2, intermediate_size=32, attention_bias=True,
                     lm_head_bias=True, router_jitter_noise=0.3), "phimoe"),
+    # variants: a window on every layer and the default eps; DBRX's top-k left unnormalised, a clip that never
+    # acts (transformers 5.24's DBRX fails on clip_qkv null and reads attn_config.rope_theta, unused, so both are set)
+    "phimoe_sliding": ("PhimoeConfig", "PhimoeForCausalLM",
+                       dict(num_local_experts=4, num_experts_per_tok=2, intermediate_size=32, sliding_window=4),
+                       "phimoe"),
+    "dbrx_unnormalised": ("DbrxConfig", "DbrxForCausalLM",
+                          dict(d_model=64, n_heads=4, n_layers=3, max_seq_len=256,
+                               ffn_config=dict(moe_num_experts=4, moe_top_k=2, ffn_hidden_size=32,
+                                               moe_normalize_expert_weights=None),
+                               attn_config=dict(kv_n_heads=2, clip_qkv=100.0, rope_theta=10000.0)), "dbrx"),
 }
