@@ -174,7 +174,7 @@ def _hunyuan_moe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
             raise RegistryError(f"{HUNYUAN_MOE} {key}={hf[key]!r} is not supported (transformers' model uses "
                                 f"{expected}: one shared expert, experts of intermediate_size)")
     return {**_common_config({k: v for k, v in hf.items() if k not in ROPE_KEYS}), **_attention_biases(hf),
-              "qk_layernorm": True, "qk_layernorm_after_rope": True, **_hunyuan_rope(hf),
+              "qk_layernorm": True, "qk_layernorm_after_rope": True, **_hunyuan_rope(hf, HUNYUAN_MOE),
               "num_experts": int(_uniform(hf, "num_experts", HUNYUAN_MOE)),
               "moe_router_topk": int(_uniform(hf, "moe_topk", HUNYUAN_MOE, 1)), "moe_ffn_hidden_size": ffn,
               "moe_router_pre_softmax": True, "norm_topk_prob": True,

@@ -22,6 +22,8 @@ BAD = [
     ("hunyuan_v1_moe", dict(num_experts=4, moe_topk=2, num_shared_expert=[2, 2, 2]), "num_shared_expert"),
     ("hunyuan_v1_moe", dict(num_experts=4, moe_topk=2, moe_intermediate_size=16), "moe_intermediate_size"),
     ("hunyuan_v1_moe", dict(num_experts=4, moe_topk=2, use_cla=True), "use_cla"),
+    ("hunyuan_v1_moe", dict(num_experts=4, moe_topk=2, rope_parameters={"rope_type": "linear", "factor": 2.0}),
+     "rope_type 'linear'"),
     ("dbrx", dict(DBRX, ffn_config=dict(moe_normalize_expert_weights=2.0)), "moe_normalize_expert_weights=2.0"),
     ("dbrx", dict(DBRX, ffn_config=dict(moe_jitter_eps=0.01)), "moe_jitter_eps"),
     ("dbrx", dict(DBRX, attn_config=dict(rope_theta=500000.0), rope_parameters={"rope_theta": 10000.0}),
