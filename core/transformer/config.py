@@ -29,7 +29,7 @@ ATTENTION_MLP_FIELDS = ("swiglu", "geglu", "gelu_tanh", "quick_geglu", "activati
                         "rope_interleaved", "rotary_percent", "local_rotary_base", "no_rope_layers",
                         "rope_scaling_type", "residual_multiplier", "qk_l2_norm", "attn_temperature_nope_layers")
 PREDICTION_HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
-MOE_SCORE_FUNCTIONS = ("softmax", "sigmoid")
+MOE_SCORE_FUNCTIONS = ("softmax", "sigmoid", "sparsemixer")
 MOE_LOAD_BALANCING_TYPES = ("aux_loss", "seq_aux_loss", "none")
 MOE_TOKEN_DISPATCHER_TYPES = ("allgather", "alltoall")
 # Fields only MoE layers read (refused without --num-experts)
@@ -39,7 +39,8 @@ MOE_FIELDS = ("moe_router_topk", "moe_ffn_hidden_size", "moe_router_score_functi
               "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_grouped_gemm", "moe_expert_capacity_factor",
               "moe_shared_expert_intermediate_size", "shared_expert_gate", "moe_layer_freq", "first_k_dense_replace",
               "moe_token_dispatcher_type", "expert_model_parallel_size", "expert_tensor_parallel_size",
-              "moe_apply_probs_on_input", "add_router_bias", "moe_router_group_score_topk")
+              "moe_apply_probs_on_input", "add_router_bias", "moe_router_group_score_topk",
+              "moe_router_sparsemixer_eps")
 
 
 def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
@@ -270,12 +271,18 @@ class TransformerConfig:
     # --moe-router-bias-update-rate]. Load-balancing loss aux_loss (over the micro-batch) / seq_aux_loss (per
     # sequence) / none [--moe-router-load-balancing-type] times --moe-aux-loss-coeff; z-loss
     # mean(logsumexp(logits)^2) times --moe-z-loss-coeff.
+    # SparseMixer routing (Phi-3.5-MoE) [--moe-router-score-function sparsemixer]: k rounds, each picks the
+    # best remaining logit m, keeps the experts with (m - s) / max(|s|, m) <= 2 eps
+    # [--moe-router-sparsemixer-eps] and weights the pick by its softmax over those (earlier picks excluded).
+    # This is the deterministic (eval-mode) SparseMixer in training too: its Gumbel sampling and Heun-method
+    # gradient estimate are not reproduced (the gradient flows through the softmax).
     num_experts: Optional[int] = None
     moe_router_topk: int = 2
     moe_ffn_hidden_size: Optional[int] = None
     moe_router_score_function: str = "softmax"
     moe_router_pre_softmax: bool = False
     norm_topk_prob: bool = False
+    moe_router_sparsemixer_eps: float = 0.01
     moe_router_num_groups: Optional[int] = None
     moe_router_group_topk: Optional[int] = None
     moe_router_group_score_topk: Optional[int] = None
@@ -437,6 +444,11 @@ class TransformerConfig:
         elif self.moe_router_group_score_topk is not None:
             raise ValueError("--moe-router-group-score-topk scores expert groups; add --moe-router-num-groups and "
                              "--moe-router-group-topk or drop it")
+        if self.moe_router_score_function == "sparsemixer":
+            self._validate_sparsemixer()
+        elif self._changed(("moe_router_sparsemixer_eps",)):
+            raise ValueError("--moe-router-sparsemixer-eps applies to --moe-router-score-function sparsemixer; "
+                             "add it or drop the eps")
         for flag, value in (("--moe-ffn-hidden-size", self.moe_ffn_hidden_size),
                             ("--moe-router-topk-scaling-factor", self.moe_router_topk_scaling_factor),
                             ("--moe-z-loss-coeff", self.moe_z_loss_coeff)):
@@ -445,6 +457,16 @@ class TransformerConfig:
         if self.moe_aux_loss_coeff < 0 or self.moe_router_bias_update_rate < 0:
             raise ValueError("--moe-aux-loss-coeff and --moe-router-bias-update-rate must be 0 or more")
         self._validate_experts()
+
+    def _validate_sparsemixer(self) -> None:
+        """SparseMixer picks and weights by itself: the other selection and weighting options do not apply."""
+        if self.moe_router_sparsemixer_eps < 0:
+            raise ValueError(f"--moe-router-sparsemixer-eps {self.moe_router_sparsemixer_eps} must be 0 or more")
+        for flag, on in (("--norm-topk-prob", self.norm_topk_prob),
+                         ("--moe-router-num-groups", self.moe_router_num_groups is not None),
+                         ("--moe-router-enable-expert-bias", self.moe_router_enable_expert_bias)):
+            if on:
+                raise ValueError(f"{flag} does not apply to --moe-router-score-function sparsemixer; drop it")
 
     def _validate_experts(self) -> None:
         """What the expert MLPs support (checked after the router, whose errors come first)."""

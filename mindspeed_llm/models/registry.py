@@ -750,19 +750,28 @@ def _olmo2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**_common_hf_config(cfg), "attention_bias": False}
 
 
-def _granite_config(hf: Dict[str, Any]) -> Dict[str, Any]:
-    """Granite: Llama with embedding, residual and attention multipliers and a logit divisor."""
-    return {**_llama_config(hf), "embedding_multiplier": float(hf.get("embedding_multiplier", 1.0)),
+def _granite_scales(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Granite's embedding, residual and attention multipliers and logit divisor as our scale flags."""
+    return {"embedding_multiplier": float(hf.get("embedding_multiplier", 1.0)),
             "residual_multiplier": float(hf.get("residual_multiplier", 1.0)),
             "softmax_scale": float(hf.get("attention_multiplier", 1.0)),
             "output_multiplier_scale": 1.0 / float(hf.get("logits_scaling", 1.0))}
 
 
-def _granite_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    return {**_llama_hf_config(cfg), "embedding_multiplier": cfg.embedding_multiplier or 1.0,
+def _granite_scales_hf(cfg: TransformerConfig) -> Dict[str, Any]:
+    return {"embedding_multiplier": cfg.embedding_multiplier or 1.0,
             "residual_multiplier": cfg.residual_multiplier or 1.0,
             "attention_multiplier": cfg.attention_scale or cfg.kv_channels ** -0.5,
             "logits_scaling": 1.0 / (cfg.output_multiplier_scale or 1.0)}
+
+
+def _granite_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Granite: Llama with embedding, residual and attention multipliers and a logit divisor."""
+    return {**_llama_config(hf), **_granite_scales(hf)}
+
+
+def _granite_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    return {**_llama_hf_config(cfg), **_granite_scales_hf(cfg)}
 
 
 def _smollm3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
@@ -922,6 +931,17 @@ ALIASES: Dict[str, str] = {"qwen": "qwen2", "qwen25": "qwen2", "llama3": "llama2
                            "bloom_3b": "bloom"}
 
 
+# HF families the one decoder cannot express: name or model_type -> why (get_family and
+# family_for_hf_config raise it as a one-line RegistryError instead of "unknown")
+REFUSED: Dict[str, str] = {}
+
+
+def refuse(name: str, reason: str, *aliases: str) -> None:
+    """Record family ``name`` (and ``aliases``) as refused for ``reason``."""
+    for key in (name,) + aliases:
+        REFUSED[key] = f"{name} is not supported: {reason}"
+
+
 def register(family: Family, *aliases: str) -> Family:
     """Add ``family`` under its name, plus ``aliases`` (MindSpeed's ``--model-type-hf`` spellings).
 
@@ -977,6 +997,8 @@ def get_family(name: str) -> Family:
     """The family of a ``--model-type-hf`` value (MindSpeed name or HF ``model_type``); a one-line error
     lists the known ones."""
     family = _names().get(name)
+    if family is None and name in REFUSED:
+        raise RegistryError(REFUSED[name])
     if family is None:
         raise RegistryError(f"--model-type-hf {name!r} is unknown; known: {', '.join(known_families())}")
     return family
@@ -989,6 +1011,8 @@ def family_for_hf_config(hf: Dict[str, Any], where: str = "config.json") -> Fami
     for family in FAMILIES.values():
         if family.model_type == model_type:
             return family
+    if model_type in REFUSED:
+        raise RegistryError(f"{where}: {REFUSED[model_type]}")
     raise RegistryError(f"{where}: model_type {model_type!r} is not supported; supported model types: "
                         f"{', '.join(supported_model_types())} (or pass --model-type-hf)")
 

@@ -103,7 +103,7 @@ def _seed_oss_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 # --------------------------------------------------------------------------- HunYuan dense
 
 
-def _hunyuan_rope(hf: Dict[str, Any]) -> Dict[str, Any]:
+def _hunyuan_rope(hf: Dict[str, Any], family: str = "hunyuan_v1_dense") -> Dict[str, Any]:
     """HunYuan's RoPE: plain, or ``dynamic`` with a fixed ``alpha`` (``--rope-ntk-alpha``; transformers'
     ``ntk_alpha``, independent of the sequence length)."""
     params = {**(hf.get("rope_scaling") or {}), **(hf.get("rope_parameters") or {})}
@@ -112,7 +112,7 @@ def _hunyuan_rope(hf: Dict[str, Any]) -> Dict[str, Any]:
     if kind == "dynamic" and params.get("alpha"):
         return {**out, "rope_ntk_alpha": float(params["alpha"])}
     if kind != "default":
-        raise RegistryError(f"hunyuan_v1_dense rope_type {kind!r} is not supported (default, or dynamic with alpha)")
+        raise RegistryError(f"{family} rope_type {kind!r} is not supported (default, or dynamic with alpha)")
     return out
 
 

@@ -7,7 +7,9 @@ linear (with a replicated ``[experts]`` bias when ``config.router_bias``: GPT-OS
 - softmax, default: top-k of the logits, then a softmax over those k (weights sum to one);
 - softmax with ``--moe-router-pre-softmax``: softmax over all experts, then top-k
   (``--norm-topk-prob`` divides the k weights by their sum);
-- sigmoid: sigmoid scores, top-k (``--norm-topk-prob`` as above).
+- sigmoid: sigmoid scores, top-k (``--norm-topk-prob`` as above);
+- sparsemixer (Phi-3.5-MoE, eval mode): k rounds, each picking the best remaining logit and weighting it
+  by its softmax over the experts within ``--moe-router-sparsemixer-eps`` of it (:func:`sparsemixer_route`).
 
 Group-limited routing (``--moe-router-num-groups`` / ``--moe-router-group-topk``)
 scores each group by the sum of its best ``topk / group_topk`` experts (or of its best
@@ -28,7 +30,7 @@ router weight's gradient is complete on each rank.
 """
 from __future__ import annotations
 
-from typing import Dict, NamedTuple, Optional
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -63,6 +65,25 @@ def group_limited_topk(scores: torch.Tensor, topk: int, num_groups: int, group_t
     group_mask = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, best_groups, True)
     expert_mask = group_mask.unsqueeze(-1).expand_as(grouped).reshape(tokens, experts)  # [t, experts]
     return scores.masked_fill(~expert_mask, float("-inf")).topk(topk, dim=-1).indices
+
+
+def sparsemixer_route(logits: torch.Tensor, topk: int, eps: float) -> Tuple[torch.Tensor, torch.Tensor]:
+    """SparseMixer's deterministic routing: (weights [t, k], indices [t, k]) from ``logits`` [t, e].
+
+    Round r picks the best logit m among the experts not picked yet; the experts s with
+    (m - s) / max(|s|, m) > 2 eps are masked and the pick's weight is its softmax over the rest.
+    """
+    remaining = logits
+    weights, indices = [], []
+    for _ in range(topk):
+        best, pick = remaining.max(dim=-1, keepdim=True)  # [t, 1]
+        with torch.no_grad():
+            far = (best - logits) / logits.abs().clamp(min=best) > 2 * eps  # [t, e]
+        gates = torch.softmax(remaining.masked_fill(far, float("-inf")), dim=-1)  # [t, e]
+        weights.append(gates.gather(1, pick))
+        indices.append(pick)
+        remaining = remaining.scatter(1, pick, float("-inf"))  # the pick leaves the next rounds
+    return torch.cat(weights, dim=-1), torch.cat(indices, dim=-1)
 
 
 def switch_load_balancing_loss(scores: torch.Tensor, routing_map: torch.Tensor, topk: int) -> torch.Tensor:
@@ -131,6 +152,11 @@ class TopKRouter(nn.Module):
     def _route(self, logits: torch.Tensor):
         """(normalised scores over all experts [t, e] for the aux loss, weights [t, k], indices [t, k])."""
         config = self.config
+        if config.moe_router_score_function == "sparsemixer":
+            weights, indices = sparsemixer_route(logits, config.moe_router_topk, config.moe_router_sparsemixer_eps)
+            if config.moe_router_topk_scaling_factor is not None:
+                weights = weights * config.moe_router_topk_scaling_factor
+            return torch.softmax(logits, dim=-1), weights, indices
         if config.moe_router_score_function == "sigmoid":
             scores = torch.sigmoid(logits)
         elif config.moe_router_pre_softmax:
