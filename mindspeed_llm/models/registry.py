@@ -288,7 +288,9 @@ def mtp_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def mtp_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    return {"num_nextn_predict_layers": cfg.mtp_num_layers or 0}
+    """``--mtp-num-layers`` as ``num_nextn_predict_layers``; without MTP the original config's value stays (a
+    checkpoint saved by transformers keeps its count though its MTP tensors were dropped)."""
+    return {"num_nextn_predict_layers": cfg.mtp_num_layers} if cfg.mtp_num_layers else {}
 
 
 def with_mtp_weights(weights_for: Callable[[TransformerConfig], Tuple[WeightRule, ...]]
