@@ -30,7 +30,8 @@ SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size"
                 "--no-rope-layers", "--full-attention-layers", "--dense-bias-layers",  # layer numbers: they
                 "--hybrid-override-pattern",  # follow --num-layers, as the one-char-per-layer pattern does
                 "--first-k-dense-replace", "--moe-ffn-hidden-size", "--q-lora-rank", "--kv-lora-rank",
-                "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim"}  # MoE/MLA sizes
+                "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim",  # MoE/MLA sizes
+                "--expert-model-parallel-size", "--num-layer-list"}  # layout: follows TP, PP and the layers
 # Flags that only the full-size run (real data, bf16) or only the smoke run (mock data on the CPU) has.
 FULL_ONLY_FLAGS = {"--data-path", "--split", "--tokenizer-name-or-path", "--bf16", "--load"}
 SMOKE_ONLY_FLAGS = {"--mock-data", "--device", "--num-workers"}
