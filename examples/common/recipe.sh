@@ -11,7 +11,10 @@
 #               sets KV_CHANNELS (an explicit head dim, e.g. Gemma's 256) gets 32, which still differs
 #               from hidden / heads = 16, so the explicit-head-dim path stays exercised. MoE/MLA recipes'
 #               MOE_FFN_HIDDEN_SIZE, FIRST_K_DENSE (1: one dense layer before the MoE one), KV_LORA_RANK,
-#               Q_LORA_RANK and the MLA head dims shrink too.
+#               Q_LORA_RANK and the MLA head dims shrink too. EP (expert parallelism, default 1) shrinks
+#               to the largest divisor of the recipe's EP that the smoke data-parallel size allows (a multiple
+#               of TP when the recipe sets ETP=1: whole experts spread over TP x EP ranks); NUM_LAYER_LIST
+#               becomes 2 layers per stage.
 #               Outputs go to SMOKE_DIR (default outputs/smoke/<recipe>).
 #   DRY_RUN=1   pretrain recipes: print the torchrun command and check its flags with our one validation
 #               pass (mindspeed_llm.arguments) at the recipe's world size, without training.
@@ -32,12 +35,34 @@ export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
 _min() { echo $(( $1 < $2 ? $1 : $2 )); }
 
+# The largest divisor of $1 that also divides $2 (at least 1).
+_common_divisor() {
+    local value; value=$(_min "$1" "$2")
+    while (( value > 1 && ($1 % value || $2 % value) )); do value=$(( value - 1 )); done
+    echo $(( value < 1 ? 1 : value ))
+}
+
+# The smoke run's expert-parallel size: EP fitted to data-parallel size $1. With ETP=1 (whole experts
+# over the TP ranks) the EP group spans whole TP groups, so EP stays a multiple of TP.
+_smoke_expert_parallel() {
+    if [[ ${ETP:-} == 1 && $TP -gt 1 ]]; then
+        echo $(( TP * $(_common_divisor $(( EP / TP )) "$1") ))
+    else
+        _common_divisor "$EP" "$1"
+    fi
+}
+
 # Pretraining: shrink the sizes under SMOKE=1, then derive WORLD_SIZE and DISTRIBUTED_ARGS.
+# EP (default 1) is the expert-parallel size; the world size GPUS_PER_NODE x NNODES must tile
+# TP x PP x DP with DP a multiple of EP (of EP / TP under ETP=1), which DRY_RUN checks.
 pretrain_setup() {
+    EP=${EP:-1}
     if [[ $SMOKE == 1 ]]; then
         GPUS_PER_NODE=$SMOKE_NPROC NNODES=1 NODE_RANK=0
         TP=$(_min "$TP" "$SMOKE_NPROC")
         PP=$(_min "$PP" $(( SMOKE_NPROC / TP )))
+        EP=$(_smoke_expert_parallel $(( SMOKE_NPROC / (TP * PP) )))
+        if [[ -n ${NUM_LAYER_LIST:-} ]]; then NUM_LAYER_LIST=$(printf '2%.0s,' $(seq "$PP")); NUM_LAYER_LIST=${NUM_LAYER_LIST%,}; fi
         if (( NUM_KV_HEADS < NUM_HEADS )); then NUM_KV_HEADS=2; else NUM_KV_HEADS=4; fi
         NUM_LAYERS=$(( 2 * PP )) HIDDEN_SIZE=64 FFN_HIDDEN_SIZE=128 NUM_HEADS=4
         SEQ_LENGTH=32 VOCAB_SIZE=256 MBS=1 GBS=4 TRAIN_ITERS=3
@@ -87,11 +112,14 @@ run_pretrain() {
 
 # Checkpoint conversion HF -> mcore. Under SMOKE=1, writes a tiny random Hugging Face model of the
 # family ($1: HF model_type; $2: JSON of the model's behaviour fields) to $SMOKE_DIR/hf and
-# converts it to $SMOKE_DIR/mg at TP=2 PP=2.
+# converts it to $SMOKE_DIR/mg at TP=2 PP=2, and EP=2 when the recipe's EP is above 1 (the recipe passes
+# --target-expert-parallel-size "$EP"). NUM_LAYER_LIST, when set, is dropped (the tiny model is split evenly).
 hf2mcore_setup() {
+    EP=${EP:-1}
     if [[ $SMOKE == 1 ]]; then
         python "$SMOKE_PY" hf-model "$1" "$2" "$SMOKE_DIR/hf"
-        CKPT_LOAD_DIR="$SMOKE_DIR/hf" CKPT_SAVE_DIR="$SMOKE_DIR/mg" TP=2 PP=2
+        CKPT_LOAD_DIR="$SMOKE_DIR/hf" CKPT_SAVE_DIR="$SMOKE_DIR/mg" TP=2 PP=2 EP=$(( EP > 1 ? 2 : 1 ))
+        NUM_LAYER_LIST=""
     fi
 }
 

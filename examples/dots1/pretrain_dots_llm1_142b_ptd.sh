@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Pretrain dots.llm1 (rednote-hilab/dots.llm1.base config.json): 62 layers (the first dense), hidden 4096, dense FFN 10944, 32 heads / 32 KV heads of dim 128, per-head q/k RMSNorm, vocab 152064, rope theta 10000000, RMSNorm 1e-5, no biases, untied; 128 experts of FFN 1408, top-6 by sigmoid score + expert bias, renormalised, times 2.5 (routed_scaling_factor), two shared experts (2 x 1408).
-# Layout: 4 node(s) x 8 devices, TP=8 PP=1 (MoE layers take no pipeline parallelism yet; at this size
-# the experts need expert parallelism to fit, which is coming with issue 10's EP).
+# Layout: 8 node(s) x 8 devices, TP=2 PP=2 EP=16 (DP16; 8 experts per EP rank).
 #   bash examples/dots1/pretrain_dots_llm1_142b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/dots1/pretrain_dots_llm1_142b_ptd.sh     # seconds on the CPU, same behaviour flags
 #   DRY_RUN=1 bash examples/dots1/pretrain_dots_llm1_142b_ptd.sh   # print the command and validate its flags only
@@ -10,7 +9,7 @@ source "$(dirname "$0")/../common/recipe.sh"
 GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
 MASTER_ADDR=${MASTER_ADDR:-localhost}
 MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-4}
+NNODES=${NNODES:-8}
 NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-}    # e.g. ./model_weights/dots-llm1-142b-mcore (ckpt_convert_dots_llm1_142b_hf2mcore.sh)
@@ -18,7 +17,7 @@ CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/dots-llm1-142b}
 DATA_PATH=${DATA_PATH:-./dataset/dots_llm1_text_document}    # data_convert_dots_llm1_pretrain.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/dots.llm1}
 
-TP=${TP:-8} PP=${PP:-1}
+TP=${TP:-2} PP=${PP:-2} EP=${EP:-16}
 NUM_LAYERS=62 HIDDEN_SIZE=4096 FFN_HIDDEN_SIZE=10944 NUM_HEADS=32 NUM_KV_HEADS=32 KV_CHANNELS=128 VOCAB_SIZE=152064
 SEQ_LENGTH=${SEQ_LENGTH:-4096} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
 SAVE_INTERVAL=1000 EVAL_INTERVAL=1000 EVAL_ITERS=0
@@ -27,6 +26,8 @@ pretrain_setup
 
 GPT_ARGS=(
     --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+    --expert-model-parallel-size "$EP"
+    --moe-token-dispatcher-type alltoall --moe-grouped-gemm --sequence-parallel --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
     --num-attention-heads "$NUM_HEADS" --kv-channels "$KV_CHANNELS"
     --seq-length "$SEQ_LENGTH" --max-position-embeddings 32768

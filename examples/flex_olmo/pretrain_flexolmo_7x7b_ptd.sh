@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pretrain FlexOlmo-7x7B-1T: transformers' FlexOlmoConfig() defaults, whose docstring names this checkpoint: 32 layers, hidden 4096, 32 heads / 32 KV heads, vocab 100352, rope theta 500000, RMSNorm 1e-6, untied; norms after attention and MLP only, q/k RMSNorm over all heads' channels; 7 experts of FFN 11008, top-5 of the softmax over all experts (not renormalised), router aux loss coefficient 0.01.
-# Layout: 1 node(s) x 8 devices, TP=8 PP=1.
+# Layout: 2 node(s) x 8 devices, TP=8 PP=2 EP=1 (DP1; 7 experts: no EP above 1 divides them, so the experts split over TP like the MLP).
 #   bash examples/flex_olmo/pretrain_flexolmo_7x7b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/flex_olmo/pretrain_flexolmo_7x7b_ptd.sh     # seconds on the CPU, same behaviour flags
 #   DRY_RUN=1 bash examples/flex_olmo/pretrain_flexolmo_7x7b_ptd.sh   # print the command and validate its flags only
@@ -9,7 +9,7 @@ source "$(dirname "$0")/../common/recipe.sh"
 GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
 MASTER_ADDR=${MASTER_ADDR:-localhost}
 MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
+NNODES=${NNODES:-2}
 NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-}    # e.g. ./model_weights/flexolmo-7x7b-1t-mcore-tp8pp1 (ckpt_convert_flexolmo_7x7b_hf2mcore.sh)
@@ -17,7 +17,7 @@ CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/flexolmo-7x7b}
 DATA_PATH=${DATA_PATH:-./dataset/flexolmo_text_document}    # data_convert_flexolmo_pretrain.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/FlexOlmo-7x7B-1T}
 
-TP=${TP:-8} PP=${PP:-1}
+TP=${TP:-8} PP=${PP:-2} EP=${EP:-1}
 NUM_LAYERS=32 HIDDEN_SIZE=4096 FFN_HIDDEN_SIZE=11008 NUM_HEADS=32 NUM_KV_HEADS=32 VOCAB_SIZE=100352
 SEQ_LENGTH=${SEQ_LENGTH:-4096} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
 SAVE_INTERVAL=1000 EVAL_INTERVAL=1000 EVAL_ITERS=0
@@ -26,6 +26,8 @@ pretrain_setup
 
 GPT_ARGS=(
     --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+    --expert-model-parallel-size "$EP"
+    --moe-grouped-gemm
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
     --num-attention-heads "$NUM_HEADS"
     --seq-length "$SEQ_LENGTH" --max-position-embeddings 4096

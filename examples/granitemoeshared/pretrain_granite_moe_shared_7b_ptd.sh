@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pretrain moe-7b-1b-active-shared-experts: sizes UNVERIFIED (no copy of its config.json was found): transformers' GraniteMoeSharedConfig() defaults, which its docstring likens to this checkpoint, with an assumed shared expert of 1024: 32 layers, hidden 4096, 32 heads, vocab 32000, rope theta 10000, RMSNorm 1e-6, untied; 8 experts of FFN 11008, top-2, one ungated shared expert of 1024; multipliers 1 (attention scale 1.0, not 1/sqrt(head dim)).
-# Layout: 1 node(s) x 8 devices, TP=8 PP=1.
+# Layout: 2 node(s) x 8 devices, TP=2 PP=2 EP=4 (DP4; 2 experts per EP rank).
 #   bash examples/granitemoeshared/pretrain_granite_moe_shared_7b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/granitemoeshared/pretrain_granite_moe_shared_7b_ptd.sh     # seconds on the CPU, same behaviour flags
 #   DRY_RUN=1 bash examples/granitemoeshared/pretrain_granite_moe_shared_7b_ptd.sh   # print the command and validate its flags only
@@ -9,7 +9,7 @@ source "$(dirname "$0")/../common/recipe.sh"
 GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
 MASTER_ADDR=${MASTER_ADDR:-localhost}
 MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
+NNODES=${NNODES:-2}
 NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-}    # e.g. ./model_weights/moe-7b-1b-active-shared-experts-mcore-tp8pp1 (ckpt_convert_granite_moe_shared_7b_hf2mcore.sh)
@@ -17,7 +17,7 @@ CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/granite_moe_shared-7b}
 DATA_PATH=${DATA_PATH:-./dataset/granite_moe_shared_text_document}    # data_convert_granite_moe_shared_pretrain.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/moe-7b-1b-active-shared-experts}
 
-TP=${TP:-8} PP=${PP:-1}
+TP=${TP:-2} PP=${PP:-2} EP=${EP:-4}
 NUM_LAYERS=32 HIDDEN_SIZE=4096 FFN_HIDDEN_SIZE=11008 NUM_HEADS=32 NUM_KV_HEADS=32 VOCAB_SIZE=32000
 SEQ_LENGTH=${SEQ_LENGTH:-2048} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
 SAVE_INTERVAL=1000 EVAL_INTERVAL=1000 EVAL_ITERS=0
@@ -26,6 +26,8 @@ pretrain_setup
 
 GPT_ARGS=(
     --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+    --expert-model-parallel-size "$EP"
+    --moe-token-dispatcher-type alltoall --moe-grouped-gemm --sequence-parallel
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
     --num-attention-heads "$NUM_HEADS"
     --seq-length "$SEQ_LENGTH" --max-position-embeddings 2048

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Pretrain HY-V3 (tencent/HY-V3 (transformers' HYV3Config defaults) config.json): 80 layers (the first dense), hidden 4096, dense FFN 13312, 64 heads / 8 KV heads of dim 128, per-head q/k RMSNorm before RoPE, vocab 120832, rope theta 11158840, RMSNorm 1e-5, no biases, untied; 192 experts of FFN 1536, top-8 by sigmoid score + expert bias, renormalised, times 2.826 (router_scaling_factor), one shared expert of 1536.
-# Layout: 8 node(s) x 8 devices, TP=8 PP=1 (MoE layers take no pipeline parallelism yet; at this size
-# the experts need expert parallelism to fit, which is coming with issue 10's EP).
+# Layout: 16 node(s) x 8 devices, TP=1 PP=4 EP=32 (DP32; 6 experts per EP rank, as MindSpeed-LLM's hunyuan3 recipe (TP1 PP4 EP32 on 128 devices)).
 #   bash examples/hy_v3/pretrain_hy_v3_295b_a21b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/hy_v3/pretrain_hy_v3_295b_a21b_ptd.sh     # seconds on the CPU, same behaviour flags
 #   DRY_RUN=1 bash examples/hy_v3/pretrain_hy_v3_295b_a21b_ptd.sh   # print the command and validate its flags only
@@ -10,7 +9,7 @@ source "$(dirname "$0")/../common/recipe.sh"
 GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
 MASTER_ADDR=${MASTER_ADDR:-localhost}
 MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-8}
+NNODES=${NNODES:-16}
 NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-}    # e.g. ./model_weights/hy-v3-295b-a21b-mcore (ckpt_convert_hy_v3_295b_a21b_hf2mcore.sh)
@@ -18,7 +17,7 @@ CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/hy-v3-295b-a21b}
 DATA_PATH=${DATA_PATH:-./dataset/hy_v3_text_document}    # data_convert_hy_v3_pretrain.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/HY-V3}
 
-TP=${TP:-8} PP=${PP:-1}
+TP=${TP:-1} PP=${PP:-4} EP=${EP:-32}
 NUM_LAYERS=80 HIDDEN_SIZE=4096 FFN_HIDDEN_SIZE=13312 NUM_HEADS=64 NUM_KV_HEADS=8 KV_CHANNELS=128 VOCAB_SIZE=120832
 SEQ_LENGTH=${SEQ_LENGTH:-4096} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
 SAVE_INTERVAL=1000 EVAL_INTERVAL=1000 EVAL_ITERS=0
@@ -27,6 +26,8 @@ pretrain_setup
 
 GPT_ARGS=(
     --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+    --expert-model-parallel-size "$EP"
+    --moe-token-dispatcher-type alltoall --moe-grouped-gemm --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
     --num-attention-heads "$NUM_HEADS" --group-query-attention --num-query-groups "$NUM_KV_HEADS" --kv-channels "$KV_CHANNELS"
     --seq-length "$SEQ_LENGTH" --max-position-embeddings 131072

@@ -4,8 +4,11 @@
 - every pretrain recipe's full-size flags pass the training entry's one validation pass at the
   recipe's world size (``DRY_RUN=argv`` prints them without training);
 - ``SMOKE=1`` keeps every behaviour flag of the full-size recipe and shrinks only sizes and data;
-- a sample runs end to end with ``SMOKE=1``: a pretrain recipe (sliding window, GQA, TP=2 on two CPU
-  processes) and a checkpoint round trip HF -> mcore (TP=2 PP=2) -> HF of a tied, qkv-bias model.
+- every MoE pretrain recipe lays its experts out with ``EP`` and its hf2mcore sibling converts to the same
+  TP/PP/EP; ``SMOKE=1`` keeps EP above 1 where the two smoke processes leave a data-parallel pair;
+- samples run end to end with ``SMOKE=1``: pretrain recipes (sliding window, GQA, TP=2 on two CPU
+  processes; MoE with EP=2 and the alltoall dispatcher) and checkpoint round trips HF -> mcore (TP=2 PP=2,
+  and EP=2 for an MoE model) -> HF.
 """
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size"
                 "--no-rope-layers", "--full-attention-layers", "--dense-bias-layers",  # layer numbers: they
                 "--hybrid-override-pattern",  # follow --num-layers, as the one-char-per-layer pattern does
                 "--first-k-dense-replace", "--moe-ffn-hidden-size", "--q-lora-rank", "--kv-lora-rank",
-                "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim"}  # MoE/MLA sizes
+                "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim",  # MoE/MLA sizes
+                "--expert-model-parallel-size", "--num-layer-list"}  # layout: follows TP, PP and the layers
 # Flags that only the full-size run (real data, bf16) or only the smoke run (mock data on the CPU) has.
 FULL_ONLY_FLAGS = {"--data-path", "--split", "--tokenizer-name-or-path", "--bf16", "--load"}
 SMOKE_ONLY_FLAGS = {"--mock-data", "--device", "--num-workers"}
@@ -110,23 +114,54 @@ def test_smoke_keeps_behaviour_flags_and_shrinks_sizes(recipe: Path) -> None:
     validate_args(args, world_size)
 
 
+def _layout_defaults(recipe: Path) -> Dict[str, str]:
+    """The recipe's default layout variables (``TP=${TP:-8} PP=${PP:-1} EP=${EP:-4}`` -> {"TP": "8", ...})."""
+    return dict(re.findall(r"\b(TP|PP|EP)=\$\{\1:-(\d+)\}", recipe.read_text()))
+
+
+MOE_PRETRAIN_RECIPES = [path for path in PRETRAIN_RECIPES if "--num-experts" in path.read_text()]
+
+
+@pytest.mark.parametrize("recipe", MOE_PRETRAIN_RECIPES, ids=_recipe_id)
+def test_moe_recipe_lays_out_experts_as_its_checkpoint(recipe: Path) -> None:
+    _, full_argv = _argv(recipe, smoke=False)
+    full = _flags(full_argv)
+    layout = {"TP": full["--tensor-model-parallel-size"][0], "PP": full["--pipeline-model-parallel-size"][0],
+              "EP": full["--expert-model-parallel-size"][0]}
+    sibling = recipe.with_name(recipe.name.replace("pretrain_", "ckpt_convert_").replace("_ptd", "_hf2mcore"))
+    if sibling.is_file():
+        text = sibling.read_text()
+        assert '--target-expert-parallel-size "$EP"' in text or layout["EP"] == "1", sibling.name
+        assert {**{"EP": "1"}, **_layout_defaults(sibling)} == layout, sibling.name
+    _, smoke_argv = _argv(recipe, smoke=True)
+    smoke = _flags(smoke_argv)
+    tp, pp = int(smoke["--tensor-model-parallel-size"][0]), int(smoke["--pipeline-model-parallel-size"][0])
+    expert_tp = smoke.get("--expert-tensor-parallel-size", ["0"])[0]
+    if int(layout["EP"]) > 1 and (tp * pp == 1 or expert_tp == "1"):
+        assert int(smoke["--expert-model-parallel-size"][0]) == 2
+
+
 @pytest.mark.slow
-def test_smoke_pretrain_recipe_trains_and_saves(tmp_path: Path) -> None:
-    recipe = REPO / "examples/mistral/pretrain_mistral01_7b_ptd.sh"  # sliding window, GQA, TP=2
+@pytest.mark.parametrize("name", ["mistral/pretrain_mistral01_7b_ptd",  # sliding window, GQA, TP=2
+                                  "olmoe/pretrain_olmoe_1b_7b_ptd"])  # MoE, EP=2, alltoall, grouped GEMM
+def test_smoke_pretrain_recipe_trains_and_saves(tmp_path: Path, name: str) -> None:
+    recipe = REPO / "examples" / f"{name}.sh"
     run = _run(recipe, {"SMOKE": "1", "SMOKE_DIR": str(tmp_path / "smoke"), "LOG_DIR": str(tmp_path / "logs")})
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    log = (tmp_path / "logs" / "pretrain_mistral01_7b_ptd.log").read_text()
+    log = (tmp_path / "logs" / f"{recipe.stem}.log").read_text()
     losses = [float(loss) for loss in re.findall(r"\| lm loss: ([0-9.E+-]+) \|", log)]
     assert len(losses) == 3 and all(0 < loss < 10 for loss in losses), log[-2000:]
     assert (tmp_path / "smoke" / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
 
 
 @pytest.mark.slow
-def test_smoke_checkpoint_round_trip_is_exact(tmp_path: Path) -> None:
-    recipe = REPO / "examples/qwen2/ckpt_convert_qwen25_05b_mcore2hf.sh"  # tied embeddings, qkv bias
+@pytest.mark.parametrize("name, files", [("qwen2/ckpt_convert_qwen25_05b_mcore2hf", 4),  # tied, qkv bias: TP2 x PP2
+                                         ("mixtral/ckpt_convert_mixtral_8x7b_mcore2hf", 8)])  # TP2 x PP2 x EP2
+def test_smoke_checkpoint_round_trip_is_exact(tmp_path: Path, name: str, files: int) -> None:
+    recipe = REPO / "examples" / f"{name}.sh"
     run = _run(recipe, {"SMOKE": "1", "SMOKE_DIR": str(tmp_path / "smoke")})
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "round trip exact" in run.stdout
     mcore = tmp_path / "smoke" / "source" / "mg"
-    assert len(list(mcore.rglob("model_optim_rng.pt"))) == 4  # TP=2 x PP=2
+    assert len(list(mcore.rglob("model_optim_rng.pt"))) == files
     assert (tmp_path / "smoke" / "hf" / "config.json").is_file()

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Convert a Qwen3-30B-A3B checkpoint in our Megatron (mcore) layout, any TP/PP/EP (read from the checkpoint),
+# back to Hugging Face safetensors + config.json, and copy the tokenizer files beside them.
+#   bash examples/qwen3_moe/ckpt_convert_qwen3_moe_30b_a3b_mcore2hf.sh
+#   SMOKE=1 bash examples/qwen3_moe/ckpt_convert_qwen3_moe_30b_a3b_mcore2hf.sh   # runs the hf2mcore smoke first, then
+#                                                    # checks that every tensor comes back identical
+source "$(dirname "$0")/../common/recipe.sh"
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./ckpt/qwen3-moe-30b-a3b}
+CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_from_mcore/Qwen3-30B-A3B}
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Qwen3-30B-A3B}
+mcore2hf_setup
+
+python "$REPO_ROOT/tools/convert_ckpt.py" \
+    --load-model-type mg --save-model-type hf --model-type-hf qwen3_moe \
+    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
+copy_tokenizer_files "$TOKENIZER_PATH" "$CKPT_SAVE_DIR"
+smoke_check_round_trip

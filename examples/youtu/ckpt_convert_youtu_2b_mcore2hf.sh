@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Convert a Youtu-LLM-2B checkpoint in our Megatron (mcore) layout, any TP/PP (read from the checkpoint),
+# back to Hugging Face safetensors + config.json, and copy the tokenizer files beside them.
+#   bash examples/youtu/ckpt_convert_youtu_2b_mcore2hf.sh
+#   SMOKE=1 bash examples/youtu/ckpt_convert_youtu_2b_mcore2hf.sh   # runs the hf2mcore smoke first, then
+#                                                    # checks that every tensor comes back identical
+source "$(dirname "$0")/../common/recipe.sh"
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./ckpt/youtu-llm-2b}
+CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_from_mcore/Youtu-LLM-2B}
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Youtu-LLM-2B}
+mcore2hf_setup
+
+python "$REPO_ROOT/tools/convert_ckpt.py" \
+    --load-model-type mg --save-model-type hf --model-type-hf youtu \
+    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
+copy_tokenizer_files "$TOKENIZER_PATH" "$CKPT_SAVE_DIR"
+smoke_check_round_trip
