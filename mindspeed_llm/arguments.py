@@ -288,6 +288,9 @@ def _add_moe_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--moe-router-topk", type=int, default=2, help="experts each token is routed to")
     group.add_argument("--moe-ffn-hidden-size", type=int, default=None, help="one expert's FFN size; default --ffn-hidden-size")
     group.add_argument("--moe-router-score-function", default="softmax", choices=["softmax", "sigmoid", "sparsemixer"])
+    group.add_argument("--moe-router-dtype", choices=("fp32", "fp64"), default=None,
+                       help="the router and the weighted sum of the experts' outputs in this dtype (default: the "
+                            "model's, scores in fp32)")
     group.add_argument("--moe-router-sparsemixer-eps", type=float, default=0.01,
                        help="SparseMixer: experts within this relative distance (x 2) of the pick share its softmax")
     group.add_argument("--moe-router-pre-softmax", action="store_true",
@@ -1205,6 +1208,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             moe_router_score_function=args.moe_router_score_function,
             moe_router_pre_softmax=args.moe_router_pre_softmax,
             moe_router_sparsemixer_eps=args.moe_router_sparsemixer_eps,
+            moe_router_dtype=args.moe_router_dtype,
             norm_topk_prob=args.norm_topk_prob,
             moe_router_num_groups=args.moe_router_num_groups,
             moe_router_group_topk=args.moe_router_group_topk,

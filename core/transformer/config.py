@@ -40,7 +40,7 @@ MOE_FIELDS = ("moe_router_topk", "moe_ffn_hidden_size", "moe_router_score_functi
               "moe_shared_expert_intermediate_size", "shared_expert_gate", "moe_layer_freq", "first_k_dense_replace",
               "moe_token_dispatcher_type", "expert_model_parallel_size", "expert_tensor_parallel_size",
               "moe_apply_probs_on_input", "add_router_bias", "moe_router_group_score_topk",
-              "moe_router_sparsemixer_eps")
+              "moe_router_sparsemixer_eps", "moe_router_dtype")
 
 
 def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
@@ -283,6 +283,9 @@ class TransformerConfig:
     moe_router_pre_softmax: bool = False
     norm_topk_prob: bool = False
     moe_router_sparsemixer_eps: float = 0.01
+    # The router's linear, scores and the weighted sum of the experts' outputs in fp32 or fp64 (Megatron's
+    # --moe-router-dtype; None: the router's linear in the model dtype, scores in fp32, the sum in the model dtype)
+    moe_router_dtype: Optional[str] = None
     moe_router_num_groups: Optional[int] = None
     moe_router_group_topk: Optional[int] = None
     moe_router_group_score_topk: Optional[int] = None
@@ -444,6 +447,8 @@ class TransformerConfig:
         elif self.moe_router_group_score_topk is not None:
             raise ValueError("--moe-router-group-score-topk scores expert groups; add --moe-router-num-groups and "
                              "--moe-router-group-topk or drop it")
+        if self.moe_router_dtype not in (None, "fp32", "fp64"):
+            raise ValueError(f"--moe-router-dtype {self.moe_router_dtype!r} is not one of fp32, fp64")
         if self.moe_router_score_function == "sparsemixer":
             self._validate_sparsemixer()
         elif self._changed(("moe_router_sparsemixer_eps",)):

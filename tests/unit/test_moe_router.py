@@ -225,3 +225,29 @@ def test_cli_builds_the_router_config_and_checks_expert_parallel() -> None:
     validate_args(parse_args(argv + ["--expert-model-parallel-size", "2", "--global-batch-size", "2"]), 2)
     with pytest.raises(ArgumentError, match="--num-experts 8 is not divisible by --expert-model-parallel-size 3"):
         validate_args(parse_args(argv + ["--expert-model-parallel-size", "3", "--global-batch-size", "3"]), 3)
+
+
+@pytest.mark.parametrize("router_dtype, torch_dtype", [("fp32", torch.float32), ("fp64", torch.float64)])
+def test_router_dtype_routes_and_sums_in_that_dtype(router_dtype: str, torch_dtype: torch.dtype) -> None:
+    """--moe-router-dtype: a bf16 model's router runs its linear and scores in fp32/fp64 (weights come out in that
+    dtype), and unpermute sums the weighted expert rows in it, returning the rows' dtype."""
+    from core.transformer.moe.token_dispatcher import permute, unpermute
+
+    router, hidden = _router(params_dtype=torch.bfloat16, moe_router_dtype=router_dtype)
+    hidden = hidden.to(torch.bfloat16)
+    out = router(hidden)
+    logits = hidden.reshape(-1, hidden.shape[-1]).to(torch_dtype) @ router.weight.to(torch_dtype).t()  # [t, e]
+    top = logits.topk(2, dim=-1)
+    assert out.weights.dtype == torch_dtype and torch.equal(out.indices, top.indices)
+    torch.testing.assert_close(out.weights, torch.softmax(top.values, dim=-1), rtol=0, atol=0)
+    plain, _ = _router(params_dtype=torch.bfloat16)
+    assert plain(hidden).weights.dtype == torch.bfloat16  # without the flag: the model's dtype
+    flat = hidden.reshape(-1, hidden.shape[-1])
+    rows, permutation = permute(flat, out.indices, 8)
+    summed = unpermute(rows, permutation, out.weights)
+    expected = torch.zeros(flat.shape, dtype=torch_dtype)
+    for row, pair, token in zip(rows, permutation.pairs.tolist(), permutation.tokens.tolist()):
+        expected[token] += row.to(torch_dtype) * out.weights.flatten()[pair]
+    assert summed.dtype == torch.bfloat16 and torch.equal(summed, expected.to(torch.bfloat16))
+    with pytest.raises(ValueError, match="--moe-router-dtype 'fp16' is not one of fp32, fp64"):
+        TransformerConfig(**{**SMALL, "num_experts": 8, "moe_router_dtype": "fp16"})

@@ -111,7 +111,7 @@ class MoELayer(nn.Module):
                               keep: Optional[torch.Tensor]) -> torch.Tensor:
         """The routed experts' weighted sum for the tokens ``flat`` [t, h] (``weights``/``indices`` [t, k])."""
         if self.config.moe_apply_probs_on_input:  # top-1 (Llama 4): the expert reads its token times the weight
-            flat, weights = flat * weights, torch.ones_like(weights)  # [t, h], [t, 1]
+            flat, weights = (flat * weights).to(flat.dtype), torch.ones_like(weights)  # [t, h], [t, 1]
         rows, tokens_per_expert = self.dispatcher.dispatch(flat, weights, indices, keep)  # [n, h]
         return self.dispatcher.combine(self.experts(rows, tokens_per_expert))  # [t, h]
 

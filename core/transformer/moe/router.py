@@ -42,6 +42,7 @@ from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.mappings import all_reduce
 from core.transformer.config import TransformerConfig
 
+ROUTER_DTYPES = {None: None, "fp32": torch.float32, "fp64": torch.float64}  # --moe-router-dtype
 NORM_EPSILON = 1e-20  # added to the sum of the top-k weights before dividing (DeepSeek-V3, Megatron)
 
 
@@ -122,6 +123,7 @@ class TopKRouter(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.config = config
+        self.dtype = ROUTER_DTYPES[config.moe_router_dtype]
         experts = config.num_experts
         self.weight = mark_param(nn.Parameter(torch.empty(experts, config.hidden_size, dtype=config.params_dtype)),
                                  init="normal")
@@ -140,14 +142,21 @@ class TopKRouter(nn.Module):
     def forward(self, hidden: torch.Tensor) -> RouterOutput:
         """``hidden`` [s, b, h] -> weights and indices [s * b, topk] in [s, b] token order."""
         seq_length = hidden.shape[0]
-        logits = F.linear(hidden.reshape(-1, hidden.shape[-1]), self.weight, self.bias).float()  # [t, e]
+        logits = self._logits(hidden.reshape(-1, hidden.shape[-1]))  # [t, e]
         scores, weights, indices = self._route(logits)
         routing_map = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, indices, True)  # [t, e]
         if self.expert_bias is not None and self.training and not is_recomputing():  # counted once per forward
             with torch.no_grad():
                 self.local_tokens_per_expert += routing_map.sum(dim=0)
         losses = self._losses(logits, scores, routing_map, seq_length)
-        return RouterOutput(weights.to(hidden.dtype), indices, losses)
+        return RouterOutput(weights.to(self.dtype or hidden.dtype), indices, losses)
+
+    def _logits(self, flat: torch.Tensor) -> torch.Tensor:
+        """[t, e] in fp32 (the linear in the model dtype), or all in --moe-router-dtype."""
+        if self.dtype is None:
+            return F.linear(flat, self.weight, self.bias).float()
+        bias = self.bias.to(self.dtype) if self.bias is not None else None
+        return F.linear(flat.to(self.dtype), self.weight.to(self.dtype), bias)
 
     def _route(self, logits: torch.Tensor):
         """(normalised scores over all experts [t, e] for the aux loss, weights [t, k], indices [t, k])."""

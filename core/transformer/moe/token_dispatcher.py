@@ -76,10 +76,12 @@ def permute(hidden: torch.Tensor, indices: torch.Tensor, num_experts: int,
 
 
 def unpermute(rows: torch.Tensor, permutation: Permutation, weights: torch.Tensor) -> torch.Tensor:
-    """Expert outputs ``rows`` [pairs, h] times their weights (``weights`` [t, k]) summed into tokens: [t, h]."""
-    scaled = rows * weights.flatten().index_select(0, permutation.pairs).unsqueeze(-1).to(rows.dtype)
-    out = rows.new_zeros(weights.shape[0], rows.shape[-1])
-    return out.index_add(0, permutation.tokens, scaled)
+    """Expert outputs ``rows`` [pairs, h] times their weights (``weights`` [t, k]) summed into tokens: [t, h], in
+    the more precise of the two dtypes (--moe-router-dtype), returned in the rows' dtype."""
+    compute = torch.promote_types(rows.dtype, weights.dtype)
+    scaled = rows.to(compute) * weights.flatten().index_select(0, permutation.pairs).unsqueeze(-1).to(compute)
+    out = scaled.new_zeros(weights.shape[0], rows.shape[-1])
+    return out.index_add(0, permutation.tokens, scaled).to(rows.dtype)
 
 
 class TokenDispatcher:
