@@ -472,6 +472,10 @@ def _add_data_args(parser: argparse.ArgumentParser) -> None:
                        help="where dataset index caches go (default: beside the data)")
     group.add_argument("--mock-data", action="store_true", help="random tokens; needs --vocab-size")
     group.add_argument("--num-workers", type=int, default=2, help="DataLoader worker processes")
+    group.add_argument("--reset-position-ids", action="store_true",
+                       help="positions restart at 0 after every end-of-document token of a packed sample")
+    group.add_argument("--eod-mask-loss", action="store_true",
+                       help="no loss on the end-of-document tokens of the input")
 
 
 def _add_logging_args(parser: argparse.ArgumentParser) -> None:
@@ -854,6 +858,9 @@ def check_pretraining_data(args: argparse.Namespace) -> None:
     if not args.mock_data and not real:
         raise ArgumentError("no training data: give --data-path PREFIX (from preprocess_data.py) or "
                             "--train-data-path, or --mock-data for synthetic tokens")
+    if args.reset_position_ids and args.position_embedding_type not in ("rope", "learned_absolute"):
+        raise ArgumentError(f"--reset-position-ids needs positions the model reads: --position-embedding-type "
+                            f"{args.position_embedding_type} ignores position ids; use rope or learned_absolute")
     if real and args.tokenizer_type in (None, "NullTokenizer") and args.vocab_size is None:
         raise ArgumentError("--data-path needs the tokenizer that made it: --tokenizer-type PretrainedFromHF "
                             "--tokenizer-name-or-path DIR (or NullTokenizer with --vocab-size)")

@@ -3,7 +3,9 @@
 Data: ``--mock-data`` (random tokens) or indexed ``.bin/.idx`` data
 (``--data-path`` with ``--split``, or per-split blends), each sample
 ``seq_length + 1`` tokens. The loss is the mean per-token cross-entropy (with
-``--label-smoothing-factor``), logged as ``lm loss``.
+``--label-smoothing-factor``), logged as ``lm loss``. Packed samples may restart their positions after
+each end-of-document token (``--reset-position-ids``) and drop the loss on those tokens
+(``--eod-mask-loss``), as Megatron does; attention still crosses documents (causal).
 
 With MoE layers (``--num-experts``) the routers' losses act through the MoE layers themselves
 (core/transformer/moe/aux_losses.py) and the trainer logs them.
@@ -25,6 +27,7 @@ from core import checkpointing
 from core.datasets.gpt_dataset import build_pretraining_datasets
 from core.datasets.mock_dataset import MockGPTDataset
 from mindspeed_llm.arguments import check_pretraining_data
+from mindspeed_llm.tokenizer import build_tokenizer
 from core.transformer.multi_token_prediction import collect_mtp_losses, mtp_loss, mtp_loss_names
 from mindspeed_llm.training.task import Batch, Splits, TrainingTask
 
@@ -38,6 +41,8 @@ class PretrainTask(TrainingTask):
     def __init__(self, args: argparse.Namespace) -> None:
         super().__init__(args)
         self.stat_names = ("lm loss",) + _mtp_stat_names(args)
+        needs_eod = getattr(args, "eod_mask_loss", False) or getattr(args, "reset_position_ids", False)
+        self.eod = build_tokenizer(args).eod if needs_eod else None  # the end-of-document token id
 
     def validate(self, args: argparse.Namespace) -> None:
         check_pretraining_data(args)
@@ -57,11 +62,16 @@ class PretrainTask(TrainingTask):
     def collate(self, samples: List[Dict[str, torch.Tensor]]) -> Batch:
         text = torch.stack([s["text"] for s in samples])  # [b, s + 1]
         tokens, labels = text[:, :-1].contiguous(), text[:, 1:].contiguous()
-        return {"tokens": tokens, "labels": labels, "loss_mask": torch.ones_like(labels, dtype=torch.float32)}
+        batch = {"tokens": tokens, "labels": labels, "loss_mask": torch.ones_like(labels, dtype=torch.float32)}
+        if self.args.eod_mask_loss:  # Megatron: no loss where the input token is the end of a document
+            batch["loss_mask"][tokens == self.eod] = 0.0
+        if self.args.reset_position_ids:
+            batch["position_ids"] = document_position_ids(tokens, self.eod)
+        return batch
 
     def forward_step(self, batch: Batch, model: nn.Module) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
         """Mean per-token loss of the micro-batch; a stage without the output layer returns activations."""
-        per_token = model(batch["tokens"], labels=batch["labels"],
+        per_token = model(batch["tokens"], labels=batch["labels"], position_ids=batch.get("position_ids"),
                           label_smoothing=self.args.label_smoothing_factor)  # [b, s] fp32
         if not model.post_process:
             return per_token, {}  # [s, b, h] activations for the next stage
@@ -74,6 +84,15 @@ class PretrainTask(TrainingTask):
             loss = loss + added
             stats.update((name, mean.detach()) for name, mean in zip(mtp_loss_names(len(means)), means))
         return loss, stats
+
+
+def document_position_ids(tokens: torch.Tensor, eod: int) -> torch.Tensor:
+    """``tokens`` [b, s] -> positions [b, s] that restart at 0 after every ``eod`` (Megatron's
+    ``--reset-position-ids``: the token after an end of document is position 0)."""
+    index = torch.arange(tokens.size(1), device=tokens.device).expand_as(tokens)  # [b, s]
+    after_eod = torch.where(tokens == eod, index + 1, torch.zeros_like(index))  # where the next document starts
+    starts = torch.cummax(torch.cat([torch.zeros_like(index[:, :1]), after_eod[:, :-1]], dim=1), dim=1).values
+    return index - starts
 
 
 def _mtp_stat_names(args: argparse.Namespace) -> Tuple[str, ...]:
