@@ -18,7 +18,7 @@ communicates over and is the identity when that group has one member.
 """
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import torch
 import torch.distributed as dist
@@ -93,13 +93,13 @@ def _sum_and_take_rows(x: torch.Tensor, counts: List[int], group: Group) -> torc
 
 class _GatherTokens(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: torch.Tensor, group: Group) -> torch.Tensor:
-        ctx.group, ctx.counts = group, _row_counts(x, group)
-        return _gather_rows(x, ctx.counts, group)
+    def forward(ctx, x: torch.Tensor, counts: List[int], group: Group) -> torch.Tensor:
+        ctx.group, ctx.counts = group, counts
+        return _gather_rows(x, counts, group)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        return _sum_and_take_rows(grad, ctx.counts, ctx.group), None  # every rank's use of every row
+        return _sum_and_take_rows(grad, ctx.counts, ctx.group), None, None  # every rank's use of every row
 
 
 class _ReduceScatterTokens(torch.autograd.Function):
@@ -113,11 +113,14 @@ class _ReduceScatterTokens(torch.autograd.Function):
         return _gather_rows(grad.contiguous(), ctx.counts, ctx.group), None, None
 
 
-def gather_tokens_from_expert_region(x: torch.Tensor, group: Group) -> torch.Tensor:
-    """Every rank's rows ``[n_r, ...]`` concatenated in rank order (``n_r`` may differ per rank)."""
+def gather_tokens_from_expert_region(x: torch.Tensor, group: Group,
+                                     counts: Optional[Sequence[int]] = None) -> torch.Tensor:
+    """Every rank's rows ``[n_r, ...]`` concatenated in rank order (``n_r`` may differ per rank; ``counts``,
+    from :func:`token_counts`, saves exchanging them again when several tensors share them)."""
     if group.size == 1:
         return x
-    return _GatherTokens.apply(x, group)
+    counts = [int(n) for n in counts] if counts is not None else _row_counts(x, group)
+    return _GatherTokens.apply(x, counts, group)
 
 
 def reduce_scatter_tokens_to_expert_region(x: torch.Tensor, counts: Sequence[int], group: Group) -> torch.Tensor:

@@ -13,6 +13,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+from core.parallel_state import expert_dimension
+
 NORMALIZATIONS = ("RMSNorm", "LayerNorm")
 POSITION_EMBEDDINGS = ("rope", "none", "alibi", "learned_absolute", "sinusoidal")
 ROPE_SCALINGS = (None, "linear", "llama3", "yarn", "proportional")
@@ -507,10 +509,7 @@ class TransformerConfig:
             if not self.sequence_parallel:
                 raise ValueError("--expert-tensor-parallel-size 1 with --tensor-model-parallel-size > 1 needs "
                                  "--sequence-parallel (each TP rank dispatches its own sequence shard)")
-            if ep % tp != 0:
-                raise ValueError(f"--expert-tensor-parallel-size 1 needs --expert-model-parallel-size ({ep}) to be a "
-                                 f"multiple of --tensor-model-parallel-size ({tp}); each expert-parallel group spans "
-                                 "whole TP groups")
+            expert_dimension(tp, ep, etp)  # EP a multiple of TP
         if self.moe_token_dispatcher_type not in MOE_TOKEN_DISPATCHER_TYPES:
             raise ValueError(f"--moe-token-dispatcher-type {self.moe_token_dispatcher_type!r} is not one of "
                              f"{MOE_TOKEN_DISPATCHER_TYPES}")

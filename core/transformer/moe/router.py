@@ -49,7 +49,7 @@ NORM_EPSILON = 1e-20  # added to the sum of the top-k weights before dividing (D
 class RouterOutput(NamedTuple):
     """What the dispatcher and the MoE layer need from the router."""
 
-    weights: torch.Tensor  # [tokens, topk] the chosen experts' weights, the input's dtype
+    weights: torch.Tensor  # [tokens, topk] the chosen experts' weights, the input's dtype or --moe-router-dtype
     indices: torch.Tensor  # [tokens, topk] the chosen experts (int64)
     losses: Dict[str, torch.Tensor]  # name -> scalar loss, already times its coefficient
 

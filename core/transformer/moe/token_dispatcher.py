@@ -135,13 +135,13 @@ class AllGatherDispatcher(TokenDispatcher):
     reduce-scattered back."""
 
     def dispatch(self, tokens, weights, indices, keep):
-        self.counts = token_counts(tokens, self.group)
-        all_tokens = gather_tokens_from_expert_region(tokens, self.group)  # [T, h]
-        self.weights = gather_tokens_from_expert_region(weights, self.group)  # [T, k]
-        all_indices = gather_tokens_from_expert_region(indices, self.group)  # [T, k]
+        self.counts = token_counts(tokens, self.group)  # exchanged once for the four gathers
+        all_tokens = gather_tokens_from_expert_region(tokens, self.group, self.counts)  # [T, h]
+        self.weights = gather_tokens_from_expert_region(weights, self.group, self.counts)  # [T, k]
+        all_indices = gather_tokens_from_expert_region(indices, self.group, self.counts)  # [T, k]
         local = (all_indices >= self.first_local_expert) & (all_indices < self.first_local_expert + self.local_experts)
         if keep is not None:
-            local &= gather_tokens_from_expert_region(keep.to(torch.uint8), self.group).bool()
+            local &= gather_tokens_from_expert_region(keep.to(torch.uint8), self.group, self.counts).bool()
         rows, self.permutation = permute(all_tokens, all_indices, self.num_experts, local)  # [n, h]
         counts = self.permutation.tokens_per_expert
         return rows, counts[self.first_local_expert:self.first_local_expert + self.local_experts]
