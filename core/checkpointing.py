@@ -254,6 +254,8 @@ RUNTIME_CONFIG_FIELDS = frozenset({
     "recompute_activation_function", "expert_model_parallel_size", "expert_tensor_parallel_size",
     "moe_token_dispatcher_type", "moe_grouped_gemm",
     "recompute_activation_function",
+    "context_parallel_algo", "ulysses_degree_in_cp", "attention_mask_type", "cp_send_recv_overlap",
+    "kv_head_repeat_before_uly_alltoall",
     "mtp_loss_scaling_factor",  # a loss weight, not architecture (DeepSeek-V3 lowered it from 0.3 to 0.1 mid-run)
 })
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch.distributed as dist
 
@@ -147,6 +147,7 @@ GROUP_DIMS: Dict[str, tuple] = {
     "mp": ("tp", "pp"),             # model parallel: grad norm, inf checks
     "tp_cp": ("tp", "cp"),
     "tp_ep": ("tp", "ep"),
+    "expert_dp_cp": ("cp", "dp"),   # expert-gradient reduction with context parallel
 }
 
 
@@ -179,11 +180,13 @@ class _GroupFactory:
 
 
 def initialize(tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1, vpp: Optional[int] = None,
-               backend: Optional[str] = None, expert_tp: Optional[int] = None) -> ParallelState:
+               backend: Optional[str] = None, expert_tp: Optional[int] = None, ulysses: int = 1) -> ParallelState:
     """Build every group of the layout. Collective: all ranks call it with the same degrees.
 
     ``ep`` is the expert dimension carved out of data parallelism; with ``expert_tp`` 1 (and TP > 1) the
-    experts spread over TP x ``ep`` ranks (``--expert-model-parallel-size`` = TP x ``ep``)."""
+    experts spread over TP x ``ep`` ranks (``--expert-model-parallel-size`` = TP x ``ep``). ``ulysses``
+    splits each CP group into Ulysses groups of that many neighbouring CP ranks (``cp_ulysses``) and ring
+    groups across them (``cp_ring``): ``--ulysses-degree-in-cp``."""
     distributed = dist.is_available() and dist.is_initialized()
     world_size = dist.get_world_size() if distributed else 1
     rank = dist.get_rank() if distributed else 0
@@ -194,6 +197,7 @@ def initialize(tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1, vpp: Optional
     new_group = _GroupFactory(backend, distributed and world_size > 1)
     layouts = {name: group_ranks(sizes, dims) for name, dims in GROUP_DIMS.items()}
     layouts["embedding"] = _embedding_group_ranks(sizes)
+    layouts["cp_ulysses"], layouts["cp_ring"] = _context_parallel_subgroup_ranks(layouts["cp"], ulysses)
     for name, all_ranks in layouts.items():
         for ranks in all_ranks:
             # Every rank creates every group, in the same order (new_group is collective).
@@ -209,6 +213,18 @@ def _embedding_group_ranks(sizes: Dict[str, int]) -> List[List[int]]:
     for pp_ranks in group_ranks(sizes, ("pp",)):
         result.append(sorted({pp_ranks[0], pp_ranks[-1]}))
     return result
+
+
+def _context_parallel_subgroup_ranks(cp_groups: List[List[int]], ulysses: int) -> Tuple[List[List[int]], ...]:
+    """Each CP group cut into Ulysses groups (``ulysses`` neighbouring CP ranks) and ring groups (the
+    ranks at the same place of every Ulysses group): CP rank ``c`` is ring rank ``c // ulysses`` and
+    Ulysses rank ``c % ulysses``."""
+    if not cp_groups or len(cp_groups[0]) % ulysses != 0:
+        raise ValueError(f"--ulysses-degree-in-cp ({ulysses}) must divide --context-parallel-size "
+                         f"({len(cp_groups[0]) if cp_groups else 1})")
+    ulysses_groups = [ranks[i:i + ulysses] for ranks in cp_groups for i in range(0, len(ranks), ulysses)]
+    ring_groups = [ranks[i::ulysses] for ranks in cp_groups for i in range(ulysses)]
+    return ulysses_groups, ring_groups
 
 
 def single_process_state() -> ParallelState:

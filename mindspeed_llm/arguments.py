@@ -59,6 +59,8 @@ import yaml
 from core.parallel_state import expert_dimension, validate_degrees
 from core.pipeline_parallel.layout import LayoutError, resolve_virtual_pipeline, stage_layers
 from core.transformer.config import POSITION_EMBEDDINGS, TransformerConfig, pad_vocab_size
+from core.transformer.context_parallel import (ATTENTION_MASK_TYPES, CP_ALGORITHMS, HYBRID, RING, ULYSSES,
+                                               sequence_divisor, ulysses_degree)
 from mindspeed_llm.flags import (TOKENIZER_TYPES, ArgumentError, FlagParser, IntList, add_pipeline_layout_args,
                                  add_tokenizer_args, tokenizer_error)
 
@@ -431,7 +433,19 @@ def _add_distributed_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--variable-seq-lengths", action="store_true",
                        help="pipeline stages exchange activation shapes before each transfer")
     group.add_argument("--sequence-parallel", action="store_true")
-    group.add_argument("--context-parallel-size", type=int, default=1)
+    group.add_argument("--context-parallel-size", type=int, default=1,
+                       help="ranks that split every sample's sequence (core/transformer/context_parallel.py)")
+    group.add_argument("--context-parallel-algo", choices=CP_ALGORITHMS, default=RING,
+                       help="ring (megatron_cp_algo), Ulysses all-to-all, both (hybrid) or a K/V all-gather")
+    group.add_argument("--ulysses-degree-in-cp", type=int, default=None,
+                       help="hybrid_cp_algo: CP ranks per Ulysses group; the ring runs across the groups")
+    group.add_argument("--attention-mask-type", choices=ATTENTION_MASK_TYPES, default="causal",
+                       help="ring CP: causal (load-balanced chunks, skipped blocks) or general (contiguous "
+                            "parts, every block masked)")
+    group.add_argument("--use-cp-send-recv-overlap", action="store_true",
+                       help="ring CP: post the next K/V exchange before computing the current block")
+    group.add_argument("--kv-head-repeat-before-uly-alltoall", action="store_true",
+                       help="Ulysses: repeat KV heads to the query heads before the all-to-all")
     group.add_argument("--expert-model-parallel-size", type=int, default=1)
     group.add_argument("--use-distributed-optimizer", action="store_true")
     group.add_argument("--distributed-backend", choices=("gloo", "nccl", "hccl"), default=None,
@@ -474,6 +488,8 @@ def _add_data_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--num-workers", type=int, default=2, help="DataLoader worker processes")
     group.add_argument("--reset-position-ids", action="store_true",
                        help="positions restart at 0 after every end-of-document token of a packed sample")
+    group.add_argument("--reset-attention-mask", action="store_true",
+                       help="attention stays within each document of a packed sample (documents end at EOD)")
     group.add_argument("--eod-mask-loss", action="store_true",
                        help="no loss on the end-of-document tokens of the input")
 
@@ -827,6 +843,53 @@ def _check_sequence_parallel(args: argparse.Namespace) -> None:
         args.sequence_parallel = False
 
 
+def _check_context_parallel(args: argparse.Namespace) -> None:
+    """--context-parallel-size with its algorithm: sizes that split, and the model features CP cannot run yet."""
+    cp, algo = args.context_parallel_size, args.context_parallel_algo
+    if args.reset_attention_mask and "M" in (args.hybrid_override_pattern or ""):
+        raise ArgumentError("--reset-attention-mask: Mamba layers (--hybrid-override-pattern with M) scan across "
+                            "documents; drop one of them")
+    if cp == 1:
+        return
+    tp = args.tensor_model_parallel_size
+    ulysses = ulysses_degree(algo, cp, args.ulysses_degree_in_cp)
+    if algo == HYBRID and (args.ulysses_degree_in_cp is None or cp % ulysses != 0):
+        raise ArgumentError(f"--ulysses-degree-in-cp ({args.ulysses_degree_in_cp}) must be given and divide "
+                            f"--context-parallel-size ({cp}) with hybrid_cp_algo")
+    divisor = sequence_divisor(cp, algo, args.attention_mask_type, ulysses)
+    if args.seq_length % divisor != 0:
+        why = "2 x CP load-balanced chunks" if divisor == 2 * cp else "CP parts"
+        raise ArgumentError(f"--seq-length {args.seq_length} must be divisible by {divisor} ({why} of "
+                            f"--context-parallel-size {cp} with {algo}); change --seq-length")
+    if args.sequence_parallel and (args.seq_length // cp) % tp != 0:
+        raise ArgumentError(f"--sequence-parallel splits each CP rank's {args.seq_length // cp} tokens over "
+                            f"--tensor-model-parallel-size {tp}; make --seq-length a multiple of CP x TP")
+    heads = args.num_attention_heads // tp
+    if ulysses > 1 and heads % ulysses != 0:
+        raise ArgumentError(f"{algo}: the {heads} attention heads per TP rank (--num-attention-heads "
+                            f"{args.num_attention_heads} / TP {tp}) do not split over {ulysses} Ulysses ranks; "
+                            "choose a CP (or --ulysses-degree-in-cp) that divides them, or megatron_cp_algo")
+    _refuse_context_parallel_features(args, algo)
+
+
+def _refuse_context_parallel_features(args: argparse.Namespace, algo: str) -> None:
+    """Model features context parallelism does not run (yet): one line naming the feature."""
+    refused = [("--num-experts (MoE layers)", args.num_experts is not None, ""),
+               ("--mtp-num-layers (multi-token prediction)", args.mtp_num_layers is not None, ""),
+               ("Mamba layers (--hybrid-override-pattern with M)", "M" in (args.hybrid_override_pattern or ""), "")]
+    if algo in (RING, HYBRID):
+        other = f" with ring attention ({algo}); use kvallgather_cp_algo or ulysses_cp_algo"
+        refused += [("--position-embedding-type alibi", args.position_embedding_type == "alibi", other),
+                    ("--attn-logit-softcapping", args.attn_logit_softcapping is not None, other),
+                    (f"--softmax-type {args.softmax_type}", args.softmax_type != "vanilla", other),
+                    (f"--attention-dropout {args.attention_dropout}", args.attention_dropout > 0,
+                     other + ", or --attention-dropout 0")]
+    for feature, wanted, hint in refused:
+        if wanted:
+            raise ArgumentError(f"{feature} is not supported with --context-parallel-size "
+                                f"{args.context_parallel_size} yet{hint}")
+
+
 def _check_learning_rate(args: argparse.Namespace) -> None:
     if args.lr_warmup_fraction is not None and _given(args, "lr_warmup_iters"):
         raise ArgumentError("--lr-warmup-iters and --lr-warmup-fraction are mutually exclusive; "
@@ -909,9 +972,6 @@ class Refusal:
 # The one table of refused flags: validate_args enforces it (command line and YAML alike) and
 # tests/unit/test_flag_coverage.py accepts a flag that nothing reads only when it is listed here.
 REFUSED_FLAGS: Tuple[Refusal, ...] = (
-    Refusal("context_parallel_size", lambda args: args.context_parallel_size > 1,
-            "--context-parallel-size > 1 is not supported yet (context parallelism, issue 11); remove it",
-            ("--context-parallel-size", "2")),
 )
 
 # (flag, what it needs, the needed flags as the user writes them): a flag given without what
@@ -935,6 +995,15 @@ DEPENDENT_FLAGS: Tuple[Tuple[str, Callable[[argparse.Namespace], bool], str], ..
     ("wandb_exp_name", lambda args: bool(args.wandb_project), "--wandb-project"),
     ("wandb_save_dir", lambda args: bool(args.wandb_project), "--wandb-project"),
     ("mtp_loss_scaling_factor", lambda args: args.mtp_num_layers is not None, "--mtp-num-layers"),
+    ("ulysses_degree_in_cp", lambda args: args.context_parallel_algo == HYBRID,
+     "--context-parallel-algo hybrid_cp_algo"),
+    ("attention_mask_type", lambda args: args.context_parallel_size > 1 and args.context_parallel_algo in (RING, HYBRID),
+     "--context-parallel-size > 1 with megatron_cp_algo or hybrid_cp_algo"),
+    ("use_cp_send_recv_overlap", lambda args: args.context_parallel_size > 1 and args.context_parallel_algo in (RING, HYBRID),
+     "--context-parallel-size > 1 with megatron_cp_algo or hybrid_cp_algo"),
+    ("kv_head_repeat_before_uly_alltoall",
+     lambda args: args.context_parallel_size > 1 and args.context_parallel_algo in (ULYSSES, HYBRID),
+     "--context-parallel-size > 1 with ulysses_cp_algo or hybrid_cp_algo"),
 )
 
 
@@ -1051,6 +1120,7 @@ def validate_args(args: argparse.Namespace, world_size: int) -> None:
     _check_batch(args)
     _check_interleaving(args)
     _check_sequence_parallel(args)
+    _check_context_parallel(args)
     _check_learning_rate(args)
     _check_opt_param_scheduler(args)
     _check_tokenizer(args)
@@ -1145,6 +1215,11 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             params_dtype=args.params_dtype,
             tensor_model_parallel_size=args.tensor_model_parallel_size,
             sequence_parallel=args.sequence_parallel,
+            context_parallel_algo=args.context_parallel_algo,
+            ulysses_degree_in_cp=args.ulysses_degree_in_cp,
+            attention_mask_type=args.attention_mask_type,
+            cp_send_recv_overlap=args.use_cp_send_recv_overlap,
+            kv_head_repeat_before_uly_alltoall=args.kv_head_repeat_before_uly_alltoall,
             noop_layers=tuple(args.noop_layers or ()),
             sliding_window=args.sliding_window,
             recompute_granularity=args.recompute_granularity,

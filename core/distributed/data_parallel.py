@@ -106,8 +106,9 @@ class DDPModels(DataParallelModels):
     def __init__(self, models: List[nn.Module], options: DDPOptions, state: ParallelState,
                  optimizer_config: OptimizerConfig, grad_scaler: Optional[GradScaler]) -> None:
         self.models, self.state = models, state
-        self.grad_buffers = [GradBuffers(m, grad_dtype=options.grad_dtype, dp_group=state.dp_group,
-                                         expert_dp_group=state.group("expert_dp"),
+        # gradients are summed over CP (each CP rank's tokens give a share) and averaged over DP
+        self.grad_buffers = [GradBuffers(m, grad_dtype=options.grad_dtype, dp_group=state.group("dp_cp"),
+                                         expert_dp_group=state.group("expert_dp_cp"), divisor=state.dp,
                                          bucket_size=options.bucket_size,
                                          overlap_grad_reduce=options.overlap_grad_reduce,
                                          distributed_optimizer=options.use_distributed_optimizer)

@@ -190,7 +190,9 @@ class GradBuffers:
     def __init__(self, module: nn.Module, grad_dtype: Optional[torch.dtype] = torch.float32,
                  dp_group: Optional[Group] = None, bucket_size: Optional[int] = None,
                  overlap_grad_reduce: bool = False, distributed_optimizer: bool = False,
-                 expert_dp_group: Optional[Group] = None) -> None:
+                 expert_dp_group: Optional[Group] = None, divisor: Optional[int] = None) -> None:
+        """``divisor``: what the summed gradients are divided by, the batch's DP size (default: the size of
+        ``dp_group``; with context parallelism the group also spans the CP ranks, whose shares add up)."""
         self.dp_group = dp_group or Group([0])
         self.expert_dp_group = expert_dp_group
         self.overlap_grad_reduce = overlap_grad_reduce
@@ -202,7 +204,8 @@ class GradBuffers:
             by_kind.setdefault((param.dtype, grad_dtype or param.dtype, param_meta(param).is_expert), []).append(param)
         device = params[0].device if params else torch.device("cpu")
         self.buffers = [GradBuffer(group, gdtype, device, self._dp_group_for(expert),
-                                   bucket_size or DEFAULT_BUCKET_SIZE, distributed_optimizer, self.dp_group.size)
+                                   bucket_size or DEFAULT_BUCKET_SIZE, distributed_optimizer,
+                                   divisor or self.dp_group.size)
                         for (_, gdtype, expert), group in by_kind.items()]
         self.bucket_of = {id(p): bucket for buf in self.buffers for bucket in buf.buckets for p in bucket.params}
         self.handles = [p.register_post_accumulate_grad_hook(self._hook) for p in params]

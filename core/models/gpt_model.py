@@ -31,6 +31,7 @@ from core.tensor_parallel.mappings import gather_from_tensor_model_parallel_regi
 from core.tensor_parallel.param_meta import TPShard, copy_meta, full_shape, local_tensor, param_meta, update_meta
 from core.transformer.block import TransformerBlock, compute_dtype, hidden_dropout, hidden_norm
 from core.transformer.config import TransformerConfig
+from core.transformer.context_parallel import context_parallel_for, sequence_layout
 from core.transformer.multi_token_prediction import MultiTokenPredictionBlock
 from core.transformer.position_embedding import PositionEmbedding
 from core.transformer.rope import LocalGlobalRotary, RotaryEmbedding
@@ -129,6 +130,7 @@ class GPTModel(nn.Module):
                 nn.Parameter(torch.empty(vocab_shard.local_size(state.tp_group.size), dtype=config.params_dtype)),
                 init="zeros", tp_shard=vocab_shard)
         self.input_tensor: Optional[torch.Tensor] = None
+        self.context_parallel = context_parallel_for(config, state)  # None without CP
 
     def _mark_shared_embedding(self, tied: bool) -> None:
         """Word embeddings split over pipeline stages: the last stage holds a copy of them.
@@ -158,32 +160,41 @@ class GPTModel(nn.Module):
 
     def forward(self, input_ids: Optional[torch.Tensor], labels: Optional[torch.Tensor] = None,
                 position_ids: Optional[torch.Tensor] = None,
-                hidden_states: Optional[torch.Tensor] = None, label_smoothing: float = 0.0) -> torch.Tensor:
+                hidden_states: Optional[torch.Tensor] = None, label_smoothing: float = 0.0,
+                document_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Per-token loss ``[b, s]`` when ``labels`` are given, else local logits ``[b, s, v/tp]``.
 
         On a stage without embeddings, ``hidden_states`` ``[s, b, h]`` (or the tensor
         given to :meth:`set_input_tensor`) is the previous stage's output; a stage
         without the output layer returns its hidden states. ``label_smoothing``
         (``--label-smoothing-factor``) spreads that mass of the target over the vocabulary.
+        ``document_ids`` ``[b, s]`` (any integers, equal = same document) keep attention within documents.
+        Under context parallelism the inputs are this CP rank's tokens (``context_parallel.split_batch``);
+        without ``position_ids`` their places in the sequence are the positions.
         """
-        if self.pre_process:
-            hidden = self.embedding(input_ids, position_ids)
+        given = hidden_states if hidden_states is not None else self.input_tensor
+        if input_ids is not None:
+            local_len, batch, device = input_ids.size(1), input_ids.size(0), input_ids.device
         else:
-            hidden = hidden_states if hidden_states is not None else self.input_tensor
+            local_len, batch, device = self._full_seq_len(given), given.size(1), given.device
+        layout = sequence_layout(self.context_parallel, local_len, device, document_ids)
+        if self.context_parallel is not None and position_ids is None:
+            position_ids = layout.positions.expand(batch, -1)  # [b, s/cp]
+        hidden = self.embedding(input_ids, position_ids) if self.pre_process else given
         rotary = None
         if self.rotary is not None:
-            seq_len = input_ids.size(1) if input_ids is not None else self._full_seq_len(hidden)
             dtype = self._branch_dtype(hidden)  # cos/sin in the dtype of q and k
-            rotary = self.rotary(seq_len, hidden.device, dtype, position_ids)
+            rotary = self.rotary(local_len, hidden.device, dtype, position_ids)
             if self.local_rotary is not None:  # sliding-window layers have their own base (Gemma3)
-                rotary = LocalGlobalRotary(rotary, self.local_rotary(seq_len, hidden.device, dtype, position_ids))
-        hidden = self.decoder(hidden, rotary)
+                rotary = LocalGlobalRotary(rotary, self.local_rotary(local_len, hidden.device, dtype, position_ids))
+        hidden = self.decoder(hidden, rotary, layout)
         if not self.post_process:
             return hidden
         if self.mtp is not None:  # per-token losses of the MTP modules, kept for the task (collect_mtp_losses)
             self.mtp.last_losses = [] if labels is None else self.mtp(
                 input_ids, labels, hidden, rotary, embed=lambda ids: self.embedding(ids, position_ids),
-                per_token_loss=lambda h, ids: self._per_token_loss(self._logits(h), ids, label_smoothing))
+                per_token_loss=lambda h, ids: self._per_token_loss(self._logits(h), ids, label_smoothing),
+                layout=layout)
         logits = self._logits(hidden)  # [s, b, v/tp]
         if labels is None:
             return logits.transpose(0, 1)  # [b, s, v/tp]

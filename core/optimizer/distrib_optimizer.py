@@ -112,12 +112,12 @@ class DistributedOptimizer(LossScalingOptimizer):
         total = torch.zeros(1, device=device)
         for piece in self.pieces:
             total += norm_squared_of_range(piece.param, piece.master.grad, piece.start, tp.rank, tp.size)
-        all_reduce(total, self.state.dp_group)
+        all_reduce(total, self.state.group("dp_cp"))  # the ranks the pieces are sharded over
         all_reduce(total, self.state.group("mp"))
         return float(total.sqrt().item())
 
     def _found_non_finite(self, grads: List[torch.Tensor]) -> bool:
-        local = any_non_finite(grads, self.state.dp_group)
+        local = any_non_finite(grads, self.state.group("dp_cp"))
         flag = torch.tensor([1.0 if local else 0.0])
         all_reduce(flag, self.state.group("mp"), dist.ReduceOp.MAX)
         return bool(flag.item() > 0)

@@ -30,15 +30,22 @@ def alibi_slopes(num_heads: int, bias_max: float = 8.0) -> torch.Tensor:
     return slopes
 
 
+def alibi_bias(num_heads: int, first_head: int, local_heads: int, key_positions: torch.Tensor,
+               bias_max: float) -> torch.Tensor:
+    """The bias ``[local_heads, 1, sk]`` (fp32) heads ``first_head..`` add to the scores of keys at
+    ``key_positions`` (sequence indices; the same for every query)."""
+    slopes = alibi_slopes(num_heads, bias_max)[first_head:first_head + local_heads].to(key_positions.device)
+    return slopes[:, None, None] * key_positions.float()[None, None, :]
+
+
 @functools.lru_cache(maxsize=4)
 def alibi_attention_mask(num_heads: int, first_head: int, local_heads: int, seq_len: int, bias_max: float,
                          window: Optional[int], device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     """Additive mask ``[local_heads, s, s]`` of heads ``first_head..first_head + local_heads - 1``: the ALiBi
     bias where query i may attend key j (``j <= i``, and ``j > i - window`` with a sliding window), ``-inf``
     elsewhere. Cached: the layers of a rank share it."""
-    slopes = alibi_slopes(num_heads, bias_max)[first_head:first_head + local_heads].to(device)  # [np]
     positions = torch.arange(seq_len, device=device)
-    bias = slopes[:, None, None] * positions.float()[None, None, :]  # [np, 1, s]
+    bias = alibi_bias(num_heads, first_head, local_heads, positions, bias_max)  # [np, 1, s]
     query, key = positions[:, None], positions[None, :]
     allowed = key <= query  # [s, s]
     if window is not None:

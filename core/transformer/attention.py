@@ -34,8 +34,10 @@ from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment, mark_param
 from core.tensor_parallel.param_meta import TPShard
 from core.tensor_parallel.random import get_rng_tracker
-from core.transformer.alibi import alibi_attention_mask
+from core.transformer.alibi import alibi_attention_mask, alibi_bias
+from core.transformer.attention_mask import attention_allowed
 from core.transformer.config import TransformerConfig
+from core.transformer.context_parallel import SequenceLayout, attend
 from core.transformer.norms import NonParametricNorm, PerHeadNorm, TensorParallelRMSNorm, build_norm
 from core.transformer.rope import apply_rotary, layer_rotary
 
@@ -51,14 +53,8 @@ def sliding_window_mask(seq_len: int, window: Optional[int], device: torch.devic
     chunk = chunk if chunk is not None and chunk < seq_len else None
     if window is None and chunk is None:
         return None
-    query = torch.arange(seq_len, device=device)[:, None]
-    key = torch.arange(seq_len, device=device)[None, :]
-    mask = key <= query
-    if window is not None:
-        mask &= key > query - window
-    if chunk is not None:
-        mask &= torch.div(key, chunk, rounding_mode="floor") == torch.div(query, chunk, rounding_mode="floor")
-    return mask
+    positions = torch.arange(seq_len, device=device)
+    return attention_allowed(positions, positions, window, chunk)
 
 
 def causal_mask(seq_len: int, window: Optional[int], device: torch.device,
@@ -156,8 +152,9 @@ class SelfAttention(nn.Module):
         self.qk_l2_norm = (NonParametricNorm("RMSNorm", config.norm_epsilon)
                            if config.qk_l2_norm and self.use_rope else None)
 
-    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
-        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
+    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
+                layout: Optional[SequenceLayout] = None) -> torch.Tensor:
+        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); layout None: causal over these tokens
         qkv = self.linear_qk(hidden) if self.k_eq_v else self.linear_qkv(hidden)  # [s, b, (np + 2|1 ng) hn] local
         if self.config.qkv_clip is not None:  # Olmo
             qkv = qkv.clamp(-self.config.qkv_clip, self.config.qkv_clip)
@@ -195,9 +192,9 @@ class SelfAttention(nn.Module):
         if per_head_norms and self.config.qk_layernorm_after_rope:  # HunYuan
             q, k = self.q_layernorm(q), self.k_layernorm(k)
         if self._recompute_core_attention():  # selective recompute: softmax(QK^T)V and its dropout
-            context = checkpoint(self._core_attention, q, k, v)  # [s, b, np * hn]
+            context = checkpoint(self._core_attention, q, k, v, layout)  # [s, b, np * hn]
         else:
-            context = self._core_attention(q, k, v)
+            context = self._core_attention(q, k, v, layout)
         if gate is not None:  # Qwen3-Next
             context = context * torch.sigmoid(gate)
         if self.sub_layernorm is not None:  # BitNet
@@ -208,8 +205,29 @@ class SelfAttention(nn.Module):
         return (self.config.recompute_granularity == "selective" and self.training and torch.is_grad_enabled()
                 and not inside_checkpoint())
 
-    def _core_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def _core_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                        layout: Optional[SequenceLayout] = None) -> torch.Tensor:
+        """q [s, b, np, hn], k/v [s, b, ng, hn] -> context [s, b, np * hn] (across CP ranks / within documents
+        as ``layout`` says)."""
         s, b, nq, hn = q.shape
+        if layout is None:
+            out = self._local_attention(q, k, v)
+        else:
+            out = attend(q, k, v, layout, self._local_attention, self._scale(), self.window, self.chunk)
+        return out.reshape(s, b, nq * hn)
+
+    def _scale(self) -> float:
+        cfg = self.config
+        return cfg.attention_scale if cfg.attention_scale is not None else self.head_dim ** -0.5
+
+    def _local_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                         query_positions: Optional[torch.Tensor] = None, key_positions: Optional[torch.Tensor] = None,
+                         documents: Optional[torch.Tensor] = None, first_head: int = 0) -> torch.Tensor:
+        """Attention over the keys this rank holds: q [sq, b, n, hn], k/v [sk, b, nkv, hn] -> [sq, b, n, hn].
+
+        Positions None: q and k are the same whole sequence (plain causal, the flash kernel when nothing else
+        masks). ``first_head``: q's first head among this rank's heads (after a Ulysses all-to-all)."""
+        sq, b, nq, hn = q.shape
         q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, heads, s, hn]
         if k.size(1) != nq:  # grouped-query attention: each KV head serves nq / nkv query heads
             repeat = nq // k.size(1)
@@ -219,18 +237,34 @@ class SelfAttention(nn.Module):
         dropout = cfg.attention_dropout if self.training else 0.0
         # heads differ per TP rank, so does their dropout
         with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():
-            alibi = self._alibi_mask(s, q) if cfg.position_embedding_type == "alibi" else None
+            mask = self._mask(q, query_positions, key_positions, documents, first_head)
             extra_logit = self._extra_logit(q)
+            if extra_logit is not None:
+                extra_logit = extra_logit[first_head:first_head + nq]
             if cfg.attn_logit_softcapping is not None or extra_logit is not None:
-                scale = cfg.attention_scale if cfg.attention_scale is not None else hn ** -0.5
-                mask = alibi if alibi is not None else causal_mask(s, self.window, q.device, self.chunk)
-                out = explicit_attention(q, k, v, mask, scale, cfg.attn_logit_softcapping, extra_logit, dropout)
+                mask = mask if mask is not None else causal_mask(sq, self.window, q.device, self.chunk)
+                out = explicit_attention(q, k, v, mask, self._scale(), cfg.attn_logit_softcapping, extra_logit,
+                                         dropout)
             else:
-                mask = alibi if alibi is not None else sliding_window_mask(s, self.window, q.device, self.chunk)
                 causal = dict(is_causal=True) if mask is None else dict(attn_mask=mask)
                 out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=cfg.attention_scale,
                                                      **causal)  # [b, np, s, hn]
-        return out.permute(2, 0, 1, 3).reshape(s, b, nq * hn)
+        return out.permute(2, 0, 1, 3)  # [s, b, np, hn]
+
+    def _mask(self, q: torch.Tensor, query_positions: Optional[torch.Tensor], key_positions: Optional[torch.Tensor],
+              documents: Optional[torch.Tensor], first_head: int) -> Optional[torch.Tensor]:
+        """Boolean (True = attend) or, with ALiBi, additive mask for q [b, n, sq, hn]; None = plain causal."""
+        cfg = self.config
+        alibi = cfg.position_embedding_type == "alibi"
+        if query_positions is None:
+            return self._alibi_mask(q.size(2), q) if alibi else sliding_window_mask(q.size(2), self.window,
+                                                                                    q.device, self.chunk)
+        allowed = attention_allowed(query_positions, key_positions, self.window, self.chunk, documents)
+        if not alibi:
+            return allowed  # [sq, sk] or [b, 1, sq, sk]
+        bias = alibi_bias(cfg.num_attention_heads, self.first_head + first_head, q.size(1), key_positions,
+                          cfg.alibi_bias_max)  # [n, 1, sk]
+        return bias.masked_fill(~allowed, float("-inf")).to(q.dtype)  # [n | b, n, sq, sk]
 
     def _extra_logit(self, q: torch.Tensor) -> Optional[torch.Tensor]:
         """The extra softmax logit of each local head ``[np]`` (``--softmax-type``), None for vanilla."""

@@ -19,6 +19,7 @@ from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
 from core.transformer.config import TransformerConfig
+from core.transformer.context_parallel import SequenceLayout
 from core.transformer.mla import MultiLatentAttention
 from core.transformer.mlp import MLP
 from core.transformer.moe.moe_layer import MoELayer
@@ -58,9 +59,10 @@ def recompute_groups(num_layers: int, granularity: Optional[str], method: Option
     raise ValueError(f"--recompute-method {method!r} is not one of ('uniform', 'block')")
 
 
-def _run_layers(layers: List[nn.Module], hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
+def _run_layers(layers: List[nn.Module], hidden: torch.Tensor, rotary: Optional[tuple],
+                layout: Optional[SequenceLayout] = None) -> torch.Tensor:
     for layer in layers:
-        hidden = layer(hidden, rotary)
+        hidden = layer(hidden, rotary, layout)
     return hidden
 
 
@@ -122,14 +124,15 @@ class TransformerLayer(nn.Module):
             self.layer_scalar = mark_param(nn.Parameter(torch.empty(1, dtype=config.params_dtype)), init="ones",
                                            grad_partial_over_tp=config.sequence_parallel)
 
-    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
+                layout: Optional[SequenceLayout] = None) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); fp32 with --fp32-residual-connection
-        output = self._layer(hidden, rotary)
+        output = self._layer(hidden, rotary, layout)
         return output * self.layer_scalar if self.layer_scalar is not None else output
 
-    def _layer(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
+    def _layer(self, hidden: torch.Tensor, rotary: Optional[tuple], layout: Optional[SequenceLayout]) -> torch.Tensor:
         normed = self._norm(self.input_layernorm, hidden)
-        attn = self._branch(self.self_attention(normed, rotary), self.post_self_attn_layernorm)
+        attn = self._branch(self.self_attention(normed, rotary, layout), self.post_self_attn_layernorm)
         if self.config.parallel_residual:  # both branches read the layer input
             shared = self.config.parallel_residual_shared_norm
             mlp_input = normed if shared else self._norm(self.pre_mlp_layernorm, hidden)
@@ -160,8 +163,10 @@ class MambaLayer(nn.Module):
         self.norm = hidden_norm(config)
         self.mixer = MambaMixer(config, state, layer_number)
 
-    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
-        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); no position embedding
+    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
+                layout: Optional[SequenceLayout] = None) -> torch.Tensor:
+        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); no position embedding, no documents
+        # (refused with --reset-attention-mask and context parallelism)
         cfg = self.config
         normed = self.norm(to_compute_dtype(hidden, self, cfg))  # cast before the norm, as HF and Megatron
         return hidden + hidden_dropout(self.mixer(normed), cfg.hidden_dropout, self.training, cfg.sequence_parallel)
@@ -179,7 +184,8 @@ def build_layer(config: TransformerConfig, state: ParallelState, layer_number: i
 class NoopTransformerLayer(nn.Module):
     """A layer slot with no parameters that returns its input (pads uneven stages)."""
 
-    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
+                layout: Optional[SequenceLayout] = None) -> torch.Tensor:
         return hidden
 
 
@@ -195,8 +201,9 @@ class TransformerBlock(nn.Module):
         if post_process:
             self.final_layernorm = hidden_norm(config)
 
-    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
-        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
+    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
+                layout: Optional[SequenceLayout] = None) -> torch.Tensor:
+        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); layout: see context_parallel.py
         layers = list(self.layers.values())
         cfg = self.config
         granularity = cfg.recompute_granularity if self.training and torch.is_grad_enabled() else None
@@ -204,9 +211,9 @@ class TransformerBlock(nn.Module):
                                                      cfg.recompute_num_layers):
             group = [layers[i] for i in positions]
             if recompute and any(True for layer in group for _ in layer.parameters()):  # not only noop layers
-                hidden = checkpoint(_run_layers, group, hidden, rotary)
+                hidden = checkpoint(_run_layers, group, hidden, rotary, layout)
             else:
-                hidden = _run_layers(group, hidden, rotary)
+                hidden = _run_layers(group, hidden, rotary, layout)
         if self.final_layernorm is not None:
             hidden = self.final_layernorm(hidden)
         return hidden

@@ -97,6 +97,16 @@ class TransformerConfig:
     params_dtype: torch.dtype = torch.float32
     tensor_model_parallel_size: int = 1
     sequence_parallel: bool = False
+    # Context parallelism (runtime settings, not architecture; core/transformer/context_parallel.py): the
+    # algorithm [--context-parallel-algo], the Ulysses degree of the hybrid [--ulysses-degree-in-cp], the
+    # ring's causal load balancing ("causal") or contiguous parts ("general") [--attention-mask-type], the
+    # ring's exchange overlapped with compute [--use-cp-send-recv-overlap], KV heads repeated to the query
+    # heads before Ulysses' all-to-all [--kv-head-repeat-before-uly-alltoall]
+    context_parallel_algo: str = "megatron_cp_algo"
+    ulysses_degree_in_cp: Optional[int] = None
+    attention_mask_type: str = "causal"
+    cp_send_recv_overlap: bool = False
+    kv_head_repeat_before_uly_alltoall: bool = False
     noop_layers: Tuple[int, ...] = field(default_factory=tuple)
     sliding_window: Optional[int] = None  # each token attends to itself and the window - 1 before it
     # Activation recompute (Megatron/MindSpeed names): "full" or "selective"; "uniform" or "block"

@@ -30,6 +30,8 @@ from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear,
 from core.tensor_parallel.mappings import copy_to_tensor_model_parallel_region, gather_from_sequence_parallel_region
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import sliding_window_mask
+from core.transformer.attention_mask import attention_allowed
+from core.transformer.context_parallel import SequenceLayout, attend
 from core.transformer.config import TransformerConfig
 from core.transformer.norms import build_norm
 from core.transformer.rope import apply_rotary, layer_rotary
@@ -90,7 +92,8 @@ class MultiLatentAttention(nn.Module):
         return build_norm(cfg.normalization, size, eps, grad_partial_over_tp=False,
                           dtype=cfg.params_dtype, offset=cfg.apply_layernorm_1p, bias=cfg.layernorm_bias)
 
-    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple]) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
+                layout: Optional[SequenceLayout] = None) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); its gradient below is whole per rank
         if self.config.sequence_parallel:
             hidden = gather_from_sequence_parallel_region(hidden, self.group, output_grad_is_partial=False)
@@ -119,22 +122,40 @@ class MultiLatentAttention(nn.Module):
             q = q * query_scale[0]  # Llama-4 attention temperature on the whole query (Mistral4)
         k = torch.cat([k_nope, k_pe.expand(s, b, nq, self.rope_dim)], dim=-1)  # [s, b, np, nope + rope]
         if self._recompute_core_attention():
-            context = checkpoint(self._core_attention, q, k, v)  # [s, b, np * v]
+            context = checkpoint(self._core_attention, q, k, v, layout)  # [s, b, np * v]
         else:
-            context = self._core_attention(q, k, v)
+            context = self._core_attention(q, k, v, layout)
         return self.linear_proj(context)  # [s, b, h] ([s/tp, b, h] under SP)
 
     def _recompute_core_attention(self) -> bool:
         return (self.config.recompute_granularity == "selective" and self.training and torch.is_grad_enabled()
                 and not inside_checkpoint())
 
-    def _core_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def _core_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                        layout: Optional[SequenceLayout] = None) -> torch.Tensor:
+        """q/k [s, b, np, nope + rope], v [s, b, np, v] -> [s, b, np * v] (across CP ranks / within documents
+        as ``layout`` says)."""
         s, b = q.shape[:2]
+        if layout is None:
+            out = self._local_attention(q, k, v)
+        else:
+            scale = self.config.mla_softmax_scale or q.size(-1) ** -0.5
+            out = attend(q, k, v, layout, self._local_attention, scale, self.window, self.chunk)
+        return out.reshape(s, b, -1)
+
+    def _local_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                         query_positions: Optional[torch.Tensor] = None, key_positions: Optional[torch.Tensor] = None,
+                         documents: Optional[torch.Tensor] = None, first_head: int = 0) -> torch.Tensor:
+        """q [sq, b, n, d], k/v [sk, b, n, d|v] -> [sq, b, n, v]; positions None: one whole causal sequence."""
+        sq = q.size(0)
         q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, np, s, dim]
         dropout = self.config.attention_dropout if self.training else 0.0
         with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():  # heads differ per rank
-            mask = sliding_window_mask(s, self.window, q.device, self.chunk)
+            if query_positions is None:
+                mask = sliding_window_mask(sq, self.window, q.device, self.chunk)
+            else:
+                mask = attention_allowed(query_positions, key_positions, self.window, self.chunk, documents)
             causal = dict(is_causal=True) if mask is None else dict(attn_mask=mask)
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=self.config.mla_softmax_scale,
                                                  **causal)  # [b, np, s, v]
-        return out.permute(2, 0, 1, 3).reshape(s, b, -1)
+        return out.permute(2, 0, 1, 3)  # [s, b, np, v]

@@ -23,7 +23,7 @@ of each module is recomputed in the backward, as the decoder's layers are.
 """
 from __future__ import annotations
 
-from typing import Callable, List, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -34,6 +34,7 @@ from core.tensor_parallel.layers import ColumnParallelLinear
 from core.tensor_parallel.mappings import scatter_to_sequence_parallel_region
 from core.transformer.block import TransformerLayer, hidden_norm
 from core.transformer.config import TransformerConfig
+from core.transformer.context_parallel import SequenceLayout
 
 # hidden [s(/tp), b, h] -> per-token loss [b, s] against labels [b, s]
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -63,15 +64,16 @@ class MultiTokenPredictionLayer(nn.Module):
         self.transformer_layer = TransformerLayer(config, state, config.num_layers - 1)
         self.final_layernorm = hidden_norm(config)
 
-    def forward(self, hidden: torch.Tensor, embedded: torch.Tensor, rotary: object) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, embedded: torch.Tensor, rotary: object,
+                layout: Optional[SequenceLayout] = None) -> torch.Tensor:
         # hidden, embedded [s, b, h] ([s/tp, b, h] under sequence parallelism)
         combined = torch.cat([self.enorm(embedded), self.hnorm(hidden)], dim=-1)  # [s(/tp), b, 2h]
         projected = self.eh_proj(combined)  # [s, b, h] on every TP rank
         if self.config.sequence_parallel:
             projected = scatter_to_sequence_parallel_region(projected, self.tp_group)  # [s/tp, b, h]
         if self.config.recompute_granularity == "full" and self.training and torch.is_grad_enabled():
-            return self.final_layernorm(checkpoint(self.transformer_layer, projected, rotary))  # as Megatron's
-        return self.final_layernorm(self.transformer_layer(projected, rotary))
+            return self.final_layernorm(checkpoint(self.transformer_layer, projected, rotary, layout))  # as Megatron's
+        return self.final_layernorm(self.transformer_layer(projected, rotary, layout))
 
 
 class MultiTokenPredictionBlock(nn.Module):
@@ -83,7 +85,7 @@ class MultiTokenPredictionBlock(nn.Module):
         self.last_losses: List[torch.Tensor] = []  # the last forward's per-token losses (collect_mtp_losses)
 
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor, hidden: torch.Tensor, rotary: object,
-                embed: EmbedFn, per_token_loss: LossFn) -> List[torch.Tensor]:
+                embed: EmbedFn, per_token_loss: LossFn, layout: Optional[SequenceLayout] = None) -> List[torch.Tensor]:
         """Per-token losses ``[b, s]`` of modules 1..D against ``labels`` shifted left by 1..D.
 
         ``input_ids``, ``labels`` ``[b, s]``; ``hidden`` ``[s(/tp), b, h]`` is the decoder's normed output.
@@ -91,7 +93,7 @@ class MultiTokenPredictionBlock(nn.Module):
         losses = []
         for layer in self.layers:
             input_ids, labels = roll_left(input_ids), roll_left(labels)
-            hidden = layer(hidden, embed(input_ids), rotary)
+            hidden = layer(hidden, embed(input_ids), rotary, layout)
             losses.append(per_token_loss(hidden, labels))
         return losses
 

@@ -4,8 +4,9 @@ Data: ``--mock-data`` (random tokens) or indexed ``.bin/.idx`` data
 (``--data-path`` with ``--split``, or per-split blends), each sample
 ``seq_length + 1`` tokens. The loss is the mean per-token cross-entropy (with
 ``--label-smoothing-factor``), logged as ``lm loss``. Packed samples may restart their positions after
-each end-of-document token (``--reset-position-ids``) and drop the loss on those tokens
-(``--eod-mask-loss``), as Megatron does; attention still crosses documents (causal).
+each end-of-document token (``--reset-position-ids``), drop the loss on those tokens
+(``--eod-mask-loss``) and keep attention within each document (``--reset-attention-mask``: the batch's
+``document_ids``), as Megatron does.
 
 With MoE layers (``--num-experts``) the routers' losses act through the MoE layers themselves
 (core/transformer/moe/aux_losses.py) and the trainer logs them.
@@ -26,10 +27,11 @@ from torch import nn
 from core import checkpointing
 from core.datasets.gpt_dataset import build_pretraining_datasets
 from core.datasets.mock_dataset import MockGPTDataset
+from core.transformer.attention_mask import document_ids
 from mindspeed_llm.arguments import check_pretraining_data
 from mindspeed_llm.tokenizer import build_tokenizer
 from core.transformer.multi_token_prediction import collect_mtp_losses, mtp_loss, mtp_loss_names
-from mindspeed_llm.training.task import Batch, Splits, TrainingTask
+from mindspeed_llm.training.task import Batch, Splits, TrainingTask, token_mean
 
 VALIDATION_SEED_OFFSET = 1
 
@@ -41,7 +43,8 @@ class PretrainTask(TrainingTask):
     def __init__(self, args: argparse.Namespace) -> None:
         super().__init__(args)
         self.stat_names = ("lm loss",) + _mtp_stat_names(args)
-        needs_eod = getattr(args, "eod_mask_loss", False) or getattr(args, "reset_position_ids", False)
+        needs_eod = any(getattr(args, flag, False) for flag in ("eod_mask_loss", "reset_position_ids",
+                                                                 "reset_attention_mask"))
         self.eod = build_tokenizer(args).eod if needs_eod else None  # the end-of-document token id
 
     def validate(self, args: argparse.Namespace) -> None:
@@ -67,16 +70,19 @@ class PretrainTask(TrainingTask):
             batch["loss_mask"][tokens == self.eod] = 0.0
         if self.args.reset_position_ids:
             batch["position_ids"] = document_position_ids(tokens, self.eod)
+        if self.args.reset_attention_mask:  # attention stays within each document
+            batch["document_ids"] = document_ids(tokens, self.eod)
         return batch
 
     def forward_step(self, batch: Batch, model: nn.Module) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
         """Mean per-token loss of the micro-batch; a stage without the output layer returns activations."""
         per_token = model(batch["tokens"], labels=batch["labels"], position_ids=batch.get("position_ids"),
-                          label_smoothing=self.args.label_smoothing_factor)  # [b, s] fp32
+                          label_smoothing=self.args.label_smoothing_factor,
+                          document_ids=batch.get("document_ids"))  # [b, s] fp32
         if not model.post_process:
             return per_token, {}  # [s, b, h] activations for the next stage
         mask = batch["loss_mask"]
-        loss = (per_token * mask).sum() / mask.sum()
+        loss = token_mean(per_token, mask, model)
         stats = {"lm loss": loss.detach()}
         mtp_losses = collect_mtp_losses(model)
         if mtp_losses:

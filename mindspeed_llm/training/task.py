@@ -9,7 +9,10 @@ optimizer step, checkpoints and logging, and never knows which stage it runs
 - ``build_datasets(args, num_samples)``: the (train, valid, test) datasets,
   each indexable and sized, or None for a split that does not exist;
 - ``collate(samples)``: one micro-batch, a dict of CPU tensors, from a list of
-  samples (it runs in DataLoader workers with ``--num-workers``);
+  samples (it runs in DataLoader workers with ``--num-workers``). Tensors of two or more dimensions are
+  ``[b, s, ...]``: under context parallelism the trainer keeps this rank's tokens of dim 1
+  (``core/transformer/context_parallel.split_batch``) before ``forward_step`` sees them, and a loss
+  averaged over tokens takes its sums over the whole sequence with :func:`token_mean`;
 - ``forward_step(batch, model)``: on the model's last pipeline stage the scalar
   loss of the micro-batch (mean over what it averages) and a dict of detached
   scalar statistics; on any other stage the stage's output activations and
@@ -44,6 +47,8 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
+
+from core.tensor_parallel.mappings import reduce_from_tensor_model_parallel_region
 
 Batch = Dict[str, torch.Tensor]
 Splits = Tuple[Optional[Dataset], Optional[Dataset], Optional[Dataset]]
@@ -85,6 +90,20 @@ class TrainingTask:
                             generator=torch.Generator())
         for batch in loader:
             yield {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+
+
+def token_mean(values: torch.Tensor, mask: torch.Tensor, model: nn.Module) -> torch.Tensor:
+    """The mean of ``values`` [b, s] over ``mask`` [b, s] (a scalar).
+
+    Under context parallelism both sums run over every CP rank's tokens (all-reduced, identity backward),
+    so each rank's backward carries its own tokens' share of the sequence's mean and the gradient
+    reduction over DP x CP adds the shares up (Megatron multiplies by CP and averages instead; the same).
+    """
+    sums = torch.stack([(values * mask).sum(), mask.sum().to(values.dtype)])
+    cp = getattr(model, "context_parallel", None)
+    if cp is not None:
+        sums = reduce_from_tensor_model_parallel_region(sums, cp.group)  # over the CP group
+    return sums[0] / sums[1]
 
 
 def stack_stats(stats: Sequence[Dict[str, torch.Tensor]], names: Sequence[str],

@@ -41,6 +41,7 @@ from core.pipeline_parallel.schedules import PipelineOptions, get_forward_backwa
 from core.tensor_parallel.mappings import all_reduce
 from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed, set_all_rng_states
 from core.transformer.config import TransformerConfig
+from core.transformer.context_parallel import context_parallel_for, split_batch, ulysses_degree
 from core.transformer.moe.aux_losses import aux_loss_names, take_tracked_aux_losses
 from core.transformer.moe.router import update_expert_biases
 from mindspeed_llm.arguments import (ArgumentError, config_field_flag, parse_and_validate, same_setting, set_vocab_size,
@@ -166,7 +167,11 @@ class Trainer:
         """Micro-batches of ``dataset`` for this DP rank, from sample ``consumed`` on."""
         sampler = PretrainingSampler(len(dataset), consumed, self.args.micro_batch_size, self.state.dp_rank,
                                      self.state.dp)
-        return self.task.batches(dataset, sampler, self.args.num_workers, self.acc.device)
+        batches = self.task.batches(dataset, sampler, self.args.num_workers, self.acc.device)
+        cp = context_parallel_for(self.config, self.state)
+        if cp is None:
+            return batches
+        return (split_batch(batch, cp) for batch in batches)  # this CP rank's tokens of every sample
 
     def train_iterator(self) -> Iterator[Batch]:
         dataset = self.datasets()[0]
@@ -209,7 +214,8 @@ class Trainer:
     def pipeline_options(self) -> PipelineOptions:
         """The pipeline group and the activations' shape ``[s, b, h]`` (``[s/tp, b, h]`` under SP)."""
         args, state = self.args, self.state
-        seq = args.seq_length // state.tp if args.sequence_parallel else args.seq_length
+        seq = args.seq_length // state.cp  # this CP rank's tokens
+        seq = seq // state.tp if args.sequence_parallel else seq
         shape = (seq, args.micro_batch_size, args.hidden_size)  # in fp32 under --fp32-residual-connection
         return PipelineOptions(state.pp_group, shape, self.config.residual_dtype, self.acc.device,
                                args.variable_seq_lengths, len(self.models), args.schedules_method)
@@ -290,7 +296,8 @@ class Trainer:
         }
         path = checkpointing.save_checkpoint(args.save, self.iteration, payload, tp_rank=state.tp_rank,
                                              pp_rank=state.pp_rank, pp_size=state.pp,
-                                             dp_rank=state.group("expert_dp").rank, is_global_rank0=state.rank == 0,
+                                             dp_rank=state.group("expert_dp_cp").rank,  # one writer per model part
+                                             is_global_rank0=state.rank == 0,
                                              extra_files=extra, ep_rank=state.ep_group.rank, ep_size=state.ep)
         print_rank_0(f"saved checkpoint at iteration {self.iteration:7d} to {args.save}")
         return path
@@ -374,6 +381,8 @@ def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pre
     args.distributed_backend = args.distributed_backend or acc.backend
     state = initialize(tp=args.tensor_model_parallel_size, pp=args.pipeline_model_parallel_size,
                        cp=args.context_parallel_size, expert_tp=args.expert_tensor_parallel_size,
+                       ulysses=ulysses_degree(args.context_parallel_algo, args.context_parallel_size,
+                                              args.ulysses_degree_in_cp),
                        ep=expert_dimension(args.tensor_model_parallel_size, args.expert_model_parallel_size,
                                            args.expert_tensor_parallel_size),
                        vpp=args.virtual_pipeline_model_parallel_size, backend=args.distributed_backend)

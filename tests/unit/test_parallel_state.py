@@ -128,7 +128,7 @@ def test_initialize_without_distributed_gives_size_one_groups():
     assert not torch.distributed.is_initialized()
     state = initialize()
     assert (state.world_size, state.rank, state.dp) == (1, 0, 1)
-    assert set(state.groups) == set(GROUP_DIMS) | {"embedding"}
+    assert set(state.groups) == set(GROUP_DIMS) | {"embedding", "cp_ring", "cp_ulysses"}
     for name, group in state.groups.items():
         assert (group.ranks, group.rank, group.size, group.handle) == ([0], 0, 1, None), name
     assert state.is_first_stage and state.is_last_stage
