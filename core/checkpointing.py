@@ -254,6 +254,7 @@ RUNTIME_CONFIG_FIELDS = frozenset({
     "recompute_activation_function", "expert_model_parallel_size", "expert_tensor_parallel_size",
     "moe_token_dispatcher_type", "moe_grouped_gemm",
     "recompute_activation_function",
+    "swap_attention", "swap_modules",  # where activations wait for the backward (memory)
     "mtp_loss_scaling_factor",  # a loss weight, not architecture (DeepSeek-V3 lowered it from 0.3 to 0.1 mid-run)
 })
 
