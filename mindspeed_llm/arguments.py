@@ -995,7 +995,8 @@ def _check_recompute(args: argparse.Namespace) -> None:
                             "--recompute-method")
     if count is not None and method is None and not (args.swap_attention and granularity is None):
         raise ArgumentError("--recompute-num-layers needs --recompute-granularity full and --recompute-method "
-                            "uniform|block; add them or drop --recompute-num-layers")
+                            "uniform|block (or --swap-attention alone: MindSpeed's MLP recompute); add them or drop "
+                            "--recompute-num-layers")
     if granularity == "full" and (method is None or count is None):
         raise ArgumentError("--recompute-granularity full needs --recompute-method uniform|block and "
                             "--recompute-num-layers N (uniform: layers per recomputed group; block: recomputed "

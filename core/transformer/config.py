@@ -846,10 +846,6 @@ class TransformerConfig:
         from core.transformer.swap_attention import check_swap_modules
 
         check_swap_modules(tuple(self.swap_modules))
-        if (self.recompute_num_layers is not None and self.recompute_granularity is None
-                and not self.swap_attention):
-            raise ValueError("--recompute-num-layers without --recompute-granularity recomputes MLPs only with "
-                             "--swap-attention (MindSpeed); add --swap-attention or --recompute-granularity full")
 
     def _validate_glu_variants(self) -> None:
         """--quick-geglu, --activation-func-clamp-value and --glu-linear-offset (GPT-OSS's clamped SwiGLU)."""
