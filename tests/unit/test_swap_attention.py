@@ -9,15 +9,20 @@
 * The bytes offloaded equal what the chosen modules save, counted independently through module hooks on
   the run without swapping; everything offloaded comes back, prefetched when a layer's backward starts;
   full recompute of one layer in four leaves three quarters, selective recompute less than all.
+* The backward frees each layer's copies as it goes (only the current and the next layer are back on
+  the device when a layer's backward starts) and nothing is left after a step.
 * Bad flags are refused in one line.
-* TP2 with SP, PP2 and PP2 with VPP (micro-batches in flight) equal their own runs without swapping
-  exactly, on every rank; one 2-process launch.
+* TP2 with SP, PP2, PP2 with VPP (micro-batches in flight), EP2 with every module of the MoE layers
+  swapped, and FSDP2 equal their own runs without swapping exactly (losses, gradients, weights), on
+  every rank; FSDP2's unsharded parameters are not offloaded. One 2-process launch.
 
     python -m pytest -q tests/unit/test_swap_attention.py
 """
 from __future__ import annotations
 
 import contextlib
+import gc
+import weakref
 from typing import Dict, Iterator, List
 
 import pytest
@@ -138,17 +143,29 @@ def _train(argv: List[str], count_modules: List[str] = ()) -> Dict[str, object]:
     with _counting_saved_bytes(trainer.models, list(count_modules)) as counted, \
             _counting_mlp_calls(trainer.models) as mlp_calls:
         losses = [trainer.train_step(iterator).loss for _ in range(STEPS)]
-    grads = {f"{chunk}.{name}": param.main_grad.detach().clone()
-             for chunk, model in enumerate(trainer.models) for name, param in model.named_parameters()}
-    return {"losses": losses, "grads": grads, "stats": swapper.stats, "counted": counted[0],
+    grads, weights = {}, {}
+    for chunk, model in enumerate(trainer.models):
+        for name, param in model.named_parameters():
+            grad = getattr(param, "main_grad", None)
+            grad = grad if grad is not None else param.grad  # FSDP2 frees its gradients after the step
+            if grad is not None:
+                grads[f"{chunk}.{name}"] = _local(grad)
+            weights[f"{chunk}.{name}"] = _local(param.detach())
+    return {"losses": losses, "grads": grads, "weights": weights, "stats": swapper.stats, "counted": counted[0],
             "mlp_calls": mlp_calls[0]}
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """This rank's values (an FSDP2 DTensor's local shard)."""
+    return (tensor.to_local() if hasattr(tensor, "to_local") else tensor).detach().clone()
 
 
 def _assert_exact(result: Dict[str, object], reference: Dict[str, object], label: str) -> None:
     assert result["losses"] == reference["losses"], label
-    assert set(result["grads"]) == set(reference["grads"]), label
-    for name, grad in reference["grads"].items():
-        assert torch.equal(result["grads"][name], grad), f"{label}: {name}"
+    for kind in ("grads", "weights"):
+        assert set(result[kind]) == set(reference[kind]), label
+        for name, value in reference[kind].items():
+            assert torch.equal(result[kind][name], value), f"{label}: {kind} {name}"
 
 
 DEFAULT_NAMES = ["input_norm", "self_attention", "post_attention_norm"]
@@ -199,6 +216,35 @@ def test_swapping_composes_with_recompute(runs) -> None:
     assert runs["moe_swap_all"]["stats"].offloaded_bytes > swapped
 
 
+def test_the_backward_frees_each_layers_copies_as_it_goes(monkeypatch) -> None:
+    """When a layer's backward starts, only its own and the next layer's copies are back on the device;
+    the copies of the layers already done are freed, and after the step none is left."""
+    from mindspeed_llm.training.training import setup
+
+    copies, strays = [], []
+    offload, starts = ActivationSwapper.offload, LayerRecord._backward_starts
+
+    def counting_offload(self, tensor):
+        copy = offload(self, tensor)
+        copies.append(weakref.ref(copy))
+        return copy
+
+    def checking_starts(self, grad):
+        current = {id(ref()) for record in (self, self.previous) if record is not None for ref in record._copies}
+        strays.append(sum(1 for ref in copies if ref() is not None and ref().restored is not None
+                          and id(ref()) not in current))
+        return starts(self, grad)
+
+    monkeypatch.setattr(ActivationSwapper, "offload", counting_offload)
+    monkeypatch.setattr(LayerRecord, "_backward_starts", checking_starts)
+    get_activation_swapper().min_bytes = 0
+    trainer = setup(ARGV + SWAP)
+    trainer.train_step(trainer.train_iterator())
+    gc.collect()
+    assert len(strays) == 4 * 2 and not any(strays)  # every layer backward of both micro-batches
+    assert copies and all(ref() is None for ref in copies)
+
+
 # ----------------------------------------------------------------------------- bad flags
 
 @pytest.mark.parametrize("extra, message", [
@@ -217,10 +263,12 @@ def test_bad_flags_are_refused_in_one_line(extra, message) -> None:
 
 # ----------------------------------------------------------------------------- parallel layouts
 
-LAYOUTS = {
-    "tp2_sp": ["--tensor-model-parallel-size", "2", "--sequence-parallel"],
-    "pp2": ["--pipeline-model-parallel-size", "2"],
-    "pp2_vpp": ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"],
+LAYOUTS = {  # layout flags, and what the swapped run adds to --swap-attention
+    "tp2_sp": (["--tensor-model-parallel-size", "2", "--sequence-parallel"], []),
+    "pp2": (["--pipeline-model-parallel-size", "2"], []),
+    "pp2_vpp": (["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"], []),
+    "ep2_moe": (MOE + ["--expert-model-parallel-size", "2"], ALL_MODULES),
+    "fsdp2": (["--use-torch-fsdp2"], []),
 }
 
 
@@ -228,17 +276,21 @@ def _worker(rank: int, world: int, jobs: Dict[str, List[str]]) -> Dict[str, Dict
     results = {}
     for name, argv in jobs.items():
         result = _train(argv)
-        results[name] = {"losses": result["losses"], "grads": result["grads"],
+        results[name] = {"losses": result["losses"], "grads": result["grads"], "weights": result["weights"],
                          "offloaded": result["stats"].offloaded_bytes, "restored": result["stats"].restored_bytes}
     return results
 
 
-def test_parallel_layouts_equal_their_runs_without_swapping() -> None:
-    jobs = {f"{layout}/{mode}": ARGV + extra + (SWAP if mode == "swap" else [])
-            for layout, extra in LAYOUTS.items() for mode in ("plain", "swap")}
+def test_parallel_layouts_equal_their_runs_without_swapping(runs) -> None:
+    jobs = {}
+    for layout, (extra, swap_extra) in LAYOUTS.items():
+        jobs[f"{layout}/plain"] = ARGV + extra
+        jobs[f"{layout}/swap"] = ARGV + extra + SWAP + swap_extra
     for rank, results in enumerate(run_distributed(2, _worker, jobs)):
         for layout in LAYOUTS:
             swapped, plain = results[f"{layout}/swap"], results[f"{layout}/plain"]
             assert swapped["offloaded"] > 0 and swapped["restored"] == swapped["offloaded"], (rank, layout)
             assert plain["offloaded"] == 0
             _assert_exact(swapped, plain, f"rank {rank} {layout}")
+        # FSDP2's unsharded parameters stay: each DP rank offloads its one micro-batch of the two per step
+        assert results["fsdp2/swap"]["offloaded"] * 2 == runs["swap"]["stats"].offloaded_bytes
