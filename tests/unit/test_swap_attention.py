@@ -267,6 +267,7 @@ LAYOUTS = {  # layout flags, and what the swapped run adds to --swap-attention
     "tp2_sp": (["--tensor-model-parallel-size", "2", "--sequence-parallel"], []),
     "pp2": (["--pipeline-model-parallel-size", "2"], []),
     "pp2_vpp": (["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"], []),
+    "pp2_zb": (["--pipeline-model-parallel-size", "2", "--schedules-method", "zero-bubble"], SELECTIVE),
     "ep2_moe": (MOE + ["--expert-model-parallel-size", "2"], ALL_MODULES),
     "fsdp2": (["--use-torch-fsdp2"], []),
 }
