@@ -29,7 +29,8 @@ prefetched; an unpack that finds nothing prefetched copies back at once.
   ``--recompute-granularity`` recomputes the MLP of the first N layers of each model chunk (unless the
   MLP is swapped itself). Megatron's full recompute keeps its meaning: checkpointed layers keep only
   their inputs, the other layers swap. Selective recompute composes: the core attention's inputs are
-  swapped, its internals recomputed.
+  swapped, its internals recomputed. With ``--recompute-activation-function`` the activation's output,
+  released after its consumer's forward and refilled before its backward, is not brought back.
 """
 from __future__ import annotations
 
@@ -237,8 +238,17 @@ class LayerRecord:
         return _SavedView(copy, tensor.dtype, tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride()))
 
     def close(self, output: torch.Tensor) -> None:
-        """The layer's forward has ended: release the device storages; prefetch when its backward starts."""
+        """The layer's forward has ended: release the device storages; prefetch when its backward starts.
+
+        A storage its owner has released meanwhile is refilled by that owner before the backward
+        needs it (``--recompute-activation-function``): its host copy is dropped and the backward reads
+        the refilled storage.
+        """
         for copy in self._by_storage.values():
+            if copy.source.nbytes() == 0:
+                copy.restored, copy.host = copy.source, None
+                self.swapper.stats.offloaded_bytes -= copy.nbytes
+                self.swapper.stats.offloaded_storages -= 1
             copy.source = None
         self._by_storage = {}
         if self._copies and output.requires_grad:

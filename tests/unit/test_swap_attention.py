@@ -177,6 +177,8 @@ RUNS = {
     "full_block": (ARGV + FULL_BLOCK, ()),
     "full_block_swap": (ARGV + FULL_BLOCK + SWAP, ()),
     "mlp_recompute_swap": (ARGV + MLP_RECOMPUTE + SWAP, ()),
+    "mlp_swap": (ARGV + SWAP + ["--swap-modules", "mlp"], ()),
+    "activation_recompute_mlp_swap": (ARGV + ["--recompute-activation-function"] + SWAP + ["--swap-modules", "mlp"], ()),
     "moe": (ARGV + MOE, ()),
     "moe_swap_all": (ARGV + MOE + SWAP + ALL_MODULES, ()),
 }
@@ -189,7 +191,8 @@ def runs() -> Dict[str, Dict[str, object]]:
 
 @pytest.mark.parametrize("name, reference", [
     ("swap", "plain"), ("selective_swap", "selective"), ("full_block_swap", "full_block"),
-    ("mlp_recompute_swap", "plain"), ("moe_swap_all", "moe")])
+    ("mlp_recompute_swap", "plain"), ("mlp_swap", "plain"), ("activation_recompute_mlp_swap", "plain"),
+    ("moe_swap_all", "moe")])
 def test_swapping_leaves_losses_and_gradients_unchanged(runs, name, reference) -> None:
     assert runs[reference]["stats"].offloaded_bytes == 0
     assert runs[name]["stats"].offloaded_bytes > 0
@@ -214,6 +217,11 @@ def test_swapping_composes_with_recompute(runs) -> None:
     micro_batches = 2 * STEPS  # layer 0's MLP runs again in each backward
     assert runs["mlp_recompute_swap"]["mlp_calls"] == runs["plain"]["mlp_calls"] + micro_batches
     assert runs["moe_swap_all"]["stats"].offloaded_bytes > swapped
+    # --recompute-activation-function: neither silu(gate) (not saved) nor the activation's output (refilled
+    # for the backward, so its host copy is dropped) is offloaded: 2 x [s, b, ffn] fp32 per layer forward
+    activation_tensors = 4 * 2 * STEPS * 2 * (16 * 2 * 64 * 4)
+    mlp = runs["mlp_swap"]["stats"].offloaded_bytes
+    assert runs["activation_recompute_mlp_swap"]["stats"].offloaded_bytes == mlp - activation_tensors
 
 
 def test_the_backward_frees_each_layers_copies_as_it_goes(monkeypatch) -> None:
