@@ -846,6 +846,16 @@ class TransformerConfig:
         from core.transformer.swap_attention import check_swap_modules
 
         check_swap_modules(tuple(self.swap_modules))
+        if not self.swap_attention:
+            return
+        if self.hybrid_override_pattern and set(self.hybrid_override_pattern) == {"M"}:
+            raise ValueError("--swap-attention offloads transformer layers' activations and "
+                             "--hybrid-override-pattern has only Mamba layers; drop --swap-attention")
+        absent = [name for name in self.swap_modules if name.startswith("post_") and name != "post_attention_norm"
+                  and not self.output_norm]
+        if absent:
+            raise ValueError(f"--swap-modules {absent[0]}: the layer has no such norm without --post-norm or "
+                             "--post-norm-only; drop it from --swap-modules")
 
     def _validate_glu_variants(self) -> None:
         """--quick-geglu, --activation-func-clamp-value and --glu-linear-offset (GPT-OSS's clamped SwiGLU)."""

@@ -260,6 +260,9 @@ def test_the_backward_frees_each_layers_copies_as_it_goes(monkeypatch) -> None:
     (SWAP + ["--swap-modules", "self_attention,attention"],
      r"unknown module name\(s\) \['attention'\]; choose from input_norm, input_layernorm, self_attention"),
     (SWAP + ["--swap-modules", ","], "unknown module name"),
+    (SWAP + ["--swap-modules", "self_attention,post_mlp_layernorm"],
+     "--swap-modules post_mlp_layernorm: the layer has no such norm without --post-norm"),
+    (SWAP + ["--hybrid-override-pattern", "MMMM"], "--hybrid-override-pattern has only Mamba layers"),
     (MLP_RECOMPUTE, "--recompute-num-layers needs --recompute-granularity full"),
     (SWAP + ["--recompute-num-layers", "5"], r"--recompute-num-layers \(5\) must be between 1 and the layers"),
 ])
