@@ -6,7 +6,6 @@ whatever the pipeline layout. Noop layers are parameterless identities.
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Iterable, List, Optional, Tuple
 
 import torch
@@ -235,15 +234,15 @@ class TransformerBlock(nn.Module):
         layers = list(self.layers.values())
         cfg = self.config
         granularity = cfg.recompute_granularity if self.training and torch.is_grad_enabled() else None
-        swap_chain = get_activation_swapper().chain() if cfg.swap_attention else contextlib.nullcontext()
-        with swap_chain:  # --swap-attention: a layer's backward prefetches the one that ran before it
-            for positions, recompute in recompute_groups(len(layers), granularity, cfg.recompute_method,
-                                                         cfg.recompute_num_layers):
-                group = [layers[i] for i in positions]
-                if recompute and any(True for layer in group for _ in layer.parameters()):  # not only noop layers
-                    hidden = checkpoint(_run_layers, group, hidden, rotary)
-                else:
-                    hidden = _run_layers(group, hidden, rotary)
+        if cfg.swap_attention:  # this micro-batch's layers link backwards: a backward prefetches the next
+            get_activation_swapper().start_chain()
+        for positions, recompute in recompute_groups(len(layers), granularity, cfg.recompute_method,
+                                                     cfg.recompute_num_layers):
+            group = [layers[i] for i in positions]
+            if recompute and any(True for layer in group for _ in layer.parameters()):  # not only noop layers
+                hidden = checkpoint(_run_layers, group, hidden, rotary)
+            else:
+                hidden = _run_layers(group, hidden, rotary)
         if self.final_layernorm is not None:
             hidden = self.final_layernorm(hidden)
         return hidden

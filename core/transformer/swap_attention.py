@@ -4,8 +4,9 @@ In the forward, what autograd saves inside the chosen sub-modules of each transf
 (``--swap-modules``, MindSpeed's default ``input_norm,self_attention,post_attention_norm``) is copied to
 host memory and its device memory released at the end of the layer's forward; in the backward it is
 copied back. When a layer's backward starts (the gradient of its output arrives), its own tensors and
-those of the layer that ran before it in the same forward (the next one the backward needs) are
-prefetched; an unpack that finds nothing prefetched copies back at once.
+those of the layer that ran before it in the same block forward (the next one the backward needs) are
+prefetched; an unpack that finds nothing prefetched copies back at once. The backward frees each copy
+once the nodes that saved it have run, so about two layers' activations are back on the device at once.
 
 * Keys: every layer forward (one micro-batch, one model chunk) gets its own :class:`LayerRecord`, and
   autograd keeps the handles that :meth:`LayerRecord.pack` returns in that micro-batch's graph, so
@@ -17,9 +18,11 @@ prefetched; an unpack that finds nothing prefetched copies back at once.
   rule). Not: parameters (trainable or frozen) and views of them (``weight.t()`` has a ``grad_fn``; its
   ``_base`` is the parameter), other leaves (pipeline inputs, the recompute anchor), constants, masks,
   RoPE tables and non-differentiable outputs, released storages, tensors on another device, and
-  storages below ``min_bytes`` (MindSpeed's rule: under 512 KiB the copy costs more than it frees). Nothing is offloaded outside training, under
-  ``no_grad`` (the first run of a recomputed region) or while a recomputed region runs again in the
-  backward (its tensors are needed at once).
+  storages below ``min_bytes`` (MindSpeed's rule: under 512 KiB the copy costs more than it frees).
+  Nothing is offloaded outside training, under ``no_grad`` (the first run of a recomputed region) or
+  while a recomputed region runs again in the backward (its tensors are needed at once).
+* Saved-tensor hooks hand the backward a new tensor object even for a tensor they keep, so code that
+  needs a parameter itself in the backward keeps it on ``ctx`` (zero-bubble's deferred weight gradients).
 * Accelerators: host copies are pinned; device-to-host and host-to-device copies run on a side stream
   ordered by events (and ``record_stream``, so the caching allocator never reuses memory that a
   pending copy reads or writes); the compute stream waits only for the copy it needs. On the CPU the
@@ -134,24 +137,15 @@ class ActivationSwapper:
         self.min_bytes = min_bytes
         self.stats = SwapStats()
         self._stream: Any = None
-        self._chain_last: Optional[LayerRecord] = None
-        self._chaining = False
+        self._chain_last: Optional[LayerRecord] = None  # the last record with copies since start_chain
 
     # ------------------------------------------------------------------ records
-    @contextlib.contextmanager
-    def chain(self) -> Iterator[None]:
-        """One block forward: its layers' records link backwards, so a backward prefetches the next."""
-        self._chaining, self._chain_last = True, None
-        try:
-            yield
-        finally:
-            self._chaining, self._chain_last = False, None
+    def start_chain(self) -> None:
+        """A block forward (one micro-batch, one model chunk) begins: its first layer links to nothing."""
+        self._chain_last = None
 
     def new_record(self) -> "LayerRecord":
-        record = LayerRecord(self, self._chain_last if self._chaining else None)
-        if self._chaining:
-            self._chain_last = record
-        return record
+        return LayerRecord(self, self._chain_last)
 
     @contextlib.contextmanager
     def saving(self, record: "LayerRecord") -> Iterator[None]:
@@ -223,7 +217,9 @@ class LayerRecord:
 
     def __init__(self, swapper: ActivationSwapper, previous: Optional["LayerRecord"]) -> None:
         self.swapper = swapper
-        self.previous = previous  # ran before this layer in the same forward: its backward comes next
+        # the layer with copies that ran before this one in the same forward: its backward comes next
+        # (weak: records never keep each other alive; a record lives as long as its output's graph)
+        self._previous = weakref.ref(previous) if previous is not None else None
         self._copies: List["weakref.ReferenceType[_HostCopy]"] = []
         self._by_storage: Dict[int, _HostCopy] = {}  # while the forward runs: one copy per storage
 
@@ -253,6 +249,7 @@ class LayerRecord:
         self._by_storage = {}
         if self._copies and output.requires_grad:
             output.register_hook(self._backward_starts)
+            self.swapper._chain_last = self
 
     def prefetch(self) -> None:
         for ref in self._copies:
@@ -260,10 +257,15 @@ class LayerRecord:
             if copy is not None:
                 self.swapper.restore(copy, prefetch=True)
 
+    @property
+    def previous(self) -> Optional["LayerRecord"]:
+        return self._previous() if self._previous is not None else None
+
     def _backward_starts(self, grad: torch.Tensor) -> None:
         self.prefetch()
-        if self.previous is not None:
-            self.previous.prefetch()
+        previous = self.previous
+        if previous is not None:
+            previous.prefetch()
 
 
 def _unpack(saved: Union[torch.Tensor, _SavedView]) -> torch.Tensor:

@@ -178,7 +178,8 @@ RUNS = {
     "full_block_swap": (ARGV + FULL_BLOCK + SWAP, ()),
     "mlp_recompute_swap": (ARGV + MLP_RECOMPUTE + SWAP, ()),
     "mlp_swap": (ARGV + SWAP + ["--swap-modules", "mlp"], ()),
-    "activation_recompute_mlp_swap": (ARGV + ["--recompute-activation-function"] + SWAP + ["--swap-modules", "mlp"], ()),
+    "activation_recompute_mlp_swap": (ARGV + ["--recompute-activation-function"] + SWAP + ["--swap-modules", "mlp"],
+                                      ()),
     "moe": (ARGV + MOE, ()),
     "moe_swap_all": (ARGV + MOE + SWAP + ALL_MODULES, ()),
 }
@@ -225,11 +226,12 @@ def test_swapping_composes_with_recompute(runs) -> None:
 
 
 def test_the_backward_frees_each_layers_copies_as_it_goes(monkeypatch) -> None:
-    """When a layer's backward starts, only its own and the next layer's copies are back on the device;
-    the copies of the layers already done are freed, and after the step none is left."""
+    """When a layer's backward starts, the next layer's copies are prefetched and only those and its own
+    are back on the device; the copies of the layers already done are freed, and after the step none is
+    left."""
     from mindspeed_llm.training.training import setup
 
-    copies, strays = [], []
+    copies, strays, ahead = [], [], []
     offload, starts = ActivationSwapper.offload, LayerRecord._backward_starts
 
     def counting_offload(self, tensor):
@@ -241,7 +243,9 @@ def test_the_backward_frees_each_layers_copies_as_it_goes(monkeypatch) -> None:
         current = {id(ref()) for record in (self, self.previous) if record is not None for ref in record._copies}
         strays.append(sum(1 for ref in copies if ref() is not None and ref().restored is not None
                           and id(ref()) not in current))
-        return starts(self, grad)
+        starts(self, grad)
+        if self.previous is not None:  # the layer whose backward comes next is on its way back already
+            ahead.append(all(ref().restored is not None for ref in self.previous._copies if ref() is not None))
 
     monkeypatch.setattr(ActivationSwapper, "offload", counting_offload)
     monkeypatch.setattr(LayerRecord, "_backward_starts", checking_starts)
@@ -250,6 +254,7 @@ def test_the_backward_frees_each_layers_copies_as_it_goes(monkeypatch) -> None:
     trainer.train_step(trainer.train_iterator())
     gc.collect()
     assert len(strays) == 4 * 2 and not any(strays)  # every layer backward of both micro-batches
+    assert ahead == [True] * 3 * 2  # layers 3, 2, 1 of each micro-batch prefetch layers 2, 1, 0
     assert copies and all(ref() is None for ref in copies)
 
 
