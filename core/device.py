@@ -9,6 +9,7 @@ imports and reports devices, else CUDA when available, else the CPU.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 from dataclasses import dataclass
@@ -81,6 +82,20 @@ class Accelerator:
             torch.set_rng_state(state)
         else:
             self.module.set_rng_state(state)
+
+    def new_stream(self) -> Any:
+        """A side stream for copies that overlap compute; None on the CPU (copies run in place)."""
+        return None if self.module is None else self.module.Stream(device=self.device)
+
+    def current_stream(self) -> Any:
+        return None if self.module is None else self.module.current_stream()
+
+    def use_stream(self, stream: Any) -> Any:
+        """Context manager: work issued inside runs on ``stream`` (nothing changes on the CPU)."""
+        return contextlib.nullcontext() if stream is None else self.module.stream(stream)
+
+    def new_event(self) -> Any:
+        return None if self.module is None else self.module.Event()
 
     def max_memory_gb(self) -> float:
         """Peak device memory (GB); on the CPU the process's peak RSS."""

@@ -61,6 +61,7 @@ from core.pipeline_parallel.layout import LayoutError, resolve_virtual_pipeline,
 from core.transformer.config import POSITION_EMBEDDINGS, TransformerConfig, pad_vocab_size
 from core.transformer.context_parallel import (ATTENTION_MASK_TYPES, CP_ALGORITHMS, HYBRID, RING, ULYSSES,
                                                sequence_divisor, ulysses_degree)
+from core.transformer.swap_attention import DEFAULT_SWAP_MODULES, parse_swap_modules
 from mindspeed_llm.flags import (TOKENIZER_TYPES, ArgumentError, FlagParser, IntList, add_pipeline_layout_args,
                                  add_tokenizer_args, tokenizer_error)
 
@@ -375,6 +376,14 @@ def _add_training_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--recompute-num-layers", type=int, default=None)
     group.add_argument("--recompute-activation-function", action="store_true",
                        help="recompute the MLP activation in the backward (MindSpeed)")
+    group.add_argument("--swap-attention", action="store_true",
+                       help="keep the activations each layer's --swap-modules save in host memory until the "
+                            "backward, prefetched a layer ahead (MindSpeed); with --recompute-num-layers N alone "
+                            "the MLPs of the first N layers of each model chunk are recomputed")
+    group.add_argument("--swap-modules", type=str, default=None,
+                       help="comma-separated layer sub-modules for --swap-attention (default "
+                            "input_norm,self_attention,post_attention_norm; also input_layernorm, "
+                            "pre_mlp_layernorm, mlp, post_self_attn_layernorm, post_mlp_layernorm)")
 
 
 def _add_learning_rate_args(parser: argparse.ArgumentParser) -> None:
@@ -989,6 +998,7 @@ DEPENDENT_FLAGS: Tuple[Tuple[str, Callable[[argparse.Namespace], bool], str], ..
     ("rope_scaling_mscale_all_dim", lambda args: args.rope_scaling_type == "yarn", "--rope-scaling-type yarn"),
     ("lr_wsd_decay_style", lambda args: args.lr_decay_style == "WSD", "--lr-decay-style WSD"),
     ("swap_optimizer_chunk_size", lambda args: args.swap_optimizer, "--swap-optimizer"),
+    ("swap_modules", lambda args: args.swap_attention, "--swap-attention"),
     ("tensorboard_log_interval", lambda args: args.tensorboard_dir is not None, "--tensorboard-dir"),
     ("tensorboard_queue_size", lambda args: args.tensorboard_dir is not None, "--tensorboard-dir"),
     ("log_timers_to_tensorboard", lambda args: args.tensorboard_dir is not None, "--tensorboard-dir"),
@@ -1052,9 +1062,10 @@ def _check_recompute(args: argparse.Namespace) -> None:
     if method is not None and granularity != "full":
         raise ArgumentError(f"--recompute-method {method} needs --recompute-granularity full; add it or drop "
                             "--recompute-method")
-    if count is not None and method is None:
+    if count is not None and method is None and not (args.swap_attention and granularity is None):
         raise ArgumentError("--recompute-num-layers needs --recompute-granularity full and --recompute-method "
-                            "uniform|block; add them or drop --recompute-num-layers")
+                            "uniform|block (or --swap-attention alone: MindSpeed's MLP recompute); add them or drop "
+                            "--recompute-num-layers")
     if granularity == "full" and (method is None or count is None):
         raise ArgumentError("--recompute-granularity full needs --recompute-method uniform|block and "
                             "--recompute-num-layers N (uniform: layers per recomputed group; block: recomputed "
@@ -1226,6 +1237,8 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             recompute_method=args.recompute_method,
             recompute_num_layers=args.recompute_num_layers,
             recompute_activation_function=args.recompute_activation_function,
+            swap_attention=args.swap_attention,
+            swap_modules=parse_swap_modules(args.swap_modules or DEFAULT_SWAP_MODULES),
             qk_layernorm=args.qk_layernorm,
             apply_layernorm_1p=args.apply_layernorm_1p,
             post_norm=args.post_norm,

@@ -138,13 +138,15 @@ class _LinearDeferredWeightGrad(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
                 store: WeightGradStore) -> torch.Tensor:
-        ctx.save_for_backward(x, weight, bias)
-        ctx.store = store
+        # The parameters ride on ctx, not through save_for_backward: under saved-tensor hooks
+        # (--swap-attention) a saved tensor comes back as a new tensor object, and W needs the parameter.
+        ctx.save_for_backward(x)
+        ctx.weight, ctx.bias, ctx.store = weight, bias, store
         return F.linear(x, weight, bias)  # [..., out]
 
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor):
-        x, weight, bias = ctx.saved_tensors
+        (x,), weight, bias = ctx.saved_tensors, ctx.weight, ctx.bias
         grad_input = grad_output.matmul(weight) if ctx.needs_input_grad[0] else None  # [..., in]
         defer_weight, defer_bias = ctx.needs_input_grad[1], ctx.needs_input_grad[2]
         if defer_weight or defer_bias:
@@ -159,14 +161,12 @@ class _BiasAddDeferredGrad(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, y: torch.Tensor, bias: torch.Tensor, store: WeightGradStore) -> torch.Tensor:
-        ctx.save_for_backward(bias)
-        ctx.store = store
+        ctx.bias, ctx.store = bias, store  # the parameter itself (see _LinearDeferredWeightGrad)
         return y + bias
 
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor):
-        (bias,) = ctx.saved_tensors
-        ctx.store.push(DeferredGrad(None, bias, None, grad_output.detach()))
+        ctx.store.push(DeferredGrad(None, ctx.bias, None, grad_output.detach()))
         return grad_output, None, None
 
 

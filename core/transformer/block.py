@@ -14,7 +14,7 @@ from torch import nn
 
 from core.parallel_state import ParallelState
 from core.ssm.mamba_mixer import MambaMixer
-from core.tensor_parallel.checkpoint import checkpoint
+from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
@@ -24,6 +24,8 @@ from core.transformer.mla import MultiLatentAttention
 from core.transformer.mlp import MLP
 from core.transformer.moe.moe_layer import MoELayer
 from core.transformer.norms import build_norm
+from core.transformer.swap_attention import (get_activation_swapper, recomputes_mlp, swapped_attributes,
+                                          swapping)
 
 
 def hidden_dropout(x: torch.Tensor, p: float, training: bool, sequence_parallel: bool) -> torch.Tensor:
@@ -119,6 +121,11 @@ class TransformerLayer(nn.Module):
         self.pre_mlp_layernorm = hidden_norm(config) if config.pre_norm and not shared_norm else nn.Identity()
         self.mlp = MoELayer(config, state) if config.is_moe_layer(layer_number) else MLP(config, state)
         self.post_mlp_layernorm = hidden_norm(config) if config.output_norm else None
+        # --swap-attention: the sub-modules whose saved activations go to host memory, and the record of
+        # this forward's offloads (None when not swapping); recompute_mlp: MindSpeed's MLP recompute
+        self._swap_attributes = swapped_attributes(config.swap_modules) if config.swap_attention else ()
+        self._swap_record = None
+        self.recompute_mlp = False
         self.layer_scalar = None  # Gemma4: the layer's output times a scalar of its own
         if config.layer_scalar:  # replicated; fed a sequence shard under SP, hence a partial gradient there
             self.layer_scalar = mark_param(nn.Parameter(torch.empty(1, dtype=config.params_dtype)), init="ones",
@@ -127,28 +134,52 @@ class TransformerLayer(nn.Module):
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
                 layout: Optional[SequenceLayout] = None) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); fp32 with --fp32-residual-connection
-        output = self._layer(hidden, rotary, layout)
+        if not swapping(self.config, self.training):
+            return self._scaled(self._layer(hidden, rotary, layout))
+        self._swap_record = record = get_activation_swapper().new_record()
+        try:
+            output = self._scaled(self._layer(hidden, rotary, layout))
+        finally:
+            self._swap_record = None
+        record.close(output)
+        return output
+
+    def _scaled(self, output: torch.Tensor) -> torch.Tensor:
         return output * self.layer_scalar if self.layer_scalar is not None else output
+
+    def _call(self, module: nn.Module, *args: object) -> torch.Tensor:
+        """``module(*args)``, its saved activations offloaded when --swap-modules names it."""
+        record = self._swap_record
+        if record is None or not any(getattr(self, name) is module for name in self._swap_attributes):
+            return module(*args)
+        with get_activation_swapper().saving(record):
+            return module(*args)
+
+    def _mlp(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The MLP (or MoE) branch; recomputed in the backward under MindSpeed's swap + recompute rule."""
+        if self.recompute_mlp and self.training and torch.is_grad_enabled() and not inside_checkpoint():
+            return checkpoint(self.mlp, hidden)
+        return self._call(self.mlp, hidden)
 
     def _layer(self, hidden: torch.Tensor, rotary: Optional[tuple], layout: Optional[SequenceLayout]) -> torch.Tensor:
         normed = self._norm(self.input_layernorm, hidden)
-        attn = self._branch(self.self_attention(normed, rotary, layout), self.post_self_attn_layernorm)
+        attn = self._branch(self._call(self.self_attention, normed, rotary, layout), self.post_self_attn_layernorm)
         if self.config.parallel_residual:  # both branches read the layer input
             shared = self.config.parallel_residual_shared_norm
             mlp_input = normed if shared else self._norm(self.pre_mlp_layernorm, hidden)
-            return hidden + attn + self._branch(self.mlp(mlp_input), self.post_mlp_layernorm)
+            return hidden + attn + self._branch(self._mlp(mlp_input), self.post_mlp_layernorm)
         hidden = hidden + attn
-        return hidden + self._branch(self.mlp(self._norm(self.pre_mlp_layernorm, hidden)), self.post_mlp_layernorm)
+        return hidden + self._branch(self._mlp(self._norm(self.pre_mlp_layernorm, hidden)), self.post_mlp_layernorm)
 
     def _norm(self, norm: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
         """A pre-branch norm of the residual stream, in the dtype the attention or MLP computes in."""
-        return to_compute_dtype(norm(hidden), self, self.config)
+        return to_compute_dtype(self._call(norm, hidden), self, self.config)
 
     def _branch(self, output: torch.Tensor, output_norm: Optional[nn.Module]) -> torch.Tensor:
         """An attention or MLP output ``[s, b, h]`` as added to the residual: normed, scaled, dropped out."""
         cfg = self.config
         if output_norm is not None:
-            output = output_norm(output)
+            output = self._call(output_norm, output)
         if cfg.residual_multiplier is not None:  # Granite
             output = output * cfg.residual_multiplier
         return hidden_dropout(output, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
@@ -197,6 +228,9 @@ class TransformerBlock(nn.Module):
         super().__init__()
         self.config = config
         self.layers = nn.ModuleDict({str(i): build_layer(config, state, i) for i in layer_numbers})
+        for position, layer in enumerate(self.layers.values()):  # MindSpeed's --swap-attention MLP recompute
+            if isinstance(layer, TransformerLayer):
+                layer.recompute_mlp = recomputes_mlp(config, position)
         self.final_layernorm = None
         if post_process:
             self.final_layernorm = hidden_norm(config)
@@ -207,6 +241,8 @@ class TransformerBlock(nn.Module):
         layers = list(self.layers.values())
         cfg = self.config
         granularity = cfg.recompute_granularity if self.training and torch.is_grad_enabled() else None
+        if cfg.swap_attention:  # this micro-batch's layers link backwards: a backward prefetches the next
+            get_activation_swapper().start_chain()
         for positions, recompute in recompute_groups(len(layers), granularity, cfg.recompute_method,
                                                      cfg.recompute_num_layers):
             group = [layers[i] for i in positions]

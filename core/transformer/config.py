@@ -114,6 +114,10 @@ class TransformerConfig:
     recompute_method: Optional[str] = None
     recompute_num_layers: Optional[int] = None
     recompute_activation_function: bool = False  # MindSpeed: recompute the MLP activation only
+    # MindSpeed's activation offload: what autograd saves in these sub-modules of each transformer layer waits
+    # in host memory until the backward (core/transformer/swap_attention.py) [--swap-attention, --swap-modules]
+    swap_attention: bool = False
+    swap_modules: Tuple[str, ...] = ("input_norm", "self_attention", "post_attention_norm")
     # Behaviour flags of the model zoo (flag names in brackets)
     apply_layernorm_1p: bool = False  # norms scale by (1 + weight), weights stored as offsets (Gemma) [--apply-layernorm-1p]
     qk_layernorm: bool = False  # per-head norm of queries and keys before RoPE (Qwen3) [--qk-layernorm]
@@ -370,6 +374,7 @@ class TransformerConfig:
 
     def validate(self) -> None:
         """Reject inconsistent settings; messages name the flags."""
+        self._validate_swap_attention()
         if self.normalization not in NORMALIZATIONS:
             raise ValueError(f"--normalization {self.normalization!r} is not one of {NORMALIZATIONS}")
         if self.position_embedding_type not in POSITION_EMBEDDINGS:
@@ -846,6 +851,21 @@ class TransformerConfig:
                              "(no --non-parametric-norm)")
         if self.non_parametric_qk_norm and (not self.qk_layernorm or self.qk_layernorm_full_width):
             raise ValueError("--non-parametric-qk-norm needs --qk-layernorm (per head, no --qk-layernorm-full-width)")
+
+    def _validate_swap_attention(self) -> None:
+        from core.transformer.swap_attention import check_swap_modules
+
+        check_swap_modules(tuple(self.swap_modules))
+        if not self.swap_attention:
+            return
+        if self.hybrid_override_pattern and set(self.hybrid_override_pattern) == {"M"}:
+            raise ValueError("--swap-attention offloads transformer layers' activations and "
+                             "--hybrid-override-pattern has only Mamba layers; drop --swap-attention")
+        absent = [name for name in self.swap_modules if name.startswith("post_") and name != "post_attention_norm"
+                  and not self.output_norm]
+        if absent:
+            raise ValueError(f"--swap-modules {absent[0]}: the layer has no such norm without --post-norm or "
+                             "--post-norm-only; drop it from --swap-modules")
 
     def _validate_glu_variants(self) -> None:
         """--quick-geglu, --activation-func-clamp-value and --glu-linear-offset (GPT-OSS's clamped SwiGLU)."""

@@ -37,7 +37,7 @@ from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, Family, RegistryError,
 RUNTIME_FIELDS = frozenset({
     "tensor_model_parallel_size", "sequence_parallel", "noop_layers", "recompute_granularity", "recompute_method",
     "recompute_num_layers", "recompute_activation_function", "attention_dropout", "hidden_dropout", "params_dtype",
-    "make_vocab_size_divisible_by", "init_method_std"})
+    "make_vocab_size_divisible_by", "init_method_std", "swap_attention", "swap_modules"})
 BIAS_FIELDS = ("add_bias_linear", "add_qkv_bias", "add_dense_bias", "add_mlp_bias")
 
 
