@@ -15,7 +15,14 @@
 #               to the largest divisor of the recipe's EP that the smoke data-parallel size allows (a multiple
 #               of TP when the recipe sets ETP=1: whole experts spread over TP x EP ranks); NUM_LAYER_LIST
 #               becomes 2 layers per stage.
+#               CP (context parallelism) shrinks to the largest divisor of the recipe's CP that the smoke
+#               processes allow (TP and PP then fill what is left), ULYSSES_DEGREE to a divisor of that CP.
 #               Outputs go to SMOKE_DIR (default outputs/smoke/<recipe>).
+#   CP          pretrain recipes that pass "${CP_ARGS[@]}": the context-parallel size (default 1);
+#               CP_ALGO the algorithm (default megatron_cp_algo; ulysses_cp_algo, hybrid_cp_algo with
+#               ULYSSES_DEGREE Ulysses ranks per CP group (default 2), kvallgather_cp_algo). CP_ARGS holds
+#               --context-parallel-size/--context-parallel-algo, --ulysses-degree-in-cp (hybrid) and
+#               --use-cp-send-recv-overlap where the algorithm has a ring. A recipe without CP_ARGS refuses CP > 1.
 #   DRY_RUN=1   pretrain recipes: print the torchrun command and check its flags with our one validation
 #               pass (mindspeed_llm.arguments) at the recipe's world size, without training.
 #   DRY_RUN=argv  print WORLD_SIZE=N, then the pretrain_gpt.py flags one per line (for tests and tools).
@@ -56,12 +63,14 @@ _smoke_expert_parallel() {
 # EP (default 1) is the expert-parallel size; the world size GPUS_PER_NODE x NNODES must tile
 # TP x PP x DP with DP a multiple of EP (of EP / TP under ETP=1), which DRY_RUN checks.
 pretrain_setup() {
-    EP=${EP:-1}
+    EP=${EP:-1} CP=${CP:-1} CP_ALGO=${CP_ALGO:-megatron_cp_algo} ULYSSES_DEGREE=${ULYSSES_DEGREE:-2}
     if [[ $SMOKE == 1 ]]; then
         GPUS_PER_NODE=$SMOKE_NPROC NNODES=1 NODE_RANK=0
-        TP=$(_min "$TP" "$SMOKE_NPROC")
-        PP=$(_min "$PP" $(( SMOKE_NPROC / TP )))
-        EP=$(_smoke_expert_parallel $(( SMOKE_NPROC / (TP * PP) )))
+        CP=$(_common_divisor "$CP" "$SMOKE_NPROC")
+        ULYSSES_DEGREE=$(_common_divisor "$ULYSSES_DEGREE" "$CP")
+        TP=$(_min "$TP" $(( SMOKE_NPROC / CP )))
+        PP=$(_min "$PP" $(( SMOKE_NPROC / (CP * TP) )))
+        EP=$(_smoke_expert_parallel $(( SMOKE_NPROC / (CP * TP * PP) )))
         if [[ -n ${NUM_LAYER_LIST:-} ]]; then NUM_LAYER_LIST=$(printf '2%.0s,' $(seq "$PP")); NUM_LAYER_LIST=${NUM_LAYER_LIST%,}; fi
         if (( NUM_KV_HEADS < NUM_HEADS )); then NUM_KV_HEADS=2; else NUM_KV_HEADS=4; fi
         NUM_LAYERS=$(( 2 * PP )) HIDDEN_SIZE=64 FFN_HIDDEN_SIZE=128 NUM_HEADS=4
@@ -79,11 +88,21 @@ pretrain_setup() {
     fi
     NPUS_PER_NODE=$GPUS_PER_NODE
     WORLD_SIZE=$(( GPUS_PER_NODE * NNODES ))
+    _context_parallel_args
     if [[ $SMOKE == 1 ]]; then
         DISTRIBUTED_ARGS=(--standalone --nproc_per_node "$GPUS_PER_NODE")
     else
         DISTRIBUTED_ARGS=(--nproc_per_node "$GPUS_PER_NODE" --nnodes "$NNODES" --node_rank "$NODE_RANK"
                           --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT")
+    fi
+}
+
+# CP_ARGS from CP, CP_ALGO and ULYSSES_DEGREE (see CP above); the ring's send/recv overlap only where a ring runs.
+_context_parallel_args() {
+    CP_ARGS=(--context-parallel-size "$CP" --context-parallel-algo "$CP_ALGO")
+    if [[ $CP_ALGO == hybrid_cp_algo ]]; then CP_ARGS+=(--ulysses-degree-in-cp "$ULYSSES_DEGREE"); fi
+    if (( CP > 1 )) && [[ $CP_ALGO == megatron_cp_algo || $CP_ALGO == hybrid_cp_algo ]]; then
+        CP_ARGS+=(--use-cp-send-recv-overlap)
     fi
 }
 
@@ -97,6 +116,10 @@ run_pretrain() {
         export OMP_NUM_THREADS=1
     fi
     local argv=("${GPT_ARGS[@]}" "${data[@]}" "${OUTPUT_ARGS[@]}" "${extra[@]}")
+    if (( CP > 1 )) && [[ " ${argv[*]} " != *" --context-parallel-size "* ]]; then
+        echo "CP=$CP: $RECIPE_NAME.sh does not pass \"\${CP_ARGS[@]}\" in its GPT_ARGS; add it there or unset CP" >&2
+        exit 1
+    fi
     if [[ $DRY_RUN == argv ]]; then
         printf '%s\n' "WORLD_SIZE=$WORLD_SIZE" "${argv[@]}"
         return

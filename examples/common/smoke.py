@@ -34,7 +34,7 @@ def validate(world_size: int, argv: List[str]) -> None:
     except ArgumentError as error:
         sys.exit(f"error: {error}")
     print(f"flags valid: world size {args.world_size}, TP {args.tensor_model_parallel_size}, "
-          f"PP {args.pipeline_model_parallel_size}, DP {args.data_parallel_size}, "
+          f"PP {args.pipeline_model_parallel_size}, CP {args.context_parallel_size}, DP {args.data_parallel_size}, "
           f"{args.num_micro_batches} micro-batches per step")
 
 

@@ -6,8 +6,10 @@
 - ``SMOKE=1`` keeps every behaviour flag of the full-size recipe and shrinks only sizes and data;
 - every MoE pretrain recipe lays its experts out with ``EP`` and its hf2mcore sibling converts to the same
   TP/PP/EP; ``SMOKE=1`` keeps EP above 1 where the two smoke processes leave a data-parallel pair;
+- the long-context recipe (Llama-3-8B at 32k, CP 4) is valid with every ``CP_ALGO`` and keeps CP 2 under
+  ``SMOKE=1``; a recipe that does not pass ``CP_ARGS`` refuses ``CP`` > 1;
 - samples run end to end with ``SMOKE=1``: pretrain recipes (sliding window, GQA, TP=2 on two CPU
-  processes; MoE with EP=2 and the alltoall dispatcher) and checkpoint round trips HF -> mcore (TP=2 PP=2,
+  processes; MoE with EP=2 and the alltoall dispatcher; ring CP=2 with full recompute) and checkpoint round trips HF -> mcore (TP=2 PP=2,
   and EP=2 for an MoE model) -> HF.
 """
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
@@ -34,7 +36,8 @@ SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size"
                 "--hybrid-override-pattern",  # follow --num-layers, as the one-char-per-layer pattern does
                 "--first-k-dense-replace", "--moe-ffn-hidden-size", "--q-lora-rank", "--kv-lora-rank",
                 "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim",  # MoE/MLA sizes
-                "--expert-model-parallel-size", "--num-layer-list"}  # layout: follows TP, PP and the layers
+                "--expert-model-parallel-size", "--num-layer-list",  # layout: follows TP, PP and the layers
+                "--context-parallel-size", "--ulysses-degree-in-cp"}  # CP fits the smoke processes
 # Flags that only the full-size run (real data, bf16) or only the smoke run (mock data on the CPU) has.
 FULL_ONLY_FLAGS = {"--data-path", "--split", "--tokenizer-name-or-path", "--bf16", "--load"}
 SMOKE_ONLY_FLAGS = {"--mock-data", "--device", "--num-workers"}
@@ -49,9 +52,9 @@ def _run(recipe: Path, env: Dict[str, str], timeout: int = 300) -> subprocess.Co
                           text=True, timeout=timeout)
 
 
-def _argv(recipe: Path, smoke: bool) -> Tuple[int, List[str]]:
-    """The recipe's world size and pretrain_gpt.py flags, from DRY_RUN=argv."""
-    run = _run(recipe, {"DRY_RUN": "argv", "SMOKE": "1" if smoke else "0"})
+def _argv(recipe: Path, smoke: bool, env: Optional[Dict[str, str]] = None) -> Tuple[int, List[str]]:
+    """The recipe's world size and pretrain_gpt.py flags, from DRY_RUN=argv (``env``: more variables)."""
+    run = _run(recipe, {"DRY_RUN": "argv", "SMOKE": "1" if smoke else "0", **(env or {})})
     assert run.returncode == 0, run.stderr[-2000:]
     first, *argv = run.stdout.splitlines()
     return int(first.removeprefix("WORLD_SIZE=")), argv
@@ -75,7 +78,7 @@ def test_recipes_exist_for_every_family_and_action() -> None:
     for family_recipe in ("llama2/pretrain_llama31_8b_ptd.sh", "mistral/pretrain_mistral_7b_ptd.sh",
                           "qwen2/pretrain_qwen25_7b_ptd.sh", "qwen2/ckpt_convert_qwen25_7b_hf2mcore.sh",
                           "qwen2/ckpt_convert_qwen25_7b_mcore2hf.sh", "qwen2/data_convert_qwen25_pretrain.sh",
-                          "qwen2/data_convert_qwen25_instruction.sh"):
+                          "qwen2/data_convert_qwen25_instruction.sh", "llama3/pretrain_llama31_8b_32k_ptd.sh"):
         assert Path(family_recipe).name in names, family_recipe
     for path in RECIPES:
         if path.parent.name != "common":
@@ -95,7 +98,8 @@ def test_pretrain_recipe_flags_pass_validation(recipe: Path) -> None:
     args = parse_args(argv)
     validate_args(args, world_size)
     check_pretraining_data(args)
-    assert args.data_parallel_size * args.tensor_model_parallel_size * args.pipeline_model_parallel_size == world_size
+    model_parallel = args.tensor_model_parallel_size * args.pipeline_model_parallel_size * args.context_parallel_size
+    assert args.data_parallel_size * model_parallel == world_size
     assert args.bf16 and args.tokenizer_type == "PretrainedFromHF"
 
 
@@ -141,9 +145,37 @@ def test_moe_recipe_lays_out_experts_as_its_checkpoint(recipe: Path) -> None:
         assert int(smoke["--expert-model-parallel-size"][0]) == 2
 
 
+LONG_CONTEXT_RECIPE = REPO / "examples" / "llama3" / "pretrain_llama31_8b_32k_ptd.sh"
+RING_ALGORITHMS = ("megatron_cp_algo", "hybrid_cp_algo")
+
+
+@pytest.mark.parametrize("algo", ["megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo", "kvallgather_cp_algo"])
+def test_long_context_recipe_runs_every_cp_algorithm(algo: str) -> None:
+    env = {} if algo == "megatron_cp_algo" else {"CP_ALGO": algo}  # the ring is the recipe's default
+    world_size, argv = _argv(LONG_CONTEXT_RECIPE, smoke=False, env=env)
+    args = parse_args(argv)
+    validate_args(args, world_size)
+    assert (args.seq_length, args.context_parallel_size, args.context_parallel_algo) == (32768, 4, algo)
+    assert args.use_cp_send_recv_overlap == (algo in RING_ALGORITHMS)
+    assert args.ulysses_degree_in_cp == (2 if algo == "hybrid_cp_algo" else None)
+    assert (args.recompute_granularity, args.recompute_method, args.recompute_num_layers) == ("full", "uniform", 1)
+    assert (args.rotary_base, args.rope_scaling_type, args.num_query_groups) == (500000, "llama3", 8)
+    world_size, smoke_argv = _argv(LONG_CONTEXT_RECIPE, smoke=True, env=env)
+    smoke = parse_args(smoke_argv)
+    validate_args(smoke, world_size)
+    assert (world_size, smoke.context_parallel_size, smoke.context_parallel_algo) == (2, 2, algo)
+    assert smoke.use_cp_send_recv_overlap == args.use_cp_send_recv_overlap
+
+
+def test_recipe_without_cp_args_refuses_cp() -> None:
+    run = _run(REPO / "examples" / "mistral" / "pretrain_mistral01_7b_ptd.sh", {"DRY_RUN": "argv", "CP": "2"})
+    assert run.returncode != 0 and "CP_ARGS" in run.stderr, run.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["mistral/pretrain_mistral01_7b_ptd",  # sliding window, GQA, TP=2
-                                  "olmoe/pretrain_olmoe_1b_7b_ptd"])  # MoE, EP=2, alltoall, grouped GEMM
+                                  "olmoe/pretrain_olmoe_1b_7b_ptd",  # MoE, EP=2, alltoall, grouped GEMM
+                                  "llama3/pretrain_llama31_8b_32k_ptd"])  # ring CP=2, overlap, full recompute
 def test_smoke_pretrain_recipe_trains_and_saves(tmp_path: Path, name: str) -> None:
     recipe = REPO / "examples" / f"{name}.sh"
     run = _run(recipe, {"SMOKE": "1", "SMOKE_DIR": str(tmp_path / "smoke"), "LOG_DIR": str(tmp_path / "logs")})
