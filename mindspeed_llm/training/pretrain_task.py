@@ -28,7 +28,7 @@ from core import checkpointing
 from core.datasets.gpt_dataset import build_pretraining_datasets
 from core.datasets.mock_dataset import MockGPTDataset
 from core.transformer.attention_mask import document_ids
-from mindspeed_llm.arguments import check_pretraining_data
+from mindspeed_llm.arguments import ArgumentError, check_pretraining_data
 from mindspeed_llm.tokenizer import build_tokenizer
 from core.transformer.multi_token_prediction import collect_mtp_losses, mtp_loss, mtp_loss_names
 from mindspeed_llm.training.task import Batch, Splits, TrainingTask, token_mean
@@ -48,6 +48,10 @@ class PretrainTask(TrainingTask):
         self.eod = build_tokenizer(args).eod if needs_eod else None  # the end-of-document token id
 
     def validate(self, args: argparse.Namespace) -> None:
+        for flag, given in (("--stage", args.stage is not None), ("--is-instruction-dataset", args.is_instruction_dataset)):
+            if given:
+                raise ArgumentError(f"{flag} belongs to posttrain.py (post-training stages); pretraining reads "
+                                    "--data-path as pretraining text: drop it or run posttrain.py")
         check_pretraining_data(args)
 
     def build_datasets(self, args: argparse.Namespace, num_samples: Tuple[int, int, int]) -> Splits:

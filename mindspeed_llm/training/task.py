@@ -103,7 +103,7 @@ def token_mean(values: torch.Tensor, mask: torch.Tensor, model: nn.Module) -> to
     cp = getattr(model, "context_parallel", None)
     if cp is not None:
         sums = reduce_from_tensor_model_parallel_region(sums, cp.group)  # over the CP group
-    return sums[0] / sums[1]
+    return sums[0] / sums[1].clamp(min=1)  # a micro-batch without trained tokens adds nothing
 
 
 def stack_stats(stats: Sequence[Dict[str, torch.Tensor]], names: Sequence[str],

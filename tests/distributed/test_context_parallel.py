@@ -11,7 +11,9 @@ One 4-process launch runs every layout; each is compared with the single-process
 * packed documents (``--reset-attention-mask --reset-position-ids --eod-mask-loss``) under each algorithm,
   a sliding window under the ring and the all-gather, ALiBi under the all-gather and Ulysses (whose heads
   move between ranks), MLA under the ring;
-* resuming at CP 2: one step, save, load, the second step equals the uninterrupted run.
+* resuming at CP 2: one step, save, load, the second step equals the uninterrupted run;
+* supervised fine-tuning on packed instruction data (``posttrain.py --stage sft``: per-sample document
+  ids and positions) under the ring, Ulysses with TP 2 and the all-gather at CP 4.
 
     python -m pytest -q tests/distributed/test_context_parallel.py
 """
@@ -82,10 +84,24 @@ LAYOUTS: Dict[str, Tuple[str, List[str]]] = {
 TOLERANCE = 1e-5
 
 
+SFT_LAYOUTS: Dict[str, List[str]] = {
+    "sft_ring_cp2": _cp(2),
+    "sft_ulysses_cp2_tp2": _cp(2, ULYSSES) + ["--tensor-model-parallel-size", "2"],
+    "sft_gather_cp4": _cp(4, GATHER),
+}
+
+
+def _sft_argv(prefix: str) -> List[str]:
+    return [arg for arg in ARGV if arg != "--mock-data"] + ["--vocab-size", "32", "--stage", "sft",
+                                                            "--is-instruction-dataset", "--data-path", prefix]
+
+
 def _steps(argv: List[str]) -> List[Dict[str, float]]:
+    from mindspeed_llm.posttrain import SFTTask
+    from mindspeed_llm.training.pretrain_task import PretrainTask
     from mindspeed_llm.training.training import setup
 
-    trainer = setup(argv)
+    trainer = setup(argv, SFTTask if "--stage" in argv else PretrainTask)
     iterator = trainer.train_iterator()
     return [_figures(trainer.train_step(iterator)) for _ in range(2)]
 
@@ -116,13 +132,19 @@ def _close(ours: List[Dict[str, float]], theirs: List[Dict[str, float]]) -> bool
 
 
 def test_every_context_parallel_layout_equals_one_process(tmp_path) -> None:
+    from tests.unit.test_posttrain_sft import instruction_dataset
+
     references = {model: _steps(ARGV + extra) for model, extra in MODELS.items()}
     assert references["documents"][0] != references["base"][0]  # the document flags act
+    sft = _sft_argv(instruction_dataset(tmp_path)[0])
+    references["sft"] = _steps(sft)
     jobs = {name: ARGV + MODELS[model] + flags for name, (model, flags) in LAYOUTS.items()}
+    jobs.update((name, sft + flags) for name, flags in SFT_LAYOUTS.items())
     resume = (ARGV + _cp(2), str(tmp_path / "checkpoint"))
     per_rank = run_distributed(4, _worker, jobs, resume)
     expected = {name: references[model] for name, (model, _) in LAYOUTS.items()}
     expected["resume_ring_cp2"] = references["base"]
+    expected.update((name, references["sft"]) for name in SFT_LAYOUTS)
     wrong = {name: (steps, expected[name]) for name, steps in per_rank[-1].items()
              if not _close(steps, expected[name])}
     assert not wrong, f"{sorted(wrong)} differ from one process: {wrong}"
