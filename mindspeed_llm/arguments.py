@@ -474,10 +474,10 @@ def _add_data_parallel_args(parser: argparse.ArgumentParser) -> None:
                        help="all-gather updated weights asynchronously (needs --use-distributed-optimizer)")
     group.add_argument("--accumulate-allreduce-grads-in-fp32", action="store_true",
                        help="fp32 gradient buffers for fp16 models (always on for bf16 and fp32)")
-    group.add_argument("--use-torch-fsdp2", action="store_true", help="PyTorch fully_shard over the DP group")
+    group.add_argument("--use-torch-fsdp2", action="store_true", help="PyTorch fully_shard over the DP x CP ranks")
     group.add_argument("--use-torch-fsdp", action="store_true", help="PyTorch's FullyShardedDataParallel")
     group.add_argument("--hsdp-replicate-size", type=int, default=1,
-                       help="with FSDP: replicate groups x shard groups over the DP ranks (HSDP)")
+                       help="with FSDP: replicate groups x shard groups over the DP x CP ranks (HSDP)")
     group.add_argument("--swap-optimizer", action="store_true",
                        help="keep optimizer states in host memory, streamed in chunks for the step")
     group.add_argument("--swap-optimizer-chunk-size", type=int, default=1 << 24,

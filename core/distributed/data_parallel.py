@@ -164,7 +164,7 @@ class DDPModels(DataParallelModels):
 
 @dataclass
 class FSDPOptions:
-    """PyTorch's FSDP over our DP ranks: ``fsdp2`` (fully_shard) or ``fsdp1`` (FullyShardedDataParallel)."""
+    """PyTorch's FSDP over our DP x CP ranks: ``fsdp2`` (fully_shard) or ``fsdp1`` (FullyShardedDataParallel)."""
 
     kind: str = "fsdp2"
     bf16: bool = False
@@ -172,7 +172,10 @@ class FSDPOptions:
 
 
 class FSDPModels(DataParallelModels):
-    """One fp32 model sharded over DP by PyTorch's FSDP (bf16 as its compute dtype); no pipeline chunks."""
+    """One fp32 model sharded over DP x CP by PyTorch's FSDP (bf16 as its compute dtype); no pipeline chunks.
+
+    Under CP its gradients are summed over CP and averaged over DP, as DDP's (see core/distributed/fsdp.py).
+    """
 
     def __init__(self, model: nn.Module, options: FSDPOptions, state: ParallelState,
                  optimizer_config: OptimizerConfig) -> None:
@@ -191,7 +194,7 @@ class FSDPModels(DataParallelModels):
         finalize_fsdp_grads(self.model, self.state)
 
     def model_state(self) -> Dict[str, Any]:
-        return {"model": full_model_state_dict(self.model, self.state)}  # collective over DP
+        return {"model": full_model_state_dict(self.model, self.state)}  # collective over DP x CP
 
     def load_model_state(self, checkpoint: Dict[str, Any]) -> None:
         load_full_model_state_dict(self.model, checkpoint["model"])

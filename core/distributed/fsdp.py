@@ -4,11 +4,21 @@ Two wrappers, both PyTorch's own implementations:
 
 - :func:`wrap_fsdp2`: ``torch.distributed.fsdp.fully_shard`` on every transformer
   layer that has parameters, then on the root, over a ``DeviceMesh`` built
-  from our data-parallel group (with ``hsdp_replicate > 1`` a 2-D
-  ``(replicate, shard)`` mesh over the DP ranks: HSDP).
+  from our ``dp_cp`` group (with ``hsdp_replicate > 1`` a 2-D
+  ``(replicate, shard)`` mesh over those ranks: HSDP).
 - :func:`wrap_fsdp1`: ``FullyShardedDataParallel`` (``use_orig_params=True``),
-  one unit per transformer layer plus the root, over the DP group (or a
+  one unit per transformer layer plus the root, over the ``dp_cp`` group (or a
   ``(shard, replicate)`` pair of groups for ``HYBRID_SHARD``).
+
+Context parallelism (as Megatron does): the parameters are sharded over the
+DP x CP ranks (``dp_cp``; the DP group itself when CP = 1). Each CP rank's
+loss carries only its tokens' share of the sequence mean, so the gradient is
+*summed* over CP and averaged over DP: the reduction divides by DP, not by the
+DP x CP ranks it runs over. FSDP2 is told so (``set_gradient_divide_factor``
+with sum-only collectives); FSDP1 has no such setting, so
+:func:`finalize_fsdp_grads` multiplies its mean over ``dp_cp`` by CP.
+Everything after the reduction (grad norm, clipping, full state dicts) treats
+``dp_cp`` as it treats the DP group without CP.
 
 Our TP parameters are plain tensors holding this TP rank's slice; FSDP shards
 those local tensors further over DP. Every TP rank of a DP position holds
@@ -33,12 +43,12 @@ Training step (see ``tests/distributed/test_fsdp.py``)::
 
     model = wrap_fsdp2(build_model(config, state, device, seed), state)
     optimizer = FSDPOptimizer(model, OptimizerConfig(...), state)
-    loss.backward()                       # FSDP reduce-scatters over DP (mean)
-    finalize_fsdp_grads(model, state)     # TP sums on the shards
+    loss.backward()                       # FSDP reduce-scatters over DP x CP (sum / DP)
+    finalize_fsdp_grads(model, state)     # TP sums on the shards (and FSDP1's CP factor)
     applied, grad_norm = optimizer.step() # TP/DP-aware norm, clipping, AdamW
 
 Checkpoints keep Megatron's layout: :func:`full_model_state_dict` gathers the
-TP-local (DP-unsharded) state dict on DP rank 0 of each TP rank, equal to the
+TP-local (DP-unsharded) state dict on ``dp_cp`` rank 0 of each TP rank, equal to the
 ``model`` entry written without FSDP; :func:`load_full_model_state_dict`
 shards it back. Loss scaling (fp16) is not supported; bf16 runs through
 ``param_dtype`` with fp32 sharded master parameters and fp32 gradient
@@ -93,6 +103,7 @@ class FSDPInfo:
     shard_group: Group  # ranks a gradient is sharded over
     replicate_group: Group  # ranks holding the same shard (HSDP / HYBRID_SHARD)
     specs: Dict[str, ParamSpec] = field(default_factory=dict)
+    grad_post_scale: float = 1.0  # FSDP1 under CP: its dp_cp mean times CP is the sum over CP, mean over DP
 
 
 def clean_name(name: str) -> str:
@@ -134,15 +145,15 @@ def _restore_meta(model: nn.Module, specs: Dict[str, ParamSpec]) -> None:
 
 # --------------------------------------------------------------------------- groups and meshes
 
-def _all_dp_rank_lists(state: ParallelState) -> List[List[int]]:
-    """Every dense data-parallel group of the world (needed: new_group is collective)."""
+def _all_dp_cp_rank_lists(state: ParallelState) -> List[List[int]]:
+    """Every dense ``dp_cp`` group of the world (needed: new_group is collective)."""
     dp_rest = state.world_size // (state.tp * state.pp * state.cp * state.ep)
     sizes = {"tp": state.tp, "cp": state.cp, "ep": state.ep, "dp": dp_rest, "pp": state.pp}
-    return group_ranks(sizes, GROUP_DIMS["dp"])
+    return group_ranks(sizes, GROUP_DIMS["dp_cp"])
 
 
 def _hsdp_rank_lists(dp_ranks: Sequence[int], replicate: int) -> Tuple[List[List[int]], List[List[int]]]:
-    """Shard groups (contiguous runs of DP ranks) and replicate groups (strided) of one DP group."""
+    """Shard groups (contiguous runs of ``dp_cp`` ranks) and replicate groups (strided) of one ``dp_cp`` group."""
     shard = len(dp_ranks) // replicate
     shard_lists = [list(dp_ranks[i * shard:(i + 1) * shard]) for i in range(replicate)]
     replicate_lists = [list(dp_ranks[j::shard]) for j in range(shard)]
@@ -161,18 +172,19 @@ def _new_groups(rank_lists: Sequence[Sequence[int]], rank: int) -> Group:
 
 
 def data_parallel_groups(state: ParallelState, replicate: int = 1) -> Tuple[Group, Group]:
-    """(shard group, replicate group) over this rank's DP ranks; every group has a handle.
+    """(shard group, replicate group) over this rank's DP x CP ranks; every group has a handle.
 
-    Collective over the world when new groups are needed (HSDP, or DP = 1).
+    Collective over the world when new groups are needed (HSDP, or DP x CP = 1).
     """
     if not dist.is_initialized():
         raise RuntimeError("FSDP needs torch.distributed to be initialised")
-    dp = state.dp_group.size
-    if replicate < 1 or dp % replicate != 0:
-        raise ValueError(f"HSDP replicate degree {replicate} does not divide the data-parallel size {dp}")
-    if replicate == 1 and state.dp_group.handle is not None:
-        return state.dp_group, Group([state.rank], None, 0)
-    pairs = [_hsdp_rank_lists(ranks, replicate) for ranks in _all_dp_rank_lists(state)]
+    dp_cp = state.group("dp_cp")
+    if replicate < 1 or dp_cp.size % replicate != 0:
+        raise ValueError(f"HSDP replicate degree {replicate} does not divide the data-parallel x "
+                         f"context-parallel size {dp_cp.size}")
+    if replicate == 1 and dp_cp.handle is not None:
+        return dp_cp, Group([state.rank], None, 0)
+    pairs = [_hsdp_rank_lists(ranks, replicate) for ranks in _all_dp_cp_rank_lists(state)]
     shard = _new_groups([r for shard_lists, _ in pairs for r in shard_lists], state.rank)
     if replicate == 1:
         return shard, Group([state.rank], None, 0)
@@ -180,11 +192,11 @@ def data_parallel_groups(state: ParallelState, replicate: int = 1) -> Tuple[Grou
 
 
 def build_dp_mesh(state: ParallelState, device_type: str, replicate: int = 1) -> Tuple[DeviceMesh, Group, Group]:
-    """A 1-D mesh over the DP ranks, or a 2-D ``(replicate, shard)`` mesh for HSDP."""
+    """A 1-D mesh over the DP x CP ranks, or a 2-D ``(replicate, shard)`` mesh for HSDP."""
     shard, rep = data_parallel_groups(state, replicate)
     if replicate == 1:
         return DeviceMesh.from_group(shard.handle, device_type), shard, rep
-    dp_ranks = state.dp_group.ranks
+    dp_ranks = state.group("dp_cp").ranks
     layout = torch.tensor(dp_ranks, dtype=torch.int).reshape(replicate, len(dp_ranks) // replicate)
     mesh = DeviceMesh.from_group([rep.handle, shard.handle], device_type, mesh=layout,
                                  mesh_dim_names=("replicate", "shard"))
@@ -225,7 +237,7 @@ def _set_fsdp2_windows(model: nn.Module, specs: Dict[str, ParamSpec]) -> None:
 def wrap_fsdp2(model: nn.Module, state: ParallelState, *, param_dtype: Optional[torch.dtype] = None,
                reduce_dtype: Optional[torch.dtype] = torch.float32, hsdp_replicate: int = 1,
                reshard_after_forward: bool = True) -> nn.Module:
-    """``fully_shard`` each transformer layer, then the root, over our DP ranks (in place)."""
+    """``fully_shard`` each transformer layer, then the root, over our DP x CP ranks (in place)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     specs = _record_specs(model)
@@ -237,10 +249,27 @@ def wrap_fsdp2(model: nn.Module, state: ParallelState, *, param_dtype: Optional[
     for layer in transformer_layers(model):
         fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
     fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
+    _divide_gradients_by_dp(model, state, mesh.size())
     _restore_meta(model, specs)
     _set_fsdp2_windows(model, specs)
     model.fsdp_info = FSDPInfo("fsdp2", shard, rep, specs)
     return model
+
+
+def _divide_gradients_by_dp(model: nn.Module, state: ParallelState, reduced_over: int) -> None:
+    """Under CP the gradient is summed over CP, averaged over DP: divide by DP, not by the mesh size.
+
+    Sum-only collectives then one division (``PREMUL_SUM``, FSDP2's choice
+    otherwise, is NCCL-only); the factor is the total over both HSDP dims.
+    """
+    from torch.distributed.fsdp import FSDPModule
+
+    if reduced_over == state.dp:
+        return
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.set_gradient_divide_factor(float(state.dp))
+            module.set_force_sum_reduction_for_comms(True)
 
 
 @contextlib.contextmanager
@@ -280,11 +309,12 @@ def _set_fsdp1_windows(model: nn.Module, specs: Dict[str, ParamSpec]) -> None:
 
 def wrap_fsdp1(model: nn.Module, state: ParallelState, *, mixed_precision=None,
                sharding_strategy: str = "FULL_SHARD", hsdp_replicate: int = 2) -> nn.Module:
-    """PyTorch's FullyShardedDataParallel over the DP ranks, one unit per transformer layer.
+    """PyTorch's FullyShardedDataParallel over the DP x CP ranks, one unit per transformer layer.
 
     ``mixed_precision``: a ``torch.distributed.fsdp.MixedPrecision`` or None.
-    ``HYBRID_SHARD`` shards within groups of ``dp / hsdp_replicate`` DP ranks and
-    replicates over ``hsdp_replicate`` of them.
+    ``HYBRID_SHARD`` shards within groups of ``dp x cp / hsdp_replicate`` ranks and
+    replicates over ``hsdp_replicate`` of them. FSDP1 averages over all of
+    them; ``grad_post_scale`` (CP) turns that into the sum over CP.
     """
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
     from torch.distributed.fsdp.wrap import lambda_auto_wrap_policy
@@ -305,7 +335,7 @@ def wrap_fsdp1(model: nn.Module, state: ParallelState, *, mixed_precision=None,
     _set_fsdp1_windows(wrapped, specs)
     if sharding_strategy == "NO_SHARD":
         shard = Group([state.rank], None, 0)
-    wrapped.fsdp_info = FSDPInfo("fsdp1", shard, rep, specs)
+    wrapped.fsdp_info = FSDPInfo("fsdp1", shard, rep, specs, grad_post_scale=float(state.cp))
     return wrapped
 
 
@@ -333,15 +363,18 @@ def _flat_all_reduce(tensors: List[torch.Tensor], group: Group) -> None:
 
 @torch.no_grad()
 def finalize_fsdp_grads(model: nn.Module, state: ParallelState) -> None:
-    """TP sums FSDP does not know of, applied to the DP-reduced gradient shards.
+    """FSDP1's CP factor and the TP sums FSDP does not know of, applied to the reduced gradient shards.
 
     Same order of parameters on every TP rank, and the same windows, so the
     element-wise collectives line up.
     """
+    info = fsdp_info(model)
+    if info.grad_post_scale != 1.0:
+        grads = [g for g in (local_grad(p) for _, p in named_fsdp_params(model)) if g is not None and g.numel()]
+        torch._foreach_mul_(grads, info.grad_post_scale)
     tp_group = state.tp_group
     if tp_group.size == 1:
         return
-    info = fsdp_info(model)
     partial = []
     for name, param in named_fsdp_params(model):
         grad = local_grad(param)
@@ -360,7 +393,7 @@ def finalize_fsdp_grads(model: nn.Module, state: ParallelState) -> None:
 
 @torch.no_grad()
 def fsdp_grad_norm(model: nn.Module, state: ParallelState) -> float:
-    """L2 norm of the full model's gradient from DP shards: sums over the shard and MP groups."""
+    """L2 norm of the full model's gradient from DP x CP shards: sums over the shard and MP groups."""
     info = fsdp_info(model)
     tp_group = state.tp_group
     total = torch.zeros((), dtype=torch.float32)
@@ -453,14 +486,14 @@ def _full_fsdp1_state_dict(model: nn.Module, keep: bool) -> Dict[str, torch.Tens
 
 
 def full_model_state_dict(model: nn.Module, state: ParallelState) -> Dict[str, torch.Tensor]:
-    """The TP-local, DP-unsharded state dict on DP rank 0 (``{}`` elsewhere). Collective over DP.
+    """The TP-local, unsharded state dict on ``dp_cp`` rank 0 (``{}`` elsewhere). Collective over DP x CP.
 
     Equal to ``model.state_dict()`` of the same model without FSDP, so the
     ``model`` entry of a Megatron checkpoint does not depend on FSDP.
     (``get_model_state_dict(cpu_offload=True)`` keeps the result on *global*
     rank 0 only, which loses TP ranks > 0; hence these loops.)
     """
-    keep = state.dp_rank == 0
+    keep = state.group("dp_cp").rank == 0
     if fsdp_info(model).kind == "fsdp2":
         return _full_fsdp2_state_dict(model, keep)
     return _full_fsdp1_state_dict(model, keep)
@@ -500,12 +533,12 @@ def load_full_model_state_dict(model: nn.Module, full: Dict[str, torch.Tensor]) 
 
 
 def full_optimizer_state_dict(model: nn.Module, optimizer: FSDPOptimizer, state: ParallelState) -> Dict:
-    """The optimizer state with full (DP-unsharded) tensors on DP rank 0 (``{}`` elsewhere)."""
+    """The optimizer state with full (unsharded) tensors on ``dp_cp`` rank 0 (``{}`` elsewhere)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 
     options = StateDictOptions(full_state_dict=True, cpu_offload=False)
     full = get_optimizer_state_dict(model, optimizer.optimizer, options=options)
-    if state.dp_rank != 0:
+    if state.group("dp_cp").rank != 0:
         return {}
     return _to_cpu(full)
 
@@ -563,11 +596,12 @@ def validate_fsdp_args(args: argparse.Namespace) -> None:
 
 
 def _check_fsdp_layout(args: argparse.Namespace, flag: str) -> None:
-    """Only one FSDP flavour; the HSDP replicate degree must divide the data-parallel size."""
+    """Only one FSDP flavour; the HSDP replicate degree must divide the DP x CP ranks FSDP shards over."""
     if getattr(args, "use_torch_fsdp2", False) and getattr(args, "use_torch_fsdp", False):
         raise FSDPArgumentError("--use-torch-fsdp2 and --use-torch-fsdp are mutually exclusive; pass one")
     replicate = getattr(args, "hsdp_replicate_size", 1) or 1
     dp = getattr(args, "data_parallel_size", None)
-    if replicate < 1 or (dp is not None and dp % replicate != 0):
-        raise FSDPArgumentError(f"--hsdp-replicate-size {replicate} must be >= 1 and divide the "
-                                f"data-parallel size {dp}; change it or the number of processes")
+    shard_ranks = None if dp is None else dp * (getattr(args, "context_parallel_size", 1) or 1)
+    if replicate < 1 or (shard_ranks is not None and shard_ranks % replicate != 0):
+        raise FSDPArgumentError(f"--hsdp-replicate-size {replicate} must be >= 1 and divide the data-parallel x "
+                                f"context-parallel size {shard_ranks}; change it or the number of processes")

@@ -336,6 +336,7 @@ def _args(**flags) -> argparse.Namespace:
     (dict(fp16=True, bf16=False), "--fp16"),
     (dict(use_torch_fsdp=True), "mutually exclusive"),
     (dict(hsdp_replicate_size=3, data_parallel_size=4), "--hsdp-replicate-size 3"),
+    (dict(hsdp_replicate_size=4, data_parallel_size=1, context_parallel_size=2), "context-parallel size 2"),
 ])
 def test_validation_rejects(flags, words):
     from core.distributed.fsdp import FSDPArgumentError, validate_fsdp_args
@@ -350,4 +351,5 @@ def test_validation_accepts():
 
     validate_fsdp_args(_args())
     validate_fsdp_args(_args(hsdp_replicate_size=2, data_parallel_size=4))
+    validate_fsdp_args(_args(hsdp_replicate_size=4, data_parallel_size=2, context_parallel_size=2))  # over DP x CP
     validate_fsdp_args(_args(use_torch_fsdp2=False, use_distributed_optimizer=True, fp16=True))  # no FSDP

@@ -6,6 +6,13 @@ equal the single-process run's, and an FSDP2 checkpoint (Megatron layout, the
 unsharded ``model`` entry) resumes with the losses and final weights of an
 uninterrupted run and loads into a run without FSDP. The reference moves
 every weight by more than the tolerance, so a run without updates fails.
+
+With context parallelism (4 processes) FSDP shards over the DP x CP ranks and
+sums the gradient over CP: FSDP2 at CP2 x DP2 (ring, Ulysses, KV all-gather),
+FSDP1 and HSDP at CP2 x DP2, FSDP2 at CP2 x TP2 with sequence parallelism and
+at CP4 hybrid (2 Ulysses x 2 ring; both DP = 1, sharded over CP alone) give
+the single-process losses, grad norms and weights of two steps; an FSDP2
+checkpoint written at CP2 x DP2 resumes exactly.
 """
 from __future__ import annotations
 
@@ -35,16 +42,18 @@ def _weights(trainer) -> Optional[Dict[str, torch.Tensor]]:
 
 
 def _run(argv: List[str], steps: int, snapshots: Tuple[int, ...] = ()) -> Dict[str, object]:
-    """Losses of ``steps`` steps; the weights after the last (and after each step in ``snapshots``)."""
+    """Losses and grad norms of ``steps`` steps; the weights after the last (and after each step in ``snapshots``)."""
     from mindspeed_llm.training.training import setup
 
     trainer = setup(argv)
     iterator = trainer.train_iterator()
-    result: Dict[str, object] = {"losses": []}
+    result: Dict[str, object] = {"losses": [], "grad_norms": []}
     if 0 in snapshots:
         result["weights_0"] = _weights(trainer)
     for step in range(1, steps + 1):
-        result["losses"].append(trainer.train_step(iterator).loss)
+        outcome = trainer.train_step(iterator)
+        result["losses"].append(outcome.loss)
+        result["grad_norms"].append(outcome.grad_norm)
         if step in snapshots:
             result[f"weights_{step}"] = _weights(trainer)
     result["weights"] = _weights(trainer)
@@ -64,7 +73,7 @@ def _save_after(argv: List[str], steps: int, save: str) -> None:
 def worker(rank: int, world_size: int, tmp: str) -> Dict[str, object]:
     results: Dict[str, object] = {}
     if world_size == 1:
-        results["reference"] = _run(FIVE, 5, snapshots=(0, 3))
+        results["reference"] = _run(FIVE, 5, snapshots=(0, 2, 3))
     elif world_size == 2:
         for name, flags in {"fsdp2": ["--use-torch-fsdp2"], "fsdp1": ["--use-torch-fsdp"],
                             "fsdp2_tp2_sp": ["--use-torch-fsdp2", "--tensor-model-parallel-size", "2",
@@ -76,7 +85,30 @@ def worker(rank: int, world_size: int, tmp: str) -> Dict[str, object]:
         results["resumed_without_fsdp"] = _run(FIVE + ["--load", save], 3)
     else:
         results["hsdp"] = _run(FIVE + ["--use-torch-fsdp2", "--hsdp-replicate-size", "2"], 3)
+        for name, flags in CONTEXT_PARALLEL_RUNS.items():
+            results[name] = _run(FIVE + flags, 2)
+        save = os.path.join(tmp, "fsdp2_cp2_ckpt")
+        _save_after(FIVE + CONTEXT_PARALLEL_RUNS["fsdp2_cp2_ring"], 2, save)
+        results["cp2_resumed"] = _run(FIVE + CONTEXT_PARALLEL_RUNS["fsdp2_cp2_ring"] + ["--load", save], 1)
     return results if rank == 0 else None
+
+
+def _cp2(algo: str) -> List[str]:
+    return ["--context-parallel-size", "2", "--context-parallel-algo", algo]
+
+
+# 4 processes: CP2 x DP2 unless TP2 or CP4 is given (then DP = 1: sharded over CP alone)
+CONTEXT_PARALLEL_RUNS = {
+    "fsdp2_cp2_ring": ["--use-torch-fsdp2"] + _cp2("megatron_cp_algo"),
+    "fsdp2_cp2_ulysses": ["--use-torch-fsdp2"] + _cp2("ulysses_cp_algo"),
+    "fsdp2_cp2_kvallgather": ["--use-torch-fsdp2"] + _cp2("kvallgather_cp_algo"),
+    "fsdp2_cp4_hybrid": ["--use-torch-fsdp2", "--context-parallel-size", "4", "--context-parallel-algo",
+                         "hybrid_cp_algo", "--ulysses-degree-in-cp", "2"],
+    "fsdp1_cp2_ring": ["--use-torch-fsdp"] + _cp2("megatron_cp_algo"),
+    "hsdp_cp2_ring": ["--use-torch-fsdp2", "--hsdp-replicate-size", "2"] + _cp2("megatron_cp_algo"),
+    "fsdp2_cp2_tp2_sp_ring": ["--use-torch-fsdp2", "--tensor-model-parallel-size", "2",
+                              "--sequence-parallel"] + _cp2("megatron_cp_algo"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +155,20 @@ def test_fsdp_training_equals_single_process(runs, name):
 
 def test_fsdp2_checkpoint_resumes_the_run(runs):
     _close(runs["resumed"], runs["reference"]["losses"][2:], runs["reference"]["weights"])
+
+
+@pytest.mark.parametrize("name", list(CONTEXT_PARALLEL_RUNS))
+def test_fsdp_with_context_parallel_equals_single_process(runs, name):
+    reference = runs["reference"]
+    torch.testing.assert_close(torch.tensor(runs[name]["grad_norms"]), torch.tensor(reference["grad_norms"][:2]),
+                               rtol=1e-5, atol=0)
+    _close(runs[name], reference["losses"][:2], reference["weights_2"])
+
+
+def test_fsdp2_checkpoint_at_context_parallel_resumes_the_run(runs):
+    torch.testing.assert_close(torch.tensor(runs["cp2_resumed"]["grad_norms"]),
+                               torch.tensor(runs["reference"]["grad_norms"][2:3]), rtol=1e-5, atol=0)
+    _close(runs["cp2_resumed"], runs["reference"]["losses"][2:3], runs["reference"]["weights_3"])
 
 
 def test_fsdp2_checkpoint_loads_without_fsdp(runs):
