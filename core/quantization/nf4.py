@@ -99,8 +99,8 @@ def _num_blocks(n: int, blocksize: int) -> int:
 
 def _blocks(flat: torch.Tensor, blocksize: int) -> torch.Tensor:
     """``flat`` [n] zero-padded to whole blocks: ``[num_blocks, blocksize]`` (zeros leave every absmax as is)."""
-    padded = _num_blocks(flat.numel(), blocksize) * blocksize
-    return torch.nn.functional.pad(flat, (0, padded - flat.numel())).view(-1, blocksize)
+    padding = _num_blocks(flat.numel(), blocksize) * blocksize - flat.numel()
+    return (torch.nn.functional.pad(flat, (0, padding)) if padding else flat).view(-1, blocksize)
 
 
 def _quantize_blockwise(flat: torch.Tensor, blocksize: int, code_name: str) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -114,8 +114,8 @@ def _quantize_blockwise(flat: torch.Tensor, blocksize: int, code_name: str) -> T
 
 def _dequantize_blockwise(indices: torch.Tensor, absmax: torch.Tensor, blocksize: int, n: int) -> torch.Tensor:
     """fp32 ``[n]`` from dynamic-code indices ``[n]`` and their blocks' absmax."""
-    values = dynamic_code().to(indices.device)[indices.long()]  # [n]
-    return (_blocks(values, blocksize) * absmax.unsqueeze(1)).view(-1)[:n]
+    values = dynamic_code().to(indices.device).index_select(0, indices.long())  # [n]
+    return _blocks(values, blocksize).mul_(absmax.unsqueeze(1)).view(-1)[:n]
 
 
 @dataclass
@@ -186,8 +186,8 @@ def quantize_nf4_reference(weight: torch.Tensor, blocksize: int = NF4_BLOCKSIZE,
 
 def dequantize_nf4_reference(state: NF4State, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The weight ``state`` holds, in ``dtype`` (computed in fp32), in pure PyTorch."""
-    values = _nf4_pairs(state.device)[state.packed.long()].view(-1)  # [2 * ceil(n / 2)] fp32
-    weights = _blocks(values, state.blocksize) * state.block_absmax().unsqueeze(1)  # [nb, bs]
+    values = _nf4_pairs(state.device).index_select(0, state.packed.long()).view(-1)  # [2 * ceil(n / 2)] fp32
+    weights = _blocks(values, state.blocksize).mul_(state.block_absmax().unsqueeze(1))  # [nb, bs]
     return weights.view(-1)[:state.numel].view(state.shape).to(dtype)
 
 
