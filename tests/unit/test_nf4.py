@@ -18,6 +18,8 @@
 """
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -216,6 +218,10 @@ def test_quantized_model_gives_the_logits_of_its_dequantized_weights():
     with torch.no_grad():
         nf4_logits, twin_logits = model(ids), twin(ids)
     torch.testing.assert_close(nf4_logits, twin_logits, rtol=0, atol=1e-5)
+    copied = copy.deepcopy(model)  # a frozen reference copy (DPO) keeps its NF4 weights
+    assert isinstance(copied.get_submodule(names[0]).weight, NF4Tensor)
+    with torch.no_grad():
+        assert torch.equal(copied(ids), nf4_logits)
 
 
 @pytest.mark.parametrize("targets,message", [
