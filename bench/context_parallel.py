@@ -17,19 +17,23 @@ machine, so its times are oversubscribed: compare them across algorithms, not wi
 * ``peak_mb`` / ``activation_mb``: measured as ``bench/activation_memory.py`` measures them (its
   ``measure_memory``): on the CPU every tensor storage an operator creates during one training iteration
   is counted until freed. ``peak_mb`` is the iteration's peak above what was allocated when it started
-  (weights, gradient buffers and optimizer states are already there, so it is activations, their
-  gradients, the logits and temporaries); ``activation_mb`` is what the model's forward leaves allocated
-  for the backward. The largest rank is reported, with its ratio to CP 1 (ideal: 1 / CP).
+  (weights and gradient buffers are already there, so it is activations, their gradients, the logits and
+  temporaries); ``activation_mb`` is what the model's forward leaves allocated for the backward (the
+  tensors saved for it, CP's included). The largest rank is reported, with its ratio to CP 1 (ideal: 1 / CP;
+  ``activation_ratio_x_cp`` is that ratio times CP, 1 when ideal).
 * ``step_s``: the median wall time of the timed training steps (forward + backward + the CP gradient
   all-reduce + the optimizer step), the slowest rank.
 * communication: bytes this rank sends per training step, counted from the collectives actually issued
-  (``torch.distributed`` and the ``core.tensor_parallel.mappings`` entry points are wrapped while the
-  first step runs; a collective called inside another is counted once). Bytes "sent" follow the usual
-  ring-algorithm convention for a group of ``P`` ranks: ``isend``: the tensor; ``all_to_all_single``:
-  ``(P-1)/P`` of the input; all-gather: ``(P-1)/P`` of the gathered output; reduce-scatter: ``(P-1)/P`` of
-  the input; all-reduce: ``2 (P-1)/P`` of the tensor. ``attn_mb`` is every collective but all-reduce (all the
-  attention traffic); ``allreduce_mb`` is the gradient all-reduce over the ``dp_cp`` group plus the loss
-  statistics.
+  (``torch.distributed`` and the ``core.tensor_parallel.mappings`` entry points are wrapped; a collective
+  called inside another is counted once). Bytes "sent" follow the usual ring-algorithm convention for a
+  group of ``P`` ranks: ``isend``: the tensor; ``all_to_all_single``: ``(P-1)/P`` of the input; all-gather:
+  ``(P-1)/P`` of the gathered output; reduce-scatter: ``(P-1)/P`` of the input; all-reduce: ``2 (P-1)/P`` of
+  the tensor. ``attn_mb`` is every collective but all-reduce (all the attention traffic); ``allreduce_mb`` is
+  the gradient all-reduce over the ``dp_cp`` group plus the loss statistics.
+
+The optimizer is SGD without momentum: it keeps no state, so the first training step (nothing is
+allocated for the first time in it but a few small caches) is the one measured for memory and
+communication, and the following ``--steps`` are timed; the optimizer plays no part in what CP changes.
 
 Theoretical attention traffic per rank per step, with ``L`` layers, micro batch ``b``, ``s`` tokens, ``n``
 query heads, ``g`` K/V heads (``g' = n`` where Ulysses repeats them), head dim ``d``, 4-byte floats and
@@ -45,6 +49,18 @@ query heads, ``g`` K/V heads (``g' = n`` where Ulysses repeats them), head dim `
   reduce-scatters dK and dV (the same): ``4 L (CP-1) B``.
 
 The gradient all-reduce (theory ``2 (CP-1)/CP`` x the fp32 gradient bytes) is the same for every algorithm.
+
+Where memory does not fall to 1 / CP (full run, 8k tokens): Ulysses and the K/V all-gather attend through
+``scaled_dot_product_attention`` with an explicit boolean mask built from the token positions, which the
+CPU kernel turns into an fp32 ``[sq, sk]`` mask and saves for the backward: ``s x s`` per layer for Ulysses
+(it does not shrink with CP at all), ``s/CP x s`` for the K/V all-gather (which also keeps the gathered
+full K/V); CP 1 attends with ``is_causal`` and keeps no mask. The ring keeps ``1/CP`` of the activations,
+but its block attention materialises fp32 ``[b, n, s/2CP, s/2CP]`` scores, probabilities and their
+gradients in the backward, so its *peak* holds a term quadratic in ``s/CP`` that the flash kernel at CP 1
+does not have.
+
+The full run takes about 11 CPU-minutes (14 minutes of wall time on the 2-core reference machine while
+other jobs loaded it); ``--seqs 1024,2048,4096`` takes about a quarter of that.
 
 A readable table goes to stderr; one JSON line to stdout.
 """
@@ -96,7 +112,8 @@ class Run:
 
     def argv(self, shape: Dict[str, int]) -> List[str]:
         argv = trainer_argv(dict(shape, seq=self.seq), "none") + [
-            "--device", "cpu", "--distributed-backend", "gloo", "--log-interval", "1000000"]
+            "--device", "cpu", "--distributed-backend", "gloo", "--log-interval", "1000000",
+            "--optimizer", "sgd", "--sgd-momentum", "0"]  # no optimizer state: nothing allocated in the first step
         if self.cp > 1:
             argv += ["--context-parallel-size", str(self.cp), "--context-parallel-algo", ALGOS[self.algo]]
         if self.algo == "hybrid":
@@ -214,9 +231,8 @@ def _one_run(argv: List[str], steps: int) -> Dict[str, object]:
 
     trainer = setup(argv)
     iterator = trainer.train_iterator()
-    with counting_collectives() as sent:  # also the warm-up: optimizer states exist before memory is measured
-        trainer.train_step(iterator)
-    memory = measure_memory(trainer, iterator)
+    with counting_collectives() as sent:  # SGD without momentum has no state: the first step can be measured
+        memory = measure_memory(trainer, iterator)
     times = []
     for _ in range(steps):
         start = time.perf_counter()
@@ -232,9 +248,10 @@ def worker(rank: int, world_size: int, jobs: Dict[str, List[str]], steps: int) -
     """``run_distributed`` worker: every job of this world size, one after the other."""
     results = {}
     for key, argv in jobs.items():
-        if rank == 0:
-            print(f"[context_parallel] {key} ...", file=sys.stderr, flush=True)
+        start = time.perf_counter()
         results[key] = _one_run(argv, steps)
+        if rank == 0:
+            print(f"[context_parallel] {key}: {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     return results
 
 
@@ -275,6 +292,7 @@ def table_rows(runs: List[Run], shape: Dict[str, int], results: Dict[str, Dict[s
             "peak_mb": round(result["peak_mb"], 1), "peak_ratio": round(result["peak_mb"] / base["peak_mb"], 3),
             "activation_mb": round(result["activation_mb"], 1),
             "activation_ratio": round(result["activation_mb"] / base["activation_mb"], 3),
+            "activation_ratio_x_cp": round(run.cp * result["activation_mb"] / base["activation_mb"], 3),  # 1 = ideal
             "step_s": round(result["step_s"], 3),
             "attn_mb": round(result["attn_bytes"] / MB, 2), "attn_theory_mb": round(theory / MB, 2),
             "allreduce_mb": round(result["allreduce_bytes"] / MB, 2),
@@ -314,7 +332,7 @@ def main() -> None:
     parser.add_argument("--seqs", type=_ints, default=[1024, 2048, 4096, 8192])
     parser.add_argument("--algos", type=lambda t: t.split(","), default=list(ALGOS))
     parser.add_argument("--cps", type=_ints, default=[1, 2, 4])
-    parser.add_argument("--steps", type=int, default=1, help="timed steps per run (after warm-up and memory)")
+    parser.add_argument("--steps", type=int, default=1, help="timed steps per run (after the measured one)")
     parser.add_argument("--smoke", action="store_true", help="seq 256, CP 1 and 2, ring and Ulysses: seconds")
     args = parser.parse_args()
     unknown = [algo for algo in args.algos if algo not in ALGOS]
@@ -332,7 +350,8 @@ def main() -> None:
         "bench": "context_parallel",
         "model": "llama L{layers} h{hidden} heads{heads} ffn{ffn} V{vocab} mbs{mbs} fp32".format(**shape),
         "note": ("the bench model scaled to 2 layers and vocab 4096 so 8k tokens at CP 1 fit the time budget; "
-                 "one thread per rank, CP 4 = 4 processes on the machine's cores (times oversubscribed); "
+                 "SGD without momentum (no optimizer state); one thread per rank, CP 4 = 4 processes on the "
+                 "machine's cores (times oversubscribed); "
                  "memory: storages created during one iteration (peak above its start) and what the forward "
                  "keeps for backward, largest rank; bytes: sent per rank per step"),
         "threads_per_rank": 1, "wall_s": round(time.perf_counter() - start, 1), "runs": rows}))
