@@ -127,7 +127,7 @@ FLAG_CASES = {
                                                   "multiple of 2"]),
     "load_missing": ({"load": "/nonexistent/ckpt/dir"}, ["--load /nonexistent/ckpt/dir", "drop --load"]),
     "context_parallel": ({"context_parallel_size": "2"},
-                         ["--context-parallel-size > 1 is not supported yet", "issue 11", "remove it"]),
+                         ["world size 1", "--context-parallel-size (2)", "--nproc-per-node"]),
     "recompute_method_alone": ({"recompute_method": "uniform"},
                                ["--recompute-method uniform needs --recompute-granularity full"]),
 }
