@@ -31,6 +31,7 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
+from core.datasets.gpt_dataset import parse_split
 from core.datasets.sft_dataset import PACKED_FILES, SFTPackedDataset, packed_prefix, real_length
 from core.transformer.context_parallel import sequence_divisor, ulysses_degree
 from mindspeed_llm.arguments import ArgumentError
@@ -87,6 +88,7 @@ def padded_length(longest: int, multiple: int, seq_length: int) -> int:
     return min(max(-(-longest // multiple), 1) * multiple, seq_length)
 
 
+# consumes: --is-instruction-dataset (it declares what --data-path holds; SFT requires it, pretraining refuses it)
 def check_instruction_data(args: argparse.Namespace) -> None:
     """One instruction dataset prefix whose packed files exist; a pairwise dataset is named as such."""
     if not args.is_instruction_dataset:
@@ -104,9 +106,19 @@ def check_instruction_data(args: argparse.Namespace) -> None:
     if missing:
         raise ArgumentError(f"--data-path {prefix}: {missing[0]} not found; run preprocess_data.py with an "
                             "instruction handler (--handler-name AlpacaStyleInstructionHandler) first")
+    if "split" in getattr(args, "explicit_args", {}) and any(_split(args.split)[1:]):
+        raise ArgumentError(f"--split {args.split}: --stage sft trains on every sequence of --data-path (no validation "
+                            "or test split); drop --split or give 100,0,0")
     if args.reset_position_ids or args.reset_attention_mask or args.eod_mask_loss:
         raise ArgumentError("--reset-position-ids/--reset-attention-mask/--eod-mask-loss split pretraining text at "
                             "EOD; instruction data carries its own sample boundaries: drop them")
+
+
+def _split(split: str) -> List[float]:
+    try:
+        return parse_split(split)
+    except ValueError as error:
+        raise ArgumentError(str(error)) from None
 
 
 # consumes: --prompt-type (in training a template's only role is this check: the data was tokenized with it)
