@@ -10,8 +10,8 @@
   ``SMOKE=1``; a recipe that does not pass ``CP_ARGS`` refuses ``CP`` > 1;
 - every full fine-tuning recipe (``tune_*_full_ptd.sh``, posttrain_gpt.py --stage sft) passes validation at
   full size against a checkpoint with the architecture of its pretrain sibling (``--use-checkpoint-args``
-  takes every architecture flag from it), in the layout of its hf2mcore sibling, with the ``--prompt-type``
-  its data_convert sibling writes; ``SMOKE=1`` keeps its flags and shrinks only sizes, layout and data;
+  takes every architecture flag from it), loading what its hf2mcore sibling writes in that layout, training on
+  what its data_convert sibling writes with the ``--prompt-type`` that recipe uses; ``SMOKE=1`` keeps its flags and shrinks only sizes, layout and data;
 - samples run end to end with ``SMOKE=1``: pretrain recipes (sliding window, GQA, TP=2 on two CPU
   processes; MoE with EP=2 and the alltoall dispatcher; ring CP=2 with full recompute), checkpoint round trips HF -> mcore (TP=2 PP=2,
   and EP=2 for an MoE model) -> HF, and Gemma 2's full fine-tuning (a tiny model of the family converted at
@@ -175,6 +175,11 @@ def _sibling(recipe: Path, comment_of: str) -> Path:
     return recipe.with_name(re.search(rf"^{comment_of}=.*#\s*(\S+\.sh)", recipe.read_text(), re.M).group(1))
 
 
+def _default(recipe: Path, variable: str) -> str:
+    """A recipe's default of ``variable`` (``CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./x}`` -> ``./x``)."""
+    return re.search(rf"\b{variable}=\$\{{{variable}:-([^}}]*)\}}", recipe.read_text()).group(1)
+
+
 @pytest.mark.parametrize("recipe", TUNE_RECIPES, ids=_recipe_id)
 def test_tune_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -> None:
     pretrain = recipe.with_name(recipe.name.replace("tune_", "pretrain_").replace("_full_ptd", "_ptd"))
@@ -189,6 +194,8 @@ def test_tune_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -> None
     assert args.variable_seq_lengths and args.sequence_parallel and args.bf16 and world_size == 8
     layout = {"TP": str(args.tensor_model_parallel_size), "PP": str(args.pipeline_model_parallel_size)}
     assert _layout_defaults(_sibling(recipe, "CKPT_LOAD_DIR")) == layout  # the converted checkpoint's layout
+    for variable, sibling_variable in (("CKPT_LOAD_DIR", "CKPT_SAVE_DIR"), ("DATA_PATH", "OUTPUT_PREFIX")):
+        assert _default(recipe, variable) == _default(_sibling(recipe, variable), sibling_variable)  # what it writes
     data_recipe = _sibling(recipe, "DATA_PATH").read_text()
     written = re.search(r"--prompt-type (\w+)|PROMPT_TYPE:-(\w+)", data_recipe)
     assert args.prompt_type == (written.group(1) or written.group(2))  # the template the data was written with
