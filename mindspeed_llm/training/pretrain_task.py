@@ -48,7 +48,8 @@ class PretrainTask(TrainingTask):
         self.eod = build_tokenizer(args).eod if needs_eod else None  # the end-of-document token id
 
     def validate(self, args: argparse.Namespace) -> None:
-        posttrain_flags = (("--stage", args.stage is not None), ("--is-instruction-dataset", args.is_instruction_dataset),
+        posttrain_flags = (("--stage", args.stage is not None),
+                           ("--is-instruction-dataset", args.is_instruction_dataset),
                            ("--prompt-type", args.prompt_type is not None),
                            ("--no-pad-to-seq-lengths", args.no_pad_to_seq_lengths),
                            ("--pad-to-multiple-of", "pad_to_multiple_of" in getattr(args, "explicit_args", {})),

@@ -11,7 +11,8 @@
 - every full fine-tuning recipe (``tune_*_full_ptd.sh``, posttrain_gpt.py --stage sft) passes validation at
   full size against a checkpoint with the architecture of its pretrain sibling (``--use-checkpoint-args``
   takes every architecture flag from it), loading what its hf2mcore sibling writes in that layout, training on
-  what its data_convert sibling writes with the ``--prompt-type`` that recipe uses; ``SMOKE=1`` keeps its flags and shrinks only sizes, layout and data;
+  what its data_convert sibling writes with the ``--prompt-type`` that recipe uses; ``SMOKE=1`` keeps its
+  flags and shrinks only sizes, layout and data;
 - samples run end to end with ``SMOKE=1``: pretrain recipes (sliding window, GQA, TP=2 on two CPU
   processes; MoE with EP=2 and the alltoall dispatcher; ring CP=2 with full recompute), checkpoint round trips HF -> mcore (TP=2 PP=2,
   and EP=2 for an MoE model) -> HF, and Gemma 2's full fine-tuning (a tiny model of the family converted at
@@ -190,7 +191,7 @@ def test_tune_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -> None
     reference = parse_args(_argv(pretrain, smoke=False)[1])
     architecture = [architecture_settings(transformer_config_from_args(a).to_dict()) for a in (args, reference)]
     assert architecture[0] == architecture[1] and architecture[0]["num_layers"] == reference.num_layers
-    assert (args.stage, args.is_instruction_dataset, args.finetune, args.use_checkpoint_args) == ("sft", True, True, True)
+    assert args.stage == "sft" and args.is_instruction_dataset and args.finetune and args.use_checkpoint_args
     assert args.variable_seq_lengths and args.sequence_parallel and args.bf16 and world_size == 8
     layout = {"TP": str(args.tensor_model_parallel_size), "PP": str(args.pipeline_model_parallel_size)}
     assert _layout_defaults(_sibling(recipe, "CKPT_LOAD_DIR")) == layout  # the converted checkpoint's layout
