@@ -62,6 +62,7 @@ from core.transformer.config import POSITION_EMBEDDINGS, TransformerConfig, pad_
 from core.transformer.context_parallel import (ATTENTION_MASK_TYPES, CP_ALGORITHMS, HYBRID, RING, ULYSSES,
                                                sequence_divisor, ulysses_degree)
 from core.transformer.swap_attention import DEFAULT_SWAP_MODULES, parse_swap_modules
+from mindspeed_llm.data.templates import PROMPT_TYPES
 from mindspeed_llm.flags import (TOKENIZER_TYPES, ArgumentError, FlagParser, IntList, add_pipeline_layout_args,
                                  add_tokenizer_args, tokenizer_error)
 
@@ -441,7 +442,8 @@ def _add_distributed_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--schedules-method", choices=("zero-bubble",), default=None,
                        help="pipeline schedule: 1F1B (interleaved with virtual stages) unless zero-bubble (ZB-H1)")
     group.add_argument("--variable-seq-lengths", action="store_true",
-                       help="pipeline stages exchange activation shapes before each transfer")
+                       help="pipeline stages exchange activation shapes before each transfer; SFT: also pad each "
+                            "micro-batch only to its longest sample (MindSpeed 2.2; --no-pad-to-seq-lengths since)")
     group.add_argument("--sequence-parallel", action="store_true")
     group.add_argument("--context-parallel-size", type=int, default=1,
                        help="ranks that split every sample's sequence (core/transformer/context_parallel.py)")
@@ -510,6 +512,17 @@ def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
                        help="posttrain.py: what to train (sft: instruction tuning on packed data)")
     group.add_argument("--is-instruction-dataset", action="store_true",
                        help="--data-path is an instruction dataset (preprocess_data.py's instruction handlers)")
+    group.add_argument("--prompt-type", choices=PROMPT_TYPES, default=None,
+                       help="the template preprocess_data.py --prompt-type tokenized the data with; SFT checks it "
+                            "against the one the dataset records (templates act at preprocessing only)")
+    group.add_argument("--no-pad-to-seq-lengths", action="store_true",
+                       help="SFT: pad each micro-batch only to its longest sample, rounded up to "
+                            "--pad-to-multiple-of (pipeline stages exchange shapes: implies --variable-seq-lengths)")
+    group.add_argument("--pad-to-multiple-of", type=int, default=8,
+                       help="SFT with --no-pad-to-seq-lengths or --variable-seq-lengths: round each micro-batch's "
+                            "length up to a multiple of this (and of what CP and SP need)")
+    group.add_argument("--full-shuffle-instruction-dataset", action="store_true",
+                       help="SFT: shuffle the sample order across epochs too (default: one permutation per epoch)")
 
 
 def _add_logging_args(parser: argparse.ArgumentParser) -> None:
@@ -664,6 +677,8 @@ def _derive_fields(args: argparse.Namespace) -> None:
         if getattr(args, bound) is None:
             setattr(args, bound, args.weight_decay)
     args.noop_layers = tuple(args.noop_layers or ())
+    if args.no_pad_to_seq_lengths:  # MindSpeed: micro-batches of their own lengths cross pipeline stages
+        args.variable_seq_lengths = True
     if args.distributed_backend is None and args.device is not None:
         args.distributed_backend = BACKEND_FOR_DEVICE[args.device]
     set_vocab_size(args, args.vocab_size)
@@ -1017,6 +1032,8 @@ DEPENDENT_FLAGS: Tuple[Tuple[str, Callable[[argparse.Namespace], bool], str], ..
     ("wandb_exp_name", lambda args: bool(args.wandb_project), "--wandb-project"),
     ("wandb_save_dir", lambda args: bool(args.wandb_project), "--wandb-project"),
     ("mtp_loss_scaling_factor", lambda args: args.mtp_num_layers is not None, "--mtp-num-layers"),
+    ("pad_to_multiple_of", lambda args: args.variable_seq_lengths,
+     "--no-pad-to-seq-lengths (or --variable-seq-lengths)"),
     ("ulysses_degree_in_cp", lambda args: args.context_parallel_algo == HYBRID,
      "--context-parallel-algo hybrid_cp_algo"),
     ("attention_mask_type", lambda args: args.context_parallel_size > 1 and args.context_parallel_algo in (RING, HYBRID),

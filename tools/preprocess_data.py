@@ -13,7 +13,8 @@ Instruction data (Alpaca or ShareGPT), packed into sequences of at most 4096 tok
         --prompt-type qwen --tokenizer-type PretrainedFromHF --tokenizer-name-or-path ./qwen \\
         --output-prefix data/alpaca --seq-length 4096 --pack \\
         --map-keys '{"prompt":"instruction","query":"input","response":"output"}'
-    # writes data/alpaca_packed_{input_ids,attention_mask,labels}_document.bin/.idx
+    # writes data/alpaca_packed_{input_ids,attention_mask,labels}_document.bin/.idx and
+    # data/alpaca_packed_settings.json (handler, --prompt-type, --seq-length, --pack: posttrain.py checks it)
 
 Pairwise (DPO) data: ``--handler-name AlpacaStylePairwiseHandler`` or
 ``SharegptStylePairwiseHandler`` write
@@ -61,7 +62,8 @@ from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequenc
 import numpy as np
 
 from core.datasets.indexed_dataset import IndexedDatasetBuilder, best_dtype
-from mindspeed_llm.data.handlers import HANDLERS, BadRecord, Sample, build_emitter, build_handler, output_files
+from mindspeed_llm.data.handlers import (HANDLERS, BadRecord, Sample, build_emitter, build_handler, output_files,
+                                         settings_path)
 from mindspeed_llm.data.templates import PROMPT_TYPES
 from mindspeed_llm.flags import FlagParser, add_tokenizer_args, tokenizer_error
 from mindspeed_llm.tokenizer import build_tokenizer
@@ -359,8 +361,9 @@ def check_output_prefix(prefix: str) -> None:
 class OutputSet:
     """One ``IndexedDatasetBuilder`` per output name; all ``.idx`` files appear together at ``commit()``."""
 
-    def __init__(self, prefix: str, dtypes: Dict[str, type]) -> None:
+    def __init__(self, prefix: str, dtypes: Dict[str, type], settings: Optional[Dict[str, Any]] = None) -> None:
         self.prefix = prefix
+        self.settings = settings  # recorded in settings_path(prefix) at commit (instruction and pairwise data)
         self.builders: Dict[str, IndexedDatasetBuilder] = {}
         for name, dtype in dtypes.items():
             self.builders[name] = IndexedDatasetBuilder(self.path(name) + ".bin", dtype)
@@ -380,6 +383,10 @@ class OutputSet:
         for name, builder in self.builders.items():
             builder.finalize(self.path(name) + ".idx.pending")
             pending.append(self.path(name))
+        if self.settings is not None:  # before the .idx files: a readable dataset always has its settings
+            with open(settings_path(self.prefix) + ".pending", "w", encoding="utf-8") as handle:
+                json.dump(self.settings, handle, indent=1, sort_keys=True)
+            os.replace(settings_path(self.prefix) + ".pending", settings_path(self.prefix))
         for path in pending:
             os.replace(path + ".idx.pending", path + ".idx")
         return pending
@@ -390,6 +397,8 @@ class OutputSet:
             for suffix in (".idx.pending", ".idx.pending.tmp"):
                 if os.path.exists(self.path(name) + suffix):
                     os.remove(self.path(name) + suffix)
+        if os.path.exists(settings_path(self.prefix) + ".pending"):
+            os.remove(settings_path(self.prefix) + ".pending")
 
 
 def output_dtypes(kind: str, json_keys: Sequence[str], vocab_size: int,
@@ -407,6 +416,14 @@ def output_dtypes(kind: str, json_keys: Sequence[str], vocab_size: int,
 
 
 # ------------------------------------------------------------------------------------------ the run
+
+
+def dataset_settings_of(args: argparse.Namespace, kind: str) -> Optional[Dict[str, Any]]:
+    """What an instruction or pairwise dataset records of its making (None for pretraining text)."""
+    if kind == "pretrain":
+        return None
+    return {"handler_name": args.handler_name, "prompt_type": args.prompt_type, "seq_length": args.seq_length,
+            "pack": args.pack}
 
 
 @dataclass
@@ -486,7 +503,7 @@ def run(args: argparse.Namespace) -> Summary:
     summary = Summary()
     start = time.perf_counter()
     outputs = OutputSet(args.output_prefix, output_dtypes(handler.kind, args.json_keys, tokenizer.vocab_size,
-                                                          args.seq_length))
+                                                          args.seq_length), dataset_settings_of(args, handler.kind))
     progress = Progress(args.log_interval)
     try:
         emitter = build_emitter(handler.kind, outputs, args.seq_length, args.pack, args.seed)

@@ -21,7 +21,12 @@ length, then shifted for next-token prediction. It is returned as (each ``[seq_l
   block-diagonal attention mask.
 
 Sample order: each epoch a permutation of the sequences from ``numpy.random.RandomState(seed)``,
-as many epochs as ``num_samples`` needs; nothing depends on the parallel layout.
+as many epochs as ``num_samples`` needs; with ``full_shuffle`` (MindSpeed's
+``--full-shuffle-instruction-dataset``) the epochs' concatenation is then shuffled as a whole, so
+epochs mix. Nothing depends on the parallel layout.
+
+``real_length(document_ids)`` is the number of leading non-padding tokens of a sample, for
+batches padded only as far as they need (``--no-pad-to-seq-lengths``).
 """
 from __future__ import annotations
 
@@ -51,11 +56,17 @@ def position_ids_from_documents(document_ids: np.ndarray) -> np.ndarray:
     return positions
 
 
+def real_length(document_ids: torch.Tensor) -> int:
+    """Tokens up to the last non-padding one of ``document_ids`` ``[b, s]`` (0 marks padding), over the batch."""
+    used = (document_ids != 0).any(dim=0).nonzero()  # [k, 1] positions some sample uses
+    return int(used[-1]) + 1 if len(used) else 0
+
+
 class SFTPackedDataset(torch.utils.data.Dataset):
     """Packed instruction-tuning sequences, shifted and masked for the training loop."""
 
     def __init__(self, prefix: str, seq_length: int, num_samples: Optional[int] = None, seed: int = 1234,
-                 pad_token_id: int = 0, shuffle: bool = True, mmap: bool = True) -> None:
+                 pad_token_id: int = 0, shuffle: bool = True, mmap: bool = True, full_shuffle: bool = False) -> None:
         self.prefix, self.seq_length, self.pad_token_id = prefix, seq_length, pad_token_id
         self.files = {name: IndexedDataset(packed_prefix(prefix, name), mmap=mmap) for name in PACKED_FILES}
         self._check_aligned()
@@ -63,7 +74,7 @@ class SFTPackedDataset(torch.utils.data.Dataset):
         if count == 0:
             raise IndexedDatasetError(f"{packed_prefix(prefix, 'input_ids')}: no sequences")
         self.num_samples = count if num_samples is None else num_samples
-        self.order = self._build_order(count, seed, shuffle)  # [num_samples] sequence ids
+        self.order = self._build_order(count, seed, shuffle, full_shuffle)  # [num_samples] sequence ids
 
     def _check_aligned(self) -> None:
         reference = self.files["input_ids"].sequence_lengths
@@ -72,7 +83,7 @@ class SFTPackedDataset(torch.utils.data.Dataset):
                 raise IndexedDatasetError(f"{packed_prefix(self.prefix, name)}: its sequence lengths differ from "
                                           f"{packed_prefix(self.prefix, 'input_ids')}; the packed files do not match")
 
-    def _build_order(self, count: int, seed: int, shuffle: bool) -> np.ndarray:
+    def _build_order(self, count: int, seed: int, shuffle: bool, full_shuffle: bool) -> np.ndarray:
         rng = np.random.RandomState(seed)
         epochs = -(-self.num_samples // count)
         order = []
@@ -81,7 +92,10 @@ class SFTPackedDataset(torch.utils.data.Dataset):
             if shuffle:
                 rng.shuffle(epoch)
             order.append(epoch)
-        return np.concatenate(order)[:self.num_samples]
+        order = np.concatenate(order)  # [epochs * count]
+        if full_shuffle:
+            rng.shuffle(order)
+        return order[:self.num_samples]
 
     def __len__(self) -> int:
         return self.num_samples

@@ -23,9 +23,14 @@
 #               ULYSSES_DEGREE Ulysses ranks per CP group (default 2), kvallgather_cp_algo). CP_ARGS holds
 #               --context-parallel-size/--context-parallel-algo, --ulysses-degree-in-cp (hybrid) and
 #               --use-cp-send-recv-overlap where the algorithm has a ring. A recipe without CP_ARGS refuses CP > 1.
+#               Fine-tuning recipes (posttrain_setup) shrink their layout, sequence, batch and iterations the
+#               same way and start from a tiny random model of the family (its behaviour fields kept) converted
+#               at the smoke layout, with a tokenizer and instruction dataset made by the production tools.
 #   DRY_RUN=1   pretrain recipes: print the torchrun command and check its flags with our one validation
-#               pass (mindspeed_llm.arguments) at the recipe's world size, without training.
-#   DRY_RUN=argv  print WORLD_SIZE=N, then the pretrain_gpt.py flags one per line (for tests and tools).
+#               pass (mindspeed_llm.arguments) at the recipe's world size, without training. Fine-tuning
+#               recipes also run the stage's checks (the converted checkpoint and the dataset must exist).
+#   DRY_RUN=argv  print WORLD_SIZE=N, then the pretrain_gpt.py (posttrain_gpt.py) flags one per line (for
+#               tests and tools); a SMOKE=1 fine-tuning recipe then makes no tiny model or data.
 #   LOG_DIR     where pretrain logs go (default logs/, as MindSpeed's recipes).
 set -euo pipefail
 
@@ -86,15 +91,64 @@ pretrain_setup() {
         PRECISION=()
         CKPT_LOAD_DIR="" CKPT_SAVE_DIR="$SMOKE_DIR/ckpt"
     fi
+    _context_parallel_args
+    _launch_args
+}
+
+# WORLD_SIZE and the torchrun options from the topology variables (one standalone node under SMOKE=1).
+_launch_args() {
     NPUS_PER_NODE=$GPUS_PER_NODE
     WORLD_SIZE=$(( GPUS_PER_NODE * NNODES ))
-    _context_parallel_args
     if [[ $SMOKE == 1 ]]; then
         DISTRIBUTED_ARGS=(--standalone --nproc_per_node "$GPUS_PER_NODE")
     else
         DISTRIBUTED_ARGS=(--nproc_per_node "$GPUS_PER_NODE" --nnodes "$NNODES" --node_rank "$NODE_RANK"
                           --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT")
     fi
+}
+
+# Fine-tuning (posttrain_gpt.py): the model comes from the converted checkpoint in CKPT_LOAD_DIR
+# (--use-checkpoint-args), whose TP/PP the recipe keeps. Under SMOKE=1: TP and PP fitted to the smoke
+# processes, sequence 256 (a templated sample of the tiny corpus is up to 150 tokens), 3 iterations, and
+# posttrain-fixture (smoke.py) makes the tiny model of the family ($1: HF model_type; $2: JSON of its
+# behaviour fields, as hf2mcore_setup) converted at that layout, the tokenizer and the instruction dataset
+# tokenized with PROMPT_TYPE, in SMOKE_DIR.
+posttrain_setup() {
+    if [[ $SMOKE == 1 ]]; then
+        GPUS_PER_NODE=$SMOKE_NPROC NNODES=1 NODE_RANK=0
+        TP=$(_min "$TP" "$SMOKE_NPROC")
+        PP=$(_min "$PP" $(( SMOKE_NPROC / TP )))
+        SEQ_LENGTH=256 MBS=1 GBS=4 TRAIN_ITERS=3 SAVE_INTERVAL=3 EVAL_INTERVAL=3 EVAL_ITERS=0  # 256: whole samples
+        PRECISION=()
+        CKPT_LOAD_DIR="$SMOKE_DIR/mg" CKPT_SAVE_DIR="$SMOKE_DIR/ckpt"
+        DATA_PATH="$SMOKE_DIR/data/alpaca" TOKENIZER_PATH="$SMOKE_DIR/tokenizer"
+        if [[ $DRY_RUN != argv ]]; then
+            python "$SMOKE_PY" posttrain-fixture "$1" "$2" "$PROMPT_TYPE" "$TP" "$PP" "$SEQ_LENGTH" "$SMOKE_DIR"
+        fi
+    fi
+    _launch_args
+}
+
+# Fine-tuning: torchrun posttrain_gpt.py with GPT_ARGS DATA_ARGS TUNE_ARGS OUTPUT_ARGS, logged to
+# $LOG_DIR/<recipe>.log. SMOKE=1 runs on the CPU; DRY_RUN=1 validates instead of training.
+run_posttrain() {
+    local extra=()
+    if [[ $SMOKE == 1 ]]; then
+        extra=(--device cpu --num-workers 0)
+        export OMP_NUM_THREADS=1
+    fi
+    local argv=("${GPT_ARGS[@]}" "${DATA_ARGS[@]}" "${TUNE_ARGS[@]}" "${OUTPUT_ARGS[@]}" "${extra[@]}")
+    if [[ $DRY_RUN == argv ]]; then
+        printf '%s\n' "WORLD_SIZE=$WORLD_SIZE" "${argv[@]}"
+        return
+    fi
+    if [[ $DRY_RUN == 1 ]]; then
+        echo "torchrun ${DISTRIBUTED_ARGS[*]} posttrain_gpt.py ${argv[*]}"
+        python "$SMOKE_PY" validate-posttrain "$WORLD_SIZE" "${argv[@]}"
+        return
+    fi
+    mkdir -p "$LOG_DIR"
+    torchrun "${DISTRIBUTED_ARGS[@]}" "$REPO_ROOT/posttrain_gpt.py" "${argv[@]}" 2>&1 | tee "$LOG_DIR/$RECIPE_NAME.log"
 }
 
 # CP_ARGS from CP, CP_ALGO and ULYSSES_DEGREE (see CP above); the ring's send/recv overlap only where a ring runs.

@@ -10,6 +10,13 @@
         configuration once transformers has loaded it
     python examples/common/smoke.py corpus pretrain|instruction OUT.jsonl
         write a tiny corpus (text records, or Alpaca-style instruction records)
+    python examples/common/smoke.py validate-posttrain WORLD_SIZE <posttrain_gpt.py flags...>
+        check the flags with the training entry's validation pass and the stage's own checks (DRY_RUN=1)
+    python examples/common/smoke.py posttrain-fixture MODEL_TYPE JSON PROMPT_TYPE TP PP SEQ_LENGTH OUT_DIR
+        what a SMOKE=1 fine-tuning recipe starts from, in OUT_DIR: a 300-token BPE tokenizer trained on the
+        tiny instruction corpus (tokenizer/), the tiny random model of hf-model with that vocabulary (hf/),
+        converted to our layout at TP x PP (mg/), and the corpus tokenized with PROMPT_TYPE into a packed
+        instruction dataset of SEQ_LENGTH-token sequences (data/alpaca_packed_*), by the production tools
 """
 from __future__ import annotations
 
@@ -126,11 +133,59 @@ def corpus(kind: str, out_path: str) -> None:
         out.writelines(json.dumps(record) + "\n" for record in records)
 
 
+def validate_posttrain(world_size: int, argv: List[str]) -> None:
+    """parse_args + validate_args + the stage task's checks, as posttrain.py does before any process."""
+    from mindspeed_llm.arguments import ArgumentError, parse_args, validate_args
+    from mindspeed_llm.posttrain import stage_task
+
+    task_class = stage_task(argv)
+    try:
+        args = parse_args(argv)
+        validate_args(args, world_size)
+        task_class(args).validate(args)
+    except ArgumentError as error:
+        sys.exit(f"error: {error}")
+    print(f"flags valid: --stage {args.stage}, world size {args.world_size}, TP {args.tensor_model_parallel_size}, "
+          f"PP {args.pipeline_model_parallel_size}, DP {args.data_parallel_size}, {args.num_layers} layers from "
+          f"{args.load}")
+
+
+def posttrain_fixture(model_type: str, behaviour_json: str, prompt_type: str, tp: int, pp: int, seq_length: int,
+                      out_dir: str) -> None:
+    """Tokenizer, tiny model (HF and converted) and instruction dataset of a SMOKE=1 fine-tuning recipe."""
+    from tools import convert_ckpt, preprocess_data, train_tokenizer
+    from transformers import AutoTokenizer
+
+    data = os.path.join(out_dir, "corpus.jsonl")
+    corpus("instruction", data)
+    tokenizer_dir = os.path.join(out_dir, "tokenizer")
+    _checked("train_tokenizer", train_tokenizer.main(["--input", data, "--output-dir", tokenizer_dir,
+                                                      "--vocab-size", "300", "--json-keys", "instruction", "output"]))
+    vocab = len(AutoTokenizer.from_pretrained(tokenizer_dir))
+    hf_model(model_type, json.dumps({**json.loads(behaviour_json), "vocab_size": vocab}), os.path.join(out_dir, "hf"))
+    _checked("convert_ckpt", convert_ckpt.main(
+        ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", os.path.join(out_dir, "hf"),
+         "--save-dir", os.path.join(out_dir, "mg"), "--target-tensor-parallel-size", str(tp),
+         "--target-pipeline-parallel-size", str(pp)]))
+    _checked("preprocess_data", preprocess_data.main(
+        ["--input", data, "--handler-name", "AlpacaStyleInstructionHandler", "--prompt-type", prompt_type,
+         "--tokenizer-type", "PretrainedFromHF", "--tokenizer-name-or-path", tokenizer_dir,
+         "--output-prefix", os.path.join(out_dir, "data", "alpaca"), "--seq-length", str(seq_length)]))
+
+
+def _checked(tool: str, code: int) -> None:
+    if code != 0:
+        sys.exit(f"error: {tool} failed (exit code {code}); see above")
+
+
 def main(argv: List[str]) -> None:
     commands = {"validate": lambda a: validate(int(a[0]), a[1:]),
                 "hf-model": lambda a: hf_model(a[0], a[1], a[2]),
                 "compare": lambda a: compare(a[0], a[1]),
-                "corpus": lambda a: corpus(a[0], a[1])}
+                "corpus": lambda a: corpus(a[0], a[1]),
+                "validate-posttrain": lambda a: validate_posttrain(int(a[0]), a[1:]),
+                "posttrain-fixture": lambda a: posttrain_fixture(a[0], a[1], a[2], int(a[3]), int(a[4]), int(a[5]),
+                                                                 a[6])}
     if not argv or argv[0] not in commands:
         sys.exit(f"usage: smoke.py {{{'|'.join(commands)}}} ...")
     commands[argv[0]](argv[1:])

@@ -27,6 +27,10 @@ Handlers (MindSpeed-LLM names) and what they write, per prefix:
   ``{prefix}_packed_{chosen_input_ids,chosen_labels,rejected_input_ids,rejected_labels}_document``,
   one item per pair; only the final reply is trained (history replies masked).
 
+Instruction and pairwise datasets also get ``{prefix}_packed_settings.json``: the handler name,
+``--prompt-type``, ``--seq-length`` and ``--pack`` they were written with (``dataset_settings``
+reads it back; ``posttrain.py --prompt-type`` is checked against it).
+
 ``--seq-length`` truncates longer sequences (counted). ``--pack`` (instruction
 handlers) shuffles the samples with ``--seed`` and packs them greedily, in that
 order, into sequences of at most ``--seq-length`` tokens: a sample joins the
@@ -35,6 +39,7 @@ current sequence while it fits, else the sequence is closed.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from typing import Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
@@ -321,6 +326,26 @@ def output_files(kind: str, json_keys: Sequence[str] = ("text",)) -> Tuple[str, 
     if kind == "pretrain":
         return tuple(json_keys)
     return tuple(f"packed_{name}" for name in (INSTRUCTION_FILES if kind == "instruction" else PAIRWISE_FILES))
+
+
+def settings_path(prefix: str) -> str:
+    """Where an instruction or pairwise dataset records how it was written (see the module docstring)."""
+    return f"{prefix}_packed_settings.json"
+
+
+def dataset_settings(prefix: str) -> Optional[Dict[str, object]]:
+    """The settings ``preprocess_data.py`` recorded for ``prefix``; None when it recorded none."""
+    path = settings_path(prefix)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        try:
+            settings = json.load(handle)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not valid JSON ({exc.msg}); re-run preprocess_data.py") from None
+    if not isinstance(settings, dict):
+        raise ValueError(f"{path}: expected a JSON object; re-run preprocess_data.py")
+    return settings
 
 
 def _truncate(array: np.ndarray, seq_length: Optional[int]) -> np.ndarray:

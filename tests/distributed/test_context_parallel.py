@@ -13,7 +13,9 @@ One 4-process launch runs every layout; each is compared with the single-process
   move between ranks), MLA under the ring;
 * resuming at CP 2: one step, save, load, the second step equals the uninterrupted run;
 * supervised fine-tuning on packed instruction data (``posttrain.py --stage sft``: per-sample document
-  ids and positions) under the ring, Ulysses with TP 2 and the all-gather at CP 4.
+  ids and positions) under the ring, Ulysses with TP 2 and the all-gather at CP 4; with
+  ``--no-pad-to-seq-lengths`` (micro-batches of their own lengths) at CP 2 x PP 2, CP 2 x TP 2 with SP and
+  TP 2 with SP x PP 2, equal to the run padded to ``--seq-length``.
 
     python -m pytest -q tests/distributed/test_context_parallel.py
 """
@@ -84,10 +86,18 @@ LAYOUTS: Dict[str, Tuple[str, List[str]]] = {
 TOLERANCE = 1e-5
 
 
+VARIABLE_LENGTHS = ["--no-pad-to-seq-lengths", "--pad-to-multiple-of", "1"]
 SFT_LAYOUTS: Dict[str, List[str]] = {
     "sft_ring_cp2": _cp(2),
     "sft_ulysses_cp2_tp2": _cp(2, ULYSSES) + ["--tensor-model-parallel-size", "2"],
     "sft_gather_cp4": _cp(4, GATHER),
+    # --no-pad-to-seq-lengths: each micro-batch its own length (rounded only to what CP and SP need),
+    # shapes exchanged between pipeline stages; the losses of the run padded to --seq-length
+    "sft_variable_lengths_ring_cp2_pp2": _cp(2) + ["--pipeline-model-parallel-size", "2"] + VARIABLE_LENGTHS,
+    "sft_variable_lengths_ring_cp2_tp2_sp": _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]
+                                             + VARIABLE_LENGTHS,
+    "sft_variable_lengths_tp2_sp_pp2": ["--tensor-model-parallel-size", "2", "--sequence-parallel",
+                                        "--pipeline-model-parallel-size", "2"] + VARIABLE_LENGTHS,
 }
 
 

@@ -8,9 +8,15 @@
   TP/PP/EP; ``SMOKE=1`` keeps EP above 1 where the two smoke processes leave a data-parallel pair;
 - the long-context recipe (Llama-3-8B at 32k, CP 4) is valid with every ``CP_ALGO`` and keeps CP 2 under
   ``SMOKE=1``; a recipe that does not pass ``CP_ARGS`` refuses ``CP`` > 1;
+- every full fine-tuning recipe (``tune_*_full_ptd.sh``, posttrain_gpt.py --stage sft) passes validation at
+  full size against a checkpoint with the architecture of its pretrain sibling (``--use-checkpoint-args``
+  takes every architecture flag from it), loading what its hf2mcore sibling writes in that layout, training on
+  what its data_convert sibling writes with the ``--prompt-type`` that recipe uses; ``SMOKE=1`` keeps its
+  flags and shrinks only sizes, layout and data;
 - samples run end to end with ``SMOKE=1``: pretrain recipes (sliding window, GQA, TP=2 on two CPU
-  processes; MoE with EP=2 and the alltoall dispatcher; ring CP=2 with full recompute) and checkpoint round trips HF -> mcore (TP=2 PP=2,
-  and EP=2 for an MoE model) -> HF.
+  processes; MoE with EP=2 and the alltoall dispatcher; ring CP=2 with full recompute), checkpoint round trips HF -> mcore (TP=2 PP=2,
+  and EP=2 for an MoE model) -> HF, and Gemma 2's full fine-tuning (a tiny model of the family converted at
+  TP=2, an instruction set tokenized by preprocess_data.py, 3 SFT steps with SP and variable lengths).
 """
 from __future__ import annotations
 
@@ -20,13 +26,18 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-import pytest
+import argparse
 
-from mindspeed_llm.arguments import check_pretraining_data, parse_args, validate_args
+import pytest
+import torch
+
+from core.checkpointing import architecture_settings
+from mindspeed_llm.arguments import check_pretraining_data, parse_args, transformer_config_from_args, validate_args
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = sorted(REPO.glob("examples/*/*.sh"))
 PRETRAIN_RECIPES = [path for path in RECIPES if path.name.startswith("pretrain_")]
+TUNE_RECIPES = [path for path in RECIPES if path.name.startswith("tune_")]
 # Flags whose values SMOKE=1 may change: sizes, parallel layout, schedule, data and output.
 SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--num-layers", "--hidden-size",
                 "--ffn-hidden-size", "--num-attention-heads", "--num-query-groups", "--seq-length", "--vocab-size",
@@ -78,12 +89,15 @@ def test_recipes_exist_for_every_family_and_action() -> None:
     for family_recipe in ("llama2/pretrain_llama31_8b_ptd.sh", "mistral/pretrain_mistral_7b_ptd.sh",
                           "qwen2/pretrain_qwen25_7b_ptd.sh", "qwen2/ckpt_convert_qwen25_7b_hf2mcore.sh",
                           "qwen2/ckpt_convert_qwen25_7b_mcore2hf.sh", "qwen2/data_convert_qwen25_pretrain.sh",
-                          "qwen2/data_convert_qwen25_instruction.sh", "llama3/pretrain_llama31_8b_32k_ptd.sh"):
+                          "qwen2/data_convert_qwen25_instruction.sh", "llama3/pretrain_llama31_8b_32k_ptd.sh",
+                          "llama2/tune_llama31_8b_full_ptd.sh", "qwen2/tune_qwen25_7b_full_ptd.sh",
+                          "qwen3/tune_qwen3_8b_full_ptd.sh", "mistral/tune_mistral_7b_full_ptd.sh",
+                          "gemma2/tune_gemma2_9b_full_ptd.sh"):
         assert Path(family_recipe).name in names, family_recipe
     for path in RECIPES:
         if path.parent.name != "common":
             assert re.fullmatch(r"(pretrain_\w+_ptd|ckpt_convert_\w+_(hf2mcore|mcore2hf)|data_convert_\w+_"
-                                r"(pretrain|instruction))\.sh", path.name), path.name
+                                r"(pretrain|instruction)|tune_\w+_full_ptd)\.sh", path.name), path.name
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=_recipe_id)
@@ -145,6 +159,66 @@ def test_moe_recipe_lays_out_experts_as_its_checkpoint(recipe: Path) -> None:
         assert int(smoke["--expert-model-parallel-size"][0]) == 2
 
 
+def _architecture_checkpoint(pretrain_recipe: Path, root: Path) -> Path:
+    """A checkpoint holding only the settings of ``pretrain_recipe``'s full-size model (what
+    ``--use-checkpoint-args`` reads; no weights), as a converter would write them."""
+    args = parse_args(_argv(pretrain_recipe, smoke=False)[1])
+    rank_dir = root / "release" / "mp_rank_00"
+    rank_dir.mkdir(parents=True)
+    torch.save({"args": argparse.Namespace(), "transformer_config": transformer_config_from_args(args).to_dict()},
+               rank_dir / "model_optim_rng.pt")
+    (root / "latest_checkpointed_iteration.txt").write_text("release")
+    return root
+
+
+def _sibling(recipe: Path, comment_of: str) -> Path:
+    """The recipe named in the comment after ``comment_of=...`` (``DATA_PATH=... # data_convert_x.sh``)."""
+    return recipe.with_name(re.search(rf"^{comment_of}=.*#\s*(\S+\.sh)", recipe.read_text(), re.M).group(1))
+
+
+def _default(recipe: Path, variable: str) -> str:
+    """A recipe's default of ``variable`` (``CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./x}`` -> ``./x``)."""
+    return re.search(rf"\b{variable}=\$\{{{variable}:-([^}}]*)\}}", recipe.read_text()).group(1)
+
+
+@pytest.mark.parametrize("recipe", TUNE_RECIPES, ids=_recipe_id)
+def test_tune_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -> None:
+    pretrain = recipe.with_name(recipe.name.replace("tune_", "pretrain_").replace("_full_ptd", "_ptd"))
+    checkpoint = _architecture_checkpoint(pretrain, tmp_path / "mg")
+    world_size, argv = _argv(recipe, smoke=False, env={"CKPT_LOAD_DIR": str(checkpoint)})
+    args = parse_args(argv)
+    validate_args(args, world_size)
+    reference = parse_args(_argv(pretrain, smoke=False)[1])
+    architecture = [architecture_settings(transformer_config_from_args(a).to_dict()) for a in (args, reference)]
+    assert architecture[0] == architecture[1] and architecture[0]["num_layers"] == reference.num_layers
+    assert args.stage == "sft" and args.is_instruction_dataset and args.finetune and args.use_checkpoint_args
+    assert args.variable_seq_lengths and args.sequence_parallel and args.bf16 and world_size == 8
+    layout = {"TP": str(args.tensor_model_parallel_size), "PP": str(args.pipeline_model_parallel_size)}
+    assert _layout_defaults(_sibling(recipe, "CKPT_LOAD_DIR")) == layout  # the converted checkpoint's layout
+    for variable, sibling_variable in (("CKPT_LOAD_DIR", "CKPT_SAVE_DIR"), ("DATA_PATH", "OUTPUT_PREFIX")):
+        assert _default(recipe, variable) == _default(_sibling(recipe, variable), sibling_variable)  # what it writes
+    data_recipe = _sibling(recipe, "DATA_PATH").read_text()
+    written = re.search(r"--prompt-type (\w+)|PROMPT_TYPE:-(\w+)", data_recipe)
+    assert args.prompt_type == (written.group(1) or written.group(2))  # the template the data was written with
+
+
+TUNE_SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--seq-length",
+                     "--micro-batch-size", "--global-batch-size", "--train-iters", "--save-interval", "--eval-interval",
+                     "--eval-iters", "--save", "--load", "--data-path", "--tokenizer-name-or-path"}
+
+
+@pytest.mark.parametrize("recipe", TUNE_RECIPES, ids=_recipe_id)
+def test_smoke_tune_keeps_its_flags_and_shrinks_sizes(recipe: Path) -> None:
+    full, (world_size, smoke_argv) = _flags(_argv(recipe, smoke=False)[1]), _argv(recipe, smoke=True)
+    smoke = _flags(smoke_argv)
+    assert set(full) - {"--bf16"} == set(smoke) - SMOKE_ONLY_FLAGS
+    kept = {flag: values for flag, values in full.items() if flag not in TUNE_SHRUNK_FLAGS | {"--bf16"}}
+    assert kept == {flag: smoke[flag] for flag in kept}
+    assert smoke["--device"] == ["cpu"] and world_size <= 2
+    for size in ("--seq-length", "--train-iters", "--tensor-model-parallel-size"):
+        assert int(smoke[size][0]) < int(full[size][0]), size
+
+
 LONG_CONTEXT_RECIPE = REPO / "examples" / "llama3" / "pretrain_llama31_8b_32k_ptd.sh"
 RING_ALGORITHMS = ("megatron_cp_algo", "hybrid_cp_algo")
 
@@ -197,3 +271,15 @@ def test_smoke_checkpoint_round_trip_is_exact(tmp_path: Path, name: str, files: 
     mcore = tmp_path / "smoke" / "source" / "mg"
     assert len(list(mcore.rglob("model_optim_rng.pt"))) == files
     assert (tmp_path / "smoke" / "hf" / "config.json").is_file()
+
+
+@pytest.mark.slow
+def test_smoke_tune_recipe_fine_tunes_and_saves(tmp_path: Path) -> None:
+    recipe = REPO / "examples" / "gemma2" / "tune_gemma2_9b_full_ptd.sh"  # softcapping, windows, tied, head dim
+    run = _run(recipe, {"SMOKE": "1", "SMOKE_DIR": str(tmp_path / "smoke"), "LOG_DIR": str(tmp_path / "logs")})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    log = (tmp_path / "logs" / f"{recipe.stem}.log").read_text()
+    losses = [float(loss) for loss in re.findall(r"\| lm loss: ([0-9.E+-]+) \|", log)]
+    assert len(losses) == 3 and all(0 < loss < 10 for loss in losses), log[-2000:]  # assistant tokens trained
+    assert "loaded checkpoint" in log and "task sft" in log and "(TP=2, PP=1, DP=1)" in log
+    assert (tmp_path / "smoke" / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
