@@ -80,6 +80,16 @@ class TrainingTask:
     def forward_step(self, batch: Batch, model: nn.Module) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
         raise NotImplementedError
 
+    def attach(self, trainer: "Trainer") -> None:  # noqa: F821 (training.Trainer; no import cycle)
+        """Called once by ``setup`` after the model is built and ``--load`` is loaded: a task that needs more
+        than the trained model (a frozen DPO reference, precomputed reference log-probs) builds it here."""
+
+    def micro_batch_rows(self, micro_batch_size: int) -> int:
+        """Rows of the activations ``[s, rows, h]`` that pipeline stages exchange for one micro-batch of
+        ``micro_batch_size`` samples (a preference pair is two rows; a frozen reference run beside the
+        policy doubles them)."""
+        return micro_batch_size
+
     def batches(self, dataset: Dataset, batch_sampler: Iterable[List[int]], num_workers: int,
                 device: torch.device) -> Iterator[Batch]:
         """Micro-batches on ``device``: the sampler's index lists, collated (in workers with ``num_workers``)."""
