@@ -239,3 +239,53 @@ def test_bad_preference_input_is_one_line(tmp_path: Path, capsys: pytest.Capture
     args = parse_args(ARGV + ["--stage", "orm", "--data-path", prefix, "--context-parallel-size", "2"])
     with pytest.raises(ArgumentError, match="--stage orm scores each reply's last token"):
         RewardModelTask(args).validate(args)  # (a 2-rank layout: checked here without launching it)
+
+
+def test_the_reward_model_exports_to_a_transformers_sequence_classifier(tmp_path: Path) -> None:
+    import transformers
+    from safetensors import safe_open
+
+    from tools.convert_ckpt import main as convert_main
+
+    hf = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+              vocab_size=32, max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=5000.0)
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(transformers.LlamaConfig(**hf, dtype="float32")).save_pretrained(tmp_path / "lm")
+    convert = ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(tmp_path / "lm"),
+               "--save-dir", str(tmp_path / "lm_mg")]
+    assert convert_main(convert) == 0
+    prefix, pairs = pairwise_dataset(tmp_path)
+    training = ["--seq-length", str(SEQ), "--micro-batch-size", "2", "--global-batch-size", "4",
+                "--tokenizer-type", "NullTokenizer", "--seed", "3", "--device", "cpu", "--eval-iters", "0",
+                "--log-interval", "1", "--hidden-dropout", "0", "--attention-dropout", "0", "--num-workers", "0",
+                "--is-pairwise-dataset", "--train-iters", "2"]
+    trainer = _trainer_argv(training + ["--stage", "orm", "--data-path", prefix, "--load", str(tmp_path / "lm_mg"),
+                                        "--use-checkpoint-args", "--finetune", "--optimizer", "adam", "--lr", "0.01",
+                                        "--save", str(tmp_path / "orm")])
+    _steps(trainer, 2)
+    trainer.save()
+    assert convert_main(["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", str(tmp_path / "orm"),
+                         "--save-dir", str(tmp_path / "orm_hf")]) == 0
+    with safe_open(str(tmp_path / "orm_hf" / "model.safetensors"), framework="pt") as handle:
+        assert "score.weight" in handle.keys() and "lm_head.weight" not in handle.keys()
+    model, info = transformers.AutoModelForSequenceClassification.from_pretrained(
+        tmp_path / "orm_hf", output_loading_info=True, dtype=torch.float32)
+    assert type(model).__name__ == "LlamaForSequenceClassification" and model.config.num_labels == 1
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    trainer.model.eval()
+    worst, scores = 0.0, []
+    with torch.no_grad():
+        for ids, _, rejected, _ in pairs[:4]:
+            for reply in (ids, rejected):
+                ours = trainer.model(torch.tensor([reply]))[0, len(reply) - 1]  # the last token's score
+                theirs = model(torch.tensor([reply])).logits[0, 0]
+                worst, scores = max(worst, abs(float(ours) - float(theirs))), scores + [float(ours)]
+    print(f"max |ours - HF| = {worst:.2e}")
+    assert worst <= 1e-5 and max(scores) - min(scores) > 1e-2, (worst, scores)  # (scores that differ)
+
+
+def _trainer_argv(argv: List[str]):
+    from mindspeed_llm.posttrain import STAGES
+    from mindspeed_llm.training.training import setup
+
+    return setup(argv, STAGES[argv[argv.index("--stage") + 1]])
