@@ -15,7 +15,8 @@ DPO's reference model is a frozen copy of the initial policy (the model as built
 beside the policy in the same pipeline pass: each stage sends ``[s, 4b, h]``, the policy's rows then
 the reference's (no gradient flows into the latter). With ``--precompute-ref-log-probs`` the
 reference log-probs of every training pair are computed once before training (a forward-only pipeline
-pass over the pairs; each data-parallel rank computes them all) and the reference is dropped.
+pass over the pairs; each data-parallel rank computes them all) and the reference is dropped. Under FSDP
+the reference is a whole (unsharded) copy on every rank.
 Note: the default reference is the policy as loaded, so resuming a DPO run (``--load`` of a DPO
 checkpoint without ``--finetune``) needs ``--ref-model`` naming the initial model.
 """
@@ -32,7 +33,7 @@ from torch import nn
 from core import checkpointing
 from core.datasets.pairwise_dataset import PairwiseDataset, collate_pairs, pairwise_files_exist
 from core.datasets.sft_dataset import PACKED_FILES, packed_prefix
-from core.distributed.fsdp import uses_fsdp
+from core.distributed.fsdp import full_model_state_dict, uses_fsdp
 from core.models.gpt_model import build_model_chunks
 from core.pipeline_parallel.layout import stage_layers
 from core.tensor_parallel.mappings import reduce_from_tensor_model_parallel_region
@@ -173,9 +174,6 @@ class DPOTask(PairwiseTask):
         _check_smoothing("--dpo-label-smoothing", args.dpo_label_smoothing)
         if args.dpo_label_smoothing and args.dpo_loss_type != "sigmoid":
             raise ArgumentError("--dpo-label-smoothing applies to --dpo-loss-type sigmoid only; drop it")
-        if uses_fsdp(args):
-            raise ArgumentError("--stage dpo keeps a reference model beside the policy, not built under FSDP yet; "
-                                "use DDP (with --use-distributed-optimizer to shard the optimizer)")
         if args.ref_model is not None and not os.path.isdir(args.ref_model):
             raise ArgumentError(f"--ref-model {args.ref_model}: no such directory; pass a checkpoint directory of "
                                 "this suite (tools/convert_ckpt.py writes one from Hugging Face)")
@@ -228,8 +226,8 @@ class DPOTask(PairwiseTask):
 
     def batches(self, dataset, batch_sampler, num_workers: int, device: torch.device) -> Iterator[Batch]:
         for batch in super().batches(dataset, batch_sampler, num_workers, device):
-            if self.reference_table is not None:
-                batch["reference_logps"] = self.reference_table[batch["pair"]]  # [b, 2]
+            if self.reference_table is not None:  # 1-D (chosen rows, then rejected): CP splits only [b, s, ...]
+                batch["reference_logps"] = self.reference_table[batch["pair"]].t().reshape(-1)  # [2b]
             yield batch
 
     # ---- the step ----------------------------------------------------------------------------
@@ -239,9 +237,7 @@ class DPOTask(PairwiseTask):
             policy_output = self.run_model(model, batch)
             if not model.post_process:
                 return policy_output, {}
-            reference_logps = batch["reference_logps"]  # [b, 2]
-            reference_sums = torch.cat([reference_logps[:, 0], reference_logps[:, 1]])  # [2b] chosen first
-            return self.loss(batch, model, policy_output, reference_sums)
+            return self.loss(batch, model, policy_output, batch["reference_logps"])  # [2b] chosen first
         rows = batch["tokens"].size(0)
         given = None if model.pre_process else model.input_tensor  # [s, 4b, h]: policy rows, then reference rows
         policy_output = self.run_model(model, batch, None if given is None else given[:, :rows])
@@ -308,9 +304,10 @@ def build_reference(trainer, ref_model: Optional[str]) -> List[nn.Module]:
     placement = stage_layers(args.num_layers, state.pp, args.virtual_pipeline_model_parallel_size,
                              args.num_layer_list)
     chunks = build_model_chunks(trainer.config, state, trainer.acc.device, args.seed, placement)
-    if ref_model is None:
+    if ref_model is None:  # the policy's weights now (under FSDP gathered whole on every rank: the copy is not sharded)
         for reference, policy in zip(chunks, trainer.models):
-            reference.load_state_dict(policy.state_dict())
+            reference.load_state_dict(full_model_state_dict(policy, state, on_every_rank=True) if uses_fsdp(args)
+                                      else policy.state_dict())
     else:
         load_reference(chunks, ref_model, trainer)
     for chunk in chunks:

@@ -3,8 +3,9 @@ logged statistic of two training steps, fp32, 1e-5 relative.
 
 One 2-process launch runs: DPO at TP 2 (with and without SP), PP 2 (the frozen reference's rows riding
 beside the policy's between stages), PP 2 with virtual stages, PP 2 with precomputed reference log-probs,
-CP 2 (sequence sums all-reduced over CP), DP 2 with the distributed optimizer; SimPO at PP 2 and CP 2;
-the reward model at TP 2 with SP (scores gathered over TP) and PP 2.
+CP 2 (sequence sums all-reduced over CP; also precomputed), DP 2 with the distributed optimizer, FSDP2
+and FSDP1 (the reference a whole copy gathered from the shards); SimPO at PP 2, CP 2 and FSDP2; the reward
+model at TP 2 with SP (scores gathered over TP), PP 2 and FSDP2.
 
     python -m pytest -q tests/distributed/test_posttrain_preference_parallel.py
 """
@@ -35,6 +36,11 @@ LAYOUTS: Dict[str, Tuple[str, List[str]]] = {
     "dpo_pp2_precomputed": ("dpo", PP2 + ["--precompute-ref-log-probs"]),
     "dpo_cp2": ("dpo", CP2),
     "dpo_dp2_distributed_optimizer": ("dpo", ["--use-distributed-optimizer"]),
+    "dpo_cp2_precomputed": ("dpo", CP2 + ["--precompute-ref-log-probs"]),
+    "dpo_fsdp2": ("dpo", ["--use-torch-fsdp2"]),
+    "dpo_fsdp1": ("dpo", ["--use-torch-fsdp"]),
+    "simpo_fsdp2": ("simpo", ["--use-torch-fsdp2"]),
+    "orm_fsdp2": ("orm", ["--use-torch-fsdp2"]),
     "simpo_pp2": ("simpo", PP2),
     "simpo_cp2": ("simpo", CP2),
     "orm_tp2_sp": ("orm", TP2 + ["--sequence-parallel"]),
