@@ -143,9 +143,9 @@ def test_dpo_starts_at_ln2_and_logs_the_replies_log_probs(tmp_path: Path) -> Non
 
 def test_dpo_raises_reward_accuracy_and_margin(tmp_path: Path) -> None:
     prefix, _ = pairwise_dataset(tmp_path, count=32)
-    trainer = _trainer("dpo", prefix, "--optimizer", "adam", "--lr", "0.01", "--train-iters", "24",
+    trainer = _trainer("dpo", prefix, "--optimizer", "adam", "--lr", "0.01", "--train-iters", "12",
                        "--dpo-beta", "0.5")
-    steps = _steps(trainer, 24)
+    steps = _steps(trainer, 12)
     first, last = steps[:4], steps[-4:]
     mean = lambda rows, name: float(np.mean([r.stats[name] for r in rows]))  # noqa: E731
     assert mean(last, "rewards/accuracies") >= 0.95 > mean(first, "rewards/accuracies")
