@@ -237,6 +237,9 @@ class DPOTask(PairwiseTask):
             policy_output = self.run_model(model, batch)
             if not model.post_process:
                 return policy_output, {}
+            if "reference_logps" not in batch:
+                raise RuntimeError("DPOTask has no reference: build the trainer with training.setup(), which calls "
+                                   "task.attach(trainer)")
             return self.loss(batch, model, policy_output, batch["reference_logps"])  # [2b] chosen first
         rows = batch["tokens"].size(0)
         given = None if model.pre_process else model.input_tensor  # [s, 4b, h]: policy rows, then reference rows

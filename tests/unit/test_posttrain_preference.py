@@ -289,3 +289,35 @@ def _trainer_argv(argv: List[str]):
     from mindspeed_llm.training.training import setup
 
     return setup(argv, STAGES[argv[argv.index("--stage") + 1]])
+
+
+def test_dpo_reads_what_preprocess_data_writes(tmp_path: Path) -> None:
+    from core.datasets import pairwise_dataset as reader
+    from mindspeed_llm.data import handlers
+    from tests.unit.test_preprocess_data import preprocess, sentence, write_jsonl
+    from tools import train_tokenizer
+
+    assert reader.PAIRWISE_FILES == handlers.PAIRWISE_FILES  # the reader's file names are the writer's
+    tokenizer = train_tokenizer.train_bpe(iter(sentence(i) for i in range(300)), vocab_size=300, min_frequency=1)
+    train_tokenizer.save_for_transformers(tokenizer, str(tmp_path / "tok"))
+    records = [{"instruction": sentence(i), "input": "", "chosen": sentence(i + 1), "rejected": sentence(i + 2, 2)}
+               for i in range(6)]
+    prefix = str(tmp_path / "dpo")
+    assert preprocess(str(tmp_path / "tok"), "--input", write_jsonl(tmp_path / "p.jsonl", records), "--handler-name",
+                      "AlpacaStylePairwiseHandler", "--prompt-type", "chatml", "--output-prefix", prefix) == 0
+    argv = list(ARGV)
+    for flag in ("--tokenizer-type", "--vocab-size", "--seq-length", "--max-position-embeddings"):
+        del argv[argv.index(flag):argv.index(flag) + 2]
+    trainer = _trainer_argv(argv + ["--stage", "dpo", "--data-path", prefix, "--tokenizer-type", "PretrainedFromHF",
+                                    "--tokenizer-name-or-path", str(tmp_path / "tok"), "--seq-length", "64",
+                                    "--max-position-embeddings", "64"])
+    dataset = trainer.datasets()[0]
+    files = {name: reader.IndexedDataset(f"{prefix}_packed_{name}_document") for name in reader.PAIRWISE_FILES}
+    sample, pair = dataset[0], int(dataset.order[0])
+    for side in reader.PAIR_SIDES:
+        ids, labels = files[f"{side}_input_ids"][pair].tolist(), files[f"{side}_labels"][pair].tolist()
+        assert sample[f"{side}_tokens"][:len(ids) - 1].tolist() == ids[:-1]
+        trained = [i for i, label in enumerate(labels[1:]) if label != -100]  # positions predicting the reply
+        assert trained and sample[f"{side}_loss_mask"].nonzero().flatten().tolist() == trained
+        assert int(sample[f"{side}_length"]) == len(ids)
+    assert abs(_steps(trainer, 1)[0].loss - math.log(2)) < 1e-6
