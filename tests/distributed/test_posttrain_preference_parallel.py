@@ -2,7 +2,7 @@
 logged statistic of two training steps, fp32, 1e-5 relative.
 
 One 2-process launch runs: DPO at TP 2 (with and without SP), PP 2 (the frozen reference's rows riding
-beside the policy's between stages), PP 2 with virtual stages, PP 2 with precomputed reference log-probs,
+beside the policy's between stages), PP 2 with virtual stages, PP 2 under the zero-bubble schedule, PP 2 with precomputed reference log-probs,
 CP 2 (sequence sums all-reduced over CP; also precomputed), DP 2 with the distributed optimizer, FSDP2
 and FSDP1 (the reference a whole copy gathered from the shards); SimPO at PP 2, CP 2 and FSDP2; the reward
 model at TP 2 with SP (scores gathered over TP), PP 2 and FSDP2.
@@ -34,6 +34,7 @@ LAYOUTS: Dict[str, Tuple[str, List[str]]] = {
     "dpo_pp2": ("dpo", PP2),
     "dpo_pp2_vpp": ("dpo_four_layers", PP2 + ["--num-layers-per-virtual-pipeline-stage", "1"]),
     "dpo_pp2_precomputed": ("dpo", PP2 + ["--precompute-ref-log-probs"]),
+    "dpo_pp2_zero_bubble": ("dpo", PP2 + ["--schedules-method", "zero-bubble"]),
     "dpo_cp2": ("dpo", CP2),
     "dpo_dp2_distributed_optimizer": ("dpo", ["--use-distributed-optimizer"]),
     "dpo_cp2_precomputed": ("dpo", CP2 + ["--precompute-ref-log-probs"]),
