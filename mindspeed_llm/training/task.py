@@ -20,7 +20,10 @@ optimizer step, checkpoints and logging, and never knows which stage it runs
 - ``stat_names``: the names of those statistics, the same on every rank (ranks
   that compute none still join their reduction). The first is the objective,
   logged in Megatron's line as ``lm loss`` so log parsers keep working;
-  the others follow it as ``name: value``.
+  the others follow it as ``name: value``;
+- optionally ``attach(trainer)`` (after the model is built and loaded: what the task needs beside it,
+  e.g. DPO's frozen reference) and ``micro_batch_rows(micro_batch_size)`` (rows of the activations
+  pipeline stages exchange when a sample is more than one row, e.g. a preference pair).
 
 Adding a task (developer note): write a subclass in its own module, e.g.
 ``mindspeed_llm/posttrain/dpo.py``::
