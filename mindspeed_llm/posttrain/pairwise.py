@@ -17,8 +17,8 @@ the reference's (no gradient flows into the latter). With ``--precompute-ref-log
 reference log-probs of every training pair are computed once before training (a forward-only pipeline
 pass over the pairs; each data-parallel rank computes them all) and the reference is dropped. Under FSDP
 the reference is a whole (unsharded) copy on every rank.
-Note: the default reference is the policy as loaded, so resuming a DPO run (``--load`` of a DPO
-checkpoint without ``--finetune``) needs ``--ref-model`` naming the initial model.
+Resuming a DPO run (``--load`` of a DPO checkpoint without ``--finetune``) needs ``--ref-model`` naming
+the initial model (the loaded policy has moved on); without it the resume is refused in one line.
 """
 from __future__ import annotations
 
@@ -184,6 +184,10 @@ class DPOTask(PairwiseTask):
 
     # ---- the reference -----------------------------------------------------------------------
     def attach(self, trainer) -> None:
+        if self.args.ref_model is None and trainer.iteration > 0:
+            raise checkpointing.CheckpointError(
+                f"--load {self.args.load} resumes DPO at iteration {trainer.iteration}: the loaded policy is no "
+                "longer the initial model that is the default reference; pass --ref-model DIR (the initial model)")
         references = build_reference(trainer, self.args.ref_model)
         if self.args.precompute_ref_log_probs:
             self.reference_table = self.precompute_reference(trainer, references)

@@ -6,11 +6,15 @@
   logged log-probs equal those computed here from full logits and the raw files.
 * DPO with the policy as its own reference gives ln 2 at step 1; precomputed reference log-probs and
   ``--ref-model`` (a checkpoint of the initial policy) give the same losses as the frozen copy.
+* The reward model exports (tools/convert_ckpt.py mg -> hf) as a LlamaForSequenceClassification that
+  transformers loads with no missing or unexpected key and that scores like ours; DPO reads what
+  preprocess_data.py's pairwise handler writes.
 * Training on tiny models: DPO raises reward accuracy and margin on a synthetic preference set; SimPO
   and the reward model learn (the reward model's accuracy rises on a separable set); the reward model
   scores the last real token with its value head.
 * Bad input, one line each: an instruction dataset given to DPO, no --is-pairwise-dataset, DPO flags
-  with another stage, a --ref-model with another vocabulary, label smoothing out of range, orm under CP.
+  with another stage, a --ref-model with another vocabulary, label smoothing out of range, orm under CP,
+  resuming DPO without --ref-model.
 
 TP 2, PP 2 and CP 2 equal one process in tests/distributed/test_posttrain_preference_parallel.py.
 
@@ -233,6 +237,11 @@ def test_bad_preference_input_is_one_line(tmp_path: Path, capsys: pytest.Capture
     other.save()
     line = _error(dpo + ["--data-path", prefix, "--ref-model", str(tmp_path / "vocab40")], capsys)
     assert "vocabulary of 40 tokens, the policy 32" in line
+    trained = _trainer("dpo", prefix, "--save", str(tmp_path / "dpo"))
+    _steps(trained, 1)
+    trained.save()
+    line = _error(dpo + ["--data-path", prefix, "--load", str(tmp_path / "dpo")], capsys)
+    assert "resumes DPO at iteration 1" in line and "--ref-model" in line
     from mindspeed_llm.arguments import ArgumentError, parse_args
     from mindspeed_llm.posttrain import RewardModelTask
 
