@@ -5,7 +5,8 @@ One 2-process launch runs: DPO at TP 2 (with and without SP), PP 2 (the frozen r
 beside the policy's between stages), PP 2 with virtual stages, PP 2 under the zero-bubble schedule, PP 2 with precomputed reference log-probs,
 CP 2 (sequence sums all-reduced over CP; also precomputed), DP 2 with the distributed optimizer, FSDP2
 and FSDP1 (the reference a whole copy gathered from the shards); SimPO at PP 2, CP 2 and FSDP2; the reward
-model at TP 2 with SP (scores gathered over TP), PP 2 and FSDP2.
+model at TP 2 with SP (scores gathered over TP), PP 2 and FSDP2; and DPO at TP 2 against ``--ref-model``, a
+TP-2 checkpoint of the initial model.
 
     python -m pytest -q tests/distributed/test_posttrain_preference_parallel.py
 """
@@ -62,8 +63,21 @@ def _steps(argv: List[str]) -> List[Dict[str, float]]:
     return figures
 
 
-def _worker(rank: int, world: int, jobs: Dict[str, List[str]]) -> Dict[str, List[Dict[str, float]]]:
-    return {name: _steps(argv) for name, argv in jobs.items()}
+def _with_saved_reference(argv: List[str], directory: str) -> List[Dict[str, float]]:
+    """The initial model saved at this layout, then DPO against it as ``--ref-model`` (loaded per TP rank)."""
+    from mindspeed_llm.posttrain import DPOTask
+    from mindspeed_llm.training.training import setup
+
+    initial = setup(argv + ["--save", directory], DPOTask)
+    initial.save()
+    return _steps(argv + ["--ref-model", directory])
+
+
+def _worker(rank: int, world: int, jobs: Dict[str, List[str]], ref_job: Tuple[List[str], str]
+            ) -> Dict[str, List[Dict[str, float]]]:
+    results = {name: _steps(argv) for name, argv in jobs.items()}
+    results["dpo_tp2_ref_model"] = _with_saved_reference(*ref_job)
+    return results
 
 
 def _close(ours: List[Dict[str, float]], theirs: List[Dict[str, float]]) -> bool:
@@ -76,7 +90,8 @@ def test_preference_stages_in_parallel_layouts_equal_one_process(tmp_path) -> No
     references = {name: _steps(base + flags) for name, flags in MODELS.items()}
     assert references["dpo"][1]["rewards/margins"] != 0 and references["orm"][0]["accuracy"] >= 0
     jobs = {name: base + MODELS[model] + flags for name, (model, flags) in LAYOUTS.items()}
-    per_rank = run_distributed(2, _worker, jobs)
-    wrong = {name: (steps, references[LAYOUTS[name][0]]) for name, steps in per_rank[-1].items()
-             if not _close(steps, references[LAYOUTS[name][0]])}
+    per_rank = run_distributed(2, _worker, jobs, (base + MODELS["dpo"] + TP2, str(tmp_path / "initial_tp2")))
+    expected = {name: references[model] for name, (model, _) in LAYOUTS.items()}
+    expected["dpo_tp2_ref_model"] = references["dpo"]
+    wrong = {name: (steps, expected[name]) for name, steps in per_rank[-1].items() if not _close(steps, expected[name])}
     assert not wrong, f"{sorted(wrong)} differ from one process: {wrong}"
