@@ -257,6 +257,7 @@ RUNTIME_CONFIG_FIELDS = frozenset({
     "context_parallel_algo", "ulysses_degree_in_cp", "attention_mask_type", "cp_send_recv_overlap",
     "kv_head_repeat_before_uly_alltoall",
     "swap_attention", "swap_modules",  # where activations wait for the backward (memory)
+    "value_head",  # a reward model (--stage orm) starts from a language model's checkpoint
     "mtp_loss_scaling_factor",  # a loss weight, not architecture (DeepSeek-V3 lowered it from 0.3 to 0.1 mid-run)
 })
 

@@ -523,6 +523,27 @@ def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
                             "length up to a multiple of this (and of what CP and SP need)")
     group.add_argument("--full-shuffle-instruction-dataset", action="store_true",
                        help="SFT: shuffle the sample order across epochs too (default: one permutation per epoch)")
+    group.add_argument("--is-pairwise-dataset", action="store_true",
+                       help="--data-path is a pairwise (chosen/rejected) dataset (preprocess_data.py's pairwise "
+                            "handlers); for --stage dpo, simpo and orm")
+    group.add_argument("--dpo-loss-type", choices=("sigmoid", "hinge", "ipo"), default="sigmoid",
+                       help="DPO loss: sigmoid (DPO), hinge (SLiC) or ipo (IPO, on length-normalised log-probs)")
+    group.add_argument("--dpo-beta", type=float, default=0.1, help="DPO: the KL weight beta")
+    group.add_argument("--dpo-label-smoothing", type=float, default=0.0,
+                       help="DPO sigmoid loss: the assumed share of flipped preference labels (cDPO), in [0, 0.5)")
+    group.add_argument("--pref-ftx", type=float, default=0.0,
+                       help="DPO: add this weight times the chosen reply's mean token cross-entropy (an SFT term)")
+    group.add_argument("--ref-model", type=str, default=None,
+                       help="DPO: the reference model's checkpoint directory (ours; default: the initial policy)")
+    group.add_argument("--precompute-ref-log-probs", action="store_true",
+                       help="DPO: compute the reference log-probs of the whole training set once, before training "
+                            "(no reference forward during training)")
+    group.add_argument("--simpo-beta", type=float, default=2.5, help="SimPO: the reward scale beta")
+    group.add_argument("--gamma-beta-ratio", type=float, default=1.4,
+                       help="SimPO: the target reward margin gamma divided by beta")
+    group.add_argument("--simpo-loss-type", choices=("sigmoid", "hinge"), default="sigmoid", help="SimPO loss")
+    group.add_argument("--simpo-label-smoothing", type=float, default=0.0,
+                       help="SimPO sigmoid loss: the assumed share of flipped preference labels, in [0, 0.5)")
 
 
 def _add_logging_args(parser: argparse.ArgumentParser) -> None:
@@ -1005,9 +1026,6 @@ class Refusal:
 # The one table of refused flags: validate_args enforces it (command line and YAML alike) and
 # tests/unit/test_flag_coverage.py accepts a flag that nothing reads only when it is listed here.
 REFUSED_FLAGS: Tuple[Refusal, ...] = (
-    Refusal("stage", lambda args: args.stage in ("dpo", "simpo", "orm"),
-            "--stage dpo/simpo/orm is not built yet (post-training part 1, issue 12); use --stage sft",
-            ("--stage", "dpo")),
 )
 
 # (flag, what it needs, the needed flags as the user writes them): a flag given without what
@@ -1040,6 +1058,12 @@ DEPENDENT_FLAGS: Tuple[Tuple[str, Callable[[argparse.Namespace], bool], str], ..
      "--context-parallel-size > 1 with megatron_cp_algo or hybrid_cp_algo"),
     ("use_cp_send_recv_overlap", lambda args: args.context_parallel_size > 1 and args.context_parallel_algo in (RING, HYBRID),
      "--context-parallel-size > 1 with megatron_cp_algo or hybrid_cp_algo"),
+    *((dest, lambda args: args.stage == "dpo", "--stage dpo")
+      for dest in ("dpo_loss_type", "dpo_beta", "dpo_label_smoothing", "pref_ftx", "ref_model",
+                   "precompute_ref_log_probs")),
+    *((dest, lambda args: args.stage == "simpo", "--stage simpo")
+      for dest in ("simpo_beta", "gamma_beta_ratio", "simpo_loss_type", "simpo_label_smoothing")),
+    ("is_pairwise_dataset", lambda args: args.stage in ("dpo", "simpo", "orm"), "--stage dpo, simpo or orm"),
     ("kv_head_repeat_before_uly_alltoall",
      lambda args: args.context_parallel_size > 1 and args.context_parallel_algo in (ULYSSES, HYBRID),
      "--context-parallel-size > 1 with ulysses_cp_algo or hybrid_cp_algo"),
@@ -1371,6 +1395,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             first_input_layernorm=args.first_input_layernorm,
             prediction_head=args.prediction_head,
             prediction_head_bias=args.prediction_head_bias,
+            value_head=args.stage == "orm",
             value_norm=args.value_norm,
             layer_scalar=args.layer_scalar,
             global_kv_channels=args.global_kv_channels,

@@ -965,6 +965,8 @@ class HFWeightSink:
         return [(0,)]
 
     def write(self, name: str, tensors: Sequence[torch.Tensor], ranks: Sequence[int]) -> None:
+        if self.layout.config.value_head and name == "output_layer.weight":
+            return  # a reward model: HF's sequence classifier has the score head and no lm_head
         for hf_name, tensor in zip(self.layout.rules[name][1], tensors):
             self.sink.add(hf_name, tensor)
 

@@ -485,15 +485,17 @@ def _full_fsdp1_state_dict(model: nn.Module, keep: bool) -> Dict[str, torch.Tens
         return {clean_name(k): v.detach().cpu().clone() for k, v in state.items()} if keep else {}
 
 
-def full_model_state_dict(model: nn.Module, state: ParallelState) -> Dict[str, torch.Tensor]:
-    """The TP-local, unsharded state dict on ``dp_cp`` rank 0 (``{}`` elsewhere). Collective over DP x CP.
+def full_model_state_dict(model: nn.Module, state: ParallelState, on_every_rank: bool = False
+                          ) -> Dict[str, torch.Tensor]:
+    """The TP-local, unsharded state dict on ``dp_cp`` rank 0 (``{}`` elsewhere; on every rank with
+    ``on_every_rank``, e.g. for a DPO reference copy). Collective over DP x CP.
 
     Equal to ``model.state_dict()`` of the same model without FSDP, so the
     ``model`` entry of a Megatron checkpoint does not depend on FSDP.
     (``get_model_state_dict(cpu_offload=True)`` keeps the result on *global*
     rank 0 only, which loses TP ranks > 0; hence these loops.)
     """
-    keep = state.group("dp_cp").rank == 0
+    keep = on_every_rank or state.group("dp_cp").rank == 0
     if fsdp_info(model).kind == "fsdp2":
         return _full_fsdp2_state_dict(model, keep)
     return _full_fsdp1_state_dict(model, keep)

@@ -27,7 +27,7 @@ from core.ssm.mamba_mixer import MAMBA_INITS
 from core.tensor_parallel.cross_entropy import vocab_parallel_cross_entropy
 from core.tensor_parallel.layers import (ColumnParallelLinear, VocabParallelEmbedding, column_parallel_linear,
                                         mark_param)
-from core.tensor_parallel.mappings import gather_from_tensor_model_parallel_region
+from core.tensor_parallel.mappings import gather_from_sequence_parallel_region, gather_from_tensor_model_parallel_region
 from core.tensor_parallel.param_meta import TPShard, copy_meta, full_shape, local_tensor, param_meta, update_meta
 from core.transformer.block import TransformerBlock, compute_dtype, hidden_dropout, hidden_norm
 from core.transformer.config import TransformerConfig
@@ -96,6 +96,36 @@ class PredictionHead(nn.Module):
         return self.norm(self.act(self.dense(hidden)))
 
 
+class ValueHead(nn.Module):
+    """A reward model's score head (``value_head``): ``w . x`` per token, ``w`` ``[1, h]`` replicated over TP.
+
+    Each rank scores the hidden states it holds; under sequence parallelism the scores are gathered over
+    TP (every rank then holds all of them and computes the same loss), so the weight's gradient is a
+    partial sum over TP only then. A checkpoint without the head (a language model being turned into a
+    reward model) loads with the head as initialised.
+    """
+
+    WEIGHT = "weight"
+
+    def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
+        super().__init__()
+        self.config, self.tp_group = config, state.tp_group
+        self.weight = mark_param(nn.Parameter(torch.empty(1, config.hidden_size, dtype=config.params_dtype)),
+                                 init="normal", grad_partial_over_tp=config.sequence_parallel)
+        self.register_load_state_dict_pre_hook(self._keep_when_missing)
+
+    def _keep_when_missing(self, module: nn.Module, state_dict: Dict[str, torch.Tensor], prefix: str,
+                           *unused: object) -> None:
+        state_dict.setdefault(prefix + self.WEIGHT, self.weight.detach().clone())
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        # hidden [s(/tp), b, h] -> scores [b, s] in fp32
+        scores = F.linear(hidden.to(self.weight.dtype), self.weight).squeeze(-1)  # [s(/tp), b]
+        if self.config.sequence_parallel:
+            scores = gather_from_sequence_parallel_region(scores, self.tp_group, output_grad_is_partial=False)
+        return scores.float().t().contiguous()
+
+
 class GPTModel(nn.Module):
     """The decoder of one pipeline stage (chunk); ``state`` gives the process groups its layers need."""
 
@@ -129,6 +159,7 @@ class GPTModel(nn.Module):
             self.output_layer_bias = mark_param(
                 nn.Parameter(torch.empty(vocab_shard.local_size(state.tp_group.size), dtype=config.params_dtype)),
                 init="zeros", tp_shard=vocab_shard)
+        self.value_head = ValueHead(config, state) if post_process and config.value_head else None
         self.input_tensor: Optional[torch.Tensor] = None
         self.context_parallel = context_parallel_for(config, state)  # None without CP
 
@@ -190,6 +221,8 @@ class GPTModel(nn.Module):
         hidden = self.decoder(hidden, rotary, layout)
         if not self.post_process:
             return hidden
+        if self.value_head is not None:  # a reward model: a score per token instead of logits
+            return self.value_head(hidden)  # [b, s]
         if self.mtp is not None:  # per-token losses of the MTP modules, kept for the task (collect_mtp_losses)
             self.mtp.last_losses = [] if labels is None else self.mtp(
                 input_ids, labels, hidden, rotary, embed=lambda ids: self.embedding(ids, position_ids),

@@ -239,6 +239,9 @@ class TransformerConfig:
     # over TP, act one of PREDICTION_HEAD_ACTIVATIONS (ModernBERT) [--prediction-head ACT]; dense bias [--prediction-head-bias]
     prediction_head: Optional[str] = None
     prediction_head_bias: bool = False
+    # A scalar score head on the final hidden states instead of the logits: a reward model (set by
+    # posttrain.py --stage orm, not a flag; core/models/gpt_model.ValueHead)
+    value_head: bool = False
     value_norm: bool = False  # V RMS-normalised over each head, without weight, before attention (Gemma4) [--value-norm]
     layer_scalar: bool = False  # each layer's output (residual included) times a scalar of its own (Gemma4) [--layer-scalar]
     # Full-attention layers with their own head dim and KV head count (Gemma4's global_head_dim and

@@ -272,6 +272,9 @@ OLMO2_WEIGHTS = GEMMA2_WEIGHTS
 PHI3_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"self_attention.linear_qkv.weight": "self_attn.qkv_proj.weight",
                                         "mlp.linear_fc1.weight": "mlp.gate_up_proj.weight"})
 
+# A reward model's score head (--stage orm): HF ...ForSequenceClassification's ``score`` (no bias, one label)
+VALUE_HEAD_RULE = WeightRule("value_head.weight", ("score.weight",))
+
 # HF tensors that carry no weights (old checkpoints store the RoPE buffer).
 # Old GPT-NeoX/GPT-J checkpoints also store their causal-mask buffers (attention.bias, attn.masked_bias).
 IGNORED_HF_TENSORS = (re.compile(r".*rotary_emb\.inv_freq$"), re.compile(r".*\.(attention|attn)\.(bias|masked_bias)$"))
@@ -876,8 +879,9 @@ class Family:
     weights_for: Optional[Callable[[TransformerConfig], Tuple[WeightRule, ...]]] = None
 
     def rules(self, cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
-        """The weight map of the model built from ``cfg``."""
-        return self.weights_for(cfg) if self.weights_for is not None else self.weights
+        """The weight map of the model built from ``cfg`` (a reward model's score head included)."""
+        rules = self.weights_for(cfg) if self.weights_for is not None else self.weights
+        return tuple(rules) + (VALUE_HEAD_RULE,) if cfg.value_head else rules
 
     def to_config(self, hf: Dict[str, Any]) -> Dict[str, Any]:
         """:class:`TransformerConfig` kwargs from an HF ``config.json`` dict."""
@@ -899,6 +903,9 @@ class Family:
             if original and key in original:
                 base[key] = original[key]
         base["model_type"], base["architectures"] = self.model_type, [self.architecture]
+        if cfg.value_head:  # a reward model: HF's sequence classifier with one label (the score)
+            base["architectures"] = [self.architecture.replace("ForCausalLM", "ForSequenceClassification")]
+            base["id2label"], base["label2id"] = {"0": "LABEL_0"}, {"LABEL_0": 0}
         return dict(sorted(base.items()))
 
 

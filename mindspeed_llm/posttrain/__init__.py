@@ -5,12 +5,14 @@ import sys
 from typing import Dict, List, Optional, Type
 
 from mindspeed_llm.arguments import ArgumentError, parse_args
+from mindspeed_llm.posttrain.orm import RewardModelTask
+from mindspeed_llm.posttrain.pairwise import DPOTask, SimPOTask
 from mindspeed_llm.posttrain.sft import SFTTask
 
-__all__ = ["STAGES", "SFTTask", "posttrain", "stage_task"]
+__all__ = ["STAGES", "DPOTask", "RewardModelTask", "SFTTask", "SimPOTask", "posttrain", "stage_task"]
 from mindspeed_llm.training.task import TrainingTask
 
-STAGES: Dict[str, Type[TrainingTask]] = {"sft": SFTTask}
+STAGES: Dict[str, Type[TrainingTask]] = {"sft": SFTTask, "dpo": DPOTask, "simpo": SimPOTask, "orm": RewardModelTask}
 
 
 def stage_task(argv: Optional[List[str]] = None) -> Type[TrainingTask]:
@@ -22,7 +24,7 @@ def stage_task(argv: Optional[List[str]] = None) -> Type[TrainingTask]:
     except ArgumentError as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
-    return STAGES.get(stage, SFTTask)  # stages not built yet are refused by validate_args (REFUSED_FLAGS)
+    return STAGES[stage]
 
 
 def posttrain(argv: Optional[List[str]] = None):

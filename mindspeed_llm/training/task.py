@@ -20,7 +20,10 @@ optimizer step, checkpoints and logging, and never knows which stage it runs
 - ``stat_names``: the names of those statistics, the same on every rank (ranks
   that compute none still join their reduction). The first is the objective,
   logged in Megatron's line as ``lm loss`` so log parsers keep working;
-  the others follow it as ``name: value``.
+  the others follow it as ``name: value``;
+- optionally ``attach(trainer)`` (after the model is built and loaded: what the task needs beside it,
+  e.g. DPO's frozen reference) and ``micro_batch_rows(micro_batch_size)`` (rows of the activations
+  pipeline stages exchange when a sample is more than one row, e.g. a preference pair).
 
 Adding a task (developer note): write a subclass in its own module, e.g.
 ``mindspeed_llm/posttrain/dpo.py``::
@@ -79,6 +82,16 @@ class TrainingTask:
 
     def forward_step(self, batch: Batch, model: nn.Module) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
         raise NotImplementedError
+
+    def attach(self, trainer: "Trainer") -> None:  # noqa: F821 (training.Trainer; no import cycle)
+        """Called once by ``setup`` after the model is built and ``--load`` is loaded: a task that needs more
+        than the trained model (a frozen DPO reference, precomputed reference log-probs) builds it here."""
+
+    def micro_batch_rows(self, micro_batch_size: int) -> int:
+        """Rows of the activations ``[s, rows, h]`` that pipeline stages exchange for one micro-batch of
+        ``micro_batch_size`` samples (a preference pair is two rows; a frozen reference run beside the
+        policy doubles them)."""
+        return micro_batch_size
 
     def batches(self, dataset: Dataset, batch_sampler: Iterable[List[int]], num_workers: int,
                 device: torch.device) -> Iterator[Batch]:

@@ -4,8 +4,8 @@
   (labels -100 elsewhere, no prediction across a packed sample's end).
 * posttrain.py trains from the command line (one process); packed SFT under context parallelism and TP
   equals one process in tests/distributed/test_context_parallel.py.
-* Bad input: a pairwise dataset given to SFT, no --is-instruction-dataset, a missing --stage, a stage not
-  built yet, and posttrain flags given to pretraining, each one line.
+* Bad input: a pairwise dataset given to SFT, no --is-instruction-dataset, a missing --stage, an
+  instruction dataset given to DPO, and posttrain flags given to pretraining, each one line.
 
     python -m pytest -q tests/unit/test_posttrain_sft.py
 """
@@ -120,8 +120,8 @@ def test_bad_posttrain_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureF
     assert "add --is-instruction-dataset" in _error(without + ["--data-path", instruction], capsys)
     no_stage = [arg for arg in ARGV if arg not in ("--stage", "sft")]
     assert "posttrain.py needs --stage" in _error(no_stage + ["--data-path", instruction], capsys)
-    assert "--stage dpo/simpo/orm is not built yet" in _error(ARGV + ["--stage", "dpo", "--data-path", instruction],
-                                                              capsys)
+    dpo = [arg for arg in ARGV if arg != "--is-instruction-dataset"] + ["--is-pairwise-dataset"]
+    assert "is an instruction dataset" in _error(dpo + ["--stage", "dpo", "--data-path", instruction], capsys)
     assert "--stage belongs to posttrain.py" in _error(no_stage + ["--stage", "sft", "--mock-data"], capsys,
                                                        "pretrain")
     assert "--stage" in _error(ARGV + ["--stage", "stf", "--data-path", instruction], capsys)  # misspelt

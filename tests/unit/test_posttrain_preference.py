@@ -1,0 +1,332 @@
+"""``posttrain.py --stage dpo|simpo|orm`` on pairwise data (issue 12, points 5-7).
+
+* The losses against formulas written out here with Python floats: every DPO loss type, label smoothing,
+  SimPO (both types) and Bradley-Terry.
+* The pairwise reader: a pair is two rows (chosen first), shifted, trained on the final reply only; the
+  logged log-probs equal those computed here from full logits and the raw files.
+* DPO with the policy as its own reference gives ln 2 at step 1; precomputed reference log-probs and
+  ``--ref-model`` (a checkpoint of the initial policy) give the same losses as the frozen copy.
+* The reward model exports (tools/convert_ckpt.py mg -> hf) as a LlamaForSequenceClassification that
+  transformers loads with no missing or unexpected key and that scores like ours; DPO reads what
+  preprocess_data.py's pairwise handler writes.
+* Training on tiny models: DPO raises reward accuracy and margin on a synthetic preference set; SimPO
+  and the reward model learn (the reward model's accuracy rises on a separable set); the reward model
+  scores the last real token with its value head.
+* Bad input, one line each: an instruction dataset given to DPO, no --is-pairwise-dataset, DPO flags
+  with another stage, a --ref-model with another vocabulary, label smoothing out of range, orm under CP,
+  resuming DPO without --ref-model.
+
+TP 2, PP 2 and CP 2 equal one process in tests/distributed/test_posttrain_preference_parallel.py.
+
+    python -m pytest -q tests/unit/test_posttrain_preference.py
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import List, Sequence, Tuple
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from core.datasets.pairwise_dataset import PAIRWISE_FILES
+from mindspeed_llm.posttrain.preference_loss import bradley_terry_loss, dpo_loss, simpo_loss
+from tests.unit.test_posttrain_sft import ARGV as SFT_ARGV
+from tests.unit.test_posttrain_sft import _error, instruction_dataset, write_indexed
+
+SEQ = 16
+ARGV = [arg for arg in SFT_ARGV if arg not in ("--stage", "sft", "--is-instruction-dataset")] + [
+    "--is-pairwise-dataset", "--num-workers", "0"]
+Pair = Tuple[List[int], List[int], List[int], List[int]]  # chosen ids, chosen labels, rejected ids, rejected labels
+
+CHOSEN_WORDS, REJECTED_WORDS = (20, 21, 22), (24, 25, 26, 27, 28)
+
+
+def preference_pairs(count: int, seed: int = 0) -> List[Pair]:
+    """A prompt, then a reply from the chosen words or from the rejected ones (a learnable preference)."""
+    rng = np.random.RandomState(seed)
+    pairs = []
+    for _ in range(count):
+        prompt = rng.randint(1, 19, rng.randint(2, 6)).tolist()
+        chosen = rng.choice(CHOSEN_WORDS, rng.randint(1, 5)).tolist() + [2]
+        rejected = rng.choice(REJECTED_WORDS, rng.randint(1, 5)).tolist() + [2]
+        pairs.append((prompt + chosen, [-100] * len(prompt) + chosen, prompt + rejected,
+                      [-100] * len(prompt) + rejected))
+    return pairs
+
+
+def pairwise_dataset(directory: Path, count: int = 16, seed: int = 0) -> Tuple[str, List[Pair]]:
+    prefix = str(directory / "pairs")
+    pairs = preference_pairs(count, seed)
+    write_indexed(prefix, PAIRWISE_FILES, pairs)
+    return prefix, pairs
+
+
+def _trainer(stage: str, prefix: str, *extra: str):
+    from mindspeed_llm.posttrain import STAGES
+    from mindspeed_llm.training.training import setup
+
+    return setup(ARGV + ["--stage", stage, "--data-path", prefix, *extra], STAGES[stage])
+
+
+def _steps(trainer, count: int):
+    iterator = trainer.train_iterator()
+    return [trainer.train_step(iterator) for _ in range(count)]
+
+
+# ------------------------------------------------------------------------------------------- the losses
+
+def _logsigmoid(x: float) -> float:
+    return -math.log1p(math.exp(-x)) if x >= 0 else x - math.log1p(math.exp(x))
+
+
+def _values(seed: int, count: int = 6) -> List[torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(count, generator=generator, dtype=torch.float64) * 3 for _ in range(4)]
+
+
+@pytest.mark.parametrize("loss_type,smoothing", [("sigmoid", 0.0), ("sigmoid", 0.2), ("hinge", 0.0), ("ipo", 0.0)])
+def test_dpo_losses_match_their_formulas(loss_type: str, smoothing: float) -> None:
+    beta = 0.3
+    pc, pr, rc, rr = _values(1)
+    losses, chosen_rewards, rejected_rewards = dpo_loss(pc, pr, rc, rr, beta, loss_type, smoothing)
+    for i in range(len(pc)):
+        h = (float(pc[i]) - float(rc[i])) - (float(pr[i]) - float(rr[i]))
+        expected = {"sigmoid": -(1 - smoothing) * _logsigmoid(beta * h) - smoothing * _logsigmoid(-beta * h),
+                    "hinge": max(0.0, 1 - beta * h), "ipo": (h - 1 / (2 * beta)) ** 2}[loss_type]
+        assert abs(float(losses[i]) - expected) < 1e-12
+        assert abs(float(chosen_rewards[i]) - beta * (float(pc[i]) - float(rc[i]))) < 1e-12
+        assert abs(float(rejected_rewards[i]) - beta * (float(pr[i]) - float(rr[i]))) < 1e-12
+
+
+@pytest.mark.parametrize("loss_type,smoothing", [("sigmoid", 0.0), ("sigmoid", 0.1), ("hinge", 0.0)])
+def test_simpo_and_bradley_terry_match_their_formulas(loss_type: str, smoothing: float) -> None:
+    beta, ratio = 2.5, 0.4
+    chosen, rejected, _, _ = _values(2)
+    losses, chosen_rewards, _ = simpo_loss(chosen, rejected, beta, ratio, loss_type, smoothing)
+    bt = bradley_terry_loss(chosen, rejected)
+    for i in range(len(chosen)):
+        h = beta * (float(chosen[i]) - float(rejected[i]) - ratio)
+        expected = (-(1 - smoothing) * _logsigmoid(h) - smoothing * _logsigmoid(-h) if loss_type == "sigmoid"
+                    else max(0.0, 1 - h))
+        assert abs(float(losses[i]) - expected) < 1e-12
+        assert abs(float(chosen_rewards[i]) - beta * float(chosen[i])) < 1e-12
+        assert abs(float(bt[i]) + _logsigmoid(float(chosen[i]) - float(rejected[i]))) < 1e-12
+
+
+# ---------------------------------------------------------------------------------------------- the stages
+
+def _reply_log_probs(logits: torch.Tensor, ids: List[int], labels: List[int]) -> float:
+    """Sum of log p(label | prefix) over the reply's tokens, from full logits ``[s, v]`` of one row."""
+    total = 0.0
+    for i in range(min(len(ids), SEQ + 1) - 1):
+        if labels[i + 1] != -100:
+            total += float(F.log_softmax(logits[i].double(), -1)[ids[i + 1]])
+    return total
+
+
+def test_dpo_starts_at_ln2_and_logs_the_replies_log_probs(tmp_path: Path) -> None:
+    prefix, pairs = pairwise_dataset(tmp_path)
+    trainer = _trainer("dpo", prefix, "--global-batch-size", "2")
+    dataset = trainer.datasets()[0]
+    batch = trainer.task.collate([dataset[0], dataset[1]])
+    assert batch["tokens"].shape == (4, SEQ) and batch["pair"].tolist() == [int(i) for i in dataset.order[:2]]
+    logits = trainer.model(batch["tokens"])  # [4, s, v] rows: chosen 0, chosen 1, rejected 0, rejected 1
+    expected = {"chosen": [], "rejected": []}
+    for row, (side, k) in enumerate([("chosen", 0), ("chosen", 1), ("rejected", 0), ("rejected", 1)]):
+        ids, labels = pairs[int(dataset.order[k])][:2] if side == "chosen" else pairs[int(dataset.order[k])][2:]
+        expected[side].append(_reply_log_probs(logits[row].detach(), ids, labels))
+    step = _steps(trainer, 1)[0]
+    assert abs(step.loss - math.log(2)) < 1e-6  # the policy is its own reference: every log-ratio is 0
+    assert step.stats["rewards/margins"] == 0 and step.stats["rewards/accuracies"] == 0
+    assert abs(step.stats["logps/chosen"] - np.mean(expected["chosen"])) < 1e-4
+    assert abs(step.stats["logps/rejected"] - np.mean(expected["rejected"])) < 1e-4
+
+
+def test_dpo_raises_reward_accuracy_and_margin(tmp_path: Path) -> None:
+    prefix, _ = pairwise_dataset(tmp_path, count=32)
+    trainer = _trainer("dpo", prefix, "--optimizer", "adam", "--lr", "0.01", "--train-iters", "12",
+                       "--dpo-beta", "0.5")
+    steps = _steps(trainer, 12)
+    first, last = steps[:4], steps[-4:]
+    mean = lambda rows, name: float(np.mean([r.stats[name] for r in rows]))  # noqa: E731
+    assert mean(last, "rewards/accuracies") >= 0.95 > mean(first, "rewards/accuracies")
+    assert mean(last, "rewards/margins") > mean(first, "rewards/margins") + 1.0
+    assert mean(last, "lm loss") < 0.5 * math.log(2)
+
+
+def test_the_reference_precomputed_or_from_a_checkpoint_equals_the_frozen_copy(tmp_path: Path) -> None:
+    prefix, _ = pairwise_dataset(tmp_path)
+    extra = ["--pref-ftx", "0.5", "--train-iters", "3"]
+    frozen = [step.stats for step in _steps(_trainer("dpo", prefix, *extra), 3)]
+    precomputed = [step.stats for step in _steps(_trainer("dpo", prefix, *extra, "--precompute-ref-log-probs"), 3)]
+    initial = _trainer("dpo", prefix, *extra)
+    initial.args.save = str(tmp_path / "initial")
+    initial.save()
+    from_checkpoint = [step.stats for step in _steps(
+        _trainer("dpo", prefix, *extra, "--ref-model", str(tmp_path / "initial"), "--precompute-ref-log-probs"), 3)]
+    assert frozen[0]["sft loss"] > 0 and frozen[2]["rewards/margins"] != 0
+    for ours in (precomputed, from_checkpoint):
+        for a, b in zip(ours, frozen):
+            assert all(abs(a[name] - b[name]) <= 1e-5 * max(1.0, abs(b[name])) for name in b), (a, b)
+
+
+@pytest.mark.parametrize("loss_type", ["hinge", "ipo"])
+def test_other_dpo_losses_train(tmp_path: Path, loss_type: str) -> None:
+    prefix, _ = pairwise_dataset(tmp_path)
+    steps = _steps(_trainer("dpo", prefix, "--dpo-loss-type", loss_type, "--optimizer", "adam", "--lr", "0.01",
+                            "--train-iters", "5"), 5)
+    expected = {"hinge": 1.0, "ipo": (1 / (2 * 0.1)) ** 2}[loss_type]  # at step 1 every log-ratio is 0
+    assert abs(steps[0].loss - expected) < 1e-5 and steps[-1].loss < steps[0].loss
+
+
+def test_simpo_learns_the_preference(tmp_path: Path) -> None:
+    prefix, _ = pairwise_dataset(tmp_path)
+    steps = _steps(_trainer("simpo", prefix, "--optimizer", "adam", "--lr", "0.01", "--train-iters", "8"), 8)
+    assert steps[-1].loss < 0.5 * steps[0].loss and steps[-1].stats["rewards/accuracies"] == 1.0
+    first = steps[0].stats  # the objective follows from the logged mean log-probs (rewards = beta x mean)
+    assert abs(first["rewards/chosen"] / 2.5 - first["logps/chosen"]) < 1e-5
+
+
+def test_the_reward_model_scores_the_last_token_and_learns(tmp_path: Path) -> None:
+    from core.models.gpt_model import ValueHead
+
+    prefix, pairs = pairwise_dataset(tmp_path, count=32)
+    trainer = _trainer("orm", prefix, "--optimizer", "adam", "--lr", "0.01", "--train-iters", "16")
+    assert isinstance(trainer.model.value_head, ValueHead)
+    dataset = trainer.datasets()[0]
+    batch = trainer.task.collate([dataset[0], dataset[1]])
+    scores = trainer.model(batch["tokens"])  # [4, s] one score per token
+    loss, stats = trainer.task.forward_step(batch, trainer.model)
+    last = [len(pairs[int(dataset.order[k])][0 if side == 0 else 2]) - 1 for side in (0, 1) for k in (0, 1)]
+    rewards = scores[torch.arange(4), torch.tensor(last)]
+    assert torch.allclose(loss, -F.logsigmoid(rewards[:2] - rewards[2:]).mean(), atol=1e-6)
+    steps = _steps(trainer, 16)
+    accuracy = lambda rows: float(np.mean([r.stats["accuracy"] for r in rows]))  # noqa: E731
+    assert accuracy(steps[-4:]) == 1.0 > accuracy(steps[:4]) and steps[-1].loss < 0.2
+
+
+def test_a_language_model_checkpoint_loads_into_the_reward_model(tmp_path: Path) -> None:
+    prefix, _ = pairwise_dataset(tmp_path)
+    policy = _trainer("dpo", prefix)
+    policy.args.save = str(tmp_path / "lm")
+    policy.save()
+    reward = _trainer("orm", prefix, "--load", str(tmp_path / "lm"), "--finetune")
+    lm_weights = policy.model.state_dict()
+    for name, value in reward.model.state_dict().items():
+        if not name.startswith("value_head"):
+            assert torch.equal(value, lm_weights[name]), name
+
+
+def test_bad_preference_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    prefix, _ = pairwise_dataset(tmp_path)
+    instruction, _ = instruction_dataset(tmp_path)
+    dpo = ARGV + ["--stage", "dpo"]
+    assert "is an instruction dataset" in _error(dpo + ["--data-path", instruction], capsys)
+    without = [arg for arg in dpo if arg != "--is-pairwise-dataset"]
+    assert "add --is-pairwise-dataset" in _error(without + ["--data-path", prefix], capsys)
+    sft = SFT_ARGV + ["--data-path", instruction]
+    assert "--dpo-beta has no effect without --stage dpo" in _error(sft + ["--dpo-beta", "0.2"], capsys)
+    assert "--is-pairwise-dataset has no effect" in _error(sft + ["--is-pairwise-dataset"], capsys)
+    assert "outside [0, 0.5)" in _error(dpo + ["--data-path", prefix, "--dpo-label-smoothing", "0.5"], capsys)
+    assert "--ref-model" in _error(dpo + ["--data-path", prefix, "--ref-model", str(tmp_path / "none")], capsys)
+    other = _trainer("dpo", prefix, "--vocab-size", "40")
+    other.args.save = str(tmp_path / "vocab40")
+    other.save()
+    line = _error(dpo + ["--data-path", prefix, "--ref-model", str(tmp_path / "vocab40")], capsys)
+    assert "vocabulary of 40 tokens, the policy 32" in line
+    trained = _trainer("dpo", prefix, "--save", str(tmp_path / "dpo"))
+    _steps(trained, 1)
+    trained.save()
+    line = _error(dpo + ["--data-path", prefix, "--load", str(tmp_path / "dpo")], capsys)
+    assert "resumes DPO at iteration 1" in line and "--ref-model" in line
+    from mindspeed_llm.arguments import ArgumentError, parse_args
+    from mindspeed_llm.posttrain import RewardModelTask
+
+    args = parse_args(ARGV + ["--stage", "orm", "--data-path", prefix, "--context-parallel-size", "2"])
+    with pytest.raises(ArgumentError, match="--stage orm scores each reply's last token"):
+        RewardModelTask(args).validate(args)  # (a 2-rank layout: checked here without launching it)
+
+
+def test_the_reward_model_exports_to_a_transformers_sequence_classifier(tmp_path: Path) -> None:
+    import transformers
+    from safetensors import safe_open
+
+    from tools.convert_ckpt import main as convert_main
+
+    hf = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+              vocab_size=32, max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=5000.0)
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(transformers.LlamaConfig(**hf, dtype="float32")).save_pretrained(tmp_path / "lm")
+    convert = ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(tmp_path / "lm"),
+               "--save-dir", str(tmp_path / "lm_mg")]
+    assert convert_main(convert) == 0
+    prefix, pairs = pairwise_dataset(tmp_path)
+    training = ["--seq-length", str(SEQ), "--micro-batch-size", "2", "--global-batch-size", "4",
+                "--tokenizer-type", "NullTokenizer", "--seed", "3", "--device", "cpu", "--eval-iters", "0",
+                "--log-interval", "1", "--hidden-dropout", "0", "--attention-dropout", "0", "--num-workers", "0",
+                "--is-pairwise-dataset", "--train-iters", "2"]
+    trainer = _trainer_argv(training + ["--stage", "orm", "--data-path", prefix, "--load", str(tmp_path / "lm_mg"),
+                                        "--use-checkpoint-args", "--finetune", "--optimizer", "adam", "--lr", "0.01",
+                                        "--save", str(tmp_path / "orm")])
+    _steps(trainer, 2)
+    trainer.save()
+    assert convert_main(["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", str(tmp_path / "orm"),
+                         "--save-dir", str(tmp_path / "orm_hf")]) == 0
+    with safe_open(str(tmp_path / "orm_hf" / "model.safetensors"), framework="pt") as handle:
+        assert "score.weight" in handle.keys() and "lm_head.weight" not in handle.keys()
+    model, info = transformers.AutoModelForSequenceClassification.from_pretrained(
+        tmp_path / "orm_hf", output_loading_info=True, dtype=torch.float32)
+    assert type(model).__name__ == "LlamaForSequenceClassification" and model.config.num_labels == 1
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    trainer.model.eval()
+    worst, scores = 0.0, []
+    with torch.no_grad():
+        for ids, _, rejected, _ in pairs[:4]:
+            for reply in (ids, rejected):
+                ours = trainer.model(torch.tensor([reply]))[0, len(reply) - 1]  # the last token's score
+                theirs = model(torch.tensor([reply])).logits[0, 0]
+                worst, scores = max(worst, abs(float(ours) - float(theirs))), scores + [float(ours)]
+    print(f"max |ours - HF| = {worst:.2e}")
+    assert worst <= 1e-5 and max(scores) - min(scores) > 1e-2, (worst, scores)  # (scores that differ)
+
+
+def _trainer_argv(argv: List[str]):
+    from mindspeed_llm.posttrain import STAGES
+    from mindspeed_llm.training.training import setup
+
+    return setup(argv, STAGES[argv[argv.index("--stage") + 1]])
+
+
+def test_dpo_reads_what_preprocess_data_writes(tmp_path: Path) -> None:
+    from core.datasets import pairwise_dataset as reader
+    from mindspeed_llm.data import handlers
+    from tests.unit.test_preprocess_data import preprocess, sentence, write_jsonl
+    from tools import train_tokenizer
+
+    assert reader.PAIRWISE_FILES == handlers.PAIRWISE_FILES  # the reader's file names are the writer's
+    tokenizer = train_tokenizer.train_bpe(iter(sentence(i) for i in range(300)), vocab_size=300, min_frequency=1)
+    train_tokenizer.save_for_transformers(tokenizer, str(tmp_path / "tok"))
+    records = [{"instruction": sentence(i), "input": "", "chosen": sentence(i + 1), "rejected": sentence(i + 2, 2)}
+               for i in range(6)]
+    prefix = str(tmp_path / "dpo")
+    assert preprocess(str(tmp_path / "tok"), "--input", write_jsonl(tmp_path / "p.jsonl", records), "--handler-name",
+                      "AlpacaStylePairwiseHandler", "--prompt-type", "chatml", "--output-prefix", prefix) == 0
+    argv = list(ARGV)
+    for flag in ("--tokenizer-type", "--vocab-size", "--seq-length", "--max-position-embeddings"):
+        del argv[argv.index(flag):argv.index(flag) + 2]
+    trainer = _trainer_argv(argv + ["--stage", "dpo", "--data-path", prefix, "--tokenizer-type", "PretrainedFromHF",
+                                    "--tokenizer-name-or-path", str(tmp_path / "tok"), "--seq-length", "64",
+                                    "--max-position-embeddings", "64"])
+    dataset = trainer.datasets()[0]
+    files = {name: reader.IndexedDataset(f"{prefix}_packed_{name}_document") for name in reader.PAIRWISE_FILES}
+    sample, pair = dataset[0], int(dataset.order[0])
+    for side in reader.PAIR_SIDES:
+        ids, labels = files[f"{side}_input_ids"][pair].tolist(), files[f"{side}_labels"][pair].tolist()
+        assert sample[f"{side}_tokens"][:len(ids) - 1].tolist() == ids[:-1]
+        trained = [i for i, label in enumerate(labels[1:]) if label != -100]  # positions predicting the reply
+        assert trained and sample[f"{side}_loss_mask"].nonzero().flatten().tolist() == trained
+        assert int(sample[f"{side}_length"]) == len(ids)
+    assert abs(_steps(trainer, 1)[0].loss - math.log(2)) < 1e-6
