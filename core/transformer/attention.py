@@ -257,8 +257,8 @@ class SelfAttention(nn.Module):
         cfg = self.config
         alibi = cfg.position_embedding_type == "alibi"
         if query_positions is None:
-            return self._alibi_mask(q.size(2), q) if alibi else sliding_window_mask(q.size(2), self.window,
-                                                                                    q.device, self.chunk)
+            return self._alibi_mask(q.size(2), q, first_head) if alibi else sliding_window_mask(
+                q.size(2), self.window, q.device, self.chunk)
         allowed = attention_allowed(query_positions, key_positions, self.window, self.chunk, documents)
         if not alibi:
             return allowed  # [sq, sk] or [b, 1, sq, sk]
@@ -274,8 +274,9 @@ class SelfAttention(nn.Module):
             return q.new_zeros(self.local_heads)
         return None
 
-    def _alibi_mask(self, seq_len: int, q: torch.Tensor) -> torch.Tensor:
-        """This rank's heads' ALiBi bias with the causal (and sliding-window) mask, ``[np, s, s]``."""
+    def _alibi_mask(self, seq_len: int, q: torch.Tensor, first_head: int = 0) -> torch.Tensor:
+        """The ALiBi bias with the causal (and sliding-window) mask of q's heads ``[n, s, s]``, the first being
+        head ``first_head`` of this rank's."""
         cfg = self.config
-        return alibi_attention_mask(cfg.num_attention_heads, self.first_head, self.local_heads, seq_len,
+        return alibi_attention_mask(cfg.num_attention_heads, self.first_head + first_head, q.size(1), seq_len,
                                     cfg.alibi_bias_max, self.window, q.device, q.dtype)

@@ -410,7 +410,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: SequenceLa
     """Attention of this rank's tokens under ``layout``: q [s, b, n, d], k/v [s, b, nkv, d|dv] -> [s, b, n, dv].
 
     Without CP (documents only) and after the Ulysses all-to-all without a ring, ``local_attention`` does
-    the work; the ring runs :func:`ring_attention` (causal masks, windows, chunks and documents only).
+    the work (positions None: the whole sequence in order, plain causal); the ring runs :func:`ring_attention` (causal masks, windows, chunks and documents only).
     """
     cp = layout.cp
     if cp is None:
@@ -430,6 +430,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: SequenceLa
         spec = RingSpec(cp, layout.seq_len, scale, window, chunk, layout.documents)
         q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, heads, s, d]
         out = ring_attention(q, k, v, spec).permute(2, 0, 1, 3)  # [s, b, n, dv]
+    elif layout.documents is None:  # the whole sequence in order: plain causal (no mask to build and save)
+        out = local_attention(q, k, v, None, None, None, first_head)
     else:
         out = local_attention(q, k, v, positions, positions, layout.documents, first_head)
     return heads_to_sequence(out, cp.ulysses)
