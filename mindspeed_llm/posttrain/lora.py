@@ -71,6 +71,9 @@ def adapter_model_state(models: Sequence[nn.Module], model_state: Dict[str, Dict
 def load_base_weights(models: Sequence[nn.Module], checkpoint: Dict[str, Any], path: str) -> None:
     """The base checkpoint's weights into every chunk; only the adapters may be missing from it."""
     for model, key in zip(models, checkpointing.model_keys(checkpoint) or ["model"]):
+        if LORA_RECORD in checkpoint:
+            raise checkpointing.CheckpointError(f"--load {path} holds LoRA adapters, not a base model; pass the "
+                                                "base model with --load and the adapters with --lora-load")
         result = model.load_state_dict(checkpoint[key], strict=False)
         missing = [name for name in result.missing_keys if not is_adapter(name)]
         if missing or result.unexpected_keys:

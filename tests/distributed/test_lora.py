@@ -2,10 +2,11 @@
 
 LoRA r=4 on linear_qkv, linear_proj, linear_fc1 and linear_fc2 of a GQA (4 heads, 2 KV groups) SwiGLU
 model, three SGD steps (the adapters' B starts at zero, so A's gradients appear from step 2 on). One
-4-process launch runs TP 2 x DP 2 with sequence parallelism, TP 4 (the KV heads replicated: B's
-K/V rows are replicas), TP 2 x PP 2, and TP 2 x DP 2 with the distributed optimizer and --bf16 base
-weights (losses only, loosely); each is compared with one process. The full adapter gradients (the
-ranks' pieces unsharded by their TP shard spec) of the last step must equal one process's.
+4-process launch runs TP 2 x DP 2 with sequence parallelism, TP 4 (the KV heads replicated: B's K/V rows
+are replicas), TP 2 x PP 2 (also zero-bubble: the adapters' weight gradients deferred), and TP 2 x DP 2
+with the distributed optimizer and --bf16 base weights (losses only, loosely); each is compared with one
+process. The full adapter gradients (the ranks' pieces unsharded by their TP shard spec) of the last step
+must equal one process's.
 
     python -m pytest -q tests/distributed/test_lora.py
 """
@@ -34,6 +35,7 @@ LAYOUTS: Dict[str, List[str]] = {
     "tp2_sp": [TP, "2", "--sequence-parallel"],
     "tp4_kv_replicated": [TP, "4"],
     "tp2_pp2": [TP, "2", "--pipeline-model-parallel-size", "2"],
+    "tp2_pp2_zero_bubble": [TP, "2", "--pipeline-model-parallel-size", "2", "--schedules-method", "zero-bubble"],
 }
 BF16 = ["--bf16", "--use-distributed-optimizer"]  # DP 2: the adapters' optimizer state sharded over DP
 Steps = List[Dict[str, float]]

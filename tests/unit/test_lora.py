@@ -6,6 +6,7 @@
 * Training changes no base weight (bitwise), gives no frozen parameter a gradient buffer, and keeps
   optimizer state for the adapters only (its size is twice the adapters' for Adam); modules to save train.
 * Checkpoints hold the adapters only; --load BASE --lora-load DIR resumes exactly (lora dropout on).
+* Full recompute with LoRA dropout on is exact; MLA's projections take adapters.
 * SFT with LoRA learns a fixed response.
 * Bad input, one line each: an unknown target, a routed-expert target, LoRA flags without targets,
   output_layer tied to the embeddings, --lora-load of another rank / other targets / no checkpoint.
@@ -139,6 +140,12 @@ def test_checkpoints_hold_the_adapters_and_lora_load_resumes(tmp_path: Path) -> 
     assert _steps(resumed, 2) == expected  # bitwise: adapters, Adam state, schedule and dropout RNG
 
 
+def test_recompute_with_lora_dropout_is_exact() -> None:
+    argv = MOCK + ["--lora-dropout", "0.2"]
+    recompute = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+    assert _steps(_trainer(argv + recompute), 3) == _steps(_trainer(argv), 3)
+
+
 def _fixed_response_dataset(directory: Path, count: int = 16) -> str:
     """Random prompts ending in 2, always the reply 3 4 5 6 7 8 (only the reply is trained)."""
     rng = np.random.RandomState(0)
@@ -171,6 +178,19 @@ def test_sft_with_lora_learns_a_fixed_response(tmp_path: Path) -> None:
     assert torch.equal(logits.argmax(-1)[trained], batch["labels"][trained])  # greedy: the reply, every token
 
 
+def test_mla_projections_take_adapters() -> None:
+    mla = ["--multi-latent-attention", "--num-query-groups", "4", "--q-lora-rank", "8", "--kv-lora-rank", "8",
+           "--qk-head-dim", "4", "--qk-pos-emb-head-dim", "4", "--v-head-dim", "4"]
+    trainer = _trainer(MOCK + mla + [TARGETS[0], "linear_q_up_proj", "linear_kv_up_proj", "linear_proj"])
+    adapted = {n.rsplit(".lora_", 1)[0].rsplit(".", 1)[-1] for n, _ in trainer.model.named_parameters()
+               if is_adapter(n)}
+    assert adapted == {"linear_q_up_proj", "linear_kv_up_proj", "linear_proj"}
+    losses = _steps(trainer, 3)
+    assert losses[2] < losses[0]
+    with pytest.raises(Exception, match="linear_kv_down_proj: some of those layers"):
+        _trainer(MOCK + mla + [TARGETS[0], "linear_kv_down_proj"])
+
+
 def _error(argv: List[str], capsys: pytest.CaptureFixture) -> str:
     from mindspeed_llm.training.training import pretrain
 
@@ -191,6 +211,7 @@ def test_bad_lora_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "no adapter checkpoint" in _error(MOCK + ["--lora-load", str(tmp_path)], capsys)
     trainer = _trainer(MOCK + ["--save", str(tmp_path / "r4")])
     trainer.save()
+    assert "holds LoRA adapters, not a base model" in _error(MOCK + ["--load", str(tmp_path / "r4")], capsys)
     message = _error(MOCK + ["--lora-r", "8", "--lora-load", str(tmp_path / "r4")], capsys)
     assert "was trained with --lora-r 4, this run has 8" in message
     message = _error(MOCK + ["--lora-target-modules", "linear_qkv", "--lora-load", str(tmp_path / "r4")], capsys)
