@@ -4,8 +4,9 @@ LoRA r=4 on linear_qkv, linear_proj, linear_fc1 and linear_fc2 of a GQA (4 heads
 model, three SGD steps (the adapters' B starts at zero, so A's gradients appear from step 2 on). One
 4-process launch runs TP 2 x DP 2 with sequence parallelism, TP 4 (the KV heads replicated: B's K/V rows
 are replicas), TP 2 x PP 2 (also zero-bubble: the adapters' weight gradients deferred), and TP 2 x DP 2
-with the distributed optimizer and --bf16 base weights (losses only, loosely); each is compared with one
-process. The full adapter gradients (the ranks' pieces unsharded by their TP shard spec) of the last step
+with the distributed optimizer and --bf16 base weights (losses only, loosely), and a TP 2 x DP 2 SP run with
+Adam under the distributed optimizer that saves its adapters after step 1 and resumes them with --lora-load (one
+file per TP rank, the optimizer state sharded over DP); each is compared with one process. The full adapter gradients (the ranks' pieces unsharded by their TP shard spec) of the last step
 must equal one process's.
 
     python -m pytest -q tests/distributed/test_lora.py
@@ -37,6 +38,7 @@ LAYOUTS: Dict[str, List[str]] = {
     "tp2_pp2": [TP, "2", "--pipeline-model-parallel-size", "2"],
     "tp2_pp2_zero_bubble": [TP, "2", "--pipeline-model-parallel-size", "2", "--schedules-method", "zero-bubble"],
 }
+ADAM = ["--optimizer", "adam", "--lr", "0.01"]  # its moments are sharded over DP and checkpointed
 BF16 = ["--bf16", "--use-distributed-optimizer"]  # DP 2: the adapters' optimizer state sharded over DP
 Steps = List[Dict[str, float]]
 
@@ -62,9 +64,24 @@ def _run(argv: List[str], gradients: bool = True) -> Tuple[Steps, Dict[str, torc
     return steps, grads
 
 
-def _worker(rank: int, world: int) -> Dict[str, tuple]:
+def _resumed(argv: List[str], directory: str) -> Tuple[Steps, Dict[str, torch.Tensor]]:
+    """Step 1, save the adapters; a new trainer with --lora-load takes steps 2 and 3."""
+    from mindspeed_llm.training.training import setup
+
+    first = setup(argv + ["--save", directory])
+    result = first.train_step(first.train_iterator())
+    first.save()
+    second = setup(argv + ["--lora-load", directory])
+    iterator = second.train_iterator()
+    steps = [result] + [second.train_step(iterator) for _ in range(2)]
+    return [{"lm loss": r.loss, "grad_norm": r.grad_norm} for r in steps], {}
+
+
+def _worker(rank: int, world: int, directory: str) -> Dict[str, tuple]:
     results = {name: _run(ARGV + flags) for name, flags in LAYOUTS.items()}
     results["tp2_dp2_bf16_distributed_optimizer"] = _run(ARGV + [TP, "2"] + BF16, gradients=False)
+    results["resume_tp2_sp_distributed_optimizer"] = _resumed(
+        ARGV + ADAM + LAYOUTS["tp2_sp"] + ["--use-distributed-optimizer"], directory)
     return results
 
 
@@ -77,11 +94,12 @@ def _close(a: float, b: float, tolerance: float) -> bool:
     return abs(a - b) <= tolerance * max(abs(b), 1e-6)
 
 
-def test_lora_at_tp_2_and_4_equals_one_process() -> None:
+def test_lora_at_tp_2_and_4_equals_one_process(tmp_path) -> None:
     ref_steps, ref_grads = _run(ARGV)
     assert ref_grads and all(g.abs().max() > 0 for g in ref_grads.values())  # step 3: A and B both learn
     bf16_steps, _ = _run(ARGV + ["--bf16"], gradients=False)
-    per_rank = run_distributed(4, _worker)
+    adam_steps, _ = _run(ARGV + ADAM, gradients=False)
+    per_rank = run_distributed(4, _worker, str(tmp_path / "adapters"))
     # every rank's gradients are full tensors; the last rank holds the loss (and the last PP stage's layers)
     wrong = []
     for name in LAYOUTS:
@@ -93,6 +111,9 @@ def test_lora_at_tp_2_and_4_equals_one_process() -> None:
         assert set(stage_grads) == set(ref_grads), name
         wrong += [f"{name} {n}: max diff {_relative(g, ref_grads[n]):.2e} of the largest" for n, g in
                   stage_grads.items() if _relative(g, ref_grads[n]) > GRAD_TOLERANCE]
+    resumed, _ = per_rank[-1]["resume_tp2_sp_distributed_optimizer"]
+    wrong += [f"resumed step {i} {key}: {ours[key]} vs {theirs[key]}" for i, (ours, theirs)
+              in enumerate(zip(resumed, adam_steps)) for key in theirs if not _close(ours[key], theirs[key], TOLERANCE)]
     bf16, _ = per_rank[-1]["tp2_dp2_bf16_distributed_optimizer"]
     wrong += [f"bf16 step {i}: {a['lm loss']} vs {b['lm loss']}" for i, (a, b) in enumerate(zip(bf16, bf16_steps))
               if not _close(a["lm loss"], b["lm loss"], 2e-2)]
