@@ -69,7 +69,7 @@ from core.tensor_parallel.mappings import (
     reduce_scatter_to_sequence_parallel_region,
     scatter_to_tensor_model_parallel_region,
 )
-from core.tensor_parallel.param_meta import TPShard
+from core.tensor_parallel.param_meta import TPShard, param_meta
 from core.tensor_parallel.random import get_rng_tracker
 
 LORA_INIT = "lora_kaiming_uniform"  # PEFT's A: kaiming_uniform_(a=sqrt(5)) == uniform(+-1/sqrt(fan_in))
@@ -245,10 +245,12 @@ def saved_module(name: str, modules_to_save: Iterable[str]) -> bool:
 
 
 def freeze_base(model: nn.Module, modules_to_save: Iterable[str] = ()) -> None:
-    """requires_grad False on every parameter but the adapters and the modules to save."""
+    """requires_grad False on every parameter but the adapters and the modules to save (with the word
+    embeddings, the last pipeline stage's tied copy of them too)."""
     modules_to_save = tuple(modules_to_save)
     for name, param in model.named_parameters():
-        param.requires_grad_(is_adapter(name) or saved_module(name, modules_to_save))
+        tied_copy = "word_embeddings" in modules_to_save and param_meta(param).shared_across_stages
+        param.requires_grad_(is_adapter(name) or saved_module(name, modules_to_save) or tied_copy)
 
 
 def trainable_names(model: nn.Module) -> List[str]:
