@@ -4,7 +4,10 @@
 ``--lora-alpha``, default 32, ``--lora-dropout``, default 0) trains tensor-parallel adapters on those linears
 of every decoder layer with the base model frozen (``core/tensor_parallel/lora.py`` describes the layers,
 the TP split and the parameter names); ``--lora-modules-to-save word_embeddings output_layer`` trains
-those modules fully beside them. It works with any task (``posttrain.py --stage sft``, pretraining).
+those modules fully beside them (with tied embeddings, ``word_embeddings`` includes the last pipeline
+stage's copy; ``output_layer`` needs ``--untie-embeddings-and-output-weights``). It works with any task
+(``posttrain.py --stage sft``, pretraining) and every DDP layout: TP (with SP), PP (with VPP and
+zero-bubble), CP, DP with the distributed optimizer, recompute. FSDP is refused for now (one line).
 
 Checkpoints:
 
