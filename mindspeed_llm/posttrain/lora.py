@@ -7,7 +7,8 @@ the TP split and the parameter names); ``--lora-modules-to-save word_embeddings 
 those modules fully beside them (with tied embeddings, ``word_embeddings`` includes the last pipeline
 stage's copy; ``output_layer`` needs ``--untie-embeddings-and-output-weights``). It works with any task
 (``posttrain.py --stage sft``, pretraining) and every DDP layout: TP (with SP), PP (with VPP and
-zero-bubble), CP, DP with the distributed optimizer, recompute. FSDP is refused for now (one line).
+zero-bubble), DP with the distributed optimizer, recompute (tested; CP is not tested with LoRA yet).
+FSDP is refused for now (one line).
 
 Checkpoints:
 
