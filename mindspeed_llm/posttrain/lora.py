@@ -6,8 +6,8 @@ of every decoder layer with the base model frozen (``core/tensor_parallel/lora.p
 the TP split and the parameter names); ``--lora-modules-to-save word_embeddings output_layer`` trains
 those modules fully beside them (with tied embeddings, ``word_embeddings`` includes the last pipeline
 stage's copy; ``output_layer`` needs ``--untie-embeddings-and-output-weights``). It works with any task
-(``posttrain.py --stage sft``, pretraining) and every DDP layout: TP (with SP), PP (with VPP and
-zero-bubble), DP with the distributed optimizer, recompute (tested; CP is not tested with LoRA yet).
+(``posttrain.py --stage sft``, pretraining) and the DDP layouts: TP (with SP), PP (with
+zero-bubble), DP with the distributed optimizer, recompute (tested; CP and VPP are not tested with LoRA yet).
 FSDP is refused for now (one line).
 
 Checkpoints:
