@@ -506,6 +506,9 @@ def _add_data_args(parser: argparse.ArgumentParser) -> None:
                        help="no loss on the end-of-document tokens of the input")
 
 
+LORA_MODULES_TO_SAVE = ("word_embeddings", "output_layer")
+
+
 def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("post-training (posttrain.py)")
     group.add_argument("--stage", choices=POSTTRAIN_STAGES, default=None,
@@ -544,6 +547,16 @@ def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--simpo-loss-type", choices=("sigmoid", "hinge"), default="sigmoid", help="SimPO loss")
     group.add_argument("--simpo-label-smoothing", type=float, default=0.0,
                        help="SimPO sigmoid loss: the assumed share of flipped preference labels, in [0, 0.5)")
+    group.add_argument("--lora-target-modules", nargs="*", default=[], metavar="NAME",
+                       help="train LoRA adapters on these linears (linear_qkv linear_proj linear_fc1 linear_fc2), "
+                            "the base frozen (core/tensor_parallel/lora.py)")
+    group.add_argument("--lora-r", type=int, default=None, help="LoRA rank (default 16)")
+    group.add_argument("--lora-alpha", type=float, default=None, help="LoRA alpha; scaling alpha/r (default 32)")
+    group.add_argument("--lora-dropout", type=float, default=None, help="dropout on the adapters' input (default 0)")
+    group.add_argument("--lora-load", type=str, default=None, metavar="DIR",
+                       help="resume the adapters (and optimizer, iteration) from this adapter checkpoint")
+    group.add_argument("--lora-modules-to-save", nargs="*", default=[], choices=LORA_MODULES_TO_SAVE,
+                       help="modules trained fully beside the adapters (and saved with them)")
 
 
 def _add_logging_args(parser: argparse.ArgumentParser) -> None:
@@ -1192,6 +1205,30 @@ def validate_args(args: argparse.Namespace, world_size: int) -> None:
     _check_device(args)
     _check_data_parallel(args)
     _check_logging(args)
+    _check_lora(args)
+
+
+def _check_lora(args: argparse.Namespace) -> None:
+    """LoRA's flags need --lora-target-modules; rank, alpha and dropout in range; no FSDP yet."""
+    given = [flag for flag, value in (("--lora-r", args.lora_r), ("--lora-alpha", args.lora_alpha),
+                                      ("--lora-dropout", args.lora_dropout), ("--lora-load", args.lora_load),
+                                      ("--lora-modules-to-save", args.lora_modules_to_save or None))
+             if value is not None]
+    if not args.lora_target_modules:
+        if given:
+            raise ArgumentError(f"{given[0]} needs --lora-target-modules (e.g. linear_qkv linear_proj linear_fc1 "
+                                "linear_fc2)")
+        return
+    if args.lora_r is not None and args.lora_r < 1:
+        raise ArgumentError(f"--lora-r {args.lora_r} must be at least 1")
+    if args.lora_dropout is not None and not 0.0 <= args.lora_dropout < 1.0:
+        raise ArgumentError(f"--lora-dropout {args.lora_dropout} must be in [0, 1)")
+    if args.use_torch_fsdp2 or args.use_torch_fsdp:
+        raise ArgumentError("--lora-target-modules with FSDP is not supported yet; drop --use-torch-fsdp2/"
+                            "--use-torch-fsdp (DDP with --use-distributed-optimizer shards the adapters' state)")
+    if "output_layer" in args.lora_modules_to_save and not args.untie_embeddings_and_output_weights:
+        raise ArgumentError("--lora-modules-to-save output_layer: the output layer is tied to the word embeddings "
+                            "(no --untie-embeddings-and-output-weights); name word_embeddings instead")
 
 
 def _check_data_parallel(args: argparse.Namespace) -> None:

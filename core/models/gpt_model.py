@@ -25,6 +25,7 @@ from core.parallel_state import GROUP_DIMS, Group, ParallelState
 from core.pipeline_parallel.layout import Placement, chunk_specs
 from core.ssm.mamba_mixer import MAMBA_INITS
 from core.tensor_parallel.cross_entropy import vocab_parallel_cross_entropy
+from core.tensor_parallel.lora import LORA_INIT, LoraConfig, add_lora, lora_init_bound
 from core.tensor_parallel.layers import (ColumnParallelLinear, VocabParallelEmbedding, column_parallel_linear,
                                         mark_param)
 from core.tensor_parallel.mappings import gather_from_sequence_parallel_region, gather_from_tensor_model_parallel_region
@@ -295,6 +296,9 @@ def full_initial_value(name: str, param: torch.Tensor, config: TransformerConfig
         return torch.full(shape, meta.init_value)
     if meta.init_method in MAMBA_INITS:  # the Mamba mixer's A_log and dt bias
         return MAMBA_INITS[meta.init_method](shape, _param_generator(seed, name))
+    if meta.init_method == LORA_INIT:  # PEFT's lora_A: kaiming-uniform over the full input width
+        bound = lora_init_bound(shape[1])
+        return torch.empty(shape).uniform_(-bound, bound, generator=_param_generator(seed, name))
     std = config.init_method_std
     if meta.init_method == "scaled_normal":
         std = std / math.sqrt(2.0 * config.num_layers)
@@ -326,17 +330,19 @@ def materialize(model: nn.Module, device: torch.device, seed: int, config: Trans
 
 
 def build_model(config: TransformerConfig, state: ParallelState, device: torch.device, seed: int,
-                **stage: object) -> GPTModel:
-    """Build on the meta device, then allocate and initialise on ``device``."""
+                lora: Optional[LoraConfig] = None, **stage: object) -> GPTModel:
+    """Build on the meta device (with LoRA adapters, the base frozen), then allocate and initialise on ``device``."""
     with torch.device("meta"):
         model = GPTModel(config, state, **stage)
+        if lora is not None:
+            add_lora(model, lora)
     return materialize(model, device, seed, config, state)
 
 
 def build_model_chunks(config: TransformerConfig, state: ParallelState, device: torch.device, seed: int,
-                       placement: Placement) -> List[GPTModel]:
+                       placement: Placement, lora: Optional[LoraConfig] = None) -> List[GPTModel]:
     """This pipeline rank's model chunks (one per virtual stage), initialised independently of TP/PP."""
-    return [build_model(config, state, device, seed, pre_process=spec.pre_process,
+    return [build_model(config, state, device, seed, lora, pre_process=spec.pre_process,
                         post_process=spec.post_process, layer_numbers=spec.layer_numbers)
             for spec in chunk_specs(placement, state.pp_rank)]
 

@@ -46,6 +46,7 @@ from core.transformer.moe.aux_losses import aux_loss_names, take_tracked_aux_los
 from core.transformer.moe.router import update_expert_biases
 from mindspeed_llm.arguments import (ArgumentError, config_field_flag, parse_and_validate, same_setting, set_vocab_size,
                                      transformer_config_from_args)
+from mindspeed_llm.posttrain import lora as lora_training
 from mindspeed_llm.tokenizer import build_tokenizer
 from mindspeed_llm.training.loggers import MetricWriters, build_metric_writers, iteration_values
 from mindspeed_llm.training.lr_scheduler import scheduler_from_args
@@ -112,7 +113,8 @@ def build_data_parallel_models(args: argparse.Namespace, config: TransformerConf
         return FSDPModels(model, options, state, optimizer_config)
     placement = stage_layers(args.num_layers, state.pp, args.virtual_pipeline_model_parallel_size,
                              args.num_layer_list)
-    models = build_model_chunks(config, state, device, args.seed, placement)
+    models = build_model_chunks(config, state, device, args.seed, placement,
+                                lora=lora_training.lora_config_from_args(args))
     scaler = build_grad_scaler(args.fp16, args.loss_scale, args.initial_loss_scale, args.min_loss_scale,
                                args.loss_scale_window, args.hysteresis)
     options = DDPOptions(_grad_dtype(args), args.ddp_bucket_size, args.overlap_grad_reduce,
@@ -138,6 +140,7 @@ class Trainer:
             self.task = PretrainTask(args)
         model_parallel_seed(args.seed, self.state.tp_rank, self.state.pp_rank)
         self.config = transformer_config_from_args(args)
+        self.lora = lora_training.lora_config_from_args(args)  # None: no adapters
         self.dp = build_data_parallel_models(args, self.config, self.state, self.acc.device)
         self.models, self.optimizer = self.dp.models, self.dp.optimizer
         self.model = self.models[0]
@@ -284,15 +287,19 @@ class Trainer:
         self.dp.finish_param_sync()
         rng = checkpointing.gather_rng_states(get_all_rng_states(), state.dp_group)
         extra = {} if args.no_save_optim else self.dp.extra_checkpoint_files()  # collective over DP
+        model_state = self.dp.model_state()
+        if self.lora is not None:  # adapter checkpoints hold the trainable parameters only
+            model_state = lora_training.adapter_model_state(self.models, model_state)
         payload = {
             "args": checkpointing.namespace_for_checkpoint(args),
-            **self.dp.model_state(),
+            **model_state,
             "optimizer": None if args.no_save_optim else self.dp.optimizer_state(),
             "opt_param_scheduler": self.scheduler.state_dict(),
             "rng_state": None if args.no_save_rng else rng,
             "consumed_train_samples": self.consumed_samples,
             "skipped_iterations": self.skipped_iterations,
             "transformer_config": self.config.to_dict(),
+            **({lora_training.LORA_RECORD: self.lora.record()} if self.lora is not None else {}),
         }
         path = checkpointing.save_checkpoint(args.save, self.iteration, payload, tp_rank=state.tp_rank,
                                              pp_rank=state.pp_rank, pp_size=state.pp,
@@ -316,12 +323,15 @@ class Trainer:
                                    args.expert_model_parallel_size, args.expert_tensor_parallel_size or state.tp)
         check_saved_settings(checkpoint.get("transformer_config"), self.config, path)
         try:
-            self.dp.load_model_state(checkpoint)
+            if self.lora is not None:  # the base weights (the adapters come from --lora-load)
+                lora_training.load_base_weights(self.models, checkpoint, path)
+            else:
+                self.dp.load_model_state(checkpoint)
         except (RuntimeError, KeyError) as error:
             raise checkpointing.CheckpointError(
                 f"{path}: weights do not fit this model ({str(error).splitlines()[0][:300]}); check the model "
                 "flags against the checkpoint's") from None
-        weights_only = args.finetune or release
+        weights_only = args.finetune or release or self.lora is not None
         if weights_only or args.no_load_optim or checkpoint.get("optimizer") is None:
             self.dp.reload_model_params()
         else:
@@ -377,6 +387,7 @@ def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pre
     task.validate(args)
     if args.vocab_size is None:  # the model's vocabulary is the tokenizer's
         set_vocab_size(args, build_tokenizer(args).vocab_size)
+    lora_training.check_lora_targets(args, transformer_config_from_args(args))  # before any process group
     acc = init_distributed(args)
     args.distributed_backend = args.distributed_backend or acc.backend
     state = initialize(tp=args.tensor_model_parallel_size, pp=args.pipeline_model_parallel_size,
@@ -389,6 +400,8 @@ def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pre
     trainer = Trainer(args, state, acc, task)
     if args.load:
         trainer.load()
+    if args.lora_load:
+        lora_training.load_adapters(trainer)
     task.attach(trainer)
     return trainer
 
