@@ -507,7 +507,7 @@ def run(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pretr
         raise SystemExit(2) from None
     params = sum(p.numel() for model in trainer.models for p in model.parameters())
     print_rank_0(f"training {params:,} parameters per rank "
-                 f"(TP={trainer.state.tp}, PP={trainer.state.pp}, DP={trainer.state.dp}) on {trainer.acc.type}; "
+                 f"(TP={trainer.state.tp}, PP={trainer.state.pp}, CP={trainer.state.cp}, DP={trainer.state.dp}) on {trainer.acc.type}; "
                  f"{trainer.num_microbatches} micro-batches per step; task {trainer.task.name}")
     return train(trainer)
 

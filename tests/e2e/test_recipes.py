@@ -281,5 +281,5 @@ def test_smoke_tune_recipe_fine_tunes_and_saves(tmp_path: Path) -> None:
     log = (tmp_path / "logs" / f"{recipe.stem}.log").read_text()
     losses = [float(loss) for loss in re.findall(r"\| lm loss: ([0-9.E+-]+) \|", log)]
     assert len(losses) == 3 and all(0 < loss < 10 for loss in losses), log[-2000:]  # assistant tokens trained
-    assert "loaded checkpoint" in log and "task sft" in log and "(TP=2, PP=1, DP=1)" in log
+    assert "loaded checkpoint" in log and "task sft" in log and "(TP=2, PP=1, CP=1, DP=1)" in log
     assert (tmp_path / "smoke" / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
