@@ -4,26 +4,28 @@
 #
 #   bash examples/posttrain.sh
 #
-# 0. the base model: the quick start's checkpoint and tokenizer when examples/quickstart.sh has run
+# 1. a few dozen Alpaca-style instruction records and preference pairs, written by this script
+# 2. the base model: the quick start's checkpoint and tokenizer when examples/quickstart.sh has run
 #    ($QUICKSTART/ckpt), else a model of the quick start's shape pretrained here for BASE_ITERS iterations
 #    on this script's own texts, with a 500-token tokenizer trained on them
-# 1. a few dozen Alpaca-style instruction records and preference pairs, written by this script, tokenized by
-#    preprocess_data.py with the alpaca template (AlpacaStyleInstructionHandler / AlpacaStylePairwiseHandler)
-# 2. SFT, full fine-tuning (--stage sft): the loss counts the answer tokens only
-# 3. DPO from the SFT model (--stage dpo, the SFT model frozen as the reference): rewards/accuracies and
+# 3. preprocess_data.py tokenizes both sets with the alpaca template (AlpacaStyleInstructionHandler,
+#    AlpacaStylePairwiseHandler) and that tokenizer
+# 4. SFT, full fine-tuning (--stage sft): the loss counts the answer tokens only
+# 5. DPO from the SFT model (--stage dpo, the SFT model frozen as the reference): rewards/accuracies and
 #    rewards/margins rise
-# 4. a reward model from the SFT model (--stage orm, a value head on the last token): accuracy rises
-# 5. the DPO policy exported to Hugging Face (tools/convert_ckpt.py) and the three runs summarised
+# 6. a reward model from the SFT model (--stage orm, a value head on the last token): accuracy rises
+# 7. the DPO policy exported to Hugging Face (tools/convert_ckpt.py) and the three runs summarised; the
+#    script fails if a stage did not learn (examples/posttrain_metrics.py)
 #
-# Environment: QUICKSTART (outputs/quickstart), OUT (outputs/posttrain), BASE_ITERS (40), SFT_ITERS (30),
-# DPO_ITERS (30), ORM_ITERS (30). Takes about a minute and a half on 2 cores.
+# Environment: QUICKSTART (outputs/quickstart), OUT (outputs/posttrain), BASE_ITERS (30), SFT_ITERS (20),
+# DPO_ITERS (20), ORM_ITERS (30). Takes under a minute on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 
 QUICKSTART=${QUICKSTART:-outputs/quickstart}
 OUT=${OUT:-outputs/posttrain}
-BASE_ITERS=${BASE_ITERS:-40} SFT_ITERS=${SFT_ITERS:-30} DPO_ITERS=${DPO_ITERS:-30} ORM_ITERS=${ORM_ITERS:-30}
+BASE_ITERS=${BASE_ITERS:-30} SFT_ITERS=${SFT_ITERS:-20} DPO_ITERS=${DPO_ITERS:-20} ORM_ITERS=${ORM_ITERS:-30}
 rm -rf "$OUT" && mkdir -p "$OUT"
 export OMP_NUM_THREADS=1
 TORCHRUN=(torchrun --standalone --nproc-per-node 2)
@@ -65,10 +67,10 @@ print(f"{len(instructions)} instruction records, {len(pairs)} preference pairs i
 PY
 
 if [[ -f $QUICKSTART/ckpt/latest_checkpointed_iteration.txt && -f $QUICKSTART/tokenizer/tokenizer.json ]]; then
-    echo "== 0. the base model: the quick start's checkpoint $QUICKSTART/ckpt (TP=2) and its tokenizer"
+    echo "== 2. the base model: the quick start's checkpoint $QUICKSTART/ckpt (TP=2) and its tokenizer"
     BASE=$QUICKSTART/ckpt TOKENIZER=$QUICKSTART/tokenizer
 else
-    echo "== 0. no quick-start model in $QUICKSTART (bash examples/quickstart.sh makes one): pretraining a model"
+    echo "== 2. no quick-start model in $QUICKSTART (bash examples/quickstart.sh makes one): pretraining a model"
     echo "      of its shape here, $BASE_ITERS iterations on this script's texts"
     BASE=$OUT/base TOKENIZER=$OUT/tokenizer
     python3 tools/train_tokenizer.py --input "$OUT/texts.jsonl" "$OUT/pairs.jsonl" --output-dir "$TOKENIZER" \
@@ -91,7 +93,7 @@ else
         --save "$BASE" --save-interval "$BASE_ITERS" 2>&1 | quiet | tee "$OUT/base.log" | grep -E "lm loss|rror"
 fi
 
-echo "== 1b. preprocess_data.py: instruction set and preference pairs, alpaca template"
+echo "== 3. preprocess_data.py: instruction set and preference pairs, alpaca template"
 for kind in instructions:AlpacaStyleInstructionHandler pairs:AlpacaStylePairwiseHandler; do
     python3 preprocess_data.py --input "$OUT/${kind%%:*}.jsonl" --handler-name "${kind#*:}" --prompt-type alpaca \
         --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER" --seq-length $SEQ \
@@ -114,7 +116,7 @@ stage() {
     if grep -q -E "Error|error:" "$OUT/$name.log"; then grep -E "Error|error:" "$OUT/$name.log" | tail -3; exit 1; fi
 }
 
-echo "== 2. SFT (full fine-tuning), $SFT_ITERS iterations from $BASE"
+echo "== 4. SFT (full fine-tuning), $SFT_ITERS iterations from $BASE"
 # >>> LoRA slots in here once it lands (issue 12, point 3): add
 #     --lora-r 8 --lora-alpha 16 --lora-target-modules linear_qkv linear_proj linear_fc1 linear_fc2
 #     to train adapters only (--save then holds the adapters; DPO below passes --lora-load "$OUT/sft"
@@ -122,17 +124,18 @@ echo "== 2. SFT (full fine-tuning), $SFT_ITERS iterations from $BASE"
 stage sft --stage sft --is-instruction-dataset --data-path "$OUT/data/instructions" --no-pad-to-seq-lengths \
     --load "$BASE" --lr 1e-3 --train-iters "$SFT_ITERS" --save "$OUT/sft" --save-interval "$SFT_ITERS"
 
-echo "== 3. DPO from the SFT model (its frozen copy is the reference), $DPO_ITERS iterations"
+echo "== 5. DPO from the SFT model (its frozen copy is the reference), $DPO_ITERS iterations"
 stage dpo --stage dpo --is-pairwise-dataset --data-path "$OUT/data/pairs" --dpo-beta 0.1 \
     --load "$OUT/sft" --lr 1e-4 --train-iters "$DPO_ITERS" --save "$OUT/dpo" --save-interval "$DPO_ITERS"
 
-echo "== 4. a reward model from the SFT model (value head on the last token, Bradley-Terry), $ORM_ITERS iterations"
+echo "== 6. a reward model from the SFT model (value head on the last token, Bradley-Terry), $ORM_ITERS iterations"
 stage orm --stage orm --is-pairwise-dataset --data-path "$OUT/data/pairs" \
     --load "$OUT/sft" --lr 1e-4 --train-iters "$ORM_ITERS" --save "$OUT/orm" --save-interval "$ORM_ITERS"
 
-echo "== 5. the DPO policy -> Hugging Face ($OUT/dpo_hf); the reward model exports the same way as a"
+echo "== 7. the DPO policy -> Hugging Face ($OUT/dpo_hf); the reward model exports the same way as a"
 echo "      ...ForSequenceClassification. (LoRA: --save-lora-to-hf writes PEFT's adapter files here.)"
 python3 tools/convert_ckpt.py --load-model-type mg --save-model-type hf --model-type-hf llama2 \
-    --load-dir "$OUT/dpo" --save-dir "$OUT/dpo_hf" | tail -1
+    --load-dir "$OUT/dpo" --save-dir "$OUT/dpo_hf" > "$OUT/convert.log" 2>&1 || { tail -5 "$OUT/convert.log"; exit 1; }
+tr '\r' '\n' < "$OUT/convert.log" | tail -1
 cp "$TOKENIZER"/* "$OUT/dpo_hf/"
 python3 examples/posttrain_metrics.py --summary "$OUT/sft.log" "$OUT/dpo.log" "$OUT/orm.log"
