@@ -67,7 +67,7 @@ print(f"{len(instructions)} instruction records, {len(pairs)} preference pairs i
 PY
 
 if [[ -f $QUICKSTART/ckpt/latest_checkpointed_iteration.txt && -f $QUICKSTART/tokenizer/tokenizer.json ]]; then
-    echo "== 2. the base model: the quick start's checkpoint $QUICKSTART/ckpt (TP=2) and its tokenizer"
+    echo "== 2. the base model: the quick start's checkpoint $QUICKSTART/ckpt (TP=2, its default NPROC) and tokenizer"
     BASE=$QUICKSTART/ckpt TOKENIZER=$QUICKSTART/tokenizer
 else
     echo "== 2. no quick-start model in $QUICKSTART (bash examples/quickstart.sh makes one): pretraining a model"
@@ -111,9 +111,10 @@ COMMON=(
 # stage LOG ARGS...: run posttrain_gpt.py, keep its log, show its iteration lines
 stage() {
     local name=$1; shift
-    "${TORCHRUN[@]}" posttrain_gpt.py "${COMMON[@]}" "$@" 2>&1 | quiet > "$OUT/$name.log"
-    grep -E "iteration +[0-9]+/" "$OUT/$name.log" | python3 examples/posttrain_metrics.py --columns "$name" || true
-    if grep -q -E "Error|error:" "$OUT/$name.log"; then grep -E "Error|error:" "$OUT/$name.log" | tail -3; exit 1; fi
+    if ! "${TORCHRUN[@]}" posttrain_gpt.py "${COMMON[@]}" "$@" 2>&1 | quiet > "$OUT/$name.log"; then
+        tail -5 "$OUT/$name.log"; echo "--stage $name failed: see $OUT/$name.log"; exit 1
+    fi
+    grep -E "iteration +[0-9]+/" "$OUT/$name.log" | python3 examples/posttrain_metrics.py --columns "$name"
 }
 
 echo "== 4. SFT (full fine-tuning), $SFT_ITERS iterations from $BASE"
