@@ -3,8 +3,9 @@
 With no quick-start checkpoint, the script pretrains a model of the quick start's shape on its own texts, then
 runs SFT, DPO and a reward model (each ``torchrun posttrain_gpt.py`` on 2 CPU processes, TP=2) on the tiny
 instruction set and preference pairs it writes and tokenizes with preprocess_data.py, exports the DPO policy to
-Hugging Face and fails unless each stage learned (under a minute on 2 cores; the test shortens the runs). examples/posttrain_metrics.py is
-checked on synthetic Megatron lines: it parses them and fails a stage whose metric did not move.
+Hugging Face and fails unless each stage learned (under a minute on 2 cores; the test shortens the runs).
+examples/posttrain_metrics.py is checked on synthetic Megatron lines: it parses them and fails a stage whose
+metric did not move.
 """
 from __future__ import annotations
 
