@@ -25,7 +25,8 @@
 #               --use-cp-send-recv-overlap where the algorithm has a ring. A recipe without CP_ARGS refuses CP > 1.
 #               Fine-tuning recipes (posttrain_setup) shrink their layout, sequence, batch and iterations the
 #               same way and start from a tiny random model of the family (its behaviour fields kept) converted
-#               at the smoke layout, with a tokenizer and instruction dataset made by the production tools.
+#               at the smoke layout, with a tokenizer and an instruction (SFT) or pairwise (DPO, ORM) dataset made
+#               by the production tools.
 #   DRY_RUN=1   pretrain recipes: print the torchrun command and check its flags with our one validation
 #               pass (mindspeed_llm.arguments) at the recipe's world size, without training. Fine-tuning
 #               recipes also run the stage's checks (the converted checkpoint and the dataset must exist).
@@ -111,19 +112,21 @@ _launch_args() {
 # (--use-checkpoint-args), whose TP/PP the recipe keeps. Under SMOKE=1: TP and PP fitted to the smoke
 # processes, sequence 256 (a templated sample of the tiny corpus is up to 150 tokens), 3 iterations, and
 # posttrain-fixture (smoke.py) makes the tiny model of the family ($1: HF model_type; $2: JSON of its
-# behaviour fields, as hf2mcore_setup) converted at that layout, the tokenizer and the instruction dataset
-# tokenized with PROMPT_TYPE, in SMOKE_DIR.
+# behaviour fields, as hf2mcore_setup) converted at that layout, the tokenizer and the dataset ($3:
+# instruction, the default, for SFT; pairwise for DPO and reward models) tokenized with PROMPT_TYPE, in
+# SMOKE_DIR (a SMOKE=1 DPO or ORM recipe starts from this random model, not from an SFT run).
 posttrain_setup() {
+    local kind=${3:-instruction}
     if [[ $SMOKE == 1 ]]; then
         GPUS_PER_NODE=$SMOKE_NPROC NNODES=1 NODE_RANK=0
         TP=$(_min "$TP" "$SMOKE_NPROC")
         PP=$(_min "$PP" $(( SMOKE_NPROC / TP )))
         SEQ_LENGTH=256 MBS=1 GBS=4 TRAIN_ITERS=3 SAVE_INTERVAL=3 EVAL_INTERVAL=3 EVAL_ITERS=0  # 256: whole samples
         PRECISION=()
-        CKPT_LOAD_DIR="$SMOKE_DIR/mg" CKPT_SAVE_DIR="$SMOKE_DIR/ckpt"
-        DATA_PATH="$SMOKE_DIR/data/alpaca" TOKENIZER_PATH="$SMOKE_DIR/tokenizer"
+        CKPT_LOAD_DIR="$SMOKE_DIR/mg" CKPT_SAVE_DIR="$SMOKE_DIR/ckpt" TOKENIZER_PATH="$SMOKE_DIR/tokenizer"
+        if [[ $kind == pairwise ]]; then DATA_PATH="$SMOKE_DIR/data/pairs"; else DATA_PATH="$SMOKE_DIR/data/alpaca"; fi
         if [[ $DRY_RUN != argv ]]; then
-            python "$SMOKE_PY" posttrain-fixture "$1" "$2" "$PROMPT_TYPE" "$TP" "$PP" "$SEQ_LENGTH" "$SMOKE_DIR"
+            python "$SMOKE_PY" posttrain-fixture "$1" "$2" "$PROMPT_TYPE" "$TP" "$PP" "$SEQ_LENGTH" "$SMOKE_DIR" "$kind"
         fi
     fi
     _launch_args
@@ -216,13 +219,13 @@ smoke_check_round_trip() {
     fi
 }
 
-# Data conversion. Under SMOKE=1, writes a tiny corpus ($1: pretrain | instruction) and trains a
+# Data conversion. Under SMOKE=1, writes a tiny corpus ($1: pretrain | instruction | pairwise) and trains a
 # 300-token byte-level BPE tokenizer on it (tools/train_tokenizer.py) in $SMOKE_DIR.
 data_setup() {
     if [[ $SMOKE == 1 ]]; then
         python "$SMOKE_PY" corpus "$1" "$SMOKE_DIR/corpus.jsonl"
         python "$REPO_ROOT/tools/train_tokenizer.py" --input "$SMOKE_DIR/corpus.jsonl" \
-            --output-dir "$SMOKE_DIR/tokenizer" --vocab-size 300 --json-keys text instruction output
+            --output-dir "$SMOKE_DIR/tokenizer" --vocab-size 300 --json-keys text instruction output chosen rejected
         DATA_INPUT="$SMOKE_DIR/corpus.jsonl" TOKENIZER_PATH="$SMOKE_DIR/tokenizer"
         OUTPUT_PREFIX="$SMOKE_DIR/data/$RECIPE_NAME" WORKERS=1
     fi

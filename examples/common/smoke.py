@@ -8,15 +8,18 @@
     python examples/common/smoke.py compare HF_DIR_A HF_DIR_B
         fail unless both directories hold the same tensors (names, shapes, values) and the same
         configuration once transformers has loaded it
-    python examples/common/smoke.py corpus pretrain|instruction OUT.jsonl
-        write a tiny corpus (text records, or Alpaca-style instruction records)
+    python examples/common/smoke.py corpus pretrain|instruction|pairwise OUT.jsonl
+        write a tiny corpus (text records, Alpaca-style instruction records, or Alpaca-style preference
+        pairs: instruction, input, chosen, rejected)
     python examples/common/smoke.py validate-posttrain WORLD_SIZE <posttrain_gpt.py flags...>
         check the flags with the training entry's validation pass and the stage's own checks (DRY_RUN=1)
-    python examples/common/smoke.py posttrain-fixture MODEL_TYPE JSON PROMPT_TYPE TP PP SEQ_LENGTH OUT_DIR
+    python examples/common/smoke.py posttrain-fixture MODEL_TYPE JSON PROMPT_TYPE TP PP SEQ_LENGTH OUT_DIR [KIND]
         what a SMOKE=1 fine-tuning recipe starts from, in OUT_DIR: a 300-token BPE tokenizer trained on the
-        tiny instruction corpus (tokenizer/), the tiny random model of hf-model with that vocabulary (hf/),
-        converted to our layout at TP x PP (mg/), and the corpus tokenized with PROMPT_TYPE into a packed
-        instruction dataset of SEQ_LENGTH-token sequences (data/alpaca_packed_*), by the production tools
+        tiny corpus of KIND (instruction, the default, or pairwise) (tokenizer/), the tiny random model of
+        hf-model with that vocabulary (hf/), converted to our layout at TP x PP (mg/), and the corpus
+        tokenized with PROMPT_TYPE by preprocess_data.py: a packed instruction dataset of SEQ_LENGTH-token
+        sequences (data/alpaca_packed_*) or, for pairwise, preference pairs whose replies are cut at
+        SEQ_LENGTH tokens (data/pairs_packed_{chosen,rejected}_*), by the production tools
 """
 from __future__ import annotations
 
@@ -118,16 +121,28 @@ INSTRUCTIONS = [
     {"instruction": "Translate to French.", "input": "Good morning", "output": "Bonjour"},
     {"instruction": "Add the numbers.", "input": "2 and 3", "output": "2 plus 3 is 5."},
 ]
+PAIRS = [
+    {"instruction": "Name a prime number.", "input": "", "chosen": "Seven is a prime number.",
+     "rejected": "Eight is a prime number."},
+    {"instruction": "Translate to French.", "input": "Good morning", "chosen": "Bonjour", "rejected": "Buenos dias"},
+    {"instruction": "Add the numbers.", "input": "2 and 3", "chosen": "2 plus 3 is 5.", "rejected": "2 plus 3 is 6."},
+]
+# posttrain-fixture per corpus kind: the handler, the dataset's name under data/, the fields the tokenizer learns
+FIXTURE_DATA = {"instruction": ("AlpacaStyleInstructionHandler", "alpaca", ("instruction", "output")),
+                "pairwise": ("AlpacaStylePairwiseHandler", "pairs", ("instruction", "chosen", "rejected"))}
 
 
 def corpus(kind: str, out_path: str) -> None:
-    """Write a tiny jsonl corpus of ``kind`` (pretrain: text records; instruction: Alpaca records)."""
+    """Write a tiny jsonl corpus of ``kind`` (pretrain: text records; instruction: Alpaca records; pairwise:
+    Alpaca preference pairs)."""
     if kind == "pretrain":
         records = [{"text": f"{line} ({i})"} for i in range(25) for line in PRETRAIN_LINES]
     elif kind == "instruction":
         records = INSTRUCTIONS * 20
+    elif kind == "pairwise":
+        records = PAIRS * 20
     else:
-        sys.exit(f"error: corpus kind {kind!r}: use pretrain or instruction")
+        sys.exit(f"error: corpus kind {kind!r}: use pretrain, instruction or pairwise")
     os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
     with open(out_path, "w", encoding="utf-8") as out:
         out.writelines(json.dumps(record) + "\n" for record in records)
@@ -151,16 +166,20 @@ def validate_posttrain(world_size: int, argv: List[str]) -> None:
 
 
 def posttrain_fixture(model_type: str, behaviour_json: str, prompt_type: str, tp: int, pp: int, seq_length: int,
-                      out_dir: str) -> None:
-    """Tokenizer, tiny model (HF and converted) and instruction dataset of a SMOKE=1 fine-tuning recipe."""
+                      out_dir: str, kind: str = "instruction") -> None:
+    """Tokenizer, tiny model (HF and converted) and instruction (or pairwise) dataset of a SMOKE=1 fine-tuning
+    recipe."""
     from tools import convert_ckpt, preprocess_data, train_tokenizer
     from transformers import AutoTokenizer
 
+    if kind not in FIXTURE_DATA:
+        sys.exit(f"error: posttrain-fixture data kind {kind!r}: use {' or '.join(FIXTURE_DATA)}")
+    handler, dataset_name, text_keys = FIXTURE_DATA[kind]
     data = os.path.join(out_dir, "corpus.jsonl")
-    corpus("instruction", data)
+    corpus(kind, data)
     tokenizer_dir = os.path.join(out_dir, "tokenizer")
     _checked("train_tokenizer", train_tokenizer.main(["--input", data, "--output-dir", tokenizer_dir,
-                                                      "--vocab-size", "300", "--json-keys", "instruction", "output"]))
+                                                      "--vocab-size", "300", "--json-keys", *text_keys]))
     vocab = len(AutoTokenizer.from_pretrained(tokenizer_dir))
     hf_model(model_type, json.dumps({**json.loads(behaviour_json), "vocab_size": vocab}), os.path.join(out_dir, "hf"))
     _checked("convert_ckpt", convert_ckpt.main(
@@ -168,9 +187,9 @@ def posttrain_fixture(model_type: str, behaviour_json: str, prompt_type: str, tp
          "--save-dir", os.path.join(out_dir, "mg"), "--target-tensor-parallel-size", str(tp),
          "--target-pipeline-parallel-size", str(pp)]))
     _checked("preprocess_data", preprocess_data.main(
-        ["--input", data, "--handler-name", "AlpacaStyleInstructionHandler", "--prompt-type", prompt_type,
+        ["--input", data, "--handler-name", handler, "--prompt-type", prompt_type,
          "--tokenizer-type", "PretrainedFromHF", "--tokenizer-name-or-path", tokenizer_dir,
-         "--output-prefix", os.path.join(out_dir, "data", "alpaca"), "--seq-length", str(seq_length)]))
+         "--output-prefix", os.path.join(out_dir, "data", dataset_name), "--seq-length", str(seq_length)]))
 
 
 def _checked(tool: str, code: int) -> None:
@@ -185,7 +204,7 @@ def main(argv: List[str]) -> None:
                 "corpus": lambda a: corpus(a[0], a[1]),
                 "validate-posttrain": lambda a: validate_posttrain(int(a[0]), a[1:]),
                 "posttrain-fixture": lambda a: posttrain_fixture(a[0], a[1], a[2], int(a[3]), int(a[4]), int(a[5]),
-                                                                 a[6])}
+                                                                 *a[6:8])}
     if not argv or argv[0] not in commands:
         sys.exit(f"usage: smoke.py {{{'|'.join(commands)}}} ...")
     commands[argv[0]](argv[1:])

@@ -40,6 +40,7 @@ from core.tensor_parallel.mappings import reduce_from_tensor_model_parallel_regi
 from core.transformer.context_parallel import context_parallel_for, split_batch
 from mindspeed_llm.arguments import ArgumentError
 from mindspeed_llm.posttrain.preference_loss import dpo_loss, simpo_loss
+from mindspeed_llm.posttrain.sft import check_prompt_type
 from mindspeed_llm.tokenizer import build_tokenizer
 from mindspeed_llm.training.task import Batch, Splits, TrainingTask
 
@@ -133,6 +134,7 @@ class PairwiseTask(TrainingTask):
     def validate(self, args: argparse.Namespace) -> None:
         check_pairwise_data(args)
         check_pairwise_layout(args)
+        check_prompt_type(args)  # the template the pairs were tokenized with, as SFT checks it
 
     def build_datasets(self, args: argparse.Namespace, num_samples: Tuple[int, int, int]) -> Splits:
         # consumes: --is-pairwise-dataset (the pairwise files it names are what this reads)

@@ -13,13 +13,19 @@
   takes every architecture flag from it), loading what its hf2mcore sibling writes in that layout, training on
   what its data_convert sibling writes with the ``--prompt-type`` that recipe uses; ``SMOKE=1`` keeps its
   flags and shrinks only sizes, layout and data;
+- every DPO and reward-model recipe (``dpo_*_ptd.sh``, ``orm_*_ptd.sh``: --stage dpo / orm on a pairwise set) passes
+  the same checks, loading what its family's full fine-tuning recipe saves (in that recipe's layout) and training on
+  what its ``data_convert_*_pairwise.sh`` sibling writes with the same ``--prompt-type``; ``SMOKE=1`` keeps its flags;
 - samples run end to end with ``SMOKE=1``: pretrain recipes (sliding window, GQA, TP=2 on two CPU
   processes; MoE with EP=2 and the alltoall dispatcher; ring CP=2 with full recompute), checkpoint round trips HF -> mcore (TP=2 PP=2,
   and EP=2 for an MoE model) -> HF, and Gemma 2's full fine-tuning (a tiny model of the family converted at
-  TP=2, an instruction set tokenized by preprocess_data.py, 3 SFT steps with SP and variable lengths).
+  TP=2, an instruction set tokenized by preprocess_data.py, 3 SFT steps with SP and variable lengths), and one
+  DPO and one reward-model recipe (a tiny model at TP=2, preference pairs tokenized by preprocess_data.py's
+  pairwise handler, 3 steps with SP).
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -38,6 +44,8 @@ REPO = Path(__file__).resolve().parents[2]
 RECIPES = sorted(REPO.glob("examples/*/*.sh"))
 PRETRAIN_RECIPES = [path for path in RECIPES if path.name.startswith("pretrain_")]
 TUNE_RECIPES = [path for path in RECIPES if path.name.startswith("tune_")]
+PREFERENCE_RECIPES = [path for path in RECIPES if path.name.startswith(("dpo_", "orm_"))]
+POSTTRAIN_RECIPES = TUNE_RECIPES + PREFERENCE_RECIPES
 # Flags whose values SMOKE=1 may change: sizes, parallel layout, schedule, data and output.
 SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--num-layers", "--hidden-size",
                 "--ffn-hidden-size", "--num-attention-heads", "--num-query-groups", "--seq-length", "--vocab-size",
@@ -94,10 +102,16 @@ def test_recipes_exist_for_every_family_and_action() -> None:
                           "qwen3/tune_qwen3_8b_full_ptd.sh", "mistral/tune_mistral_7b_full_ptd.sh",
                           "gemma2/tune_gemma2_9b_full_ptd.sh"):
         assert Path(family_recipe).name in names, family_recipe
+    for folder, model in (("llama2", "llama31_8b"), ("qwen2", "qwen25_7b"), ("qwen3", "qwen3_8b"),
+                          ("mistral", "mistral_7b"), ("gemma2", "gemma2_9b")):
+        for stage in ("dpo", "orm"):
+            assert (REPO / "examples" / folder / f"{stage}_{model}_ptd.sh").is_file(), (folder, stage)
+        assert (REPO / "examples" / folder / f"data_convert_{model.rsplit('_', 1)[0]}_pairwise.sh").is_file(), folder
     for path in RECIPES:
         if path.parent.name != "common":
             assert re.fullmatch(r"(pretrain_\w+_ptd|ckpt_convert_\w+_(hf2mcore|mcore2hf)|data_convert_\w+_"
-                                r"(pretrain|instruction)|tune_\w+_full_ptd)\.sh", path.name), path.name
+                                r"(pretrain|instruction|pairwise)|tune_\w+_full_ptd|(dpo|orm)_\w+_ptd)\.sh",
+                                path.name), path.name
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=_recipe_id)
@@ -202,12 +216,45 @@ def test_tune_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -> None
     assert args.prompt_type == (written.group(1) or written.group(2))  # the template the data was written with
 
 
+@pytest.mark.parametrize("recipe", PREFERENCE_RECIPES, ids=_recipe_id)
+def test_preference_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -> None:
+    stage = recipe.name.split("_")[0]
+    pretrain = recipe.with_name(re.sub(r"^(dpo|orm)_", "pretrain_", recipe.name))
+    checkpoint = _architecture_checkpoint(pretrain, tmp_path / "mg")
+    world_size, argv = _argv(recipe, smoke=False, env={"CKPT_LOAD_DIR": str(checkpoint)})
+    args = parse_args(argv)
+    validate_args(args, world_size)
+    reference = parse_args(_argv(pretrain, smoke=False)[1])
+    architecture = [architecture_settings(transformer_config_from_args(a).to_dict()) for a in (args, reference)]
+    assert transformer_config_from_args(args).value_head == (stage == "orm")  # the reward model's score head
+    assert architecture[0] == architecture[1] and architecture[0]["num_layers"] == reference.num_layers
+    assert args.stage == stage and args.is_pairwise_dataset and not args.is_instruction_dataset
+    assert args.finetune and args.use_checkpoint_args and args.sequence_parallel and args.bf16 and world_size == 8
+    tune = _sibling(recipe, "CKPT_LOAD_DIR")  # the SFT run it starts from, in that run's layout
+    assert tune.name.startswith("tune_") and _default(recipe, "CKPT_LOAD_DIR") == _default(tune, "CKPT_SAVE_DIR")
+    layout = {"TP": str(args.tensor_model_parallel_size), "PP": str(args.pipeline_model_parallel_size)}
+    assert _layout_defaults(tune) == layout
+    data = _sibling(recipe, "DATA_PATH")
+    assert data.name.endswith("_pairwise.sh") and "--handler-name AlpacaStylePairwiseHandler" in data.read_text()
+    assert _default(recipe, "DATA_PATH") == _default(data, "OUTPUT_PREFIX")
+    written = re.search(r"--prompt-type (\w+)|PROMPT_TYPE:-(\w+)", data.read_text())
+    assert args.prompt_type == (written.group(1) or written.group(2)) == _default(tune, "PROMPT_TYPE")
+    if stage == "dpo":
+        assert (args.dpo_loss_type, args.dpo_beta, args.ref_model, args.precompute_ref_log_probs) == ("sigmoid", 0.1,
+                                                                                                      None, False)
+        world_size, argv = _argv(recipe, smoke=False, env={"CKPT_LOAD_DIR": str(checkpoint), "PRECOMPUTE_REF": "1",
+                                                           "REF_MODEL": str(checkpoint)})
+        args = parse_args(argv)
+        validate_args(args, world_size)
+        assert args.ref_model == str(checkpoint) and args.precompute_ref_log_probs
+
+
 TUNE_SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--seq-length",
                      "--micro-batch-size", "--global-batch-size", "--train-iters", "--save-interval", "--eval-interval",
                      "--eval-iters", "--save", "--load", "--data-path", "--tokenizer-name-or-path"}
 
 
-@pytest.mark.parametrize("recipe", TUNE_RECIPES, ids=_recipe_id)
+@pytest.mark.parametrize("recipe", POSTTRAIN_RECIPES, ids=_recipe_id)
 def test_smoke_tune_keeps_its_flags_and_shrinks_sizes(recipe: Path) -> None:
     full, (world_size, smoke_argv) = _flags(_argv(recipe, smoke=False)[1]), _argv(recipe, smoke=True)
     smoke = _flags(smoke_argv)
@@ -283,3 +330,23 @@ def test_smoke_tune_recipe_fine_tunes_and_saves(tmp_path: Path) -> None:
     assert len(losses) == 3 and all(0 < loss < 10 for loss in losses), log[-2000:]  # assistant tokens trained
     assert "loaded checkpoint" in log and "task sft" in log and "(TP=2, PP=1, CP=1, DP=1)" in log
     assert (tmp_path / "smoke" / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["qwen2/dpo_qwen25_7b_ptd",  # qkv bias; the policy starts as its reference
+                                  "llama2/orm_llama31_8b_ptd"])  # llama3 rope scaling; a value head
+def test_smoke_preference_recipe_trains_and_saves(tmp_path: Path, name: str) -> None:
+    recipe = REPO / "examples" / f"{name}.sh"
+    run = _run(recipe, {"SMOKE": "1", "SMOKE_DIR": str(tmp_path / "smoke"), "LOG_DIR": str(tmp_path / "logs")})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    log = (tmp_path / "logs" / f"{recipe.stem}.log").read_text()
+    stage = recipe.name.split("_")[0]
+    losses = [float(loss) for loss in re.findall(r"\| lm loss: ([0-9.E+-]+) \|", log)]
+    assert len(losses) == 3 and all(0 < loss < 2 for loss in losses), log[-2000:]
+    metric = {"dpo": "rewards/accuracies", "orm": "accuracy"}[stage]
+    assert len(re.findall(rf"\| {metric}: ([0-9.E+-]+) \|", log)) == 3, log[-2000:]
+    if stage == "dpo":
+        assert abs(losses[0] - math.log(2)) < 1e-5  # step 1: the policy is its own reference
+    assert "loaded checkpoint" in log and f"task {stage}" in log and "(TP=2, PP=1, DP=1)" in log
+    assert (tmp_path / "smoke" / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+

@@ -13,7 +13,8 @@
   and the reward model learn (the reward model's accuracy rises on a separable set); the reward model
   scores the last real token with its value head.
 * Bad input, one line each: an instruction dataset given to DPO, no --is-pairwise-dataset, DPO flags
-  with another stage, a --ref-model with another vocabulary, label smoothing out of range, orm under CP,
+  with another stage, a --ref-model with another vocabulary, a --prompt-type the pairs were not tokenized
+  with, label smoothing out of range, orm under CP,
   resuming DPO without --ref-model.
 
 TP 2, PP 2 and CP 2 equal one process in tests/distributed/test_posttrain_preference_parallel.py.
@@ -300,7 +301,7 @@ def _trainer_argv(argv: List[str]):
     return setup(argv, STAGES[argv[argv.index("--stage") + 1]])
 
 
-def test_dpo_reads_what_preprocess_data_writes(tmp_path: Path) -> None:
+def test_dpo_reads_what_preprocess_data_writes(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from core.datasets import pairwise_dataset as reader
     from mindspeed_llm.data import handlers
     from tests.unit.test_preprocess_data import preprocess, sentence, write_jsonl
@@ -317,9 +318,11 @@ def test_dpo_reads_what_preprocess_data_writes(tmp_path: Path) -> None:
     argv = list(ARGV)
     for flag in ("--tokenizer-type", "--vocab-size", "--seq-length", "--max-position-embeddings"):
         del argv[argv.index(flag):argv.index(flag) + 2]
-    trainer = _trainer_argv(argv + ["--stage", "dpo", "--data-path", prefix, "--tokenizer-type", "PretrainedFromHF",
-                                    "--tokenizer-name-or-path", str(tmp_path / "tok"), "--seq-length", "64",
-                                    "--max-position-embeddings", "64"])
+    argv += ["--stage", "dpo", "--data-path", prefix, "--tokenizer-type", "PretrainedFromHF",
+             "--tokenizer-name-or-path", str(tmp_path / "tok"), "--seq-length", "64", "--max-position-embeddings", "64"]
+    # --prompt-type is checked against the template the pairs record, as SFT checks it
+    assert "differs from chatml" in _error(argv + ["--prompt-type", "alpaca"], capsys)
+    trainer = _trainer_argv(argv + ["--prompt-type", "chatml"])
     dataset = trainer.datasets()[0]
     files = {name: reader.IndexedDataset(f"{prefix}_packed_{name}_document") for name in reader.PAIRWISE_FILES}
     sample, pair = dataset[0], int(dataset.order[0])

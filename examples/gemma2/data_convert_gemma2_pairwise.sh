@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Tokenize an Alpaca-style preference set (instruction, input, chosen, rejected; MAP_KEYS renames other fields) with the alpaca prompt template (PROMPT_TYPE) with the Gemma-2-9B tokenizer into .bin/.idx: writes ./finetune_dataset/gemma2/pairwise_packed_{chosen,rejected}_{input_ids,labels}_document.bin/.idx (one item per pair; only the final reply is trained) and pairwise_packed_settings.json, the DATA_PATH of dpo_gemma2_9b_ptd.sh and orm_gemma2_9b_ptd.sh.
+#   bash examples/gemma2/data_convert_gemma2_pairwise.sh
+#   MAP_KEYS='{"prompt": "question"}' DATA_INPUT=./dataset/orca_rlhf.jsonl bash examples/gemma2/data_convert_gemma2_pairwise.sh   # orca_rlhf's field names
+#   SMOKE=1 bash examples/gemma2/data_convert_gemma2_pairwise.sh   # a tiny preference corpus and a 300-token BPE tokenizer trained on it
+source "$(dirname "$0")/../common/recipe.sh"
+
+DATA_INPUT=${DATA_INPUT:-./dataset/dpo_en/dpo_en.jsonl}
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/gemma-2-9b}
+OUTPUT_PREFIX=${OUTPUT_PREFIX:-./finetune_dataset/gemma2/pairwise}
+PROMPT_TYPE=${PROMPT_TYPE:-alpaca}    # plain-text markers, any tokenizer; or tokenizer: the model's own chat template
+MAP_KEYS=${MAP_KEYS:-}    # JSON: our field name -> the data's (prompt, query, chosen, rejected, system, history)
+WORKERS=${WORKERS:-4}
+data_setup pairwise
+mkdir -p "$(dirname "$OUTPUT_PREFIX")"
+MAP_ARGS=()
+if [[ -n $MAP_KEYS ]]; then MAP_ARGS=(--map-keys "$MAP_KEYS"); fi
+
+python "$REPO_ROOT/preprocess_data.py" \
+    --input "$DATA_INPUT" \
+    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH" \
+    --handler-name AlpacaStylePairwiseHandler --prompt-type "$PROMPT_TYPE" "${MAP_ARGS[@]}" \
+    --output-prefix "$OUTPUT_PREFIX" --workers "$WORKERS" --log-interval 1000
