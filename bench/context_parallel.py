@@ -338,6 +338,8 @@ def main() -> None:
     unknown = [algo for algo in args.algos if algo not in ALGOS]
     if unknown:
         parser.error(f"--algos: unknown {unknown}; choose from {list(ALGOS)}")
+    if args.steps < 1:
+        parser.error(f"--steps {args.steps}: at least one timed step")
     if args.smoke:
         shape, seqs, algos, cps = SHAPES["smoke"], [256], ["ring", "ulysses"], [1, 2]
     else:
