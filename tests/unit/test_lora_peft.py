@@ -1,0 +1,197 @@
+"""LoRA adapters exchanged with PEFT (issue 12, tools): tools/convert_ckpt.py --lora-load [--save-lora-to-hf] and
+--lora-load of a PEFT directory (mindspeed_llm/posttrain/peft_format.py).
+
+A tiny random HF Llama (GQA) is converted to mg at TP 1 as the base; a LoRA run on it gets random nonzero
+adapters on every linear and saves them. Then, in fp32:
+
+* the PEFT export (``--save-lora-to-hf``) loaded by ``peft`` onto the HF model gives our logits (1e-5);
+* the merged export (``--lora-load`` alone), loaded by ``transformers``, gives our logits too;
+* a PEFT adapter made by ``peft`` (random nonzero B, q/k/v and gate/up sharing A) loads through ``--lora-load``
+  and gives PEFT's logits; the exported adapter loads back to the very same tensors;
+* a PEFT adapter with its own A per projection, or another rank / alpha / targets, is refused in one line.
+
+    python -m pytest -q tests/unit/test_lora_peft.py
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+import torch
+import transformers
+
+from core.tensor_parallel.lora import is_adapter
+from tools.convert_ckpt import main as convert_main
+
+peft = pytest.importorskip("peft")
+
+HF = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+          vocab_size=64, max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=10000.0)
+HF_TARGETS = ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"]
+LORA = ["--lora-target-modules", "linear_qkv", "linear_proj", "linear_fc1", "linear_fc2", "--lora-r", "4",
+        "--lora-alpha", "8"]
+TRAINING = ["--seq-length", "16", "--micro-batch-size", "2", "--global-batch-size", "2", "--train-iters", "1",
+            "--lr", "1e-3", "--mock-data", "--tokenizer-type", "NullTokenizer", "--seed", "3", "--device", "cpu",
+            "--eval-iters", "0", "--log-interval", "1000", "--hidden-dropout", "0", "--attention-dropout", "0",
+            "--finetune", "--use-checkpoint-args"]
+TOKENS = torch.tensor([[1, 5, 9, 33, 2, 60, 7, 7, 12, 40], [3, 3, 8, 61, 0, 17, 22, 5, 9, 1]])
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory) -> Dict[str, str]:
+    root = tmp_path_factory.mktemp("lora_peft")
+    hf_dir, mg_dir = str(root / "hf"), str(root / "mg")
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(transformers.LlamaConfig(**HF, dtype="float32")).save_pretrained(hf_dir)
+    assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", hf_dir,
+                         "--save-dir", mg_dir]) == 0
+    return {"root": str(root), "hf": hf_dir, "mg": mg_dir}
+
+
+def _trainer(dirs: Dict[str, str], *extra: str):
+    from mindspeed_llm.training.training import setup
+
+    return setup(TRAINING + ["--load", dirs["mg"]] + LORA + list(extra))
+
+
+def _our_logits(trainer) -> torch.Tensor:
+    model = trainer.model.eval()
+    with torch.no_grad():
+        return model(TOKENS).float()  # [b, s, v]
+
+
+def _hf_logits(model: torch.nn.Module) -> torch.Tensor:
+    with torch.no_grad():
+        return model.eval()(input_ids=TOKENS).logits.float()
+
+
+def _hf_model(path: str) -> torch.nn.Module:
+    return transformers.LlamaForCausalLM.from_pretrained(path, dtype=torch.float32)
+
+
+def _convert(dirs: Dict[str, str], adapters: str, out: str, *extra: str) -> int:
+    return convert_main(["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", dirs["mg"],
+                         "--lora-load", adapters, "--save-dir", out, *extra])
+
+
+@pytest.fixture(scope="module")
+def trained(dirs: Dict[str, str]) -> Dict[str, object]:
+    """A LoRA run whose adapters are random and nonzero (B too), saved; its logits."""
+    save = os.path.join(dirs["root"], "adapters")
+    trainer = _trainer(dirs, "--save", save)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, param in trainer.model.named_parameters():
+            if is_adapter(name):
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.2)
+    trainer.save()
+    return {"dir": save, "logits": _our_logits(trainer),
+            "adapters": {n: p.detach().clone() for n, p in trainer.model.named_parameters() if is_adapter(n)}}
+
+
+def test_exported_peft_adapter_gives_our_logits_in_peft(dirs, trained) -> None:
+    out = os.path.join(dirs["root"], "peft_export")
+    assert _convert(dirs, trained["dir"], out, "--save-lora-to-hf") == 0
+    config = json.load(open(os.path.join(out, "adapter_config.json")))
+    assert (config["r"], config["lora_alpha"], sorted(config["target_modules"])) == (4, 8.0, HF_TARGETS)
+    model = peft.PeftModel.from_pretrained(_hf_model(dirs["hf"]), out)
+    loaded = {n for n, _ in model.named_parameters() if "lora_" in n}
+    assert len(loaded) == 2 * 7 * HF["num_hidden_layers"]  # every projection's A and B
+    base = _hf_logits(_hf_model(dirs["hf"]))
+    theirs, ours = _hf_logits(model), trained["logits"]
+    assert (theirs - base).abs().max() > 1e-2  # the adapters change the logits
+    assert (theirs - ours).abs().max() <= 1e-5
+
+
+def test_merged_export_equals_base_plus_adapters(dirs, trained) -> None:
+    out = os.path.join(dirs["root"], "merged")
+    assert _convert(dirs, trained["dir"], out) == 0
+    assert not os.path.exists(os.path.join(out, "adapter_config.json"))
+    merged = _hf_logits(_hf_model(out))
+    assert (merged - trained["logits"]).abs().max() <= 1e-5
+
+
+def _peft_made(dirs: Dict[str, str], name: str, r: int = 4, alpha: int = 8, targets: List[str] = HF_TARGETS,
+               share_a: bool = True) -> str:
+    """A PEFT adapter made by peft on the HF model: random nonzero B (and, if asked, q/k/v and gate/up
+    sharing one A, as our fused layers do)."""
+    torch.manual_seed(5)
+    config = peft.LoraConfig(r=r, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0)
+    model = peft.get_peft_model(_hf_model(dirs["hf"]), config)
+    layers = model.base_model.model.model.layers
+    with torch.no_grad():
+        for layer in layers:
+            for projection in [*layer.self_attn.children(), *layer.mlp.children()]:
+                if hasattr(projection, "lora_B"):
+                    projection.lora_B["default"].weight.normal_(0.0, 0.2)
+            if share_a:
+                attention, mlp = layer.self_attn, layer.mlp
+                for fused in ((attention.q_proj, attention.k_proj, attention.v_proj), (mlp.gate_proj, mlp.up_proj)):
+                    for other in fused[1:] if hasattr(fused[0], "lora_A") else ():
+                        other.lora_A["default"].weight.copy_(fused[0].lora_A["default"].weight)
+    path = os.path.join(dirs["root"], name)
+    model.save_pretrained(path)
+    return path
+
+
+def test_peft_adapter_loads_through_lora_load_with_peft_logits(dirs, trained) -> None:
+    path = _peft_made(dirs, "peft_made")
+    expected = _hf_logits(peft.PeftModel.from_pretrained(_hf_model(dirs["hf"]), path))
+    trainer = _trainer(dirs, "--lora-load", path)
+    assert trainer.iteration == 0
+    assert (_our_logits(trainer) - expected).abs().max() <= 1e-5
+    # our own export loads back to the very same adapters
+    exported = os.path.join(dirs["root"], "peft_export_again")
+    assert _convert(dirs, trained["dir"], exported, "--save-lora-to-hf") == 0
+    again = _trainer(dirs, "--lora-load", exported)
+    for name, param in again.model.named_parameters():
+        if is_adapter(name):
+            assert torch.equal(param, trained["adapters"][name]), name
+
+
+def _error(argv: List[str], capsys: pytest.CaptureFixture) -> str:
+    from mindspeed_llm.training.training import pretrain
+
+    capsys.readouterr()  # drop what building the adapters printed
+    with pytest.raises(SystemExit) as info:
+        pretrain(argv)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert info.value.code == 2 and len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+def test_mismatched_peft_adapters_are_refused_in_one_line(dirs, capsys) -> None:
+    base = TRAINING + ["--load", dirs["mg"]] + LORA + ["--lora-load"]
+    own_a = _peft_made(dirs, "peft_own_a", share_a=False)
+    assert "have different lora_A; our fused adapter shares one A and holds one rank" in _error(base + [own_a], capsys)
+    rank8 = _peft_made(dirs, "peft_r8", r=8, alpha=16)
+    assert "is a PEFT adapter with r 8, this run has --lora-r 4; pass the adapter's value" in _error(base + [rank8],
+                                                                                                     capsys)
+    attention = _peft_made(dirs, "peft_attention", targets=["q_proj", "k_proj", "v_proj", "o_proj"])
+    message = _error(base + [attention], capsys)
+    assert "target_modules k_proj o_proj q_proj v_proj, this run has --lora-target-modules linear_qkv" in message
+    alpha = _peft_made(dirs, "peft_alpha", alpha=16)
+    assert "lora_alpha 16, this run has --lora-alpha 8.0" in _error(base + [alpha], capsys)
+
+
+def test_converter_lora_flags_are_checked_in_one_line(dirs, trained, capsys) -> None:
+    def error(argv: List[str]) -> str:
+        assert convert_main(argv) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1, lines
+        return lines[0]
+
+    out = os.path.join(dirs["root"], "never")
+    assert "--save-lora-to-hf writes the adapters of --lora-load" in error(
+        ["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", dirs["mg"], "--save-dir", out,
+         "--save-lora-to-hf"])
+    assert "pass --load-model-type mg --save-model-type hf" in error(
+        ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", dirs["hf"], "--save-dir", out,
+         "--lora-load", trained["dir"]])
+    assert "holds no LoRA adapters" in error(
+        ["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", dirs["mg"], "--save-dir", out,
+         "--lora-load", dirs["mg"]])
+    assert not os.path.exists(out)
