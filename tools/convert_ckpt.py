@@ -18,6 +18,14 @@ Megatron -> Megatron (re-shard to another TP/PP/VPP layout)::
         --target-tensor-parallel-size 1 --target-pipeline-parallel-size 2 \\
         --num-layers-per-virtual-pipeline-stage 2 --load-dir ./ckpt-tp2 --save-dir ./ckpt-tp1-pp2-vpp2
 
+LoRA adapters (a ``--lora-target-modules`` run's ``--save``) over their mg base -> HF, merged
+(``W + alpha/r B A`` per projection, in fp32, modules to save replaced) or, with ``--save-lora-to-hf``, as
+PEFT's ``adapter_config.json`` + ``adapter_model.safetensors`` (fused qkv / gate-up adapters split per HF
+projection by the registry's own row transform, sharing ``A``; ``mindspeed_llm/posttrain/peft_format.py``)::
+
+    python tools/convert_ckpt.py --load-model-type mg --save-model-type hf --load-dir ./llama-2-7b-mcore \
+        --lora-load ./lora-ckpt --save-dir ./llama-2-7b-merged [--save-lora-to-hf]
+
 A checkpoint written by MindSpeed-LLM or Megatron-LM (``megatron``) -> ours / HF, and back::
 
     python tools/convert_ckpt.py --load-model-type megatron --save-model-type mg \\
@@ -1217,7 +1225,8 @@ class LoraAdapters:
         self.config = LoraConfig(r=int(record["r"]), alpha=float(record["alpha"]),
                                  dropout=float(getattr(saved_args, "lora_dropout", None) or 0.0),
                                  target_modules=tuple(record["target_modules"]),
-                                 modules_to_save=tuple(record.get("modules_to_save") or ()))
+                                 modules_to_save=tuple(record.get("modules_to_save") or ()),
+                                 module_ranks=tuple(sorted((record.get("module_ranks") or {}).items())))
         with torch.device("meta"):
             model = GPTModel(source.config, layout_state(source.tp))
         add_lora(model, self.config)
@@ -1274,14 +1283,18 @@ def write_peft_adapter(args: argparse.Namespace, source: "MegatronSource", adapt
                               "LoRA files do not hold here; drop --save-lora-to-hf to write the merged model")
     tensors = {rename(name, renaming): tensor for name, tensor in adapters.tensors.items()}
     rule_of = layout.rules.__getitem__
+    modules = peft_format.adapted_modules(tensors)
     try:
         peft_tensors = peft_format.to_peft(tensors, rule_of, layout.context)
-        targets = peft_format.hf_targets(peft_format.adapted_modules(tensors), rule_of)
+        targets = peft_format.hf_targets(modules, rule_of)
+        rank_pattern = {target: tensors[f"{module}.lora_A.weight"].shape[0] for module in modules
+                        if tensors[f"{module}.lora_A.weight"].shape[0] != adapters.config.r
+                        for target in peft_format.hf_targets([module], rule_of)}  # block-form modules
     except peft_format.PeftFormatError as error:
         raise ConversionError(f"--save-lora-to-hf (family {source.family_name}): {error}") from None
     base = (source.hf_config or {}).get("_name_or_path") or os.path.abspath(args.load_dir)
     config = peft_format.adapter_config(adapters.config.r, adapters.config.alpha, adapters.config.dropout, targets,
-                                        base)
+                                        base, rank_pattern)
     peft_format.write(directory, peft_tensors, config)
 
 

@@ -15,9 +15,13 @@ the adapter of those rows, the registry's own split of the weight's rows (``to_h
 GPT-NeoX-style fused ``query_key_value``) applied to ``B`` gives each HF projection's ``B``; every projection
 of the fused layer gets the same ``A``. Back (:func:`from_peft`), PEFT's adapters fuse exactly when the
 projections of a fused layer share ``A`` (as ours exported do): ``B = to_ours(rule, [B_q, B_k, B_v])``.
-Adapters trained elsewhere by PEFT have one ``A`` per projection; the exact fused form of those is
-``A = [A_q; A_k; A_v]`` (rank 3r) with a block-diagonal ``B``, which needs a different rank per module, and
-our layers hold one rank (``--lora-r``) for every module: such an adapter is refused in one line.
+Adapters trained elsewhere by PEFT have one ``A`` per projection; their exact fused form is the block form
+``A = [A_q; A_k; A_v]`` (rank 3r) with a block-diagonal ``B`` (projection j's rows hold ``B_j`` in columns
+``j r .. (j + 1) r``), with the scaling ``alpha / r`` unchanged. Our layers take a rank per target
+(``LoraConfig.module_ranks``, found by :func:`fused_ranks` when ``--lora-load`` names a PEFT directory, and
+recorded in the adapter checkpoints); such a module exports back to PEFT as a shared ``A`` of rank ``k r``
+per projection with ``rank_pattern`` (and ``alpha_pattern`` keeping ``alpha / r``). A ``rank_pattern`` /
+``alpha_pattern`` that changes the scaling of some projections is refused (ours is one ``alpha / r``).
 
 Only transforms that move whole rows of the weight are exact for ``B`` (``ROW_TRANSFORMS``); a family whose
 weight map transposes (GPT-2's Conv1D) is refused.
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Dict, Iterable, List, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -89,40 +93,89 @@ def to_peft(adapters: Dict[str, torch.Tensor], rule_of: RuleOf, context_of: Cont
 
 
 def from_peft(tensors: Dict[str, torch.Tensor], modules: Sequence[str], rule_of: RuleOf, context_of: ContextOf,
-              where: str) -> Dict[str, torch.Tensor]:
-    """PEFT's tensors -> our full adapters of ``modules`` (exact; one-line PeftFormatError otherwise)."""
+              rank_of: Callable[[str], int], where: str) -> Dict[str, torch.Tensor]:
+    """PEFT's tensors -> our full adapters of ``modules`` (exact; one-line PeftFormatError otherwise).
+
+    A module whose adapters have rank ``r`` takes the projections' shared ``A`` and their ``B`` rows; one of
+    rank ``k r`` (``rank_of``; k the projections it fuses) takes ``A = [A_1; ...; A_k]`` and the block-diagonal
+    ``B`` (projection ``j``'s rows hold its ``B_j`` in columns ``j r .. (j + 1) r``).
+    """
     out: Dict[str, torch.Tensor] = {}
     for module in modules:
         rule, hf_names = _row_rule(module, rule_of)
-        keys = {factor: [peft_key(hf, factor) for hf in hf_names] for factor in FACTORS}
-        missing = [key for factor in FACTORS for key in keys[factor] if key not in tensors]
-        if missing:
-            raise PeftFormatError(f"{where} has no {missing[0]} (needed by {module}); the adapter's targets or "
-                                  "layers differ from this model's")
-        a_parts = [tensors[key] for key in keys["lora_A"]]  # [r, in] each
-        if any(not torch.equal(a_parts[0], a) for a in a_parts[1:]):
-            names = ", ".join(hf.rsplit(".", 2)[-2] for hf in hf_names)
-            raise PeftFormatError(f"{where}: the {names} adapters of {module} have different lora_A; our fused "
-                                  f"adapter shares one A and holds one rank for every module, so it cannot hold "
-                                  f"them exactly (that needs rank {len(hf_names)}r for this module only)")
-        out[f"{module}.lora_A.weight"] = a_parts[0]
-        out[f"{module}.lora_B.weight"] = to_ours(rule, [tensors[key] for key in keys["lora_B"]],
-                                                 context_of(f"{module}.weight"))
+        a_parts, b_parts = (_factors(tensors, hf_names, factor, module, where) for factor in FACTORS)
+        r, rank = a_parts[0].shape[0], rank_of(module)
+        if rank == r:
+            if any(not torch.equal(a_parts[0], a) for a in a_parts[1:]):
+                raise PeftFormatError(f"{where}: the {_projections(hf_names)} adapters of {module} have different "
+                                      f"lora_A, which fuse exactly only with rank {len(hf_names)}r for this module")
+            a = a_parts[0]  # [r, in], shared
+        elif rank == len(hf_names) * r:
+            a = torch.cat(a_parts, dim=0)  # [k r, in]
+            b_parts = [_block_columns(b, index, r, rank) for index, b in enumerate(b_parts)]
+        else:
+            raise PeftFormatError(f"{where}: {module} has adapters of rank {rank}, PEFT's {_projections(hf_names)} "
+                                  f"have rank {r}; the adapter's r differs from this run's")
+        out[f"{module}.lora_A.weight"] = a
+        out[f"{module}.lora_B.weight"] = to_ours(rule, b_parts, context_of(f"{module}.weight"))  # [out, rank]
     return out
 
 
-def adapter_config(r: int, alpha: float, dropout: float, targets: Sequence[str], base: str) -> Dict[str, Any]:
-    """PEFT's ``adapter_config.json`` for plain LoRA on a causal LM."""
+def _factors(tensors: Dict[str, torch.Tensor], hf_names: Sequence[str], factor: str, module: str,
+             where: str) -> List[torch.Tensor]:
+    keys = [peft_key(hf, factor) for hf in hf_names]
+    missing = [key for key in keys if key not in tensors]
+    if missing:
+        raise PeftFormatError(f"{where} has no {missing[0]} (needed by {module}); the adapter's targets or layers "
+                              "differ from this model's")
+    return [tensors[key] for key in keys]
+
+
+def _projections(hf_names: Sequence[str]) -> str:
+    return ", ".join(hf.rsplit(".", 2)[-2] for hf in hf_names)
+
+
+def _block_columns(b: torch.Tensor, index: int, r: int, rank: int) -> torch.Tensor:
+    """``b`` [out_j, r] as rows of a block-diagonal [out_j, rank]: columns index r .. (index + 1) r."""
+    block = b.new_zeros((b.shape[0], rank))
+    block[:, index * r:(index + 1) * r] = b
+    return block
+
+
+def fused_ranks(tensors: Dict[str, torch.Tensor], modules: Sequence[str], rule_of: RuleOf, r: int
+                ) -> Tuple[Tuple[str, int], ...]:
+    """(target, rank) for each of our targets (leaf names) whose adapters need another rank than ``r`` to hold
+    PEFT's exactly: k r' where some layer's k fused projections have different ``lora_A`` (the block form),
+    else r' (PEFT's own rank of those projections, from its ``rank_pattern``)."""
+    ranks: Dict[str, int] = {}
+    for module in modules:
+        _, hf_names = _row_rule(module, rule_of)
+        parts = [tensors.get(peft_key(hf, "lora_A")) for hf in hf_names]
+        if any(p is None for p in parts):
+            continue  # reported by from_peft
+        own = any(not torch.equal(parts[0], p) for p in parts[1:])
+        rank = (len(hf_names) if own else 1) * parts[0].shape[0]
+        target = module.rsplit(".", 1)[-1]
+        ranks[target] = max(rank, ranks.get(target, 0))
+    return tuple(sorted((target, rank) for target, rank in ranks.items() if rank != r))
+
+
+def adapter_config(r: int, alpha: float, dropout: float, targets: Sequence[str], base: str,
+                   rank_pattern: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+    """PEFT's ``adapter_config.json`` for plain LoRA on a causal LM; ``rank_pattern`` (HF target -> rank) for
+    projections of another rank, their alpha scaled so that every scaling stays ``alpha / r``."""
+    rank_pattern = dict(rank_pattern or {})
+    alpha_pattern = {target: alpha * rank / r for target, rank in rank_pattern.items()}
     return {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": r, "lora_alpha": alpha, "lora_dropout": dropout,
             "target_modules": sorted(targets), "base_model_name_or_path": base, "bias": "none",
             "fan_in_fan_out": False, "inference_mode": True, "init_lora_weights": True, "use_rslora": False,
             "use_dora": False, "modules_to_save": None, "layers_to_transform": None, "layers_pattern": None,
-            "rank_pattern": {}, "alpha_pattern": {}, "revision": None}
+            "rank_pattern": rank_pattern, "alpha_pattern": alpha_pattern, "revision": None}
 
 
 # settings that change what an adapter computes, and the value our layers implement
 PLAIN_LORA = {"peft_type": "LORA", "bias": "none", "fan_in_fan_out": False, "use_rslora": False, "use_dora": False,
-              "modules_to_save": None, "layers_to_transform": None, "rank_pattern": {}, "alpha_pattern": {}}
+              "modules_to_save": None, "layers_to_transform": None}
 
 
 def read_config(path: str) -> Dict[str, Any]:
@@ -134,10 +187,24 @@ def read_config(path: str) -> Dict[str, Any]:
         if value != plain and not (plain is None and value in ([], {})) and not (plain == {} and value is None):
             raise PeftFormatError(f"{path}/{PEFT_CONFIG}: {key} {value!r} is not supported (our LoRA layers "
                                   f"implement {key} {plain!r}); export the adapter without it")
+    _check_patterns(config, path)
     if not isinstance(config.get("target_modules"), list):
         raise PeftFormatError(f"{path}/{PEFT_CONFIG}: target_modules {config.get('target_modules')!r} is not a list "
                               "of module names; list them (q_proj, k_proj, ...)")
     return config
+
+
+def _check_patterns(config: Dict[str, Any], path: str) -> None:
+    """``rank_pattern`` / ``alpha_pattern`` are read only where every scaling stays ``lora_alpha / r`` (ours is
+    one scaling for every module; the tensors give each projection's rank)."""
+    r, alpha = config.get("r"), config.get("lora_alpha")
+    ranks, alphas = config.get("rank_pattern") or {}, config.get("alpha_pattern") or {}
+    for key in sorted(set(ranks) | set(alphas)):
+        rank, key_alpha = ranks.get(key, r), alphas.get(key, alpha)
+        if abs(key_alpha / rank - alpha / r) > 1e-12 * abs(alpha / r):
+            raise PeftFormatError(f"{path}/{PEFT_CONFIG}: {key} has scaling {key_alpha}/{rank} by rank_pattern / "
+                                  f"alpha_pattern, the others {alpha}/{r}; our LoRA layers scale every module by "
+                                  "one alpha/r")
 
 
 def read_weights(path: str) -> Dict[str, torch.Tensor]:

@@ -8,7 +8,10 @@ adapters on every linear and saves them. Then, in fp32:
 * the merged export (``--lora-load`` alone), loaded by ``transformers``, gives our logits too;
 * a PEFT adapter made by ``peft`` (random nonzero B, q/k/v and gate/up sharing A) loads through ``--lora-load``
   and gives PEFT's logits; the exported adapter loads back to the very same tensors;
-* a PEFT adapter with its own A per projection, or another rank / alpha / targets, is refused in one line.
+* PEFT's usual adapter (its own A per projection) loads in the block form (rank 3r on linear_qkv, 2r on
+  linear_fc1) with PEFT's logits, and its checkpoint merges, exports (rank_pattern) and resumes exactly;
+* a PEFT adapter of another rank / alpha / targets, or a rank_pattern changing the scaling, is refused in
+  one line.
 
     python -m pytest -q tests/unit/test_lora_peft.py
 """
@@ -115,11 +118,11 @@ def test_merged_export_equals_base_plus_adapters(dirs, trained) -> None:
 
 
 def _peft_made(dirs: Dict[str, str], name: str, r: int = 4, alpha: int = 8, targets: List[str] = HF_TARGETS,
-               share_a: bool = True) -> str:
+               share_a: bool = True, **extra) -> str:
     """A PEFT adapter made by peft on the HF model: random nonzero B (and, if asked, q/k/v and gate/up
     sharing one A, as our fused layers do)."""
     torch.manual_seed(5)
-    config = peft.LoraConfig(r=r, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0)
+    config = peft.LoraConfig(r=r, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, **extra)
     model = peft.get_peft_model(_hf_model(dirs["hf"]), config)
     layers = model.base_model.model.model.layers
     with torch.no_grad():
@@ -152,6 +155,30 @@ def test_peft_adapter_loads_through_lora_load_with_peft_logits(dirs, trained) ->
             assert torch.equal(param, trained["adapters"][name]), name
 
 
+def test_peft_adapter_with_own_a_per_projection_loads_in_block_form(dirs) -> None:
+    """PEFT's usual adapter (each of q/k/v, gate/up its own A) fuses exactly as A = [A_q; A_k; A_v] (rank 3r)
+    and a block-diagonal B; saved, it merges and exports back (rank_pattern) with PEFT's logits."""
+    path = _peft_made(dirs, "peft_own_a", share_a=False)
+    expected = _hf_logits(peft.PeftModel.from_pretrained(_hf_model(dirs["hf"]), path))
+    save = os.path.join(dirs["root"], "block_adapters")
+    trainer = _trainer(dirs, "--lora-load", path, "--save", save)
+    assert trainer.lora.module_ranks == (("linear_fc1", 8), ("linear_qkv", 12))
+    shapes = {n: tuple(p.shape) for n, p in trainer.model.named_parameters() if is_adapter(n)}
+    assert shapes["decoder.layers.0.self_attention.linear_qkv.lora_A.weight"] == (12, 32)
+    assert shapes["decoder.layers.0.self_attention.linear_proj.lora_A.weight"] == (4, 32)
+    assert (_our_logits(trainer) - expected).abs().max() <= 1e-5
+    trainer.save()
+    merged, exported = os.path.join(dirs["root"], "block_merged"), os.path.join(dirs["root"], "block_peft")
+    assert _convert(dirs, save, merged) == 0 and _convert(dirs, save, exported, "--save-lora-to-hf") == 0
+    assert (_hf_logits(_hf_model(merged)) - expected).abs().max() <= 1e-5
+    assert json.load(open(os.path.join(exported, "adapter_config.json")))["rank_pattern"] == {
+        "q_proj": 12, "k_proj": 12, "v_proj": 12, "gate_proj": 8, "up_proj": 8}
+    again = _hf_logits(peft.PeftModel.from_pretrained(_hf_model(dirs["hf"]), exported))
+    assert (again - expected).abs().max() <= 1e-5
+    resumed = _trainer(dirs, "--lora-load", save)  # our own checkpoint of the block form resumes
+    assert (_our_logits(resumed) - expected).abs().max() <= 1e-5
+
+
 def _error(argv: List[str], capsys: pytest.CaptureFixture) -> str:
     from mindspeed_llm.training.training import pretrain
 
@@ -165,8 +192,8 @@ def _error(argv: List[str], capsys: pytest.CaptureFixture) -> str:
 
 def test_mismatched_peft_adapters_are_refused_in_one_line(dirs, capsys) -> None:
     base = TRAINING + ["--load", dirs["mg"]] + LORA + ["--lora-load"]
-    own_a = _peft_made(dirs, "peft_own_a", share_a=False)
-    assert "have different lora_A; our fused adapter shares one A and holds one rank" in _error(base + [own_a], capsys)
+    scaled = _peft_made(dirs, "peft_rank_pattern", share_a=False, rank_pattern={"q_proj": 8})
+    assert "q_proj has scaling 8/8 by rank_pattern / alpha_pattern, the others 8/4" in _error(base + [scaled], capsys)
     rank8 = _peft_made(dirs, "peft_r8", r=8, alpha=16)
     assert "is a PEFT adapter with r 8, this run has --lora-r 4; pass the adapter's value" in _error(base + [rank8],
                                                                                                      capsys)
