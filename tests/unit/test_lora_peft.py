@@ -10,6 +10,8 @@ adapters on every linear and saves them. Then, in fp32:
   and gives PEFT's logits; the exported adapter loads back to the very same tensors;
 * PEFT's usual adapter (its own A per projection) loads in the block form (rank 3r on linear_qkv, 2r on
   linear_fc1) with PEFT's logits, and its checkpoint merges, exports (rank_pattern) and resumes exactly;
+* at TP 2 (one key/value group per rank) PEFT's adapter loads with PEFT's logits, and the TP-2 adapter
+  checkpoint merges into the TP-1 base and exports to PEFT exactly; Qwen2 (q/k/v biases) exchanges too;
 * a PEFT adapter of another rank / alpha / targets, or a rank_pattern changing the scaling, is refused in
   one line.
 
@@ -177,6 +179,66 @@ def test_peft_adapter_with_own_a_per_projection_loads_in_block_form(dirs) -> Non
     assert (again - expected).abs().max() <= 1e-5
     resumed = _trainer(dirs, "--lora-load", save)  # our own checkpoint of the block form resumes
     assert (_our_logits(resumed) - expected).abs().max() <= 1e-5
+
+
+def tp2_worker(rank: int, world_size: int, mg_dir: str, peft_dir: str, save: str) -> torch.Tensor:
+    from core.models.gpt_model import gather_logits
+    from mindspeed_llm.training.training import setup
+
+    trainer = setup(TRAINING + ["--load", mg_dir, "--tensor-model-parallel-size", "2", "--lora-load", peft_dir,
+                                "--save", save] + LORA)
+    trainer.save()
+    model = trainer.model.eval()
+    with torch.no_grad():
+        return gather_logits(model(TOKENS), model).float()
+
+
+def test_tp2_loads_peft_and_its_checkpoint_exports_exactly(dirs) -> None:
+    """At TP 2 (GQA: one key/value group per rank) a PEFT adapter with its own A per projection loads with
+    PEFT's logits; the TP-2 adapter checkpoint merges into the TP-1 base and exports to PEFT exactly."""
+    from core.launcher import run_distributed
+
+    path = _peft_made(dirs, "peft_own_a_tp2", share_a=False)
+    expected = _hf_logits(peft.PeftModel.from_pretrained(_hf_model(dirs["hf"]), path))
+    mg_tp2, save = os.path.join(dirs["root"], "mg_tp2"), os.path.join(dirs["root"], "adapters_tp2")
+    assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", dirs["hf"],
+                         "--save-dir", mg_tp2, "--target-tensor-parallel-size", "2"]) == 0
+    logits = run_distributed(2, tp2_worker, mg_tp2, path, save)
+    assert all((tp_logits - expected).abs().max() <= 1e-5 for tp_logits in logits)
+    merged, exported = os.path.join(dirs["root"], "tp2_merged"), os.path.join(dirs["root"], "tp2_peft")
+    assert _convert(dirs, save, merged) == 0 and _convert(dirs, save, exported, "--save-lora-to-hf") == 0
+    assert (_hf_logits(_hf_model(merged)) - expected).abs().max() <= 1e-5
+    assert (_hf_logits(peft.PeftModel.from_pretrained(_hf_model(dirs["hf"]), exported)) - expected).abs().max() <= 1e-5
+
+
+def test_qwen2_with_qkv_bias_exchanges_adapters_with_peft(tmp_path) -> None:
+    """Qwen2 (q/k/v biases, which the adapters leave alone): PEFT's adapter loads with PEFT's logits and our
+    export of it gives them again in PEFT."""
+    hf_dir, mg_dir = str(tmp_path / "hf"), str(tmp_path / "mg")
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(**HF, dtype="float32")
+    transformers.Qwen2ForCausalLM(config).save_pretrained(hf_dir)
+    assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", hf_dir,
+                         "--save-dir", mg_dir]) == 0
+    qwen = {"root": str(tmp_path), "hf": hf_dir, "mg": mg_dir}
+    base = lambda: transformers.Qwen2ForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)  # noqa: E731
+    torch.manual_seed(5)
+    model = peft.get_peft_model(base(), peft.LoraConfig(r=4, lora_alpha=8, target_modules=HF_TARGETS))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.2)
+    path = str(tmp_path / "peft")
+    model.save_pretrained(path)
+    expected = _hf_logits(peft.PeftModel.from_pretrained(base(), path))
+    save = str(tmp_path / "adapters")
+    trainer = _trainer(qwen, "--lora-load", path, "--save", save)
+    assert "decoder.layers.0.self_attention.linear_qkv.bias" in dict(trainer.model.named_parameters())
+    assert (_our_logits(trainer) - expected).abs().max() <= 1e-5
+    trainer.save()
+    exported = str(tmp_path / "exported")
+    assert _convert(qwen, save, exported, "--save-lora-to-hf") == 0
+    assert (_hf_logits(peft.PeftModel.from_pretrained(base(), exported)) - expected).abs().max() <= 1e-5
 
 
 def _error(argv: List[str], capsys: pytest.CaptureFixture) -> str:
