@@ -11,7 +11,8 @@ adapters on every linear and saves them. Then, in fp32:
 * PEFT's usual adapter (its own A per projection) loads in the block form (rank 3r on linear_qkv, 2r on
   linear_fc1) with PEFT's logits, and its checkpoint merges, exports (rank_pattern) and resumes exactly;
 * at TP 2 (one key/value group per rank) PEFT's adapter loads with PEFT's logits, and the TP-2 adapter
-  checkpoint merges into the TP-1 base and exports to PEFT exactly; Qwen2 (q/k/v biases) exchanges too;
+  checkpoint merges into the TP-1 base and exports to PEFT exactly; at PP 2 each stage loads its layers'
+  adapters and the two stages' files merge exactly; Qwen2 (q/k/v biases) exchanges too;
 * a PEFT adapter of another rank / alpha / targets, or a rank_pattern changing the scaling, is refused in
   one line.
 
@@ -209,6 +210,29 @@ def test_tp2_loads_peft_and_its_checkpoint_exports_exactly(dirs) -> None:
     assert _convert(dirs, save, merged) == 0 and _convert(dirs, save, exported, "--save-lora-to-hf") == 0
     assert (_hf_logits(_hf_model(merged)) - expected).abs().max() <= 1e-5
     assert (_hf_logits(peft.PeftModel.from_pretrained(_hf_model(dirs["hf"]), exported)) - expected).abs().max() <= 1e-5
+
+
+def pp2_worker(rank: int, world_size: int, mg_dir: str, peft_dir: str, save: str) -> None:
+    from mindspeed_llm.training.training import setup
+
+    setup(TRAINING + ["--load", mg_dir, "--pipeline-model-parallel-size", "2", "--lora-load", peft_dir,
+                      "--save", save] + LORA).save()
+
+
+def test_pp2_loads_peft_per_stage_and_its_checkpoint_merges_exactly(dirs) -> None:
+    """At PP 2 each stage takes its layers' adapters from the PEFT file; the two stages' adapter files merge
+    into the TP-1 base with PEFT's logits."""
+    from core.launcher import run_distributed
+
+    path = _peft_made(dirs, "peft_own_a_pp2", share_a=False)
+    expected = _hf_logits(peft.PeftModel.from_pretrained(_hf_model(dirs["hf"]), path))
+    mg_pp2, save = os.path.join(dirs["root"], "mg_pp2"), os.path.join(dirs["root"], "adapters_pp2")
+    assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", dirs["hf"],
+                         "--save-dir", mg_pp2, "--target-pipeline-parallel-size", "2"]) == 0
+    run_distributed(2, pp2_worker, mg_pp2, path, save)
+    merged = os.path.join(dirs["root"], "pp2_merged")
+    assert _convert(dirs, save, merged) == 0
+    assert (_hf_logits(_hf_model(merged)) - expected).abs().max() <= 1e-5
 
 
 def test_qwen2_with_qkv_bias_exchanges_adapters_with_peft(tmp_path) -> None:
