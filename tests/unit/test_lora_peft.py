@@ -182,57 +182,44 @@ def test_peft_adapter_with_own_a_per_projection_loads_in_block_form(dirs) -> Non
     assert (_our_logits(resumed) - expected).abs().max() <= 1e-5
 
 
-def tp2_worker(rank: int, world_size: int, mg_dir: str, peft_dir: str, save: str) -> torch.Tensor:
+def parallel_worker(rank: int, world_size: int, root: str, peft_dir: str) -> torch.Tensor:
+    """TP 2 (logits, then its adapters saved), then PP 2 (its two stages' adapters saved), one launch."""
     from core.models.gpt_model import gather_logits
     from mindspeed_llm.training.training import setup
 
-    trainer = setup(TRAINING + ["--load", mg_dir, "--tensor-model-parallel-size", "2", "--lora-load", peft_dir,
-                                "--save", save] + LORA)
-    trainer.save()
-    model = trainer.model.eval()
-    with torch.no_grad():
-        return gather_logits(model(TOKENS), model).float()
+    layouts = {"tp2": ["--tensor-model-parallel-size", "2"], "pp2": ["--pipeline-model-parallel-size", "2"]}
+    logits = None
+    for name, layout in layouts.items():
+        trainer = setup(TRAINING + ["--load", os.path.join(root, f"mg_{name}"), "--lora-load", peft_dir,
+                                    "--save", os.path.join(root, f"adapters_{name}")] + LORA + layout)
+        trainer.save()
+        if name == "tp2":
+            model = trainer.model.eval()
+            with torch.no_grad():
+                logits = gather_logits(model(TOKENS), model).float()
+    return logits
 
 
-def test_tp2_loads_peft_and_its_checkpoint_exports_exactly(dirs) -> None:
+def test_tp2_and_pp2_load_peft_and_their_checkpoints_export_exactly(dirs) -> None:
     """At TP 2 (GQA: one key/value group per rank) a PEFT adapter with its own A per projection loads with
-    PEFT's logits; the TP-2 adapter checkpoint merges into the TP-1 base and exports to PEFT exactly."""
+    PEFT's logits; at PP 2 each stage takes its layers' adapters. Each adapter checkpoint (two TP files, two
+    stage files) merges into the TP-1 base with PEFT's logits; the TP-2 one exports to PEFT exactly."""
     from core.launcher import run_distributed
 
-    path = _peft_made(dirs, "peft_own_a_tp2", share_a=False)
+    path = _peft_made(dirs, "peft_own_a_parallel", share_a=False)
     expected = _hf_logits(peft.PeftModel.from_pretrained(_hf_model(dirs["hf"]), path))
-    mg_tp2, save = os.path.join(dirs["root"], "mg_tp2"), os.path.join(dirs["root"], "adapters_tp2")
-    assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", dirs["hf"],
-                         "--save-dir", mg_tp2, "--target-tensor-parallel-size", "2"]) == 0
-    logits = run_distributed(2, tp2_worker, mg_tp2, path, save)
+    for name, flag in (("tp2", "--target-tensor-parallel-size"), ("pp2", "--target-pipeline-parallel-size")):
+        assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", dirs["hf"],
+                             "--save-dir", os.path.join(dirs["root"], f"mg_{name}"), flag, "2"]) == 0
+    logits = run_distributed(2, parallel_worker, dirs["root"], path)
     assert all((tp_logits - expected).abs().max() <= 1e-5 for tp_logits in logits)
-    merged, exported = os.path.join(dirs["root"], "tp2_merged"), os.path.join(dirs["root"], "tp2_peft")
-    assert _convert(dirs, save, merged) == 0 and _convert(dirs, save, exported, "--save-lora-to-hf") == 0
-    assert (_hf_logits(_hf_model(merged)) - expected).abs().max() <= 1e-5
+    for name in ("tp2", "pp2"):
+        merged = os.path.join(dirs["root"], f"{name}_merged")
+        assert _convert(dirs, os.path.join(dirs["root"], f"adapters_{name}"), merged) == 0
+        assert (_hf_logits(_hf_model(merged)) - expected).abs().max() <= 1e-5, name
+    exported = os.path.join(dirs["root"], "tp2_peft")
+    assert _convert(dirs, os.path.join(dirs["root"], "adapters_tp2"), exported, "--save-lora-to-hf") == 0
     assert (_hf_logits(peft.PeftModel.from_pretrained(_hf_model(dirs["hf"]), exported)) - expected).abs().max() <= 1e-5
-
-
-def pp2_worker(rank: int, world_size: int, mg_dir: str, peft_dir: str, save: str) -> None:
-    from mindspeed_llm.training.training import setup
-
-    setup(TRAINING + ["--load", mg_dir, "--pipeline-model-parallel-size", "2", "--lora-load", peft_dir,
-                      "--save", save] + LORA).save()
-
-
-def test_pp2_loads_peft_per_stage_and_its_checkpoint_merges_exactly(dirs) -> None:
-    """At PP 2 each stage takes its layers' adapters from the PEFT file; the two stages' adapter files merge
-    into the TP-1 base with PEFT's logits."""
-    from core.launcher import run_distributed
-
-    path = _peft_made(dirs, "peft_own_a_pp2", share_a=False)
-    expected = _hf_logits(peft.PeftModel.from_pretrained(_hf_model(dirs["hf"]), path))
-    mg_pp2, save = os.path.join(dirs["root"], "mg_pp2"), os.path.join(dirs["root"], "adapters_pp2")
-    assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", dirs["hf"],
-                         "--save-dir", mg_pp2, "--target-pipeline-parallel-size", "2"]) == 0
-    run_distributed(2, pp2_worker, mg_pp2, path, save)
-    merged = os.path.join(dirs["root"], "pp2_merged")
-    assert _convert(dirs, save, merged) == 0
-    assert (_hf_logits(_hf_model(merged)) - expected).abs().max() <= 1e-5
 
 
 def test_qwen2_with_qkv_bias_exchanges_adapters_with_peft(tmp_path) -> None:
