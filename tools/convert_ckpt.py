@@ -1247,15 +1247,14 @@ class LoraAdapters:
     def check_base(self, layout: ModelLayout, lora_dir: str) -> None:
         """Every adapter and module to save fits the base model's weight."""
         for name, tensor in self.tensors.items():
-            module, factor = (name.rsplit(".", 2)[0], name.rsplit(".", 2)[1]) if is_adapter(name) else (None, None)
+            module, factor = name.rsplit(".", 2)[:2] if is_adapter(name) else (None, None)
             weight = f"{module}.weight" if module else name
             if weight not in layout.full_shapes:
                 raise ConversionError(f"--lora-load {lora_dir}: {name} has no base weight {weight} in --load-dir; the "
                                       "adapters were trained on another model")
             out, into = layout.full_shapes[weight][0], layout.full_shapes[weight][-1]
-            expected = (tensor.shape[0], into) if factor == "lora_A" else (out, tensor.shape[-1])
-            if module is None:
-                expected = layout.full_shapes[weight]
+            expected = {None: layout.full_shapes[weight], "lora_A": (tensor.shape[0], into),
+                        "lora_B": (out, tensor.shape[-1])}[factor]  # A [rank, in], B [out, rank]
             if tuple(tensor.shape) != tuple(expected):
                 raise ConversionError(f"--lora-load {lora_dir}: {name} is {tuple(tensor.shape)}, the base weight "
                                       f"{weight} is {layout.full_shapes[weight]}; the adapters were trained on "

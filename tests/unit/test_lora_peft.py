@@ -120,6 +120,24 @@ def test_merged_export_equals_base_plus_adapters(dirs, trained) -> None:
     assert (merged - trained["logits"]).abs().max() <= 1e-5
 
 
+def test_merged_export_takes_the_modules_to_save_and_peft_export_refuses_them(dirs, capsys) -> None:
+    save = os.path.join(dirs["root"], "adapters_embeddings")
+    trainer = _trainer(dirs, "--save", save, "--lora-modules-to-save", "word_embeddings")
+    generator = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for name, param in trainer.model.named_parameters():
+            if param.requires_grad:
+                param.add_(torch.randn(param.shape, generator=generator) * 0.2)
+    trainer.save()
+    merged = os.path.join(dirs["root"], "merged_embeddings")
+    assert _convert(dirs, save, merged) == 0
+    assert (_hf_logits(_hf_model(merged)) - _our_logits(trainer)).abs().max() <= 1e-5
+    capsys.readouterr()
+    assert _convert(dirs, save, os.path.join(dirs["root"], "never_peft"), "--save-lora-to-hf") == 2
+    assert "also trained word_embeddings (--lora-modules-to-save)" in capsys.readouterr().err
+    assert not os.path.exists(os.path.join(dirs["root"], "never_peft"))
+
+
 def _peft_made(dirs: Dict[str, str], name: str, r: int = 4, alpha: int = 8, targets: List[str] = HF_TARGETS,
                share_a: bool = True, **extra) -> str:
     """A PEFT adapter made by peft on the HF model: random nonzero B (and, if asked, q/k/v and gate/up
