@@ -31,7 +31,8 @@ setup(
         "tqdm>=4.60",
     ],
     extras_require={
-        "test": ["pytest>=7", "pyarrow>=14", "tensorboard>=2.10", "matplotlib>=3.5"],
+        # peft: tests/unit/test_lora_peft.py (0.17 does not import under transformers 5; 0.21.2 tested)
+        "test": ["pytest>=7", "pyarrow>=14", "tensorboard>=2.10", "matplotlib>=3.5", "peft>=0.21"],
         "parquet": ["pyarrow>=14"],
         "npu": ["torch_npu"],
         "tensorboard": ["tensorboard>=2.10"],  # --tensorboard-dir, tools/plot_loss.py on event files

@@ -18,6 +18,14 @@ Megatron -> Megatron (re-shard to another TP/PP/VPP layout)::
         --target-tensor-parallel-size 1 --target-pipeline-parallel-size 2 \\
         --num-layers-per-virtual-pipeline-stage 2 --load-dir ./ckpt-tp2 --save-dir ./ckpt-tp1-pp2-vpp2
 
+LoRA adapters (a ``--lora-target-modules`` run's ``--save``) over their mg base -> HF, merged
+(``W + alpha/r B A`` per projection, in fp32, modules to save replaced) or, with ``--save-lora-to-hf``, as
+PEFT's ``adapter_config.json`` + ``adapter_model.safetensors`` (fused qkv / gate-up adapters split per HF
+projection by the registry's own row transform, sharing ``A``; ``mindspeed_llm/posttrain/peft_format.py``)::
+
+    python tools/convert_ckpt.py --load-model-type mg --save-model-type hf --load-dir ./llama-2-7b-mcore \
+        --lora-load ./lora-ckpt --save-dir ./llama-2-7b-merged [--save-lora-to-hf]
+
 A checkpoint written by MindSpeed-LLM or Megatron-LM (``megatron``) -> ours / HF, and back::
 
     python tools/convert_ckpt.py --load-model-type megatron --save-model-type mg \\
@@ -123,7 +131,7 @@ import os
 import re
 import shutil
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from safetensors import safe_open
@@ -148,11 +156,13 @@ from core.models.gpt_model import EMBEDDING_WEIGHT, GPTModel, layout_state
 from core.parallel_state import expert_dimension
 from core.pipeline_parallel.layout import (LayoutError, Placement, chunk_specs, resolve_virtual_pipeline,
                                           stage_layers)
+from core.tensor_parallel.lora import LoraConfig, add_lora, is_adapter
 from core.tensor_parallel.param_meta import TPShard, expert_slice, full_shape, param_meta
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.flags import FlagParser, add_pipeline_layout_args
 from mindspeed_llm.models import megatron_format
 from mindspeed_llm.models.qkv_layout import interleaved_to_ours, ours_to_interleaved
+from mindspeed_llm.posttrain import peft_format
 from mindspeed_llm.models.registry import (
     IGNORED_HF_TENSORS,
     Family,
@@ -216,6 +226,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the real (unpadded) vocabulary of a megatron source whose args do not record it "
                              "(Megatron keeps only padded_vocab_size); default: args.vocab_size, else the padded size")
     parser.add_argument("--max-shard-size", default="5GB", help="HF output shard size, e.g. 5GB, 500MB, 2GiB")
+    parser.add_argument("--lora-load", default=None, metavar="DIR",
+                        help="mg -> hf: an adapter checkpoint (a --lora-target-modules run's --save) over the base "
+                             "--load-dir, written merged (W + alpha/r B A) as a plain HF checkpoint")
+    parser.add_argument("--save-lora-to-hf", action="store_true",
+                        help="with --lora-load: write the adapters alone in PEFT's format (adapter_config.json, "
+                             "adapter_model.safetensors) instead of the merged model")
     return parser
 
 
@@ -274,6 +290,20 @@ def validate_args(args: argparse.Namespace) -> None:
     parse_size(args.max_shard_size)
     if args.model_type_hf is not None:
         get_family(args.model_type_hf)
+    _validate_lora_args(args)
+
+
+def _validate_lora_args(args: argparse.Namespace) -> None:
+    if args.save_lora_to_hf and not args.lora_load:
+        raise ConversionError("--save-lora-to-hf writes the adapters of --lora-load DIR; pass --lora-load")
+    if not args.lora_load:
+        return
+    if (args.load_model_type, args.save_model_type) != ("mg", "hf"):
+        raise ConversionError("--lora-load merges or exports adapters from an mg base to hf; pass --load-model-type "
+                              "mg --save-model-type hf")
+    if not os.path.isdir(args.lora_load):
+        raise ConversionError(f"--lora-load {args.lora_load} does not exist or is not a directory; pass the "
+                              "directory a LoRA run saved (--save)")
 
 
 # --------------------------------------------------------------------------- model layout
@@ -572,6 +602,7 @@ class MegatronSource:
     """
 
     rereadable = True  # read() leaves the checkpoint as it is
+    overlay: Optional[Callable[[str, torch.Tensor], torch.Tensor]] = None  # (our name, full tensor) -> tensor read
 
     def __init__(self, load_dir: str, family_name: Optional[str]) -> None:
         tracker = read_tracker(load_dir)
@@ -752,7 +783,10 @@ class MegatronSource:
             else:
                 self._place(name, shard, piece, rank % self.tp, experts)  # one rank's pages mapped at a time
             del piece, mapped  # unmaps the file
-        return to_hf(layout.rules[name][0], self._to_our_layout(name, full), layout.context(name))
+        full = self._to_our_layout(name, full)
+        if self.overlay is not None:  # --lora-load: the adapters merged in
+            full = self.overlay(name, full)
+        return to_hf(layout.rules[name][0], full, layout.context(name))
 
 
 # --------------------------------------------------------------------------- sinks
@@ -1170,6 +1204,99 @@ class MegatronLMSink(MegatronSink):
         return {"args": args, "checkpoint_version": CHECKPOINT_VERSION, "iteration": 0}
 
 
+# --------------------------------------------------------------------------- LoRA adapters (--lora-load)
+
+
+class LoraAdapters:
+    """An adapter checkpoint (``--lora-load DIR``, as a LoRA run's ``--save`` writes it) read whole: its
+    ``lora`` record and the full tensors of its adapters (and modules to save) under our names.
+
+    Its own layout (TP, PP, VPP) comes from its ``args`` as for any mg source; each piece is joined with
+    the shard spec of the adapter in a model built like training's (``add_lora`` on the meta device).
+    """
+
+    def __init__(self, lora_dir: str, family_name: str) -> None:
+        source = MegatronSource(lora_dir, family_name)
+        first = source._map(0, 0)
+        record, saved_args = first.get("lora"), first.get("args")
+        if not isinstance(record, dict):
+            raise ConversionError(f"--lora-load {lora_dir} holds no LoRA adapters (no 'lora' entry); pass a "
+                                  "checkpoint saved by a run with --lora-target-modules")
+        self.config = LoraConfig(r=int(record["r"]), alpha=float(record["alpha"]),
+                                 dropout=float(getattr(saved_args, "lora_dropout", None) or 0.0),
+                                 target_modules=tuple(record["target_modules"]),
+                                 modules_to_save=tuple(record.get("modules_to_save") or ()),
+                                 module_ranks=tuple(sorted((record.get("module_ranks") or {}).items())))
+        with torch.device("meta"):
+            model = GPTModel(source.config, layout_state(source.tp))
+        add_lora(model, self.config)
+        shards = {name: param_meta(param).tp_shard for name, param in model.named_parameters() if param.requires_grad}
+        self.tensors: Dict[str, torch.Tensor] = {}
+        for (rank, stage, chunk), shapes in sorted(source.shapes.items()):
+            key = "model" if len(source.placement[0]) == 1 else f"model{chunk}"
+            for name in shapes if rank == 0 else ():
+                if name not in shards:  # the last stage's copy of tied embeddings
+                    continue
+                holders = range(source.tp) if shards[name] is not None else range(1)
+                pieces = [source._map(holder, stage)[key][name] for holder in holders]
+                self.tensors[name] = shards[name].unshard(pieces) if shards[name] is not None else pieces[0]
+        missing = sorted(set(shards) - set(self.tensors))
+        if missing:
+            raise ConversionError(f"--lora-load {lora_dir} lacks {missing[0]}; the checkpoint is incomplete")
+
+    def check_base(self, layout: ModelLayout, lora_dir: str) -> None:
+        """Every adapter and module to save fits the base model's weight."""
+        for name, tensor in self.tensors.items():
+            module, factor = name.rsplit(".", 2)[:2] if is_adapter(name) else (None, None)
+            weight = f"{module}.weight" if module else name
+            if weight not in layout.full_shapes:
+                raise ConversionError(f"--lora-load {lora_dir}: {name} has no base weight {weight} in --load-dir; the "
+                                      "adapters were trained on another model")
+            out, into = layout.full_shapes[weight][0], layout.full_shapes[weight][-1]
+            expected = {None: layout.full_shapes[weight], "lora_A": (tensor.shape[0], into),
+                        "lora_B": (out, tensor.shape[-1])}[factor]  # A [rank, in], B [out, rank]
+            if tuple(tensor.shape) != tuple(expected):
+                raise ConversionError(f"--lora-load {lora_dir}: {name} is {tuple(tensor.shape)}, the base weight "
+                                      f"{weight} is {layout.full_shapes[weight]}; the adapters were trained on "
+                                      "another model")
+
+    def merged(self, name: str, full: torch.Tensor) -> torch.Tensor:
+        """Base tensor ``name`` (full, our layout) with the adapters merged: ``W + alpha/r B A`` in fp32, a
+        module to save replaced by its trained copy."""
+        if name in self.tensors:
+            return self.tensors[name].to(full.dtype)
+        module = name[:-len(".weight")]
+        a, b = self.tensors.get(f"{module}.lora_A.weight"), self.tensors.get(f"{module}.lora_B.weight")
+        if a is None or b is None:
+            return full
+        delta = self.config.scaling * (b.float() @ a.float())  # [out, r] @ [r, in] -> [out, in]
+        return (full.float() + delta).to(full.dtype)
+
+
+def write_peft_adapter(args: argparse.Namespace, source: "MegatronSource", adapters: LoraAdapters,
+                       layout: ModelLayout, renaming: Dict[str, str], directory: str) -> None:
+    """``--save-lora-to-hf``: the adapters in PEFT's files, per HF projection, with HF layer numbers."""
+    if adapters.config.modules_to_save:
+        raise ConversionError(f"--lora-load {args.lora_load} also trained "
+                              f"{' '.join(adapters.config.modules_to_save)} (--lora-modules-to-save), which PEFT's "
+                              "LoRA files do not hold here; drop --save-lora-to-hf to write the merged model")
+    tensors = {rename(name, renaming): tensor for name, tensor in adapters.tensors.items()}
+    rule_of = layout.rules.__getitem__
+    modules = peft_format.adapted_modules(tensors)
+    try:
+        peft_tensors = peft_format.to_peft(tensors, rule_of, layout.context)
+        targets = peft_format.hf_targets(modules, rule_of)
+        rank_pattern = {target: tensors[f"{module}.lora_A.weight"].shape[0] for module in modules
+                        if tensors[f"{module}.lora_A.weight"].shape[0] != adapters.config.r
+                        for target in peft_format.hf_targets([module], rule_of)}  # block-form modules
+    except peft_format.PeftFormatError as error:
+        raise ConversionError(f"--save-lora-to-hf (family {source.family_name}): {error}") from None
+    base = (source.hf_config or {}).get("_name_or_path") or os.path.abspath(args.load_dir)
+    config = peft_format.adapter_config(adapters.config.r, adapters.config.alpha, adapters.config.dropout, targets,
+                                        base, rank_pattern)
+    peft_format.write(directory, peft_tensors, config)
+
+
 # --------------------------------------------------------------------------- driver
 
 
@@ -1323,8 +1450,19 @@ def convert(args: argparse.Namespace) -> None:
     targets = {name: rename(name, renaming) for name in source_layout.names}
     if sorted(targets.values()) != sorted(layout.names):  # same flags on both sides: cannot differ
         raise AssertionError("source and target parameters differ")
+    adapters = LoraAdapters(args.lora_load, source.family_name) if args.lora_load else None
+    if adapters is not None:
+        adapters.check_base(source_layout, args.lora_load)
+        source.overlay = adapters.merged
     staging = staging_dir(args.save_dir)
     _remove(staging)
+    if adapters is not None and args.save_lora_to_hf:
+        try:
+            write_peft_adapter(args, source, adapters, layout, renaming, staging)
+            publish(staging, args.save_dir)
+        finally:
+            _remove(staging)
+        return
     sink = open_sink(args, source, layout, staging)
     dtype = DTYPES[args.params_dtype] if args.params_dtype else None
     passes, names = sink.passes(source.rereadable), sink.order(source_layout.names, targets)

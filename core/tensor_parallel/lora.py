@@ -89,15 +89,22 @@ class LoraConfig:
     dropout: float
     target_modules: Tuple[str, ...]
     modules_to_save: Tuple[str, ...] = ()
+    # (target, rank) where a target's adapters have another rank than ``r`` (their scaling stays alpha / r): a
+    # fused projection holding k PEFT adapters of rank r exactly, A = [A_q; A_k; A_v] and B block-diagonal
+    module_ranks: Tuple[Tuple[str, int], ...] = ()
 
     @property
     def scaling(self) -> float:
         return self.alpha / self.r
 
+    def rank_of(self, target: str) -> int:
+        return dict(self.module_ranks).get(target, self.r)
+
     def record(self) -> Dict[str, object]:
         """What an adapter checkpoint stores about its adapters (checked by ``--lora-load``)."""
         return {"r": self.r, "alpha": self.alpha, "target_modules": sorted(self.target_modules),
-                "modules_to_save": sorted(self.modules_to_save)}
+                "modules_to_save": sorted(self.modules_to_save),
+                **({"module_ranks": dict(sorted(self.module_ranks))} if self.module_ranks else {})}
 
 
 def lora_init_bound(fan_in: int) -> float:
@@ -129,12 +136,12 @@ class LoraColumnParallelLinear(ColumnParallelLinear):
     lora_scaling: float
     lora_dropout: float
 
-    def attach(self, config: LoraConfig) -> None:
+    def attach(self, config: LoraConfig, r: int) -> None:
         device = self.weight.device
         self.lora_scaling, self.lora_dropout = config.scaling, config.dropout
-        self.lora_A = _factor((config.r, self.weight.shape[1]), device, init=LORA_INIT,
+        self.lora_A = _factor((r, self.weight.shape[1]), device, init=LORA_INIT,
                               grad_partial_over_tp=self.group.size > 1)
-        self.lora_B = _factor((self.weight.shape[0], config.r), device, init="zeros",
+        self.lora_B = _factor((self.weight.shape[0], r), device, init="zeros",
                               tp_shard=TPShard(0, self.shard.segments))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -158,12 +165,12 @@ class LoraRowParallelLinear(RowParallelLinear):
     lora_scaling: float
     lora_dropout: float
 
-    def attach(self, config: LoraConfig) -> None:
+    def attach(self, config: LoraConfig, r: int) -> None:
         device = self.weight.device
         self.lora_scaling, self.lora_dropout = config.scaling, config.dropout
-        self.lora_A = _factor((config.r, self.weight.shape[1]), device, init=LORA_INIT,
+        self.lora_A = _factor((r, self.weight.shape[1]), device, init=LORA_INIT,
                               tp_shard=TPShard(1, self.shard.segments))
-        self.lora_B = _factor((self.weight.shape[0], config.r), device, init="zeros",
+        self.lora_B = _factor((self.weight.shape[0], r), device, init="zeros",
                               grad_partial_over_tp=self.group.size > 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -228,7 +235,7 @@ def add_lora(model: nn.Module, config: LoraConfig) -> List[str]:
         if lora_class is None or _leaf(name) not in config.target_modules:
             continue
         module.__class__ = lora_class
-        module.attach(config)
+        module.attach(config, config.rank_of(_leaf(name)))
         adapted.append(name)
     freeze_base(model, config.modules_to_save)
     return adapted

@@ -22,19 +22,32 @@ Checkpoints:
   ``--no-load-optim`` / ``--no-load-rng`` the optimizer, the schedule, the iteration and the RNG
   states, so ``--load BASE --lora-load DIR`` resumes a LoRA run exactly. An adapter checkpoint of
   another rank, other targets or other modules to save is refused in one line.
+* ``--lora-load DIR`` also takes a PEFT adapter directory (``adapter_config.json`` +
+  ``adapter_model.safetensors``, e.g. one ``tools/convert_ckpt.py --save-lora-to-hf`` wrote or one trained by
+  PEFT on the Hugging Face model): its per-projection adapters are fused into ours exactly
+  (``mindspeed_llm/posttrain/peft_format.py``), with the model's family from the base checkpoint
+  (``--use-checkpoint-args``), and training starts at iteration 0 with fresh optimizer state. Its ``r``,
+  ``lora_alpha`` and ``target_modules`` must be those of ``--lora-r``, ``--lora-alpha`` and
+  ``--lora-target-modules`` (in HF names); otherwise one line. When q/k/v (gate/up) share ``lora_A`` they fuse
+  into our rank-r adapter; when each has its own (PEFT's usual adapter) that target takes the exact block form
+  of rank 3r (2r) (``LoraConfig.module_ranks``, recorded in the checkpoints this run saves).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
-from typing import Any, Dict, List, Optional, Sequence
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
 from core import checkpointing
+from core.tensor_parallel.param_meta import param_meta
 from core.tensor_parallel.lora import LoraConfig, LoraTargetError, adapter_state_dict, check_targets, is_adapter
 from mindspeed_llm.arguments import ArgumentError
+from mindspeed_llm.posttrain import peft_format
 
 DEFAULT_R, DEFAULT_ALPHA = 16, 32.0
 LORA_RECORD = "lora"  # the checkpoint entry describing the adapters
@@ -44,10 +57,24 @@ def lora_config_from_args(args: argparse.Namespace) -> Optional[LoraConfig]:
     """The adapters this run trains (None without ``--lora-target-modules``)."""
     if not args.lora_target_modules:
         return None
-    return LoraConfig(r=args.lora_r or DEFAULT_R,
-                      alpha=float(args.lora_alpha if args.lora_alpha is not None else DEFAULT_ALPHA),
-                      dropout=float(args.lora_dropout or 0.0), target_modules=tuple(args.lora_target_modules),
-                      modules_to_save=tuple(args.lora_modules_to_save or ()))
+    config = LoraConfig(r=args.lora_r or DEFAULT_R,
+                        alpha=float(args.lora_alpha if args.lora_alpha is not None else DEFAULT_ALPHA),
+                        dropout=float(args.lora_dropout or 0.0), target_modules=tuple(args.lora_target_modules),
+                        modules_to_save=tuple(args.lora_modules_to_save or ()))
+    if args.lora_load and peft_format.is_peft_dir(args.lora_load):
+        config = dataclasses.replace(config, module_ranks=peft_module_ranks(args, config))
+    elif args.lora_load and os.path.isdir(args.lora_load) and checkpointing.read_tracker(args.lora_load):
+        config = dataclasses.replace(config, module_ranks=_saved_module_ranks(args))
+    return config
+
+
+def _saved_module_ranks(args: argparse.Namespace) -> Tuple[Tuple[str, int], ...]:
+    """The block-form ranks an adapter checkpoint records (a run that started from a PEFT adapter)."""
+    found = checkpointing.find_checkpoint(args.lora_load, 0, 0, args.pipeline_model_parallel_size)
+    if found is None or not os.path.isfile(found[0]):
+        return ()
+    record = checkpointing.load_file(found[0]).get(LORA_RECORD)
+    return tuple(sorted((record.get("module_ranks") or {}).items())) if isinstance(record, dict) else ()
 
 
 def check_lora_targets(args: argparse.Namespace, config: Any) -> None:
@@ -126,6 +153,9 @@ def load_adapters(trainer: Any) -> None:
 
     args, state = trainer.args, trainer.state
     root = args.lora_load
+    if peft_format.is_peft_dir(root):
+        load_peft_adapters(trainer, root)
+        return
     if not os.path.isdir(root) or checkpointing.read_tracker(root) is None:
         raise checkpointing.CheckpointError(f"--lora-load {root}: no adapter checkpoint there (no "
                                             f"{checkpointing.TRACKER_FILENAME}); pass a directory --save wrote")
@@ -147,6 +177,121 @@ def load_adapters(trainer: Any) -> None:
     if not args.no_load_rng and checkpoint.get("rng_state") is not None:
         rng = checkpoint["rng_state"]
         set_all_rng_states(rng[state.dp_rank] if state.dp_rank < len(rng) else rng[0])
+
+
+def _peft_rule_of(args: argparse.Namespace, config: Any, root: str) -> peft_format.RuleOf:
+    """Our weight name -> (rule, HF names with HF layer numbers), from the family the base checkpoint records."""
+    from mindspeed_llm.models.registry import RegistryError, find_rule, get_family
+
+    family_name = getattr(args, "model_type_hf", None)
+    if not family_name:
+        raise checkpointing.CheckpointError(f"--lora-load {root} is a PEFT adapter, but the model's Hugging Face "
+                                            "family is unknown; load the converted base with --use-checkpoint-args")
+    try:
+        rules = get_family(family_name).rules(config)
+    except RegistryError as error:
+        raise checkpointing.CheckpointError(f"--lora-load {root}: {error}") from None
+    real = [i for i in range(config.num_layers) if i not in set(config.noop_layers)]
+    hf_layer = {str(ours): str(hf) for hf, ours in enumerate(real)}  # noop layers have no HF counterpart
+
+    def rule_of(name: str) -> Tuple[Any, Tuple[str, ...]]:
+        match = re.match(r"^decoder\.layers\.(\d+)\.", name)
+        renamed = f"decoder.layers.{hf_layer[match.group(1)]}.{name[match.end():]}" if match else name
+        return find_rule(rules, renamed)
+
+    return rule_of
+
+
+def _peft_context_of(config: Any, model: nn.Module) -> peft_format.ContextOf:
+    """Our weight name -> what its row transform needs (the fused weight's segment sizes)."""
+    from mindspeed_llm.models.registry import TensorContext
+
+    params = dict(model.named_parameters())
+
+    def context_of(name: str) -> TensorContext:
+        shard = param_meta(params[name]).tp_shard
+        splits = tuple(seg.size for seg in shard.segments) if shard is not None else ()
+        return TensorContext(splits, config.vocab_size, config.padded_vocab_size, config)
+
+    return context_of
+
+
+def _whole_model(config: Any, lora: LoraConfig, tp: int) -> nn.Module:
+    """The whole model with adapters, on the meta device (names and shapes of every layer's adapters)."""
+    from core.models.gpt_model import GPTModel, layout_state
+    from core.tensor_parallel.lora import add_lora
+
+    with torch.device("meta"):
+        model = GPTModel(config, layout_state(tp))
+    add_lora(model, lora)
+    return model
+
+
+def peft_module_ranks(args: argparse.Namespace, lora: LoraConfig) -> Tuple[Tuple[str, int], ...]:
+    """The targets whose adapters take the block form (rank k r) to hold a PEFT adapter whose fused
+    projections have their own ``lora_A`` (``--lora-load`` of a PEFT directory); () otherwise."""
+    from mindspeed_llm.arguments import transformer_config_from_args
+
+    root = args.lora_load
+    config = transformer_config_from_args(args)
+    try:
+        peft_format.read_config(root)
+        tensors = peft_format.read_weights(root)
+    except peft_format.PeftFormatError as error:
+        raise checkpointing.CheckpointError(str(error)) from None
+    model = _whole_model(config, lora, args.tensor_model_parallel_size)
+    modules = peft_format.adapted_modules(name for name, _ in model.named_parameters())
+    return peft_format.fused_ranks(tensors, modules, _peft_rule_of(args, config, root), lora.r)
+
+
+def _check_peft_config(peft: Dict[str, Any], lora: LoraConfig, targets: List[str], root: str) -> None:
+    """r, alpha and targets of a PEFT adapter against this run's flags (one line each)."""
+    if lora.modules_to_save:
+        raise checkpointing.CheckpointError(f"--lora-load {root} is a PEFT adapter of the adapters alone; drop "
+                                            "--lora-modules-to-save")
+    for key, flag, theirs, mine in (("r", "--lora-r", peft.get("r"), lora.r),
+                                    ("lora_alpha", "--lora-alpha", peft.get("lora_alpha"), lora.alpha),
+                                    ("target_modules", "--lora-target-modules", sorted(peft["target_modules"]),
+                                     targets)):
+        if theirs != mine and not (key == "lora_alpha" and float(theirs) == float(mine)):
+            shown = [" ".join(v) if isinstance(v, list) else v for v in (theirs, mine)]
+            raise checkpointing.CheckpointError(
+                f"--lora-load {root} is a PEFT adapter with {key} {shown[0]}, this run has {flag} "
+                f"{' '.join(lora.target_modules) if key == 'target_modules' else mine}"
+                f"{f' (HF {shown[1]})' if key == 'target_modules' else ''}; pass the adapter's value")
+
+
+def load_peft_adapters(trainer: Any, root: str) -> None:
+    """``--lora-load`` of a PEFT adapter directory: the per-projection adapters fused exactly into this rank's
+    pieces of ours (training starts at iteration 0, the optimizer fresh)."""
+    state = trainer.state
+    try:
+        peft = peft_format.read_config(root)
+        tensors = peft_format.read_weights(root)
+        rule_of = _peft_rule_of(trainer.args, trainer.config, root)
+        whole = _whole_model(trainer.config, trainer.lora, state.tp)
+        targets = peft_format.hf_targets(peft_format.adapted_modules(n for n, _ in whole.named_parameters()), rule_of)
+        _check_peft_config(peft, trainer.lora, targets, root)
+        ranks = {name[:-len(".lora_A.weight")]: p.shape[0] for name, p in whole.named_parameters()
+                 if name.endswith(".lora_A.weight")}
+        for model in trainer.models:
+            modules = peft_format.adapted_modules(name for name, _ in model.named_parameters())
+            full = peft_format.from_peft(tensors, modules, rule_of, _peft_context_of(trainer.config, model),
+                                         ranks.__getitem__, root)
+            with torch.no_grad():
+                for name, param in model.named_parameters():
+                    if not param.requires_grad:
+                        continue
+                    shard = param_meta(param).tp_shard
+                    local = shard.shard(full[name], state.tp_rank, state.tp) if shard is not None else full[name]
+                    if tuple(local.shape) != tuple(param.shape):
+                        raise checkpointing.CheckpointError(
+                            f"--lora-load {root}: {name} is {tuple(local.shape)} from the adapter, this model's is "
+                            f"{tuple(param.shape)}; the adapter was trained on another model")
+                    param.copy_(local.to(param.device, param.dtype))
+    except peft_format.PeftFormatError as error:
+        raise checkpointing.CheckpointError(str(error)) from None
+    trainer.dp.reload_model_params()
 
 
 def trainable_share(models: List[nn.Module]) -> float:
