@@ -347,6 +347,6 @@ def test_smoke_preference_recipe_trains_and_saves(tmp_path: Path, name: str) -> 
     assert len(re.findall(rf"\| {metric}: ([0-9.E+-]+) \|", log)) == 3, log[-2000:]
     if stage == "dpo":
         assert abs(losses[0] - math.log(2)) < 1e-5  # step 1: the policy is its own reference
-    assert "loaded checkpoint" in log and f"task {stage}" in log and "(TP=2, PP=1, DP=1)" in log
+    assert "loaded checkpoint" in log and f"task {stage}" in log and "(TP=2, PP=1, CP=1, DP=1)" in log
     assert (tmp_path / "smoke" / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
 
