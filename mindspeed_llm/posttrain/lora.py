@@ -57,8 +57,11 @@ def check_lora_targets(args: argparse.Namespace, config: Any) -> None:
         return
     from core.models.gpt_model import GPTModel, layout_state
 
+    from mindspeed_llm.posttrain.qlora import check_qlora_targets
+
     with torch.device("meta"):
         model = GPTModel(config, layout_state())
+    check_qlora_targets(args, model)  # --qlora: linear layers only (its own message)
     try:
         check_targets(model.decoder, args.lora_target_modules)
     except LoraTargetError as error:
