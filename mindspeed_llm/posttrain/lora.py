@@ -8,7 +8,7 @@ those modules fully beside them (with tied embeddings, ``word_embeddings`` inclu
 stage's copy; ``output_layer`` needs ``--untie-embeddings-and-output-weights``). It works with any task
 (``posttrain.py --stage sft``, pretraining) and the DDP layouts: TP (with SP), PP (with
 zero-bubble), DP with the distributed optimizer, recompute (tested; CP and VPP are not tested with LoRA yet).
-FSDP is refused for now (one line).
+FSDP is refused for now (one line). ``--qlora`` stores the targeted base linears as NF4 (``qlora.py``).
 
 Checkpoints:
 

@@ -287,7 +287,8 @@ class Trainer:
         args, state = self.args, self.state
         self.dp.finish_param_sync()
         rng = checkpointing.gather_rng_states(get_all_rng_states(), state.dp_group)
-        extra = {} if args.no_save_optim else self.dp.extra_checkpoint_files()  # collective over DP
+        no_optimizer = args.no_save_optim or args.qlora_save_dequantize  # a merged QLoRA model has none
+        extra = {} if no_optimizer else self.dp.extra_checkpoint_files()  # collective over DP
         model_state = self.dp.model_state()
         if self.lora is not None:  # adapter checkpoints hold the trainable parameters only
             model_state = lora_training.adapter_model_state(self.models, model_state)

@@ -4,7 +4,7 @@
   the original weights; the quantised base takes about 0.52/4 of the targeted weights' fp32 bytes, is no
   parameter, and the optimizer state is the adapters' only.
 * --qlora-save-dequantize writes the merged model (dequantised base + adapters) as a plain checkpoint: a model
-  without LoRA loaded from it gives the QLoRA model's logits.
+  without LoRA loaded from it, and transformers after tools/convert_ckpt.py, give the QLoRA model's logits.
 * Bad input, one line each: --qlora without targets, --qlora-save-dequantize without --qlora, a norm as target.
 * DPO with LoRA (and QLoRA) makes no reference copy, starts at ln 2, and its reference log-probs are the base
   model's: it trains exactly as DPO against --ref-model holding the initial base.
@@ -94,6 +94,16 @@ def test_qlora_save_dequantize_writes_the_merged_model(tmp_path: Path) -> None:
     with torch.no_grad():
         assert (base.model.eval()(tokens) - ours).abs().max() > 1e-3
     assert (ours - merged).abs().max() <= 1e-5
+    import transformers
+
+    from tools.convert_ckpt import main as convert_main
+
+    hf_dir = str(tmp_path / "hf")  # the converter takes it as any checkpoint: transformers gives the same logits
+    assert convert_main(["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", save,
+                         "--save-dir", hf_dir]) == 0
+    hf = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
+    with torch.no_grad():
+        assert (hf(tokens).logits - ours).abs().max() <= 1e-5
 
 
 def test_bad_qlora_input_is_one_line(capsys: pytest.CaptureFixture) -> None:
@@ -107,6 +117,30 @@ def test_bad_qlora_input_is_one_line(capsys: pytest.CaptureFixture) -> None:
 # ------------------------------------------------------------------------------------ DPO's LoRA reference
 
 LORA = [*TARGETS, "--lora-r", "4", "--lora-alpha", "8"]
+
+
+def test_adapters_disabled_gives_the_base_layer_and_restores_them() -> None:
+    from core.tensor_parallel.lora import adapters_disabled
+
+    trainer = _trainer(MOCK)
+    layer = trainer.model.decoder.layers["0"]
+    x = torch.randn(3, 2, 16, generator=torch.Generator().manual_seed(0))  # [s, b, h]
+    with torch.no_grad():
+        for module in (layer.self_attention.linear_qkv, layer.mlp.linear_fc2):
+            module.lora_B.weight.normal_()
+    fc1 = layer.mlp.linear_fc1
+    with torch.no_grad():
+        fc1.lora_B.weight.normal_()
+        adapted = fc1(x)
+        with adapters_disabled(trainer.model):
+            assert torch.equal(fc1(x), torch.nn.functional.linear(x, fc1.weight))
+        assert torch.equal(fc1(x), adapted) and not torch.equal(adapted, torch.nn.functional.linear(x, fc1.weight))
+        tokens = torch.randint(0, 32, (2, 16), generator=torch.Generator().manual_seed(1))
+        with adapters_disabled(trainer.model):
+            base_logits = trainer.model(tokens)
+    plain = _trainer(PLAIN)  # the same base weights (same seed), no adapters
+    with torch.no_grad():
+        assert torch.equal(base_logits, plain.model(tokens))
 
 
 def test_dpo_with_lora_uses_the_base_as_reference_without_a_copy(tmp_path: Path, monkeypatch) -> None:
