@@ -557,6 +557,12 @@ def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
                        help="resume the adapters (and optimizer, iteration) from this adapter checkpoint")
     group.add_argument("--lora-modules-to-save", nargs="*", default=[], choices=LORA_MODULES_TO_SAVE,
                        help="modules trained fully beside the adapters (and saved with them)")
+    group.add_argument("--qlora", action="store_true",
+                       help="QLoRA: store the --lora-target-modules base linears as NF4 (blocksize 64, double "
+                            "quantisation 256) once the base is loaded (mindspeed_llm/posttrain/qlora.py)")
+    group.add_argument("--qlora-save-dequantize", action="store_true",
+                       help="QLoRA: --save writes the merged model (dequantised NF4 base plus the adapters) as a "
+                            "plain checkpoint instead of the adapters")
 
 
 def _add_logging_args(parser: argparse.ArgumentParser) -> None:
@@ -1077,6 +1083,8 @@ DEPENDENT_FLAGS: Tuple[Tuple[str, Callable[[argparse.Namespace], bool], str], ..
     *((dest, lambda args: args.stage == "simpo", "--stage simpo")
       for dest in ("simpo_beta", "gamma_beta_ratio", "simpo_loss_type", "simpo_label_smoothing")),
     ("is_pairwise_dataset", lambda args: args.stage in ("dpo", "simpo", "orm"), "--stage dpo, simpo or orm"),
+    ("qlora", lambda args: bool(args.lora_target_modules), "--lora-target-modules"),
+    ("qlora_save_dequantize", lambda args: args.qlora, "--qlora"),
     ("kv_head_repeat_before_uly_alltoall",
      lambda args: args.context_parallel_size > 1 and args.context_parallel_algo in (ULYSSES, HYBRID),
      "--context-parallel-size > 1 with ulysses_cp_algo or hybrid_cp_algo"),

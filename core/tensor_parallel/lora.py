@@ -54,7 +54,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Set, Tuple
+from typing import Dict, Iterable, Iterator, List, Set, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -135,6 +135,7 @@ class LoraColumnParallelLinear(ColumnParallelLinear):
     lora_B: LoraFactor  # weight [out/tp, r], split like the base weight
     lora_scaling: float
     lora_dropout: float
+    lora_enabled: bool = True  # False inside adapters_disabled(): the base layer alone
 
     def attach(self, config: LoraConfig, r: int) -> None:
         device = self.weight.device
@@ -150,8 +151,9 @@ class LoraColumnParallelLinear(ColumnParallelLinear):
         else:
             x = copy_to_tensor_model_parallel_region(x, self.group)  # [s, b, in]
         y = linear(x, self.weight, self.bias)  # [s, b, out/tp]
-        low = linear(_adapter_input(x, self.lora_dropout, self.training), self.lora_A.weight)  # [s, b, r]
-        y = y + (linear(low, self.lora_B.weight) * self.lora_scaling).to(y.dtype)  # [s, b, out/tp]
+        if self.lora_enabled:
+            low = linear(_adapter_input(x, self.lora_dropout, self.training), self.lora_A.weight)  # [s, b, r]
+            y = y + (linear(low, self.lora_B.weight) * self.lora_scaling).to(y.dtype)  # [s, b, out/tp]
         if self.gather_output:
             y = gather_from_tensor_model_parallel_region(y, self.group)  # [s, b, out]
         return y
@@ -164,6 +166,7 @@ class LoraRowParallelLinear(RowParallelLinear):
     lora_B: LoraFactor  # weight [out, r], replicated over TP
     lora_scaling: float
     lora_dropout: float
+    lora_enabled: bool = True  # False inside adapters_disabled(): the base layer alone
 
     def attach(self, config: LoraConfig, r: int) -> None:
         device = self.weight.device
@@ -177,10 +180,11 @@ class LoraRowParallelLinear(RowParallelLinear):
         if not self.input_is_parallel:
             x = scatter_to_tensor_model_parallel_region(x, self.group)  # [s, b, in/tp]
         y = linear(x, self.weight)  # [s, b, out], a partial sum over TP
-        with get_rng_tracker().fork() if self.lora_dropout > 0 and self.training else contextlib.nullcontext():
-            adapter_in = _adapter_input(x, self.lora_dropout, self.training)  # [s, b, in/tp]
-        low = linear(adapter_in, self.lora_A.weight)  # [s, b, r], a partial sum over TP
-        y = y + (linear(low, self.lora_B.weight) * self.lora_scaling).to(y.dtype)  # [s, b, out], partial
+        if self.lora_enabled:
+            with get_rng_tracker().fork() if self.lora_dropout > 0 and self.training else contextlib.nullcontext():
+                adapter_in = _adapter_input(x, self.lora_dropout, self.training)  # [s, b, in/tp]
+            low = linear(adapter_in, self.lora_A.weight)  # [s, b, r], a partial sum over TP
+            y = y + (linear(low, self.lora_B.weight) * self.lora_scaling).to(y.dtype)  # [s, b, out], partial
         if self.sequence_parallel:
             y = reduce_scatter_to_sequence_parallel_region(y, self.group)  # [s/tp, b, out]
         else:
@@ -189,6 +193,26 @@ class LoraRowParallelLinear(RowParallelLinear):
 
 
 LORA_CLASSES = {ColumnParallelLinear: LoraColumnParallelLinear, RowParallelLinear: LoraRowParallelLinear}
+
+
+def has_adapters(model: nn.Module) -> bool:
+    return any(isinstance(module, tuple(LORA_CLASSES.values())) for module in model.modules())
+
+
+@contextlib.contextmanager
+def adapters_disabled(model: nn.Module) -> Iterator[None]:
+    """Inside, every adapted linear of ``model`` computes its base layer alone (the adapter branch is skipped:
+    no adapter compute, no LoRA dropout draw): the base model, with no second copy of it (DPO's reference
+    under LoRA). The adapters' previous state is restored on exit, exceptions included."""
+    adapted = [module for module in model.modules() if isinstance(module, tuple(LORA_CLASSES.values()))]
+    before = [module.lora_enabled for module in adapted]
+    for module in adapted:
+        module.lora_enabled = False
+    try:
+        yield
+    finally:
+        for module, enabled in zip(adapted, before):
+            module.lora_enabled = enabled
 
 
 def _leaf(name: str) -> str:

@@ -8,7 +8,7 @@ those modules fully beside them (with tied embeddings, ``word_embeddings`` inclu
 stage's copy; ``output_layer`` needs ``--untie-embeddings-and-output-weights``). It works with any task
 (``posttrain.py --stage sft``, pretraining) and the DDP layouts: TP (with SP), PP (with
 zero-bubble), DP with the distributed optimizer, recompute (tested; CP and VPP are not tested with LoRA yet).
-FSDP is refused for now (one line).
+FSDP is refused for now (one line). ``--qlora`` stores the targeted base linears as NF4 (``qlora.py``).
 
 Checkpoints:
 
@@ -84,8 +84,11 @@ def check_lora_targets(args: argparse.Namespace, config: Any) -> None:
         return
     from core.models.gpt_model import GPTModel, layout_state
 
+    from mindspeed_llm.posttrain.qlora import check_qlora_targets
+
     with torch.device("meta"):
         model = GPTModel(config, layout_state())
+    check_qlora_targets(args, model)  # --qlora: linear layers only (its own message)
     try:
         check_targets(model.decoder, args.lora_target_modules)
     except LoraTargetError as error:

@@ -16,13 +16,16 @@ beside the policy in the same pipeline pass: each stage sends ``[s, 4b, h]``, th
 the reference's (no gradient flows into the latter). With ``--precompute-ref-log-probs`` the
 reference log-probs of every training pair are computed once before training (a forward-only pipeline
 pass over the pairs; each data-parallel rank computes them all) and the reference is dropped. Under FSDP
-the reference is a whole (unsharded) copy on every rank.
+the reference is a whole (unsharded) copy on every rank. With LoRA (``--lora-target-modules``, ``--qlora`` too)
+and no ``--ref-model`` there is no copy: the reference is the policy itself with its adapters switched off
+(``core.tensor_parallel.lora.adapters_disabled``) in eval mode, i.e. the frozen (possibly NF4) base.
 Resuming a DPO run (``--load`` of a DPO checkpoint without ``--finetune``) needs ``--ref-model`` naming
 the initial model (the loaded policy has moved on); without it the resume is refused in one line.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -36,6 +39,7 @@ from core.datasets.sft_dataset import PACKED_FILES, packed_prefix
 from core.distributed.fsdp import full_model_state_dict, uses_fsdp
 from core.models.gpt_model import build_model_chunks
 from core.pipeline_parallel.layout import stage_layers
+from core.tensor_parallel.lora import adapters_disabled
 from core.tensor_parallel.mappings import reduce_from_tensor_model_parallel_region
 from core.transformer.context_parallel import context_parallel_for, split_batch
 from mindspeed_llm.arguments import ArgumentError
@@ -176,6 +180,10 @@ class DPOTask(PairwiseTask):
         _check_smoothing("--dpo-label-smoothing", args.dpo_label_smoothing)
         if args.dpo_label_smoothing and args.dpo_loss_type != "sigmoid":
             raise ArgumentError("--dpo-label-smoothing applies to --dpo-loss-type sigmoid only; drop it")
+        if uses_base_as_reference(args) and args.lora_modules_to_save and not args.precompute_ref_log_probs:
+            raise ArgumentError(f"--stage dpo with --lora-modules-to-save {' '.join(args.lora_modules_to_save)}: the "
+                                "base with the adapters off stops being the initial model, the reference; pass "
+                                "--ref-model DIR (the initial model) or --precompute-ref-log-probs")
         if args.ref_model is not None and not os.path.isdir(args.ref_model):
             raise ArgumentError(f"--ref-model {args.ref_model}: no such directory; pass a checkpoint directory of "
                                 "this suite (tools/convert_ckpt.py writes one from Hugging Face)")
@@ -186,13 +194,18 @@ class DPOTask(PairwiseTask):
 
     # ---- the reference -----------------------------------------------------------------------
     def attach(self, trainer) -> None:
-        if self.args.ref_model is None and trainer.iteration > 0:
+        base_reference = uses_base_as_reference(self.args)
+        if self.args.ref_model is None and trainer.iteration > 0 and not base_reference:
             raise checkpointing.CheckpointError(
                 f"--load {self.args.load} resumes DPO at iteration {trainer.iteration}: the loaded policy is no "
                 "longer the initial model that is the default reference; pass --ref-model DIR (the initial model)")
-        references = build_reference(trainer, self.args.ref_model)
+        # with LoRA the reference is the policy itself with its adapters switched off (no second copy)
+        references = trainer.models if base_reference else build_reference(trainer, self.args.ref_model)
         if self.args.precompute_ref_log_probs:
-            self.reference_table = self.precompute_reference(trainer, references)
+            with contextlib.ExitStack() as stack:
+                for chunk in references if base_reference else ():
+                    stack.enter_context(base_model_of(chunk))
+                self.reference_table = self.precompute_reference(trainer, references)
         else:
             self.references = {id(policy): reference for policy, reference in zip(trainer.models, references)}
 
@@ -250,7 +263,7 @@ class DPOTask(PairwiseTask):
         rows = batch["tokens"].size(0)
         given = None if model.pre_process else model.input_tensor  # [s, 4b, h]: policy rows, then reference rows
         policy_output = self.run_model(model, batch, None if given is None else given[:, :rows])
-        with torch.no_grad():
+        with torch.no_grad(), base_model_of(model) if reference is model else contextlib.nullcontext():
             reference_output = self.run_model(reference, batch, None if given is None else given[:, rows:])
         if not model.post_process:
             return torch.cat([policy_output, reference_output], dim=1), {}  # [s, 4b, h]
@@ -305,6 +318,24 @@ class SimPOTask(PairwiseTask):
                                                               args.simpo_label_smoothing)
         loss = losses.mean()
         return loss, pair_stats(loss, chosen_rewards, rejected_rewards, chosen, rejected)
+
+
+def uses_base_as_reference(args: argparse.Namespace) -> bool:
+    """DPO with LoRA and no --ref-model: the reference is the frozen base, i.e. the policy with its adapters off."""
+    return bool(args.lora_target_modules) and args.ref_model is None
+
+
+@contextlib.contextmanager
+def base_model_of(model: nn.Module) -> Iterator[None]:
+    """Inside, ``model`` is its frozen base: adapters switched off and eval mode (no dropout), as a reference
+    copy would be; the training mode is restored on exit."""
+    training = model.training
+    model.eval()
+    try:
+        with adapters_disabled(model):
+            yield
+    finally:
+        model.train(training)
 
 
 def build_reference(trainer, ref_model: Optional[str]) -> List[nn.Module]:

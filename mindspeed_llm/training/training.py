@@ -47,6 +47,7 @@ from core.transformer.moe.router import update_expert_biases
 from mindspeed_llm.arguments import (ArgumentError, config_field_flag, parse_and_validate, same_setting, set_vocab_size,
                                      transformer_config_from_args)
 from mindspeed_llm.posttrain import lora as lora_training
+from mindspeed_llm.posttrain import qlora
 from mindspeed_llm.tokenizer import build_tokenizer
 from mindspeed_llm.training.loggers import MetricWriters, build_metric_writers, iteration_values
 from mindspeed_llm.training.lr_scheduler import scheduler_from_args
@@ -286,7 +287,8 @@ class Trainer:
         args, state = self.args, self.state
         self.dp.finish_param_sync()
         rng = checkpointing.gather_rng_states(get_all_rng_states(), state.dp_group)
-        extra = {} if args.no_save_optim else self.dp.extra_checkpoint_files()  # collective over DP
+        no_optimizer = args.no_save_optim or args.qlora_save_dequantize  # a merged QLoRA model has none
+        extra = {} if no_optimizer else self.dp.extra_checkpoint_files()  # collective over DP
         model_state = self.dp.model_state()
         if self.lora is not None:  # adapter checkpoints hold the trainable parameters only
             model_state = lora_training.adapter_model_state(self.models, model_state)
@@ -301,6 +303,8 @@ class Trainer:
             "transformer_config": self.config.to_dict(),
             **({lora_training.LORA_RECORD: self.lora.record()} if self.lora is not None else {}),
         }
+        if args.qlora_save_dequantize:  # the merged model (dequantised base + adapters) as a plain checkpoint
+            payload = qlora.merged_checkpoint_payload(self, payload)
         path = checkpointing.save_checkpoint(args.save, self.iteration, payload, tp_rank=state.tp_rank,
                                              pp_rank=state.pp_rank, pp_size=state.pp,
                                              dp_rank=state.group("expert_dp_cp").rank,  # one writer per model part
@@ -402,6 +406,8 @@ def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pre
         trainer.load()
     if args.lora_load:
         lora_training.load_adapters(trainer)
+    if args.qlora:  # the loaded base's targeted linears become NF4, before the task sees the model
+        qlora.quantize_base(trainer.models, args.lora_target_modules)
     task.attach(trainer)
     return trainer
 

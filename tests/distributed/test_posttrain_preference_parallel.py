@@ -6,7 +6,8 @@ beside the policy's between stages), PP 2 with virtual stages, PP 2 under the ze
 CP 2 (sequence sums all-reduced over CP; also precomputed), DP 2 with the distributed optimizer, FSDP2
 and FSDP1 (the reference a whole copy gathered from the shards); SimPO at PP 2, CP 2 and FSDP2; the reward
 model at TP 2 with SP (scores gathered over TP), PP 2 and FSDP2; and DPO at TP 2 against ``--ref-model``, a
-TP-2 checkpoint of the initial model.
+TP-2 checkpoint of the initial model; DPO with LoRA (the reference: the base, adapters off) at TP 2 with SP and
+PP 2, and with QLoRA at PP 2.
 
     python -m pytest -q tests/distributed/test_posttrain_preference_parallel.py
 """
@@ -21,12 +22,15 @@ TOLERANCE = 1e-5
 BASE = ARGV + ["--distributed-backend", "gloo", "--optimizer", "adam", "--lr", "0.01", "--global-batch-size", "4"]
 TP2, PP2, CP2 = (["--tensor-model-parallel-size", "2"], ["--pipeline-model-parallel-size", "2"],
                  ["--context-parallel-size", "2"])
+LORA = ["--lora-target-modules", "linear_qkv", "linear_proj", "linear_fc1", "linear_fc2", "--lora-r", "4"]
 # reference name -> the stage and its flags (run in one process)
 MODELS: Dict[str, List[str]] = {
     "dpo": ["--stage", "dpo", "--pref-ftx", "0.3"],
     "dpo_four_layers": ["--stage", "dpo", "--num-layers", "4"],
     "simpo": ["--stage", "simpo"],
     "orm": ["--stage", "orm"],
+    "dpo_lora": ["--stage", "dpo", *LORA],
+    "dpo_qlora": ["--stage", "dpo", *LORA, "--qlora"],
 }
 # layout name -> (reference, flags at 2 processes)
 LAYOUTS: Dict[str, Tuple[str, List[str]]] = {
@@ -47,6 +51,9 @@ LAYOUTS: Dict[str, Tuple[str, List[str]]] = {
     "simpo_cp2": ("simpo", CP2),
     "orm_tp2_sp": ("orm", TP2 + ["--sequence-parallel"]),
     "orm_pp2": ("orm", PP2),
+    "dpo_lora_tp2_sp": ("dpo_lora", TP2 + ["--sequence-parallel"]),
+    "dpo_lora_pp2": ("dpo_lora", PP2),
+    "dpo_qlora_pp2": ("dpo_qlora", PP2),  # PP does not split a weight: each layer's NF4 bytes are one process's
 }
 
 
@@ -88,6 +95,7 @@ def test_preference_stages_in_parallel_layouts_equal_one_process(tmp_path) -> No
     prefix, _ = pairwise_dataset(tmp_path, count=12)
     base = BASE + ["--data-path", prefix]
     references = {name: _steps(base + flags) for name, flags in MODELS.items()}
+    assert references["dpo_lora"][1]["rewards/margins"] != 0 != references["dpo_qlora"][1]["rewards/margins"]
     assert references["dpo"][1]["rewards/margins"] != 0 and references["orm"][0]["accuracy"] >= 0
     jobs = {name: base + MODELS[model] + flags for name, (model, flags) in LAYOUTS.items()}
     per_rank = run_distributed(2, _worker, jobs, (base + MODELS["dpo"] + TP2, str(tmp_path / "initial_tp2")))
