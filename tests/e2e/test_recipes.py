@@ -13,13 +13,17 @@
   takes every architecture flag from it), loading what its hf2mcore sibling writes in that layout, training on
   what its data_convert sibling writes with the ``--prompt-type`` that recipe uses; ``SMOKE=1`` keeps its
   flags and shrinks only sizes, layout and data;
+- every LoRA and QLoRA fine-tuning recipe (``tune_*_lora_ptd.sh``, ``tune_*_qlora_ptd.sh``) passes the same checks and
+  differs from its full sibling only by the adapters (r 16, alpha 32 on linear_qkv linear_proj linear_fc1
+  linear_fc2; ``--qlora`` for QLoRA), a higher learning rate and a save directory of its own;
 - every DPO and reward-model recipe (``dpo_*_ptd.sh``, ``orm_*_ptd.sh``: --stage dpo / orm on a pairwise set) passes
   the same checks, loading what its family's full fine-tuning recipe saves (in that recipe's layout) and training on
   what its ``data_convert_*_pairwise.sh`` sibling writes with the same ``--prompt-type``; ``SMOKE=1`` keeps its flags;
 - samples run end to end with ``SMOKE=1``: pretrain recipes (sliding window, GQA, TP=2 on two CPU
   processes; MoE with EP=2 and the alltoall dispatcher; ring CP=2 with full recompute), checkpoint round trips HF -> mcore (TP=2 PP=2,
   and EP=2 for an MoE model) -> HF, and Gemma 2's full fine-tuning (a tiny model of the family converted at
-  TP=2, an instruction set tokenized by preprocess_data.py, 3 SFT steps with SP and variable lengths), and one
+  TP=2, an instruction set tokenized by preprocess_data.py, 3 SFT steps with SP and variable lengths), Qwen2.5's
+  LoRA fine-tuning (the same at TP=2, saving the adapters only), and one
   DPO and one reward-model recipe (a tiny model at TP=2, preference pairs tokenized by preprocess_data.py's
   pairwise handler, 3 steps with SP).
 """
@@ -107,10 +111,12 @@ def test_recipes_exist_for_every_family_and_action() -> None:
         for stage in ("dpo", "orm"):
             assert (REPO / "examples" / folder / f"{stage}_{model}_ptd.sh").is_file(), (folder, stage)
         assert (REPO / "examples" / folder / f"data_convert_{model.rsplit('_', 1)[0]}_pairwise.sh").is_file(), folder
+        for method in ("full", "lora", "qlora"):
+            assert (REPO / "examples" / folder / f"tune_{model}_{method}_ptd.sh").is_file(), (folder, method)
     for path in RECIPES:
         if path.parent.name != "common":
             assert re.fullmatch(r"(pretrain_\w+_ptd|ckpt_convert_\w+_(hf2mcore|mcore2hf)|data_convert_\w+_"
-                                r"(pretrain|instruction|pairwise)|tune_\w+_full_ptd|(dpo|orm)_\w+_ptd)\.sh",
+                                r"(pretrain|instruction|pairwise)|tune_\w+_(full|lora|qlora)_ptd|(dpo|orm)_\w+_ptd)\.sh",
                                 path.name), path.name
 
 
@@ -197,7 +203,7 @@ def _default(recipe: Path, variable: str) -> str:
 
 @pytest.mark.parametrize("recipe", TUNE_RECIPES, ids=_recipe_id)
 def test_tune_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -> None:
-    pretrain = recipe.with_name(recipe.name.replace("tune_", "pretrain_").replace("_full_ptd", "_ptd"))
+    pretrain = recipe.with_name(re.sub(r"^tune_(\w+)_(full|lora|qlora)_ptd", r"pretrain_\1_ptd", recipe.name))
     checkpoint = _architecture_checkpoint(pretrain, tmp_path / "mg")
     world_size, argv = _argv(recipe, smoke=False, env={"CKPT_LOAD_DIR": str(checkpoint)})
     args = parse_args(argv)
@@ -214,6 +220,31 @@ def test_tune_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -> None
     data_recipe = _sibling(recipe, "DATA_PATH").read_text()
     written = re.search(r"--prompt-type (\w+)|PROMPT_TYPE:-(\w+)", data_recipe)
     assert args.prompt_type == (written.group(1) or written.group(2))  # the template the data was written with
+    method = recipe.stem.split("_")[-2]
+    assert bool(args.lora_target_modules) == (method != "full") and args.qlora == (method == "qlora")
+    if method != "full":
+        _check_adapter_recipe(recipe, args)
+
+
+LORA_TARGETS = ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]
+
+
+def _check_adapter_recipe(recipe: Path, args: argparse.Namespace) -> None:
+    """A LoRA/QLoRA recipe is its full sibling plus the adapters, a higher lr and a save directory of its own."""
+    full_recipe = recipe.with_name(re.sub(r"_q?lora_ptd", "_full_ptd", recipe.name))
+    assert (args.lora_r, args.lora_alpha, args.lora_target_modules) == (16, 32.0, LORA_TARGETS)
+    assert args.lora_dropout is None and not args.lora_load and not args.lora_modules_to_save
+    adapter_flags = {"--lora-r", "--lora-alpha", "--lora-target-modules", "--qlora"}
+    schedule_flags = {"--lr", "--min-lr", "--save"}
+    flags, full = _flags(_argv(recipe, smoke=False)[1]), _flags(_argv(full_recipe, smoke=False)[1])
+    assert set(flags) - adapter_flags == set(full)
+    assert {flag: values for flag, values in flags.items() if flag not in adapter_flags | schedule_flags} == {
+        flag: values for flag, values in full.items() if flag not in schedule_flags}
+    for rate in ("--lr", "--min-lr"):
+        assert float(flags[rate][0]) >= 10 * float(full[rate][0]), rate
+    saves = {_default(path, "CKPT_SAVE_DIR") for path in (recipe, full_recipe, recipe.with_name(
+        re.sub(r"_(q?lora)_ptd", lambda match: "_qlora_ptd" if match.group(1) == "lora" else "_lora_ptd", recipe.name)))}
+    assert len(saves) == 3  # full, LoRA and QLoRA runs write to their own directories
 
 
 @pytest.mark.parametrize("recipe", PREFERENCE_RECIPES, ids=_recipe_id)
@@ -330,6 +361,26 @@ def test_smoke_tune_recipe_fine_tunes_and_saves(tmp_path: Path) -> None:
     assert len(losses) == 3 and all(0 < loss < 10 for loss in losses), log[-2000:]  # assistant tokens trained
     assert "loaded checkpoint" in log and "task sft" in log and "(TP=2, PP=1, CP=1, DP=1)" in log
     assert (tmp_path / "smoke" / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+
+
+@pytest.mark.slow
+def test_smoke_lora_recipe_trains_and_saves_adapters(tmp_path: Path) -> None:
+    recipe = REPO / "examples" / "qwen2" / "tune_qwen25_7b_lora_ptd.sh"  # qkv bias; adapters on TP-split linears
+    run = _run(recipe, {"SMOKE": "1", "SMOKE_DIR": str(tmp_path / "smoke"), "LOG_DIR": str(tmp_path / "logs")})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    log = (tmp_path / "logs" / f"{recipe.stem}.log").read_text()
+    losses = [float(loss) for loss in re.findall(r"\| lm loss: ([0-9.E+-]+) \|", log)]
+    assert len(losses) == 3 and all(0 < loss < 10 for loss in losses), log[-2000:]
+    assert "loaded checkpoint" in log and "task sft" in log and "(TP=2, PP=1, CP=1, DP=1)" in log
+    ckpt = tmp_path / "smoke" / "ckpt"
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+    saved = [torch.load(path, map_location="cpu", weights_only=False) for path in ckpt.rglob("model_optim_rng.pt")]
+    assert len(saved) == 2  # one file per TP rank
+    for payload in saved:
+        names = list(payload["model"])
+        assert len(names) == 2 * 4 * 2 and all(".lora_" in name for name in names), names  # A and B, no base
+        assert (payload["lora"]["r"], payload["lora"]["alpha"], sorted(payload["lora"]["target_modules"])) == (
+            16, 32.0, sorted(LORA_TARGETS))
 
 
 @pytest.mark.slow
