@@ -277,8 +277,9 @@ def saved_module(name: str, modules_to_save: Iterable[str]) -> bool:
 
 def freeze_base(model: nn.Module, modules_to_save: Iterable[str] = ()) -> None:
     """requires_grad False on every parameter but the adapters and the modules to save (with the word
-    embeddings, the last pipeline stage's tied copy of them too)."""
-    modules_to_save = tuple(modules_to_save)
+    embeddings, the last pipeline stage's tied copy of them too). A reward model's value head, new and
+    task-specific, always trains (PEFT keeps a sequence classifier's score head too)."""
+    modules_to_save = tuple(modules_to_save) + ("value_head",)
     for name, param in model.named_parameters():
         tied_copy = "word_embeddings" in modules_to_save and param_meta(param).shared_across_stages
         param.requires_grad_(is_adapter(name) or saved_module(name, modules_to_save) or tied_copy)

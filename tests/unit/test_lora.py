@@ -216,3 +216,18 @@ def test_bad_lora_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "was trained with --lora-r 4, this run has 8" in message
     message = _error(MOCK + ["--lora-target-modules", "linear_qkv", "--lora-load", str(tmp_path / "r4")], capsys)
     assert "was trained with --lora-target-modules linear_fc1 linear_fc2 linear_proj linear_qkv" in message
+
+
+def test_a_reward_models_value_head_trains_under_lora() -> None:
+    import dataclasses
+
+    from core.models.gpt_model import build_model
+    from core.parallel_state import single_process_state
+    from core.tensor_parallel.lora import freeze_base
+    from mindspeed_llm.arguments import parse_args, transformer_config_from_args
+
+    config = dataclasses.replace(transformer_config_from_args(parse_args(PLAIN)), value_head=True)
+    model = build_model(config, single_process_state(), torch.device("cpu"), seed=1)
+    freeze_base(model)
+    trainable = [name for name, param in model.named_parameters() if param.requires_grad]
+    assert trainable and all(name.startswith("value_head.") for name in trainable), trainable
