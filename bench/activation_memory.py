@@ -173,18 +173,24 @@ def run(shape: Dict[str, int], steps: int, rounds: int, warmup: int,
     from mindspeed_llm.training.training import setup
 
     trainers = {mode: setup(trainer_argv(shape, mode, attention_dropout)) for mode in MODES}
+    return compare_modes(trainers, measure_memory, steps, rounds, warmup, shape["mbs"] * shape["seq"])
+
+
+def compare_modes(trainers: Dict[str, object], measure: Callable[[object, Iterator], Dict[str, float]],
+                  steps: int, rounds: int, warmup: int, tokens_per_step: int) -> Dict[str, Dict[str, float]]:
+    """Warm every trainer up (so optimizer states exist), take ``measure(trainer, iterator)`` of each, then
+    time the modes in interleaved rounds; each result gains ``tokens_per_s`` (of the median step)."""
     iterators = {mode: trainer.train_iterator() for mode, trainer in trainers.items()}
     steps_of = {mode: (lambda t=trainer, it=iterators[mode]: t.train_step(it)) for mode, trainer in trainers.items()}
     for step in steps_of.values():
-        timed(step, warmup)  # optimizer states exist before memory is measured
-    results = {mode: measure_memory(trainers[mode], iterators[mode]) for mode in MODES}
-    times: Dict[str, List[float]] = {mode: [] for mode in MODES}
+        timed(step, warmup)
+    results = {mode: measure(trainers[mode], iterators[mode]) for mode in trainers}
+    times: Dict[str, List[float]] = {mode: [] for mode in trainers}
     for _ in range(rounds):
         for mode, step in steps_of.items():
             times[mode] += timed(step, steps)
-    tokens = shape["mbs"] * shape["seq"]
     for mode, result in results.items():
-        result["tokens_per_s"] = tokens / statistics.median(times[mode])
+        result["tokens_per_s"] = tokens_per_step / statistics.median(times[mode])
     return results
 
 

@@ -29,12 +29,11 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import statistics
-from typing import Callable, Dict, List
+from typing import Dict
 
 import torch
 
-from activation_memory import SHAPES, MemoryProbe, timed, trainer_argv  # the same model and memory probe
+from activation_memory import SHAPES, MemoryProbe, compare_modes, trainer_argv  # the same model and memory probe
 
 TARGETS = ["--lora-target-modules", "linear_qkv", "linear_proj", "linear_fc1", "linear_fc2", "--lora-r", "16",
            "--lora-alpha", "32"]
@@ -83,23 +82,11 @@ def run(shape: Dict[str, int], dtype: str, steps: int, rounds: int, warmup: int)
     precision = ["--bf16"] if dtype == "bf16" else []
     trainers = {mode: setup(trainer_argv(shape, "none") + ["--optimizer", "adam"] + precision + flags)
                 for mode, flags in MODES.items()}
-    iterators = {mode: trainer.train_iterator() for mode, trainer in trainers.items()}
-    steps_of: Dict[str, Callable[[], object]] = {
-        mode: (lambda t=trainer, it=iterators[mode]: t.train_step(it)) for mode, trainer in trainers.items()}
-    for step in steps_of.values():
-        timed(step, warmup)  # optimizer state exists before memory is measured
-    results = {mode: measure_mode(trainers[mode], iterators[mode]) for mode in MODES}
+    results = compare_modes(trainers, measure_mode, steps, rounds, warmup, shape["mbs"] * shape["seq"])
     full_params = sum(p.numel() for p in trainers["full"].model.parameters())
     for mode, trainer in trainers.items():
         trained = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
         results[mode]["trainable_share"] = trained / full_params
-    times: Dict[str, List[float]] = {mode: [] for mode in MODES}
-    for _ in range(rounds):
-        for mode, step in steps_of.items():
-            times[mode] += timed(step, steps)
-    tokens = shape["mbs"] * shape["seq"]
-    for mode, result in results.items():
-        result["tokens_per_s"] = tokens / statistics.median(times[mode])
     return results
 
 
