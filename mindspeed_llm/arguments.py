@@ -75,7 +75,7 @@ WSD_DECAY_STYLES = ("linear", "cosine", "exponential", "minus_sqrt")
 REQUIRED_FLAGS = ("num_layers", "hidden_size", "num_attention_heads", "seq_length",
                   "micro_batch_size", "train_iters", "lr")
 POSITIVE_FLAGS = ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "micro_batch_size",
-                  "log_interval", "tensorboard_log_interval", "tensorboard_queue_size")
+                  "log_interval", "tensorboard_log_interval", "tensorboard_queue_size", "pad_to_multiple_of")
 NON_NEGATIVE_FLAGS = ("num_workers", "eval_iters")
 INSTALL_HINT = "pip install -e .[{extra}]"
 POSTTRAIN_STAGES = ("sft", "dpo", "simpo", "orm")

@@ -8,9 +8,9 @@ from mindspeed_llm.arguments import ArgumentError, parse_args
 from mindspeed_llm.posttrain.orm import RewardModelTask
 from mindspeed_llm.posttrain.pairwise import DPOTask, SimPOTask
 from mindspeed_llm.posttrain.sft import SFTTask
+from mindspeed_llm.training.task import TrainingTask
 
 __all__ = ["STAGES", "DPOTask", "RewardModelTask", "SFTTask", "SimPOTask", "posttrain", "stage_task"]
-from mindspeed_llm.training.task import TrainingTask
 
 STAGES: Dict[str, Type[TrainingTask]] = {"sft": SFTTask, "dpo": DPOTask, "simpo": SimPOTask, "orm": RewardModelTask}
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import os
 from typing import Dict, Iterator, List, Optional, Tuple
 
@@ -40,13 +39,12 @@ from core.distributed.fsdp import full_model_state_dict, uses_fsdp
 from core.models.gpt_model import build_model_chunks
 from core.pipeline_parallel.layout import stage_layers
 from core.tensor_parallel.lora import adapters_disabled
-from core.tensor_parallel.mappings import reduce_from_tensor_model_parallel_region
 from core.transformer.context_parallel import context_parallel_for, split_batch
 from mindspeed_llm.arguments import ArgumentError
 from mindspeed_llm.posttrain.preference_loss import dpo_loss, simpo_loss
 from mindspeed_llm.posttrain.sft import check_prompt_type
 from mindspeed_llm.tokenizer import build_tokenizer
-from mindspeed_llm.training.task import Batch, Splits, TrainingTask
+from mindspeed_llm.training.task import Batch, Splits, TrainingTask, context_parallel_sum
 
 PAIR_STATS = ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins", "logps/chosen",
               "logps/rejected")
@@ -102,10 +100,8 @@ def sequence_log_probs(per_token_loss: torch.Tensor, loss_mask: torch.Tensor,
     run over every CP rank's tokens (all-reduced forward, identity backward: each rank's backward carries
     its own tokens' share and the gradient reduction over CP adds them).
     """
-    sums = torch.stack([-(per_token_loss * loss_mask).sum(-1), loss_mask.sum(-1)])  # [2, rows]
-    cp = getattr(model, "context_parallel", None)
-    if cp is not None:
-        sums = reduce_from_tensor_model_parallel_region(sums, cp.group)
+    sums = context_parallel_sum(torch.stack([-(per_token_loss * loss_mask).sum(-1), loss_mask.sum(-1)]),
+                                model)  # [2, rows]
     return sums[0], sums[1]
 
 

@@ -95,6 +95,5 @@ def merged_checkpoint_payload(trainer: Any, payload: Dict[str, Any]) -> Dict[str
 
     result = {key: value for key, value in payload.items()
               if key not in checkpointing.model_keys(payload) and key != LORA_RECORD}
-    result.update(merged_model_state(trainer.models))
-    result["optimizer"] = None  # the optimizer's state is the adapters'; the merged model has none
+    result.update(merged_model_state(trainer.models))  # no optimizer state: save() leaves it out
     return result

@@ -56,8 +56,6 @@ class SFTTask(PretrainTask):
     def validate(self, args: argparse.Namespace) -> None:
         check_instruction_data(args)
         check_prompt_type(args)
-        if args.pad_to_multiple_of < 1:
-            raise ArgumentError(f"--pad-to-multiple-of must be at least 1, got {args.pad_to_multiple_of}")
 
     def build_datasets(self, args: argparse.Namespace, num_samples: Tuple[int, int, int]) -> Splits:
         train = SFTPackedDataset(args.data_path[0], args.seq_length, num_samples[0], args.seed, pad_token_id=self.pad,

@@ -112,11 +112,16 @@ def token_mean(values: torch.Tensor, mask: torch.Tensor, model: nn.Module) -> to
     so each rank's backward carries its own tokens' share of the sequence's mean and the gradient
     reduction over DP x CP adds the shares up (Megatron multiplies by CP and averages instead; the same).
     """
-    sums = torch.stack([(values * mask).sum(), mask.sum().to(values.dtype)])
-    cp = getattr(model, "context_parallel", None)
-    if cp is not None:
-        sums = reduce_from_tensor_model_parallel_region(sums, cp.group)  # over the CP group
+    sums = context_parallel_sum(torch.stack([(values * mask).sum(), mask.sum().to(values.dtype)]), model)
     return sums[0] / sums[1].clamp(min=1)  # a micro-batch without trained tokens adds nothing
+
+
+def context_parallel_sum(partial: torch.Tensor, model: nn.Module) -> torch.Tensor:
+    """``partial`` (sums over this rank's tokens) summed over the CP ranks of ``model``: all-reduced forward,
+    identity backward, so each rank's backward carries its own tokens' share and the gradient reduction over
+    DP x CP adds the shares up. Unchanged without context parallelism."""
+    cp = getattr(model, "context_parallel", None)
+    return partial if cp is None else reduce_from_tensor_model_parallel_region(partial, cp.group)
 
 
 def stack_stats(stats: Sequence[Dict[str, torch.Tensor]], names: Sequence[str],

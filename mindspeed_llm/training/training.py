@@ -38,6 +38,7 @@ from core.optimizer.optimizer import OptimizerConfig, build_grad_scaler
 from core.parallel_state import ParallelState, expert_dimension, initialize
 from core.pipeline_parallel.layout import stage_layers
 from core.pipeline_parallel.schedules import PipelineOptions, get_forward_backward_func
+from core.tensor_parallel.lora import LoraConfig
 from core.tensor_parallel.mappings import all_reduce
 from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed, set_all_rng_states
 from core.transformer.config import TransformerConfig
@@ -104,8 +105,8 @@ def _grad_dtype(args: argparse.Namespace) -> torch.dtype:
 
 
 def build_data_parallel_models(args: argparse.Namespace, config: TransformerConfig, state: ParallelState,
-                               device: torch.device) -> DataParallelModels:
-    """This rank's model chunks, wrapped for data parallelism, with their optimizer."""
+                               device: torch.device, lora: Optional[LoraConfig] = None) -> DataParallelModels:
+    """This rank's model chunks (with ``lora``'s adapters), wrapped for data parallelism, with their optimizer."""
     optimizer_config = optimizer_config_from_args(args)
     if uses_fsdp(args):
         fp32_config = dataclasses.replace(config, params_dtype=torch.float32)  # FSDP keeps fp32 shards
@@ -114,8 +115,7 @@ def build_data_parallel_models(args: argparse.Namespace, config: TransformerConf
         return FSDPModels(model, options, state, optimizer_config)
     placement = stage_layers(args.num_layers, state.pp, args.virtual_pipeline_model_parallel_size,
                              args.num_layer_list)
-    models = build_model_chunks(config, state, device, args.seed, placement,
-                                lora=lora_training.lora_config_from_args(args))
+    models = build_model_chunks(config, state, device, args.seed, placement, lora=lora)
     scaler = build_grad_scaler(args.fp16, args.loss_scale, args.initial_loss_scale, args.min_loss_scale,
                                args.loss_scale_window, args.hysteresis)
     options = DDPOptions(_grad_dtype(args), args.ddp_bucket_size, args.overlap_grad_reduce,
@@ -142,7 +142,7 @@ class Trainer:
         model_parallel_seed(args.seed, self.state.tp_rank, self.state.pp_rank)
         self.config = transformer_config_from_args(args)
         self.lora = lora_training.lora_config_from_args(args)  # None: no adapters
-        self.dp = build_data_parallel_models(args, self.config, self.state, self.acc.device)
+        self.dp = build_data_parallel_models(args, self.config, self.state, self.acc.device, self.lora)
         self.models, self.optimizer = self.dp.models, self.dp.optimizer
         self.model = self.models[0]
         self.forward_backward = get_forward_backward_func(self.state.pp, args.virtual_pipeline_model_parallel_size,
@@ -295,7 +295,7 @@ class Trainer:
         payload = {
             "args": checkpointing.namespace_for_checkpoint(args),
             **model_state,
-            "optimizer": None if args.no_save_optim else self.dp.optimizer_state(),
+            "optimizer": None if no_optimizer else self.dp.optimizer_state(),
             "opt_param_scheduler": self.scheduler.state_dict(),
             "rng_state": None if args.no_save_rng else rng,
             "consumed_train_samples": self.consumed_samples,
