@@ -8,17 +8,23 @@ Run a function on N gloo processes on the CPU and collect what each returns.
 imported in the child processes, started with the ``spawn`` method). Each
 process has ``torch.distributed`` initialised with gloo and one intra-op
 thread. The return values (CPU tensors, numbers, dicts) come back in rank
-order; an exception in any rank is re-raised here with its traceback.
+order; an exception in any rank is re-raised here with its traceback. A rank
+that dies without one (a C++ abort, a segfault) is reported with the tail of
+its stderr, where the C++ message and faulthandler's Python stack land; each
+rank's stderr is copied to this process's stderr once the launch ends.
 Launch once per test module or world size and check many things per launch:
 each launch costs seconds.
 """
 from __future__ import annotations
 
+import faulthandler
 import io
 import multiprocessing
 import os
 import queue
 import socket
+import sys
+import tempfile
 import time
 import traceback
 from typing import Any, Callable, List
@@ -40,9 +46,20 @@ def _to_bytes(value: Any) -> bytes:
     return buffer.getvalue()
 
 
-def _child(rank: int, world_size: int, port: int, fn: Callable, args: tuple, results: Any) -> None:
+def _capture_stderr(path: str) -> None:
+    """Send this process's fd 2 (Python and C++ alike) to ``path``; dump the Python stack there on a fatal signal."""
+    sys.stderr.flush()
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(descriptor, 2)
+    os.close(descriptor)
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+
+
+def _child(rank: int, world_size: int, port: int, fn: Callable, args: tuple, results: Any,
+           stderr_path: str) -> None:
     import torch.distributed as dist
 
+    _capture_stderr(stderr_path)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world_size), LOCAL_RANK="0")
     torch.set_num_threads(1)
@@ -60,7 +77,16 @@ def _child(rank: int, world_size: int, port: int, fn: Callable, args: tuple, res
             dist.destroy_process_group()
 
 
-def _collect(procs: list, results: Any, world_size: int, timeout: float, collected: dict, failures: list) -> None:
+def _stderr_tail(path: str, lines: int = 40) -> str:
+    try:
+        with open(path, errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _collect(procs: list, results: Any, world_size: int, timeout: float, collected: dict, failures: list,
+             stderr_paths: List[str]) -> None:
     """Wait for every rank's result; stop at the first failure or at a child that died silently."""
     deadline = time.monotonic() + timeout
     while len(collected) < world_size and time.monotonic() < deadline:
@@ -70,6 +96,8 @@ def _collect(procs: list, results: Any, world_size: int, timeout: float, collect
             dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0) and r not in collected]
             if dead:
                 failures.append(f"rank(s) {dead} exited with code(s) {[procs[r].exitcode for r in dead]}")
+                time.sleep(1.0)  # let a dying rank's last words reach its stderr file
+                failures.extend(f"--- rank {r} stderr (last lines) ---\n{_stderr_tail(stderr_paths[r])}" for r in dead)
                 return
             continue
         if not ok:
@@ -80,22 +108,36 @@ def _collect(procs: list, results: Any, world_size: int, timeout: float, collect
         failures.append(f"timed out after {timeout}s waiting for {world_size - len(collected)} rank(s)")
 
 
+def _replay(path: str) -> None:
+    """Copy a rank's stderr file to this process's stderr (where pytest or the terminal shows it)."""
+    try:
+        with open(path, errors="replace") as handle:
+            sys.stderr.write(handle.read())
+    except OSError:
+        pass
+
+
 def run_distributed(world_size: int, fn: Callable, *args: Any, timeout: float = 600.0) -> List[Any]:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` processes; return the values by rank."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=_child, args=(r, world_size, port, fn, args, results)) for r in range(world_size)]
-    for proc in procs:
-        proc.start()
-    collected, failures = {}, []
-    try:
-        _collect(procs, results, world_size, timeout, collected, failures)
-    finally:
+    with tempfile.TemporaryDirectory(prefix="launch_stderr_") as logs:
+        stderr_paths = [os.path.join(logs, f"rank{r}.stderr") for r in range(world_size)]
+        procs = [ctx.Process(target=_child, args=(r, world_size, port, fn, args, results, stderr_paths[r]))
+                 for r in range(world_size)]
         for proc in procs:
-            proc.join(timeout=5 if failures else 60)
-            if proc.is_alive():
-                proc.terminate()
+            proc.start()
+        collected, failures = {}, []
+        try:
+            _collect(procs, results, world_size, timeout, collected, failures, stderr_paths)
+        finally:
+            for proc in procs:
+                proc.join(timeout=5 if failures else 60)
+                if proc.is_alive():
+                    proc.terminate()
+            for path in stderr_paths:
+                _replay(path)
     if failures:
         raise RuntimeError("\n".join(failures))
     return [collected[r] for r in range(world_size)]
