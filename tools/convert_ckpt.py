@@ -21,10 +21,14 @@ Megatron -> Megatron (re-shard to another TP/PP/VPP layout)::
 LoRA adapters (a ``--lora-target-modules`` run's ``--save``) over their mg base -> HF, merged
 (``W + alpha/r B A`` per projection, in fp32, modules to save replaced) or, with ``--save-lora-to-hf``, as
 PEFT's ``adapter_config.json`` + ``adapter_model.safetensors`` (fused qkv / gate-up adapters split per HF
-projection by the registry's own row transform, sharing ``A``; ``mindspeed_llm/posttrain/peft_format.py``)::
+projection by the registry's own row transform, sharing ``A``; ``mindspeed_llm/posttrain/peft_format.py``).
+``--save-model-type mg`` (or ``megatron``) writes the merged model as a plain sharded checkpoint at any
+target layout instead: the base of the next stage (DPO with fresh adapters after a LoRA SFT)::
 
     python tools/convert_ckpt.py --load-model-type mg --save-model-type hf --load-dir ./llama-2-7b-mcore \
         --lora-load ./lora-ckpt --save-dir ./llama-2-7b-merged [--save-lora-to-hf]
+    python tools/convert_ckpt.py --load-model-type mg --save-model-type mg --load-dir ./llama-2-7b-mcore \
+        --lora-load ./lora-ckpt --save-dir ./llama-2-7b-sft-mcore
 
 A checkpoint written by MindSpeed-LLM or Megatron-LM (``megatron``) -> ours / HF, and back::
 
@@ -227,8 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "(Megatron keeps only padded_vocab_size); default: args.vocab_size, else the padded size")
     parser.add_argument("--max-shard-size", default="5GB", help="HF output shard size, e.g. 5GB, 500MB, 2GiB")
     parser.add_argument("--lora-load", default=None, metavar="DIR",
-                        help="mg -> hf: an adapter checkpoint (a --lora-target-modules run's --save) over the base "
-                             "--load-dir, written merged (W + alpha/r B A) as a plain HF checkpoint")
+                        help="an adapter checkpoint (a --lora-target-modules run's --save) over the mg base "
+                             "--load-dir, written merged (W + alpha/r B A) as a plain hf or mg checkpoint")
     parser.add_argument("--save-lora-to-hf", action="store_true",
                         help="with --lora-load: write the adapters alone in PEFT's format (adapter_config.json, "
                              "adapter_model.safetensors) instead of the merged model")
@@ -298,9 +302,10 @@ def _validate_lora_args(args: argparse.Namespace) -> None:
         raise ConversionError("--save-lora-to-hf writes the adapters of --lora-load DIR; pass --lora-load")
     if not args.lora_load:
         return
-    if (args.load_model_type, args.save_model_type) != ("mg", "hf"):
-        raise ConversionError("--lora-load merges or exports adapters from an mg base to hf; pass --load-model-type "
-                              "mg --save-model-type hf")
+    if args.load_model_type != "mg":
+        raise ConversionError("--lora-load merges adapters into an mg base; pass --load-model-type mg")
+    if args.save_lora_to_hf and args.save_model_type != "hf":
+        raise ConversionError("--save-lora-to-hf writes PEFT's adapter files; pass --save-model-type hf")
     if not os.path.isdir(args.lora_load):
         raise ConversionError(f"--lora-load {args.lora_load} does not exist or is not a directory; pass the "
                               "directory a LoRA run saved (--save)")

@@ -5,7 +5,8 @@ A tiny random HF Llama (GQA) is converted to mg at TP 1 as the base; a LoRA run 
 adapters on every linear and saves them. Then, in fp32:
 
 * the PEFT export (``--save-lora-to-hf``) loaded by ``peft`` onto the HF model gives our logits (1e-5);
-* the merged export (``--lora-load`` alone), loaded by ``transformers``, gives our logits too;
+* the merged export (``--lora-load`` alone), loaded by ``transformers``, gives our logits too, and merged into
+  an mg checkpoint (``--save-model-type mg``) it loads as a plain base with the same logits;
 * a PEFT adapter made by ``peft`` (random nonzero B, q/k/v and gate/up sharing A) loads through ``--lora-load``
   and gives PEFT's logits; the exported adapter loads back to the very same tensors;
 * PEFT's usual adapter (its own A per projection) loads in the block form (rank 3r on linear_qkv, 2r on
@@ -117,6 +118,22 @@ def test_merged_export_equals_base_plus_adapters(dirs, trained) -> None:
     assert not os.path.exists(os.path.join(out, "adapter_config.json"))
     merged = _hf_logits(_hf_model(out))
     assert (merged - trained["logits"]).abs().max() <= 1e-5
+
+
+def test_merged_into_an_mg_checkpoint_trains_on_as_a_plain_base(dirs, trained, capsys) -> None:
+    """--save-model-type mg merges the adapters into a sharded checkpoint: the next stage's base (no adapters)."""
+    from mindspeed_llm.training.training import setup
+
+    out = os.path.join(dirs["root"], "merged_mg")
+    assert convert_main(["--load-model-type", "mg", "--save-model-type", "mg", "--load-dir", dirs["mg"],
+                         "--lora-load", trained["dir"], "--save-dir", out]) == 0
+    merged = setup(TRAINING + ["--load", out])
+    assert not any(is_adapter(name) for name, _ in merged.model.named_parameters())
+    assert (_our_logits(merged) - trained["logits"]).abs().max() <= 1e-5
+    capsys.readouterr()
+    assert convert_main(["--load-model-type", "mg", "--save-model-type", "mg", "--load-dir", dirs["mg"],
+                         "--lora-load", trained["dir"], "--save-dir", out + "_peft", "--save-lora-to-hf"]) == 2
+    assert "--save-lora-to-hf writes PEFT's adapter files; pass --save-model-type hf" in capsys.readouterr().err
 
 
 def test_merged_export_takes_the_modules_to_save_and_peft_export_refuses_them(dirs, capsys) -> None:
