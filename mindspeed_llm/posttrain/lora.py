@@ -20,7 +20,10 @@ Checkpoints:
   (rank, alpha, targets, modules to save).
 * ``--lora-load DIR`` reads such a checkpoint over the base: the adapters, and unless
   ``--no-load-optim`` / ``--no-load-rng`` the optimizer, the schedule, the iteration and the RNG
-  states, so ``--load BASE --lora-load DIR`` resumes a LoRA run exactly. An adapter checkpoint of
+  states, so ``--load BASE --lora-load DIR`` resumes a LoRA run exactly. ``--finetune`` keeps Megatron's
+  meaning (and MindSpeed's, which merges the adapter state dict into the base's before it applies): the
+  adapters' weights only, from iteration 0 with a fresh optimizer, to train them further in a new stage.
+  (The base itself is always read as weights only under LoRA.) An adapter checkpoint of
   another rank, other targets or other modules to save is refused in one line.
 * ``--lora-load DIR`` also takes a PEFT adapter directory (``adapter_config.json`` +
   ``adapter_model.safetensors``, e.g. one ``tools/convert_ckpt.py --save-lora-to-hf`` wrote or one trained by
@@ -151,7 +154,7 @@ def load_adapter_weights(models: Sequence[nn.Module], checkpoint: Dict[str, Any]
 
 def load_adapters(trainer: Any) -> None:
     """``--lora-load``: the adapters, and (unless --no-load-optim / --no-load-rng) the optimizer, the schedule,
-    the iteration and the RNG states of an adapter checkpoint."""
+    the iteration and the RNG states of an adapter checkpoint; with ``--finetune`` the adapters alone."""
     from core.tensor_parallel.random import set_all_rng_states
 
     args, state = trainer.args, trainer.state
@@ -169,6 +172,9 @@ def load_adapters(trainer: Any) -> None:
     checkpointing.check_layout(checkpoint, path, state.tp, state.pp, len(trainer.models),
                                args.expert_model_parallel_size, args.expert_tensor_parallel_size or state.tp)
     load_adapter_weights(trainer.models, checkpoint, path)
+    if args.finetune:  # Megatron's --finetune: the weights only, a new run from iteration 0
+        trainer.dp.reload_model_params()
+        return
     if args.no_load_optim or checkpoint.get("optimizer") is None:
         trainer.dp.reload_model_params()
     else:

@@ -135,9 +135,17 @@ def test_checkpoints_hold_the_adapters_and_lora_load_resumes(tmp_path: Path) -> 
     saved = checkpointing.load_file(path)
     assert set(saved["model"]) == {n for n, _ in first.model.named_parameters() if is_adapter(n)}
     assert saved["lora"] == {"r": 4, "alpha": 8.0, "target_modules": sorted(TARGETS[1:]), "modules_to_save": []}
-    resumed = _trainer(argv + ["--lora-load", str(tmp_path / "adapters")])
+    resume = [a for a in argv if a != "--finetune"] + ["--lora-load", str(tmp_path / "adapters")]
+    resumed = _trainer(resume)
     assert resumed.iteration == 1
     assert _steps(resumed, 2) == expected  # bitwise: adapters, Adam state, schedule and dropout RNG
+    # --finetune: the adapters' weights only, iteration 0, a fresh optimizer (the next stage's start)
+    restarted = _trainer(argv + ["--lora-load", str(tmp_path / "adapters")])
+    assert (restarted.iteration, restarted.consumed_samples) == (0, 0)
+    assert not restarted.optimizer.optimizer.state
+    restarted_params = dict(restarted.model.named_parameters())
+    for name, tensor in saved["model"].items():  # the adapters after step 1
+        assert torch.equal(restarted_params[name], tensor), name
 
 
 def test_recompute_with_lora_dropout_is_exact() -> None:
