@@ -512,7 +512,9 @@ def run(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pretr
         print(f"error: {error}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
     params = sum(p.numel() for model in trainer.models for p in model.parameters())
-    print_rank_0(f"training {params:,} parameters per rank "
+    trainable = sum(p.numel() for model in trainer.models for p in model.parameters() if p.requires_grad)
+    frozen = f" of {params:,} ({100.0 * trainable / max(params, 1):.2f}%, the rest frozen)" if trainable < params else ""
+    print_rank_0(f"training {trainable:,}{frozen} parameters per rank "
                  f"(TP={trainer.state.tp}, PP={trainer.state.pp}, CP={trainer.state.cp}, DP={trainer.state.dp}) on {trainer.acc.type}; "
                  f"{trainer.num_microbatches} micro-batches per step; task {trainer.task.name}")
     return train(trainer)
