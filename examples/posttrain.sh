@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Post-training walk-through, offline, on the CPU: the quick-start model -> SFT -> DPO, and a reward model,
+# Post-training walk-through, offline, on the CPU: the quick-start model -> SFT (LoRA) -> DPO (LoRA) -> PEFT, and a reward model,
 # each a `torchrun posttrain_gpt.py --stage ...` on 2 processes (TP=2), printing the metrics as they move.
 #
 #   bash examples/posttrain.sh
@@ -10,11 +10,14 @@
 #    on this script's own texts, with a 500-token tokenizer trained on them
 # 3. preprocess_data.py tokenizes both sets with the alpaca template (AlpacaStyleInstructionHandler,
 #    AlpacaStylePairwiseHandler) and that tokenizer
-# 4. SFT, full fine-tuning (--stage sft): the loss counts the answer tokens only
-# 5. DPO from the SFT model (--stage dpo, the SFT model frozen as the reference): rewards/accuracies and
-#    rewards/margins rise
-# 6. a reward model from the SFT model (--stage orm, a value head on the last token): accuracy rises
-# 7. the DPO policy exported to Hugging Face (tools/convert_ckpt.py) and the three runs summarised; the
+# 4. SFT with LoRA (--stage sft, adapters on qkv/proj/fc1/fc2, the base frozen): the loss counts the answer
+#    tokens only; --save holds the adapters alone
+# 5. tools/convert_ckpt.py merges the adapters into the base (mg -> mg --lora-load): the SFT model
+# 6. DPO with new LoRA adapters on the SFT model (--stage dpo; the reference is the SFT model itself, the
+#    adapters switched off, no second copy): rewards/accuracies and rewards/margins rise
+# 7. a reward model from the SFT model (--stage orm, a value head on the last token): accuracy rises
+# 8. the SFT model exported to Hugging Face and the DPO adapters to PEFT's files (--save-lora-to-hf); with
+#    peft installed, transformers + peft answer a prompt from them; the three runs are summarised, and the
 #    script fails if a stage did not learn (examples/posttrain_metrics.py)
 #
 # Environment: QUICKSTART (outputs/quickstart), OUT (outputs/posttrain), BASE_ITERS (30), SFT_ITERS (20),
@@ -117,26 +120,74 @@ stage() {
     grep -E "iteration +[0-9]+/" "$OUT/$name.log" | python3 examples/posttrain_metrics.py --columns "$name"
 }
 
-echo "== 4. SFT (full fine-tuning), $SFT_ITERS iterations from $BASE"
-# >>> LoRA slots in here once it lands (issue 12, point 3): add
-#     --lora-r 8 --lora-alpha 16 --lora-target-modules linear_qkv linear_proj linear_fc1 linear_fc2
-#     to train adapters only (--save then holds the adapters; DPO below passes --lora-load "$OUT/sft"
-#     and uses the base with the adapters switched off as its reference). <<<
+LORA=(--lora-r 8 --lora-alpha 16 --lora-target-modules linear_qkv linear_proj linear_fc1 linear_fc2)
+
+echo "== 4. SFT with LoRA (r 8 on qkv/proj/fc1/fc2, the base frozen), $SFT_ITERS iterations from $BASE"
 stage sft --stage sft --is-instruction-dataset --data-path "$OUT/data/instructions" --no-pad-to-seq-lengths \
-    --load "$BASE" --lr 1e-3 --train-iters "$SFT_ITERS" --save "$OUT/sft" --save-interval "$SFT_ITERS"
+    --load "$BASE" "${LORA[@]}" --lr 2e-3 --train-iters "$SFT_ITERS" --save "$OUT/sft_lora" --save-interval "$SFT_ITERS"
+du -sh "$OUT/sft_lora" "$BASE" | awk '{printf "      %s %s\n", $1, $2}'  # the adapters only, beside the base
 
-echo "== 5. DPO from the SFT model (its frozen copy is the reference), $DPO_ITERS iterations"
+echo "== 5. the SFT adapters merged into the base (tools/convert_ckpt.py mg -> mg --lora-load): the SFT model"
+convert() {
+    python3 tools/convert_ckpt.py "$@" > "$OUT/convert.log" 2>&1 || { tail -5 "$OUT/convert.log"; exit 1; }
+    tr '\r' '\n' < "$OUT/convert.log" | tail -1
+}
+convert --load-model-type mg --save-model-type mg --target-tensor-parallel-size 2 --load-dir "$BASE" \
+    --lora-load "$OUT/sft_lora" --save-dir "$OUT/sft"
+
+echo "== 6. DPO with new LoRA adapters on the SFT model (the reference: the SFT model, adapters off), $DPO_ITERS iterations"
 stage dpo --stage dpo --is-pairwise-dataset --data-path "$OUT/data/pairs" --dpo-beta 0.1 \
-    --load "$OUT/sft" --lr 1e-4 --train-iters "$DPO_ITERS" --save "$OUT/dpo" --save-interval "$DPO_ITERS"
+    --load "$OUT/sft" "${LORA[@]}" --lr 1e-3 --train-iters "$DPO_ITERS" --save "$OUT/dpo" --save-interval "$DPO_ITERS"
 
-echo "== 6. a reward model from the SFT model (value head on the last token, Bradley-Terry), $ORM_ITERS iterations"
+echo "== 7. a reward model from the SFT model (value head on the last token, Bradley-Terry), $ORM_ITERS iterations"
 stage orm --stage orm --is-pairwise-dataset --data-path "$OUT/data/pairs" \
     --load "$OUT/sft" --lr 1e-4 --train-iters "$ORM_ITERS" --save "$OUT/orm" --save-interval "$ORM_ITERS"
 
-echo "== 7. the DPO policy -> Hugging Face ($OUT/dpo_hf); the reward model exports the same way as a"
-echo "      ...ForSequenceClassification. (LoRA: --save-lora-to-hf writes PEFT's adapter files here.)"
-python3 tools/convert_ckpt.py --load-model-type mg --save-model-type hf --model-type-hf llama2 \
-    --load-dir "$OUT/dpo" --save-dir "$OUT/dpo_hf" > "$OUT/convert.log" 2>&1 || { tail -5 "$OUT/convert.log"; exit 1; }
-tr '\r' '\n' < "$OUT/convert.log" | tail -1
-cp "$TOKENIZER"/* "$OUT/dpo_hf/"
+echo "== 8. export: the SFT model -> Hugging Face ($OUT/sft_hf), the DPO adapters -> PEFT ($OUT/dpo_peft)"
+convert --load-model-type mg --save-model-type hf --model-type-hf llama2 --load-dir "$OUT/sft" --save-dir "$OUT/sft_hf"
+cp "$TOKENIZER"/* "$OUT/sft_hf/"
+convert --load-model-type mg --save-model-type hf --model-type-hf llama2 --load-dir "$OUT/sft" \
+    --lora-load "$OUT/dpo" --save-lora-to-hf --save-dir "$OUT/dpo_peft"
+ls "$OUT/dpo_peft" | sed 's/^/      /'
+if python3 -c "import peft" 2>/dev/null; then
+    echo "      transformers + peft on the exported files: log p(chosen) - log p(rejected) of a training pair"
+    PYTHONPATH=. python3 - "$OUT" 2> "$OUT/peft.log" <<'PY' || { tail -5 "$OUT/peft.log"; exit 1; }
+import json
+import sys
+
+import peft
+import torch
+import transformers
+
+from mindspeed_llm.data.templates import TEMPLATES
+
+out = sys.argv[1]
+tokenizer = transformers.AutoTokenizer.from_pretrained(f"{out}/sft_hf")
+base = transformers.AutoModelForCausalLM.from_pretrained(f"{out}/sft_hf", dtype=torch.float32)
+model = peft.PeftModel.from_pretrained(base, f"{out}/dpo_peft").eval()
+pair = json.loads(open(f"{out}/pairs.jsonl").readline())
+alpaca = TEMPLATES["alpaca"]
+prompt = tokenizer(alpaca.system_format.format(content=alpaca.default_system)
+                   + alpaca.user_format.format(content=f"{pair['instruction']}\n{pair['input']}")).input_ids
+
+
+def log_prob(reply: str) -> float:
+    """Sum of log p(reply token | prompt, earlier reply tokens) under the model as it is now."""
+    answer = tokenizer(reply).input_ids
+    ids = torch.tensor([prompt + answer])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompt) - 1:-1].float()  # [len(answer), vocab]
+    return logits.log_softmax(-1).gather(-1, torch.tensor(answer)[:, None]).sum().item()
+
+
+def margin() -> float:
+    return log_prob(pair["chosen"]) - log_prob(pair["rejected"])
+
+
+with model.disable_adapter():
+    before = margin()
+print(f"      {pair['input']!r}: {pair['chosen']!r} over {pair['rejected']!r}: the SFT model {before:+.2f} nats, "
+      f"with the DPO adapter (PEFT) {margin():+.2f} nats")
+PY
+fi
 python3 examples/posttrain_metrics.py --summary "$OUT/sft.log" "$OUT/dpo.log" "$OUT/orm.log"

@@ -1,9 +1,11 @@
 """The post-training walk-through, examples/posttrain.sh, run as a user runs it, and its metric reader.
 
 With no quick-start checkpoint, the script pretrains a model of the quick start's shape on its own texts, then
-runs SFT, DPO and a reward model (each ``torchrun posttrain_gpt.py`` on 2 CPU processes, TP=2) on the tiny
-instruction set and preference pairs it writes and tokenizes with preprocess_data.py, exports the DPO policy to
-Hugging Face and fails unless each stage learned (under a minute on 2 cores; the test shortens the runs).
+runs SFT with LoRA, merges the adapters into the base, runs DPO with new adapters and a reward model (each
+``torchrun posttrain_gpt.py`` on 2 CPU processes, TP=2) on the tiny instruction set and preference pairs it writes
+and tokenizes with preprocess_data.py, exports the SFT model to Hugging Face and the DPO adapters to PEFT (with
+peft installed, the exported adapter must keep DPO's chosen-over-rejected margin in transformers + peft) and fails
+unless each stage learned (the test shortens the runs).
 examples/posttrain_metrics.py is checked on synthetic Megatron lines: it parses them and fails a stage whose
 metric did not move.
 """
@@ -34,11 +36,18 @@ def test_walkthrough_runs_sft_dpo_and_a_reward_model(tmp_path: Path) -> None:
         assert re.search(rf"^   {stage}: .*{metric} [-\d.]+ -> [-\d.]+", summary, re.M), summary
     assert "FAILED" not in run.stdout
     out = tmp_path / "pt"
-    for stage in ("base", "sft", "dpo", "orm"):
+    for stage, directory in (("base", "base"), ("sft", "sft_lora"), ("dpo", "dpo"), ("orm", "orm")):
         iterations = ITERATIONS[f"{stage.upper()}_ITERS"]
-        assert (out / stage / "latest_checkpointed_iteration.txt").read_text().strip() == iterations
+        assert (out / directory / "latest_checkpointed_iteration.txt").read_text().strip() == iterations
     assert "task dpo" in (out / "dpo.log").read_text() and "task orm" in (out / "orm.log").read_text()
-    assert (out / "dpo_hf" / "config.json").is_file() and (out / "dpo_hf" / "tokenizer.json").is_file()
+    for stage in ("sft", "dpo"):  # LoRA: a small share of the parameters trains
+        assert re.search(r"training [\d,]+ of [\d,]+ \([\d.]+%, the rest frozen\) parameters per rank",
+                         (out / f"{stage}.log").read_text()), stage
+    assert (out / "sft_hf" / "config.json").is_file() and (out / "sft_hf" / "tokenizer.json").is_file()
+    assert (out / "dpo_peft" / "adapter_config.json").is_file()
+    if importlib.util.find_spec("peft") is not None:  # the exported adapter, in transformers + peft, keeps DPO's margin
+        found = re.search(r"the SFT model ([-+\d.]+) nats, with the DPO adapter \(PEFT\) ([-+\d.]+) nats", run.stdout)
+        assert found and float(found.group(2)) > float(found.group(1)), run.stdout[-2000:]
 
 
 def _posttrain_metrics():
