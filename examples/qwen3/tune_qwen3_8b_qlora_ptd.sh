@@ -4,7 +4,7 @@
 # --finetune: the weights only, iteration 0); trained: the assistant tokens; each micro-batch padded only to its
 # longest sample (--no-pad-to-seq-lengths).
 # LoRA adapters (r 16, alpha 32) on linear_qkv linear_proj linear_fc1 linear_fc2, the base frozen; --save holds the
-# adapters only (resume with --lora-load; PEFT export: tools/convert_ckpt.py --lora-load DIR --save-lora-to-hf).
+# adapters only (resume: LORA_LOAD=CKPT_SAVE_DIR; PEFT export: tools/convert_ckpt.py --lora-load DIR --save-lora-to-hf).
 # QLoRA (--qlora): the targeted base linears are stored as NF4 (blocksize 64, double quantisation) once the
 # base is loaded; the adapters train in the recipe's precision.
 # Layout: 1 node(s) x 8 devices, TP=8 PP=1 with sequence parallelism (the layout of ckpt_convert_qwen3_8b_hf2mcore.sh).
@@ -21,6 +21,7 @@ NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/qwen3-8b-mcore-tp8pp1}    # ckpt_convert_qwen3_8b_hf2mcore.sh
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/qwen3-sft-qlora}
+LORA_LOAD=${LORA_LOAD:-}    # to resume: the adapters this recipe saved (CKPT_SAVE_DIR)
 DATA_PATH=${DATA_PATH:-./finetune_dataset/qwen3/alpaca}    # data_convert_qwen3_instruction.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Qwen3-8B}
 PROMPT_TYPE=${PROMPT_TYPE:-chatml}    # the template of data_convert_qwen3_instruction.sh
@@ -45,8 +46,10 @@ DATA_ARGS=(
     --data-path "$DATA_PATH"
     --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
 )
+START_ARGS=(--finetune)    # the converted base: its weights, from iteration 0
+[[ -n $LORA_LOAD ]] && START_ARGS=(--lora-load "$LORA_LOAD")    # the adapters' run resumed: optimizer, iteration
 TUNE_ARGS=(
-    --finetune --stage sft --is-instruction-dataset --prompt-type "$PROMPT_TYPE"
+    "${START_ARGS[@]}" --stage sft --is-instruction-dataset --prompt-type "$PROMPT_TYPE"
     --no-pad-to-seq-lengths
     --lora-r 16 --lora-alpha 32 --lora-target-modules linear_qkv linear_proj linear_fc1 linear_fc2
     --qlora

@@ -381,6 +381,11 @@ def test_smoke_lora_recipe_trains_and_saves_adapters(tmp_path: Path) -> None:
         assert len(names) == 2 * 4 * 2 and all(".lora_" in name for name in names), names  # A and B, no base
         assert (payload["lora"]["r"], payload["lora"]["alpha"], sorted(payload["lora"]["target_modules"])) == (
             16, 32.0, sorted(LORA_TARGETS))
+    # LORA_LOAD resumes the adapters' run (iteration 3 of 3: nothing left) instead of starting over (--finetune)
+    env = {"SMOKE": "1", "SMOKE_DIR": str(tmp_path / "smoke"), "LOG_DIR": str(tmp_path / "logs"), "LORA_LOAD": str(ckpt)}
+    resumed = _run(recipe, env)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "already at iteration 3 of --train-iters 3" in (tmp_path / "logs" / f"{recipe.stem}.log").read_text()
 
 
 @pytest.mark.slow
