@@ -322,7 +322,7 @@ def test_converter_lora_flags_are_checked_in_one_line(dirs, trained, capsys) -> 
     assert "--save-lora-to-hf writes the adapters of --lora-load" in error(
         ["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", dirs["mg"], "--save-dir", out,
          "--save-lora-to-hf"])
-    assert "pass --load-model-type mg --save-model-type hf" in error(
+    assert "--lora-load merges adapters into an mg base; pass --load-model-type mg" in error(
         ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", dirs["hf"], "--save-dir", out,
          "--lora-load", trained["dir"]])
     assert "holds no LoRA adapters" in error(
