@@ -209,6 +209,13 @@ def transformer_layers(model: nn.Module) -> List[nn.Module]:
     return [layer for layer in layers if any(True for _ in layer.parameters())]
 
 
+def adapter_factors(module: nn.Module) -> List[nn.Module]:
+    """The LoRA factors (``lora_A`` / ``lora_B`` modules) inside ``module``, in a fixed order."""
+    from core.tensor_parallel.lora import LoraFactor
+
+    return [m for m in module.modules() if isinstance(m, LoraFactor)]
+
+
 def _device_type(model: nn.Module) -> str:
     return next(model.parameters()).device.type
 
@@ -246,7 +253,11 @@ def wrap_fsdp2(model: nn.Module, state: ParallelState, *, param_dtype: Optional[
     # an fp32 residual stream enters each layer as it is (--fp32-residual-connection); the layers cast
     policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype,
                                   cast_forward_inputs=not fp32_stream)
+    adapter_policy = MixedPrecisionPolicy(param_dtype=None, reduce_dtype=torch.float32, cast_forward_inputs=False)
     for layer in transformer_layers(model):
+        factors = adapter_factors(layer)
+        if factors:  # one fp32 unit per layer: the adapters compute, reduce and step in fp32 under --bf16
+            fully_shard(factors, mesh=mesh, mp_policy=adapter_policy, reshard_after_forward=reshard_after_forward)
         fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
     fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
     _divide_gradients_by_dp(model, state, mesh.size())
@@ -326,7 +337,9 @@ def wrap_fsdp1(model: nn.Module, state: ParallelState, *, mixed_precision=None,
     shard, rep = data_parallel_groups(state, replicate)
     process_group = (shard.handle, rep.handle) if replicate > 1 else shard.handle
     layer_ids = {id(layer) for layer in transformer_layers(model)}
-    policy = functools.partial(lambda_auto_wrap_policy, lambda_fn=lambda module: id(module) in layer_ids)
+    factor_ids = {id(factor) for factor in adapter_factors(model)}
+    policy = _fsdp1_policy(layer_ids, factor_ids) if factor_ids else functools.partial(
+        lambda_auto_wrap_policy, lambda_fn=lambda module: id(module) in layer_ids)
     device = next(model.parameters()).device
     wrapped = FSDP(model, process_group=process_group, sharding_strategy=ShardingStrategy[sharding_strategy],
                    auto_wrap_policy=policy, mixed_precision=mixed_precision, use_orig_params=True,
@@ -337,6 +350,18 @@ def wrap_fsdp1(model: nn.Module, state: ParallelState, *, mixed_precision=None,
         shard = Group([state.rank], None, 0)
     wrapped.fsdp_info = FSDPInfo("fsdp1", shard, rep, specs, grad_post_scale=float(state.cp))
     return wrapped
+
+
+def _fsdp1_policy(layer_ids: set, factor_ids: set):
+    """Units per transformer layer and per LoRA factor; a factor's unit keeps fp32 (no mixed precision)."""
+    from torch.distributed.fsdp.wrap import CustomPolicy
+
+    def unit(module: nn.Module):
+        if id(module) in factor_ids:
+            return {"mixed_precision": None}
+        return id(module) in layer_ids
+
+    return CustomPolicy(unit)
 
 
 # --------------------------------------------------------------------------- TP sums on DP shards
@@ -502,36 +527,52 @@ def full_model_state_dict(model: nn.Module, state: ParallelState, on_every_rank:
 
 
 @torch.no_grad()
-def _load_fsdp2(model: nn.Module, full: Dict[str, torch.Tensor]) -> None:
+def _load_fsdp2(model: nn.Module, full: Dict[str, torch.Tensor], strict: bool) -> LoadResult:
     targets = dict(model.named_parameters())
     targets.update(model.named_buffers())
     missing = sorted(set(targets) - set(full))
     unexpected = sorted(set(full) - set(targets))
-    if missing or unexpected:
+    if strict and (missing or unexpected):
         raise RuntimeError(f"state dict does not fit the model: missing {missing[:5]}, unexpected {unexpected[:5]}")
     for name, target in targets.items():
-        value = full[name]
+        value = full.get(name)
+        if value is None:
+            continue
         if isinstance(target, DTensor):
             local = distribute_tensor(value.to(target.device, target.dtype), target.device_mesh,
                                       target.placements, src_data_rank=None).to_local()
             target.to_local().copy_(local)
         else:
             target.copy_(value)
+    return LoadResult(missing, unexpected)
 
 
-def _load_fsdp1(model: nn.Module, full: Dict[str, torch.Tensor]) -> None:
+def _load_fsdp1(model: nn.Module, full: Dict[str, torch.Tensor], strict: bool) -> LoadResult:
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
 
     with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT):
-        model.load_state_dict(full, strict=True)
+        result = model.load_state_dict(full, strict=strict)
+    return LoadResult(sorted({clean_name(k) for k in result.missing_keys}),
+                      sorted({clean_name(k) for k in result.unexpected_keys}))
 
 
-def load_full_model_state_dict(model: nn.Module, full: Dict[str, torch.Tensor]) -> None:
-    """Load a full (TP-local) state dict, present on every rank, into the sharded model."""
+@dataclass
+class LoadResult:
+    """The clean names a non-strict load left alone (``nn.Module.load_state_dict``'s result)."""
+
+    missing_keys: List[str]
+    unexpected_keys: List[str]
+
+
+def load_full_model_state_dict(model: nn.Module, full: Dict[str, torch.Tensor], strict: bool = True) -> LoadResult:
+    """Load a full (TP-local) state dict, present on every rank, into the sharded model.
+
+    ``strict=False`` loads the entries the model has and reports the others (LoRA: a base checkpoint
+    without adapters, or an adapter checkpoint without the base).
+    """
     if fsdp_info(model).kind == "fsdp2":
-        _load_fsdp2(model, full)
-    else:
-        _load_fsdp1(model, full)
+        return _load_fsdp2(model, full, strict)
+    return _load_fsdp1(model, full, strict)
 
 
 def full_optimizer_state_dict(model: nn.Module, optimizer: FSDPOptimizer, state: ParallelState) -> Dict:
@@ -550,7 +591,24 @@ def load_full_optimizer_state_dict(model: nn.Module, optimizer: FSDPOptimizer, f
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
     options = StateDictOptions(full_state_dict=True)
-    set_optimizer_state_dict(model, optimizer.optimizer, full, options=options)
+    set_optimizer_state_dict(model, optimizer.optimizer, _keyed_by_name(model, optimizer, full), options=options)
+
+
+def _keyed_by_name(model: nn.Module, optimizer: FSDPOptimizer, full: Dict) -> Dict:
+    """A checkpoint written without FSDP keys its parameters by position in the groups (torch's
+    ``Optimizer.state_dict``); the same groups hold the same parameters in the same order here
+    (:func:`fsdp_param_groups`), so each position becomes its parameter's name, as FSDP's keys are."""
+    saved = [key for group in full["param_groups"] for key in group["params"]]
+    if all(isinstance(key, str) for key in saved):
+        return full
+    names = {id(param): name for name, param in named_fsdp_params(model)}
+    ours = [names[id(param)] for group in optimizer.optimizer.param_groups for param in group["params"]]
+    if len(ours) != len(saved) or len(full["param_groups"]) != len(optimizer.optimizer.param_groups):
+        raise RuntimeError(f"the optimizer state holds {len(saved)} parameters, this model trains {len(ours)}")
+    rename = dict(zip(saved, ours))
+    return {"state": {rename[key]: value for key, value in full["state"].items()},
+            "param_groups": [{**group, "params": [rename[key] for key in group["params"]]}
+                             for group in full["param_groups"]]}
 
 
 def _to_cpu(value):

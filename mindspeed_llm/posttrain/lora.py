@@ -38,14 +38,15 @@ import argparse
 import dataclasses
 import os
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
 from core import checkpointing
+from core.distributed.fsdp import clean_name, load_full_model_state_dict
 from core.tensor_parallel.param_meta import param_meta
-from core.tensor_parallel.lora import LoraConfig, LoraTargetError, adapter_state_dict, check_targets, is_adapter
+from core.tensor_parallel.lora import LoraConfig, LoraTargetError, check_targets, is_adapter
 from mindspeed_llm.arguments import ArgumentError
 from mindspeed_llm.posttrain import peft_format
 
@@ -95,11 +96,32 @@ def check_lora_targets(args: argparse.Namespace, config: Any) -> None:
         raise ArgumentError(str(error)) from None
 
 
+def _named_parameters(model: nn.Module) -> Iterator[Tuple[str, nn.Parameter]]:
+    """``(checkpoint name, parameter)``: FSDP1's wrapper prefixes dropped (DDP and FSDP2 names are already so)."""
+    for name, param in model.named_parameters():
+        yield clean_name(name), param
+
+
+def trainable_shapes(model: nn.Module) -> Dict[str, Tuple[int, ...]]:
+    """Checkpoint name -> TP-local shape of every trainable parameter (under FSDP the unsharded shape)."""
+    info = getattr(model, "fsdp_info", None)
+    return {name: tuple(info.specs[name].shape if info is not None else param.shape)
+            for name, param in _named_parameters(model) if param.requires_grad}
+
+
+def _load_non_strict(model: nn.Module, state_dict: Dict[str, torch.Tensor]) -> Any:
+    """``load_state_dict(strict=False)``; a model under FSDP takes the full tensors through its shards."""
+    if getattr(model, "fsdp_info", None) is not None:
+        return load_full_model_state_dict(model, state_dict, strict=False)  # collective under FSDP1
+    return model.load_state_dict(state_dict, strict=False)
+
+
 def adapter_model_state(models: Sequence[nn.Module], model_state: Dict[str, Dict[str, torch.Tensor]]
                         ) -> Dict[str, Dict[str, torch.Tensor]]:
     """The checkpoint's model entries (``model`` or ``model0``, ...) cut to the trainable parameters."""
     keys = checkpointing.model_keys(model_state)
-    return {key: adapter_state_dict(model, model_state[key]) for model, key in zip(models, keys)}
+    return {key: {name: value for name, value in model_state[key].items() if name in trainable_shapes(model)}
+            for model, key in zip(models, keys)}
 
 
 def load_base_weights(models: Sequence[nn.Module], checkpoint: Dict[str, Any], path: str) -> None:
@@ -108,7 +130,7 @@ def load_base_weights(models: Sequence[nn.Module], checkpoint: Dict[str, Any], p
         if LORA_RECORD in checkpoint:
             raise checkpointing.CheckpointError(f"--load {path} holds LoRA adapters, not a base model; pass the "
                                                 "base model with --load and the adapters with --lora-load")
-        result = model.load_state_dict(checkpoint[key], strict=False)
+        result = _load_non_strict(model, checkpoint[key])
         missing = [name for name in result.missing_keys if not is_adapter(name)]
         if missing or result.unexpected_keys:
             extra = result.unexpected_keys
@@ -134,19 +156,29 @@ def _check_record(saved: Optional[Dict[str, Any]], config: LoraConfig, path: str
 def load_adapter_weights(models: Sequence[nn.Module], checkpoint: Dict[str, Any], path: str) -> None:
     """The adapter checkpoint's tensors into the trainable parameters (exactly those, shapes checked)."""
     for model, key in zip(models, checkpointing.model_keys(checkpoint) or ["model"]):
-        params = {name: param for name, param in model.named_parameters() if param.requires_grad}
+        shapes = trainable_shapes(model)
         saved = checkpoint[key]
-        if set(saved) != set(params):
+        if set(saved) != set(shapes):
             raise checkpointing.CheckpointError(
-                f"--lora-load {path}: its adapters {sorted(set(saved) - set(params))[:2]} / this model's "
-                f"{sorted(set(params) - set(saved))[:2]} differ; check the model and LoRA flags")
-        with torch.no_grad():
-            for name, param in params.items():
-                if tuple(saved[name].shape) != tuple(param.shape):
-                    raise checkpointing.CheckpointError(
-                        f"--lora-load {path}: {name} is {tuple(saved[name].shape)}, this model's is "
-                        f"{tuple(param.shape)}; check the model and LoRA flags")
-                param.copy_(saved[name].to(param.device, param.dtype))
+                f"--lora-load {path}: its adapters {sorted(set(saved) - set(shapes))[:2]} / this model's "
+                f"{sorted(set(shapes) - set(saved))[:2]} differ; check the model and LoRA flags")
+        for name, shape in shapes.items():
+            if tuple(saved[name].shape) != shape:
+                raise checkpointing.CheckpointError(
+                    f"--lora-load {path}: {name} is {tuple(saved[name].shape)}, this model's is {shape}; check the "
+                    "model and LoRA flags")
+        load_trainable(model, saved)
+
+
+def load_trainable(model: nn.Module, tensors: Dict[str, torch.Tensor]) -> None:
+    """TP-local tensors (shapes checked) into the trainable parameters they name, sharded under FSDP."""
+    with torch.no_grad():
+        if getattr(model, "fsdp_info", None) is not None:
+            load_full_model_state_dict(model, tensors, strict=False)  # the frozen base is "missing"
+            return
+        params = dict(model.named_parameters())
+        for name, value in tensors.items():
+            params[name].copy_(value.to(params[name].device, params[name].dtype))
 
 
 def load_adapters(trainer: Any) -> None:
@@ -209,7 +241,7 @@ def _peft_context_of(config: Any, model: nn.Module) -> peft_format.ContextOf:
     """Our weight name -> what its row transform needs (the fused weight's segment sizes)."""
     from mindspeed_llm.models.registry import TensorContext
 
-    params = dict(model.named_parameters())
+    params = dict(_named_parameters(model))
 
     def context_of(name: str) -> TensorContext:
         shard = param_meta(params[name]).tp_shard
@@ -278,20 +310,18 @@ def load_peft_adapters(trainer: Any, root: str) -> None:
         ranks = {name[:-len(".lora_A.weight")]: p.shape[0] for name, p in whole.named_parameters()
                  if name.endswith(".lora_A.weight")}
         for model in trainer.models:
-            modules = peft_format.adapted_modules(name for name, _ in model.named_parameters())
+            modules = peft_format.adapted_modules(name for name, _ in _named_parameters(model))
             full = peft_format.from_peft(tensors, modules, rule_of, _peft_context_of(trainer.config, model),
                                          ranks.__getitem__, root)
-            with torch.no_grad():
-                for name, param in model.named_parameters():
-                    if not param.requires_grad:
-                        continue
-                    shard = param_meta(param).tp_shard
-                    local = shard.shard(full[name], state.tp_rank, state.tp) if shard is not None else full[name]
-                    if tuple(local.shape) != tuple(param.shape):
-                        raise checkpointing.CheckpointError(
-                            f"--lora-load {root}: {name} is {tuple(local.shape)} from the adapter, this model's is "
-                            f"{tuple(param.shape)}; the adapter was trained on another model")
-                    param.copy_(local.to(param.device, param.dtype))
+            params, shapes, local = dict(_named_parameters(model)), trainable_shapes(model), {}
+            for name, shape in shapes.items():
+                shard = param_meta(params[name]).tp_shard
+                local[name] = shard.shard(full[name], state.tp_rank, state.tp) if shard is not None else full[name]
+                if tuple(local[name].shape) != shape:
+                    raise checkpointing.CheckpointError(
+                        f"--lora-load {root}: {name} is {tuple(local[name].shape)} from the adapter, this model's "
+                        f"is {shape}; the adapter was trained on another model")
+            load_trainable(model, local)
     except peft_format.PeftFormatError as error:
         raise checkpointing.CheckpointError(str(error)) from None
     trainer.dp.reload_model_params()

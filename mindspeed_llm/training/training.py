@@ -110,7 +110,7 @@ def build_data_parallel_models(args: argparse.Namespace, config: TransformerConf
     optimizer_config = optimizer_config_from_args(args)
     if uses_fsdp(args):
         fp32_config = dataclasses.replace(config, params_dtype=torch.float32)  # FSDP keeps fp32 shards
-        model = build_model(fp32_config, state, device, args.seed)
+        model = build_model(fp32_config, state, device, args.seed, lora)
         options = FSDPOptions("fsdp2" if args.use_torch_fsdp2 else "fsdp1", args.bf16, args.hsdp_replicate_size)
         return FSDPModels(model, options, state, optimizer_config)
     placement = stage_layers(args.num_layers, state.pp, args.virtual_pipeline_model_parallel_size,
