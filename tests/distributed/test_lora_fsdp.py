@@ -8,7 +8,11 @@ saves its adapters after step 1. One 2-process launch then runs at DP 2:
   (atol 1e-5), and every base weight bitwise the base checkpoint's;
 * FSDP2 saving after step 1, then a new FSDP2 trainer with ``--lora-load``: steps 2 and 3 as one process
   (optimizer state, schedule and iteration restored), its checkpoint holding exactly the DDP run's keys;
-* that FSDP2 checkpoint resumed under DDP, and the one-process (DDP) checkpoint resumed under FSDP2.
+* that FSDP2 checkpoint resumed under DDP, and the one-process (DDP) checkpoint resumed under FSDP2;
+* FSDP2 with --bf16: inside the forward the base weights are bf16 and the adapters fp32 (their own FSDP unit,
+  fp32 moments), the losses near the DDP bf16 run's;
+* FSDP2 with TP 2 and sequence parallelism (DP 1, from the initialisation): the losses and grad norms of one
+  process (the TP sums of the adapters' partial gradients on FSDP's shards).
 
     python -m pytest -q tests/distributed/test_lora_fsdp.py
 """
@@ -33,6 +37,7 @@ PLAIN = ["--num-layers", "2", "--hidden-size", "16", "--num-attention-heads", "4
          "--hidden-dropout", "0", "--attention-dropout", "0", "--make-vocab-size-divisible-by", "1",
          "--init-method-std", "0.3", "--position-embedding-type", "rope"]
 FSDP2, FSDP1 = ["--use-torch-fsdp2"], ["--use-torch-fsdp"]
+TP2_SP = ["--tensor-model-parallel-size", "2", "--sequence-parallel"]
 RTOL, ATOL = 1e-5, 1e-5
 
 
@@ -50,14 +55,26 @@ def _adapters_and_base(trainer) -> Dict[str, Dict[str, torch.Tensor]]:
             "base": {k: v.clone() for k, v in full.items() if k not in trained}}
 
 
-def _run(argv: List[str], steps: int, save_after: Optional[int] = None, save: Optional[str] = None
-         ) -> Dict[str, object]:
+def _watch_dtypes(trainer, seen: Dict[str, str]) -> None:
+    """Record the dtypes a LoRA linear's weight, adapter and output have inside the forward."""
+    qkv = trainer.model.decoder.layers["0"].self_attention.linear_qkv
+
+    def hook(module, inputs, output) -> None:
+        seen.update(base=str(module.weight.dtype), adapter=str(module.lora_A.weight.dtype), output=str(output.dtype))
+
+    qkv.register_forward_hook(hook)
+
+
+def _run(argv: List[str], steps: int, save_after: Optional[int] = None, save: Optional[str] = None,
+         watch_dtypes: bool = False) -> Dict[str, object]:
     """Losses and grad norms of ``steps`` steps (saving after step ``save_after``); the tensors after them."""
     from mindspeed_llm.training.training import setup
 
     trainer = setup(argv + (["--save", save] if save else []))
     iterator = trainer.train_iterator()
-    result: Dict[str, object] = {"losses": [], "grad_norms": [], "start": trainer.iteration}
+    result: Dict[str, object] = {"losses": [], "grad_norms": [], "start": trainer.iteration, "dtypes": {}}
+    if watch_dtypes:
+        _watch_dtypes(trainer, result["dtypes"])
     for step in range(1, steps + 1):
         outcome = trainer.train_step(iterator)
         result["losses"].append(outcome.loss)
@@ -65,6 +82,7 @@ def _run(argv: List[str], steps: int, save_after: Optional[int] = None, save: Op
         if step == save_after:
             trainer.save()
     result.update(_adapters_and_base(trainer))
+    result["moment_dtypes"] = sorted({str(s["exp_avg"].dtype) for s in trainer.optimizer.optimizer.state.values()})
     return result
 
 
@@ -84,6 +102,8 @@ def _worker(rank: int, world: int, tmp: str) -> Optional[Dict[str, object]]:
     results["ddp_from_fsdp2"] = _run(_lora(base) + ["--lora-load", fsdp_saved], 2)
     results["fsdp2_from_ddp"] = _run(_lora(base) + FSDP2 + ["--lora-load", ddp_saved], 2)
     results["fsdp2_keys"] = _saved_keys(fsdp_saved, 1) if rank == 0 else None
+    results["fsdp2_tp2_sp"] = _run(PLAIN + TARGETS + FSDP2 + TP2_SP, 3)  # DP 1: the TP sums of adapter grads
+    results["fsdp2_bf16"] = _run(_lora(base) + FSDP2 + ["--bf16"], 3, watch_dtypes=True)
     return results if rank == 0 else None
 
 
@@ -92,7 +112,9 @@ def runs(tmp_path_factory) -> Dict[str, object]:
     tmp = str(tmp_path_factory.mktemp("lora_fsdp"))
     base, ddp_saved = os.path.join(tmp, "base"), os.path.join(tmp, "ddp_adapters")
     _run(PLAIN + ["--train-iters", "1"], 1, save_after=1, save=base)  # a trained base, not the initialisation
-    results = {"reference": _run(_lora(base), 3, save_after=1, save=ddp_saved), "ddp_keys": _saved_keys(ddp_saved, 1)}
+    results = {"reference": _run(_lora(base), 3, save_after=1, save=ddp_saved), "ddp_keys": _saved_keys(ddp_saved, 1),
+               "initialised": _run(PLAIN + TARGETS, 3),  # no base checkpoint: TP 2 needs none
+               "bf16": _run(_lora(base) + ["--bf16"], 3)}
     results.update(run_distributed(2, _worker, tmp)[0])
     from core import checkpointing
 
@@ -133,6 +155,22 @@ def test_lora_under_fsdp_equals_one_process(runs, name):
     assert set(base) == set(runs["base"]) - set(runs[name]["adapters"])
     for key, value in base.items():
         assert torch.equal(value, runs["base"][key]), f"{name}: base weight {key} changed"
+
+
+def test_lora_under_fsdp2_with_tp2_and_sequence_parallel_equals_one_process(runs):
+    _same_steps(runs["fsdp2_tp2_sp"], runs["initialised"], 0)
+
+
+def test_under_fsdp2_with_bf16_the_adapters_stay_fp32(runs):
+    """FSDP2's bf16 param_dtype reaches the base weights only: the adapters gather, compute, reduce and step in
+    fp32 (their own unit), as under DDP; the losses follow the DDP bf16 run's (bf16 rounding apart)."""
+    run = runs["fsdp2_bf16"]
+    assert run["dtypes"] == {"base": "torch.bfloat16", "adapter": "torch.float32", "output": "torch.bfloat16"}
+    assert run["moment_dtypes"] == ["torch.float32"]
+    assert all(v.dtype == torch.float32 for v in run["adapters"].values())
+    torch.testing.assert_close(torch.tensor(run["losses"]), torch.tensor(runs["bf16"]["losses"]), rtol=2e-2, atol=0)
+    for key, value in run["base"].items():
+        assert torch.equal(value, runs["base"][key]), f"base weight {key} changed"
 
 
 def test_an_fsdp2_adapter_checkpoint_holds_the_ddp_keys(runs):
