@@ -36,6 +36,13 @@ recorded before wrapping and put back on the wrapped parameters):
   (:func:`~core.tensor_parallel.param_meta.sum_replicas_over_tp`, the helper DDP uses
   with the whole tensor as the window).
 
+LoRA (``core/tensor_parallel/lora.py``): frozen parameters (``requires_grad`` False) are sharded
+like the others but get no gradient, no optimizer state and no part in the grad norm. Each layer's
+adapter factors (``lora_A`` / ``lora_B`` modules, called in the forward) form their own unit inside the
+layer's, with no ``param_dtype`` (FSDP1: no ``mixed_precision``), so under ``--bf16`` they gather,
+compute, reduce and step in fp32 while the base weights compute in bf16. A base checkpoint without
+adapters loads with ``load_full_model_state_dict(..., strict=False)``, which reports what it left alone.
+
 Expert parameters (``ParamMeta.is_expert``) are refused for now: they need a mesh
 over the expert-DP group.
 

@@ -8,7 +8,12 @@ those modules fully beside them (with tied embeddings, ``word_embeddings`` inclu
 stage's copy; ``output_layer`` needs ``--untie-embeddings-and-output-weights``). It works with any task
 (``posttrain.py --stage sft``, pretraining) and the DDP layouts: TP (with SP), PP (with
 zero-bubble), DP with the distributed optimizer, recompute (tested; CP and VPP are not tested with LoRA yet).
-FSDP is refused for now (one line). ``--qlora`` stores the targeted base linears as NF4 (``qlora.py``).
+It also works under FSDP (``--use-torch-fsdp2``, ``--use-torch-fsdp``, HSDP): the frozen base is sharded but
+gets no gradient or optimizer state; each layer's adapters form their own fp32 FSDP unit, so ``--bf16``'s
+compute dtype reaches the base weights only; the checkpoints below are the same files and keys as without
+FSDP (loaded into and gathered from the shards by ``core/distributed/fsdp.py``'s full-state-dict helpers), so
+adapters move between FSDP and DDP runs. ``--qlora`` stores the targeted base linears as NF4 (``qlora.py``);
+with FSDP it is refused (its NF4 buffers cannot be sharded).
 
 Checkpoints:
 
@@ -119,9 +124,11 @@ def _load_non_strict(model: nn.Module, state_dict: Dict[str, torch.Tensor]) -> A
 def adapter_model_state(models: Sequence[nn.Module], model_state: Dict[str, Dict[str, torch.Tensor]]
                         ) -> Dict[str, Dict[str, torch.Tensor]]:
     """The checkpoint's model entries (``model`` or ``model0``, ...) cut to the trainable parameters."""
-    keys = checkpointing.model_keys(model_state)
-    return {key: {name: value for name, value in model_state[key].items() if name in trainable_shapes(model)}
-            for model, key in zip(models, keys)}
+    result = {}
+    for model, key in zip(models, checkpointing.model_keys(model_state)):
+        trained = trainable_shapes(model)
+        result[key] = {name: value for name, value in model_state[key].items() if name in trained}
+    return result
 
 
 def load_base_weights(models: Sequence[nn.Module], checkpoint: Dict[str, Any], path: str) -> None:
