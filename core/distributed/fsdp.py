@@ -496,17 +496,24 @@ class FSDPOptimizer(LossScalingOptimizer):
 
 # --------------------------------------------------------------------------- checkpoints
 
-def _full_fsdp2_state_dict(model: nn.Module, keep: bool) -> Dict[str, torch.Tensor]:
-    """One tensor at a time: all-gather over the mesh, keep a CPU copy where wanted."""
+def frozen_names(model: nn.Module) -> set:
+    """Clean names of the parameters that do not train (LoRA's base)."""
+    return {name for name, param in named_fsdp_params(model) if not param.requires_grad}
+
+
+def _full_fsdp2_state_dict(model: nn.Module, keep: bool, skip: set) -> Dict[str, torch.Tensor]:
+    """One tensor at a time (those not in ``skip``): all-gather over the mesh, keep a CPU copy where wanted."""
     result = {}
     for name, value in model.state_dict().items():
+        if clean_name(name) in skip:
+            continue
         full = value.full_tensor() if isinstance(value, DTensor) else value
         if keep:
             result[clean_name(name)] = full.detach().cpu().clone()
     return result
 
 
-def _full_fsdp1_state_dict(model: nn.Module, keep: bool) -> Dict[str, torch.Tensor]:
+def _full_fsdp1_state_dict(model: nn.Module, keep: bool, skip: set) -> Dict[str, torch.Tensor]:
     from torch.distributed.fsdp import FullStateDictConfig, FullyShardedDataParallel as FSDP, StateDictType
 
     # Every rank gathers: on CPU (torch 2.13) rank0_only=True crashes (SIGSEGV) and
@@ -514,23 +521,26 @@ def _full_fsdp1_state_dict(model: nn.Module, keep: bool) -> Dict[str, torch.Tens
     config = FullStateDictConfig(offload_to_cpu=False, rank0_only=False)
     with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, config):
         state = model.state_dict()
-        return {clean_name(k): v.detach().cpu().clone() for k, v in state.items()} if keep else {}
+        return {clean_name(k): v.detach().cpu().clone() for k, v in state.items()
+                if clean_name(k) not in skip} if keep else {}
 
 
-def full_model_state_dict(model: nn.Module, state: ParallelState, on_every_rank: bool = False
-                          ) -> Dict[str, torch.Tensor]:
+def full_model_state_dict(model: nn.Module, state: ParallelState, on_every_rank: bool = False,
+                          trainable_only: bool = False) -> Dict[str, torch.Tensor]:
     """The TP-local, unsharded state dict on ``dp_cp`` rank 0 (``{}`` elsewhere; on every rank with
     ``on_every_rank``, e.g. for a DPO reference copy). Collective over DP x CP.
 
     Equal to ``model.state_dict()`` of the same model without FSDP, so the
     ``model`` entry of a Megatron checkpoint does not depend on FSDP.
     (``get_model_state_dict(cpu_offload=True)`` keeps the result on *global*
-    rank 0 only, which loses TP ranks > 0; hence these loops.)
+    rank 0 only, which loses TP ranks > 0; hence these loops.) ``trainable_only``: without the frozen
+    parameters (LoRA's adapter checkpoints); FSDP2 then gathers the trainable ones only.
     """
     keep = on_every_rank or state.group("dp_cp").rank == 0
+    skip = frozen_names(model) if trainable_only else set()
     if fsdp_info(model).kind == "fsdp2":
-        return _full_fsdp2_state_dict(model, keep)
-    return _full_fsdp1_state_dict(model, keep)
+        return _full_fsdp2_state_dict(model, keep, skip)
+    return _full_fsdp1_state_dict(model, keep, skip)
 
 
 @torch.no_grad()
