@@ -341,6 +341,10 @@ def wrap_fsdp1(model: nn.Module, state: ParallelState, *, mixed_precision=None,
         raise ValueError(f"sharding strategy {sharding_strategy!r} is not one of {SHARDING_STRATEGIES}")
     specs = _record_specs(model)
     replicate = hsdp_replicate if sharding_strategy == "HYBRID_SHARD" else 1
+    if replicate > 1 and replicate == state.group("dp_cp").size:
+        # shards of one rank: FSDP1 would run NO_SHARD over that rank alone and never reduce over the
+        # replicas; replicating over every DP x CP rank is NO_SHARD over all of them
+        sharding_strategy, replicate = "NO_SHARD", 1
     shard, rep = data_parallel_groups(state, replicate)
     process_group = (shard.handle, rep.handle) if replicate > 1 else shard.handle
     layer_ids = {id(layer) for layer in transformer_layers(model)}

@@ -4,7 +4,7 @@ One process trains LoRA r=4 (qkv, proj, fc1, fc2, the tied word embeddings as a 
 three steps from a base checkpoint (``--load BASE --finetune``, a plain run's weights after one step) and
 saves its adapters after step 1. One 2-process launch then runs at DP 2:
 
-* FSDP2 and FSDP1: the same losses and grad norms (rel 1e-5), the same adapters after three steps
+* FSDP2 and FSDP1, each also as HSDP (2 replicas): the same losses and grad norms (rel 1e-5), the same adapters after three steps
   (atol 1e-5), and every base weight bitwise the base checkpoint's;
 * FSDP2 saving after step 1, then a new FSDP2 trainer with ``--lora-load``: steps 2 and 3 as one process
   (optimizer state, schedule and iteration restored), its checkpoint holding exactly the DDP run's keys;
@@ -38,6 +38,7 @@ PLAIN = ["--num-layers", "2", "--hidden-size", "16", "--num-attention-heads", "4
          "--init-method-std", "0.3", "--position-embedding-type", "rope"]
 FSDP2, FSDP1 = ["--use-torch-fsdp2"], ["--use-torch-fsdp"]
 TP2_SP = ["--tensor-model-parallel-size", "2", "--sequence-parallel"]
+HSDP = ["--hsdp-replicate-size", "2"]  # 2 replicas of 1 shard: HSDP's 2-D mesh (FSDP1: HYBRID_SHARD)
 RTOL, ATOL = 1e-5, 1e-5
 
 
@@ -96,7 +97,8 @@ def _saved_keys(directory: str, iteration: int) -> List[str]:
 def _worker(rank: int, world: int, tmp: str) -> Optional[Dict[str, object]]:
     base, ddp_saved = os.path.join(tmp, "base"), os.path.join(tmp, "ddp_adapters")
     fsdp_saved = os.path.join(tmp, "fsdp2_adapters")
-    results = {"fsdp2": _run(_lora(base) + FSDP2, 3), "fsdp1": _run(_lora(base) + FSDP1, 3)}
+    results = {"fsdp2": _run(_lora(base) + FSDP2, 3), "fsdp1": _run(_lora(base) + FSDP1, 3),
+               "hsdp": _run(_lora(base) + FSDP2 + HSDP, 3), "hsdp_fsdp1": _run(_lora(base) + FSDP1 + HSDP, 3)}
     results["fsdp2_saving"] = _run(_lora(base) + FSDP2, 1, save_after=1, save=fsdp_saved)
     results["fsdp2_resumed"] = _run(_lora(base) + FSDP2 + ["--lora-load", fsdp_saved], 2)
     results["ddp_from_fsdp2"] = _run(_lora(base) + ["--lora-load", fsdp_saved], 2)
@@ -147,7 +149,7 @@ def test_the_reference_trains_every_adapter_and_freezes_the_base(runs):
         assert torch.equal(value, runs["base"][name]), name
 
 
-@pytest.mark.parametrize("name", ["fsdp2", "fsdp1"])
+@pytest.mark.parametrize("name", ["fsdp2", "fsdp1", "hsdp", "hsdp_fsdp1"])
 def test_lora_under_fsdp_equals_one_process(runs, name):
     _same_steps(runs[name], runs["reference"], 0)
     _same_adapters(runs[name]["adapters"], runs["reference"]["adapters"])
