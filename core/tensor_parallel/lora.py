@@ -290,14 +290,3 @@ def freeze_base(model: nn.Module, modules_to_save: Iterable[str] = ()) -> None:
     for name, param in model.named_parameters():
         tied_copy = "word_embeddings" in modules_to_save and param_meta(param).shared_across_stages
         param.requires_grad_(is_adapter(name) or saved_module(name, modules_to_save) or tied_copy)
-
-
-def trainable_names(model: nn.Module) -> List[str]:
-    """The parameters an adapter checkpoint holds: the adapters and the modules to save."""
-    return [name for name, param in model.named_parameters() if param.requires_grad]
-
-
-def adapter_state_dict(model: nn.Module, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """The trainable entries of ``model``'s ``state_dict``."""
-    keep = set(trainable_names(model))
-    return {name: value for name, value in state_dict.items() if name in keep}

@@ -43,13 +43,13 @@ import argparse
 import dataclasses
 import os
 import re
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
 from core import checkpointing
-from core.distributed.fsdp import clean_name, load_full_model_state_dict
+from core.distributed.fsdp import load_full_model_state_dict, named_fsdp_params
 from core.tensor_parallel.param_meta import param_meta
 from core.tensor_parallel.lora import LoraConfig, LoraTargetError, check_targets, is_adapter
 from mindspeed_llm.arguments import ArgumentError
@@ -101,21 +101,17 @@ def check_lora_targets(args: argparse.Namespace, config: Any) -> None:
         raise ArgumentError(str(error)) from None
 
 
-def _named_parameters(model: nn.Module) -> Iterator[Tuple[str, nn.Parameter]]:
-    """``(checkpoint name, parameter)``: FSDP1's wrapper prefixes dropped (DDP and FSDP2 names are already so)."""
-    for name, param in model.named_parameters():
-        yield clean_name(name), param
-
-
 def trainable_shapes(model: nn.Module) -> Dict[str, Tuple[int, ...]]:
     """Checkpoint name -> TP-local shape of every trainable parameter (under FSDP the unsharded shape)."""
     info = getattr(model, "fsdp_info", None)
     return {name: tuple(info.specs[name].shape if info is not None else param.shape)
-            for name, param in _named_parameters(model) if param.requires_grad}
+            for name, param in named_fsdp_params(model) if param.requires_grad}
 
 
-def _load_non_strict(model: nn.Module, state_dict: Dict[str, torch.Tensor]) -> Any:
-    """``load_state_dict(strict=False)``; a model under FSDP takes the full tensors through its shards."""
+@torch.no_grad()
+def load_non_strict(model: nn.Module, state_dict: Dict[str, torch.Tensor]) -> Any:
+    """``load_state_dict(strict=False)`` (a base without adapters, adapters without the base); a model under
+    FSDP takes the full TP-local tensors into its shards. Returns the missing and unexpected names."""
     if getattr(model, "fsdp_info", None) is not None:
         return load_full_model_state_dict(model, state_dict, strict=False)  # collective under FSDP1
     return model.load_state_dict(state_dict, strict=False)
@@ -137,7 +133,7 @@ def load_base_weights(models: Sequence[nn.Module], checkpoint: Dict[str, Any], p
         if LORA_RECORD in checkpoint:
             raise checkpointing.CheckpointError(f"--load {path} holds LoRA adapters, not a base model; pass the "
                                                 "base model with --load and the adapters with --lora-load")
-        result = _load_non_strict(model, checkpoint[key])
+        result = load_non_strict(model, checkpoint[key])
         missing = [name for name in result.missing_keys if not is_adapter(name)]
         if missing or result.unexpected_keys:
             extra = result.unexpected_keys
@@ -174,18 +170,7 @@ def load_adapter_weights(models: Sequence[nn.Module], checkpoint: Dict[str, Any]
                 raise checkpointing.CheckpointError(
                     f"--lora-load {path}: {name} is {tuple(saved[name].shape)}, this model's is {shape}; check the "
                     "model and LoRA flags")
-        load_trainable(model, saved)
-
-
-def load_trainable(model: nn.Module, tensors: Dict[str, torch.Tensor]) -> None:
-    """TP-local tensors (shapes checked) into the trainable parameters they name, sharded under FSDP."""
-    with torch.no_grad():
-        if getattr(model, "fsdp_info", None) is not None:
-            load_full_model_state_dict(model, tensors, strict=False)  # the frozen base is "missing"
-            return
-        params = dict(model.named_parameters())
-        for name, value in tensors.items():
-            params[name].copy_(value.to(params[name].device, params[name].dtype))
+        load_non_strict(model, saved)  # the frozen base is "missing"
 
 
 def load_adapters(trainer: Any) -> None:
@@ -248,7 +233,7 @@ def _peft_context_of(config: Any, model: nn.Module) -> peft_format.ContextOf:
     """Our weight name -> what its row transform needs (the fused weight's segment sizes)."""
     from mindspeed_llm.models.registry import TensorContext
 
-    params = dict(_named_parameters(model))
+    params = dict(named_fsdp_params(model))
 
     def context_of(name: str) -> TensorContext:
         shard = param_meta(params[name]).tp_shard
@@ -317,10 +302,10 @@ def load_peft_adapters(trainer: Any, root: str) -> None:
         ranks = {name[:-len(".lora_A.weight")]: p.shape[0] for name, p in whole.named_parameters()
                  if name.endswith(".lora_A.weight")}
         for model in trainer.models:
-            modules = peft_format.adapted_modules(name for name, _ in _named_parameters(model))
+            modules = peft_format.adapted_modules(name for name, _ in named_fsdp_params(model))
             full = peft_format.from_peft(tensors, modules, rule_of, _peft_context_of(trainer.config, model),
                                          ranks.__getitem__, root)
-            params, shapes, local = dict(_named_parameters(model)), trainable_shapes(model), {}
+            params, shapes, local = dict(named_fsdp_params(model)), trainable_shapes(model), {}
             for name, shape in shapes.items():
                 shard = param_meta(params[name]).tp_shard
                 local[name] = shard.shard(full[name], state.tp_rank, state.tp) if shard is not None else full[name]
@@ -328,7 +313,7 @@ def load_peft_adapters(trainer: Any, root: str) -> None:
                     raise checkpointing.CheckpointError(
                         f"--lora-load {root}: {name} is {tuple(local[name].shape)} from the adapter, this model's "
                         f"is {shape}; the adapter was trained on another model")
-            load_trainable(model, local)
+            load_non_strict(model, local)
     except peft_format.PeftFormatError as error:
         raise checkpointing.CheckpointError(str(error)) from None
     trainer.dp.reload_model_params()
