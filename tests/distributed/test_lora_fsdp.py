@@ -84,6 +84,7 @@ def _run(argv: List[str], steps: int, save_after: Optional[int] = None, save: Op
             trainer.save()
     result.update(_adapters_and_base(trainer))
     result["moment_dtypes"] = sorted({str(s["exp_avg"].dtype) for s in trainer.optimizer.optimizer.state.values()})
+    result["optimizer_states"] = len(trainer.optimizer.optimizer.state)  # parameters with Adam moments
     return result
 
 
@@ -153,6 +154,7 @@ def test_the_reference_trains_every_adapter_and_freezes_the_base(runs):
 def test_lora_under_fsdp_equals_one_process(runs, name):
     _same_steps(runs[name], runs["reference"], 0)
     _same_adapters(runs[name]["adapters"], runs["reference"]["adapters"])
+    assert runs[name]["optimizer_states"] == len(runs["reference"]["adapters"])  # none for the frozen base
     base = runs[name]["base"]
     assert set(base) == set(runs["base"]) - set(runs[name]["adapters"])
     for key, value in base.items():
