@@ -1217,7 +1217,7 @@ def validate_args(args: argparse.Namespace, world_size: int) -> None:
 
 
 def _check_lora(args: argparse.Namespace) -> None:
-    """LoRA's flags need --lora-target-modules; rank, alpha and dropout in range; no FSDP yet."""
+    """LoRA's flags need --lora-target-modules; rank, alpha and dropout in range; no QLoRA under FSDP."""
     given = [flag for flag, value in (("--lora-r", args.lora_r), ("--lora-alpha", args.lora_alpha),
                                       ("--lora-dropout", args.lora_dropout), ("--lora-load", args.lora_load),
                                       ("--lora-modules-to-save", args.lora_modules_to_save or None))
@@ -1231,9 +1231,10 @@ def _check_lora(args: argparse.Namespace) -> None:
         raise ArgumentError(f"--lora-r {args.lora_r} must be at least 1")
     if args.lora_dropout is not None and not 0.0 <= args.lora_dropout < 1.0:
         raise ArgumentError(f"--lora-dropout {args.lora_dropout} must be in [0, 1)")
-    if args.use_torch_fsdp2 or args.use_torch_fsdp:
-        raise ArgumentError("--lora-target-modules with FSDP is not supported yet; drop --use-torch-fsdp2/"
-                            "--use-torch-fsdp (DDP with --use-distributed-optimizer shards the adapters' state)")
+    if args.qlora and (args.use_torch_fsdp2 or args.use_torch_fsdp):
+        flag = "--use-torch-fsdp2" if args.use_torch_fsdp2 else "--use-torch-fsdp"
+        raise ArgumentError(f"--qlora with {flag} is not supported: the NF4 base is stored in buffers FSDP cannot "
+                            "shard; drop --qlora (LoRA works with FSDP) or use DDP")
     if "output_layer" in args.lora_modules_to_save and not args.untie_embeddings_and_output_weights:
         raise ArgumentError("--lora-modules-to-save output_layer: the output layer is tied to the word embeddings "
                             "(no --untie-embeddings-and-output-weights); name word_embeddings instead")

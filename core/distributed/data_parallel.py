@@ -65,8 +65,9 @@ class DataParallelModels(ABC):
         """Weights complete on every rank (an overlapped all-gather may still be in flight)."""
 
     @abstractmethod
-    def model_state(self) -> Dict[str, Any]:
-        """Megatron's ``model`` (or ``model0``, ``model1``, ...) checkpoint entries."""
+    def model_state(self, trainable_only: bool = False) -> Dict[str, Any]:
+        """Megatron's ``model`` (or ``model0``, ``model1``, ...) checkpoint entries (``trainable_only``: without
+        the frozen parameters, as LoRA's adapter checkpoints)."""
 
     @abstractmethod
     def load_model_state(self, checkpoint: Dict[str, Any]) -> None:
@@ -141,8 +142,13 @@ class DDPModels(DataParallelModels):
         if self.distributed_optimizer:
             self.optimizer.finish_param_sync()
 
-    def model_state(self) -> Dict[str, Any]:
-        return checkpointing.model_state_dicts(self.models)
+    def model_state(self, trainable_only: bool = False) -> Dict[str, Any]:
+        entries = checkpointing.model_state_dicts(self.models)
+        if not trainable_only:
+            return entries
+        frozen = [{n for n, p in m.named_parameters() if not p.requires_grad} for m in self.models]
+        return {key: {n: v for n, v in entry.items() if n not in skip}
+                for (key, entry), skip in zip(entries.items(), frozen)}
 
     def load_model_state(self, checkpoint: Dict[str, Any]) -> None:
         checkpointing.load_model_state_dicts(self.models, checkpoint)
@@ -193,8 +199,8 @@ class FSDPModels(DataParallelModels):
     def finalize_grads(self) -> None:
         finalize_fsdp_grads(self.model, self.state)
 
-    def model_state(self) -> Dict[str, Any]:
-        return {"model": full_model_state_dict(self.model, self.state)}  # collective over DP x CP
+    def model_state(self, trainable_only: bool = False) -> Dict[str, Any]:
+        return {"model": full_model_state_dict(self.model, self.state, trainable_only=trainable_only)}  # collective
 
     def load_model_state(self, checkpoint: Dict[str, Any]) -> None:
         load_full_model_state_dict(self.model, checkpoint["model"])

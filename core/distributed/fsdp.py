@@ -36,6 +36,13 @@ recorded before wrapping and put back on the wrapped parameters):
   (:func:`~core.tensor_parallel.param_meta.sum_replicas_over_tp`, the helper DDP uses
   with the whole tensor as the window).
 
+LoRA (``core/tensor_parallel/lora.py``): frozen parameters (``requires_grad`` False) are sharded
+like the others but get no gradient, no optimizer state and no part in the grad norm. Each layer's
+adapter factors (``lora_A`` / ``lora_B`` modules, called in the forward) form their own unit inside the
+layer's, with no ``param_dtype`` (FSDP1: no ``mixed_precision``), so under ``--bf16`` they gather,
+compute, reduce and step in fp32 while the base weights compute in bf16. A base checkpoint without
+adapters loads with ``load_full_model_state_dict(..., strict=False)``, which reports what it left alone.
+
 Expert parameters (``ParamMeta.is_expert``) are refused for now: they need a mesh
 over the expert-DP group.
 
@@ -209,6 +216,13 @@ def transformer_layers(model: nn.Module) -> List[nn.Module]:
     return [layer for layer in layers if any(True for _ in layer.parameters())]
 
 
+def adapter_factors(module: nn.Module) -> List[nn.Module]:
+    """The LoRA factors (``lora_A`` / ``lora_B`` modules) inside ``module``, in a fixed order."""
+    from core.tensor_parallel.lora import LoraFactor
+
+    return [m for m in module.modules() if isinstance(m, LoraFactor)]
+
+
 def _device_type(model: nn.Module) -> str:
     return next(model.parameters()).device.type
 
@@ -246,7 +260,11 @@ def wrap_fsdp2(model: nn.Module, state: ParallelState, *, param_dtype: Optional[
     # an fp32 residual stream enters each layer as it is (--fp32-residual-connection); the layers cast
     policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype,
                                   cast_forward_inputs=not fp32_stream)
+    adapter_policy = MixedPrecisionPolicy(param_dtype=None, reduce_dtype=torch.float32, cast_forward_inputs=False)
     for layer in transformer_layers(model):
+        factors = adapter_factors(layer)
+        if factors:  # one fp32 unit per layer: the adapters compute, reduce and step in fp32 under --bf16
+            fully_shard(factors, mesh=mesh, mp_policy=adapter_policy, reshard_after_forward=reshard_after_forward)
         fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
     fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
     _divide_gradients_by_dp(model, state, mesh.size())
@@ -323,10 +341,16 @@ def wrap_fsdp1(model: nn.Module, state: ParallelState, *, mixed_precision=None,
         raise ValueError(f"sharding strategy {sharding_strategy!r} is not one of {SHARDING_STRATEGIES}")
     specs = _record_specs(model)
     replicate = hsdp_replicate if sharding_strategy == "HYBRID_SHARD" else 1
+    if replicate > 1 and replicate == state.group("dp_cp").size:
+        # shards of one rank: FSDP1 would run NO_SHARD over that rank alone and never reduce over the
+        # replicas; replicating over every DP x CP rank is NO_SHARD over all of them
+        sharding_strategy, replicate = "NO_SHARD", 1
     shard, rep = data_parallel_groups(state, replicate)
     process_group = (shard.handle, rep.handle) if replicate > 1 else shard.handle
     layer_ids = {id(layer) for layer in transformer_layers(model)}
-    policy = functools.partial(lambda_auto_wrap_policy, lambda_fn=lambda module: id(module) in layer_ids)
+    factor_ids = {id(factor) for factor in adapter_factors(model)}
+    policy = _fsdp1_policy(layer_ids, factor_ids) if factor_ids else functools.partial(
+        lambda_auto_wrap_policy, lambda_fn=lambda module: id(module) in layer_ids)
     device = next(model.parameters()).device
     wrapped = FSDP(model, process_group=process_group, sharding_strategy=ShardingStrategy[sharding_strategy],
                    auto_wrap_policy=policy, mixed_precision=mixed_precision, use_orig_params=True,
@@ -337,6 +361,18 @@ def wrap_fsdp1(model: nn.Module, state: ParallelState, *, mixed_precision=None,
         shard = Group([state.rank], None, 0)
     wrapped.fsdp_info = FSDPInfo("fsdp1", shard, rep, specs, grad_post_scale=float(state.cp))
     return wrapped
+
+
+def _fsdp1_policy(layer_ids: set, factor_ids: set):
+    """Units per transformer layer and per LoRA factor; a factor's unit keeps fp32 (no mixed precision)."""
+    from torch.distributed.fsdp.wrap import CustomPolicy
+
+    def unit(module: nn.Module):
+        if id(module) in factor_ids:
+            return {"mixed_precision": None}
+        return id(module) in layer_ids
+
+    return CustomPolicy(unit)
 
 
 # --------------------------------------------------------------------------- TP sums on DP shards
@@ -464,17 +500,24 @@ class FSDPOptimizer(LossScalingOptimizer):
 
 # --------------------------------------------------------------------------- checkpoints
 
-def _full_fsdp2_state_dict(model: nn.Module, keep: bool) -> Dict[str, torch.Tensor]:
-    """One tensor at a time: all-gather over the mesh, keep a CPU copy where wanted."""
+def frozen_names(model: nn.Module) -> set:
+    """Clean names of the parameters that do not train (LoRA's base)."""
+    return {name for name, param in named_fsdp_params(model) if not param.requires_grad}
+
+
+def _full_fsdp2_state_dict(model: nn.Module, keep: bool, skip: set) -> Dict[str, torch.Tensor]:
+    """One tensor at a time (those not in ``skip``): all-gather over the mesh, keep a CPU copy where wanted."""
     result = {}
     for name, value in model.state_dict().items():
+        if clean_name(name) in skip:
+            continue
         full = value.full_tensor() if isinstance(value, DTensor) else value
         if keep:
             result[clean_name(name)] = full.detach().cpu().clone()
     return result
 
 
-def _full_fsdp1_state_dict(model: nn.Module, keep: bool) -> Dict[str, torch.Tensor]:
+def _full_fsdp1_state_dict(model: nn.Module, keep: bool, skip: set) -> Dict[str, torch.Tensor]:
     from torch.distributed.fsdp import FullStateDictConfig, FullyShardedDataParallel as FSDP, StateDictType
 
     # Every rank gathers: on CPU (torch 2.13) rank0_only=True crashes (SIGSEGV) and
@@ -482,56 +525,75 @@ def _full_fsdp1_state_dict(model: nn.Module, keep: bool) -> Dict[str, torch.Tens
     config = FullStateDictConfig(offload_to_cpu=False, rank0_only=False)
     with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, config):
         state = model.state_dict()
-        return {clean_name(k): v.detach().cpu().clone() for k, v in state.items()} if keep else {}
+        return {clean_name(k): v.detach().cpu().clone() for k, v in state.items()
+                if clean_name(k) not in skip} if keep else {}
 
 
-def full_model_state_dict(model: nn.Module, state: ParallelState, on_every_rank: bool = False
-                          ) -> Dict[str, torch.Tensor]:
+def full_model_state_dict(model: nn.Module, state: ParallelState, on_every_rank: bool = False,
+                          trainable_only: bool = False) -> Dict[str, torch.Tensor]:
     """The TP-local, unsharded state dict on ``dp_cp`` rank 0 (``{}`` elsewhere; on every rank with
     ``on_every_rank``, e.g. for a DPO reference copy). Collective over DP x CP.
 
     Equal to ``model.state_dict()`` of the same model without FSDP, so the
     ``model`` entry of a Megatron checkpoint does not depend on FSDP.
     (``get_model_state_dict(cpu_offload=True)`` keeps the result on *global*
-    rank 0 only, which loses TP ranks > 0; hence these loops.)
+    rank 0 only, which loses TP ranks > 0; hence these loops.) ``trainable_only``: without the frozen
+    parameters (LoRA's adapter checkpoints); FSDP2 then gathers the trainable ones only.
     """
     keep = on_every_rank or state.group("dp_cp").rank == 0
+    skip = frozen_names(model) if trainable_only else set()
     if fsdp_info(model).kind == "fsdp2":
-        return _full_fsdp2_state_dict(model, keep)
-    return _full_fsdp1_state_dict(model, keep)
+        return _full_fsdp2_state_dict(model, keep, skip)
+    return _full_fsdp1_state_dict(model, keep, skip)
 
 
 @torch.no_grad()
-def _load_fsdp2(model: nn.Module, full: Dict[str, torch.Tensor]) -> None:
+def _load_fsdp2(model: nn.Module, full: Dict[str, torch.Tensor], strict: bool) -> LoadResult:
     targets = dict(model.named_parameters())
     targets.update(model.named_buffers())
     missing = sorted(set(targets) - set(full))
     unexpected = sorted(set(full) - set(targets))
-    if missing or unexpected:
+    if strict and (missing or unexpected):
         raise RuntimeError(f"state dict does not fit the model: missing {missing[:5]}, unexpected {unexpected[:5]}")
     for name, target in targets.items():
-        value = full[name]
+        value = full.get(name)
+        if value is None:
+            continue
         if isinstance(target, DTensor):
             local = distribute_tensor(value.to(target.device, target.dtype), target.device_mesh,
                                       target.placements, src_data_rank=None).to_local()
             target.to_local().copy_(local)
         else:
             target.copy_(value)
+    return LoadResult(missing, unexpected)
 
 
-def _load_fsdp1(model: nn.Module, full: Dict[str, torch.Tensor]) -> None:
+def _load_fsdp1(model: nn.Module, full: Dict[str, torch.Tensor], strict: bool) -> LoadResult:
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
 
     with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT):
-        model.load_state_dict(full, strict=True)
+        result = model.load_state_dict(full, strict=strict)
+    return LoadResult(sorted({clean_name(k) for k in result.missing_keys}),
+                      sorted({clean_name(k) for k in result.unexpected_keys}))
 
 
-def load_full_model_state_dict(model: nn.Module, full: Dict[str, torch.Tensor]) -> None:
-    """Load a full (TP-local) state dict, present on every rank, into the sharded model."""
+@dataclass
+class LoadResult:
+    """The clean names a non-strict load left alone (``nn.Module.load_state_dict``'s result)."""
+
+    missing_keys: List[str]
+    unexpected_keys: List[str]
+
+
+def load_full_model_state_dict(model: nn.Module, full: Dict[str, torch.Tensor], strict: bool = True) -> LoadResult:
+    """Load a full (TP-local) state dict, present on every rank, into the sharded model.
+
+    ``strict=False`` loads the entries the model has and reports the others (LoRA: a base checkpoint
+    without adapters, or an adapter checkpoint without the base).
+    """
     if fsdp_info(model).kind == "fsdp2":
-        _load_fsdp2(model, full)
-    else:
-        _load_fsdp1(model, full)
+        return _load_fsdp2(model, full, strict)
+    return _load_fsdp1(model, full, strict)
 
 
 def full_optimizer_state_dict(model: nn.Module, optimizer: FSDPOptimizer, state: ParallelState) -> Dict:
@@ -550,7 +612,24 @@ def load_full_optimizer_state_dict(model: nn.Module, optimizer: FSDPOptimizer, f
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
     options = StateDictOptions(full_state_dict=True)
-    set_optimizer_state_dict(model, optimizer.optimizer, full, options=options)
+    set_optimizer_state_dict(model, optimizer.optimizer, _keyed_by_name(model, optimizer, full), options=options)
+
+
+def _keyed_by_name(model: nn.Module, optimizer: FSDPOptimizer, full: Dict) -> Dict:
+    """A checkpoint written without FSDP keys its parameters by position in the groups (torch's
+    ``Optimizer.state_dict``); the same groups hold the same parameters in the same order here
+    (:func:`fsdp_param_groups`), so each position becomes its parameter's name, as FSDP's keys are."""
+    saved = [key for group in full["param_groups"] for key in group["params"]]
+    if all(isinstance(key, str) for key in saved):
+        return full
+    names = {id(param): name for name, param in named_fsdp_params(model)}
+    ours = [names[id(param)] for group in optimizer.optimizer.param_groups for param in group["params"]]
+    if len(ours) != len(saved) or len(full["param_groups"]) != len(optimizer.optimizer.param_groups):
+        raise RuntimeError(f"the optimizer state holds {len(saved)} parameters, this model trains {len(ours)}")
+    rename = dict(zip(saved, ours))
+    return {"state": {rename[key]: value for key, value in full["state"].items()},
+            "param_groups": [{**group, "params": [rename[key] for key in group["params"]]}
+                             for group in full["param_groups"]]}
 
 
 def _to_cpu(value):

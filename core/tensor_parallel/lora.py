@@ -113,11 +113,18 @@ def lora_init_bound(fan_in: int) -> float:
 
 
 class LoraFactor(nn.Module):
-    """One factor, as PEFT's ``lora_A`` / ``lora_B`` ``nn.Linear`` (its parameter is ``.weight``)."""
+    """One factor, as PEFT's ``lora_A`` / ``lora_B`` ``nn.Linear`` (its parameter is ``.weight``).
+
+    The adapted linears call it (not its weight), so FSDP's forward hooks on it gather the factor: FSDP
+    keeps a layer's factors in their own fp32 unit (``core/distributed/fsdp.py``).
+    """
 
     def __init__(self, weight: nn.Parameter) -> None:
         super().__init__()
         self.weight = weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight)  # [..., in] -> [..., out]
 
 
 def _factor(shape: Tuple[int, ...], device: torch.device, **meta: object) -> LoraFactor:
@@ -152,8 +159,8 @@ class LoraColumnParallelLinear(ColumnParallelLinear):
             x = copy_to_tensor_model_parallel_region(x, self.group)  # [s, b, in]
         y = linear(x, self.weight, self.bias)  # [s, b, out/tp]
         if self.lora_enabled:
-            low = linear(_adapter_input(x, self.lora_dropout, self.training), self.lora_A.weight)  # [s, b, r]
-            y = y + (linear(low, self.lora_B.weight) * self.lora_scaling).to(y.dtype)  # [s, b, out/tp]
+            low = self.lora_A(_adapter_input(x, self.lora_dropout, self.training))  # [s, b, r]
+            y = y + (self.lora_B(low) * self.lora_scaling).to(y.dtype)  # [s, b, out/tp]
         if self.gather_output:
             y = gather_from_tensor_model_parallel_region(y, self.group)  # [s, b, out]
         return y
@@ -183,8 +190,8 @@ class LoraRowParallelLinear(RowParallelLinear):
         if self.lora_enabled:
             with get_rng_tracker().fork() if self.lora_dropout > 0 and self.training else contextlib.nullcontext():
                 adapter_in = _adapter_input(x, self.lora_dropout, self.training)  # [s, b, in/tp]
-            low = linear(adapter_in, self.lora_A.weight)  # [s, b, r], a partial sum over TP
-            y = y + (linear(low, self.lora_B.weight) * self.lora_scaling).to(y.dtype)  # [s, b, out], partial
+            low = self.lora_A(adapter_in)  # [s, b, r], a partial sum over TP
+            y = y + (self.lora_B(low) * self.lora_scaling).to(y.dtype)  # [s, b, out], partial
         if self.sequence_parallel:
             y = reduce_scatter_to_sequence_parallel_region(y, self.group)  # [s/tp, b, out]
         else:
@@ -283,14 +290,3 @@ def freeze_base(model: nn.Module, modules_to_save: Iterable[str] = ()) -> None:
     for name, param in model.named_parameters():
         tied_copy = "word_embeddings" in modules_to_save and param_meta(param).shared_across_stages
         param.requires_grad_(is_adapter(name) or saved_module(name, modules_to_save) or tied_copy)
-
-
-def trainable_names(model: nn.Module) -> List[str]:
-    """The parameters an adapter checkpoint holds: the adapters and the modules to save."""
-    return [name for name, param in model.named_parameters() if param.requires_grad]
-
-
-def adapter_state_dict(model: nn.Module, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """The trainable entries of ``model``'s ``state_dict``."""
-    keep = set(trainable_names(model))
-    return {name: value for name, value in state_dict.items() if name in keep}

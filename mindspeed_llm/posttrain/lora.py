@@ -8,7 +8,12 @@ those modules fully beside them (with tied embeddings, ``word_embeddings`` inclu
 stage's copy; ``output_layer`` needs ``--untie-embeddings-and-output-weights``). It works with any task
 (``posttrain.py --stage sft``, pretraining) and the DDP layouts: TP (with SP), PP (with
 zero-bubble), DP with the distributed optimizer, recompute (tested; CP and VPP are not tested with LoRA yet).
-FSDP is refused for now (one line). ``--qlora`` stores the targeted base linears as NF4 (``qlora.py``).
+It also works under FSDP (``--use-torch-fsdp2``, ``--use-torch-fsdp``, HSDP): the frozen base is sharded but
+gets no gradient or optimizer state; each layer's adapters form their own fp32 FSDP unit, so ``--bf16``'s
+compute dtype reaches the base weights only; the checkpoints below are the same files and keys as without
+FSDP (loaded into and gathered from the shards by ``core/distributed/fsdp.py``'s full-state-dict helpers), so
+adapters move between FSDP and DDP runs. ``--qlora`` stores the targeted base linears as NF4 (``qlora.py``);
+with FSDP it is refused (its NF4 buffers cannot be sharded).
 
 Checkpoints:
 
@@ -47,8 +52,9 @@ import torch
 from torch import nn
 
 from core import checkpointing
+from core.distributed.fsdp import load_full_model_state_dict, named_fsdp_params
 from core.tensor_parallel.param_meta import param_meta
-from core.tensor_parallel.lora import LoraConfig, LoraTargetError, adapter_state_dict, check_targets, is_adapter
+from core.tensor_parallel.lora import LoraConfig, LoraTargetError, check_targets, is_adapter
 from mindspeed_llm.arguments import ArgumentError
 from mindspeed_llm.posttrain import peft_format
 
@@ -98,11 +104,30 @@ def check_lora_targets(args: argparse.Namespace, config: Any) -> None:
         raise ArgumentError(str(error)) from None
 
 
+def trainable_shapes(model: nn.Module) -> Dict[str, Tuple[int, ...]]:
+    """Checkpoint name -> TP-local shape of every trainable parameter (under FSDP the unsharded shape)."""
+    info = getattr(model, "fsdp_info", None)
+    return {name: tuple(info.specs[name].shape if info is not None else param.shape)
+            for name, param in named_fsdp_params(model) if param.requires_grad}
+
+
+@torch.no_grad()
+def load_non_strict(model: nn.Module, state_dict: Dict[str, torch.Tensor]) -> Any:
+    """``load_state_dict(strict=False)`` (a base without adapters, adapters without the base); a model under
+    FSDP takes the full TP-local tensors into its shards. Returns the missing and unexpected names."""
+    if getattr(model, "fsdp_info", None) is not None:
+        return load_full_model_state_dict(model, state_dict, strict=False)  # collective under FSDP1
+    return model.load_state_dict(state_dict, strict=False)
+
+
 def adapter_model_state(models: Sequence[nn.Module], model_state: Dict[str, Dict[str, torch.Tensor]]
                         ) -> Dict[str, Dict[str, torch.Tensor]]:
     """The checkpoint's model entries (``model`` or ``model0``, ...) cut to the trainable parameters."""
-    keys = checkpointing.model_keys(model_state)
-    return {key: adapter_state_dict(model, model_state[key]) for model, key in zip(models, keys)}
+    result = {}
+    for model, key in zip(models, checkpointing.model_keys(model_state)):
+        trained = trainable_shapes(model)
+        result[key] = {name: value for name, value in model_state[key].items() if name in trained}
+    return result
 
 
 def load_base_weights(models: Sequence[nn.Module], checkpoint: Dict[str, Any], path: str) -> None:
@@ -111,7 +136,7 @@ def load_base_weights(models: Sequence[nn.Module], checkpoint: Dict[str, Any], p
         if LORA_RECORD in checkpoint:
             raise checkpointing.CheckpointError(f"--load {path} holds LoRA adapters, not a base model; pass the "
                                                 "base model with --load and the adapters with --lora-load")
-        result = model.load_state_dict(checkpoint[key], strict=False)
+        result = load_non_strict(model, checkpoint[key])
         missing = [name for name in result.missing_keys if not is_adapter(name)]
         if missing or result.unexpected_keys:
             extra = result.unexpected_keys
@@ -137,19 +162,18 @@ def _check_record(saved: Optional[Dict[str, Any]], config: LoraConfig, path: str
 def load_adapter_weights(models: Sequence[nn.Module], checkpoint: Dict[str, Any], path: str) -> None:
     """The adapter checkpoint's tensors into the trainable parameters (exactly those, shapes checked)."""
     for model, key in zip(models, checkpointing.model_keys(checkpoint) or ["model"]):
-        params = {name: param for name, param in model.named_parameters() if param.requires_grad}
+        shapes = trainable_shapes(model)
         saved = checkpoint[key]
-        if set(saved) != set(params):
+        if set(saved) != set(shapes):
             raise checkpointing.CheckpointError(
-                f"--lora-load {path}: its adapters {sorted(set(saved) - set(params))[:2]} / this model's "
-                f"{sorted(set(params) - set(saved))[:2]} differ; check the model and LoRA flags")
-        with torch.no_grad():
-            for name, param in params.items():
-                if tuple(saved[name].shape) != tuple(param.shape):
-                    raise checkpointing.CheckpointError(
-                        f"--lora-load {path}: {name} is {tuple(saved[name].shape)}, this model's is "
-                        f"{tuple(param.shape)}; check the model and LoRA flags")
-                param.copy_(saved[name].to(param.device, param.dtype))
+                f"--lora-load {path}: its adapters {sorted(set(saved) - set(shapes))[:2]} / this model's "
+                f"{sorted(set(shapes) - set(saved))[:2]} differ; check the model and LoRA flags")
+        for name, shape in shapes.items():
+            if tuple(saved[name].shape) != shape:
+                raise checkpointing.CheckpointError(
+                    f"--lora-load {path}: {name} is {tuple(saved[name].shape)}, this model's is {shape}; check the "
+                    "model and LoRA flags")
+        load_non_strict(model, saved)  # the frozen base is "missing"
 
 
 def load_adapters(trainer: Any) -> None:
@@ -215,7 +239,7 @@ def _peft_context_of(config: Any, model: nn.Module) -> peft_format.ContextOf:
     """Our weight name -> what its row transform needs (the fused weight's segment sizes)."""
     from mindspeed_llm.models.registry import TensorContext
 
-    params = dict(model.named_parameters())
+    params = dict(named_fsdp_params(model))
 
     def context_of(name: str) -> TensorContext:
         shard = param_meta(params[name]).tp_shard
@@ -284,20 +308,18 @@ def load_peft_adapters(trainer: Any, root: str) -> None:
         ranks = {name[:-len(".lora_A.weight")]: p.shape[0] for name, p in whole.named_parameters()
                  if name.endswith(".lora_A.weight")}
         for model in trainer.models:
-            modules = peft_format.adapted_modules(name for name, _ in model.named_parameters())
+            modules = peft_format.adapted_modules(name for name, _ in named_fsdp_params(model))
             full = peft_format.from_peft(tensors, modules, rule_of, _peft_context_of(trainer.config, model),
                                          ranks.__getitem__, root)
-            with torch.no_grad():
-                for name, param in model.named_parameters():
-                    if not param.requires_grad:
-                        continue
-                    shard = param_meta(param).tp_shard
-                    local = shard.shard(full[name], state.tp_rank, state.tp) if shard is not None else full[name]
-                    if tuple(local.shape) != tuple(param.shape):
-                        raise checkpointing.CheckpointError(
-                            f"--lora-load {root}: {name} is {tuple(local.shape)} from the adapter, this model's is "
-                            f"{tuple(param.shape)}; the adapter was trained on another model")
-                    param.copy_(local.to(param.device, param.dtype))
+            params, shapes, local = dict(named_fsdp_params(model)), trainable_shapes(model), {}
+            for name, shape in shapes.items():
+                shard = param_meta(params[name]).tp_shard
+                local[name] = shard.shard(full[name], state.tp_rank, state.tp) if shard is not None else full[name]
+                if tuple(local[name].shape) != shape:
+                    raise checkpointing.CheckpointError(
+                        f"--lora-load {root}: {name} is {tuple(local[name].shape)} from the adapter, this model's "
+                        f"is {shape}; the adapter was trained on another model")
+            load_non_strict(model, local)
     except peft_format.PeftFormatError as error:
         raise checkpointing.CheckpointError(str(error)) from None
     trainer.dp.reload_model_params()

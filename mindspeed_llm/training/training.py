@@ -110,7 +110,7 @@ def build_data_parallel_models(args: argparse.Namespace, config: TransformerConf
     optimizer_config = optimizer_config_from_args(args)
     if uses_fsdp(args):
         fp32_config = dataclasses.replace(config, params_dtype=torch.float32)  # FSDP keeps fp32 shards
-        model = build_model(fp32_config, state, device, args.seed)
+        model = build_model(fp32_config, state, device, args.seed, lora)
         options = FSDPOptions("fsdp2" if args.use_torch_fsdp2 else "fsdp1", args.bf16, args.hsdp_replicate_size)
         return FSDPModels(model, options, state, optimizer_config)
     placement = stage_layers(args.num_layers, state.pp, args.virtual_pipeline_model_parallel_size,
@@ -289,9 +289,10 @@ class Trainer:
         rng = checkpointing.gather_rng_states(get_all_rng_states(), state.dp_group)
         no_optimizer = args.no_save_optim or args.qlora_save_dequantize  # a merged QLoRA model has none
         extra = {} if no_optimizer else self.dp.extra_checkpoint_files()  # collective over DP
-        model_state = self.dp.model_state()
-        if self.lora is not None:  # adapter checkpoints hold the trainable parameters only
-            model_state = lora_training.adapter_model_state(self.models, model_state)
+        if self.lora is not None:  # adapter checkpoints hold the trainable parameters only (FSDP gathers those)
+            model_state = lora_training.adapter_model_state(self.models, self.dp.model_state(trainable_only=True))
+        else:
+            model_state = self.dp.model_state()
         payload = {
             "args": checkpointing.namespace_for_checkpoint(args),
             **model_state,

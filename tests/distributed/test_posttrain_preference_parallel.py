@@ -6,8 +6,8 @@ beside the policy's between stages), PP 2 with virtual stages, PP 2 under the ze
 CP 2 (sequence sums all-reduced over CP; also precomputed), DP 2 with the distributed optimizer, FSDP2
 and FSDP1 (the reference a whole copy gathered from the shards); SimPO at PP 2, CP 2 and FSDP2; the reward
 model at TP 2 with SP (scores gathered over TP), PP 2 and FSDP2; and DPO at TP 2 against ``--ref-model``, a
-TP-2 checkpoint of the initial model; DPO with LoRA (the reference: the base, adapters off) at TP 2 with SP and
-PP 2, and with QLoRA at PP 2.
+TP-2 checkpoint of the initial model; DPO with LoRA (the reference: the base, adapters off) at TP 2 with SP,
+PP 2 and under FSDP2 (DP 2), and with QLoRA at PP 2.
 
     python -m pytest -q tests/distributed/test_posttrain_preference_parallel.py
 """
@@ -53,6 +53,7 @@ LAYOUTS: Dict[str, Tuple[str, List[str]]] = {
     "orm_pp2": ("orm", PP2),
     "dpo_lora_tp2_sp": ("dpo_lora", TP2 + ["--sequence-parallel"]),
     "dpo_lora_pp2": ("dpo_lora", PP2),
+    "dpo_lora_fsdp2": ("dpo_lora", ["--use-torch-fsdp2"]),  # adapters off under FSDP2: their unit never gathers
     "dpo_qlora_pp2": ("dpo_qlora", PP2),  # PP does not split a weight: each layer's NF4 bytes are one process's
 }
 

@@ -9,8 +9,9 @@
 * Full recompute with LoRA dropout on is exact; MLA's projections take adapters.
 * SFT with LoRA learns a fixed response.
 * Bad input, one line each: an unknown target, a routed-expert target, LoRA flags without targets,
-  output_layer tied to the embeddings, --lora-load of another rank / other targets / no checkpoint.
-Tensor-parallel equivalence: tests/distributed/test_lora.py.
+  output_layer tied to the embeddings, --lora-load of another rank / other targets / no checkpoint,
+  --qlora with FSDP.
+Tensor-parallel equivalence: tests/distributed/test_lora.py; under FSDP: tests/distributed/test_lora_fsdp.py.
 
     python -m pytest -q tests/unit/test_lora.py
 """
@@ -224,6 +225,13 @@ def test_bad_lora_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "was trained with --lora-r 4, this run has 8" in message
     message = _error(MOCK + ["--lora-target-modules", "linear_qkv", "--lora-load", str(tmp_path / "r4")], capsys)
     assert "was trained with --lora-target-modules linear_fc1 linear_fc2 linear_proj linear_qkv" in message
+
+
+def test_qlora_under_fsdp_is_one_line(capsys: pytest.CaptureFixture) -> None:
+    """LoRA works under FSDP (tests/distributed/test_lora_fsdp.py); QLoRA's NF4 buffers cannot be sharded."""
+    for flag in ("--use-torch-fsdp2", "--use-torch-fsdp"):
+        message = _error(MOCK + ["--qlora", flag], capsys)
+        assert f"--qlora with {flag} is not supported" in message and "drop --qlora" in message
 
 
 def test_a_reward_models_value_head_trains_under_lora() -> None:

@@ -13,7 +13,8 @@ adapters on every linear and saves them. Then, in fp32:
   linear_fc1) with PEFT's logits, and its checkpoint merges, exports (rank_pattern) and resumes exactly;
 * at TP 2 (one key/value group per rank) PEFT's adapter loads with PEFT's logits, and the TP-2 adapter
   checkpoint merges into the TP-1 base and exports to PEFT exactly; at PP 2 each stage loads its layers'
-  adapters and the two stages' files merge exactly; Qwen2 (q/k/v biases) exchanges too;
+  adapters and the two stages' files merge exactly; under FSDP2 (DP 2) it loads into the shards and its
+  checkpoint merges exactly; Qwen2 (q/k/v biases) exchanges too;
 * a PEFT adapter of another rank / alpha / targets, or a rank_pattern changing the scaling, is refused in
   one line.
 
@@ -216,28 +217,32 @@ def test_peft_adapter_with_own_a_per_projection_loads_in_block_form(dirs) -> Non
     assert (_our_logits(resumed) - expected).abs().max() <= 1e-5
 
 
-def parallel_worker(rank: int, world_size: int, root: str, peft_dir: str) -> torch.Tensor:
-    """TP 2 (logits, then its adapters saved), then PP 2 (its two stages' adapters saved), one launch."""
+def parallel_worker(rank: int, world_size: int, root: str, peft_dir: str) -> Dict[str, torch.Tensor]:
+    """TP 2 (logits, then its adapters saved), PP 2 (its two stages' adapters saved) and FSDP2 at DP 2 on the
+    TP-1 base (logits, adapters saved), one launch."""
     from core.models.gpt_model import gather_logits
     from mindspeed_llm.training.training import setup
 
-    layouts = {"tp2": ["--tensor-model-parallel-size", "2"], "pp2": ["--pipeline-model-parallel-size", "2"]}
-    logits = None
+    layouts = {"tp2": ["--tensor-model-parallel-size", "2"], "pp2": ["--pipeline-model-parallel-size", "2"],
+               "fsdp2": ["--use-torch-fsdp2", "--micro-batch-size", "1"]}  # DP 2: one sample per rank
+    logits = {}
     for name, layout in layouts.items():
-        trainer = setup(TRAINING + ["--load", os.path.join(root, f"mg_{name}"), "--lora-load", peft_dir,
+        base = os.path.join(root, "mg" if name == "fsdp2" else f"mg_{name}")
+        trainer = setup(TRAINING + ["--load", base, "--lora-load", peft_dir,
                                     "--save", os.path.join(root, f"adapters_{name}")] + LORA + layout)
         trainer.save()
-        if name == "tp2":
+        if name != "pp2":
             model = trainer.model.eval()
             with torch.no_grad():
-                logits = gather_logits(model(TOKENS), model).float()
+                logits[name] = gather_logits(model(TOKENS), model).float()
     return logits
 
 
 def test_tp2_and_pp2_load_peft_and_their_checkpoints_export_exactly(dirs) -> None:
     """At TP 2 (GQA: one key/value group per rank) a PEFT adapter with its own A per projection loads with
-    PEFT's logits; at PP 2 each stage takes its layers' adapters. Each adapter checkpoint (two TP files, two
-    stage files) merges into the TP-1 base with PEFT's logits; the TP-2 one exports to PEFT exactly."""
+    PEFT's logits; at PP 2 each stage takes its layers' adapters; under FSDP2 at DP 2 the adapters load into the
+    shards with PEFT's logits. Each adapter checkpoint (two TP files, two stage files, FSDP2's one) merges into the
+    TP-1 base with PEFT's logits; the TP-2 one exports to PEFT exactly."""
     from core.launcher import run_distributed
 
     path = _peft_made(dirs, "peft_own_a_parallel", share_a=False)
@@ -246,8 +251,8 @@ def test_tp2_and_pp2_load_peft_and_their_checkpoints_export_exactly(dirs) -> Non
         assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", dirs["hf"],
                              "--save-dir", os.path.join(dirs["root"], f"mg_{name}"), flag, "2"]) == 0
     logits = run_distributed(2, parallel_worker, dirs["root"], path)
-    assert all((tp_logits - expected).abs().max() <= 1e-5 for tp_logits in logits)
-    for name in ("tp2", "pp2"):
+    assert all((rank[name] - expected).abs().max() <= 1e-5 for rank in logits for name in ("tp2", "fsdp2"))
+    for name in ("tp2", "pp2", "fsdp2"):
         merged = os.path.join(dirs["root"], f"{name}_merged")
         assert _convert(dirs, os.path.join(dirs["root"], f"adapters_{name}"), merged) == 0
         assert (_hf_logits(_hf_model(merged)) - expected).abs().max() <= 1e-5, name
