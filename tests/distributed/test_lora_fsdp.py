@@ -107,9 +107,10 @@ def _worker(rank: int, world: int, tmp: str) -> Optional[Dict[str, object]]:
     results = {"fsdp2": _run(_lora(base) + FSDP2, 3), "fsdp1": _run(_lora(base) + FSDP1, 3),
                "hsdp": _run(_lora(base) + FSDP2 + HSDP, 3), "hsdp_fsdp1": _run(_lora(base) + FSDP1 + HSDP, 3)}
     results["fsdp2_saving"] = _run(_lora(base) + FSDP2, 1, save_after=1, save=fsdp_saved)
-    results["fsdp2_resumed"] = _run(_lora(base) + FSDP2 + ["--lora-load", fsdp_saved], 2)
-    results["ddp_from_fsdp2"] = _run(_lora(base) + ["--lora-load", fsdp_saved], 2)
-    results["fsdp2_from_ddp"] = _run(_lora(base) + FSDP2 + ["--lora-load", ddp_saved], 2)
+    resume = [flag for flag in _lora(base) if flag != "--finetune"]  # --finetune would restart from iteration 0
+    results["fsdp2_resumed"] = _run(resume + FSDP2 + ["--lora-load", fsdp_saved], 2)
+    results["ddp_from_fsdp2"] = _run(resume + ["--lora-load", fsdp_saved], 2)
+    results["fsdp2_from_ddp"] = _run(resume + FSDP2 + ["--lora-load", ddp_saved], 2)
     results["fsdp2_keys"] = _saved_keys(fsdp_saved, 1) if rank == 0 else None
     results["fsdp2_tp2_sp"] = _run(PLAIN + TARGETS + FSDP2 + TP2_SP, 3)  # DP 1: the TP sums of adapter grads
     results["fsdp2_bf16"] = _run(_adapters_only(_lora(base)) + FSDP2 + ["--bf16"], 3, watch_dtypes=True)
