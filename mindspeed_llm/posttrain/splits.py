@@ -11,7 +11,8 @@ Without an explicit ``--split`` (command line or YAML) a post-training stage tra
 
 Evaluation asked for (``--eval-iters N > 0`` given with ``--eval-interval K``, either explicitly) while the
 split leaves validation empty is refused in one line before any process group: otherwise the trainer would
-skip validation silently (Megatron's and pretraining's behaviour) and the flags would do nothing.
+skip validation silently (Megatron's behaviour) and the flags would do nothing; pretraining refuses the same
+(``pretrain_task.check_validation_data``).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from torch.utils.data import Dataset
 from core.datasets.gpt_dataset import parse_split, split_ranges
 from core.datasets.indexed_dataset import IndexedDataset
 from core.datasets.sft_dataset import packed_prefix
-from mindspeed_llm.arguments import ArgumentError
+from mindspeed_llm.arguments import ArgumentError, evaluation_requested
 from mindspeed_llm.training.task import Splits
 
 TRAIN_ON_EVERYTHING = (1.0, 0.0, 0.0)
@@ -49,13 +50,6 @@ def split_sequence_ids(args: argparse.Namespace, count: int) -> List[np.ndarray]
 def stored_sequences(prefix: str, name: str) -> int:
     """How many sequences (items) the packed file ``{prefix}_packed_{name}_document`` holds."""
     return len(IndexedDataset(packed_prefix(prefix, name)))
-
-
-def evaluation_requested(args: argparse.Namespace) -> bool:
-    """``--eval-iters`` > 0 and ``--eval-interval`` set, one of them given explicitly (not Megatron's defaults)."""
-    explicit = getattr(args, "explicit_args", {})
-    given = "eval_iters" in explicit or "eval_interval" in explicit
-    return given and args.eval_iters > 0 and bool(args.eval_interval)
 
 
 def check_splits(args: argparse.Namespace, count: int, unit: str) -> None:

@@ -243,3 +243,28 @@ def test_evaluation_without_a_validation_split_is_one_line(tmp_path: Path, capsy
     args = parse_args(argv)
     assert args.eval_iters > 0 and args.eval_interval
     SFTTask(args).validate(args)
+
+
+def test_pretraining_refuses_evaluation_without_validation_documents_too(tmp_path: Path, capsys) -> None:
+    from core.datasets.indexed_dataset import IndexedDatasetBuilder
+
+    prefix = str(tmp_path / "text_text_document")
+    builder = IndexedDatasetBuilder(prefix + ".bin", np.int32)
+    for length in range(20, 60):
+        builder.add_item(np.arange(length) % 31 + 1)
+        builder.end_document()
+    builder.finalize(prefix + ".idx")
+    pretraining = [arg for arg in SFT_ARGV if arg not in ("--stage", "sft", "--is-instruction-dataset")]
+    at = pretraining.index("--eval-iters")
+    pretraining = pretraining[:at] + pretraining[at + 2:] + ["--data-path", prefix, "--num-workers", "0",
+                                                             "--data-cache-path", str(tmp_path / "cache")]
+    line = _error(pretraining + ["--split", "100,0,0", "--eval-iters", "5"], capsys, "pretrain")
+    assert "--split 100,0,0 gives 0 of the 40 documents of --data-path to validation" in line
+    assert "gives 0 of the 40" in _error(pretraining + ["--split", "99,1,0", "--eval-interval", "1"], capsys,
+                                         "pretrain")  # 1% of 40 rounds to none
+    from mindspeed_llm.training.pretrain_task import PretrainTask
+
+    for accepted in (["--split", "100,0,0"], ["--split", "100,0,0", "--eval-iters", "0"], ["--split", "90,10,0",
+                                                                                        "--eval-iters", "5"]):
+        args = parse_args(pretraining + accepted)  # Megatron's defaults, no evaluation, or validation documents
+        PretrainTask(args).validate(args)
