@@ -1003,8 +1003,8 @@ def check_pretraining_data(args: argparse.Namespace) -> None:
 
 
 def evaluation_requested(args: argparse.Namespace) -> bool:
-    """``--eval-iters`` > 0 with ``--eval-interval`` set, one of them given explicitly (command line or YAML), not
-    only Megatron's defaults: a run that asks for validation, which a missing validation split must not skip silently."""
+    """``--eval-iters`` > 0 with ``--eval-interval`` set, one of them given explicitly (command line or YAML),
+    not only Megatron's defaults: a run that asks for validation, which no validation split may skip silently."""
     explicit = getattr(args, "explicit_args", {})
     given = "eval_iters" in explicit or "eval_interval" in explicit
     return given and args.eval_iters > 0 and bool(args.eval_interval)

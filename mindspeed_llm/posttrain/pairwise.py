@@ -150,7 +150,7 @@ class PairwiseTask(TrainingTask):
 
     def pairwise_dataset(self, sequence_ids: Optional[np.ndarray], num_samples: Optional[int],
                          shuffle: bool = True) -> PairwiseDataset:
-        """The pairs ``sequence_ids`` (default: all), ``num_samples`` of them in shuffled epochs (default: each once)."""
+        """Pairs ``sequence_ids`` (default: all), ``num_samples`` of them in shuffled epochs (default: each once)."""
         args = self.args
         return PairwiseDataset(args.data_path[0], args.seq_length, num_samples, args.seed, pad_token_id=self.pad,
                                shuffle=shuffle, sequence_ids=sequence_ids)

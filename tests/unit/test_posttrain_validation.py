@@ -9,10 +9,10 @@
 * DPO's validation line carries every statistic, equal to the DPO loss, rewards and log-probs computed
   here from the raw pairs with the trained policy and the frozen reference; validation with
   ``--precompute-ref-log-probs`` (whose table covers the validation pairs) equals the frozen copy, also
-  with LoRA (the reference is the base with its adapters off). The reward model validates with its
-  accuracy.
+  with LoRA (the reference is the base with its adapters off). The reward model (with its accuracy) and
+  SimPO print the statistics of the validation micro-batches.
 * ``--eval-iters``/``--eval-interval`` given while the split leaves validation empty: one line naming
-  --split; Megatron's default eval flags without --split still train on everything.
+  --split (pretraining too); Megatron's default eval flags without --split still train on everything.
 
     python -m pytest -q tests/unit/test_posttrain_validation.py
 """
@@ -204,14 +204,15 @@ def test_the_precomputed_table_has_no_rows_for_pairs_no_split_uses(tmp_path: Pat
     assert torch.isfinite(table).all()
 
 
-def test_reward_model_validation_reports_its_accuracy(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("stage", ["orm", "simpo"])
+def test_reward_model_and_simpo_validation_report_their_statistics(tmp_path: Path, capsys, stage: str) -> None:
     from mindspeed_llm.training.training import train
 
     prefix, _ = pairwise_dataset(tmp_path)
-    trainer = train(_setup(PAIR_ARGV + ["--stage", "orm", "--data-path", prefix, *EVAL, "--train-iters", "1"],
-                           "orm"))
+    trainer = train(_setup(PAIR_ARGV + ["--stage", stage, "--data-path", prefix, *EVAL, "--train-iters", "1"],
+                           stage))
     printed = _printed_validation(capsys.readouterr().out)
-    assert set(printed) == set(trainer.task.stat_names)
+    assert set(printed) == set(trainer.task.stat_names) and ("accuracy" in printed) == (stage == "orm")
     stats = []
     with torch.no_grad():
         trainer.model.eval()

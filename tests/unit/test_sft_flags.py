@@ -12,7 +12,8 @@
 * Multi-turn ShareGPT data tokenized by preprocess_data.py trains exactly the assistant replies: every
   system and user turn is masked.
 * One-line errors: ``--pad-to-multiple-of`` without variable lengths, a value below 1, a ``--split`` with
-  nothing for training (validation splits: tests/unit/test_posttrain_validation.py), and the SFT flags given to pretraining.
+  nothing for training (validation splits: tests/unit/test_posttrain_validation.py), and the SFT flags
+  given to pretraining.
 
     python -m pytest -q tests/unit/test_sft_flags.py
 """
