@@ -1002,6 +1002,14 @@ def check_pretraining_data(args: argparse.Namespace) -> None:
                             "--tokenizer-name-or-path DIR (or NullTokenizer with --vocab-size)")
 
 
+def evaluation_requested(args: argparse.Namespace) -> bool:
+    """``--eval-iters`` > 0 with ``--eval-interval`` set, one of them given explicitly (command line or YAML),
+    not only Megatron's defaults: a run that asks for validation, which no validation split may skip silently."""
+    explicit = getattr(args, "explicit_args", {})
+    given = "eval_iters" in explicit or "eval_interval" in explicit
+    return given and args.eval_iters > 0 and bool(args.eval_interval)
+
+
 def _check_tokenizer(args: argparse.Namespace) -> None:
     if args.mock_data and args.vocab_size is None:
         raise ArgumentError("--mock-data needs --vocab-size (the range of the random tokens)")

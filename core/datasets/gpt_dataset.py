@@ -120,12 +120,16 @@ def parse_split(split: str) -> List[float]:
 
 
 def split_ranges(fractions: Sequence[float], num_elements: int) -> List[Tuple[int, int]]:
-    """Contiguous ``[begin, end)`` ranges per split (Megatron's rounding: the last bound is exact)."""
+    """Contiguous ``[begin, end)`` ranges per split (Megatron's rounding: the last bound is exact).
+
+    Where the rounding overshoots past a leading empty split (``0,50,50`` of 3 elements), Megatron's shift
+    would give a negative bound (a range reading the last element twice); bounds are clamped at 0.
+    """
     bounds = [0]
     for fraction in fractions:
         bounds.append(bounds[-1] + int(round(fraction * float(num_elements))))
     excess = bounds[-1] - num_elements
-    bounds = [0] + [bound - excess for bound in bounds[1:]]
+    bounds = [0] + [max(bound - excess, 0) for bound in bounds[1:]]
     return [(bounds[i], bounds[i + 1]) for i in range(len(fractions))]
 
 

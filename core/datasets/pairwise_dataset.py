@@ -15,18 +15,19 @@ next-token prediction, as ``sft_dataset.py`` does with one sequence. It is retur
 - ``pair`` int64 ``[]``: the pair's index in the files (precomputed reference log-probs are kept by it);
 
 for ``side`` in ``chosen`` and ``rejected``. Sample order: each epoch a permutation of the pairs from
-``numpy.random.RandomState(seed)``, as many epochs as ``num_samples`` needs (as ``SFTPackedDataset``).
+``numpy.random.RandomState(seed)``, as many epochs as ``num_samples`` needs (as ``SFTPackedDataset``), over
+``sequence_ids`` (a split's pairs, e.g. ``--split``'s validation part; by default every pair).
 """
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
 
 from core.datasets.indexed_dataset import IndexedDataset, IndexedDatasetError
-from core.datasets.sft_dataset import IGNORE_INDEX, packed_prefix
+from core.datasets.sft_dataset import IGNORE_INDEX, checked_sequence_ids, packed_prefix
 
 PAIR_SIDES = ("chosen", "rejected")
 PAIRWISE_FILES = tuple(f"{side}_{column}" for side in PAIR_SIDES for column in ("input_ids", "labels"))
@@ -40,14 +41,17 @@ class PairwiseDataset(torch.utils.data.Dataset):
     """Chosen and rejected replies of each preference pair, shifted and masked for the training loop."""
 
     def __init__(self, prefix: str, seq_length: int, num_samples: Optional[int] = None, seed: int = 1234,
-                 pad_token_id: int = 0, shuffle: bool = True, mmap: bool = True) -> None:
+                 pad_token_id: int = 0, shuffle: bool = True, mmap: bool = True,
+                 sequence_ids: Optional[Sequence[int]] = None) -> None:
         self.prefix, self.seq_length, self.pad_token_id = prefix, seq_length, pad_token_id
         self.files = {name: IndexedDataset(packed_prefix(prefix, name), mmap=mmap) for name in PAIRWISE_FILES}
         self._check_aligned()
-        self.num_pairs = len(self.files[PAIRWISE_FILES[0]])
+        self.num_pairs = len(self.files[PAIRWISE_FILES[0]])  # in the files (a split may draw from fewer)
         if self.num_pairs == 0:
             raise IndexedDatasetError(f"{packed_prefix(prefix, PAIRWISE_FILES[0])}: no pairs")
-        self.num_samples = self.num_pairs if num_samples is None else num_samples
+        self.sequence_ids = checked_sequence_ids(sequence_ids, self.num_pairs,
+                                                 packed_prefix(prefix, PAIRWISE_FILES[0]))  # [n] pair ids drawn from
+        self.num_samples = len(self.sequence_ids) if num_samples is None else num_samples
         self.order = self._build_order(seed, shuffle)  # [num_samples] pair ids
 
     def _check_aligned(self) -> None:
@@ -61,8 +65,8 @@ class PairwiseDataset(torch.utils.data.Dataset):
     def _build_order(self, seed: int, shuffle: bool) -> np.ndarray:
         rng = np.random.RandomState(seed)
         epochs: List[np.ndarray] = []
-        for _ in range(-(-self.num_samples // self.num_pairs)):
-            epoch = np.arange(self.num_pairs, dtype=np.int64)
+        for _ in range(-(-self.num_samples // len(self.sequence_ids))):
+            epoch = self.sequence_ids.copy()
             if shuffle:
                 rng.shuffle(epoch)
             epochs.append(epoch)

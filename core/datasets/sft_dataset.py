@@ -21,7 +21,8 @@ length, then shifted for next-token prediction. It is returned as (each ``[seq_l
   block-diagonal attention mask.
 
 Sample order: each epoch a permutation of the sequences from ``numpy.random.RandomState(seed)``,
-as many epochs as ``num_samples`` needs; with ``full_shuffle`` (MindSpeed's
+as many epochs as ``num_samples`` needs (``sequence_ids`` restricts the sequences drawn from to a
+split's range, e.g. ``--split``'s validation part; by default every sequence); with ``full_shuffle`` (MindSpeed's
 ``--full-shuffle-instruction-dataset``) the epochs' concatenation is then shuffled as a whole, so
 epochs mix. Nothing depends on the parallel layout.
 
@@ -30,7 +31,7 @@ batches padded only as far as they need (``--no-pad-to-seq-lengths``).
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 import torch
@@ -62,19 +63,29 @@ def real_length(document_ids: torch.Tensor) -> int:
     return int(used[-1]) + 1 if len(used) else 0
 
 
+def checked_sequence_ids(sequence_ids: Optional[Sequence[int]], count: int, path: str) -> np.ndarray:
+    """``sequence_ids`` (default: all ``count``) as int64 ``[n]``; none, or one outside ``[0, count)``, is refused."""
+    ids = np.arange(count, dtype=np.int64) if sequence_ids is None else np.asarray(sequence_ids, dtype=np.int64)
+    if len(ids) == 0:
+        raise IndexedDatasetError(f"{path}: no sequences to draw from")
+    if ids.min() < 0 or ids.max() >= count:
+        raise IndexedDatasetError(f"{path}: sequence ids must lie in [0, {count}), got [{ids.min()}, {ids.max()}]")
+    return ids
+
+
 class SFTPackedDataset(torch.utils.data.Dataset):
     """Packed instruction-tuning sequences, shifted and masked for the training loop."""
 
     def __init__(self, prefix: str, seq_length: int, num_samples: Optional[int] = None, seed: int = 1234,
-                 pad_token_id: int = 0, shuffle: bool = True, mmap: bool = True, full_shuffle: bool = False) -> None:
+                 pad_token_id: int = 0, shuffle: bool = True, mmap: bool = True, full_shuffle: bool = False,
+                 sequence_ids: Optional[Sequence[int]] = None) -> None:
         self.prefix, self.seq_length, self.pad_token_id = prefix, seq_length, pad_token_id
         self.files = {name: IndexedDataset(packed_prefix(prefix, name), mmap=mmap) for name in PACKED_FILES}
         self._check_aligned()
-        count = len(self.files["input_ids"])
-        if count == 0:
-            raise IndexedDatasetError(f"{packed_prefix(prefix, 'input_ids')}: no sequences")
-        self.num_samples = count if num_samples is None else num_samples
-        self.order = self._build_order(count, seed, shuffle, full_shuffle)  # [num_samples] sequence ids
+        self.sequence_ids = checked_sequence_ids(sequence_ids, len(self.files["input_ids"]),
+                                                 packed_prefix(prefix, "input_ids"))  # [n] drawn from
+        self.num_samples = len(self.sequence_ids) if num_samples is None else num_samples
+        self.order = self._build_order(seed, shuffle, full_shuffle)  # [num_samples] sequence ids
 
     def _check_aligned(self) -> None:
         reference = self.files["input_ids"].sequence_lengths
@@ -83,12 +94,12 @@ class SFTPackedDataset(torch.utils.data.Dataset):
                 raise IndexedDatasetError(f"{packed_prefix(self.prefix, name)}: its sequence lengths differ from "
                                           f"{packed_prefix(self.prefix, 'input_ids')}; the packed files do not match")
 
-    def _build_order(self, count: int, seed: int, shuffle: bool, full_shuffle: bool) -> np.ndarray:
+    def _build_order(self, seed: int, shuffle: bool, full_shuffle: bool) -> np.ndarray:
         rng = np.random.RandomState(seed)
-        epochs = -(-self.num_samples // count)
+        epochs = -(-self.num_samples // len(self.sequence_ids))
         order = []
         for _ in range(epochs):
-            epoch = np.arange(count, dtype=np.int64)
+            epoch = self.sequence_ids.copy()
             if shuffle:
                 rng.shuffle(epoch)
             order.append(epoch)

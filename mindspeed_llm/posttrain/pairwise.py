@@ -14,11 +14,14 @@ DPO's reference model is a frozen copy of the initial policy (the model as built
 ``--load``), or the checkpoint ``--ref-model DIR`` (ours, same architecture and vocabulary). It runs
 beside the policy in the same pipeline pass: each stage sends ``[s, 4b, h]``, the policy's rows then
 the reference's (no gradient flows into the latter). With ``--precompute-ref-log-probs`` the
-reference log-probs of every training pair are computed once before training (a forward-only pipeline
-pass over the pairs; each data-parallel rank computes them all) and the reference is dropped. Under FSDP
+reference log-probs of every pair of the training and validation (and test) splits are computed once
+before training (a forward-only pipeline pass over the pairs; each data-parallel rank computes them all)
+and the reference is dropped; validation batches read the same table, so they equal the frozen copy's. Under FSDP
 the reference is a whole (unsharded) copy on every rank. With LoRA (``--lora-target-modules``, ``--qlora`` too)
 and no ``--ref-model`` there is no copy: the reference is the policy itself with its adapters switched off
 (``core.tensor_parallel.lora.adapters_disabled``) in eval mode, i.e. the frozen (possibly NF4) base.
+``--split a,b,c`` cuts the pairs into train / validation / test ranges (``splits.py``; every pair trains
+without it); validation (``--eval-iters``, ``--eval-interval``) reports every statistic of the stage.
 Resuming a DPO run (``--load`` of a DPO checkpoint without ``--finetune``) needs ``--ref-model`` naming
 the initial model (the loaded policy has moved on); without it the resume is refused in one line.
 """
@@ -29,11 +32,12 @@ import contextlib
 import os
 from typing import Dict, Iterator, List, Optional, Tuple
 
+import numpy as np
 import torch
 from torch import nn
 
 from core import checkpointing
-from core.datasets.pairwise_dataset import PairwiseDataset, collate_pairs, pairwise_files_exist
+from core.datasets.pairwise_dataset import PAIRWISE_FILES, PairwiseDataset, collate_pairs, pairwise_files_exist
 from core.datasets.sft_dataset import PACKED_FILES, packed_prefix
 from core.distributed.fsdp import full_model_state_dict, uses_fsdp
 from core.models.gpt_model import build_model_chunks
@@ -42,6 +46,7 @@ from core.tensor_parallel.lora import adapters_disabled
 from core.transformer.context_parallel import context_parallel_for, split_batch
 from mindspeed_llm.arguments import ArgumentError
 from mindspeed_llm.posttrain.preference_loss import dpo_loss, simpo_loss
+from mindspeed_llm.posttrain.splits import build_split_datasets, check_splits, split_sequence_ids, stored_sequences
 from mindspeed_llm.posttrain.sft import check_prompt_type
 from mindspeed_llm.tokenizer import build_tokenizer
 from mindspeed_llm.training.task import Batch, Splits, TrainingTask, context_parallel_sum
@@ -135,15 +140,20 @@ class PairwiseTask(TrainingTask):
         check_pairwise_data(args)
         check_pairwise_layout(args)
         check_prompt_type(args)  # the template the pairs were tokenized with, as SFT checks it
+        check_splits(args, stored_sequences(args.data_path[0], PAIRWISE_FILES[0]), "pairs")
 
     def build_datasets(self, args: argparse.Namespace, num_samples: Tuple[int, int, int]) -> Splits:
+        """The --split ranges of the stored pairs (everything to training by default)."""
         # consumes: --is-pairwise-dataset (the pairwise files it names are what this reads)
-        return self.pairwise_dataset(num_samples[0]), None, None
+        ids = split_sequence_ids(args, stored_sequences(args.data_path[0], PAIRWISE_FILES[0]))
+        return build_split_datasets(self.pairwise_dataset, ids, num_samples)
 
-    def pairwise_dataset(self, num_samples: Optional[int], shuffle: bool = True) -> PairwiseDataset:
+    def pairwise_dataset(self, sequence_ids: Optional[np.ndarray], num_samples: Optional[int],
+                         shuffle: bool = True) -> PairwiseDataset:
+        """Pairs ``sequence_ids`` (default: all), ``num_samples`` of them in shuffled epochs (default: each once)."""
         args = self.args
         return PairwiseDataset(args.data_path[0], args.seq_length, num_samples, args.seed, pad_token_id=self.pad,
-                               shuffle=shuffle)
+                               shuffle=shuffle, sequence_ids=sequence_ids)
 
     def collate(self, samples: List[Dict[str, torch.Tensor]]) -> Batch:
         return collate_pairs(samples)
@@ -206,9 +216,11 @@ class DPOTask(PairwiseTask):
             self.references = {id(policy): reference for policy, reference in zip(trainer.models, references)}
 
     def precompute_reference(self, trainer, references: List[nn.Module]) -> Optional[torch.Tensor]:
-        """``[pairs, 2]`` summed reference log-probs (chosen, rejected) of every pair, on the last stage."""
-        dataset = self.pairwise_dataset(None, shuffle=False)
-        pairs, size = dataset.num_pairs, self.args.micro_batch_size
+        """``[pairs, 2]`` summed reference log-probs (chosen, rejected) by pair id, on the last stage: every pair
+        the trainer's splits draw from (training, validation, test); the others' rows are NaN, never a silent 0."""
+        used = [split.sequence_ids for split in trainer.datasets() if split is not None]
+        dataset = self.pairwise_dataset(np.unique(np.concatenate(used)), None, shuffle=False)
+        pairs, size = len(dataset), self.args.micro_batch_size
         cp = context_parallel_for(trainer.config, trainer.state)
         device = trainer.acc.device
 
@@ -225,7 +237,7 @@ class DPOTask(PairwiseTask):
             logps, _ = sequence_log_probs(output, batch["loss_mask"], model)  # [2b]
             return logps.sum(), {"logps": torch.stack(chosen_and_rejected(logps), dim=1), "pair": batch["pair"]}
 
-        table, found = torch.zeros(pairs, 2, device=device), False
+        table, found = torch.full((dataset.num_pairs, 2), float("nan"), device=device), False
         iterator, remaining = batches(), -(-pairs // size)
         for chunk in references:
             chunk.eval()

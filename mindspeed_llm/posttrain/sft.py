@@ -21,6 +21,8 @@ Flags (MindSpeed-LLM's):
   (``SFTPackedDataset(full_shuffle=True)``).
 - ``--prompt-type NAME``: templates act when ``preprocess_data.py`` tokenizes the data; training checks
   that the dataset was written with NAME (``{PREFIX}_packed_settings.json``) and refuses it otherwise.
+- ``--split a,b,c``: train / validation / test ranges of the stored sequences (``splits.py``); without it
+  every sequence is trained on. Validation (``--eval-iters``, ``--eval-interval``) reports ``lm loss``.
 """
 from __future__ import annotations
 
@@ -29,14 +31,15 @@ import math
 import os
 from typing import Dict, List, Optional, Tuple
 
+import numpy as np
 import torch
 
-from core.datasets.gpt_dataset import parse_split
 from core.datasets.sft_dataset import PACKED_FILES, SFTPackedDataset, packed_prefix, real_length
 from core.transformer.context_parallel import sequence_divisor, ulysses_degree
 from mindspeed_llm.arguments import ArgumentError
 from mindspeed_llm.data.handlers import PAIRWISE_FILES, dataset_settings, settings_path
 from mindspeed_llm.data.templates import TOKENIZER_TEMPLATE_NAMES
+from mindspeed_llm.posttrain.splits import build_split_datasets, check_splits, split_sequence_ids, stored_sequences
 from mindspeed_llm.tokenizer import build_tokenizer
 from mindspeed_llm.training.pretrain_task import PretrainTask
 from mindspeed_llm.training.task import Batch, Splits
@@ -56,11 +59,18 @@ class SFTTask(PretrainTask):
     def validate(self, args: argparse.Namespace) -> None:
         check_instruction_data(args)
         check_prompt_type(args)
+        check_splits(args, stored_sequences(args.data_path[0], PACKED_FILES[0]), "sequences")
 
     def build_datasets(self, args: argparse.Namespace, num_samples: Tuple[int, int, int]) -> Splits:
-        train = SFTPackedDataset(args.data_path[0], args.seq_length, num_samples[0], args.seed, pad_token_id=self.pad,
-                                 full_shuffle=args.full_shuffle_instruction_dataset)
-        return train, None, None
+        """The --split ranges of the stored sequences (everything to training by default)."""
+        prefix = args.data_path[0]
+
+        def split_dataset(sequence_ids: np.ndarray, samples: int) -> SFTPackedDataset:
+            return SFTPackedDataset(prefix, args.seq_length, samples, args.seed, pad_token_id=self.pad,
+                                    full_shuffle=args.full_shuffle_instruction_dataset, sequence_ids=sequence_ids)
+
+        ids = split_sequence_ids(args, stored_sequences(prefix, PACKED_FILES[0]))
+        return build_split_datasets(split_dataset, ids, num_samples)
 
     def collate(self, samples: List[Dict[str, torch.Tensor]]) -> Batch:
         batch = {name: torch.stack([sample[name] for sample in samples]) for name in samples[0]}  # each [b, s]
@@ -104,19 +114,9 @@ def check_instruction_data(args: argparse.Namespace) -> None:
     if missing:
         raise ArgumentError(f"--data-path {prefix}: {missing[0]} not found; run preprocess_data.py with an "
                             "instruction handler (--handler-name AlpacaStyleInstructionHandler) first")
-    if "split" in getattr(args, "explicit_args", {}) and any(_split(args.split)[1:]):
-        raise ArgumentError(f"--split {args.split}: --stage sft trains on every sequence of --data-path (no validation "
-                            "or test split); drop --split or give 100,0,0")
     if args.reset_position_ids or args.reset_attention_mask or args.eod_mask_loss:
         raise ArgumentError("--reset-position-ids/--reset-attention-mask/--eod-mask-loss split pretraining text at "
                             "EOD; instruction data carries its own sample boundaries: drop them")
-
-
-def _split(split: str) -> List[float]:
-    try:
-        return parse_split(split)
-    except ValueError as error:
-        raise ArgumentError(str(error)) from None
 
 
 # consumes: --prompt-type (in training a template's only role is this check: the data was tokenized with it)

@@ -25,10 +25,11 @@ import torch
 from torch import nn
 
 from core import checkpointing
-from core.datasets.gpt_dataset import build_pretraining_datasets
+from core.datasets.gpt_dataset import build_pretraining_datasets, parse_blend, parse_split, split_ranges
+from core.datasets.indexed_dataset import IndexedDataset, IndexedDatasetError
 from core.datasets.mock_dataset import MockGPTDataset
 from core.transformer.attention_mask import document_ids
-from mindspeed_llm.arguments import ArgumentError, check_pretraining_data
+from mindspeed_llm.arguments import ArgumentError, check_pretraining_data, evaluation_requested
 from mindspeed_llm.tokenizer import build_tokenizer
 from core.transformer.multi_token_prediction import collect_mtp_losses, mtp_loss, mtp_loss_names
 from mindspeed_llm.training.task import Batch, Splits, TrainingTask, token_mean
@@ -59,6 +60,7 @@ class PretrainTask(TrainingTask):
                 raise ArgumentError(f"{flag} belongs to posttrain.py (post-training stages); pretraining reads "
                                     "--data-path as pretraining text: drop it or run posttrain.py")
         check_pretraining_data(args)
+        check_validation_data(args)
 
     def build_datasets(self, args: argparse.Namespace, num_samples: Tuple[int, int, int]) -> Splits:
         """Synthetic with --mock-data, else indexed data (index caches built by rank 0 first)."""
@@ -100,6 +102,24 @@ class PretrainTask(TrainingTask):
             loss = loss + added
             stats.update((name, mean.detach()) for name, mean in zip(mtp_loss_names(len(means)), means))
         return loss, stats
+
+
+def check_validation_data(args: argparse.Namespace) -> None:
+    """``--eval-iters``/``--eval-interval`` given while --split leaves no validation documents: one line (Megatron
+    would skip validation silently). Unreadable files are left to the dataset builder's own errors."""
+    blend = parse_blend(args.data_path)
+    if not evaluation_requested(args) or args.mock_data or blend is None:
+        return  # --mock-data validates on its own tokens; --valid-data-path / none: the builder decides
+    try:
+        fractions = parse_split(args.split or "969, 30, 1")
+        counts = [len(IndexedDataset(prefix)) for prefix in blend[0]]
+    except (ValueError, OSError, IndexedDatasetError):
+        return
+    if all(end <= begin for begin, end in (split_ranges(fractions, count)[1] for count in counts)):
+        raise ArgumentError(f"--eval-iters {args.eval_iters} --eval-interval {args.eval_interval}: --split "
+                            f"{args.split} gives 0 of the {sum(counts)} documents of --data-path to validation; "
+                            "pass a validation share (e.g. --split 98,2,0) or --valid-data-path, or --eval-iters 0 "
+                            "to train without validation")
 
 
 def document_position_ids(tokens: torch.Tensor, eod: int) -> torch.Tensor:

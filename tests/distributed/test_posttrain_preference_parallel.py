@@ -7,7 +7,8 @@ CP 2 (sequence sums all-reduced over CP; also precomputed), DP 2 with the distri
 and FSDP1 (the reference a whole copy gathered from the shards); SimPO at PP 2, CP 2 and FSDP2; the reward
 model at TP 2 with SP (scores gathered over TP), PP 2 and FSDP2; and DPO at TP 2 against ``--ref-model``, a
 TP-2 checkpoint of the initial model; DPO with LoRA (the reference: the base, adapters off) at TP 2 with SP,
-PP 2 and under FSDP2 (DP 2), and with QLoRA at PP 2.
+PP 2 and under FSDP2 (DP 2), and with QLoRA at PP 2; DPO's validation (``--split``, every statistic after the
+two steps) at PP 2 with the frozen reference and with precomputed log-probs, and at DP 2.
 
     python -m pytest -q tests/distributed/test_posttrain_preference_parallel.py
 """
@@ -31,6 +32,7 @@ MODELS: Dict[str, List[str]] = {
     "orm": ["--stage", "orm"],
     "dpo_lora": ["--stage", "dpo", *LORA],
     "dpo_qlora": ["--stage", "dpo", *LORA, "--qlora"],
+    "dpo_validated": ["--stage", "dpo", "--split", "75,25,0", "--eval-iters", "1"],
 }
 # layout name -> (reference, flags at 2 processes)
 LAYOUTS: Dict[str, Tuple[str, List[str]]] = {
@@ -55,6 +57,9 @@ LAYOUTS: Dict[str, Tuple[str, List[str]]] = {
     "dpo_lora_pp2": ("dpo_lora", PP2),
     "dpo_lora_fsdp2": ("dpo_lora", ["--use-torch-fsdp2"]),  # adapters off under FSDP2: their unit never gathers
     "dpo_qlora_pp2": ("dpo_qlora", PP2),  # PP does not split a weight: each layer's NF4 bytes are one process's
+    "dpo_validated_pp2": ("dpo_validated", PP2),
+    "dpo_validated_pp2_precomputed": ("dpo_validated", PP2 + ["--precompute-ref-log-probs"]),
+    "dpo_validated_dp2": ("dpo_validated", []),
 }
 
 
@@ -68,6 +73,8 @@ def _steps(argv: List[str]) -> List[Dict[str, float]]:
     for _ in range(2):
         result = trainer.train_step(iterator)
         figures.append({**result.stats, "grad_norm": result.grad_norm})
+    if "--split" in argv:  # then the validation split's statistics
+        figures.append(trainer.evaluate())
     return figures
 
 
@@ -98,6 +105,7 @@ def test_preference_stages_in_parallel_layouts_equal_one_process(tmp_path) -> No
     references = {name: _steps(base + flags) for name, flags in MODELS.items()}
     assert references["dpo_lora"][1]["rewards/margins"] != 0 != references["dpo_qlora"][1]["rewards/margins"]
     assert references["dpo"][1]["rewards/margins"] != 0 and references["orm"][0]["accuracy"] >= 0
+    assert len(references["dpo_validated"]) == 3 and references["dpo_validated"][2]["rewards/margins"] != 0
     jobs = {name: base + MODELS[model] + flags for name, (model, flags) in LAYOUTS.items()}
     per_rank = run_distributed(2, _worker, jobs, (base + MODELS["dpo"] + TP2, str(tmp_path / "initial_tp2")))
     expected = {name: references[model] for name, (model, _) in LAYOUTS.items()}

@@ -12,7 +12,8 @@
 * Multi-turn ShareGPT data tokenized by preprocess_data.py trains exactly the assistant replies: every
   system and user turn is masked.
 * One-line errors: ``--pad-to-multiple-of`` without variable lengths, a value below 1, a ``--split`` with
-  validation or test parts (SFT trains on the whole dataset), and the SFT flags given to pretraining.
+  nothing for training (validation splits: tests/unit/test_posttrain_validation.py), and the SFT flags
+  given to pretraining.
 
     python -m pytest -q tests/unit/test_sft_flags.py
 """
@@ -202,8 +203,8 @@ def test_bad_sft_flags_are_one_line(prefix: str, capsys: pytest.CaptureFixture) 
         ARGV + data + ["--pad-to-multiple-of", "4"], capsys)
     assert "--pad-to-multiple-of must be at least 1" in _error(ARGV + data + VARIABLE + ["--pad-to-multiple-of", "0"],
                                                                capsys)
-    assert "--split 90,10,0: --stage sft trains on every sequence" in _error(ARGV + data + ["--split", "90,10,0"],
-                                                                              capsys)
+    assert "--split 0,100,0 gives none of the 16 sequences of --data-path to training" in _error(
+        ARGV + data + ["--split", "0,100,0"], capsys)
     pretraining = [arg for arg in ARGV if arg not in ("--stage", "sft", "--is-instruction-dataset")] + ["--mock-data"]
     for flag in (["--prompt-type", "qwen"], VARIABLE, ["--variable-seq-lengths", "--pad-to-multiple-of", "4"],
                  ["--full-shuffle-instruction-dataset"]):
