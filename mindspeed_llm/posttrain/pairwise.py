@@ -198,6 +198,9 @@ class DPOTask(PairwiseTask):
         rows = super().micro_batch_rows(micro_batch_size)
         return rows if self.args.precompute_ref_log_probs else 2 * rows  # the reference's rows ride along
 
+    def reference_forwards(self) -> int:
+        return 0 if self.args.precompute_ref_log_probs else 1  # the reference scores every trained row
+
     # ---- the reference -----------------------------------------------------------------------
     def attach(self, trainer) -> None:
         base_reference = uses_base_as_reference(self.args)

@@ -16,39 +16,60 @@ attention counted over the full ``s x s`` score matrix, noop layers skipped):
     MTP module, forward = 2 (2h) h + per-layer + logits   eh_proj, its transformer layer, the shared output layer
     training FLOPs/token = 3 x (layers x per-layer + logits + mtp_num_layers x MTP module)
 
+With the base weights frozen (LoRA, QLoRA) the weight matmuls need no weight gradient: they count twice,
+not three times (the adapters' own matmuls, rank r, are left out). A frozen model's extra forward per
+trained token (DPO's reference, ``TrainingTask.reference_forwards``) adds the forward FLOPs once more.
+The tokens are the positions the trained model processes: rows x length of every micro-batch, a
+preference pair being two rows and a micro-batch padded only to its longest sample counting that length.
+
 MFU = achieved FLOP/s per device / peak FLOP/s of the device
 (``--peak-tflops``, else a per-device default from core/device.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from core.transformer.config import TransformerConfig
 
 
-def training_flops_per_token(config: TransformerConfig, seq_length: int) -> float:
+def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
+    """Forward FLOPs per token: (matrix multiplies by weights, those between activations: scores and scan)."""
     h, hn = config.hidden_size, config.kv_channels
     q = config.num_attention_heads * hn
     kv = config.num_key_value_heads * hn
     mlp_matrices = 3 if config.gated_linear_unit else 2  # SwiGLU or GeGLU: gate, up, down
-    per_layer = 2 * h * (q + 2 * kv) + 2 * q * h + 4 * seq_length * q + 2 * h * config.ffn_hidden_size * mlp_matrices
+    layer_weights = 2 * h * (q + 2 * kv) + 2 * q * h + 2 * h * config.ffn_hidden_size * mlp_matrices
+    layer_scores = 4 * seq_length * q
     real = [i for i in range(config.num_layers) if i not in set(config.noop_layers)]
     mamba_layers = sum(1 for i in real if config.is_mamba_layer(i))
+    attention_layers = len(real) - mamba_layers
     logits = 2 * h * config.padded_vocab_size  # the output layer multiplies the padded vocabulary
-    mtp = (config.mtp_num_layers or 0) * (2 * 2 * h * h + per_layer + logits)  # --mtp-num-layers modules
-    return 3.0 * ((len(real) - mamba_layers) * per_layer + mamba_layers * mamba_flops_per_token(config) + logits + mtp)
+    mtp = config.mtp_num_layers or 0  # --mtp-num-layers modules: eh_proj, a transformer layer, the output layer
+    mamba_weights, mamba_scan = mamba_forward_flops_per_token(config)
+    weights = (attention_layers * layer_weights + mamba_layers * mamba_weights + logits
+               + mtp * (2 * 2 * h * h + layer_weights + logits))
+    activations = (attention_layers + mtp) * layer_scores + mamba_layers * mamba_scan
+    return weights, activations
 
 
-def mamba_flops_per_token(config: TransformerConfig) -> float:
-    """Forward FLOPs per token of one Mamba layer (module docstring)."""
+def training_flops_per_token(config: TransformerConfig, seq_length: int, frozen_weights: bool = False) -> float:
+    """FLOPs of one training token: forward, input gradients and (unless the weights are frozen: LoRA,
+    QLoRA) weight gradients of every weight matmul; forward and both gradients of the score/scan matmuls."""
+    weights, activations = forward_flops_per_token(config, seq_length)
+    weight_passes = 2.0 if frozen_weights else 3.0  # a frozen weight needs no weight gradient
+    return weight_passes * weights + 3.0 * activations
+
+
+def mamba_forward_flops_per_token(config: TransformerConfig) -> Tuple[float, float]:
+    """Forward FLOPs per token of one Mamba layer (module docstring): (its weight matmuls, the scan)."""
     h, inner, n = config.hidden_size, config.mamba_d_inner, config.mamba_state_dim
     if config.mamba_version == 1:
         r = config.mamba_dt_rank_or_default
         in_rows, extra = 2 * inner, 2 * inner * (r + 2 * n) + 2 * r * inner
     else:
         in_rows, extra = 2 * inner + 2 * config.mamba_num_groups * n + config.mamba_num_heads, 0
-    return 2 * h * in_rows + 2 * inner * h + extra + 7 * inner * n / 3
+    return 2 * h * in_rows + 2 * inner * h + extra, 7 * inner * n / 3
 
 
 @dataclass

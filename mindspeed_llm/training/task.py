@@ -22,8 +22,10 @@ optimizer step, checkpoints and logging, and never knows which stage it runs
   logged in Megatron's line as ``lm loss`` so log parsers keep working;
   the others follow it as ``name: value``;
 - optionally ``attach(trainer)`` (after the model is built and loaded: what the task needs beside it,
-  e.g. DPO's frozen reference) and ``micro_batch_rows(micro_batch_size)`` (rows of the activations
-  pipeline stages exchange when a sample is more than one row, e.g. a preference pair).
+  e.g. DPO's frozen reference), ``micro_batch_rows(micro_batch_size)`` (rows of the activations
+  pipeline stages exchange when a sample is more than one row, e.g. a preference pair) and
+  ``reference_forwards()`` (a frozen model's forwards per trained token, for the FLOPs in the log line).
+  The log line's tokens per second counts the positions of the micro-batches' ``tokens`` ([rows, length]).
 
 Adding a task (developer note): write a subclass in its own module, e.g.
 ``mindspeed_llm/posttrain/dpo.py``::
@@ -92,6 +94,10 @@ class TrainingTask:
         ``micro_batch_size`` samples (a preference pair is two rows; a frozen reference run beside the
         policy doubles them)."""
         return micro_batch_size
+
+    def reference_forwards(self) -> int:
+        """Forward passes of a frozen model per trained token (DPO's reference): counted in TFLOP/s and MFU."""
+        return 0
 
     def batches(self, dataset: Dataset, batch_sampler: Iterable[List[int]], num_workers: int,
                 device: torch.device) -> Iterator[Batch]:

@@ -52,7 +52,8 @@ from mindspeed_llm.posttrain import qlora
 from mindspeed_llm.tokenizer import build_tokenizer
 from mindspeed_llm.training.loggers import MetricWriters, build_metric_writers, iteration_values
 from mindspeed_llm.training.lr_scheduler import scheduler_from_args
-from mindspeed_llm.training.metrics import IterationStats, format_log_line, training_flops_per_token
+from mindspeed_llm.training.metrics import (IterationStats, format_log_line, forward_flops_per_token,
+                                            training_flops_per_token)
 from mindspeed_llm.training.pretrain_task import PretrainTask
 from mindspeed_llm.training.task import Batch, TrainingTask, stack_stats
 
@@ -88,6 +89,23 @@ class StepResult:
     stats: Dict[str, float] = field(default_factory=dict)  # every task statistic, the loss included
     # seconds: "forward-backward" and "optimizer" (device time with --log-timers-to-tensorboard)
     timers: Dict[str, float] = field(default_factory=dict)
+    tokens: float = 0.0  # the positions (rows x length) the trained model processed, over DP and CP
+
+
+class _CountingIterator:
+    """Passes the micro-batches through and counts the token positions drawn (rows x length of ``tokens``)."""
+
+    def __init__(self, iterator: Iterator[Batch]) -> None:
+        self.iterator, self.positions = iterator, 0
+
+    def __iter__(self) -> "_CountingIterator":
+        return self
+
+    def __next__(self) -> Batch:
+        batch = next(self.iterator)
+        tokens = batch.get("tokens")
+        self.positions += tokens.numel() if tokens is not None else 0
+        return batch
 
 
 def optimizer_config_from_args(args: argparse.Namespace) -> OptimizerConfig:
@@ -150,7 +168,9 @@ class Trainer:
         self.scheduler = scheduler_from_args(self.optimizer, args)
         self.num_microbatches = args.global_batch_size // (args.micro_batch_size * self.state.dp)
         self._datasets: Optional[Tuple[Optional[Dataset], ...]] = None
-        self.flops_per_token = training_flops_per_token(self.config, args.seq_length)
+        self.flops_per_token = training_flops_per_token(self.config, args.seq_length,
+                                                        frozen_weights=self.lora is not None)
+        self.forward_flops_per_token = sum(forward_flops_per_token(self.config, args.seq_length))
 
     # ---- data -------------------------------------------------------------------------------
     def _num_samples(self) -> Tuple[int, int, int]:
@@ -193,11 +213,18 @@ class Trainer:
 
         Only the last pipeline stage computes them; they are shared over the pipeline group.
         """
+        return self._reduce_step(stats, 0.0)[0]
+
+    def _reduce_step(self, stats: List[Dict[str, torch.Tensor]], tokens: float) -> Tuple[Dict[str, float], float]:
+        """:meth:`reduce_stats`, and this rank's ``tokens`` summed over DP, in the same all-reduce."""
         names = self.task.stat_names
         totals = stack_stats(stats, names, self.acc.device)  # [len(names)]
+        # every pipeline stage counted the same micro-batches: each adds its 1/PP share
+        totals = torch.cat([totals, totals.new_tensor([tokens / self.state.pp])])  # [len(names) + 1]
         all_reduce(totals, self.state.dp_group)
         all_reduce(totals, self.state.pp_group)
-        return {name: float(value) / self.state.dp for name, value in zip(names, totals.tolist())}
+        values = totals.tolist()
+        return {name: float(value) / self.state.dp for name, value in zip(names, values)}, values[-1]
 
     def reduce_aux_losses(self) -> Dict[str, float]:
         """The MoE routers' losses of the step (Megatron's log): per layer, micro-batch and DP rank, the mean."""
@@ -229,7 +256,8 @@ class Trainer:
             model.train()
         self.dp.zero_grad()
         start = time.perf_counter()
-        stats = self.forward_backward(self.task.forward_step, data_iterator, self.models, self.num_microbatches,
+        counted = _CountingIterator(data_iterator)
+        stats = self.forward_backward(self.task.forward_step, counted, self.models, self.num_microbatches,
                                       scale_loss=self.optimizer.scale_loss, no_sync=self.dp.no_sync,
                                       pipeline=self.pipeline_options())
         self.dp.finalize_grads()
@@ -244,14 +272,15 @@ class Trainer:
                 update_expert_biases(model, self.state.dp_group)
         else:
             self.skipped_iterations += 1
-        reduced = {**self.reduce_stats(stats), **self.reduce_aux_losses()}
+        reduced, tokens = self._reduce_step(stats, counted.positions * self.state.cp)  # CP: a 1/CP share each
+        reduced.update(self.reduce_aux_losses())
         loss = reduced[self.task.loss_name]
         if not math.isfinite(loss):
             self.nan_iterations += 1
         self.iteration += 1
         self.consumed_samples += self.args.global_batch_size
         self.losses.append(loss)
-        return StepResult(loss, grad_norm, applied, reduced, timers)
+        return StepResult(loss, grad_norm, applied, reduced, timers, tokens)
 
     def _synchronize_for_timers(self) -> None:
         """Wait for the device only when the step timers are written (a sync stalls the host's queue)."""
@@ -417,8 +446,9 @@ def iteration_stats(trainer: Trainer, result: StepResult, window: Dict[str, Any]
     """The figures of Megatron's line, averaged over ``window`` (the iterations since the last line)."""
     args = trainer.args
     elapsed = window["time"] / window["iters"]
-    tokens_per_second = args.global_batch_size * args.seq_length / elapsed
-    tflops = trainer.flops_per_token * tokens_per_second / trainer.state.world_size / 1e12
+    tokens_per_second = window["tokens"] / window["time"]  # the positions the trained model processed
+    flops_per_token = trainer.flops_per_token + trainer.task.reference_forwards() * trainer.forward_flops_per_token
+    tflops = flops_per_token * tokens_per_second / trainer.state.world_size / 1e12
     means = {name: total / window["iters"] for name, total in window["stats"].items()}
     loss_name = trainer.task.loss_name
     return IterationStats(
@@ -454,12 +484,13 @@ def _print_validation(trainer: Trainer, stats: Dict[str, float]) -> None:
 
 
 def _empty_window() -> Dict[str, Any]:
-    return {"time": 0.0, "iters": 0, "stats": {}}
+    return {"time": 0.0, "iters": 0, "tokens": 0.0, "stats": {}}
 
 
 def _accumulate(window: Dict[str, Any], result: StepResult, elapsed: float) -> None:
     window["time"] += elapsed
     window["iters"] += 1
+    window["tokens"] += result.tokens
     for name, value in result.stats.items():
         window["stats"][name] = window["stats"].get(name, 0.0) + value
 

@@ -145,6 +145,21 @@ def test_flops_per_token_is_six_n_plus_attention_scores():
     assert training_flops_per_token(config, 64) - training_flops_per_token(config, 32) == attention_scores
 
 
+def test_frozen_weights_need_no_weight_gradient_and_a_reference_one_forward():
+    """LoRA/QLoRA: the weight matmuls count twice (forward, input gradient), the score matmuls three times."""
+    from mindspeed_llm.training.metrics import forward_flops_per_token
+
+    config = _config()
+    weights, scores = forward_flops_per_token(config, 32)
+    assert scores == config.num_layers * 4 * 32 * config.num_attention_heads * config.kv_channels
+    assert training_flops_per_token(config, 32) == 3 * (weights + scores)
+    assert training_flops_per_token(config, 32, frozen_weights=True) == 2 * weights + 3 * scores
+    lora = setup(MODEL + ["--vocab-size", "100", "--mock-data", "--tokenizer-type", "NullTokenizer", "--device", "cpu",
+                          "--lora-target-modules", "linear_qkv"])
+    assert lora.flops_per_token == training_flops_per_token(lora.config, 32, frozen_weights=True)
+    assert lora.forward_flops_per_token == sum(forward_flops_per_token(lora.config, 32))
+
+
 def test_flops_per_token_skips_noop_layers():
     with_noop = _config(["--noop-layers", "1"])
     one_layer_model = list(MODEL)

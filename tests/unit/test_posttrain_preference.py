@@ -141,6 +141,8 @@ def test_dpo_starts_at_ln2_and_logs_the_replies_log_probs(tmp_path: Path) -> Non
         expected[side].append(_reply_log_probs(logits[row].detach(), ids, labels))
     step = _steps(trainer, 1)[0]
     assert abs(step.loss - math.log(2)) < 1e-6  # the policy is its own reference: every log-ratio is 0
+    assert step.tokens == 2 * 2 * SEQ  # two pairs: four rows of the policy
+    assert trainer.task.reference_forwards() == 1  # the frozen reference's forward counts in TFLOP/s
     assert step.stats["rewards/margins"] == 0 and step.stats["rewards/accuracies"] == 0
     assert abs(step.stats["logps/chosen"] - np.mean(expected["chosen"])) < 1e-4
     assert abs(step.stats["logps/rejected"] - np.mean(expected["rejected"])) < 1e-4

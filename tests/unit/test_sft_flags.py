@@ -19,6 +19,8 @@
 """
 from __future__ import annotations
 
+import itertools
+
 import json
 from pathlib import Path
 from typing import List
@@ -210,3 +212,13 @@ def test_bad_sft_flags_are_one_line(prefix: str, capsys: pytest.CaptureFixture) 
                  ["--full-shuffle-instruction-dataset"]):
         assert f"{flag[-2] if flag[-1] == '4' else flag[0]} belongs to posttrain.py" in _error(
             pretraining + flag, capsys, "pretrain")
+
+
+def test_the_log_line_counts_the_positions_each_micro_batch_holds(prefix: str) -> None:
+    """Tokens per second (and TFLOP/s) count rows x length of the micro-batches: fewer when they are cut."""
+    padded, variable = _trainer(prefix), _trainer(prefix, *VARIABLE, "--pad-to-multiple-of", "2")
+    full = padded.args.global_batch_size * SEQ
+    assert padded.train_step(padded.train_iterator()).tokens == full
+    drawn = itertools.islice(variable.train_iterator(), variable.num_microbatches)
+    expected = sum(batch["tokens"].numel() for batch in drawn)
+    assert variable.train_step(variable.train_iterator()).tokens == expected < full
