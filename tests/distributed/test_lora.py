@@ -3,7 +3,8 @@
 LoRA r=4 on linear_qkv, linear_proj, linear_fc1 and linear_fc2 of a GQA (4 heads, 2 KV groups) SwiGLU
 model with the (tied) word embeddings trained beside them (--lora-modules-to-save), three SGD steps (the adapters' B starts at zero, so A's gradients appear from step 2 on). One
 4-process launch runs TP 2 x DP 2 with sequence parallelism, TP 4 (the KV heads replicated: B's K/V rows
-are replicas), TP 2 x PP 2 (also zero-bubble: the adapters' weight gradients deferred), and TP 2 x DP 2
+are replicas), TP 2 x PP 2 (also zero-bubble: the adapters' weight gradients deferred; and with two virtual
+stages per rank on a 4-layer model), CP 2 x TP 2 with SP and CP 2 x DP 2 (ring attention), and TP 2 x DP 2
 with the distributed optimizer and --bf16 base weights (losses only, loosely), and a TP 2 x DP 2 SP run with
 Adam under the distributed optimizer that saves its adapters after step 1 and resumes them with --lora-load (one
 file per TP rank, the optimizer state sharded over DP); each is compared with one process. The full adapter gradients (the ranks' pieces unsharded by their TP shard spec) of the last step
@@ -37,6 +38,14 @@ LAYOUTS: Dict[str, List[str]] = {
     "tp4_kv_replicated": [TP, "4"],
     "tp2_pp2": [TP, "2", "--pipeline-model-parallel-size", "2"],
     "tp2_pp2_zero_bubble": [TP, "2", "--pipeline-model-parallel-size", "2", "--schedules-method", "zero-bubble"],
+    "cp2_tp2_sp": [TP, "2", "--sequence-parallel", "--context-parallel-size", "2"],
+    "cp2_dp2": ["--context-parallel-size", "2"],
+}
+# interleaved stages need two layers per pipeline stage; at lr 0.5 four layers amplify the fp32 summation order
+# of any TP 2 x PP 2 run (with or without VPP) to 1e-4 of the largest gradient in three steps, hence lr 0.1
+DEEP = ["--num-layers", "4", "--lr", "0.1"]
+DEEP_LAYOUTS: Dict[str, List[str]] = {
+    "tp2_pp2_vpp2": [TP, "2", "--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"],
 }
 ADAM = ["--optimizer", "adam", "--lr", "0.01"]  # its moments are sharded over DP and checkpointed
 BF16 = ["--bf16", "--use-distributed-optimizer"]  # DP 2: the adapters' optimizer state sharded over DP
@@ -79,6 +88,7 @@ def _resumed(argv: List[str], directory: str) -> Tuple[Steps, Dict[str, torch.Te
 
 def _worker(rank: int, world: int, directory: str) -> Dict[str, tuple]:
     results = {name: _run(ARGV + flags) for name, flags in LAYOUTS.items()}
+    results.update({name: _run(ARGV + DEEP + flags) for name, flags in DEEP_LAYOUTS.items()})
     results["tp2_dp2_bf16_distributed_optimizer"] = _run(ARGV + [TP, "2"] + BF16, gradients=False)
     results["resume_tp2_sp_distributed_optimizer"] = _resumed(
         ARGV + ADAM + LAYOUTS["tp2_sp"] + ["--use-distributed-optimizer"], directory)
@@ -97,23 +107,25 @@ def _close(a: float, b: float, tolerance: float) -> bool:
 def test_lora_at_tp_2_and_4_equals_one_process(tmp_path) -> None:
     ref_steps, ref_grads = _run(ARGV)
     assert ref_grads and all(g.abs().max() > 0 for g in ref_grads.values())  # step 3: A and B both learn
+    references = {name: (ref_steps, ref_grads) for name in LAYOUTS}
+    references.update(dict.fromkeys(DEEP_LAYOUTS, _run(ARGV + DEEP)))
     bf16_steps, _ = _run(ARGV + ["--bf16"], gradients=False)
     adam_steps, _ = _run(ARGV + ADAM, gradients=False)
     per_rank = run_distributed(4, _worker, str(tmp_path / "adapters"))
     # every rank's gradients are full tensors; the last rank holds the loss (and the last PP stage's layers)
     wrong = []
-    for name in LAYOUTS:
+    for name, (expected_steps, expected_grads) in references.items():
         steps, grads = per_rank[-1][name]
         wrong += [f"{name} step {i} {key}: {ours[key]} vs {theirs[key]}" for i, (ours, theirs)
-                  in enumerate(zip(steps, ref_steps)) for key in theirs if not _close(ours[key], theirs[key],
+                  in enumerate(zip(steps, expected_steps)) for key in theirs if not _close(ours[key], theirs[key],
                                                                                       TOLERANCE)]
         stage_grads = {n: g for rank in per_rank for n, g in rank[name][1].items()}  # PP: both stages
-        assert set(ref_grads) <= set(stage_grads), name  # PP: plus the last stage's tied copy of the embeddings
-        wrong += [f"{name} {n}: max diff {_relative(g, ref_grads[n]):.2e} of the largest" for n, g in
-                  stage_grads.items() if n in ref_grads and _relative(g, ref_grads[n]) > GRAD_TOLERANCE]
+        assert set(expected_grads) <= set(stage_grads), name  # PP: plus the last stage's tied copy of the embeddings
+        wrong += [f"{name} {n}: max diff {_relative(g, expected_grads[n]):.2e} of the largest" for n, g in
+                  stage_grads.items() if n in expected_grads and _relative(g, expected_grads[n]) > GRAD_TOLERANCE]
         if "output_layer.weight" in stage_grads:  # the tied copy trains with the word embeddings
             copy = stage_grads["output_layer.weight"]
-            wrong += [] if _relative(copy, ref_grads["embedding.word_embeddings.weight"]) <= GRAD_TOLERANCE else [
+            wrong += [] if _relative(copy, expected_grads["embedding.word_embeddings.weight"]) <= GRAD_TOLERANCE else [
                 f"{name}: the last stage's tied embedding copy has another gradient"]
     resumed, _ = per_rank[-1]["resume_tp2_sp_distributed_optimizer"]
     wrong += [f"resumed step {i} {key}: {ours[key]} vs {theirs[key]}" for i, (ours, theirs)
