@@ -15,7 +15,8 @@ One 4-process launch runs every layout; each is compared with the single-process
 * supervised fine-tuning on packed instruction data (``posttrain.py --stage sft``: per-sample document
   ids and positions) under the ring, Ulysses with TP 2 and the all-gather at CP 4; with
   ``--no-pad-to-seq-lengths`` (micro-batches of their own lengths) at CP 2 x PP 2, CP 2 x TP 2 with SP and
-  TP 2 with SP x PP 2, equal to the run padded to ``--seq-length``.
+  TP 2 with SP x PP 2, equal to the run padded to ``--seq-length``; and SFT's other layouts without CP: DP 4 with
+  the distributed optimizer, FSDP2 at DP 2 x TP 2 and (variable lengths) at DP 4, TP 2 x PP 2 x VPP 2;
 
     python -m pytest -q tests/distributed/test_context_parallel.py
 """
@@ -98,6 +99,15 @@ SFT_LAYOUTS: Dict[str, List[str]] = {
                                              + VARIABLE_LENGTHS,
     "sft_variable_lengths_tp2_sp_pp2": ["--tensor-model-parallel-size", "2", "--sequence-parallel",
                                         "--pipeline-model-parallel-size", "2"] + VARIABLE_LENGTHS,
+    # the other data-parallel layouts of SFT (no CP): the distributed optimizer and FSDP2
+    "sft_dp4_distributed_optimizer": ["--use-distributed-optimizer"],
+    "sft_fsdp2_dp2_tp2": ["--use-torch-fsdp2", "--tensor-model-parallel-size", "2"],
+    "sft_variable_lengths_fsdp2_dp4": ["--use-torch-fsdp2"] + VARIABLE_LENGTHS,
+}
+SFT_FOUR_LAYERS = ["--num-layers", "4"]  # interleaved pipeline stages: two virtual stages of one layer per rank
+SFT_DEEP_LAYOUTS: Dict[str, List[str]] = {
+    "sft_tp2_pp2_vpp2": SFT_FOUR_LAYERS + ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size",
+                                           "2", "--num-layers-per-virtual-pipeline-stage", "1"],
 }
 
 
@@ -148,13 +158,15 @@ def test_every_context_parallel_layout_equals_one_process(tmp_path) -> None:
     assert references["documents"][0] != references["base"][0]  # the document flags act
     sft = _sft_argv(instruction_dataset(tmp_path)[0])
     references["sft"] = _steps(sft)
+    references["sft_four_layers"] = _steps(sft + SFT_FOUR_LAYERS)
     jobs = {name: ARGV + MODELS[model] + flags for name, (model, flags) in LAYOUTS.items()}
-    jobs.update((name, sft + flags) for name, flags in SFT_LAYOUTS.items())
+    jobs.update((name, sft + flags) for name, flags in {**SFT_LAYOUTS, **SFT_DEEP_LAYOUTS}.items())
     resume = (ARGV + _cp(2), str(tmp_path / "checkpoint"))
     per_rank = run_distributed(4, _worker, jobs, resume)
     expected = {name: references[model] for name, (model, _) in LAYOUTS.items()}
     expected["resume_ring_cp2"] = references["base"]
     expected.update((name, references["sft"]) for name in SFT_LAYOUTS)
+    expected.update((name, references["sft_four_layers"]) for name in SFT_DEEP_LAYOUTS)
     wrong = {name: (steps, expected[name]) for name, steps in per_rank[-1].items()
              if not _close(steps, expected[name])}
     assert not wrong, f"{sorted(wrong)} differ from one process: {wrong}"
