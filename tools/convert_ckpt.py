@@ -23,7 +23,10 @@ LoRA adapters (a ``--lora-target-modules`` run's ``--save``) over their mg base 
 PEFT's ``adapter_config.json`` + ``adapter_model.safetensors`` (fused qkv / gate-up adapters split per HF
 projection by the registry's own row transform, sharing ``A``; ``mindspeed_llm/posttrain/peft_format.py``).
 ``--save-model-type mg`` (or ``megatron``) writes the merged model as a plain sharded checkpoint at any
-target layout instead: the base of the next stage (DPO with fresh adapters after a LoRA SFT)::
+target layout instead: the base of the next stage (DPO with fresh adapters after a LoRA SFT). Adapters of a
+reward model (``--stage orm``: they hold its trained ``value_head.weight`` too, over a plain language-model base)
+give that reward model: merged, HF's ``...ForSequenceClassification`` (``score.weight``, no ``lm_head``) or an mg
+reward model; with ``--save-lora-to-hf``, PEFT's ``SEQ_CLS`` adapter with the score head saved whole::
 
     python tools/convert_ckpt.py --load-model-type mg --save-model-type hf --load-dir ./llama-2-7b-mcore \
         --lora-load ./lora-ckpt --save-dir ./llama-2-7b-merged [--save-lora-to-hf]
@@ -310,6 +313,12 @@ def _validate_lora_args(args: argparse.Namespace) -> None:
     if not os.path.isdir(args.lora_load):
         raise ConversionError(f"--lora-load {args.lora_load} does not exist or is not a directory; pass the "
                               "directory a LoRA run saved (--save)")
+    if peft_format.is_peft_dir(args.lora_load):
+        raise ConversionError(f"--lora-load {args.lora_load} is a PEFT adapter; the converter merges a LoRA run's "
+                              "--save (load the PEFT adapter into training with --lora-load, then convert its --save)")
+    if read_tracker(args.lora_load) is None:
+        raise ConversionError(f"--lora-load {args.lora_load} has no {TRACKER_FILENAME}: not an adapter checkpoint; "
+                              "pass the directory a LoRA run saved (--save)")
 
 
 # --------------------------------------------------------------------------- model layout
@@ -1275,9 +1284,10 @@ class LoraAdapters:
         for name, tensor in self.tensors.items():
             module, factor = name.rsplit(".", 2)[:2] if is_adapter(name) else (None, None)
             weight = f"{module}.weight" if module else name
-            if weight not in layout.full_shapes:
-                raise ConversionError(f"--lora-load {lora_dir}: {name} has no base weight {weight} in --load-dir; the "
-                                      "adapters were trained on another model")
+            if weight not in layout.full_shapes:  # (a reward model's value head is supplied: see attach)
+                raise ConversionError(f"--lora-load {lora_dir}: {name} needs {weight}, which the --load-dir model "
+                                      f"({layout.config.num_layers} layers) lacks; the adapters were trained on "
+                                      "another model")
             out, into = layout.full_shapes[weight][0], layout.full_shapes[weight][-1]
             expected = {None: layout.full_shapes[weight], "lora_A": (tensor.shape[0], into),
                         "lora_B": (out, tensor.shape[-1])}[factor]  # A [rank, in], B [out, rank]

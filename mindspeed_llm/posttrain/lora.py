@@ -38,7 +38,10 @@ Checkpoints:
   ``lora_alpha`` and ``target_modules`` must be those of ``--lora-r``, ``--lora-alpha`` and
   ``--lora-target-modules`` (in HF names); otherwise one line. When q/k/v (gate/up) share ``lora_A`` they fuse
   into our rank-r adapter; when each has its own (PEFT's usual adapter) that target takes the exact block form
-  of rank 3r (2r) (``LoraConfig.module_ranks``, recorded in the checkpoints this run saves).
+  of rank 3r (2r) (``LoraConfig.module_ranks``, recorded in the checkpoints this run saves). A sequence
+  classifier's adapter (``task_type`` SEQ_CLS, e.g. a reward model exported by ``--save-lora-to-hf``) loads into
+  ``--stage orm`` with its ``score`` head as the value head (into another stage it is refused); a causal LM's
+  adapter loaded into ``--stage orm`` leaves the value head freshly initialised.
 """
 from __future__ import annotations
 

@@ -9,6 +9,10 @@
 * The reward model exports (tools/convert_ckpt.py mg -> hf) as a LlamaForSequenceClassification that
   transformers loads with no missing or unexpected key and that scores like ours; DPO reads what
   preprocess_data.py's pairwise handler writes.
+* A reward model trained with LoRA (its --save: adapters + value head, over a plain LM base) exports merged as
+  a sequence classifier transformers scores like ours (1e-5), merged as an mg reward model our trainer scores
+  the same (also at TP 2 PP 2, whose HF export is bitwise the direct one), and with --save-lora-to-hf as PEFT's
+  SEQ_CLS adapter that PeftModel scores like ours and that --lora-load reads back into --stage orm.
 * Training on tiny models: DPO raises reward accuracy and margin on a synthetic preference set; SimPO
   and the reward model learn (the reward model's accuracy rises on a separable set); the reward model
   scores the last real token with its value head.
@@ -417,9 +421,23 @@ def test_a_lora_reward_model_merges_into_an_mg_reward_model(lora_reward_model) -
     worst = _worst(scores, _our_scores(merged.model, replies))
     print(f"merged mg reward model: max |ours - merged| = {worst:.2e}")
     assert worst <= 1e-5
+    # at TP 2 PP 2 (the head on the last stage), back to HF: the tensors of the direct merged export
+    from safetensors.torch import load_file
+
+    from tools.convert_ckpt import main as convert_main
+
+    assert _convert_lora(root, "merged_tp2pp2", "--save-model-type", "mg", "--target-tensor-parallel-size", "2",
+                         "--target-pipeline-parallel-size", "2") == 0
+    assert convert_main(["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir",
+                         str(root / "merged_tp2pp2"), "--save-dir", str(root / "merged_tp2pp2_hf")]) == 0
+    if not (root / "merged_hf").is_dir():  # (this test run alone)
+        assert _convert_lora(root, "merged_hf") == 0
+    ours, theirs = (load_file(str(root / name / "model.safetensors")) for name in ("merged_hf", "merged_tp2pp2_hf"))
+    assert sorted(ours) == sorted(theirs) and all(torch.equal(ours[k], theirs[k]) for k in ours)
 
 
-def test_a_lora_reward_model_exports_to_peft_as_a_sequence_classifier(lora_reward_model) -> None:
+def test_a_lora_reward_model_exports_to_peft_as_a_sequence_classifier(lora_reward_model,
+                                                                      capsys: pytest.CaptureFixture) -> None:
     import json
 
     import transformers
@@ -445,3 +463,27 @@ def test_a_lora_reward_model_exports_to_peft_as_a_sequence_classifier(lora_rewar
     worst = _worst(scores, _our_scores(loaded.model, replies))
     print(f"PEFT reward adapter through --lora-load: max |ours - loaded| = {worst:.2e}")
     assert worst <= 1e-5
+    with capsys.disabled():
+        peft_worst = _worst(scores, _hf_scores(model, replies))
+        print(f"PEFT: max |ours - PEFT| = {peft_worst:.2e}, through --lora-load {worst:.2e}")
+    # a causal LM's adapter (no score head) into --stage orm: the adapters, and a fresh value head
+    from safetensors.torch import load_file, save_file
+
+    (root / "peft_lm").mkdir()
+    tensors = load_file(str(root / "peft" / "adapter_model.safetensors"))
+    save_file({k: v for k, v in tensors.items() if not k.endswith("score.weight")},
+              str(root / "peft_lm" / "adapter_model.safetensors"))
+    (root / "peft_lm" / "adapter_config.json").write_text(json.dumps(
+        {**config, "task_type": "CAUSAL_LM", "modules_to_save": None}))
+    lm = _trainer_argv(TRAINING + ["--stage", "orm", "--data-path", prefix, "--load", str(root / "lm_mg"),
+                                   "--use-checkpoint-args", "--finetune", "--lora-load", str(root / "peft_lm")]
+                       + ORM_LORA)
+    adapters = {k: v for k, v in loaded.model.state_dict().items() if "lora" in k}
+    assert adapters and all(torch.equal(v, lm.model.state_dict()[k]) for k, v in adapters.items())
+    assert not torch.equal(lm.model.value_head.weight, loaded.model.value_head.weight)
+    capsys.readouterr()
+    dpo = TRAINING + ["--stage", "dpo", "--data-path", prefix, "--load", str(root / "lm_mg"), "--use-checkpoint-args",
+                      "--finetune", "--lora-load", str(root / "peft")] + ORM_LORA
+    assert "is a sequence classifier's PEFT adapter (task_type SEQ_CLS" in _error(dpo, capsys)
+    assert _convert_lora(root, "never", "--lora-load", str(root / "peft")) == 2  # (the last --lora-load wins)
+    assert "is a PEFT adapter; the converter merges a LoRA run's --save" in capsys.readouterr().err
