@@ -23,7 +23,10 @@ LoRA adapters (a ``--lora-target-modules`` run's ``--save``) over their mg base 
 PEFT's ``adapter_config.json`` + ``adapter_model.safetensors`` (fused qkv / gate-up adapters split per HF
 projection by the registry's own row transform, sharing ``A``; ``mindspeed_llm/posttrain/peft_format.py``).
 ``--save-model-type mg`` (or ``megatron``) writes the merged model as a plain sharded checkpoint at any
-target layout instead: the base of the next stage (DPO with fresh adapters after a LoRA SFT)::
+target layout instead: the base of the next stage (DPO with fresh adapters after a LoRA SFT). Adapters of a
+reward model (``--stage orm``: they hold its trained ``value_head.weight`` too, over a plain language-model base)
+give that reward model: merged, HF's ``...ForSequenceClassification`` (``score.weight``, no ``lm_head``) or an mg
+reward model; with ``--save-lora-to-hf``, PEFT's ``SEQ_CLS`` adapter with the score head saved whole::
 
     python tools/convert_ckpt.py --load-model-type mg --save-model-type hf --load-dir ./llama-2-7b-mcore \
         --lora-load ./lora-ckpt --save-dir ./llama-2-7b-merged [--save-lora-to-hf]
@@ -172,6 +175,7 @@ from mindspeed_llm.models.registry import (
     Family,
     RegistryError,
     TensorContext,
+    VALUE_HEAD_RULE,
     WeightRule,
     family_for_hf_config,
     find_rule,
@@ -309,6 +313,12 @@ def _validate_lora_args(args: argparse.Namespace) -> None:
     if not os.path.isdir(args.lora_load):
         raise ConversionError(f"--lora-load {args.lora_load} does not exist or is not a directory; pass the "
                               "directory a LoRA run saved (--save)")
+    if peft_format.is_peft_dir(args.lora_load):
+        raise ConversionError(f"--lora-load {args.lora_load} is a PEFT adapter; the converter merges a LoRA run's "
+                              "--save (load the PEFT adapter into training with --lora-load, then convert its --save)")
+    if read_tracker(args.lora_load) is None:
+        raise ConversionError(f"--lora-load {args.lora_load} has no {TRACKER_FILENAME}: not an adapter checkpoint; "
+                              "pass the directory a LoRA run saved (--save)")
 
 
 # --------------------------------------------------------------------------- model layout
@@ -608,6 +618,8 @@ class MegatronSource:
 
     rereadable = True  # read() leaves the checkpoint as it is
     overlay: Optional[Callable[[str, torch.Tensor], torch.Tensor]] = None  # (our name, full tensor) -> tensor read
+    # names the overlay supplies whole, absent from the files (a LoRA reward model's value head over a plain LM)
+    supplied: frozenset = frozenset()
 
     def __init__(self, load_dir: str, family_name: Optional[str]) -> None:
         tracker = read_tracker(load_dir)
@@ -756,6 +768,8 @@ class MegatronSource:
             path = self.path(tp_rank, pp_rank)
             expected = layout.chunk_names[pp_rank][chunk]
             for name in expected:
+                if name not in state and name in self.supplied:
+                    continue
                 if name not in state:
                     raise ConversionError(f"parameter {name!r} needed by family {self.family_name} is missing from "
                                           f"{path} (chunk {chunk}); the checkpoint does not match its own "
@@ -772,6 +786,8 @@ class MegatronSource:
                                       "noop layers and pipeline layout")
 
     def read(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
+        if name in self.supplied:  # not in the files: the overlay's tensor
+            return to_hf(layout.rules[name][0], self.overlay(name, None), layout.context(name))
         stage, chunk, local = layout.locations[name][0]  # (the tied copy on the last stage is not read)
         key, stored = layout.chunk_keys[chunk], self._stored_name(stage, chunk, local)
         shard = layout.shards[name]
@@ -1218,6 +1234,11 @@ class LoraAdapters:
 
     Its own layout (TP, PP, VPP) comes from its ``args`` as for any mg source; each piece is joined with
     the shard spec of the adapter in a model built like training's (``add_lora`` on the meta device).
+
+    A reward model's adapters (``--stage orm``) hold the value head it trained (``value_head.weight``, always
+    trainable under LoRA) while their base is the language model it started from: :meth:`attach` then makes
+    the source that reward model (``value_head`` on, the head read from here), so it exports as HF's
+    ``...ForSequenceClassification`` (or a plain mg reward model), as a fully trained one does.
     """
 
     def __init__(self, lora_dir: str, family_name: str) -> None:
@@ -1248,15 +1269,25 @@ class LoraAdapters:
         missing = sorted(set(shards) - set(self.tensors))
         if missing:
             raise ConversionError(f"--lora-load {lora_dir} lacks {missing[0]}; the checkpoint is incomplete")
+        self.reward_model = VALUE_HEAD_RULE.ours in self.tensors  # trained with --stage orm
+
+    def attach(self, source: "MegatronSource") -> None:
+        """Merge into what ``source`` reads; a reward model's adapters over a language model turn the source
+        into that reward model (its config's ``value_head`` on, the head supplied by the adapters)."""
+        if self.reward_model and not source.config.value_head:
+            source.config = dataclasses.replace(source.config, value_head=True)
+            source.supplied = frozenset({VALUE_HEAD_RULE.ours})
+        source.overlay = self.merged
 
     def check_base(self, layout: ModelLayout, lora_dir: str) -> None:
         """Every adapter and module to save fits the base model's weight."""
         for name, tensor in self.tensors.items():
             module, factor = name.rsplit(".", 2)[:2] if is_adapter(name) else (None, None)
             weight = f"{module}.weight" if module else name
-            if weight not in layout.full_shapes:
-                raise ConversionError(f"--lora-load {lora_dir}: {name} has no base weight {weight} in --load-dir; the "
-                                      "adapters were trained on another model")
+            if weight not in layout.full_shapes:  # (a reward model's value head is supplied: see attach)
+                raise ConversionError(f"--lora-load {lora_dir}: {name} needs {weight}, which the --load-dir model "
+                                      f"({layout.config.num_layers} layers) lacks; the adapters were trained on "
+                                      "another model")
             out, into = layout.full_shapes[weight][0], layout.full_shapes[weight][-1]
             expected = {None: layout.full_shapes[weight], "lora_A": (tensor.shape[0], into),
                         "lora_B": (out, tensor.shape[-1])}[factor]  # A [rank, in], B [out, rank]
@@ -1268,8 +1299,8 @@ class LoraAdapters:
     def merged(self, name: str, full: torch.Tensor) -> torch.Tensor:
         """Base tensor ``name`` (full, our layout) with the adapters merged: ``W + alpha/r B A`` in fp32, a
         module to save replaced by its trained copy."""
-        if name in self.tensors:
-            return self.tensors[name].to(full.dtype)
+        if name in self.tensors:  # (``full`` None: a tensor the base lacks, the reward model's value head)
+            return self.tensors[name] if full is None else self.tensors[name].to(full.dtype)
         module = name[:-len(".weight")]
         a, b = self.tensors.get(f"{module}.lora_A.weight"), self.tensors.get(f"{module}.lora_B.weight")
         if a is None or b is None:
@@ -1296,9 +1327,13 @@ def write_peft_adapter(args: argparse.Namespace, source: "MegatronSource", adapt
                         for target in peft_format.hf_targets([module], rule_of)}  # block-form modules
     except peft_format.PeftFormatError as error:
         raise ConversionError(f"--save-lora-to-hf (family {source.family_name}): {error}") from None
+    if adapters.reward_model:  # a sequence classifier's adapter: the score head saved whole, as PEFT does
+        head = VALUE_HEAD_RULE.ours
+        for hf_name, tensor in zip(rule_of(head)[1], to_hf(rule_of(head)[0], tensors[head], layout.context(head))):
+            peft_tensors[peft_format.module_key(hf_name)] = tensor.contiguous()
     base = (source.hf_config or {}).get("_name_or_path") or os.path.abspath(args.load_dir)
     config = peft_format.adapter_config(adapters.config.r, adapters.config.alpha, adapters.config.dropout, targets,
-                                        base, rank_pattern)
+                                        base, rank_pattern, sequence_classifier=adapters.reward_model)
     peft_format.write(directory, peft_tensors, config)
 
 
@@ -1447,6 +1482,9 @@ def open_sink(args: argparse.Namespace, source, layout: ModelLayout, directory: 
 def convert(args: argparse.Namespace) -> None:
     validate_args(args)
     source = open_source(args)
+    adapters = LoraAdapters(args.lora_load, source.family_name) if args.lora_load else None
+    if adapters is not None:
+        adapters.attach(source)  # before the layouts: a reward model's adapters add the value head
     rules = source.family.rules(source.config)
     source_layout = ModelLayout(source.config, rules, getattr(source, "placement", None))
     layout = target_layout(args, source, rules)
@@ -1455,10 +1493,8 @@ def convert(args: argparse.Namespace) -> None:
     targets = {name: rename(name, renaming) for name in source_layout.names}
     if sorted(targets.values()) != sorted(layout.names):  # same flags on both sides: cannot differ
         raise AssertionError("source and target parameters differ")
-    adapters = LoraAdapters(args.lora_load, source.family_name) if args.lora_load else None
     if adapters is not None:
         adapters.check_base(source_layout, args.lora_load)
-        source.overlay = adapters.merged
     staging = staging_dir(args.save_dir)
     _remove(staging)
     if adapters is not None and args.save_lora_to_hf:

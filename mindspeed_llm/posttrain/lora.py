@@ -38,7 +38,10 @@ Checkpoints:
   ``lora_alpha`` and ``target_modules`` must be those of ``--lora-r``, ``--lora-alpha`` and
   ``--lora-target-modules`` (in HF names); otherwise one line. When q/k/v (gate/up) share ``lora_A`` they fuse
   into our rank-r adapter; when each has its own (PEFT's usual adapter) that target takes the exact block form
-  of rank 3r (2r) (``LoraConfig.module_ranks``, recorded in the checkpoints this run saves).
+  of rank 3r (2r) (``LoraConfig.module_ranks``, recorded in the checkpoints this run saves). A sequence
+  classifier's adapter (``task_type`` SEQ_CLS, e.g. a reward model exported by ``--save-lora-to-hf``) loads into
+  ``--stage orm`` with its ``score`` head as the value head (into another stage it is refused); a causal LM's
+  adapter loaded into ``--stage orm`` leaves the value head freshly initialised.
 """
 from __future__ import annotations
 
@@ -60,6 +63,7 @@ from mindspeed_llm.posttrain import peft_format
 
 DEFAULT_R, DEFAULT_ALPHA = 16, 32.0
 LORA_RECORD = "lora"  # the checkpoint entry describing the adapters
+VALUE_HEAD = "value_head.weight"  # a reward model's score head (--stage orm), trained beside the adapters
 
 
 def lora_config_from_args(args: argparse.Namespace) -> Optional[LoraConfig]:
@@ -309,10 +313,13 @@ def load_peft_adapters(trainer: Any, root: str) -> None:
                  if name.endswith(".lora_A.weight")}
         for model in trainer.models:
             modules = peft_format.adapted_modules(name for name, _ in named_fsdp_params(model))
-            full = peft_format.from_peft(tensors, modules, rule_of, _peft_context_of(trainer.config, model),
-                                         ranks.__getitem__, root)
+            context_of = _peft_context_of(trainer.config, model)
+            full = peft_format.from_peft(tensors, modules, rule_of, context_of, ranks.__getitem__, root)
             params, shapes, local = dict(named_fsdp_params(model)), trainable_shapes(model), {}
+            full.update(_peft_score_head(peft, tensors, rule_of, context_of, trainer.config, shapes, root))
             for name, shape in shapes.items():
+                if name not in full and name == VALUE_HEAD:  # a causal LM's adapter: the reward head stays new
+                    continue
                 shard = param_meta(params[name]).tp_shard
                 local[name] = shard.shard(full[name], state.tp_rank, state.tp) if shard is not None else full[name]
                 if tuple(local[name].shape) != shape:
@@ -323,6 +330,30 @@ def load_peft_adapters(trainer: Any, root: str) -> None:
     except peft_format.PeftFormatError as error:
         raise checkpointing.CheckpointError(str(error)) from None
     trainer.dp.reload_model_params()
+
+
+def _peft_score_head(peft: Dict[str, Any], tensors: Dict[str, torch.Tensor], rule_of: peft_format.RuleOf,
+                     context_of: peft_format.ContextOf, config: Any, shapes: Dict[str, Tuple[int, ...]],
+                     root: str) -> Dict[str, torch.Tensor]:
+    """A sequence classifier's PEFT adapter (``task_type`` SEQ_CLS): its saved score head as the reward model's
+    value head (``--stage orm``; {} on a pipeline stage without the head); refused for a language model."""
+    from mindspeed_llm.models.registry import to_ours
+
+    if not peft_format.is_sequence_classifier(peft):
+        return {}
+    if not config.value_head:
+        raise checkpointing.CheckpointError(f"--lora-load {root} is a sequence classifier's PEFT adapter (task_type "
+                                            "SEQ_CLS, with its score head); load it into a reward model with "
+                                            "--stage orm")
+    if VALUE_HEAD not in shapes:
+        return {}
+    rule, hf_names = rule_of(VALUE_HEAD)
+    keys = [peft_format.module_key(hf) for hf in hf_names]
+    missing = [key for key in keys if key not in tensors]
+    if missing:
+        raise checkpointing.CheckpointError(f"--lora-load {root} is a SEQ_CLS PEFT adapter without {missing[0]} "
+                                            "(its score head); save it with the score in modules_to_save")
+    return {VALUE_HEAD: to_ours(rule, [tensors[key] for key in keys], context_of(VALUE_HEAD))}
 
 
 def trainable_share(models: List[nn.Module]) -> float:

@@ -23,6 +23,12 @@ recorded in the adapter checkpoints); such a module exports back to PEFT as a sh
 per projection with ``rank_pattern`` (and ``alpha_pattern`` keeping ``alpha / r``). A ``rank_pattern`` /
 ``alpha_pattern`` that changes the scaling of some projections is refused (ours is one ``alpha / r``).
 
+A reward model (``--stage orm``, our ``value_head``) is HF's ``...ForSequenceClassification`` with one label:
+PEFT (0.21) writes its adapter with ``task_type`` SEQ_CLS, ``modules_to_save`` ``["classifier", "score"]`` (added
+by ``PeftModelForSequenceClassification``) and the trained score head as ``base_model.model.score.weight``
+(:func:`module_key`; the ``modules_to_save.default`` of the live wrapper is dropped in the file). Such an adapter
+loads back into a reward model with the score as its value head.
+
 Only transforms that move whole rows of the weight are exact for ``B`` (``ROW_TRANSFORMS``); a family whose
 weight map transposes (GPT-2's Conv1D) is refused.
 """
@@ -39,6 +45,7 @@ from mindspeed_llm.models.registry import TensorContext, WeightRule, to_hf, to_o
 PEFT_CONFIG = "adapter_config.json"
 PEFT_WEIGHTS = "adapter_model.safetensors"
 PEFT_PREFIX = "base_model.model."
+SEQ_CLS_MODULES = ["classifier", "score"]  # what PEFT adds to modules_to_save for task_type SEQ_CLS
 ROW_TRANSFORMS = ("copy", "fuse_rows", "qkv_interleaved", "qkv_codegen")
 FACTORS = ("lora_A", "lora_B")
 
@@ -63,6 +70,16 @@ def adapted_modules(names: Iterable[str]) -> List[str]:
 def peft_key(hf_weight: str, factor: str) -> str:
     """``model.layers.0.self_attn.q_proj.weight`` -> ``base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight``."""
     return f"{PEFT_PREFIX}{hf_weight[:-len('.weight')]}.{factor}.weight"
+
+
+def module_key(hf_weight: str) -> str:
+    """A module saved whole (a sequence classifier's ``score.weight``) -> ``base_model.model.score.weight``."""
+    return f"{PEFT_PREFIX}{hf_weight}"
+
+
+def is_sequence_classifier(config: Dict[str, Any]) -> bool:
+    """An adapter of a sequence classifier (a reward model), with its score head."""
+    return config.get("task_type") == "SEQ_CLS"
 
 
 def _row_rule(module: str, rule_of: RuleOf) -> Tuple[WeightRule, Tuple[str, ...]]:
@@ -161,15 +178,18 @@ def fused_ranks(tensors: Dict[str, torch.Tensor], modules: Sequence[str], rule_o
 
 
 def adapter_config(r: int, alpha: float, dropout: float, targets: Sequence[str], base: str,
-                   rank_pattern: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
-    """PEFT's ``adapter_config.json`` for plain LoRA on a causal LM; ``rank_pattern`` (HF target -> rank) for
-    projections of another rank, their alpha scaled so that every scaling stays ``alpha / r``."""
+                   rank_pattern: Optional[Dict[str, int]] = None, sequence_classifier: bool = False
+                   ) -> Dict[str, Any]:
+    """PEFT's ``adapter_config.json`` for plain LoRA on a causal LM (a sequence classifier's, with its score
+    head saved, for ``sequence_classifier``); ``rank_pattern`` (HF target -> rank) for projections of another
+    rank, their alpha scaled so that every scaling stays ``alpha / r``."""
     rank_pattern = dict(rank_pattern or {})
     alpha_pattern = {target: alpha * rank / r for target, rank in rank_pattern.items()}
-    return {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": r, "lora_alpha": alpha, "lora_dropout": dropout,
+    task, saved = ("SEQ_CLS", list(SEQ_CLS_MODULES)) if sequence_classifier else ("CAUSAL_LM", None)
+    return {"peft_type": "LORA", "task_type": task, "r": r, "lora_alpha": alpha, "lora_dropout": dropout,
             "target_modules": sorted(targets), "base_model_name_or_path": base, "bias": "none",
             "fan_in_fan_out": False, "inference_mode": True, "init_lora_weights": True, "use_rslora": False,
-            "use_dora": False, "modules_to_save": None, "layers_to_transform": None, "layers_pattern": None,
+            "use_dora": False, "modules_to_save": saved, "layers_to_transform": None, "layers_pattern": None,
             "rank_pattern": rank_pattern, "alpha_pattern": alpha_pattern, "revision": None}
 
 
@@ -184,6 +204,8 @@ def read_config(path: str) -> Dict[str, Any]:
         config = json.load(handle)
     for key, plain in PLAIN_LORA.items():
         value = config.get(key, plain)
+        if key == "modules_to_save" and is_sequence_classifier(config) and set(value or ()) <= set(SEQ_CLS_MODULES):
+            continue  # a sequence classifier's score head (PEFT's own), read as a reward model's value head
         if value != plain and not (plain is None and value in ([], {})) and not (plain == {} and value is None):
             raise PeftFormatError(f"{path}/{PEFT_CONFIG}: {key} {value!r} is not supported (our LoRA layers "
                                   f"implement {key} {plain!r}); export the adapter without it")

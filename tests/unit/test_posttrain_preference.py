@@ -9,6 +9,10 @@
 * The reward model exports (tools/convert_ckpt.py mg -> hf) as a LlamaForSequenceClassification that
   transformers loads with no missing or unexpected key and that scores like ours; DPO reads what
   preprocess_data.py's pairwise handler writes.
+* A reward model trained with LoRA (its --save: adapters + value head, over a plain LM base) exports merged as
+  a sequence classifier transformers scores like ours (1e-5), merged as an mg reward model our trainer scores
+  the same (also at TP 2 PP 2, whose HF export is bitwise the direct one), and with --save-lora-to-hf as PEFT's
+  SEQ_CLS adapter that PeftModel scores like ours and that --lora-load reads back into --stage orm.
 * Training on tiny models: DPO raises reward accuracy and margin on a synthetic preference set; SimPO
   and the reward model learn (the reward model's accuracy rises on a separable set); the reward model
   scores the last real token with its value head.
@@ -335,3 +339,153 @@ def test_dpo_reads_what_preprocess_data_writes(tmp_path: Path, capsys: pytest.Ca
         assert trained and sample[f"{side}_loss_mask"].nonzero().flatten().tolist() == trained
         assert int(sample[f"{side}_length"]) == len(ids)
     assert abs(_steps(trainer, 1)[0].loss - math.log(2)) < 1e-6
+
+
+# ------------------------------------------------------------------- a reward model trained with LoRA, exported
+
+HF_SHAPE = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=32, max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=5000.0)
+TRAINING = ["--seq-length", str(SEQ), "--micro-batch-size", "2", "--global-batch-size", "4",
+            "--tokenizer-type", "NullTokenizer", "--seed", "3", "--device", "cpu", "--eval-iters", "0",
+            "--log-interval", "1", "--hidden-dropout", "0", "--attention-dropout", "0", "--num-workers", "0",
+            "--is-pairwise-dataset", "--train-iters", "2", "--optimizer", "adam", "--lr", "0.01"]
+ORM_LORA = ["--lora-target-modules", "linear_qkv", "linear_fc1", "--lora-r", "4"]
+
+
+@pytest.fixture(scope="module")
+def lora_reward_model(tmp_path_factory: pytest.TempPathFactory):
+    """An HF language model, converted; a reward model trained on it with LoRA for 2 steps (its --save holds
+    the adapters and the value head); the last-token scores of 8 replies."""
+    import transformers
+
+    from tools.convert_ckpt import main as convert_main
+
+    root = tmp_path_factory.mktemp("orm_lora")
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(transformers.LlamaConfig(**HF_SHAPE, dtype="float32")).save_pretrained(root / "lm")
+    assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(root / "lm"),
+                         "--save-dir", str(root / "lm_mg")]) == 0
+    prefix, pairs = pairwise_dataset(root)
+    trainer = _trainer_argv(TRAINING + ["--stage", "orm", "--data-path", prefix, "--load", str(root / "lm_mg"),
+                                        "--use-checkpoint-args", "--finetune", "--save", str(root / "orm")] + ORM_LORA)
+    _steps(trainer, 2)
+    trainer.save()
+    replies = [reply for ids, _, rejected, _ in pairs[:4] for reply in (ids, rejected)]
+    scores = _our_scores(trainer.model, replies)
+    assert max(scores) - min(scores) > 1e-2, scores  # scores that differ
+    return root, prefix, replies, scores
+
+
+def _our_scores(model: torch.nn.Module, replies: List[List[int]]) -> List[float]:
+    model.eval()
+    with torch.no_grad():
+        return [float(model(torch.tensor([reply]))[0, len(reply) - 1]) for reply in replies]  # the last token's
+
+
+def _hf_scores(model: torch.nn.Module, replies: List[List[int]]) -> List[float]:
+    with torch.no_grad():
+        return [float(model(torch.tensor([reply])).logits[0, 0]) for reply in replies]
+
+
+def _worst(ours: List[float], theirs: List[float]) -> float:
+    return max(abs(a - b) for a, b in zip(ours, theirs))
+
+
+def _convert_lora(root: Path, out: str, *extra: str) -> int:
+    from tools.convert_ckpt import main as convert_main
+
+    return convert_main(["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", str(root / "lm_mg"),
+                         "--lora-load", str(root / "orm"), "--save-dir", str(root / out), *extra])
+
+
+def test_a_lora_reward_model_merges_into_a_transformers_sequence_classifier(lora_reward_model) -> None:
+    import transformers
+    from safetensors import safe_open
+
+    root, _, replies, scores = lora_reward_model
+    assert _convert_lora(root, "merged_hf") == 0
+    with safe_open(str(root / "merged_hf" / "model.safetensors"), framework="pt") as handle:
+        assert "score.weight" in handle.keys() and "lm_head.weight" not in handle.keys()
+    model, info = transformers.AutoModelForSequenceClassification.from_pretrained(
+        root / "merged_hf", output_loading_info=True, dtype=torch.float32)
+    assert type(model).__name__ == "LlamaForSequenceClassification" and model.config.num_labels == 1
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    worst = _worst(scores, _hf_scores(model, replies))
+    print(f"merged LoRA reward model: max |ours - HF| = {worst:.2e}")
+    assert worst <= 1e-5
+
+
+def test_a_lora_reward_model_merges_into_an_mg_reward_model(lora_reward_model) -> None:
+    root, prefix, replies, scores = lora_reward_model
+    assert _convert_lora(root, "merged_mg", "--save-model-type", "mg") == 0
+    merged = _trainer_argv(TRAINING + ["--stage", "orm", "--data-path", prefix, "--load", str(root / "merged_mg"),
+                                       "--use-checkpoint-args", "--finetune"])
+    worst = _worst(scores, _our_scores(merged.model, replies))
+    print(f"merged mg reward model: max |ours - merged| = {worst:.2e}")
+    assert worst <= 1e-5
+    # at TP 2 PP 2 (the head on the last stage), back to HF: the tensors of the direct merged export
+    from safetensors.torch import load_file
+
+    from tools.convert_ckpt import main as convert_main
+
+    assert _convert_lora(root, "merged_tp2pp2", "--save-model-type", "mg", "--target-tensor-parallel-size", "2",
+                         "--target-pipeline-parallel-size", "2") == 0
+    assert convert_main(["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir",
+                         str(root / "merged_tp2pp2"), "--save-dir", str(root / "merged_tp2pp2_hf")]) == 0
+    if not (root / "merged_hf").is_dir():  # (this test run alone)
+        assert _convert_lora(root, "merged_hf") == 0
+    ours, theirs = (load_file(str(root / name / "model.safetensors")) for name in ("merged_hf", "merged_tp2pp2_hf"))
+    assert sorted(ours) == sorted(theirs) and all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+
+def test_a_lora_reward_model_exports_to_peft_as_a_sequence_classifier(lora_reward_model,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    import json
+
+    import transformers
+    from safetensors import safe_open
+
+    peft = pytest.importorskip("peft")
+    root, prefix, replies, scores = lora_reward_model
+    assert _convert_lora(root, "peft", "--save-lora-to-hf") == 0
+    config = json.loads((root / "peft" / "adapter_config.json").read_text())
+    assert config["task_type"] == "SEQ_CLS" and "score" in config["modules_to_save"]
+    with safe_open(str(root / "peft" / "adapter_model.safetensors"), framework="pt") as handle:
+        assert "base_model.model.score.weight" in handle.keys()
+    base = transformers.AutoModelForSequenceClassification.from_pretrained(root / "lm", num_labels=1,
+                                                                           dtype=torch.float32)
+    model = peft.PeftModel.from_pretrained(base, str(root / "peft")).eval()
+    worst = _worst(scores, _hf_scores(model, replies))
+    print(f"PEFT reward adapter: max |ours - PEFT| = {worst:.2e}")
+    assert worst <= 1e-5
+    # and back: --lora-load of the PEFT adapter into --stage orm gives the same reward model (its score head)
+    loaded = _trainer_argv(TRAINING + ["--stage", "orm", "--data-path", prefix, "--load", str(root / "lm_mg"),
+                                       "--use-checkpoint-args", "--finetune", "--lora-load", str(root / "peft")]
+                           + ORM_LORA)
+    worst = _worst(scores, _our_scores(loaded.model, replies))
+    print(f"PEFT reward adapter through --lora-load: max |ours - loaded| = {worst:.2e}")
+    assert worst <= 1e-5
+    with capsys.disabled():
+        peft_worst = _worst(scores, _hf_scores(model, replies))
+        print(f"PEFT: max |ours - PEFT| = {peft_worst:.2e}, through --lora-load {worst:.2e}")
+    # a causal LM's adapter (no score head) into --stage orm: the adapters, and a fresh value head
+    from safetensors.torch import load_file, save_file
+
+    (root / "peft_lm").mkdir()
+    tensors = load_file(str(root / "peft" / "adapter_model.safetensors"))
+    save_file({k: v for k, v in tensors.items() if not k.endswith("score.weight")},
+              str(root / "peft_lm" / "adapter_model.safetensors"))
+    (root / "peft_lm" / "adapter_config.json").write_text(json.dumps(
+        {**config, "task_type": "CAUSAL_LM", "modules_to_save": None}))
+    lm = _trainer_argv(TRAINING + ["--stage", "orm", "--data-path", prefix, "--load", str(root / "lm_mg"),
+                                   "--use-checkpoint-args", "--finetune", "--lora-load", str(root / "peft_lm")]
+                       + ORM_LORA)
+    adapters = {k: v for k, v in loaded.model.state_dict().items() if "lora" in k}
+    assert adapters and all(torch.equal(v, lm.model.state_dict()[k]) for k, v in adapters.items())
+    assert not torch.equal(lm.model.value_head.weight, loaded.model.value_head.weight)
+    capsys.readouterr()
+    dpo = TRAINING + ["--stage", "dpo", "--data-path", prefix, "--load", str(root / "lm_mg"), "--use-checkpoint-args",
+                      "--finetune", "--lora-load", str(root / "peft")] + ORM_LORA
+    assert "is a sequence classifier's PEFT adapter (task_type SEQ_CLS" in _error(dpo, capsys)
+    assert _convert_lora(root, "never", "--lora-load", str(root / "peft")) == 2  # (the last --lora-load wins)
+    assert "is a PEFT adapter; the converter merges a LoRA run's --save" in capsys.readouterr().err
