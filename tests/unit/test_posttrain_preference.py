@@ -257,9 +257,22 @@ def test_bad_preference_input_is_one_line(tmp_path: Path, capsys: pytest.Capture
         RewardModelTask(args).validate(args)  # (a 2-rank layout: checked here without launching it)
 
 
-def test_the_reward_model_exports_to_a_transformers_sequence_classifier(tmp_path: Path) -> None:
+def _hf_sequence_classifier(directory: Path):
+    """The exported reward model as transformers loads it: a one-label classifier with ``score``, no lm_head."""
     import transformers
     from safetensors import safe_open
+
+    with safe_open(str(directory / "model.safetensors"), framework="pt") as handle:
+        assert "score.weight" in handle.keys() and "lm_head.weight" not in handle.keys()
+    model, info = transformers.AutoModelForSequenceClassification.from_pretrained(
+        directory, output_loading_info=True, dtype=torch.float32)
+    assert type(model).__name__ == "LlamaForSequenceClassification" and model.config.num_labels == 1
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    return model
+
+
+def test_the_reward_model_exports_to_a_transformers_sequence_classifier(tmp_path: Path) -> None:
+    import transformers
 
     from tools.convert_ckpt import main as convert_main
 
@@ -282,12 +295,7 @@ def test_the_reward_model_exports_to_a_transformers_sequence_classifier(tmp_path
     trainer.save()
     assert convert_main(["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", str(tmp_path / "orm"),
                          "--save-dir", str(tmp_path / "orm_hf")]) == 0
-    with safe_open(str(tmp_path / "orm_hf" / "model.safetensors"), framework="pt") as handle:
-        assert "score.weight" in handle.keys() and "lm_head.weight" not in handle.keys()
-    model, info = transformers.AutoModelForSequenceClassification.from_pretrained(
-        tmp_path / "orm_hf", output_loading_info=True, dtype=torch.float32)
-    assert type(model).__name__ == "LlamaForSequenceClassification" and model.config.num_labels == 1
-    assert not info["missing_keys"] and not info["unexpected_keys"]
+    model = _hf_sequence_classifier(tmp_path / "orm_hf")
     trainer.model.eval()
     worst, scores = 0.0, []
     with torch.no_grad():
@@ -399,17 +407,9 @@ def _convert_lora(root: Path, out: str, *extra: str) -> int:
 
 
 def test_a_lora_reward_model_merges_into_a_transformers_sequence_classifier(lora_reward_model) -> None:
-    import transformers
-    from safetensors import safe_open
-
     root, _, replies, scores = lora_reward_model
     assert _convert_lora(root, "merged_hf") == 0
-    with safe_open(str(root / "merged_hf" / "model.safetensors"), framework="pt") as handle:
-        assert "score.weight" in handle.keys() and "lm_head.weight" not in handle.keys()
-    model, info = transformers.AutoModelForSequenceClassification.from_pretrained(
-        root / "merged_hf", output_loading_info=True, dtype=torch.float32)
-    assert type(model).__name__ == "LlamaForSequenceClassification" and model.config.num_labels == 1
-    assert not info["missing_keys"] and not info["unexpected_keys"]
+    model = _hf_sequence_classifier(root / "merged_hf")
     worst = _worst(scores, _hf_scores(model, replies))
     print(f"merged LoRA reward model: max |ours - HF| = {worst:.2e}")
     assert worst <= 1e-5
