@@ -7,8 +7,8 @@
 
 ``--task greedy`` (argmax), ``do_sample`` (``--temperature``, ``--top-k``, ``--top-p``, seeded by ``--seed``),
 ``chat`` (an interactive loop: one user turn per stdin line, ``--history-turns`` earlier turns kept, the
-tokenizer's chat template or ``--prompt-type``; ``exit`` or end of input stops it). ``beam_search`` is not
-implemented yet and is refused. Prompts come from ``--prompt`` (repeatable) and ``--prompt-file`` (jsonl,
+tokenizer's chat template or ``--prompt-type``; ``exit`` or end of input stops it), ``beam_search``
+(``--num-beams``, Hugging Face's rules; its responses are printed when complete). Prompts come from ``--prompt`` (repeatable) and ``--prompt-file`` (jsonl,
 a ``prompt`` field per line), are generated in batches of ``--micro-batch-size`` (default 8), wrapped in a
 chat template with ``--hf-chat-template`` or ``--prompt-type NAME``. The first batch's first response is
 streamed to stdout as it is generated; every response is printed, and with ``--output-file`` written as
@@ -28,6 +28,7 @@ import torch.distributed as dist
 from core.checkpointing import CheckpointError
 from mindspeed_llm.arguments import ArgumentError
 from mindspeed_llm.data.templates import TEMPLATES, ChatEncoder, Turn
+from mindspeed_llm.inference.beam_search import BeamConfig, beam_search
 from mindspeed_llm.inference.engine import Generation, GenerationConfig, generate
 from mindspeed_llm.inference.loading import InferenceSetup, setup_inference
 from mindspeed_llm.inference.sampling import SamplingConfig
@@ -125,6 +126,11 @@ class Session:
         return text[:min(cuts)] if cuts else text
 
     def generate(self, prompts: List[List[int]], stream: bool) -> Generation:
+        if self.args.task == "beam_search":  # the best beam is known at the end only
+            result = beam_search(self.model, prompts, self.config, BeamConfig(self.args.num_beams))
+            if stream:
+                emit(self.response_text(result.token_ids[0]))
+            return result
         on_tokens = self._streamer() if stream else None
         result = generate(self.model, prompts, self.config, decode=self.tokenizer.detokenize, on_tokens=on_tokens)
         if stream:
@@ -191,9 +197,7 @@ def run_chat(session: Session) -> None:
 def check_task(args: argparse.Namespace) -> None:
     """inference.py's own rules, before the model is built."""
     if args.task not in ("greedy", "do_sample", "chat", "beam_search"):
-        raise ValueError(f"inference.py needs --task greedy|do_sample|chat, got {args.task}")
-    if args.task == "beam_search":
-        raise ValueError("--task beam_search is not implemented yet; use --task greedy or do_sample")
+        raise ValueError(f"inference.py needs --task greedy|do_sample|beam_search|chat, got {args.task}")
     if args.task != "chat":
         read_prompts(args)  # a bad --prompt-file fails now
 

@@ -591,6 +591,7 @@ def _add_inference_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--repetition-penalty", type=float, default=1.0,
                        help="divide (multiply when negative) the logits of tokens already in the row by this "
                             "(Hugging Face's rule; 1: off)")
+    group.add_argument("--num-beams", type=int, default=4, help="beam_search: the beams kept per prompt")
     group.add_argument("--stop-strings", nargs="*", default=[], metavar="TEXT",
                        help="end a response at the first of these strings (besides the EOS token)")
     group.add_argument("--prompt", action=_Repeatable, default=[], metavar="TEXT",
@@ -1277,7 +1278,7 @@ def _check_inference(args: argparse.Namespace) -> None:
         raise ArgumentError(f"--top-k {args.top_k} must be 0 (off) or more")
     if args.repetition_penalty <= 0.0:
         raise ArgumentError(f"--repetition-penalty {args.repetition_penalty} must be > 0 (1 turns it off)")
-    for dest in ("max_new_tokens",):
+    for dest in ("max_new_tokens", "num_beams"):
         if getattr(args, dest) < 1:
             raise ArgumentError(f"{_flag(dest)} must be at least 1, got {getattr(args, dest)}")
     if args.history_turns < 0:

@@ -118,7 +118,7 @@ def left_pad(prompts: Sequence[Sequence[int]], pad: int,
     return tokens.to(device), valid.to(device), positions.to(device)
 
 
-def _seen_tokens(prompts: Sequence[Sequence[int]], vocab: int, device: torch.device) -> torch.Tensor:
+def seen_tokens(prompts: Sequence[Sequence[int]], vocab: int, device: torch.device) -> torch.Tensor:
     """``[b, v]`` bool: the tokens of each prompt (the repetition penalty's set)."""
     seen = torch.zeros(len(prompts), vocab, dtype=torch.bool, device=device)
     for row, prompt in enumerate(prompts):
@@ -148,6 +148,12 @@ class _CachedDecoder:
         self.next_position = self.next_position + 1
         return self._run(ids, valid, positions)
 
+    def select_rows(self, rows: List[int]) -> None:
+        """Continue from rows ``rows`` (beam search's surviving beams)."""
+        index = torch.tensor(rows, dtype=torch.long, device=self.next_position.device)
+        self.cache.select_rows(index)
+        self.next_position = self.next_position[index]
+
     def _run(self, ids: torch.Tensor, valid: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         self.cache.begin_step(valid, positions)
         logits = self.model(ids, position_ids=positions, inference_cache=self.cache)  # [b, s, v/tp]
@@ -175,9 +181,30 @@ class _RecomputingDecoder:
                 rows.append(torch.zeros_like(rows[0]) if rows else self._last_logits(self.sequences[row]))
         return torch.cat(rows)
 
+    def select_rows(self, rows: List[int]) -> None:
+        """Continue from rows ``rows`` (beam search's surviving beams)."""
+        self.sequences = [list(self.sequences[row]) for row in rows]
+
     def _last_logits(self, sequence: List[int]) -> torch.Tensor:
         ids = torch.tensor([sequence], dtype=torch.long, device=self.device)  # [1, s]
         return gather_logits(self.model(ids)[:, -1:], self.model)[:, 0].float()  # [1, v]
+
+
+def build_decoder(model: GPTModel, prompts: Sequence[Sequence[int]], max_new: int, pad: int,
+                  use_cache: Optional[bool]):
+    """The KV-cache decoder, or the recomputing one (``use_cache`` False, or None for a model that needs it)."""
+    check_supported(model)
+    check_prompts(prompts, model.config.max_position_embeddings)
+    model.eval()
+    device = model.output_weight().device
+    cached = not needs_recompute(model) if use_cache is None else use_cache
+    return (_CachedDecoder(model, prompts, max_new, pad, device) if cached
+            else _RecomputingDecoder(model, prompts, device))
+
+
+def new_token_budget(model: GPTModel, prompts: Sequence[Sequence[int]], max_new_tokens: int) -> int:
+    """``max_new_tokens``, or fewer when the longest prompt would run past the model's context."""
+    return min(max_new_tokens, model.config.max_position_embeddings - max(len(p) for p in prompts))
 
 
 @torch.no_grad()
@@ -189,16 +216,12 @@ def generate(model: GPTModel, prompts: Sequence[Sequence[int]], config: Generati
     ``decode``: ids -> text, needed for stop strings. ``use_cache`` None: the KV cache unless the model needs
     recomputation (False forces recomputation, the reference the cache is tested against).
     """
-    check_supported(model)
     check_prompts(prompts, model.config.max_position_embeddings)
-    model.eval()
+    max_new = new_token_budget(model, prompts, config.max_new_tokens)
+    decoder = build_decoder(model, prompts, max_new, config.pad_token_id, use_cache)
     device = model.output_weight().device
-    max_new = min(config.max_new_tokens, model.config.max_position_embeddings - max(len(p) for p in prompts))
-    cached = not needs_recompute(model) if use_cache is None else use_cache
-    decoder = (_CachedDecoder(model, prompts, max_new, config.pad_token_id, device) if cached
-               else _RecomputingDecoder(model, prompts, device))
     generator = torch.Generator().manual_seed(config.seed)
-    seen = _seen_tokens(prompts, model.config.vocab_size, device)
+    seen = seen_tokens(prompts, model.config.vocab_size, device)
     stopping = _Stopping(len(prompts), config, decode)
     generated: List[List[int]] = [[] for _ in prompts]
     step_logits: List[torch.Tensor] = []

@@ -94,6 +94,13 @@ class KVCache:
             self._masks[key] = allowed[:, None]  # [b, 1, sq, sk]
         return self._masks[key]
 
+    def select_rows(self, rows: torch.Tensor) -> None:
+        """Keep rows ``rows`` [b] of every tensor, in that order (beam search follows its surviving beams)."""
+        self.valid, self.positions = self.valid[rows], self.positions[rows]
+        for layer in self._keys:
+            self._keys[layer] = self._keys[layer][rows]
+            self._values[layer] = self._values[layer][rows]
+
     @property
     def layers(self) -> Tuple[int, ...]:
         """The layers that have written to the cache."""

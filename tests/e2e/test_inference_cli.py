@@ -1,7 +1,8 @@
 """``inference.py`` as a user runs it: a tiny Llama with a trained tokenizer, converted from HF, greedy
 generation from ``--prompt`` flags and a ``--prompt-file`` into ``--output-file`` (one subprocess); the
 token ids equal ``transformers`` ``generate``'s. In-process: ``chat`` over a scripted stdin, and the
-one-line refusals (``--top-p`` outside (0, 1], a prompt longer than the context, ``beam_search``).
+one-line refusals (``--top-p`` outside (0, 1], a prompt longer than the context, an unknown task); beam
+search equals ``transformers``' with the same beams.
 
     python -m pytest tests/e2e/test_inference_cli.py -q
 """
@@ -84,6 +85,21 @@ def test_greedy_prompts_to_output_file(tiny, tmp_path) -> None:
     assert f"[response 2] {records[2]['response']}" in run.stdout
 
 
+def test_beam_search_task(tiny, tmp_path, capsys) -> None:
+    tok, model, mg = tiny
+    output = tmp_path / "beams.jsonl"
+    assert inference.main(["--task", "beam_search", "--num-beams", "3", *_flags(tok, mg), "--prompt", PROMPTS[1],
+                           "--output-file", str(output)]) == 0
+    record = json.loads(output.read_text())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tok)
+    ids = tokenizer(PROMPTS[1], add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        out = model.generate(input_ids=torch.tensor([ids]), max_new_tokens=NEW_TOKENS, num_beams=3, do_sample=False,
+                             eos_token_id=tokenizer.eos_token_id, pad_token_id=0)
+    assert record["token_ids"] == out[0, len(ids):].tolist()
+    assert record["response"] in capsys.readouterr().out
+
+
 def test_chat_reads_turns_from_stdin(tiny, monkeypatch, capsys) -> None:
     tok, _, mg = tiny
     monkeypatch.setattr(sys, "stdin", io.StringIO("the quick\nbrown fox\nexit\n"))
@@ -92,16 +108,15 @@ def test_chat_reads_turns_from_stdin(tiny, monkeypatch, capsys) -> None:
     assert out.count("User: ") == 3 and out.count("Assistant: ") == 2
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--task", "do_sample", "--top-p", "1.5", "--prompt", "x"], "error: --top-p 1.5 is outside (0, 1]"),
-    (["--task", "greedy", "--prompt", "the " * 80], "error: prompt 0 has"),
-    (["--task", "beam_search", "--prompt", "x"], "error: --task beam_search is not implemented yet"),
-    (["--task", "greedy"], "error: --task greedy needs --prompt TEXT or --prompt-file FILE"),
+@pytest.mark.parametrize("extra, message, parser_exit", [
+    (["--task", "do_sample", "--top-p", "1.5", "--prompt", "x"], "error: --top-p 1.5 is outside (0, 1]", True),
+    (["--task", "sample", "--prompt", "x"], "error: --task sample is not one of greedy, do_sample", True),
+    (["--task", "greedy", "--prompt", "the " * 80], "error: prompt 0 has", False),
+    (["--task", "greedy"], "error: --task greedy needs --prompt TEXT or --prompt-file FILE", False),
 ])
-def test_bad_input_one_line(tiny, capsys, extra, message) -> None:
+def test_bad_input_one_line(tiny, capsys, extra, message, parser_exit) -> None:
     tok, _, mg = tiny
-    with pytest.raises(SystemExit) if "--top-p" in extra else contextlib.nullcontext():
-        code = inference.main([*_flags(tok, mg), *extra])
-        assert code == 2
+    with pytest.raises(SystemExit) if parser_exit else contextlib.nullcontext():  # the parser exits with 2
+        assert inference.main([*_flags(tok, mg), *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(message), err

@@ -7,7 +7,8 @@ cover GQA (Llama), q/k/v bias (Qwen2), sliding windows (Mistral, Gemma2 with sof
 positions (GPT-2), ALiBi (Bloom), MLA (MiniCPM3), MoE (OLMoE), attention sinks with alternating windows
 (GPT-OSS), chunked attention and NoPE layers (Llama 4) and Mamba-2 (the recompute fallback). KV-cache
 decoding is checked against recomputing every row's whole sequence each step (ids equal, logits within
-1e-5), with a repetition penalty; seeded sampling repeats. Llama at TP 2 runs in one 2-process launch.
+1e-5), with a repetition penalty; seeded sampling repeats; beam search gives ``generate(num_beams=N)``'s
+best beam (with and without EOS, HF's length penalty and early-stopping rules). Llama at TP 2 runs in one 2-process launch.
 
     python -m pytest tests/models/test_generation.py -q
 """
@@ -25,6 +26,7 @@ import transformers
 from core.launcher import run_distributed
 from core.models.gpt_model import GPTModel, layout_state
 from core.parallel_state import initialize
+from mindspeed_llm.inference.beam_search import BeamConfig, beam_search
 from mindspeed_llm.inference.engine import GenerationConfig, generate, needs_recompute
 from mindspeed_llm.inference.sampling import SamplingConfig
 from tests.models import test_hf_parity, test_zoo_parity
@@ -147,6 +149,46 @@ def test_sampling_reproducible_and_stopping(converted) -> None:
     stop = generate(ours, prompts, GenerationConfig(max_new_tokens=NEW_TOKENS, stop_strings=(str(greedy[1][1]),)),
                     decode=decode)
     assert stop.token_ids[1] == greedy[1][:2] and stop.finish_reasons[1] == "stop"
+
+
+def hf_beams(model: transformers.PreTrainedModel, prompts: List[List[int]], new_tokens: int, eos: Tuple[int, ...],
+             beams: BeamConfig) -> List[List[int]]:
+    """HF's best beam of each left-padded prompt, cut after its first EOS (HF pads the shorter ones)."""
+    longest = max(len(p) for p in prompts)
+    ids = torch.zeros(len(prompts), longest, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, prompt in enumerate(prompts):
+        ids[row, longest - len(prompt):] = torch.tensor(prompt)
+        mask[row, longest - len(prompt):] = 1
+    model.generation_config.eos_token_id = None
+    with _quiet(), torch.no_grad():
+        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False,
+                             num_beams=beams.num_beams, length_penalty=beams.length_penalty,
+                             early_stopping=beams.early_stopping, pad_token_id=0, eos_token_id=list(eos) or None)
+    rows = out[:, longest:].tolist()
+    return [row[:next((i + 1 for i, t in enumerate(row) if t in eos), len(row))] for row in rows]
+
+
+def test_beam_search_equals_transformers(converted) -> None:
+    """No EOS, and EOS ids that end some beams early, with HF's length penalty and early-stopping rules."""
+    new_tokens, ended_on_eos = 8, 0
+    for name in ("llama2_gqa", "gpt2"):
+        model, mg_dir = converted[name]
+        ours = _ours(mg_dir)
+        prompts = prompts_for(model.config.vocab_size)
+        plain = beam_search(ours, prompts, GenerationConfig(max_new_tokens=new_tokens), BeamConfig(3)).token_ids
+        assert plain == hf_beams(model, prompts, new_tokens, (), BeamConfig(3)), name
+        if name != "llama2_gqa":
+            continue
+        eos = (plain[0][3], plain[1][2])  # tokens the beams meet
+        for beams in (BeamConfig(3), BeamConfig(3, 0.5, True), BeamConfig(2, 2.0, "never")):
+            config = GenerationConfig(max_new_tokens=new_tokens, eos_token_ids=eos)
+            expected = hf_beams(model, prompts, new_tokens, eos, beams)
+            for use_cache in (True, False):
+                result = beam_search(ours, prompts, config, beams, use_cache=use_cache)
+                assert result.token_ids == expected, f"{name} {beams} cache {use_cache}"
+            ended_on_eos += sum(reason == "eos" for reason in result.finish_reasons)
+    assert ended_on_eos > 0
 
 
 def test_prompt_longer_than_context_is_refused(converted) -> None:
