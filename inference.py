@@ -6,15 +6,16 @@
     torchrun --nproc-per-node 2 inference.py ... --tensor-model-parallel-size 2   # a TP 2 checkpoint
 
 ``--task greedy`` (argmax), ``do_sample`` (``--temperature``, ``--top-k``, ``--top-p``, seeded by ``--seed``),
-``chat`` (an interactive loop: one user turn per stdin line, ``--history-turns`` earlier turns kept, the
-tokenizer's chat template or ``--prompt-type``; ``exit`` or end of input stops it), ``beam_search``
-(``--num-beams``, Hugging Face's rules; its responses are printed when complete). Prompts come from ``--prompt`` (repeatable) and ``--prompt-file`` (jsonl,
-a ``prompt`` field per line), are generated in batches of ``--micro-batch-size`` (default 8), wrapped in a
-chat template with ``--hf-chat-template`` or ``--prompt-type NAME``. The first batch's first response is
-streamed to stdout as it is generated; every response is printed, and with ``--output-file`` written as
-jsonl (``prompt``, ``response``, ``token_ids``: the generated ids). A response ends at the tokenizer's EOS,
+``beam_search`` (``--num-beams``, Hugging Face's rules; a response is printed once complete), ``chat`` (an
+interactive loop: one user turn per stdin line, read by rank 0, ``--history-turns`` earlier turns kept, the
+tokenizer's chat template or ``--prompt-type``; ``exit`` or end of input stops it).
+``--repetition-penalty`` applies to every task. Prompts come from ``--prompt`` (repeatable) and
+``--prompt-file`` (jsonl, a ``prompt`` field per line), are generated in batches of ``--micro-batch-size``
+(default 8), wrapped in a chat template with ``--hf-chat-template`` or ``--prompt-type NAME``. The first
+batch's first response is streamed to stdout as it is generated; every response is printed, and with
+``--output-file`` written as jsonl (``prompt``, ``response``, ``token_ids``: the generated ids). A response ends at the tokenizer's EOS,
 at ``--stop-strings`` (and at a named template's end-of-turn text), or after ``--max-new-tokens``.
-Runs at any TP (PP 1, CP 1), on one process on the CPU too. Rank 0 prints and writes.
+Runs at any TP and PP (CP 1, no virtual stages), on one process on the CPU too. Rank 0 prints and writes.
 """
 from __future__ import annotations
 
@@ -177,13 +178,21 @@ def run_prompts(session: Session, texts: List[str]) -> None:
         emit(f"wrote {len(records)} responses to {args.output_file}")
 
 
+def read_line_on_rank_0() -> str:
+    """A line of stdin read by rank 0 and shared with every rank ('' at end of input)."""
+    line = [sys.stdin.readline() if is_rank_0() else ""]
+    if dist.is_initialized():
+        dist.broadcast_object_list(line, src=0)
+    return line[0]
+
+
 def run_chat(session: Session) -> None:
     """One user turn per stdin line; the response is streamed; ``exit``/``quit`` or end of input stops."""
     history: List[Turn] = []
     keep = session.args.history_turns
     while True:
         emit("User: ", end="")
-        line = sys.stdin.readline()
+        line = read_line_on_rank_0()
         if not line or line.strip() in ("exit", "quit"):
             emit("")
             return

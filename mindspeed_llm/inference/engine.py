@@ -9,8 +9,10 @@ convolution and SSM state are not cached) and MoE layers that drop tokens over a
 (``--moe-expert-capacity-factor``: the choice depends on every token of the pass), fall back to
 recomputing each row's whole sequence, unpadded, at every step: slower, with the same result.
 
-Every TP rank runs the same loop on the same full-vocabulary logits (gathered over TP) and draws the same
-token (the generator is seeded alike on every rank). Pipeline and context parallelism are refused.
+Every rank runs the same loop on the same full-vocabulary logits and draws the same token (the generator
+is seeded alike on every rank): the logits are gathered over TP, and under pipeline parallelism each stage
+runs its layers (with its layers' part of the cache) and sends its activations to the next; the last stage
+broadcasts the next-token logits to every stage. Context parallelism and virtual pipeline chunks are refused.
 """
 from __future__ import annotations
 
@@ -19,7 +21,10 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 
+import torch.distributed as dist
+
 from core.models.gpt_model import GPTModel, gather_logits
+from core.pipeline_parallel import p2p
 from core.transformer.block import MambaLayer
 from mindspeed_llm.inference.kv_cache import KVCache
 from mindspeed_llm.inference.sampling import SamplingConfig, next_tokens
@@ -62,8 +67,6 @@ def needs_recompute(model: GPTModel) -> bool:
 
 def check_supported(model: GPTModel) -> None:
     """Refuse layouts the engine does not run (one line each)."""
-    if not (model.pre_process and model.post_process):
-        raise ValueError("generation runs a whole model per rank: use --pipeline-model-parallel-size 1")
     if model.context_parallel is not None:
         raise ValueError("generation does not split prompts over CP ranks: use --context-parallel-size 1")
     if model.config.sequence_parallel and model.tp_group.size > 1:
@@ -126,12 +129,39 @@ def seen_tokens(prompts: Sequence[Sequence[int]], vocab: int, device: torch.devi
     return seen
 
 
+class _Stages:
+    """One forward pass of the whole model (over the pipeline stages); every rank gets the logits of each
+    row's last token ``[b, v]`` (fp32)."""
+
+    def __init__(self, model: GPTModel) -> None:
+        self.model, self.pp = model, model.state.pp_group
+
+    def __call__(self, ids: torch.Tensor, **kwargs: object) -> torch.Tensor:
+        model, pp = self.model, self.pp
+        batch, length = ids.shape
+        dtype = torch.float32 if model.config.fp32_residual_connection else model.config.params_dtype  # the stream's
+        hidden = None
+        if not model.pre_process:  # the previous stage's activations [s, b, h]
+            shape = (length, batch, model.config.hidden_size)
+            hidden = p2p.communicate([p2p.recv(pp.ranks[pp.rank - 1], shape)], pp, dtype, ids.device)[0]
+        out = model(ids if model.pre_process else None, hidden_states=hidden, **kwargs)
+        if model.post_process:
+            logits = gather_logits(out[:, -1:], model)[:, 0].float().contiguous()  # [b, v]
+        else:
+            p2p.communicate([p2p.send(out.to(dtype), pp.ranks[pp.rank + 1])], pp, dtype, ids.device)
+            logits = torch.empty(batch, model.config.vocab_size, dtype=torch.float32, device=ids.device)
+        if pp.size > 1:
+            dist.broadcast(logits, src=pp.ranks[-1], group=pp.handle)
+            p2p.wait_sends()
+        return logits
+
+
 class _CachedDecoder:
     """Next-token logits ``[b, v]`` from a prefill and then one token per row per step."""
 
     def __init__(self, model: GPTModel, prompts: Sequence[Sequence[int]], max_new: int, pad: int,
                  device: torch.device) -> None:
-        self.model = model
+        self.forward = _Stages(model)
         tokens, valid, positions = left_pad(prompts, pad, device)
         self.cache = KVCache(len(prompts), tokens.size(1) + max_new, device)
         self.next_position = positions[:, -1] + 1  # [b]
@@ -156,16 +186,16 @@ class _CachedDecoder:
 
     def _run(self, ids: torch.Tensor, valid: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         self.cache.begin_step(valid, positions)
-        logits = self.model(ids, position_ids=positions, inference_cache=self.cache)  # [b, s, v/tp]
+        logits = self.forward(ids, position_ids=positions, inference_cache=self.cache)  # [b, v]
         self.cache.end_step()
-        return gather_logits(logits[:, -1:], self.model)[:, 0].float()  # [b, v]
+        return logits
 
 
 class _RecomputingDecoder:
     """Next-token logits ``[b, v]`` from each row's whole sequence, unpadded, at every step."""
 
     def __init__(self, model: GPTModel, prompts: Sequence[Sequence[int]], device: torch.device) -> None:
-        self.model, self.device = model, device
+        self.forward, self.device = _Stages(model), device
         self.sequences = [list(p) for p in prompts]
 
     def prefill(self) -> torch.Tensor:
@@ -187,7 +217,7 @@ class _RecomputingDecoder:
 
     def _last_logits(self, sequence: List[int]) -> torch.Tensor:
         ids = torch.tensor([sequence], dtype=torch.long, device=self.device)  # [1, s]
-        return gather_logits(self.model(ids)[:, -1:], self.model)[:, 0].float()  # [1, v]
+        return self.forward(ids)  # [1, v]
 
 
 def build_decoder(model: GPTModel, prompts: Sequence[Sequence[int]], max_new: int, pad: int,

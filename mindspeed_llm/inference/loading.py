@@ -3,7 +3,7 @@
 The same flags, validation and checkpoint checks as training (``mindspeed_llm/arguments.py``,
 ``core/checkpointing.py``, ``training.check_saved_settings``), without the optimizer. The training-only
 required flags get placeholders when absent (a generation run has no learning rate). Sequence parallelism
-is turned off (a decode step is one token; the weights are the same).
+is turned off (a decode step is one token; the weights are the same). Each pipeline rank builds its stage.
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
 
 from core import checkpointing
-from core.models.gpt_model import GPTModel, build_model
+from core.models.gpt_model import GPTModel, build_model_chunks
+from core.pipeline_parallel.layout import stage_layers
 from core.parallel_state import ParallelState, expert_dimension, initialize
 from core.tensor_parallel.random import model_parallel_seed
 from mindspeed_llm.arguments import parse_and_validate, set_vocab_size, transformer_config_from_args
@@ -89,9 +90,9 @@ def setup_inference(argv: Optional[Sequence[str]],
     args = parse_and_validate(with_placeholders(sys.argv[1:] if argv is None else argv),
                               int(os.environ.get("WORLD_SIZE", "1")))
     check(args)
-    if args.pipeline_model_parallel_size > 1 or args.context_parallel_size > 1:
-        raise ValueError("inference.py runs at --pipeline-model-parallel-size 1 and --context-parallel-size 1; "
-                         "convert the checkpoint to PP 1 (tools/convert_ckpt.py) or drop the flags")
+    if args.context_parallel_size > 1 or args.virtual_pipeline_model_parallel_size:
+        raise ValueError("inference.py runs without --context-parallel-size and virtual pipeline stages; convert "
+                         "the checkpoint to a plain TP/PP layout (tools/convert_ckpt.py) or drop the flags")
     if not args.load:
         raise ValueError("inference.py needs --load DIR (a checkpoint of ours; convert HF ones with "
                          "tools/convert_ckpt.py)")
@@ -100,12 +101,14 @@ def setup_inference(argv: Optional[Sequence[str]],
         set_vocab_size(args, tokenizer.vocab_size)
     config = dataclasses.replace(transformer_config_from_args(args), sequence_parallel=False)
     acc = init_distributed(args)
-    state = initialize(tp=args.tensor_model_parallel_size, expert_tp=args.expert_tensor_parallel_size,
+    state = initialize(tp=args.tensor_model_parallel_size, pp=args.pipeline_model_parallel_size,
+                       expert_tp=args.expert_tensor_parallel_size,
                        ep=expert_dimension(args.tensor_model_parallel_size, args.expert_model_parallel_size,
                                            args.expert_tensor_parallel_size),
                        backend=args.distributed_backend or acc.backend)
     model_parallel_seed(args.seed, state.tp_rank, state.pp_rank)
-    model = build_model(config, state, acc.device, args.seed)
+    placement = stage_layers(args.num_layers, state.pp, None, args.num_layer_list)
+    model = build_model_chunks(config, state, acc.device, args.seed, placement)[0]  # this stage's layers
     load_weights(model, args, state)
     model.eval()
     return InferenceSetup(args, state, model, tokenizer)

@@ -8,7 +8,7 @@ positions (GPT-2), ALiBi (Bloom), MLA (MiniCPM3), MoE (OLMoE), attention sinks w
 (GPT-OSS), chunked attention and NoPE layers (Llama 4) and Mamba-2 (the recompute fallback). KV-cache
 decoding is checked against recomputing every row's whole sequence each step (ids equal, logits within
 1e-5), with a repetition penalty; seeded sampling repeats; beam search gives ``generate(num_beams=N)``'s
-best beam (with and without EOS, HF's length penalty and early-stopping rules). Llama at TP 2 runs in one 2-process launch.
+best beam (with and without EOS, HF's length penalty and early-stopping rules). Llama at TP 2 and at PP 2 runs in one 2-process launch.
 
     python -m pytest tests/models/test_generation.py -q
 """
@@ -23,13 +23,17 @@ import pytest
 import torch
 import transformers
 
+from core.checkpointing import checkpoint_file, load_file
 from core.launcher import run_distributed
-from core.models.gpt_model import GPTModel, layout_state
+from core.models.gpt_model import GPTModel, build_model_chunks, layout_state
 from core.parallel_state import initialize
+from core.pipeline_parallel.layout import stage_layers
+from core.transformer.config import TransformerConfig
 from mindspeed_llm.inference.beam_search import BeamConfig, beam_search
 from mindspeed_llm.inference.engine import GenerationConfig, generate, needs_recompute
 from mindspeed_llm.inference.sampling import SamplingConfig
 from tests.models import test_hf_parity, test_zoo_parity
+from tools.convert_ckpt import main as convert_main
 
 FAMILIES = ("llama2_gqa", "qwen2_bias", "mistral_window", "gemma2", "gpt2", "bloom", "minicpm3", "olmoe",
             "gpt_oss", "llama4", "mamba2")
@@ -91,8 +95,26 @@ def converted(tmp_path_factory) -> Dict[str, Tuple[transformers.PreTrainedModel,
             test_hf_parity.convert(hf_dir, mg_dir, _case(name)[3], 1)
             if name == "llama2_gqa":
                 test_hf_parity.convert(hf_dir, str(root / "llama2_gqa_mg_tp2"), _case(name)[3], 2)
+                _convert_pp2(hf_dir, str(root / "llama2_gqa_mg_pp2"), _case(name)[3])
         result[name] = (model, mg_dir)
     return result
+
+
+def _convert_pp2(hf_dir: str, mg_dir: str, family: str) -> None:
+    code = convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", hf_dir,
+                         "--save-dir", mg_dir, "--model-type-hf", family, "--target-tensor-parallel-size", "1",
+                         "--target-pipeline-parallel-size", "2"])
+    assert code == 0
+
+
+def _load_stage(mg_dir: str, state) -> GPTModel:
+    """This pipeline rank's stage of a PP-converted checkpoint."""
+    checkpoint = load_file(checkpoint_file(mg_dir, None, 0, state.pp_rank, state.pp, release=True))
+    config = TransformerConfig.from_dict(checkpoint["transformer_config"])
+    placement = stage_layers(config.num_layers, state.pp)
+    model = build_model_chunks(config, state, torch.device("cpu"), 0, placement)[0]
+    model.load_state_dict(checkpoint["model"], strict=True)
+    return model.eval()
 
 
 def _ours(mg_dir: str) -> GPTModel:
@@ -198,9 +220,20 @@ def test_prompt_longer_than_context_is_refused(converted) -> None:
         generate(ours, [[1, 2], [1] * (context + 1)], GenerationConfig(max_new_tokens=2))
 
 
-def _tp2_worker(rank: int, world_size: int, mg_dir: str, prompts: List[List[int]]) -> Dict[str, object]:
-    state = initialize(tp=world_size)
-    model = test_zoo_parity.load_ours(mg_dir, state)
+def _parallel_worker(rank: int, world_size: int, tp_dir: str, pp_dir: str,
+                     prompts: List[List[int]]) -> Dict[str, object]:
+    """TP 2 (greedy with and without the cache, seeded sampling), then PP 2 (greedy, beam search)."""
+    results = _generations(test_zoo_parity.load_ours(tp_dir, initialize(tp=world_size)), prompts)
+    stage = _load_stage(pp_dir, initialize(pp=world_size))
+    results["pp_cached"] = generate(stage, prompts, GenerationConfig(max_new_tokens=NEW_TOKENS)).token_ids
+    results["pp_recomputed"] = generate(stage, prompts, GenerationConfig(max_new_tokens=NEW_TOKENS),
+                                        use_cache=False).token_ids
+    results["pp_beams"] = beam_search(stage, prompts, GenerationConfig(max_new_tokens=NEW_TOKENS),
+                                      BeamConfig(3)).token_ids
+    return results
+
+
+def _generations(model: GPTModel, prompts: List[List[int]]) -> Dict[str, object]:
     config = GenerationConfig(max_new_tokens=NEW_TOKENS)
     cached = generate(model, prompts, config, keep_logits=True)
     recomputed = generate(model, prompts, config, keep_logits=True, use_cache=False)
@@ -210,13 +243,18 @@ def _tp2_worker(rank: int, world_size: int, mg_dir: str, prompts: List[List[int]
             "logit_diff": max((a - b).abs().max().item() for a, b in zip(cached.step_logits, recomputed.step_logits))}
 
 
-def test_llama_tp2_greedy_equals_transformers(converted) -> None:
+def test_llama_tp2_and_pp2_equal_transformers(converted) -> None:
     model, mg_dir = converted["llama2_gqa"]
     prompts = prompts_for(model.config.vocab_size)
     expected = hf_greedy(model, prompts, NEW_TOKENS)
-    per_rank = run_distributed(2, _tp2_worker, os.path.join(os.path.dirname(mg_dir), "llama2_gqa_mg_tp2"), prompts)
+    expected_beams = hf_beams(model, prompts, NEW_TOKENS, (), BeamConfig(3))
+    root = os.path.dirname(mg_dir)
+    per_rank = run_distributed(2, _parallel_worker, os.path.join(root, "llama2_gqa_mg_tp2"),
+                               os.path.join(root, "llama2_gqa_mg_pp2"), prompts)
     for result in per_rank:
         assert result["cached"] == expected
         assert result["recomputed"] == expected
         assert result["logit_diff"] <= LOGIT_TOLERANCE
+        assert result["pp_cached"] == expected and result["pp_recomputed"] == expected
+        assert result["pp_beams"] == expected_beams
     assert per_rank[0]["sampled"] == per_rank[1]["sampled"]  # every TP rank draws the same tokens
