@@ -25,7 +25,7 @@ import transformers
 
 from core.checkpointing import checkpoint_file, load_file
 from core.launcher import run_distributed
-from core.models.gpt_model import GPTModel, build_model_chunks, layout_state
+from core.models.gpt_model import GPTModel, build_model, build_model_chunks, layout_state
 from core.parallel_state import initialize
 from core.pipeline_parallel.layout import stage_layers
 from core.transformer.config import TransformerConfig
@@ -147,6 +147,23 @@ def test_cache_equals_recompute(converted) -> None:
         diff = max((a - b).abs().max().item() for a, b in zip(cached.step_logits, recomputed.step_logits))
         assert diff <= LOGIT_TOLERANCE, f"{name}: max abs logit diff {diff}"
     assert needs_recompute(_ours(converted["mamba2"][1]))
+
+
+def test_bf16_generation(converted) -> None:
+    """A bf16 model decodes with its cache (bf16 keys/values) as by recomputation, near the fp32 logits."""
+    model, mg_dir = converted["llama2_gqa"]
+    checkpoint = load_file(checkpoint_file(mg_dir, None, 0, 0, 1, release=True))
+    config = TransformerConfig.from_dict({**checkpoint["transformer_config"], "params_dtype": torch.bfloat16})
+    ours = build_model(config, layout_state(1), torch.device("cpu"), seed=0)
+    ours.load_state_dict(checkpoint["model"], strict=True)
+    prompts = prompts_for(model.config.vocab_size)
+    generation = GenerationConfig(max_new_tokens=NEW_TOKENS)
+    cached = generate(ours.eval(), prompts, generation, keep_logits=True)
+    recomputed = generate(ours, prompts, generation, keep_logits=True, use_cache=False)
+    assert cached.token_ids == recomputed.token_ids
+    assert max((a - b).abs().max().item() for a, b in zip(cached.step_logits, recomputed.step_logits)) <= 2e-2
+    fp32 = generate(_ours(mg_dir), prompts, generation, keep_logits=True)
+    assert (cached.step_logits[0] - fp32.step_logits[0]).abs().max().item() <= 5e-2  # the prompt's logits
 
 
 def test_sampling_reproducible_and_stopping(converted) -> None:
