@@ -7,7 +7,8 @@ position. A forward pass over ``sq`` new tokens (the prompt at prefill, one toke
 their keys/values into slots ``length .. length + sq - 1`` and attends over slots ``0 .. length + sq - 1``
 with the one mask rule of ``core/transformer/attention_mask.py`` applied to per-row positions (causal,
 sliding windows, chunks) and the padding masked out. A padding query sees only its own slot, so its
-(ignored) output stays finite.
+(ignored) output stays finite. ALiBi's bias is taken over slots: per row that is the bias over positions
+shifted by a constant, which the softmax ignores.
 
 Layer entries are allocated when the layer first writes, to ``[b, heads, max_len, d]`` of the keys and
 values that layer attends with: its local (TP-sharded) KV heads for standard attention, the per-head
