@@ -8,7 +8,8 @@ positions (GPT-2), ALiBi (Bloom), MLA (MiniCPM3), MoE (OLMoE), attention sinks w
 (GPT-OSS), chunked attention and NoPE layers (Llama 4) and Mamba-2 (the recompute fallback). KV-cache
 decoding is checked against recomputing every row's whole sequence each step (ids equal, logits within
 1e-5), with a repetition penalty; seeded sampling repeats; beam search gives ``generate(num_beams=N)``'s
-best beam (with and without EOS, HF's length penalty and early-stopping rules). Llama at TP 2 and at PP 2 runs in one 2-process launch.
+best beam (with and without EOS, HF's length penalty and early-stopping rules). Llama (and the ALiBi, MLA, MoE and softcapped families) at TP 2, and Llama at PP 2, run in one 2-process
+launch.
 
     python -m pytest tests/models/test_generation.py -q
 """
@@ -37,6 +38,7 @@ from tools.convert_ckpt import main as convert_main
 
 FAMILIES = ("llama2_gqa", "qwen2_bias", "mistral_window", "gemma2", "gpt2", "bloom", "minicpm3", "olmoe",
             "gpt_oss", "llama4", "mamba2")
+TP2_FAMILIES = ("llama2_gqa", "gemma2", "bloom", "minicpm3", "olmoe")  # greedy at TP 2 too
 PROMPT_LENGTHS = (7, 3, 5)
 NEW_TOKENS = 6
 LOGIT_TOLERANCE = 1e-5
@@ -93,8 +95,9 @@ def converted(tmp_path_factory) -> Dict[str, Tuple[transformers.PreTrainedModel,
         with _quiet():
             model.save_pretrained(hf_dir)
             test_hf_parity.convert(hf_dir, mg_dir, _case(name)[3], 1)
+            if name in TP2_FAMILIES:
+                test_hf_parity.convert(hf_dir, str(root / f"{name}_mg_tp2"), _case(name)[3], 2)
             if name == "llama2_gqa":
-                test_hf_parity.convert(hf_dir, str(root / "llama2_gqa_mg_tp2"), _case(name)[3], 2)
                 _convert_pp2(hf_dir, str(root / "llama2_gqa_mg_pp2"), _case(name)[3])
         result[name] = (model, mg_dir)
     return result
@@ -237,10 +240,18 @@ def test_prompt_longer_than_context_is_refused(converted) -> None:
         generate(ours, [[1, 2], [1] * (context + 1)], GenerationConfig(max_new_tokens=2))
 
 
-def _parallel_worker(rank: int, world_size: int, tp_dir: str, pp_dir: str,
+def _parallel_worker(rank: int, world_size: int, tp_jobs: List[Tuple[str, str, List[List[int]]]], pp_dir: str,
                      prompts: List[List[int]]) -> Dict[str, object]:
-    """TP 2 (greedy with and without the cache, seeded sampling), then PP 2 (greedy, beam search)."""
-    results = _generations(test_zoo_parity.load_ours(tp_dir, initialize(tp=world_size)), prompts)
+    """TP 2 (Llama: greedy with and without the cache, seeded sampling; other families: greedy), then PP 2
+    (greedy, beam search)."""
+    state = initialize(tp=world_size)
+    results: Dict[str, object] = {}
+    for name, tp_dir, family_prompts in tp_jobs:
+        model = test_zoo_parity.load_ours(tp_dir, state)
+        if name == "llama2_gqa":
+            results.update(_generations(model, family_prompts))
+        else:
+            results[name] = generate(model, family_prompts, GenerationConfig(max_new_tokens=NEW_TOKENS)).token_ids
     stage = _load_stage(pp_dir, initialize(pp=world_size))
     results["pp_cached"] = generate(stage, prompts, GenerationConfig(max_new_tokens=NEW_TOKENS)).token_ids
     results["pp_recomputed"] = generate(stage, prompts, GenerationConfig(max_new_tokens=NEW_TOKENS),
@@ -260,14 +271,18 @@ def _generations(model: GPTModel, prompts: List[List[int]]) -> Dict[str, object]
             "logit_diff": max((a - b).abs().max().item() for a, b in zip(cached.step_logits, recomputed.step_logits))}
 
 
-def test_llama_tp2_and_pp2_equal_transformers(converted) -> None:
+def test_tp2_and_pp2_equal_transformers(converted) -> None:
     model, mg_dir = converted["llama2_gqa"]
     prompts = prompts_for(model.config.vocab_size)
     expected = hf_greedy(model, prompts, NEW_TOKENS)
     expected_beams = hf_beams(model, prompts, NEW_TOKENS, (), BeamConfig(3))
     root = os.path.dirname(mg_dir)
-    per_rank = run_distributed(2, _parallel_worker, os.path.join(root, "llama2_gqa_mg_tp2"),
-                               os.path.join(root, "llama2_gqa_mg_pp2"), prompts)
+    tp_jobs = [(name, os.path.join(root, f"{name}_mg_tp2"), prompts_for(converted[name][0].config.vocab_size))
+               for name in TP2_FAMILIES]
+    per_rank = run_distributed(2, _parallel_worker, tp_jobs, os.path.join(root, "llama2_gqa_mg_pp2"), prompts)
+    for name, _, family_prompts in tp_jobs[1:]:
+        expected_family = hf_greedy(converted[name][0], family_prompts, NEW_TOKENS)
+        assert all(result[name] == expected_family for result in per_rank), name
     for result in per_rank:
         assert result["cached"] == expected
         assert result["recomputed"] == expected
