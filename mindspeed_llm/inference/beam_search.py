@@ -18,8 +18,9 @@ from typing import List, Optional, Sequence, Union
 import torch
 
 from core.models.gpt_model import GPTModel
-from mindspeed_llm.inference.engine import (Generation, GenerationConfig, build_decoder, new_token_budget,
-                                            seen_tokens)
+from mindspeed_llm.inference.engine import (Generation, GenerationConfig, build_decoder, check_prompts,
+                                            model_device,
+                                            new_token_budget, seen_tokens)
 from mindspeed_llm.inference.sampling import apply_repetition_penalty
 
 NEG = -1.0e9  # the score of an impossible hypothesis
@@ -73,11 +74,12 @@ def _can_improve(running: torch.Tensor, finished: _Finished, length: int, budget
 def beam_search(model: GPTModel, prompts: Sequence[Sequence[int]], config: GenerationConfig, beams: BeamConfig,
                 use_cache: Optional[bool] = None) -> Generation:
     """Each prompt's best beam (generated ids) under ``beams``; ``config`` gives the length, EOS ids, penalty."""
+    check_prompts(prompts, model.config.max_position_embeddings)
     batch, width = len(prompts), beams.num_beams
     budget = new_token_budget(model, prompts, config.max_new_tokens)
     rows = [prompt for prompt in prompts for _ in range(width)]  # beam j of prompt b is row b N + j
     decoder = build_decoder(model, rows, budget, config.pad_token_id, use_cache)
-    seen = seen_tokens(rows, model.config.vocab_size, model.output_weight().device)
+    seen = seen_tokens(rows, model.config.vocab_size, model_device(model))
     eos = set(config.eos_token_ids)
     keep = max(2, 1 + len(eos)) * width
     running = torch.full((batch, width), NEG)

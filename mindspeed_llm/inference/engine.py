@@ -75,8 +75,15 @@ def check_supported(model: GPTModel) -> None:
         raise ValueError("a reward model (value head) scores sequences, it does not generate")
 
 
+def model_device(model: GPTModel) -> torch.device:
+    """The device of the model's (this stage's) parameters."""
+    return next(model.parameters()).device
+
+
 def check_prompts(prompts: Sequence[Sequence[int]], context: int) -> None:
-    """Every prompt non-empty and no longer than the model's context (one-line errors)."""
+    """Some prompts, every one non-empty and no longer than the model's context (one-line errors)."""
+    if len(prompts) == 0:
+        raise ValueError("no prompts to generate from")
     for i, prompt in enumerate(prompts):
         if len(prompt) == 0:
             raise ValueError(f"prompt {i} is empty")
@@ -197,6 +204,7 @@ class _RecomputingDecoder:
     def __init__(self, model: GPTModel, prompts: Sequence[Sequence[int]], device: torch.device) -> None:
         self.forward, self.device = _Stages(model), device
         self.sequences = [list(p) for p in prompts]
+        self.vocab = model.config.vocab_size
 
     def prefill(self) -> torch.Tensor:
         return torch.cat([self._last_logits(seq) for seq in self.sequences])
@@ -208,7 +216,7 @@ class _RecomputingDecoder:
                 self.sequences[row].append(token)
                 rows.append(self._last_logits(self.sequences[row]))
             else:  # a finished row: its logits are not used
-                rows.append(torch.zeros_like(rows[0]) if rows else self._last_logits(self.sequences[row]))
+                rows.append(torch.zeros(1, self.vocab, device=self.device))
         return torch.cat(rows)
 
     def select_rows(self, rows: List[int]) -> None:
@@ -226,7 +234,7 @@ def build_decoder(model: GPTModel, prompts: Sequence[Sequence[int]], max_new: in
     check_supported(model)
     check_prompts(prompts, model.config.max_position_embeddings)
     model.eval()
-    device = model.output_weight().device
+    device = model_device(model)
     cached = not needs_recompute(model) if use_cache is None else use_cache
     return (_CachedDecoder(model, prompts, max_new, pad, device) if cached
             else _RecomputingDecoder(model, prompts, device))
@@ -249,7 +257,7 @@ def generate(model: GPTModel, prompts: Sequence[Sequence[int]], config: Generati
     check_prompts(prompts, model.config.max_position_embeddings)
     max_new = new_token_budget(model, prompts, config.max_new_tokens)
     decoder = build_decoder(model, prompts, max_new, config.pad_token_id, use_cache)
-    device = model.output_weight().device
+    device = model_device(model)
     generator = torch.Generator().manual_seed(config.seed)
     seen = seen_tokens(prompts, model.config.vocab_size, device)
     stopping = _Stopping(len(prompts), config, decode)
