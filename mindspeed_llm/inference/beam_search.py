@@ -19,8 +19,7 @@ import torch
 
 from core.models.gpt_model import GPTModel
 from mindspeed_llm.inference.engine import (Generation, GenerationConfig, build_decoder, check_prompts,
-                                            model_device,
-                                            new_token_budget, seen_tokens)
+                                            model_device, new_token_budget, seen_tokens)
 from mindspeed_llm.inference.sampling import apply_repetition_penalty
 
 NEG = -1.0e9  # the score of an impossible hypothesis
