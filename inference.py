@@ -30,7 +30,7 @@ from core.checkpointing import CheckpointError
 from mindspeed_llm.arguments import ArgumentError
 from mindspeed_llm.data.templates import TEMPLATES, ChatEncoder, Turn
 from mindspeed_llm.inference.beam_search import BeamConfig, beam_search
-from mindspeed_llm.inference.engine import Generation, GenerationConfig, generate
+from mindspeed_llm.inference.engine import Generation, GenerationConfig, check_prompts, generate
 from mindspeed_llm.inference.loading import InferenceSetup, setup_inference
 from mindspeed_llm.inference.sampling import SamplingConfig
 
@@ -159,13 +159,15 @@ def run_prompts(session: Session, texts: List[str]) -> None:
     args = session.args
     if not texts:
         raise ValueError(f"--task {args.task} needs --prompt TEXT or --prompt-file FILE")
+    encoded = [session.encode(text) for text in texts]
+    check_prompts(encoded, session.model.config.max_position_embeddings)  # every prompt before any work
     records = []
     batch = args.micro_batch_size
     for start in range(0, len(texts), batch):
         chunk = texts[start:start + batch]
         if start == 0:
             emit(f"[prompt 0] {chunk[0]}\n[response 0] ", end="")
-        result = session.generate([session.encode(text) for text in chunk], stream=start == 0)
+        result = session.generate(encoded[start:start + batch], stream=start == 0)
         for offset, (text, ids) in enumerate(zip(chunk, result.token_ids)):
             response = session.response_text(ids)
             if start + offset > 0:

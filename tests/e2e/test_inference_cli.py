@@ -100,6 +100,26 @@ def test_beam_search_task(tiny, tmp_path, capsys) -> None:
     assert record["response"] in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("flags, prompt_type", [(["--prompt-type", "chatml"], "chatml"),
+                                                 (["--hf-chat-template"], "hf")])
+def test_chat_templates_wrap_the_prompt(tiny, tmp_path, flags, prompt_type) -> None:
+    """A named template or the tokenizer's own: the model continues the template's encoding of the prompt."""
+    from mindspeed_llm.data.templates import ChatEncoder
+    from mindspeed_llm.tokenizer import PretrainedFromHF
+    tok, model, mg = tiny
+    output = tmp_path / "templated.jsonl"
+    assert inference.main(["--task", "greedy", *flags, *_flags(tok, mg), "--prompt", PROMPTS[0],
+                           "--output-file", str(output)]) == 0
+    record = json.loads(output.read_text())
+    ids = ChatEncoder(PretrainedFromHF(tok), prompt_type).encode_prompt(None, [], PROMPTS[0])
+    assert len(ids) > len(PROMPTS[0].split()) + 2  # the template's tokens are there
+    eos = transformers.AutoTokenizer.from_pretrained(tok).eos_token_id
+    with torch.no_grad():
+        out = model.generate(input_ids=torch.tensor([ids]), max_new_tokens=NEW_TOKENS, do_sample=False,
+                             eos_token_id=eos, pad_token_id=0)
+    assert record["token_ids"] == out[0, len(ids):].tolist()
+
+
 def test_chat_reads_turns_from_stdin(tiny, monkeypatch, capsys) -> None:
     tok, _, mg = tiny
     monkeypatch.setattr(sys, "stdin", io.StringIO("the quick\nbrown fox\nexit\n"))
@@ -113,6 +133,7 @@ def test_chat_reads_turns_from_stdin(tiny, monkeypatch, capsys) -> None:
     (["--task", "sample", "--prompt", "x"], "error: --task sample is not one of greedy, do_sample", True),
     (["--task", "greedy", "--prompt", "the " * 80], "error: prompt 0 has", False),
     (["--task", "greedy"], "error: --task greedy needs --prompt TEXT or --prompt-file FILE", False),
+    (["--task", "greedy", "--prompt-type", "alpaca", "--prompt", "x"], "error: prompt 0 has", False),  # its system text
 ])
 def test_bad_input_one_line(tiny, capsys, extra, message, parser_exit) -> None:
     tok, _, mg = tiny
