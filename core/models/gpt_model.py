@@ -204,7 +204,8 @@ class GPTModel(nn.Module):
         Under context parallelism the inputs are this CP rank's tokens (``context_parallel.split_batch``);
         without ``position_ids`` their places in the sequence are the positions.
         ``inference_cache`` (generation, ``mindspeed_llm/inference/kv_cache.py``): the attention layers add these
-        tokens' keys/values to it and attend over every cached one; ``position_ids`` give each row's positions.
+        tokens' keys/values to it and attend over every cached one; ``position_ids`` give each row's positions;
+        only the last token's logits ``[b, 1, v/tp]`` come back.
         """
         given = hidden_states if hidden_states is not None else self.input_tensor
         if input_ids is not None:
@@ -233,6 +234,8 @@ class GPTModel(nn.Module):
                 input_ids, labels, hidden, rotary, embed=lambda ids: self.embedding(ids, position_ids),
                 per_token_loss=lambda h, ids: self._per_token_loss(self._logits(h), ids, label_smoothing),
                 layout=layout)
+        if inference_cache is not None:  # generation reads the last token's logits only
+            hidden = hidden[-1:]  # [1, b, h]
         logits = self._logits(hidden)  # [s, b, v/tp]
         if labels is None:
             return logits.transpose(0, 1)  # [b, s, v/tp]
