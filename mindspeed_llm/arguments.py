@@ -565,6 +565,47 @@ def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
                             "plain checkpoint instead of the adapters")
 
 
+class _Repeatable(argparse.Action):
+    """A repeatable flag: every use adds its value to a new list (argparse's ``append`` would extend the
+    placeholder :func:`_explicit_dests` probes with)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: Optional[str] = None) -> None:
+        current = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, (list(current) if isinstance(current, list) else []) + [values])
+
+
+INFERENCE_TASKS = ("greedy", "do_sample", "beam_search", "chat")
+EVALUATION_TASKS: Tuple[str, ...] = ()  # evaluation.py's --task values (the same flag)
+
+
+def _add_inference_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("generation (inference.py)")
+    group.add_argument("--task", type=str, default=None,
+                       help=f"inference.py: {'|'.join(INFERENCE_TASKS)} (chat: an interactive loop over stdin)")
+    group.add_argument("--max-new-tokens", type=int, default=256, help="generate at most this many tokens a prompt")
+    group.add_argument("--top-k", type=int, default=0, help="do_sample: keep the k most probable tokens (0: all)")
+    group.add_argument("--top-p", type=float, default=1.0,
+                       help="do_sample: keep the most probable tokens up to this probability mass, in (0, 1]")
+    group.add_argument("--temperature", type=float, default=1.0, help="do_sample: divide the logits by this")
+    group.add_argument("--repetition-penalty", type=float, default=1.0,
+                       help="divide (multiply when negative) the logits of tokens already in the row by this "
+                            "(Hugging Face's rule; 1: off)")
+    group.add_argument("--num-beams", type=int, default=4, help="beam_search: the beams kept per prompt")
+    group.add_argument("--stop-strings", nargs="*", default=[], metavar="TEXT",
+                       help="end a response at the first of these strings (besides the EOS token)")
+    group.add_argument("--prompt", action=_Repeatable, default=[], metavar="TEXT",
+                       help="a prompt to complete (repeatable)")
+    group.add_argument("--prompt-file", type=str, default=None, metavar="FILE",
+                       help="jsonl with a 'prompt' field per line: prompts to complete")
+    group.add_argument("--output-file", type=str, default=None, metavar="FILE",
+                       help="write jsonl: prompt, response and token_ids (the generated ids) per prompt")
+    group.add_argument("--hf-chat-template", action="store_true",
+                       help="wrap prompts in the tokenizer's own chat template (as --prompt-type hf)")
+    group.add_argument("--history-turns", type=int, default=3,
+                       help="chat: how many earlier turns the prompt keeps")
+
+
 def _add_logging_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("logging")
     group.add_argument("--log-interval", type=int, default=100)
@@ -592,7 +633,7 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (_add_network_size_args, _add_initialization_args, _add_regularization_args,
                 _add_training_args, _add_learning_rate_args, _add_checkpointing_args,
                 _add_mixed_precision_args, _add_distributed_args, _add_data_parallel_args, _add_data_args,
-                _add_posttrain_args, _add_logging_args):
+                _add_posttrain_args, _add_logging_args, _add_inference_args):
         add(parser)
     add_pipeline_layout_args(parser)
     add_tokenizer_args(parser)
@@ -1222,6 +1263,26 @@ def validate_args(args: argparse.Namespace, world_size: int) -> None:
     _check_data_parallel(args)
     _check_logging(args)
     _check_lora(args)
+    _check_inference(args)
+
+
+def _check_inference(args: argparse.Namespace) -> None:
+    """inference.py's flags in range (the task, sampling knobs, counts)."""
+    if args.task is not None and args.task not in INFERENCE_TASKS + EVALUATION_TASKS:
+        raise ArgumentError(f"--task {args.task} is not one of {', '.join(INFERENCE_TASKS + EVALUATION_TASKS)}")
+    if not 0.0 < args.top_p <= 1.0:
+        raise ArgumentError(f"--top-p {args.top_p} is outside (0, 1]; use e.g. --top-p 0.9 (1 turns it off)")
+    if args.temperature <= 0.0:
+        raise ArgumentError(f"--temperature {args.temperature} must be > 0 (use --task greedy for argmax decoding)")
+    if args.top_k < 0:
+        raise ArgumentError(f"--top-k {args.top_k} must be 0 (off) or more")
+    if args.repetition_penalty <= 0.0:
+        raise ArgumentError(f"--repetition-penalty {args.repetition_penalty} must be > 0 (1 turns it off)")
+    for dest in ("max_new_tokens", "num_beams"):
+        if getattr(args, dest) < 1:
+            raise ArgumentError(f"{_flag(dest)} must be at least 1, got {getattr(args, dest)}")
+    if args.history_turns < 0:
+        raise ArgumentError(f"--history-turns must be 0 or more, got {args.history_turns}")
 
 
 def _check_lora(args: argparse.Namespace) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 import zlib
-from typing import Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -193,7 +193,7 @@ class GPTModel(nn.Module):
     def forward(self, input_ids: Optional[torch.Tensor], labels: Optional[torch.Tensor] = None,
                 position_ids: Optional[torch.Tensor] = None,
                 hidden_states: Optional[torch.Tensor] = None, label_smoothing: float = 0.0,
-                document_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+                document_ids: Optional[torch.Tensor] = None, inference_cache: Optional[Any] = None) -> torch.Tensor:
         """Per-token loss ``[b, s]`` when ``labels`` are given, else local logits ``[b, s, v/tp]``.
 
         On a stage without embeddings, ``hidden_states`` ``[s, b, h]`` (or the tensor
@@ -203,6 +203,9 @@ class GPTModel(nn.Module):
         ``document_ids`` ``[b, s]`` (any integers, equal = same document) keep attention within documents.
         Under context parallelism the inputs are this CP rank's tokens (``context_parallel.split_batch``);
         without ``position_ids`` their places in the sequence are the positions.
+        ``inference_cache`` (generation, ``mindspeed_llm/inference/kv_cache.py``): the attention layers add these
+        tokens' keys/values to it and attend over every cached one; ``position_ids`` give each row's positions;
+        only the last token's logits ``[b, 1, v/tp]`` come back.
         """
         given = hidden_states if hidden_states is not None else self.input_tensor
         if input_ids is not None:
@@ -210,6 +213,8 @@ class GPTModel(nn.Module):
         else:
             local_len, batch, device = self._full_seq_len(given), given.size(1), given.device
         layout = sequence_layout(self.context_parallel, local_len, device, document_ids)
+        if inference_cache is not None:
+            layout = inference_cache.layout(local_len, device)
         if self.context_parallel is not None and position_ids is None:
             position_ids = layout.positions.expand(batch, -1)  # [b, s/cp]
         hidden = self.embedding(input_ids, position_ids) if self.pre_process else given
@@ -229,6 +234,8 @@ class GPTModel(nn.Module):
                 input_ids, labels, hidden, rotary, embed=lambda ids: self.embedding(ids, position_ids),
                 per_token_loss=lambda h, ids: self._per_token_loss(self._logits(h), ids, label_smoothing),
                 layout=layout)
+        if inference_cache is not None:  # generation reads the last token's logits only
+            hidden = hidden[-1:]  # [1, b, h]
         logits = self._logits(hidden)  # [s, b, v/tp]
         if labels is None:
             return logits.transpose(0, 1)  # [b, s, v/tp]

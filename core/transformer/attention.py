@@ -96,6 +96,7 @@ class SelfAttention(nn.Module):
         super().__init__()
         tp_group = state.tp_group
         self.config = config
+        self.layer_number = layer_number  # keys this layer's entry of a generation KV cache
         tp = tp_group.size
         hn = config.layer_kv_channels(layer_number)  # full-attention layers may have their own (Gemma4)
         heads, groups = config.num_attention_heads, config.layer_query_groups(layer_number)
@@ -212,6 +213,10 @@ class SelfAttention(nn.Module):
         s, b, nq, hn = q.shape
         if layout is None:
             out = self._local_attention(q, k, v)
+        elif layout.cache is not None:  # generation: these tokens' K/V join the cached ones, attended by mask
+            k, v = layout.cache.update(self.layer_number, k, v)  # [sk, b, ng, hn]
+            out = self._local_attention(q, k, v, layout.positions, layout.cache.key_slots(),
+                                        allowed=layout.cache.allowed(self.window, self.chunk))
         else:
             out = attend(q, k, v, layout, self._local_attention, self._scale(), self.window, self.chunk)
         return out.reshape(s, b, nq * hn)
@@ -222,11 +227,13 @@ class SelfAttention(nn.Module):
 
     def _local_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          query_positions: Optional[torch.Tensor] = None, key_positions: Optional[torch.Tensor] = None,
-                         documents: Optional[torch.Tensor] = None, first_head: int = 0) -> torch.Tensor:
+                         documents: Optional[torch.Tensor] = None, first_head: int = 0,
+                         allowed: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Attention over the keys this rank holds: q [sq, b, n, hn], k/v [sk, b, nkv, hn] -> [sq, b, n, hn].
 
         Positions None: q and k are the same whole sequence (plain causal, the flash kernel when nothing else
-        masks). ``first_head``: q's first head among this rank's heads (after a Ulysses all-to-all)."""
+        masks). ``first_head``: q's first head among this rank's heads (after a Ulysses all-to-all).
+        ``allowed`` [b, 1, sq, sk]: a given boolean mask instead of the positions' rule (a KV cache's)."""
         sq, b, nq, hn = q.shape
         q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, heads, s, hn]
         if k.size(1) != nq:  # grouped-query attention: each KV head serves nq / nkv query heads
@@ -237,7 +244,7 @@ class SelfAttention(nn.Module):
         dropout = cfg.attention_dropout if self.training else 0.0
         # heads differ per TP rank, so does their dropout
         with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():
-            mask = self._mask(q, query_positions, key_positions, documents, first_head)
+            mask = self._mask(q, query_positions, key_positions, documents, first_head, allowed)
             extra_logit = self._extra_logit(q)
             if extra_logit is not None:
                 extra_logit = extra_logit[first_head:first_head + nq]
@@ -252,14 +259,17 @@ class SelfAttention(nn.Module):
         return out.permute(2, 0, 1, 3)  # [s, b, np, hn]
 
     def _mask(self, q: torch.Tensor, query_positions: Optional[torch.Tensor], key_positions: Optional[torch.Tensor],
-              documents: Optional[torch.Tensor], first_head: int) -> Optional[torch.Tensor]:
-        """Boolean (True = attend) or, with ALiBi, additive mask for q [b, n, sq, hn]; None = plain causal."""
+              documents: Optional[torch.Tensor], first_head: int,
+              allowed: Optional[torch.Tensor] = None) -> Optional[torch.Tensor]:
+        """Boolean (True = attend) or, with ALiBi, additive mask for q [b, n, sq, hn]; None = plain causal.
+        ``allowed``: the boolean mask to use instead of the positions' rule."""
         cfg = self.config
         alibi = cfg.position_embedding_type == "alibi"
         if query_positions is None:
             return self._alibi_mask(q.size(2), q, first_head) if alibi else sliding_window_mask(
                 q.size(2), self.window, q.device, self.chunk)
-        allowed = attention_allowed(query_positions, key_positions, self.window, self.chunk, documents)
+        if allowed is None:
+            allowed = attention_allowed(query_positions, key_positions, self.window, self.chunk, documents)
         if not alibi:
             return allowed  # [sq, sk] or [b, 1, sq, sk]
         bias = alibi_bias(cfg.num_attention_heads, self.first_head + first_head, q.size(1), key_positions,

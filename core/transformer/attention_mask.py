@@ -19,10 +19,11 @@ def attention_allowed(query_positions: torch.Tensor, key_positions: torch.Tensor
     """Boolean mask (True = attend): ``[sq, sk]``, or ``[b, 1, sq, sk]`` with ``documents``.
 
     ``query_positions`` [sq] and ``key_positions`` [sk] are sequence indices; ``documents`` [b, s] numbers
-    the document of every token of the full sequence (any integers; equal = same document).
+    the document of every token of the full sequence (any integers; equal = same document). Per-row
+    positions ``[b, sq]`` / ``[b, sk]`` (generation with left padding) give ``[b, sq, sk]`` (no ``documents``).
     """
-    query, key = query_positions[:, None], key_positions[None, :]
-    allowed = key <= query  # [sq, sk]
+    query, key = query_positions[..., :, None], key_positions[..., None, :]
+    allowed = key <= query  # [sq, sk] ([b, sq, sk] with per-row positions)
     if window is not None:
         allowed = allowed & (key > query - window)
     if chunk is not None:

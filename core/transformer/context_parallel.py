@@ -28,7 +28,7 @@ document number of each token of the full sequence.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -125,6 +125,9 @@ class SequenceLayout:
     positions: torch.Tensor  # [s_local] the sequence index of each token this rank holds
     documents: Optional[torch.Tensor] = None  # [b, s] document number of every token of the full sequence
     cp: Optional[ContextParallel] = None
+    # generation: a KV cache (mindspeed_llm/inference/kv_cache.py) that attention layers write this step's
+    # keys/values into and attend over; ``positions`` are then this step's cache slots
+    cache: Optional[Any] = None
 
 
 def sequence_layout(cp: Optional[ContextParallel], local_len: int, device: torch.device,

@@ -57,6 +57,7 @@ class MultiLatentAttention(nn.Module):
     def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
         super().__init__()
         self.config, self.group = config, state.tp_group
+        self.layer_number = layer_number  # keys this layer's entry of a generation KV cache
         heads, tp = config.num_attention_heads, self.group.size
         self.local_heads = heads // tp
         self.nope_dim, self.rope_dim, self.v_dim = config.qk_head_dim, config.qk_pos_emb_head_dim, config.v_head_dim
@@ -138,6 +139,10 @@ class MultiLatentAttention(nn.Module):
         s, b = q.shape[:2]
         if layout is None:
             out = self._local_attention(q, k, v)
+        elif layout.cache is not None:  # generation: the cache keeps the per-head k/v this layer attends with
+            k, v = layout.cache.update(self.layer_number, k, v)  # [sk, b, np, nope + rope | v]
+            out = self._local_attention(q, k, v, layout.positions, layout.cache.key_slots(),
+                                        allowed=layout.cache.allowed(self.window, self.chunk))
         else:
             scale = self.config.mla_softmax_scale or q.size(-1) ** -0.5
             out = attend(q, k, v, layout, self._local_attention, scale, self.window, self.chunk)
@@ -145,14 +150,18 @@ class MultiLatentAttention(nn.Module):
 
     def _local_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          query_positions: Optional[torch.Tensor] = None, key_positions: Optional[torch.Tensor] = None,
-                         documents: Optional[torch.Tensor] = None, first_head: int = 0) -> torch.Tensor:
-        """q [sq, b, n, d], k/v [sk, b, n, d|v] -> [sq, b, n, v]; positions None: one whole causal sequence."""
+                         documents: Optional[torch.Tensor] = None, first_head: int = 0,
+                         allowed: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """q [sq, b, n, d], k/v [sk, b, n, d|v] -> [sq, b, n, v]; positions None: one whole causal sequence.
+        ``allowed`` [b, 1, sq, sk]: a given boolean mask (a KV cache's) instead of the positions' rule."""
         sq = q.size(0)
         q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, np, s, dim]
         dropout = self.config.attention_dropout if self.training else 0.0
         with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():  # heads differ per rank
             if query_positions is None:
                 mask = sliding_window_mask(sq, self.window, q.device, self.chunk)
+            elif allowed is not None:
+                mask = allowed
             else:
                 mask = attention_allowed(query_positions, key_positions, self.window, self.chunk, documents)
             causal = dict(is_causal=True) if mask is None else dict(attn_mask=mask)
