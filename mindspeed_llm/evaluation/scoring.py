@@ -8,13 +8,14 @@ the generation engine (mindspeed_llm/inference/) can stand in for it behind the 
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Protocol, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 
 from core.parallel_state import ParallelState
 from core.tensor_parallel.mappings import gather_from_tensor_model_parallel_region
+from mindspeed_llm.evaluation.errors import EvaluationError
 
 
 class Scorer(Protocol):
@@ -53,12 +54,18 @@ class ModelForward:
         """``context`` cut from the left so that ``keep`` more tokens fit the model's length."""
         room = self.max_length - keep
         if room < 1:
-            raise ValueError(f"a continuation of {keep} tokens does not fit the model's {self.max_length} positions")
+            raise EvaluationError(f"a continuation of {keep} tokens does not fit the model's {self.max_length} "
+                                  "positions; raise --max-position-embeddings or shorten the choices")
         return context[-room:]
 
 
+Plan = Tuple[int, int, List[int]]  # a request's (row index, first scored position, continuation tokens)
+
+
 class ModelScorer:
-    """:class:`Scorer` over our model: each request's context and continuation in one row."""
+    """:class:`Scorer` over our model: a row per request (context then continuation), except that requests
+    with the same context and a one-token continuation (answer letters) share one row of the context alone:
+    its last logits score every such continuation."""
 
     def __init__(self, forward: ModelForward, encode: Callable[[str], List[int]],
                  encode_continuation: Callable[[str], List[int]], batch_size: int) -> None:
@@ -66,23 +73,40 @@ class ModelScorer:
         self.batch_size = batch_size
 
     def loglikelihoods(self, requests: Sequence[Tuple[str, str]]) -> List[float]:
-        scores: List[float] = []
-        for start in range(0, len(requests), self.batch_size):
-            scores += self._batch(requests[start:start + self.batch_size])
-        return scores
+        unique, plans = self._rows(requests)
+        return self._score(unique, plans)
 
-    def _batch(self, requests: Sequence[Tuple[str, str]]) -> List[float]:
-        pieces = []
+    def _rows(self, requests: Sequence[Tuple[str, str]]) -> Tuple[List[List[int]], List[Plan]]:
+        """The distinct token rows to run, and each request's plan over them."""
+        index_of: Dict[Tuple[int, ...], int] = {}
+        unique: List[List[int]] = []
+        plans: List[Plan] = []
         for context, continuation in requests:
             tail = self.encode_continuation(continuation)
-            pieces.append((self.forward.fit(self.encode(context), len(tail)), tail))
-        log_probs = self.forward.log_probs([head + tail for head, tail in pieces])  # [b, s, v]
-        scores = []
-        for row, (head, tail) in enumerate(pieces):
-            # the logits at position p predict token p + 1
-            positions = torch.arange(len(head) - 1, len(head) + len(tail) - 1)
-            targets = torch.tensor(tail, dtype=torch.long, device=log_probs.device)
-            scores.append(float(log_probs[row, positions.to(log_probs.device), targets].sum()))
+            if not tail:
+                raise EvaluationError(f"the choice {continuation!r} encodes to no token")
+            head = self.forward.fit(self.encode(context), len(tail))
+            row = head if len(tail) == 1 else head + tail
+            index = index_of.setdefault(tuple(row), len(unique))
+            if index == len(unique):
+                unique.append(row)
+            plans.append((index, len(head) - 1, tail))  # the logits at position p predict token p + 1
+        return unique, plans
+
+    def _score(self, unique: List[List[int]], plans: List[Plan]) -> List[float]:
+        """Each plan's summed log-probability, the rows run ``batch_size`` at a time."""
+        plans_of_row: Dict[int, List[int]] = {}
+        for number, (index, _, _) in enumerate(plans):
+            plans_of_row.setdefault(index, []).append(number)
+        scores: List[float] = [0.0] * len(plans)
+        for start in range(0, len(unique), self.batch_size):
+            log_probs = self.forward.log_probs(unique[start:start + self.batch_size])  # [b, s, v]
+            for index in range(start, min(start + self.batch_size, len(unique))):
+                for number in plans_of_row[index]:
+                    _, first, tail = plans[number]
+                    positions = torch.arange(first, first + len(tail), device=log_probs.device)
+                    targets = torch.tensor(tail, dtype=torch.long, device=log_probs.device)
+                    scores[number] = float(log_probs[index - start, positions, targets].sum())
         return scores
 
 

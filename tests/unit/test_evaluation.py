@@ -373,7 +373,8 @@ def test_greedy_generator_equals_transformers_generate(tmp_path: Path, model_dir
                                    pad_token_id=0)[0, len(ids):].tolist()
         assert new == reference
     scorer = ModelScorer(forward, ours.tokenize, ours.tokenize, 3)
-    requests = [("the quick brown fox", " jumps"), ("Tom has 3 apples", " and buys 4 ."), ("a lazy", " dog")]
+    requests = [("the quick brown fox", " jumps"), ("Tom has 3 apples", " and buys 4 ."), ("a lazy", " dog"),
+                ("a lazy", " fox")]  # the last two share a row
     expected = [hf_loglikelihood(model, tokenizer, context, continuation) for context, continuation in requests]
     assert scorer.loglikelihoods(requests) == pytest.approx(expected, abs=1e-4)  # one right-padded batch
     assert evaluation.main(argv + ["--max-new-tokens", "4", "--output-file", str(tmp_path / "g.json")]) == 0
@@ -393,3 +394,41 @@ def test_evaluation_py_refusals_are_one_line(tmp_path: Path, model_dirs: Dict[st
     assert len(err.splitlines()) == 1 and "--allow-code-execution" in err
     assert evaluation.main(["--task", "squad", "--task-data-path", str(empty)] + model_argv(model_dirs)) == 2
     assert "--task squad" in capsys.readouterr().err
+
+
+def test_chat_template_wraps_prompts_and_starts_choices_the_turn(tmp_path: Path) -> None:
+    questions = tasks.boolq([str(boolq_layout(tmp_path))], tasks.EvalOptions())
+    scorer = PreferScorer(lambda _, c: c == "yes")
+    report = accuracy_report("boolq", judge(questions, scorer, None, 1, lambda text: f"<user>{text}</user>", True))
+    assert report["overall"]["correct"] == 1
+    assert all(c.startswith("<user>") and c.endswith("</user>") for c, _ in scorer.requests)
+    assert [x for _, x in scorer.requests[:2]] == ["no", "yes"]
+
+
+def evaluation_report(argv: List[str]) -> Dict:
+    from mindspeed_llm.evaluation.runner import evaluate
+    return evaluate(argv)
+
+
+def tp2_worker(rank: int, world_size: int, runs: List[List[str]]) -> List[Dict]:
+    return [evaluation_report(argv) for argv in runs]
+
+
+def test_tp2_and_sequence_parallel_give_the_tp1_report(tmp_path: Path, model_dirs: Dict[str, str]) -> None:
+    """The model converted at TP 2 evaluates MMLU (with and without sequence parallelism) and GSM8K to the
+    TP-1 reports, chat template on (one 2-process launch)."""
+    from core.launcher import run_distributed
+    from tools.convert_ckpt import main as convert_main
+
+    tp2 = str(tmp_path / "mg_tp2")
+    assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", model_dirs["hf"],
+                         "--save-dir", tp2, "--target-tensor-parallel-size", "2"]) == 0
+    common = ["--evaluation-batch-size", "2", "--max-new-tokens", "3", "--tokenizer-type", "PretrainedFromHF",
+              "--tokenizer-name-or-path", model_dirs["tok"], "--device", "cpu", "--use-checkpoint-args"]
+    mmlu = ["--task", "mmlu", "--task-data-path", str(mmlu_layout(tmp_path / "mmlu"))] + common
+    gsm8k = ["--task", "gsm8k", "--task-data-path", str(gsm8k_layout(tmp_path / "gsm8k"))] + common
+    expected = [evaluation_report(argv + ["--load", model_dirs["mg"]]) for argv in (mmlu, mmlu, gsm8k)]
+    at_tp2 = ["--load", tp2, "--tensor-model-parallel-size", "2"]
+    runs = [mmlu + at_tp2, mmlu + at_tp2 + ["--sequence-parallel"], gsm8k + at_tp2]
+    for reports in run_distributed(2, tp2_worker, runs):
+        assert reports == expected
