@@ -10,8 +10,11 @@ log-likelihood of each choice), gsm8k, bbh (greedy generation, ``--max-new-token
 and human_eval (generated code run only with ``--allow-code-execution``: a fresh interpreter without network,
 with a timeout; pass@1). Prompts are wrapped in the tokenizer's chat template when it has one, unless
 ``--no-chat-template``. ``--max-eval-samples N`` scores the first N questions of each subject.
-Prints per-subject and overall accuracy and, with ``--output-file``, writes them as JSON
+Prints per-subject and overall accuracy and, with ``--output-file`` (a file, or a directory that gets
+``{task}.json``), writes them as JSON
 (``{"task", "metric", "subjects": {name: {"total", "correct", "accuracy"}}, "overall": {...}}``).
+human_eval prompts are never chat-wrapped (they are code to complete); a completion holding a fenced code
+block that defines the entry point is run as that code.
 Runs at any TP (PP 1, CP 1), on one CPU process too; rank 0 prints and writes.
 """
 from __future__ import annotations

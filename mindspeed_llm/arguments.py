@@ -601,7 +601,8 @@ def _add_evaluation_args(parser: argparse.ArgumentParser) -> None:
     _add_once(group, "--max-new-tokens", type=int, default=256,
               help="generate at most this many tokens a prompt (gsm8k, bbh, human_eval)")
     _add_once(group, "--output-file", type=str, default=None, metavar="FILE",
-              help="evaluation.py: write the per-subject and overall accuracy here as JSON")
+              help="evaluation.py: write the per-subject and overall accuracy here as JSON (a directory: "
+                   "{task}.json in it)")
     group.add_argument("--task-data-path", nargs="*", default=[], metavar="DIR",
                        help="evaluation.py: the benchmark's directory (or files) in its published layout")
     group.add_argument("--evaluation-batch-size", type=int, default=1,

@@ -8,11 +8,12 @@ This runs untrusted code: evaluation.py only calls it with ``--allow-code-execut
 """
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Dict
+from typing import Dict, Optional
 
 NO_NETWORK_PRELUDE = '''
 import socket as _socket
@@ -33,8 +34,21 @@ class ExecutionResult:
 
 
 def human_eval_program(task: Dict[str, str], completion: str) -> str:
-    """The program that checks ``completion`` against the task's tests."""
-    return f"{task['prompt']}{completion}\n\n{task['test']}\n\ncheck({task['entry_point']})\n"
+    """The program that checks ``completion`` against the task's tests: the prompt continued by the
+    completion, or, when the completion holds a fenced code block that defines the entry point (an
+    instruction-tuned model's answer), the prompt followed by that code (its definition wins)."""
+    code = fenced_code(completion)
+    if code is not None and f"def {task['entry_point']}(" in code:
+        body = f"{task['prompt']}\n    pass\n\n{code}"
+    else:
+        body = task["prompt"] + completion
+    return f"{body}\n\n{task['test']}\n\ncheck({task['entry_point']})\n"
+
+
+def fenced_code(text: str) -> Optional[str]:
+    """The first ```-fenced block of ``text`` (its language tag dropped), or None."""
+    match = re.search(r"```[\w+-]*\n(.*?)(?:```|$)", text, re.DOTALL)
+    return match.group(1) if match else None
 
 
 def run_program(program: str, timeout: float = 10.0) -> ExecutionResult:

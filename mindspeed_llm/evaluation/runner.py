@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from core import checkpointing
@@ -41,6 +42,8 @@ class EvaluationTask(TrainingTask):
         self.questions: List[Question] = []
 
     def validate(self, args: argparse.Namespace) -> None:
+        if args.task is None:
+            raise EvaluationError(f"evaluation.py needs --task, one of {', '.join(EVALUATION_TASKS)}")
         if args.task not in EVALUATION_TASKS:
             raise EvaluationError(f"--task {args.task} is not a benchmark evaluation.py knows: "
                                   f"{', '.join(EVALUATION_TASKS)}")
@@ -111,10 +114,9 @@ def judge(questions: Sequence[Question], scorer: Optional[Scorer], generator: Op
         for q in choice:
             values = [next(scores) for _ in q.choices]
             verdicts[id(q)] = max(range(len(values)), key=values.__getitem__) == q.answer
-    stops = sorted({tuple(q.stop) for q in open_})
-    for stop in stops:  # one generate call per stop set (a task has one)
+    for stop in sorted({tuple(q.stop) for q in open_}):  # one generate call per stop set (a task has one)
         group = [q for q in open_ if tuple(q.stop) == stop]
-        texts = generator.generate([prepare(q.prompt) for q in group], max_new_tokens, stop)
+        texts = generator.generate([q.prompt if q.plain else prepare(q.prompt) for q in group], max_new_tokens, stop)
         for q, text in zip(group, texts):
             verdicts[id(q)] = q.judge(text)
     return [(q.subject, verdicts[id(q)]) for q in questions]
@@ -154,11 +156,21 @@ def evaluate(argv: Sequence[str]) -> dict:
             return text
         return tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
 
+    subjects = len({q.subject for q in task.questions})
+    print_rank_0(f"evaluating {args.task}: {len(task.questions)} questions in {subjects} subjects")
     judged = judge(task.questions, scorer, generator, args.max_new_tokens, prepare, strip_continuations=chat)
     report = accuracy_report(args.task, judged)
     print_rank_0(format_report(report))
     print_rank_0("evaluation results: " + json.dumps(report["overall"]))
     if args.output_file and trainer.state.rank == 0:
-        write_report(report, args.output_file)
-        print_rank_0(f"wrote {args.output_file}")
+        path = report_path(args.output_file, args.task)
+        write_report(report, path)
+        print_rank_0(f"wrote {path}")
     return report
+
+
+def report_path(output: str, task: str) -> str:
+    """``--output-file``: the file itself, or ``{task}.json`` in it when it is a directory (or ends with /)."""
+    if os.path.isdir(output) or output.endswith(os.sep):
+        return os.path.join(output, f"{task}.json")
+    return output

@@ -41,6 +41,7 @@ class OpenQuestion:
     prompt: str
     stop: Sequence[str]
     judge: Callable[[str], bool]  # generated text -> correct
+    plain: bool = False  # never wrapped in a chat template (code to complete)
 
 
 Question = Union[ChoiceQuestion, OpenQuestion]
@@ -165,10 +166,11 @@ def bbh(paths: Sequence[str], options: EvalOptions) -> List[Question]:
 
 
 def human_eval(paths: Sequence[str], options: EvalOptions) -> List[Question]:
-    """The prompt is completed; the program (prompt + completion + tests) must exit 0 (pass@1, greedy)."""
+    """The prompt (never chat-wrapped: it is code to complete) is completed; the program (prompt + completion +
+    tests) must exit 0 (pass@1, greedy)."""
     if not options.allow_code_execution:
         raise EvaluationError(REFUSE_CODE)
-    return [OpenQuestion(subject, task["prompt"], CODE_STOPS, _code_judge(task, options.code_timeout))
+    return [OpenQuestion(subject, task["prompt"], CODE_STOPS, _code_judge(task, options.code_timeout), plain=True)
             for subject, tasks in readers.read_human_eval(paths).items() for task in _first(tasks, options)]
 
 

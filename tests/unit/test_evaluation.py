@@ -276,6 +276,8 @@ def test_human_eval_runs_code_only_when_allowed(tmp_path: Path) -> None:
     wrong = run_program(human_eval_program(HUMAN_EVAL_TASKS[0], "    return a - b\n"))
     assert not wrong.passed and "AssertionError" in wrong.detail
     assert run_program("while True:\n    pass\n", timeout=1.0).detail == "timed out"
+    fenced = "Here it is:\n```python\ndef add(a, b):\n    return b + a\n```\nDone."  # an instruct model's answer
+    assert run_program(human_eval_program(HUMAN_EVAL_TASKS[0], fenced)).passed
     network = run_program("import socket\nsocket.create_connection(('127.0.0.1', 9))\n")
     assert not network.passed and "network access is disabled" in network.detail
 
@@ -333,9 +335,10 @@ def test_evaluation_py_end_to_end_writes_the_json(tmp_path: Path, model_dirs: Di
     """MMLU on the tiny model: the JSON's per-subject counts are those of transformers' model choosing by
     the same log-likelihood rule (batched, right-padded rows of different lengths)."""
     data = mmlu_layout(tmp_path / "mmlu")
-    out = tmp_path / "results" / "mmlu.json"
+    (tmp_path / "results").mkdir()
+    out = tmp_path / "results" / "mmlu.json"  # --output-file DIR writes DIR/{task}.json
     assert evaluation.main(["--task", "mmlu", "--task-data-path", str(data), "--evaluation-batch-size", "3",
-                            "--output-file", str(out)] + model_argv(model_dirs)) == 0
+                            "--output-file", str(tmp_path / "results")] + model_argv(model_dirs)) == 0
     report = json.loads(out.read_text())
     assert report["task"] == "mmlu" and set(report["subjects"]) == set(MMLU_ANSWERS)
     assert "evaluation results:" in capsys.readouterr().out
