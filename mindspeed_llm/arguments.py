@@ -618,6 +618,14 @@ def _add_evaluation_args(parser: argparse.ArgumentParser) -> None:
                             "with a timeout)")
 
 
+def _check_evaluation(args: argparse.Namespace) -> None:
+    """evaluation.py's counts in range (the task itself is checked by the entry that reads it)."""
+    if args.evaluation_batch_size < 1:
+        raise ArgumentError(f"--evaluation-batch-size must be at least 1, got {args.evaluation_batch_size}")
+    if args.max_eval_samples is not None and args.max_eval_samples < 1:
+        raise ArgumentError(f"--max-eval-samples must be at least 1, got {args.max_eval_samples}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every flag (no YAML defaults applied)."""
     parser = FlagParser(description="Megatron-style LLM training")
@@ -1254,18 +1262,10 @@ def validate_args(args: argparse.Namespace, world_size: int) -> None:
     _check_tokenizer(args)
     _check_checkpointing(args)
     _check_device(args)
+    _check_evaluation(args)
     _check_data_parallel(args)
     _check_logging(args)
     _check_lora(args)
-    _check_evaluation(args)
-
-
-def _check_evaluation(args: argparse.Namespace) -> None:
-    """evaluation.py's counts in range (the task itself is checked by the entry that reads it)."""
-    if args.evaluation_batch_size < 1:
-        raise ArgumentError(f"--evaluation-batch-size must be at least 1, got {args.evaluation_batch_size}")
-    if args.max_eval_samples is not None and args.max_eval_samples < 1:
-        raise ArgumentError(f"--max-eval-samples must be at least 1, got {args.max_eval_samples}")
 
 
 def _check_lora(args: argparse.Namespace) -> None:
