@@ -24,7 +24,8 @@ from mindspeed_llm.training.task import TrainingTask
 from mindspeed_llm.training.training import print_rank_0, setup
 
 # flags training requires that evaluation does not use: (flag, placeholder)
-PLACEHOLDERS = (("--train-iters", "1"), ("--lr", "0.0"), ("--no-load-optim", None), ("--no-load-rng", None))
+PLACEHOLDERS = (("--train-iters", "1"), ("--lr", "0.0"), ("--micro-batch-size", "1"), ("--no-load-optim", None),
+                ("--no-load-rng", None))
 
 
 def options_from_args(args: argparse.Namespace) -> EvalOptions:
@@ -68,17 +69,14 @@ class EvaluationTask(TrainingTask):
 
 
 def with_placeholders(argv: Sequence[str]) -> List[str]:
-    """``argv`` with the training-only required flags it lacks; ``--micro-batch-size`` is
-    ``--evaluation-batch-size`` and ``--seq-length`` the model's context unless given."""
+    """``argv`` with the training-only required flags it lacks; ``--seq-length`` is the model's context unless
+    given (batches are ``--evaluation-batch-size`` prompts)."""
     argv = list(argv)
     given = {arg.split("=", 1)[0] for arg in argv}
     extra: List[str] = []
     for flag, value in PLACEHOLDERS:
         if flag not in given:
             extra += [flag] + ([value] if value is not None else [])
-    if "--micro-batch-size" not in given:
-        batch = argv[argv.index("--evaluation-batch-size") + 1] if "--evaluation-batch-size" in argv else "1"
-        extra += ["--micro-batch-size", batch]
     if "--seq-length" not in given:
         context = _context_length(argv)
         extra += ["--seq-length", str(context)] if context is not None else []

@@ -384,19 +384,31 @@ def test_greedy_generator_equals_transformers_generate(tmp_path: Path, model_dir
     assert json.loads((tmp_path / "g.json").read_text())["overall"]["total"] == 2
 
 
+def exit_code(argv: List[str]) -> int:
+    """evaluation.py's exit status (flag errors exit 2 from the parser, benchmark errors return 2)."""
+    try:
+        return evaluation.main(argv)
+    except SystemExit as stop:
+        return int(stop.code)
+
+
 def test_evaluation_py_refusals_are_one_line(tmp_path: Path, model_dirs: Dict[str, str],
                                              capsys: pytest.CaptureFixture) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert evaluation.main(["--task", "mmlu", "--task-data-path", str(empty)] + model_argv(model_dirs)) == 2
+    assert exit_code(["--task", "mmlu", "--task-data-path", str(empty)] + model_argv(model_dirs)) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "{subject}_test.csv" in err and str(empty) in err
-    assert evaluation.main(["--task", "human_eval", "--task-data-path", str(human_eval_layout(tmp_path / "he"))]
-                           + model_argv(model_dirs)) == 2
+    assert exit_code(["--task", "human_eval", "--task-data-path", str(human_eval_layout(tmp_path / "he"))]
+                     + model_argv(model_dirs)) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--allow-code-execution" in err
-    assert evaluation.main(["--task", "squad", "--task-data-path", str(empty)] + model_argv(model_dirs)) == 2
-    assert "--task squad" in capsys.readouterr().err
+    assert exit_code(["--task", "squad", "--task-data-path", str(empty)] + model_argv(model_dirs)) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--task squad" in err and "mmlu" in err
+    assert exit_code(["--task", "mmlu", "--task-data-path", str(empty), "--evaluation-batch-size", "0"]
+                     + model_argv(model_dirs)) == 2
+    assert "--evaluation-batch-size must be at least 1" in capsys.readouterr().err
 
 
 def test_chat_template_wraps_prompts_and_starts_choices_the_turn(tmp_path: Path) -> None:
