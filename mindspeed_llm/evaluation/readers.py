@@ -8,7 +8,8 @@
 - C-Eval: ``val/{subject}_val.csv`` and ``dev/{subject}_dev.csv`` with ``id,question,A,B,C,D,answer[,explanation]``.
 - GSM8K: ``test.jsonl`` (and optionally ``train.jsonl`` for few-shot), ``question`` and ``answer`` ending ``#### N``.
 - BoolQ: ``*.jsonl`` (``dev.jsonl``) with ``question``, ``passage`` and ``answer`` (or SuperGLUE's ``label``).
-- BBH: ``{task}.json`` = ``{"examples": [{"input", "target"}]}``; optionally ``cot-prompts/{task}.txt``.
+- BBH: ``bbh/{task}.json`` = ``{"examples": [{"input", "target"}]}``; optionally ``cot-prompts/{task}.txt``
+  beside ``bbh/`` (the repository's root works as the path too).
 - AGIEval: ``{task}.jsonl`` with ``passage``, ``question``, ``options`` and ``label`` (or ``answer`` for cloze).
 - HellaSwag: ``*.jsonl`` (``hellaswag_val.jsonl``) with ``ctx``, ``endings`` and ``label``.
 - HumanEval: ``HumanEval.jsonl`` (or ``*.jsonl``) with ``task_id``, ``prompt``, ``test`` and ``entry_point``.
@@ -157,7 +158,7 @@ def read_boolq(paths: Sequence[str]) -> Subjects:
 def read_bbh(paths: Sequence[str]) -> Subjects:
     """``{task: examples}``; each example carries ``cot_prompt`` (``cot-prompts/{task}.txt``, or "")."""
     out: Subjects = {}
-    for path in _matching(paths, ".json", "bbh", "{task}.json (BBH's bbh/ layout)"):
+    for path in _matching(_subdir_if_present(paths, "bbh"), ".json", "bbh", "{task}.json (BBH's bbh/ layout)"):
         with open(path, encoding="utf-8") as handle:
             try:
                 examples = json.load(handle)["examples"]

@@ -154,6 +154,7 @@ def test_readers_parse_each_published_layout(tmp_path: Path) -> None:
     bbh = readers.read_bbh([str(bbh_layout(tmp_path / "bbh"))])
     assert bbh["boolean_expressions"][1]["target"] == "True"
     assert bbh["boolean_expressions"][0]["cot_prompt"].startswith("Q: True is")
+    assert readers.read_bbh([str(tmp_path / "bbh")]) == bbh  # the repository's root
     agi = readers.read_agieval([str(agieval_layout(tmp_path / "agi"))])
     assert agi["lsat-ar"][0]["label"] == "B" and agi["math"][0]["answer"] == "42"
     assert [r["label"] for r in readers.read_hellaswag([str(hellaswag_layout(tmp_path / "hs"))])["hellaswag_val"]] \
