@@ -11,9 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
+import torch
+
 from core import checkpointing
+from core.parallel_state import ParallelState
 from mindspeed_llm.arguments import EVALUATION_TASKS
 from mindspeed_llm.evaluation.errors import EvaluationError
 from mindspeed_llm.evaluation.results import accuracy_report, format_report, write_report
@@ -133,18 +137,25 @@ def _special_id(tokenizer, name: str) -> Optional[int]:
         return None
 
 
-def evaluate(argv: Sequence[str]) -> dict:
-    """Run the benchmark of ``argv`` (evaluation.py's flags); the report (rank 0 prints it and writes
-    ``--output-file``)."""
-    trainer = setup(with_placeholders(argv), EvaluationTask)
-    args, task = trainer.args, trainer.task
+@dataclass
+class ModelJudges:
+    """What questions are put to: the scorer, the generator and the prompt wrapper (chat template or none)."""
+    scorer: Scorer
+    generator: Generator
+    prepare: Callable[[str], str]
+    chat: bool
+
+
+def model_judges(args: argparse.Namespace, model: torch.nn.Module, state: ParallelState,
+                 device: torch.device) -> ModelJudges:
+    """The scorer and greedy generator over ``model`` with ``args``' tokenizer (its chat template unless
+    ``--no-chat-template``)."""
     tokenizer = build_tokenizer(args)
     chat = not args.no_chat_template and getattr(tokenizer, "has_chat_template", False)
     encode, encode_continuation = _encoders(tokenizer, chat)
     pad = _special_id(tokenizer, "pad")
-    forward = ModelForward(trainer.model, trainer.state, args.vocab_size, args.max_position_embeddings,
-                           pad if pad is not None else 0, trainer.acc.device,
-                           trainer.state.tp if args.sequence_parallel else 1)
+    forward = ModelForward(model, state, args.vocab_size, args.max_position_embeddings,
+                           pad if pad is not None else 0, device, state.tp if args.sequence_parallel else 1)
     scorer = ModelScorer(forward, encode, encode_continuation, args.evaluation_batch_size)
     generator = GreedyGenerator(forward, encode, tokenizer.detokenize, _special_id(tokenizer, "eod"),
                                 args.evaluation_batch_size)
@@ -154,9 +165,19 @@ def evaluate(argv: Sequence[str]) -> dict:
             return text
         return tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
 
-    subjects = len({q.subject for q in task.questions})
-    print_rank_0(f"evaluating {args.task}: {len(task.questions)} questions in {subjects} subjects")
-    judged = judge(task.questions, scorer, generator, args.max_new_tokens, prepare, strip_continuations=chat)
+    return ModelJudges(scorer, generator, prepare, chat)
+
+
+def evaluate(argv: Sequence[str]) -> dict:
+    """Run the benchmark of ``argv`` (evaluation.py's flags); the report (rank 0 prints it and writes
+    ``--output-file``)."""
+    trainer = setup(with_placeholders(argv), EvaluationTask)  # the model and the questions (read in validate)
+    args, questions = trainer.args, trainer.task.questions
+    judges = model_judges(args, trainer.model, trainer.state, trainer.acc.device)
+    subjects = len({q.subject for q in questions})
+    print_rank_0(f"evaluating {args.task}: {len(questions)} questions in {subjects} subjects")
+    judged = judge(questions, judges.scorer, judges.generator, args.max_new_tokens, judges.prepare,
+                   strip_continuations=judges.chat)
     report = accuracy_report(args.task, judged)
     print_rank_0(format_report(report))
     print_rank_0("evaluation results: " + json.dumps(report["overall"]))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
