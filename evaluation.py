@@ -8,8 +8,8 @@
 ``--task`` is one of mmlu, cmmlu, ceval, boolq, hellaswag, agieval (multiple choice, scored by the model's
 log-likelihood of each choice), gsm8k, bbh (greedy generation, ``--max-new-tokens``, ``--chain-of-thought``)
 and human_eval (generated code run only with ``--allow-code-execution``: a fresh interpreter without network,
-with a timeout; pass@1). Prompts are wrapped in the tokenizer's chat template when it has one, unless
-``--no-chat-template``. ``--max-eval-samples N`` scores the first N questions of each subject.
+with a timeout; pass@1). Prompts are wrapped in ``--prompt-type NAME``'s template (``hf``: the tokenizer's),
+else in the tokenizer's chat template when it has one, unless ``--no-chat-template``. ``--max-eval-samples N`` scores the first N questions of each subject.
 Prints per-subject and overall accuracy and, with ``--output-file`` (a file, or a directory that gets
 ``{task}.json``), writes them as JSON
 (``{"task", "metric", "subjects": {name: {"total", "correct", "accuracy"}}, "overall": {...}}``).

@@ -517,7 +517,8 @@ def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
                        help="--data-path is an instruction dataset (preprocess_data.py's instruction handlers)")
     group.add_argument("--prompt-type", choices=PROMPT_TYPES, default=None,
                        help="the template preprocess_data.py --prompt-type tokenized the data with; every stage "
-                            "checks it against the one the dataset records (templates act at preprocessing only)")
+                            "checks it against the one the dataset records (templates act at preprocessing only); "
+                            "evaluation.py wraps its prompts in it")
     group.add_argument("--no-pad-to-seq-lengths", action="store_true",
                        help="SFT: pad each micro-batch only to its longest sample, rounded up to "
                             "--pad-to-multiple-of (pipeline stages exchange shapes: implies --variable-seq-lengths)")

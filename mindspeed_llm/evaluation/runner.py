@@ -19,6 +19,7 @@ import torch
 from core import checkpointing
 from core.parallel_state import ParallelState
 from mindspeed_llm.arguments import EVALUATION_TASKS
+from mindspeed_llm.data.templates import ChatEncoder
 from mindspeed_llm.evaluation.errors import EvaluationError
 from mindspeed_llm.evaluation.results import accuracy_report, format_report, write_report
 from mindspeed_llm.evaluation.scoring import Generator, GreedyGenerator, ModelForward, ModelScorer, Scorer
@@ -101,33 +102,57 @@ def _context_length(argv: List[str]) -> Optional[int]:
 
 
 def judge(questions: Sequence[Question], scorer: Optional[Scorer], generator: Optional[Generator],
-          max_new_tokens: int, prepare: Callable[[str], str] = lambda text: text,
+          max_new_tokens: int, plain_generator: Optional[Generator] = None,
           strip_continuations: bool = False) -> List[Tuple[str, bool]]:
     """``(subject, correct)`` per question, in order: choices by log-likelihood, open questions by generation.
 
-    ``prepare`` wraps each context or prompt (a chat template); ``strip_continuations`` drops the space
-    before a choice (after a template's assistant header the answer starts the turn)."""
+    ``plain_generator`` answers the questions that must not be wrapped in a chat template (code to complete;
+    default ``generator``); ``strip_continuations`` drops the space before a choice (after a template's
+    assistant header the answer starts the turn)."""
     choice = [q for q in questions if isinstance(q, ChoiceQuestion)]
     open_ = [q for q in questions if isinstance(q, OpenQuestion)]
     verdicts = {}
     if choice:
-        requests = [(prepare(q.context), c.lstrip() if strip_continuations else c) for q in choice for c in q.choices]
+        requests = [(q.context, c.lstrip() if strip_continuations else c) for q in choice for c in q.choices]
         scores = iter(scorer.loglikelihoods(requests))
         for q in choice:
             values = [next(scores) for _ in q.choices]
             verdicts[id(q)] = max(range(len(values)), key=values.__getitem__) == q.answer
     for stop in sorted({tuple(q.stop) for q in open_}):  # one generate call per stop set (a task has one)
-        group = [q for q in open_ if tuple(q.stop) == stop]
-        texts = generator.generate([q.prompt if q.plain else prepare(q.prompt) for q in group], max_new_tokens, stop)
-        for q, text in zip(group, texts):
-            verdicts[id(q)] = q.judge(text)
+        for plain in (False, True):
+            group = [q for q in open_ if tuple(q.stop) == stop and q.plain == plain]
+            answerer = plain_generator if plain and plain_generator is not None else generator
+            texts = answerer.generate([q.prompt for q in group], max_new_tokens, stop) if group else []
+            for q, text in zip(group, texts):
+                verdicts[id(q)] = q.judge(text)
     return [(q.subject, verdicts[id(q)]) for q in questions]
 
 
-def _encoders(tokenizer, chat: bool) -> Tuple[Callable[[str], List[int]], Callable[[str], List[int]]]:
-    """(context encoder: BOS first when the tokenizer adds one and no chat template wrote it, continuation encoder)."""
-    bos = [tokenizer.bos] if getattr(tokenizer, "add_bos", False) and tokenizer.bos is not None and not chat else []
-    return (lambda text: bos + tokenizer.tokenize(text)), tokenizer.tokenize
+def prompt_encoder(args: argparse.Namespace, tokenizer) -> Optional[ChatEncoder]:
+    """The template prompts are wrapped in: ``--prompt-type NAME`` (``hf``: the tokenizer's own), else the
+    tokenizer's chat template when it has one and ``--no-chat-template`` is not given; None: plain text."""
+    name = args.prompt_type
+    if name is None and not args.no_chat_template and getattr(tokenizer, "has_chat_template", False):
+        name = "hf"
+    if name is None:
+        return None
+    try:
+        return ChatEncoder(tokenizer, name)
+    except ValueError as error:
+        raise EvaluationError(str(error)) from None
+
+
+def _encoders(tokenizer, template: Optional[ChatEncoder]) -> Tuple[Callable[[str], List[int]],
+                                                                   Callable[[str], List[int]]]:
+    """(a prompt in ``template``, a plain prompt): BOS first when the tokenizer adds one and no template does."""
+    bos = [tokenizer.bos] if getattr(tokenizer, "add_bos", False) and tokenizer.bos is not None else []
+
+    def plain(text: str) -> List[int]:
+        return bos + tokenizer.tokenize(text)
+
+    if template is None:
+        return plain, plain
+    return (lambda text: template.encode_prompt(None, [], text)), plain
 
 
 def _special_id(tokenizer, name: str) -> Optional[int]:
@@ -139,33 +164,28 @@ def _special_id(tokenizer, name: str) -> Optional[int]:
 
 @dataclass
 class ModelJudges:
-    """What questions are put to: the scorer, the generator and the prompt wrapper (chat template or none)."""
+    """What questions are put to: the scorer and generators, and whether prompts are in a chat template."""
     scorer: Scorer
     generator: Generator
-    prepare: Callable[[str], str]
-    chat: bool
+    plain_generator: Generator  # for prompts never wrapped (code to complete)
+    templated: bool
 
 
 def model_judges(args: argparse.Namespace, model: torch.nn.Module, state: ParallelState,
                  device: torch.device) -> ModelJudges:
-    """The scorer and greedy generator over ``model`` with ``args``' tokenizer (its chat template unless
-    ``--no-chat-template``)."""
+    """The scorer and greedy generators over ``model`` with ``args``' tokenizer and prompt template."""
     tokenizer = build_tokenizer(args)
-    chat = not args.no_chat_template and getattr(tokenizer, "has_chat_template", False)
-    encode, encode_continuation = _encoders(tokenizer, chat)
+    template = prompt_encoder(args, tokenizer)
+    encode, encode_plain = _encoders(tokenizer, template)
     pad = _special_id(tokenizer, "pad")
     forward = ModelForward(model, state, args.vocab_size, args.max_position_embeddings,
                            pad if pad is not None else 0, device, state.tp if args.sequence_parallel else 1)
-    scorer = ModelScorer(forward, encode, encode_continuation, args.evaluation_batch_size)
-    generator = GreedyGenerator(forward, encode, tokenizer.detokenize, _special_id(tokenizer, "eod"),
-                                args.evaluation_batch_size)
-
-    def prepare(text: str) -> str:
-        if not chat:
-            return text
-        return tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
-
-    return ModelJudges(scorer, generator, prepare, chat)
+    eos = _special_id(tokenizer, "eod")
+    batch = args.evaluation_batch_size
+    return ModelJudges(ModelScorer(forward, encode, tokenizer.tokenize, batch),
+                       GreedyGenerator(forward, encode, tokenizer.detokenize, eos, batch),
+                       GreedyGenerator(forward, encode_plain, tokenizer.detokenize, eos, batch),
+                       template is not None)
 
 
 def evaluate(argv: Sequence[str]) -> dict:
@@ -176,8 +196,8 @@ def evaluate(argv: Sequence[str]) -> dict:
     judges = model_judges(args, trainer.model, trainer.state, trainer.acc.device)
     subjects = len({q.subject for q in questions})
     print_rank_0(f"evaluating {args.task}: {len(questions)} questions in {subjects} subjects")
-    judged = judge(questions, judges.scorer, judges.generator, args.max_new_tokens, judges.prepare,
-                   strip_continuations=judges.chat)
+    judged = judge(questions, judges.scorer, judges.generator, args.max_new_tokens, judges.plain_generator,
+                   strip_continuations=judges.templated)
     report = accuracy_report(args.task, judged)
     print_rank_0(format_report(report))
     print_rank_0("evaluation results: " + json.dumps(report["overall"]))

@@ -69,6 +69,7 @@ class ModelScorer:
 
     def __init__(self, forward: ModelForward, encode: Callable[[str], List[int]],
                  encode_continuation: Callable[[str], List[int]], batch_size: int) -> None:
+        # ``encode``: a context (in the prompt template); ``encode_continuation``: a choice's plain tokens
         self.forward, self.encode, self.encode_continuation = forward, encode, encode_continuation
         self.batch_size = batch_size
 

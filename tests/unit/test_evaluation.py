@@ -380,7 +380,8 @@ def test_greedy_generator_equals_transformers_generate(tmp_path: Path, model_dir
                 ("a lazy", " fox")]  # the last two share a row
     expected = [hf_loglikelihood(model, tokenizer, context, continuation) for context, continuation in requests]
     assert scorer.loglikelihoods(requests) == pytest.approx(expected, abs=1e-4)  # one right-padded batch
-    assert evaluation.main(argv + ["--max-new-tokens", "4", "--output-file", str(tmp_path / "g.json")]) == 0
+    assert evaluation.main(argv + ["--max-new-tokens", "4", "--output-file", str(tmp_path / "g.json"),
+                                   "--prompt-type", "chatml"]) == 0
     assert json.loads((tmp_path / "g.json").read_text())["overall"]["total"] == 2
 
 
@@ -411,13 +412,41 @@ def test_evaluation_py_refusals_are_one_line(tmp_path: Path, model_dirs: Dict[st
     assert "--evaluation-batch-size must be at least 1" in capsys.readouterr().err
 
 
-def test_chat_template_wraps_prompts_and_starts_choices_the_turn(tmp_path: Path) -> None:
-    questions = tasks.boolq([str(boolq_layout(tmp_path))], tasks.EvalOptions())
+def test_templated_choices_start_the_turn_and_code_prompts_stay_plain(tmp_path: Path) -> None:
+    questions = tasks.boolq([str(boolq_layout(tmp_path / "b"))], tasks.EvalOptions())
     scorer = PreferScorer(lambda _, c: c == "yes")
-    report = accuracy_report("boolq", judge(questions, scorer, None, 1, lambda text: f"<user>{text}</user>", True))
-    assert report["overall"]["correct"] == 1
-    assert all(c.startswith("<user>") and c.endswith("</user>") for c, _ in scorer.requests)
+    assert accuracy_report("boolq", judge(questions, scorer, None, 1, strip_continuations=True))["overall"][
+        "correct"] == 1
     assert [x for _, x in scorer.requests[:2]] == ["no", "yes"]
+    mixed = tasks.human_eval([str(human_eval_layout(tmp_path / "h"))], tasks.EvalOptions(allow_code_execution=True))
+    mixed += tasks.gsm8k([str(gsm8k_layout(tmp_path / "g"))], tasks.EvalOptions())
+    templated, plain = CannedGenerator(lambda p: "#### 7"), CannedGenerator(lambda p: "    return a + b\n")
+    report = accuracy_report("mixed", judge(mixed, None, templated, 8, plain_generator=plain))
+    assert [len(prompts) for prompts, _, _ in plain.calls] == [2] and len(templated.calls[0][0]) == 2
+    assert report["subjects"]["HumanEval"]["correct"] == 1 and report["subjects"]["gsm8k"]["correct"] == 1
+
+
+def test_prompt_template_choice(model_dirs: Dict[str, str]) -> None:
+    """--prompt-type NAME, else the tokenizer's chat template unless --no-chat-template, else plain text."""
+    import argparse
+    from mindspeed_llm.evaluation.runner import _encoders, prompt_encoder
+    from mindspeed_llm.tokenizer import PretrainedFromHF
+
+    tokenizer = PretrainedFromHF(model_dirs["tok"])
+    assert tokenizer.has_chat_template
+
+    def args(prompt_type=None, no_chat_template=False) -> argparse.Namespace:
+        return argparse.Namespace(prompt_type=prompt_type, no_chat_template=no_chat_template)
+
+    assert prompt_encoder(args(no_chat_template=True), tokenizer) is None
+    assert prompt_encoder(args(), tokenizer).template is None  # the tokenizer's own (hf)
+    chatml = prompt_encoder(args("chatml", no_chat_template=True), tokenizer)
+    encode, plain = _encoders(tokenizer, chatml)
+    assert encode("hi") == tokenizer.tokenize("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+    assert plain("hi") == tokenizer.tokenize("hi")
+    tokenizer.tokenizer.chat_template = None
+    with pytest.raises(EvaluationError, match="--prompt-type hf"):
+        prompt_encoder(args("hf"), tokenizer)
 
 
 def evaluation_report(argv: List[str]) -> Dict:
