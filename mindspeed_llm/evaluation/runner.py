@@ -116,7 +116,7 @@ def judge(questions: Sequence[Question], scorer: Optional[Scorer], generator: Op
         requests = [(q.context, c.lstrip() if strip_continuations else c) for q in choice for c in q.choices]
         scores = iter(scorer.loglikelihoods(requests))
         for q in choice:
-            values = [next(scores) for _ in q.choices]
+            values = [next(scores) / (len(c) if q.per_character else 1) for c in q.choices]
             verdicts[id(q)] = max(range(len(values)), key=values.__getitem__) == q.answer
     for stop in sorted({tuple(q.stop) for q in open_}):  # one generate call per stop set (a task has one)
         for plain in (False, True):

@@ -33,6 +33,7 @@ class ChoiceQuestion:
     context: str
     choices: List[str]  # continuations scored after the context
     answer: int  # the right choice's index
+    per_character: bool = False  # compare log-likelihoods per character of the choice (HellaSwag's acc_norm)
 
 
 @dataclass
@@ -92,6 +93,7 @@ def boolq(paths: Sequence[str], options: EvalOptions) -> List[Question]:
 
 
 def hellaswag(paths: Sequence[str], options: EvalOptions) -> List[Question]:
+    """The context and each ending; the ending most likely per character wins (the usual acc_norm)."""
     def clean(text: str) -> str:
         return text.replace(" [title]", ". ").replace("[header]", "").strip()
 
@@ -100,7 +102,7 @@ def hellaswag(paths: Sequence[str], options: EvalOptions) -> List[Question]:
         for r in _first(records, options):
             label = f"{r['activity_label']}: " if r.get("activity_label") else ""
             questions.append(ChoiceQuestion(subject, label + clean(r["ctx"]),
-                                            [" " + clean(e) for e in r["endings"]], r["label"]))
+                                            [" " + clean(e) for e in r["endings"]], r["label"], per_character=True))
     return questions
 
 

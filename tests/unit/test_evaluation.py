@@ -228,6 +228,26 @@ def test_choice_tasks_score_their_known_answers(tmp_path: Path, task: str) -> No
     assert right["overall"]["total"] == len(questions) > 0
 
 
+def test_hellaswag_compares_endings_per_character(tmp_path: Path) -> None:
+    """-1 nat per character for the right ending, -1.2 for the others: the shortest wrong ending has the largest
+    total (what a raw sum would choose), the right one the largest per character."""
+    questions = tasks.hellaswag([str(hellaswag_layout(tmp_path))], tasks.EvalOptions())
+    gold = {(q.context, q.choices[q.answer]) for q in questions}
+    scorer = CannedScorer(lambda c, x: -len(x) * (1.0 if (c, x) in gold else 1.2))
+    assert accuracy_report("hellaswag", judge(questions, scorer, None, 1))["overall"]["accuracy"] == 1.0
+    for q in questions:
+        q.per_character = False
+    assert accuracy_report("hellaswag", judge(questions, scorer, None, 1))["overall"]["accuracy"] == 0.0
+
+
+class CannedScorer:
+    def __init__(self, score) -> None:
+        self.score = score
+
+    def loglikelihoods(self, requests: Sequence[Tuple[str, str]]) -> List[float]:
+        return [self.score(c, x) for c, x in requests]
+
+
 def test_agieval_scores_choices_by_likelihood_and_cloze_by_generation(tmp_path: Path) -> None:
     questions = tasks.agieval([str(agieval_layout(tmp_path))], tasks.EvalOptions())
     scorer = PreferScorer(lambda _, c: c.strip() == "B")
