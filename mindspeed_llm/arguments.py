@@ -517,7 +517,8 @@ def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
                        help="--data-path is an instruction dataset (preprocess_data.py's instruction handlers)")
     group.add_argument("--prompt-type", choices=PROMPT_TYPES, default=None,
                        help="the template preprocess_data.py --prompt-type tokenized the data with; every stage "
-                            "checks it against the one the dataset records (templates act at preprocessing only)")
+                            "checks it against the one the dataset records (templates act at preprocessing only); "
+                            "evaluation.py wraps its prompts in it")
     group.add_argument("--no-pad-to-seq-lengths", action="store_true",
                        help="SFT: pad each micro-batch only to its longest sample, rounded up to "
                             "--pad-to-multiple-of (pipeline stages exchange shapes: implies --variable-seq-lengths)")
@@ -625,6 +626,48 @@ def _add_logging_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--wandb-save-dir", type=str, default=None, help="W&B's local run directory")
 
 
+EVALUATION_TASKS = ("mmlu", "cmmlu", "ceval", "gsm8k", "boolq", "bbh", "agieval", "hellaswag", "human_eval")
+
+
+def _add_once(group: argparse._ArgumentGroup, flag: str, **kwargs: Any) -> None:
+    """Add ``flag`` unless another group (inference.py's generation flags share --task, --max-new-tokens and
+    --output-file with evaluation.py) already did."""
+    if flag not in group._option_string_actions:
+        group.add_argument(flag, **kwargs)
+
+
+def _add_evaluation_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("evaluation (evaluation.py)")
+    _add_once(group, "--task", type=str, default=None,
+              help=f"evaluation.py: the benchmark, one of {'|'.join(EVALUATION_TASKS)}")
+    _add_once(group, "--max-new-tokens", type=int, default=256,
+              help="generate at most this many tokens a prompt (gsm8k, bbh, human_eval)")
+    _add_once(group, "--output-file", type=str, default=None, metavar="FILE",
+              help="evaluation.py: write the per-subject and overall accuracy here as JSON (a directory: "
+                   "{task}.json in it)")
+    group.add_argument("--task-data-path", nargs="*", default=[], metavar="DIR",
+                       help="evaluation.py: the benchmark's directory (or files) in its published layout")
+    group.add_argument("--evaluation-batch-size", type=int, default=1,
+                       help="evaluation.py: prompts per forward pass")
+    group.add_argument("--max-eval-samples", type=int, default=None,
+                       help="evaluation.py: score at most this many samples per subject (file)")
+    group.add_argument("--no-chat-template", action="store_true",
+                       help="evaluation.py: plain prompts even when the tokenizer has a chat template")
+    group.add_argument("--chain-of-thought", action="store_true",
+                       help="evaluation.py: gsm8k and bbh prompts ask for step-by-step reasoning before the answer")
+    group.add_argument("--allow-code-execution", action="store_true",
+                       help="evaluation.py human_eval: run the generated code (a subprocess without network, "
+                            "with a timeout)")
+
+
+def _check_evaluation(args: argparse.Namespace) -> None:
+    """evaluation.py's counts in range (the task itself is checked by the entry that reads it)."""
+    if args.evaluation_batch_size < 1:
+        raise ArgumentError(f"--evaluation-batch-size must be at least 1, got {args.evaluation_batch_size}")
+    if args.max_eval_samples is not None and args.max_eval_samples < 1:
+        raise ArgumentError(f"--max-eval-samples must be at least 1, got {args.max_eval_samples}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every flag (no YAML defaults applied)."""
     parser = FlagParser(description="Megatron-style LLM training")
@@ -637,6 +680,7 @@ def build_parser() -> argparse.ArgumentParser:
         add(parser)
     add_pipeline_layout_args(parser)
     add_tokenizer_args(parser)
+    _add_evaluation_args(parser)
     return parser
 
 
@@ -1260,6 +1304,7 @@ def validate_args(args: argparse.Namespace, world_size: int) -> None:
     _check_tokenizer(args)
     _check_checkpointing(args)
     _check_device(args)
+    _check_evaluation(args)
     _check_data_parallel(args)
     _check_logging(args)
     _check_lora(args)

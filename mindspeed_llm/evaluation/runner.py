@@ -1,0 +1,215 @@
+"""The evaluation run: flags -> questions -> the trainer's model loaded from ``--load`` -> judged -> report.
+
+The model comes from the trainer's own ``setup`` (flags, validation, process groups, ``--load`` with
+``--use-checkpoint-args``) with :class:`EvaluationTask` as its task: the task reads the benchmark in
+``validate`` (before any process-group work, so a missing file costs nothing) and trains nothing. The
+training-only required flags get placeholders when absent. Every TP rank runs the same forward passes;
+rank 0 prints and writes. Pipeline and context parallelism are refused (one forward is one call here).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import torch
+
+from core import checkpointing
+from core.parallel_state import ParallelState
+from mindspeed_llm.arguments import EVALUATION_TASKS
+from mindspeed_llm.data.templates import ChatEncoder
+from mindspeed_llm.evaluation.errors import EvaluationError
+from mindspeed_llm.evaluation.results import accuracy_report, format_report, write_report
+from mindspeed_llm.evaluation.scoring import Generator, GreedyGenerator, ModelForward, ModelScorer, Scorer
+from mindspeed_llm.evaluation.tasks import BUILDERS, ChoiceQuestion, EvalOptions, OpenQuestion, Question
+from mindspeed_llm.tokenizer import build_tokenizer
+from mindspeed_llm.training.task import TrainingTask
+from mindspeed_llm.training.training import print_rank_0, setup
+
+# flags training requires that evaluation does not use: (flag, placeholder)
+PLACEHOLDERS = (("--train-iters", "1"), ("--lr", "0.0"), ("--micro-batch-size", "1"), ("--no-load-optim", None),
+                ("--no-load-rng", None))
+
+
+def options_from_args(args: argparse.Namespace) -> EvalOptions:
+    return EvalOptions(chain_of_thought=args.chain_of_thought, max_eval_samples=args.max_eval_samples or 0,
+                       allow_code_execution=args.allow_code_execution)
+
+
+class EvaluationTask(TrainingTask):
+    """The trainer's task of an evaluation run: it reads the benchmark's questions and trains nothing."""
+
+    name = "evaluation"
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        super().__init__(args)
+        self.questions: List[Question] = []
+
+    def validate(self, args: argparse.Namespace) -> None:
+        if args.task is None:
+            raise EvaluationError(f"evaluation.py needs --task, one of {', '.join(EVALUATION_TASKS)}")
+        if args.task not in EVALUATION_TASKS:
+            raise EvaluationError(f"--task {args.task} is not a benchmark evaluation.py knows: "
+                                  f"{', '.join(EVALUATION_TASKS)}")
+        if not args.task_data_path:
+            raise EvaluationError(f"--task {args.task} needs --task-data-path DIR (the benchmark in its published "
+                                  "layout)")
+        if args.pipeline_model_parallel_size > 1 or args.context_parallel_size > 1:
+            raise EvaluationError("evaluation.py runs at --pipeline-model-parallel-size 1 and "
+                                  "--context-parallel-size 1; convert the checkpoint to PP 1 (tools/convert_ckpt.py)")
+        if not args.load:
+            raise EvaluationError("evaluation.py needs --load DIR (a checkpoint of ours; tools/convert_ckpt.py "
+                                  "converts Hugging Face ones) and --use-checkpoint-args")
+        if args.tokenizer_type in (None, "NullTokenizer"):
+            raise EvaluationError("evaluation.py reads text: give --tokenizer-type PretrainedFromHF "
+                                  "--tokenizer-name-or-path DIR (or another text tokenizer)")
+        self.load_questions(args)
+
+    def load_questions(self, args: argparse.Namespace) -> None:
+        self.questions = BUILDERS[args.task](args.task_data_path, options_from_args(args))
+        if not self.questions:
+            raise EvaluationError(f"{args.task}: --task-data-path {' '.join(args.task_data_path)} holds no questions")
+
+
+def with_placeholders(argv: Sequence[str]) -> List[str]:
+    """``argv`` with the training-only required flags it lacks; ``--seq-length`` is the model's context unless
+    given (batches are ``--evaluation-batch-size`` prompts)."""
+    argv = list(argv)
+    given = {arg.split("=", 1)[0] for arg in argv}
+    extra: List[str] = []
+    for flag, value in PLACEHOLDERS:
+        if flag not in given:
+            extra += [flag] + ([value] if value is not None else [])
+    if "--seq-length" not in given:
+        context = _context_length(argv)
+        extra += ["--seq-length", str(context)] if context is not None else []
+    return extra + argv
+
+
+def _context_length(argv: List[str]) -> Optional[int]:
+    """``--max-position-embeddings`` as given, or with ``--use-checkpoint-args`` the ``--load`` checkpoint's."""
+    if "--max-position-embeddings" in argv:
+        return int(argv[argv.index("--max-position-embeddings") + 1])
+    if "--use-checkpoint-args" in argv and "--load" in argv:
+        try:
+            return checkpointing.read_checkpoint_settings(argv[argv.index("--load") + 1])[2].get(
+                "max_position_embeddings")
+        except checkpointing.CheckpointError:
+            return None  # parsing reports the missing checkpoint
+    return None
+
+
+def judge(questions: Sequence[Question], scorer: Optional[Scorer], generator: Optional[Generator],
+          max_new_tokens: int, plain_generator: Optional[Generator] = None,
+          strip_continuations: bool = False) -> List[Tuple[str, bool]]:
+    """``(subject, correct)`` per question, in order: choices by log-likelihood, open questions by generation.
+
+    ``plain_generator`` answers the questions that must not be wrapped in a chat template (code to complete;
+    default ``generator``); ``strip_continuations`` drops the space before a choice (after a template's
+    assistant header the answer starts the turn)."""
+    choice = [q for q in questions if isinstance(q, ChoiceQuestion)]
+    open_ = [q for q in questions if isinstance(q, OpenQuestion)]
+    verdicts = {}
+    if choice:
+        requests = [(q.context, c.lstrip() if strip_continuations else c) for q in choice for c in q.choices]
+        scores = iter(scorer.loglikelihoods(requests))
+        for q in choice:
+            values = [next(scores) / (len(c) if q.per_character else 1) for c in q.choices]
+            verdicts[id(q)] = max(range(len(values)), key=values.__getitem__) == q.answer
+    for stop in sorted({tuple(q.stop) for q in open_}):  # one generate call per stop set (a task has one)
+        for plain in (False, True):
+            group = [q for q in open_ if tuple(q.stop) == stop and q.plain == plain]
+            answerer = plain_generator if plain and plain_generator is not None else generator
+            texts = answerer.generate([q.prompt for q in group], max_new_tokens, stop) if group else []
+            for q, text in zip(group, texts):
+                verdicts[id(q)] = q.judge(text)
+    return [(q.subject, verdicts[id(q)]) for q in questions]
+
+
+def prompt_encoder(args: argparse.Namespace, tokenizer) -> Optional[ChatEncoder]:
+    """The template prompts are wrapped in: ``--prompt-type NAME`` (``hf``: the tokenizer's own), else the
+    tokenizer's chat template when it has one and ``--no-chat-template`` is not given; None: plain text."""
+    name = args.prompt_type
+    if name is None and not args.no_chat_template and getattr(tokenizer, "has_chat_template", False):
+        name = "hf"
+    if name is None:
+        return None
+    try:
+        return ChatEncoder(tokenizer, name)
+    except ValueError as error:
+        raise EvaluationError(str(error)) from None
+
+
+def _encoders(tokenizer, template: Optional[ChatEncoder]) -> Tuple[Callable[[str], List[int]],
+                                                                   Callable[[str], List[int]]]:
+    """(a prompt in ``template``, a plain prompt): BOS first when the tokenizer adds one and no template does."""
+    bos = [tokenizer.bos] if getattr(tokenizer, "add_bos", False) and tokenizer.bos is not None else []
+
+    def plain(text: str) -> List[int]:
+        return bos + tokenizer.tokenize(text)
+
+    if template is None:
+        return plain, plain
+    return (lambda text: template.encode_prompt(None, [], text)), plain
+
+
+def _special_id(tokenizer, name: str) -> Optional[int]:
+    try:
+        return int(getattr(tokenizer, name))
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
+@dataclass
+class ModelJudges:
+    """What questions are put to: the scorer and generators, and whether prompts are in a chat template."""
+    scorer: Scorer
+    generator: Generator
+    plain_generator: Generator  # for prompts never wrapped (code to complete)
+    templated: bool
+
+
+def model_judges(args: argparse.Namespace, model: torch.nn.Module, state: ParallelState,
+                 device: torch.device) -> ModelJudges:
+    """The scorer and greedy generators over ``model`` with ``args``' tokenizer and prompt template."""
+    tokenizer = build_tokenizer(args)
+    template = prompt_encoder(args, tokenizer)
+    encode, encode_plain = _encoders(tokenizer, template)
+    pad = _special_id(tokenizer, "pad")
+    forward = ModelForward(model, state, args.vocab_size, args.max_position_embeddings,
+                           pad if pad is not None else 0, device, state.tp if args.sequence_parallel else 1)
+    eos = _special_id(tokenizer, "eod")
+    batch = args.evaluation_batch_size
+    return ModelJudges(ModelScorer(forward, encode, tokenizer.tokenize, batch),
+                       GreedyGenerator(forward, encode, tokenizer.detokenize, eos, batch),
+                       GreedyGenerator(forward, encode_plain, tokenizer.detokenize, eos, batch),
+                       template is not None)
+
+
+def evaluate(argv: Sequence[str]) -> dict:
+    """Run the benchmark of ``argv`` (evaluation.py's flags); the report (rank 0 prints it and writes
+    ``--output-file``)."""
+    trainer = setup(with_placeholders(argv), EvaluationTask)  # the model and the questions (read in validate)
+    args, questions = trainer.args, trainer.task.questions
+    judges = model_judges(args, trainer.model, trainer.state, trainer.acc.device)
+    subjects = len({q.subject for q in questions})
+    print_rank_0(f"evaluating {args.task}: {len(questions)} questions in {subjects} subjects")
+    judged = judge(questions, judges.scorer, judges.generator, args.max_new_tokens, judges.plain_generator,
+                   strip_continuations=judges.templated)
+    report = accuracy_report(args.task, judged)
+    print_rank_0(format_report(report))
+    print_rank_0("evaluation results: " + json.dumps(report["overall"]))
+    if args.output_file and trainer.state.rank == 0:
+        path = report_path(args.output_file, args.task)
+        write_report(report, path)
+        print_rank_0(f"wrote {path}")
+    return report
+
+
+def report_path(output: str, task: str) -> str:
+    """``--output-file``: the file itself, or ``{task}.json`` in it when it is a directory (or ends with /)."""
+    if os.path.isdir(output) or output.endswith(os.sep):
+        return os.path.join(output, f"{task}.json")
+    return output
