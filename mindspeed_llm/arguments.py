@@ -577,14 +577,17 @@ class _Repeatable(argparse.Action):
 
 
 INFERENCE_TASKS = ("greedy", "do_sample", "beam_search", "chat")
-EVALUATION_TASKS: Tuple[str, ...] = ()  # evaluation.py's --task values (the same flag)
+EVALUATION_TASKS = ("mmlu", "cmmlu", "ceval", "gsm8k", "boolq", "bbh", "agieval", "hellaswag", "human_eval")
 
 
 def _add_inference_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("generation (inference.py)")
+    group = parser.add_argument_group("generation (inference.py; --task, --max-new-tokens and --output-file also "
+                                      "evaluation.py)")
     group.add_argument("--task", type=str, default=None,
-                       help=f"inference.py: {'|'.join(INFERENCE_TASKS)} (chat: an interactive loop over stdin)")
-    group.add_argument("--max-new-tokens", type=int, default=256, help="generate at most this many tokens a prompt")
+                       help=f"inference.py: {'|'.join(INFERENCE_TASKS)} (chat: an interactive loop over stdin); "
+                            f"evaluation.py: the benchmark, {'|'.join(EVALUATION_TASKS)}")
+    group.add_argument("--max-new-tokens", type=int, default=256,
+                       help="generate at most this many tokens a prompt (evaluation.py: gsm8k, bbh, human_eval)")
     group.add_argument("--top-k", type=int, default=0, help="do_sample: keep the k most probable tokens (0: all)")
     group.add_argument("--top-p", type=float, default=1.0,
                        help="do_sample: keep the most probable tokens up to this probability mass, in (0, 1]")
@@ -600,7 +603,9 @@ def _add_inference_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--prompt-file", type=str, default=None, metavar="FILE",
                        help="jsonl with a 'prompt' field per line: prompts to complete")
     group.add_argument("--output-file", type=str, default=None, metavar="FILE",
-                       help="write jsonl: prompt, response and token_ids (the generated ids) per prompt")
+                       help="inference.py: write jsonl: prompt, response and token_ids (the generated ids) per "
+                            "prompt; evaluation.py: the per-subject and overall accuracy as JSON (a directory: "
+                            "{task}.json in it)")
     group.add_argument("--hf-chat-template", action="store_true",
                        help="wrap prompts in the tokenizer's own chat template (as --prompt-type hf)")
     group.add_argument("--history-turns", type=int, default=3,
@@ -626,25 +631,8 @@ def _add_logging_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--wandb-save-dir", type=str, default=None, help="W&B's local run directory")
 
 
-EVALUATION_TASKS = ("mmlu", "cmmlu", "ceval", "gsm8k", "boolq", "bbh", "agieval", "hellaswag", "human_eval")
-
-
-def _add_once(group: argparse._ArgumentGroup, flag: str, **kwargs: Any) -> None:
-    """Add ``flag`` unless another group (inference.py's generation flags share --task, --max-new-tokens and
-    --output-file with evaluation.py) already did."""
-    if flag not in group._option_string_actions:
-        group.add_argument(flag, **kwargs)
-
-
 def _add_evaluation_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("evaluation (evaluation.py)")
-    _add_once(group, "--task", type=str, default=None,
-              help=f"evaluation.py: the benchmark, one of {'|'.join(EVALUATION_TASKS)}")
-    _add_once(group, "--max-new-tokens", type=int, default=256,
-              help="generate at most this many tokens a prompt (gsm8k, bbh, human_eval)")
-    _add_once(group, "--output-file", type=str, default=None, metavar="FILE",
-              help="evaluation.py: write the per-subject and overall accuracy here as JSON (a directory: "
-                   "{task}.json in it)")
+    group = parser.add_argument_group("evaluation (evaluation.py; also --task, --max-new-tokens, --output-file)")
     group.add_argument("--task-data-path", nargs="*", default=[], metavar="DIR",
                        help="evaluation.py: the benchmark's directory (or files) in its published layout")
     group.add_argument("--evaluation-batch-size", type=int, default=1,

@@ -1,10 +1,10 @@
 """The evaluation run: flags -> questions -> the trainer's model loaded from ``--load`` -> judged -> report.
 
-The model comes from the trainer's own ``setup`` (flags, validation, process groups, ``--load`` with
-``--use-checkpoint-args``) with :class:`EvaluationTask` as its task: the task reads the benchmark in
-``validate`` (before any process-group work, so a missing file costs nothing) and trains nothing. The
-training-only required flags get placeholders when absent. Every TP rank runs the same forward passes;
-rank 0 prints and writes. Pipeline and context parallelism are refused (one forward is one call here).
+The model comes from inference.py's loader (``mindspeed_llm/inference/loading.py``: the trainer's flags,
+checks, process groups and ``--load`` with ``--use-checkpoint-args``, no optimizer; the training-only required
+flags get placeholders). :class:`EvaluationTask` checks the benchmark's flags and reads its questions before
+the model is built, so a missing file costs nothing. Every TP rank runs the same forward passes; rank 0
+prints and writes. Pipeline and context parallelism are refused (one forward is one call here).
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 
-from core import checkpointing
 from core.parallel_state import ParallelState
 from mindspeed_llm.arguments import EVALUATION_TASKS
 from mindspeed_llm.data.templates import ChatEncoder
@@ -25,26 +24,20 @@ from mindspeed_llm.evaluation.results import accuracy_report, format_report, wri
 from mindspeed_llm.evaluation.scoring import Generator, GreedyGenerator, ModelForward, ModelScorer, Scorer
 from mindspeed_llm.evaluation.tasks import BUILDERS, ChoiceQuestion, EvalOptions, OpenQuestion, Question
 from mindspeed_llm.tokenizer import build_tokenizer
-from mindspeed_llm.training.task import TrainingTask
-from mindspeed_llm.training.training import print_rank_0, setup
+from mindspeed_llm.inference.loading import setup_inference
+from mindspeed_llm.training.training import print_rank_0
 
 # flags training requires that evaluation does not use: (flag, placeholder)
-PLACEHOLDERS = (("--train-iters", "1"), ("--lr", "0.0"), ("--micro-batch-size", "1"), ("--no-load-optim", None),
-                ("--no-load-rng", None))
-
-
 def options_from_args(args: argparse.Namespace) -> EvalOptions:
     return EvalOptions(chain_of_thought=args.chain_of_thought, max_eval_samples=args.max_eval_samples or 0,
                        allow_code_execution=args.allow_code_execution)
 
 
-class EvaluationTask(TrainingTask):
-    """The trainer's task of an evaluation run: it reads the benchmark's questions and trains nothing."""
-
-    name = "evaluation"
+class EvaluationTask:
+    """The benchmark of an evaluation run: its flags checked and its questions read."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        super().__init__(args)
+        self.args = args
         self.questions: List[Question] = []
 
     def validate(self, args: argparse.Namespace) -> None:
@@ -71,34 +64,6 @@ class EvaluationTask(TrainingTask):
         self.questions = BUILDERS[args.task](args.task_data_path, options_from_args(args))
         if not self.questions:
             raise EvaluationError(f"{args.task}: --task-data-path {' '.join(args.task_data_path)} holds no questions")
-
-
-def with_placeholders(argv: Sequence[str]) -> List[str]:
-    """``argv`` with the training-only required flags it lacks; ``--seq-length`` is the model's context unless
-    given (batches are ``--evaluation-batch-size`` prompts)."""
-    argv = list(argv)
-    given = {arg.split("=", 1)[0] for arg in argv}
-    extra: List[str] = []
-    for flag, value in PLACEHOLDERS:
-        if flag not in given:
-            extra += [flag] + ([value] if value is not None else [])
-    if "--seq-length" not in given:
-        context = _context_length(argv)
-        extra += ["--seq-length", str(context)] if context is not None else []
-    return extra + argv
-
-
-def _context_length(argv: List[str]) -> Optional[int]:
-    """``--max-position-embeddings`` as given, or with ``--use-checkpoint-args`` the ``--load`` checkpoint's."""
-    if "--max-position-embeddings" in argv:
-        return int(argv[argv.index("--max-position-embeddings") + 1])
-    if "--use-checkpoint-args" in argv and "--load" in argv:
-        try:
-            return checkpointing.read_checkpoint_settings(argv[argv.index("--load") + 1])[2].get(
-                "max_position_embeddings")
-        except checkpointing.CheckpointError:
-            return None  # parsing reports the missing checkpoint
-    return None
 
 
 def judge(questions: Sequence[Question], scorer: Optional[Scorer], generator: Optional[Generator],
@@ -191,9 +156,15 @@ def model_judges(args: argparse.Namespace, model: torch.nn.Module, state: Parall
 def evaluate(argv: Sequence[str]) -> dict:
     """Run the benchmark of ``argv`` (evaluation.py's flags); the report (rank 0 prints it and writes
     ``--output-file``)."""
-    trainer = setup(with_placeholders(argv), EvaluationTask)  # the model and the questions (read in validate)
-    args, questions = trainer.args, trainer.task.questions
-    judges = model_judges(args, trainer.model, trainer.state, trainer.acc.device)
+    tasks: List[EvaluationTask] = []
+
+    def read_questions(args: argparse.Namespace) -> None:  # before the model is built: bad paths fail fast
+        tasks.append(EvaluationTask(args))
+        tasks[0].validate(args)
+
+    loaded = setup_inference(argv, check=read_questions)  # the model without an optimizer, --load loaded
+    args, questions, state = loaded.args, tasks[0].questions, loaded.state
+    judges = model_judges(args, loaded.model, state, next(loaded.model.parameters()).device)
     subjects = len({q.subject for q in questions})
     print_rank_0(f"evaluating {args.task}: {len(questions)} questions in {subjects} subjects")
     judged = judge(questions, judges.scorer, judges.generator, args.max_new_tokens, judges.plain_generator,
@@ -201,7 +172,7 @@ def evaluate(argv: Sequence[str]) -> dict:
     report = accuracy_report(args.task, judged)
     print_rank_0(format_report(report))
     print_rank_0("evaluation results: " + json.dumps(report["overall"]))
-    if args.output_file and trainer.state.rank == 0:
+    if args.output_file and state.rank == 0:
         path = report_path(args.output_file, args.task)
         write_report(report, path)
         print_rank_0(f"wrote {path}")

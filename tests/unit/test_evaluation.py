@@ -26,9 +26,9 @@ from mindspeed_llm.evaluation import answers, readers, tasks
 from mindspeed_llm.evaluation.code_execution import human_eval_program, run_program
 from mindspeed_llm.evaluation.errors import EvaluationError
 from mindspeed_llm.evaluation.results import accuracy_report
-from mindspeed_llm.evaluation.runner import EvaluationTask, judge, with_placeholders
+from mindspeed_llm.evaluation.runner import judge
+from mindspeed_llm.inference.loading import setup_inference
 from mindspeed_llm.evaluation.scoring import GreedyGenerator, ModelForward, ModelScorer
-from mindspeed_llm.training.training import setup
 
 MMLU_ANSWERS = {"astronomy": "ABAC", "virology": "DAB"}  # always "A": 2/4 and 1/3
 
@@ -379,10 +379,10 @@ def test_greedy_generator_equals_transformers_generate(tmp_path: Path, model_dir
     gsm8k runs end to end through evaluation.py."""
     argv = ["--task", "gsm8k", "--task-data-path", str(gsm8k_layout(tmp_path / "g")),
             "--evaluation-batch-size", "2"] + model_argv(model_dirs)
-    trainer = setup(with_placeholders(argv), EvaluationTask)
+    loaded = setup_inference(argv)
     from mindspeed_llm.tokenizer import build_tokenizer
-    ours = build_tokenizer(trainer.args)
-    forward = ModelForward(trainer.model, trainer.state, trainer.args.vocab_size, 512, 0, torch.device("cpu"))
+    ours = build_tokenizer(loaded.args)
+    forward = ModelForward(loaded.model, loaded.state, loaded.args.vocab_size, 512, 0, torch.device("cpu"))
     generated: List[List[int]] = []
     generator = GreedyGenerator(forward, ours.tokenize, lambda ids: generated.append(list(ids)) or "", None, 2)
     prompts = ["the quick brown fox", "Tom has 3 apples and buys 4 . how many apples ?"]
