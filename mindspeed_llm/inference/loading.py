@@ -19,7 +19,7 @@ from core.models.gpt_model import GPTModel, build_model_chunks
 from core.pipeline_parallel.layout import stage_layers
 from core.parallel_state import ParallelState, expert_dimension, initialize
 from core.tensor_parallel.random import model_parallel_seed
-from mindspeed_llm.arguments import parse_and_validate, set_vocab_size, transformer_config_from_args
+from mindspeed_llm.arguments import ArgumentError, parse_and_validate, set_vocab_size, transformer_config_from_args
 from mindspeed_llm.tokenizer import build_tokenizer
 from mindspeed_llm.training.training import check_saved_settings, init_distributed
 
@@ -90,6 +90,10 @@ def setup_inference(argv: Optional[Sequence[str]],
     args = parse_and_validate(with_placeholders(sys.argv[1:] if argv is None else argv),
                               int(os.environ.get("WORLD_SIZE", "1")))
     check(args)
+    if args.lora_target_modules or args.qlora:  # the loader builds no adapters: refuse rather than ignore them
+        raise ArgumentError("--lora-target-modules/--lora-load: generation and evaluation load plain checkpoints; "
+                            "merge the adapters first (tools/convert_ckpt.py --load-model-type mg --save-model-type "
+                            "mg --load-dir BASE --lora-load ADAPTERS --save-dir MERGED) and pass --load MERGED")
     if args.context_parallel_size > 1 or args.virtual_pipeline_model_parallel_size:
         raise ValueError("inference.py runs without --context-parallel-size and virtual pipeline stages; convert "
                          "the checkpoint to a plain TP/PP layout (tools/convert_ckpt.py) or drop the flags")

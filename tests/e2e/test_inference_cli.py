@@ -134,6 +134,8 @@ def test_chat_reads_turns_from_stdin(tiny, monkeypatch, capsys) -> None:
     (["--task", "greedy", "--prompt", "the " * 80], "error: prompt 0 has", False),
     (["--task", "greedy"], "error: --task greedy needs --prompt TEXT or --prompt-file FILE", False),
     (["--task", "greedy", "--prompt-type", "alpaca", "--prompt", "x"], "error: prompt 0 has", False),  # its system text
+    (["--task", "greedy", "--lora-target-modules", "linear_qkv", "--prompt", "x"],
+     "error: --lora-target-modules/--lora-load: generation and evaluation load plain checkpoints; merge", False),
 ])
 def test_bad_input_one_line(tiny, capsys, extra, message, parser_exit) -> None:
     tok, _, mg = tiny
