@@ -236,11 +236,14 @@ class SelfAttention(nn.Module):
         ``allowed`` [b, 1, sq, sk]: a given boolean mask instead of the positions' rule (a KV cache's)."""
         sq, b, nq, hn = q.shape
         q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, heads, s, hn]
-        if k.size(1) != nq:  # grouped-query attention: each KV head serves nq / nkv query heads
+        cfg = self.config
+        explicit = cfg.attn_logit_softcapping is not None or self._extra_logit(q) is not None
+        # a KV cache's step: SDPA reads each shared KV head for its query heads, no per-step copy of the cache
+        shared_kv = k.size(1) != nq and allowed is not None and not explicit
+        if k.size(1) != nq and not shared_kv:  # grouped-query attention: each KV head serves nq / nkv query heads
             repeat = nq // k.size(1)
             k = k.repeat_interleave(repeat, dim=1)
             v = v.repeat_interleave(repeat, dim=1)
-        cfg = self.config
         dropout = cfg.attention_dropout if self.training else 0.0
         # heads differ per TP rank, so does their dropout
         with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():
@@ -255,7 +258,7 @@ class SelfAttention(nn.Module):
             else:
                 causal = dict(is_causal=True) if mask is None else dict(attn_mask=mask)
                 out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=cfg.attention_scale,
-                                                     **causal)  # [b, np, s, hn]
+                                                     enable_gqa=shared_kv, **causal)  # [b, np, s, hn]
         return out.permute(2, 0, 1, 3)  # [s, b, np, hn]
 
     def _mask(self, q: torch.Tensor, query_positions: Optional[torch.Tensor], key_positions: Optional[torch.Tensor],
