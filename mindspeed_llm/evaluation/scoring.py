@@ -1,10 +1,9 @@
 """How questions are scored: the ``Scorer`` (log-likelihoods) and ``Generator`` (text) protocols.
 
-:class:`ModelScorer` and :class:`GreedyGenerator` run plain forward passes of our model
-(``model(tokens)`` -> this rank's logits ``[b, s, v/tp]``, gathered over TP). Rows are right-padded:
-the decoder is causal, so a row's logits up to its own length do not see the padding. Every TP rank
-runs the same batches. The greedy generator recomputes the whole prefix at each step (no KV cache);
-the generation engine (mindspeed_llm/inference/) can stand in for it behind the same protocol.
+:class:`ModelScorer` runs plain forward passes of our model (``model(tokens)`` -> this rank's logits
+``[b, s, v/tp]``, gathered over TP). Rows are right-padded: the decoder is causal, so a row's logits up to
+its own length do not see the padding. Every TP rank runs the same batches. :class:`GreedyGenerator`
+decodes through the generation engine (mindspeed_llm/inference/: left-padded batches, the KV cache).
 """
 from __future__ import annotations
 
@@ -16,6 +15,7 @@ import torch.nn.functional as F
 from core.parallel_state import ParallelState
 from core.tensor_parallel.mappings import gather_from_tensor_model_parallel_region
 from mindspeed_llm.evaluation.errors import EvaluationError
+from mindspeed_llm.inference.engine import GenerationConfig, generate
 
 
 class Scorer(Protocol):
@@ -112,7 +112,8 @@ class ModelScorer:
 
 
 class GreedyGenerator:
-    """:class:`Generator` by argmax decoding, the whole prefix recomputed each step (no cache)."""
+    """:class:`Generator` by argmax decoding through the generation engine (``mindspeed_llm/inference``:
+    left-padded batches, the KV cache)."""
 
     def __init__(self, forward: ModelForward, encode: Callable[[str], List[int]],
                  decode: Callable[[List[int]], str], eos_id: Optional[int], batch_size: int) -> None:
@@ -127,20 +128,11 @@ class GreedyGenerator:
 
     def _batch(self, prompts: Sequence[str], max_new_tokens: int, stop: Sequence[str]) -> List[str]:
         rows = [self.forward.fit(self.encode(p), 1) for p in prompts]
-        new: List[List[int]] = [[] for _ in prompts]
-        active = [True] * len(prompts)
-        for _ in range(max_new_tokens):
-            live = [i for i, on in enumerate(active) if on]
-            if not live:
-                break
-            log_probs = self.forward.log_probs([rows[i] + new[i] for i in live])  # [live, s, v]
-            for slot, i in enumerate(live):
-                token = int(log_probs[slot, len(rows[i]) + len(new[i]) - 1].argmax())
-                new[i].append(token)
-                finished = token == self.eos_id or any(s in self.decode(new[i]) for s in stop)
-                if finished or len(rows[i]) + len(new[i]) >= self.forward.max_length:
-                    active[i] = False
-        return [cut_at_stop(self.decode([t for t in ids if t != self.eos_id]), stop) for ids in new]
+        config = GenerationConfig(max_new_tokens=max_new_tokens, pad_token_id=self.forward.pad_id,
+                                  eos_token_ids=() if self.eos_id is None else (self.eos_id,),
+                                  stop_strings=tuple(s for s in stop if s))
+        result = generate(self.forward.model, rows, config, decode=self.decode)
+        return [cut_at_stop(self.decode([t for t in ids if t != self.eos_id]), stop) for ids in result.token_ids]
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> str:
