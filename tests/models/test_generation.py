@@ -8,8 +8,9 @@ positions (GPT-2), ALiBi (Bloom), MLA (MiniCPM3), MoE (OLMoE), attention sinks w
 (GPT-OSS), chunked attention and NoPE layers (Llama 4) and Mamba-2 (the recompute fallback). KV-cache
 decoding is checked against recomputing every row's whole sequence each step (ids equal, logits within
 1e-5), with a repetition penalty; seeded sampling repeats; beam search gives ``generate(num_beams=N)``'s
-best beam (with and without EOS, HF's length penalty and early-stopping rules). Llama (and the ALiBi, MLA, MoE and softcapped families) at TP 2, and Llama at PP 2, run in one 2-process
-launch.
+best beam (with and without EOS, HF's length penalty and early-stopping rules). Every other registry family
+(every parity case of both modules) gives transformers' greedy ids too, at TP 1 and at TP 2; TP 2 (every
+family) and Llama at PP 2 run in one 2-process launch.
 
     python -m pytest tests/models/test_generation.py -q
 """
@@ -134,6 +135,48 @@ def test_greedy_equals_transformers_generate(converted) -> None:
         if ours != expected:
             mismatches.append(f"{name}: ours {ours} != transformers {expected}")
     assert not mismatches, "\n".join(mismatches)
+
+
+# transformers ignores the attention mask of these families in a padded batch (Mamba-1 has no masking of
+# left padding); their reference is each prompt generated alone, unpadded
+UNPADDED_REFERENCE = ("falcon_mamba",)
+
+
+def test_greedy_equals_transformers_generate_for_every_registry_family(tmp_path) -> None:
+    """Every parity case (``test_hf_parity`` and ``test_zoo_parity``) beyond FAMILIES, at TP 1: the same
+    greedy ids as transformers for three left-padded prompts."""
+    mismatches = []
+    names = registry_names()
+    for name in names:
+        model, mg_dir = _converted_case(name, str(tmp_path), 1)
+        prompts = prompts_for(model.config.vocab_size)
+        ours = generate(_ours(mg_dir), prompts, GenerationConfig(max_new_tokens=NEW_TOKENS)).token_ids
+        expected = reference_greedy(name, model, prompts)
+        if ours != expected:
+            mismatches.append(f"{name}: ours {ours} != transformers {expected}")
+    assert len(names) > 100 and not mismatches, "\n".join(mismatches)
+
+
+def registry_names() -> List[str]:
+    """The parity cases beyond FAMILIES (every registry family has at least one)."""
+    return [name for name in [*test_hf_parity.CASES, *test_zoo_parity.CASES] if name not in FAMILIES]
+
+
+def _converted_case(name: str, root: str, tp: int) -> Tuple[transformers.PreTrainedModel, str]:
+    """Case ``name``'s HF model and its checkpoint converted at ``tp``."""
+    model = _hf_model(name)
+    hf_dir, mg_dir = os.path.join(root, f"{name}_hf"), os.path.join(root, f"{name}_mg_tp{tp}")
+    with _quiet():
+        if not os.path.isdir(hf_dir):
+            model.save_pretrained(hf_dir)
+        test_hf_parity.convert(hf_dir, mg_dir, _case(name)[3], tp)
+    return model, mg_dir
+
+
+def reference_greedy(name: str, model: transformers.PreTrainedModel, prompts: List[List[int]]) -> List[List[int]]:
+    if name in UNPADDED_REFERENCE:
+        return [hf_greedy(model, [prompt], NEW_TOKENS)[0] for prompt in prompts]
+    return hf_greedy(model, prompts, NEW_TOKENS)
 
 
 def test_cache_equals_recompute(converted) -> None:
@@ -271,7 +314,8 @@ def _generations(model: GPTModel, prompts: List[List[int]]) -> Dict[str, object]
             "logit_diff": max((a - b).abs().max().item() for a, b in zip(cached.step_logits, recomputed.step_logits))}
 
 
-def test_tp2_and_pp2_equal_transformers(converted) -> None:
+def test_tp2_and_pp2_equal_transformers(converted, tmp_path) -> None:
+    """TP 2 (FAMILIES' TP2 set and every other registry family) and PP 2 in one 2-process launch."""
     model, mg_dir = converted["llama2_gqa"]
     prompts = prompts_for(model.config.vocab_size)
     expected = hf_greedy(model, prompts, NEW_TOKENS)
@@ -279,10 +323,17 @@ def test_tp2_and_pp2_equal_transformers(converted) -> None:
     root = os.path.dirname(mg_dir)
     tp_jobs = [(name, os.path.join(root, f"{name}_mg_tp2"), prompts_for(converted[name][0].config.vocab_size))
                for name in TP2_FAMILIES]
+    references = {name: hf_greedy(converted[name][0], family_prompts, NEW_TOKENS)
+                  for name, _, family_prompts in tp_jobs[1:]}
+    for name in registry_names():
+        family_model, tp2_dir = _converted_case(name, str(tmp_path), 2)
+        family_prompts = prompts_for(family_model.config.vocab_size)
+        tp_jobs.append((name, tp2_dir, family_prompts))
+        references[name] = reference_greedy(name, family_model, family_prompts)
     per_rank = run_distributed(2, _parallel_worker, tp_jobs, os.path.join(root, "llama2_gqa_mg_pp2"), prompts)
-    for name, _, family_prompts in tp_jobs[1:]:
-        expected_family = hf_greedy(converted[name][0], family_prompts, NEW_TOKENS)
-        assert all(result[name] == expected_family for result in per_rank), name
+    wrong = [name for name, expected_family in references.items()
+             if not all(result[name] == expected_family for result in per_rank)]
+    assert len(references) > 100 and not wrong, f"TP 2 greedy differs from transformers: {wrong}"
     for result in per_rank:
         assert result["cached"] == expected
         assert result["recomputed"] == expected
