@@ -135,6 +135,11 @@ def test_raising_reward_function_names_the_function_and_sample(user_rewards: str
     assert "grpo_user_rewards:fragile_reward" in message and "sample 2" in message and "KeyError" in message
 
 
+def test_columns_must_have_one_value_per_completion() -> None:
+    with pytest.raises(RewardError, match="reward column 'answer' has 1 values for 2 completions"):
+        compute_rewards(load_reward_funcs(["gsm8k_accuracy"]), ["p", "p"], ["1", "2"], {"answer": ["#### 1"]})
+
+
 @pytest.mark.parametrize("name,words", [("short_reward", ["returned 1 values for 3 samples"]),
                                         ("nan_reward", ["nan", "sample 1", "finite"])])
 def test_bad_reward_values_are_refused(user_rewards: str, name: str, words) -> None:

@@ -144,6 +144,9 @@ def compute_rewards(funcs: Sequence[RewardFunc], prompts: Sequence[Completion], 
     """Rewards ``[n, len(funcs)]`` (float64) of ``n`` completions, one column per function, each
     multiplied by its weight (1 by default); the total reward of a sample is the row's sum."""
     columns = columns or {}
+    for key, values in columns.items():
+        if len(values) != len(completions):
+            raise RewardError(f"reward column {key!r} has {len(values)} values for {len(completions)} completions")
     weights = [1.0] * len(funcs) if weights is None else list(weights)
     if len(weights) != len(funcs):
         raise RewardError(f"--reward-weights has {len(weights)} values for {len(funcs)} --reward-funcs")
