@@ -9,7 +9,7 @@ HASHES = re.compile(r"####\s*(-?[\d,]*\.?\d+)")
 THE_ANSWER_IS = re.compile(r"[Tt]he (?:final )?answer is[:\s]*\$?\s*(-?[\d,]*\.?\d+)")
 
 
-def _boxed(text: str) -> Optional[str]:
+def boxed_content(text: str) -> Optional[str]:
     """The content of the last ``\\boxed{...}`` (braces nested)."""
     start = text.rfind("\\boxed{")
     if start < 0:
@@ -49,7 +49,7 @@ def extract_gsm8k_answer(text: str) -> Optional[str]:
     hashes = HASHES.search(text)
     if hashes:
         return normalize_number(hashes.group(1))
-    boxed = _boxed(text)
+    boxed = boxed_content(text)
     if boxed is not None and normalize_number(boxed) is not None:
         return normalize_number(boxed)
     stated = THE_ANSWER_IS.findall(text)

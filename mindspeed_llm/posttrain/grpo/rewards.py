@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from mindspeed_llm.evaluation.answers import HASHES, NUMBER, _boxed as boxed_content, gsm8k_reference, \
+from mindspeed_llm.evaluation.answers import HASHES, NUMBER, boxed_content, gsm8k_reference, \
     normalize_number
 
 RewardFunc = Callable[..., List[float]]
