@@ -63,6 +63,7 @@ from core.transformer.context_parallel import (ATTENTION_MASK_TYPES, CP_ALGORITH
                                                sequence_divisor, ulysses_degree)
 from core.transformer.swap_attention import DEFAULT_SWAP_MODULES, parse_swap_modules
 from mindspeed_llm.data.templates import PROMPT_TYPES
+from mindspeed_llm.inference.sampling import SamplingConfig
 from mindspeed_llm.flags import (TOKENIZER_TYPES, ArgumentError, FlagParser, IntList, add_pipeline_layout_args,
                                  add_tokenizer_args, tokenizer_error)
 
@@ -1303,14 +1304,11 @@ def _check_inference(args: argparse.Namespace) -> None:
     """inference.py's flags in range (the task, sampling knobs, counts)."""
     if args.task is not None and args.task not in INFERENCE_TASKS + EVALUATION_TASKS:
         raise ArgumentError(f"--task {args.task} is not one of {', '.join(INFERENCE_TASKS + EVALUATION_TASKS)}")
-    if not 0.0 < args.top_p <= 1.0:
-        raise ArgumentError(f"--top-p {args.top_p} is outside (0, 1]; use e.g. --top-p 0.9 (1 turns it off)")
-    if args.temperature <= 0.0:
-        raise ArgumentError(f"--temperature {args.temperature} must be > 0 (use --task greedy for argmax decoding)")
-    if args.top_k < 0:
-        raise ArgumentError(f"--top-k {args.top_k} must be 0 (off) or more")
-    if args.repetition_penalty <= 0.0:
-        raise ArgumentError(f"--repetition-penalty {args.repetition_penalty} must be > 0 (1 turns it off)")
+    try:  # the sampling knobs' ranges, checked where the sampler defines them
+        SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                       repetition_penalty=args.repetition_penalty)
+    except ValueError as error:
+        raise ArgumentError(str(error)) from None
     for dest in ("max_new_tokens", "num_beams"):
         if getattr(args, dest) < 1:
             raise ArgumentError(f"{_flag(dest)} must be at least 1, got {getattr(args, dest)}")
