@@ -2,7 +2,7 @@
 
 The model comes from inference.py's loader (``mindspeed_llm/inference/loading.py``: the trainer's flags,
 checks, process groups and ``--load`` with ``--use-checkpoint-args``, no optimizer; the training-only required
-flags get placeholders). :class:`EvaluationTask` checks the benchmark's flags and reads its questions before
+flags get placeholders). :func:`read_benchmark` checks the benchmark's flags and reads its questions before
 the model is built, so a missing file costs nothing. Every TP rank runs the same forward passes; rank 0
 prints and writes. Pipeline and context parallelism are refused (one forward is one call here).
 """
@@ -23,47 +23,39 @@ from mindspeed_llm.evaluation.errors import EvaluationError
 from mindspeed_llm.evaluation.results import accuracy_report, format_report, write_report
 from mindspeed_llm.evaluation.scoring import Generator, GreedyGenerator, ModelForward, ModelScorer, Scorer
 from mindspeed_llm.evaluation.tasks import BUILDERS, ChoiceQuestion, EvalOptions, OpenQuestion, Question
-from mindspeed_llm.tokenizer import build_tokenizer
 from mindspeed_llm.inference.loading import setup_inference
+from mindspeed_llm.tokenizer import build_tokenizer
 from mindspeed_llm.training.training import print_rank_0
 
-# flags training requires that evaluation does not use: (flag, placeholder)
+
 def options_from_args(args: argparse.Namespace) -> EvalOptions:
     return EvalOptions(chain_of_thought=args.chain_of_thought, max_eval_samples=args.max_eval_samples or 0,
                        allow_code_execution=args.allow_code_execution)
 
 
-class EvaluationTask:
-    """The benchmark of an evaluation run: its flags checked and its questions read."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.questions: List[Question] = []
-
-    def validate(self, args: argparse.Namespace) -> None:
-        if args.task is None:
-            raise EvaluationError(f"evaluation.py needs --task, one of {', '.join(EVALUATION_TASKS)}")
-        if args.task not in EVALUATION_TASKS:
-            raise EvaluationError(f"--task {args.task} is not a benchmark evaluation.py knows: "
-                                  f"{', '.join(EVALUATION_TASKS)}")
-        if not args.task_data_path:
-            raise EvaluationError(f"--task {args.task} needs --task-data-path DIR (the benchmark in its published "
-                                  "layout)")
-        if args.pipeline_model_parallel_size > 1 or args.context_parallel_size > 1:
-            raise EvaluationError("evaluation.py runs at --pipeline-model-parallel-size 1 and "
-                                  "--context-parallel-size 1; convert the checkpoint to PP 1 (tools/convert_ckpt.py)")
-        if not args.load:
-            raise EvaluationError("evaluation.py needs --load DIR (a checkpoint of ours; tools/convert_ckpt.py "
-                                  "converts Hugging Face ones) and --use-checkpoint-args")
-        if args.tokenizer_type in (None, "NullTokenizer"):
-            raise EvaluationError("evaluation.py reads text: give --tokenizer-type PretrainedFromHF "
-                                  "--tokenizer-name-or-path DIR (or another text tokenizer)")
-        self.load_questions(args)
-
-    def load_questions(self, args: argparse.Namespace) -> None:
-        self.questions = BUILDERS[args.task](args.task_data_path, options_from_args(args))
-        if not self.questions:
-            raise EvaluationError(f"{args.task}: --task-data-path {' '.join(args.task_data_path)} holds no questions")
+def read_benchmark(args: argparse.Namespace) -> List[Question]:
+    """The questions of ``--task`` read from ``--task-data-path``, after the benchmark's flags are checked."""
+    if args.task is None:
+        raise EvaluationError(f"evaluation.py needs --task, one of {', '.join(EVALUATION_TASKS)}")
+    if args.task not in EVALUATION_TASKS:
+        raise EvaluationError(f"--task {args.task} is not a benchmark evaluation.py knows: "
+                              f"{', '.join(EVALUATION_TASKS)}")
+    if not args.task_data_path:
+        raise EvaluationError(f"--task {args.task} needs --task-data-path DIR (the benchmark in its published "
+                              "layout)")
+    if args.pipeline_model_parallel_size > 1 or args.context_parallel_size > 1:
+        raise EvaluationError("evaluation.py runs at --pipeline-model-parallel-size 1 and "
+                              "--context-parallel-size 1; convert the checkpoint to PP 1 (tools/convert_ckpt.py)")
+    if not args.load:
+        raise EvaluationError("evaluation.py needs --load DIR (a checkpoint of ours; tools/convert_ckpt.py "
+                              "converts Hugging Face ones) and --use-checkpoint-args")
+    if args.tokenizer_type in (None, "NullTokenizer"):
+        raise EvaluationError("evaluation.py reads text: give --tokenizer-type PretrainedFromHF "
+                              "--tokenizer-name-or-path DIR (or another text tokenizer)")
+    questions = BUILDERS[args.task](args.task_data_path, options_from_args(args))
+    if not questions:
+        raise EvaluationError(f"{args.task}: --task-data-path {' '.join(args.task_data_path)} holds no questions")
+    return questions
 
 
 def judge(questions: Sequence[Question], scorer: Optional[Scorer], generator: Optional[Generator],
@@ -156,14 +148,9 @@ def model_judges(args: argparse.Namespace, model: torch.nn.Module, state: Parall
 def evaluate(argv: Sequence[str]) -> dict:
     """Run the benchmark of ``argv`` (evaluation.py's flags); the report (rank 0 prints it and writes
     ``--output-file``)."""
-    tasks: List[EvaluationTask] = []
-
-    def read_questions(args: argparse.Namespace) -> None:  # before the model is built: bad paths fail fast
-        tasks.append(EvaluationTask(args))
-        tasks[0].validate(args)
-
-    loaded = setup_inference(argv, check=read_questions)  # the model without an optimizer, --load loaded
-    args, questions, state = loaded.args, tasks[0].questions, loaded.state
+    questions: List[Question] = []  # read before the model is built: a bad path fails fast
+    loaded = setup_inference(argv, check=lambda args: questions.extend(read_benchmark(args)))
+    args, state = loaded.args, loaded.state
     judges = model_judges(args, loaded.model, state, next(loaded.model.parameters()).device)
     subjects = len({q.subject for q in questions})
     print_rank_0(f"evaluating {args.task}: {len(questions)} questions in {subjects} subjects")
