@@ -237,7 +237,10 @@ class SelfAttention(nn.Module):
         sq, b, nq, hn = q.shape
         q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, heads, s, hn]
         cfg = self.config
-        explicit = cfg.attn_logit_softcapping is not None or self._extra_logit(q) is not None
+        extra_logit = self._extra_logit(q)
+        if extra_logit is not None:
+            extra_logit = extra_logit[first_head:first_head + nq]
+        explicit = cfg.attn_logit_softcapping is not None or extra_logit is not None
         # a KV cache's step: SDPA reads each shared KV head for its query heads, no per-step copy of the cache
         shared_kv = k.size(1) != nq and allowed is not None and not explicit
         if k.size(1) != nq and not shared_kv:  # grouped-query attention: each KV head serves nq / nkv query heads
@@ -248,10 +251,7 @@ class SelfAttention(nn.Module):
         # heads differ per TP rank, so does their dropout
         with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():
             mask = self._mask(q, query_positions, key_positions, documents, first_head, allowed)
-            extra_logit = self._extra_logit(q)
-            if extra_logit is not None:
-                extra_logit = extra_logit[first_head:first_head + nq]
-            if cfg.attn_logit_softcapping is not None or extra_logit is not None:
+            if explicit:
                 mask = mask if mask is not None else causal_mask(sq, self.window, q.device, self.chunk)
                 out = explicit_attention(q, k, v, mask, self._scale(), cfg.attn_logit_softcapping, extra_logit,
                                          dropout)
