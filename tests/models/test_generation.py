@@ -70,14 +70,21 @@ def prompts_for(vocab: int, seed: int = 3) -> List[List[int]]:
     return [torch.randint(3, vocab, (n,), generator=generator).tolist() for n in PROMPT_LENGTHS]
 
 
-def hf_greedy(model: transformers.PreTrainedModel, prompts: List[List[int]], new_tokens: int) -> List[List[int]]:
-    """HF's greedy continuation of left-padded ``prompts`` (no EOS stop)."""
+def hf_left_padded(prompts: List[List[int]]) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``prompts`` left-padded with 0 for transformers: input ids and attention mask, each [b, longest]."""
     longest = max(len(p) for p in prompts)
     ids = torch.zeros(len(prompts), longest, dtype=torch.long)
     mask = torch.zeros_like(ids)
     for row, prompt in enumerate(prompts):
         ids[row, longest - len(prompt):] = torch.tensor(prompt)
         mask[row, longest - len(prompt):] = 1
+    return ids, mask
+
+
+def hf_greedy(model: transformers.PreTrainedModel, prompts: List[List[int]], new_tokens: int) -> List[List[int]]:
+    """HF's greedy continuation of left-padded ``prompts`` (no EOS stop)."""
+    ids, mask = hf_left_padded(prompts)
+    longest = ids.size(1)
     model.generation_config.eos_token_id = None
     with _quiet(), torch.no_grad():
         out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False,
@@ -239,12 +246,8 @@ def test_sampling_reproducible_and_stopping(converted) -> None:
 def hf_beams(model: transformers.PreTrainedModel, prompts: List[List[int]], new_tokens: int, eos: Tuple[int, ...],
              beams: BeamConfig) -> List[List[int]]:
     """HF's best beam of each left-padded prompt, cut after its first EOS (HF pads the shorter ones)."""
-    longest = max(len(p) for p in prompts)
-    ids = torch.zeros(len(prompts), longest, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for row, prompt in enumerate(prompts):
-        ids[row, longest - len(prompt):] = torch.tensor(prompt)
-        mask[row, longest - len(prompt):] = 1
+    ids, mask = hf_left_padded(prompts)
+    longest = ids.size(1)
     model.generation_config.eos_token_id = None
     with _quiet(), torch.no_grad():
         out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False,
