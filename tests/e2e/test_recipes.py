@@ -201,9 +201,9 @@ def _default(recipe: Path, variable: str) -> str:
     return re.search(rf"\b{variable}=\$\{{{variable}:-([^}}]*)\}}", recipe.read_text()).group(1)
 
 
-@pytest.mark.parametrize("recipe", TUNE_RECIPES, ids=_recipe_id)
-def test_tune_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -> None:
-    pretrain = recipe.with_name(re.sub(r"^tune_(\w+)_(full|lora|qlora)_ptd", r"pretrain_\1_ptd", recipe.name))
+def _validated_on_pretrain_architecture(recipe: Path, pretrain: Path, tmp_path: Path) -> Tuple[int, argparse.Namespace]:
+    """``recipe``'s world size and flags, validated over a checkpoint of ``pretrain``'s architecture (what
+    --use-checkpoint-args reads); the architecture the recipe then trains is the pretraining recipe's."""
     checkpoint = _architecture_checkpoint(pretrain, tmp_path / "mg")
     world_size, argv = _argv(recipe, smoke=False, env={"CKPT_LOAD_DIR": str(checkpoint)})
     args = parse_args(argv)
@@ -211,6 +211,13 @@ def test_tune_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -> None
     reference = parse_args(_argv(pretrain, smoke=False)[1])
     architecture = [architecture_settings(transformer_config_from_args(a).to_dict()) for a in (args, reference)]
     assert architecture[0] == architecture[1] and architecture[0]["num_layers"] == reference.num_layers
+    return world_size, args
+
+
+@pytest.mark.parametrize("recipe", TUNE_RECIPES, ids=_recipe_id)
+def test_tune_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -> None:
+    pretrain = recipe.with_name(re.sub(r"^tune_(\w+)_(full|lora|qlora)_ptd", r"pretrain_\1_ptd", recipe.name))
+    world_size, args = _validated_on_pretrain_architecture(recipe, pretrain, tmp_path)
     assert args.stage == "sft" and args.is_instruction_dataset and args.finetune and args.use_checkpoint_args
     assert args.variable_seq_lengths and args.sequence_parallel and args.bf16 and world_size == 8
     layout = {"TP": str(args.tensor_model_parallel_size), "PP": str(args.pipeline_model_parallel_size)}
@@ -251,14 +258,8 @@ def _check_adapter_recipe(recipe: Path, args: argparse.Namespace) -> None:
 def test_preference_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -> None:
     stage = recipe.name.split("_")[0]
     pretrain = recipe.with_name(re.sub(r"^(dpo|orm)_", "pretrain_", recipe.name))
-    checkpoint = _architecture_checkpoint(pretrain, tmp_path / "mg")
-    world_size, argv = _argv(recipe, smoke=False, env={"CKPT_LOAD_DIR": str(checkpoint)})
-    args = parse_args(argv)
-    validate_args(args, world_size)
-    reference = parse_args(_argv(pretrain, smoke=False)[1])
-    architecture = [architecture_settings(transformer_config_from_args(a).to_dict()) for a in (args, reference)]
+    world_size, args = _validated_on_pretrain_architecture(recipe, pretrain, tmp_path)
     assert transformer_config_from_args(args).value_head == (stage == "orm")  # the reward model's score head
-    assert architecture[0] == architecture[1] and architecture[0]["num_layers"] == reference.num_layers
     assert args.stage == stage and args.is_pairwise_dataset and not args.is_instruction_dataset
     assert args.finetune and args.use_checkpoint_args and args.sequence_parallel and args.bf16 and world_size == 8
     tune = _sibling(recipe, "CKPT_LOAD_DIR")  # the SFT run it starts from, in that run's layout
@@ -273,11 +274,12 @@ def test_preference_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -
     if stage == "dpo":
         assert (args.dpo_loss_type, args.dpo_beta, args.ref_model, args.precompute_ref_log_probs) == ("sigmoid", 0.1,
                                                                                                       None, False)
-        world_size, argv = _argv(recipe, smoke=False, env={"CKPT_LOAD_DIR": str(checkpoint), "PRECOMPUTE_REF": "1",
-                                                           "REF_MODEL": str(checkpoint)})
+        checkpoint = args.load  # the architecture checkpoint, also a reference model
+        world_size, argv = _argv(recipe, smoke=False, env={"CKPT_LOAD_DIR": checkpoint, "PRECOMPUTE_REF": "1",
+                                                           "REF_MODEL": checkpoint})
         args = parse_args(argv)
         validate_args(args, world_size)
-        assert args.ref_model == str(checkpoint) and args.precompute_ref_log_probs
+        assert args.ref_model == checkpoint and args.precompute_ref_log_probs
 
 
 TUNE_SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--seq-length",
