@@ -1076,6 +1076,18 @@ def check_pretraining_data(args: argparse.Namespace) -> None:
                             "--tokenizer-name-or-path DIR (or NullTokenizer with --vocab-size)")
 
 
+ENTRY_ONLY_GROUPS = ("generation", "evaluation")  # flag groups only inference.py / evaluation.py read
+
+
+def entry_only_flags_given(args: argparse.Namespace) -> List[str]:
+    """The flags of inference.py's and evaluation.py's groups given explicitly: a training run that would
+    accept them would ignore them."""
+    explicit = getattr(args, "explicit_args", {})
+    return [action.option_strings[0] for group in build_parser()._action_groups
+            if group.title.startswith(ENTRY_ONLY_GROUPS) for action in group._group_actions
+            if action.dest in explicit]
+
+
 def evaluation_requested(args: argparse.Namespace) -> bool:
     """``--eval-iters`` > 0 with ``--eval-interval`` set, one of them given explicitly (command line or YAML),
     not only Megatron's defaults: a run that asks for validation, which no validation split may skip silently."""

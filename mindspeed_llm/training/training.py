@@ -45,8 +45,8 @@ from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import context_parallel_for, split_batch, ulysses_degree
 from core.transformer.moe.aux_losses import aux_loss_names, take_tracked_aux_losses
 from core.transformer.moe.router import update_expert_biases
-from mindspeed_llm.arguments import (ArgumentError, config_field_flag, parse_and_validate, same_setting, set_vocab_size,
-                                     transformer_config_from_args)
+from mindspeed_llm.arguments import (ArgumentError, config_field_flag, entry_only_flags_given, parse_and_validate,
+                                     same_setting, set_vocab_size, transformer_config_from_args)
 from mindspeed_llm.posttrain import lora as lora_training
 from mindspeed_llm.posttrain import qlora
 from mindspeed_llm.tokenizer import build_tokenizer
@@ -417,6 +417,10 @@ def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pre
     """Flags -> validated args -> devices, groups, model, optimizer (and the resumed state)."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     args = parse_and_validate(argv, world_size)
+    ignored = entry_only_flags_given(args)
+    if ignored:
+        raise ArgumentError(f"{ignored[0]} is a flag of inference.py / evaluation.py; training does not use it: "
+                            "drop it")
     task = task_class(args)
     task.validate(args)
     if args.vocab_size is None:  # the model's vocabulary is the tokenizer's

@@ -130,6 +130,9 @@ FLAG_CASES = {
                          ["world size 1", "--context-parallel-size (2)", "--nproc-per-node"]),
     "recompute_method_alone": ({"recompute_method": "uniform"},
                                ["--recompute-method uniform needs --recompute-granularity full"]),
+    # a flag only inference.py / evaluation.py read would be accepted and ignored by training
+    "generation_flag": ({"top_k": "5"}, ["--top-k is a flag of inference.py / evaluation.py", "drop it"]),
+    "evaluation_flag": ({"task_data_path": "mmlu"}, ["--task-data-path is a flag of inference.py / evaluation.py"]),
 }
 
 
