@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 from core.checkpointing import CheckpointError
 from mindspeed_llm.arguments import ArgumentError
-from mindspeed_llm.data.templates import TEMPLATES, ChatEncoder, Turn
+from mindspeed_llm.data.templates import ChatEncoder, Turn, end_of_turn_text
 from mindspeed_llm.inference.beam_search import BeamConfig, beam_search
 from mindspeed_llm.inference.engine import Generation, GenerationConfig, check_prompts, generate
 from mindspeed_llm.inference.loading import InferenceSetup, setup_inference
@@ -76,13 +76,8 @@ def chat_encoder(args: argparse.Namespace, tokenizer) -> Optional[ChatEncoder]:
 
 def end_of_turn_strings(args: argparse.Namespace) -> Tuple[str, ...]:
     """``--stop-strings`` plus a named template's end-of-turn text (``<|im_end|>``, ``<|eot_id|>``)."""
-    stops = list(args.stop_strings)
-    template = TEMPLATES.get(args.prompt_type or "")
-    if template is not None:
-        tail = template.assistant_format.split("{content}", 1)[1].replace("{eos}", "").strip()
-        if tail:
-            stops.append(tail)
-    return tuple(stops)
+    tail = end_of_turn_text(args.prompt_type)
+    return tuple(args.stop_strings) + ((tail,) if tail else ())
 
 
 class Session:

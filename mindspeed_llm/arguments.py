@@ -79,7 +79,8 @@ POSITIVE_FLAGS = ("num_layers", "hidden_size", "num_attention_heads", "seq_lengt
                   "log_interval", "tensorboard_log_interval", "tensorboard_queue_size", "pad_to_multiple_of")
 NON_NEGATIVE_FLAGS = ("num_workers", "eval_iters")
 INSTALL_HINT = "pip install -e .[{extra}]"
-POSTTRAIN_STAGES = ("sft", "dpo", "simpo", "orm")
+POSTTRAIN_STAGES = ("sft", "dpo", "simpo", "orm", "grpo")
+GRPO_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")  # mindspeed_llm/posttrain/grpo/loss.py
 
 
 def _flag(dest: str) -> str:
@@ -549,6 +550,29 @@ def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--simpo-loss-type", choices=("sigmoid", "hinge"), default="sigmoid", help="SimPO loss")
     group.add_argument("--simpo-label-smoothing", type=float, default=0.0,
                        help="SimPO sigmoid loss: the assumed share of flipped preference labels, in [0, 0.5)")
+    group.add_argument("--num-generations", type=int, default=8,
+                       help="GRPO: completions sampled per prompt (a group; advantages are relative within it)")
+    group.add_argument("--num-iterations", type=int, default=1,
+                       help="GRPO: optimizer steps on each rollout batch (the rollout policy's log-probs kept)")
+    group.add_argument("--clip-ratio", type=float, default=0.2,
+                       help="GRPO: the ratio is clipped to [1 - this, 1 + --clip-ratio-high]")
+    group.add_argument("--clip-ratio-high", type=float, default=None,
+                       help="GRPO: the upper clip epsilon (DAPO's decoupled clip; default --clip-ratio)")
+    group.add_argument("--kl-coef", type=float, default=0.0,
+                       help="GRPO: weight of the k3 KL to the reference (--ref-model, else the initial policy); "
+                            "0 builds no reference")
+    group.add_argument("--loss-type", choices=GRPO_LOSS_TYPES, default="grpo",
+                       help="GRPO token aggregation: grpo (per sequence, then mean), bnpo (tokens of the "
+                            "micro-batch), dr_grpo (/ rows x --max-new-tokens), dapo (tokens of the global batch)")
+    group.add_argument("--reward-funcs", nargs="+", default=["gsm8k_accuracy"], metavar="NAME",
+                       help="GRPO: rewards summed per completion: gsm8k_accuracy, format, or module:function")
+    group.add_argument("--reward-weights", nargs="+", type=float, default=None, metavar="W",
+                       help="GRPO: a weight per reward (--reward-funcs, then --reward-model); default 1 each")
+    group.add_argument("--reward-model", type=str, default=None, metavar="DIR",
+                       help="GRPO: a --stage orm checkpoint of the policy's architecture whose score of each "
+                            "completion is one more reward")
+    group.add_argument("--scale-rewards", choices=("group", "none"), default="group",
+                       help="GRPO: divide each group's centred rewards by its std (group) or not (none: Dr. GRPO)")
     group.add_argument("--lora-target-modules", nargs="*", default=[], metavar="NAME",
                        help="train LoRA adapters on these linears (linear_qkv linear_proj linear_fc1 linear_fc2), "
                             "the base frozen (core/tensor_parallel/lora.py)")
@@ -1172,8 +1196,12 @@ DEPENDENT_FLAGS: Tuple[Tuple[str, Callable[[argparse.Namespace], bool], str], ..
     ("use_cp_send_recv_overlap", lambda args: args.context_parallel_size > 1 and args.context_parallel_algo in (RING, HYBRID),
      "--context-parallel-size > 1 with megatron_cp_algo or hybrid_cp_algo"),
     *((dest, lambda args: args.stage == "dpo", "--stage dpo")
-      for dest in ("dpo_loss_type", "dpo_beta", "dpo_label_smoothing", "pref_ftx", "ref_model",
-                   "precompute_ref_log_probs")),
+      for dest in ("dpo_loss_type", "dpo_beta", "dpo_label_smoothing", "pref_ftx", "precompute_ref_log_probs")),
+    ("ref_model", lambda args: args.stage == "dpo" or (args.stage == "grpo" and args.kl_coef != 0),
+     "--stage dpo (or --stage grpo with --kl-coef)"),
+    *((dest, lambda args: args.stage == "grpo", "--stage grpo")
+      for dest in ("num_generations", "num_iterations", "clip_ratio", "clip_ratio_high", "kl_coef", "loss_type",
+                   "reward_funcs", "reward_weights", "reward_model", "scale_rewards")),
     *((dest, lambda args: args.stage == "simpo", "--stage simpo")
       for dest in ("simpo_beta", "gamma_beta_ratio", "simpo_loss_type", "simpo_label_smoothing")),
     ("is_pairwise_dataset", lambda args: args.stage in ("dpo", "simpo", "orm"), "--stage dpo, simpo or orm"),

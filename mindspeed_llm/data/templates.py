@@ -87,6 +87,14 @@ PROMPT_TYPES = tuple(TEMPLATES) + TOKENIZER_TEMPLATE_NAMES
 _MARKER = re.compile(r"(\{bos\}|\{eos\})")
 
 
+def end_of_turn_text(prompt_type: Optional[str]) -> Optional[str]:
+    """The text a named template closes an assistant turn with (``<|im_end|>``, ``<|eot_id|>``), if any."""
+    template = TEMPLATES.get(prompt_type or "")
+    if template is None:
+        return None
+    return template.assistant_format.split("{content}", 1)[1].replace("{eos}", "").strip() or None
+
+
 def encode_format(tokenizer, pieces: Sequence[Tuple[str, str]]) -> List[int]:
     """Token ids of the concatenated ``(format, content)`` pieces.
 

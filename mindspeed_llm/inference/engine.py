@@ -43,6 +43,7 @@ class GenerationConfig:
     stop_strings: Tuple[str, ...] = ()
     pad_token_id: int = 0
     seed: int = 1234
+    row_seeds: Optional[Tuple[int, ...]] = None  # one sampling seed per prompt (instead of ``seed`` for the batch)
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -245,6 +246,13 @@ def new_token_budget(model: GPTModel, prompts: Sequence[Sequence[int]], max_new_
     return min(max_new_tokens, model.config.max_position_embeddings - max(len(p) for p in prompts))
 
 
+def row_generators(seeds: Sequence[int], rows: int) -> List[torch.Generator]:
+    """One seeded generator per row (``GenerationConfig.row_seeds``)."""
+    if len(seeds) != rows:
+        raise ValueError(f"{len(seeds)} row seeds for {rows} prompts")
+    return [torch.Generator().manual_seed(int(seed)) for seed in seeds]
+
+
 @torch.no_grad()
 def generate(model: GPTModel, prompts: Sequence[Sequence[int]], config: GenerationConfig, *,
              decode: Optional[Callable[[List[int]], str]] = None, on_tokens: Optional[TokenCallback] = None,
@@ -258,7 +266,8 @@ def generate(model: GPTModel, prompts: Sequence[Sequence[int]], config: Generati
     max_new = new_token_budget(model, prompts, config.max_new_tokens)
     decoder = build_decoder(model, prompts, max_new, config.pad_token_id, use_cache)
     device = model_device(model)
-    generator = torch.Generator().manual_seed(config.seed)
+    generator = (torch.Generator().manual_seed(config.seed) if config.row_seeds is None
+                 else row_generators(config.row_seeds, len(prompts)))
     seen = seen_tokens(prompts, model.config.vocab_size, device)
     stopping = _Stopping(len(prompts), config, decode)
     generated: List[List[int]] = [[] for _ in prompts]

@@ -2,7 +2,8 @@
 
 Order as in ``transformers``' ``generate``: the repetition penalty first, then (sampling only) temperature,
 top-k and top-p, then greedy argmax or a multinomial draw from a ``torch.Generator`` (a fixed seed repeats a
-run, and every TP rank draws the same token).
+run, and every TP rank draws the same token), or from one generator per row (each row's draws then do not
+depend on the other rows of the batch: GRPO's rollouts are the same at every data-parallel layout).
 
 - Repetition penalty (CTRL; Hugging Face's rule): the logit of every token already in the row (prompt or
   generated) is divided by ``penalty`` when positive and multiplied by it when negative.
@@ -13,7 +14,7 @@ run, and every TP rank draws the same token).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
 import torch
 
@@ -80,12 +81,18 @@ def processed_logits(logits: torch.Tensor, seen: torch.Tensor, config: SamplingC
 
 
 def next_tokens(logits: torch.Tensor, seen: torch.Tensor, config: SamplingConfig,
-                generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The next token of each row ``[b]`` and the logits it was chosen from ``[b, v]``."""
+                generator: Union[None, torch.Generator, List[torch.Generator]] = None
+                ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The next token of each row ``[b]`` and the logits it was chosen from ``[b, v]``; ``generator`` is one
+    for the batch or a list of one per row."""
     scores = processed_logits(logits, seen, config)
     if not config.do_sample:
         return scores.argmax(dim=-1), scores
     probs = torch.softmax(scores, dim=-1)
+    if isinstance(generator, list):  # row r draws from generator[r] only
+        drawn = torch.cat([torch.multinomial(row.unsqueeze(0).to(g.device), 1, generator=g).view(1)
+                           for row, g in zip(probs, generator)])  # [b]
+        return drawn.to(logits.device), scores
     # the draw runs on the generator's device (CPU by default), the same on every rank
     device = generator.device if generator is not None else probs.device
     drawn = torch.multinomial(probs.to(device), 1, generator=generator).squeeze(-1)

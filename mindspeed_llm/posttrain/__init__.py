@@ -5,14 +5,16 @@ import sys
 from typing import Dict, List, Optional, Type
 
 from mindspeed_llm.arguments import ArgumentError, parse_args
+from mindspeed_llm.posttrain.grpo.task import GRPOTask
 from mindspeed_llm.posttrain.orm import RewardModelTask
 from mindspeed_llm.posttrain.pairwise import DPOTask, SimPOTask
 from mindspeed_llm.posttrain.sft import SFTTask
 from mindspeed_llm.training.task import TrainingTask
 
-__all__ = ["STAGES", "DPOTask", "RewardModelTask", "SFTTask", "SimPOTask", "posttrain", "stage_task"]
+__all__ = ["STAGES", "DPOTask", "GRPOTask", "RewardModelTask", "SFTTask", "SimPOTask", "posttrain", "stage_task"]
 
-STAGES: Dict[str, Type[TrainingTask]] = {"sft": SFTTask, "dpo": DPOTask, "simpo": SimPOTask, "orm": RewardModelTask}
+STAGES: Dict[str, Type[TrainingTask]] = {"sft": SFTTask, "dpo": DPOTask, "simpo": SimPOTask, "orm": RewardModelTask,
+                                         "grpo": GRPOTask}
 
 
 def stage_task(argv: Optional[List[str]] = None) -> Type[TrainingTask]:

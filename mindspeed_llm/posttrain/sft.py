@@ -100,17 +100,17 @@ def padded_length(longest: int, multiple: int, seq_length: int) -> int:
 def check_instruction_data(args: argparse.Namespace) -> None:
     """One instruction dataset prefix whose packed files exist; a pairwise dataset is named as such."""
     if not args.is_instruction_dataset:
-        raise ArgumentError("--stage sft trains on instruction data: add --is-instruction-dataset with --data-path "
-                            "PREFIX written by preprocess_data.py with an instruction handler")
+        raise ArgumentError(f"--stage {args.stage} trains on instruction data: add --is-instruction-dataset with "
+                            "--data-path PREFIX written by preprocess_data.py with an instruction handler")
     if args.mock_data or not args.data_path or len(args.data_path) != 1:
-        raise ArgumentError("--stage sft needs one --data-path PREFIX of an instruction dataset (no weights, no "
-                            "--mock-data)")
+        raise ArgumentError(f"--stage {args.stage} needs one --data-path PREFIX of an instruction dataset (no "
+                            "weights, no --mock-data)")
     prefix = args.data_path[0]
     missing = [packed_prefix(prefix, name) + ".idx" for name in PACKED_FILES
                if not os.path.isfile(packed_prefix(prefix, name) + ".idx")]
     if missing and os.path.isfile(packed_prefix(prefix, PAIRWISE_FILES[0]) + ".idx"):
         raise ArgumentError(f"--data-path {prefix} is a pairwise dataset ({packed_prefix(prefix, PAIRWISE_FILES[0])}"
-                            ".idx); --stage sft needs an instruction dataset")
+                            f".idx); --stage {args.stage} needs an instruction dataset")
     if missing:
         raise ArgumentError(f"--data-path {prefix}: {missing[0]} not found; run preprocess_data.py with an "
                             "instruction handler (--handler-name AlpacaStyleInstructionHandler) first")

@@ -26,6 +26,12 @@ optimizer step, checkpoints and logging, and never knows which stage it runs
   pipeline stages exchange when a sample is more than one row, e.g. a preference pair) and
   ``reference_forwards()`` (a frozen model's forwards per trained token, for the FLOPs in the log line).
   The log line's tokens per second counts the positions of the micro-batches' ``tokens`` ([rows, length]).
+- a task whose batches are generated during training (GRPO's rollouts) sets ``generates_data``: the time
+  spent drawing the step's micro-batches is then logged apart, and tokens per second, TFLOP/s and MFU count
+  the training time only; ``samples_in_step`` says how many dataset samples a step draws (GRPO reuses one
+  rollout batch for ``--num-iterations`` steps); its iterator may raise :class:`SkipStep` at a step's first
+  micro-batch (before any forward) to skip the step; ``entry_flags`` names the inference.py flags
+  (``--max-new-tokens``, ...) the task reads, which training otherwise refuses.
 
 Adding a task (developer note): write a subclass in its own module, e.g.
 ``mindspeed_llm/posttrain/dpo.py``::
@@ -59,11 +65,23 @@ Batch = Dict[str, torch.Tensor]
 Splits = Tuple[Optional[Dataset], Optional[Dataset], Optional[Dataset]]
 
 
+class SkipStep(Exception):
+    """Raised by a task's batch iterator at the first micro-batch of a step, before any forward: the trainer
+    applies no update, counts the step as skipped and moves on. ``reason`` is one line; ``local`` says this
+    rank saw the cause (it prints it), else another rank did and every rank skips with it."""
+
+    def __init__(self, reason: str, local: bool = True) -> None:
+        super().__init__(reason)
+        self.local = local
+
+
 class TrainingTask:
     """The interface the trainer calls (see the module docstring); subclasses fill it in."""
 
     name: str = "task"
     stat_names: Tuple[str, ...] = ("lm loss",)
+    generates_data: bool = False  # drawing the micro-batches is work of its own (rollouts), timed apart
+    entry_flags: Tuple[str, ...] = ()  # inference.py flags this task reads (training refuses the others)
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -94,6 +112,10 @@ class TrainingTask:
         ``micro_batch_size`` samples (a preference pair is two rows; a frozen reference run beside the
         policy doubles them)."""
         return micro_batch_size
+
+    def samples_in_step(self, global_batch_size: int, iteration: int) -> int:
+        """Dataset samples the step that starts at ``iteration`` draws (every step a global batch)."""
+        return global_batch_size
 
     def reference_forwards(self) -> int:
         """Forward passes of a frozen model per trained token (DPO's reference): counted in TFLOP/s and MFU."""

@@ -55,7 +55,7 @@ from mindspeed_llm.training.lr_scheduler import scheduler_from_args
 from mindspeed_llm.training.metrics import (IterationStats, format_log_line, forward_flops_per_token,
                                             training_flops_per_token)
 from mindspeed_llm.training.pretrain_task import PretrainTask
-from mindspeed_llm.training.task import Batch, TrainingTask, stack_stats
+from mindspeed_llm.training.task import Batch, SkipStep, TrainingTask, stack_stats
 
 def is_last_rank() -> bool:
     """The last rank holds the loss (or this is the only process)."""
@@ -93,16 +93,21 @@ class StepResult:
 
 
 class _CountingIterator:
-    """Passes the micro-batches through and counts the token positions drawn (rows x length of ``tokens``)."""
+    """Passes the micro-batches through, counts the token positions drawn (rows x length of ``tokens``) and
+    the seconds spent drawing them."""
 
     def __init__(self, iterator: Iterator[Batch]) -> None:
-        self.iterator, self.positions = iterator, 0
+        self.iterator, self.positions, self.seconds = iterator, 0, 0.0
 
     def __iter__(self) -> "_CountingIterator":
         return self
 
     def __next__(self) -> Batch:
-        batch = next(self.iterator)
+        start = time.perf_counter()
+        try:
+            batch = next(self.iterator)
+        finally:
+            self.seconds += time.perf_counter() - start
         tokens = batch.get("tokens")
         self.positions += tokens.numel() if tokens is not None else 0
         return batch
@@ -257,15 +262,21 @@ class Trainer:
         self.dp.zero_grad()
         start = time.perf_counter()
         counted = _CountingIterator(data_iterator)
-        stats = self.forward_backward(self.task.forward_step, counted, self.models, self.num_microbatches,
-                                      scale_loss=self.optimizer.scale_loss, no_sync=self.dp.no_sync,
-                                      pipeline=self.pipeline_options())
+        samples = self.task.samples_in_step(self.args.global_batch_size, self.iteration)
+        try:
+            stats = self.forward_backward(self.task.forward_step, counted, self.models, self.num_microbatches,
+                                          scale_loss=self.optimizer.scale_loss, no_sync=self.dp.no_sync,
+                                          pipeline=self.pipeline_options())
+        except SkipStep as skip:
+            return self._skipped_step(skip, samples, counted.seconds)
         self.dp.finalize_grads()
         self._synchronize_for_timers()
         middle = time.perf_counter()
         applied, grad_norm = self.optimizer.step()
         self._synchronize_for_timers()
         timers = {"forward-backward": middle - start, "optimizer": time.perf_counter() - middle}
+        if self.task.generates_data:  # the rollouts, inside the forward-backward time
+            timers["rollout"] = counted.seconds
         if applied:
             self.scheduler.step(1)
             for model in self.models:  # --moe-router-enable-expert-bias: the step's token counts over DP
@@ -278,9 +289,22 @@ class Trainer:
         if not math.isfinite(loss):
             self.nan_iterations += 1
         self.iteration += 1
-        self.consumed_samples += self.args.global_batch_size
+        self.consumed_samples += samples
         self.losses.append(loss)
         return StepResult(loss, grad_norm, applied, reduced, timers, tokens)
+
+    def _skipped_step(self, skip: SkipStep, samples: int, rollout_seconds: float) -> StepResult:
+        """A step the task's iterator skipped before any forward: no update, counted, its reason printed by the
+        rank that saw it; the samples it drew are consumed."""
+        self.dp.zero_grad()
+        self.skipped_iterations += 1
+        self.iteration += 1
+        self.consumed_samples += samples
+        if skip.local:
+            print(f"[rank {self.state.rank}] iteration {self.iteration} skipped: {skip}", file=sys.stderr, flush=True)
+        self.losses.append(float("nan"))
+        timers = {"rollout": rollout_seconds} if self.task.generates_data else {}
+        return StepResult(float("nan"), None, False, {}, timers, 0.0)
 
     def _synchronize_for_timers(self) -> None:
         """Wait for the device only when the step timers are written (a sync stalls the host's queue)."""
@@ -417,7 +441,7 @@ def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pre
     """Flags -> validated args -> devices, groups, model, optimizer (and the resumed state)."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     args = parse_and_validate(argv, world_size)
-    ignored = entry_only_flags_given(args)
+    ignored = [flag for flag in entry_only_flags_given(args) if flag not in task_class.entry_flags]
     if ignored:
         raise ArgumentError(f"{ignored[0]} is a flag of inference.py / evaluation.py; training does not use it: "
                             "drop it")
@@ -450,11 +474,13 @@ def iteration_stats(trainer: Trainer, result: StepResult, window: Dict[str, Any]
     """The figures of Megatron's line, averaged over ``window`` (the iterations since the last line)."""
     args = trainer.args
     elapsed = window["time"] / window["iters"]
-    tokens_per_second = window["tokens"] / window["time"]  # the positions the trained model processed
+    training_time = max(window["time"] - window["rollout"], 1e-9)  # a rollout's generation is not training
+    tokens_per_second = window["tokens"] / training_time  # the positions the trained model processed
     flops_per_token = trainer.flops_per_token + trainer.task.reference_forwards() * trainer.forward_flops_per_token
     tflops = flops_per_token * tokens_per_second / trainer.state.world_size / 1e12
-    means = {name: total / window["iters"] for name, total in window["stats"].items()}
     loss_name = trainer.task.loss_name
+    stepped = max(window["stepped"], 1)  # steps a task skipped before any forward have no statistics
+    means = {name: total / stepped for name, total in window["stats"].items()} or {loss_name: float("nan")}
     return IterationStats(
         iteration=trainer.iteration, train_iters=args.train_iters, consumed_samples=trainer.consumed_samples,
         elapsed_ms=1000 * elapsed, learning_rate=trainer.scheduler.get_lr(),
@@ -488,12 +514,14 @@ def _print_validation(trainer: Trainer, stats: Dict[str, float]) -> None:
 
 
 def _empty_window() -> Dict[str, Any]:
-    return {"time": 0.0, "iters": 0, "tokens": 0.0, "stats": {}}
+    return {"time": 0.0, "rollout": 0.0, "iters": 0, "stepped": 0, "tokens": 0.0, "stats": {}}
 
 
 def _accumulate(window: Dict[str, Any], result: StepResult, elapsed: float) -> None:
     window["time"] += elapsed
+    window["rollout"] += result.timers.get("rollout", 0.0)
     window["iters"] += 1
+    window["stepped"] += 1 if result.stats else 0
     window["tokens"] += result.tokens
     for name, value in result.stats.items():
         window["stats"][name] = window["stats"].get(name, 0.0) + value

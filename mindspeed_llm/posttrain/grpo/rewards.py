@@ -38,7 +38,12 @@ THINK_ANSWER = re.compile(r"\s*<think>((?:(?!<think>|</think>).)*)</think>\s*"
 
 
 class RewardError(ValueError):
-    """A reward function failed or cannot be loaded; the message is one line naming it (and the sample)."""
+    """A reward function failed or cannot be loaded; the message is one line naming it (and the sample, whose
+    index in the batch is ``sample`` when known)."""
+
+    def __init__(self, message: str, sample: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.sample = sample
 
 
 def completion_text(completion: Completion) -> str:
@@ -128,13 +133,14 @@ def call_reward_func(func: RewardFunc, prompts: Sequence[Completion], completion
         index = _failing_sample(func, prompts, completions, columns)
         where = f"on sample {index}" if index is not None else f"on the batch of {len(completions)} samples"
         first_line = (str(error).splitlines() or [""])[0]
-        raise RewardError(f"reward function {name} raised {type(error).__name__} {where}: {first_line}") from error
+        raise RewardError(f"reward function {name} raised {type(error).__name__} {where}: {first_line}",
+                          index) from error
     if len(values) != len(completions):
         raise RewardError(f"reward function {name} returned {len(values)} values for {len(completions)} samples")
     for index, value in enumerate(values):
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             raise RewardError(f"reward function {name} returned {value!r} on sample {index}; "
-                              f"a reward must be a finite number")
+                              f"a reward must be a finite number", index)
     return [float(value) for value in values]
 
 
