@@ -4,7 +4,8 @@
         one row per logged iteration: the stage's objective (``lm loss``) and its own metrics
     python examples/posttrain_metrics.py --summary sft.log dpo.log orm.log
         first -> last of each metric; exits non-zero unless each stage learned: SFT's loss fell, DPO's
-        reward accuracy and margin rose, the reward model's accuracy rose (or started and stayed at 1)
+        reward accuracy and margin rose, the reward model's accuracy rose (or started and stayed at 1),
+        GRPO's mean reward rose (examples/grpo.sh)
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from typing import Dict, Iterable, List
 # the columns shown per stage (the log file's name without .log)
 STAGE_METRICS = {"sft": ("lm loss",),
                  "dpo": ("lm loss", "rewards/accuracies", "rewards/margins", "logps/chosen", "logps/rejected"),
-                 "orm": ("lm loss", "accuracy", "rewards/margins")}
+                 "orm": ("lm loss", "accuracy", "rewards/margins"),
+                 "grpo": ("reward mean", "reward std", "kl", "clip fraction", "response length")}
 FIELD = re.compile(r"\| ?([A-Za-z/ ]+?): ([-+0-9.Ee]+|nan) ")
 ITERATION = re.compile(r"iteration +(\d+)/")
 
@@ -50,7 +52,8 @@ def learned(stage: str, first: Dict[str, float], last: Dict[str, float]) -> List
 
     checks = {"sft": [("lm loss", "falls")],
               "dpo": [("rewards/accuracies", "rises to 1"), ("rewards/margins", "rises")],
-              "orm": [("accuracy", "rises to 1")]}
+              "orm": [("accuracy", "rises to 1")],
+              "grpo": [("reward mean", "rises to 1")]}
     return [f"{stage}: {name} did not improve ({first.get(name, float('nan')):.4f} -> "
             f"{last.get(name, float('nan')):.4f})" for name, better in checks[stage] if not moved(name, better)]
 
