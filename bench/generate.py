@@ -9,7 +9,15 @@ process). For batch 1 and batch 16 (random prompts, greedy, no EOS), each side g
 tokens and a single token; the difference is the decode time of ``new_tokens - 1`` steps (prefill
 excluded). ``decode_tokens_per_s`` is ``batch * (new_tokens - 1)`` over that time, the median of
 ``--rounds`` alternating rounds; ``ratio`` is ours over ``transformers``' (at least 1 expected).
-``same_tokens`` says whether both produced the same ids. Prints one JSON line.
+``same_tokens`` says whether both produced the same ids.
+
+``grpo_rollout_training_split``: ``posttrain.py --stage grpo`` on the same converted model (``--load
+--use-checkpoint-args --finetune``, fp32, one process): 4 prompts of ``--prompt-len`` random ids per step, 4
+generations each, ``--new-tokens`` new tokens at most (the built-in ``format`` reward, so the timing does not
+depend on what is learned). Per step (the median of ``--rounds`` steps after a warm-up step): the seconds of
+the rollout (generation and rewards) and of training (forward, backward and the optimizer on the rollout's
+completions), the rollout's share of the step, and the tokens per second of each: generated tokens per
+rollout second, trained positions per training second. Prints one JSON line.
 """
 from __future__ import annotations
 
@@ -27,7 +35,11 @@ from typing import Callable, Dict, List
 import torch
 import transformers
 
+import numpy as np
+
 from core.checkpointing import checkpoint_file, load_file
+from core.datasets.indexed_dataset import IndexedDatasetBuilder
+from core.datasets.sft_dataset import PACKED_FILES, packed_prefix
 from core.models.gpt_model import build_model, layout_state
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.inference.engine import GenerationConfig, generate
@@ -98,6 +110,52 @@ def bench(batch: int, hf, ours, prompt_len: int, new_tokens: int, rounds: int) -
             "ratio": round(ours_rate / hf_rate, 3), "same_tokens": same}
 
 
+def _prompt_dataset(prefix: str, count: int, prompt_len: int, vocab: int) -> None:
+    """``count`` instruction records of ``prompt_len`` random prompt ids and a one-token reply (unpacked)."""
+    rng = np.random.RandomState(0)
+    for name in PACKED_FILES:
+        builder = IndexedDatasetBuilder(packed_prefix(prefix, name) + ".bin", np.int32)
+        for _ in range(count):
+            ids = rng.randint(3, vocab - 1, prompt_len + 1)
+            row = {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                   "labels": np.concatenate([np.full(prompt_len, -100), ids[-1:]])}[name]
+            builder.add_item(row)
+            builder.end_document()
+        builder.finalize(packed_prefix(prefix, name) + ".idx")
+
+
+def grpo_split(root: str, vocab: int, prompt_len: int, new_tokens: int, rounds: int) -> Dict[str, float]:
+    """Rollout and training time of GRPO steps on the converted model (see the module docstring)."""
+    from mindspeed_llm.posttrain import GRPOTask
+    from mindspeed_llm.training.training import setup
+
+    prefix = os.path.join(root, "prompts")
+    _prompt_dataset(prefix, 64, prompt_len, vocab)
+    steps = rounds + 1
+    argv = ["--load", os.path.join(root, "mg"), "--use-checkpoint-args", "--finetune", "--stage", "grpo",
+            "--is-instruction-dataset", "--data-path", prefix, "--tokenizer-type", "NullTokenizer",
+            "--vocab-size", str(vocab), "--seq-length", str(prompt_len + new_tokens), "--micro-batch-size", "2",
+            "--global-batch-size", "4", "--num-generations", "4", "--max-new-tokens", str(new_tokens),
+            "--reward-funcs", "format", "--train-iters", str(steps), "--lr", "1e-6", "--device", "cpu",
+            "--attention-dropout", "0", "--hidden-dropout", "0", "--eval-iters", "0"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        trainer = setup(argv, GRPOTask)
+    iterator = trainer.train_iterator()
+    rollout, training, generated, trained = [], [], [], []
+    for _ in range(steps):
+        result = trainer.train_step(iterator)
+        seconds = result.timers["rollout"]
+        rollout.append(seconds)
+        training.append(result.timers["forward-backward"] - seconds + result.timers["optimizer"])
+        generated.append(sum(len(c) for c in trainer.task.last_rollout["completions"]) / max(seconds, 1e-9))
+        trained.append(result.tokens / max(training[-1], 1e-9))
+    rollout_s, training_s = statistics.median(rollout[1:]), statistics.median(training[1:])
+    return {"rollout_s": round(rollout_s, 3), "training_s": round(training_s, 3),
+            "rollout_share": round(rollout_s / (rollout_s + training_s), 3),
+            "rollout_tokens_per_s": round(statistics.median(generated[1:]), 1),
+            "training_tokens_per_s": round(statistics.median(trained[1:]), 1)}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--new-tokens", type=int, default=64)
@@ -113,9 +171,9 @@ def main(argv=None) -> int:
         hf, ours = _converted(shape, dtype, root)
         with torch.no_grad():
             results = {f"batch_{b}": bench(b, hf, ours, prompt_len, new_tokens, rounds) for b in BATCHES}
+        split = grpo_split(root, shape["vocab_size"], prompt_len, new_tokens, rounds)
     record = {"bench": "generate", "dtype": args.dtype, "new_tokens": new_tokens, "prompt_len": prompt_len,
-              "threads": torch.get_num_threads(), **results,
-              "grpo_rollout_training_split": None}  # GRPO (issue 13, point 4) is not built yet
+              "threads": torch.get_num_threads(), **results, "grpo_rollout_training_split": split}
     print(json.dumps(record))
     return 0
 
