@@ -668,6 +668,9 @@ def _add_evaluation_args(parser: argparse.ArgumentParser) -> None:
                        help="evaluation.py: plain prompts even when the tokenizer has a chat template")
     group.add_argument("--chain-of-thought", action="store_true",
                        help="evaluation.py: gsm8k and bbh prompts ask for step-by-step reasoning before the answer")
+    group.add_argument("--eval-language", choices=("en", "zh"), default=None,
+                       help="evaluation.py mmlu, cmmlu, ceval: the language of the exam's instruction and answer cue "
+                            "(default: the benchmark's own, English for mmlu, Chinese for cmmlu and ceval)")
     group.add_argument("--allow-code-execution", action="store_true",
                        help="evaluation.py human_eval: run the generated code (a subprocess without network, "
                             "with a timeout)")

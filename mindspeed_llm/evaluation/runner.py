@@ -28,9 +28,22 @@ from mindspeed_llm.tokenizer import build_tokenizer
 from mindspeed_llm.training.training import print_rank_0
 
 
+# a benchmark flag -> the tasks that read it (given with another task it would be ignored: refused instead)
+TASK_FLAGS = {"chain_of_thought": ("gsm8k", "bbh"), "allow_code_execution": ("human_eval",),
+              "eval_language": ("mmlu", "cmmlu", "ceval")}
+
+
 def options_from_args(args: argparse.Namespace) -> EvalOptions:
     return EvalOptions(chain_of_thought=args.chain_of_thought, max_eval_samples=args.max_eval_samples or 0,
-                       allow_code_execution=args.allow_code_execution)
+                       allow_code_execution=args.allow_code_execution, language=args.eval_language)
+
+
+def check_task_flags(args: argparse.Namespace) -> None:
+    """A benchmark flag given with a task that does not read it is refused in one line."""
+    for dest, tasks in TASK_FLAGS.items():
+        if getattr(args, dest) and args.task not in tasks:
+            raise EvaluationError(f"--{dest.replace('_', '-')} applies to --task {'|'.join(tasks)}, not "
+                                  f"--task {args.task}: drop it")
 
 
 def read_benchmark(args: argparse.Namespace) -> List[Question]:
@@ -52,6 +65,7 @@ def read_benchmark(args: argparse.Namespace) -> List[Question]:
     if args.tokenizer_type in (None, "NullTokenizer"):
         raise EvaluationError("evaluation.py reads text: give --tokenizer-type PretrainedFromHF "
                               "--tokenizer-name-or-path DIR (or another text tokenizer)")
+    check_task_flags(args)
     questions = BUILDERS[args.task](args.task_data_path, options_from_args(args))
     if not questions:
         raise EvaluationError(f"{args.task}: --task-data-path {' '.join(args.task_data_path)} holds no questions")

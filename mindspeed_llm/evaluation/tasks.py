@@ -8,7 +8,7 @@ AGIEval's cloze tasks, HumanEval).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from mindspeed_llm.evaluation import answers, readers
 from mindspeed_llm.evaluation.code_execution import human_eval_program, run_program
@@ -25,6 +25,7 @@ class EvalOptions:
     max_eval_samples: int = 0  # 0: every sample
     allow_code_execution: bool = False
     code_timeout: float = 10.0
+    language: Optional[str] = None  # mmlu, cmmlu, ceval: "en" or "zh" exam wording (None: the benchmark's own)
 
 
 @dataclass
@@ -70,20 +71,32 @@ def _exam_questions(subjects: Dict[str, Dict[str, List[Dict[str, Any]]]], option
     return questions
 
 
+ENGLISH_EXAM = ("The following are multiple choice questions (with answers) about {subject}.\n\n", "Answer:", " ")
+# the exams' own wording: (header, answer cue, space before the letter) per language
+EXAM_WORDING = {
+    "mmlu": {"en": ENGLISH_EXAM, "zh": ("以下是关于{subject}的单项选择题，请直接给出正确答案的选项。\n\n", "答案：", "")},
+    "cmmlu": {"en": ENGLISH_EXAM, "zh": ("以下是关于{subject}的单项选择题，请直接给出正确答案的选项。\n\n", "答案：", "")},
+    "ceval": {"en": ENGLISH_EXAM, "zh": ("以下是中国关于{subject}考试的单项选择题，请选出其中的正确答案。\n\n", "答案：", "")},
+}
+NATIVE_LANGUAGE = {"mmlu": "en", "cmmlu": "zh", "ceval": "zh"}
+
+
+def _exam(name: str, subjects: Dict[str, Dict[str, List[Dict[str, Any]]]], options: EvalOptions) -> List[Question]:
+    """An MMLU-style exam in ``--eval-language`` (default: the benchmark's own)."""
+    header, cue, space = EXAM_WORDING[name][options.language or NATIVE_LANGUAGE[name]]
+    return _exam_questions(subjects, options, header, cue, space)
+
+
 def mmlu(paths: Sequence[str], options: EvalOptions) -> List[Question]:
-    return _exam_questions(readers.read_mmlu(paths), options,
-                           "The following are multiple choice questions (with answers) about {subject}.\n\n",
-                           "Answer:", " ")
+    return _exam("mmlu", readers.read_mmlu(paths), options)
 
 
 def cmmlu(paths: Sequence[str], options: EvalOptions) -> List[Question]:
-    return _exam_questions(readers.read_cmmlu(paths), options, "以下是关于{subject}的单项选择题，请直接给出正确答案的选项。\n\n",
-                           "答案：", "")
+    return _exam("cmmlu", readers.read_cmmlu(paths), options)
 
 
 def ceval(paths: Sequence[str], options: EvalOptions) -> List[Question]:
-    return _exam_questions(readers.read_ceval(paths), options, "以下是中国关于{subject}考试的单项选择题，请选出其中的正确答案。\n\n",
-                           "答案：", "")
+    return _exam("ceval", readers.read_ceval(paths), options)
 
 
 def boolq(paths: Sequence[str], options: EvalOptions) -> List[Question]:

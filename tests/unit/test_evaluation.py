@@ -300,6 +300,23 @@ def test_human_eval_runs_code_only_when_allowed(tmp_path: Path) -> None:
     assert run_program(human_eval_program(HUMAN_EVAL_TASKS[0], fenced)).passed
     network = run_program("import socket\nsocket.create_connection(('127.0.0.1', 9))\n")
     assert not network.passed and "network access is disabled" in network.detail
+    marker = tmp_path / "written"
+    guarded = {  # each is refused in the child, and the parent's file system is untouched
+        "writing files": f"open({str(marker)!r}, 'w').write('x')\n",
+        "creating processes": "import subprocess\nsubprocess.run(['true'])\n",
+        "creating or signalling processes": "import os\nos.system('true')\n",
+        "changing the file system": f"import os\nos.remove({str(tmp_path / 'keep')!r})\n",
+    }
+    (tmp_path / "keep").write_text("kept")
+    for what, program in guarded.items():
+        result = run_program(program)
+        assert not result.passed and f"{what} is disabled" in result.detail, (what, result)
+    assert not marker.exists() and (tmp_path / "keep").read_text() == "kept"
+    reading = run_program(f"assert open({str(tmp_path / 'keep')!r}).read() == 'kept'\nimport math\n")
+    assert reading.passed, reading.detail  # reading and importing still work
+    low_level = run_program(f"import os\nfd = os.open({str(marker)!r}, os.O_WRONLY | os.O_CREAT)\n"
+                            "os.write(fd, b'x' * 10)\n")
+    assert not low_level.passed and (not marker.exists() or marker.stat().st_size == 0)  # RLIMIT_FSIZE
 
     layout = [str(human_eval_layout(tmp_path))]
     questions = tasks.human_eval(layout, tasks.EvalOptions(allow_code_execution=True))
@@ -430,6 +447,25 @@ def test_evaluation_py_refusals_are_one_line(tmp_path: Path, model_dirs: Dict[st
     assert exit_code(["--task", "mmlu", "--task-data-path", str(empty), "--evaluation-batch-size", "0"]
                      + model_argv(model_dirs)) == 2
     assert "--evaluation-batch-size must be at least 1" in capsys.readouterr().err
+    for flag, task in (("--chain-of-thought", "mmlu"), ("--allow-code-execution", "gsm8k"),
+                       ("--eval-language zh", "boolq")):  # a benchmark flag the task would ignore
+        layout = {"mmlu": mmlu_layout, "gsm8k": gsm8k_layout, "boolq": boolq_layout}[task](tmp_path / task)
+        assert exit_code(["--task", task, "--task-data-path", str(layout), *flag.split()]
+                         + model_argv(model_dirs)) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"{flag.split()[0]} applies to --task" in err, err
+
+
+def test_eval_language_sets_the_exam_wording(tmp_path: Path) -> None:
+    english = tasks.mmlu([str(mmlu_layout(tmp_path / "m"))], tasks.EvalOptions())
+    chinese = tasks.mmlu([str(mmlu_layout(tmp_path / "m"))], tasks.EvalOptions(language="zh"))
+    assert english[0].context.startswith("The following are") and english[0].context.endswith("Answer:")
+    assert chinese[0].context.startswith("以下是关于") and chinese[0].context.endswith("答案：")
+    assert english[0].choices == [" A", " B", " C", " D"] and chinese[0].choices == ["A", "B", "C", "D"]
+    ceval = tasks.ceval([str(ceval_layout(tmp_path / "c"))], tasks.EvalOptions(language="en"))
+    assert ceval[0].context.startswith("The following are") and ceval[0].choices[0] == " A"
+    native = tasks.ceval([str(ceval_layout(tmp_path / "c"))], tasks.EvalOptions())
+    assert native[0].context.startswith("以下是中国关于")
 
 
 def test_templated_choices_start_the_turn_and_code_prompts_stay_plain(tmp_path: Path) -> None:
