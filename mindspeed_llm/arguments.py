@@ -650,6 +650,23 @@ def _add_logging_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tensorboard-queue-size", type=int, default=1000,
                        help="events queued before the writer flushes")
     group.add_argument("--log-timers-to-tensorboard", action="store_true")
+    group.add_argument("--timing-log-level", type=int, choices=(0, 1, 2), default=0,
+                       help="after each log line, the step's regions across ranks: 1 forward-backward, forward and "
+                            "backward compute, data, gradient reduce, optimizer; 2 also pipeline exchanges and "
+                            "rollouts (regions synchronize the device: slower)")
+    group.add_argument("--timing-log-option", choices=("max", "minmax", "all"), default="minmax",
+                       help="--timing-log-level: each region's max, (min, max) or every rank's time")
+    group.add_argument("--profile", action="store_true",
+                       help="record a torch.profiler trace of steps [--profile-step-start, --profile-step-end) "
+                            "(TensorBoard's profiler plugin and Perfetto open it)")
+    group.add_argument("--use-pytorch-profiler", action="store_true",
+                       help="Megatron's switch from nsys to torch.profiler; --profile always uses torch.profiler")
+    group.add_argument("--profile-step-start", type=int, default=10, help="--profile: the first profiled step")
+    group.add_argument("--profile-step-end", type=int, default=12, help="--profile: the step profiling stops before")
+    group.add_argument("--profile-ranks", nargs="+", type=int, default=[0], metavar="RANK",
+                       help="--profile: the global ranks that record a trace")
+    group.add_argument("--profile-save-path", type=str, default=None, metavar="DIR",
+                       help="--profile: where traces go (default --tensorboard-dir, else ./profile)")
     group.add_argument("--wandb-project", type=str, default=None,
                        help="log to Weights & Biases (offline without an API key; needs the wandb extra)")
     group.add_argument("--wandb-exp-name", type=str, default=None)
@@ -1187,6 +1204,10 @@ DEPENDENT_FLAGS: Tuple[Tuple[str, Callable[[argparse.Namespace], bool], str], ..
     ("tensorboard_log_interval", lambda args: args.tensorboard_dir is not None, "--tensorboard-dir"),
     ("tensorboard_queue_size", lambda args: args.tensorboard_dir is not None, "--tensorboard-dir"),
     ("log_timers_to_tensorboard", lambda args: args.tensorboard_dir is not None, "--tensorboard-dir"),
+    *((dest, lambda args: args.profile, "--profile")
+      for dest in ("profile_step_start", "profile_step_end", "profile_ranks", "profile_save_path",
+                   "use_pytorch_profiler")),
+    ("timing_log_option", lambda args: args.timing_log_level > 0, "--timing-log-level 1 or 2"),
     ("wandb_exp_name", lambda args: bool(args.wandb_project), "--wandb-project"),
     ("wandb_save_dir", lambda args: bool(args.wandb_project), "--wandb-project"),
     ("mtp_loss_scaling_factor", lambda args: args.mtp_num_layers is not None, "--mtp-num-layers"),
@@ -1297,6 +1318,25 @@ def _check_logging(args: argparse.Namespace) -> None:
     if args.wandb_project and not _installed("wandb"):
         raise ArgumentError("--wandb-project needs the wandb package: "
                             f"{INSTALL_HINT.format(extra='wandb')} (or pip install wandb)")
+    _check_profile(args)
+
+
+def _check_profile(args: argparse.Namespace) -> None:
+    """--profile's step range and ranks: a range that profiles nothing is refused."""
+    if not args.profile:
+        return
+    start, end = args.profile_step_start, args.profile_step_end
+    if not 0 <= start < end:
+        raise ArgumentError(f"--profile-step-start {start} --profile-step-end {end}: need 0 <= start < end "
+                            "(the steps [start, end) are profiled)")
+    if start >= args.train_iters:
+        raise ArgumentError(f"--profile-step-start {start} is not below --train-iters {args.train_iters}: no step "
+                            "would be profiled; lower it")
+    world = getattr(args, "world_size", None)
+    bad = [rank for rank in args.profile_ranks if rank < 0 or (world is not None and rank >= world)]
+    if bad:
+        raise ArgumentError(f"--profile-ranks {bad[0]} is not a rank of this run (0..{(world or 1) - 1})")
+    _check_not_a_file("profile_save_path", args.profile_save_path)
 
 
 def _check_opt_param_scheduler(args: argparse.Namespace) -> None:

@@ -50,6 +50,7 @@ from torch import nn
 from core.parallel_state import Group
 from core.pipeline_parallel import p2p
 from core.tensor_parallel.layers import DeferredGrad, WeightGradStore, defer_weight_grads
+from core.timers import timed
 from core.transformer.moe.aux_losses import set_aux_loss_scale
 
 # forward_step(batch, model) -> (output, logging stats): on the model's last stage the scalar loss averaged
@@ -299,13 +300,15 @@ def forward_backward_no_pipelining(forward_step: ForwardStep, data_iterator: Ite
     grad_context = torch.no_grad() if forward_only else contextlib.nullcontext()
     set_aux_loss_scale(scale_loss(torch.ones(())) / num_microbatches)  # MoE losses: the main loss's factor
     for index in range(num_microbatches):
-        batch = next(data_iterator)
+        with timed("batch-generator"):
+            batch = next(data_iterator)
         sync_context = no_sync() if index < num_microbatches - 1 else contextlib.nullcontext()
         with sync_context:
-            with grad_context:
+            with grad_context, timed("forward-compute"):
                 loss, micro_stats = forward_step(batch, model)
             if not forward_only:
-                scale_loss(loss / num_microbatches).backward()
+                with timed("backward-compute"):
+                    scale_loss(loss / num_microbatches).backward()
         stats.append(micro_stats)
     return stats
 
@@ -456,16 +459,20 @@ def run_schedule(actions: Sequence[Action], chunks: List[nn.Module], forward_ste
     with defer_weight_grads(run.store):
         for step in split_into_steps(actions):
             if isinstance(step, list):
-                _communicate(run, step)
+                with timed("pipeline-p2p"):
+                    _communicate(run, step)
                 index += len(step)
                 continue
             with contextlib.nullcontext() if index in final or step.kind == F else no_sync():
                 if step.kind == F:
-                    _forward(run, step.microbatch, step.chunk)
+                    with timed("forward-compute"):
+                        _forward(run, step.microbatch, step.chunk)
                 elif step.kind == B:
-                    _backward(run, step.microbatch, step.chunk, split)
+                    with timed("backward-compute"):
+                        _backward(run, step.microbatch, step.chunk, split)
                 else:
-                    _weight_backward(run, step.microbatch, step.chunk)
+                    with timed("backward-compute"):
+                        _weight_backward(run, step.microbatch, step.chunk)
             index += 1
     p2p.wait_sends()
     for chunk in chunks:
@@ -487,7 +494,8 @@ def forward_backward_pipelining(forward_step: ForwardStep, data_iterator: Iterat
         raise ValueError("pipeline schedules need PipelineOptions (the pipeline group and activation shape)")
     chunks = model if isinstance(model, list) else [model]
     table = build_table(pipeline.group.size, num_microbatches, len(chunks), pipeline.method, forward_only)
-    batches = [next(data_iterator) for _ in range(num_microbatches)]
+    with timed("batch-generator"):
+        batches = [next(data_iterator) for _ in range(num_microbatches)]
     return run_schedule(table[pipeline.group.rank], chunks, forward_step, batches, pipeline, forward_only,
                         scale_loss, no_sync)
 

@@ -28,7 +28,7 @@ MFU = achieved FLOP/s per device / peak FLOP/s of the device
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from core.transformer.config import TransformerConfig
 
@@ -109,3 +109,32 @@ def format_log_line(s: IterationStats) -> str:
             f" TFLOP/s per device: {s.tflops_per_device:.2f} |"
             f" MFU: {100 * s.mfu:.1f}% |"
             f" memory (GB): {s.memory_gb:.2f} |")
+
+
+# --timing-log-level: the regions (core/timers.py) each level prints
+TIMING_REGIONS = {1: ("forward-backward", "forward-compute", "backward-compute", "batch-generator", "grads-reduce",
+                      "optimizer"),
+                  2: ("pipeline-p2p", "rollout")}
+
+
+def timing_regions(level: int) -> Tuple[str, ...]:
+    """The regions ``--timing-log-level level`` prints."""
+    return tuple(name for threshold, names in sorted(TIMING_REGIONS.items()) if level >= threshold for name in names)
+
+
+def format_timing(names: Sequence[str], per_rank: Sequence[Sequence[float]], option: str) -> str:
+    """Megatron's timer block: each region's milliseconds per step, as ``option`` (max, minmax or all) across
+    ``per_rank`` (one list of values per rank, in ``names`` order)."""
+    title = {"max": "max time across ranks (ms):", "minmax": "(min, max) time across ranks (ms):",
+             "all": "times across ranks (ms):"}[option]
+    lines = [title]
+    for index, name in enumerate(names):
+        values: List[float] = [rank[index] for rank in per_rank]
+        if option == "max":
+            shown = f"{max(values):.2f}"
+        elif option == "minmax":
+            shown = f"({min(values):.2f}, {max(values):.2f})"
+        else:
+            shown = "(" + ", ".join(f"{v:.2f}" for v in values) + ")"
+        lines.append(f"    {name} {'.' * max(48 - len(name), 3)}: {shown}")
+    return "\n".join(lines)

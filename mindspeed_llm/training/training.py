@@ -41,6 +41,7 @@ from core.pipeline_parallel.schedules import PipelineOptions, get_forward_backwa
 from core.tensor_parallel.lora import LoraConfig
 from core.tensor_parallel.mappings import all_reduce
 from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed, set_all_rng_states
+from core.timers import RegionTimers, install as install_timers, timed
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import context_parallel_for, split_batch, ulysses_degree
 from core.transformer.moe.aux_losses import aux_loss_names, take_tracked_aux_losses
@@ -52,9 +53,10 @@ from mindspeed_llm.posttrain import qlora
 from mindspeed_llm.tokenizer import build_tokenizer
 from mindspeed_llm.training.loggers import MetricWriters, build_metric_writers, iteration_values
 from mindspeed_llm.training.lr_scheduler import scheduler_from_args
-from mindspeed_llm.training.metrics import (IterationStats, format_log_line, forward_flops_per_token,
-                                            training_flops_per_token)
+from mindspeed_llm.training.metrics import (IterationStats, format_log_line, format_timing, forward_flops_per_token,
+                                            timing_regions, training_flops_per_token)
 from mindspeed_llm.training.pretrain_task import PretrainTask
+from mindspeed_llm.training.profiling import StepProfiler
 from mindspeed_llm.training.task import Batch, SkipStep, TrainingTask, stack_stats
 
 def is_last_rank() -> bool:
@@ -175,6 +177,10 @@ class Trainer:
         self._datasets: Optional[Tuple[Optional[Dataset], ...]] = None
         self.flops_per_token = training_flops_per_token(self.config, args.seq_length,
                                                         frozen_weights=self.lora is not None)
+        # --timing-log-level: the step's regions (core/timers.py), device-synchronized at their bounds
+        self.region_timers = (RegionTimers(self.acc.synchronize if self.acc.type != "cpu" else lambda: None)
+                              if args.timing_log_level else None)
+        install_timers(self.region_timers)
         self.forward_flops_per_token = sum(forward_flops_per_token(self.config, args.seq_length))
 
     # ---- data -------------------------------------------------------------------------------
@@ -264,19 +270,23 @@ class Trainer:
         counted = _CountingIterator(data_iterator)
         samples = self.task.samples_in_step(self.args.global_batch_size, self.iteration)
         try:
-            stats = self.forward_backward(self.task.forward_step, counted, self.models, self.num_microbatches,
-                                          scale_loss=self.optimizer.scale_loss, no_sync=self.dp.no_sync,
-                                          pipeline=self.pipeline_options())
+            with timed("forward-backward"):
+                stats = self.forward_backward(self.task.forward_step, counted, self.models, self.num_microbatches,
+                                              scale_loss=self.optimizer.scale_loss, no_sync=self.dp.no_sync,
+                                              pipeline=self.pipeline_options())
         except SkipStep as skip:
             return self._skipped_step(skip, samples, counted.seconds)
-        self.dp.finalize_grads()
+        with timed("grads-reduce"):
+            self.dp.finalize_grads()
         self._synchronize_for_timers()
         middle = time.perf_counter()
-        applied, grad_norm = self.optimizer.step()
+        with timed("optimizer"):
+            applied, grad_norm = self.optimizer.step()
         self._synchronize_for_timers()
         timers = {"forward-backward": middle - start, "optimizer": time.perf_counter() - middle}
         if self.task.generates_data:  # the rollouts, inside the forward-backward time
             timers["rollout"] = counted.seconds
+        timers.update(self.region_timers.take() if self.region_timers is not None else {})
         if applied:
             self.scheduler.step(1)
             for model in self.models:  # --moe-router-enable-expert-bias: the step's token counts over DP
@@ -514,7 +524,21 @@ def _print_validation(trainer: Trainer, stats: Dict[str, float]) -> None:
 
 
 def _empty_window() -> Dict[str, Any]:
-    return {"time": 0.0, "rollout": 0.0, "iters": 0, "stepped": 0, "tokens": 0.0, "stats": {}}
+    return {"time": 0.0, "rollout": 0.0, "iters": 0, "stepped": 0, "tokens": 0.0, "stats": {}, "timers": {}}
+
+
+def _timing_block(trainer: Trainer, window: Dict[str, Any]) -> str:
+    """``--timing-log-level``'s block: each region's milliseconds per step across ranks (every rank joins the
+    gather; the text is for the last rank to print)."""
+    args = trainer.args
+    names = timing_regions(args.timing_log_level)
+    local = torch.tensor([1000.0 * window["timers"].get(name, 0.0) / max(window["iters"], 1) for name in names],
+                         dtype=torch.float64, device=trainer.acc.device)  # [regions] ms per step
+    per_rank = [local]
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        per_rank = [torch.empty_like(local) for _ in range(dist.get_world_size())]
+        dist.all_gather(per_rank, local)
+    return format_timing(names, [t.tolist() for t in per_rank], args.timing_log_option)
 
 
 def _accumulate(window: Dict[str, Any], result: StepResult, elapsed: float) -> None:
@@ -523,6 +547,8 @@ def _accumulate(window: Dict[str, Any], result: StepResult, elapsed: float) -> N
     window["iters"] += 1
     window["stepped"] += 1 if result.stats else 0
     window["tokens"] += result.tokens
+    for name, seconds in result.timers.items():
+        window["timers"][name] = window["timers"].get(name, 0.0) + seconds
     for name, value in result.stats.items():
         window["stats"][name] = window["stats"].get(name, 0.0) + value
 
@@ -542,16 +568,21 @@ def _train_loop(trainer: Trainer, writers: MetricWriters) -> Trainer:
     iterator = trainer.train_iterator()
     window = _empty_window()
     saved_at = -1
+    profiler = StepProfiler(args, trainer.state.rank, trainer.acc.type)
     while trainer.iteration < args.train_iters:
         trainer.acc.synchronize()
+        profiler.before_step(trainer.iteration)
         start = time.perf_counter()
         result = trainer.train_step(iterator)
         trainer.acc.synchronize()
         elapsed = time.perf_counter() - start
+        profiler.after_step(trainer.iteration)
         _accumulate(window, result, elapsed)
         _write_iteration(trainer, writers, result, elapsed)
         if trainer.iteration % args.log_interval == 0:
             print_rank_last(format_log_line(iteration_stats(trainer, result, window)))
+            if args.timing_log_level:
+                print_rank_last(_timing_block(trainer, window))
             window = _empty_window()
         if (args.eval_interval and args.eval_iters and trainer.iteration % args.eval_interval == 0
                 and trainer.datasets()[1] is not None):
@@ -563,6 +594,7 @@ def _train_loop(trainer: Trainer, writers: MetricWriters) -> Trainer:
             saved_at = trainer.iteration
         if args.exit_interval and trainer.iteration % args.exit_interval == 0:
             break
+    profiler.stop(trainer.iteration)  # a run that ended inside the profiled range
     if args.save and saved_at != trainer.iteration:
         trainer.save()
     return trainer
