@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Apertus-8B-2509 (swiss-ai/Apertus-8B-2509 config.json): 32 layers, hidden 4096, FFN 21504, 32 heads / 8 KV heads, vocab 131072, rope theta 12000000 with llama3 scaling (factor 8, original 8192), RMSNorm 1e-5, per-head q/k RMSNorm, non-gated xIELU MLP with learnable alphas per layer, no biases, untied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_apertus_8b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 8 devices, TP=8 PP=1 (the layout of ckpt_convert_apertus_8b_hf2mcore.sh), bf16.
 #   bash examples/apertus/generate_apertus_8b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/apertus/generate_apertus_8b_ptd.sh     # seconds on the CPU: a tiny random apertus model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with AFM-4.5B (arcee-ai/AFM-4.5B config.json): 36 layers, hidden 2560, FFN 18432, 20 heads / 4 KV heads, vocab 128004, rope theta 10000 (unscaled; the published YaRN scaling is not modelled: see examples/README.md), RMSNorm 1e-5, non-gated ReLU-squared MLP (up/down only), no biases, untied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_afm_45b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 4 devices, TP=4 PP=1 (the layout of ckpt_convert_afm_45b_hf2mcore.sh), bf16.
 #   bash examples/arcee/generate_afm_45b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/arcee/generate_afm_45b_ptd.sh     # seconds on the CPU: a tiny random arcee model with the same behaviour flags, 8 new tokens

@@ -167,7 +167,7 @@ inference_setup() {
 }
 
 # Generation: torchrun inference.py with GPT_ARGS GENERATE_ARGS, logged to $LOG_DIR/<recipe>.log.
-# SMOKE=1 runs on the CPU; DRY_RUN=1 validates the flags (and reads the checkpoint's settings) instead.
+# SMOKE=1 runs on the CPU; DRY_RUN=1 validates the flags and the checkpoint's settings and layout instead.
 run_inference() {
     _run_inference_entry inference.py inference "${GPT_ARGS[@]}" "${GENERATE_ARGS[@]}"
 }

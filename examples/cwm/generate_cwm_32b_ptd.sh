@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with cwm (facebook/cwm config.json; see examples/README.md): 64 layers, hidden 6144, FFN 21504, 48 heads / 8 KV heads, vocab 128256, rope theta 1e6 with llama3 scaling (factor 16, low 1, high 4, original 8192), sliding window 8192 on every layer but 0, 4, ..., 60, RMSNorm 1e-5, no biases, untied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_cwm_32b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 2 node(s) x 8 devices, TP=8 PP=2 (the layout of ckpt_convert_cwm_32b_hf2mcore.sh), bf16.
 #   bash examples/cwm/generate_cwm_32b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/cwm/generate_cwm_32b_ptd.sh     # seconds on the CPU: a tiny random cwm model with the same behaviour flags, 8 new tokens

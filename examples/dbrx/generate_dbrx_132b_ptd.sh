@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with dbrx-base: 40 layers, hidden 6144, 48 heads / 8 KV heads, vocab 100352, rope theta 500000, LayerNorm without bias (eps 1e-5), untied; fused Wqkv clamped to [-8, 8]; 16 experts of FFN 10752, top-4 of the softmax over all experts, renormalised, router aux loss coefficient 0.05.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_dbrx_132b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 8 node(s) x 8 devices, TP=4 PP=2 EP=8 (the layout of ckpt_convert_dbrx_132b_hf2mcore.sh), bf16.
 #   bash examples/dbrx/generate_dbrx_132b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/dbrx/generate_dbrx_132b_ptd.sh     # seconds on the CPU: a tiny random dbrx model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with DeepSeek-V2-Lite (deepseek-ai/DeepSeek-V2-Lite config.json; see examples/README.md): 27 layers, hidden 2048, dense FFN 10944 (first layer), 16 heads (MLA: no q latent, kv latent 512, q/k 128 + rope 64, v 128), vocab 102400, rope theta 10000 with YaRN (factor 40, original 4096, mscale 0.707 / 0.707), interleaved RoPE, RMSNorm 1e-6, untied; 64 experts of FFN 1408, top-6 (softmax over all experts, greedy), 2 shared experts, sequence aux loss 0.001.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_deepseek2_lite_16b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 8 devices, TP=1 PP=1 EP=8 (the layout of ckpt_convert_deepseek2_lite_16b_hf2mcore.sh), bf16.
 #   bash examples/deepseek2/generate_deepseek2_lite_16b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/deepseek2/generate_deepseek2_lite_16b_ptd.sh     # seconds on the CPU: a tiny random deepseek_v2 model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with DeepSeek-V3 (deepseek-ai/DeepSeek-V3 config.json; see examples/README.md): 61 layers, hidden 7168, dense FFN 18432 (first 3 layers), 128 heads (MLA: q latent 1536, kv latent 512, q/k 128 + rope 64, v 128), vocab 129280, rope theta 10000 with YaRN (factor 40, original 4096, mscale 1 / 1), interleaved RoPE, RMSNorm 1e-6, untied; 256 experts of FFN 2048, top-8 (sigmoid with the aux-loss-free expert bias, 8 groups of which 4 are kept, a group scored by its best two, renormalised, times 2.5), 1 shared expert, sequence aux loss 0.001. The checkpoint's MTP layer (num_nextn_predict_layers 1) is not converted yet.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_deepseek3_671b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 32 node(s) x 8 devices, TP=1 PP=8 EP=32 ETP=1 NUM_LAYER_LIST=8,8,8,8,8,7,7,7 (ckpt_convert_deepseek3_671b_hf2mcore.sh at TP=1: inference.py loads a TP 1 conversion: whole experts over TP ranks (ETP=1) need sequence parallelism, which a one-token decode step cannot split), bf16.
 #   bash examples/deepseek3/generate_deepseek3_671b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/deepseek3/generate_deepseek3_671b_ptd.sh     # seconds on the CPU: a tiny random deepseek_v3 model with the same behaviour flags, 8 new tokens

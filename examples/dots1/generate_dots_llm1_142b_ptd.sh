@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with dots.llm1 (rednote-hilab/dots.llm1.base config.json): 62 layers (the first dense), hidden 4096, dense FFN 10944, 32 heads / 32 KV heads of dim 128, per-head q/k RMSNorm, vocab 152064, rope theta 10000000, RMSNorm 1e-5, no biases, untied; 128 experts of FFN 1408, top-6 by sigmoid score + expert bias, renormalised, times 2.5 (routed_scaling_factor), two shared experts (2 x 1408).
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_dots_llm1_142b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 8 node(s) x 8 devices, TP=2 PP=2 EP=16 (the layout of ckpt_convert_dots_llm1_142b_hf2mcore.sh), bf16.
 #   bash examples/dots1/generate_dots_llm1_142b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/dots1/generate_dots_llm1_142b_ptd.sh     # seconds on the CPU: a tiny random dots1 model with the same behaviour flags, 8 new tokens

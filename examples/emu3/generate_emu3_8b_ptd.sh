@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Emu3 text model (8B) (Emu3-community/Emu3-Chat-hf config.json; see examples/README.md): 32 layers, hidden 4096, FFN 14336, 32 heads / 8 KV heads, vocab 184622 (text and image tokens), rope theta 1e6, RMSNorm 1e-5, no biases, untied embeddings; the text-only Emu3ForCausalLM (model_type emu3_text_model).
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_emu3_8b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 8 devices, TP=8 PP=1 (the layout of ckpt_convert_emu3_8b_hf2mcore.sh), bf16.
 #   bash examples/emu3/generate_emu3_8b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/emu3/generate_emu3_8b_ptd.sh     # seconds on the CPU: a tiny random emu3_text_model model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with ERNIE-4.5-0.3B-Base-PT (baidu/ERNIE-4.5-0.3B-Base-PT config.json; see examples/README.md): 18 layers, hidden 1024, FFN 3072, 16 heads / 2 KV heads, head dim 128, vocab 103424, rope theta 500000 on interleaved pairs, RMSNorm 1e-5, no biases (use_bias false), tied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_ernie4_5_03b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_ernie4_5_03b_hf2mcore.sh), bf16.
 #   bash examples/ernie4_5/generate_ernie4_5_03b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/ernie4_5/generate_ernie4_5_03b_ptd.sh     # seconds on the CPU: a tiny random ernie4_5 model with the same behaviour flags, 8 new tokens

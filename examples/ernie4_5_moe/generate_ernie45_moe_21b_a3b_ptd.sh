@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with ERNIE-4.5-21B-A3B (baidu/ERNIE-4.5-21B-A3B-PT config.json): 28 layers (the first dense), hidden 2560, dense FFN 12288, 20 heads / 4 KV heads, vocab 103424, rope theta 500000 in interleaved pairs, RMSNorm 1e-5, no biases, tied embeddings; 64 experts of FFN 1536, softmax over all experts, top-6 by probability + expert bias (moe_statics.e_score_correction_bias), renormalised, two shared experts (2 x 1536), router aux loss coefficient 0.001.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_ernie45_moe_21b_a3b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 8 devices, TP=1 PP=1 EP=8 (the layout of ckpt_convert_ernie45_moe_21b_a3b_hf2mcore.sh), bf16.
 #   bash examples/ernie4_5_moe/generate_ernie45_moe_21b_a3b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/ernie4_5_moe/generate_ernie45_moe_21b_a3b_ptd.sh     # seconds on the CPU: a tiny random ernie4_5_moe model with the same behaviour flags, 8 new tokens

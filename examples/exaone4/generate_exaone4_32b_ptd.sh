@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with EXAONE-4.0-32B (LGAI-EXAONE/EXAONE-4.0-32B config.json): 64 layers, hidden 5120, FFN 27392, 40 heads / 8 KV heads (head dim 128), vocab 102400, rope theta 1000000 with llama3 scaling (factor 16, original 8192) on the sliding-window layers only, RMSNorm 1e-5 after attention and MLP only (no norms before them), per-head q/k RMSNorm, SwiGLU, no biases, sliding window 4096 on 3 of every 4 layers (layers 3, 7, ..., 63 attend fully and without RoPE), untied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_exaone4_32b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 2 node(s) x 8 devices, TP=8 PP=2 (the layout of ckpt_convert_exaone4_32b_hf2mcore.sh), bf16.
 #   bash examples/exaone4/generate_exaone4_32b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/exaone4/generate_exaone4_32b_ptd.sh     # seconds on the CPU: a tiny random exaone4 model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with falcon-7b (tiiuae/falcon-7b config.json): 32 layers, hidden 4544, FFN 18176, 71 heads with one K/V head (multi-query), vocab 65024, rope theta 10000, one LayerNorm (bias, 1e-5) feeding attention and MLP in parallel, no linear bias, GELU, tied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_falcon_7b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 4 devices, TP=1 PP=4 (the layout of ckpt_convert_falcon_7b_hf2mcore.sh), bf16.
 #   bash examples/falcon/generate_falcon_7b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/falcon/generate_falcon_7b_ptd.sh     # seconds on the CPU: a tiny random falcon model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with FalconMamba-7B (tiiuae/falcon-mamba-7b): 64 Mamba layers (no attention, no MLP), hidden 4096, d_inner 8192 (expand 2), state 16, conv 4, dt rank 256, weightless RMS norms on dt, B and C (eps 1e-6), vocab 65024, RMSNorm 1e-5, untied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_falcon_mamba_7b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 4 devices, TP=4 PP=1 (the layout of ckpt_convert_falcon_mamba_7b_hf2mcore.sh), bf16.
 #   bash examples/falcon_mamba/generate_falcon_mamba_7b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/falcon_mamba/generate_falcon_mamba_7b_ptd.sh     # seconds on the CPU: a tiny random falcon_mamba model with the same behaviour flags, 8 new tokens

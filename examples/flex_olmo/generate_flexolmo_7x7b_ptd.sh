@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with FlexOlmo-7x7B-1T: transformers' FlexOlmoConfig() defaults, whose docstring names this checkpoint: 32 layers, hidden 4096, 32 heads / 32 KV heads, vocab 100352, rope theta 500000, RMSNorm 1e-6, untied; norms after attention and MLP only, q/k RMSNorm over all heads' channels; 7 experts of FFN 11008, top-5 of the softmax over all experts (not renormalised), router aux loss coefficient 0.01.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_flexolmo_7x7b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 2 node(s) x 8 devices, TP=8 PP=2 EP=1 (the layout of ckpt_convert_flexolmo_7x7b_hf2mcore.sh), bf16.
 #   bash examples/flex_olmo/generate_flexolmo_7x7b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/flex_olmo/generate_flexolmo_7x7b_ptd.sh     # seconds on the CPU: a tiny random flex_olmo model with the same behaviour flags, 8 new tokens

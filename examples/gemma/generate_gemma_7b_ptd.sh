@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with gemma-7b (google/gemma-7b config.json): 28 layers, hidden 3072, FFN 24576, 16 heads (MHA), head dim 256 (16 x 256 = 4096 != hidden), vocab 256000, rope theta 10000, RMSNorm(1 + w) 1e-6, embeddings times sqrt(hidden), gated GELU (tanh approximation, as transformers runs it), tied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_gemma_7b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 8 devices, TP=8 PP=1 (the layout of ckpt_convert_gemma_7b_hf2mcore.sh), bf16.
 #   bash examples/gemma/generate_gemma_7b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/gemma/generate_gemma_7b_ptd.sh     # seconds on the CPU: a tiny random gemma model with the same behaviour flags, 8 new tokens

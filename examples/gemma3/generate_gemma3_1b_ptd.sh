@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with gemma-3-1b-pt (google/gemma-3-1b-pt config.json (gemma3_text)): 26 layers, hidden 1152, FFN 6912, 4 heads / 1 KV head, head dim 256, vocab 262144, RMSNorm(1 + w) 1e-6 before and after attention and MLP, per-head q/k RMSNorm(1 + w), embeddings times sqrt(hidden), gated GELU (tanh), softmax scale 256^-0.5, sliding window 512 on 5 of every 6 layers (every 6th full), rope theta 1000000 on full layers and 10000 on sliding ones, no softcaps, tied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_gemma3_1b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_gemma3_1b_hf2mcore.sh), bf16.
 #   bash examples/gemma3/generate_gemma3_1b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/gemma3/generate_gemma3_1b_ptd.sh     # seconds on the CPU: a tiny random gemma3_text model with the same behaviour flags, 8 new tokens

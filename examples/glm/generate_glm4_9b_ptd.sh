@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with glm-4-9b-chat-hf (THUDM/glm-4-9b-chat-hf config.json; see examples/README.md): 40 layers, hidden 4096, FFN 13696, 32 heads / 2 KV heads, vocab 151552, rope theta 10000 on the first half of each head in interleaved pairs, RMSNorm 1.5625e-7, q/k/v bias only, fused gate_up_proj, untied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_glm4_9b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 8 devices, TP=8 PP=1 (the layout of ckpt_convert_glm4_9b_hf2mcore.sh), bf16.
 #   bash examples/glm/generate_glm4_9b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/glm/generate_glm4_9b_ptd.sh     # seconds on the CPU: a tiny random glm model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with GLM-4.5-Air (zai-org/GLM-4.5-Air config.json): 46 layers (the first dense), hidden 4096, dense FFN 10944, 96 heads / 8 KV heads of dim 128, vocab 151552, rope theta 1000000 on half of each head (partial_rotary_factor 0.5), RMSNorm 1e-5, q/k/v bias, untied embeddings; 128 experts of FFN 1408, top-8 by sigmoid score + expert bias (e_score_correction_bias), renormalised (norm_topk_prob), routed_scaling_factor 1.0, one shared expert of 1408, no group limit (n_group 1).
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_glm45_air_106b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 8 node(s) x 8 devices, TP=2 PP=2 EP=16 (the layout of ckpt_convert_glm45_air_106b_hf2mcore.sh), bf16.
 #   bash examples/glm4_moe/generate_glm45_air_106b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/glm4_moe/generate_glm45_air_106b_ptd.sh     # seconds on the CPU: a tiny random glm4_moe model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with GLM-4.7-Flash (zai-org/GLM-4.7-Flash config.json; see examples/README.md): 47 layers, hidden 2048, dense FFN 10240 (first layer), 20 heads (MLA: q latent 768, kv latent 512, q/k 192 + rope 64, v 256), vocab 154880, rope theta 10000, interleaved RoPE, RMSNorm 1e-5 (the latent norms 1e-6), untied; 64 experts of FFN 1536, top-4 (sigmoid with the aux-loss-free expert bias, renormalised, times 1.8), 1 shared expert.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_glm47_flash_30b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 2 node(s) x 8 devices, TP=1 PP=1 EP=16 (the layout of ckpt_convert_glm47_flash_30b_hf2mcore.sh), bf16.
 #   bash examples/glm4_moe_lite/generate_glm47_flash_30b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/glm4_moe_lite/generate_glm47_flash_30b_ptd.sh     # seconds on the CPU: a tiny random glm4_moe_lite model with the same behaviour flags, 8 new tokens

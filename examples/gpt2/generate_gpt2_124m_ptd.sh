@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with GPT-2 124M (openai-community/gpt2 config.json = transformers' GPT2Config() defaults): 12 layers, hidden 768, FFN 3072, 12 heads (MHA), vocab 50257, 1024 learned positions, LayerNorm (eps 1e-5), GELU (tanh: gelu_new), biases on every linear, tied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_gpt2_124m_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_gpt2_124m_hf2mcore.sh), bf16.
 #   bash examples/gpt2/generate_gpt2_124m_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/gpt2/generate_gpt2_124m_ptd.sh     # seconds on the CPU: a tiny random gpt2 model with the same behaviour flags, 8 new tokens

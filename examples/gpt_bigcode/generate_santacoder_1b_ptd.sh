@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with SantaCoder 1.1B (bigcode/gpt_bigcode-santacoder config.json): 24 layers, hidden 2048, FFN 8192, 16 heads with one shared KV head (multi_query), vocab 49280, 2048 learned positions, LayerNorm (eps 1e-5), GELU (tanh), biases on every linear, tied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_santacoder_1b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 2 devices, TP=2 PP=1 (the layout of ckpt_convert_santacoder_1b_hf2mcore.sh), bf16.
 #   bash examples/gpt_bigcode/generate_santacoder_1b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/gpt_bigcode/generate_santacoder_1b_ptd.sh     # seconds on the CPU: a tiny random gpt_bigcode model with the same behaviour flags, 8 new tokens

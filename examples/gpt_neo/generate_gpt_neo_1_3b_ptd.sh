@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with GPT-Neo 1.3B (EleutherAI/gpt-neo-1.3B config.json = transformers' GPTNeoConfig() defaults): 24 layers, hidden 2048, FFN 8192, 16 heads (MHA), vocab 50257, 2048 learned positions, layers alternating global / local (window 256) attention, no attention scaling, q/k/v without bias, out_proj and MLP with bias, LayerNorm (eps 1e-5), GELU (tanh: gelu_new), tied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_gpt_neo_1_3b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_gpt_neo_1_3b_hf2mcore.sh), bf16.
 #   bash examples/gpt_neo/generate_gpt_neo_1_3b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/gpt_neo/generate_gpt_neo_1_3b_ptd.sh     # seconds on the CPU: a tiny random gpt_neo model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with pythia-1.4b (EleutherAI/pythia-1.4b config.json): 24 layers, hidden 2048, FFN 8192, 16 heads (MHA), vocab 50304, rope theta 10000 on the first 25% of each head's dims, two LayerNorms (bias, 1e-5) feeding attention and MLP in parallel, biases on every linear, GELU, untied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_pythia_1_4b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 2 devices, TP=2 PP=1 (the layout of ckpt_convert_pythia_1_4b_hf2mcore.sh), bf16.
 #   bash examples/gpt_neox/generate_pythia_1_4b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/gpt_neox/generate_pythia_1_4b_ptd.sh     # seconds on the CPU: a tiny random gpt_neox model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with gpt-neox-japanese-2.7b (abeja/gpt-neox-japanese-2.7b config.json): 32 layers, hidden 2560, FFN 10240 (4 x hidden), 32 heads (MHA), vocab 32000, rope theta 10000 on every dim, sequential LayerNorm (bias, 1e-5) layers, no linear bias but the last layer's attention output projection, GELU, tied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_gpt_neox_japanese_2_7b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 2 devices, TP=2 PP=1 (the layout of ckpt_convert_gpt_neox_japanese_2_7b_hf2mcore.sh), bf16.
 #   bash examples/gpt_neox_japanese/generate_gpt_neox_japanese_2_7b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/gpt_neox_japanese/generate_gpt_neox_japanese_2_7b_ptd.sh     # seconds on the CPU: a tiny random gpt_neox_japanese model with the same behaviour flags, 8 new tokens

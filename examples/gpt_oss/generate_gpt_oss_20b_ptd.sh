@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with gpt-oss-20b (openai/gpt-oss-20b config.json): 24 layers, hidden 2880, 64 heads / 8 KV heads of head dim 64, vocab 201088, RMSNorm 1e-5, untied embeddings; q/k/v/o, expert and router biases (--add-bias-linear); learned attention sinks (--softmax-type learnable); sliding window 128 on every other layer (from layer 0); YaRN rope theta 150000 (factor 32, original 4096, beta 32/1, ramp bounds not rounded); 32 experts of FFN 2880, top-4 (softmax over the top-4 logits), clamped SwiGLU (--quick-geglu --activation-func-clamp-value 7 --glu-linear-offset 1), router aux loss coefficient 0.9.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_gpt_oss_20b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 8 devices, TP=2 PP=1 EP=4 (the layout of ckpt_convert_gpt_oss_20b_hf2mcore.sh), bf16.
 #   bash examples/gpt_oss/generate_gpt_oss_20b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/gpt_oss/generate_gpt_oss_20b_ptd.sh     # seconds on the CPU: a tiny random gpt_oss model with the same behaviour flags, 8 new tokens

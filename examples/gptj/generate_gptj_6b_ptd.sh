@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with gpt-j-6b (EleutherAI/gpt-j-6b config.json): 28 layers, hidden 4096, FFN 16384, 16 heads (MHA), vocab 50400, interleaved rope (base 10000) on the first 64 of 256 dims per head, one LayerNorm (bias, 1e-5) feeding attention and MLP in parallel, biases on the MLP and the untied output layer only, GELU (tanh).
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_gptj_6b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 4 devices, TP=4 PP=1 (the layout of ckpt_convert_gptj_6b_hf2mcore.sh), bf16.
 #   bash examples/gptj/generate_gptj_6b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/gptj/generate_gptj_6b_ptd.sh     # seconds on the CPU: a tiny random gptj model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with granite-swash-2b (ibm-granite/granite-swash-2b config.json): 24 layers, hidden 2560, FFN 8192, 20 heads / 4 KV heads, vocab 100352, rope theta 10000 on every layer, RMSNorm 1e-5, SwiGLU, no biases, sliding window 128 except on layers 0, 4, ..., 20 (full attention), a learnable attention sink per head (--softmax-type learnable), Granite's multipliers all 1 (attention scale 1), tied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_granite_swa_2b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 4 devices, TP=4 PP=1 (the layout of ckpt_convert_granite_swa_2b_hf2mcore.sh), bf16.
 #   bash examples/granite_swa/generate_granite_swa_2b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/granite_swa/generate_granite_swa_2b_ptd.sh     # seconds on the CPU: a tiny random granite_swa model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with granite-3.0-1b-a400m-base: 24 layers, hidden 1024, 16 heads / 8 KV heads, vocab 49155, rope theta 10000, RMSNorm 1e-6, tied embeddings; 32 experts of FFN 512, top-8 (softmax over the top-8 logits); embeddings x 12, residual branches x 0.22, attention scale 0.015625, logits / 6.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_granite30_moe_1b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 8 devices, TP=1 PP=1 EP=8 (the layout of ckpt_convert_granite30_moe_1b_hf2mcore.sh), bf16.
 #   bash examples/granitemoe/generate_granite30_moe_1b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/granitemoe/generate_granite30_moe_1b_ptd.sh     # seconds on the CPU: a tiny random granitemoe model with the same behaviour flags, 8 new tokens

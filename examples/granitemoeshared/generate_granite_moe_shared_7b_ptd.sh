@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with moe-7b-1b-active-shared-experts: sizes UNVERIFIED (no copy of its config.json was found): transformers' GraniteMoeSharedConfig() defaults, which its docstring likens to this checkpoint, with an assumed shared expert of 1024: 32 layers, hidden 4096, 32 heads, vocab 32000, rope theta 10000, RMSNorm 1e-6, untied; 8 experts of FFN 11008, top-2, one ungated shared expert of 1024; multipliers 1 (attention scale 1.0, not 1/sqrt(head dim)).
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_granite_moe_shared_7b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 2 node(s) x 8 devices, TP=2 PP=2 EP=4 (the layout of ckpt_convert_granite_moe_shared_7b_hf2mcore.sh), bf16.
 #   bash examples/granitemoeshared/generate_granite_moe_shared_7b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/granitemoeshared/generate_granite_moe_shared_7b_ptd.sh     # seconds on the CPU: a tiny random granitemoeshared model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with helium-1-preview-2b (kyutai/helium-1-preview-2b config.json): 24 layers, hidden 2560, FFN 7040, 20 heads (MHA), head dim 128 (= hidden / heads, which Helium's o_proj requires), vocab 48000, interleaved RoPE theta 100000, RMSNorm 1e-8, no biases, untied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_helium1_preview_2b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_helium1_preview_2b_hf2mcore.sh), bf16.
 #   bash examples/helium/generate_helium1_preview_2b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/helium/generate_helium1_preview_2b_ptd.sh     # seconds on the CPU: a tiny random helium model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Hunyuan-7B-Pretrain (tencent/Hunyuan-7B-Pretrain config.json; see examples/README.md): 32 layers, hidden 4096, FFN 14336, 32 heads / 8 KV heads, vocab 128167, RMSNorm 1e-5, per-head q/k RMSNorm after RoPE, rope theta 10000 with NTK alpha 1000 (dynamic with a fixed alpha: base 10000 x 1000 ** (128 / 126)), no biases, tied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_hunyuan_7b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 8 devices, TP=8 PP=1 (the layout of ckpt_convert_hunyuan_7b_hf2mcore.sh), bf16.
 #   bash examples/hunyuan/generate_hunyuan_7b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/hunyuan/generate_hunyuan_7b_ptd.sh     # seconds on the CPU: a tiny random hunyuan_v1_dense model with the same behaviour flags, 8 new tokens

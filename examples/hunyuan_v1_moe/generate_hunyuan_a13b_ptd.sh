@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Hunyuan-A13B-Pretrain: 32 layers, hidden 4096, 32 heads / 8 KV heads (head dim 128), vocab 128167, rope theta 10000 with dynamic NTK alpha 1000, RMSNorm 1e-5, tied; per-head q/k RMSNorm after RoPE; 64 experts of FFN 3072, top-8 of the softmax over all experts, renormalised, plus one ungated shared expert of 3072.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_hunyuan_a13b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 4 node(s) x 8 devices, TP=2 PP=2 EP=8 (the layout of ckpt_convert_hunyuan_a13b_hf2mcore.sh), bf16.
 #   bash examples/hunyuan_v1_moe/generate_hunyuan_a13b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/hunyuan_v1_moe/generate_hunyuan_a13b_ptd.sh     # seconds on the CPU: a tiny random hunyuan_v1_moe model with the same behaviour flags, 8 new tokens

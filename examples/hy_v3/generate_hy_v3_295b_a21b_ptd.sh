@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with HY-V3 (tencent/HY-V3 (transformers' HYV3Config defaults) config.json): 80 layers (the first dense), hidden 4096, dense FFN 13312, 64 heads / 8 KV heads of dim 128, per-head q/k RMSNorm before RoPE, vocab 120832, rope theta 11158840, RMSNorm 1e-5, no biases, untied; 192 experts of FFN 1536, top-8 by sigmoid score + expert bias, renormalised, times 2.826 (router_scaling_factor), one shared expert of 1536.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_hy_v3_295b_a21b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 16 node(s) x 8 devices, TP=1 PP=4 EP=32 (the layout of ckpt_convert_hy_v3_295b_a21b_hf2mcore.sh), bf16.
 #   bash examples/hy_v3/generate_hy_v3_295b_a21b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/hy_v3/generate_hy_v3_295b_a21b_ptd.sh     # seconds on the CPU: a tiny random hy_v3 model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with HyperCLOVAX-SEED-Text-Instruct-1.5B (naver-hyperclovax/HyperCLOVAX-SEED-Text-Instruct-1.5B config.json): 24 layers, hidden 2048, FFN 7168, 16 heads / 8 KV heads, vocab 110592, rope theta 50000000, RMSNorm 1e-5 before and after attention and MLP (peri-norm, use_post_norm), SwiGLU, no biases, Granite-style multipliers all 1 (attention scale 128^-0.5), untied embeddings (sizes unverified: see examples/README.md).
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_hyperclovax_15b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_hyperclovax_15b_hf2mcore.sh), bf16.
 #   bash examples/hyperclovax/generate_hyperclovax_15b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/hyperclovax/generate_hyperclovax_15b_ptd.sh     # seconds on the CPU: a tiny random hyperclovax model with the same behaviour flags, 8 new tokens

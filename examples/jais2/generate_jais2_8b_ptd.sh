@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Jais-2-8B (inceptionai/Jais-2-8B: 32 layers, hidden 3328, FFN 26624, 26 heads (MHA, head dim 128), vocab 150272, rope theta 10000, LayerNorm 1e-5 with bias, non-gated ReLU-squared MLP, biases on every linear, untied embeddings, 8192 positions (see examples/README.md for which numbers are verified)).
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_jais2_8b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 4 devices, TP=2 PP=2 (the layout of ckpt_convert_jais2_8b_hf2mcore.sh), bf16.
 #   bash examples/jais2/generate_jais2_8b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/jais2/generate_jais2_8b_ptd.sh     # seconds on the CPU: a tiny random jais2 model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Llama-3.1-8B (meta-llama/Llama-3.1-8B config.json): 32 layers, hidden 4096, FFN 14336, 32 heads / 8 KV heads, vocab 128256, rope theta 500000 with llama3 scaling (factor 8), RMSNorm 1e-5, untied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_llama31_8b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 8 devices, TP=8 PP=1 (the layout of ckpt_convert_llama31_8b_hf2mcore.sh), bf16.
 #   bash examples/llama2/generate_llama31_8b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/llama2/generate_llama31_8b_ptd.sh     # seconds on the CPU: a tiny random llama model with the same behaviour flags, 8 new tokens

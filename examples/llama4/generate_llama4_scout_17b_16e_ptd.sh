@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with the text model of Llama-4-Scout-17B-16E (meta-llama/Llama-4-Scout-17B-16E config.json, text_config): 48 layers, hidden 5120, dense FFN 16384 (unused: every layer is MoE), 40 heads / 8 KV heads of dim 128, vocab 202048, RMSNorm 1e-5, untied embeddings; RoPE theta 500000 on interleaved pairs with llama3 scaling (factor 8, low 1, high 4, original 8192); every 4th layer (3, 7, ..., 47) without RoPE and attending fully, its queries scaled by 1 + 0.1 ln(1 + floor((p + 1) / 8192)); the other layers attend within chunks of 8192 tokens with weightless q/k RMS norms; 16 experts of FFN 8192, top-1 with the sigmoid of the chosen logit scaling the expert input, plus one shared expert of FFN 8192.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_llama4_scout_17b_16e_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 8 node(s) x 8 devices, TP=4 PP=4 EP=4 (the layout of ckpt_convert_llama4_scout_17b_16e_hf2mcore.sh), bf16.
 #   bash examples/llama4/generate_llama4_scout_17b_16e_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/llama4/generate_llama4_scout_17b_16e_ptd.sh     # seconds on the CPU: a tiny random llama4_text model with the same behaviour flags, 8 new tokens

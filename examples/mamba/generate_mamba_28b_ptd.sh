@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Mamba-2.8B (state-spaces/mamba-2.8b-hf): 64 Mamba layers (no attention, no MLP), hidden 2560, d_inner 5120 (expand 2), state 16, conv 4, dt rank 160, vocab 50280, RMSNorm 1e-5, tied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_mamba_28b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 2 devices, TP=2 PP=1 (the layout of ckpt_convert_mamba_28b_hf2mcore.sh), bf16.
 #   bash examples/mamba/generate_mamba_28b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/mamba/generate_mamba_28b_ptd.sh     # seconds on the CPU: a tiny random mamba model with the same behaviour flags, 8 new tokens

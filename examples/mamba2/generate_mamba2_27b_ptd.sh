@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Mamba2-2.7B (state-spaces/mamba2-2.7b): 64 Mamba2 layers (no attention, no MLP), hidden 2560, d_inner 5120 (expand 2) in 80 heads of 64, 1 B/C group, state 128, conv 4, SSD chunk 256, vocab 50288, RMSNorm 1e-5, tied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_mamba2_27b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 2 devices, TP=2 PP=1 (the layout of ckpt_convert_mamba2_27b_hf2mcore.sh), bf16.
 #   bash examples/mamba2/generate_mamba2_27b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/mamba2/generate_mamba2_27b_ptd.sh     # seconds on the CPU: a tiny random mamba2 model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with MiniCPM3-4B: (transformers' MiniCPM3Config() defaults, whose docstring names openbmb/MiniCPM3-4B; see examples/README.md) 62 layers, hidden 2560, FFN 6400, 40 heads (MLA: q latent 768, kv latent 256, q/k 64 + rope 32, v 64), vocab 73448, rope theta 10000, RMSNorm 1e-5 (latent norms 1e-6), tied embeddings; embeddings x 12 (scale_emb), residual branches x 1.4 / sqrt(62) (scale_depth), logits x 256 / 2560 (dim_model_base). The published LongRoPE scaling is not supported (the converter refuses it), so this recipe trains from scratch with plain RoPE.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_minicpm3_4b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_minicpm3_4b_hf2mcore.sh), bf16.
 #   bash examples/minicpm3/generate_minicpm3_4b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/minicpm3/generate_minicpm3_4b_ptd.sh     # seconds on the CPU: a tiny random minicpm3 model with the same behaviour flags, 8 new tokens

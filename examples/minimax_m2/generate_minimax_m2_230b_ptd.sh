@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with MiniMax-M2 (MiniMaxAI/MiniMax-M2 config.json): 62 layers, all MoE, hidden 3072, 48 heads / 8 KV heads of dim 128, q/k RMSNorm over all heads' channels, rope theta 5000000 on 64 of 128 dims (rotary_dim), vocab 200064, RMSNorm 1e-6, no biases, untied; 256 experts of FFN 1536 (--ffn-hidden-size), top-8 by sigmoid score + expert bias, renormalised, no shared expert, router aux loss coefficient 0.001.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_minimax_m2_230b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 16 node(s) x 8 devices, TP=1 PP=2 EP=64 (the layout of ckpt_convert_minimax_m2_230b_hf2mcore.sh), bf16.
 #   bash examples/minimax_m2/generate_minimax_m2_230b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/minimax_m2/generate_minimax_m2_230b_ptd.sh     # seconds on the CPU: a tiny random minimax_m2 model with the same behaviour flags, 8 new tokens

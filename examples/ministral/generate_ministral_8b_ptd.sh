@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Ministral-8B-Instruct-2410 (mistralai/Ministral-8B-Instruct-2410 config.json): 36 layers, hidden 4096, FFN 12288, 32 heads / 8 KV heads, head dim 128, vocab 131072, rope theta 100000000, RMSNorm 1e-5, untied embeddings; its sliding_window 32768 equals max positions, so no token is ever outside it (no window flag).
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_ministral_8b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 8 devices, TP=8 PP=1 (the layout of ckpt_convert_ministral_8b_hf2mcore.sh), bf16.
 #   bash examples/ministral/generate_ministral_8b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/ministral/generate_ministral_8b_ptd.sh     # seconds on the CPU: a tiny random ministral model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Ministral-3-8B-Base-2512 (text model) (mistralai/Ministral-3-8B-Base-2512 config.json; see examples/README.md): 34 layers, hidden 4096, FFN 14336, 32 heads / 8 KV heads, vocab 131072, rope theta 1e6 with YaRN (factor 16, original 16384, beta 32 / 1, mscale 1 / 1), Llama-4 query temperature 0.1 per 16384 positions, RMSNorm 1e-5, no biases, untied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_ministral3_8b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 8 devices, TP=8 PP=1 (the layout of ckpt_convert_ministral3_8b_hf2mcore.sh), bf16.
 #   bash examples/ministral3/generate_ministral3_8b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/ministral3/generate_ministral3_8b_ptd.sh     # seconds on the CPU: a tiny random ministral3 model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Mistral-Small-4-119B (mistralai/Mistral-Small-4-119B-2603 (text model) config.json; see examples/README.md): 36 layers, hidden 4096, 32 heads (MLA: q latent 1024, kv latent 256, q/k 64 + rope 64, v 128), vocab 131072, rope theta 10000 with YaRN (factor 128, original 8192, beta 32 / 1, mscale 1 / 1) over the rope dims, interleaved RoPE, Llama-4 query temperature 0.1 per 8192 positions, RMSNorm 1e-6, untied; every layer MoE: 128 experts of FFN 2048, top-4 (softmax over all experts, renormalised), 1 shared expert.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_mistral_small4_119b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 8 node(s) x 8 devices, TP=2 PP=2 EP=16 (the layout of ckpt_convert_mistral_small4_119b_hf2mcore.sh), bf16.
 #   bash examples/mistral4/generate_mistral_small4_119b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/mistral4/generate_mistral_small4_119b_ptd.sh     # seconds on the CPU: a tiny random mistral4 model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Mixtral-8x7B-v0.1 (mistralai/Mixtral-8x7B-v0.1 config.json): 32 layers, hidden 4096, FFN 14336, 32 heads / 8 KV heads, vocab 32000, rope theta 1000000, RMSNorm 1e-5, untied embeddings; 8 experts of FFN 14336, top-2 (softmax over the top-2 logits), router aux loss coefficient 0.02.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_mixtral_8x7b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 2 node(s) x 8 devices, TP=2 PP=2 EP=4 (the layout of ckpt_convert_mixtral_8x7b_hf2mcore.sh), bf16.
 #   bash examples/mixtral/generate_mixtral_8x7b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/mixtral/generate_mixtral_8x7b_ptd.sh     # seconds on the CPU: a tiny random mixtral model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with ettin-decoder-150m (jhu-clsp/ettin-decoder-150m: ModernBERT-base sizes, as transformers' ModernBertDecoderConfig() defaults): 22 layers, hidden 768, FFN 1152, 12 heads (MHA), vocab 50368, bias-free LayerNorms (eps 1e-5) on the embeddings, before attention (not in layer 0) and MLP, at the end and in the prediction head (dense + GELU + LayerNorm), gated GELU MLP, no linear biases, every 3rd layer (0, 3, ...) global with RoPE theta 160000, the others a causal window of 64 tokens (local_attention 128 / 2) with theta 10000, tied embeddings with a decoder bias.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_ettin_decoder_150m_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_ettin_decoder_150m_hf2mcore.sh), bf16.
 #   bash examples/modernbert_decoder/generate_ettin_decoder_150m_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/modernbert_decoder/generate_ettin_decoder_150m_ptd.sh     # seconds on the CPU: a tiny random modernbert-decoder model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with nanochat-d20 (nanochat-students/nanochat-d20 config.json): 20 layers, hidden 1280, FFN 5120, 10 heads / 10 KV heads (head dim 128), vocab 65536, rope theta 10000, RMSNorm 1e-6 without weights on the embeddings, before attention and MLP, on q/k and at the end, non-gated ReLU-squared MLP, final logit softcap 15, no biases, untied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_nanochat_d20_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_nanochat_d20_hf2mcore.sh), bf16.
 #   bash examples/nanochat/generate_nanochat_d20_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/nanochat/generate_nanochat_d20_ptd.sh     # seconds on the CPU: a tiny random nanochat model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with OLMo-2-1124-7B (allenai/OLMo-2-1124-7B config.json): 32 layers, hidden 4096, FFN 11008, 32 heads (MHA), vocab 100352, rope theta 500000, RMSNorm 1e-6 on the attention and MLP outputs only (no norm before them), q/k RMSNorm over all heads' channels, SwiGLU, no biases, untied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_olmo2_7b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 8 devices, TP=8 PP=1 (the layout of ckpt_convert_olmo2_7b_hf2mcore.sh), bf16.
 #   bash examples/olmo2/generate_olmo2_7b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/olmo2/generate_olmo2_7b_ptd.sh     # seconds on the CPU: a tiny random olmo2 model with the same behaviour flags, 8 new tokens

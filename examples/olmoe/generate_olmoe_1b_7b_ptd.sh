@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with OLMoE-1B-7B-0924: (allenai/OLMoE-1B-7B-0924 config.json = transformers' OlmoeConfig() but FFN 1024, see examples/README.md) 16 layers, all MoE, hidden 2048, 16 heads / 16 KV heads, q/k RMSNorm over all heads' channels, vocab 50304, rope theta 10000, RMSNorm 1e-5, untied, no q/k/v clipping; 64 experts of FFN 1024, top-8 of the softmax over all experts (not renormalised), router aux loss coefficient 0.01.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_olmoe_1b_7b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 8 devices, TP=1 PP=1 EP=8 (the layout of ckpt_convert_olmoe_1b_7b_hf2mcore.sh), bf16.
 #   bash examples/olmoe/generate_olmoe_1b_7b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/olmoe/generate_olmoe_1b_7b_ptd.sh     # seconds on the CPU: a tiny random olmoe model with the same behaviour flags, 8 new tokens

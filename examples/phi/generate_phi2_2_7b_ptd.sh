@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with phi-2 (microsoft/phi-2 config.json): 32 layers, hidden 2560, FFN 10240, 32 heads (MHA), vocab 51200, rope theta 10000 on the first 40% of each head's dims, one LayerNorm (bias, 1e-5) feeding attention and MLP in parallel, biases on every linear and the untied output layer, GELU (tanh).
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_phi2_2_7b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 2 devices, TP=2 PP=1 (the layout of ckpt_convert_phi2_2_7b_hf2mcore.sh), bf16.
 #   bash examples/phi/generate_phi2_2_7b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/phi/generate_phi2_2_7b_ptd.sh     # seconds on the CPU: a tiny random phi model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Phi-3-mini-4k-instruct (microsoft/Phi-3-mini-4k-instruct config.json): 32 layers, hidden 3072, FFN 8192, 32 heads (MHA), vocab 32064, rope theta 10000, RMSNorm 1e-5, sliding window 2047, untied embeddings (fused qkv_proj and gate_up_proj, split by the converter).
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_phi3_mini_4k_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 4 devices, TP=4 PP=1 (the layout of ckpt_convert_phi3_mini_4k_hf2mcore.sh), bf16.
 #   bash examples/phi3/generate_phi3_mini_4k_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/phi3/generate_phi3_mini_4k_ptd.sh     # seconds on the CPU: a tiny random phi3 model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Phi-3.5-MoE-instruct: 32 layers, hidden 4096, 32 heads / 8 KV heads, vocab 32064, rope theta 10000 (the published LongRoPE scaling is not supported yet), LayerNorm with bias (eps 1e-5), untied; q/k/v and output biases, lm_head bias; 16 experts of FFN 6400, SparseMixer top-2 routing (eps 0.01).
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_phi35_moe_42b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 2 node(s) x 8 devices, TP=4 PP=4 EP=1 (the layout of ckpt_convert_phi35_moe_42b_hf2mcore.sh), bf16.
 #   bash examples/phimoe/generate_phi35_moe_42b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/phimoe/generate_phi35_moe_42b_ptd.sh     # seconds on the CPU: a tiny random phimoe model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Qwen2.5-7B (Qwen/Qwen2.5-7B config.json): 28 layers, hidden 3584, FFN 18944, 28 heads / 4 KV heads, vocab 152064, rope theta 1000000, RMSNorm 1e-6, untied embeddings, qkv bias.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_qwen25_7b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 4 devices, TP=4 PP=1 (the layout of ckpt_convert_qwen25_7b_hf2mcore.sh), bf16.
 #   bash examples/qwen2/generate_qwen25_7b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/qwen2/generate_qwen25_7b_ptd.sh     # seconds on the CPU: a tiny random qwen2 model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Qwen1.5-MoE-A2.7B: (Qwen/Qwen1.5-MoE-A2.7B config.json) 24 layers, all MoE, hidden 2048, 16 heads / 16 KV heads, q/k/v bias, vocab 151936, rope theta 1000000, RMSNorm 1e-6, untied; 60 experts of FFN 1408, top-4 of the softmax over all experts (not renormalised), plus a shared expert of FFN 5632 scaled by sigmoid(gate), router aux loss coefficient 0.001.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_qwen15_moe_a27b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 4 devices, TP=1 PP=1 EP=4 (the layout of ckpt_convert_qwen15_moe_a27b_hf2mcore.sh), bf16.
 #   bash examples/qwen2_moe/generate_qwen15_moe_a27b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/qwen2_moe/generate_qwen15_moe_a27b_ptd.sh     # seconds on the CPU: a tiny random qwen2_moe model with the same behaviour flags, 8 new tokens

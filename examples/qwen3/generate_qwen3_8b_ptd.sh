@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Qwen3-8B (Qwen/Qwen3-8B config.json): 36 layers, hidden 4096, FFN 12288, 32 heads / 8 KV heads, head dim 128, vocab 151936, rope theta 1000000, RMSNorm 1e-6, per-head q/k RMSNorm, untied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_qwen3_8b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 8 devices, TP=8 PP=1 (the layout of ckpt_convert_qwen3_8b_hf2mcore.sh), bf16.
 #   bash examples/qwen3/generate_qwen3_8b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/qwen3/generate_qwen3_8b_ptd.sh     # seconds on the CPU: a tiny random qwen3 model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Qwen3-30B-A3B: (Qwen/Qwen3-30B-A3B config.json; sizes as MindSpeed-LLM's recipe passes them) 48 layers, all MoE, hidden 2048, 32 heads / 4 KV heads of dim 128, per-head q/k RMSNorm, vocab 151936, rope theta 1000000, RMSNorm 1e-6, untied; 128 experts of FFN 768, top-8 of the softmax over all experts, renormalised (norm_topk_prob), router aux loss coefficient 0.001.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_qwen3_moe_30b_a3b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 2 node(s) x 8 devices, TP=1 PP=2 EP=8 (the layout of ckpt_convert_qwen3_moe_30b_a3b_hf2mcore.sh), bf16.
 #   bash examples/qwen3_moe/generate_qwen3_moe_30b_a3b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/qwen3_moe/generate_qwen3_moe_30b_a3b_ptd.sh     # seconds on the CPU: a tiny random qwen3_moe model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Seed-OSS-36B-Base (ByteDance-Seed/Seed-OSS-36B-Base config.json; see examples/README.md): 64 layers, hidden 5120, FFN 27648, 80 heads / 8 KV heads, head dim 128, vocab 155136, rope theta 1e7, RMSNorm 1e-6, q/k/v bias only (attention_bias; no o_proj or MLP bias), untied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_seed_oss_36b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 2 node(s) x 8 devices, TP=8 PP=2 (the layout of ckpt_convert_seed_oss_36b_hf2mcore.sh), bf16.
 #   bash examples/seed_oss/generate_seed_oss_36b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/seed_oss/generate_seed_oss_36b_ptd.sh     # seconds on the CPU: a tiny random seed_oss model with the same behaviour flags, 8 new tokens

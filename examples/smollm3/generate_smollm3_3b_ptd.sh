@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with SmolLM3-3B (HuggingFaceTB/SmolLM3-3B config.json): 36 layers, hidden 2048, FFN 11008, 16 heads / 4 KV heads, vocab 128256, rope theta 5000000 on 3 of every 4 layers (every 4th layer, 3, 7, ..., 35, is NoPE), RMSNorm 1e-6, SwiGLU, no biases, tied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_smollm3_3b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_smollm3_3b_hf2mcore.sh), bf16.
 #   bash examples/smollm3/generate_smollm3_3b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/smollm3/generate_smollm3_3b_ptd.sh     # seconds on the CPU: a tiny random smollm3 model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Solar-Open-100B (upstage/Solar-Open-100B config.json): 48 layers, all MoE, hidden 4096, 64 heads / 8 KV heads of dim 128, vocab 196608, rope theta 1000000, RMSNorm 1e-5, no biases, untied; 128 experts of FFN 1280, top-8 by sigmoid score + expert bias, renormalised, routed_scaling_factor 1.0, one shared expert of 1280 (--ffn-hidden-size 1280: no layer is dense).
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_solar_open_100b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 8 node(s) x 8 devices, TP=2 PP=2 EP=16 (the layout of ckpt_convert_solar_open_100b_hf2mcore.sh), bf16.
 #   bash examples/solar_open/generate_solar_open_100b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/solar_open/generate_solar_open_100b_ptd.sh     # seconds on the CPU: a tiny random solar_open model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with stablelm-2-1_6b (stabilityai/stablelm-2-1_6b config.json): 24 layers, hidden 2048, FFN 5632, 32 heads (MHA), vocab 100352, rope theta 10000 on the first 25% of each head's dims, LayerNorm with bias 1e-5, q/k/v bias, untied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_stablelm2_1_6b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_stablelm2_1_6b_hf2mcore.sh), bf16.
 #   bash examples/stablelm/generate_stablelm2_1_6b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/stablelm/generate_stablelm2_1_6b_ptd.sh     # seconds on the CPU: a tiny random stablelm model with the same behaviour flags, 8 new tokens

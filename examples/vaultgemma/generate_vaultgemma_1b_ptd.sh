@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with vaultgemma-1b (google/vaultgemma-1b config.json): 26 layers, hidden 1152, FFN 6912, 4 heads / 4 KV heads, head dim 256, vocab 256000, rope theta 10000, RMSNorm(1 + w) 1e-6 before attention and MLP only (no output norms), embeddings times sqrt(hidden), gated GELU (tanh), softmax scale 256^-0.5, sliding window 512 on even layers (every 2nd layer full), no softcaps, tied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_vaultgemma_1b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_vaultgemma_1b_hf2mcore.sh), bf16.
 #   bash examples/vaultgemma/generate_vaultgemma_1b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/vaultgemma/generate_vaultgemma_1b_ptd.sh     # seconds on the CPU: a tiny random vaultgemma model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with XGLM 564M (facebook/xglm-564M config.json = transformers' XGLMConfig() defaults): 24 layers, hidden 1024, FFN 4096, 16 heads (MHA), vocab 256008, fixed sinusoidal positions (fairseq layout, row position + 2), word embeddings times sqrt(1024), LayerNorm (eps 1e-5), GELU, biases on every linear, tied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_xglm_564m_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_xglm_564m_hf2mcore.sh), bf16.
 #   bash examples/xglm/generate_xglm_564m_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/xglm/generate_xglm_564m_ptd.sh     # seconds on the CPU: a tiny random xglm model with the same behaviour flags, 8 new tokens

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generate text with Youtu-LLM-2B: (tencent/Youtu-LLM-2B config.json as quoted in two public copies; see examples/README.md) 32 layers, hidden 2048, FFN 6144, 16 heads (MLA: q latent 1536, kv latent 512, q/k 128 + rope 64, v 128), vocab 128256, rope theta 1600000 on interleaved pairs (rope_interleave), RMSNorm 1e-6, tied embeddings.
-# inference.py takes every architecture flag from the checkpoint that ckpt_convert_youtu_2b_hf2mcore.sh writes
-# (--use-checkpoint-args), in that layout; greedy decoding (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens,
-# the response streamed to stdout as it is generated (more prompts: PROMPT_FILE, a jsonl with a "prompt" field per line).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_youtu_2b_hf2mcore.sh), bf16.
 #   bash examples/youtu/generate_youtu_2b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/youtu/generate_youtu_2b_ptd.sh     # seconds on the CPU: a tiny random youtu model with the same behaviour flags, 8 new tokens
