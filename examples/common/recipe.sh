@@ -27,12 +27,19 @@
 #               same way and start from a tiny random model of the family (its behaviour fields kept) converted
 #               at the smoke layout, with a tokenizer and an instruction (SFT) or pairwise (DPO, ORM) dataset made
 #               by the production tools.
+#               Generate and evaluate recipes (inference_setup: inference.py, evaluation.py) keep their flags and
+#               load a tiny random model of the family converted at the smoke layout (TP and PP fitted to the
+#               smoke processes, EP 1, 8 new tokens), with a tokenizer; an evaluate recipe also gets a tiny
+#               benchmark of its task in the published layout and writes the accuracy JSON to SMOKE_DIR/results/.
 #   DRY_RUN=1   pretrain recipes: print the torchrun command and check its flags with our one validation
 #               pass (mindspeed_llm.arguments) at the recipe's world size, without training. Fine-tuning
-#               recipes also run the stage's checks (the converted checkpoint and the dataset must exist).
-#   DRY_RUN=argv  print WORLD_SIZE=N, then the pretrain_gpt.py (posttrain_gpt.py) flags one per line (for
-#               tests and tools); a SMOKE=1 fine-tuning recipe then makes no tiny model or data.
-#   LOG_DIR     where pretrain logs go (default logs/, as MindSpeed's recipes).
+#               recipes also run the stage's checks (the converted checkpoint and the dataset must exist);
+#               generate and evaluate recipes the checks inference.py / evaluation.py make before building the
+#               model (the checkpoint's settings, the task and prompts, the benchmark's files; PP 1 to evaluate).
+#   DRY_RUN=argv  print WORLD_SIZE=N, then the pretrain_gpt.py (posttrain_gpt.py, inference.py, evaluation.py)
+#               flags one per line (for tests and tools); a SMOKE=1 fine-tuning, generate or evaluate recipe then
+#               makes no tiny model or data.
+#   LOG_DIR     where logs go (default logs/, as MindSpeed's recipes).
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -118,18 +125,78 @@ _launch_args() {
 posttrain_setup() {
     local kind=${3:-instruction}
     if [[ $SMOKE == 1 ]]; then
-        GPUS_PER_NODE=$SMOKE_NPROC NNODES=1 NODE_RANK=0
-        TP=$(_min "$TP" "$SMOKE_NPROC")
-        PP=$(_min "$PP" $(( SMOKE_NPROC / TP )))
+        _smoke_checkpoint_layout
         SEQ_LENGTH=256 MBS=1 GBS=4 TRAIN_ITERS=3 SAVE_INTERVAL=3 EVAL_INTERVAL=3 EVAL_ITERS=0  # 256: whole samples
-        PRECISION=()
-        CKPT_LOAD_DIR="$SMOKE_DIR/mg" CKPT_SAVE_DIR="$SMOKE_DIR/ckpt" TOKENIZER_PATH="$SMOKE_DIR/tokenizer"
+        CKPT_SAVE_DIR="$SMOKE_DIR/ckpt"
         if [[ $kind == pairwise ]]; then DATA_PATH="$SMOKE_DIR/data/pairs"; else DATA_PATH="$SMOKE_DIR/data/alpaca"; fi
         if [[ $DRY_RUN != argv ]]; then
             python "$SMOKE_PY" posttrain-fixture "$1" "$2" "$PROMPT_TYPE" "$TP" "$PP" "$SEQ_LENGTH" "$SMOKE_DIR" "$kind"
         fi
     fi
     _launch_args
+}
+
+# SMOKE=1 runs that start from a converted checkpoint: one node of SMOKE_NPROC processes, TP and PP fitted to
+# them, fp32, the tiny model and tokenizer of the smoke fixture (smoke.py) in SMOKE_DIR.
+_smoke_checkpoint_layout() {
+    GPUS_PER_NODE=$SMOKE_NPROC NNODES=1 NODE_RANK=0
+    TP=$(_min "$TP" "$SMOKE_NPROC")
+    PP=$(_min "$PP" $(( SMOKE_NPROC / TP )))
+    PRECISION=()
+    CKPT_LOAD_DIR="$SMOKE_DIR/mg" TOKENIZER_PATH="$SMOKE_DIR/tokenizer"
+}
+
+# Generation and evaluation (inference.py, evaluation.py): the model comes from the converted checkpoint in
+# CKPT_LOAD_DIR (--use-checkpoint-args) in its layout (TP, PP, EP, ETP, NUM_LAYER_LIST; evaluation.py runs at
+# PP 1). Under SMOKE=1: TP and PP fitted to the smoke processes and no expert parallelism (EP 1, ETP and
+# NUM_LAYER_LIST dropped), one process per model-parallel rank, MAX_NEW_TOKENS 8, and inference-fixture
+# (smoke.py) makes the tokenizer and the tiny model of the family ($1: HF model_type; $2: JSON of its behaviour
+# fields, as hf2mcore_setup) converted at that layout in SMOKE_DIR, and with $3 (an evaluation.py --task:
+# mmlu, gsm8k, boolq or human_eval) a tiny benchmark of that task in its published layout (TASK_DATA_PATH).
+inference_setup() {
+    EP=${EP:-1}
+    if [[ $SMOKE == 1 ]]; then
+        _smoke_checkpoint_layout
+        GPUS_PER_NODE=$(( TP * PP )) EP=1 ETP="" NUM_LAYER_LIST="" MAX_NEW_TOKENS=8
+        if [[ -n ${3:-} ]]; then TASK_DATA_PATH="$SMOKE_DIR/$3" OUTPUT_FILE="$SMOKE_DIR/results/"; fi
+        if [[ $DRY_RUN != argv ]]; then
+            python "$SMOKE_PY" inference-fixture "$1" "$2" "$TP" "$PP" "$SMOKE_DIR" ${3:+"$3"}
+        fi
+    fi
+    _launch_args
+}
+
+# Generation: torchrun inference.py with GPT_ARGS GENERATE_ARGS, logged to $LOG_DIR/<recipe>.log.
+# SMOKE=1 runs on the CPU; DRY_RUN=1 validates the flags and the checkpoint's settings and layout instead.
+run_inference() {
+    _run_inference_entry inference.py inference "${GPT_ARGS[@]}" "${GENERATE_ARGS[@]}"
+}
+
+# Evaluation: torchrun evaluation.py with GPT_ARGS EVAL_ARGS, logged to $LOG_DIR/<recipe>.log. SMOKE=1 runs on
+# the CPU; DRY_RUN=1 validates the flags, the checkpoint's settings and the benchmark's files instead.
+run_evaluation() {
+    _run_inference_entry evaluation.py evaluation "${GPT_ARGS[@]}" "${EVAL_ARGS[@]}"
+}
+
+# $1: the entry script; $2: its name for smoke.py validate-inference; the rest: its flags.
+_run_inference_entry() {
+    local script=$1 entry=$2; shift 2
+    local argv=("$@")
+    if [[ $SMOKE == 1 ]]; then
+        argv+=(--device cpu)
+        export OMP_NUM_THREADS=1
+    fi
+    if [[ $DRY_RUN == argv ]]; then
+        printf '%s\n' "WORLD_SIZE=$WORLD_SIZE" "${argv[@]}"
+        return
+    fi
+    if [[ $DRY_RUN == 1 ]]; then
+        echo "torchrun ${DISTRIBUTED_ARGS[*]} $script ${argv[*]}"
+        python "$SMOKE_PY" validate-inference "$entry" "$WORLD_SIZE" "${argv[@]}"
+        return
+    fi
+    mkdir -p "$LOG_DIR"
+    torchrun "${DISTRIBUTED_ARGS[@]}" "$REPO_ROOT/$script" "${argv[@]}" 2>&1 | tee "$LOG_DIR/$RECIPE_NAME.log"
 }
 
 # Fine-tuning: torchrun posttrain_gpt.py with GPT_ARGS DATA_ARGS TUNE_ARGS OUTPUT_ARGS, logged to

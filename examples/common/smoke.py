@@ -20,13 +20,24 @@
         tokenized with PROMPT_TYPE by preprocess_data.py: a packed instruction dataset of SEQ_LENGTH-token
         sequences (data/alpaca_packed_*) or, for pairwise, preference pairs whose replies are cut at
         SEQ_LENGTH tokens (data/pairs_packed_{chosen,rejected}_*), by the production tools
+    python examples/common/smoke.py inference-fixture MODEL_TYPE JSON TP PP OUT_DIR [TASK]
+        what a SMOKE=1 generate or evaluate recipe starts from, in OUT_DIR: the tokenizer and the tiny model of
+        posttrain-fixture (tokenizer/, hf/, mg/ at TP x PP) and, with TASK (an evaluation.py --task), a tiny
+        benchmark of that task in its published layout (TASK/: MMLU's {test,dev}/{subject}_{split}.csv, GSM8K's
+        test.jsonl and train.jsonl with #### answers, BoolQ's dev.jsonl, HumanEval's HumanEval.jsonl)
+    python examples/common/smoke.py validate-inference inference|evaluation WORLD_SIZE <flags...>
+        check the flags as inference.py / evaluation.py do before building the model (DRY_RUN=1): the shared
+        validation pass with the training-only flags given placeholders, the --load checkpoint's layout (its
+        TP/PP/EP must be the flags'), then the entry's own checks (inference.py: the task and prompts;
+        evaluation.py: the task, PP 1 and the benchmark's files)
 """
 from __future__ import annotations
 
+import csv
 import json
 import os
 import sys
-from typing import Dict, List
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 TINY_HF_SIZES = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
                  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
@@ -143,9 +154,7 @@ def corpus(kind: str, out_path: str) -> None:
         records = PAIRS * 20
     else:
         sys.exit(f"error: corpus kind {kind!r}: use pretrain, instruction or pairwise")
-    os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
-    with open(out_path, "w", encoding="utf-8") as out:
-        out.writelines(json.dumps(record) + "\n" for record in records)
+    _write_jsonl(out_path, records)
 
 
 def validate_posttrain(world_size: int, argv: List[str]) -> None:
@@ -169,27 +178,134 @@ def posttrain_fixture(model_type: str, behaviour_json: str, prompt_type: str, tp
                       out_dir: str, kind: str = "instruction") -> None:
     """Tokenizer, tiny model (HF and converted) and instruction (or pairwise) dataset of a SMOKE=1 fine-tuning
     recipe."""
-    from tools import convert_ckpt, preprocess_data, train_tokenizer
-    from transformers import AutoTokenizer
+    from tools import preprocess_data
 
     if kind not in FIXTURE_DATA:
         sys.exit(f"error: posttrain-fixture data kind {kind!r}: use {' or '.join(FIXTURE_DATA)}")
-    handler, dataset_name, text_keys = FIXTURE_DATA[kind]
+    handler, dataset_name, _ = FIXTURE_DATA[kind]
+    data, tokenizer_dir = model_fixture(model_type, behaviour_json, tp, pp, out_dir, kind)
+    _checked("preprocess_data", preprocess_data.main(
+        ["--input", data, "--handler-name", handler, "--prompt-type", prompt_type,
+         "--tokenizer-type", "PretrainedFromHF", "--tokenizer-name-or-path", tokenizer_dir,
+         "--output-prefix", os.path.join(out_dir, "data", dataset_name), "--seq-length", str(seq_length)]))
+
+
+def model_fixture(model_type: str, behaviour_json: str, tp: int, pp: int, out_dir: str,
+                  kind: str = "instruction") -> Tuple[str, str]:
+    """The tiny corpus of ``kind`` (corpus.jsonl), a 300-token BPE tokenizer trained on it (tokenizer/), the tiny
+    random model of ``model_type`` with that vocabulary (hf/) and its conversion to our layout at TP x PP (mg/),
+    in ``out_dir``; (the corpus path, the tokenizer directory)."""
+    from tools import convert_ckpt, train_tokenizer
+    from transformers import AutoTokenizer
+
     data = os.path.join(out_dir, "corpus.jsonl")
     corpus(kind, data)
     tokenizer_dir = os.path.join(out_dir, "tokenizer")
     _checked("train_tokenizer", train_tokenizer.main(["--input", data, "--output-dir", tokenizer_dir,
-                                                      "--vocab-size", "300", "--json-keys", *text_keys]))
+                                                      "--vocab-size", "300", "--json-keys", *FIXTURE_DATA[kind][2]]))
     vocab = len(AutoTokenizer.from_pretrained(tokenizer_dir))
     hf_model(model_type, json.dumps({**json.loads(behaviour_json), "vocab_size": vocab}), os.path.join(out_dir, "hf"))
     _checked("convert_ckpt", convert_ckpt.main(
         ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", os.path.join(out_dir, "hf"),
          "--save-dir", os.path.join(out_dir, "mg"), "--target-tensor-parallel-size", str(tp),
          "--target-pipeline-parallel-size", str(pp)]))
-    _checked("preprocess_data", preprocess_data.main(
-        ["--input", data, "--handler-name", handler, "--prompt-type", prompt_type,
-         "--tokenizer-type", "PretrainedFromHF", "--tokenizer-name-or-path", tokenizer_dir,
-         "--output-prefix", os.path.join(out_dir, "data", dataset_name), "--seq-length", str(seq_length)]))
+    return data, tokenizer_dir
+
+
+def _write_jsonl(path: str, records: List[Dict[str, Any]]) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", encoding="utf-8") as out:
+        out.writelines(json.dumps(record) + "\n" for record in records)
+
+
+def _write_csv(path: str, rows: List[List[str]]) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as out:
+        csv.writer(out).writerows(rows)
+
+
+def _mmlu(root: str) -> None:
+    """MMLU's {test,dev}/{subject}_{split}.csv (question, four choices, answer letter; no header)."""
+    for subject, rows in (("astronomy", [["Which body orbits the Earth?", "The Moon", "Mars", "The Sun", "Venus", "A"],
+                                         ["Which planet is largest?", "Mars", "Jupiter", "Venus", "Earth", "B"]]),
+                          ("arithmetic", [["What is 2 + 3?", "4", "6", "5", "7", "C"]])):
+        _write_csv(os.path.join(root, "test", f"{subject}_test.csv"), rows)
+        _write_csv(os.path.join(root, "dev", f"{subject}_dev.csv"), [["What is 1 + 1?", "2", "3", "4", "5", "A"]])
+
+
+def _gsm8k(root: str) -> None:
+    """GSM8K's test.jsonl and train.jsonl (the few-shot examples): question, reasoning ending in ``#### N``."""
+    _write_jsonl(os.path.join(root, "test.jsonl"),
+                 [{"question": "Tom has 3 apples and buys 4 more. How many apples does he have?",
+                   "answer": "3 + 4 = <<3+4=7>>7\n#### 7"},
+                  {"question": "A box holds 12 pens and 2 are sold. How many remain?",
+                   "answer": "12 - 2 = 10\n#### 10"}])
+    _write_jsonl(os.path.join(root, "train.jsonl"), [{"question": "What is 2 + 2?", "answer": "2 + 2 = 4\n#### 4"}])
+
+
+def _boolq(root: str) -> None:
+    """BoolQ's dev.jsonl: question, passage, answer (true/false)."""
+    _write_jsonl(os.path.join(root, "dev.jsonl"),
+                 [{"question": "is the sky blue", "passage": "On a clear day the sky is blue.", "answer": True},
+                  {"question": "is fire cold", "passage": "Fire is hot.", "answer": False}])
+
+
+def _human_eval(root: str) -> None:
+    """HumanEval's HumanEval.jsonl: task_id, prompt, test (a check function), entry_point."""
+    _write_jsonl(os.path.join(root, "HumanEval.jsonl"),
+                 [{"task_id": "HumanEval/0", "prompt": "def add(a, b):\n    \"\"\"Sum of a and b.\"\"\"\n",
+                   "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n", "entry_point": "add"},
+                  {"task_id": "HumanEval/1", "prompt": "def negate(x):\n",
+                   "test": "def check(candidate):\n    assert candidate(4) == -4\n", "entry_point": "negate"}])
+
+
+# inference-fixture's benchmarks: evaluation.py --task -> the writer of a tiny copy in the published layout
+BENCHMARKS: Dict[str, Callable[[str], None]] = {"mmlu": _mmlu, "gsm8k": _gsm8k, "boolq": _boolq,
+                                                "human_eval": _human_eval}
+
+
+def inference_fixture(model_type: str, behaviour_json: str, tp: int, pp: int, out_dir: str,
+                      task: Optional[str] = None) -> None:
+    """Tokenizer and tiny model (HF and converted) of a SMOKE=1 generate recipe; with ``task``, also the tiny
+    benchmark of an evaluate recipe in ``out_dir``/``task``."""
+    if task is not None and task not in BENCHMARKS:
+        sys.exit(f"error: inference-fixture has no tiny benchmark of --task {task}; use {', '.join(BENCHMARKS)}")
+    model_fixture(model_type, behaviour_json, tp, pp, out_dir)
+    if task is not None:
+        BENCHMARKS[task](os.path.join(out_dir, task))
+        print(f"tiny {task} benchmark in {os.path.join(out_dir, task)}")
+
+
+def validate_inference(entry: str, world_size: int, argv: List[str]) -> None:
+    """The flag checks inference.py (``entry`` inference) or evaluation.py (evaluation) makes before it builds the
+    model: the shared validation pass over the flags with placeholders for the training-only ones, then the
+    entry's own (the task and prompts; the benchmark's layout and files)."""
+    from core import checkpointing
+    from mindspeed_llm.arguments import ArgumentError, parse_and_validate
+    from mindspeed_llm.evaluation.errors import EvaluationError
+    from mindspeed_llm.inference.loading import with_placeholders
+
+    if entry not in ("inference", "evaluation"):
+        sys.exit(f"error: validate-inference {entry!r}: use inference or evaluation")
+    args = parse_and_validate(with_placeholders(argv), world_size)
+    try:
+        path = checkpointing.read_checkpoint_settings(args.load)[0]  # the first rank's file, memory-mapped
+        checkpointing.check_layout(checkpointing.map_file(path), path, args.tensor_model_parallel_size,
+                                   args.pipeline_model_parallel_size, 1, args.expert_model_parallel_size,
+                                   args.expert_tensor_parallel_size or args.tensor_model_parallel_size)
+        if entry == "evaluation":
+            from mindspeed_llm.evaluation.runner import read_benchmark
+
+            questions = f", {len(read_benchmark(args))} questions of {args.task}"
+        else:
+            from inference import check_task
+
+            check_task(args)
+            questions = f", --task {args.task}"
+    except (ArgumentError, EvaluationError, checkpointing.CheckpointError, ValueError) as error:
+        sys.exit(f"error: {error}")
+    print(f"flags valid: world size {args.world_size}, TP {args.tensor_model_parallel_size}, "
+          f"PP {args.pipeline_model_parallel_size}, {args.num_layers} layers from {args.load}{questions}")
 
 
 def _checked(tool: str, code: int) -> None:
@@ -204,7 +320,9 @@ def main(argv: List[str]) -> None:
                 "corpus": lambda a: corpus(a[0], a[1]),
                 "validate-posttrain": lambda a: validate_posttrain(int(a[0]), a[1:]),
                 "posttrain-fixture": lambda a: posttrain_fixture(a[0], a[1], a[2], int(a[3]), int(a[4]), int(a[5]),
-                                                                 *a[6:8])}
+                                                                 *a[6:8]),
+                "inference-fixture": lambda a: inference_fixture(a[0], a[1], int(a[2]), int(a[3]), *a[4:6]),
+                "validate-inference": lambda a: validate_inference(a[0], int(a[1]), a[2:])}
     if not argv or argv[0] not in commands:
         sys.exit(f"usage: smoke.py {{{'|'.join(commands)}}} ...")
     commands[argv[0]](argv[1:])

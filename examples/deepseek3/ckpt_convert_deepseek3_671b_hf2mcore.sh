@@ -7,7 +7,7 @@ source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/DeepSeek-V3}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_weights/deepseek3-671b-mcore-tp4pp8ep32}
-TP=${TP:-4} PP=${PP:-8} EP=${EP:-32} ETP=1 NUM_LAYER_LIST=8,8,8,8,8,7,7,7
+TP=${TP:-4} PP=${PP:-8} EP=${EP:-32} ETP=1 NUM_LAYER_LIST=${NUM_LAYER_LIST-8,8,8,8,8,7,7,7}
 # SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
 hf2mcore_setup deepseek_v3 '{"n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1, "first_k_dense_replace": 1, "moe_intermediate_size": 32, "kv_lora_rank": 32, "q_lora_rank": 48, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "num_key_value_heads": 4, "n_group": 8, "topk_group": 4, "norm_topk_prob": true, "routed_scaling_factor": 2.5, "rope_interleave": true, "num_nextn_predict_layers": 1, "rms_norm_eps": 1e-06, "tie_word_embeddings": false, "max_position_embeddings": 163840, "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0, "original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}}'
 

@@ -19,16 +19,28 @@
 - every DPO and reward-model recipe (``dpo_*_ptd.sh``, ``orm_*_ptd.sh``: --stage dpo / orm on a pairwise set) passes
   the same checks, loading what its family's full fine-tuning recipe saves (in that recipe's layout) and training on
   what its ``data_convert_*_pairwise.sh`` sibling writes with the same ``--prompt-type``; ``SMOKE=1`` keeps its flags;
+- every family with a pretrain recipe has a generate recipe (``generate_*_ptd.sh``, inference.py) and an MMLU evaluate
+  recipe (``evaluate_*_mmlu_ptd.sh``, evaluation.py) of the model its hf2mcore recipe converts, Llama-3.1-8B,
+  Qwen2.5-7B and Qwen3-8B also GSM8K, BoolQ and HumanEval ones; each one's flags parse as inference.py /
+  evaluation.py parse them (placeholders for the training-only flags) over a checkpoint of the pretraining
+  recipe's architecture, loading what the hf2mcore recipe writes in its layout (evaluation at PP 1, a model with
+  whole experts over TP at TP 1: the same conversion at that layout) with its tokenizer; the task's own checks pass
+  (the benchmark read from its published layout); ``SMOKE=1`` keeps the flags;
 - samples run end to end with ``SMOKE=1``: pretrain recipes (sliding window, GQA, TP=2 on two CPU
   processes; MoE with EP=2 and the alltoall dispatcher; ring CP=2 with full recompute), checkpoint round trips HF -> mcore (TP=2 PP=2,
   and EP=2 for an MoE model) -> HF, and Gemma 2's full fine-tuning (a tiny model of the family converted at
   TP=2, an instruction set tokenized by preprocess_data.py, 3 SFT steps with SP and variable lengths), Qwen2.5's
   LoRA fine-tuning (the same at TP=2, saving the adapters only), and one
   DPO and one reward-model recipe (a tiny model at TP=2, preference pairs tokenized by preprocess_data.py's
-  pairwise handler, 3 steps with SP).
+  pairwise handler, 3 steps with SP), one generate recipe (an MoE model at PP 2: a response printed and written)
+  and one evaluate recipe per task written (MMLU, GSM8K, BoolQ, HumanEval on tiny benchmarks in their published
+  layouts: the accuracy JSON written).
 """
 from __future__ import annotations
 
+import functools
+import importlib.util
+import json
 import math
 import os
 import re
@@ -42,11 +54,19 @@ import pytest
 import torch
 
 from core.checkpointing import architecture_settings
-from mindspeed_llm.arguments import check_pretraining_data, parse_args, transformer_config_from_args, validate_args
+from inference import check_task
+from core.parallel_state import expert_dimension
+from mindspeed_llm.arguments import (EVALUATION_TASKS, check_pretraining_data, parse_and_validate, parse_args,
+                                     transformer_config_from_args, validate_args)
+from mindspeed_llm.evaluation.runner import read_benchmark
+from mindspeed_llm.inference.loading import with_placeholders
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = sorted(REPO.glob("examples/*/*.sh"))
 PRETRAIN_RECIPES = [path for path in RECIPES if path.name.startswith("pretrain_")]
+GENERATE_RECIPES = [path for path in RECIPES if path.name.startswith("generate_")]
+EVALUATE_RECIPES = [path for path in RECIPES if path.name.startswith("evaluate_")]
+INFERENCE_FAMILIES = {path.parent.name for path in GENERATE_RECIPES}
 TUNE_RECIPES = [path for path in RECIPES if path.name.startswith("tune_")]
 PREFERENCE_RECIPES = [path for path in RECIPES if path.name.startswith(("dpo_", "orm_"))]
 POSTTRAIN_RECIPES = TUNE_RECIPES + PREFERENCE_RECIPES
@@ -116,8 +136,26 @@ def test_recipes_exist_for_every_family_and_action() -> None:
     for path in RECIPES:
         if path.parent.name != "common":
             assert re.fullmatch(r"(pretrain_\w+_ptd|ckpt_convert_\w+_(hf2mcore|mcore2hf)|data_convert_\w+_"
-                                r"(pretrain|instruction|pairwise)|tune_\w+_(full|lora|qlora)_ptd|(dpo|orm)_\w+_ptd)\.sh",
+                                r"(pretrain|instruction|pairwise)|tune_\w+_(full|lora|qlora)_ptd|(dpo|orm)_\w+_ptd|"
+                                rf"generate_\w+_ptd|evaluate_\w+_({'|'.join(EVALUATION_TASKS)})_ptd)\.sh",
                                 path.name), path.name
+
+
+def test_generate_and_evaluate_recipes_exist_for_every_family() -> None:
+    """One generate and one MMLU evaluate recipe per family with a pretrain recipe, of a model the family's
+    hf2mcore recipe converts (llama3/ holds only the 32k variant of llama2/'s model); GSM8K, BoolQ and HumanEval
+    for Llama-3.1-8B, Qwen2.5-7B and Qwen3-8B."""
+    families = {path.parent for path in PRETRAIN_RECIPES if path.parent.name != "llama3"}
+    assert {folder.name for folder in families} == INFERENCE_FAMILIES and len(families) >= 80
+    for folder in sorted(families):
+        generate = [path.name for path in folder.glob("generate_*_ptd.sh")]
+        assert len(generate) == 1, (folder.name, generate)
+        model = generate[0].removeprefix("generate_").removesuffix("_ptd.sh")
+        assert (folder / f"ckpt_convert_{model}_hf2mcore.sh").is_file(), generate[0]
+        assert {path.name for path in folder.glob("evaluate_*_ptd.sh")} >= {f"evaluate_{model}_mmlu_ptd.sh"}
+    for folder, model in (("llama2", "llama31_8b"), ("qwen2", "qwen25_7b"), ("qwen3", "qwen3_8b")):
+        for task in ("mmlu", "gsm8k", "boolq", "human_eval"):
+            assert (REPO / "examples" / folder / f"evaluate_{model}_{task}_ptd.sh").is_file(), (folder, task)
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=_recipe_id)
@@ -179,10 +217,16 @@ def test_moe_recipe_lays_out_experts_as_its_checkpoint(recipe: Path) -> None:
         assert int(smoke["--expert-model-parallel-size"][0]) == 2
 
 
+@functools.lru_cache(maxsize=None)
+def _full_size_args(recipe: Path) -> argparse.Namespace:
+    """``recipe``'s full-size flags, parsed (not to be modified: the result is shared)."""
+    return parse_args(_argv(recipe, smoke=False)[1])
+
+
 def _architecture_checkpoint(pretrain_recipe: Path, root: Path) -> Path:
     """A checkpoint holding only the settings of ``pretrain_recipe``'s full-size model (what
     ``--use-checkpoint-args`` reads; no weights), as a converter would write them."""
-    args = parse_args(_argv(pretrain_recipe, smoke=False)[1])
+    args = _full_size_args(pretrain_recipe)
     rank_dir = root / "release" / "mp_rank_00"
     rank_dir.mkdir(parents=True)
     torch.save({"args": argparse.Namespace(), "transformer_config": transformer_config_from_args(args).to_dict()},
@@ -208,10 +252,15 @@ def _validated_on_pretrain_architecture(recipe: Path, pretrain: Path, tmp_path: 
     world_size, argv = _argv(recipe, smoke=False, env={"CKPT_LOAD_DIR": str(checkpoint)})
     args = parse_args(argv)
     validate_args(args, world_size)
-    reference = parse_args(_argv(pretrain, smoke=False)[1])
+    _assert_architecture_of(args, pretrain)
+    return world_size, args
+
+
+def _assert_architecture_of(args: argparse.Namespace, pretrain: Path) -> None:
+    """The model ``args`` build is the one of the pretraining recipe ``pretrain``."""
+    reference = _full_size_args(pretrain)
     architecture = [architecture_settings(transformer_config_from_args(a).to_dict()) for a in (args, reference)]
     assert architecture[0] == architecture[1] and architecture[0]["num_layers"] == reference.num_layers
-    return world_size, args
 
 
 @pytest.mark.parametrize("recipe", TUNE_RECIPES, ids=_recipe_id)
@@ -280,6 +329,87 @@ def test_preference_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -
         args = parse_args(argv)
         validate_args(args, world_size)
         assert args.ref_model == checkpoint and args.precompute_ref_log_probs
+
+
+@pytest.fixture(scope="module")
+def benchmarks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny benchmarks of SMOKE=1 evaluate recipes (smoke.py's writers), one folder per task."""
+    spec = importlib.util.spec_from_file_location("recipe_smoke", REPO / "examples" / "common" / "smoke.py")
+    smoke = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(smoke)
+    root = tmp_path_factory.mktemp("benchmarks")
+    for task, write in smoke.BENCHMARKS.items():
+        write(str(root / task))
+    return root
+
+
+INFERENCE_RECIPE_NAME = re.compile(rf"(generate|evaluate)_(\w+?)(?:_({'|'.join(EVALUATION_TASKS)}))?_ptd\.sh")
+# flags SMOKE=1 may change in a generate/evaluate recipe: the layout, the model and tokenizer, outputs and data;
+# expert TP and the uneven stage split go with expert parallelism (EP 1 in the smoke run); fp32 on the CPU
+INFERENCE_SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+                          "--expert-model-parallel-size", "--load", "--tokenizer-name-or-path", "--max-new-tokens",
+                          "--task-data-path", "--output-file"}
+INFERENCE_FULL_ONLY_FLAGS = {"--bf16", "--expert-tensor-parallel-size", "--num-layer-list"}
+
+
+@pytest.mark.parametrize("recipe", GENERATE_RECIPES + EVALUATE_RECIPES, ids=_recipe_id)
+def test_inference_recipe_flags_pass_validation(recipe: Path, tmp_path: Path, benchmarks: Path) -> None:
+    """Parsed as inference.py / evaluation.py parse them (placeholders for the training-only flags) over a
+    checkpoint of the pretraining recipe's architecture: the model of the family's hf2mcore recipe, loaded in
+    its layout (evaluation: PP 1), with its tokenizer; the task's own checks pass; SMOKE=1 keeps the flags."""
+    action, model, task = INFERENCE_RECIPE_NAME.fullmatch(recipe.name).groups()
+    assert (task is None) == (action == "generate"), recipe.name
+    pretrain = recipe.with_name(f"pretrain_{model}_ptd.sh")
+    convert = recipe.with_name(f"ckpt_convert_{model}_hf2mcore.sh")
+    env = {"CKPT_LOAD_DIR": str(_architecture_checkpoint(pretrain, tmp_path / "mg"))}
+    if task:
+        env.update(TASK_DATA_PATH=str(benchmarks / task), MAX_EVAL_SAMPLES="1")
+    world_size, argv = _argv(recipe, smoke=False, env=env)
+    args = parse_and_validate(with_placeholders(argv), world_size)
+    _assert_architecture_of(args, pretrain)
+    assert args.use_checkpoint_args and args.bf16 and args.tokenizer_type == "PretrainedFromHF"
+    assert args.tokenizer_name_or_path == _default(convert, "CKPT_LOAD_DIR")  # the HF directory it converts
+    assert _sibling(recipe, "CKPT_LOAD_DIR") == convert
+    converted = {"EP": "1", **_layout_defaults(convert)}
+    expected = dict(converted)
+    if re.search(r"\bETP=1\b", convert.read_text()):  # whole experts over TP need SP, which decoding cannot split
+        expected["TP"] = "1"
+        assert args.expert_tensor_parallel_size == 1
+    if action == "evaluate":  # evaluation.py runs at PP 1
+        expected["PP"] = "1"
+    layout = {"TP": str(args.tensor_model_parallel_size), "PP": str(args.pipeline_model_parallel_size),
+              "EP": str(args.expert_model_parallel_size)}
+    assert layout == expected
+    saved = _default(convert, "CKPT_SAVE_DIR")
+    if expected == converted:  # what the hf2mcore recipe writes
+        assert _default(recipe, "CKPT_LOAD_DIR") == saved
+    else:  # the same conversion at another TP/PP, saved beside the other; the comment says how
+        for key in ("TP", "PP"):
+            saved = re.sub(rf"{key.lower()}\d+", f"{key.lower()}{expected[key]}", saved)
+        assert _default(recipe, "CKPT_LOAD_DIR") == saved
+        assert f"# {convert.name} run with " in recipe.read_text() and f" CKPT_SAVE_DIR={saved}" in recipe.read_text()
+    # one model replica, with as many data-parallel ranks as the expert-parallel layout needs
+    assert args.data_parallel_size == expert_dimension(
+        args.tensor_model_parallel_size, args.expert_model_parallel_size, args.expert_tensor_parallel_size)
+    if action == "generate":
+        assert args.task == "greedy" and args.prompt == [_default(recipe, "PROMPT").strip('"')]
+        assert args.max_new_tokens == 256 and args.prompt_file is None
+        check_task(args)
+    else:
+        assert args.task == task and args.max_eval_samples == 1 and args.evaluation_batch_size >= 1
+        assert args.allow_code_execution == (task == "human_eval") and args.output_file
+        questions = read_benchmark(args)  # the layout (PP 1) and the benchmark's files
+        assert len(questions) == len({question.subject for question in questions})  # the first of each subject
+    full = _flags(argv)
+    smoke_world_size, smoke_argv = _argv(recipe, smoke=True, env={"MAX_EVAL_SAMPLES": "1"} if task else None)
+    smoke = _flags(smoke_argv)
+    assert set(full) - INFERENCE_FULL_ONLY_FLAGS == set(smoke) - {"--device"}
+    changed = INFERENCE_SHRUNK_FLAGS | INFERENCE_FULL_ONLY_FLAGS
+    kept = {flag: values for flag, values in full.items() if flag not in changed}
+    assert kept == {flag: smoke[flag] for flag in kept}
+    tp, pp = int(smoke["--tensor-model-parallel-size"][0]), int(smoke["--pipeline-model-parallel-size"][0])
+    assert smoke["--device"] == ["cpu"] and smoke_world_size == tp * pp <= 2
+    assert smoke.get("--expert-model-parallel-size", ["1"]) == ["1"]
 
 
 TUNE_SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--seq-length",
@@ -408,3 +538,34 @@ def test_smoke_preference_recipe_trains_and_saves(tmp_path: Path, name: str) -> 
     assert "loaded checkpoint" in log and f"task {stage}" in log and "(TP=2, PP=1, CP=1, DP=1)" in log
     assert (tmp_path / "smoke" / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
 
+
+@pytest.mark.slow
+def test_smoke_generate_recipe_prints_a_response(tmp_path: Path) -> None:
+    recipe = REPO / "examples" / "qwen3_moe" / "generate_qwen3_moe_30b_a3b_ptd.sh"  # MoE, PP 2: stage to stage
+    env = {"SMOKE": "1", "SMOKE_DIR": str(tmp_path / "smoke"), "LOG_DIR": str(tmp_path / "logs"),
+           "OUTPUT_FILE": str(tmp_path / "out.jsonl")}
+    run = _run(recipe, env)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    log = (tmp_path / "logs" / f"{recipe.stem}.log").read_text()
+    assert "[prompt 0] The capital of France is\n[response 0] " in log, log[-2000:]
+    record = json.loads((tmp_path / "out.jsonl").read_text())
+    assert record["prompt"] == "The capital of France is" and f"[response 0] {record['response']}" in log
+    assert 1 <= len(record["token_ids"]) <= 8  # MAX_NEW_TOKENS 8 under SMOKE=1 (fewer on an end-of-text token)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, questions", [("llama2/evaluate_llama31_8b_mmlu_ptd", 3),  # TP 2, log-likelihoods
+                                             ("qwen2/evaluate_qwen25_7b_gsm8k_ptd", 2),  # TP 2, greedy answers
+                                             ("qwen3/evaluate_qwen3_8b_boolq_ptd", 2),
+                                             ("llama2/evaluate_llama31_8b_human_eval_ptd", 2)])  # runs the code
+def test_smoke_evaluate_recipe_writes_accuracy(tmp_path: Path, name: str, questions: int) -> None:
+    recipe = REPO / "examples" / f"{name}.sh"
+    task = INFERENCE_RECIPE_NAME.fullmatch(recipe.name).group(3)
+    run = _run(recipe, {"SMOKE": "1", "SMOKE_DIR": str(tmp_path / "smoke"), "LOG_DIR": str(tmp_path / "logs")})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    log = (tmp_path / "logs" / f"{recipe.stem}.log").read_text()
+    assert f"evaluating {task}: {questions} questions" in log, log[-2000:]
+    report = json.loads((tmp_path / "smoke" / "results" / f"{task}.json").read_text())
+    assert report["task"] == task and report["overall"]["total"] == questions
+    assert report["overall"]["correct"] == sum(subject["correct"] for subject in report["subjects"].values())
+    assert f"evaluation results: {json.dumps(report['overall'])}" in log

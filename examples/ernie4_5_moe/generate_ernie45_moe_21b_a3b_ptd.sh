@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Generate text with ERNIE-4.5-21B-A3B (baidu/ERNIE-4.5-21B-A3B-PT config.json): 28 layers (the first dense), hidden 2560, dense FFN 12288, 20 heads / 4 KV heads, vocab 103424, rope theta 500000 in interleaved pairs, RMSNorm 1e-5, no biases, tied embeddings; 64 experts of FFN 1536, softmax over all experts, top-6 by probability + expert bias (moe_statics.e_score_correction_bias), renormalised, two shared experts (2 x 1536), router aux loss coefficient 0.001.
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
+# Layout: 1 node(s) x 8 devices, TP=1 PP=1 EP=8 (the layout of ckpt_convert_ernie45_moe_21b_a3b_hf2mcore.sh), bf16.
+#   bash examples/ernie4_5_moe/generate_ernie45_moe_21b_a3b_ptd.sh             # the real run (set the paths below)
+#   SMOKE=1 bash examples/ernie4_5_moe/generate_ernie45_moe_21b_a3b_ptd.sh     # seconds on the CPU: a tiny random ernie4_5_moe model with the same behaviour flags, 8 new tokens
+#   DRY_RUN=1 bash examples/ernie4_5_moe/generate_ernie45_moe_21b_a3b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
+source "$(dirname "$0")/../common/recipe.sh"
+
+GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
+MASTER_ADDR=${MASTER_ADDR:-localhost}
+MASTER_PORT=${MASTER_PORT:-6000}
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/ernie45-moe-21b-a3b-mcore-tp1pp1ep8}    # ckpt_convert_ernie45_moe_21b_a3b_hf2mcore.sh
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/ERNIE-4.5-21B-A3B}
+PROMPT=${PROMPT:-"The capital of France is"}
+PROMPT_FILE=${PROMPT_FILE:-}
+OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
+
+TP=${TP:-1} PP=${PP:-1} EP=${EP:-8}
+PRECISION=(--bf16)
+# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
+inference_setup ernie4_5_moe '{"moe_num_experts": 64, "moe_k": 6, "moe_intermediate_size": 32, "moe_num_shared_experts": 2, "moe_layer_start_index": 1, "moe_layer_end_index": -1, "moe_layer_interval": 1, "use_bias": false, "router_aux_loss_coef": 0.001, "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "tie_word_embeddings": true, "max_position_embeddings": 131072, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}'
+
+GPT_ARGS=(
+    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
+    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP" --expert-model-parallel-size "$EP"
+    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
+    "${PRECISION[@]}"
+)
+GENERATE_ARGS=(
+    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
+    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
+)
+
+run_inference

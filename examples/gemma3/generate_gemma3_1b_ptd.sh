@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Generate text with gemma-3-1b-pt (google/gemma-3-1b-pt config.json (gemma3_text)): 26 layers, hidden 1152, FFN 6912, 4 heads / 1 KV head, head dim 256, vocab 262144, RMSNorm(1 + w) 1e-6 before and after attention and MLP, per-head q/k RMSNorm(1 + w), embeddings times sqrt(hidden), gated GELU (tanh), softmax scale 256^-0.5, sliding window 512 on 5 of every 6 layers (every 6th full), rope theta 1000000 on full layers and 10000 on sliding ones, no softcaps, tied embeddings.
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
+# Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_gemma3_1b_hf2mcore.sh), bf16.
+#   bash examples/gemma3/generate_gemma3_1b_ptd.sh             # the real run (set the paths below)
+#   SMOKE=1 bash examples/gemma3/generate_gemma3_1b_ptd.sh     # seconds on the CPU: a tiny random gemma3_text model with the same behaviour flags, 8 new tokens
+#   DRY_RUN=1 bash examples/gemma3/generate_gemma3_1b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
+source "$(dirname "$0")/../common/recipe.sh"
+
+GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-1}}
+MASTER_ADDR=${MASTER_ADDR:-localhost}
+MASTER_PORT=${MASTER_PORT:-6000}
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/gemma3-1b-mcore-tp1pp1}    # ckpt_convert_gemma3_1b_hf2mcore.sh
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/gemma-3-1b-pt}
+PROMPT=${PROMPT:-"The capital of France is"}
+PROMPT_FILE=${PROMPT_FILE:-}
+OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
+
+TP=${TP:-1} PP=${PP:-1}
+PRECISION=(--bf16)
+# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
+inference_setup gemma3_text '{"head_dim": 32, "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 256, "sliding_window": 8, "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1000000.0}, "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}, "rms_norm_eps": 1e-06, "tie_word_embeddings": true, "max_position_embeddings": 32768}'
+
+GPT_ARGS=(
+    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
+    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
+    "${PRECISION[@]}"
+)
+GENERATE_ARGS=(
+    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
+    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
+)
+
+run_inference

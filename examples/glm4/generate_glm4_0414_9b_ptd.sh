@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Generate text with GLM-4-9B-0414 (THUDM/GLM-4-9B-0414 config.json; see examples/README.md): 40 layers, hidden 4096, FFN 13696, 32 heads / 2 KV heads, vocab 151552, rope theta 10000 on the first half of each head in interleaved pairs, RMSNorm 1e-5 with sandwich norms on the attention and MLP outputs, q/k/v bias only, fused gate_up_proj, untied embeddings.
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
+# Layout: 1 node(s) x 8 devices, TP=8 PP=1 (the layout of ckpt_convert_glm4_0414_9b_hf2mcore.sh), bf16.
+#   bash examples/glm4/generate_glm4_0414_9b_ptd.sh             # the real run (set the paths below)
+#   SMOKE=1 bash examples/glm4/generate_glm4_0414_9b_ptd.sh     # seconds on the CPU: a tiny random glm4 model with the same behaviour flags, 8 new tokens
+#   DRY_RUN=1 bash examples/glm4/generate_glm4_0414_9b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
+source "$(dirname "$0")/../common/recipe.sh"
+
+GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
+MASTER_ADDR=${MASTER_ADDR:-localhost}
+MASTER_PORT=${MASTER_PORT:-6000}
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/glm4-0414-9b-mcore-tp8pp1}    # ckpt_convert_glm4_0414_9b_hf2mcore.sh
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/GLM-4-9B-0414}
+PROMPT=${PROMPT:-"The capital of France is"}
+PROMPT_FILE=${PROMPT_FILE:-}
+OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
+
+TP=${TP:-8} PP=${PP:-1}
+PRECISION=(--bf16)
+# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
+inference_setup glm4 '{"partial_rotary_factor": 0.5, "attention_bias": true, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "head_dim": 32, "tie_word_embeddings": false, "max_position_embeddings": 32768, "pad_token_id": 0, "eos_token_id": 2}'
+
+GPT_ARGS=(
+    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
+    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
+    "${PRECISION[@]}"
+)
+GENERATE_ARGS=(
+    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
+    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
+)
+
+run_inference

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Evaluate on MMLU (57 subjects' test CSVs, up to 5 solved dev questions per subject as shots; the answer letter of highest log-likelihood wins):
+# GPT-2 124M (openai-community/gpt2 config.json = transformers' GPT2Config() defaults): 12 layers, hidden 768, FFN 3072, 12 heads (MHA), vocab 50257, 1024 learned positions, LayerNorm (eps 1e-5), GELU (tanh: gelu_new), biases on every linear, tied embeddings.
+# evaluation.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); prompts are
+# wrapped in the tokenizer's chat template when it has one. Per-subject and overall accuracy are printed and
+# written as JSON to OUTPUT_FILE (mmlu.json in that directory). MAX_EVAL_SAMPLES=N: the first N questions of each
+# subject (default: every question).
+# Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_gpt2_124m_hf2mcore.sh), bf16.
+#   bash examples/gpt2/evaluate_gpt2_124m_mmlu_ptd.sh             # the real run (set the paths below)
+#   SMOKE=1 bash examples/gpt2/evaluate_gpt2_124m_mmlu_ptd.sh     # seconds on the CPU: a tiny random gpt2 model with the same behaviour flags, a tiny MMLU in its published layout
+#   DRY_RUN=1 bash examples/gpt2/evaluate_gpt2_124m_mmlu_ptd.sh   # print the command and validate its flags, the checkpoint's settings and the benchmark's files
+source "$(dirname "$0")/../common/recipe.sh"
+
+GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-1}}
+MASTER_ADDR=${MASTER_ADDR:-localhost}
+MASTER_PORT=${MASTER_PORT:-6000}
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/gpt2-124m-mcore-tp1pp1}    # ckpt_convert_gpt2_124m_hf2mcore.sh
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/gpt2}
+TASK_DATA_PATH=${TASK_DATA_PATH:-./mmlu/data/test}    # mmlu/data/{test,dev}/{subject}_{test,dev}.csv
+OUTPUT_FILE=${OUTPUT_FILE:-./eval_results/gpt2_124m/}
+EVAL_BATCH_SIZE=${EVAL_BATCH_SIZE:-4}
+MAX_EVAL_SAMPLES=${MAX_EVAL_SAMPLES:-}
+
+TP=${TP:-1} PP=${PP:-1}
+PRECISION=(--bf16)
+# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes; a tiny MMLU
+inference_setup gpt2 '{"activation_function": "gelu_new", "n_inner": null, "layer_norm_epsilon": 1e-05, "scale_attn_weights": true, "tie_word_embeddings": true, "n_positions": 1024}' mmlu
+
+GPT_ARGS=(
+    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
+    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
+    "${PRECISION[@]}"
+)
+EVAL_ARGS=(
+    --task mmlu --task-data-path "$TASK_DATA_PATH"
+    --evaluation-batch-size "$EVAL_BATCH_SIZE" ${MAX_EVAL_SAMPLES:+--max-eval-samples "$MAX_EVAL_SAMPLES"}
+    --output-file "$OUTPUT_FILE"
+)
+
+run_evaluation

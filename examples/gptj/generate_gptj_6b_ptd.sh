@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Generate text with gpt-j-6b (EleutherAI/gpt-j-6b config.json): 28 layers, hidden 4096, FFN 16384, 16 heads (MHA), vocab 50400, interleaved rope (base 10000) on the first 64 of 256 dims per head, one LayerNorm (bias, 1e-5) feeding attention and MLP in parallel, biases on the MLP and the untied output layer only, GELU (tanh).
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
+# Layout: 1 node(s) x 4 devices, TP=4 PP=1 (the layout of ckpt_convert_gptj_6b_hf2mcore.sh), bf16.
+#   bash examples/gptj/generate_gptj_6b_ptd.sh             # the real run (set the paths below)
+#   SMOKE=1 bash examples/gptj/generate_gptj_6b_ptd.sh     # seconds on the CPU: a tiny random gptj model with the same behaviour flags, 8 new tokens
+#   DRY_RUN=1 bash examples/gptj/generate_gptj_6b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
+source "$(dirname "$0")/../common/recipe.sh"
+
+GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-4}}
+MASTER_ADDR=${MASTER_ADDR:-localhost}
+MASTER_PORT=${MASTER_PORT:-6000}
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/gptj-6b-mcore-tp4pp1}    # ckpt_convert_gptj_6b_hf2mcore.sh
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/gpt-j-6b}
+PROMPT=${PROMPT:-"The capital of France is"}
+PROMPT_FILE=${PROMPT_FILE:-}
+OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
+
+TP=${TP:-4} PP=${PP:-1}
+PRECISION=(--bf16)
+# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
+inference_setup gptj '{"rotary_dim": 4, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05, "tie_word_embeddings": false, "n_positions": 2048, "bos_token_id": 0, "eos_token_id": 1}'
+
+GPT_ARGS=(
+    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
+    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
+    "${PRECISION[@]}"
+)
+GENERATE_ARGS=(
+    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
+    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
+)
+
+run_inference

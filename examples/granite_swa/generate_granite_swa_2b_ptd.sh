@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Generate text with granite-swash-2b (ibm-granite/granite-swash-2b config.json): 24 layers, hidden 2560, FFN 8192, 20 heads / 4 KV heads, vocab 100352, rope theta 10000 on every layer, RMSNorm 1e-5, SwiGLU, no biases, sliding window 128 except on layers 0, 4, ..., 20 (full attention), a learnable attention sink per head (--softmax-type learnable), Granite's multipliers all 1 (attention scale 1), tied embeddings.
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
+# Layout: 1 node(s) x 4 devices, TP=4 PP=1 (the layout of ckpt_convert_granite_swa_2b_hf2mcore.sh), bf16.
+#   bash examples/granite_swa/generate_granite_swa_2b_ptd.sh             # the real run (set the paths below)
+#   SMOKE=1 bash examples/granite_swa/generate_granite_swa_2b_ptd.sh     # seconds on the CPU: a tiny random granite_swa model with the same behaviour flags, 8 new tokens
+#   DRY_RUN=1 bash examples/granite_swa/generate_granite_swa_2b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
+source "$(dirname "$0")/../common/recipe.sh"
+
+GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-4}}
+MASTER_ADDR=${MASTER_ADDR:-localhost}
+MASTER_PORT=${MASTER_PORT:-6000}
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/granite_swa-2b-mcore-tp4pp1}    # ckpt_convert_granite_swa_2b_hf2mcore.sh
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/granite-swash-2b}
+PROMPT=${PROMPT:-"The capital of France is"}
+PROMPT_FILE=${PROMPT_FILE:-}
+OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
+
+TP=${TP:-4} PP=${PP:-1}
+PRECISION=(--bf16)
+# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
+inference_setup granite_swa '{"sliding_window": 128, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "embedding_multiplier": 1.0, "residual_multiplier": 1.0, "logits_scaling": 1.0, "tie_word_embeddings": true, "max_position_embeddings": 8192}'
+
+GPT_ARGS=(
+    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
+    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
+    "${PRECISION[@]}"
+)
+GENERATE_ARGS=(
+    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
+    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
+)
+
+run_inference

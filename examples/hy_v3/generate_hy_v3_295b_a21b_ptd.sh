@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Generate text with HY-V3 (tencent/HY-V3 (transformers' HYV3Config defaults) config.json): 80 layers (the first dense), hidden 4096, dense FFN 13312, 64 heads / 8 KV heads of dim 128, per-head q/k RMSNorm before RoPE, vocab 120832, rope theta 11158840, RMSNorm 1e-5, no biases, untied; 192 experts of FFN 1536, top-8 by sigmoid score + expert bias, renormalised, times 2.826 (router_scaling_factor), one shared expert of 1536.
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
+# Layout: 16 node(s) x 8 devices, TP=1 PP=4 EP=32 (the layout of ckpt_convert_hy_v3_295b_a21b_hf2mcore.sh), bf16.
+#   bash examples/hy_v3/generate_hy_v3_295b_a21b_ptd.sh             # the real run (set the paths below)
+#   SMOKE=1 bash examples/hy_v3/generate_hy_v3_295b_a21b_ptd.sh     # seconds on the CPU: a tiny random hy_v3 model with the same behaviour flags, 8 new tokens
+#   DRY_RUN=1 bash examples/hy_v3/generate_hy_v3_295b_a21b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
+source "$(dirname "$0")/../common/recipe.sh"
+
+GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
+MASTER_ADDR=${MASTER_ADDR:-localhost}
+MASTER_PORT=${MASTER_PORT:-6000}
+NNODES=${NNODES:-16}
+NODE_RANK=${NODE_RANK:-0}
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/hy-v3-295b-a21b-mcore-tp1pp4ep32}    # ckpt_convert_hy_v3_295b_a21b_hf2mcore.sh
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/HY-V3}
+PROMPT=${PROMPT:-"The capital of France is"}
+PROMPT_FILE=${PROMPT_FILE:-}
+OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
+
+TP=${TP:-1} PP=${PP:-4} EP=${EP:-32}
+PRECISION=(--bf16)
+# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
+inference_setup hy_v3 '{"num_experts": 192, "num_experts_per_tok": 8, "moe_intermediate_size": 32, "num_shared_experts": 1, "router_scaling_factor": 2.826, "mlp_layer_types": ["dense", "sparse"], "attention_bias": false, "mlp_bias": false, "head_dim": 16, "rms_norm_eps": 1e-05, "rope_theta": 11158840.0, "tie_word_embeddings": false, "max_position_embeddings": 131072}'
+
+GPT_ARGS=(
+    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
+    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP" --expert-model-parallel-size "$EP"
+    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
+    "${PRECISION[@]}"
+)
+GENERATE_ARGS=(
+    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
+    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
+)
+
+run_inference

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Generate text with Mamba2-2.7B (state-spaces/mamba2-2.7b): 64 Mamba2 layers (no attention, no MLP), hidden 2560, d_inner 5120 (expand 2) in 80 heads of 64, 1 B/C group, state 128, conv 4, SSD chunk 256, vocab 50288, RMSNorm 1e-5, tied embeddings.
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
+# Layout: 1 node(s) x 2 devices, TP=2 PP=1 (the layout of ckpt_convert_mamba2_27b_hf2mcore.sh), bf16.
+#   bash examples/mamba2/generate_mamba2_27b_ptd.sh             # the real run (set the paths below)
+#   SMOKE=1 bash examples/mamba2/generate_mamba2_27b_ptd.sh     # seconds on the CPU: a tiny random mamba2 model with the same behaviour flags, 8 new tokens
+#   DRY_RUN=1 bash examples/mamba2/generate_mamba2_27b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
+source "$(dirname "$0")/../common/recipe.sh"
+
+GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-2}}
+MASTER_ADDR=${MASTER_ADDR:-localhost}
+MASTER_PORT=${MASTER_PORT:-6000}
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/mamba2-2.7b-mcore-tp2pp1}    # ckpt_convert_mamba2_27b_hf2mcore.sh
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/mamba2-2.7b}
+PROMPT=${PROMPT:-"The capital of France is"}
+PROMPT_FILE=${PROMPT_FILE:-}
+OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
+
+TP=${TP:-2} PP=${PP:-1}
+PRECISION=(--bf16)
+# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
+inference_setup mamba2 '{"num_heads": 2, "head_dim": 64, "n_groups": 1, "state_size": 128, "expand": 2, "conv_kernel": 4, "chunk_size": 256, "use_bias": false, "use_conv_bias": true, "layer_norm_epsilon": 1e-05, "residual_in_fp32": true, "tie_word_embeddings": true}'
+
+GPT_ARGS=(
+    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
+    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
+    "${PRECISION[@]}"
+)
+GENERATE_ARGS=(
+    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
+    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
+)
+
+run_inference

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Generate text with MiniCPM3-4B: (transformers' MiniCPM3Config() defaults, whose docstring names openbmb/MiniCPM3-4B; see examples/README.md) 62 layers, hidden 2560, FFN 6400, 40 heads (MLA: q latent 768, kv latent 256, q/k 64 + rope 32, v 64), vocab 73448, rope theta 10000, RMSNorm 1e-5 (latent norms 1e-6), tied embeddings; embeddings x 12 (scale_emb), residual branches x 1.4 / sqrt(62) (scale_depth), logits x 256 / 2560 (dim_model_base). The published LongRoPE scaling is not supported (the converter refuses it), so this recipe trains from scratch with plain RoPE.
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
+# Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_minicpm3_4b_hf2mcore.sh), bf16.
+#   bash examples/minicpm3/generate_minicpm3_4b_ptd.sh             # the real run (set the paths below)
+#   SMOKE=1 bash examples/minicpm3/generate_minicpm3_4b_ptd.sh     # seconds on the CPU: a tiny random minicpm3 model with the same behaviour flags, 8 new tokens
+#   DRY_RUN=1 bash examples/minicpm3/generate_minicpm3_4b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
+source "$(dirname "$0")/../common/recipe.sh"
+
+GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-1}}
+MASTER_ADDR=${MASTER_ADDR:-localhost}
+MASTER_PORT=${MASTER_PORT:-6000}
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/minicpm3-4b-mcore-tp1pp1}    # ckpt_convert_minicpm3_4b_hf2mcore.sh
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/MiniCPM3-4B}
+PROMPT=${PROMPT:-"The capital of France is"}
+PROMPT_FILE=${PROMPT_FILE:-}
+OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
+
+TP=${TP:-1} PP=${PP:-1}
+PRECISION=(--bf16)
+# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
+inference_setup minicpm3 '{"kv_lora_rank": 32, "q_lora_rank": 48, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "num_key_value_heads": 4, "scale_emb": 12, "scale_depth": 1.4, "dim_model_base": 256, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": true, "max_position_embeddings": 32768}'
+
+GPT_ARGS=(
+    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
+    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
+    "${PRECISION[@]}"
+)
+GENERATE_ARGS=(
+    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
+    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
+)
+
+run_inference

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Generate text with ettin-decoder-150m (jhu-clsp/ettin-decoder-150m: ModernBERT-base sizes, as transformers' ModernBertDecoderConfig() defaults): 22 layers, hidden 768, FFN 1152, 12 heads (MHA), vocab 50368, bias-free LayerNorms (eps 1e-5) on the embeddings, before attention (not in layer 0) and MLP, at the end and in the prediction head (dense + GELU + LayerNorm), gated GELU MLP, no linear biases, every 3rd layer (0, 3, ...) global with RoPE theta 160000, the others a causal window of 64 tokens (local_attention 128 / 2) with theta 10000, tied embeddings with a decoder bias.
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
+# Layout: 1 node(s) x 1 devices, TP=1 PP=1 (the layout of ckpt_convert_ettin_decoder_150m_hf2mcore.sh), bf16.
+#   bash examples/modernbert_decoder/generate_ettin_decoder_150m_ptd.sh             # the real run (set the paths below)
+#   SMOKE=1 bash examples/modernbert_decoder/generate_ettin_decoder_150m_ptd.sh     # seconds on the CPU: a tiny random modernbert-decoder model with the same behaviour flags, 8 new tokens
+#   DRY_RUN=1 bash examples/modernbert_decoder/generate_ettin_decoder_150m_ptd.sh   # print the command and validate its flags and the checkpoint's settings
+source "$(dirname "$0")/../common/recipe.sh"
+
+GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-1}}
+MASTER_ADDR=${MASTER_ADDR:-localhost}
+MASTER_PORT=${MASTER_PORT:-6000}
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/ettin-decoder-150m-mcore-tp1pp1}    # ckpt_convert_ettin_decoder_150m_hf2mcore.sh
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/ettin-decoder-150m}
+PROMPT=${PROMPT:-"The capital of France is"}
+PROMPT_FILE=${PROMPT_FILE:-}
+OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
+
+TP=${TP:-1} PP=${PP:-1}
+PRECISION=(--bf16)
+# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
+inference_setup modernbert-decoder '{"num_key_value_heads": 4, "norm_eps": 1e-05, "norm_bias": false, "local_attention": 16, "global_attn_every_n_layers": 3, "hidden_activation": "gelu", "classifier_activation": "gelu", "decoder_bias": true, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "cls_token_id": 1, "sep_token_id": 2, "tie_word_embeddings": true, "max_position_embeddings": 8192}'
+
+GPT_ARGS=(
+    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
+    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
+    "${PRECISION[@]}"
+)
+GENERATE_ARGS=(
+    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
+    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
+)
+
+run_inference

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Generate text with Qwen1.5-MoE-A2.7B: (Qwen/Qwen1.5-MoE-A2.7B config.json) 24 layers, all MoE, hidden 2048, 16 heads / 16 KV heads, q/k/v bias, vocab 151936, rope theta 1000000, RMSNorm 1e-6, untied; 60 experts of FFN 1408, top-4 of the softmax over all experts (not renormalised), plus a shared expert of FFN 5632 scaled by sigmoid(gate), router aux loss coefficient 0.001.
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
+# Layout: 1 node(s) x 4 devices, TP=1 PP=1 EP=4 (the layout of ckpt_convert_qwen15_moe_a27b_hf2mcore.sh), bf16.
+#   bash examples/qwen2_moe/generate_qwen15_moe_a27b_ptd.sh             # the real run (set the paths below)
+#   SMOKE=1 bash examples/qwen2_moe/generate_qwen15_moe_a27b_ptd.sh     # seconds on the CPU: a tiny random qwen2_moe model with the same behaviour flags, 8 new tokens
+#   DRY_RUN=1 bash examples/qwen2_moe/generate_qwen15_moe_a27b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
+source "$(dirname "$0")/../common/recipe.sh"
+
+GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-4}}
+MASTER_ADDR=${MASTER_ADDR:-localhost}
+MASTER_PORT=${MASTER_PORT:-6000}
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/qwen15-moe-a27b-mcore-tp1pp1ep4}    # ckpt_convert_qwen15_moe_a27b_hf2mcore.sh
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Qwen1.5-MoE-A2.7B}
+PROMPT=${PROMPT:-"The capital of France is"}
+PROMPT_FILE=${PROMPT_FILE:-}
+OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
+
+TP=${TP:-1} PP=${PP:-1} EP=${EP:-4}
+PRECISION=(--bf16)
+# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
+inference_setup qwen2_moe '{"num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48, "norm_topk_prob": false, "decoder_sparse_step": 1, "mlp_only_layers": [], "router_aux_loss_coef": 0.001, "qkv_bias": true, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "use_sliding_window": false, "tie_word_embeddings": false, "max_position_embeddings": 8192}'
+
+GPT_ARGS=(
+    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
+    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP" --expert-model-parallel-size "$EP"
+    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
+    "${PRECISION[@]}"
+)
+GENERATE_ARGS=(
+    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
+    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
+)
+
+run_inference
