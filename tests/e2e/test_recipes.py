@@ -69,6 +69,7 @@ EVALUATE_RECIPES = [path for path in RECIPES if path.name.startswith("evaluate_"
 INFERENCE_FAMILIES = {path.parent.name for path in GENERATE_RECIPES}
 TUNE_RECIPES = [path for path in RECIPES if path.name.startswith("tune_")]
 PREFERENCE_RECIPES = [path for path in RECIPES if path.name.startswith(("dpo_", "orm_"))]
+GRPO_RECIPES = [path for path in RECIPES if path.name.startswith("grpo_")]
 POSTTRAIN_RECIPES = TUNE_RECIPES + PREFERENCE_RECIPES
 # Flags whose values SMOKE=1 may change: sizes, parallel layout, schedule, data and output.
 SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--num-layers", "--hidden-size",
@@ -136,7 +137,7 @@ def test_recipes_exist_for_every_family_and_action() -> None:
     for path in RECIPES:
         if path.parent.name != "common":
             assert re.fullmatch(r"(pretrain_\w+_ptd|ckpt_convert_\w+_(hf2mcore|mcore2hf)|data_convert_\w+_"
-                                r"(pretrain|instruction|pairwise)|tune_\w+_(full|lora|qlora)_ptd|(dpo|orm)_\w+_ptd|"
+                                r"(pretrain|instruction|pairwise)|tune_\w+_(full|lora|qlora)_ptd|(dpo|orm|grpo)_\w+_ptd|"
                                 rf"generate_\w+_ptd|evaluate_\w+_({'|'.join(EVALUATION_TASKS)})_ptd)\.sh",
                                 path.name), path.name
 
@@ -569,3 +570,32 @@ def test_smoke_evaluate_recipe_writes_accuracy(tmp_path: Path, name: str, questi
     assert report["task"] == task and report["overall"]["total"] == questions
     assert report["overall"]["correct"] == sum(subject["correct"] for subject in report["subjects"].values())
     assert f"evaluation results: {json.dumps(report['overall'])}" in log
+
+
+def test_grpo_recipes_exist() -> None:
+    assert {path.name for path in GRPO_RECIPES} == {"grpo_qwen25_7b_ptd.sh", "grpo_qwen3_8b_ptd.sh"}
+
+
+@pytest.mark.parametrize("recipe", GRPO_RECIPES, ids=_recipe_id)
+def test_grpo_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -> None:
+    """The flags validate over the family's pretrain architecture, in its converted checkpoint's layout,
+    without sequence parallelism (rollouts decode one token a step)."""
+    pretrain = recipe.with_name(re.sub(r"^grpo_", "pretrain_", recipe.name))
+    world_size, args = _validated_on_pretrain_architecture(recipe, pretrain, tmp_path)
+    assert args.stage == "grpo" and args.is_instruction_dataset and args.finetune and args.use_checkpoint_args
+    assert not args.sequence_parallel and args.bf16 and world_size == 8 and args.num_generations == 8
+    assert args.reward_funcs == ["gsm8k_accuracy"] and args.kl_coef > 0 and args.max_new_tokens < args.seq_length
+    convert = _sibling(recipe, "CKPT_LOAD_DIR")
+    assert convert.name.endswith("_hf2mcore.sh") and _layout_defaults(convert)["TP"] == str(
+        args.tensor_model_parallel_size)
+
+
+def test_smoke_grpo_recipe_trains_and_saves(tmp_path: Path) -> None:
+    recipe = REPO / "examples" / "qwen3" / "grpo_qwen3_8b_ptd.sh"
+    run = _run(recipe, {"SMOKE": "1", "SMOKE_DIR": str(tmp_path / "smoke"), "LOG_DIR": str(tmp_path / "logs")})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    log = (tmp_path / "logs" / f"{recipe.stem}.log").read_text()
+    for field in ("reward mean", "reward std", "kl", "clip fraction", "response length", "rollout tokens per second"):
+        assert len(re.findall(rf"\| {field}: ([0-9.E+-]+) \|", log)) == 3, (field, log[-2000:])
+    assert "task grpo" in log and "(TP=2, PP=1, CP=1, DP=1)" in log
+    assert (tmp_path / "smoke" / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
