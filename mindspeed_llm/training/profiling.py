@@ -28,6 +28,8 @@ def profiler_activities(device_type: str) -> List[ProfilerActivity]:
     return activities
 
 
+# consumes: --use-pytorch-profiler (Megatron's choice of torch.profiler over nsys: the only profiler here, so the
+# flag asks for what --profile does)
 class StepProfiler:
     """Starts before step ``--profile-step-start`` and stops after step ``--profile-step-end`` - 1 (or at the
     run's end) on the profiled ranks; does nothing elsewhere."""
