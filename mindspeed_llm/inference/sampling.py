@@ -14,7 +14,7 @@ depend on the other rows of the batch: GRPO's rollouts are the same at every dat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Tuple, Union
+from typing import List, Tuple, Union
 
 import torch
 

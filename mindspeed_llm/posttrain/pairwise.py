@@ -367,29 +367,32 @@ def build_reference(trainer, ref_model: Optional[str]) -> List[nn.Module]:
     return chunks
 
 
-def load_reference(chunks: List[nn.Module], directory: str, trainer) -> None:
-    """``--ref-model DIR``: this rank's part of a checkpoint of ours; a different vocabulary is refused."""
+def load_reference(chunks: List[nn.Module], directory: str, trainer, flag: str = "--ref-model",
+                   same_tokens: str = "DPO compares both models' log-probs of the same tokens: use a reference with "
+                                      "the policy's tokenizer") -> None:
+    """``flag DIR`` (``--ref-model``; GRPO's ``--reward-model``): this rank's part of a checkpoint of ours loaded
+    into the frozen ``chunks`` (checked against their own config); a vocabulary other than the policy's is
+    refused with ``same_tokens`` as the reason."""
     from mindspeed_llm.training.training import check_saved_settings
 
     state = trainer.state
     found = checkpointing.find_checkpoint(directory, state.tp_rank, state.pp_rank, state.pp, state.ep_group.rank,
                                           state.ep)
     if found is None:
-        raise checkpointing.CheckpointError(f"--ref-model {directory} has no {checkpointing.TRACKER_FILENAME}; pass "
+        raise checkpointing.CheckpointError(f"{flag} {directory} has no {checkpointing.TRACKER_FILENAME}; pass "
                                             "a checkpoint directory of this suite")
     path = found[0]
     checkpoint = checkpointing.load_file(path)
     saved = checkpoint.get("transformer_config") or {}
     if saved.get("vocab_size", trainer.config.vocab_size) != trainer.config.vocab_size:
         raise checkpointing.CheckpointError(
-            f"--ref-model {directory} has a vocabulary of {saved['vocab_size']} tokens, the policy "
-            f"{trainer.config.vocab_size}; DPO compares both models' log-probs of the same tokens: use a "
-            "reference with the policy's tokenizer")
+            f"{flag} {directory} has a vocabulary of {saved['vocab_size']} tokens, the policy "
+            f"{trainer.config.vocab_size}; {same_tokens}")
     checkpointing.check_layout(checkpoint, path, state.tp, state.pp, len(chunks), trainer.args.expert_model_parallel_size,
                                trainer.args.expert_tensor_parallel_size or state.tp)
-    check_saved_settings(saved or None, trainer.config, f"--ref-model {path}")
+    check_saved_settings(saved or None, chunks[0].config, f"{flag} {path}")
     try:
         checkpointing.load_model_state_dicts(chunks, checkpoint)
     except (RuntimeError, KeyError) as error:
-        raise checkpointing.CheckpointError(f"--ref-model {path}: weights do not fit the policy's architecture "
+        raise checkpointing.CheckpointError(f"{flag} {path}: weights do not fit the policy's architecture "
                                             f"({str(error).splitlines()[0][:300]})") from None

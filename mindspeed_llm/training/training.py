@@ -484,7 +484,7 @@ def iteration_stats(trainer: Trainer, result: StepResult, window: Dict[str, Any]
     """The figures of Megatron's line, averaged over ``window`` (the iterations since the last line)."""
     args = trainer.args
     elapsed = window["time"] / window["iters"]
-    training_time = max(window["time"] - window["rollout"], 1e-9)  # a rollout's generation is not training
+    training_time = max(window["time"] - window["timers"].get("rollout", 0.0), 1e-9)  # generation is not training
     tokens_per_second = window["tokens"] / training_time  # the positions the trained model processed
     flops_per_token = trainer.flops_per_token + trainer.task.reference_forwards() * trainer.forward_flops_per_token
     tflops = flops_per_token * tokens_per_second / trainer.state.world_size / 1e12
@@ -524,7 +524,7 @@ def _print_validation(trainer: Trainer, stats: Dict[str, float]) -> None:
 
 
 def _empty_window() -> Dict[str, Any]:
-    return {"time": 0.0, "rollout": 0.0, "iters": 0, "stepped": 0, "tokens": 0.0, "stats": {}, "timers": {}}
+    return {"time": 0.0, "iters": 0, "stepped": 0, "tokens": 0.0, "stats": {}, "timers": {}}
 
 
 def _timing_block(trainer: Trainer, window: Dict[str, Any]) -> str:
@@ -543,7 +543,6 @@ def _timing_block(trainer: Trainer, window: Dict[str, Any]) -> str:
 
 def _accumulate(window: Dict[str, Any], result: StepResult, elapsed: float) -> None:
     window["time"] += elapsed
-    window["rollout"] += result.timers.get("rollout", 0.0)
     window["iters"] += 1
     window["stepped"] += 1 if result.stats else 0
     window["tokens"] += result.tokens

@@ -63,9 +63,10 @@ from mindspeed_llm.inference.sampling import SamplingConfig
 from mindspeed_llm.posttrain.grpo.advantages import check_num_generations, group_advantages
 from mindspeed_llm.posttrain.grpo.data import PromptDataset, PromptSample
 from mindspeed_llm.posttrain.grpo.loss import policy_loss
-from mindspeed_llm.posttrain.grpo.rewards import RewardError, compute_rewards, load_reward_funcs
+from mindspeed_llm.posttrain.grpo.rewards import RewardError, RewardFunc, compute_rewards, load_reward_funcs
 from mindspeed_llm.posttrain.orm import last_token_scores
-from mindspeed_llm.posttrain.pairwise import base_model_of, build_reference, uses_base_as_reference
+from mindspeed_llm.posttrain.pairwise import (base_model_of, build_reference, load_reference,
+                                              uses_base_as_reference)
 from mindspeed_llm.posttrain.sft import check_instruction_data, check_prompt_type, padded_length
 from mindspeed_llm.posttrain.splits import check_splits, split_sequence_ids, stored_sequences
 from mindspeed_llm.tokenizer import build_tokenizer
@@ -216,6 +217,7 @@ class GRPOTask(TrainingTask):
         self.trainer = None
         self.reference: Optional[nn.Module] = None  # with --kl-coef
         self.reward_model: Optional[nn.Module] = None  # with --reward-model
+        self.reward_funcs: List[RewardFunc] = []  # --reward-funcs, loaded by attach (validate checked them)
         self.last_rollout: Dict[str, object] = {}  # the latest rollout's ids and rewards (for tests and tools)
 
     # ---- setup ------------------------------------------------------------------------------
@@ -237,6 +239,7 @@ class GRPOTask(TrainingTask):
     def attach(self, trainer) -> None:
         self.trainer = trainer
         args = self.args
+        self.reward_funcs = load_reward_funcs(args.reward_funcs)
         if len(trainer.models) != 1:
             raise ArgumentError("--stage grpo runs one model chunk per rank (no virtual pipeline stages)")
         if args.kl_coef:
@@ -248,13 +251,12 @@ class GRPOTask(TrainingTask):
     @staticmethod
     def _load_reward_model(trainer, directory: str) -> nn.Module:
         """The ``--reward-model`` checkpoint (an orm run of the policy's architecture), frozen, this rank's stage."""
-        from mindspeed_llm.inference.loading import load_weights  # it imports the trainer, which imports the stages
-
         args, state = trainer.args, trainer.state
         config = dataclasses.replace(trainer.config, value_head=True)
         placement = stage_layers(args.num_layers, state.pp, None, args.num_layer_list)
         model = build_model_chunks(config, state, trainer.acc.device, args.seed, placement)[0]
-        load_weights(model, argparse.Namespace(**{**vars(args), "load": directory}), state)
+        load_reference([model], directory, trainer, flag="--reward-model",
+                       same_tokens="the reward model scores the policy's tokens: use one with the policy's tokenizer")
         model.requires_grad_(False)
         return model.eval()
 
@@ -291,8 +293,10 @@ class GRPOTask(TrainingTask):
             weight = args.reward_weights[-1] if args.reward_weights else 1.0
             rewards = rewards + weight * self.reward_model_scores(micro_batches)
         advantages = group_advantages(rewards, groups, args.scale_rewards == "group")  # [n]
-        stats = self.rollout_stats(rewards, completions, seconds)
-        global_tokens = self.global_completion_tokens(micro_batches)
+        stats, completion_tokens = self.rollout_stats(rewards, completions, seconds)
+        # --loss-type dapo's normaliser per micro-batch: the global batch's completion tokens (one label each) /
+        # (micro-batches x DP), so that the trainer's mean over micro-batches and ranks gives sum / global tokens
+        global_tokens = torch.tensor(completion_tokens / (len(micro_batches) * trainer.state.dp))
         old = self.forward_log_probs(model, micro_batches) if args.num_iterations > 1 else None
         reference = self.reference_log_probs(micro_batches) if self.reference is not None else None
         rows = len(micro_batches[0]["tokens"])
@@ -309,13 +313,11 @@ class GRPOTask(TrainingTask):
     def rule_rewards(self, samples: List[PromptSample], completions: List[List[int]]) -> torch.Tensor:
         """The ``--reward-funcs`` rewards ``[n]`` (float64) summed; a failure anywhere skips the step everywhere."""
         args, detokenize = self.args, self.tokenizer.detokenize
-        groups = args.num_generations
+        groups, funcs = args.num_generations, self.reward_funcs
         eos = int(self.tokenizer.eod)
-        prompt_texts = [detokenize(samples[row // groups].prompt) for row in range(len(completions))]
+        prompt_texts = [text for s in samples for text in [detokenize(s.prompt)] * groups]  # each prompt's rows
+        answers = [text for s in samples for text in [detokenize([t for t in s.reference if t != eos])] * groups]
         texts = [detokenize([t for t in ids if t != eos]) for ids in completions]
-        answers = [detokenize([t for t in samples[row // groups].reference if t != eos])
-                   for row in range(len(completions))]
-        funcs = load_reward_funcs(args.reward_funcs)
         weights = args.reward_weights[:len(funcs)] if args.reward_weights else None
         error: Optional[str] = None
         rewards = torch.zeros(len(completions), dtype=torch.float64)
@@ -351,8 +353,10 @@ class GRPOTask(TrainingTask):
             batches.append({name: value.to(device) for name, value in batch.items()})
         return batches
 
-    def rollout_stats(self, rewards: torch.Tensor, completions: List[List[int]], seconds: float) -> torch.Tensor:
-        """``ROLLOUT_STATS`` ``[4]`` over the global batch (every data-parallel rank's completions)."""
+    def rollout_stats(self, rewards: torch.Tensor, completions: List[List[int]],
+                      seconds: float) -> Tuple[torch.Tensor, float]:
+        """``ROLLOUT_STATS`` ``[4]`` over the global batch (every data-parallel rank's completions), and the
+        global batch's completion tokens."""
         state, device = self.trainer.state, self.trainer.acc.device
         lengths = torch.tensor([float(len(c)) for c in completions], dtype=torch.float64)
         sums = torch.stack([rewards.sum(), (rewards ** 2).sum(), torch.tensor(float(len(rewards)), dtype=torch.float64),
@@ -364,16 +368,8 @@ class GRPOTask(TrainingTask):
         total, squares, count, tokens = sums.tolist()
         mean = total / count
         std = max(squares / count - mean * mean, 0.0) ** 0.5 * (count / max(count - 1, 1)) ** 0.5
-        return torch.tensor([mean, std, tokens / count, tokens / max(slowest.item(), 1e-9)], device=device)
-
-    def global_completion_tokens(self, micro_batches: List[Batch]) -> torch.Tensor:
-        """``--loss-type dapo``'s normaliser per micro-batch: completion tokens of the global batch / (micro-batches
-        x DP), so that the trainer's mean over micro-batches and ranks gives sum / global tokens."""
-        state = self.trainer.state
-        total = torch.stack([batch["mask"].sum() for batch in micro_batches]).sum().reshape(1).double()
-        if state.dp > 1:
-            dist.all_reduce(total, group=state.dp_group.handle)
-        return (total / (len(micro_batches) * state.dp)).float()
+        stats = torch.tensor([mean, std, tokens / count, tokens / max(slowest.item(), 1e-9)], device=device)
+        return stats, tokens
 
     # ---- forward-only passes ----------------------------------------------------------------
     def _forward_only(self, model: nn.Module, micro_batches: List[Batch], score) -> List[Optional[torch.Tensor]]:
@@ -436,7 +432,6 @@ class GRPOTask(TrainingTask):
 
 def describe_failure(failure: RewardError, samples: List[PromptSample], groups: int) -> str:
     """The reward error, with the failing row named as its prompt sample and generation."""
-    sample = getattr(failure, "sample", None)
-    if sample is None:
+    if failure.sample is None:
         return str(failure)
-    return f"{failure} (prompt sample {samples[sample // groups].index}, generation {sample % groups})"
+    return f"{failure} (prompt sample {samples[failure.sample // groups].index}, generation {failure.sample % groups})"
