@@ -169,21 +169,28 @@ inference_setup() {
 # Generation: torchrun inference.py with GPT_ARGS GENERATE_ARGS, logged to $LOG_DIR/<recipe>.log.
 # SMOKE=1 runs on the CPU; DRY_RUN=1 validates the flags and the checkpoint's settings and layout instead.
 run_inference() {
-    _run_inference_entry inference.py inference "${GPT_ARGS[@]}" "${GENERATE_ARGS[@]}"
+    _run_entry inference.py "--device cpu" "validate-inference inference $WORLD_SIZE" \
+        "${GPT_ARGS[@]}" "${GENERATE_ARGS[@]}"
 }
 
 # Evaluation: torchrun evaluation.py with GPT_ARGS EVAL_ARGS, logged to $LOG_DIR/<recipe>.log. SMOKE=1 runs on
 # the CPU; DRY_RUN=1 validates the flags, the checkpoint's settings and the benchmark's files instead.
 run_evaluation() {
-    _run_inference_entry evaluation.py evaluation "${GPT_ARGS[@]}" "${EVAL_ARGS[@]}"
+    _run_entry evaluation.py "--device cpu" "validate-inference evaluation $WORLD_SIZE" \
+        "${GPT_ARGS[@]}" "${EVAL_ARGS[@]}"
 }
 
-# $1: the entry script; $2: its name for smoke.py validate-inference; the rest: its flags.
-_run_inference_entry() {
-    local script=$1 entry=$2; shift 2
+# One entry run: $1 the script; $2 the flags SMOKE=1 appends (words); $3 the smoke.py command (words, the flags
+# follow) DRY_RUN=1 validates with; the rest: the entry's flags. DRY_RUN=argv prints WORLD_SIZE and the flags;
+# otherwise torchrun, logged to $LOG_DIR/<recipe>.log.
+_run_entry() {
+    local script=$1 smoke_flags validate; shift
+    read -r -a smoke_flags <<< "$1"
+    read -r -a validate <<< "$2"
+    shift 2
     local argv=("$@")
     if [[ $SMOKE == 1 ]]; then
-        argv+=(--device cpu)
+        argv+=("${smoke_flags[@]}")
         export OMP_NUM_THREADS=1
     fi
     if [[ $DRY_RUN == argv ]]; then
@@ -192,7 +199,7 @@ _run_inference_entry() {
     fi
     if [[ $DRY_RUN == 1 ]]; then
         echo "torchrun ${DISTRIBUTED_ARGS[*]} $script ${argv[*]}"
-        python "$SMOKE_PY" validate-inference "$entry" "$WORLD_SIZE" "${argv[@]}"
+        python "$SMOKE_PY" "${validate[@]}" "${argv[@]}"
         return
     fi
     mkdir -p "$LOG_DIR"
@@ -202,23 +209,8 @@ _run_inference_entry() {
 # Fine-tuning: torchrun posttrain_gpt.py with GPT_ARGS DATA_ARGS TUNE_ARGS OUTPUT_ARGS, logged to
 # $LOG_DIR/<recipe>.log. SMOKE=1 runs on the CPU; DRY_RUN=1 validates instead of training.
 run_posttrain() {
-    local extra=()
-    if [[ $SMOKE == 1 ]]; then
-        extra=(--device cpu --num-workers 0)
-        export OMP_NUM_THREADS=1
-    fi
-    local argv=("${GPT_ARGS[@]}" "${DATA_ARGS[@]}" "${TUNE_ARGS[@]}" "${OUTPUT_ARGS[@]}" "${extra[@]}")
-    if [[ $DRY_RUN == argv ]]; then
-        printf '%s\n' "WORLD_SIZE=$WORLD_SIZE" "${argv[@]}"
-        return
-    fi
-    if [[ $DRY_RUN == 1 ]]; then
-        echo "torchrun ${DISTRIBUTED_ARGS[*]} posttrain_gpt.py ${argv[*]}"
-        python "$SMOKE_PY" validate-posttrain "$WORLD_SIZE" "${argv[@]}"
-        return
-    fi
-    mkdir -p "$LOG_DIR"
-    torchrun "${DISTRIBUTED_ARGS[@]}" "$REPO_ROOT/posttrain_gpt.py" "${argv[@]}" 2>&1 | tee "$LOG_DIR/$RECIPE_NAME.log"
+    _run_entry posttrain_gpt.py "--device cpu --num-workers 0" "validate-posttrain $WORLD_SIZE" \
+        "${GPT_ARGS[@]}" "${DATA_ARGS[@]}" "${TUNE_ARGS[@]}" "${OUTPUT_ARGS[@]}"
 }
 
 # CP_ARGS from CP, CP_ALGO and ULYSSES_DEGREE (see CP above); the ring's send/recv overlap only where a ring runs.
