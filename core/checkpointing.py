@@ -259,6 +259,7 @@ RUNTIME_CONFIG_FIELDS = frozenset({
     "swap_attention", "swap_modules",  # where activations wait for the backward (memory)
     "value_head",  # a reward model (--stage orm) starts from a language model's checkpoint
     "mtp_loss_scaling_factor",  # a loss weight, not architecture (DeepSeek-V3 lowered it from 0.3 to 0.1 mid-run)
+    "cross_entropy_chunk_size",  # how the loss is computed, same numerics
 })
 
 

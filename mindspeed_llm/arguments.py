@@ -366,6 +366,10 @@ def _add_regularization_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--sgd-momentum", type=float, default=0.9)
     group.add_argument("--label-smoothing-factor", type=float, default=0.0,
                        help="cross-entropy label smoothing, as Megatron's")
+    group.add_argument("--cross-entropy-chunk-size", type=int, default=None, metavar="ENTRIES",
+                       help="compute the output layer and the loss over chunks of this many vocabulary entries, "
+                            "never materialising the [s, b, v/tp] logits; 0 materialises them; default: chunks "
+                            "of 2048 in bf16/fp16, the logits in fp32")
 
 
 def _add_training_args(parser: argparse.ArgumentParser) -> None:
@@ -1544,6 +1548,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             residual_multiplier=args.residual_multiplier,
             softmax_scale=args.softmax_scale,
             output_multiplier_scale=args.output_multiplier_scale,
+            cross_entropy_chunk_size=args.cross_entropy_chunk_size,
             add_dense_bias=args.add_dense_bias,
             add_mlp_bias=args.add_mlp_bias,
             add_output_layer_bias=args.add_output_layer_bias,

@@ -24,10 +24,11 @@ from torch import nn
 from core.parallel_state import GROUP_DIMS, Group, ParallelState
 from core.pipeline_parallel.layout import Placement, chunk_specs
 from core.ssm.mamba_mixer import MAMBA_INITS
-from core.tensor_parallel.cross_entropy import vocab_parallel_cross_entropy
+from core.tensor_parallel.cross_entropy import (CROSS_ENTROPY_CHUNK, linear_vocab_parallel_cross_entropy,
+                                               vocab_parallel_cross_entropy)
 from core.tensor_parallel.lora import LORA_INIT, LoraConfig, add_lora, lora_init_bound
-from core.tensor_parallel.layers import (ColumnParallelLinear, VocabParallelEmbedding, column_parallel_linear,
-                                        mark_param)
+from core.tensor_parallel.layers import (ColumnParallelLinear, VocabParallelEmbedding, column_parallel_input,
+                                        column_parallel_linear, mark_param, weight_grads_deferred)
 from core.tensor_parallel.mappings import gather_from_sequence_parallel_region, gather_from_tensor_model_parallel_region
 from core.tensor_parallel.param_meta import TPShard, copy_meta, full_shape, local_tensor, param_meta, update_meta
 from core.transformer.block import TransformerBlock, compute_dtype, hidden_dropout, hidden_norm
@@ -232,14 +233,33 @@ class GPTModel(nn.Module):
         if self.mtp is not None:  # per-token losses of the MTP modules, kept for the task (collect_mtp_losses)
             self.mtp.last_losses = [] if labels is None else self.mtp(
                 input_ids, labels, hidden, rotary, embed=lambda ids: self.embedding(ids, position_ids),
-                per_token_loss=lambda h, ids: self._per_token_loss(self._logits(h), ids, label_smoothing),
+                per_token_loss=lambda h, ids: self._loss_of_hidden(h, ids, label_smoothing),
                 layout=layout)
         if inference_cache is not None:  # generation reads the last token's logits only
             hidden = hidden[-1:]  # [1, b, h]
-        logits = self._logits(hidden)  # [s, b, v/tp]
-        if labels is None:
-            return logits.transpose(0, 1)  # [b, s, v/tp]
-        return self._per_token_loss(logits, labels, label_smoothing)
+        if labels is not None:
+            return self._loss_of_hidden(hidden, labels, label_smoothing)
+        return self._logits(hidden).transpose(0, 1)  # [b, s, v/tp]
+
+    def _loss_of_hidden(self, hidden: torch.Tensor, labels: torch.Tensor, label_smoothing: float) -> torch.Tensor:
+        """Cross-entropy ``[b, s]`` of the normed hidden states ``[s(/tp), b, h]`` against ``labels`` ``[b, s]``.
+
+        With ``cross_entropy_chunk_size`` the output layer and the loss run chunk by chunk and the
+        ``[s, b, v/tp]`` logits never exist; inside a zero-bubble backward split (deferred weight
+        gradients) the logits are materialised, as the deferral queues the output layer's product.
+        """
+        chunk = self.config.cross_entropy_chunk_size
+        if chunk is None:  # by dtype: see TransformerConfig.cross_entropy_chunk_size
+            chunk = CROSS_ENTROPY_CHUNK if self.output_weight().dtype in (torch.bfloat16, torch.float16) else 0
+        if not chunk or weight_grads_deferred():
+            return self._per_token_loss(self._logits(hidden), labels, label_smoothing)
+        hidden = column_parallel_input(self._output_layer_input(hidden), self.tp_group,
+                                       self.config.sequence_parallel)  # [s, b, h]
+        loss = linear_vocab_parallel_cross_entropy(
+            hidden, self.output_weight(), self._output_bias(), labels.t(), self.tp_group, self.config.vocab_size,
+            label_smoothing=label_smoothing, chunk=chunk, logit_scale=self.config.output_multiplier_scale,
+            softcap=self.config.output_logit_softcapping)  # [s, b]
+        return loss.t().contiguous()  # [b, s]; not a view (FSDP2 hooks outputs)
 
     def _per_token_loss(self, logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float) -> torch.Tensor:
         """Cross-entropy ``[b, s]`` of local logits ``[s, b, v/tp]`` against ``labels`` ``[b, s]``."""
@@ -249,21 +269,28 @@ class GPTModel(nn.Module):
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Local logits ``[s, b, v/tp]`` of the normed hidden states ``[s(/tp), b, h]`` (the shared output layer)."""
-        if self.config.fp32_residual_connection:  # the final norm's fp32 output, back to the output layer's dtype
-            hidden = hidden.to(self.output_weight().dtype)
-        if self.prediction_head is not None:  # ModernBERT
-            hidden = self.prediction_head(hidden)
-        bias = self.output_layer_bias  # --add-output-layer-bias: the tied layer's own, or the untied layer's
-        if bias is None and self.output_layer is not None:
-            bias = self.output_layer.bias
-        logits = column_parallel_linear(hidden, self.output_weight(), bias, self.tp_group,
-                                        sequence_parallel=self.config.sequence_parallel)  # [s, b, v/tp]
+        logits = column_parallel_linear(self._output_layer_input(hidden), self.output_weight(), self._output_bias(),
+                                        self.tp_group, sequence_parallel=self.config.sequence_parallel)  # [s, b, v/tp]
         if self.config.output_multiplier_scale is not None:  # Granite: 1 / logits_scaling
             logits = logits * self.config.output_multiplier_scale
         cap = self.config.output_logit_softcapping
         if cap is not None:  # elementwise, so each rank caps its vocabulary shard
             logits = torch.tanh(logits / cap) * cap
         return logits
+
+    def _output_layer_input(self, hidden: torch.Tensor) -> torch.Tensor:
+        """What the output layer multiplies: the normed hidden states in its dtype, through ModernBERT's head."""
+        if self.config.fp32_residual_connection:  # the final norm's fp32 output, back to the output layer's dtype
+            hidden = hidden.to(self.output_weight().dtype)
+        if self.prediction_head is not None:  # ModernBERT
+            hidden = self.prediction_head(hidden)
+        return hidden
+
+    def _output_bias(self) -> Optional[torch.Tensor]:
+        """--add-output-layer-bias: the tied layer's own bias, or the untied layer's."""
+        if self.output_layer_bias is None and self.output_layer is not None:
+            return self.output_layer.bias
+        return self.output_layer_bias
 
     def _branch_dtype(self, hidden: torch.Tensor) -> torch.dtype:
         """The dtype attention and MLP compute in: the stream's, or the parameters' under an fp32 stream."""

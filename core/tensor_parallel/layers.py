@@ -186,14 +186,23 @@ def add_bias(y: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     return _BiasAddDeferredGrad.apply(y, bias, store)
 
 
+def column_parallel_input(x: torch.Tensor, group: Group, sequence_parallel: bool) -> torch.Tensor:
+    """A column-parallel product's input: the full sequence ``[s, b, in]`` on every TP rank, whose gradient is
+    summed over the ranks (gathered from ``[s/tp, b, in]`` under sequence parallelism)."""
+    if sequence_parallel:
+        return gather_from_sequence_parallel_region(x, group)  # [s/tp, b, in] -> [s, b, in]
+    return copy_to_tensor_model_parallel_region(x, group)
+
+
+def weight_grads_deferred() -> bool:
+    """Whether products built now queue their weight gradients (inside ``defer_weight_grads``)."""
+    return _active_store is not None
+
+
 def column_parallel_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], group: Group, *,
                            sequence_parallel: bool = False, gather_output: bool = False) -> torch.Tensor:
     """The column-parallel product on a given local weight ``[out/tp, in]`` (tied embeddings use it)."""
-    if sequence_parallel:
-        x = gather_from_sequence_parallel_region(x, group)  # [s/tp, b, in] -> [s, b, in]
-    else:
-        x = copy_to_tensor_model_parallel_region(x, group)
-    y = linear(x, weight, bias)  # [s, b, out/tp]
+    y = linear(column_parallel_input(x, group, sequence_parallel), weight, bias)  # [s, b, out/tp]
     if gather_output:
         y = gather_from_tensor_model_parallel_region(y, group)  # [s, b, out]
     return y

@@ -148,6 +148,12 @@ class TransformerConfig:
     residual_multiplier: Optional[float] = None
     softmax_scale: Optional[float] = None
     output_multiplier_scale: Optional[float] = None
+    # The training loss's output layer and cross-entropy run together over chunks of this many vocabulary
+    # entries (core/tensor_parallel/cross_entropy.py), so the [s, b, v/tp] fp32 logits never exist; 0 materialises
+    # them. None chooses by the output layer's dtype: chunks of CROSS_ENTROPY_CHUNK in bf16/fp16 (as fast and far
+    # smaller), the logits in fp32 (the chunked backward recomputes the product, a GEMM that fp32 pays in full)
+    # [--cross-entropy-chunk-size]
+    cross_entropy_chunk_size: Optional[int] = None
     # Biases by place, each on top of --add-bias-linear (all linears) and --add-qkv-bias (q/k/v only):
     add_dense_bias: bool = False  # the attention output projection (GPT-Neo) [--add-dense-bias]
     add_mlp_bias: bool = False  # both MLP linears (GPT-J, GPT-Neo) [--add-mlp-bias]
@@ -610,6 +616,9 @@ class TransformerConfig:
                           ("--qkv-clip", self.qkv_clip)):
             if cap is not None and cap <= 0:
                 raise ValueError(f"{flag} {cap} must be positive")
+        if self.cross_entropy_chunk_size is not None and self.cross_entropy_chunk_size < 0:
+            raise ValueError(f"--cross-entropy-chunk-size {self.cross_entropy_chunk_size} must be 0 (materialise "
+                             "the logits) or a positive number of vocabulary entries")
         if self.local_rotary_base is not None and (self.sliding_window is None or self.local_rotary_base <= 0
                                                    or self.position_embedding_type != "rope"):
             raise ValueError(f"--local-rotary-base {self.local_rotary_base} must be positive and needs "

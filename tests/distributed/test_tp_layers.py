@@ -23,13 +23,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import initialize
-from core.tensor_parallel.cross_entropy import vocab_parallel_cross_entropy
+from core.tensor_parallel.cross_entropy import linear_vocab_parallel_cross_entropy, vocab_parallel_cross_entropy
 from core.tensor_parallel.layers import (
     ColumnParallelLinear,
     RowParallelLinear,
     Segment,
     TPShard,
     VocabParallelEmbedding,
+    column_parallel_input,
     reduce_replicated_grads,
 )
 from core.launcher import run_distributed
@@ -66,6 +67,15 @@ CE_CASES = {  # name: (vocab_size or None for "no padding", label_smoothing, log
     "ce_padded_large_logits": (VOCAB, 0.0, 20.0),
     "ce_padded_smooth_large_logits": (VOCAB, 0.1, 40.0),  # logit spread > 88: exp underflows in fp32
 }
+# The fused output layer + loss, chunked over the vocabulary (linear_vocab_parallel_cross_entropy)
+CHUNKED_CE_CASES = {  # name: (vocab_size, label_smoothing, logit scale, softcap, bias, sequence_parallel, chunk)
+    "cce_padded": (VOCAB, 0.0, None, None, False, False, 3),
+    "cce_padded_smooth_bias": (VOCAB, 0.1, None, None, True, False, 2),
+    "cce_full_one_chunk": (None, 0.0, None, None, False, False, 64),
+    "cce_scaled_capped_sp": (VOCAB, 0.1, 0.5, 3.0, True, True, 3),
+    "cce_full_smooth_sp": (None, 0.2, None, None, False, True, 1),
+}
+
 # Known core bug: with label smoothing, cross_entropy.py takes log(exp(logit - max) / sum), which is
 # log(0) = -inf once a logit lies more than ~88 below the max, so the loss is inf (torch gives a finite loss).
 
@@ -106,6 +116,17 @@ def ce_data(name: str) -> Dict[str, torch.Tensor]:
     target = torch.randint(0, vocab, (SEQ, BATCH), generator=_gen(name, "target"))
     target[0, 0], target[-1, -1] = 0, vocab - 1
     return {"logits": logits, "target": target, "g": _randn((SEQ, BATCH), name, "g")}
+
+
+def chunked_ce_data(name: str) -> Dict[str, torch.Tensor]:
+    """Hidden states, the full output weight and bias, targets and a masked upstream gradient."""
+    vocab = CHUNKED_CE_CASES[name][0] or PADDED_VOCAB
+    target = torch.randint(0, vocab, (SEQ, BATCH), generator=_gen(name, "target"))
+    target[0, 0], target[-1, -1] = 0, vocab - 1
+    g = _randn((SEQ, BATCH), name, "g")
+    g[1] = 0.0  # a padding mask: these tokens' losses do not count
+    return {"x": _randn((SEQ, BATCH, HIDDEN), name, "x"), "w": _randn((PADDED_VOCAB, HIDDEN), name, "w"),
+            "b": _randn((PADDED_VOCAB,), name, "b"), "target": target, "g": g}
 
 
 def fused_upstream(name: str, g: torch.Tensor, shard: TPShard, tp: int) -> List[torch.Tensor]:
@@ -206,6 +227,22 @@ def _run_ce(name, group, rank, tp):
     return {"loss": loss.detach().clone(), "dlogits": logits.grad.clone()}
 
 
+def _run_chunked_ce(name, group, rank, tp):
+    vocab, smoothing, scale, cap, bias, sp, chunk = CHUNKED_CE_CASES[name]
+    d = chunked_ce_data(name)
+    x = (d["x"].chunk(tp, dim=0)[rank] if sp else d["x"]).clone().requires_grad_(True)
+    w = d["w"].chunk(tp, dim=0)[rank].clone().requires_grad_(True)
+    b = d["b"].chunk(tp, dim=0)[rank].clone().requires_grad_(True) if bias else None
+    loss = linear_vocab_parallel_cross_entropy(column_parallel_input(x, group, sp), w, b, d["target"], group,
+                                               vocab_size=vocab, label_smoothing=smoothing, chunk=chunk,
+                                               logit_scale=scale, softcap=cap)
+    loss.backward(d["g"])
+    out = {"loss": loss.detach().clone(), "dx": x.grad.clone(), "dw": w.grad.clone()}
+    if bias:
+        out["db"] = b.grad.clone()
+    return out
+
+
 def worker(rank, world_size):
     state = initialize(tp=world_size)
     group, tp = state.tp_group, world_size
@@ -220,6 +257,8 @@ def worker(rank, world_size):
         results[name] = _run_embedding(name, sp, group, rank, tp)
     for name in CE_CASES:
         results[name] = _run_ce(name, group, rank, tp)
+    for name in CHUNKED_CE_CASES:
+        results[name] = _run_chunked_ce(name, group, rank, tp)
     return results  # the harness carries it back with torch.save
 
 
@@ -348,3 +387,29 @@ def test_vocab_parallel_cross_entropy(launched, name):
     if vocab < PADDED_VOCAB:
         full = TPShard.even(2, PADDED_VOCAB).unshard([res["dlogits"] for res in local])
         assert torch.equal(full[..., vocab:], torch.zeros(SEQ, BATCH, PADDED_VOCAB - vocab))
+
+
+@pytest.mark.parametrize("name", list(CHUNKED_CE_CASES))
+def test_chunked_linear_cross_entropy(launched, name):
+    """The chunked output layer + loss equals torch's linear and cross-entropy: loss, input, weight and bias
+    gradients, with padding vocabulary, label smoothing, a logit scale and softcap, a masked gradient and SP."""
+    tp, results = launched
+    vocab, smoothing, scale, cap, bias, sp, _ = CHUNKED_CE_CASES[name]
+    vocab = vocab or PADDED_VOCAB
+    d = chunked_ce_data(name)
+    x, w = d["x"].clone().requires_grad_(True), d["w"].clone().requires_grad_(True)
+    b = d["b"].clone().requires_grad_(True) if bias else None
+    logits = F.linear(x, w, b) * (scale or 1.0)  # [s, b, padded vocab]
+    if cap is not None:
+        logits = torch.tanh(logits / cap) * cap
+    loss = F.cross_entropy(logits[..., :vocab].reshape(-1, vocab), d["target"].reshape(-1), reduction="none",
+                           label_smoothing=smoothing * vocab / (vocab - 1)).view(SEQ, BATCH)
+    loss.backward(d["g"])
+    local = [res[name] for res in results]
+    for r, res in enumerate(local):
+        _close(res["loss"], loss.detach(), f"loss rank {r}")
+        _close(res["dx"], x.grad.chunk(tp, dim=0)[r] if sp else x.grad, f"input grad rank {r}")
+        _close(res["dw"], w.grad.chunk(tp, dim=0)[r], f"weight grad rank {r}")
+        if bias:
+            _close(res["db"], b.grad.chunk(tp, dim=0)[r], f"bias grad rank {r}")
+    assert torch.equal(torch.cat([res["dw"] for res in local])[vocab:], torch.zeros(PADDED_VOCAB - vocab, HIDDEN))

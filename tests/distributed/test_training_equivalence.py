@@ -1,5 +1,8 @@
 """Training at TP=2/4 (with and without sequence parallelism) and DP=2 equals TP=1.
 
+The chunked output layer + loss (``--cross-entropy-chunk-size``) at TP=2 with SP and at TP=4 equals the
+single-process run that materialises the logits.
+
 Three iterations of the real training step (fp32, dropout off) on the same
 mock data and seed: the losses, the final gradients and the final weights,
 unsharded over TP, must match the single-process run to about 1e-5 relative
@@ -95,6 +98,9 @@ def world2() -> Dict[str, List[Dict]]:
         "tp2": BASE + ["--tensor-model-parallel-size", "2"],
         "tp2_sp": BASE + ["--tensor-model-parallel-size", "2", "--sequence-parallel"],
         "dp2": BASE,
+        # the fused output layer + loss in chunks of 16 of the 100 (padded 128) entries vs the logits
+        "tp2_sp_chunked_ce": BASE + ["--tensor-model-parallel-size", "2", "--sequence-parallel",
+                                     "--cross-entropy-chunk-size", "16"],
     }
     return by_config(run_distributed(2, worker, configs))
 
@@ -105,6 +111,7 @@ def world4() -> Dict[str, List[Dict]]:
         "tp4": BASE + UNTIED + ["--tensor-model-parallel-size", "4"],
         "tp4_sp": BASE + UNTIED + ["--tensor-model-parallel-size", "4", "--sequence-parallel"],
         "tp2_dp2_sp": BASE + ["--tensor-model-parallel-size", "2", "--sequence-parallel"],
+        "tp4_chunked_ce": BASE + UNTIED + ["--tensor-model-parallel-size", "4", "--cross-entropy-chunk-size", "7"],
     }
     return by_config(run_distributed(4, worker, configs))
 
@@ -118,11 +125,12 @@ def test_reference_moves_every_weight_beyond_the_tolerance(references, kind):
         assert reference["moved"][name] > 10 * tolerance, f"{name} moved only {reference['moved'][name]}"
 
 
-@pytest.mark.parametrize("name", ["tp2", "tp2_sp", "dp2"])
+@pytest.mark.parametrize("name", ["tp2", "tp2_sp", "dp2", "tp2_sp_chunked_ce"])
 def test_world2_equals_single_process(world2, references, name):
     _assert_every_rank_same(world2[name], references["tied"])
 
 
-@pytest.mark.parametrize("name,reference", [("tp4", "untied"), ("tp4_sp", "untied"), ("tp2_dp2_sp", "tied")])
+@pytest.mark.parametrize("name,reference", [("tp4", "untied"), ("tp4_sp", "untied"), ("tp2_dp2_sp", "tied"),
+                                            ("tp4_chunked_ce", "untied")])
 def test_world4_equals_single_process(world4, references, name, reference):
     _assert_every_rank_same(world4[name], references[reference])

@@ -1,0 +1,93 @@
+"""The chunked output layer + cross-entropy (``--cross-entropy-chunk-size``) inside the model, at TP=1.
+
+Against the path that materialises the logits: the loss and every parameter's gradient agree in fp32
+(label smoothing, a padding mask, a vocabulary that is not a multiple of the chunk, tied and untied
+output layers, MTP's extra heads), twenty training steps agree, and bf16 agrees within bf16 rounding.
+Which path runs by default follows the output layer's dtype: chunks in bf16, the logits in fp32.
+The TP=2/4 and sequence-parallel cases are in tests/distributed/test_tp_layers.py (the function) and
+tests/distributed/test_training_equivalence.py (training).
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+import pytest
+import torch
+
+import core.models.gpt_model as gpt_model
+from mindspeed_llm.arguments import ArgumentError, parse_args, validate_args
+from mindspeed_llm.training.training import setup
+
+VOCAB = 100
+ARGV = [
+    "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
+    "--max-position-embeddings", "16", "--position-embedding-type", "rope", "--normalization", "RMSNorm",
+    "--swiglu", "--micro-batch-size", "4", "--global-batch-size", "4", "--train-iters", "20", "--lr", "1e-2",
+    "--attention-dropout", "0", "--hidden-dropout", "0", "--mock-data", "--tokenizer-type", "NullTokenizer",
+    "--vocab-size", str(VOCAB), "--seed", "5", "--device", "cpu", "--eval-iters", "0", "--num-workers", "0",
+    "--init-method-std", "0.2",
+]
+
+
+def _loss_and_grads(argv: List[str]) -> Dict[str, torch.Tensor]:
+    """One micro-batch's loss (the second half of every sequence masked out) and the parameter gradients."""
+    trainer = setup(argv)
+    batch = next(trainer.train_iterator())
+    batch["loss_mask"][:, : batch["loss_mask"].size(1) // 2] = 0.0
+    loss, _ = trainer.task.forward_step(batch, trainer.model)
+    loss.backward()
+    result = {"loss": loss.detach()}
+    for name, param in trainer.model.named_parameters():
+        result[name] = param.main_grad.detach().clone()  # the DDP buffer's fp32 gradient
+    return result
+
+
+@pytest.mark.parametrize("extra", [
+    [],
+    ["--label-smoothing-factor", "0.1", "--untie-embeddings-and-output-weights"],
+    ["--add-output-layer-bias", "--untie-embeddings-and-output-weights", "--output-logit-softcapping", "2.0"],
+    ["--mtp-num-layers", "1"],
+], ids=["tied", "smoothing_untied", "bias_softcap", "mtp"])
+def test_chunked_loss_and_gradients_equal_the_materialised_logits(extra: List[str]) -> None:
+    plain = _loss_and_grads(ARGV + extra + ["--cross-entropy-chunk-size", "0"])
+    chunked = _loss_and_grads(ARGV + extra + ["--cross-entropy-chunk-size", "13"])  # 100 = 7 * 13 + 9
+    assert set(plain) == set(chunked)
+    for name, value in plain.items():
+        torch.testing.assert_close(chunked[name], value, rtol=1e-5, atol=1e-6, msg=lambda m: f"{name}: {m}")
+    assert plain["loss"].item() > 0
+
+
+def _train(argv: List[str], steps: int) -> List[float]:
+    trainer = setup(argv)
+    iterator = trainer.train_iterator()
+    return [trainer.train_step(iterator).loss for _ in range(steps)]
+
+
+def test_twenty_steps_equal() -> None:
+    plain = _train(ARGV + ["--cross-entropy-chunk-size", "0"], 20)
+    chunked = _train(ARGV + ["--cross-entropy-chunk-size", "32"], 20)
+    torch.testing.assert_close(torch.tensor(chunked), torch.tensor(plain), rtol=1e-5, atol=0)
+    assert plain[-1] < plain[0] - 0.3, "the run must learn, or equality proves little"
+
+
+def test_bf16_within_bf16_rounding() -> None:
+    plain = _train(ARGV + ["--bf16", "--cross-entropy-chunk-size", "0"], 5)
+    chunked = _train(ARGV + ["--bf16"], 5)  # the default in bf16: chunks
+    torch.testing.assert_close(torch.tensor(chunked), torch.tensor(plain), rtol=2e-2, atol=0)
+
+
+@pytest.mark.parametrize("extra, chunked", [([], False), (["--bf16"], True),
+                                            (["--cross-entropy-chunk-size", "8"], True),
+                                            (["--bf16", "--cross-entropy-chunk-size", "0"], False)])
+def test_default_path_follows_the_dtype(monkeypatch, extra: List[str], chunked: bool) -> None:
+    calls = []
+    original = gpt_model.linear_vocab_parallel_cross_entropy
+    monkeypatch.setattr(gpt_model, "linear_vocab_parallel_cross_entropy",
+                        lambda *a, **k: calls.append(k["chunk"]) or original(*a, **k))
+    _train(ARGV + extra, 1)
+    assert bool(calls) == chunked
+
+
+def test_negative_chunk_is_refused() -> None:
+    with pytest.raises(ArgumentError, match="--cross-entropy-chunk-size -1 must be 0"):
+        validate_args(parse_args(ARGV + ["--cross-entropy-chunk-size", "-1"]), 1)
