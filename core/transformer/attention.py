@@ -110,6 +110,9 @@ def sdpa_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, d
     return None
 
 
+FLASH_ATTN_DTYPES = (torch.float16, torch.bfloat16)  # flash-attn computes in half precision only
+
+
 def _flash_attn() -> Optional[AttentionKernel]:
     try:
         from flash_attn import flash_attn_func
@@ -118,7 +121,7 @@ def _flash_attn() -> Optional[AttentionKernel]:
 
     def kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, dropout: float,
                window: Optional[int]) -> Optional[torch.Tensor]:
-        if q.dtype not in (torch.float16, torch.bfloat16):  # flash-attn computes in half precision only
+        if q.dtype not in FLASH_ATTN_DTYPES:
             return None
         out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), dropout_p=dropout,
                               softmax_scale=scale, causal=True,
