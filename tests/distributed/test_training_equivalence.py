@@ -6,7 +6,7 @@ unsharded over TP, must match the single-process run to about 1e-5 relative
 on every rank (every TP rank and every DP replica), so a replica that missed
 a gradient all-reduce or a parameter all-gather fails. The reference itself
 must have moved every weight by more than that tolerance, so a run that made
-no update cannot pass. The model uses GQA with 2 KV heads, so TP=4 also
+no update cannot pass. TP=2 with SP also runs with the fused-kernel flags on. The model uses GQA with 2 KV heads, so TP=4 also
 exercises replicated KV heads, and a vocabulary of 100, so the padded
 vocabulary differs with TP.
 """
@@ -31,6 +31,8 @@ BASE = [
     "--distributed-backend", "gloo", "--eval-iters", "0", "--log-interval", "1",
 ]
 UNTIED = ["--untie-embeddings-and-output-weights"]
+# the fused kernels' flags (on the CPU: compiled RMSNorm, SwiGLU and RoPE; SDPA attention)
+FUSED = ["--use-fused-rmsnorm", "--use-fused-swiglu", "--use-fused-rotary-pos-emb", "--use-flash-attn"]
 STEPS = 3
 
 
@@ -95,6 +97,7 @@ def world2() -> Dict[str, List[Dict]]:
         "tp2": BASE + ["--tensor-model-parallel-size", "2"],
         "tp2_sp": BASE + ["--tensor-model-parallel-size", "2", "--sequence-parallel"],
         "dp2": BASE,
+        "tp2_sp_fused": BASE + ["--tensor-model-parallel-size", "2", "--sequence-parallel"] + FUSED,
     }
     return by_config(run_distributed(2, worker, configs))
 
@@ -118,7 +121,7 @@ def test_reference_moves_every_weight_beyond_the_tolerance(references, kind):
         assert reference["moved"][name] > 10 * tolerance, f"{name} moved only {reference['moved'][name]}"
 
 
-@pytest.mark.parametrize("name", ["tp2", "tp2_sp", "dp2"])
+@pytest.mark.parametrize("name", ["tp2", "tp2_sp", "dp2", "tp2_sp_fused"])
 def test_world2_equals_single_process(world2, references, name):
     _assert_every_rank_same(world2[name], references["tied"])
 
