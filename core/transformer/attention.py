@@ -23,8 +23,9 @@ explicit path.
 ``--use-flash-attn`` sends plain causal attention over a whole sequence (a sliding window included) through
 one dispatch (``core/transformer/fused.py``): flash-attn's ``flash_attn_func`` on CUDA (bf16/fp16), ``torch_npu``'s
 ``npu_fusion_attention`` on an NPU. A call the kernel cannot serve (documents, context parallelism, ALiBi,
-softcapping, sinks, a KV cache, chunks) and every call on other devices take the SDPA path (``"sdpa"``),
-which passes ``is_causal=True`` and no mask for plain causal attention.
+softcapping, sinks, a KV cache, chunks, fp32) and every call on other devices take the SDPA path (``"sdpa"``),
+which passes ``is_causal=True`` and no mask for plain causal attention. Multi-latent attention keeps SDPA (its
+value head dim differs from the query/key one).
 """
 from __future__ import annotations
 
@@ -111,6 +112,7 @@ def sdpa_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, d
 
 
 FLASH_ATTN_DTYPES = (torch.float16, torch.bfloat16)  # flash-attn computes in half precision only
+FLASH_ATTN_MAX_HEAD_DIM = 256  # and on head dims that are multiples of 8 up to this
 
 
 def _flash_attn() -> Optional[AttentionKernel]:
@@ -121,7 +123,7 @@ def _flash_attn() -> Optional[AttentionKernel]:
 
     def kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, dropout: float,
                window: Optional[int]) -> Optional[torch.Tensor]:
-        if q.dtype not in FLASH_ATTN_DTYPES:
+        if q.dtype not in FLASH_ATTN_DTYPES or q.size(-1) > FLASH_ATTN_MAX_HEAD_DIM or q.size(-1) % 8:
             return None
         out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), dropout_p=dropout,
                               softmax_scale=scale, causal=True,
@@ -143,11 +145,17 @@ def _npu_fusion_attention() -> Optional[AttentionKernel]:
                window: Optional[int]) -> Optional[torch.Tensor]:
         if window is not None:
             return None
-        size = NPU_CAUSAL_MASK_SIZE
-        mask = torch.ones(size, size, dtype=torch.bool, device=q.device).triu(diagonal=1)  # True = masked
         return torch_npu.npu_fusion_attention(q, k, v, q.size(1), input_layout="BNSD", scale=scale,
-                                              keep_prob=1.0 - dropout, atten_mask=mask, sparse_mode=2)[0]
+                                              keep_prob=1.0 - dropout, atten_mask=_npu_causal_mask(q.device),
+                                              sparse_mode=2)[0]
     return kernel
+
+
+@functools.lru_cache(maxsize=None)
+def _npu_causal_mask(device: torch.device) -> torch.Tensor:
+    """npu_fusion_attention's compressed causal mask ``[2048, 2048]`` (True = masked), made once per device."""
+    size = NPU_CAUSAL_MASK_SIZE
+    return torch.ones(size, size, dtype=torch.bool, device=device).triu(diagonal=1)
 
 
 FLASH_ATTENTION = FusedOp("attention", "--use-flash-attn", sdpa_path,

@@ -11,7 +11,11 @@ kernel exists. :func:`decide_kernel` picks, once per (operation, device type, fl
   reference (``"compiled"``, compiled lazily on the first call; faster than eager on the CPU, see
   tests/unit/test_fused_ops.py), else the reference with ONE warning naming the flag and the path used.
 
-A compiled region that fails to compile warns once and runs the reference from then on. Attention's
+A compiled region compiles with torch.compile's default shape handling (static shapes first; a dimension
+that changes between calls, as queries' and keys' head counts do, is made dynamic after one recompile), so
+a training run compiles each operation two or three times, a few seconds in all on the CPU with inductor's
+cache warm (``CompiledRegion.compile_seconds`` has the first compile's time). One that fails to compile (on
+its first call: a probe forward and backward) warns once and runs the reference from then on. Attention's
 "reference" is the caller's ``scaled_dot_product_attention`` path (``"sdpa"``): its kernels return None
 for a call they cannot serve (a document mask, ALiBi, ...), and the caller then takes that path.
 :func:`fused_kernels_line` is the training log's one line naming each choice.
