@@ -286,6 +286,21 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--mla-latent-norm-epsilon", type=float, default=None,
                        help="MLA: eps of the q/kv latent norms (default --norm-epsilon)")
     _add_moe_args(parser)
+    _add_fused_kernel_args(parser)
+
+
+def _add_fused_kernel_args(parser: argparse.ArgumentParser) -> None:
+    """Fused-kernel flags (MindSpeed/Megatron names; core/transformer/fused.py, TransformerConfig documents each)."""
+    group = parser.add_argument_group("fused kernels")
+    group.add_argument("--use-fused-rmsnorm", action="store_true",
+                       help="RMSNorm through torch_npu/apex, else a torch.compile'd reference")
+    group.add_argument("--use-fused-swiglu", action="store_true",
+                       help="SwiGLU through torch_npu, else a torch.compile'd reference")
+    group.add_argument("--use-fused-rotary-pos-emb", action="store_true",
+                       help="RoPE through torch_npu/apex, else a torch.compile'd reference")
+    group.add_argument("--use-flash-attn", action="store_true",
+                       help="causal attention through flash-attn (CUDA) or npu_fusion_attention (NPU); "
+                            "elsewhere scaled_dot_product_attention, with a warning")
 
 
 def _add_moe_args(parser: argparse.ArgumentParser) -> None:
@@ -1644,6 +1659,10 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             mtp_num_layers=args.mtp_num_layers,
             mtp_loss_scaling_factor=args.mtp_loss_scaling_factor,
             mla_latent_norm_epsilon=args.mla_latent_norm_epsilon,
+            use_fused_rmsnorm=args.use_fused_rmsnorm,
+            use_fused_swiglu=args.use_fused_swiglu,
+            use_fused_rotary_pos_emb=args.use_fused_rotary_pos_emb,
+            use_flash_attn=args.use_flash_attn,
         ))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None

@@ -19,11 +19,19 @@ query channel with q/k/v (a fourth segment, split over TP with the heads) and mu
 sigmoid. ``--softmax-type off-by-one|learnable`` adds one extra logit per row (zero, or a trained one per
 head: attention sinks) that takes probability mass and is then dropped; like softcapping it takes the
 explicit path.
+
+``--use-flash-attn`` sends plain causal attention over a whole sequence (a sliding window included) through
+one dispatch (``core/transformer/fused.py``): flash-attn's ``flash_attn_func`` on CUDA (bf16/fp16), ``torch_npu``'s
+``npu_fusion_attention`` on an NPU. A call the kernel cannot serve (documents, context parallelism, ALiBi,
+softcapping, sinks, a KV cache, chunks, fp32) and every call on other devices take the SDPA path (``"sdpa"``),
+which passes ``is_causal=True`` and no mask for plain causal attention. Multi-latent attention keeps SDPA (its
+value head dim differs from the query/key one).
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Optional
+import functools
+from typing import Callable, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -38,8 +46,9 @@ from core.transformer.alibi import alibi_attention_mask, alibi_bias
 from core.transformer.attention_mask import attention_allowed
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import SequenceLayout, attend
+from core.transformer.fused import FusedOp, decide_kernel, register_fused_op
 from core.transformer.norms import NonParametricNorm, PerHeadNorm, TensorParallelRMSNorm, build_norm
-from core.transformer.rope import apply_rotary, layer_rotary
+from core.transformer.rope import apply_rope, layer_rotary
 
 
 def sliding_window_mask(seq_len: int, window: Optional[int], device: torch.device,
@@ -89,6 +98,79 @@ def explicit_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: 
     if dropout > 0:
         probs = F.dropout(probs, dropout, training=True)
     return torch.matmul(probs, v)  # [b, n, s, hn]
+
+
+# (q [b, n, s, hn], k/v [b, nkv, s, hn], scale, dropout, window or None) -> [b, n, s, hn], or None: not served
+AttentionKernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float, float, Optional[int]],
+                           Optional[torch.Tensor]]
+
+
+def sdpa_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, dropout: float,
+              window: Optional[int]) -> Optional[torch.Tensor]:
+    """The reference "kernel": None, so the caller runs its ``scaled_dot_product_attention`` path."""
+    return None
+
+
+FLASH_ATTN_DTYPES = (torch.float16, torch.bfloat16)  # flash-attn computes in half precision only
+FLASH_ATTN_MAX_HEAD_DIM = 256  # and on head dims that are multiples of 8 up to this
+
+
+def _flash_attn() -> Optional[AttentionKernel]:
+    try:
+        from flash_attn import flash_attn_func
+    except ImportError:
+        return None
+
+    def kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, dropout: float,
+               window: Optional[int]) -> Optional[torch.Tensor]:
+        if q.dtype not in FLASH_ATTN_DTYPES or q.size(-1) > FLASH_ATTN_MAX_HEAD_DIM or q.size(-1) % 8:
+            return None
+        out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), dropout_p=dropout,
+                              softmax_scale=scale, causal=True,
+                              window_size=(window - 1, 0) if window is not None else (-1, -1))  # [b, s, n, hn]
+        return out.transpose(1, 2)  # [b, n, s, hn]
+    return kernel
+
+
+NPU_CAUSAL_MASK_SIZE = 2048  # npu_fusion_attention's compressed causal mask (sparse_mode 2)
+
+
+def _npu_fusion_attention() -> Optional[AttentionKernel]:
+    try:
+        import torch_npu
+    except ImportError:
+        return None
+
+    def kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, dropout: float,
+               window: Optional[int]) -> Optional[torch.Tensor]:
+        if window is not None:
+            return None
+        return torch_npu.npu_fusion_attention(q, k, v, q.size(1), input_layout="BNSD", scale=scale,
+                                              keep_prob=1.0 - dropout, atten_mask=_npu_causal_mask(q.device),
+                                              sparse_mode=2)[0]
+    return kernel
+
+
+@functools.lru_cache(maxsize=None)
+def _npu_causal_mask(device: torch.device) -> torch.Tensor:
+    """npu_fusion_attention's compressed causal mask ``[2048, 2048]`` (True = masked), made once per device."""
+    size = NPU_CAUSAL_MASK_SIZE
+    return torch.ones(size, size, dtype=torch.bool, device=device).triu(diagonal=1)
+
+
+FLASH_ATTENTION = FusedOp("attention", "--use-flash-attn", sdpa_path,
+                          {"cuda": ("flash_attn", _flash_attn), "npu": ("npu_fusion_attention", _npu_fusion_attention)},
+                          reference_name="sdpa", compilable=False)
+
+
+@functools.lru_cache(maxsize=None)
+def attention_kernel(device_type: str, fused: bool = False) -> Tuple[str, AttentionKernel]:
+    """The attention kernel on ``device_type`` ("flash_attn" | "npu_fusion_attention" | "sdpa"); ``fused``:
+    ``--use-flash-attn``."""
+    return decide_kernel(FLASH_ATTENTION, device_type, fused)
+
+
+register_fused_op("attention", "use_flash_attn", attention_kernel)
 
 
 class SelfAttention(nn.Module):
@@ -141,7 +223,7 @@ class SelfAttention(nn.Module):
             norm_args = dict(kind=config.normalization, hidden_size=hn, eps=config.norm_epsilon,
                              grad_partial_over_tp=True, dtype=config.params_dtype,
                              offset=config.apply_layernorm_1p, bias=config.layernorm_bias,
-                             parametric=not config.non_parametric_qk_norm)
+                             parametric=not config.non_parametric_qk_norm, fused=config.use_fused_rmsnorm)
             self.q_layernorm, self.k_layernorm = build_norm(**norm_args), build_norm(**norm_args)
         self.sub_layernorm = None
         if config.attn_sub_norm:  # over all heads' channels, split over TP with the heads
@@ -184,7 +266,8 @@ class SelfAttention(nn.Module):
             cos, sin, *query_scale = rotary  # query_scale [s, b|1, 1, 1] with --attn-temperature-beta
             if self.use_rope:
                 interleaved = self.config.rope_interleaved
-                q, k = apply_rotary(q, cos, sin, interleaved), apply_rotary(k, cos, sin, interleaved)
+                fused = self.config.use_fused_rotary_pos_emb
+                q, k = apply_rope(q, cos, sin, interleaved, fused), apply_rope(k, cos, sin, interleaved, fused)
             # the RoPE layers' queries are scaled, or with --attn-temperature-nope-layers the NoPE layers' (Llama 4)
             if query_scale and self.use_rope != self.config.attn_temperature_nope_layers:
                 q = q * query_scale[0]
@@ -248,6 +331,9 @@ class SelfAttention(nn.Module):
             k = k.repeat_interleave(repeat, dim=1)
             v = v.repeat_interleave(repeat, dim=1)
         dropout = cfg.attention_dropout if self.training else 0.0
+        fused = self._fused_attention(q, k, v, dropout, query_positions is None and allowed is None and not explicit)
+        if fused is not None:
+            return fused.permute(2, 0, 1, 3)  # [s, b, np, hn]
         # heads differ per TP rank, so does their dropout
         with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():
             mask = self._mask(q, query_positions, key_positions, documents, first_head, allowed)
@@ -260,6 +346,21 @@ class SelfAttention(nn.Module):
                 out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=cfg.attention_scale,
                                                      enable_gqa=shared_kv, **causal)  # [b, np, s, hn]
         return out.permute(2, 0, 1, 3)  # [s, b, np, hn]
+
+    def _fused_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout: float,
+                         whole_sequence: bool) -> Optional[torch.Tensor]:
+        """``--use-flash-attn``'s kernel on q [b, np, s, hn], k/v [b, ng, s, hn] -> [b, np, s, hn] for causal
+        attention over one whole sequence (``whole_sequence``: no positions, cache or explicit path), a sliding
+        window allowed; None when the flag is off, there is no kernel, or it cannot serve this call."""
+        cfg, seq_len = self.config, q.size(2)
+        if not (cfg.use_flash_attn and whole_sequence) or cfg.position_embedding_type == "alibi":
+            return None
+        if self.chunk is not None and self.chunk < seq_len:
+            return None
+        kernel = attention_kernel(q.device.type, True)[1]
+        window = self.window if self.window is not None and self.window < seq_len else None
+        with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():  # per-rank heads' dropout
+            return kernel(q, k, v, self._scale(), dropout, window)
 
     def _mask(self, q: torch.Tensor, query_positions: Optional[torch.Tensor], key_positions: Optional[torch.Tensor],
               documents: Optional[torch.Tensor], first_head: int,

@@ -72,7 +72,8 @@ def hidden_norm(config: TransformerConfig) -> nn.Module:
     """A norm over the hidden size (``--normalization``); partial gradients over TP under SP."""
     return build_norm(config.normalization, config.hidden_size, config.norm_epsilon, config.sequence_parallel,
                       dtype=config.params_dtype, offset=config.apply_layernorm_1p,
-                      parametric=not config.non_parametric_norm, bias=config.layernorm_bias)
+                      parametric=not config.non_parametric_norm, bias=config.layernorm_bias,
+                      fused=config.use_fused_rmsnorm)
 
 
 def compute_dtype(module: nn.Module, default: torch.dtype) -> torch.dtype:

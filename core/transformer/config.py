@@ -367,6 +367,18 @@ class TransformerConfig:
     quick_geglu: bool = False
     activation_func_clamp_value: Optional[float] = None
     glu_linear_offset: float = 0.0
+    # Fused kernels (run-time choices, not architecture; core/transformer/fused.py): each selects per device type
+    # a fast kernel behind one function with a pure-PyTorch reference, same numerics up to kernel rounding. Where
+    # the device has no package kernel, the first three compile the reference with torch.compile, and
+    # --use-flash-attn keeps scaled_dot_product_attention (a warning says so). RMSNorm: torch_npu / apex
+    # (Megatron's default even without the flag) [--use-fused-rmsnorm, needs --normalization RMSNorm];
+    # SwiGLU silu(gate) * up: torch_npu [--use-fused-swiglu, needs plain --swiglu]; RoPE: torch_npu / apex
+    # [--use-fused-rotary-pos-emb, needs rotary embeddings]; causal attention over a whole sequence: flash-attn
+    # on CUDA, npu_fusion_attention on an NPU, other calls on the SDPA path [--use-flash-attn]
+    use_fused_rmsnorm: bool = False
+    use_fused_swiglu: bool = False
+    use_fused_rotary_pos_emb: bool = False
+    use_flash_attn: bool = False
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -400,9 +412,23 @@ class TransformerConfig:
         self._validate_mla()
         self._validate_behaviour()
         self._validate_mtp()
+        self._validate_fused_kernels()
         bad_noop = [i for i in self.noop_layers if not 0 <= i < self.num_layers]
         if bad_noop:
             raise ValueError(f"--noop-layers {bad_noop} out of range [0, {self.num_layers}) of --num-layers")
+
+    def _validate_fused_kernels(self) -> None:
+        """A fused-kernel flag must have its operation in the model (else it would change nothing)."""
+        if self.use_fused_rmsnorm and self.normalization != "RMSNorm":
+            raise ValueError(f"--use-fused-rmsnorm fuses RMSNorm, and --normalization is {self.normalization}: "
+                             "drop the flag")
+        if self.use_fused_swiglu and not (self.swiglu and self.activation_func_clamp_value is None
+                                          and self.glu_linear_offset == 0.0):
+            raise ValueError("--use-fused-swiglu fuses plain SwiGLU: it needs --swiglu without "
+                             "--activation-func-clamp-value/--glu-linear-offset; drop the flag")
+        if self.use_fused_rotary_pos_emb and self.position_embedding_type != "rope":
+            raise ValueError(f"--use-fused-rotary-pos-emb fuses RoPE, and --position-embedding-type is "
+                             f"{self.position_embedding_type}: drop the flag")
 
     def _validate_attention(self) -> None:
         """Heads, KV groups and FFN against TP (only when some layer has attention and an MLP)."""

@@ -34,7 +34,7 @@ from core.transformer.attention_mask import attention_allowed
 from core.transformer.context_parallel import SequenceLayout, attend
 from core.transformer.config import TransformerConfig
 from core.transformer.norms import build_norm
-from core.transformer.rope import apply_rotary, layer_rotary
+from core.transformer.rope import apply_rope, layer_rotary
 
 
 class ReplicatedLinear(nn.Module):
@@ -91,7 +91,8 @@ class MultiLatentAttention(nn.Module):
         cfg = self.config
         eps = cfg.mla_latent_norm_epsilon if cfg.mla_latent_norm_epsilon is not None else cfg.norm_epsilon
         return build_norm(cfg.normalization, size, eps, grad_partial_over_tp=False,
-                          dtype=cfg.params_dtype, offset=cfg.apply_layernorm_1p, bias=cfg.layernorm_bias)
+                          dtype=cfg.params_dtype, offset=cfg.apply_layernorm_1p, bias=cfg.layernorm_bias,
+                          fused=cfg.use_fused_rmsnorm)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
                 layout: Optional[SequenceLayout] = None) -> torch.Tensor:
@@ -117,7 +118,9 @@ class MultiLatentAttention(nn.Module):
         if rotary is not None and self.use_rope:
             cos, sin, *query_scale = rotary  # query_scale [s, b|1, 1, 1] with --attn-temperature-beta
             interleaved = self.config.rope_interleaved
-            q_pe, k_pe = apply_rotary(q_pe, cos, sin, interleaved), apply_rotary(k_pe, cos, sin, interleaved)
+            fused = self.config.use_fused_rotary_pos_emb
+            q_pe = apply_rope(q_pe, cos, sin, interleaved, fused)
+            k_pe = apply_rope(k_pe, cos, sin, interleaved, fused)
         q = torch.cat([q_nope, q_pe], dim=-1)  # [s, b, np, nope + rope]
         if query_scale:
             q = q * query_scale[0]  # Llama-4 attention temperature on the whole query (Mistral4)

@@ -9,12 +9,16 @@ A gated MLP computes ``act(gate) * (up + --glu-linear-offset)``, the gate clampe
 learnable scalars per layer; each TP rank applies them to its own FFN shard, so their gradient is a partial
 sum over TP. ``--ffn-sub-norm`` (BitNet) RMS-normalises the activation over the full FFN width before the
 second linear (sum of squares all-reduced over TP).
+
+SwiGLU (``silu(gate) * up`` without clamp or offset) runs through one dispatch (``core/transformer/fused.py``):
+with ``--use-fused-swiglu``, ``torch_npu.npu_swiglu`` on an NPU, else a ``torch.compile``d reference;
+``swiglu_kernel(device_type, fused)`` says which.
 """
 from __future__ import annotations
 
 import functools
 import math
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +28,7 @@ from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import inside_checkpoint, recompute_activation
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment, mark_param
 from core.transformer.config import TransformerConfig
+from core.transformer.fused import FusedOp, decide_kernel, register_fused_op
 from core.transformer.norms import TensorParallelRMSNorm
 
 # xIELU's fixed constants and the initial alphas (transformers' XIELUActivation defaults, which Apertus uses)
@@ -43,10 +48,39 @@ def quick_gelu(x: torch.Tensor) -> torch.Tensor:
     return x * torch.sigmoid(QUICK_GELU_ALPHA * x)
 
 
+def swiglu_reference(intermediate: torch.Tensor) -> torch.Tensor:
+    """``silu(gate) * up`` of ``[..., 2 x ffn/tp]`` ``[gate; up]`` -> ``[..., ffn/tp]``."""
+    gate, up = intermediate.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
+def _npu_swiglu() -> Optional[Callable[[torch.Tensor], torch.Tensor]]:
+    try:
+        import torch_npu
+    except ImportError:
+        return None
+    return lambda intermediate: torch_npu.npu_swiglu(intermediate, dim=-1)
+
+
+SWIGLU = FusedOp("swiglu", "--use-fused-swiglu", swiglu_reference, {"npu": ("npu", _npu_swiglu)})
+
+
+@functools.lru_cache(maxsize=None)
+def swiglu_kernel(device_type: str, fused: bool = False) -> Tuple[str, Callable[[torch.Tensor], torch.Tensor]]:
+    """SwiGLU's kernel on ``device_type`` ("npu" | "compiled" | "reference"); ``fused``: ``--use-fused-swiglu``."""
+    return decide_kernel(SWIGLU, device_type, fused)
+
+
+register_fused_op("swiglu", "use_fused_swiglu", swiglu_kernel)
+
+
 def gated_activation(intermediate: torch.Tensor, act: Callable[[torch.Tensor], torch.Tensor],
                      config: TransformerConfig) -> torch.Tensor:
     """``act(gate) * (up + offset)`` of a fused ``[..., 2 x ffn/tp]`` ``[gate; up]`` -> ``[..., ffn/tp]``, gate
-    and up clamped first with ``--activation-func-clamp-value``."""
+    and up clamped first with ``--activation-func-clamp-value``; plain SwiGLU through its kernel."""
+    plain = config.activation_func_clamp_value is None and config.glu_linear_offset == 0.0
+    if act is F.silu and plain:
+        return swiglu_kernel(intermediate.device.type, config.use_fused_swiglu)[1](intermediate)
     gate, up = intermediate.chunk(2, dim=-1)
     clamp = config.activation_func_clamp_value
     if clamp is not None:

@@ -3,10 +3,14 @@
 The pure-PyTorch reference of RMSNorm computes in fp32 and casts back, as
 Hugging Face's Llama does, so converted models match to the last bit in fp32.
 On an NPU ``torch_npu.npu_rms_norm`` is used when present, on an NVIDIA GPU
-apex's fused RMSNorm when NVIDIA apex is installed, else the reference.
-``rms_norm_kernel(device_type)`` says which one (``"npu"``, ``"apex"`` or
-``"reference"``); ``tests/unit/test_norms.py`` tests that choice with fake
-kernels and compares a real fused kernel with the reference where one exists.
+apex's fused RMSNorm when NVIDIA apex is installed, else the reference (with or
+without ``--use-fused-rmsnorm``: today's default). The flag adds a
+``torch.compile``d reference where no package kernel exists (the CPU; see
+``core/transformer/fused.py``). ``rms_norm_kernel(device_type, fused)`` says
+which one (``"npu"``, ``"apex"``, ``"compiled"`` or ``"reference"``);
+``tests/unit/test_norms.py`` and ``tests/unit/test_fused_ops.py`` test that
+choice with fake kernels and compare a real fused kernel with the reference
+where one exists.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import Group
+from core.transformer.fused import FusedOp, decide_kernel, register_fused_op
 from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.mappings import sum_partials_over_tensor_model_parallel_region
 from core.tensor_parallel.param_meta import Segment, TPShard
@@ -68,42 +73,45 @@ FUSED_KERNELS: Dict[str, Tuple[str, Callable[[], Optional[RMSNormKernel]]]] = {
 }
 
 
+RMS_NORM = FusedOp("rmsnorm", "--use-fused-rmsnorm", rms_norm_reference, FUSED_KERNELS, kernels_by_default=True)
+
+
 @functools.lru_cache(maxsize=None)
-def rms_norm_kernel(device_type: str) -> Tuple[str, RMSNormKernel]:
-    """The RMSNorm kernel for tensors on ``device_type``: ("npu" | "apex" | "reference", function).
+def rms_norm_kernel(device_type: str, fused: bool = False) -> Tuple[str, RMSNormKernel]:
+    """The RMSNorm kernel for tensors on ``device_type``: ("npu" | "apex" | "compiled" | "reference", function);
+    ``fused``: ``--use-fused-rmsnorm``.
 
     Looked up once per device type (``rms_norm_kernel.cache_clear()`` forgets the choice).
     """
-    name, loader = FUSED_KERNELS.get(device_type, ("reference", lambda: None))
-    kernel = loader()
-    if kernel is None:
-        return "reference", rms_norm_reference
-    return name, kernel
+    return decide_kernel(RMS_NORM, device_type, fused)
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm through the fused kernel of ``x``'s device when there is one; x ``[..., h]``."""
-    return rms_norm_kernel(x.device.type)[1](x, weight, eps)
+register_fused_op("rmsnorm", "use_fused_rmsnorm", rms_norm_kernel)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, fused: bool = False) -> torch.Tensor:
+    """RMSNorm through the kernel chosen for ``x``'s device (``fused``: ``--use-fused-rmsnorm``); x ``[..., h]``."""
+    return rms_norm_kernel(x.device.type, fused)[1](x, weight, eps)
 
 
 class RMSNorm(nn.Module):
     """``weight * x / rms(x)``; with ``offset`` (``--apply-layernorm-1p``) the scale is ``1 + weight``.
 
     ``grad_partial_over_tp``: each TP rank's gradient is a partial sum (sequence
-    parallelism, or a per-head norm applied to each rank's own heads).
+    parallelism, or a per-head norm applied to each rank's own heads). ``fused``: ``--use-fused-rmsnorm``.
     """
 
     def __init__(self, hidden_size: int, eps: float = 1e-6, grad_partial_over_tp: bool = False,
                  dtype: Optional[torch.dtype] = None, device: Optional[torch.device] = None,
-                 offset: bool = False) -> None:
+                 offset: bool = False, fused: bool = False) -> None:
         super().__init__()
-        self.eps, self.offset = eps, offset
+        self.eps, self.offset, self.fused = eps, offset, fused
         self.weight = mark_param(nn.Parameter(torch.empty(hidden_size, dtype=dtype, device=device)),
                                  init="zeros" if offset else "ones", grad_partial_over_tp=grad_partial_over_tp)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight = weight_for_input(self.weight, x)
-        return rms_norm(x, weight + 1.0 if self.offset else weight, self.eps)
+        return rms_norm(x, weight + 1.0 if self.offset else weight, self.eps, self.fused)
 
 
 class LayerNorm(nn.Module):
@@ -207,12 +215,14 @@ class PerHeadNorm(nn.Module):
 
 def build_norm(kind: str, hidden_size: int, eps: float, grad_partial_over_tp: bool,
                dtype: Optional[torch.dtype] = None, offset: bool = False, parametric: bool = True,
-               bias: bool = True) -> nn.Module:
+               bias: bool = True, fused: bool = False) -> nn.Module:
     """An RMSNorm or LayerNorm (``kind`` as ``--normalization``) over the last ``hidden_size`` dims;
-    ``parametric=False``: without weight or bias; ``bias=False``: a LayerNorm without bias."""
+    ``parametric=False``: without weight or bias; ``bias=False``: a LayerNorm without bias; ``fused``: an RMSNorm
+    through ``--use-fused-rmsnorm``'s kernel."""
     if not parametric:
         return NonParametricNorm(kind, eps)
     if kind == "LayerNorm":
         return LayerNorm(hidden_size, eps, grad_partial_over_tp=grad_partial_over_tp, dtype=dtype, offset=offset,
                          bias=bias)
-    return RMSNorm(hidden_size, eps, grad_partial_over_tp=grad_partial_over_tp, dtype=dtype, offset=offset)
+    return RMSNorm(hidden_size, eps, grad_partial_over_tp=grad_partial_over_tp, dtype=dtype, offset=offset,
+                   fused=fused)

@@ -8,16 +8,24 @@ permutation; ``--rope-interleaved`` pairs neighbouring dims instead (Helium). Wi
 (Gemma3): the model then passes a :class:`LocalGlobalRotary`. YaRN also scales cos/sin by its attention
 factor. With ``--attn-temperature-beta`` the rotary tuple carries a third tensor, the per-position query
 scale ``[s, b|1, 1, 1]`` that attention applies after RoPE (Ministral3).
+
+Applying RoPE goes through one dispatch (``core/transformer/fused.py``): with ``--use-fused-rotary-pos-emb``,
+``torch_npu.npu_rotary_mul`` on an NPU, apex's ``fused_apply_rotary_pos_emb_cached`` on CUDA when apex is
+installed, else a ``torch.compile``d :func:`apply_rotary`; the package kernels serve the half-rotation layout
+over the whole head (and apex one angle table for the batch) and hand other calls to the reference.
+``rotary_kernel(device_type, fused)`` says which.
 """
 from __future__ import annotations
 
+import functools
 import math
-from typing import NamedTuple, Optional, Tuple, Union
+from typing import Callable, NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import nn
 
 from core.transformer.config import TransformerConfig
+from core.transformer.fused import FusedOp, decide_kernel, register_fused_op
 
 
 class LocalGlobalRotary(NamedTuple):
@@ -187,3 +195,58 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interlea
         rotated, passed = x[..., :rotary_dim], x[..., rotary_dim:]
         return torch.cat((rotated * cos + _rotate_half(rotated, interleaved) * sin, passed), dim=-1)
     return x * cos + _rotate_half(x, interleaved) * sin
+
+
+RotaryKernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
+
+
+def _whole_head_half_layout(x: torch.Tensor, cos: torch.Tensor, interleaved: bool) -> bool:
+    """The calls the package kernels serve: half-rotation pairs over the whole head."""
+    return not interleaved and cos.size(-1) == x.size(-1)
+
+
+def _npu_rotary() -> Optional[RotaryKernel]:
+    try:
+        import torch_npu
+    except ImportError:
+        return None
+
+    def kernel(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
+        if not _whole_head_half_layout(x, cos, interleaved):
+            return apply_rotary(x, cos, sin, interleaved)
+        return torch_npu.npu_rotary_mul(x, cos, sin)
+    return kernel
+
+
+def _apex_rotary() -> Optional[RotaryKernel]:
+    try:
+        from apex.transformer.functional import fused_apply_rotary_pos_emb_cached
+    except ImportError:  # apex is optional (and PyPI's "apex" is another project)
+        return None
+
+    def kernel(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
+        # apex: x [s, b, heads, hn], cos/sin [s, 1, 1, hn] of x's dtype
+        if not _whole_head_half_layout(x, cos, interleaved) or cos.size(1) != 1 or cos.dtype != x.dtype:
+            return apply_rotary(x, cos, sin, interleaved)
+        return fused_apply_rotary_pos_emb_cached(x, cos, sin)
+    return kernel
+
+
+ROTARY = FusedOp("rope", "--use-fused-rotary-pos-emb", apply_rotary,
+                 {"npu": ("npu", _npu_rotary), "cuda": ("apex", _apex_rotary)})
+
+
+@functools.lru_cache(maxsize=None)
+def rotary_kernel(device_type: str, fused: bool = False) -> Tuple[str, RotaryKernel]:
+    """RoPE's kernel on ``device_type`` ("npu" | "apex" | "compiled" | "reference"); ``fused``:
+    ``--use-fused-rotary-pos-emb``."""
+    return decide_kernel(ROTARY, device_type, fused)
+
+
+register_fused_op("rope", "use_fused_rotary_pos_emb", rotary_kernel)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool = False,
+           fused: bool = False) -> torch.Tensor:
+    """:func:`apply_rotary` through the kernel chosen for ``x``'s device; ``fused``: ``--use-fused-rotary-pos-emb``."""
+    return rotary_kernel(x.device.type, fused)[1](x, cos, sin, interleaved)

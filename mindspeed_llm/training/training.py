@@ -44,6 +44,7 @@ from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed,
 from core.timers import RegionTimers, install as install_timers, timed
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import context_parallel_for, split_batch, ulysses_degree
+from core.transformer.fused import fused_kernels_line
 from core.transformer.moe.aux_losses import aux_loss_names, take_tracked_aux_losses
 from core.transformer.moe.router import update_expert_biases
 from mindspeed_llm.arguments import (ArgumentError, config_field_flag, entry_only_flags_given, parse_and_validate,
@@ -612,6 +613,7 @@ def run(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pretr
     print_rank_0(f"training {trainable:,}{frozen} parameters per rank "
                  f"(TP={trainer.state.tp}, PP={trainer.state.pp}, CP={trainer.state.cp}, DP={trainer.state.dp}) on {trainer.acc.type}; "
                  f"{trainer.num_microbatches} micro-batches per step; task {trainer.task.name}")
+    print_rank_0(fused_kernels_line(trainer.config, trainer.acc.type))
     return train(trainer)
 
 

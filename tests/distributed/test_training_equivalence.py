@@ -1,7 +1,7 @@
 """Training at TP=2/4 (with and without sequence parallelism) and DP=2 equals TP=1.
 
-The chunked output layer + loss (``--cross-entropy-chunk-size``) at TP=2 with SP and at TP=4 equals the
-single-process run that materialises the logits.
+Every fused path on (the four kernel flags and the chunked output layer + loss) at TP=2 with SP, and the
+chunked loss alone at TP=4, equal the single-process run without them (which materialises the logits).
 
 Three iterations of the real training step (fp32, dropout off) on the same
 mock data and seed: the losses, the final gradients and the final weights,
@@ -34,6 +34,8 @@ BASE = [
     "--distributed-backend", "gloo", "--eval-iters", "0", "--log-interval", "1",
 ]
 UNTIED = ["--untie-embeddings-and-output-weights"]
+# the fused kernels' flags (on the CPU: compiled RMSNorm, SwiGLU and RoPE; SDPA attention)
+FUSED = ["--use-fused-rmsnorm", "--use-fused-swiglu", "--use-fused-rotary-pos-emb", "--use-flash-attn"]
 STEPS = 3
 
 
@@ -98,9 +100,9 @@ def world2() -> Dict[str, List[Dict]]:
         "tp2": BASE + ["--tensor-model-parallel-size", "2"],
         "tp2_sp": BASE + ["--tensor-model-parallel-size", "2", "--sequence-parallel"],
         "dp2": BASE,
-        # the fused output layer + loss in chunks of 16 of the 100 (padded 128) entries vs the logits
-        "tp2_sp_chunked_ce": BASE + ["--tensor-model-parallel-size", "2", "--sequence-parallel",
-                                     "--cross-entropy-chunk-size", "16"],
+        # every fused path: the four kernel flags and the output layer + loss in chunks of 16 of the 100 entries
+        "tp2_sp_fused": BASE + ["--tensor-model-parallel-size", "2", "--sequence-parallel",
+                                "--cross-entropy-chunk-size", "16"] + FUSED,
     }
     return by_config(run_distributed(2, worker, configs))
 
@@ -125,7 +127,7 @@ def test_reference_moves_every_weight_beyond_the_tolerance(references, kind):
         assert reference["moved"][name] > 10 * tolerance, f"{name} moved only {reference['moved'][name]}"
 
 
-@pytest.mark.parametrize("name", ["tp2", "tp2_sp", "dp2", "tp2_sp_chunked_ce"])
+@pytest.mark.parametrize("name", ["tp2", "tp2_sp", "dp2", "tp2_sp_fused"])
 def test_world2_equals_single_process(world2, references, name):
     _assert_every_rank_same(world2[name], references["tied"])
 
