@@ -10,6 +10,7 @@ imports and reports devices, else CUDA when available, else the CPU.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import resource
 from dataclasses import dataclass
@@ -149,13 +150,51 @@ _PEAK_TFLOPS_BF16 = {
 }
 
 
+def _cpu_flags() -> str:
+    """This CPU's feature flags (x86 ``flags``, Arm ``Features``) as /proc/cpuinfo lists them, or ''."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            return info.read()
+    except OSError:
+        return ""
+
+
+# Instructions that multiply half-precision operands in hardware, per dtype (x86 flag names, Arm's "bf16").
+_HALF_GEMM_UNITS = {torch.bfloat16: ("amx_bf16", "avx512_bf16", " bf16"), torch.float16: ("amx_fp16", "avx512_fp16")}
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_has_half_gemm_units(dtype: torch.dtype) -> bool:
+    """Whether this CPU multiplies ``dtype`` (bf16/fp16) matrices in hardware and oneDNN uses it.
+
+    Without such units PyTorch's bf16 GEMM on the CPU falls back to a reference kernel many times slower
+    than fp32 (seen on AVX2-only AMD EPYC machines).
+    """
+    flags = _cpu_flags()
+    units = any(unit in flags for unit in _HALF_GEMM_UNITS.get(dtype, ()))
+    try:
+        onednn = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()) if dtype == torch.bfloat16 else units
+    except (AttributeError, RuntimeError):
+        onednn = False
+    return units and onednn
+
+
+def gemm_dtype(tensor: torch.Tensor) -> torch.dtype:
+    """The dtype matrix products of ``tensor``'s dtype run in on its device.
+
+    fp32 for bf16/fp16 on a CPU without half-precision matrix units (faster there, and more accurate);
+    otherwise the tensor's own dtype. Weights and activations stay in their dtype; only the product is raised.
+    """
+    dtype = tensor.dtype
+    if tensor.device.type == "cpu" and dtype in _HALF_GEMM_UNITS and not cpu_has_half_gemm_units(dtype):
+        return torch.float32
+    return dtype
+
+
 def _cpu_peak_tflops(half_precision: bool) -> float:
     """Peak of this CPU: cores x 2 FMA pipes x fp32 lanes x 2 flops x ~2.5 GHz (an estimate),
     doubled for bf16/fp16 when the CPU has AVX512-BF16 dot products."""
-    try:
-        flags = open("/proc/cpuinfo").read()
-    except OSError:
-        flags = ""
+    flags = _cpu_flags()
     lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
     if half_precision and "avx512_bf16" in flags:
         lanes *= 2

@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from core.device import gemm_dtype
 from core.parallel_state import Group
 from core.tensor_parallel.mappings import all_reduce
 
@@ -95,10 +96,12 @@ def _chunk_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: Optional[tor
     """fp32 logits ``[n, c]`` of all tokens ``[n, h]`` over a chunk of the vocabulary ``[c, h]``, scaled and capped
     as the model's; with ``softcap`` also ``tanh``'s output (its derivative reads it).
 
-    The product runs in the weight's dtype (bf16 GEMMs accumulate in fp32 inside the kernel) and is raised to
-    fp32 afterwards, as the materialised path's ``linear`` then ``.float()``.
+    The product runs in ``hidden``'s dtype (the caller passes the operands in ``gemm_dtype``: bf16 GEMMs
+    accumulate in fp32 inside the kernel) and is raised to fp32 afterwards, as the materialised path's
+    ``linear`` then ``.float()``.
     """
-    logits = F.linear(hidden, weight, bias).float()  # [n, c]
+    weight = weight.to(hidden.dtype)
+    logits = F.linear(hidden, weight, None if bias is None else bias.to(hidden.dtype)).float()  # [n, c]
     if logit_scale is not None:
         logits.mul_(logit_scale)
     if softcap is None:
@@ -136,10 +139,11 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         valid = max(0, min(weight.size(0), vocab_size - start))  # real entries held here
         local_target = target - start  # [n]; outside [0, valid): another rank's entry
         n = hidden.size(0)
+        operand = hidden.to(gemm_dtype(hidden))  # [n, h]; fp32 where half-precision GEMMs are slow
         running_max = torch.full((n,), float("-inf"), dtype=torch.float32, device=hidden.device)  # [n]
         sums = torch.zeros(3, n, dtype=torch.float32, device=hidden.device)  # partition sum, target logit, sum
         for columns in _vocab_chunks(valid, chunk):
-            logits, _ = _chunk_logits(hidden, weight[columns], _slice(bias, columns), logit_scale, softcap)
+            logits, _ = _chunk_logits(operand, weight[columns], _slice(bias, columns), logit_scale, softcap)
             new_max = torch.maximum(running_max, logits.max(dim=-1)[0])  # [n]
             sums[0].mul_(torch.exp(running_max - new_max)).add_(torch.exp(logits - new_max.unsqueeze(-1)).sum(-1))
             running_max = new_max
@@ -168,8 +172,9 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         grad_hidden = torch.zeros(hidden.shape, dtype=torch.float32, device=hidden.device) if need_hidden else None
         grad_weight = torch.zeros_like(weight) if need_weight else None  # [v/tp, h]; padding rows stay 0
         grad_bias = torch.zeros_like(bias) if need_bias else None
+        operand = hidden.to(gemm_dtype(hidden))  # [n, h]
         for columns in _vocab_chunks(valid, chunk):
-            logits, capped = _chunk_logits(hidden, weight[columns], _slice(bias, columns), logit_scale, softcap)
+            logits, capped = _chunk_logits(operand, weight[columns], _slice(bias, columns), logit_scale, softcap)
             grad = logits.sub_(log_sum_exp.unsqueeze(-1)).exp_()  # softmax [n, c]
             rows, cols = _rows_in(local_target, columns)
             grad[rows, cols] -= 1.0 - smoothing
@@ -180,11 +185,11 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
                 grad.mul_(1.0 - capped.square_())
             if logit_scale is not None:
                 grad.mul_(logit_scale)
-            grad = grad.to(weight.dtype)  # [n, c]
+            grad = grad.to(operand.dtype)  # [n, c]
             if need_hidden:  # a partial sum over the vocabulary shards, reduced by the caller's mapping
-                grad_hidden.add_(grad.mm(weight[columns]))
+                grad_hidden.add_(grad.mm(weight[columns].to(operand.dtype)))
             if need_weight:
-                grad_weight[columns] = grad.t().mm(hidden)  # [c, h]
+                grad_weight[columns] = grad.t().mm(operand)  # [c, h]
             if need_bias:
                 grad_bias[columns] = grad.sum(0)
         grad_hidden = None if grad_hidden is None else grad_hidden.to(hidden.dtype)

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from core.device import gemm_dtype
 from core.parallel_state import Group
 from core.tensor_parallel.mappings import (
     copy_to_tensor_model_parallel_region,
@@ -170,12 +171,50 @@ class _BiasAddDeferredGrad(torch.autograd.Function):
         return grad_output, None, None
 
 
+class _LinearInFp32(torch.autograd.Function):
+    """``F.linear`` of half-precision operands with every GEMM in fp32 (``core.device.gemm_dtype``).
+
+    The output and the gradients keep the operands' dtypes, and only the half-precision input and
+    weight are saved, so memory is what ``F.linear`` would use.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.bias_dtype = None if bias is None else bias.dtype
+        return F.linear(x.float(), weight.float(), None if bias is None else bias.float()).to(x.dtype)  # [..., out]
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        x, weight = ctx.saved_tensors
+        grad = grad_output.float().reshape(-1, grad_output.size(-1))  # [tokens, out]
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_x = grad.mm(weight.float()).to(x.dtype).view(x.shape)  # [..., in]
+        if ctx.needs_input_grad[1]:
+            grad_w = grad.t().mm(x.reshape(-1, x.size(-1)).float()).to(weight.dtype)  # [out, in]
+        if ctx.needs_input_grad[2]:
+            grad_b = grad.sum(0).to(ctx.bias_dtype)  # [out]
+        return grad_x, grad_w, grad_b
+
+
+def _gemm_in_fp32(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Half-precision operands on a device whose half-precision GEMMs are slow (plain tensors only:
+    an NF4 weight dequantises itself inside ``F.linear``)."""
+    return gemm_dtype(x) != x.dtype and type(weight) in (torch.Tensor, nn.Parameter)
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """``F.linear``; inside ``defer_weight_grads`` with grad enabled, its weight gradients are deferred."""
+    """``F.linear``; inside ``defer_weight_grads`` with grad enabled, its weight gradients are deferred.
+
+    bf16/fp16 on a CPU without half-precision matrix units multiplies in fp32 (:class:`_LinearInFp32`).
+    """
     store = _active_store
-    if store is None or not torch.is_grad_enabled() or not (_deferred(weight) or _deferred(bias)):
-        return F.linear(x, weight, bias)
-    return _LinearDeferredWeightGrad.apply(x, weight, bias, store)
+    if store is not None and torch.is_grad_enabled() and (_deferred(weight) or _deferred(bias)):
+        return _LinearDeferredWeightGrad.apply(x, weight, bias, store)
+    if _gemm_in_fp32(x, weight):
+        return _LinearInFp32.apply(x, weight, bias)
+    return F.linear(x, weight, bias)
 
 
 def add_bias(y: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:

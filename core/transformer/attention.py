@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from core.device import gemm_dtype
 from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment, mark_param
@@ -342,9 +343,13 @@ class SelfAttention(nn.Module):
                 out = explicit_attention(q, k, v, mask, self._scale(), cfg.attn_logit_softcapping, extra_logit,
                                          dropout)
             else:
+                compute = gemm_dtype(q)  # fp32 where half-precision GEMMs are slow (a CPU without bf16 units)
+                if mask is not None and mask.is_floating_point():  # an additive mask (ALiBi) in the product's dtype
+                    mask = mask.to(compute)
                 causal = dict(is_causal=True) if mask is None else dict(attn_mask=mask)
-                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=cfg.attention_scale,
-                                                     enable_gqa=shared_kv, **causal)  # [b, np, s, hn]
+                out = F.scaled_dot_product_attention(q.to(compute), k.to(compute), v.to(compute), dropout_p=dropout,
+                                                     scale=cfg.attention_scale, enable_gqa=shared_kv,
+                                                     **causal).to(q.dtype)  # [b, np, s, hn]
         return out.permute(2, 0, 1, 3)  # [s, b, np, hn]
 
     def _fused_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout: float,
