@@ -733,7 +733,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_pipeline_layout_args(parser)
     add_tokenizer_args(parser)
     _add_evaluation_args(parser)
+    _add_torch_compile_args(parser)
     return parser
+
+
+def _add_torch_compile_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("torch.compile")
+    group.add_argument("--use-torch-compile", action="store_true",
+                       help="compile each transformer layer with torch.compile (regional compilation, as "
+                            "TorchTitan); the first step compiles and the log reports its seconds and graph breaks")
+    group.add_argument("--torch-compile-backend", type=str, default="inductor", metavar="NAME",
+                       help="--use-torch-compile: the torch.compile backend (inductor; aot_eager, eager to debug)")
 
 
 # --------------------------------------------------------------------------- YAML defaults
@@ -1227,6 +1237,7 @@ DEPENDENT_FLAGS: Tuple[Tuple[str, Callable[[argparse.Namespace], bool], str], ..
       for dest in ("profile_step_start", "profile_step_end", "profile_ranks", "profile_save_path",
                    "use_pytorch_profiler")),
     ("timing_log_option", lambda args: args.timing_log_level > 0, "--timing-log-level 1 or 2"),
+    ("torch_compile_backend", lambda args: args.use_torch_compile, "--use-torch-compile"),
     ("wandb_exp_name", lambda args: bool(args.wandb_project), "--wandb-project"),
     ("wandb_save_dir", lambda args: bool(args.wandb_project), "--wandb-project"),
     ("mtp_loss_scaling_factor", lambda args: args.mtp_num_layers is not None, "--mtp-num-layers"),
@@ -1400,6 +1411,18 @@ def validate_args(args: argparse.Namespace, world_size: int) -> None:
     _check_logging(args)
     _check_lora(args)
     _check_inference(args)
+    _check_torch_compile(args)
+
+
+def _check_torch_compile(args: argparse.Namespace) -> None:
+    """--use-torch-compile: a backend torch.compile knows (checked without compiling anything)."""
+    if not args.use_torch_compile:
+        return
+    from core.transformer.compile import FALLBACK, available_backends
+
+    if args.torch_compile_backend not in available_backends():
+        raise ArgumentError(f"--torch-compile-backend {args.torch_compile_backend} is not a torch.compile backend "
+                            f"(inductor, aot_eager, eager or a registered one); choose one or {FALLBACK}")
 
 
 def _check_inference(args: argparse.Namespace) -> None:

@@ -32,7 +32,7 @@ from core import checkpointing
 from core.datasets.samplers import PretrainingSampler
 from core.device import Accelerator, init_accelerator, peak_tflops
 from core.distributed.data_parallel import DataParallelModels, DDPModels, DDPOptions, FSDPModels, FSDPOptions
-from core.distributed.fsdp import uses_fsdp
+from core.distributed.fsdp import transformer_layers, uses_fsdp
 from core.models.gpt_model import build_model, build_model_chunks
 from core.optimizer.optimizer import OptimizerConfig, build_grad_scaler
 from core.parallel_state import ParallelState, expert_dimension, initialize
@@ -42,6 +42,7 @@ from core.tensor_parallel.lora import LoraConfig
 from core.tensor_parallel.mappings import all_reduce
 from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed, set_all_rng_states
 from core.timers import RegionTimers, install as install_timers, timed
+from core.transformer.compile import CompileReport, compile_failure, compile_layers
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import context_parallel_for, split_batch, ulysses_degree
 from core.transformer.fused import fused_kernels_line
@@ -137,16 +138,25 @@ def build_data_parallel_models(args: argparse.Namespace, config: TransformerConf
     if uses_fsdp(args):
         fp32_config = dataclasses.replace(config, params_dtype=torch.float32)  # FSDP keeps fp32 shards
         model = build_model(fp32_config, state, device, args.seed, lora)
+        _compile_layers(args, config, [model])  # before fully_shard, as TorchTitan
         options = FSDPOptions("fsdp2" if args.use_torch_fsdp2 else "fsdp1", args.bf16, args.hsdp_replicate_size)
         return FSDPModels(model, options, state, optimizer_config)
     placement = stage_layers(args.num_layers, state.pp, args.virtual_pipeline_model_parallel_size,
                              args.num_layer_list)
     models = build_model_chunks(config, state, device, args.seed, placement, lora=lora)
+    _compile_layers(args, config, models)
     scaler = build_grad_scaler(args.fp16, args.loss_scale, args.initial_loss_scale, args.min_loss_scale,
                                args.loss_scale_window, args.hysteresis)
     options = DDPOptions(_grad_dtype(args), args.ddp_bucket_size, args.overlap_grad_reduce,
                          args.use_distributed_optimizer, args.overlap_param_gather)
     return DDPModels(models, options, state, optimizer_config, scaler)
+
+
+def _compile_layers(args: argparse.Namespace, config: TransformerConfig, models: List[torch.nn.Module]) -> None:
+    """--use-torch-compile: each layer compiled in place (compilation itself happens in the first step)."""
+    if args.use_torch_compile:
+        dropout = config.hidden_dropout > 0 or config.attention_dropout > 0
+        compile_layers(models, args.torch_compile_backend, dropout)
 
 
 @dataclass
@@ -569,6 +579,8 @@ def _train_loop(trainer: Trainer, writers: MetricWriters) -> Trainer:
     window = _empty_window()
     saved_at = -1
     profiler = StepProfiler(args, trainer.state.rank, trainer.acc.type)
+    compiled = (CompileReport(sum(len(transformer_layers(model)) for model in trainer.models),
+                              args.torch_compile_backend) if args.use_torch_compile else None)
     while trainer.iteration < args.train_iters:
         trainer.acc.synchronize()
         profiler.before_step(trainer.iteration)
@@ -577,6 +589,8 @@ def _train_loop(trainer: Trainer, writers: MetricWriters) -> Trainer:
         trainer.acc.synchronize()
         elapsed = time.perf_counter() - start
         profiler.after_step(trainer.iteration)
+        if compiled is not None and not compiled.printed:
+            print_rank_0(compiled.after_step(elapsed))
         _accumulate(window, result, elapsed)
         _write_iteration(trainer, writers, result, elapsed)
         if trainer.iteration % args.log_interval == 0:
@@ -614,7 +628,14 @@ def run(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pretr
                  f"(TP={trainer.state.tp}, PP={trainer.state.pp}, CP={trainer.state.cp}, DP={trainer.state.dp}) on {trainer.acc.type}; "
                  f"{trainer.num_microbatches} micro-batches per step; task {trainer.task.name}")
     print_rank_0(fused_kernels_line(trainer.config, trainer.acc.type))
-    return train(trainer)
+    try:
+        return train(trainer)
+    except Exception as error:  # a torch.compile backend that cannot compile: one line naming the fallback
+        message = compile_failure(error)
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
 
 
 def pretrain(argv: Optional[List[str]] = None) -> Trainer:
