@@ -30,7 +30,7 @@ from torch import nn
 from core.distributed.grad_buffer import Bucket, GradBuffers
 from core.optimizer.clip_grads import any_non_finite, norm_squared_of_range
 from core.optimizer.optimizer import (GradScaler, LossScalingOptimizer, OptimizerConfig, build_torch_optimizer,
-                                      no_weight_decay)
+                                      flat_fp32_copies, no_weight_decay)
 from core.parallel_state import ParallelState
 from core.tensor_parallel.mappings import all_reduce
 
@@ -61,11 +61,12 @@ def _pieces_of_bucket(bucket: Bucket, ranges: Dict[int, Tuple[int, int]], names:
     return found
 
 
-def _make_master(param: nn.Parameter, start: int, end: int) -> nn.Parameter:
-    flat = param.data.view(-1)[start:end]
-    if param.dtype == torch.float32:
-        return nn.Parameter(flat)  # shares storage: the step updates the weight in place
-    return nn.Parameter(flat.detach().float().clone())
+def _make_masters(found: List[Tuple]) -> List[nn.Parameter]:
+    """The fp32 master of each ``(name, param, start, end)`` piece: fp32 weights are their own masters
+    (views: the step updates the weight in place); others get copies in one flat buffer, in bucket order."""
+    pieces = [param.data.view(-1)[start:end] for _, param, start, end in found]
+    copies = iter(flat_fp32_copies([piece for piece in pieces if piece.dtype != torch.float32]))
+    return [nn.Parameter(piece) if piece.dtype == torch.float32 else next(copies) for piece in pieces]
 
 
 class DistributedOptimizer(LossScalingOptimizer):
@@ -78,12 +79,10 @@ class DistributedOptimizer(LossScalingOptimizer):
         self.buffers, self.overlap_param_gather = buffers, overlap_param_gather
         names = {id(p): name for model in models for name, p in model.named_parameters()}
         self.names = names
-        self.pieces: List[Piece] = []
-        for model_buffers in buffers:
-            for buffer in model_buffers.buffers:
-                for bucket in buffer.buckets:
-                    for name, param, start, end in _pieces_of_bucket(bucket, buffer.param_ranges, names):
-                        self.pieces.append(Piece(name, param, start, end, _make_master(param, start, end)))
+        found = [piece for model_buffers in buffers for buffer in model_buffers.buffers for bucket in buffer.buckets
+                 for piece in _pieces_of_bucket(bucket, buffer.param_ranges, names)]
+        self.pieces: List[Piece] = [Piece(name, param, start, end, master) for (name, param, start, end), master
+                                    in zip(found, _make_masters(found))]
         self.mixed = any(piece.param.dtype != torch.float32 for piece in self.pieces)
         decay = [p.master for p in self.pieces if not no_weight_decay(p.name, p.param)]
         no_decay = [p.master for p in self.pieces if no_weight_decay(p.name, p.param)]

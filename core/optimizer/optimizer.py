@@ -58,9 +58,26 @@ def param_groups(models: List[nn.Module]) -> List[Dict]:
     return [g for g in groups if g["params"]]
 
 
-def _master_copy(param: nn.Parameter) -> nn.Parameter:
-    """An fp32 copy of a parameter with its metadata (the grad norm reads it)."""
-    return copy_meta(param, nn.Parameter(param.detach().clone().float()))
+def flat_fp32_copies(tensors: List[torch.Tensor]) -> List[nn.Parameter]:
+    """fp32 copies of ``tensors`` as parameters that are consecutive views of one flat buffer.
+
+    The master weights live contiguously, in the order given (the gradient buffer's), so an optimizer
+    step streams through one allocation instead of one per tensor.
+    """
+    flat = torch.empty(sum(t.numel() for t in tensors), dtype=torch.float32,
+                       device=tensors[0].device if tensors else None)  # [all elements]
+    copies, offset = [], 0
+    for tensor in tensors:
+        view = flat[offset:offset + tensor.numel()].view(tensor.shape)
+        view.copy_(tensor.detach())
+        copies.append(nn.Parameter(view))
+        offset += tensor.numel()
+    return copies
+
+
+def _master_copies(params: List[nn.Parameter]) -> List[nn.Parameter]:
+    """fp32 copies of parameters in one flat buffer, with their metadata (the grad norm reads it)."""
+    return [copy_meta(param, master) for param, master in zip(params, flat_fp32_copies(params))]
 
 
 def build_torch_optimizer(groups: List[Dict], config: OptimizerConfig,
@@ -153,8 +170,9 @@ class MixedPrecisionOptimizer(LossScalingOptimizer):
         self.model_params: List[nn.Parameter] = [p for g in groups for p in g["params"]]
         self.mixed = any(p.dtype != torch.float32 for p in self.model_params)
         if self.mixed:
+            masters = iter(_master_copies(self.model_params))
             for group in groups:
-                group["params"] = [_master_copy(p) for p in group["params"]]
+                group["params"] = [next(masters) for _ in group["params"]]
         self.master_params: List[nn.Parameter] = [p for g in groups for p in g["params"]]
         self.optimizer = build_torch_optimizer(groups, config)
 
