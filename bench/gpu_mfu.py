@@ -38,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -87,9 +88,14 @@ class Measured:
     tokens_per_step: float  # over every rank
     memory_gb: float
 
+    @property
+    def tokens_per_s(self) -> float:
+        """Over every rank, at the median step."""
+        return self.tokens_per_step / statistics.median(self.step_seconds)
+
     def summary(self, flops_per_token: float, world_size: int, peak: float) -> Dict[str, float]:
         step = statistics.median(self.step_seconds)
-        tokens_per_s = self.tokens_per_step / step
+        tokens_per_s = self.tokens_per_s
         tflops = flops_per_token * tokens_per_s / world_size / 1e12  # per device
         return {"step_s": _figure(step), "tokens_per_s": _figure(tokens_per_s),
                 "tokens_per_s_per_device": _figure(tokens_per_s / world_size),
@@ -198,8 +204,18 @@ def reset_memory() -> None:
 
 
 # ---- the two models ---------------------------------------------------------------------------
-def measure_ours(argv: List[str], warmup: int, steps: int) -> Tuple[Measured, float, int]:
-    """Our trainer on ``argv``: (its steps, training FLOPs per token, parameters on this rank)."""
+def model_flops_per_token(argv: List[str], world_size: int) -> float:
+    """Training FLOPs per token of the model ``argv`` describes (our documented formula, both models' MFU)."""
+    from mindspeed_llm.arguments import parse_args, transformer_config_from_args, validate_args
+    from mindspeed_llm.training.metrics import training_flops_per_token
+
+    args = parse_args(argv)
+    validate_args(args, world_size)
+    return training_flops_per_token(transformer_config_from_args(args), args.seq_length)
+
+
+def measure_ours(argv: List[str], warmup: int, steps: int) -> Tuple[Measured, int]:
+    """Our trainer on ``argv``: (its steps, parameters on this rank)."""
     from mindspeed_llm.training.training import setup
 
     trainer = setup(argv)
@@ -211,10 +227,7 @@ def measure_ours(argv: List[str], warmup: int, steps: int) -> Tuple[Measured, fl
 
     times = time_steps(step, warmup, steps)
     params = sum(_local(p).numel() for model in trainer.models for p in model.parameters())
-    measured = Measured(times, tokens[-1], trainer.acc.max_memory_gb())
-    flops = trainer.flops_per_token
-    del trainer, iterator, step
-    return measured, flops, params
+    return Measured(times, tokens[-1], trainer.acc.max_memory_gb()), params  # the trainer is freed on return
 
 
 def _local(param: torch.Tensor) -> torch.Tensor:
@@ -294,8 +307,9 @@ def variant_worker(args: argparse.Namespace, shape: Shape) -> None:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     argv = our_argv(shape, args.variant, world_size, args.tiny, args.peak_tflops)
     flags, skipped = fast_flags(argv, args.tiny, world_size)
+    flops = model_flops_per_token(argv, world_size)
     with contextlib.redirect_stdout(sys.stderr):
-        measured, flops, params = measure_ours(argv + flags, args.warmup, args.steps)
+        measured, params = measure_ours(argv + flags, args.warmup, args.steps)
         peak = peak_tflops(args.peak_tflops, half_precision=True)
     if int(os.environ.get("RANK", "0")) == 0:
         print(json.dumps({"world_size": world_size, "params_per_rank": params, "flags": flags,
@@ -331,24 +345,40 @@ def bench(args: argparse.Namespace, shape: Shape) -> Dict[str, Any]:
     acc = init_accelerator("cpu" if args.tiny else None)
     argv = our_argv(shape, "single", 1, args.tiny, args.peak_tflops)
     flags, skipped = fast_flags(argv, args.tiny, 1)
-    reset_memory()
-    ours, flops, params = measure_ours(argv + flags, args.warmup, args.steps)
-    reset_memory()
+    flops, peak = model_flops_per_token(argv, 1), peak_tflops(args.peak_tflops, half_precision=True)
     backend = args.compile_backend or ("eager" if args.tiny else "inductor")
-    baseline = measure_baseline(shape, backend, args.warmup, args.steps)
+    record: Dict[str, Any] = {
+        "bench": "gpu_mfu", "mode": "tiny" if args.tiny else "full", "device": accelerator().name(),
+        "device_type": acc.type, "device_count": device_count(), "peak_tflops": peak, "model": str(shape),
+        "flops_per_token": flops, "dtype": "bf16", "threads": torch.get_num_threads(), "flags": flags,
+        "skipped_flags": skipped}
     reset_memory()
-    peak = peak_tflops(args.peak_tflops, half_precision=True)
-    ours_summary, base_summary = ours.summary(flops, 1, peak), baseline.summary(flops, 1, peak)
-    return {"bench": "gpu_mfu", "mode": "tiny" if args.tiny else "full", "device": accelerator().name(),
-            "device_type": acc.type, "device_count": device_count(), "peak_tflops": peak, "model": str(shape),
-            "params": params, "flops_per_token": flops, "dtype": "bf16",
-            "threads": torch.get_num_threads(), "flags": flags, "skipped_flags": skipped,
-            "ours": ours_summary,
-            "baseline": {"name": f"transformers LlamaForCausalLM bf16 + AdamW(fused) + torch.compile({backend})",
-                         **base_summary},
-            "ratio_ours_vs_baseline": _figure(ours.tokens_per_step / statistics.median(ours.step_seconds)
-                                              / (baseline.tokens_per_step / statistics.median(baseline.step_seconds))),
-            "variants": variants(args, shape)}
+    ours = guarded("ours", lambda: measure_ours(argv + flags, args.warmup, args.steps))
+    reset_memory()
+    baseline = guarded("baseline", lambda: measure_baseline(shape, backend, args.warmup, args.steps))
+    reset_memory()
+    if isinstance(ours, tuple):
+        record["params"] = ours[1]
+        ours = ours[0]
+    record["ours"] = ours.summary(flops, 1, peak) if isinstance(ours, Measured) else ours
+    name = f"transformers LlamaForCausalLM bf16 + AdamW(fused) + torch.compile({backend})"
+    record["baseline"] = {"name": name, **(baseline.summary(flops, 1, peak) if isinstance(baseline, Measured)
+                                           else baseline)}
+    if isinstance(ours, Measured) and isinstance(baseline, Measured):
+        record["ratio_ours_vs_baseline"] = _figure(ours.tokens_per_s / baseline.tokens_per_s)
+    record["variants"] = variants(args, shape)
+    return record
+
+
+def guarded(name: str, measure: Callable[[], Any]) -> Any:
+    """``measure()``, or ``{"error": ...}`` when it fails (out of memory, say): the other runs still report."""
+    try:
+        return measure()
+    except Exception as error:  # noqa: BLE001  (a bench reports every failure and goes on)
+        traceback.print_exc()
+        first_line = (str(error).strip().splitlines() or [""])[0][:300]
+        print(f"{name} failed: {type(error).__name__}: {first_line}", file=sys.stderr)
+        return {"error": f"{type(error).__name__}: {first_line}"}
 
 
 def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, Shape]:

@@ -507,7 +507,8 @@ def run(args: argparse.Namespace) -> Summary:
     progress = Progress(args.log_interval)
     try:
         emitter = build_emitter(handler.kind, outputs, args.seq_length, args.pack, args.seed)
-        consume(ordered_results(args, iter_raw_records(files), handler), emitter, args.skip_bad_records, progress, summary)
+        results = ordered_results(args, iter_raw_records(files), handler)
+        consume(results, emitter, args.skip_bad_records, progress, summary)
         emitter.finish()
         if summary.documents == 0:
             raise PreprocessError(f"--input {args.input}: no usable documents "
