@@ -47,8 +47,12 @@ import torch
 # The fast paths we ask for when the parser has them (issue 14); extend this list as flags land.
 FAST_FLAGS: List[str] = ["--use-fused-rmsnorm", "--use-fused-swiglu", "--use-fused-rotary-pos-emb",
                          "--use-flash-attn", "--use-torch-compile"]
-# Left out in tiny mode, with the reason (inductor's code generation is minutes of a 2-core CI budget).
-TINY_DROPPED_FLAGS: Dict[str, str] = {"--use-torch-compile": "tiny mode: inductor compilation takes ~40 s on 2 cores"}
+# Tiny mode: a fast flag goes with these companion flags, which keep it cheap on 2 cores, or is left out
+# with the reason when the parser lacks them (inductor's code generation alone takes ~40 s there).
+TINY_COMPANIONS: Dict[str, Tuple[List[str], str]] = {
+    "--use-torch-compile": (["--torch-compile-backend", "eager"],
+                            "tiny mode: inductor compilation takes ~40 s on 2 cores and this parser has no "
+                            "--torch-compile-backend to choose eager")}
 VARIANTS: Tuple[str, ...] = ("fsdp2", "tp2")
 
 
@@ -119,30 +123,37 @@ def known_flags(candidates: List[str]) -> Tuple[List[str], Dict[str, str]]:
 
 
 def fast_flags(base_argv: List[str], tiny: bool, world_size: int) -> Tuple[List[str], Dict[str, str]]:
-    """The fast-path flags this run adds to ``base_argv``, and each skipped one with the reason: not a flag
-    of this checkout, left out in tiny mode, or refused by the validation in this combination."""
-    wanted = [flag for flag in FAST_FLAGS if not (tiny and flag in TINY_DROPPED_FLAGS)]
-    kept, skipped = known_flags(wanted)
-    if tiny:
-        skipped.update({flag: why for flag, why in TINY_DROPPED_FLAGS.items() if flag in FAST_FLAGS})
-    kept, refused = validated_flags(base_argv, kept, world_size)
-    return kept, {**skipped, **refused}
+    """The fast-path flags this run adds to ``base_argv`` (with their tiny-mode companions), and each skipped
+    one with the reason: not a flag of this checkout, no cheap companion in tiny mode, or refused by the
+    validation in this combination."""
+    kept, skipped = known_flags(FAST_FLAGS)
+    chosen: Dict[str, List[str]] = {}
+    for flag in kept:
+        companions, why = TINY_COMPANIONS.get(flag, ([], "")) if tiny else ([], "")
+        if companions and not known_flags(companions[:1])[0]:
+            skipped[flag] = why
+        else:
+            chosen[flag] = [flag] + companions
+    chosen, refused = validated_flags(base_argv, chosen, world_size)
+    return [token for tokens in chosen.values() for token in tokens], {**skipped, **refused}
 
 
-def validated_flags(base_argv: List[str], flags: List[str], world_size: int) -> Tuple[List[str], Dict[str, str]]:
-    """Drop each of ``flags`` that the validation refuses with ``base_argv`` (its one-line error the reason)."""
+def validated_flags(base_argv: List[str], flags: Dict[str, List[str]],
+                    world_size: int) -> Tuple[Dict[str, List[str]], Dict[str, str]]:
+    """Drop each of ``flags`` (flag -> its argv tokens) that the validation refuses with ``base_argv``, its
+    one-line error the reason."""
     from mindspeed_llm.arguments import ArgumentError, parse_args, validate_args
 
-    kept, refused = list(flags), {}
+    kept, refused = dict(flags), {}
     while True:
         try:
-            validate_args(parse_args(base_argv + kept), world_size)
+            validate_args(parse_args(base_argv + [token for tokens in kept.values() for token in tokens]), world_size)
             return kept, refused
         except ArgumentError as error:
             culprit = next((flag for flag in kept if flag in str(error)), None)
             if culprit is None:  # the bench's own flags are wrong: say so
                 raise
-            kept.remove(culprit)
+            del kept[culprit]
             refused[culprit] = f"refused with these flags: {error}"
 
 
