@@ -77,6 +77,7 @@ def test_gpu_mfu_sh_tiny_mode_with_variants(tmp_path) -> None:
     assert not used & set(record["skipped_flags"])
     runs = [record["ours"], record["baseline"], record["variants"]["fsdp2"], record["variants"]["tp2"]]
     for run in runs:
+        assert "error" not in run, run
         assert run["tokens_per_s"] > 0 and 0 < run["mfu"] < 1 and run["tflops_per_device"] > 0, run
     assert record["variants"]["fsdp2"]["world_size"] == record["variants"]["tp2"]["world_size"] == 2
     assert record["ratio_ours_vs_baseline"] == pytest.approx(
