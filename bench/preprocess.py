@@ -1,4 +1,4 @@
-"""Preprocessing throughput: tools/preprocess_data.py at 1 and 2 workers vs a naive loop, same run.
+"""Preprocessing throughput: tools/preprocess_data.py at 1 and 2 workers vs a naive loop and the tokenizer's ceiling.
 
 Usage::
 
@@ -12,14 +12,21 @@ corpus and tokenizer (the tokenizer load is not timed):
 - ``naive``: one process, ``json.loads`` + ``tokenize`` one document at a time,
   ids appended to a ``.bin`` with NumPy ``tofile``;
 - ``workers_1`` / ``workers_N``: ``preprocess_data.run`` (``--append-eod``,
-  writes ``.bin/.idx``).
+  writes ``.bin/.idx``);
+- ``ceiling_1`` / ``ceiling_N``: the tokenizer's own ceiling, the fast (Rust)
+  backend's ``encode_batch`` over the same texts, already read and decoded,
+  with 1 and N Rayon threads, in a fresh process each (Rayon sizes its pool
+  once); only the ``encode_batch`` call is timed, and its tokens are counted
+  as the pipeline counts them (plus EOD, and BOS where the tokenizer adds it).
 
-The three are run ``--repeats`` times, interleaved, and each keeps its fastest
+The runs are done ``--repeats`` times, interleaved, and each keeps its fastest
 run, so that load from other processes on a shared machine skews them alike;
 CPU seconds (the workers' included) and tokens per CPU second are reported too,
 as they depend little on that load.
-Prints one JSON line: documents/s and tokens/s of each, and the ratios to the
-naive loop and of N workers to 1. Nothing is written outside the temporary dir.
+Prints one JSON line: documents/s and tokens/s of each, the ratios to the
+naive loop and of N workers to 1, and ``fraction_of_ceiling_workers_{1,N}``:
+the pipeline's tokens/s over the ceiling's at the same number of threads.
+Nothing is written outside the temporary dir.
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ import json
 import os
 import random
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -89,6 +97,32 @@ def pipeline(corpus: str, tok_dir: str, prefix: str, workers: int) -> Tuple[int,
     return summary.documents, summary.tokens, summary.seconds
 
 
+def ceiling(corpus: str, tok_dir: str, threads: int) -> Dict[str, float]:
+    """The tokenizer's ceiling with ``threads`` Rayon threads, measured in a fresh process (module docstring)."""
+    env = {**os.environ, "RAYON_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "true"}
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--ceiling-of", corpus, tok_dir], env=env,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the ceiling run failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure_ceiling(corpus: str, tok_dir: str) -> Dict[str, float]:
+    """In this process: ``encode_batch`` of the tokenizer's fast backend over the corpus's texts, timed alone."""
+    tokenizer = PretrainedFromHF(tok_dir)
+    backend = tokenizer.tokenizer.backend_tokenizer  # the Rust tokenizer that preprocess_data's workers call
+    with open(corpus, encoding="utf-8") as handle:
+        texts = [json.loads(line)["text"] for line in handle]
+    cpu, start = time.process_time(), time.perf_counter()  # process_time: every thread of this process
+    encodings = backend.encode_batch(texts, add_special_tokens=False)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    extra = 1 + int(tokenizer.add_bos)  # the EOD of --append-eod, and BOS where the handler prepends it
+    tokens = sum(len(encoding.ids) for encoding in encodings) + extra * len(texts)
+    rates = _rates(len(texts), tokens, seconds)
+    rates.update(cpu_seconds=round(cpu, 3), tokens_per_cpu_s=round(tokens / max(cpu, 1e-9), 1))
+    return rates
+
+
 def _rates(documents: int, tokens: int, seconds: float) -> Dict[str, float]:
     return {"documents": documents, "tokens": tokens, "seconds": round(seconds, 3),
             "documents_per_s": round(documents / seconds, 1), "tokens_per_s": round(tokens / seconds, 1)}
@@ -101,7 +135,12 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=4000)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--smoke", action="store_true", help="300 documents, vocabulary 300, one repeat")
+    parser.add_argument("--ceiling-of", nargs=2, metavar=("CORPUS", "TOKENIZER_DIR"),
+                        help="internal: measure the tokenizer's ceiling in this process and print it")
     args = parser.parse_args()
+    if args.ceiling_of:
+        print(json.dumps(measure_ceiling(*args.ceiling_of)))
+        return
     if args.smoke:
         args.documents, args.vocab_size, args.repeats = 300, 300, 1
     with tempfile.TemporaryDirectory() as tmp:
@@ -113,20 +152,26 @@ def main() -> None:
         runs = {"naive": lambda: naive(corpus, tokenizer, os.path.join(tmp, "naive.bin")),
                 "workers_1": lambda: pipeline(corpus, tok_dir, os.path.join(tmp, "w1"), 1),
                 f"workers_{args.workers}": lambda: pipeline(corpus, tok_dir, os.path.join(tmp, "wn"), args.workers)}
+        ceilings = {"ceiling_1": lambda: ceiling(corpus, tok_dir, 1),
+                    f"ceiling_{args.workers}": lambda: ceiling(corpus, tok_dir, args.workers)}
         results: Dict[str, Dict[str, float]] = {}
         for _ in range(args.repeats):
-            for name, fn in runs.items():
-                rates = timed(fn)
+            measured = [(name, timed(fn)) for name, fn in runs.items()]
+            measured += [(name, fn()) for name, fn in ceilings.items()]  # CPU seconds of the encode_batch alone
+            for name, rates in measured:
                 if name not in results or rates["seconds"] < results[name]["seconds"]:
                     results[name] = rates
     base = results["naive"]["tokens_per_s"]
-    assert len({r["tokens"] for r in results.values()}) == 1, "the three runs disagree on the token count"
+    assert len({r["tokens"] for r in results.values()}) == 1, "the runs disagree on the token count"
     line = {"bench": "preprocess", "cpus": os.cpu_count(), **results,
             "ratio_workers_1_vs_naive": round(results["workers_1"]["tokens_per_s"] / base, 3),
             f"ratio_workers_{args.workers}_vs_naive":
                 round(results[f"workers_{args.workers}"]["tokens_per_s"] / base, 3),
             f"ratio_workers_{args.workers}_vs_1":
-                round(results[f"workers_{args.workers}"]["tokens_per_s"] / results["workers_1"]["tokens_per_s"], 3)}
+                round(results[f"workers_{args.workers}"]["tokens_per_s"] / results["workers_1"]["tokens_per_s"], 3),
+            **{f"fraction_of_ceiling_workers_{n}":
+               round(results[f"workers_{n}"]["tokens_per_s"] / results[f"ceiling_{n}"]["tokens_per_s"], 3)
+               for n in sorted({1, args.workers})}}
     print(json.dumps(line))
 
 

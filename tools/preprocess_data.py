@@ -261,13 +261,6 @@ class ChunkResult:
     lengths: np.ndarray                         # [good samples, names]
     bad: List[Tuple[int, str, str]] = field(default_factory=list)  # (line, reason, message)
 
-    def samples(self) -> Iterator[Sample]:
-        names = list(self.flat)
-        ends = np.cumsum(self.lengths, axis=0)  # [good samples, names]
-        for row in range(len(self.lengths)):
-            yield {name: self.flat[name][ends[row, k] - self.lengths[row, k]:ends[row, k]]
-                   for k, name in enumerate(names)}
-
 
 def _decode(kind: str, payload: Any, text_key: str) -> Dict[str, Any]:
     if kind == "object":
@@ -321,14 +314,19 @@ def _chunks(records: Iterable[RawRecord], size: int) -> Iterator[Chunk]:
         yield current
 
 
-def ordered_results(args: argparse.Namespace, records: Iterable[RawRecord]) -> Iterator[ChunkResult]:
+def ordered_results(args: argparse.Namespace, records: Iterable[RawRecord],
+                    handler: Optional[Any] = None) -> Iterator[ChunkResult]:
     """Chunks of results in input order, from ``--workers`` processes.
 
     Like ``Pool.imap`` over chunks, but at most ``4 * workers`` chunks are in
     flight, so a large corpus is never read into memory ahead of the workers.
+    One worker encodes in this process, with ``handler`` when given (no second tokenizer load).
     """
     if args.workers == 1:
-        init_worker(args)
+        if handler is None:
+            init_worker(args)
+        else:
+            _WORKER.update(handler=handler, text_key=args.json_keys[0])
         yield from map(encode_chunk, _chunks(records, CHUNK_RECORDS))
         return
     window = 4 * args.workers
@@ -376,6 +374,9 @@ class OutputSet:
 
     def end_document(self, name: str) -> None:
         self.builders[name].end_document()
+
+    def add_documents(self, name: str, flat: np.ndarray, lengths: np.ndarray) -> None:
+        self.builders[name].add_documents(flat, lengths)
 
     def commit(self) -> List[str]:
         """Finalize every builder to pending ``.idx`` names, then rename them all into place."""
@@ -478,8 +479,7 @@ def consume(results: Iterable[ChunkResult], emitter, skip_bad: bool, progress: P
             if not skip_bad and reason not in ALWAYS_SKIPPED:
                 raise PreprocessError(f"{result.path}:{line}: {message} (--skip-bad-records skips such records)")
             summary.skipped[reason] += 1
-        for sample in result.samples():
-            emitter.add(sample)
+        emitter.add_flat(result.flat, result.lengths)
         good = len(result.lengths)
         summary.documents += good
         tokens = sum(int(a.size) for name, a in result.flat.items() if not name.endswith("labels"))
@@ -507,7 +507,8 @@ def run(args: argparse.Namespace) -> Summary:
     progress = Progress(args.log_interval)
     try:
         emitter = build_emitter(handler.kind, outputs, args.seq_length, args.pack, args.seed)
-        consume(ordered_results(args, iter_raw_records(files)), emitter, args.skip_bad_records, progress, summary)
+        results = ordered_results(args, iter_raw_records(files), handler)
+        consume(results, emitter, args.skip_bad_records, progress, summary)
         emitter.finish()
         if summary.documents == 0:
             raise PreprocessError(f"--input {args.input}: no usable documents "

@@ -277,6 +277,18 @@ class IndexedDatasetBuilder:
         self.sequence_lengths.extend(lengths)
         self.end_document()
 
+    def add_documents(self, tensor: ArrayLike, lengths: Iterable[int]) -> None:
+        """Append consecutive documents of one sequence each, of the given ``lengths`` (which sum to its size):
+        ``add_item`` + ``end_document`` per length, in one write."""
+        array = _as_numpy(tensor, self.dtype)
+        lengths = [int(length) for length in lengths]
+        if sum(lengths) != array.size:
+            raise ValueError(f"sequence lengths sum to {sum(lengths)}, the documents have {array.size} tokens")
+        self._bin.write(array.tobytes(order="C"))
+        first = len(self.sequence_lengths)
+        self.sequence_lengths.extend(lengths)
+        self.document_indices.extend(range(first + 1, first + len(lengths) + 1))
+
     def end_document(self) -> None:
         """Close the current document: the sequences added since the last call form one document."""
         self.document_indices.append(len(self.sequence_lengths))

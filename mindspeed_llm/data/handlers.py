@@ -7,7 +7,8 @@ A handler has two halves:
   or raises ``BadRecord(reason, message)``;
 - an ``Emitter`` runs in the main process, in input order: it truncates,
   packs and hands arrays to a ``Sink`` (``add_item(name, array)``,
-  ``end_document(name)``) whose names are the output files.
+  ``end_document(name)``; ``add_documents(name, flat, lengths)`` for many
+  one-item documents at once) whose names are the output files.
 
 Handlers (MindSpeed-LLM names) and what they write, per prefix:
 
@@ -41,7 +42,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from typing import Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
@@ -73,6 +74,8 @@ class Sink(Protocol):
     def add_item(self, name: str, array: np.ndarray) -> None: ...
 
     def end_document(self, name: str) -> None: ...
+
+    def add_documents(self, name: str, flat: np.ndarray, lengths: np.ndarray) -> None: ...
 
 
 def parse_map_keys(text: Optional[str], defaults: Mapping[str, str]) -> Dict[str, str]:
@@ -132,6 +135,9 @@ class GeneralPretrainHandler:
         self.tokenizer = tokenizer
         self.json_keys = tuple(json_keys)
         self.append_eod = append_eod
+        # read once: an HF tokenizer's special ids go through transformers' __getattr__ on every access
+        self.eod = tokenizer.eod if append_eod else None
+        self.bos = tokenizer.bos if tokenizer.add_bos else None
 
     @property
     def output_names(self) -> Tuple[str, ...]:
@@ -144,10 +150,10 @@ class GeneralPretrainHandler:
             if not text.strip():
                 raise BadRecord("empty", f"empty text in key {key!r}")
             ids = self.tokenizer.tokenize(text)
-            if self.tokenizer.add_bos:
-                ids = [self.tokenizer.bos] + ids
-            if self.append_eod:
-                ids = ids + [self.tokenizer.eod]
+            if self.bos is not None:
+                ids = [self.bos] + ids
+            if self.eod is not None:
+                ids = ids + [self.eod]
             sample[key] = _int32(ids)
         return sample
 
@@ -364,8 +370,22 @@ class Emitter:
         self.sink.add_item(name, array)
         self.sink.end_document(name)
 
+    def add_flat(self, flat: Dict[str, np.ndarray], lengths: np.ndarray) -> None:
+        """Many samples at once, in order: ``flat[name]`` their arrays concatenated, ``lengths[i, k]`` the
+        length of sample ``i``'s array of the ``k``-th name."""
+        for sample in split_flat(flat, lengths):
+            self.add(sample)
+
     def finish(self) -> None:
         pass
+
+
+def split_flat(flat: Dict[str, np.ndarray], lengths: np.ndarray) -> Iterator[Sample]:
+    """The samples of :meth:`Emitter.add_flat`'s concatenated arrays, one at a time."""
+    names = list(flat)
+    ends = np.cumsum(lengths, axis=0)  # [samples, names]
+    for row in range(len(lengths)):
+        yield {name: flat[name][ends[row, k] - lengths[row, k]:ends[row, k]] for k, name in enumerate(names)}
 
 
 class PretrainEmitter(Emitter):
@@ -374,6 +394,13 @@ class PretrainEmitter(Emitter):
             self._write(key, ids)
             self.stats["tokens"] += len(ids)
         self.stats["sequences"] += 1
+
+    def add_flat(self, flat: Dict[str, np.ndarray], lengths: np.ndarray) -> None:
+        """One write per name for the whole batch (each sample one document), not one per sample."""
+        for k, (name, ids) in enumerate(flat.items()):
+            self.sink.add_documents(name, ids, lengths[:, k])  # ids: [sum of lengths[:, k]]
+            self.stats["tokens"] += len(ids)
+        self.stats["sequences"] += len(lengths)
 
 
 class PairwiseEmitter(Emitter):

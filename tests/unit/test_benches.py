@@ -36,3 +36,49 @@ def test_bench_smoke_prints_one_json_line(bench: Path, tmp_path) -> None:
     assert len(lines) == 1, f"{bench.name} printed {len(lines)} lines on stdout:\n{done.stdout[-3000:]}"
     record = json.loads(lines[0])
     assert isinstance(record, dict) and record, lines[0]
+
+
+def _gpu_mfu_module():
+    """bench/gpu_mfu.py as a module (bench/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_mfu", ROOT / "bench" / "gpu_mfu.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_mfu_passes_only_flags_the_parser_accepts(monkeypatch) -> None:
+    gpu_mfu = _gpu_mfu_module()
+    monkeypatch.setattr(gpu_mfu, "FAST_FLAGS", ["--no-such-fused-flag", "--use-distributed-optimizer",
+                                                "--sequence-parallel"])
+    fsdp_argv = gpu_mfu.our_argv(gpu_mfu.TINY, "fsdp2", 2, True, None)  # FSDP2 refuses the distributed optimizer
+    flags, skipped = gpu_mfu.fast_flags(fsdp_argv, tiny=True, world_size=2)
+    assert flags == ["--sequence-parallel"], (flags, skipped)
+    assert "parser" in skipped["--no-such-fused-flag"]
+    assert "--use-distributed-optimizer" in skipped["--use-distributed-optimizer"]
+
+
+@pytest.mark.slow
+def test_gpu_mfu_sh_tiny_mode_with_variants(tmp_path) -> None:
+    """``TINY=1 VARIANTS=on bash bench/gpu_mfu.sh``: ours, the transformers baseline, FSDP2 and TP2 on 2 CPU ranks."""
+    env = {**os.environ, "TINY": "1", "VARIANTS": "on", "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(ROOT / "bench" / "gpu_mfu.sh"), "--steps", "1"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1, done.stdout[-3000:]
+    record = json.loads(lines[0])
+    assert record["mode"] == "tiny" and record["device_type"] == "cpu" and record["peak_tflops"] > 0
+    gpu_mfu = _gpu_mfu_module()
+    used = {flag for flag in record["flags"] if flag in gpu_mfu.FAST_FLAGS}  # "flags": the argv they add
+    assert used | set(record["skipped_flags"]) == set(gpu_mfu.FAST_FLAGS), record
+    assert not used & set(record["skipped_flags"])
+    runs = [record["ours"], record["baseline"], record["variants"]["fsdp2"], record["variants"]["tp2"]]
+    for run in runs:
+        assert "error" not in run, run
+        assert run["tokens_per_s"] > 0 and 0 < run["mfu"] < 1 and run["tflops_per_device"] > 0, run
+    assert record["variants"]["fsdp2"]["world_size"] == record["variants"]["tp2"]["world_size"] == 2
+    assert record["ratio_ours_vs_baseline"] == pytest.approx(
+        record["ours"]["tokens_per_s"] / record["baseline"]["tokens_per_s"], rel=1e-2)

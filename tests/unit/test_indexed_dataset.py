@@ -81,6 +81,23 @@ def test_add_document_and_large_values(tmp_path):
     assert best_dtype(32000) == np.uint16 and best_dtype(65500) == np.int32
 
 
+def test_add_documents_writes_what_add_item_and_end_document_write(tmp_path):
+    docs = [[[5, 6, 7]], [[8]], [[9, 10]]]  # one sequence each, as preprocess_data's pretraining chunks
+    _build(str(tmp_path / "one_by_one"), np.uint16, docs)
+    builder = IndexedDatasetBuilder(str(tmp_path / "bulk.bin"), np.uint16)
+    builder.add_item([1, 2])  # a document before the bulk ones
+    builder.end_document()
+    builder.add_documents(np.array([5, 6, 7, 8, 9, 10], dtype=np.int32), np.array([3, 1, 2]))
+    builder.finalize(str(tmp_path / "bulk.idx"))
+    _build(str(tmp_path / "reference"), np.uint16, [[[1, 2]]] + docs)
+    for suffix in (".bin", ".idx"):
+        assert (tmp_path / ("bulk" + suffix)).read_bytes() == (tmp_path / ("reference" + suffix)).read_bytes()
+    bad = IndexedDatasetBuilder(str(tmp_path / "bad.bin"), np.uint16)
+    with pytest.raises(ValueError, match="sum to 3"):
+        bad.add_documents([1, 2], [1, 2])
+    bad.abort()
+
+
 def test_merge(tmp_path):
     first, second, merged = (str(tmp_path / name) for name in ("a", "b", "merged"))
     _build(first, np.uint16)
