@@ -72,13 +72,13 @@ class _CopyToRegion(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        return all_reduce(grad.contiguous().clone(), ctx.group), None
+        return all_reduce(grad.clone(memory_format=torch.contiguous_format), ctx.group), None
 
 
 class _ReduceFromRegion(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, group: Group) -> torch.Tensor:
-        return all_reduce(x.contiguous().clone(), group)
+        return all_reduce(x.clone(memory_format=torch.contiguous_format), group)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
@@ -89,11 +89,11 @@ class _SumPartialsOverRegion(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, group: Group) -> torch.Tensor:
         ctx.group = group
-        return all_reduce(x.contiguous().clone(), group)
+        return all_reduce(x.clone(memory_format=torch.contiguous_format), group)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):  # every rank's use of the sum reaches every partial
-        return all_reduce(grad.contiguous().clone(), ctx.group), None
+        return all_reduce(grad.clone(memory_format=torch.contiguous_format), ctx.group), None
 
 
 class _ScatterToRegion(torch.autograd.Function):
