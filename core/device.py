@@ -10,7 +10,6 @@ imports and reports devices, else CUDA when available, else the CPU.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import resource
 from dataclasses import dataclass
@@ -163,8 +162,7 @@ def _cpu_flags() -> str:
 _HALF_GEMM_UNITS = {torch.bfloat16: ("amx_bf16", "avx512_bf16", " bf16"), torch.float16: ("amx_fp16", "avx512_fp16")}
 
 
-@functools.lru_cache(maxsize=None)
-def cpu_has_half_gemm_units(dtype: torch.dtype) -> bool:
+def _detect_half_gemm_units(dtype: torch.dtype) -> bool:
     """Whether this CPU multiplies ``dtype`` (bf16/fp16) matrices in hardware and oneDNN uses it.
 
     Without such units PyTorch's bf16 GEMM on the CPU falls back to a reference kernel many times slower
@@ -177,6 +175,15 @@ def cpu_has_half_gemm_units(dtype: torch.dtype) -> bool:
     except (AttributeError, RuntimeError):
         onednn = False
     return units and onednn
+
+
+# Read once at import: a compiled region then reads a constant, not /proc/cpuinfo (which breaks its graph).
+_CPU_HALF_GEMM_UNITS = {dtype: _detect_half_gemm_units(dtype) for dtype in _HALF_GEMM_UNITS}
+
+
+def cpu_has_half_gemm_units(dtype: torch.dtype) -> bool:
+    """Whether this CPU has matrix units for ``dtype`` (:func:`_detect_half_gemm_units`, at import)."""
+    return _CPU_HALF_GEMM_UNITS.get(dtype, False)
 
 
 def gemm_dtype(tensor: torch.Tensor) -> torch.dtype:

@@ -58,13 +58,12 @@ def units(monkeypatch):
 def test_units_follow_the_cpu_flags(monkeypatch, flags: str, expected: bool) -> None:
     monkeypatch.setattr(device, "_cpu_flags", lambda: flags)
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True, raising=False)
-    device.cpu_has_half_gemm_units.cache_clear()
-    try:
-        assert device.cpu_has_half_gemm_units(torch.bfloat16) is expected
-        assert device.gemm_dtype(torch.ones(1, dtype=torch.bfloat16)) == (torch.bfloat16 if expected else torch.float32)
-        assert device.gemm_dtype(torch.ones(1)) == torch.float32
-    finally:
-        device.cpu_has_half_gemm_units.cache_clear()
+    detected = {dtype: device._detect_half_gemm_units(dtype) for dtype in (torch.bfloat16, torch.float16)}
+    assert detected[torch.bfloat16] is expected and detected[torch.float16] is False
+    monkeypatch.setattr(device, "_CPU_HALF_GEMM_UNITS", detected)
+    assert device.gemm_dtype(torch.ones(1, dtype=torch.bfloat16)) == (torch.bfloat16 if expected else torch.float32)
+    assert device.gemm_dtype(torch.ones(1, dtype=torch.float16)) == torch.float32
+    assert device.gemm_dtype(torch.ones(1)) == torch.float32
 
 
 def test_linear_in_fp32_equals_the_fp32_product_rounded(units) -> None:
