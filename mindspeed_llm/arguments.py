@@ -76,7 +76,8 @@ WSD_DECAY_STYLES = ("linear", "cosine", "exponential", "minus_sqrt")
 REQUIRED_FLAGS = ("num_layers", "hidden_size", "num_attention_heads", "seq_length",
                   "micro_batch_size", "train_iters", "lr")
 POSITIVE_FLAGS = ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "micro_batch_size",
-                  "log_interval", "tensorboard_log_interval", "tensorboard_queue_size", "pad_to_multiple_of")
+                  "log_interval", "tensorboard_log_interval", "tensorboard_queue_size", "pad_to_multiple_of",
+                  "max_skipped_iterations")
 NON_NEGATIVE_FLAGS = ("num_workers", "eval_iters")
 INSTALL_HINT = "pip install -e .[{extra}]"
 POSTTRAIN_STAGES = ("sft", "dpo", "simpo", "orm", "grpo")
@@ -393,6 +394,12 @@ def _add_training_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--global-batch-size", type=int, default=None, help="default micro batch x DP")
     group.add_argument("--train-iters", type=int, default=None)
     group.add_argument("--exit-interval", type=int, default=None, help="stop after this iteration")
+    group.add_argument("--check-for-nan-in-loss-and-grad", dest="check_for_nan_in_loss_and_grad", action="store_true",
+                       default=True, help="skip the update of a step whose loss or gradient norm is NaN/Inf (default)")
+    group.add_argument("--no-check-for-nan-in-loss-and-grad", dest="check_for_nan_in_loss_and_grad",
+                       action="store_false", help="apply such updates (Megatron's switch)")
+    group.add_argument("--max-skipped-iterations", type=int, default=10, metavar="N",
+                       help="stop with an error after N steps in a row skipped for a non-finite loss or grad norm")
     group.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
     group.add_argument("--recompute-granularity", choices=("full", "selective"), default=None)
     group.add_argument("--recompute-method", choices=("uniform", "block"), default=None)
@@ -1277,6 +1284,9 @@ def _check_dependent_flags(args: argparse.Namespace) -> None:
     for dest, active, needs in DEPENDENT_FLAGS:
         if _given(args, dest) and not active(args):
             raise ArgumentError(f"{_flag(dest)} has no effect without {needs}; add {needs} or drop {_flag(dest)}")
+    if _given(args, "max_skipped_iterations") and not args.check_for_nan_in_loss_and_grad:
+        raise ArgumentError("--max-skipped-iterations has no effect with --no-check-for-nan-in-loss-and-grad "
+                            "(nothing is skipped); drop one of them")
 
 
 def _check_ranges(args: argparse.Namespace) -> None:

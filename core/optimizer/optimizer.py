@@ -11,6 +11,8 @@ parameters, as in Megatron; each param group carries ``wd_mult`` and
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple, Union
 
@@ -38,6 +40,7 @@ class OptimizerConfig:
     clip_grad: float = 1.0
     swap_optimizer: bool = False  # Adam moments in host memory, streamed in chunks
     swap_chunk_elements: int = 1 << 24
+    skip_non_finite_grad_norm: bool = True  # a NaN/Inf grad norm skips the update [--check-for-nan-in-loss-and-grad]
 
 
 def no_weight_decay(name: str, param: torch.Tensor) -> bool:
@@ -126,6 +129,9 @@ class LossScalingOptimizer:
                 self._drop_grads()
                 return False, None
         norm = self._grad_norm(grads)
+        if self.config.skip_non_finite_grad_norm and not math.isfinite(norm):  # every rank sees the global norm
+            self._drop_grads()
+            return False, norm
         clip_grads(grads, norm, self.config.clip_grad)
         self.optimizer.step()
         self._drop_grads()

@@ -121,7 +121,8 @@ def optimizer_config_from_args(args: argparse.Namespace) -> OptimizerConfig:
     return OptimizerConfig(optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay,
                            adam_beta1=args.adam_beta1, adam_beta2=args.adam_beta2, adam_eps=args.adam_eps,
                            sgd_momentum=args.sgd_momentum, clip_grad=args.clip_grad,
-                           swap_optimizer=args.swap_optimizer, swap_chunk_elements=args.swap_optimizer_chunk_size)
+                           swap_optimizer=args.swap_optimizer, swap_chunk_elements=args.swap_optimizer_chunk_size,
+                           skip_non_finite_grad_norm=args.check_for_nan_in_loss_and_grad)
 
 
 def _grad_dtype(args: argparse.Namespace) -> torch.dtype:
@@ -159,6 +160,10 @@ def _compile_layers(args: argparse.Namespace, config: TransformerConfig, models:
         compile_layers(models, args.torch_compile_backend, dropout)
 
 
+class NonFiniteTraining(RuntimeError):
+    """--max-skipped-iterations steps in a row had a non-finite loss or gradient norm."""
+
+
 @dataclass
 class Trainer:
     args: argparse.Namespace
@@ -169,6 +174,7 @@ class Trainer:
     consumed_samples: int = 0
     skipped_iterations: int = 0
     nan_iterations: int = 0
+    non_finite_in_a_row: int = 0  # steps skipped by --check-for-nan-in-loss-and-grad since the last update
     losses: List[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -290,9 +296,15 @@ class Trainer:
         with timed("grads-reduce"):
             self.dp.finalize_grads()
         self._synchronize_for_timers()
+        reduced, tokens = self._reduce_step(stats, counted.positions * self.state.cp)  # CP: a 1/CP share each
+        reduced.update(self.reduce_aux_losses())
+        loss = reduced[self.task.loss_name]
         middle = time.perf_counter()
         with timed("optimizer"):
-            applied, grad_norm = self.optimizer.step()
+            # --check-for-nan-in-loss-and-grad: a non-finite loss skips the update here, a non-finite grad norm
+            # inside the optimizer; under fp16 the loss scaler owns non-finite values (a skip, a lower scale)
+            guard_loss = self.args.check_for_nan_in_loss_and_grad and self.optimizer.grad_scaler is None
+            applied, grad_norm = (False, None) if guard_loss and not math.isfinite(loss) else self.optimizer.step()
         self._synchronize_for_timers()
         timers = {"forward-backward": middle - start, "optimizer": time.perf_counter() - middle}
         if self.task.generates_data:  # the rollouts, inside the forward-backward time
@@ -304,15 +316,36 @@ class Trainer:
                 update_expert_biases(model, self.state.dp_group)
         else:
             self.skipped_iterations += 1
-        reduced, tokens = self._reduce_step(stats, counted.positions * self.state.cp)  # CP: a 1/CP share each
-        reduced.update(self.reduce_aux_losses())
-        loss = reduced[self.task.loss_name]
         if not math.isfinite(loss):
             self.nan_iterations += 1
+        self._count_non_finite(loss, grad_norm, applied, stats)
         self.iteration += 1
         self.consumed_samples += samples
         self.losses.append(loss)
         return StepResult(loss, grad_norm, applied, reduced, timers, tokens)
+
+    def _count_non_finite(self, loss: float, grad_norm: Optional[float], applied: bool,
+                          stats: List[Dict[str, torch.Tensor]]) -> None:
+        """--check-for-nan-in-loss-and-grad: a step skipped for a non-finite loss or grad norm is logged, by rank 0
+        and by each rank whose own loss was non-finite; --max-skipped-iterations of them in a row stop the run."""
+        non_finite = not math.isfinite(loss) or (grad_norm is not None and not math.isfinite(grad_norm))
+        if applied or not non_finite or not self.args.check_for_nan_in_loss_and_grad:
+            self.non_finite_in_a_row = 0
+            return
+        self.non_finite_in_a_row += 1
+        iteration = self.iteration + 1
+        local = [float(s[self.task.loss_name]) for s in stats if self.task.loss_name in s]
+        if not all(math.isfinite(value) for value in local):
+            print(f"[rank {self.state.rank}] iteration {iteration}: non-finite {self.task.loss_name} "
+                  f"on this rank", file=sys.stderr, flush=True)
+        print_rank_0(f"iteration {iteration} skipped: {self.task.loss_name} {loss}, grad norm {grad_norm} "
+                     f"(--check-for-nan-in-loss-and-grad); {self.non_finite_in_a_row} in a row")
+        limit = self.args.max_skipped_iterations
+        if self.non_finite_in_a_row >= limit:
+            raise NonFiniteTraining(
+                f"{self.non_finite_in_a_row} iterations in a row (to {iteration}) had a non-finite loss or gradient "
+                f"norm (--max-skipped-iterations {limit}); nothing was applied or saved from them: lower --lr, "
+                "check the data, or resume from the last checkpoint")
 
     def _skipped_step(self, skip: SkipStep, samples: int, rollout_seconds: float) -> StepResult:
         """A step the task's iterator skipped before any forward: no update, counted, its reason printed by the
@@ -630,6 +663,10 @@ def run(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pretr
     print_rank_0(fused_kernels_line(trainer.config, trainer.acc.type))
     try:
         return train(trainer)
+    except NonFiniteTraining as error:  # every rank saw the same global loss and norm, so every rank stops here
+        if trainer.state.rank == 0:
+            print(f"error: {error}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
     except Exception as error:  # a torch.compile backend that cannot compile: one line naming the fallback
         message = compile_failure(error)
         if message is None:
