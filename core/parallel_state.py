@@ -14,6 +14,7 @@ process) every group has size 1 and collectives are skipped.
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -167,26 +168,29 @@ def validate_degrees(world_size: int, tp: int, pp: int, cp: int = 1, ep: int = 1
 class _GroupFactory:
     """Creates each distinct rank set once; singleton sets need no handle."""
 
-    def __init__(self, backend: Optional[str], enabled: bool) -> None:
-        self.backend, self.enabled = backend, enabled
+    def __init__(self, backend: Optional[str], enabled: bool, timeout: Optional[timedelta] = None) -> None:
+        self.backend, self.enabled, self.timeout = backend, enabled, timeout
         self.cache: Dict[tuple, Optional[dist.ProcessGroup]] = {}
 
     def __call__(self, ranks: List[int]) -> Optional[dist.ProcessGroup]:
         key = tuple(ranks)
         if key not in self.cache:
             wanted = self.enabled and len(ranks) > 1
-            self.cache[key] = dist.new_group(list(ranks), backend=self.backend) if wanted else None
+            self.cache[key] = (dist.new_group(list(ranks), backend=self.backend, timeout=self.timeout)
+                               if wanted else None)
         return self.cache[key]
 
 
 def initialize(tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1, vpp: Optional[int] = None,
-               backend: Optional[str] = None, expert_tp: Optional[int] = None, ulysses: int = 1) -> ParallelState:
+               backend: Optional[str] = None, expert_tp: Optional[int] = None, ulysses: int = 1,
+               timeout: Optional[timedelta] = None) -> ParallelState:
     """Build every group of the layout. Collective: all ranks call it with the same degrees.
 
     ``ep`` is the expert dimension carved out of data parallelism; with ``expert_tp`` 1 (and TP > 1) the
     experts spread over TP x ``ep`` ranks (``--expert-model-parallel-size`` = TP x ``ep``). ``ulysses``
     splits each CP group into Ulysses groups of that many neighbouring CP ranks (``cp_ulysses``) and ring
-    groups across them (``cp_ring``): ``--ulysses-degree-in-cp``."""
+    groups across them (``cp_ring``): ``--ulysses-degree-in-cp``. ``timeout`` bounds every collective of
+    the groups (``--distributed-timeout-minutes``; None: PyTorch's default)."""
     distributed = dist.is_available() and dist.is_initialized()
     world_size = dist.get_world_size() if distributed else 1
     rank = dist.get_rank() if distributed else 0
@@ -194,7 +198,7 @@ def initialize(tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1, vpp: Optional
     dp_rest = world_size // (tp * pp * cp * ep)
     sizes = {"tp": tp, "cp": cp, "ep": ep, "dp": dp_rest, "pp": pp}
     state = ParallelState(world_size=world_size, rank=rank, tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, expert_tp=expert_tp)
-    new_group = _GroupFactory(backend, distributed and world_size > 1)
+    new_group = _GroupFactory(backend, distributed and world_size > 1, timeout)
     layouts = {name: group_ranks(sizes, dims) for name, dims in GROUP_DIMS.items()}
     layouts["embedding"] = _embedding_group_ranks(sizes)
     layouts["cp_ulysses"], layouts["cp_ring"] = _context_parallel_subgroup_ranks(layouts["cp"], ulysses)

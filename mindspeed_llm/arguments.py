@@ -465,6 +465,8 @@ def _add_mixed_precision_args(parser: argparse.ArgumentParser) -> None:
 
 def _add_distributed_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("distributed")
+    group.add_argument("--distributed-timeout-minutes", type=float, default=10.0, metavar="MINUTES",
+                       help="a collective waiting longer than this ends the job with an error (Megatron's default 10)")
     group.add_argument("--tensor-model-parallel-size", type=int, default=1)
     group.add_argument("--pipeline-model-parallel-size", type=int, default=1)
     group.add_argument("--schedules-method", choices=("zero-bubble",), default=None,
@@ -1296,6 +1298,8 @@ def _check_ranges(args: argparse.Namespace) -> None:
     for dest in NON_NEGATIVE_FLAGS:
         if getattr(args, dest) < 0:
             raise ArgumentError(f"{_flag(dest)} must be 0 or more, got {getattr(args, dest)}")
+    if args.distributed_timeout_minutes <= 0:
+        raise ArgumentError(f"--distributed-timeout-minutes must be positive, got {args.distributed_timeout_minutes}")
     for dest in ("exit_interval", "vocab_size"):  # optional counts
         if getattr(args, dest) is not None and getattr(args, dest) < 1:
             raise ArgumentError(f"{_flag(dest)} must be at least 1, got {getattr(args, dest)}")

@@ -21,6 +21,7 @@ import math
 import os
 import sys
 import time
+from datetime import timedelta
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
 
@@ -81,8 +82,13 @@ def init_distributed(args: argparse.Namespace) -> Accelerator:
     acc = init_accelerator(args.device)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size > 1 and not dist.is_initialized():
-        dist.init_process_group(backend=args.distributed_backend or acc.backend)
+        dist.init_process_group(backend=args.distributed_backend or acc.backend, timeout=distributed_timeout(args))
     return acc
+
+
+def distributed_timeout(args: argparse.Namespace) -> timedelta:
+    """--distributed-timeout-minutes: how long a collective may wait before the job ends with an error."""
+    return timedelta(minutes=args.distributed_timeout_minutes)
 
 
 @dataclass
@@ -512,7 +518,8 @@ def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pre
                                               args.ulysses_degree_in_cp),
                        ep=expert_dimension(args.tensor_model_parallel_size, args.expert_model_parallel_size,
                                            args.expert_tensor_parallel_size),
-                       vpp=args.virtual_pipeline_model_parallel_size, backend=args.distributed_backend)
+                       vpp=args.virtual_pipeline_model_parallel_size, backend=args.distributed_backend,
+                       timeout=distributed_timeout(args))
     trainer = Trainer(args, state, acc, task)
     if args.load:
         trainer.load()
