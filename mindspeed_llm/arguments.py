@@ -394,6 +394,10 @@ def _add_training_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--global-batch-size", type=int, default=None, help="default micro batch x DP")
     group.add_argument("--train-iters", type=int, default=None)
     group.add_argument("--exit-interval", type=int, default=None, help="stop after this iteration")
+    group.add_argument("--exit-signal-handler", action="store_true",
+                       help="on SIGTERM, stop at the next iteration every rank agrees on, save and exit 0")
+    group.add_argument("--exit-duration-in-mins", type=float, default=None, metavar="MINUTES",
+                       help="stop, save and exit 0 once the run has trained this long")
     group.add_argument("--check-for-nan-in-loss-and-grad", dest="check_for_nan_in_loss_and_grad", action="store_true",
                        default=True, help="skip the update of a step whose loss or gradient norm is NaN/Inf (default)")
     group.add_argument("--no-check-for-nan-in-loss-and-grad", dest="check_for_nan_in_loss_and_grad",
@@ -1298,6 +1302,8 @@ def _check_ranges(args: argparse.Namespace) -> None:
     for dest in NON_NEGATIVE_FLAGS:
         if getattr(args, dest) < 0:
             raise ArgumentError(f"{_flag(dest)} must be 0 or more, got {getattr(args, dest)}")
+    if args.exit_duration_in_mins is not None and args.exit_duration_in_mins <= 0:
+        raise ArgumentError(f"--exit-duration-in-mins must be positive, got {args.exit_duration_in_mins}")
     if args.distributed_timeout_minutes <= 0:
         raise ArgumentError(f"--distributed-timeout-minutes must be positive, got {args.distributed_timeout_minutes}")
     for dest in ("exit_interval", "vocab_size"):  # optional counts

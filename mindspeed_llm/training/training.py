@@ -54,6 +54,7 @@ from mindspeed_llm.arguments import (ArgumentError, config_field_flag, entry_onl
 from mindspeed_llm.posttrain import lora as lora_training
 from mindspeed_llm.posttrain import qlora
 from mindspeed_llm.tokenizer import build_tokenizer
+from mindspeed_llm.training.exit_conditions import ExitConditions
 from mindspeed_llm.training.loggers import MetricWriters, build_metric_writers, iteration_values
 from mindspeed_llm.training.lr_scheduler import scheduler_from_args
 from mindspeed_llm.training.metrics import (IterationStats, format_log_line, format_timing, forward_flops_per_token,
@@ -609,11 +610,11 @@ def train(trainer: Trainer) -> Trainer:
     if trainer.iteration >= args.train_iters:  # a finished run that was resumed: nothing to do
         print_rank_0(f"already at iteration {trainer.iteration} of --train-iters {args.train_iters}; nothing to train")
         return trainer
-    with build_metric_writers(args, is_last_rank()) as writers:
-        return _train_loop(trainer, writers)
+    with build_metric_writers(args, is_last_rank()) as writers, ExitConditions(args, trainer.acc.device) as exits:
+        return _train_loop(trainer, writers, exits)
 
 
-def _train_loop(trainer: Trainer, writers: MetricWriters) -> Trainer:
+def _train_loop(trainer: Trainer, writers: MetricWriters, exits: ExitConditions) -> Trainer:
     args = trainer.args
     iterator = trainer.train_iterator()
     window = _empty_window()
@@ -647,6 +648,10 @@ def _train_loop(trainer: Trainer, writers: MetricWriters) -> Trainer:
             trainer.save()
             saved_at = trainer.iteration
         if args.exit_interval and trainer.iteration % args.exit_interval == 0:
+            break
+        reason = exits.reason_to_stop()
+        if reason is not None:  # every rank agrees: save below and return, so the process exits 0
+            print_rank_0(f"stopping at iteration {trainer.iteration}: {reason}; saving and exiting")
             break
     profiler.stop(trainer.iteration)  # a run that ended inside the profiled range
     if args.save and saved_at != trainer.iteration:
