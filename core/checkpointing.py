@@ -8,8 +8,11 @@
 Each file holds ``model`` (``model0``, ``model1``, ... per virtual chunk),
 ``optimizer``, ``opt_param_scheduler``, ``rng_state`` (one entry per DP
 rank), ``args``, ``iteration``, ``checkpoint_version`` and the consumed
-samples. Files are written under a temporary name and renamed; the tracker is
-written last, so a crash never leaves a checkpoint that looks complete.
+samples. Files are written under a temporary name, fsynced and renamed; once
+every rank's files are written (a barrier), rank 0 writes the completion
+marker ``iter_XXXXXXX/checkpoint_complete`` and then the tracker, so a crash
+never leaves a checkpoint that looks complete. Without a tracker, loading takes
+the newest iteration that has the marker and skips half-written ones.
 Loading uses ``torch.load(weights_only=True)``.
 """
 from __future__ import annotations
@@ -20,6 +23,7 @@ import io
 import os
 import pickle
 import re
+import shutil
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -29,6 +33,7 @@ import torch.distributed as dist
 from core.device import current_device
 
 TRACKER_FILENAME = "latest_checkpointed_iteration.txt"
+COMPLETE_MARKER = "checkpoint_complete"  # in iter_XXXXXXX/, written once every rank's files are
 CHECKPOINT_FILENAME = "model_optim_rng.pt"
 DISTRIB_OPTIM_FILENAME = "distrib_optim.pt"
 CHECKPOINT_VERSION = 3.0
@@ -76,19 +81,82 @@ def read_tracker(root: str) -> Optional[Tuple[int, bool]]:
 
 
 def write_tracker(root: str, iteration: Optional[int], release: bool = False) -> None:
-    path = os.path.join(root, TRACKER_FILENAME)
+    _write_text(os.path.join(root, TRACKER_FILENAME), RELEASE if release else str(iteration))
+
+
+def _write_text(path: str, text: str) -> None:
+    """``text`` into ``path`` through a temporary file, fsynced before the rename and the directory after."""
     tmp = path + ".tmp"
     with open(tmp, "w") as handle:
-        handle.write(RELEASE if release else str(iteration))
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
     os.replace(tmp, path)
+    _fsync_directory(os.path.dirname(path))
+
+
+def _fsync_directory(directory: str) -> None:
+    """Make a rename in ``directory`` durable (a no-op where directories cannot be opened)."""
+    try:
+        handle = os.open(directory or ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
 
 
 def atomic_save(obj: Any, path: str) -> None:
-    """``torch.save`` to ``path`` through a temporary file in the same directory."""
+    """``torch.save`` to ``path`` through a temporary file in the same directory, fsynced before the rename."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + ".tmp"
-    torch.save(obj, tmp)
+    with open(tmp, "wb") as handle:
+        torch.save(obj, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
     os.replace(tmp, path)
+    _fsync_directory(os.path.dirname(path))
+
+
+def mark_complete(root: str, iteration: int) -> None:
+    """Record that every rank's files of ``iteration`` are written (after a barrier, before the tracker)."""
+    _write_text(os.path.join(iteration_dir(root, iteration), COMPLETE_MARKER), str(iteration))
+
+
+def complete_iterations(root: str) -> List[int]:
+    """The iterations under ``root`` whose directory holds the completion marker, oldest first."""
+    found = []
+    for name in os.listdir(root) if os.path.isdir(root) else ():
+        match = re.fullmatch(r"iter_(\d{7})", name)
+        if match and os.path.isfile(os.path.join(root, name, COMPLETE_MARKER)):
+            found.append(int(match.group(1)))
+    return sorted(found)
+
+
+def newest_complete_iteration(root: str) -> Optional[int]:
+    """The newest complete iteration under ``root`` (None: none), warning about newer half-written ones."""
+    complete = complete_iterations(root)
+    newest = complete[-1] if complete else None
+    for name in sorted(os.listdir(root)):
+        match = re.fullmatch(r"iter_(\d{7})", name)
+        if match and int(match.group(1)) not in complete and (newest is None or int(match.group(1)) > newest):
+            print(f"WARNING: {os.path.join(root, name)} has no {COMPLETE_MARKER} marker (a save that did not "
+                  "finish); skipped", file=sys.stderr, flush=True)
+    return newest
+
+
+def prune_checkpoints(root: str, keep_last: int) -> List[str]:
+    """Delete complete iteration directories beyond the newest ``keep_last``; returns the deleted paths.
+
+    Runs after the tracker names the newest, so neither it nor a save in progress (no marker) is touched.
+    """
+    doomed = [iteration_dir(root, it) for it in complete_iterations(root)[:-keep_last]] if keep_last > 0 else []
+    for path in doomed:
+        shutil.rmtree(path)
+    return doomed
 
 
 class StoredTensor:
@@ -337,17 +405,22 @@ def gather_rng_states(rng_state: Dict[str, Any], dp_group: Any) -> list:
 
 def save_checkpoint(root: str, iteration: int, payload: Dict[str, Any], *, tp_rank: int, pp_rank: int,
                     pp_size: int, dp_rank: int, is_global_rank0: bool,
-                    extra_files: Optional[Dict[str, Any]] = None, ep_rank: int = 0, ep_size: int = 1) -> str:
+                    extra_files: Optional[Dict[str, Any]] = None, ep_rank: int = 0, ep_size: int = 1,
+                    keep_last: int = 0) -> str:
     """Write this model-parallel rank's file and any ``extra_files`` beside it (``dp_rank`` 0 only: the
-    expert-data-parallel rank, one writer per TP x PP x EP rank), then the tracker (global rank 0)."""
+    expert-data-parallel rank, one writer per TP x PP x EP rank), then, once every rank is done, the
+    completion marker and the tracker (global rank 0), and with ``keep_last`` prune older iterations."""
     path = checkpoint_file(root, iteration, tp_rank, pp_rank, pp_size, ep_rank=ep_rank, ep_size=ep_size)
     if dp_rank == 0:
         for filename, content in (extra_files or {}).items():
             atomic_save(content, os.path.join(os.path.dirname(path), filename))
         atomic_save({**payload, "iteration": iteration, "checkpoint_version": CHECKPOINT_VERSION}, path)
     barrier()
-    if is_global_rank0:
+    if is_global_rank0:  # every rank's files are complete and fsynced: the marker, then the tracker
+        mark_complete(root, iteration)
         write_tracker(root, iteration)
+        if keep_last:
+            prune_checkpoints(root, keep_last)
     barrier()
     return path
 
@@ -362,8 +435,13 @@ def find_checkpoint(root: str, tp_rank: int, pp_rank: int, pp_size: int, ep_rank
         raise CheckpointError(f"--load {root}: no such directory; check the path (or drop --load to start "
                               "from scratch)")
     tracker = read_tracker(root)
-    if tracker is None:
-        return None
+    if tracker is None:  # a lost tracker: the newest iteration whose save finished
+        newest = newest_complete_iteration(root)
+        if newest is None:
+            return None
+        print(f"WARNING: {root} has no {TRACKER_FILENAME}; resuming from its newest complete iteration {newest}",
+              file=sys.stderr, flush=True)
+        tracker = (newest, False)
     iteration, release = tracker
     path = checkpoint_file(root, iteration, tp_rank, pp_rank, pp_size, release=release, ep_rank=ep_rank,
                            ep_size=ep_size)

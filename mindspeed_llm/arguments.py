@@ -454,6 +454,11 @@ def _add_checkpointing_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--use-checkpoint-args", action="store_true",
                        help="take every architecture flag (layers, hidden, heads, vocab, norm, rope, ...) from the "
                             "--load checkpoint; training flags still come from the command line")
+    group.add_argument("--auto-resume", action="store_true",
+                       help="resume from the newest complete checkpoint in --save, or start fresh when it has none, "
+                            "so one job script can be resubmitted as it is (MindSpeed's habit of --load = --save)")
+    group.add_argument("--ckpt-keep-last", type=int, default=None, metavar="N",
+                       help="after each save keep only the newest N complete iterations in --save")
 
 
 def _add_mixed_precision_args(parser: argparse.ArgumentParser) -> None:
@@ -1191,6 +1196,16 @@ def _check_tokenizer(args: argparse.Namespace) -> None:
 
 
 def _check_checkpointing(args: argparse.Namespace) -> None:
+    if args.save is not None and os.path.exists(args.save) and not os.path.isdir(args.save):
+        raise ArgumentError(f"--save {args.save} is a file, not a directory; give a directory for the checkpoints")
+    if (args.auto_resume or args.ckpt_keep_last is not None) and args.save is None:
+        raise ArgumentError(f"{'--auto-resume' if args.auto_resume else '--ckpt-keep-last'} needs --save "
+                            "(the checkpoint directory)")
+    if args.auto_resume:
+        if args.load is not None and os.path.abspath(args.load) != os.path.abspath(args.save):
+            raise ArgumentError(f"--auto-resume resumes from --save {args.save}; drop --load {args.load} "
+                                "or --auto-resume")
+        args.load = args.save if os.path.isdir(args.save) else None  # none yet: a fresh start
     if args.load is not None and not os.path.exists(args.load):
         raise ArgumentError(f"--load {args.load}: no such file or directory; fix the path or drop --load")
     if args.save_interval is not None and args.save is None:
@@ -1302,6 +1317,8 @@ def _check_ranges(args: argparse.Namespace) -> None:
     for dest in NON_NEGATIVE_FLAGS:
         if getattr(args, dest) < 0:
             raise ArgumentError(f"{_flag(dest)} must be 0 or more, got {getattr(args, dest)}")
+    if args.ckpt_keep_last is not None and args.ckpt_keep_last < 1:
+        raise ArgumentError(f"--ckpt-keep-last must be at least 1, got {args.ckpt_keep_last}")
     if args.exit_duration_in_mins is not None and args.exit_duration_in_mins <= 0:
         raise ArgumentError(f"--exit-duration-in-mins must be positive, got {args.exit_duration_in_mins}")
     if args.distributed_timeout_minutes <= 0:

@@ -424,7 +424,8 @@ class Trainer:
                                              pp_rank=state.pp_rank, pp_size=state.pp,
                                              dp_rank=state.group("expert_dp_cp").rank,  # one writer per model part
                                              is_global_rank0=state.rank == 0,
-                                             extra_files=extra, ep_rank=state.ep_group.rank, ep_size=state.ep)
+                                             extra_files=extra, ep_rank=state.ep_group.rank, ep_size=state.ep,
+                                             keep_last=args.ckpt_keep_last or 0)
         print_rank_0(f"saved checkpoint at iteration {self.iteration:7d} to {args.save}")
         return path
 

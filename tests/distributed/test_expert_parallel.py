@@ -238,7 +238,7 @@ def test_distributed_optimizer_resumes_exactly_at_ep2(results) -> None:
 def test_ep_checkpoint_names_and_refusal(results) -> None:
     for per_rank in results["per_rank"]:
         case = per_rank["checkpoint"]
-        assert case["names"] == ["mp_rank_00_000", "mp_rank_00_001"]
+        assert case["names"] == ["checkpoint_complete", "mp_rank_00_000", "mp_rank_00_001"]
         assert case["reloaded_equal"]
         refusal = case["refusal"]
         assert refusal is not None and "--expert-model-parallel-size 2" in refusal

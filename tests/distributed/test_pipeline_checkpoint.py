@@ -97,7 +97,7 @@ def test_pipeline_checkpoint_layout(results, root, name):
     ckpt = os.path.join(root, name)
     assert open(os.path.join(ckpt, "latest_checkpointed_iteration.txt")).read().strip() == str(STOP)
     iteration_dir = os.path.join(ckpt, f"iter_{STOP:07d}")
-    assert sorted(os.listdir(iteration_dir)) == ["mp_rank_00_000", "mp_rank_00_001"]
+    assert sorted(os.listdir(iteration_dir)) == ["checkpoint_complete", "mp_rank_00_000", "mp_rank_00_001"]
     keys = ["model0", "model1"] if "vpp2" in name else ["model"]
     for stage in range(2):
         checkpoint = load_file(os.path.join(iteration_dir, f"mp_rank_00_{stage:03d}", "model_optim_rng.pt"))

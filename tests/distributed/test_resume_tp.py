@@ -84,7 +84,7 @@ def _same_states(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> bool
 def test_tp2_checkpoint_has_one_file_per_tp_rank(results, ckpt_dir):
     assert [r["tp_rank"] for r in results] == [0, 1]
     assert open(os.path.join(ckpt_dir, "latest_checkpointed_iteration.txt")).read().strip() == str(STOP)
-    assert sorted(os.listdir(os.path.join(ckpt_dir, f"iter_{STOP:07d}"))) == ["mp_rank_00", "mp_rank_01"]
+    assert sorted(os.listdir(os.path.join(ckpt_dir, f"iter_{STOP:07d}"))) == ["checkpoint_complete", "mp_rank_00", "mp_rank_01"]
     for rank_dir in ("mp_rank_00", "mp_rank_01"):
         assert os.listdir(os.path.join(ckpt_dir, f"iter_{STOP:07d}", rank_dir)) == ["model_optim_rng.pt"]
 

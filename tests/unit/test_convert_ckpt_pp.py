@@ -341,7 +341,8 @@ def trained(tmp_path_factory) -> Dict[str, Any]:
 def test_training_checkpoint_layout(trained) -> None:
     ckpt = trained["ckpt"]
     assert open(os.path.join(ckpt, TRACKER_FILENAME)).read().strip() == "1"
-    assert sorted(os.listdir(os.path.join(ckpt, "iter_0000001"))) == ["mp_rank_00_000", "mp_rank_00_001"]
+    assert sorted(os.listdir(os.path.join(ckpt, "iter_0000001"))) == ["checkpoint_complete", "mp_rank_00_000",
+                                                                 "mp_rank_00_001"]
     ranks = trained["ranks"]
     assert ranks[0]["eval"] == ranks[1]["eval"]  # shared over the pipeline
     assert [r["vpp2_chunks"] for r in ranks] == [2, 2]

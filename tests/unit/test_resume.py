@@ -210,7 +210,7 @@ def test_checkpoint_layout(tmp_path):
     assert sorted(os.listdir(root)) == ["iter_0000003", "iter_0000004", "latest_checkpointed_iteration.txt"]
     assert (root / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
     for it in (3, 4):
-        assert os.listdir(root / f"iter_{it:07d}") == ["mp_rank_00"]
+        assert sorted(os.listdir(root / f"iter_{it:07d}")) == ["checkpoint_complete", "mp_rank_00"]
         assert os.listdir(root / f"iter_{it:07d}" / "mp_rank_00") == ["model_optim_rng.pt"]
     leftovers = [os.path.join(d, f) for d, _, files in os.walk(root) for f in files if f.endswith(".tmp")]
     assert leftovers == []
