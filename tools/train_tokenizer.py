@@ -79,6 +79,17 @@ def iter_texts(files: Sequence[str], json_keys: Sequence[str]) -> Iterator[str]:
                 yield from _record_texts(record, json_keys)
 
 
+def _non_empty(texts: Iterator[str], files: Sequence[str], json_keys: Sequence[str]) -> Iterator[str]:
+    """``texts`` unchanged, or an error naming the inputs when they hold no text at all (a tokenizer of the
+    256 bytes alone would be trained silently)."""
+    first = next(texts, None)
+    if first is None:
+        raise TokenizerTrainingError(f"no text in {', '.join(files)} (blank lines only, or .jsonl records "
+                                     f"without a string in --json-keys {' '.join(json_keys)}); check the input")
+    yield first
+    yield from texts
+
+
 def _record_texts(record: dict, json_keys: Sequence[str]) -> Iterator[str]:
     for key in json_keys:
         if isinstance(record.get(key), str):
@@ -147,7 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise TokenizerTrainingError(f"--vocab-size {args.vocab_size} must be at least "
                                          f"{len(SPECIAL_TOKENS) + 256} (256 bytes + special tokens)")
         files = expand_inputs(args.input)
-        tokenizer = train_bpe(iter_texts(files, args.json_keys), args.vocab_size, args.min_frequency)
+        texts = _non_empty(iter_texts(files, args.json_keys), files, args.json_keys)
+        tokenizer = train_bpe(texts, args.vocab_size, args.min_frequency)
         save_for_transformers(tokenizer, args.output_dir)
     except (TokenizerTrainingError, OSError, UnicodeDecodeError) as exc:
         _fail(str(exc))

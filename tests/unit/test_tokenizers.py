@@ -113,6 +113,18 @@ def test_train_tokenizer_errors(tmp_path, capsys):
     assert capsys.readouterr().err.strip().startswith("error: --input")
 
 
+@pytest.mark.parametrize("name, content", [("blank.txt", "\n  \n\n"), ("records.jsonl", '{"other": "text"}\n')])
+def test_train_tokenizer_refuses_an_input_without_text(tmp_path, capsys, name: str, content: str) -> None:
+    """An empty corpus is an error naming the file, not a tokenizer of the 256 bytes alone."""
+    (tmp_path / name).write_text(content)
+    with pytest.raises(SystemExit) as exit_info:
+        train_tokenizer.main(["--input", str(tmp_path / name), "--output-dir", str(tmp_path / "o"),
+                              "--vocab-size", "300"])
+    assert exit_info.value.code == 2
+    assert f"error: no text in {tmp_path / name}" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 # ----------------------------------------------------------------------------- GPT-2 BPE files
 
 def _byte_symbols():
