@@ -61,6 +61,7 @@ from mindspeed_llm.training.metrics import (IterationStats, format_log_line, for
                                             timing_regions, training_flops_per_token)
 from mindspeed_llm.training.pretrain_task import PretrainTask
 from mindspeed_llm.training.profiling import StepProfiler
+from mindspeed_llm.training.save_lock import SaveDirectoryInUse, SaveLock
 from mindspeed_llm.training.task import Batch, SkipStep, TrainingTask, stack_stats
 
 def is_last_rank() -> bool:
@@ -674,6 +675,7 @@ def run(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pretr
                  f"(TP={trainer.state.tp}, PP={trainer.state.pp}, CP={trainer.state.cp}, DP={trainer.state.dp}) on {trainer.acc.type}; "
                  f"{trainer.num_microbatches} micro-batches per step; task {trainer.task.name}")
     print_rank_0(fused_kernels_line(trainer.config, trainer.acc.type))
+    lock = _take_save_lock(trainer)
     try:
         return train(trainer)
     except NonFiniteTraining as error:  # every rank saw the same global loss and norm, so every rank stops here
@@ -686,6 +688,29 @@ def run(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pretr
             raise
         print(f"error: {message}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _take_save_lock(trainer: Trainer) -> Optional[SaveLock]:
+    """Rank 0 locks --save before the first step; every rank stops (exit 2) when another live run holds it."""
+    if not trainer.args.save:
+        return None
+    lock, refused = SaveLock(trainer.args.save), None
+    if trainer.state.rank == 0:
+        try:
+            lock.acquire()
+        except SaveDirectoryInUse as error:
+            refused = str(error)
+    flag = torch.tensor([float(refused is not None)], device=trainer.acc.device)
+    if dist.is_initialized():
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    if flag.item() > 0:
+        if refused is not None:
+            print(f"error: {refused}", file=sys.stderr, flush=True)
+        raise SystemExit(2)
+    return lock
 
 
 def pretrain(argv: Optional[List[str]] = None) -> Trainer:
