@@ -76,6 +76,12 @@ class PretrainTask(TrainingTask):
 
     def collate(self, samples: List[Dict[str, torch.Tensor]]) -> Batch:
         text = torch.stack([s["text"] for s in samples])  # [b, s + 1]
+        largest = int(text.max())
+        if largest >= self.args.vocab_size:  # else an index error at TP 1 and an inf loss at TP > 1
+            raise ValueError(f"the training data holds token id {largest}, outside the vocabulary of "
+                             f"{self.args.vocab_size} ids (--data-path {' '.join(self.args.data_path or [])}): "
+                             "it was tokenized with another tokenizer; preprocess it again with this run's "
+                             "tokenizer, or give the tokenizer it was made with")
         tokens, labels = text[:, :-1].contiguous(), text[:, 1:].contiguous()
         batch = {"tokens": tokens, "labels": labels, "loss_mask": torch.ones_like(labels, dtype=torch.float32)}
         if self.args.eod_mask_loss:  # Megatron: no loss where the input token is the end of a document

@@ -3,7 +3,8 @@
 A step whose loss or gradient norm is NaN/Inf applies no update: it is counted as skipped and logged, the
 weights and the optimizer stay as they were, and training goes on; without the check the NaN reaches the
 weights. ``--lr 1e6`` (the issue's case) stops with one line after N such steps in a row, and every
-checkpoint it saved holds finite weights.
+checkpoint it saved holds finite weights. Token ids outside the vocabulary, a cause of inf losses at TP > 1,
+are named at the first batch.
 """
 from __future__ import annotations
 
@@ -95,3 +96,22 @@ def test_a_diverging_run_stops_and_saves_only_finite_weights(tmp_path, capsys) -
 def test_bad_flags_are_refused(extra: List[str], message: str) -> None:
     with pytest.raises(ArgumentError, match=message):
         validate_args(parse_args(ARGV + extra), 1)
+
+
+def test_token_ids_outside_the_vocabulary_are_named(tmp_path) -> None:
+    """Data tokenized with a larger vocabulary stops at its first batch with the cause, not an inf loss."""
+    import numpy as np
+
+    from core.datasets.indexed_dataset import IndexedDatasetBuilder
+
+    prefix = str(tmp_path / "corpus_text_document")
+    builder = IndexedDatasetBuilder(prefix + ".bin", np.int32)
+    for first in range(0, 400, 40):
+        builder.add_item(np.arange(first, first + 40) % 100)  # ids up to 99; the run's vocabulary has 64
+        builder.end_document()
+    builder.finalize(prefix + ".idx")
+    argv = [a for a in ARGV if a != "--mock-data"] + ["--data-path", prefix, "--split", "100,0,0",
+                                                      "--data-cache-path", str(tmp_path / "cache")]
+    trainer = setup(argv)
+    with pytest.raises(ValueError, match=r"token id 9\d, outside the vocabulary of 64 ids \(--data-path "):
+        trainer.train_step(trainer.train_iterator())
