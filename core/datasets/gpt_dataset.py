@@ -15,7 +15,8 @@ overlap by one token (the label of the last position). Three index arrays define
 
 They are cached as ``.npy`` files in ``cache_path`` (default ``<corpus dir>/cache/GPTDataset_indices``)
 under ``{md5(description)}-GPTDataset-{split}-{kind}.npy``; the description (JSON, saved beside
-them) lists everything the arrays depend on. Rank 0 builds them; the others wait at a barrier
+them) lists everything the arrays depend on, the md5 of the sequence lengths and document boundaries
+included, so data rewritten under the same prefix never reuses stale indices. Rank 0 builds them; the others wait at a barrier
 and memory-map them (:func:`build_pretraining_datasets`). Nothing depends on the parallel layout.
 
 :class:`BlendedDataset` mixes datasets by weight with the C++ greedy blending index.
@@ -215,6 +216,8 @@ class GPTDataset(torch.utils.data.Dataset):
             "class": "GPTDataset", "format": 1,
             "dataset_path": os.path.abspath(self.indexed.path_prefix),
             "sequences": int(len(lengths)), "split": self.split_name, "split_range": list(self.split_range),
+            # what the indices are computed from: new data under the same prefix gets its own cache files
+            "lengths_md5": _fingerprint(lengths, self.indexed.document_indices),
             "num_samples": self.num_samples, "seq_length": config.seq_length, "seed": config.seed,
             "add_extra_token_to_sequence": config.add_extra_token_to_sequence,
             "drop_last_partial_sequence": config.drop_last_partial_sequence,
@@ -277,6 +280,14 @@ class GPTDataset(torch.utils.data.Dataset):
             sample.update(gpt_fields(text, self.config.eod, self.config.reset_position_ids,
                                      self.config.eod_mask_loss, valid=len(tokens)))
         return sample
+
+
+def _fingerprint(*arrays: np.ndarray) -> str:
+    """md5 of the sequence lengths and document boundaries, the only inputs of the sample indices."""
+    digest = hashlib.md5()
+    for array in arrays:
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
 
 
 def _save_cache(files: Dict[str, str], arrays: Dict[str, np.ndarray], description: str) -> None:

@@ -95,6 +95,19 @@ def test_deterministic_and_cache_reused(corpora, tmp_path):
     assert not torch.equal(_texts(first[0], 50), _texts(other_seed, 50))
 
 
+def test_new_data_under_the_same_prefix_gets_new_indices(tmp_path):
+    """A stale cache is never reused: the cache key includes the sequence lengths' fingerprint."""
+    prefix, cache = str(tmp_path / "corpus"), str(tmp_path / "cache")
+    _corpus(prefix, 120, 0, 1)
+    old = _build(prefix, num_samples=(100, 10, 5), cache=cache)[0]
+    docs = _corpus(prefix, 120, 50_000, 7)  # rewritten in place: as many documents, other lengths and tokens
+    new = _build(prefix, num_samples=(100, 10, 5), cache=cache)[0]
+    assert not new.cache_hit and old.hash != new.hash
+    stream = np.concatenate([docs[d] for d in new.document_index])
+    for sample in range(5):
+        np.testing.assert_array_equal(new._tokens(sample), stream[sample * SEQ:sample * SEQ + SEQ + 1])
+
+
 def test_rank0_builds_others_load(corpora, tmp_path):
     cache = str(tmp_path)
     with pytest.raises(DatasetCacheError, match="rank 0 builds"):
