@@ -345,8 +345,12 @@ def read_checkpoint_settings(root: str) -> Tuple[str, argparse.Namespace, Dict[s
         raise CheckpointError(f"--load {root}: no such directory; pass the directory of a checkpoint")
     tracker = read_tracker(root)
     if tracker is None:
-        raise CheckpointError(f"--load {root} has no {TRACKER_FILENAME}: no checkpoint to take the model "
-                              "arguments from; pass a checkpoint directory or the architecture flags")
+        newest = newest_complete_iteration(root)
+        if newest is None:
+            raise CheckpointError(misplaced_checkpoint(root) or
+                                  f"--load {root} has no {TRACKER_FILENAME}: no checkpoint to take the model "
+                                  "arguments from; pass a checkpoint directory or the architecture flags")
+        tracker = (newest, False)
     iteration, release = tracker
     directory = iteration_dir(root, iteration, release)
     ranks = sorted(n for n in (os.listdir(directory) if os.path.isdir(directory) else [])
@@ -448,6 +452,20 @@ def find_checkpoint(root: str, tp_rank: int, pp_rank: int, pp_size: int, ep_rank
     if not os.path.isfile(path):
         _reject_other_layout(path, iteration_dir(root, iteration, release), pp_size, ep_size)
     return path, iteration, release
+
+
+def misplaced_checkpoint(root: str) -> Optional[str]:
+    """Why ``root``, a directory without a checkpoint of ours, is the wrong ``--load`` (None: it is merely empty):
+    one iteration of a checkpoint (its parent is the checkpoint) or a Hugging Face model (to convert first)."""
+    name, parent = os.path.basename(os.path.normpath(root)), os.path.dirname(os.path.normpath(root))
+    if re.fullmatch(r"iter_\d{7}|" + RELEASE, name) and os.path.isfile(os.path.join(parent, TRACKER_FILENAME)):
+        return f"--load {root} is one iteration of the checkpoint {parent}; give --load {parent}"
+    names = os.listdir(root) if os.path.isdir(root) else []
+    if "config.json" in names or any(n.endswith(".safetensors") for n in names):
+        return (f"--load {root} is a Hugging Face model, not a checkpoint of this suite; convert it first: "
+                f"python tools/convert_ckpt.py --load-model-type hf --save-model-type mg --load-dir {root} "
+                "--save-dir DIR --model-type-hf FAMILY, then --load DIR")
+    return None
 
 
 RESHARD_HINT = ("re-shard it with tools/convert_ckpt.py --load-model-type mg --save-model-type mg "

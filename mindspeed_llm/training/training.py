@@ -435,6 +435,9 @@ class Trainer:
         found = checkpointing.find_checkpoint(args.load, state.tp_rank, state.pp_rank, state.pp,
                                               state.ep_group.rank, state.ep)
         if found is None:
+            wrong = checkpointing.misplaced_checkpoint(args.load)
+            if wrong is not None:  # training from random weights would look like success
+                raise checkpointing.CheckpointError(wrong)
             print_rank_0(f"WARNING: no {checkpointing.TRACKER_FILENAME} in --load {args.load}; "
                          "starting from scratch")
             return
@@ -524,6 +527,8 @@ def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pre
                        vpp=args.virtual_pipeline_model_parallel_size, backend=args.distributed_backend,
                        timeout=distributed_timeout(args))
     trainer = Trainer(args, state, acc, task)
+    if args.auto_resume and not args.load:  # validation pointed --load at --save when it exists
+        print_rank_0(f"--auto-resume: no checkpoint in --save {args.save} yet; starting fresh")
     if args.load:
         trainer.load()
     if args.lora_load:

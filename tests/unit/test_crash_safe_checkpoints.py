@@ -117,3 +117,20 @@ def test_bad_checkpoint_flags(tmp_path, extra: List[str], message: str) -> None:
     message = message.replace(" S;", f" {tmp_path / 'S'};").replace(" L or", f" {tmp_path / 'L'} or")
     with pytest.raises(ArgumentError, match=message.replace("(", r"\(")):
         validate_args(parse_args(ARGV + extra), 1)
+
+
+@pytest.mark.parametrize("flags", [["--finetune"], ["--use-checkpoint-args"], []])
+def test_a_misplaced_load_is_an_error_not_random_weights(tmp_path, capsys, flags: List[str]) -> None:
+    """--load of one iteration's directory, or of a Hugging Face model, stops with the directory to give."""
+    save = str(tmp_path / "ckpt")
+    run(ARGV + ["--train-iters", "1", "--save", save])
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    (hf / "model.safetensors").write_bytes(b"")
+    for load, expected in ((os.path.join(save, "iter_0000001"), f"give --load {save}"),
+                           (str(hf), "is a Hugging Face model, not a checkpoint of this suite; convert it first")):
+        with pytest.raises(SystemExit) as stop:
+            run(ARGV + ["--load", load] + flags)
+        assert stop.value.code == 2
+        assert expected in capsys.readouterr().err
