@@ -185,6 +185,14 @@ class GPTModel(nn.Module):
         """The previous stage's output ``[s, b, h]``, used by ``forward`` on a stage without embeddings."""
         self.input_tensor = tensor
 
+    def params_read_directly(self) -> List[nn.Parameter]:
+        """Parameters the model reads outside their own module's forward: the output layer's weight (the word
+        embeddings when tied) and bias. Whatever waits for a parameter before its module runs (the distributed
+        optimizer's overlapped weight all-gather) must wait for these before the model runs."""
+        if not self.post_process or self.value_head is not None:
+            return []
+        return [p for p in (self.output_weight(), self._output_bias()) if p is not None]
+
     def output_weight(self) -> torch.Tensor:
         """The local ``[v/tp, h]`` weight that produces logits (tied: the word embeddings)."""
         if self.output_layer is not None:

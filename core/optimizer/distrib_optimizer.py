@@ -93,6 +93,8 @@ class DistributedOptimizer(LossScalingOptimizer):
         self._pending_gathers: Dict[int, object] = {}
         self._hooks = [m.register_forward_pre_hook(self._wait_for_params) for model in models
                        for m in model.modules() if any(True for _ in m.parameters(recurse=False))]
+        self._hooks += [m.register_forward_pre_hook(self._wait_for_direct_reads) for model in models
+                        for m in model.modules() if hasattr(m, "params_read_directly")]
 
     # ---- the step ----------------------------------------------------------------------------
     def _attach_grads(self) -> List[torch.Tensor]:
@@ -144,6 +146,15 @@ class DistributedOptimizer(LossScalingOptimizer):
         if not self._pending_gathers:
             return
         for param in module.parameters(recurse=False):
+            work = self._pending_gathers.pop(id(param), None)
+            if work is not None:
+                work.wait()
+
+    def _wait_for_direct_reads(self, module: nn.Module, _inputs) -> None:
+        """Before a model runs: the parameters it reads without calling their module (the output weight)."""
+        if not self._pending_gathers:
+            return
+        for param in module.params_read_directly():
             work = self._pending_gathers.pop(id(param), None)
             if work is not None:
                 work.wait()

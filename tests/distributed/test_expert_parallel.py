@@ -129,6 +129,7 @@ def _run(argv: List[str], weights: bool) -> Dict[str, Any]:
     for _ in range(2):
         result = trainer.train_step(iterator)
         steps.append({**result.stats, "grad_norm": result.grad_norm})
+    trainer.finish_param_sync()  # --overlap-param-gather: the last step's weight all-gathers are in flight
     return {"steps": steps, "weights": _full_weights(trainer) if weights else None}
 
 

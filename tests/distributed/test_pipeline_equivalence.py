@@ -52,6 +52,7 @@ def run_training(argv: List[str]) -> Optional[Dict[str, object]]:
     trainer = setup(argv)
     iterator = trainer.train_iterator()
     losses = [trainer.train_step(iterator).loss for _ in range(STEPS)]
+    trainer.finish_param_sync()  # --overlap-param-gather: the last step's weight all-gathers are in flight
     grads, weights = {}, {}
     for model in trainer.models:
         for name, param in model.named_parameters():
