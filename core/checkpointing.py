@@ -126,25 +126,26 @@ def mark_complete(root: str, iteration: int) -> None:
     _write_text(os.path.join(iteration_dir(root, iteration), COMPLETE_MARKER), str(iteration))
 
 
+def _saved_iterations(root: str) -> List[int]:
+    """The iterations with an ``iter_XXXXXXX`` directory under ``root``, complete or not, oldest first."""
+    names = os.listdir(root) if os.path.isdir(root) else []
+    return sorted(int(m.group(1)) for m in (re.fullmatch(r"iter_(\d{7})", n) for n in names) if m)
+
+
 def complete_iterations(root: str) -> List[int]:
     """The iterations under ``root`` whose directory holds the completion marker, oldest first."""
-    found = []
-    for name in os.listdir(root) if os.path.isdir(root) else ():
-        match = re.fullmatch(r"iter_(\d{7})", name)
-        if match and os.path.isfile(os.path.join(root, name, COMPLETE_MARKER)):
-            found.append(int(match.group(1)))
-    return sorted(found)
+    return [it for it in _saved_iterations(root)
+            if os.path.isfile(os.path.join(iteration_dir(root, it), COMPLETE_MARKER))]
 
 
 def newest_complete_iteration(root: str) -> Optional[int]:
     """The newest complete iteration under ``root`` (None: none), warning about newer half-written ones."""
     complete = complete_iterations(root)
     newest = complete[-1] if complete else None
-    for name in sorted(os.listdir(root)):
-        match = re.fullmatch(r"iter_(\d{7})", name)
-        if match and int(match.group(1)) not in complete and (newest is None or int(match.group(1)) > newest):
-            print(f"WARNING: {os.path.join(root, name)} has no {COMPLETE_MARKER} marker (a save that did not "
-                  "finish); skipped", file=sys.stderr, flush=True)
+    for iteration in _saved_iterations(root):
+        if iteration not in complete and (newest is None or iteration > newest):
+            print(f"WARNING: {iteration_dir(root, iteration)} has no {COMPLETE_MARKER} marker (a save that did "
+                  "not finish); skipped", file=sys.stderr, flush=True)
     return newest
 
 
