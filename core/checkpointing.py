@@ -357,6 +357,9 @@ def read_checkpoint_settings(root: str) -> Tuple[str, argparse.Namespace, Dict[s
     ranks = sorted(n for n in (os.listdir(directory) if os.path.isdir(directory) else [])
                    if n.startswith("mp_rank_"))
     path = os.path.join(directory, ranks[0] if ranks else rank_dir_name(0, 0, 1), CHECKPOINT_FILENAME)
+    common = os.path.join(directory, "common.pt")  # a torch_dist checkpoint (core/dist_checkpointing.py)
+    if not ranks and os.path.isfile(common):
+        path = common
     if not os.path.isfile(path):
         raise CheckpointError(f"checkpoint file {path} is missing; the checkpoint named by {TRACKER_FILENAME} "
                               "is incomplete")
@@ -422,12 +425,18 @@ def save_checkpoint(root: str, iteration: int, payload: Dict[str, Any], *, tp_ra
         atomic_save({**payload, "iteration": iteration, "checkpoint_version": CHECKPOINT_VERSION}, path)
     barrier()
     if is_global_rank0:  # every rank's files are complete and fsynced: the marker, then the tracker
-        mark_complete(root, iteration)
-        write_tracker(root, iteration)
-        if keep_last:
-            prune_checkpoints(root, keep_last)
+        publish_iteration(root, iteration, keep_last)
     barrier()
     return path
+
+
+def publish_iteration(root: str, iteration: int, keep_last: int = 0) -> None:
+    """Once every rank's files of ``iteration`` are complete: the marker, then the tracker, then (with
+    ``keep_last``) the pruning of older iterations. Global rank 0 only."""
+    mark_complete(root, iteration)
+    write_tracker(root, iteration)
+    if keep_last:
+        prune_checkpoints(root, keep_last)
 
 
 def find_checkpoint(root: str, tp_rank: int, pp_rank: int, pp_size: int, ep_rank: int = 0,

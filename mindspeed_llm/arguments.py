@@ -459,6 +459,14 @@ def _add_checkpointing_args(parser: argparse.ArgumentParser) -> None:
                             "so one job script can be resubmitted as it is (MindSpeed's habit of --load = --save)")
     group.add_argument("--ckpt-keep-last", type=int, default=None, metavar="N",
                        help="after each save keep only the newest N complete iterations in --save")
+    group.add_argument("--ckpt-format", choices=("torch", "torch_dist"), default="torch",
+                       help="torch: one file per model-parallel rank (Megatron's legacy layout); torch_dist: "
+                            "torch.distributed.checkpoint, each tensor stored once with its global shape, loadable "
+                            "at any TP/PP/DP/EP layout, with or without the distributed optimizer or FSDP. --load "
+                            "reads either, whatever this flag says")
+    group.add_argument("--async-save", action="store_true",
+                       help="(--ckpt-format torch_dist) copy the state to host memory in the step and write it in "
+                            "a background thread, one save at a time; the tracker moves only once it is written")
 
 
 def _add_mixed_precision_args(parser: argparse.ArgumentParser) -> None:
@@ -1212,6 +1220,12 @@ def _check_checkpointing(args: argparse.Namespace) -> None:
         raise ArgumentError("--save-interval needs --save (the checkpoint directory)")
     if args.save_interval is not None and args.save_interval < 1:
         raise ArgumentError(f"--save-interval ({args.save_interval}) must be at least 1")
+    if args.async_save and args.ckpt_format != "torch_dist":
+        raise ArgumentError("--async-save needs --ckpt-format torch_dist (the per-rank torch format is written "
+                            "synchronously); add --ckpt-format torch_dist or drop --async-save")
+    if args.ckpt_format == "torch_dist" and (args.lora_target_modules or args.qlora_save_dequantize):
+        raise ArgumentError("--ckpt-format torch_dist does not store LoRA adapter checkpoints yet; use the default "
+                            "--ckpt-format torch with --lora-target-modules")
 
 
 def _check_device(args: argparse.Namespace) -> None:

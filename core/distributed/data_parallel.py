@@ -23,19 +23,20 @@ import contextlib
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch import nn
 
 from core import checkpointing
-from core.distributed.fsdp import (FSDPOptimizer, finalize_fsdp_grads, fsdp_no_sync, full_model_state_dict,
-                                   full_optimizer_state_dict, load_full_model_state_dict,
-                                   load_full_optimizer_state_dict, wrap_fsdp1, wrap_fsdp2)
+from core.distributed.fsdp import (FSDPOptimizer, clean_name, finalize_fsdp_grads, fsdp_no_sync,
+                                   full_model_state_dict, full_optimizer_state_dict, load_full_model_state_dict,
+                                   load_full_optimizer_state_dict, named_fsdp_params, wrap_fsdp1, wrap_fsdp2)
 from core.distributed.grad_buffer import GradBuffers, finalize_model_grads
 from core.optimizer.distrib_optimizer import DistributedOptimizer
 from core.optimizer.optimizer import GradScaler, LossScalingOptimizer, MixedPrecisionOptimizer, OptimizerConfig
 from core.parallel_state import ParallelState
+from core.tensor_parallel.param_meta import ParamMeta, param_meta
 
 
 class DataParallelModels(ABC):
@@ -88,6 +89,50 @@ class DataParallelModels(ABC):
     def reload_model_params(self) -> None:
         """Refresh master weights from the model after loading model weights only."""
         self.optimizer.reload_model_params()
+
+    # ---- layout-independent checkpoints (core/dist_checkpointing.py) ---------------------------
+    @abstractmethod
+    def local_tensors(self) -> Dict[str, TensorSpec]:
+        """What this rank holds of each checkpointed tensor (parameters and persistent buffers of every
+        chunk, by name): TP- and EP-local, whole over DP."""
+
+    @abstractmethod
+    def named_weights(self) -> Dict[str, torch.Tensor]:
+        """The tensors of :meth:`local_tensors`, by name (collective: FSDP gathers; ranks that do not keep the
+        gathered copy return ``{}``)."""
+
+    @abstractmethod
+    def load_named_weights(self, weights: Dict[str, torch.Tensor]) -> None:
+        """Load every tensor of :meth:`local_tensors` (RuntimeError or KeyError when they do not fit)."""
+
+    @abstractmethod
+    def named_optimizer_states(self) -> Dict[str, Dict[str, torch.Tensor]]:
+        """Per parameter name: ``exp_avg``, ``exp_avg_sq`` (or SGD's ``momentum_buffer``) and, for a bf16/fp16
+        model, ``fp32_param``; TP-local, whole over DP (collective; ``{}`` where FSDP keeps no copy)."""
+
+    @abstractmethod
+    def load_named_optimizer_states(self, states: Dict[str, Dict[str, torch.Tensor]], scalars: Dict) -> None:
+        """Restore the optimizer from :meth:`named_optimizer_states` and ``optimizer.scalars()``."""
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A checkpointed tensor as this rank holds it."""
+
+    shape: Tuple[int, ...]
+    dtype: torch.dtype
+    meta: ParamMeta
+    trains: bool
+
+
+def _tensor_specs(module: nn.Module, names: Iterator[Tuple[str, nn.Parameter]]) -> Dict[str, TensorSpec]:
+    params = dict(names)
+    specs = {}
+    for name, value in module.state_dict(keep_vars=True).items():
+        owner = params.get(name)
+        specs[name] = TensorSpec(tuple(value.shape), value.dtype, param_meta(owner if owner is not None else value),
+                                 owner is not None and owner.requires_grad)
+    return specs
 
 
 @dataclass
@@ -161,6 +206,30 @@ class DDPModels(DataParallelModels):
             return {}
         return {checkpointing.DISTRIB_OPTIM_FILENAME: self.optimizer.sharded_state()}  # collective over DP
 
+    def local_tensors(self) -> Dict[str, TensorSpec]:
+        return {name: spec for model in self.models for name, spec in _tensor_specs(model, model.named_parameters()).items()}
+
+    def named_weights(self) -> Dict[str, torch.Tensor]:
+        return {name: value.detach() for model in self.models for name, value in model.state_dict().items()}
+
+    def load_named_weights(self, weights: Dict[str, torch.Tensor]) -> None:
+        entries = checkpointing.model_state_dicts(self.models)
+        self.load_model_state({key: {name: weights[name] for name in entry} for key, entry in entries.items()})
+
+    def _param_names(self) -> Dict[int, str]:
+        return {id(param): name for model in self.models for name, param in model.named_parameters()}
+
+    def named_optimizer_states(self) -> Dict[str, Dict[str, torch.Tensor]]:
+        if self.distributed_optimizer:
+            return self.optimizer.named_states()  # collective over DP
+        return self.optimizer.named_states(self._param_names())
+
+    def load_named_optimizer_states(self, states: Dict[str, Dict[str, torch.Tensor]], scalars: Dict) -> None:
+        if self.distributed_optimizer:
+            self.optimizer.load_named_states(states, scalars)
+        else:
+            self.optimizer.load_named_states(self._param_names(), states, scalars)
+
     def load_optimizer_state(self, checkpoint: Dict[str, Any], directory: str) -> None:
         self.optimizer.load_state_dict(checkpoint["optimizer"])
         if self.distributed_optimizer:
@@ -210,6 +279,32 @@ class FSDPModels(DataParallelModels):
 
     def load_optimizer_state(self, checkpoint: Dict[str, Any], directory: str) -> None:
         load_full_optimizer_state_dict(self.model, self.optimizer, checkpoint["optimizer"]["optimizer"])
+
+    def local_tensors(self) -> Dict[str, TensorSpec]:
+        specs = _tensor_specs(self.model, named_fsdp_params(self.model))
+        return {clean_name(name): spec for name, spec in specs.items()}
+
+    def named_weights(self) -> Dict[str, torch.Tensor]:
+        return full_model_state_dict(self.model, self.state)  # collective; dp_cp rank 0 keeps it
+
+    def load_named_weights(self, weights: Dict[str, torch.Tensor]) -> None:
+        load_full_model_state_dict(self.model, weights)
+
+    def named_optimizer_states(self) -> Dict[str, Dict[str, torch.Tensor]]:
+        full = full_optimizer_state_dict(self.model, self.optimizer, self.state)  # collective
+        return {clean_name(name): {k: v for k, v in entries.items() if k != "step" and torch.is_tensor(v)}
+                for name, entries in full.get("state", {}).items()}
+
+    def load_named_optimizer_states(self, states: Dict[str, Dict[str, torch.Tensor]], scalars: Dict) -> None:
+        names = {id(param): name for name, param in named_fsdp_params(self.model)}
+        step = torch.tensor(float(scalars["step"]))
+        groups = [{**{k: v for k, v in group.items() if k != "params"},
+                   "params": [names[id(p)] for p in group["params"]]} for group in self.optimizer.param_groups]
+        full = {"state": {name: {"step": step.clone(), **{k: v for k, v in states[name].items() if k != "fp32_param"}}
+                          for group in groups for name in group["params"]},
+                "param_groups": groups}
+        load_full_optimizer_state_dict(self.model, self.optimizer, full)
+        self.optimizer.load_scalars(scalars)
 
 
 def _wrap_fsdp(model: nn.Module, options: FSDPOptions, state: ParallelState) -> nn.Module:

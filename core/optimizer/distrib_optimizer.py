@@ -175,22 +175,38 @@ class DistributedOptimizer(LossScalingOptimizer):
 
     def state_dict(self) -> Dict:
         """Per-rank scalars (step count, scaler); the shards go to ``distrib_optim.pt``."""
-        steps = [float(self.optimizer.state[p.master]["step"]) for p in self.pieces
-                 if "step" in self.optimizer.state.get(p.master, {})]
-        result = {"step": max(steps) if steps else 0.0, "param_groups": self._group_hparams()}
-        if self.grad_scaler is not None:
-            result["grad_scaler"] = self.grad_scaler.state_dict()
-        return result
-
-    def _group_hparams(self) -> List[Dict]:
-        return [{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]
+        return self.scalars()
 
     def load_state_dict(self, state: Dict) -> None:
-        if self.grad_scaler is not None and "grad_scaler" in state:
-            self.grad_scaler.load_state_dict(state["grad_scaler"])
-        for group, saved in zip(self.optimizer.param_groups, state.get("param_groups", [])):
-            group.update({k: v for k, v in saved.items() if k in group and k != "params"})
+        self.load_scalars(state)
         self._loaded_step = state.get("step", 0.0)
+
+    def _params_by_name(self) -> Dict[str, nn.Parameter]:
+        return {self.names[id(param)]: param for model_buffers in self.buffers for bucket in model_buffers.buckets
+                for param in bucket.params}
+
+    def named_states(self) -> Dict[str, Dict[str, torch.Tensor]]:
+        """Per parameter name, shaped as the parameter: the full (DP-gathered) moments, and ``fp32_param``
+        for a bf16/fp16 model. Collective over DP."""
+        params, states = self._params_by_name(), self.sharded_state()
+        result = {}
+        for name, entries in states.items():
+            master = entries.pop("param")
+            if self.mixed:
+                entries["fp32_param"] = master
+            result[name] = {key: value.view(params[name].shape) for key, value in entries.items()}
+        return result
+
+    def load_named_states(self, states: Dict[str, Dict[str, torch.Tensor]], scalars: Dict) -> None:
+        """The inverse of :meth:`named_states` (the model weights are loaded already: an fp32 run's masters)."""
+        params, full = self._params_by_name(), {}
+        for name, entries in states.items():
+            entries = dict(entries)
+            master = entries.pop("fp32_param", None)
+            entries["param"] = master if master is not None else params[name].detach().float()
+            full[name] = {key: value.reshape(-1) for key, value in entries.items()}
+        self.load_state_dict(scalars)
+        self.load_sharded_state(full)
 
     def sharded_state(self) -> Dict[str, Dict[str, torch.Tensor]]:
         """Full per-parameter master weights and moments, assembled over DP (every rank gets it)."""

@@ -165,6 +165,22 @@ class LossScalingOptimizer:
     def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
         return loss * self.loss_scale if self.grad_scaler is not None else loss
 
+    # ---- layout-independent checkpoints (core/dist_checkpointing.py) ---------------------------
+    def scalars(self) -> Dict:
+        """What is not per parameter: the step count, the groups' settings and the loss scaler."""
+        steps = [float(state["step"]) for state in self.optimizer.state.values() if "step" in state]
+        result = {"step": max(steps) if steps else 0.0,
+                  "param_groups": [{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]}
+        if self.grad_scaler is not None:
+            result["grad_scaler"] = self.grad_scaler.state_dict()
+        return result
+
+    def load_scalars(self, scalars: Dict) -> None:
+        if self.grad_scaler is not None and "grad_scaler" in scalars:
+            self.grad_scaler.load_state_dict(scalars["grad_scaler"])
+        for group, saved in zip(self.optimizer.param_groups, scalars.get("param_groups", [])):
+            group.update({k: v for k, v in saved.items() if k in group and k != "params"})
+
 
 class MixedPrecisionOptimizer(LossScalingOptimizer):
     """Steps fp32 master weights from ``main_grad`` and writes them back to the model."""
@@ -224,6 +240,34 @@ class MixedPrecisionOptimizer(LossScalingOptimizer):
                 saved = [p.float() for p in self.model_params]
             for master, value in zip(self.master_params, saved):
                 master.copy_(value)
+
+    def named_states(self, names: Dict[int, str]) -> Dict[str, Dict[str, torch.Tensor]]:
+        """Per parameter (by ``names[id(model param)]``): its optimizer state tensors, and ``fp32_param``
+        (the master weight) when the model is bf16/fp16."""
+        result = {}
+        for param, master in zip(self.model_params, self.master_params):
+            entries = {k: v.detach() for k, v in self.optimizer.state.get(master, {}).items()
+                       if k != "step" and torch.is_tensor(v)}
+            if self.mixed:
+                entries["fp32_param"] = master.detach()
+            result[names[id(param)]] = entries
+        return result
+
+    @torch.no_grad()
+    def load_named_states(self, names: Dict[int, str], states: Dict[str, Dict[str, torch.Tensor]],
+                          scalars: Dict) -> None:
+        """The inverse of :meth:`named_states` (the model weights are loaded already)."""
+        per_index = {}
+        for index, (param, master) in enumerate(zip(self.model_params, self.master_params)):
+            saved = dict(states[names[id(param)]])
+            fp32 = saved.pop("fp32_param", None)
+            if self.mixed:
+                master.copy_(fp32 if fp32 is not None else param.float())
+            if saved:
+                per_index[index] = {"step": torch.tensor(float(scalars["step"])), **saved}
+        current = self.optimizer.state_dict()
+        self.optimizer.load_state_dict({"state": per_index, "param_groups": current["param_groups"]})
+        self.load_scalars(scalars)
 
     def reload_model_params(self) -> None:
         """Refresh master weights from the model (after loading model weights only)."""

@@ -30,6 +30,7 @@ import torch.distributed as dist
 from torch.utils.data import Dataset
 
 from core import checkpointing
+from core import dist_checkpointing as dcp_format
 from core.datasets.samplers import PretrainingSampler
 from core.device import Accelerator, init_accelerator, peak_tflops
 from core.distributed.data_parallel import DataParallelModels, DDPModels, DDPOptions, FSDPModels, FSDPOptions
@@ -54,6 +55,7 @@ from mindspeed_llm.arguments import (ArgumentError, config_field_flag, entry_onl
 from mindspeed_llm.posttrain import lora as lora_training
 from mindspeed_llm.posttrain import qlora
 from mindspeed_llm.tokenizer import build_tokenizer
+from mindspeed_llm.training import dist_checkpoint
 from mindspeed_llm.training.exit_conditions import ExitConditions
 from mindspeed_llm.training.loggers import MetricWriters, build_metric_writers, iteration_values
 from mindspeed_llm.training.lr_scheduler import scheduler_from_args
@@ -207,6 +209,7 @@ class Trainer:
                               if args.timing_log_level else None)
         install_timers(self.region_timers)
         self.forward_flops_per_token = sum(forward_flops_per_token(self.config, args.seq_length))
+        self.async_saves = dcp_format.AsyncSaves()  # --async-save: the torch_dist save in flight
 
     # ---- data -------------------------------------------------------------------------------
     def _num_samples(self) -> Tuple[int, int, int]:
@@ -399,6 +402,11 @@ class Trainer:
         self.dp.finish_param_sync()
 
     def save(self) -> str:
+        if self.args.ckpt_format == dcp_format.FORMAT:
+            path = dist_checkpoint.save(self)
+            print_rank_0(f"{'started saving' if self.args.async_save else 'saved'} checkpoint at iteration "
+                         f"{self.iteration:7d} to {self.args.save} ({dcp_format.FORMAT})")
+            return path
         args, state = self.args, self.state
         self.dp.finish_param_sync()
         rng = checkpointing.gather_rng_states(get_all_rng_states(), state.dp_group)
@@ -442,6 +450,11 @@ class Trainer:
                          "starting from scratch")
             return
         path, iteration, release = found
+        directory = checkpointing.iteration_dir(args.load, iteration, release)
+        if dcp_format.is_dist_checkpoint(directory):  # whatever --ckpt-format says
+            dist_checkpoint.load(self, directory, iteration, release)
+            print_rank_0(f"loaded checkpoint {directory} (iteration {self.iteration}, {dcp_format.FORMAT})")
+            return
         checkpoint = checkpointing.load_file(path)
         checkpointing.check_layout(checkpoint, path, state.tp, state.pp, len(self.models),
                                    args.expert_model_parallel_size, args.expert_tensor_parallel_size or state.tp)
@@ -651,6 +664,7 @@ def _train_loop(trainer: Trainer, writers: MetricWriters, exits: ExitConditions)
             validation = trainer.evaluate()
             _print_validation(trainer, validation)
             writers.validation(validation, trainer.iteration, consumed_samples=trainer.consumed_samples)
+        trainer.async_saves.poll()  # publish a background save that finished
         if args.save and args.save_interval and trainer.iteration % args.save_interval == 0:
             trainer.save()
             saved_at = trainer.iteration
@@ -663,6 +677,7 @@ def _train_loop(trainer: Trainer, writers: MetricWriters, exits: ExitConditions)
     profiler.stop(trainer.iteration)  # a run that ended inside the profiled range
     if args.save and saved_at != trainer.iteration:
         trainer.save()
+    trainer.async_saves.wait()
     return trainer
 
 

@@ -1,0 +1,465 @@
+"""Distributed checkpoints (``--ckpt-format torch_dist``) through ``torch.distributed.checkpoint`` (DCP).
+
+Every tensor is stored once, as the *global* tensor the whole model holds (the
+tensor ``tools/convert_ckpt.py`` calls full: every TP slice and every expert,
+the vocabulary without its TP padding), under one key that no layout changes:
+``model.<name>`` for weights, ``optimizer.<state>.<name>`` for the optimizer's
+per-parameter state (``exp_avg``, ``exp_avg_sq`` and, in a bf16/fp16 run,
+``fp32_param``). Layer numbers in names are already global (pipeline stages and
+virtual chunks build their layers with their global numbers); the last stage's
+copy of tied word embeddings is stored as the embedding itself.
+
+A rank describes what it holds of each tensor as :class:`LocalPieces`: its
+pieces and their offsets in the global tensor, derived from the parameter's
+:class:`~core.tensor_parallel.param_meta.ParamMeta` (the TP segments of fused
+QKV or gate/up, the EP rank's experts, the vocabulary padding to leave out).
+DCP writes each piece once (replicas over DP, over TP for replicated
+parameters and GQA key/value heads are deduplicated by their offsets) and, at
+load, reads whatever stored pieces overlap the pieces the loading rank holds
+at *its* layout: a checkpoint saved at TP2 x PP2 loads at TP4, TP1 x DP4 or
+under FSDP2, with no conversion step (Megatron's resharding).
+
+The iteration directory holds DCP's files (``__<rank>_0.distcp``,
+``.metadata``), ``common.pt`` (the run's arguments, scheduler, counters and the
+optimizer's scalars, written by global rank 0) and ``metadata.json``
+(``{"sharded_backend": "torch_dist"}``), as Megatron-LM lays it out; the
+completion marker and the tracker follow as for the per-rank format.
+
+``--async-save``: the pieces are copied to host memory in the step; DCP writes
+them in a background thread (:class:`AsyncSaves`, at most one save in flight),
+and the marker and tracker are written only once the write succeeded.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import warnings
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex, TensorProperties
+from torch.distributed.checkpoint.planner import TensorWriteData, WriteItem, WriteItemType
+
+from core.tensor_parallel.param_meta import ParamMeta
+
+FORMAT = "torch_dist"
+COMMON_FILENAME = "common.pt"
+METADATA_FILENAME = "metadata.json"
+DCP_METADATA_FILENAME = ".metadata"
+MODEL_PREFIX = "model."
+OPTIMIZER_PREFIX = "optimizer."
+
+
+def is_dist_checkpoint(directory: str) -> bool:
+    """Whether an iteration directory holds a ``torch_dist`` checkpoint."""
+    return os.path.isfile(os.path.join(directory, DCP_METADATA_FILENAME))
+
+
+# ---------------------------------------------------------------------------- where a rank's pieces lie
+
+Interval = Tuple[int, int, int]  # (local start, global start, length) along one dimension
+
+
+@dataclass(frozen=True)
+class PieceSpec:
+    """One rectangular piece of a local tensor: ``local[local_offsets : +sizes]`` is
+    ``global[global_offsets : +sizes]``."""
+
+    local_offsets: Tuple[int, ...]
+    global_offsets: Tuple[int, ...]
+    sizes: Tuple[int, ...]
+
+    def view(self, local: torch.Tensor) -> torch.Tensor:
+        for dim, (start, size) in enumerate(zip(self.local_offsets, self.sizes)):
+            local = local.narrow(dim, start, size)
+        return local
+
+
+def _tp_intervals(meta: ParamMeta, tp_rank: int, tp: int) -> List[Interval]:
+    """Along the TP dimension: each segment's (local rows, global rows) for this TP rank."""
+    shard = meta.tp_shard
+    intervals, offset, local_offset = [], 0, 0
+    for seg in shard.segments:
+        rows = seg.local_units(tp) * seg.unit_size
+        intervals.append((local_offset, offset + seg.first_unit(tp_rank, tp) * seg.unit_size, rows))
+        offset, local_offset = offset + seg.size, local_offset + rows
+    return intervals
+
+
+def _clip(intervals: List[Interval], limit: int) -> List[Interval]:
+    """Keep the parts of ``intervals`` below global index ``limit`` (the vocabulary without padding)."""
+    kept = []
+    for local, glob, length in intervals:
+        length = min(length, limit - glob)
+        if length > 0:
+            kept.append((local, glob, length))
+    return kept
+
+
+def global_layout(local_shape: Sequence[int], meta: ParamMeta, tp_rank: int, tp: int,
+                  ep_rank: int) -> Tuple[Tuple[int, ...], List[PieceSpec]]:
+    """(global shape, this rank's pieces) of a TP- and EP-local tensor of shape ``local_shape``."""
+    dims: List[List[Interval]] = [[(0, 0, n)] for n in local_shape]
+    global_shape = list(local_shape)
+    if meta.num_global_experts is not None:  # this EP rank's experts lead the expert tensors
+        dims[0] = [(0, ep_rank * local_shape[0], local_shape[0])]
+        global_shape[0] = meta.num_global_experts
+    if meta.tp_shard is not None:
+        dims[meta.tp_shard.dim] = _tp_intervals(meta, tp_rank, tp)
+        global_shape[meta.tp_shard.dim] = meta.tp_shard.full_size
+    if meta.init_shape is not None:  # the unpadded shape: TP's vocabulary padding is not stored
+        for dim, limit in enumerate(meta.init_shape):
+            if limit < global_shape[dim]:
+                dims[dim], global_shape[dim] = _clip(dims[dim], limit), limit
+    pieces = [PieceSpec(tuple(i[0] for i in combo), tuple(i[1] for i in combo), tuple(i[2] for i in combo))
+              for combo in itertools.product(*dims)]
+    return tuple(global_shape), pieces
+
+
+# ---------------------------------------------------------------------------- DCP's view of the pieces
+
+class LocalPieces:
+    """This rank's pieces of one global tensor, in DCP's checkpointable protocol (the one ``DTensor``
+    implements): DCP asks it for its write items, its chunks and the tensor of one chunk."""
+
+    def __init__(self, global_shape: Sequence[int], pieces: Sequence[Tuple[Tuple[int, ...], torch.Tensor]]) -> None:
+        self.global_shape = torch.Size(global_shape)
+        self.pieces = {torch.Size(offsets): tensor for offsets, tensor in pieces}
+
+    def size(self) -> torch.Size:
+        return self.global_shape
+
+    def __create_write_items__(self, fqn: str, _object: Any) -> List[WriteItem]:
+        return [WriteItem(index=MetadataIndex(fqn, offsets), type=WriteItemType.SHARD,
+                          tensor_data=TensorWriteData(chunk=ChunkStorageMetadata(offsets, tensor.shape),
+                                                      properties=TensorProperties.create_from_tensor(tensor),
+                                                      size=self.global_shape))
+                for offsets, tensor in self.pieces.items()]
+
+    def __create_chunk_list__(self) -> List[ChunkStorageMetadata]:
+        return [ChunkStorageMetadata(offsets, tensor.shape) for offsets, tensor in self.pieces.items()]
+
+    def __get_tensor_shard__(self, index: MetadataIndex) -> torch.Tensor:
+        return self.pieces[torch.Size(index.offset)]
+
+
+def _lookup(state_dict: Dict[str, Any], index: MetadataIndex) -> Any:
+    value = state_dict[index.fqn]
+    return value.__get_tensor_shard__(index) if isinstance(value, LocalPieces) else None
+
+
+class _SavePlanner(dcp.DefaultSavePlanner):
+    """DCP's planner, finding the tensor of a :class:`LocalPieces` chunk (DCP looks only into tensors)."""
+
+    def lookup_object(self, index: MetadataIndex) -> Any:
+        found = _lookup(self.state_dict, index)
+        return found if found is not None else super().lookup_object(index)
+
+
+class _LoadPlanner(dcp.DefaultLoadPlanner):
+    """DCP's planner for a flat state dict of :class:`LocalPieces` (whose preparation step would drop them)."""
+
+    def __init__(self) -> None:
+        super().__init__(flatten_state_dict=False, flatten_sharded_tensors=False)
+
+    def set_up_planner(self, state_dict: Dict[str, Any], metadata: Any = None, is_coordinator: bool = False) -> None:
+        self.original_state_dict = self.state_dict = state_dict
+        self.metadata, self.is_coordinator = metadata, is_coordinator
+
+    def lookup_tensor(self, index: MetadataIndex) -> torch.Tensor:
+        found = _lookup(self.state_dict, index)
+        return found if found is not None else super().lookup_tensor(index)
+
+
+def pieces_for_save(local: torch.Tensor, meta: ParamMeta, tp_rank: int, tp: int, ep_rank: int) -> LocalPieces:
+    """Host copies of this rank's pieces of ``local`` (copied now: training may change ``local`` while an
+    asynchronous save writes them)."""
+    shape, specs = global_layout(local.shape, meta, tp_rank, tp, ep_rank)
+    return LocalPieces(shape, [(spec.global_offsets, spec.view(local.detach()).to("cpu", copy=True).contiguous())
+                               for spec in specs])
+
+
+@dataclass
+class LoadTarget:
+    """A local tensor to fill from a checkpoint: the pieces DCP reads into, then copies into ``local``."""
+
+    local: torch.Tensor
+    specs: List[PieceSpec]
+    pieces: LocalPieces
+
+    def finish(self) -> torch.Tensor:
+        for spec in self.specs:
+            spec.view(self.local).copy_(self.pieces.pieces[torch.Size(spec.global_offsets)])
+        return self.local
+
+
+def load_target(local_shape: Sequence[int], dtype: torch.dtype, meta: ParamMeta, tp_rank: int, tp: int,
+                ep_rank: int) -> LoadTarget:
+    """A zero local tensor (padding rows stay zero) and the pieces of it this rank reads."""
+    local = torch.zeros(local_shape, dtype=dtype)
+    shape, specs = global_layout(local_shape, meta, tp_rank, tp, ep_rank)
+    pieces = LocalPieces(shape, [(spec.global_offsets, torch.empty(spec.sizes, dtype=dtype)) for spec in specs])
+    return LoadTarget(local, specs, pieces)
+
+
+# ---------------------------------------------------------------------------- saving and loading
+
+_PROCESS_GROUP: Dict[str, Any] = {}
+
+
+def checkpoint_group() -> Optional[Any]:
+    """A gloo group over every rank for DCP's planning collectives (a background write must not share the
+    training's communicator); None without a process group. Collective on first use."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    if "group" not in _PROCESS_GROUP:
+        _PROCESS_GROUP["group"] = dist.new_group(backend="gloo")
+    return _PROCESS_GROUP["group"]
+
+
+def forget_checkpoint_group() -> None:
+    """Drop the cached group (its process group is being destroyed)."""
+    _PROCESS_GROUP.clear()
+
+
+def write_common(directory: str, common: Dict[str, Any], save: Callable[[Any, str], None]) -> None:
+    """Rank 0's ``common.pt`` and ``metadata.json`` beside DCP's files."""
+    save(common, os.path.join(directory, COMMON_FILENAME))
+    with open(os.path.join(directory, METADATA_FILENAME), "w") as handle:
+        json.dump({"sharded_backend": FORMAT, "sharded_backend_version": 1}, handle)
+
+
+@contextlib.contextmanager
+def _single_process_notice() -> Iterator[None]:
+    """DCP warns that it runs in one process when there is no process group: that is intended here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        yield
+
+
+def save(directory: str, state: Dict[str, Any]) -> None:
+    """Write ``state`` (keys -> :class:`LocalPieces` or picklable objects) with DCP; collective."""
+    os.makedirs(directory, exist_ok=True)
+    group = checkpoint_group()
+    with _single_process_notice():
+        dcp.save(state, checkpoint_id=directory, planner=_SavePlanner(), process_group=group,
+                 no_dist=group is None)
+
+
+class _Staged:
+    """The stager for :func:`dcp.async_save`: the pieces are host copies already (:func:`pieces_for_save`)."""
+
+    should_synchronize_after_execute = False
+
+    def stage(self, state_dict: Dict[str, Any]) -> Dict[str, Any]:
+        return state_dict
+
+    def synchronize_staging(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def save_in_background(directory: str, state: Dict[str, Any]) -> Future:
+    """Start writing ``state`` in a background thread; the future fails when any rank's write fails."""
+    os.makedirs(directory, exist_ok=True)
+    group = checkpoint_group()
+    with _single_process_notice():
+        result = dcp.async_save(state, checkpoint_id=directory, planner=_SavePlanner(), process_group=group,
+                                async_stager=_Staged(), no_dist=group is None)
+    return getattr(result, "upload_completion", result)
+
+
+def load(directory: str, state: Dict[str, Any]) -> None:
+    """Fill ``state`` (keys -> :class:`LocalPieces` to read into) from the checkpoint in ``directory``;
+    collective. Raises KeyError naming a key the checkpoint lacks, or ValueError naming a tensor whose shape
+    differs, on every rank (all ranks agree first, so none waits in DCP for one that gave up)."""
+    group = checkpoint_group()
+    stored = stored_keys(directory)
+    problem = None
+    for key, value in state.items():
+        if key not in stored:
+            problem = ("missing", key)
+            break
+        if isinstance(value, LocalPieces) and stored[key] is not None and stored[key] != tuple(value.global_shape):
+            name = key[len(MODEL_PREFIX):] if key.startswith(MODEL_PREFIX) else key
+            problem = ("shape", f"tensor {name} has shape {stored[key]} in the checkpoint and "
+                                f"{tuple(value.global_shape)} in this model")
+            break
+    problem = _first_problem(problem, group)
+    if problem is not None:
+        raise KeyError(problem[1]) if problem[0] == "missing" else ValueError(problem[1])
+    with _single_process_notice():
+        dcp.load(state, checkpoint_id=directory, planner=_LoadPlanner(), process_group=group,
+                 no_dist=group is None)
+
+
+def _first_problem(problem: Optional[Tuple[str, str]], group: Optional[Any]) -> Optional[Tuple[str, str]]:
+    """The lowest rank's problem, on every rank."""
+    if group is None:
+        return problem
+    every = [None] * dist.get_world_size(group)
+    dist.all_gather_object(every, problem, group=group)
+    return next((p for p in every if p is not None), None)
+
+
+def stored_keys(directory: str) -> Dict[str, Optional[Tuple[int, ...]]]:
+    """Every key of the checkpoint in ``directory`` and its global shape (None: an object)."""
+    stored = dcp.FileSystemReader(directory).read_metadata().state_dict_metadata
+    return {key: (tuple(md.size) if hasattr(md, "size") else None) for key, md in stored.items()}
+
+
+def read_full(directory: str, keys: Sequence[str], dtype: Optional[torch.dtype] = None) -> Dict[str, torch.Tensor]:
+    """Whole global tensors of ``keys`` in one process (the converter's view of a checkpoint)."""
+    shapes = dcp.FileSystemReader(directory).read_metadata().state_dict_metadata
+    state = {key: torch.empty(tuple(shapes[key].size), dtype=dtype or shapes[key].properties.dtype) for key in keys}
+    with _single_process_notice():
+        dcp.load(state, checkpoint_id=directory, no_dist=True)
+    return state
+
+
+# ---------------------------------------------------------------------------- a rank's model and optimizer
+
+TIED_OUTPUT_WEIGHT = "output_layer.weight"
+EMBEDDING_WEIGHT = "embedding.word_embeddings.weight"
+FP32_PARAM = "fp32_param"
+
+
+@dataclass(frozen=True)
+class RankCoordinates:
+    """Where a rank sits: its TP rank and size, and its EP rank (which experts it holds)."""
+
+    tp_rank: int
+    tp: int
+    ep_rank: int
+
+
+def checkpoint_key(prefix: str, name: str, tied: bool) -> str:
+    """The layout-independent key of a tensor (the last stage's copy of tied embeddings is the embedding)."""
+    return prefix + (EMBEDDING_WEIGHT if tied and name == TIED_OUTPUT_WEIGHT else name)
+
+
+def optimizer_prefix(kind: str) -> str:
+    return f"{OPTIMIZER_PREFIX}{kind}."
+
+
+def state_to_save(dp: Any, where: RankCoordinates, tied: bool, with_optimizer: bool) -> Tuple[Dict[str, Any], List[str]]:
+    """(``{key: LocalPieces}`` of the model and, ``with_optimizer``, the optimizer's per-parameter state;
+    the optimizer state kinds). Collective (FSDP and the distributed optimizer gather over DP)."""
+    specs = dp.local_tensors()
+    state = {checkpoint_key(MODEL_PREFIX, name, tied): pieces_for_save(tensor, specs[name].meta, *_coords(where))
+             for name, tensor in dp.named_weights().items()}
+    kinds = set()
+    if with_optimizer:
+        for name, entries in dp.named_optimizer_states().items():
+            for kind, tensor in entries.items():
+                state[checkpoint_key(optimizer_prefix(kind), name, tied)] = pieces_for_save(
+                    tensor, specs[name].meta, *_coords(where))
+                kinds.add(kind)
+    return state, sorted(kinds)
+
+
+def _coords(where: RankCoordinates) -> Tuple[int, int, int]:
+    return where.tp_rank, where.tp, where.ep_rank
+
+
+class _Request:
+    """The targets of one load: each key read once, copied to every local name that maps to it."""
+
+    def __init__(self, where: RankCoordinates) -> None:
+        self.where = where
+        self.targets: Dict[str, LoadTarget] = {}
+        self.names: Dict[Tuple[str, str], str] = {}  # (part, local name) -> key
+
+    def add(self, part: str, name: str, key: str, shape: Sequence[int], dtype: torch.dtype, meta: ParamMeta) -> None:
+        if key not in self.targets:
+            self.targets[key] = load_target(shape, dtype, meta, *_coords(self.where))
+        self.names[(part, name)] = key
+
+    def state(self) -> Dict[str, Any]:
+        return {key: target.pieces for key, target in self.targets.items()}
+
+    def results(self, part: str) -> Dict[str, torch.Tensor]:
+        done = {key: target.finish() for key, target in self.targets.items()}
+        return {name: done[key].clone() for (which, name), key in self.names.items() if which == part}
+
+
+def load_into(directory: str, dp: Any, where: RankCoordinates, tied: bool,
+              kinds: Optional[Sequence[str]]) -> Tuple[Dict[str, torch.Tensor], Dict[str, Dict[str, torch.Tensor]]]:
+    """Read this rank's part of every tensor: (weights by name, optimizer states by parameter name; ``{}``
+    when ``kinds`` is None). fp32 weights come from the stored fp32 master weights when the checkpoint has
+    them (a bf16 run's), so nothing is lost to bf16 rounding. Collective."""
+    stored = stored_keys(directory)
+    request = _Request(where)
+    for name, spec in dp.local_tensors().items():
+        master = checkpoint_key(optimizer_prefix(FP32_PARAM), name, tied)
+        key = master if spec.dtype == torch.float32 and master in stored else checkpoint_key(MODEL_PREFIX, name, tied)
+        request.add("model", name, key, spec.shape, spec.dtype, spec.meta)
+        for kind in (kinds or []) if spec.trains else []:
+            key = checkpoint_key(optimizer_prefix(kind), name, tied)
+            if kind != FP32_PARAM or key in stored:
+                request.add(kind, name, key, spec.shape, torch.float32, spec.meta)
+    load(directory, request.state())
+    weights = request.results("model")
+    states: Dict[str, Dict[str, torch.Tensor]] = {}
+    for kind in kinds or []:
+        for name, value in request.results(kind).items():
+            states.setdefault(name, {})[kind] = value
+    return weights, states
+
+
+def bytes_pieces(payload: bytes) -> LocalPieces:
+    """A rank-private object (its RNG states) as a uint8 tensor, so that each rank writes its own."""
+    return LocalPieces((len(payload),), [((0,), torch.frombuffer(bytearray(payload), dtype=torch.uint8))])
+
+
+def read_bytes(directory: str, key: str) -> Optional[bytes]:
+    """The bytes stored by :func:`bytes_pieces` under ``key`` (None: absent). Collective."""
+    size = stored_keys(directory).get(key)
+    target = LocalPieces(size or (0,), [((0,), torch.empty(size or (0,), dtype=torch.uint8))])
+    load(directory, {key: target} if size is not None else {})
+    return bytes(target.pieces[torch.Size([0])].numpy().tobytes()) if size is not None else None
+
+
+class AsyncSaves:
+    """At most one background save in flight; its ``publish`` (marker, tracker) runs once it succeeded."""
+
+    def __init__(self) -> None:
+        self.future: Optional[Future] = None
+        self.iteration = -1
+        self.publish: Callable[[], None] = lambda: None
+
+    def start(self, future: Future, iteration: int, publish: Callable[[], None]) -> None:
+        self.wait()
+        self.future, self.iteration, self.publish = future, iteration, publish
+
+    def poll(self) -> None:
+        """Publish a save that has finished (at an iteration boundary; never blocks)."""
+        if self.future is not None and self.future.done():
+            self._finish()
+
+    def wait(self) -> None:
+        """Block until the save in flight (if any) is written, then publish it."""
+        if self.future is not None:
+            try:
+                self.future.result()
+            except Exception:  # reported by _finish
+                pass
+            self._finish()
+
+    def _finish(self) -> None:
+        future, self.future = self.future, None
+        error = future.exception()
+        if error is None:
+            self.publish()
+            return
+        first = str(error).strip().splitlines()
+        print(f"error: the background save of iteration {self.iteration} failed ({type(error).__name__}: "
+              f"{first[-1] if first else ''}); the tracker still names the previous checkpoint", flush=True)

@@ -1,0 +1,161 @@
+"""The trainer's ``--ckpt-format torch_dist`` saves and loads (the format: core/dist_checkpointing.py).
+
+:func:`save` writes the model, the optimizer's per-parameter state (layout-free
+keys) and each rank's RNG states with DCP, and the rest (arguments, scheduler,
+counters, the optimizer's scalars, the layout it was saved at) in ``common.pt``;
+with ``--async-save`` the write runs in the background and the tracker moves
+when it is done (:class:`core.dist_checkpointing.AsyncSaves`).
+
+:func:`load` reads them back at whatever layout this run has. RNG states
+resume only at the layout they were saved at (another layout has other
+streams: they start from ``--seed``, which the log says).
+"""
+from __future__ import annotations
+
+import io
+import os
+from typing import TYPE_CHECKING, Any, Dict
+
+import torch
+from torch.distributed.checkpoint.api import CheckpointException
+
+from core import checkpointing
+from core import dist_checkpointing as dcp_format
+from core.tensor_parallel.random import get_all_rng_states, set_all_rng_states
+
+if TYPE_CHECKING:
+    from mindspeed_llm.training.training import Trainer
+
+
+def _where(trainer: "Trainer") -> dcp_format.RankCoordinates:
+    state = trainer.state
+    return dcp_format.RankCoordinates(state.tp_rank, state.tp, state.ep_group.rank)
+
+
+def _tied(trainer: "Trainer") -> bool:
+    return not trainer.config.untie_embeddings_and_output_weights
+
+
+def layout_tag(trainer: "Trainer") -> str:
+    """The layout a rank's RNG streams belong to."""
+    s = trainer.state
+    return f"tp{s.tp}_pp{s.pp}_vpp{len(trainer.models)}_cp{s.cp}_ep{s.ep}_dp{s.dp}_world{s.world_size}"
+
+
+def _rng_key(trainer: "Trainer") -> str:
+    return f"rng.{layout_tag(trainer)}.rank{trainer.state.rank}"
+
+
+def _rng_bytes() -> bytes:
+    buffer = io.BytesIO()
+    torch.save(get_all_rng_states(), buffer)
+    return buffer.getvalue()
+
+
+def _common(trainer: "Trainer", kinds: list, with_optimizer: bool) -> Dict[str, Any]:
+    args = trainer.args
+    return {"args": checkpointing.namespace_for_checkpoint(args),
+            "iteration": trainer.iteration, "checkpoint_version": checkpointing.CHECKPOINT_VERSION,
+            "opt_param_scheduler": trainer.scheduler.state_dict(),
+            "consumed_train_samples": trainer.consumed_samples,
+            "skipped_iterations": trainer.skipped_iterations,
+            "transformer_config": trainer.config.to_dict(),
+            "optimizer": trainer.optimizer.scalars() if with_optimizer else None,
+            "optimizer_kinds": kinds, "layout": layout_tag(trainer)}
+
+
+def save(trainer: "Trainer") -> str:
+    """Write iteration ``trainer.iteration`` to ``--save`` (collective); returns its directory."""
+    args, state = trainer.args, trainer.state
+    trainer.dp.finish_param_sync()
+    trainer.async_saves.wait()  # at most one save in flight
+    with_optimizer = not args.no_save_optim
+    pieces, kinds = dcp_format.state_to_save(trainer.dp, _where(trainer), _tied(trainer), with_optimizer)
+    if not args.no_save_rng:
+        pieces[_rng_key(trainer)] = dcp_format.bytes_pieces(_rng_bytes())
+    directory = checkpointing.iteration_dir(args.save, trainer.iteration)
+    if state.rank == 0:
+        os.makedirs(directory, exist_ok=True)
+        dcp_format.write_common(directory, _common(trainer, kinds, with_optimizer), checkpointing.atomic_save)
+    iteration, keep_last = trainer.iteration, args.ckpt_keep_last or 0
+
+    def publish() -> None:
+        if state.rank == 0:  # every rank's files are written (DCP's metadata comes last)
+            checkpointing.publish_iteration(args.save, iteration, keep_last)
+
+    if args.async_save:
+        trainer.async_saves.start(dcp_format.save_in_background(directory, pieces), iteration, publish)
+        return directory
+    dcp_format.save(directory, pieces)
+    checkpointing.barrier()
+    publish()
+    checkpointing.barrier()
+    return directory
+
+
+def load(trainer: "Trainer", directory: str, iteration: int, release: bool) -> None:
+    """Resume (or, with --finetune or a release checkpoint, take the weights) from a torch_dist directory."""
+    args = trainer.args
+    common = _read_common(directory)
+    from mindspeed_llm.training.training import check_saved_settings
+
+    check_saved_settings(common.get("transformer_config"), trainer.config, directory)
+    weights_only = args.finetune or release or args.no_load_optim or common.get("optimizer") is None
+    _check_optimizer(trainer, common, directory, weights_only)
+    kinds = None if weights_only else common.get("optimizer_kinds", [])
+    try:
+        weights, states = dcp_format.load_into(directory, trainer.dp, _where(trainer), _tied(trainer), kinds)
+    except KeyError as error:
+        raise checkpointing.CheckpointError(
+            f"{directory} has no tensor {error.args[0]!r} that this model needs; check the model flags against the "
+            "checkpoint's (or --use-checkpoint-args)") from None
+    except ValueError as error:
+        raise checkpointing.CheckpointError(f"{directory}: {error}; check the model flags against the "
+                                            "checkpoint's (or --use-checkpoint-args)") from None
+    except CheckpointException as error:
+        raise checkpointing.CheckpointError(f"{directory} cannot be read ({_first_line(error)}); the checkpoint "
+                                            "files are damaged: load an earlier iteration") from None
+    trainer.dp.load_named_weights(weights)
+    if weights_only:
+        trainer.dp.reload_model_params()
+    else:
+        trainer.dp.load_named_optimizer_states(states, common["optimizer"])
+        trainer._load_scheduler(common, directory)
+    if not (args.finetune or release):
+        trainer.iteration = iteration
+        trainer.consumed_samples = int(common.get("consumed_train_samples", 0))
+        trainer.skipped_iterations = int(common.get("skipped_iterations", 0))
+        _load_rng(trainer, directory, common)
+
+
+def _read_common(directory: str) -> Dict[str, Any]:
+    path = os.path.join(directory, dcp_format.COMMON_FILENAME)
+    if not os.path.isfile(path):
+        raise checkpointing.CheckpointError(f"{path} is missing: {directory} is not a complete torch_dist "
+                                            "checkpoint; load an earlier iteration")
+    return checkpointing.load_file(path)
+
+
+def _check_optimizer(trainer: "Trainer", common: Dict[str, Any], directory: str, weights_only: bool) -> None:
+    """The optimizer's kind must match to resume its state (the layout and the sharding may differ)."""
+    saved = getattr(common.get("args"), "optimizer", None)
+    if not weights_only and saved is not None and saved != trainer.args.optimizer:
+        raise checkpointing.CheckpointError(
+            f"{directory} holds the state of --optimizer {saved}, this run uses {trainer.args.optimizer}; match "
+            "the flag or add --no-load-optim to load the weights only")
+
+
+def _load_rng(trainer: "Trainer", directory: str, common: Dict[str, Any]) -> None:
+    if trainer.args.no_load_rng:
+        return
+    payload = dcp_format.read_bytes(directory, _rng_key(trainer))  # collective
+    if payload is not None:
+        set_all_rng_states(torch.load(io.BytesIO(payload), weights_only=True))
+    elif trainer.state.rank == 0:
+        print(f"note: {directory} was saved at layout {common.get('layout')}, this run is {layout_tag(trainer)}: "
+              f"the RNG streams (dropout) start from --seed {trainer.args.seed}", flush=True)
+
+
+def _first_line(error: Exception) -> str:
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return lines[-1][:300] if lines else type(error).__name__
