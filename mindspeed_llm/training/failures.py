@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -31,6 +32,8 @@ import traceback
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Optional
+
+import torch.distributed as dist
 
 from core import checkpointing
 
@@ -108,9 +111,19 @@ def failure_record(place: RankPlace, iteration: int, error: BaseException) -> Di
 
 
 def one_line(error: BaseException) -> str:
-    """The first line of the error's message (its type when it has none)."""
+    """The first line of the error's message, without the C++ source location gloo and NCCL put first (the
+    error's type when it has no message)."""
     lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+    line = re.sub(r"^\[[^\]]*\.(?:cc|cpp|h|hpp):\d+\]\s*", "", lines[0]) if lines else ""
+    return line or type(error).__name__
+
+
+def collective_failure(error: BaseException) -> bool:
+    """Whether ``error`` came out of a torch.distributed call: a collective that timed out, a peer that died."""
+    if isinstance(error, dist.DistError):
+        return True
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and f"{os.sep}torch{os.sep}distributed{os.sep}" in frames[-1].filename
 
 
 def record_failure(save: Optional[str], place: RankPlace, iteration: int, error: BaseException) -> Optional[str]:

@@ -699,8 +699,8 @@ def run(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pretr
 def _stop_on_failure(trainer: Trainer, error: BaseException, interrupted: bool) -> None:
     """An exception escaped training. Ctrl-C: one line, exit 130, no save. Otherwise every rank records it in
     --save/failures/ (failures.py) and rank 0 prints the summary line; a known failure (the NaN stop, a
-    checkpoint that cannot be written, a collective that failed) ends the process with status 1 and no
-    traceback, a torch.compile backend that cannot compile with one line and status 2; anything else returns,
+    checkpoint that cannot be written, with --save a collective that failed) ends the process with status 1
+    and no traceback, a torch.compile backend that cannot compile with one line and status 2; anything else returns,
     to be re-raised with its traceback."""
     iteration = _failure_iteration(trainer, error)
     if interrupted or isinstance(error, KeyboardInterrupt):
@@ -716,7 +716,8 @@ def _stop_on_failure(trainer: Trainer, error: BaseException, interrupted: bool) 
     # NonFiniteTraining: every rank saw the same global loss and norm, so every rank stops here
     line = failures.report(trainer.args.save, place, iteration, error,
                            everyone_fails=isinstance(error, NonFiniteTraining))
-    known = isinstance(error, (NonFiniteTraining, checkpointing.CheckpointError, dist.DistError))
+    known = (isinstance(error, (NonFiniteTraining, checkpointing.CheckpointError))
+             or (failures.collective_failure(error) and bool(trainer.args.save)))  # its traceback is in the file
     if line is not None and (known or (trainer.state.rank == 0 and trainer.args.save)):
         print(f"error: {line}", file=sys.stderr, flush=True)
     if known:

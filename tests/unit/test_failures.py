@@ -130,6 +130,30 @@ def test_the_summary_names_the_first_failure_or_every_rank_alike(tmp_path) -> No
     assert sorted(os.listdir(os.path.join(save, "failures"))) == ["rank_00000.json", "rank_00001.json"]
 
 
+def test_a_collective_timeout_is_recorded_and_one_line(tmp_path, capsys, monkeypatch) -> None:
+    save, calls = str(tmp_path / "ckpt"), []
+    all_reduce = training.all_reduce
+
+    def times_out(*args, **kwargs):  # the step's first statistics all-reduce of iteration 2 never completes
+        calls.append(1)
+        if len(calls) == 3:
+            raise torch.distributed.DistBackendError(
+                "[/src/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 600000ms for recv operation")
+        return all_reduce(*args, **kwargs)
+
+    monkeypatch.setattr(training, "all_reduce", times_out)
+    line = _stops(ARGV + ["--save", save], capsys, 1)
+    assert line.startswith("error: rank 0 (tp 0 pp 0 dp 0) at iteration 2: Timed out waiting 600000ms for recv "
+                           "operation; details in "), line
+    record = json.loads(Path(save, "failures", "rank_00000.json").read_text())
+    assert record["type"] == "DistBackendError" and "unbound_buffer.cc" in record["traceback"]
+    try:  # a failure raised inside torch.distributed counts as a collective's, whatever its type
+        torch.distributed.all_reduce(torch.ones(1))
+    except Exception as error:
+        assert failures.collective_failure(error)
+    assert not failures.collective_failure(ValueError("a bug"))
+
+
 # ------------------------------------------------------------------------------- a full disk
 
 class _FullDisk:
