@@ -22,7 +22,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import List
 
@@ -82,7 +81,7 @@ def test_a_nan_stop_is_recorded_summarised_and_moved_aside_by_the_next_run(tmp_p
     save = str(tmp_path / "ckpt")
     argv = ARGV + ["--train-iters", "6", "--max-skipped-iterations", "2", "--save", save]
     line = _stops(argv, capsys, 1)
-    expected = (f"error: rank 0 (tp 0 pp 0 dp 0) at iteration 4: 2 iterations in a row (to 4) had a non-finite "
+    expected = ("error: rank 0 (tp 0 pp 0 dp 0) at iteration 4: 2 iterations in a row (to 4) had a non-finite "
                 "loss or gradient norm")
     assert line.startswith(expected), line
     assert line.endswith(f"; details in {os.path.join(save, 'failures')}{os.sep}"), line
