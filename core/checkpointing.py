@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import errno
 import io
 import os
 import pickle
@@ -85,14 +86,56 @@ def write_tracker(root: str, iteration: Optional[int], release: bool = False) ->
 
 
 def _write_text(path: str, text: str) -> None:
-    """``text`` into ``path`` through a temporary file, fsynced before the rename and the directory after."""
+    """``text`` into ``path`` through a temporary file, fsynced before the rename and the directory after.
+
+    Any failure removes the temporary file; an OS error (a full disk, a read-only directory) is a
+    :class:`CheckpointError` naming ``path`` (:func:`_write_failure`), and ``path`` keeps its old content."""
     tmp = path + ".tmp"
-    with open(tmp, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException as error:
+        _remove_quietly(tmp)
+        raise _write_failure(path, error) from None
     _fsync_directory(os.path.dirname(path))
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _os_error_in(error: BaseException) -> Optional[OSError]:
+    """The OSError behind ``error``: itself, or one in its cause/context chain (torch.save reports a failed
+    write as a RuntimeError of its zip writer, the OSError as its context)."""
+    seen = 0
+    while error is not None and seen < 16:
+        if isinstance(error, OSError):
+            return error
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return None
+
+
+def _write_failure(path: str, error: BaseException) -> BaseException:
+    """What a failed write of ``path`` raises: a one-line CheckpointError for an OS error (the errno's text and
+    the fix), ``error`` itself otherwise (a bug, a KeyboardInterrupt)."""
+    os_error = _os_error_in(error)
+    if os_error is None:
+        return error
+    reason = os_error.strerror or str(os_error)
+    hints = {errno.ENOSPC: "free space on that disk or point --save at another one",
+                  errno.EDQUOT: "free space within your quota or point --save at another disk",
+                  errno.EACCES: "make the directory writable or point --save elsewhere",
+                  errno.EPERM: "make the directory writable or point --save elsewhere",
+                  errno.EROFS: "point --save at a writable file system"}
+    fix = hints.get(os_error.errno, "check the disk or point --save elsewhere")
+    return CheckpointError(f"cannot write {path}: {reason}; {fix} (the earlier checkpoints and the tracker "
+                           "are unchanged)")
 
 
 def _fsync_directory(directory: str) -> None:
@@ -110,14 +153,21 @@ def _fsync_directory(directory: str) -> None:
 
 
 def atomic_save(obj: Any, path: str) -> None:
-    """``torch.save`` to ``path`` through a temporary file in the same directory, fsynced before the rename."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    """``torch.save`` to ``path`` through a temporary file in the same directory, fsynced before the rename.
+
+    Any failure removes the temporary file (``path`` is untouched); an OS error is a one-line
+    :class:`CheckpointError` naming ``path``, the error and the fix."""
     tmp = path + ".tmp"
-    with open(tmp, "wb") as handle:
-        torch.save(obj, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as handle:
+            torch.save(obj, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException as error:  # a full disk, a read-only directory, an interrupt: no .tmp left behind
+        _remove_quietly(tmp)
+        raise _write_failure(path, error) from None
     _fsync_directory(os.path.dirname(path))
 
 
@@ -484,6 +534,8 @@ RESHARD_HINT = ("re-shard it with tools/convert_ckpt.py --load-model-type mg --s
 
 def _reject_other_layout(path: str, directory: str, pp: int, ep: int) -> None:
     """A missing rank file next to rank files of another TP/PP/EP layout: say which, and how to convert."""
+    if not os.path.isdir(directory):  # the tracker names an iteration that is not there
+        _reject_missing_iteration(os.path.dirname(directory), directory)
     names = sorted(n for n in (os.listdir(directory) if os.path.isdir(directory) else [])
                    if re.fullmatch(r"mp_rank_\d+(?:_\d+)*", n))
     if not names:
@@ -495,6 +547,16 @@ def _reject_other_layout(path: str, directory: str, pp: int, ep: int) -> None:
         f"{path} is missing: {directory} was saved with {sizes} (rank directories {', '.join(names[:4])}"
         f"{', ...' if len(names) > 4 else ''}), this run uses --pipeline-model-parallel-size {pp} "
         f"--expert-model-parallel-size {ep}; {RESHARD_HINT}")
+
+
+def _reject_missing_iteration(root: str, directory: str) -> None:
+    """The tracker of ``root`` names ``directory``, which does not exist: an error naming the tracker and the
+    complete iterations there are (resuming from another one silently would retrain or skip steps)."""
+    tracker, complete = os.path.join(root, TRACKER_FILENAME), complete_iterations(root)
+    fix = (f"the complete iterations are {', '.join(map(str, complete))}: write one of them into the tracker, or "
+           "delete it to resume from the newest" if complete else
+           "it holds no complete iteration: delete the tracker to start from scratch")
+    raise CheckpointError(f"{tracker} names {os.path.basename(directory)}, which does not exist; {fix}")
 
 
 LAYOUT_FLAGS = (("--tensor-model-parallel-size", "tensor_model_parallel_size"),

@@ -19,8 +19,10 @@ import argparse
 import dataclasses
 import math
 import os
+import socket
 import sys
 import time
+import traceback
 from datetime import timedelta
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
@@ -55,7 +57,7 @@ from mindspeed_llm.arguments import (ArgumentError, config_field_flag, entry_onl
 from mindspeed_llm.posttrain import lora as lora_training
 from mindspeed_llm.posttrain import qlora
 from mindspeed_llm.tokenizer import build_tokenizer
-from mindspeed_llm.training import dist_checkpoint
+from mindspeed_llm.training import dist_checkpoint, failures
 from mindspeed_llm.training.exit_conditions import ExitConditions
 from mindspeed_llm.training.loggers import MetricWriters, build_metric_writers, iteration_values
 from mindspeed_llm.training.lr_scheduler import scheduler_from_args
@@ -696,33 +698,70 @@ def run(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pretr
                  f"{trainer.num_microbatches} micro-batches per step; task {trainer.task.name}")
     print_rank_0(fused_kernels_line(trainer.config, trainer.acc.type))
     lock = _take_save_lock(trainer)
+    interrupt = failures.InterruptWatch()
     try:
-        return train(trainer)
-    except NonFiniteTraining as error:  # every rank saw the same global loss and norm, so every rank stops here
-        if trainer.state.rank == 0:
-            print(f"error: {error}", file=sys.stderr, flush=True)
-        raise SystemExit(1) from None
-    except Exception as error:  # a torch.compile backend that cannot compile: one line naming the fallback
-        message = compile_failure(error)
-        if message is None:
-            raise
-        print(f"error: {message}", file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
+        with interrupt:
+            return train(trainer)
+    except (Exception, KeyboardInterrupt) as error:
+        _stop_on_failure(trainer, error, interrupt.received)
+        raise
     finally:
         if lock is not None:
             lock.release()
 
 
+def _stop_on_failure(trainer: Trainer, error: BaseException, interrupted: bool) -> None:
+    """An exception escaped training. Ctrl-C: one line, exit 130, no save. Otherwise every rank records it in
+    --save/failures/ (failures.py) and rank 0 prints the summary line; a known failure (the NaN stop, a
+    checkpoint that cannot be written, with --save a collective that failed) ends the process with status 1
+    and no traceback, a torch.compile backend that cannot compile with one line and status 2; anything else returns,
+    to be re-raised with its traceback."""
+    iteration = _failure_iteration(trainer, error)
+    if interrupted or isinstance(error, KeyboardInterrupt):
+        if trainer.state.rank == 0:
+            print(failures.interrupted_line(iteration, trainer.args.save), file=sys.stderr, flush=True)
+        raise SystemExit(failures.INTERRUPTED_EXIT_CODE) from None
+    place = failures.RankPlace.of(trainer.state)
+    compile_message = compile_failure(error)
+    if compile_message is not None:
+        failures.record_failure(trainer.args.save, place, iteration, error)
+        print(f"error: {compile_message}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    # NonFiniteTraining: every rank saw the same global loss and norm, so every rank stops here
+    line = failures.report(trainer.args.save, place, iteration, error,
+                           everyone_fails=isinstance(error, NonFiniteTraining))
+    known = (isinstance(error, (NonFiniteTraining, checkpointing.CheckpointError))
+             or (failures.collective_failure(error) and bool(trainer.args.save)))  # its traceback is in the file
+    if line is not None and (known or (trainer.state.rank == 0 and trainer.args.save)):
+        print(f"error: {line}", file=sys.stderr, flush=True)
+    if known:
+        raise SystemExit(1) from None
+
+
+def _failure_iteration(trainer: Trainer, error: BaseException) -> int:
+    """The iteration the failure belongs to: the one in progress when it came from a training step, else the
+    last finished one (an evaluation or a save after it)."""
+    step_code = Trainer.train_step.__code__
+    in_step = any(frame.f_code is step_code for frame, _ in traceback.walk_tb(error.__traceback__))
+    return trainer.iteration + 1 if in_step else trainer.iteration
+
+
 def _take_save_lock(trainer: Trainer) -> Optional[SaveLock]:
-    """Rank 0 locks --save before the first step; every rank stops (exit 2) when another live run holds it."""
+    """Rank 0 checks that --save is writable, locks it and moves an earlier run's failure files aside, before
+    the first step; every rank stops (exit 2) when --save is not writable or another live run holds it."""
     if not trainer.args.save:
         return None
     lock, refused = SaveLock(trainer.args.save), None
     if trainer.state.rank == 0:
         try:
+            _probe_writable(trainer.args.save)
             lock.acquire()
+            failures.archive_previous(trainer.args.save)
         except SaveDirectoryInUse as error:
             refused = str(error)
+        except OSError as error:
+            refused = (f"--save {trainer.args.save} is not writable ({error.strerror or error}: "
+                       f"{error.filename or trainer.args.save}); make it writable or point --save elsewhere")
     flag = torch.tensor([float(refused is not None)], device=trainer.acc.device)
     if dist.is_initialized():
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
@@ -731,6 +770,21 @@ def _take_save_lock(trainer: Trainer) -> Optional[SaveLock]:
             print(f"error: {refused}", file=sys.stderr, flush=True)
         raise SystemExit(2)
     return lock
+
+
+def _probe_writable(directory: str) -> None:
+    """Create ``directory`` if needed and write, fsync and remove a probe file in it (OSError: not writable,
+    or full), so that an unusable --save stops the run before training, not at its first save."""
+    os.makedirs(directory, exist_ok=True)
+    probe = os.path.join(directory, f".write_probe_{socket.gethostname()}_{os.getpid()}")
+    try:
+        with open(probe, "wb") as handle:
+            handle.write(b"\0")
+            handle.flush()
+            os.fsync(handle.fileno())
+    finally:
+        if os.path.exists(probe):
+            os.remove(probe)
 
 
 def pretrain(argv: Optional[List[str]] = None) -> Trainer:
