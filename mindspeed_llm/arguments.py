@@ -68,6 +68,7 @@ from mindspeed_llm.flags import (TOKENIZER_TYPES, ArgumentError, FlagParser, Int
                                  add_tokenizer_args, tokenizer_error)
 
 __all__ = ["ArgumentError", "REFUSED_FLAGS", "TOKENIZER_TYPES", "build_parser", "check_pretraining_data",
+           "check_pretraining_files",
            "parse_and_validate", "parse_args", "set_vocab_size", "transformer_config_from_args", "validate_args"]
 
 BACKEND_FOR_DEVICE = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
@@ -1167,6 +1168,37 @@ def check_pretraining_data(args: argparse.Namespace) -> None:
                             "--tokenizer-name-or-path DIR (or NullTokenizer with --vocab-size)")
 
 
+DATA_PATH_FLAGS = ("data_path", "train_data_path", "valid_data_path", "test_data_path")
+
+
+def _check_data_flags(args: argparse.Namespace) -> None:
+    """--split and the data-path blends parse (weights before their prefixes, finite shares); no file is read."""
+    from core.datasets.gpt_dataset import parse_blend, parse_split
+
+    try:
+        if args.split is not None:
+            parse_split(args.split)
+        for dest in DATA_PATH_FLAGS:
+            parse_blend(getattr(args, dest), _flag(dest))
+    except ValueError as error:
+        raise ArgumentError(str(error)) from None
+
+
+def check_pretraining_files(args: argparse.Namespace) -> None:
+    """Every prefix of --data-path / --train-data-path / --valid-data-path / --test-data-path is a sound, non-empty
+    .bin/.idx pair (headers and sizes only: cheap), before any process group."""
+    from core.datasets.gpt_dataset import check_blend_files
+    from core.datasets.indexed_dataset import IndexedDatasetError
+
+    if args.mock_data:
+        return
+    for dest in DATA_PATH_FLAGS:
+        try:
+            check_blend_files(getattr(args, dest), _flag(dest))
+        except IndexedDatasetError as error:
+            raise ArgumentError(str(error)) from None
+
+
 ENTRY_ONLY_GROUPS = ("generation", "evaluation")  # flag groups only inference.py / evaluation.py read
 
 
@@ -1441,6 +1473,7 @@ def validate_args(args: argparse.Namespace, world_size: int) -> None:
     _check_learning_rate(args)
     _check_opt_param_scheduler(args)
     _check_tokenizer(args)
+    _check_data_flags(args)
     _check_checkpointing(args)
     _check_device(args)
     _check_evaluation(args)

@@ -184,8 +184,8 @@ def check_indexed_files(path_prefix: str) -> IndexHeader:
 def _check_files_exist(path_prefix: str) -> None:
     for path in (get_idx_path(path_prefix), get_bin_path(path_prefix)):
         if not os.path.isfile(path):
-            raise IndexedDatasetError(f"{path}: no such file (indexed dataset prefix {path_prefix!r}; "
-                                      "run preprocess_data.py to create it)")
+            raise IndexedDatasetError(f"{path}: no such file; give the prefix of a .bin/.idx pair ({path_prefix!r} "
+                                      "was given) or run preprocess_data.py to create it")
 
 
 class _Index:
