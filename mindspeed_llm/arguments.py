@@ -1175,6 +1175,7 @@ def _check_data_flags(args: argparse.Namespace) -> None:
     """--split and the data-path blends parse (weights before their prefixes, finite shares); no file is read."""
     from core.datasets.gpt_dataset import parse_blend, parse_split
 
+    _check_not_a_file("data_cache_path", args.data_cache_path)
     try:
         if args.split is not None:
             parse_split(args.split)
@@ -1355,7 +1356,13 @@ def _check_ranges(args: argparse.Namespace) -> None:
         raise ArgumentError(f"--exit-duration-in-mins must be positive, got {args.exit_duration_in_mins}")
     if args.distributed_timeout_minutes <= 0:
         raise ArgumentError(f"--distributed-timeout-minutes must be positive, got {args.distributed_timeout_minutes}")
-    for dest in ("exit_interval", "vocab_size"):  # optional counts
+    if args.train_iters is not None and args.train_iters < 1:  # else the message names the derived --lr-decay-iters
+        raise ArgumentError(f"--train-iters must be at least 1, got {args.train_iters}")
+    if args.lr is not None and args.lr < 0:
+        raise ArgumentError(f"--lr must be 0 or more, got {args.lr}")
+    if not 0 <= args.seed < 2**32:  # NumPy's RandomState range (the dataset shuffles)
+        raise ArgumentError(f"--seed must be in 0..{2**32 - 1}, got {args.seed}")
+    for dest in ("exit_interval", "vocab_size", "global_batch_size"):  # optional counts
         if getattr(args, dest) is not None and getattr(args, dest) < 1:
             raise ArgumentError(f"{_flag(dest)} must be at least 1, got {getattr(args, dest)}")
     if args.make_vocab_size_divisible_by < 1:
