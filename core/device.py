@@ -109,6 +109,35 @@ class Accelerator:
         return str(self.module.get_device_name(self.local_rank))
 
 
+def device_problem(device_type: Optional[str], local_rank: Optional[int] = None) -> Optional[str]:
+    """Why this process cannot run on ``device_type`` (``--device``; None: detected), in one line, or None.
+
+    Checked before any process group: an accelerator torch does not see, or fewer of them than the node's
+    processes (``LOCAL_RANK`` from torchrun).
+    """
+    chosen = device_type or detect_device_type()
+    if chosen == "cpu":
+        return None
+    count = _device_count(chosen)
+    if count == 0:
+        what = "torch_npu is not installed or sees no NPU" if chosen == "npu" else "torch sees no CUDA device"
+        return (f"--device {chosen}: {what} on this machine; run on a machine with one, or pass --device cpu "
+                "(or drop --device to use what is there)")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0")) if local_rank is None else local_rank
+    if local_rank >= count:
+        return (f"LOCAL_RANK {local_rank}, but this node has {count} {chosen} device(s); start at most {count} "
+                "processes per node (torchrun --nproc-per-node)")
+    return None
+
+
+def _device_count(device_type: str) -> int:
+    if device_type == "npu":
+        return torch.npu.device_count() if _npu_available() else 0
+    if device_type == "cuda":
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return 1
+
+
 _current: Optional[Accelerator] = None
 
 

@@ -68,6 +68,7 @@ from mindspeed_llm.flags import (TOKENIZER_TYPES, ArgumentError, FlagParser, Int
                                  add_tokenizer_args, tokenizer_error)
 
 __all__ = ["ArgumentError", "REFUSED_FLAGS", "TOKENIZER_TYPES", "build_parser", "check_pretraining_data",
+           "check_pretraining_files",
            "parse_and_validate", "parse_args", "set_vocab_size", "transformer_config_from_args", "validate_args"]
 
 BACKEND_FOR_DEVICE = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
@@ -1175,6 +1176,38 @@ def check_pretraining_data(args: argparse.Namespace) -> None:
                             "--tokenizer-name-or-path DIR (or NullTokenizer with --vocab-size)")
 
 
+DATA_PATH_FLAGS = ("data_path", "train_data_path", "valid_data_path", "test_data_path")
+
+
+def _check_data_flags(args: argparse.Namespace) -> None:
+    """--split and the data-path blends parse (weights before their prefixes, finite shares); no file is read."""
+    from core.datasets.gpt_dataset import parse_blend, parse_split
+
+    _check_not_a_file("data_cache_path", args.data_cache_path)
+    try:
+        if args.split is not None:
+            parse_split(args.split)
+        for dest in DATA_PATH_FLAGS:
+            parse_blend(getattr(args, dest), _flag(dest))
+    except ValueError as error:
+        raise ArgumentError(str(error)) from None
+
+
+def check_pretraining_files(args: argparse.Namespace) -> None:
+    """Every prefix of --data-path / --train-data-path / --valid-data-path / --test-data-path is a sound, non-empty
+    .bin/.idx pair (headers and sizes only: cheap), before any process group."""
+    from core.datasets.gpt_dataset import check_blend_files
+    from core.datasets.indexed_dataset import IndexedDatasetError
+
+    if args.mock_data:
+        return
+    for dest in DATA_PATH_FLAGS:
+        try:
+            check_blend_files(getattr(args, dest), _flag(dest))
+        except IndexedDatasetError as error:
+            raise ArgumentError(str(error)) from None
+
+
 ENTRY_ONLY_GROUPS = ("generation", "evaluation")  # flag groups only inference.py / evaluation.py read
 
 
@@ -1337,7 +1370,13 @@ def _check_ranges(args: argparse.Namespace) -> None:
         raise ArgumentError(f"--exit-duration-in-mins must be positive, got {args.exit_duration_in_mins}")
     if args.distributed_timeout_minutes <= 0:
         raise ArgumentError(f"--distributed-timeout-minutes must be positive, got {args.distributed_timeout_minutes}")
-    for dest in ("exit_interval", "vocab_size"):  # optional counts
+    if args.train_iters is not None and args.train_iters < 1:  # else the message names the derived --lr-decay-iters
+        raise ArgumentError(f"--train-iters must be at least 1, got {args.train_iters}")
+    if args.lr is not None and args.lr < 0:
+        raise ArgumentError(f"--lr must be 0 or more, got {args.lr}")
+    if not 0 <= args.seed < 2**32:  # NumPy's RandomState range (the dataset shuffles)
+        raise ArgumentError(f"--seed must be in 0..{2**32 - 1}, got {args.seed}")
+    for dest in ("exit_interval", "vocab_size", "global_batch_size"):  # optional counts
         if getattr(args, dest) is not None and getattr(args, dest) < 1:
             raise ArgumentError(f"{_flag(dest)} must be at least 1, got {getattr(args, dest)}")
     if args.make_vocab_size_divisible_by < 1:
@@ -1455,6 +1494,7 @@ def validate_args(args: argparse.Namespace, world_size: int) -> None:
     _check_learning_rate(args)
     _check_opt_param_scheduler(args)
     _check_tokenizer(args)
+    _check_data_flags(args)
     _check_checkpointing(args)
     _check_device(args)
     _check_evaluation(args)

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from core.datasets import helpers
-from core.datasets.indexed_dataset import IndexedDataset
+from core.datasets.indexed_dataset import IndexedDataset, IndexedDatasetError, check_indexed_files
 
 SPLIT_NAMES = ("train", "valid", "test")
 BLEND_MARGIN = 1.005  # Megatron's surplus of samples per blended dataset
@@ -84,8 +84,10 @@ class GPTDatasetConfig:
 # ---- parsing flags ---------------------------------------------------------------------------
 
 
-def parse_blend(paths: Optional[Union[str, Sequence[str]]]) -> Optional[Blend]:
-    """``"p"`` / ``["0.3", "a", "0.7", "b"]`` / ``"0.3 a 0.7 b"`` / ``["a", "b"]`` -> (prefixes, weights)."""
+def parse_blend(paths: Optional[Union[str, Sequence[str]]], flag: str = "data path") -> Optional[Blend]:
+    """``"p"`` / ``["0.3", "a", "0.7", "b"]`` / ``"0.3 a 0.7 b"`` / ``["a", "b"]`` -> (prefixes, weights).
+
+    ``flag`` names the setting in error messages (``--data-path``, ``--train-data-path``, ...)."""
     if paths is None:
         return None
     items = paths.split() if isinstance(paths, str) else [word for item in paths for word in str(item).split()]
@@ -95,14 +97,17 @@ def parse_blend(paths: Optional[Union[str, Sequence[str]]]) -> Optional[Blend]:
         float(items[0])
     except ValueError:
         return items, None
+    example = f"e.g. {flag} 0.3 PREFIX1 0.7 PREFIX2, or prefixes alone"
     if len(items) % 2:
-        raise ValueError(f"data path {' '.join(items)!r}: expected 'WEIGHT PREFIX' pairs (odd number of words)")
+        raise ValueError(f"{flag} {' '.join(items)!r}: expected 'WEIGHT PREFIX' pairs, got an odd number of words "
+                         f"({len(items)}); give {example}")
     try:
         weights = [float(word) for word in items[0::2]]
     except ValueError as error:
-        raise ValueError(f"data path {' '.join(items)!r}: a weight is not a number ({error})") from None
-    if any(weight < 0 for weight in weights) or sum(weights) <= 0:
-        raise ValueError(f"data path {' '.join(items)!r}: weights must be >= 0 with a positive sum")
+        raise ValueError(f"{flag} {' '.join(items)!r}: a weight is not a number ({error}); give {example}") from None
+    if any(not math.isfinite(weight) or weight < 0 for weight in weights) or sum(weights) <= 0:
+        raise ValueError(f"{flag} {' '.join(items)!r}: weights must be finite and >= 0 with a positive sum; "
+                         f"give {example}")
     return items[1::2], weights
 
 
@@ -113,11 +118,62 @@ def normalize(weights: Sequence[float]) -> List[float]:
 
 def parse_split(split: str) -> List[float]:
     """``"969, 30, 1"`` or ``"98/2/0"`` -> three normalised fractions."""
+    problem = (f"--split {split!r}: give up to three non-negative numbers with a positive sum "
+               "(train, validation, test shares), e.g. --split 969,30,1")
     text = split.replace("/", ",")
-    values = [float(part) for part in text.split(",") if part.strip()]
-    if len(values) > 3 or not values or any(v < 0 for v in values) or sum(values) <= 0:
-        raise ValueError(f"--split {split!r}: give up to three non-negative numbers with a positive sum")
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(problem) from None
+    if (len(values) > 3 or not values or any(not math.isfinite(v) or v < 0 for v in values)
+            or sum(values) <= 0):
+        raise ValueError(problem)
     return normalize(values + [0.0] * (3 - len(values)))
+
+
+def check_blend_files(paths: Optional[Union[str, Sequence[str]]], flag: str) -> None:
+    """Before any process group: every prefix of ``flag``'s blend names a sound, non-empty ``.bin/.idx`` pair
+    (:func:`check_indexed_files`: headers and sizes, no token data read). IndexedDatasetError names the flag,
+    the file and the fix."""
+    blend = parse_blend(paths, flag)
+    for prefix in blend[0] if blend else ():
+        try:
+            header = check_indexed_files(prefix)
+        except IndexedDatasetError as error:
+            raise IndexedDatasetError(f"{flag} {prefix}: {error}{_prefix_hint(prefix, flag)}") from None
+        if header.sequence_count == 0:
+            raise IndexedDatasetError(f"{flag} {prefix}: the dataset holds no sequences (was its input empty?); "
+                                      "preprocess a corpus with text in it, or drop this prefix")
+
+
+def _prefix_hint(prefix: str, flag: str) -> str:
+    """What a new user most likely meant when ``prefix``'s files are missing ('' when both exist)."""
+    if IndexedDataset.exists(prefix):
+        return ""
+    stem, ext = os.path.splitext(prefix)
+    if ext in (".bin", ".idx") and IndexedDataset.exists(stem):
+        return f"; give the prefix without {ext}: {flag} {stem}"
+    if os.path.isdir(prefix):  # a folder of datasets
+        candidates = _prefixes_in(prefix, "")
+    else:  # preprocess_data.py's --output-prefix without the _{key}_document it appends
+        candidates = _prefixes_in(os.path.dirname(prefix), os.path.basename(prefix) + "_")
+    if candidates:
+        return f"; found {', '.join(candidates[:3])}: give one of those prefixes (without .bin/.idx)"
+    try:
+        float(prefix)
+        return "; a weight goes before its prefix: WEIGHT1 PREFIX1 WEIGHT2 PREFIX2"
+    except ValueError:
+        return ""
+
+
+def _prefixes_in(folder: str, start: str) -> List[str]:
+    """The dataset prefixes (``.idx`` files) in ``folder`` whose names begin with ``start``."""
+    try:
+        names = sorted(os.listdir(folder or "."))
+    except OSError:
+        return []
+    return [os.path.join(folder, name[:-len(".idx")]) for name in names
+            if name.startswith(start) and name.endswith(".idx")]
 
 
 def split_ranges(fractions: Sequence[float], num_elements: int) -> List[Tuple[int, int]]:

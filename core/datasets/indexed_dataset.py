@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import shutil
 import struct
+from dataclasses import dataclass
 from typing import BinaryIO, Dict, Iterable, List, Optional, Sequence, Type, Union
 
 import numpy as np
@@ -101,19 +102,100 @@ def write_index(idx_file: BinaryIO, dtype: Type[np.number], sequence_lengths: Se
     idx_file.write(documents.tobytes(order="C"))
 
 
+@dataclass(frozen=True)
+class IndexHeader:
+    """The fixed-size head of an ``.idx`` file, checked against the file's size."""
+    dtype: Type[np.number]
+    sequence_count: int
+    document_count: int
+    size: int  # bytes of the .idx
+
+
+def read_index_header(idx_path: str) -> IndexHeader:
+    """The header of ``idx_path`` (27 bytes read): magic, version, dtype code and the size its counts imply."""
+    size = os.path.getsize(idx_path)
+    if size < _HEADER.size:
+        raise IndexedDatasetError(f"{idx_path}: {size} bytes, shorter than the {_HEADER.size}-byte header; "
+                                  "the file is truncated or not an indexed-dataset index")
+    with open(idx_path, "rb") as stream:
+        magic, version, code, sequence_count, document_count = _HEADER.unpack(stream.read(_HEADER.size))
+    _check_header(idx_path, magic, version, code, sequence_count, document_count, size)
+    return IndexHeader(DTYPE_CODES[code], sequence_count, document_count, size)
+
+
+def _check_header(path: str, magic: bytes, version: int, code: int, sequence_count: int,
+                  document_count: int, size: int) -> None:
+    if magic != _MAGIC:
+        raise IndexedDatasetError(f"{path}: bad magic {magic!r} (expected {_MAGIC!r}); not a Megatron "
+                                  "MMIDIDX index (an old 'lazy'/'cached' index needs re-preprocessing)")
+    if version != _VERSION:
+        raise IndexedDatasetError(f"{path}: index version {version}, only version {_VERSION} is supported; "
+                                  "write it again with preprocess_data.py")
+    if code not in DTYPE_CODES:
+        raise IndexedDatasetError(f"{path}: unknown dtype code {code} (known: {sorted(DTYPE_CODES)})")
+    expected = _HEADER.size + sequence_count * (4 + 8) + document_count * 8
+    if size != expected:
+        raise IndexedDatasetError(
+            f"{path}: {size} bytes, but a header of {sequence_count} sequences and {document_count} "
+            f"document entries needs {expected}; the index is truncated or corrupt")
+    if document_count < 1:
+        raise IndexedDatasetError(f"{path}: no document-index entries (at least the leading 0 is required)")
+
+
+def _bin_size_error(bin_path: str, bin_size: int, idx_path: str, expected: int,
+                    dtype: Type[np.number]) -> IndexedDatasetError:
+    """The ``.bin`` is not the size its ``.idx`` describes: truncated, or the pair does not belong together."""
+    tokens = expected // np.dtype(dtype).itemsize
+    state = "truncated" if bin_size < expected else "longer than its index"
+    return IndexedDatasetError(
+        f"{bin_path}: {bin_size} bytes, but its index {idx_path} describes {expected} bytes ({tokens} tokens of "
+        f"{np.dtype(dtype)}); the .bin is {state} or the .idx belongs to another corpus (or dtype): "
+        "run preprocess_data.py again for this prefix")
+
+
+def check_indexed_files(path_prefix: str) -> IndexHeader:
+    """A cheap check of ``{path_prefix}.bin/.idx`` before training: both files exist, the index header is sound and
+    the ``.bin`` has the size the index gives it (the last sequence's pointer + its length x the item size).
+
+    Reads the 27-byte header and 12 bytes near the index's middle; never the token data or the whole index.
+    :class:`IndexedDataset` checks every pointer and document boundary when it opens the pair.
+    """
+    idx_path, bin_path = get_idx_path(path_prefix), get_bin_path(path_prefix)
+    _check_files_exist(path_prefix)
+    header = read_index_header(idx_path)
+    expected = 0
+    if header.sequence_count:
+        last = header.sequence_count - 1
+        with open(idx_path, "rb") as stream:
+            stream.seek(_HEADER.size + 4 * last)
+            (length,) = struct.unpack("<i", stream.read(4))  # the last sequence's length
+            stream.seek(_HEADER.size + 4 * header.sequence_count + 8 * last)
+            (pointer,) = struct.unpack("<q", stream.read(8))  # its byte offset
+        if length < 0 or pointer < 0:
+            raise IndexedDatasetError(f"{idx_path}: the last sequence has length {length} at byte {pointer}; "
+                                      "the index is corrupt: run preprocess_data.py again for this prefix")
+        expected = pointer + length * np.dtype(header.dtype).itemsize
+    bin_size = os.path.getsize(bin_path)
+    if bin_size != expected:
+        raise _bin_size_error(bin_path, bin_size, idx_path, expected, header.dtype)
+    return header
+
+
+def _check_files_exist(path_prefix: str) -> None:
+    for path in (get_idx_path(path_prefix), get_bin_path(path_prefix)):
+        if not os.path.isfile(path):
+            raise IndexedDatasetError(f"{path}: no such file; give the prefix of a .bin/.idx pair ({path_prefix!r} "
+                                      "was given) or run preprocess_data.py to create it")
+
+
 class _Index:
     """The parsed, validated ``.idx`` of one dataset (arrays are views of a memory map)."""
 
     def __init__(self, idx_path: str, bin_size: int, bin_path: str) -> None:
         self.path = idx_path
-        size = os.path.getsize(idx_path)
-        if size < _HEADER.size:
-            raise IndexedDatasetError(f"{idx_path}: {size} bytes, shorter than the {_HEADER.size}-byte header; "
-                                      "the file is truncated or not an indexed-dataset index")
-        with open(idx_path, "rb") as stream:
-            magic, version, code, sequence_count, document_count = _HEADER.unpack(stream.read(_HEADER.size))
-        self._check_header(magic, version, code, sequence_count, document_count, size)
-        self.dtype = DTYPE_CODES[code]
+        header = read_index_header(idx_path)
+        self.dtype, size = header.dtype, header.size
+        sequence_count, document_count = header.sequence_count, header.document_count
         self.sequence_count, self.document_count = sequence_count, document_count
         buffer = np.memmap(idx_path, mode="r", order="C") if size > _HEADER.size else np.zeros(0, np.uint8)
         offset = _HEADER.size
@@ -123,24 +205,6 @@ class _Index:
         offset += sequence_count * 8
         self.document_indices = np.frombuffer(buffer, np.int64, document_count, offset)  # [D]
         self._check_arrays(bin_size, bin_path)
-
-    def _check_header(self, magic: bytes, version: int, code: int, sequence_count: int,
-                      document_count: int, size: int) -> None:
-        path = self.path
-        if magic != _MAGIC:
-            raise IndexedDatasetError(f"{path}: bad magic {magic!r} (expected {_MAGIC!r}); not a Megatron "
-                                      "MMIDIDX index (an old 'lazy'/'cached' index needs re-preprocessing)")
-        if version != _VERSION:
-            raise IndexedDatasetError(f"{path}: index version {version}, only version {_VERSION} is supported")
-        if code not in DTYPE_CODES:
-            raise IndexedDatasetError(f"{path}: unknown dtype code {code} (known: {sorted(DTYPE_CODES)})")
-        expected = _HEADER.size + sequence_count * (4 + 8) + document_count * 8
-        if size != expected:
-            raise IndexedDatasetError(
-                f"{path}: {size} bytes, but a header of {sequence_count} sequences and {document_count} "
-                f"document entries needs {expected}; the index is truncated or corrupt")
-        if document_count < 1:
-            raise IndexedDatasetError(f"{path}: no document-index entries (at least the leading 0 is required)")
 
     def _check_arrays(self, bin_size: int, bin_path: str) -> None:
         path, lengths, itemsize = self.path, self.sequence_lengths, np.dtype(self.dtype).itemsize
@@ -159,10 +223,7 @@ class _Index:
                                       f"count {lengths.size}; got first {int(docs[0])}, last {int(docs[-1])}")
         total = int(lengths.sum(dtype=np.int64)) * itemsize
         if total != bin_size:
-            raise IndexedDatasetError(
-                f"{bin_path}: {bin_size} bytes, but its index {path} describes {total} bytes "
-                f"({int(lengths.sum(dtype=np.int64))} tokens of {np.dtype(self.dtype)}); the .bin is "
-                f"{'truncated' if bin_size < total else 'longer than its index'} or the pair does not match")
+            raise _bin_size_error(bin_path, bin_size, path, total, self.dtype)
 
 
 # ---- the reader --------------------------------------------------------------------------------
@@ -174,10 +235,7 @@ class IndexedDataset:
     def __init__(self, path_prefix: str, mmap: bool = True) -> None:
         self.path_prefix, self.mmap = path_prefix, mmap
         idx_path, bin_path = get_idx_path(path_prefix), get_bin_path(path_prefix)
-        for path in (idx_path, bin_path):
-            if not os.path.isfile(path):
-                raise IndexedDatasetError(f"{path}: no such file (indexed dataset prefix {path_prefix!r}; "
-                                          "run preprocess_data.py to create it)")
+        _check_files_exist(path_prefix)
         bin_size = os.path.getsize(bin_path)
         self.index = _Index(idx_path, bin_size, bin_path)
         self.dtype = self.index.dtype

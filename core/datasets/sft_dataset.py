@@ -36,7 +36,7 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 import torch
 
-from core.datasets.indexed_dataset import IndexedDataset, IndexedDatasetError
+from core.datasets.indexed_dataset import IndexedDataset, IndexedDatasetError, check_indexed_files
 
 IGNORE_INDEX = -100
 PACKED_FILES = ("input_ids", "attention_mask", "labels")
@@ -71,6 +71,16 @@ def checked_sequence_ids(sequence_ids: Optional[Sequence[int]], count: int, path
     if ids.min() < 0 or ids.max() >= count:
         raise IndexedDatasetError(f"{path}: sequence ids must lie in [0, {count}), got [{ids.min()}, {ids.max()}]")
     return ids
+
+
+def check_packed_files(prefix: str, names: Sequence[str]) -> None:
+    """Before any process group: every ``{prefix}_packed_{name}_document`` is a sound ``.bin/.idx`` pair
+    (``check_indexed_files``: headers and sizes) and all hold the same number of sequences (IndexedDatasetError)."""
+    counts = {name: check_indexed_files(packed_prefix(prefix, name)).sequence_count for name in names}
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"{name} {count}" for name, count in counts.items())
+        raise IndexedDatasetError(f"{prefix}_packed_*: the packed files hold different numbers of sequences "
+                                  f"({listed}); they come from different runs: run preprocess_data.py again")
 
 
 class SFTPackedDataset(torch.utils.data.Dataset):

@@ -38,7 +38,7 @@ from torch import nn
 
 from core import checkpointing
 from core.datasets.pairwise_dataset import PAIRWISE_FILES, PairwiseDataset, collate_pairs, pairwise_files_exist
-from core.datasets.sft_dataset import PACKED_FILES, packed_prefix
+from core.datasets.sft_dataset import PACKED_FILES, check_packed_files, packed_prefix
 from core.distributed.fsdp import full_model_state_dict, uses_fsdp
 from core.models.gpt_model import build_model_chunks
 from core.pipeline_parallel.layout import stage_layers
@@ -70,6 +70,7 @@ def check_pairwise_data(args: argparse.Namespace) -> None:
                             "--mock-data)")
     prefix = args.data_path[0]
     if pairwise_files_exist(prefix):
+        check_packed_files(prefix, PAIRWISE_FILES)  # sound and of one run (cheap); IndexedDatasetError
         return
     instruction = packed_prefix(prefix, PACKED_FILES[0]) + ".idx"
     if os.path.isfile(instruction):

@@ -34,7 +34,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from core.datasets.sft_dataset import PACKED_FILES, SFTPackedDataset, packed_prefix, real_length
+from core.datasets.sft_dataset import (PACKED_FILES, SFTPackedDataset, check_packed_files, packed_prefix,
+                                      real_length)
 from core.transformer.context_parallel import sequence_divisor, ulysses_degree
 from mindspeed_llm.arguments import ArgumentError
 from mindspeed_llm.data.handlers import PAIRWISE_FILES, dataset_settings, settings_path
@@ -114,6 +115,7 @@ def check_instruction_data(args: argparse.Namespace) -> None:
     if missing:
         raise ArgumentError(f"--data-path {prefix}: {missing[0]} not found; run preprocess_data.py with an "
                             "instruction handler (--handler-name AlpacaStyleInstructionHandler) first")
+    check_packed_files(prefix, PACKED_FILES)  # sound and of one run (cheap); IndexedDatasetError
     if args.reset_position_ids or args.reset_attention_mask or args.eod_mask_loss:
         raise ArgumentError("--reset-position-ids/--reset-attention-mask/--eod-mask-loss split pretraining text at "
                             "EOD; instruction data carries its own sample boundaries: drop them")

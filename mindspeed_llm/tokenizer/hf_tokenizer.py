@@ -67,6 +67,11 @@ class HFTokenizer:
         return len(ids) > 0 and ids[0] == self.bos
 
 
+# a Hugging Face tokenizer directory holds at least one of these
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
+                   "spiece.model", "sentencepiece.bpe.model")
+
+
 class PretrainedFromHF(HFTokenizer):
     """``transformers.AutoTokenizer`` from a local directory (or the local Hugging Face cache)."""
 
@@ -79,7 +84,16 @@ def _load_auto_tokenizer(name_or_path: Optional[str], trust_remote_code: bool):
         raise ValueError("--tokenizer-type PretrainedFromHF needs --tokenizer-name-or-path DIR")
     from transformers import AutoTokenizer
     if os.path.isdir(name_or_path):
-        return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+        if not any(os.path.isfile(os.path.join(name_or_path, name)) for name in TOKENIZER_FILES):
+            raise FileNotFoundError(f"--tokenizer-name-or-path {name_or_path}: the directory holds none of "
+                                    f"{', '.join(TOKENIZER_FILES[:4])} (a Hugging Face tokenizer's files); give the "
+                                    "model's (or tokenizer's) directory")
+        try:
+            return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+        except Exception as exc:  # transformers raises many types (ValueError, OSError, JSON, tokenizers errors)
+            raise ValueError(f"--tokenizer-name-or-path {name_or_path}: transformers cannot load this tokenizer "
+                             f"({' '.join(str(exc).split())[:300]}); check its files, or give another "
+                             "directory") from None
     if os.path.exists(name_or_path):
         raise FileNotFoundError(f"--tokenizer-name-or-path {name_or_path}: not a directory (expected a "
                                 "folder with tokenizer.json / tokenizer_config.json)")
@@ -88,4 +102,5 @@ def _load_auto_tokenizer(name_or_path: Optional[str], trust_remote_code: bool):
                                              trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
         raise FileNotFoundError(f"--tokenizer-name-or-path {name_or_path}: no such directory, and not in "
-                                "the local Hugging Face cache") from exc
+                                "the local Hugging Face cache (nothing is downloaded); give the directory of a "
+                                "Hugging Face tokenizer") from exc

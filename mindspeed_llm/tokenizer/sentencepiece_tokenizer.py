@@ -21,7 +21,12 @@ class SentencePieceTokenizer:
         if not os.path.isfile(model_file):
             raise FileNotFoundError(f"--tokenizer-model {model_file}: no such file")
         import sentencepiece
-        self.processor = sentencepiece.SentencePieceProcessor(model_file=model_file)
+        try:
+            self.processor = sentencepiece.SentencePieceProcessor(model_file=model_file)
+        except Exception as exc:  # sentencepiece raises RuntimeError/OSError on a file that is not a model
+            raise ValueError(f"--tokenizer-model {model_file}: not a SentencePiece model "
+                             f"({' '.join(str(exc).split())}); give the tokenizer.model file the model was "
+                             "trained with") from None
         self.vocab_size = self.processor.get_piece_size()
         bos = self.processor.bos_id()
         self.bos: Optional[int] = bos if bos >= 0 else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Union
 
-from mindspeed_llm.flags import TOKENIZER_TYPES
+from mindspeed_llm.flags import TOKENIZER_TYPES, ArgumentError
 from mindspeed_llm.tokenizer.gpt2_tokenizer import GPT2BPETokenizer
 from mindspeed_llm.tokenizer.hf_tokenizer import PretrainedFromHF
 from mindspeed_llm.tokenizer.null_tokenizer import NullTokenizer
@@ -19,7 +19,26 @@ from mindspeed_llm.tokenizer.sentencepiece_tokenizer import SentencePieceTokeniz
 Tokenizer = Union[NullTokenizer, PretrainedFromHF, SentencePieceTokenizer, GPT2BPETokenizer]
 
 
+class TokenizerError(ArgumentError):
+    """The tokenizer the flags name cannot be built (a missing, empty or unreadable file or directory): one line
+    naming the flag and the fix. An ArgumentError, so an entry point prints it and exits 2."""
+
+
 def build_tokenizer(args: argparse.Namespace) -> Tokenizer:
+    """The tokenizer of ``--tokenizer-type``; TokenizerError (one line) when its files cannot be read."""
+    try:
+        return _build(args)
+    except (ValueError, OSError) as error:  # the tokenizers' own errors name the flag and the file
+        raise TokenizerError(one_line(error)) from None
+
+
+def one_line(error: BaseException, limit: int = 400) -> str:
+    """``error``'s message on one line (libraries' messages span several), at most ``limit`` characters."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _build(args: argparse.Namespace) -> Tokenizer:
     kind = getattr(args, "tokenizer_type", None)
     if kind in (None, "NullTokenizer"):
         return NullTokenizer(getattr(args, "vocab_size", None))

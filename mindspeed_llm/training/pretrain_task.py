@@ -29,7 +29,8 @@ from core.datasets.gpt_dataset import build_pretraining_datasets, parse_blend, p
 from core.datasets.indexed_dataset import IndexedDataset, IndexedDatasetError
 from core.datasets.mock_dataset import MockGPTDataset
 from core.transformer.attention_mask import document_ids
-from mindspeed_llm.arguments import ArgumentError, check_pretraining_data, evaluation_requested
+from mindspeed_llm.arguments import (ArgumentError, check_pretraining_data, check_pretraining_files,
+                                     evaluation_requested)
 from mindspeed_llm.tokenizer import build_tokenizer
 from core.transformer.multi_token_prediction import collect_mtp_losses, mtp_loss, mtp_loss_names
 from mindspeed_llm.training.task import Batch, Splits, TrainingTask, token_mean
@@ -60,6 +61,7 @@ class PretrainTask(TrainingTask):
                 raise ArgumentError(f"{flag} belongs to posttrain.py (post-training stages); pretraining reads "
                                     "--data-path as pretraining text: drop it or run posttrain.py")
         check_pretraining_data(args)
+        check_pretraining_files(args)  # the .bin/.idx pairs exist and agree (cheap), before any process group
         check_validation_data(args)
 
     def build_datasets(self, args: argparse.Namespace, num_samples: Tuple[int, int, int]) -> Splits:

@@ -34,7 +34,8 @@ from torch.utils.data import Dataset
 from core import checkpointing
 from core import dist_checkpointing as dcp_format
 from core.datasets.samplers import PretrainingSampler
-from core.device import Accelerator, init_accelerator, peak_tflops
+from core.datasets.indexed_dataset import IndexedDatasetError
+from core.device import Accelerator, device_problem, init_accelerator, peak_tflops
 from core.distributed.data_parallel import DataParallelModels, DDPModels, DDPOptions, FSDPModels, FSDPOptions
 from core.distributed.fsdp import transformer_layers, uses_fsdp
 from core.models.gpt_model import build_model, build_model_chunks
@@ -518,6 +519,24 @@ def check_saved_settings(saved: Optional[Dict[str, Any]], config: TransformerCon
                 "pass the checkpoint's value or --use-checkpoint-args")
 
 
+def validated_task(args: argparse.Namespace, task_class: Type[TrainingTask]) -> TrainingTask:
+    """The task, its own checks passed (before any process group); a damaged ``.bin/.idx`` that its checks open
+    is a one-line ArgumentError naming the file."""
+    try:
+        task = task_class(args)
+        task.validate(args)
+    except IndexedDatasetError as error:
+        raise ArgumentError(str(error)) from None
+    return task
+
+
+def check_device(args: argparse.Namespace) -> None:
+    """--device names an accelerator this machine has, one per local process (before any process group)."""
+    problem = device_problem(args.device)
+    if problem is not None:
+        raise ArgumentError(problem)
+
+
 def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = PretrainTask) -> Trainer:
     """Flags -> validated args -> devices, groups, model, optimizer (and the resumed state)."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -526,11 +545,12 @@ def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pre
     if ignored:
         raise ArgumentError(f"{ignored[0]} is a flag of inference.py / evaluation.py; training does not use it: "
                             "drop it")
-    task = task_class(args)
-    task.validate(args)
+    task = validated_task(args, task_class)
+    tokenizer = build_tokenizer(args)  # a missing or unreadable tokenizer stops the run here (TokenizerError)
     if args.vocab_size is None:  # the model's vocabulary is the tokenizer's
-        set_vocab_size(args, build_tokenizer(args).vocab_size)
+        set_vocab_size(args, tokenizer.vocab_size)
     lora_training.check_lora_targets(args, transformer_config_from_args(args))  # before any process group
+    check_device(args)
     acc = init_distributed(args)
     args.distributed_backend = args.distributed_backend or acc.backend
     state = initialize(tp=args.tensor_model_parallel_size, pp=args.pipeline_model_parallel_size,
