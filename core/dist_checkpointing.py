@@ -31,14 +31,13 @@ and the marker and tracker are written only once the write succeeded.
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
 import warnings
-from concurrent.futures import Future
+from concurrent.futures import Future, wait as wait_for
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -52,8 +51,15 @@ FORMAT = "torch_dist"
 COMMON_FILENAME = "common.pt"
 METADATA_FILENAME = "metadata.json"
 DCP_METADATA_FILENAME = ".metadata"
+
+# DCP warns, from whichever thread writes, that it runs in one process when there is no process group: intended
+warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
 MODEL_PREFIX = "model."
 OPTIMIZER_PREFIX = "optimizer."
+
+
+class DamagedCheckpoint(ValueError):
+    """A checkpoint file that is missing, truncated or unreadable (the message names it)."""
 
 
 def is_dist_checkpoint(directory: str) -> bool:
@@ -235,21 +241,11 @@ def write_common(directory: str, common: Dict[str, Any], save: Callable[[Any, st
         json.dump({"sharded_backend": FORMAT, "sharded_backend_version": 1}, handle)
 
 
-@contextlib.contextmanager
-def _single_process_notice() -> Iterator[None]:
-    """DCP warns that it runs in one process when there is no process group: that is intended here."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        yield
-
-
 def save(directory: str, state: Dict[str, Any]) -> None:
     """Write ``state`` (keys -> :class:`LocalPieces` or picklable objects) with DCP; collective."""
     os.makedirs(directory, exist_ok=True)
     group = checkpoint_group()
-    with _single_process_notice():
-        dcp.save(state, checkpoint_id=directory, planner=_SavePlanner(), process_group=group,
-                 no_dist=group is None)
+    dcp.save(state, checkpoint_id=directory, planner=_SavePlanner(), process_group=group, no_dist=group is None)
 
 
 class _Staged:
@@ -271,20 +267,21 @@ def save_in_background(directory: str, state: Dict[str, Any]) -> Future:
     """Start writing ``state`` in a background thread; the future fails when any rank's write fails."""
     os.makedirs(directory, exist_ok=True)
     group = checkpoint_group()
-    with _single_process_notice():
-        result = dcp.async_save(state, checkpoint_id=directory, planner=_SavePlanner(), process_group=group,
-                                async_stager=_Staged(), no_dist=group is None)
+    result = dcp.async_save(state, checkpoint_id=directory, planner=_SavePlanner(), process_group=group,
+                            async_stager=_Staged(), no_dist=group is None)
     return getattr(result, "upload_completion", result)
 
 
 def load(directory: str, state: Dict[str, Any]) -> None:
     """Fill ``state`` (keys -> :class:`LocalPieces` to read into) from the checkpoint in ``directory``;
-    collective. Raises KeyError naming a key the checkpoint lacks, or ValueError naming a tensor whose shape
-    differs, on every rank (all ranks agree first, so none waits in DCP for one that gave up)."""
+    collective. Raises, on every rank (all ranks agree first, so none waits in DCP for one that gave up),
+    DamagedCheckpoint naming a missing or truncated file, KeyError naming a key the checkpoint lacks, or
+    ValueError naming a tensor whose shape differs."""
     group = checkpoint_group()
     stored = stored_keys(directory)
-    problem = None
-    for key, value in state.items():
+    damage = damaged_file(directory)
+    problem = ("damaged", damage) if damage is not None else None
+    for key, value in state.items() if problem is None else ():
         if key not in stored:
             problem = ("missing", key)
             break
@@ -295,10 +292,9 @@ def load(directory: str, state: Dict[str, Any]) -> None:
             break
     problem = _first_problem(problem, group)
     if problem is not None:
-        raise KeyError(problem[1]) if problem[0] == "missing" else ValueError(problem[1])
-    with _single_process_notice():
-        dcp.load(state, checkpoint_id=directory, planner=_LoadPlanner(), process_group=group,
-                 no_dist=group is None)
+        kind = {"missing": KeyError, "damaged": DamagedCheckpoint}.get(problem[0], ValueError)
+        raise kind(problem[1])
+    dcp.load(state, checkpoint_id=directory, planner=_LoadPlanner(), process_group=group, no_dist=group is None)
 
 
 def _first_problem(problem: Optional[Tuple[str, str]], group: Optional[Any]) -> Optional[Tuple[str, str]]:
@@ -310,18 +306,41 @@ def _first_problem(problem: Optional[Tuple[str, str]], group: Optional[Any]) -> 
     return next((p for p in every if p is not None), None)
 
 
+def _metadata(directory: str) -> Any:
+    """DCP's ``.metadata`` of ``directory``; ValueError naming the file when it cannot be read."""
+    path = os.path.join(directory, DCP_METADATA_FILENAME)
+    try:
+        return dcp.FileSystemReader(directory).read_metadata()
+    except Exception as error:  # a truncated or overwritten pickle raises anything from EOFError to KeyError
+        raise DamagedCheckpoint(f"{path} cannot be read ({type(error).__name__}: {str(error)[:200]})") from None
+
+
+def damaged_file(directory: str) -> Optional[str]:
+    """Why a data file of the checkpoint cannot hold what ``.metadata`` says it does (None: all there).
+    Checks sizes only: it finds missing and truncated files, not altered bytes."""
+    needed: Dict[str, int] = {}
+    for info in _metadata(directory).storage_data.values():
+        needed[info.relative_path] = max(needed.get(info.relative_path, 0), info.offset + info.length)
+    for name, end in sorted(needed.items()):
+        path = os.path.join(directory, name)
+        if not os.path.isfile(path):
+            return f"{path} is missing"
+        if os.path.getsize(path) < end:
+            return f"{path} is truncated ({os.path.getsize(path)} bytes; the checkpoint's metadata needs {end})"
+    return None
+
+
 def stored_keys(directory: str) -> Dict[str, Optional[Tuple[int, ...]]]:
     """Every key of the checkpoint in ``directory`` and its global shape (None: an object)."""
-    stored = dcp.FileSystemReader(directory).read_metadata().state_dict_metadata
+    stored = _metadata(directory).state_dict_metadata
     return {key: (tuple(md.size) if hasattr(md, "size") else None) for key, md in stored.items()}
 
 
 def read_full(directory: str, keys: Sequence[str], dtype: Optional[torch.dtype] = None) -> Dict[str, torch.Tensor]:
     """Whole global tensors of ``keys`` in one process (the converter's view of a checkpoint)."""
-    shapes = dcp.FileSystemReader(directory).read_metadata().state_dict_metadata
+    shapes = _metadata(directory).state_dict_metadata
     state = {key: torch.empty(tuple(shapes[key].size), dtype=dtype or shapes[key].properties.dtype) for key in keys}
-    with _single_process_notice():
-        dcp.load(state, checkpoint_id=directory, no_dist=True)
+    dcp.load(state, checkpoint_id=directory, no_dist=True)
     return state
 
 
@@ -448,10 +467,7 @@ class AsyncSaves:
     def wait(self) -> None:
         """Block until the save in flight (if any) is written, then publish it."""
         if self.future is not None:
-            try:
-                self.future.result()
-            except Exception:  # reported by _finish
-                pass
+            wait_for([self.future])  # its failure (DCP's CheckpointException is a BaseException) goes to _finish
             self._finish()
 
     def _finish(self) -> None:

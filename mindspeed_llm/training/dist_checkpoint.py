@@ -109,6 +109,9 @@ def load(trainer: "Trainer", directory: str, iteration: int, release: bool) -> N
         raise checkpointing.CheckpointError(
             f"{directory} has no tensor {error.args[0]!r} that this model needs; check the model flags against the "
             "checkpoint's (or --use-checkpoint-args)") from None
+    except dcp_format.DamagedCheckpoint as error:
+        raise checkpointing.CheckpointError(f"{error}: the checkpoint is damaged; load an earlier iteration "
+                                            "(point the tracker at it) or re-save it") from None
     except ValueError as error:
         raise checkpointing.CheckpointError(f"{directory}: {error}; check the model flags against the "
                                             "checkpoint's (or --use-checkpoint-args)") from None

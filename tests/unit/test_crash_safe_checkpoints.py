@@ -1,8 +1,9 @@
 """Crash-safe saving, --auto-resume and --ckpt-keep-last.
 
 * A process SIGKILLed during a save (inside the model file's write, before the completion marker, before
-  the tracker) leaves nothing ``--load`` would use: the next run resumes from the previous checkpoint and
-  its losses equal an uninterrupted run's.
+  the tracker; with ``--ckpt-format torch_dist`` inside DCP's data write, synchronous or in the
+  ``--async-save`` thread, and before the marker) leaves nothing ``--load`` would use: the next run resumes
+  from the previous checkpoint and its losses equal an uninterrupted run's.
 * Three submissions of one ``--auto-resume`` command (each stopped by ``--exit-interval``) finish a run
   bitwise equal to one long run.
 * ``--ckpt-keep-last N`` keeps the newest N complete iterations.
@@ -48,6 +49,14 @@ if point == "model_file":
 elif point == "marker":
     original_mark = checkpointing.mark_complete
     checkpointing.mark_complete = lambda root, iteration: kill() if iteration == 4 else original_mark(root, iteration)
+elif point == "dcp_data":  # --ckpt-format torch_dist: inside DCP's write of the data file
+    from torch.distributed.checkpoint import FileSystemWriter
+    original_write = FileSystemWriter.write_data
+    def write_data(self, plan, planner):
+        if "iter_0000004" in str(self.path):
+            kill()
+        return original_write(self, plan, planner)
+    FileSystemWriter.write_data = write_data
 elif point == "tracker":
     original_tracker = checkpointing.write_tracker
     checkpointing.write_tracker = (lambda root, iteration, release=False:
@@ -61,10 +70,16 @@ def uninterrupted() -> List[float]:
     return run(ARGV).losses
 
 
-@pytest.mark.parametrize("point", ["model_file", "marker", "tracker"])
-def test_a_kill_during_a_save_resumes_from_the_previous_checkpoint(tmp_path, uninterrupted, point: str) -> None:
+DIST = ["--ckpt-format", "torch_dist"]
+
+
+@pytest.mark.parametrize("point,fmt", [("model_file", []), ("marker", []), ("tracker", []), ("dcp_data", DIST),
+                                       ("marker", DIST), ("dcp_data", DIST + ["--async-save"])],
+                         ids=["model_file", "marker", "tracker", "dist-data", "dist-marker", "dist-async-data"])
+def test_a_kill_during_a_save_resumes_from_the_previous_checkpoint(tmp_path, uninterrupted, point: str,
+                                                                   fmt: List[str]) -> None:
     save = str(tmp_path / "ckpt")
-    killed = subprocess.run([sys.executable, "-c", KILLER, point, *ARGV, "--save", save, "--save-interval", "2"],
+    killed = subprocess.run([sys.executable, "-c", KILLER, point, *ARGV, *fmt, "--save", save, "--save-interval", "2"],
                             capture_output=True, text=True)
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert checkpointing.read_tracker(save) == (2, False)

@@ -1,0 +1,158 @@
+"""``--ckpt-format torch_dist`` in one process: resume, async save, bad input.
+
+* Resuming from a torch_dist checkpoint equals the uninterrupted run bitwise (fp32 and bf16, whose fp32
+  master weights are stored and preferred).
+* ``--async-save`` writes the same tensors as a synchronous save; a write that fails in the background is
+  reported in one line, training goes on, and the tracker keeps naming the previous checkpoint.
+* Bad input: a misspelt ``--ckpt-format``, ``--async-save`` without torch_dist, a checkpoint whose tensor
+  shapes differ from the model (the message names the tensor and both shapes), a truncated or missing data
+  file (the message names the file), never a silent random init.
+
+The layout changes (TP x PP x DP, the distributed optimizer, FSDP2) are in
+tests/distributed/test_dist_checkpoint.py.
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict, List
+
+import pytest
+import torch
+
+from core import checkpointing
+from core import dist_checkpointing as fmt
+from mindspeed_llm.training.training import pretrain, run
+
+ARGV = [
+    "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
+    "--max-position-embeddings", "16", "--micro-batch-size", "2", "--global-batch-size", "2", "--train-iters", "4",
+    "--lr", "1e-2", "--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "64", "--seed", "5",
+    "--device", "cpu", "--eval-iters", "0", "--num-workers", "0", "--log-interval", "1",
+]
+DIST = ["--ckpt-format", "torch_dist"]
+
+
+def _stored(directory: str) -> Dict[str, torch.Tensor]:
+    keys = [key for key, shape in fmt.stored_keys(directory).items() if shape is not None]
+    return fmt.read_full(directory, keys)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted() -> Dict[str, List[float]]:
+    return {"fp32": run(ARGV).losses, "bf16": run(ARGV + ["--bf16"]).losses}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_resume_from_torch_dist_equals_the_uninterrupted_run(tmp_path, uninterrupted, precision):
+    extra = ["--bf16"] if precision == "bf16" else []
+    save = str(tmp_path / "ckpt")
+    first = run(ARGV + extra + DIST + ["--save", save, "--save-interval", "2", "--exit-interval", "2"])
+    directory = checkpointing.iteration_dir(save, 2)
+    assert sorted(os.listdir(directory)) == [".metadata", "__0_0.distcp", "checkpoint_complete", "common.pt",
+                                            "metadata.json"]
+    stored = _stored(directory)
+    assert any(key.startswith("optimizer.exp_avg.") for key in stored)
+    assert any(key.startswith("optimizer.fp32_param.") for key in stored) == (precision == "bf16")
+    resumed = run(ARGV + extra + ["--load", save])
+    assert first.losses + resumed.losses == uninterrupted[precision]
+
+
+def test_async_save_writes_what_a_sync_save_writes(tmp_path):
+    sync_dir, async_dir = str(tmp_path / "sync"), str(tmp_path / "async")
+    run(ARGV + DIST + ["--save", sync_dir, "--save-interval", "2"])
+    run(ARGV + DIST + ["--async-save", "--save", async_dir, "--save-interval", "2"])
+    for iteration in (2, 4):
+        sync, background = (_stored(checkpointing.iteration_dir(d, iteration)) for d in (sync_dir, async_dir))
+        assert set(sync) == set(background) and sync
+        for key, value in sync.items():
+            assert torch.equal(value, background[key]), key
+    assert checkpointing.read_tracker(async_dir) == (4, False)
+    assert checkpointing.complete_iterations(async_dir) == [2, 4]
+
+
+def test_a_failed_background_write_is_reported_and_the_tracker_stays(tmp_path, monkeypatch, capsys):
+    from torch.distributed.checkpoint import FileSystemWriter
+
+    original = FileSystemWriter.write_data
+
+    def write_data(self, plan, planner):  # iteration 4's data file cannot be written
+        if "iter_0000004" in str(self.path):
+            raise OSError(28, "No space left on device")
+        return original(self, plan, planner)
+
+    monkeypatch.setattr(FileSystemWriter, "write_data", write_data)
+    save = str(tmp_path / "ckpt")
+    trainer = run(ARGV + ["--train-iters", "6"] + DIST + ["--async-save", "--save", save, "--save-interval", "2"])
+    assert trainer.iteration == 6  # training went on
+    out = capsys.readouterr().out
+    failed = [line for line in out.splitlines() if "background save of iteration 4 failed" in line]
+    assert len(failed) == 1 and "No space left on device" in failed[0] and "previous checkpoint" in failed[0]
+    assert checkpointing.complete_iterations(save) == [2, 6]  # 4 has no marker: --load skips it
+    assert checkpointing.read_tracker(save) == (6, False)
+
+
+def test_a_failed_background_write_leaves_the_tracker_at_the_previous_save(tmp_path, monkeypatch):
+    from torch.distributed.checkpoint import FileSystemWriter
+
+    original = FileSystemWriter.write_data
+    monkeypatch.setattr(FileSystemWriter, "write_data",
+                        lambda self, plan, planner: (_ for _ in ()).throw(PermissionError(13, "Permission denied"))
+                        if "iter_0000004" in str(self.path) else original(self, plan, planner))
+    save = str(tmp_path / "ckpt")
+    run(ARGV + DIST + ["--async-save", "--save", save, "--save-interval", "2"])
+    assert checkpointing.read_tracker(save) == (2, False)
+    assert checkpointing.complete_iterations(save) == [2]
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (["--ckpt-format", "torch-dist"], "--ckpt-format"),
+    (["--async-save", "--save", "SAVE"], "--async-save needs --ckpt-format torch_dist"),
+])
+def test_bad_format_flags_are_one_line(tmp_path, capsys, flags, needle):
+    flags = [str(tmp_path / "s") if f == "SAVE" else f for f in flags]
+    with pytest.raises(SystemExit) as info:
+        pretrain(ARGV + flags)
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+
+
+@pytest.fixture()
+def saved(tmp_path) -> str:
+    save = str(tmp_path / "ckpt")
+    run(ARGV + DIST + ["--save", save, "--save-interval", "2", "--exit-interval", "2"])
+    return save
+
+
+def _load_error(save: str, capsys, extra: List[str] = ()) -> str:
+    with pytest.raises(SystemExit) as info:
+        pretrain(ARGV + list(extra) + ["--load", save])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+def test_a_shape_mismatch_names_the_tensor_and_both_shapes(saved, capsys):
+    common_path = os.path.join(checkpointing.iteration_dir(saved, 2), fmt.COMMON_FILENAME)
+    common = checkpointing.load_file(common_path)
+    common["transformer_config"]["ffn_hidden_size"] = 96  # a checkpoint whose settings disagree with its tensors
+    torch.save(common, common_path)
+    message = _load_error(saved, capsys, ["--ffn-hidden-size", "96"])
+    assert "tensor decoder.layers.0.mlp.linear_fc1.weight has shape (128, 32) in the checkpoint and (96, 32)" in message
+
+
+def test_a_truncated_data_file_is_named(saved, capsys):
+    data = os.path.join(checkpointing.iteration_dir(saved, 2), "__0_0.distcp")
+    with open(data, "r+b") as handle:
+        handle.truncate(os.path.getsize(data) // 2)
+    message = _load_error(saved, capsys)
+    assert data in message and "truncated" in message
+
+
+def test_a_damaged_metadata_file_is_named(saved, capsys):
+    metadata = os.path.join(checkpointing.iteration_dir(saved, 2), fmt.DCP_METADATA_FILENAME)
+    with open(metadata, "wb") as handle:
+        handle.write(b"garbage")
+    message = _load_error(saved, capsys)
+    assert metadata in message and "damaged" in message
