@@ -144,12 +144,14 @@ import torch
 from safetensors import safe_open
 from tqdm import tqdm
 
+from core import dist_checkpointing as dist_format
 from core.checkpointing import (
     CHECKPOINT_FILENAME,
     CHECKPOINT_VERSION,
     TRACKER_FILENAME,
     CheckpointError,
     StreamingCheckpoint,
+    atomic_save,
     checkpoint_file,
     iteration_dir,
     map_file,
@@ -233,6 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--vocab-size", type=int, default=None,
                         help="the real (unpadded) vocabulary of a megatron source whose args do not record it "
                              "(Megatron keeps only padded_vocab_size); default: args.vocab_size, else the padded size")
+    parser.add_argument("--ckpt-format", choices=("torch", "torch_dist"), default="torch",
+                        help="format of an mg target: torch (one file per TP/PP/EP rank, laid out by the --target-* "
+                             "flags) or torch_dist (torch.distributed.checkpoint, every tensor whole: it loads at "
+                             "any layout, so no --target-* flags). An mg source is read in either format")
     parser.add_argument("--max-shard-size", default="5GB", help="HF output shard size, e.g. 5GB, 500MB, 2GiB")
     parser.add_argument("--lora-load", default=None, metavar="DIR",
                         help="an adapter checkpoint (a --lora-target-modules run's --save) over the mg base "
@@ -296,9 +302,30 @@ def validate_args(args: argparse.Namespace) -> None:
     if os.path.abspath(args.load_dir) == os.path.abspath(args.save_dir):
         raise ConversionError("--save-dir must differ from --load-dir; write the conversion to a new directory")
     parse_size(args.max_shard_size)
+    _validate_dist_target(args)
     if args.model_type_hf is not None:
         get_family(args.model_type_hf)
     _validate_lora_args(args)
+
+
+def _validate_dist_target(args: argparse.Namespace) -> None:
+    """``--ckpt-format torch_dist`` writes an mg checkpoint without a layout: the layout flags have no meaning."""
+    if args.ckpt_format != "torch_dist":
+        return
+    if args.save_model_type != "mg":
+        raise ConversionError("--ckpt-format torch_dist is a format of an mg target; drop it or pass "
+                              "--save-model-type mg")
+    given = [flag for flag, value in (
+        ("--target-tensor-parallel-size", args.target_tensor_parallel_size != 1),
+        ("--target-pipeline-parallel-size", args.target_pipeline_parallel_size != 1),
+        ("--target-expert-parallel-size", args.target_expert_parallel_size != 1),
+        ("--target-expert-tensor-parallel-size", args.target_expert_tensor_parallel_size is not None),
+        ("--num-layer-list", args.num_layer_list),
+        ("--num-layers-per-virtual-pipeline-stage", args.num_layers_per_virtual_pipeline_stage is not None),
+        ("--virtual-pipeline-model-parallel-size", args.virtual_pipeline_model_parallel_size is not None)) if value]
+    if given:
+        raise ConversionError(f"{', '.join(given)} lay(s) out a per-rank checkpoint; a torch_dist checkpoint loads "
+                              "at any layout (training's flags choose it): drop the flag(s)")
 
 
 def _validate_lora_args(args: argparse.Namespace) -> None:
@@ -362,8 +389,10 @@ class ModelLayout:
         self.shards: Dict[str, Optional[TPShard]] = {}
         self.full_shapes: Dict[str, Tuple[int, ...]] = {}
         self.experts: set = set()  # expert tensors: EP rank r holds experts [r * E / ep, (r + 1) * E / ep)
+        self.stored_shapes: Dict[str, Tuple[int, ...]] = {}  # torch_dist's: the vocabulary without TP padding
         for name, param in checkpoint_tensors(model):
             self.shards[name], self.full_shapes[name] = param_meta(param).tp_shard, tuple(full_shape(param))
+            self.stored_shapes[name] = tuple(param_meta(param).init_shape or self.full_shapes[name])
             if param_meta(param).num_global_experts is not None:
                 self.experts.add(name)
         del model
@@ -810,6 +839,59 @@ class MegatronSource:
         return to_hf(layout.rules[name][0], full, layout.context(name))
 
 
+class DistSource(MegatronSource):
+    """Our ``--ckpt-format torch_dist`` checkpoint (core/dist_checkpointing.py): every tensor is stored whole,
+    so it reads as a TP 1, PP 1 checkpoint, one DCP read per tensor."""
+
+    def __init__(self, load_dir: str, family_name: Optional[str], directory: str) -> None:
+        self.load_dir, self.directory = load_dir, directory
+        self.iteration, self.release = read_tracker(load_dir)
+        self.tp, self.pp, self.ep = 1, 1, 1
+        common = _read_common(directory)
+        args = common.get("args") or argparse.Namespace()
+        self.config = self._config(common, argparse.Namespace(), load_dir)
+        self.placement = stage_layers(self.config.num_layers, 1, None, None)
+        self.hf_config = common.get("hf_config")
+        self.family = resolve_family(family_name or getattr(args, "model_type_hf", None), self.hf_config,
+                                     os.path.join(directory, dist_format.COMMON_FILENAME))
+        self.family_name = self.family.name
+        self.stored = dist_format.stored_keys(directory)
+
+    def path(self, rank: int, pp_rank: int) -> str:
+        return os.path.join(self.directory, dist_format.COMMON_FILENAME)
+
+    def check(self, layout: ModelLayout) -> None:
+        for name in layout.names:
+            key, want = dist_format.MODEL_PREFIX + name, layout.stored_shapes[name]
+            if name in self.supplied:
+                continue
+            if key not in self.stored:
+                raise ConversionError(f"{self.directory} has no tensor {name!r}, which family {self.family_name} "
+                                      "needs; the checkpoint does not match its own transformer_config")
+            if self.stored[key] != want:
+                raise ConversionError(f"tensor {name!r} in {self.directory} has shape {self.stored[key]}, expected "
+                                      f"{want}; the checkpoint does not match its own transformer_config")
+
+    def read(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
+        if name in self.supplied:
+            return to_hf(layout.rules[name][0], self.overlay(name, None), layout.context(name))
+        stored = dist_format.read_full(self.directory, [dist_format.MODEL_PREFIX + name])
+        value = stored[dist_format.MODEL_PREFIX + name]
+        full = value.new_zeros(layout.full_shapes[name])  # the TP padding of the vocabulary, zero as trained
+        full[tuple(slice(0, n) for n in value.shape)] = value
+        if self.overlay is not None:
+            full = self.overlay(name, full)
+        return to_hf(layout.rules[name][0], full, layout.context(name))
+
+
+def _read_common(directory: str) -> Dict[str, Any]:
+    path = os.path.join(directory, dist_format.COMMON_FILENAME)
+    try:
+        return map_file(path)
+    except CheckpointError as error:
+        raise ConversionError(str(error)) from None
+
+
 # --------------------------------------------------------------------------- sinks
 
 
@@ -903,6 +985,39 @@ class MegatronSink:
             raise AssertionError(f"files (tp + ep x TP, pp) {unwritten} never received all their parameters")
         for rank, stage in sorted(set(self.missing) - self.saved):  # stages holding only noop layers
             self._save(rank, stage)
+        write_tracker(self.save_dir, None, release=True)
+
+
+class DistSink:
+    """Writes an mg ``--ckpt-format torch_dist`` checkpoint (``release``): every tensor whole, as DCP's
+    global tensors, with ``common.pt``. Holds the model's tensors until :meth:`finish` (one DCP save)."""
+
+    def __init__(self, save_dir: str, layout: ModelLayout, family_name: str,
+                 hf_config: Optional[Dict[str, Any]]) -> None:
+        self.save_dir, self.layout, self.family_name, self.hf_config = save_dir, layout, family_name, hf_config
+        self.tensors: Dict[str, torch.Tensor] = {}
+
+    def order(self, names: Sequence[str], targets: Dict[str, str]) -> List[str]:
+        return list(names)
+
+    def passes(self, rereadable: bool) -> List[Tuple[int, ...]]:
+        return [(0,)]
+
+    def write(self, name: str, tensors: Sequence[torch.Tensor], ranks: Sequence[int]) -> None:
+        full = to_ours(self.layout.rules[name][0], tensors, self.layout.context(name))
+        _check_shape(name, full, self.layout.full_shapes[name])
+        stored = full[tuple(slice(0, n) for n in self.layout.stored_shapes[name])]
+        self.tensors[dist_format.MODEL_PREFIX + name] = stored.contiguous()
+
+    def finish(self) -> None:
+        directory = iteration_dir(self.save_dir, None, release=True)
+        state = {key: dist_format.LocalPieces(value.shape, [((0,) * value.dim(), value)])
+                 for key, value in self.tensors.items()}
+        dist_format.save(directory, state)
+        common = {"args": checkpoint_args(self.layout, self.family_name),
+                  "transformer_config": self.layout.config.to_dict(), "hf_config": self.hf_config,
+                  "checkpoint_version": CHECKPOINT_VERSION, "iteration": 0, "optimizer": None}
+        dist_format.write_common(directory, common, atomic_save)
         write_tracker(self.save_dir, None, release=True)
 
 
@@ -1345,6 +1460,10 @@ def open_source(args: argparse.Namespace):
         return HFSource(args.load_dir, args.model_type_hf)
     if args.load_model_type == "megatron":
         return MegatronLMSource(args.load_dir, args.model_type_hf, args.vocab_size)
+    tracker = read_tracker(args.load_dir)
+    directory = iteration_dir(args.load_dir, *tracker) if tracker is not None else None
+    if directory is not None and dist_format.is_dist_checkpoint(directory):
+        return DistSource(args.load_dir, args.model_type_hf, directory)
     return MegatronSource(args.load_dir, args.model_type_hf)
 
 
@@ -1467,6 +1586,8 @@ def rename(name: str, renaming: Dict[str, str]) -> str:
 
 def open_sink(args: argparse.Namespace, source, layout: ModelLayout, directory: str):
     """The writer of the target format, into ``directory`` (the staging directory)."""
+    if args.save_model_type == "mg" and args.ckpt_format == "torch_dist":
+        return DistSink(directory, layout, source.family_name, source.hf_config)
     if args.save_model_type == "mg":
         return MegatronSink(directory, layout, source.family_name, source.hf_config)
     if args.save_model_type == "megatron":

@@ -30,6 +30,8 @@ ARGV = [
     "--device", "cpu", "--eval-iters", "0", "--num-workers", "0", "--log-interval", "1",
 ]
 DIST = ["--ckpt-format", "torch_dist"]
+LLAMA = ARGV + ["--normalization", "RMSNorm", "--swiglu", "--position-embedding-type", "rope", "--disable-bias-linear",
+                "--untie-embeddings-and-output-weights", "--ffn-hidden-size", "64"]
 
 
 def _stored(directory: str) -> Dict[str, torch.Tensor]:
@@ -156,3 +158,78 @@ def test_a_damaged_metadata_file_is_named(saved, capsys):
         handle.write(b"garbage")
     message = _load_error(saved, capsys)
     assert metadata in message and "damaged" in message
+
+
+# ---------------------------------------------------------------------------- tools/convert_ckpt.py
+
+def _save_hf_llama(path: str) -> str:
+    import transformers
+
+    config = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=101,
+                                      max_position_embeddings=64, dtype="float32")
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(config).save_pretrained(path)
+    return path
+
+
+def _hf_tensors(path: str) -> Dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return {k: v for name in sorted(os.listdir(path)) if name.endswith(".safetensors")
+            for k, v in load_file(os.path.join(path, name)).items()}
+
+
+def _convert(*flags: str) -> int:
+    from tools.convert_ckpt import main as convert_main
+
+    return convert_main(list(flags))
+
+
+def test_convert_hf_to_torch_dist_and_back_is_exact(tmp_path):
+    hf = _save_hf_llama(str(tmp_path / "hf"))
+    dist_dir, back = str(tmp_path / "dist"), str(tmp_path / "back")
+    assert _convert("--load-model-type", "hf", "--save-model-type", "mg", "--ckpt-format", "torch_dist",
+                    "--load-dir", hf, "--save-dir", dist_dir) == 0
+    release = checkpointing.iteration_dir(dist_dir, None, release=True)
+    assert fmt.is_dist_checkpoint(release) and checkpointing.read_tracker(dist_dir) == (0, True)
+    assert fmt.stored_keys(release)["model.embedding.word_embeddings.weight"] == (101, 32)
+    assert _convert("--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", dist_dir,
+                    "--save-dir", back) == 0
+    original, returned = _hf_tensors(hf), _hf_tensors(back)
+    assert set(original) == set(returned)
+    for name, value in original.items():
+        assert torch.equal(value, returned[name]), name
+
+
+def test_a_trained_torch_dist_checkpoint_converts_as_the_per_rank_one(tmp_path):
+    llama = LLAMA + ["--train-iters", "2", "--save-interval", "2"]
+    legacy, dist_dir = str(tmp_path / "legacy"), str(tmp_path / "dist")
+    run(llama + ["--save", legacy])
+    run(llama + DIST + ["--save", dist_dir])
+    outputs = {}
+    for name, source in (("legacy", legacy), ("dist", dist_dir)):
+        outputs[name] = str(tmp_path / f"hf_{name}")
+        assert _convert("--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", source,
+                        "--save-dir", outputs[name], "--model-type-hf", "llama2") == 0
+    a, b = _hf_tensors(outputs["legacy"]), _hf_tensors(outputs["dist"])
+    assert set(a) == set(b) and a
+    for name, value in a.items():
+        assert torch.equal(value, b[name]), name
+    # and back into torch_dist from the per-rank checkpoint: training loads it (weights only)
+    converted = str(tmp_path / "converted")
+    assert _convert("--load-model-type", "mg", "--save-model-type", "mg", "--ckpt-format", "torch_dist",
+                    "--load-dir", legacy, "--save-dir", converted, "--model-type-hf", "llama2") == 0
+    loaded = run(LLAMA + ["--train-iters", "1", "--load", converted])
+    assert loaded.iteration == 1
+
+
+def test_convert_refuses_layout_flags_for_torch_dist(tmp_path, capsys):
+    hf = _save_hf_llama(str(tmp_path / "hf"))
+    capsys.readouterr()
+    code = _convert("--load-model-type", "hf", "--save-model-type", "mg", "--ckpt-format", "torch_dist",
+                    "--target-tensor-parallel-size", "2", "--load-dir", hf, "--save-dir", str(tmp_path / "out"))
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--target-tensor-parallel-size" in err[0] and "torch_dist" in err[0]
+    assert not os.path.exists(tmp_path / "out")
