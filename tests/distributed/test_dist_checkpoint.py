@@ -8,7 +8,8 @@ and stops. Each target layout then loads it:
 - TP4 x PP1 (the two KV heads replicated over four TP ranks),
 - TP1 x PP2 x DP2 with the distributed optimizer,
 - TP1 x DP4 under FSDP2,
-- TP2 x DP2 under FSDP2 after an asynchronous save from the distributed optimizer at TP1 x PP2 x DP2.
+- TP2 x DP2 under FSDP2 after an asynchronous save from the distributed optimizer at TP1 x PP2 x DP2;
+- a mixture of experts saved at TP2 x EP2 loads at EP4 with the distributed optimizer.
 
 For each, the whole state right after the load (every weight, fp32 master and
 Adam moment, assembled from every rank's pieces) equals, bit for bit, the
@@ -46,6 +47,9 @@ TARGETS = {
     "tp1_pp2_dp2_distopt": ["--pipeline-model-parallel-size", "2", "--use-distributed-optimizer"],
     "fsdp2_dp4": ["--use-torch-fsdp2"],
 }
+MOE = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "32", "--moe-aux-loss-coeff", "0.01"]
+MOE_SOURCE = ["--tensor-model-parallel-size", "2", "--expert-model-parallel-size", "2"]
+MOE_TARGET = ["--expert-model-parallel-size", "4", "--use-distributed-optimizer"]
 ASYNC_SOURCE = ["--pipeline-model-parallel-size", "2", "--use-distributed-optimizer"]
 ASYNC_TARGET = ["--tensor-model-parallel-size", "2", "--use-torch-fsdp2"]
 
@@ -97,6 +101,13 @@ def worker(rank: int, world_size: int, root: str) -> Dict[str, object]:
     result["async_saved"] = _loaded(source)
     trainer = setup(ARGV + ASYNC_TARGET + ["--load", async_dir])
     result["async_loaded"] = {**_loaded(trainer), "losses": train(trainer).losses}
+    moe_dir = os.path.join(root, "moe")
+    result["moe_reference"] = train(setup(ARGV + MOE + MOE_SOURCE)).losses
+    moe = train(setup(ARGV + MOE + MOE_SOURCE + DIST + ["--save", moe_dir, "--save-interval", str(STOP),
+                                                        "--exit-interval", str(STOP)]))
+    result["moe_saved"] = _loaded(moe)
+    trainer = setup(ARGV + MOE + MOE_TARGET + ["--load", moe_dir])
+    result["moe_loaded"] = {**_loaded(trainer), "losses": train(trainer).losses}
     return result
 
 
@@ -149,4 +160,14 @@ def test_async_save_from_the_distributed_optimizer_loads_under_fsdp2_tp2(results
     for r in results:
         _assert_same_state(r["async_loaded"]["state"], r["async_saved"]["state"])
     torch.testing.assert_close(torch.tensor(_losses(results, "async_loaded")), torch.tensor(reference[STOP:]),
+                               rtol=1e-5, atol=0)
+
+
+def test_experts_saved_at_tp2_ep2_load_at_ep4_with_the_distributed_optimizer(results):
+    for r in results:
+        _assert_same_state(r["moe_loaded"]["state"], r["moe_saved"]["state"])
+    saved = results[0]["moe_saved"]["state"]
+    assert saved["model.decoder.layers.0.mlp.experts.linear_fc1.weight"].shape[0] == 4  # every expert, once
+    reference = _losses(results, "moe_reference")
+    torch.testing.assert_close(torch.tensor(_losses(results, "moe_loaded")), torch.tensor(reference[STOP:]),
                                rtol=1e-5, atol=0)
