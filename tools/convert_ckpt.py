@@ -123,6 +123,18 @@ tracker / ``config.json`` last (:func:`publish`); a run that fails midway
 removes it, so nothing partial looks complete and an earlier conversion in
 ``--save-dir`` stays intact.
 
+``--save-dir`` is never overwritten by accident: when it already holds a
+checkpoint of the target's kind (mg / megatron: a tracker, ``release/`` or
+``iter_*`` directories, e.g. a training run's ``--save``, whose tracker would
+lose its resume point; hf: ``config.json`` or ``*.safetensors``; PEFT: the
+adapter files) the conversion stops with one line naming the directory and
+``--overwrite``, before anything is written, and the directory is left
+byte-for-byte as it was. With ``--overwrite`` the earlier checkpoint of that
+kind is replaced (``iter_*`` directories and other files stay). A tensor
+holding NaN or Inf (a diverged run) is refused with one line naming the
+tensor and its source file, and nothing is written; ``--allow-non-finite``
+exports it with a warning. Files get the usual permissions (``umask``).
+
 ``--model-type-hf`` takes MindSpeed's names (``llama2``, ``mistral``,
 ``qwen``, ...) and HF ``model_type`` strings (``llama``, ``qwen2``, ...);
 without it the family is config.json's ``model_type`` (hf) or the one the
@@ -240,6 +252,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--save-lora-to-hf", action="store_true",
                         help="with --lora-load: write the adapters alone in PEFT's format (adapter_config.json, "
                              "adapter_model.safetensors) instead of the merged model")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace what --save-dir already holds of the target format (a tracker, release/ or "
+                             "iter_* directories; config.json or *.safetensors); without it such a --save-dir is "
+                             "refused and left untouched")
+    parser.add_argument("--allow-non-finite", action="store_true",
+                        help="export tensors holding NaN/Inf with a warning (default: refuse, naming the tensor and "
+                             "its file)")
     return parser
 
 
@@ -295,10 +314,50 @@ def validate_args(args: argparse.Namespace) -> None:
                               "pass the directory that holds the checkpoint")
     if os.path.abspath(args.load_dir) == os.path.abspath(args.save_dir):
         raise ConversionError("--save-dir must differ from --load-dir; write the conversion to a new directory")
+    protect_save_dir(args)
     parse_size(args.max_shard_size)
     if args.model_type_hf is not None:
         get_family(args.model_type_hf)
     _validate_lora_args(args)
+
+
+def target_kind(args: argparse.Namespace) -> str:
+    """What the conversion writes: ``checkpoint`` (mg, megatron), ``hf`` (a model) or ``peft`` (adapters)."""
+    if args.save_model_type != "hf":
+        return "checkpoint"
+    return "peft" if args.save_lora_to_hf else "hf"
+
+
+ITERATION_DIR = re.compile(r"iter_\d{7}")
+
+
+def replaced_by(kind: str, name: str) -> bool:
+    """Whether the entry ``name`` of ``--save-dir`` is part of a checkpoint of ``kind`` (what a conversion of that
+    kind replaces; a Megatron checkpoint's ``iter_*`` directories are kept, but their presence needs --overwrite)."""
+    if kind == "checkpoint":
+        return name in (TRACKER_FILENAME, "release")
+    if kind == "peft":
+        return name in (peft_format.PEFT_CONFIG, peft_format.PEFT_WEIGHTS)
+    return name in (HF_CONFIG, SAFETENSORS_INDEX) or (name.endswith(".safetensors")
+                                                      and name != peft_format.PEFT_WEIGHTS)
+
+
+def protect_save_dir(args: argparse.Namespace) -> None:
+    """``--save-dir`` is a new or empty directory, or holds nothing the conversion would replace, unless
+    ``--overwrite``: a training run's tracker and ``iter_*`` directories or an earlier model stay as they are."""
+    save_dir = args.save_dir
+    if os.path.lexists(save_dir) and not os.path.isdir(save_dir):
+        raise ConversionError(f"--save-dir {save_dir} is a file; give a directory (new or empty)")
+    if args.overwrite or not os.path.isdir(save_dir):
+        return
+    kind = target_kind(args)
+    held = sorted(name for name in os.listdir(save_dir)
+                  if replaced_by(kind, name) or (kind == "checkpoint" and ITERATION_DIR.fullmatch(name)))
+    if held:
+        shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+        raise ConversionError(f"--save-dir {save_dir} already holds a checkpoint ({shown}); converting into it would "
+                              "replace it (a training directory's tracker would lose its resume point): give a new "
+                              "--save-dir, or pass --overwrite to replace it")
 
 
 def _validate_lora_args(args: argparse.Namespace) -> None:
@@ -560,6 +619,10 @@ class HFSource:
                 raise ConversionError(f"{name} from {list(hf_names)} in {self.listing}: {error}") from None
             _check_shape(name, full, layout.full_shapes[name])
 
+    def locate(self, name: str, hf_name: str, layout: ModelLayout) -> Tuple[str, str]:
+        """(the name in the file, the file) of HF tensor ``hf_name``, read for our ``name``."""
+        return hf_name, self.where[hf_name]
+
     def read(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
         tensors = []
         for hf_name in hf_names:
@@ -784,6 +847,17 @@ class MegatronSource:
                 raise ConversionError(f"{path} (chunk {chunk}) has {len(extra)} unexpected parameter(s) (e.g. "
                                       f"{extra[0]!r}); the checkpoint does not match its own transformer_config, "
                                       "noop layers and pipeline layout")
+
+    def locate(self, name: str, hf_name: str, layout: ModelLayout) -> Tuple[str, str]:
+        """(the name in the file, the rank file) of the first piece of ``name`` holding NaN / Inf; the load
+        directory when no stored piece does (the merged --lora-load adapters brought them)."""
+        if name not in self.supplied:
+            stage, chunk, local = layout.locations[name][0]
+            key, stored = layout.chunk_keys[chunk], self._stored_name(stage, chunk, local)
+            for rank in self._ranks_holding(layout.shards[name], name in layout.experts, layout):
+                if non_finite_count(self._map(rank, stage)[key][stored]):
+                    return stored, self.path(rank, stage)
+        return name, f"{self.load_dir} merged with its --lora-load adapters"
 
     def read(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
         if name in self.supplied:  # not in the files: the overlay's tensor
@@ -1048,20 +1122,21 @@ def _remove(path: str) -> None:
         os.remove(path)
 
 
-def publish(staging: str, save_dir: str) -> None:
-    """Move a finished conversion from ``staging`` to ``save_dir``.
+def publish(staging: str, save_dir: str, kind: str) -> None:
+    """Move a finished conversion of ``kind`` (:func:`target_kind`) from ``staging`` to ``save_dir``.
 
-    A new ``save_dir`` is one rename. Into an existing one, the earlier conversion's completion
-    markers (tracker, ``config.json``) and its checkpoint (``release/``, ``*.safetensors``, the
-    index) are removed first, the new entries moved in, and the new markers moved last: at no
-    moment does the directory look complete with a mix of both. Other files stay.
+    A new ``save_dir`` is one rename. Into an existing one (empty, or ``--overwrite``), the earlier
+    checkpoint of the same kind (:func:`replaced_by`: its markers, tracker or ``config.json``, and its
+    files, ``release/`` or ``*.safetensors`` and the index) is removed first, the new entries moved in,
+    and the new markers moved last: at no moment does the directory look complete with a mix of both.
+    Other files (``iter_*`` directories, a model of the other kind) stay.
     """
     if not os.path.exists(save_dir):
         os.rename(staging, save_dir)
         return
-    markers = (TRACKER_FILENAME, HF_CONFIG)
+    markers = (TRACKER_FILENAME, HF_CONFIG, peft_format.PEFT_CONFIG)
     for name in os.listdir(save_dir):
-        if name in markers or name == SAFETENSORS_INDEX or name == "release" or name.endswith(".safetensors"):
+        if replaced_by(kind, name):
             _remove(os.path.join(save_dir, name))
     names = os.listdir(staging)
     for name in sorted(names, key=lambda n: n in markers):  # markers last
@@ -1500,7 +1575,7 @@ def convert(args: argparse.Namespace) -> None:
     if adapters is not None and args.save_lora_to_hf:
         try:
             write_peft_adapter(args, source, adapters, layout, renaming, staging)
-            publish(staging, args.save_dir)
+            publish(staging, args.save_dir, target_kind(args))
         finally:
             _remove(staging)
         return
@@ -1512,12 +1587,39 @@ def convert(args: argparse.Namespace) -> None:
             for ranks in passes:  # one pass per target TP rank when the source can be reread
                 for name in names:
                     tensors = source.read(name, source_layout.rules[name][1], source_layout)
+                    check_finite(source, name, tensors, source_layout, args.allow_non_finite)
                     sink.write(targets[name], [t.to(dtype) if dtype is not None else t for t in tensors], ranks)
                     progress.update()
         sink.finish()
-        publish(staging, args.save_dir)
+        publish(staging, args.save_dir, target_kind(args))
     finally:
         _remove(staging)
+
+
+FINITE_CHECK_ELEMENTS = 2**22  # elements tested at a time: the check's mask stays at 4 MB
+
+
+def non_finite_count(tensor: torch.Tensor) -> int:
+    """How many NaN / Inf values a floating-point tensor holds (0 for integer tensors), in bounded memory."""
+    if not tensor.is_floating_point():
+        return 0
+    flat = tensor.detach().reshape(-1)
+    return sum(int((~torch.isfinite(part)).sum()) for part in flat.split(FINITE_CHECK_ELEMENTS))
+
+
+def check_finite(source, name: str, tensors: Sequence[torch.Tensor], layout: ModelLayout, allow: bool) -> None:
+    """Refuse to export a tensor holding NaN / Inf (a diverged run's checkpoint), naming it and the source file;
+    with ``--allow-non-finite`` warn and go on."""
+    for hf_name, tensor in zip(layout.rules[name][1], tensors):
+        bad = non_finite_count(tensor)
+        if not bad:
+            continue
+        stored, path = source.locate(name, hf_name, layout)
+        what = f"tensor {stored!r} in {path} holds {bad} NaN/Inf value(s) of {tensor.numel()}"
+        if not allow:
+            raise ConversionError(f"{what}: the run that saved it diverged or the file is damaged; convert an "
+                                  "earlier checkpoint, or pass --allow-non-finite to export it anyway")
+        tqdm.write(f"convert_ckpt: warning: {what}; exported as is (--allow-non-finite)", file=sys.stderr)
 
 
 GLIBC_M_MMAP_THRESHOLD = -3  # mallopt parameter (malloc.h)
