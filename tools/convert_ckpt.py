@@ -133,7 +133,12 @@ byte-for-byte as it was. With ``--overwrite`` the earlier checkpoint of that
 kind is replaced (``iter_*`` directories and other files stay). A tensor
 holding NaN or Inf (a diverged run) is refused with one line naming the
 tensor and its source file, and nothing is written; ``--allow-non-finite``
-exports it with a warning. Files get the usual permissions (``umask``).
+exports it with a warning; so is a value ``--params-dtype fp16`` cannot hold
+(it would become Inf). A Megatron source without its tracker (a training
+run's ``--save`` whose tracker was lost) gives its newest complete
+iteration (``checkpoint_complete`` marker), as training's ``--load`` does; a
+tracker naming a missing iteration, an unreadable tracker and a truncated
+safetensors file are one line each. Files get the usual permissions (``umask``).
 
 ``--model-type-hf`` takes MindSpeed's names (``llama2``, ``mistral``,
 ``qwen``, ...) and HF ``model_type`` strings (``llama``, ``qwen2``, ...);
@@ -152,14 +157,19 @@ import shutil
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+if not __package__:  # run as a script (python tools/X.py) from a checkout not installed with pip install -e
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from tqdm import tqdm
 
 from core.checkpointing import (
     CHECKPOINT_FILENAME,
     CHECKPOINT_VERSION,
+    COMPLETE_MARKER,
     TRACKER_FILENAME,
+    complete_iterations,
     CheckpointError,
     StreamingCheckpoint,
     checkpoint_file,
@@ -168,6 +178,7 @@ from core.checkpointing import (
     map_foreign_file,
     model_keys,
     namespace_for_checkpoint,
+    newest_complete_iteration,
     read_tracker,
     write_tracker,
 )
@@ -268,6 +279,8 @@ def parse_size(text: str) -> int:
     if not match:
         raise ConversionError(f"--max-shard-size {text!r} is not a size; write e.g. 5GB, 500MB or 2GiB")
     number, unit = float(match.group(1)), (match.group(2) or "B").upper()
+    if number <= 0:
+        raise ConversionError(f"--max-shard-size {text!r} must be more than 0; write e.g. 5GB, 500MB or 2GiB")
     scale = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
              "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}[unit]
     return max(int(number * scale), 1)
@@ -591,9 +604,13 @@ class HFSource:
             if not os.path.isfile(path):
                 raise ConversionError(f"{index_path} (family {self.family_name}) lists shard {file}, which is "
                                       f"missing from {self.load_dir}; copy the complete checkpoint")
-            with safe_open(path, framework="pt") as handle:
-                for name in handle.keys():
-                    where[name], shapes[name] = path, tuple(handle.get_slice(name).get_shape())
+            try:
+                with safe_open(path, framework="pt") as handle:
+                    for name in handle.keys():
+                        where[name], shapes[name] = path, tuple(handle.get_slice(name).get_shape())
+            except (SafetensorError, OSError) as error:
+                raise ConversionError(f"{path} is truncated or not a safetensors file ({error}); copy the complete "
+                                      "checkpoint again") from None
         if weight_map is not None:  # trust the index only where the shard agrees
             where = {name: os.path.join(self.load_dir, file) for name, file in weight_map.items()
                      if where.get(name) == os.path.join(self.load_dir, file)}
@@ -619,15 +636,19 @@ class HFSource:
                 raise ConversionError(f"{name} from {list(hf_names)} in {self.listing}: {error}") from None
             _check_shape(name, full, layout.full_shapes[name])
 
-    def locate(self, name: str, hf_name: str, layout: ModelLayout) -> Tuple[str, str]:
+    def locate(self, name: str, hf_name: str, layout: ModelLayout, finite: bool = False) -> Tuple[str, str]:
         """(the name in the file, the file) of HF tensor ``hf_name``, read for our ``name``."""
         return hf_name, self.where[hf_name]
 
     def read(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
         tensors = []
         for hf_name in hf_names:
-            with safe_open(self.where[hf_name], framework="pt") as handle:
-                tensors.append(handle.get_tensor(hf_name))
+            try:
+                with safe_open(self.where[hf_name], framework="pt") as handle:
+                    tensors.append(handle.get_tensor(hf_name))
+            except (SafetensorError, OSError) as error:
+                raise ConversionError(f"{self.where[hf_name]}: tensor {hf_name!r} cannot be read ({error}); the file "
+                                      "is truncated or damaged, copy the complete checkpoint again") from None
         return tensors
 
 
@@ -668,6 +689,31 @@ def resolve_family(name: Optional[str], hf_config: Optional[Dict[str, Any]], whe
     return family_for_hf_config(hf_config, where)
 
 
+def source_iteration(load_dir: str) -> Tuple[int, bool]:
+    """(iteration, is release) of the checkpoint in ``load_dir``: the tracker's, else (a training run's --save
+    whose tracker is gone) the newest iteration with its completion marker, as training's --load finds it."""
+    tracker = read_tracker(load_dir)
+    if tracker is None:
+        newest = newest_complete_iteration(load_dir) if complete_iterations(load_dir) else None
+        if newest is not None:  # (newer half-written directories are named in a warning)
+            print(f"convert_ckpt: note: {load_dir} has no {TRACKER_FILENAME}; converting its newest complete "
+                  f"iteration, {iteration_dir(load_dir, newest)}", file=sys.stderr)
+            return newest, False
+        started = [n for n in sorted(os.listdir(load_dir)) if ITERATION_DIR.fullmatch(n)]
+        if started:
+            raise ConversionError(f"--load-dir {load_dir} has no {TRACKER_FILENAME} and none of its {len(started)} "
+                                  f"iteration directories (the newest: {started[-1]}) is complete (no "
+                                  f"{COMPLETE_MARKER}: saves that did not finish); convert a complete checkpoint")
+        raise ConversionError(f"--load-dir {load_dir} has no {TRACKER_FILENAME}: not a Megatron checkpoint "
+                              "(for a Hugging Face directory pass --load-model-type hf)")
+    directory = iteration_dir(load_dir, tracker[0], tracker[1])
+    if not os.path.isdir(directory):
+        raise ConversionError(f"--load-dir {load_dir}: its {TRACKER_FILENAME} names "
+                              f"{'release' if tracker[1] else f'iteration {tracker[0]}'}, but {directory} does not "
+                              "exist; fix the tracker to name a saved iteration, or copy the complete checkpoint")
+    return tracker
+
+
 class MegatronSource:
     """Reads every (TP rank, pipeline stage) file; yields full tensors in the HF canonical form.
 
@@ -685,12 +731,8 @@ class MegatronSource:
     supplied: frozenset = frozenset()
 
     def __init__(self, load_dir: str, family_name: Optional[str]) -> None:
-        tracker = read_tracker(load_dir)
-        if tracker is None:
-            raise ConversionError(f"--load-dir {load_dir} has no {TRACKER_FILENAME}: not a Megatron checkpoint "
-                                  "(for a Hugging Face directory pass --load-model-type hf)")
         self.load_dir = load_dir
-        self.iteration, self.release = tracker
+        self.iteration, self.release = source_iteration(load_dir)
         self.pp, self.ep = self._pipeline_and_expert_sizes()
         self._reject_distributed_format()
         first = self._map_first()
@@ -848,14 +890,15 @@ class MegatronSource:
                                       f"{extra[0]!r}); the checkpoint does not match its own transformer_config, "
                                       "noop layers and pipeline layout")
 
-    def locate(self, name: str, hf_name: str, layout: ModelLayout) -> Tuple[str, str]:
-        """(the name in the file, the rank file) of the first piece of ``name`` holding NaN / Inf; the load
-        directory when no stored piece does (the merged --lora-load adapters brought them)."""
+    def locate(self, name: str, hf_name: str, layout: ModelLayout, finite: bool = False) -> Tuple[str, str]:
+        """(the name in the file, the rank file) of the first piece of ``name`` holding NaN / Inf (with
+        ``finite``: the first piece); the load directory when no stored piece does (the merged --lora-load
+        adapters brought them)."""
         if name not in self.supplied:
             stage, chunk, local = layout.locations[name][0]
             key, stored = layout.chunk_keys[chunk], self._stored_name(stage, chunk, local)
             for rank in self._ranks_holding(layout.shards[name], name in layout.experts, layout):
-                if non_finite_count(self._map(rank, stage)[key][stored]):
+                if finite or non_finite_count(self._map(rank, stage)[key][stored]):
                     return stored, self.path(rank, stage)
         return name, f"{self.load_dir} merged with its --lora-load adapters"
 
@@ -1588,7 +1631,9 @@ def convert(args: argparse.Namespace) -> None:
                 for name in names:
                     tensors = source.read(name, source_layout.rules[name][1], source_layout)
                     check_finite(source, name, tensors, source_layout, args.allow_non_finite)
-                    sink.write(targets[name], [t.to(dtype) if dtype is not None else t for t in tensors], ranks)
+                    if dtype is not None:
+                        tensors = cast(source, name, tensors, dtype, source_layout, args)
+                    sink.write(targets[name], tensors, ranks)
                     progress.update()
         sink.finish()
         publish(staging, args.save_dir, target_kind(args))
@@ -1622,6 +1667,25 @@ def check_finite(source, name: str, tensors: Sequence[torch.Tensor], layout: Mod
         tqdm.write(f"convert_ckpt: warning: {what}; exported as is (--allow-non-finite)", file=sys.stderr)
 
 
+def cast(source, name: str, tensors: Sequence[torch.Tensor], dtype: torch.dtype, layout: ModelLayout,
+         args: argparse.Namespace) -> List[torch.Tensor]:
+    """The tensors in ``--params-dtype``; values beyond its range (fp16's 65504) would become Inf: refused,
+    naming the tensor, unless ``--allow-non-finite``."""
+    result = []
+    for hf_name, tensor in zip(layout.rules[name][1], tensors):
+        converted = tensor.to(dtype)
+        overflow = non_finite_count(converted) - non_finite_count(tensor)
+        if overflow:
+            stored, path = source.locate(name, hf_name, layout, finite=True)
+            what = (f"--params-dtype {args.params_dtype}: {overflow} value(s) of tensor {stored!r} in {path} exceed "
+                    f"{args.params_dtype}'s range (largest {torch.finfo(dtype).max:g}) and would become Inf")
+            if not args.allow_non_finite:
+                raise ConversionError(f"{what}; keep the checkpoint's dtype (drop --params-dtype) or use bf16")
+            tqdm.write(f"convert_ckpt: warning: {what}; exported as is (--allow-non-finite)", file=sys.stderr)
+        result.append(converted)
+    return result
+
+
 GLIBC_M_MMAP_THRESHOLD = -3  # mallopt parameter (malloc.h)
 
 
@@ -1648,7 +1712,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         convert(args)
-    except (ConversionError, RegistryError) as error:
+    except (ConversionError, RegistryError, CheckpointError) as error:
         print(f"convert_ckpt: error: {error}", file=sys.stderr)
         return 2
     print(f"convert_ckpt: wrote {args.save_model_type} checkpoint to {args.save_dir}", file=sys.stderr)

@@ -66,6 +66,9 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+if not __package__:  # run as a script (python tools/X.py) from a checkout not installed with pip install -e
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 import numpy as np
 
 from core.datasets.indexed_dataset import IndexedDatasetBuilder, best_dtype
@@ -251,9 +254,14 @@ def iter_raw_records(files: Sequence[str]) -> Iterator[RawRecord]:
             raise PreprocessError(f"{path}: cannot read ({exc})") from exc
 
 
+UTF8_BOM = b"\xef\xbb\xbf"  # what some editors put at the start of a UTF-8 file: not text
+
+
 def _iter_lines(path: str, kind: str) -> Iterator[RawRecord]:
     with _open_binary(path) as handle:
         for line_no, line in enumerate(handle, 1):
+            if line_no == 1 and line.startswith(UTF8_BOM):
+                line = line[len(UTF8_BOM):]
             if kind == "jsonl" and not line.strip():
                 continue
             yield RawRecord(path, line_no, kind, line)
@@ -263,7 +271,7 @@ def _iter_json_list(path: str) -> Iterator[RawRecord]:
     with _open_binary(path) as handle:
         data = handle.read()
     try:
-        records = json.loads(data.decode("utf-8"))
+        records = json.loads(data.decode("utf-8-sig"))  # (a leading BOM is not text)
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         raise PreprocessError(f"{path}:{line}: invalid UTF-8 (byte {exc.start})") from exc
@@ -407,7 +415,7 @@ def check_output_prefix(prefix: str) -> None:
     except OSError as exc:
         raise PreprocessError(f"--output-prefix {prefix}: cannot write in {directory} ({exc.strerror or exc})") from exc
     if os.path.isdir(prefix):
-        raise PreprocessError(f"--output-prefix {prefix} is a directory; give a file prefix such as {prefix}/data")
+        raise PreprocessError(f"--output-prefix {prefix} is a directory; give a file prefix such as {os.path.join(prefix, 'data')}")
 
 
 class OutputSet:

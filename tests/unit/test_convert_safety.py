@@ -197,3 +197,68 @@ def test_written_files_follow_the_umask(sources, tmp_path, umask: int, mode: int
             assert os.stat(folder).st_mode & 0o777 == 0o777 & ~umask, folder
             for name in names:
                 assert os.stat(os.path.join(folder, name)).st_mode & 0o777 == mode, (name, oct(mode))
+
+
+# --------------------------------------------------------------------------- further bad inputs (issue 15 sweep)
+
+
+def test_a_training_directory_without_its_tracker_converts_its_newest_complete_iteration(sources, tmp_path,
+                                                                                          capsys) -> None:
+    run = training_dir(sources["mg"], str(tmp_path / "run"), [10, 20], tracker=False)
+    half = os.path.join(run, "iter_0000030")  # a save that did not finish: no marker
+    shutil.copytree(os.path.join(sources["mg"], "release"), half)
+    assert mg_to("hf", run, str(tmp_path / "hf")) == 0
+    err = capsys.readouterr().err
+    assert "iter_0000030 has no checkpoint_complete marker" in err and "newest complete iteration" in err
+    assert f"{os.path.join(run, 'iter_0000020')}" in err
+    for iteration in (10, 20):
+        os.remove(os.path.join(run, f"iter_{iteration:07d}", COMPLETE_MARKER))
+    assert mg_to("hf", run, str(tmp_path / "hf2")) == 2
+    assert "none of its 3 iteration directories (the newest: iter_0000030) is complete" in error_line(capsys)
+
+
+@pytest.mark.parametrize("tracker, fragment", [
+    ("garbage", "expected an iteration number or 'release', found 'garbage'"),
+    ("7", "names iteration 7, but"),
+])
+def test_a_bad_tracker_is_one_line(sources, tmp_path, capsys, tracker: str, fragment: str) -> None:
+    source = shutil.copytree(sources["mg"], str(tmp_path / "mg"))
+    open(os.path.join(source, TRACKER_FILENAME), "w").write(tracker)
+    assert mg_to("hf", source, str(tmp_path / "out")) == 2
+    assert fragment in error_line(capsys)
+
+
+def test_a_truncated_safetensors_file_is_one_line(sources, tmp_path, capsys) -> None:
+    source = shutil.copytree(sources["hf"], str(tmp_path / "hf"))
+    path = os.path.join(source, "model.safetensors")
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[:1000])
+    assert hf_to("mg", source, str(tmp_path / "out")) == 2
+    assert f"{path} is truncated or not a safetensors file" in error_line(capsys)
+
+
+def test_a_zero_shard_size_is_refused(sources, tmp_path, capsys) -> None:
+    assert mg_to("hf", sources["mg"], str(tmp_path / "out"), "--max-shard-size", "0") == 2
+    assert "--max-shard-size '0' must be more than 0" in error_line(capsys)
+
+
+def test_params_dtype_overflow_is_refused(sources, tmp_path, capsys) -> None:
+    poisoned_mg(sources["mg"], str(tmp_path / "big"), 1e6)  # finite in fp32, Inf in fp16
+    assert mg_to("hf", str(tmp_path / "big"), str(tmp_path / "out"), "--params-dtype", "fp16") == 2
+    line = error_line(capsys)
+    assert f"--params-dtype fp16: 1 value(s) of tensor '{POISONED}'" in line and "would become Inf" in line, line
+    assert not os.path.exists(str(tmp_path / "out"))
+    assert mg_to("hf", str(tmp_path / "big"), str(tmp_path / "out"), "--params-dtype", "bf16") == 0
+
+
+def test_the_tools_run_as_scripts_outside_the_checkout(tmp_path) -> None:
+    """``python tools/convert_ckpt.py`` (as the docs write it) from any directory, without pip install -e."""
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for tool in ("convert_ckpt.py", "preprocess_data.py"):
+        done = subprocess.run([sys.executable, os.path.join(repo, "tools", tool), "--help"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and "usage:" in done.stdout, done.stderr[-1000:]

@@ -264,3 +264,17 @@ def test_a_directory_or_glob_without_corpus_files_names_what_it_skipped(tmp_path
                           "x_packed_settings.json)") and "\n" not in err, err
     assert preprocess(tok_dir, "--input", f"{tmp_path}/d/*", "--output-prefix", tmp_path / "o") == 2
     assert "no corpus files there (skipped 2:" in capsys.readouterr().err
+
+
+def test_a_utf8_byte_order_mark_is_not_text(tmp_path, tok_dir, tok):
+    """Issue 15 sweep: a file saved with a BOM (Windows editors) read as the same file without it, instead of a
+    malformed first JSON line (.jsonl) or a BOM tokenized into the first document (.txt)."""
+    bom = b"\xef\xbb\xbf"
+    texts = [sentence(1), sentence(2)]
+    files = {"a.jsonl": "".join(json.dumps({"text": t}) + "\n" for t in texts),
+             "b.json": json.dumps([{"text": t} for t in texts]), "c.txt": "".join(t + "\n" for t in texts)}
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(bom + content.encode("utf-8"))
+        prefix = tmp_path / name.replace(".", "_")
+        assert preprocess(tok_dir, "--input", tmp_path / name, "--output-prefix", prefix) == 0
+        assert read(f"{prefix}_text_document")[0] == [tok.tokenize(t) for t in texts], name
