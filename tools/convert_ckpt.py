@@ -1649,6 +1649,9 @@ def non_finite_count(tensor: torch.Tensor) -> int:
     if not tensor.is_floating_point():
         return 0
     flat = tensor.detach().reshape(-1)
+    wide = torch.float32 if flat.dtype == torch.float16 else flat.dtype  # (bf16 has fp32's range)
+    if bool(torch.isfinite(flat.sum(dtype=wide))):  # NaN and Inf reach the sum: a finite sum has none (fast path)
+        return 0
     return sum(int((~torch.isfinite(part)).sum()) for part in flat.split(FINITE_CHECK_ELEMENTS))
 
 

@@ -262,3 +262,13 @@ def test_the_tools_run_as_scripts_outside_the_checkout(tmp_path) -> None:
         done = subprocess.run([sys.executable, os.path.join(repo, "tools", tool), "--help"], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0 and "usage:" in done.stdout, done.stderr[-1000:]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_non_finite_count_is_exact_when_the_fast_sum_overflows(dtype: torch.dtype) -> None:
+    from tools.convert_ckpt import non_finite_count
+
+    big = torch.full((64,), torch.finfo(dtype).max, dtype=dtype)  # finite values whose sum overflows
+    assert non_finite_count(big) == 0
+    big[[3, 7]] = torch.tensor([float("nan"), float("-inf")], dtype=dtype)
+    assert non_finite_count(big) == 2 and non_finite_count(torch.arange(5)) == 0
