@@ -1435,6 +1435,14 @@ def write_peft_adapter(args: argparse.Namespace, source: "MegatronSource", adapt
                               f"{' '.join(adapters.config.modules_to_save)} (--lora-modules-to-save), which PEFT's "
                               "LoRA files do not hold here; drop --save-lora-to-hf to write the merged model")
     tensors = {rename(name, renaming): tensor for name, tensor in adapters.tensors.items()}
+    for name, tensor in tensors.items():  # (no source read: the adapters are written as they are)
+        bad = non_finite_count(tensor)
+        if bad:
+            what = f"tensor {name!r} of --lora-load {args.lora_load} holds {bad} NaN/Inf value(s) of {tensor.numel()}"
+            if not args.allow_non_finite:
+                raise ConversionError(f"{what}: the run that saved it diverged or the file is damaged; convert an "
+                                      "earlier checkpoint, or pass --allow-non-finite to export it anyway")
+            print(f"convert_ckpt: warning: {what}; exported as is (--allow-non-finite)", file=sys.stderr)
     rule_of = layout.rules.__getitem__
     modules = peft_format.adapted_modules(tensors)
     try:

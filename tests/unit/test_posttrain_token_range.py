@@ -79,3 +79,17 @@ def test_ignored_labels_and_ids_inside_the_vocabulary_pass() -> None:
     check_token_ids(torch.tensor(rows), args)
     with pytest.raises(ValueError, match=rf"token id {VOCAB}, outside the vocabulary of {VOCAB} ids"):
         check_token_ids(torch.tensor([[-100, VOCAB]]), args)
+
+
+def test_grpo_prompts_outside_the_vocabulary_are_named(tmp_path: Path) -> None:
+    """GRPO's rollout generates from the prompts: an id beyond the vocabulary is named before generation."""
+    from core.datasets.sft_dataset import PACKED_FILES as FILES
+    from tests.unit.test_grpo_stage import grpo_trainer
+
+    rows = [([1, 2, 3, 4, 5, 6], [1] * 6, [-100, -100, -100, 4, 5, 6]) for _ in range(4)]
+    rows[1] = ([1, TOO_LARGE, 3, 4, 5, 6], [1] * 6, [-100, -100, -100, 4, 5, 6])
+    prefix = str(tmp_path / "prompts")
+    write_indexed(prefix, FILES, rows)
+    trainer = grpo_trainer(prefix, "--num-generations", "2", "--global-batch-size", "4")
+    with pytest.raises(ValueError, match=message(prefix)):
+        trainer.train_step(trainer.train_iterator())
