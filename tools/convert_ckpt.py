@@ -169,10 +169,10 @@ from core.checkpointing import (
     CHECKPOINT_VERSION,
     COMPLETE_MARKER,
     TRACKER_FILENAME,
-    complete_iterations,
     CheckpointError,
     StreamingCheckpoint,
     checkpoint_file,
+    complete_iterations,
     iteration_dir,
     map_file,
     map_foreign_file,
@@ -1438,11 +1438,8 @@ def write_peft_adapter(args: argparse.Namespace, source: "MegatronSource", adapt
     for name, tensor in tensors.items():  # (no source read: the adapters are written as they are)
         bad = non_finite_count(tensor)
         if bad:
-            what = f"tensor {name!r} of --lora-load {args.lora_load} holds {bad} NaN/Inf value(s) of {tensor.numel()}"
-            if not args.allow_non_finite:
-                raise ConversionError(f"{what}: the run that saved it diverged or the file is damaged; convert an "
-                                      "earlier checkpoint, or pass --allow-non-finite to export it anyway")
-            print(f"convert_ckpt: warning: {what}; exported as is (--allow-non-finite)", file=sys.stderr)
+            refuse_non_finite(f"tensor {name!r} of --lora-load {args.lora_load} holds {bad} NaN/Inf value(s) of "
+                              f"{tensor.numel()}", NON_FINITE_FIX, args.allow_non_finite)
     rule_of = layout.rules.__getitem__
     modules = peft_format.adapted_modules(tensors)
     try:
@@ -1663,6 +1660,17 @@ def non_finite_count(tensor: torch.Tensor) -> int:
     return sum(int((~torch.isfinite(part)).sum()) for part in flat.split(FINITE_CHECK_ELEMENTS))
 
 
+NON_FINITE_FIX = ("the run that saved it diverged or the file is damaged: convert an earlier checkpoint, or pass "
+                  "--allow-non-finite to export it anyway")
+
+
+def refuse_non_finite(what: str, fix: str, allow: bool) -> None:
+    """A ConversionError ``what: fix``; with ``--allow-non-finite`` a warning instead (above the progress bar)."""
+    if not allow:
+        raise ConversionError(f"{what}; {fix}")
+    tqdm.write(f"convert_ckpt: warning: {what}; exported as is (--allow-non-finite)", file=sys.stderr)
+
+
 def check_finite(source, name: str, tensors: Sequence[torch.Tensor], layout: ModelLayout, allow: bool) -> None:
     """Refuse to export a tensor holding NaN / Inf (a diverged run's checkpoint), naming it and the source file;
     with ``--allow-non-finite`` warn and go on."""
@@ -1671,11 +1679,8 @@ def check_finite(source, name: str, tensors: Sequence[torch.Tensor], layout: Mod
         if not bad:
             continue
         stored, path = source.locate(name, hf_name, layout)
-        what = f"tensor {stored!r} in {path} holds {bad} NaN/Inf value(s) of {tensor.numel()}"
-        if not allow:
-            raise ConversionError(f"{what}: the run that saved it diverged or the file is damaged; convert an "
-                                  "earlier checkpoint, or pass --allow-non-finite to export it anyway")
-        tqdm.write(f"convert_ckpt: warning: {what}; exported as is (--allow-non-finite)", file=sys.stderr)
+        refuse_non_finite(f"tensor {stored!r} in {path} holds {bad} NaN/Inf value(s) of {tensor.numel()}",
+                          NON_FINITE_FIX, allow)
 
 
 def cast(source, name: str, tensors: Sequence[torch.Tensor], dtype: torch.dtype, layout: ModelLayout,
@@ -1688,11 +1693,10 @@ def cast(source, name: str, tensors: Sequence[torch.Tensor], dtype: torch.dtype,
         overflow = non_finite_count(converted) - non_finite_count(tensor)
         if overflow:
             stored, path = source.locate(name, hf_name, layout, finite=True)
-            what = (f"--params-dtype {args.params_dtype}: {overflow} value(s) of tensor {stored!r} in {path} exceed "
-                    f"{args.params_dtype}'s range (largest {torch.finfo(dtype).max:g}) and would become Inf")
-            if not args.allow_non_finite:
-                raise ConversionError(f"{what}; keep the checkpoint's dtype (drop --params-dtype) or use bf16")
-            tqdm.write(f"convert_ckpt: warning: {what}; exported as is (--allow-non-finite)", file=sys.stderr)
+            refuse_non_finite(f"--params-dtype {args.params_dtype}: {overflow} value(s) of tensor {stored!r} in "
+                              f"{path} exceed {args.params_dtype}'s range (largest {torch.finfo(dtype).max:g}) and "
+                              "would become Inf", "keep the checkpoint's dtype (drop --params-dtype) or use bf16",
+                              args.allow_non_finite)
         result.append(converted)
     return result
 
