@@ -199,6 +199,20 @@ def newest_complete_iteration(root: str) -> Optional[int]:
     return newest
 
 
+FINITE_CHECK_ELEMENTS = 2**22  # elements tested at a time: the check's mask stays at 4 MB
+
+
+def non_finite_count(tensor: torch.Tensor) -> int:
+    """How many NaN / Inf values a floating-point tensor holds (0 for integer tensors), in bounded memory."""
+    if not tensor.is_floating_point():
+        return 0
+    flat = tensor.detach().reshape(-1)
+    wide = torch.float32 if flat.dtype == torch.float16 else flat.dtype  # (bf16 has fp32's range)
+    if bool(torch.isfinite(flat.sum(dtype=wide))):  # NaN and Inf reach the sum: a finite sum has none (fast path)
+        return 0
+    return sum(int((~torch.isfinite(part)).sum()) for part in flat.split(FINITE_CHECK_ELEMENTS))
+
+
 def prune_checkpoints(root: str, keep_last: int) -> List[str]:
     """Delete complete iteration directories beyond the newest ``keep_last``; returns the deleted paths.
 

@@ -123,6 +123,23 @@ tracker / ``config.json`` last (:func:`publish`); a run that fails midway
 removes it, so nothing partial looks complete and an earlier conversion in
 ``--save-dir`` stays intact.
 
+``--save-dir`` is never overwritten by accident: when it already holds a
+checkpoint of the target's kind (mg / megatron: a tracker, ``release/`` or
+``iter_*`` directories, e.g. a training run's ``--save``, whose tracker would
+lose its resume point; hf: ``config.json`` or ``*.safetensors``; PEFT: the
+adapter files) the conversion stops with one line naming the directory and
+``--overwrite``, before anything is written, and the directory is left
+byte-for-byte as it was. With ``--overwrite`` the earlier checkpoint of that
+kind is replaced (``iter_*`` directories and other files stay). A tensor
+holding NaN or Inf (a diverged run) is refused with one line naming the
+tensor and its source file, and nothing is written; ``--allow-non-finite``
+exports it with a warning; so is a value ``--params-dtype fp16`` cannot hold
+(it would become Inf). A Megatron source without its tracker (a training
+run's ``--save`` whose tracker was lost) gives its newest complete
+iteration (``checkpoint_complete`` marker), as training's ``--load`` does; a
+tracker naming a missing iteration, an unreadable tracker and a truncated
+safetensors file are one line each. Files get the usual permissions (``umask``).
+
 ``--model-type-hf`` takes MindSpeed's names (``llama2``, ``mistral``,
 ``qwen``, ...) and HF ``model_type`` strings (``llama``, ``qwen2``, ...);
 without it the family is config.json's ``model_type`` (hf) or the one the
@@ -140,24 +157,31 @@ import shutil
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+if not __package__:  # run as a script (python tools/X.py) from a checkout not installed with pip install -e
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from tqdm import tqdm
 
 from core import dist_checkpointing as dist_format
 from core.checkpointing import (
     CHECKPOINT_FILENAME,
     CHECKPOINT_VERSION,
+    COMPLETE_MARKER,
     TRACKER_FILENAME,
     CheckpointError,
     StreamingCheckpoint,
     atomic_save,
     checkpoint_file,
+    complete_iterations,
     iteration_dir,
     map_file,
     map_foreign_file,
     model_keys,
     namespace_for_checkpoint,
+    non_finite_count,
+    newest_complete_iteration,
     read_tracker,
     write_tracker,
 )
@@ -246,6 +270,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--save-lora-to-hf", action="store_true",
                         help="with --lora-load: write the adapters alone in PEFT's format (adapter_config.json, "
                              "adapter_model.safetensors) instead of the merged model")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace what --save-dir already holds of the target format (a tracker, release/ or "
+                             "iter_* directories; config.json or *.safetensors); without it such a --save-dir is "
+                             "refused and left untouched")
+    parser.add_argument("--allow-non-finite", action="store_true",
+                        help="export tensors holding NaN/Inf with a warning (default: refuse, naming the tensor and "
+                             "its file)")
     return parser
 
 
@@ -255,6 +286,8 @@ def parse_size(text: str) -> int:
     if not match:
         raise ConversionError(f"--max-shard-size {text!r} is not a size; write e.g. 5GB, 500MB or 2GiB")
     number, unit = float(match.group(1)), (match.group(2) or "B").upper()
+    if number <= 0:
+        raise ConversionError(f"--max-shard-size {text!r} must be more than 0; write e.g. 5GB, 500MB or 2GiB")
     scale = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
              "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}[unit]
     return max(int(number * scale), 1)
@@ -301,6 +334,7 @@ def validate_args(args: argparse.Namespace) -> None:
                               "pass the directory that holds the checkpoint")
     if os.path.abspath(args.load_dir) == os.path.abspath(args.save_dir):
         raise ConversionError("--save-dir must differ from --load-dir; write the conversion to a new directory")
+    protect_save_dir(args)
     parse_size(args.max_shard_size)
     _validate_dist_target(args)
     if args.model_type_hf is not None:
@@ -326,6 +360,45 @@ def _validate_dist_target(args: argparse.Namespace) -> None:
     if given:
         raise ConversionError(f"{', '.join(given)} lay(s) out a per-rank checkpoint; a torch_dist checkpoint loads "
                               "at any layout (training's flags choose it): drop the flag(s)")
+
+
+def target_kind(args: argparse.Namespace) -> str:
+    """What the conversion writes: ``checkpoint`` (mg, megatron), ``hf`` (a model) or ``peft`` (adapters)."""
+    if args.save_model_type != "hf":
+        return "checkpoint"
+    return "peft" if args.save_lora_to_hf else "hf"
+
+
+ITERATION_DIR = re.compile(r"iter_\d{7}")
+
+
+def replaced_by(kind: str, name: str) -> bool:
+    """Whether the entry ``name`` of ``--save-dir`` is part of a checkpoint of ``kind`` (what a conversion of that
+    kind replaces; a Megatron checkpoint's ``iter_*`` directories are kept, but their presence needs --overwrite)."""
+    if kind == "checkpoint":
+        return name in (TRACKER_FILENAME, "release")
+    if kind == "peft":
+        return name in (peft_format.PEFT_CONFIG, peft_format.PEFT_WEIGHTS)
+    return name in (HF_CONFIG, SAFETENSORS_INDEX) or (name.endswith(".safetensors")
+                                                      and name != peft_format.PEFT_WEIGHTS)
+
+
+def protect_save_dir(args: argparse.Namespace) -> None:
+    """``--save-dir`` is a new or empty directory, or holds nothing the conversion would replace, unless
+    ``--overwrite``: a training run's tracker and ``iter_*`` directories or an earlier model stay as they are."""
+    save_dir = args.save_dir
+    if os.path.lexists(save_dir) and not os.path.isdir(save_dir):
+        raise ConversionError(f"--save-dir {save_dir} is a file; give a directory (new or empty)")
+    if args.overwrite or not os.path.isdir(save_dir):
+        return
+    kind = target_kind(args)
+    held = sorted(name for name in os.listdir(save_dir)
+                  if replaced_by(kind, name) or (kind == "checkpoint" and ITERATION_DIR.fullmatch(name)))
+    if held:
+        shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+        raise ConversionError(f"--save-dir {save_dir} already holds a checkpoint ({shown}); converting into it would "
+                              "replace it (a training directory's tracker would lose its resume point): give a new "
+                              "--save-dir, or pass --overwrite to replace it")
 
 
 def _validate_lora_args(args: argparse.Namespace) -> None:
@@ -561,9 +634,13 @@ class HFSource:
             if not os.path.isfile(path):
                 raise ConversionError(f"{index_path} (family {self.family_name}) lists shard {file}, which is "
                                       f"missing from {self.load_dir}; copy the complete checkpoint")
-            with safe_open(path, framework="pt") as handle:
-                for name in handle.keys():
-                    where[name], shapes[name] = path, tuple(handle.get_slice(name).get_shape())
+            try:
+                with safe_open(path, framework="pt") as handle:
+                    for name in handle.keys():
+                        where[name], shapes[name] = path, tuple(handle.get_slice(name).get_shape())
+            except (SafetensorError, OSError) as error:
+                raise ConversionError(f"{path} is truncated or not a safetensors file ({error}); copy the complete "
+                                      "checkpoint again") from None
         if weight_map is not None:  # trust the index only where the shard agrees
             where = {name: os.path.join(self.load_dir, file) for name, file in weight_map.items()
                      if where.get(name) == os.path.join(self.load_dir, file)}
@@ -589,11 +666,19 @@ class HFSource:
                 raise ConversionError(f"{name} from {list(hf_names)} in {self.listing}: {error}") from None
             _check_shape(name, full, layout.full_shapes[name])
 
+    def locate(self, name: str, hf_name: str, layout: ModelLayout, finite: bool = False) -> Tuple[str, str]:
+        """(the name in the file, the file) of HF tensor ``hf_name``, read for our ``name``."""
+        return hf_name, self.where[hf_name]
+
     def read(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
         tensors = []
         for hf_name in hf_names:
-            with safe_open(self.where[hf_name], framework="pt") as handle:
-                tensors.append(handle.get_tensor(hf_name))
+            try:
+                with safe_open(self.where[hf_name], framework="pt") as handle:
+                    tensors.append(handle.get_tensor(hf_name))
+            except (SafetensorError, OSError) as error:
+                raise ConversionError(f"{self.where[hf_name]}: tensor {hf_name!r} cannot be read ({error}); the file "
+                                      "is truncated or damaged, copy the complete checkpoint again") from None
         return tensors
 
 
@@ -634,6 +719,31 @@ def resolve_family(name: Optional[str], hf_config: Optional[Dict[str, Any]], whe
     return family_for_hf_config(hf_config, where)
 
 
+def source_iteration(load_dir: str) -> Tuple[int, bool]:
+    """(iteration, is release) of the checkpoint in ``load_dir``: the tracker's, else (a training run's --save
+    whose tracker is gone) the newest iteration with its completion marker, as training's --load finds it."""
+    tracker = read_tracker(load_dir)
+    if tracker is None:
+        newest = newest_complete_iteration(load_dir) if complete_iterations(load_dir) else None
+        if newest is not None:  # (newer half-written directories are named in a warning)
+            print(f"convert_ckpt: note: {load_dir} has no {TRACKER_FILENAME}; converting its newest complete "
+                  f"iteration, {iteration_dir(load_dir, newest)}", file=sys.stderr)
+            return newest, False
+        started = [n for n in sorted(os.listdir(load_dir)) if ITERATION_DIR.fullmatch(n)]
+        if started:
+            raise ConversionError(f"--load-dir {load_dir} has no {TRACKER_FILENAME} and none of its {len(started)} "
+                                  f"iteration directories (the newest: {started[-1]}) is complete (no "
+                                  f"{COMPLETE_MARKER}: saves that did not finish); convert a complete checkpoint")
+        raise ConversionError(f"--load-dir {load_dir} has no {TRACKER_FILENAME}: not a Megatron checkpoint "
+                              "(for a Hugging Face directory pass --load-model-type hf)")
+    directory = iteration_dir(load_dir, tracker[0], tracker[1])
+    if not os.path.isdir(directory):
+        raise ConversionError(f"--load-dir {load_dir}: its {TRACKER_FILENAME} names "
+                              f"{'release' if tracker[1] else f'iteration {tracker[0]}'}, but {directory} does not "
+                              "exist; fix the tracker to name a saved iteration, or copy the complete checkpoint")
+    return tracker
+
+
 class MegatronSource:
     """Reads every (TP rank, pipeline stage) file; yields full tensors in the HF canonical form.
 
@@ -651,12 +761,8 @@ class MegatronSource:
     supplied: frozenset = frozenset()
 
     def __init__(self, load_dir: str, family_name: Optional[str]) -> None:
-        tracker = read_tracker(load_dir)
-        if tracker is None:
-            raise ConversionError(f"--load-dir {load_dir} has no {TRACKER_FILENAME}: not a Megatron checkpoint "
-                                  "(for a Hugging Face directory pass --load-model-type hf)")
         self.load_dir = load_dir
-        self.iteration, self.release = tracker
+        self.iteration, self.release = source_iteration(load_dir)
         self.pp, self.ep = self._pipeline_and_expert_sizes()
         self._reject_distributed_format()
         first = self._map_first()
@@ -814,6 +920,18 @@ class MegatronSource:
                                       f"{extra[0]!r}); the checkpoint does not match its own transformer_config, "
                                       "noop layers and pipeline layout")
 
+    def locate(self, name: str, hf_name: str, layout: ModelLayout, finite: bool = False) -> Tuple[str, str]:
+        """(the name in the file, the rank file) of the first piece of ``name`` holding NaN / Inf (with
+        ``finite``: the first piece); the load directory when no stored piece does (the merged --lora-load
+        adapters brought them)."""
+        if name not in self.supplied:
+            stage, chunk, local = layout.locations[name][0]
+            key, stored = layout.chunk_keys[chunk], self._stored_name(stage, chunk, local)
+            for rank in self._ranks_holding(layout.shards[name], name in layout.experts, layout):
+                if finite or non_finite_count(self._map(rank, stage)[key][stored]):
+                    return stored, self.path(rank, stage)
+        return name, f"{self.load_dir} merged with its --lora-load adapters"
+
     def read(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
         if name in self.supplied:  # not in the files: the overlay's tensor
             return to_hf(layout.rules[name][0], self.overlay(name, None), layout.context(name))
@@ -843,9 +961,10 @@ class DistSource(MegatronSource):
     """Our ``--ckpt-format torch_dist`` checkpoint (core/dist_checkpointing.py): every tensor is stored whole,
     so it reads as a TP 1, PP 1 checkpoint, one DCP read per tensor."""
 
-    def __init__(self, load_dir: str, family_name: Optional[str], directory: str) -> None:
-        self.load_dir, self.directory = load_dir, directory
-        self.iteration, self.release = read_tracker(load_dir)
+    def __init__(self, load_dir: str, family_name: Optional[str]) -> None:
+        self.load_dir = load_dir
+        self.iteration, self.release = source_iteration(load_dir)
+        self.directory = directory = iteration_dir(load_dir, self.iteration, self.release)
         self.tp, self.pp, self.ep = 1, 1, 1
         common = _read_common(directory)
         args = common.get("args") or argparse.Namespace()
@@ -871,6 +990,10 @@ class DistSource(MegatronSource):
             if self.stored[key] != want:
                 raise ConversionError(f"tensor {name!r} in {self.directory} has shape {self.stored[key]}, expected "
                                       f"{want}; the checkpoint does not match its own transformer_config")
+
+    def locate(self, name: str, hf_name: str, layout: ModelLayout, finite: bool = False) -> Tuple[str, str]:
+        """(the stored key, the checkpoint directory) of ``name`` (DCP spreads a tensor over its files)."""
+        return dist_format.MODEL_PREFIX + name, self.directory
 
     def read(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
         if name in self.supplied:
@@ -1163,20 +1286,21 @@ def _remove(path: str) -> None:
         os.remove(path)
 
 
-def publish(staging: str, save_dir: str) -> None:
-    """Move a finished conversion from ``staging`` to ``save_dir``.
+def publish(staging: str, save_dir: str, kind: str) -> None:
+    """Move a finished conversion of ``kind`` (:func:`target_kind`) from ``staging`` to ``save_dir``.
 
-    A new ``save_dir`` is one rename. Into an existing one, the earlier conversion's completion
-    markers (tracker, ``config.json``) and its checkpoint (``release/``, ``*.safetensors``, the
-    index) are removed first, the new entries moved in, and the new markers moved last: at no
-    moment does the directory look complete with a mix of both. Other files stay.
+    A new ``save_dir`` is one rename. Into an existing one (empty, or ``--overwrite``), the earlier
+    checkpoint of the same kind (:func:`replaced_by`: its markers, tracker or ``config.json``, and its
+    files, ``release/`` or ``*.safetensors`` and the index) is removed first, the new entries moved in,
+    and the new markers moved last: at no moment does the directory look complete with a mix of both.
+    Other files (``iter_*`` directories, a model of the other kind) stay.
     """
     if not os.path.exists(save_dir):
         os.rename(staging, save_dir)
         return
-    markers = (TRACKER_FILENAME, HF_CONFIG)
+    markers = (TRACKER_FILENAME, HF_CONFIG, peft_format.PEFT_CONFIG)
     for name in os.listdir(save_dir):
-        if name in markers or name == SAFETENSORS_INDEX or name == "release" or name.endswith(".safetensors"):
+        if replaced_by(kind, name):
             _remove(os.path.join(save_dir, name))
     names = os.listdir(staging)
     for name in sorted(names, key=lambda n: n in markers):  # markers last
@@ -1432,6 +1556,11 @@ def write_peft_adapter(args: argparse.Namespace, source: "MegatronSource", adapt
                               f"{' '.join(adapters.config.modules_to_save)} (--lora-modules-to-save), which PEFT's "
                               "LoRA files do not hold here; drop --save-lora-to-hf to write the merged model")
     tensors = {rename(name, renaming): tensor for name, tensor in adapters.tensors.items()}
+    for name, tensor in tensors.items():  # (no source read: the adapters are written as they are)
+        bad = non_finite_count(tensor)
+        if bad:
+            refuse_non_finite(f"tensor {name!r} of --lora-load {args.lora_load} holds {bad} NaN/Inf value(s) of "
+                              f"{tensor.numel()}", NON_FINITE_FIX, args.allow_non_finite)
     rule_of = layout.rules.__getitem__
     modules = peft_format.adapted_modules(tensors)
     try:
@@ -1460,10 +1589,9 @@ def open_source(args: argparse.Namespace):
         return HFSource(args.load_dir, args.model_type_hf)
     if args.load_model_type == "megatron":
         return MegatronLMSource(args.load_dir, args.model_type_hf, args.vocab_size)
-    tracker = read_tracker(args.load_dir)
-    directory = iteration_dir(args.load_dir, *tracker) if tracker is not None else None
-    if directory is not None and dist_format.is_dist_checkpoint(directory):
-        return DistSource(args.load_dir, args.model_type_hf, directory)
+    iteration, release = source_iteration(args.load_dir)
+    if dist_format.is_dist_checkpoint(iteration_dir(args.load_dir, iteration, release)):
+        return DistSource(args.load_dir, args.model_type_hf)
     return MegatronSource(args.load_dir, args.model_type_hf)
 
 
@@ -1621,7 +1749,7 @@ def convert(args: argparse.Namespace) -> None:
     if adapters is not None and args.save_lora_to_hf:
         try:
             write_peft_adapter(args, source, adapters, layout, renaming, staging)
-            publish(staging, args.save_dir)
+            publish(staging, args.save_dir, target_kind(args))
         finally:
             _remove(staging)
         return
@@ -1633,12 +1761,56 @@ def convert(args: argparse.Namespace) -> None:
             for ranks in passes:  # one pass per target TP rank when the source can be reread
                 for name in names:
                     tensors = source.read(name, source_layout.rules[name][1], source_layout)
-                    sink.write(targets[name], [t.to(dtype) if dtype is not None else t for t in tensors], ranks)
+                    check_finite(source, name, tensors, source_layout, args.allow_non_finite)
+                    if dtype is not None:
+                        tensors = cast(source, name, tensors, dtype, source_layout, args)
+                    sink.write(targets[name], tensors, ranks)
                     progress.update()
         sink.finish()
-        publish(staging, args.save_dir)
+        publish(staging, args.save_dir, target_kind(args))
     finally:
         _remove(staging)
+
+
+NON_FINITE_FIX = ("the run that saved it diverged or the file is damaged: convert an earlier checkpoint, or pass "
+                  "--allow-non-finite to export it anyway")
+
+
+def refuse_non_finite(what: str, fix: str, allow: bool) -> None:
+    """A ConversionError ``what: fix``; with ``--allow-non-finite`` a warning instead (above the progress bar)."""
+    if not allow:
+        raise ConversionError(f"{what}; {fix}")
+    tqdm.write(f"convert_ckpt: warning: {what}; exported as is (--allow-non-finite)", file=sys.stderr)
+
+
+def check_finite(source, name: str, tensors: Sequence[torch.Tensor], layout: ModelLayout, allow: bool) -> None:
+    """Refuse to export a tensor holding NaN / Inf (a diverged run's checkpoint), naming it and the source file;
+    with ``--allow-non-finite`` warn and go on."""
+    for hf_name, tensor in zip(layout.rules[name][1], tensors):
+        bad = non_finite_count(tensor)
+        if not bad:
+            continue
+        stored, path = source.locate(name, hf_name, layout)
+        refuse_non_finite(f"tensor {stored!r} in {path} holds {bad} NaN/Inf value(s) of {tensor.numel()}",
+                          NON_FINITE_FIX, allow)
+
+
+def cast(source, name: str, tensors: Sequence[torch.Tensor], dtype: torch.dtype, layout: ModelLayout,
+         args: argparse.Namespace) -> List[torch.Tensor]:
+    """The tensors in ``--params-dtype``; values beyond its range (fp16's 65504) would become Inf: refused,
+    naming the tensor, unless ``--allow-non-finite``."""
+    result = []
+    for hf_name, tensor in zip(layout.rules[name][1], tensors):
+        converted = tensor.to(dtype)
+        overflow = non_finite_count(converted) - non_finite_count(tensor)
+        if overflow:
+            stored, path = source.locate(name, hf_name, layout, finite=True)
+            refuse_non_finite(f"--params-dtype {args.params_dtype}: {overflow} value(s) of tensor {stored!r} in "
+                              f"{path} exceed {args.params_dtype}'s range (largest {torch.finfo(dtype).max:g}) and "
+                              "would become Inf", "keep the checkpoint's dtype (drop --params-dtype) or use bf16",
+                              args.allow_non_finite)
+        result.append(converted)
+    return result
 
 
 GLIBC_M_MMAP_THRESHOLD = -3  # mallopt parameter (malloc.h)
@@ -1667,7 +1839,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         convert(args)
-    except (ConversionError, RegistryError) as error:
+    except (ConversionError, RegistryError, CheckpointError) as error:
         print(f"convert_ckpt: error: {error}", file=sys.stderr)
         return 2
     print(f"convert_ckpt: wrote {args.save_model_type} checkpoint to {args.save_dir}", file=sys.stderr)

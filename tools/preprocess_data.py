@@ -23,7 +23,13 @@ What the handlers write (labels, the attention-mask file of document ids,
 packing) is described in ``mindspeed_llm/data/handlers.py``.
 
 Inputs (``--input``: a file, a directory searched recursively, or a glob),
-read in sorted order within each directory or glob:
+read in sorted order within each directory or glob. A directory or glob takes
+only corpus files, and says which it took and which it skipped (one line each
+on stdout): files in the formats below, never hidden files or files under
+hidden directories, never what this suite writes beside data (``.bin``/``.idx``,
+``.npy`` index caches, the ``<md5>-...-description.txt`` of an index cache,
+``*_packed_settings.json``). A file named explicitly is always read (an
+unsupported format is an error). Formats:
 
 - ``.jsonl``: one JSON object per line (blank lines are ignored);
 - ``.json``: a JSON list of objects;
@@ -52,12 +58,16 @@ import gzip
 import json
 import multiprocessing
 import os
+import re
 import sys
 import tempfile
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+if not __package__:  # run as a script (python tools/X.py) from a checkout not installed with pip install -e
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np
 
@@ -83,7 +93,11 @@ class PreprocessError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     parser = FlagParser(description="Tokenize a corpus into .bin/.idx indexed datasets", error_class=PreprocessError)
     data = parser.add_argument_group("input data")
-    data.add_argument("--input", required=True, help="a file, a directory or a glob")
+    data.add_argument("--input", required=True,
+                      help="a file, a directory (searched recursively) or a glob; a directory or glob takes only "
+                           f"corpus files ({', '.join(FORMATS)}, optionally .gz), never hidden files or this "
+                           "suite's own outputs (.bin/.idx, index caches and their -description.txt, "
+                           "*_packed_settings.json), and lists what it took and skipped")
     data.add_argument("--json-keys", nargs="+", default=["text"], help="keys of the text (pretraining)")
     data.add_argument("--handler-name", default="GeneralPretrainHandler", choices=sorted(HANDLERS))
     data.add_argument("--prompt-type", default="empty", choices=PROMPT_TYPES,
@@ -136,23 +150,66 @@ def _format_of(path: str) -> Optional[str]:
     return next((fmt for fmt in FORMATS if name.endswith(fmt)), None)
 
 
-def expand_inputs(pattern: str) -> List[str]:
-    """The input files named by ``pattern`` (a file, a directory or a glob), sorted."""
+# files this suite writes beside data that have a corpus format: an index cache's description
+# (core/datasets/gpt_dataset.py) and an instruction dataset's settings (mindspeed_llm/data/handlers.py)
+OWN_FILES = re.compile(r"[0-9a-f]{32}-.+-description\.txt|.+_packed_settings\.json")
+LISTED_NAMES = 10  # names shown in the taken / skipped lines before "and N more"
+
+
+def is_corpus_file(path: str, root: str) -> bool:
+    """Whether a file found under a directory or glob ``root`` is corpus input (see the module docstring)."""
+    relative = os.path.relpath(path, root) if root else os.path.basename(path)  # (a glob names its directories)
+    hidden = any(part.startswith(".") and part not in (".", "..") for part in relative.split(os.sep))
+    return not hidden and _format_of(path) is not None and not OWN_FILES.fullmatch(os.path.basename(path))
+
+
+@dataclass
+class Inputs:
+    """The files ``--input`` names (read in this order) and those a directory or glob held but skipped."""
+    files: List[str]
+    skipped: List[str] = field(default_factory=list)
+    root: Optional[str] = None  # the directory searched (names are shown relative to it)
+
+    def lines(self) -> List[str]:
+        """What the run takes and skips, one line each (nothing for one file named explicitly)."""
+        if self.root is None and not self.skipped and len(self.files) == 1:
+            return []
+        where = f" from {self.root}" if self.root else ""
+        lines = [f"input: {len(self.files)} file(s){where}: {self._names(self.files)}"]
+        if self.skipped:
+            lines.append(f"input: skipped {len(self.skipped)} file(s) that are not corpus input (hidden, not "
+                         f"{'/'.join(FORMATS)}, or this suite's own outputs): {self._names(self.skipped)}")
+        return lines
+
+    def _names(self, paths: Sequence[str]) -> str:
+        names = [os.path.relpath(p, self.root) if self.root else p for p in paths]
+        more = f" and {len(names) - LISTED_NAMES} more" if len(names) > LISTED_NAMES else ""
+        return ", ".join(names[:LISTED_NAMES]) + more
+
+
+def expand_inputs(pattern: str) -> Inputs:
+    """The input files named by ``pattern`` (a file, a directory or a glob), sorted; a directory or glob
+    keeps only corpus files (:func:`is_corpus_file`)."""
     if os.path.isfile(pattern):
-        files = [pattern]
-    elif os.path.isdir(pattern):
-        files = sorted(os.path.join(root, name) for root, _, names in os.walk(pattern) for name in names)
+        if _format_of(pattern) is None:
+            raise PreprocessError(f"--input {pattern}: not a corpus file; supported: {', '.join(FORMATS)} "
+                                  "(optionally .gz)")
+        return Inputs([pattern])
+    if os.path.isdir(pattern):
+        root = pattern
+        found = sorted(os.path.join(folder, name) for folder, _, names in os.walk(pattern) for name in names)
     else:
-        files = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
-        if not files:
+        root = None
+        found = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+        if not found:
             raise PreprocessError(f"--input {pattern}: no such file or directory, and no file matches it")
-    if not os.path.isfile(pattern):
-        files = [f for f in files if _format_of(f) is not None]
-    unknown = [f for f in files if _format_of(f) is None]
-    if unknown or not files:
-        raise PreprocessError(f"--input {pattern}: {'no input files there' if not files else unknown[0]}; "
-                              f"supported: {', '.join(FORMATS)} (optionally .gz)")
-    return files
+    inputs = Inputs([f for f in found if is_corpus_file(f, root)], [f for f in found if not is_corpus_file(f, root)],
+                    root)
+    if not inputs.files:
+        skipped = f" (skipped {len(inputs.skipped)}: {inputs._names(inputs.skipped)})" if inputs.skipped else ""
+        raise PreprocessError(f"--input {pattern}: no corpus files there{skipped}; supported: {', '.join(FORMATS)} "
+                              "(optionally .gz), not hidden")
+    return inputs
 
 
 def check_inputs(files: Sequence[str], handler_name: str, json_keys: Sequence[str]) -> None:
@@ -197,9 +254,14 @@ def iter_raw_records(files: Sequence[str]) -> Iterator[RawRecord]:
             raise PreprocessError(f"{path}: cannot read ({exc})") from exc
 
 
+UTF8_BOM = b"\xef\xbb\xbf"  # what some editors put at the start of a UTF-8 file: not text
+
+
 def _iter_lines(path: str, kind: str) -> Iterator[RawRecord]:
     with _open_binary(path) as handle:
         for line_no, line in enumerate(handle, 1):
+            if line_no == 1 and line.startswith(UTF8_BOM):
+                line = line[len(UTF8_BOM):]
             if kind == "jsonl" and not line.strip():
                 continue
             yield RawRecord(path, line_no, kind, line)
@@ -209,7 +271,7 @@ def _iter_json_list(path: str) -> Iterator[RawRecord]:
     with _open_binary(path) as handle:
         data = handle.read()
     try:
-        records = json.loads(data.decode("utf-8"))
+        records = json.loads(data.decode("utf-8-sig"))  # (a leading BOM is not text)
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         raise PreprocessError(f"{path}:{line}: invalid UTF-8 (byte {exc.start})") from exc
@@ -353,7 +415,7 @@ def check_output_prefix(prefix: str) -> None:
     except OSError as exc:
         raise PreprocessError(f"--output-prefix {prefix}: cannot write in {directory} ({exc.strerror or exc})") from exc
     if os.path.isdir(prefix):
-        raise PreprocessError(f"--output-prefix {prefix} is a directory; give a file prefix such as {prefix}/data")
+        raise PreprocessError(f"--output-prefix {prefix} is a directory; give a file prefix such as {os.path.join(prefix, 'data')}")
 
 
 class OutputSet:
@@ -489,7 +551,8 @@ def consume(results: Iterable[ChunkResult], emitter, skip_bad: bool, progress: P
 def run(args: argparse.Namespace) -> Summary:
     """Validate everything, then tokenize and write; returns the summary."""
     validate_args(args)
-    files = expand_inputs(args.input)
+    inputs = expand_inputs(args.input)
+    files = inputs.files
     check_inputs(files, args.handler_name, args.json_keys)
     check_output_prefix(args.output_prefix)
     try:
@@ -500,6 +563,8 @@ def run(args: argparse.Namespace) -> Summary:
             tokenizer.eod  # noqa: B018 (fails now, not in a worker, when there is no EOS)
     except (ValueError, FileNotFoundError, NotImplementedError, OSError) as exc:
         raise PreprocessError(str(exc)) from exc
+    for line in inputs.lines():
+        print(line, flush=True)
     summary = Summary()
     start = time.perf_counter()
     outputs = OutputSet(args.output_prefix, output_dtypes(handler.kind, args.json_keys, tokenizer.vocab_size,

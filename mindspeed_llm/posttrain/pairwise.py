@@ -49,6 +49,7 @@ from mindspeed_llm.posttrain.preference_loss import dpo_loss, simpo_loss
 from mindspeed_llm.posttrain.splits import build_split_datasets, check_splits, split_sequence_ids, stored_sequences
 from mindspeed_llm.posttrain.sft import check_prompt_type
 from mindspeed_llm.tokenizer import build_tokenizer
+from mindspeed_llm.training.pretrain_task import check_token_ids
 from mindspeed_llm.training.task import Batch, Splits, TrainingTask, context_parallel_sum
 
 PAIR_STATS = ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins", "logps/chosen",
@@ -157,7 +158,9 @@ class PairwiseTask(TrainingTask):
                                shuffle=shuffle, sequence_ids=sequence_ids)
 
     def collate(self, samples: List[Dict[str, torch.Tensor]]) -> Batch:
-        return collate_pairs(samples)
+        batch = collate_pairs(samples)
+        check_token_ids(torch.stack([batch["tokens"], batch["labels"]]), self.args)
+        return batch
 
     def micro_batch_rows(self, micro_batch_size: int) -> int:
         return 2 * micro_batch_size  # the chosen and the rejected reply of each pair

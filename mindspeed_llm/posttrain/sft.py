@@ -42,7 +42,7 @@ from mindspeed_llm.data.handlers import PAIRWISE_FILES, dataset_settings, settin
 from mindspeed_llm.data.templates import TOKENIZER_TEMPLATE_NAMES
 from mindspeed_llm.posttrain.splits import build_split_datasets, check_splits, split_sequence_ids, stored_sequences
 from mindspeed_llm.tokenizer import build_tokenizer
-from mindspeed_llm.training.pretrain_task import PretrainTask
+from mindspeed_llm.training.pretrain_task import PretrainTask, check_token_ids
 from mindspeed_llm.training.task import Batch, Splits
 
 
@@ -75,6 +75,7 @@ class SFTTask(PretrainTask):
 
     def collate(self, samples: List[Dict[str, torch.Tensor]]) -> Batch:
         batch = {name: torch.stack([sample[name] for sample in samples]) for name in samples[0]}  # each [b, s]
+        check_token_ids(torch.stack([batch["tokens"], batch["labels"]]), self.args)
         if self.length_multiple is None:
             return batch
         length = padded_length(real_length(batch["document_ids"]), self.length_multiple, self.args.seq_length)

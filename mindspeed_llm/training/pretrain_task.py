@@ -38,6 +38,18 @@ from mindspeed_llm.training.task import Batch, Splits, TrainingTask, token_mean
 VALIDATION_SEED_OFFSET = 1
 
 
+def check_token_ids(tokens: torch.Tensor, args: argparse.Namespace) -> None:
+    """Stop at a batch holding a token id outside the vocabulary (``>= --vocab-size``), naming the dataset and
+    the fix: otherwise an index error at TP 1 and an inf loss at TP > 1. ``tokens``: ids of any shape (labels
+    too; their ignored positions are negative)."""
+    largest = int(tokens.max()) if tokens.numel() else -1
+    if largest >= args.vocab_size:
+        raise ValueError(f"the training data holds token id {largest}, outside the vocabulary of "
+                         f"{args.vocab_size} ids (--data-path {' '.join(args.data_path or [])}): "
+                         "it was tokenized with another tokenizer; preprocess it again with this run's "
+                         "tokenizer, or give the tokenizer it was made with")
+
+
 class PretrainTask(TrainingTask):
     name = "pretrain"
     stat_names = ("lm loss",)
@@ -78,12 +90,7 @@ class PretrainTask(TrainingTask):
 
     def collate(self, samples: List[Dict[str, torch.Tensor]]) -> Batch:
         text = torch.stack([s["text"] for s in samples])  # [b, s + 1]
-        largest = int(text.max())
-        if largest >= self.args.vocab_size:  # else an index error at TP 1 and an inf loss at TP > 1
-            raise ValueError(f"the training data holds token id {largest}, outside the vocabulary of "
-                             f"{self.args.vocab_size} ids (--data-path {' '.join(self.args.data_path or [])}): "
-                             "it was tokenized with another tokenizer; preprocess it again with this run's "
-                             "tokenizer, or give the tokenizer it was made with")
+        check_token_ids(text, self.args)
         tokens, labels = text[:, :-1].contiguous(), text[:, 1:].contiguous()
         batch = {"tokens": tokens, "labels": labels, "loss_mask": torch.ones_like(labels, dtype=torch.float32)}
         if self.args.eod_mask_loss:  # Megatron: no loss where the input token is the end of a document

@@ -272,7 +272,7 @@ def test_failed_run_removes_stale_tracker(capsys, hf_dirs, tmp_path) -> None:
     broken = str(tmp_path / "broken")
     shutil.copytree(hf_dirs["llama"], broken)
     os.remove(os.path.join(broken, "config.json"))
-    code = run(*HF_MG, "--load-dir", broken, "--save-dir", save)
+    code = run(*HF_MG, "--load-dir", broken, "--save-dir", save, "--overwrite")
     assert code == 2  # rejected before writing: the earlier, complete checkpoint stays valid
     assert os.path.isfile(os.path.join(save, TRACKER_FILENAME))
 

@@ -196,7 +196,7 @@ def test_stale_layout_is_replaced(hf_dirs, tmp_path) -> None:
     """Re-converting into the same directory with another layout leaves only the new rank directories."""
     save = str(tmp_path / "out")
     convert("hf", "mg", hf_dirs["llama"], save, "--target-pipeline-parallel-size", "2")
-    convert("hf", "mg", hf_dirs["llama"], save)
+    convert("hf", "mg", hf_dirs["llama"], save, "--overwrite")
     assert os.listdir(os.path.join(save, "release")) == ["mp_rank_00"]
 
 

@@ -120,8 +120,9 @@ def test_failure_midway_leaves_nothing_and_keeps_an_earlier_conversion(hf_dir: s
     for directory in (save, str(tmp_path / "fresh")):
         calls.clear()
         with pytest.raises(RuntimeError, match="disk full"):
-            convert_main(argv + ["--save-dir", directory, "--target-tensor-parallel-size", "1"]
-                         if target == "mg" else argv + ["--save-dir", directory, "--max-shard-size", "1KB"])
+            convert_main(argv + ["--save-dir", directory, "--target-tensor-parallel-size", "1", "--overwrite"]
+                         if target == "mg" else argv + ["--save-dir", directory, "--max-shard-size", "1KB",
+                                                        "--overwrite"])
         assert not [n for n in os.listdir(tmp_path) if ".converting-" in n]
     assert not os.path.exists(str(tmp_path / "fresh"))
     assert sorted(os.listdir(save)) == before  # the earlier, complete conversion is untouched

@@ -334,3 +334,23 @@ def test_converter_lora_flags_are_checked_in_one_line(dirs, trained, capsys) -> 
         ["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", dirs["mg"], "--save-dir", out,
          "--lora-load", dirs["mg"]])
     assert not os.path.exists(out)
+
+
+def test_non_finite_adapters_are_refused(dirs, trained, capsys) -> None:
+    """Issue 15: adapters holding NaN (a diverged LoRA run) are not exported, merged or as PEFT files."""
+    import glob
+    import shutil
+
+    adapters = shutil.copytree(trained["dir"], os.path.join(dirs["root"], "adapters_nan"))
+    (file,) = glob.glob(os.path.join(adapters, "iter_*", "mp_rank_00", "model_optim_rng.pt"))
+    state = torch.load(file, weights_only=False)
+    name = next(n for n in state["model"] if n.endswith("linear_fc2.lora_B.weight"))
+    state["model"][name][0, 0] = float("nan")
+    torch.save(state, file)
+    for extra, fragment in (((), "merged with its --lora-load adapters"),
+                            (("--save-lora-to-hf",), f"of --lora-load {adapters} holds 1 NaN/Inf")):
+        out = os.path.join(dirs["root"], "nan_out")
+        assert _convert(dirs, adapters, out, *extra) == 2
+        line = next(line for line in capsys.readouterr().err.splitlines() if "convert_ckpt: error" in line)
+        assert fragment in line and "--allow-non-finite" in line, line
+        assert not os.path.exists(out)

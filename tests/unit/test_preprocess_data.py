@@ -222,3 +222,59 @@ def test_parquet_needs_pyarrow(tmp_path, tok_dir, capsys):
     pq.write_table(pa.table({"text": ["hello there", "the cat"]}), tmp_path / "x.parquet")
     assert preprocess(tok_dir, "--input", tmp_path / "x.parquet", "--output-prefix", tmp_path / "o") == 0
     assert len(IndexedDataset(str(tmp_path / "o_text_document"))) == 2
+
+
+def test_a_directory_takes_only_corpus_files_and_says_which(tmp_path, tok_dir, tok, capsys):
+    """Issue 15: a directory input skips hidden files, non-corpus formats and this suite's own outputs (an index
+    cache's description .txt, an instruction dataset's settings .json), and lists what it took and skipped."""
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    (data / "cache" / "GPTDataset_indices").mkdir(parents=True)
+    (data / ".git").mkdir()
+    corpus = {"a.jsonl": [sentence(i) for i in range(3)], "sub/b.jsonl": [sentence(i + 5) for i in range(2)]}
+    for name, texts in corpus.items():
+        write_jsonl(data / name, [{"text": t} for t in texts])
+    (data / "c.txt").write_text(sentence(9) + "\n")
+    not_corpus = {".notes.jsonl": '{"text": "hidden"}\n', ".git/HEAD.json": '[{"text": "git"}]',
+                  "cache/GPTDataset_indices/0123456789abcdef0123456789abcdef-GPTDataset-train-description.txt":
+                      '{"class": "GPTDataset"}\n',
+                  "alpaca_packed_settings.json": '{"pack": true}', "corpus_text_document.idx": "x",
+                  "corpus_text_document.bin": "x", "cache/GPTDataset_indices/doc_idx.npy": "x", "README.md": "x"}
+    for name, text in not_corpus.items():
+        (data / name).write_text(text)
+    prefix = tmp_path / "out" / "corpus"
+    assert preprocess(tok_dir, "--input", data, "--output-prefix", prefix) == 0
+    out = capsys.readouterr().out
+    taken = [line for line in out.splitlines() if line.startswith("input: 3 file(s)")]
+    assert taken == [f"input: 3 file(s) from {data}: a.jsonl, c.txt, {os.path.join('sub', 'b.jsonl')}"], out
+    skipped = next(line for line in out.splitlines() if line.startswith("input: skipped"))
+    assert skipped.startswith(f"input: skipped {len(not_corpus)} file(s) that are not corpus input")
+    assert all(os.path.normpath(name) in skipped for name in not_corpus)
+    texts = corpus["a.jsonl"] + [sentence(9)] + corpus["sub/b.jsonl"]
+    assert read(f"{prefix}_text_document")[0] == [tok.tokenize(t) for t in texts]
+
+
+def test_a_directory_or_glob_without_corpus_files_names_what_it_skipped(tmp_path, tok_dir, capsys):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "x_packed_settings.json").write_text("{}")
+    (tmp_path / "d" / "x.idx").write_text("x")
+    assert preprocess(tok_dir, "--input", tmp_path / "d", "--output-prefix", tmp_path / "o") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --input {tmp_path / 'd'}: no corpus files there (skipped 2: x.idx, "
+                          "x_packed_settings.json)") and "\n" not in err, err
+    assert preprocess(tok_dir, "--input", f"{tmp_path}/d/*", "--output-prefix", tmp_path / "o") == 2
+    assert "no corpus files there (skipped 2:" in capsys.readouterr().err
+
+
+def test_a_utf8_byte_order_mark_is_not_text(tmp_path, tok_dir, tok):
+    """Issue 15 sweep: a file saved with a BOM (Windows editors) read as the same file without it, instead of a
+    malformed first JSON line (.jsonl) or a BOM tokenized into the first document (.txt)."""
+    bom = b"\xef\xbb\xbf"
+    texts = [sentence(1), sentence(2)]
+    files = {"a.jsonl": "".join(json.dumps({"text": t}) + "\n" for t in texts),
+             "b.json": json.dumps([{"text": t} for t in texts]), "c.txt": "".join(t + "\n" for t in texts)}
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(bom + content.encode("utf-8"))
+        prefix = tmp_path / name.replace(".", "_")
+        assert preprocess(tok_dir, "--input", tmp_path / name, "--output-prefix", prefix) == 0
+        assert read(f"{prefix}_text_document")[0] == [tok.tokenize(t) for t in texts], name

@@ -70,6 +70,7 @@ from mindspeed_llm.posttrain.pairwise import (base_model_of, build_reference, lo
 from mindspeed_llm.posttrain.sft import check_instruction_data, check_prompt_type, padded_length
 from mindspeed_llm.posttrain.splits import check_splits, split_sequence_ids, stored_sequences
 from mindspeed_llm.tokenizer import build_tokenizer
+from mindspeed_llm.training.pretrain_task import check_token_ids
 from mindspeed_llm.training.task import Batch, SkipStep, Splits, TrainingTask
 
 ROLLOUT_STATS = ("reward mean", "reward std", "response length", "rollout tokens per second")
@@ -279,6 +280,7 @@ class GRPOTask(TrainingTask):
         trainer.dp.finish_param_sync()
         start = time.perf_counter()
         prompts = [sample.prompt for sample in samples for _ in range(groups)]
+        check_token_ids(torch.tensor([id_ for sample in samples for id_ in sample.prompt + sample.reference]), args)
         config = dataclasses.replace(self.generation_config(), row_seeds=tuple(
             row_seed(args.seed, sample.index, g) for sample in samples for g in range(groups)))
         training = model.training
