@@ -38,13 +38,23 @@ from mindspeed_llm.training.task import Batch, Splits, TrainingTask, token_mean
 VALIDATION_SEED_OFFSET = 1
 
 
+class TrainingDataError(ValueError):
+    """Bad training data found in a batch; the message names the data and the fix."""
+
+    @classmethod
+    def unwrapped(cls, error: "TrainingDataError") -> "TrainingDataError":
+        """The error without the DataLoader's wrapping (a worker's error comes back with its traceback)."""
+        last = str(error).strip().splitlines()[-1] if str(error).strip() else ""
+        return cls(last.split(f"{cls.__name__}: ", 1)[-1])
+
+
 def check_token_ids(tokens: torch.Tensor, args: argparse.Namespace) -> None:
     """Stop at a batch holding a token id outside the vocabulary (``>= --vocab-size``), naming the dataset and
     the fix: otherwise an index error at TP 1 and an inf loss at TP > 1. ``tokens``: ids of any shape (labels
     too; their ignored positions are negative)."""
     largest = int(tokens.max()) if tokens.numel() else -1
     if largest >= args.vocab_size:
-        raise ValueError(f"the training data holds token id {largest}, outside the vocabulary of "
+        raise TrainingDataError(f"the training data holds token id {largest}, outside the vocabulary of "
                          f"{args.vocab_size} ids (--data-path {' '.join(args.data_path or [])}): "
                          "it was tokenized with another tokenizer; preprocess it again with this run's "
                          "tokenizer, or give the tokenizer it was made with")

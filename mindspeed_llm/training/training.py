@@ -64,7 +64,7 @@ from mindspeed_llm.training.loggers import MetricWriters, build_metric_writers, 
 from mindspeed_llm.training.lr_scheduler import scheduler_from_args
 from mindspeed_llm.training.metrics import (IterationStats, format_log_line, format_timing, forward_flops_per_token,
                                             timing_regions, training_flops_per_token)
-from mindspeed_llm.training.pretrain_task import PretrainTask
+from mindspeed_llm.training.pretrain_task import PretrainTask, TrainingDataError
 from mindspeed_llm.training.profiling import StepProfiler
 from mindspeed_llm.training.save_lock import SaveDirectoryInUse, SaveLock
 from mindspeed_llm.training.task import Batch, SkipStep, TrainingTask, stack_stats
@@ -405,6 +405,7 @@ class Trainer:
         self.dp.finish_param_sync()
 
     def save(self) -> str:
+        self._refuse_non_finite_weights()
         if self.args.ckpt_format == dcp_format.FORMAT:
             path = dist_checkpoint.save(self)
             print_rank_0(f"{'started saving' if self.args.async_save else 'saved'} checkpoint at iteration "
@@ -440,6 +441,26 @@ class Trainer:
                                              keep_last=args.ckpt_keep_last or 0)
         print_rank_0(f"saved checkpoint at iteration {self.iteration:7d} to {args.save}")
         return path
+
+    def _refuse_non_finite_weights(self) -> None:
+        """A checkpoint never holds NaN/Inf weights unless the run opted out of the guard
+        (--no-check-for-nan-in-loss-and-grad): every rank checks its own, the first found is named. Collective."""
+        bad = next((f"{name} (rank {self.state.rank})" for model in self.models
+                    for name, param in model.named_parameters()
+                    if checkpointing.non_finite_count(getattr(param, "_local_tensor", param))), None)
+        found: List[Optional[str]] = [bad]
+        if dist.is_initialized():
+            found = [None] * dist.get_world_size()
+            dist.all_gather_object(found, bad)
+        first = next((name for name in found if name is not None), None)
+        if first is None:
+            return
+        if self.args.check_for_nan_in_loss_and_grad:
+            raise checkpointing.CheckpointError(
+                f"iteration {self.iteration}: the weight {first} holds NaN/Inf, so it is not saved (the previous "
+                "checkpoint stays the newest); the run diverged: resume from that checkpoint with a lower --lr")
+        print_rank_0(f"WARNING: iteration {self.iteration}: saving NaN/Inf weights ({first}) as "
+                     "--no-check-for-nan-in-loss-and-grad asks")
 
     def load(self) -> None:
         args, state = self.args, self.state
@@ -748,9 +769,11 @@ def _stop_on_failure(trainer: Trainer, error: BaseException, interrupted: bool) 
         print(f"error: {compile_message}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
     # NonFiniteTraining: every rank saw the same global loss and norm, so every rank stops here
+    if isinstance(error, TrainingDataError):  # one line, not a DataLoader worker's traceback
+        error = TrainingDataError.unwrapped(error)
     line = failures.report(trainer.args.save, place, iteration, error,
                            everyone_fails=isinstance(error, NonFiniteTraining))
-    known = (isinstance(error, (NonFiniteTraining, checkpointing.CheckpointError))
+    known = (isinstance(error, (NonFiniteTraining, checkpointing.CheckpointError, TrainingDataError))
              or (failures.collective_failure(error) and bool(trainer.args.save)))  # its traceback is in the file
     if line is not None and (known or (trainer.state.rank == 0 and trainer.args.save)):
         print(f"error: {line}", file=sys.stderr, flush=True)

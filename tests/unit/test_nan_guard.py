@@ -3,8 +3,9 @@
 A step whose loss or gradient norm is NaN/Inf applies no update: it is counted as skipped and logged, the
 weights and the optimizer stay as they were, and training goes on; without the check the NaN reaches the
 weights. ``--lr 1e6`` (the issue's case) stops with one line after N such steps in a row, and every
-checkpoint it saved holds finite weights. Token ids outside the vocabulary, a cause of inf losses at TP > 1,
-are named at the first batch.
+checkpoint it saved holds finite weights; a save of weights that turned non-finite anyway is an error naming
+the weight (unless --no-check-for-nan-in-loss-and-grad). Token ids outside the vocabulary, a cause of inf
+losses at TP > 1, are named at the first batch, in one line through the entry point.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 import torch
 
 from mindspeed_llm.arguments import ArgumentError, parse_args, validate_args
-from mindspeed_llm.training.training import run, setup
+from mindspeed_llm.training.training import pretrain, run, setup
 
 ARGV = [
     "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
@@ -98,7 +99,7 @@ def test_bad_flags_are_refused(extra: List[str], message: str) -> None:
         validate_args(parse_args(ARGV + extra), 1)
 
 
-def test_token_ids_outside_the_vocabulary_are_named(tmp_path) -> None:
+def test_token_ids_outside_the_vocabulary_are_named(tmp_path, capsys) -> None:
     """Data tokenized with a larger vocabulary stops at its first batch with the cause, not an inf loss."""
     import numpy as np
 
@@ -115,3 +116,40 @@ def test_token_ids_outside_the_vocabulary_are_named(tmp_path) -> None:
     trainer = setup(argv)
     with pytest.raises(ValueError, match=r"token id 9\d, outside the vocabulary of 64 ids \(--data-path "):
         trainer.train_step(trainer.train_iterator())
+    # through the entry point, found in a DataLoader worker: one line (not the worker's traceback), exit 1
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        pretrain(argv + ["--num-workers", "1"])
+    assert stopped.value.code == 1
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("error: the training data holds token id 9"), err
+
+
+@pytest.mark.parametrize("fmt", ["torch", "torch_dist"])
+def test_a_checkpoint_never_holds_non_finite_weights_without_the_opt_out(tmp_path, capsys, fmt: str) -> None:
+    """Weights that turned NaN/Inf (a finite loss and norm, a huge update) are not saved: the save is an error
+    naming the weight and the previous checkpoint stays the newest; --no-check-for-nan-in-loss-and-grad saves."""
+    import torch
+
+    from core import checkpointing
+
+    save = str(tmp_path / "ckpt")
+    trainer = setup(ARGV + ["--save", save, "--ckpt-format", fmt])
+    trainer.train_step(trainer.train_iterator())
+    trainer.iteration = 1
+    trainer.save()
+    with torch.no_grad():
+        dict(trainer.model.named_parameters())["decoder.layers.1.mlp.linear_fc2.weight"][0, 0] = float("inf")
+    trainer.iteration = 2
+    with pytest.raises(checkpointing.CheckpointError, match=r"iteration 2: the weight "
+                       r"decoder\.layers\.1\.mlp\.linear_fc2\.weight \(rank 0\) holds NaN/Inf, so it is not saved"):
+        trainer.save()
+    assert checkpointing.read_tracker(save) == (1, False) and checkpointing.complete_iterations(save) == [1]
+
+    opted_out = setup(ARGV + ["--save", str(tmp_path / "out"), "--no-check-for-nan-in-loss-and-grad"])
+    with torch.no_grad():
+        next(opted_out.model.parameters()).fill_(float("nan"))
+    opted_out.iteration = 1
+    opted_out.save()
+    assert "saving NaN/Inf weights" in capsys.readouterr().out
+    assert checkpointing.read_tracker(str(tmp_path / "out")) == (1, False)
