@@ -155,8 +155,9 @@ def _load_rng(trainer: "Trainer", directory: str, common: Dict[str, Any]) -> Non
     if payload is not None:
         set_all_rng_states(torch.load(io.BytesIO(payload), weights_only=True))
     elif trainer.state.rank == 0:
-        print(f"note: {directory} was saved at layout {common.get('layout')}, this run is {layout_tag(trainer)}: "
-              f"the RNG streams (dropout) start from --seed {trainer.args.seed}", flush=True)
+        why = (f"was saved at layout {common.get('layout')}, this run is {layout_tag(trainer)}"
+               if common.get("layout") != layout_tag(trainer) else "holds no RNG states (--no-save-rng)")
+        print(f"note: {directory} {why}: the RNG streams (dropout) start from --seed {trainer.args.seed}", flush=True)
 
 
 def _first_line(error: Exception) -> str:
