@@ -1,13 +1,13 @@
 """Checkpoint save/load cost: the per-rank ``torch`` format vs ``torch_dist`` (DCP), sync and ``--async-save``.
 
-    python bench/checkpoint.py [--workdir DIR] [--reshard-size bench|small]
-    python bench/checkpoint.py --smoke     # (or --tiny) a tiny model: seconds
+    python bench/checkpoint.py [--rounds 2] [--workdir DIR] [--reshard-size small|bench]
+    python bench/checkpoint.py --smoke     # (or --tiny) a tiny model, one round: seconds
 
 One Llama-shaped model (20 layers, hidden 1024, 16 heads, FFN 2816, vocab
-32000, untied embeddings: about 322M parameters, printed), fp32 with Adam,
-trained one iteration through ``setup()``/``train()`` with ``--mock-data`` so
-that the optimizer's moments exist: a checkpoint holds the weights and both
-moments (12 bytes per parameter). In this process (one rank, the CPU):
+32000, untied embeddings: 322M parameters, printed), fp32 with Adam, trained
+one iteration through ``setup()``/``train()`` with ``--mock-data`` so that the
+optimizer's moments exist: a checkpoint holds the weights and both moments
+(12 bytes per parameter, 3.6 GiB). In this process (one rank, the CPU):
 
 - ``torch`` (``--ckpt-format torch``, the legacy per-rank file): the seconds of
   ``Trainer.save()``, the bytes on disk, the seconds of ``Trainer.load()``;
@@ -16,18 +16,24 @@ moments (12 bytes per parameter). In this process (one rank, the CPU):
   the training step (the host copy of the state and DCP's planning) and the
   seconds until the background write is done (``trainer.async_saves.wait()``).
 
-Each save goes to its own directory, written with fsync (both formats) and
-removed after its load. A load reads a checkpoint just written, so mostly
-from the page cache, alike for both formats; it fills the same trainer after
-its weights were zeroed, and the loaded weights are checked equal to the saved
-ones (``loaded_equal``). The resharding load runs in one 2-process gloo launch
-(``core.launcher.run_distributed``): a ``torch_dist`` checkpoint saved at TP2
-loaded at TP1 x DP2, each rank reading its whole model from the two TP halves
-(``--reshard-size small`` uses a 4-layer, hidden-512 model for that row).
+The three run interleaved for ``--rounds`` rounds; each timing keeps its
+fastest round (every round's is in the JSON). Each save goes to its own
+directory, written with fsync (both formats), and is removed after its load.
+A load reads a checkpoint just written, so mostly from the page cache, alike
+for both formats; it fills the same trainer after its weights were zeroed, and
+the loaded weights are checked equal to the saved ones (``loaded_equal``).
+The resharding row is one 2-process gloo launch (``core.launcher.run_distributed``):
+a ``torch_dist`` checkpoint saved at TP2 and loaded at TP1 x DP2, each rank
+reading its whole model from the two TP halves. It uses a smaller model
+(8 layers, hidden 512: 58M parameters, named in the output) unless
+``--reshard-size bench``: a torch_dist load holds about three copies of the
+state, so two ranks of the 322M model would need over 30 GiB (the
+single-process part peaks near 17 GiB).
 Prints a table on stderr and one JSON line on stdout: the machine (threads,
-CPU, load average before and after), each row, and the ratios
+CPU, load average before and after), each row, peak memory, and the ratios
 ``async_blocked_over_sync_save`` (issue 15 requires < 1/3),
-``dist_save_over_legacy_save`` and ``dist_load_over_legacy_load``.
+``dist_save_over_legacy_save``, ``dist_load_over_legacy_load`` and
+``dist_bytes_over_legacy_bytes``.
 """
 from __future__ import annotations
 
@@ -38,7 +44,6 @@ import hashlib
 import json
 import os
 import platform
-import resource
 import shutil
 import sys
 import tempfile
@@ -155,12 +160,14 @@ def async_row(trainer, directory: str) -> Dict[str, object]:
 
 
 def best(runs: List[Dict[str, object]]) -> Dict[str, object]:
-    """The fastest of each timing over the rounds (machine noise only adds time); the other fields of the
-    last round, and ``loaded_equal``/``published`` only when every round had them."""
+    """The fastest of each timing over the rounds (machine noise only adds time) and every round's under
+    ``<timing>_rounds``; the other fields of the last round, ``loaded_equal``/``published`` only when every
+    round had them."""
     merged = dict(runs[-1])
-    for key in merged:
+    for key in list(merged):
         if key.endswith("_s"):
             merged[key] = min(run[key] for run in runs)
+            merged[f"{key}_rounds"] = [run[key] for run in runs]
         elif isinstance(merged[key], bool):
             merged[key] = all(run[key] for run in runs)
     return merged
@@ -215,8 +222,11 @@ def resharding(shape: Shape, workdir: str) -> Dict[str, object]:
 
 
 def peak_rss_gib() -> float:
-    """This process's peak resident memory (Linux reports KiB)."""
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2, 2)
+    """This process's peak resident memory (``VmHWM``: unlike ``ru_maxrss``, a spawned rank does not inherit
+    its parent's)."""
+    with open("/proc/self/status") as status:
+        kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    return round(kib / 1024 ** 2, 2)
 
 
 def ratio(numerator: float, denominator: float) -> float:
