@@ -1,6 +1,6 @@
 """Checkpoint save/load cost: the per-rank ``torch`` format vs ``torch_dist`` (DCP), sync and ``--async-save``.
 
-    python bench/checkpoint.py [--rounds 2] [--workdir DIR] [--reshard-size small|bench]
+    python bench/checkpoint.py [--rounds 3] [--workdir DIR] [--reshard-size small|bench]
     python bench/checkpoint.py --smoke     # (or --tiny) a tiny model, one round: seconds
 
 One Llama-shaped model (20 layers, hidden 1024, 16 heads, FFN 2816, vocab
@@ -262,7 +262,7 @@ def table(result: Dict[str, object]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", "--tiny", action="store_true", help="a tiny model: seconds")
-    parser.add_argument("--rounds", type=int, default=2,
+    parser.add_argument("--rounds", type=int, default=3,
                         help="interleaved rounds of the single-process rows (each keeps its fastest)")
     parser.add_argument("--workdir", default=None, help="where the checkpoints are written (a temporary "
                                                         "directory inside it; default: the system's)")
