@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import warnings
 from concurrent.futures import Future, wait as wait_for
@@ -183,35 +184,49 @@ class _LoadPlanner(dcp.DefaultLoadPlanner):
         return found if found is not None else super().lookup_tensor(index)
 
 
-def pieces_for_save(local: torch.Tensor, meta: ParamMeta, tp_rank: int, tp: int, ep_rank: int) -> LocalPieces:
-    """Host copies of this rank's pieces of ``local`` (copied now: training may change ``local`` while an
-    asynchronous save writes them)."""
+class HostBuffers:
+    """Host memory for the pieces of an asynchronous save, kept from one save to the next (the previous save
+    is written before the next copies in): a save copies into memory that is already mapped."""
+
+    def __init__(self) -> None:
+        self.buffers: Dict[Tuple[str, Tuple[int, ...]], torch.Tensor] = {}
+
+    def copy(self, key: str, offsets: Tuple[int, ...], value: torch.Tensor) -> torch.Tensor:
+        buffer = self.buffers.get((key, offsets))
+        if buffer is None or buffer.shape != value.shape or buffer.dtype != value.dtype:
+            buffer = self.buffers[(key, offsets)] = torch.empty(value.shape, dtype=value.dtype)
+        return buffer.copy_(value)
+
+
+def pieces_for_save(key: str, local: torch.Tensor, meta: ParamMeta, tp_rank: int, tp: int, ep_rank: int,
+                    host: Optional[HostBuffers] = None) -> LocalPieces:
+    """This rank's pieces of ``local``: host copies in ``host`` (an asynchronous save: training changes
+    ``local`` while they are written), else the tensor's own memory where it is on the host and contiguous."""
     shape, specs = global_layout(local.shape, meta, tp_rank, tp, ep_rank)
-    return LocalPieces(shape, [(spec.global_offsets, spec.view(local.detach()).to("cpu", copy=True).contiguous())
-                               for spec in specs])
+    pieces = []
+    for spec in specs:
+        view = spec.view(local.detach())
+        pieces.append((spec.global_offsets, host.copy(key, spec.global_offsets, view) if host is not None
+                       else view.to("cpu").contiguous()))
+    return LocalPieces(shape, pieces)
 
 
 @dataclass
 class LoadTarget:
-    """A local tensor to fill from a checkpoint: the pieces DCP reads into, then copies into ``local``."""
+    """A local tensor to fill from a checkpoint, and its pieces DCP reads into (views of it)."""
 
     local: torch.Tensor
-    specs: List[PieceSpec]
     pieces: LocalPieces
-
-    def finish(self) -> torch.Tensor:
-        for spec in self.specs:
-            spec.view(self.local).copy_(self.pieces.pieces[torch.Size(spec.global_offsets)])
-        return self.local
 
 
 def load_target(local_shape: Sequence[int], dtype: torch.dtype, meta: ParamMeta, tp_rank: int, tp: int,
                 ep_rank: int) -> LoadTarget:
-    """A zero local tensor (padding rows stay zero) and the pieces of it this rank reads."""
-    local = torch.zeros(local_shape, dtype=dtype)
+    """A local tensor whose pieces DCP fills in place (what no piece covers, the vocabulary's TP padding,
+    is zero)."""
     shape, specs = global_layout(local_shape, meta, tp_rank, tp, ep_rank)
-    pieces = LocalPieces(shape, [(spec.global_offsets, torch.empty(spec.sizes, dtype=dtype)) for spec in specs])
-    return LoadTarget(local, specs, pieces)
+    covered = sum(math.prod(spec.sizes) for spec in specs) == math.prod(local_shape)
+    local = (torch.empty if covered else torch.zeros)(local_shape, dtype=dtype)
+    return LoadTarget(local, LocalPieces(shape, [(spec.global_offsets, spec.view(local)) for spec in specs]))
 
 
 # ---------------------------------------------------------------------------- saving and loading
@@ -369,18 +384,24 @@ def optimizer_prefix(kind: str) -> str:
     return f"{OPTIMIZER_PREFIX}{kind}."
 
 
-def state_to_save(dp: Any, where: RankCoordinates, tied: bool, with_optimizer: bool) -> Tuple[Dict[str, Any], List[str]]:
+def state_to_save(dp: Any, where: RankCoordinates, tied: bool, with_optimizer: bool,
+                  host: Optional[HostBuffers] = None) -> Tuple[Dict[str, Any], List[str]]:
     """(``{key: LocalPieces}`` of the model and, ``with_optimizer``, the optimizer's per-parameter state;
-    the optimizer state kinds). Collective (FSDP and the distributed optimizer gather over DP)."""
+    the optimizer state kinds). ``host``: copy the pieces there (an asynchronous save). Collective (FSDP and
+    the distributed optimizer gather over DP)."""
     specs = dp.local_tensors()
-    state = {checkpoint_key(MODEL_PREFIX, name, tied): pieces_for_save(tensor, specs[name].meta, *_coords(where))
-             for name, tensor in dp.named_weights().items()}
+    state: Dict[str, Any] = {}
+
+    def add(key: str, name: str, tensor: torch.Tensor) -> None:
+        state[key] = pieces_for_save(key, tensor, specs[name].meta, *_coords(where), host=host)
+
+    for name, tensor in dp.named_weights().items():
+        add(checkpoint_key(MODEL_PREFIX, name, tied), name, tensor)
     kinds = set()
     if with_optimizer:
         for name, entries in dp.named_optimizer_states().items():
             for kind, tensor in entries.items():
-                state[checkpoint_key(optimizer_prefix(kind), name, tied)] = pieces_for_save(
-                    tensor, specs[name].meta, *_coords(where))
+                add(checkpoint_key(optimizer_prefix(kind), name, tied), name, tensor)
                 kinds.add(kind)
     return state, sorted(kinds)
 
@@ -406,8 +427,12 @@ class _Request:
         return {key: target.pieces for key, target in self.targets.items()}
 
     def results(self, part: str) -> Dict[str, torch.Tensor]:
-        done = {key: target.finish() for key, target in self.targets.items()}
-        return {name: done[key].clone() for (which, name), key in self.names.items() if which == part}
+        """The tensors of ``part`` by local name (a copy where one key fills several names)."""
+        uses: Dict[str, int] = {}
+        for key in self.names.values():
+            uses[key] = uses.get(key, 0) + 1
+        return {name: self.targets[key].local.clone() if uses[key] > 1 else self.targets[key].local
+                for (which, name), key in self.names.items() if which == part}
 
 
 def load_into(directory: str, dp: Any, where: RankCoordinates, tied: bool,
@@ -451,6 +476,7 @@ class AsyncSaves:
     """At most one background save in flight; its ``publish`` (marker, tracker) runs once it succeeded."""
 
     def __init__(self) -> None:
+        self.host = HostBuffers()  # reused by every save: the previous one is written before the next copies
         self.future: Optional[Future] = None
         self.iteration = -1
         self.publish: Callable[[], None] = lambda: None

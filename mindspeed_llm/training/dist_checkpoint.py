@@ -70,7 +70,8 @@ def save(trainer: "Trainer") -> str:
     trainer.dp.finish_param_sync()
     trainer.async_saves.wait()  # at most one save in flight
     with_optimizer = not args.no_save_optim
-    pieces, kinds = dcp_format.state_to_save(trainer.dp, _where(trainer), _tied(trainer), with_optimizer)
+    host = trainer.async_saves.host if args.async_save else None  # a synchronous save writes the tensors as they are
+    pieces, kinds = dcp_format.state_to_save(trainer.dp, _where(trainer), _tied(trainer), with_optimizer, host)
     if not args.no_save_rng:
         pieces[_rng_key(trainer)] = dcp_format.bytes_pieces(_rng_bytes())
     directory = checkpointing.iteration_dir(args.save, trainer.iteration)
