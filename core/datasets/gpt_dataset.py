@@ -460,9 +460,9 @@ def cached_max_token_id(indexed: IndexedDataset, cache_dir: str, build: bool) ->
     """The largest token id of ``indexed`` (-1 when empty): from its cache file, else (``build``, rank 0) scanned
     once and cached; a rank that may not build and finds no file raises DatasetCacheError."""
     path = max_token_id_cache_file(indexed, cache_dir)
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as stream:
-            return int(json.load(stream)["max_token_id"])
+    cached = _read_max_token_id(path)
+    if cached is not None:
+        return cached
     if not build:
         raise DatasetCacheError(f"{path}: missing; rank 0 scans the corpus for its largest token id before the "
                                 "barrier (is the cache directory shared by all ranks?)")
@@ -471,6 +471,15 @@ def cached_max_token_id(indexed: IndexedDataset, cache_dir: str, build: bool) ->
     _write_json(path, {"max_token_id": largest, "dataset_path": os.path.abspath(indexed.path_prefix),
                        "dtype": str(np.dtype(indexed.dtype)), "tokens": tokens})
     return largest
+
+
+def _read_max_token_id(path: str) -> Optional[int]:
+    """The id cached in ``path``; None when the file is absent or unreadable (then it is computed again)."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            return int(json.load(stream)["max_token_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _write_json(path: str, content: dict) -> None:

@@ -117,6 +117,13 @@ def test_good_corpus_trains_and_a_rewritten_corpus_is_scanned_again(tmp_path, sc
     with pytest.raises(TrainingDataError, match=f"token id {BAD_ID}, .* \\(--data-path {prefix}\\)"):
         train(setup(_argv(tmp_path, [prefix])))
     assert scans == [prefix, prefix]
+    # a damaged cache file is computed again, not trusted
+    for path in glob.glob(str(tmp_path / "cache" / "*-max_token_id.json")):
+        with open(path, "w") as stream:
+            stream.write("{")
+    with pytest.raises(TrainingDataError, match=f"token id {BAD_ID}, "):
+        train(setup(_argv(tmp_path, [prefix])))
+    assert scans == [prefix] * 3
 
 
 def _args(**paths) -> argparse.Namespace:
