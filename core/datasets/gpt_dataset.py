@@ -19,6 +19,11 @@ them) lists everything the arrays depend on, the md5 of the sequence lengths and
 included, so data rewritten under the same prefix never reuses stale indices. Rank 0 builds them; the others wait at a barrier
 and memory-map them (:func:`build_pretraining_datasets`). Nothing depends on the parallel layout.
 
+With ``scan_max_token_id`` each corpus's largest token id is found when it opens (the whole ``.bin`` read once, in
+chunks) and cached in the same directory as ``{key}-max_token_id.json``, the key an md5 of the ``.idx`` fingerprint,
+the dtype, the ``.bin`` size and its first and last MiB; rank 0 scans, the others read the file after the barrier,
+so every rank holds the same :attr:`IndexedDataset.max_token_id` (:func:`corpus_max_token_ids` collects them).
+
 :class:`BlendedDataset` mixes datasets by weight with the C++ greedy blending index.
 ``--data-path`` accepts ``PREFIX``, ``W1 PREFIX1 W2 PREFIX2 ...`` (weights normalised; each
 dataset gets ``ceil(ceil(n * w) * 1.005)`` samples, Megatron's margin) or several prefixes
@@ -40,12 +45,15 @@ import numpy as np
 import torch
 
 from core.datasets import helpers
-from core.datasets.indexed_dataset import IndexedDataset, IndexedDatasetError, check_indexed_files
+from core.datasets.indexed_dataset import (IndexedDataset, IndexedDatasetError, check_indexed_files, get_bin_path,
+                                           scan_max_token_id)
 
 SPLIT_NAMES = ("train", "valid", "test")
 BLEND_MARGIN = 1.005  # Megatron's surplus of samples per blended dataset
 SEPARATE_LAST_EPOCH_THRESHOLD = 0.80
 INDEX_KINDS = ("document_index", "sample_index", "shuffle_index")
+MAX_TOKEN_ID_FORMAT = 1  # bump when the max_token_id.json cache changes meaning
+BIN_EDGE_BYTES = 2**20  # bytes hashed at each end of a .bin for the max_token_id cache key
 
 Blend = Tuple[List[str], Optional[List[float]]]  # prefixes, weights (None: unweighted)
 Sample = Dict[str, torch.Tensor]
@@ -75,6 +83,7 @@ class GPTDatasetConfig:
     eod: Optional[int] = None
     reset_position_ids: bool = False
     eod_mask_loss: bool = False
+    scan_max_token_id: bool = False  # find each corpus's largest token id when it opens (cached; see _open)
 
     @property
     def extra_tokens(self) -> int:
@@ -281,10 +290,7 @@ class GPTDataset(torch.utils.data.Dataset):
         }, indent=2, sort_keys=True)
 
     def cache_dir(self) -> str:
-        if self.config.cache_path:
-            return self.config.cache_path
-        return os.path.join(os.path.dirname(os.path.abspath(self.indexed.path_prefix)), "cache",
-                            "GPTDataset_indices")
+        return _cache_dir(self.indexed.path_prefix, self.config)
 
     def cache_files(self) -> Dict[str, str]:
         stem = os.path.join(self.cache_dir(), f"{self.hash}-GPTDataset-{self.split_name}")
@@ -336,6 +342,13 @@ class GPTDataset(torch.utils.data.Dataset):
             sample.update(gpt_fields(text, self.config.eod, self.config.reset_position_ids,
                                      self.config.eod_mask_loss, valid=len(tokens)))
         return sample
+
+
+def _cache_dir(prefix: str, config: GPTDatasetConfig) -> str:
+    """``--data-cache-path``, else ``<corpus dir>/cache/GPTDataset_indices``."""
+    if config.cache_path:
+        return config.cache_path
+    return os.path.join(os.path.dirname(os.path.abspath(prefix)), "cache", "GPTDataset_indices")
 
 
 def _fingerprint(*arrays: np.ndarray) -> str:
@@ -418,10 +431,77 @@ class BlendedDataset(torch.utils.data.Dataset):
 # ---- building the three splits ---------------------------------------------------------------
 
 
-def _open(prefix: str, config: GPTDatasetConfig, cache: Dict[str, IndexedDataset]) -> IndexedDataset:
+def _open(prefix: str, config: GPTDatasetConfig, cache: Dict[str, IndexedDataset], build: bool) -> IndexedDataset:
+    """``prefix``'s corpus, opened once per build; with ``config.scan_max_token_id`` its largest id is known."""
     if prefix not in cache:
-        cache[prefix] = IndexedDataset(prefix, mmap=config.mmap)
+        indexed = IndexedDataset(prefix, mmap=config.mmap)
+        if config.scan_max_token_id:
+            indexed.max_token_id = cached_max_token_id(indexed, _cache_dir(prefix, config), build)
+        cache[prefix] = indexed
     return cache[prefix]
+
+
+def max_token_id_cache_file(indexed: IndexedDataset, cache_dir: str) -> str:
+    """``{cache_dir}/{key}-max_token_id.json``; the key changes when the .idx, the dtype or the .bin's size or
+    ends change (the same on every rank, wherever its copy of the data lies)."""
+    bin_path = get_bin_path(indexed.path_prefix)
+    size = os.path.getsize(bin_path)
+    with open(bin_path, "rb") as stream:
+        head = stream.read(BIN_EDGE_BYTES)
+        stream.seek(max(size - BIN_EDGE_BYTES, 0))
+        tail = stream.read(BIN_EDGE_BYTES)
+    key = json.dumps({"format": MAX_TOKEN_ID_FORMAT, "dtype": str(np.dtype(indexed.dtype)), "bin_bytes": size,
+                      "idx_md5": _fingerprint(indexed.sequence_lengths, indexed.document_indices),
+                      "bin_ends_md5": hashlib.md5(head + tail).hexdigest()}, sort_keys=True)
+    return os.path.join(cache_dir, f"{hashlib.md5(key.encode('utf-8')).hexdigest()}-max_token_id.json")
+
+
+def cached_max_token_id(indexed: IndexedDataset, cache_dir: str, build: bool) -> int:
+    """The largest token id of ``indexed`` (-1 when empty): from its cache file, else (``build``, rank 0) scanned
+    once and cached; a rank that may not build and finds no file raises DatasetCacheError."""
+    path = max_token_id_cache_file(indexed, cache_dir)
+    cached = _read_max_token_id(path)
+    if cached is not None:
+        return cached
+    if not build:
+        raise DatasetCacheError(f"{path}: missing; rank 0 scans the corpus for its largest token id before the "
+                                "barrier (is the cache directory shared by all ranks?)")
+    largest = scan_max_token_id(indexed, show_progress=True)
+    tokens = int(indexed.sequence_lengths.sum(dtype=np.int64))
+    _write_json(path, {"max_token_id": largest, "dataset_path": os.path.abspath(indexed.path_prefix),
+                       "dtype": str(np.dtype(indexed.dtype)), "tokens": tokens})
+    return largest
+
+
+def _read_max_token_id(path: str) -> Optional[int]:
+    """The id cached in ``path``; None when the file is absent or unreadable (then it is computed again)."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            return int(json.load(stream)["max_token_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_json(path: str, content: dict) -> None:
+    """Atomically: a temporary name, then a rename."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as stream:
+        json.dump(content, stream, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def corpus_max_token_ids(datasets: Sequence[Optional[torch.utils.data.Dataset]]) -> Dict[str, int]:
+    """``{prefix: largest token id}`` of every scanned corpus behind ``datasets`` (GPT or blended; None skipped), in
+    blend order."""
+    found: Dict[str, int] = {}
+    for dataset in datasets:
+        if isinstance(dataset, BlendedDataset):
+            for prefix, largest in corpus_max_token_ids(dataset.datasets).items():
+                found.setdefault(prefix, largest)
+        elif isinstance(dataset, GPTDataset) and dataset.indexed.max_token_id is not None:
+            found.setdefault(dataset.indexed.path_prefix, dataset.indexed.max_token_id)
+    return found
 
 
 def _build_blend(blend: Blend, ranges_of: Callable[[IndexedDataset], Tuple[int, int]], split_name: str,
@@ -431,7 +511,7 @@ def _build_blend(blend: Blend, ranges_of: Callable[[IndexedDataset], Tuple[int, 
     prefixes, weights = blend
     if num_samples <= 0:
         return None
-    indexed = [_open(prefix, config, opened) for prefix in prefixes]
+    indexed = [_open(prefix, config, opened, build) for prefix in prefixes]
     ranges = [ranges_of(dataset) for dataset in indexed]
     if all(end <= begin for begin, end in ranges):
         return None

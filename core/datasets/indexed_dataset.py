@@ -37,6 +37,7 @@ from typing import BinaryIO, Dict, Iterable, List, Optional, Sequence, Type, Uni
 
 import numpy as np
 
+SCAN_CHUNK_TOKENS = 64 * 2**20  # tokens per read of scan_max_token_id: bounded memory on any corpus size
 _MAGIC = b"MMIDIDX\x00\x00"
 _VERSION = 1
 _HEADER = struct.Struct("<9sQBQQ")  # magic, version, dtype code, sequence count, document count
@@ -232,6 +233,8 @@ class _Index:
 class IndexedDataset:
     """Read-only view of ``{path_prefix}.bin/.idx``; item ``i`` is sequence ``i`` as a NumPy array."""
 
+    max_token_id: Optional[int] = None  # the .bin's largest id, once scanned (core/datasets/gpt_dataset.py)
+
     def __init__(self, path_prefix: str, mmap: bool = True) -> None:
         self.path_prefix, self.mmap = path_prefix, mmap
         idx_path, bin_path = get_idx_path(path_prefix), get_bin_path(path_prefix)
@@ -299,6 +302,30 @@ class IndexedDataset:
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["path_prefix"], state["mmap"])
+
+
+def scan_max_token_id(dataset: IndexedDataset, chunk_tokens: int = SCAN_CHUNK_TOKENS,
+                      show_progress: bool = False) -> int:
+    """The largest token id in ``dataset``'s ``.bin`` (-1 when it is empty): the whole file read once, ``chunk_tokens``
+    at a time through a memory map of that chunk alone (so memory stays bounded), with a tqdm bar when
+    ``show_progress`` and the file spans several chunks."""
+    bin_path, dtype = get_bin_path(dataset.path_prefix), np.dtype(dataset.dtype)
+    total = os.path.getsize(bin_path) // dtype.itemsize
+    bar = None
+    if show_progress and total > chunk_tokens:
+        from tqdm import tqdm
+        bar = tqdm(total=total, unit="tok", unit_scale=True, desc=f"largest token id of {bin_path}")
+    largest = -1
+    for start in range(0, total, chunk_tokens):
+        count = min(chunk_tokens, total - start)
+        chunk = np.memmap(bin_path, dtype=dtype, mode="r", offset=start * dtype.itemsize, shape=(count,))  # [count]
+        largest = max(largest, int(chunk.max()))
+        del chunk  # unmapped: its pages leave this process
+        if bar is not None:
+            bar.update(count)
+    if bar is not None:
+        bar.close()
+    return largest
 
 
 # ---- the writer --------------------------------------------------------------------------------

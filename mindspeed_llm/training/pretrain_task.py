@@ -25,7 +25,8 @@ import torch
 from torch import nn
 
 from core import checkpointing
-from core.datasets.gpt_dataset import build_pretraining_datasets, parse_blend, parse_split, split_ranges
+from core.datasets.gpt_dataset import (build_pretraining_datasets, corpus_max_token_ids, parse_blend, parse_split,
+                                       split_ranges)
 from core.datasets.indexed_dataset import IndexedDataset, IndexedDatasetError
 from core.datasets.mock_dataset import MockGPTDataset
 from core.transformer.attention_mask import document_ids
@@ -54,10 +55,31 @@ def check_token_ids(tokens: torch.Tensor, args: argparse.Namespace) -> None:
     too; their ignored positions are negative)."""
     largest = int(tokens.max()) if tokens.numel() else -1
     if largest >= args.vocab_size:
-        raise TrainingDataError(f"the training data holds token id {largest}, outside the vocabulary of "
-                         f"{args.vocab_size} ids (--data-path {' '.join(args.data_path or [])}): "
-                         "it was tokenized with another tokenizer; preprocess it again with this run's "
-                         "tokenizer, or give the tokenizer it was made with")
+        raise _outside_vocabulary(largest, args.vocab_size, f"--data-path {' '.join(args.data_path or [])}")
+
+
+def check_corpus_token_ids(datasets: Splits, args: argparse.Namespace) -> None:
+    """Before the first step: the largest token id of every corpus behind ``datasets`` (each ``.bin`` scanned once
+    when the datasets open, then cached) is inside the vocabulary; else a TrainingDataError naming the prefix."""
+    for prefix, largest in corpus_max_token_ids(datasets).items():
+        if largest >= args.vocab_size:
+            raise _outside_vocabulary(largest, args.vocab_size, f"{_data_flag(args, prefix)} {prefix}")
+
+
+def _outside_vocabulary(largest: int, vocab_size: int, data: str) -> TrainingDataError:
+    """The one-line error for token id ``largest`` of the data ``data`` (a flag and its value) beyond the vocabulary."""
+    return TrainingDataError(f"the training data holds token id {largest}, outside the vocabulary of {vocab_size} ids "
+                             f"({data}): it was tokenized with another tokenizer; preprocess it again with this run's "
+                             "tokenizer, or give the tokenizer it was made with")
+
+
+def _data_flag(args: argparse.Namespace, prefix: str) -> str:
+    """The data flag whose blend names ``prefix`` (``--data-path`` when none does)."""
+    for flag in ("--data-path", "--train-data-path", "--valid-data-path", "--test-data-path"):
+        blend = parse_blend(getattr(args, flag[2:].replace("-", "_"), None), flag)
+        if blend is not None and prefix in blend[0]:
+            return flag
+    return "--data-path"
 
 
 class PretrainTask(TrainingTask):
@@ -87,16 +109,19 @@ class PretrainTask(TrainingTask):
         check_validation_data(args)
 
     def build_datasets(self, args: argparse.Namespace, num_samples: Tuple[int, int, int]) -> Splits:
-        """Synthetic with --mock-data, else indexed data (index caches built by rank 0 first)."""
+        """Synthetic with --mock-data, else indexed data (index caches and each corpus's largest token id found by
+        rank 0 first), every corpus's largest id checked against the vocabulary."""
         train, valid, test = num_samples
         if args.mock_data:
             return (MockGPTDataset(train, args.seq_length, args.vocab_size, args.seed),
                     MockGPTDataset(max(valid, 1), args.seq_length, args.vocab_size,
                                    args.seed + VALIDATION_SEED_OFFSET), None)
-        return build_pretraining_datasets(
+        datasets = build_pretraining_datasets(
             args.data_path, args.split, args.train_data_path, args.valid_data_path, args.test_data_path,
             args.seq_length, args.seed, num_samples, cache_path=args.data_cache_path,
-            is_rank0_first_barrier=checkpointing.barrier)
+            is_rank0_first_barrier=checkpointing.barrier, scan_max_token_id=True)
+        check_corpus_token_ids(datasets, args)  # a bad id anywhere stops the run now, not at its batch
+        return datasets
 
     def collate(self, samples: List[Dict[str, torch.Tensor]]) -> Batch:
         text = torch.stack([s["text"] for s in samples])  # [b, s + 1]
