@@ -5,7 +5,8 @@ weights and the optimizer stay as they were, and training goes on; without the c
 weights. ``--lr 1e6`` (the issue's case) stops with one line after N such steps in a row, and every
 checkpoint it saved holds finite weights; a save of weights that turned non-finite anyway is an error naming
 the weight (unless --no-check-for-nan-in-loss-and-grad). Token ids outside the vocabulary, a cause of inf
-losses at TP > 1, are named at the first batch, in one line through the entry point.
+losses at TP > 1, are named before the first step (the corpus scan of tests/unit/test_corpus_vocabulary.py;
+the per-batch check stays as a backstop), in one line through the entry point.
 """
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ def test_bad_flags_are_refused(extra: List[str], message: str) -> None:
 
 
 def test_token_ids_outside_the_vocabulary_are_named(tmp_path, capsys) -> None:
-    """Data tokenized with a larger vocabulary stops at its first batch with the cause, not an inf loss."""
+    """Data tokenized with a larger vocabulary stops before its first step with the cause, not an inf loss."""
     import numpy as np
 
     from core.datasets.indexed_dataset import IndexedDatasetBuilder
