@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from core import checkpointing
-from core.distributed.fsdp import (FSDPOptimizer, clean_name, finalize_fsdp_grads, fsdp_no_sync,
+from core.distributed.fsdp import (FSDPOptimizer, clean_name, finalize_fsdp_grads, fsdp_info, fsdp_no_sync,
                                    full_model_state_dict, full_optimizer_state_dict, load_full_model_state_dict,
                                    load_full_optimizer_state_dict, named_fsdp_params, wrap_fsdp1, wrap_fsdp2)
 from core.distributed.grad_buffer import GradBuffers, finalize_model_grads
@@ -281,8 +281,17 @@ class FSDPModels(DataParallelModels):
         load_full_optimizer_state_dict(self.model, self.optimizer, checkpoint["optimizer"]["optimizer"])
 
     def local_tensors(self) -> Dict[str, TensorSpec]:
-        specs = _tensor_specs(self.model, named_fsdp_params(self.model))
-        return {clean_name(name): spec for name, spec in specs.items()}
+        """From the shapes recorded before wrapping (FSDP1's parameters are flat shards now), and the buffers
+        (not sharded) that the state dict holds."""
+        params = dict(named_fsdp_params(self.model))
+        specs = {name: TensorSpec(tuple(spec.shape), params[name].dtype, spec.meta, params[name].requires_grad)
+                 for name, spec in fsdp_info(self.model).specs.items()}
+        for module_name, module in self.model.named_modules():
+            for name, buffer in module.named_buffers(recurse=False):
+                if buffer is not None and name not in module._non_persistent_buffers_set:
+                    full = clean_name(f"{module_name}.{name}" if module_name else name)
+                    specs[full] = TensorSpec(tuple(buffer.shape), buffer.dtype, param_meta(buffer), False)
+        return specs
 
     def named_weights(self) -> Dict[str, torch.Tensor]:
         return full_model_state_dict(self.model, self.state)  # collective; dp_cp rank 0 keeps it

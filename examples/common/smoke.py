@@ -208,7 +208,7 @@ def model_fixture(model_type: str, behaviour_json: str, tp: int, pp: int, out_di
     _checked("convert_ckpt", convert_ckpt.main(
         ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", os.path.join(out_dir, "hf"),
          "--save-dir", os.path.join(out_dir, "mg"), "--target-tensor-parallel-size", str(tp),
-         "--target-pipeline-parallel-size", str(pp)]))
+         "--target-pipeline-parallel-size", str(pp), "--overwrite"]))  # the fixture's own mg/, rebuilt each run
     return data, tokenizer_dir
 
 

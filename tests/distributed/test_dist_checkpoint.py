@@ -8,6 +8,7 @@ and stops. Each target layout then loads it:
 - TP4 x PP1 (the two KV heads replicated over four TP ranks),
 - TP1 x PP2 x DP2 with the distributed optimizer,
 - TP1 x DP4 under FSDP2,
+- TP2 x DP2 under FSDP1 (FullyShardedDataParallel),
 - TP2 x DP2 under FSDP2 after an asynchronous save from the distributed optimizer at TP1 x PP2 x DP2;
 - a mixture of experts saved at TP2 x EP2 loads at EP4 with the distributed optimizer.
 
@@ -46,6 +47,7 @@ TARGETS = {
     "tp4": ["--tensor-model-parallel-size", "4"],
     "tp1_pp2_dp2_distopt": ["--pipeline-model-parallel-size", "2", "--use-distributed-optimizer"],
     "fsdp2_dp4": ["--use-torch-fsdp2"],
+    "fsdp1_tp2_dp2": ["--tensor-model-parallel-size", "2", "--use-torch-fsdp"],
 }
 MOE = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "32", "--moe-aux-loss-coeff", "0.01"]
 MOE_SOURCE = ["--tensor-model-parallel-size", "2", "--expert-model-parallel-size", "2"]
