@@ -257,6 +257,7 @@ hf2mcore_setup() {
     EP=${EP:-1}
     if [[ $SMOKE == 1 ]]; then
         python "$SMOKE_PY" hf-model "$1" "$2" "$SMOKE_DIR/hf"
+        rm -rf "$SMOKE_DIR/mg"  # the smoke run's own output (convert_ckpt never replaces a checkpoint by itself)
         CKPT_LOAD_DIR="$SMOKE_DIR/hf" CKPT_SAVE_DIR="$SMOKE_DIR/mg" TP=2 PP=2 EP=$(( EP > 1 ? 2 : 1 ))
         NUM_LAYER_LIST=""
     fi
@@ -268,6 +269,7 @@ mcore2hf_setup() {
     if [[ $SMOKE == 1 ]]; then
         local sibling; sibling="$(dirname "$0")/${RECIPE_NAME/mcore2hf/hf2mcore}.sh"
         SMOKE_DIR="$SMOKE_DIR/source" bash "$sibling"
+        rm -rf "$SMOKE_DIR/hf"
         CKPT_LOAD_DIR="$SMOKE_DIR/source/mg" CKPT_SAVE_DIR="$SMOKE_DIR/hf" TOKENIZER_PATH=""
     fi
 }
