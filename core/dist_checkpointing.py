@@ -109,9 +109,9 @@ def _clip(intervals: List[Interval], limit: int) -> List[Interval]:
     return kept
 
 
-def global_layout(local_shape: Sequence[int], meta: ParamMeta, tp_rank: int, tp: int,
-                  ep_rank: int) -> Tuple[Tuple[int, ...], List[PieceSpec]]:
-    """(global shape, this rank's pieces) of a TP- and EP-local tensor of shape ``local_shape``."""
+def _dimension_intervals(local_shape: Sequence[int], meta: ParamMeta, tp_rank: int, tp: int,
+                         ep_rank: int) -> Tuple[Tuple[int, ...], List[List[Interval]]]:
+    """(global shape, per dimension the (local start, global start, length) runs this rank holds)."""
     dims: List[List[Interval]] = [[(0, 0, n)] for n in local_shape]
     global_shape = list(local_shape)
     if meta.num_global_experts is not None:  # this EP rank's experts lead the expert tensors
@@ -124,9 +124,70 @@ def global_layout(local_shape: Sequence[int], meta: ParamMeta, tp_rank: int, tp:
         for dim, limit in enumerate(meta.init_shape):
             if limit < global_shape[dim]:
                 dims[dim], global_shape[dim] = _clip(dims[dim], limit), limit
-    pieces = [PieceSpec(tuple(i[0] for i in combo), tuple(i[1] for i in combo), tuple(i[2] for i in combo))
-              for combo in itertools.product(*dims)]
-    return tuple(global_shape), pieces
+    return tuple(global_shape), dims
+
+
+def _pieces_in(dims: List[List[Interval]], box: Sequence[Tuple[int, int]]) -> List[PieceSpec]:
+    """The pieces of the local box ``[(start, length) per dimension]``: its intersection with each run."""
+    per_dim = []
+    for runs, (start, length) in zip(dims, box):
+        kept = []
+        for local, glob, size in runs:
+            lo, hi = max(local, start), min(local + size, start + length)
+            if lo < hi:
+                kept.append((lo, glob + lo - local, hi - lo))
+        per_dim.append(kept)
+    return [PieceSpec(tuple(i[0] for i in combo), tuple(i[1] for i in combo), tuple(i[2] for i in combo))
+            for combo in itertools.product(*per_dim)]
+
+
+def global_layout(local_shape: Sequence[int], meta: ParamMeta, tp_rank: int, tp: int,
+                  ep_rank: int) -> Tuple[Tuple[int, ...], List[PieceSpec]]:
+    """(global shape, this rank's pieces) of a TP- and EP-local tensor of shape ``local_shape``."""
+    global_shape, dims = _dimension_intervals(local_shape, meta, tp_rank, tp, ep_rank)
+    return global_shape, _pieces_in(dims, [(0, n) for n in local_shape])
+
+
+def flat_boxes(shape: Sequence[int], start: int, end: int) -> List[Tuple[int, List[Tuple[int, int]]]]:
+    """The elements ``[start, end)`` of a row-major tensor of ``shape`` as boxes, each contiguous in the flat
+    order: ``(flat offset of the box, [(start, length) per dimension])``. At most two per dimension."""
+    if start >= end:
+        return []
+    if len(shape) <= 1:
+        return [(start, [(start, end - start)] if shape else [])]
+    inner = math.prod(shape[1:])
+    first, first_offset = divmod(start, inner)
+    last, last_offset = divmod(end, inner)
+    if first == last:  # inside one row
+        return [(first * inner + offset, [(first, 1)] + box) for offset, box in flat_boxes(shape[1:], first_offset,
+                                                                                        last_offset)]
+    boxes = []
+    if first_offset:  # the end of a partial first row
+        boxes += [(first * inner + offset, [(first, 1)] + box)
+                  for offset, box in flat_boxes(shape[1:], first_offset, inner)]
+        first += 1
+    if first < last:  # whole rows
+        boxes.append((first * inner, [(first, last - first)] + [(0, n) for n in shape[1:]]))
+    if last_offset:  # the start of a partial last row
+        boxes += [(last * inner + offset, [(last, 1)] + box) for offset, box in flat_boxes(shape[1:], 0, last_offset)]
+    return boxes
+
+
+def window_pieces(values: torch.Tensor, local_shape: Sequence[int], start: int, meta: ParamMeta, tp_rank: int,
+                  tp: int, ep_rank: int) -> Tuple[Tuple[int, ...], List[Tuple[Tuple[int, ...], torch.Tensor]]]:
+    """(global shape, ``(global offsets, view of values)`` pieces) of ``values``, the flat window
+    ``[start, start + len)`` of a local tensor of ``local_shape`` (the distributed optimizer's share of a
+    parameter): no rank gathers the whole tensor to save or load its part."""
+    global_shape, dims = _dimension_intervals(local_shape, meta, tp_rank, tp, ep_rank)
+    pieces = []
+    for offset, box in flat_boxes(local_shape, start, start + values.numel()):
+        block = values[offset - start:offset - start + math.prod(n for _, n in box)].view([n for _, n in box])
+        for spec in _pieces_in(dims, box):
+            view = block
+            for dim, ((box_start, _), piece_start, size) in enumerate(zip(box, spec.local_offsets, spec.sizes)):
+                view = view.narrow(dim, piece_start - box_start, size)
+            pieces.append((spec.global_offsets, view))
+    return global_shape, pieces
 
 
 # ---------------------------------------------------------------------------- DCP's view of the pieces
@@ -398,7 +459,17 @@ def state_to_save(dp: Any, where: RankCoordinates, tied: bool, with_optimizer: b
     for name, tensor in dp.named_weights().items():
         add(checkpoint_key(MODEL_PREFIX, name, tied), name, tensor)
     kinds = set()
-    if with_optimizer:
+    windows = dp.optimizer_windows() if with_optimizer else None
+    if windows is not None:  # the distributed optimizer: each rank writes its own share, nothing is gathered
+        for name, shape, start, entries in windows:
+            for kind, flat in entries.items():
+                key = checkpoint_key(optimizer_prefix(kind), name, tied)
+                global_shape, pieces = window_pieces(flat.detach(), shape, start, specs[name].meta, *_coords(where))
+                state[key] = LocalPieces(global_shape, [
+                    (offsets, host.copy(key, offsets, view) if host is not None else view.to("cpu").contiguous())
+                    for offsets, view in pieces])
+                kinds.add(kind)
+    elif with_optimizer:
         for name, entries in dp.named_optimizer_states().items():
             for kind, tensor in entries.items():
                 add(checkpoint_key(optimizer_prefix(kind), name, tied), name, tensor)
@@ -438,25 +509,40 @@ class _Request:
 def load_into(directory: str, dp: Any, where: RankCoordinates, tied: bool,
               kinds: Optional[Sequence[str]]) -> Tuple[Dict[str, torch.Tensor], Dict[str, Dict[str, torch.Tensor]]]:
     """Read this rank's part of every tensor: (weights by name, optimizer states by parameter name; ``{}``
-    when ``kinds`` is None). fp32 weights come from the stored fp32 master weights when the checkpoint has
-    them (a bf16 run's), so nothing is lost to bf16 rounding. Collective."""
+    when ``kinds`` is None or the optimizer is the distributed one, whose share DCP writes into its own
+    tensors: finish with ``dp.finish_optimizer_windows``). fp32 weights come from the stored fp32 master
+    weights when the checkpoint has them (a bf16 run's), so nothing is lost to bf16 rounding. Collective."""
     stored = stored_keys(directory)
     request = _Request(where)
-    for name, spec in dp.local_tensors().items():
+    specs = dp.local_tensors()
+    windows = (dp.optimizer_window_targets([k for k in kinds if k != FP32_PARAM or holds_masters(stored)])
+               if kinds is not None and dp.distributed_optimizer else None)
+    for name, spec in specs.items():
         master = checkpoint_key(optimizer_prefix(FP32_PARAM), name, tied)
         key = master if spec.dtype == torch.float32 and master in stored else checkpoint_key(MODEL_PREFIX, name, tied)
         request.add("model", name, key, spec.shape, spec.dtype, spec.meta)
-        for kind in (kinds or []) if spec.trains else []:
+        for kind in (kinds or []) if spec.trains and windows is None else []:
             key = checkpoint_key(optimizer_prefix(kind), name, tied)
             if kind != FP32_PARAM or key in stored:
                 request.add(kind, name, key, spec.shape, torch.float32, spec.meta)
-    load(directory, request.state())
+    state = request.state()
+    for name, shape, start, entries in windows or []:  # filled in place: the optimizer's own tensors
+        for kind, flat in entries.items():
+            key = checkpoint_key(optimizer_prefix(kind), name, tied)
+            global_shape, pieces = window_pieces(flat, shape, start, specs[name].meta, *_coords(where))
+            state[key] = LocalPieces(global_shape, pieces)
+    load(directory, state)
     weights = request.results("model")
     states: Dict[str, Dict[str, torch.Tensor]] = {}
     for kind in kinds or []:
         for name, value in request.results(kind).items():
             states.setdefault(name, {})[kind] = value
     return weights, states
+
+
+def holds_masters(stored: Dict[str, Any]) -> bool:
+    """Whether the checkpoint holds fp32 master weights (a bf16/fp16 run's)."""
+    return any(key.startswith(optimizer_prefix(FP32_PARAM)) for key in stored)
 
 
 def bytes_pieces(payload: bytes) -> LocalPieces:

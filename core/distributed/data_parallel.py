@@ -114,6 +114,23 @@ class DataParallelModels(ABC):
     def load_named_optimizer_states(self, states: Dict[str, Dict[str, torch.Tensor]], scalars: Dict) -> None:
         """Restore the optimizer from :meth:`named_optimizer_states` and ``optimizer.scalars()``."""
 
+    def optimizer_windows(self) -> Optional[List[Window]]:
+        """This rank's share of each parameter's optimizer state when the optimizer is sharded by flat ranges
+        (the distributed optimizer), so a checkpoint writes and reads it without gathering; None: use
+        :meth:`named_optimizer_states`."""
+        return None
+
+    def optimizer_window_targets(self, kinds: List[str]) -> List[Window]:
+        """The tensors a load of :meth:`optimizer_windows` fills in place."""
+        raise NotImplementedError
+
+    def finish_optimizer_windows(self, scalars: Dict, masters_loaded: bool) -> None:
+        """After the window targets were filled (the step, settings, and a bf16/fp16 model's weights)."""
+        raise NotImplementedError
+
+
+Window = Tuple[str, Tuple[int, ...], int, Dict[str, torch.Tensor]]  # (name, param shape, flat start, {kind: flat})
+
 
 @dataclass(frozen=True)
 class TensorSpec:
@@ -223,6 +240,15 @@ class DDPModels(DataParallelModels):
         if self.distributed_optimizer:
             return self.optimizer.named_states()  # collective over DP
         return self.optimizer.named_states(self._param_names())
+
+    def optimizer_windows(self) -> Optional[List[Window]]:
+        return self.optimizer.windows() if self.distributed_optimizer else None
+
+    def optimizer_window_targets(self, kinds: List[str]) -> List[Window]:
+        return self.optimizer.window_targets(kinds)
+
+    def finish_optimizer_windows(self, scalars: Dict, masters_loaded: bool) -> None:
+        self.optimizer.finish_window_load(scalars, masters_loaded)
 
     def load_named_optimizer_states(self, states: Dict[str, Dict[str, torch.Tensor]], scalars: Dict) -> None:
         if self.distributed_optimizer:

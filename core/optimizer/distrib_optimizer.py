@@ -197,6 +197,48 @@ class DistributedOptimizer(LossScalingOptimizer):
             result[name] = {key: value.view(params[name].shape) for key, value in entries.items()}
         return result
 
+    def windows(self) -> List[Tuple[str, Tuple[int, ...], int, Dict[str, torch.Tensor]]]:
+        """This rank's share of each parameter's state, for a checkpoint written without gathering:
+        ``(name, the parameter's shape, flat start, {kind: flat tensor})``; kinds as :meth:`named_states`."""
+        result = []
+        for piece in self.pieces:
+            state = self.optimizer.state.get(piece.master, {})
+            entries = {key: state[key] if key in state else torch.zeros_like(piece.master) for key in STATE_KEYS}
+            if self.mixed:
+                entries["fp32_param"] = piece.master.detach()
+            result.append((piece.name, tuple(piece.param.shape), piece.start, entries))
+        return result
+
+    def window_targets(self, kinds: List[str]) -> List[Tuple[str, Tuple[int, ...], int, Dict[str, torch.Tensor]]]:
+        """The tensors a load fills in place, as :meth:`windows` (``fp32_param`` only for a bf16/fp16 model:
+        an fp32 model's masters are its weights, loaded already)."""
+        result = []
+        for piece in self.pieces:
+            state = self.optimizer.state[piece.master]
+            entries = {}
+            for kind in kinds:
+                if kind == "fp32_param":
+                    if self.mixed:
+                        entries[kind] = piece.master.data
+                else:
+                    state[kind] = torch.zeros_like(piece.master, dtype=torch.float32)
+                    entries[kind] = state[kind]
+            result.append((piece.name, tuple(piece.param.shape), piece.start, entries))
+        return result
+
+    @torch.no_grad()
+    def finish_window_load(self, scalars: Dict, masters_loaded: bool) -> None:
+        """After :meth:`window_targets` were filled: the step, the settings and the weights of a bf16/fp16 model
+        (from the loaded masters, or the masters from the loaded weights when the checkpoint had none)."""
+        self.load_state_dict(scalars)
+        step = torch.tensor(float(scalars.get("step", 0.0)))
+        for piece in self.pieces:
+            self.optimizer.state[piece.master]["step"] = step.clone()
+            if self.mixed and masters_loaded:
+                piece.param.data.view(-1)[piece.start:piece.end].copy_(piece.master)
+            elif self.mixed:
+                piece.master.copy_(piece.param.data.view(-1)[piece.start:piece.end].float())
+
     def load_named_states(self, states: Dict[str, Dict[str, torch.Tensor]], scalars: Dict) -> None:
         """The inverse of :meth:`named_states` (the model weights are loaded already: an fp32 run's masters)."""
         params, full = self._params_by_name(), {}

@@ -123,7 +123,11 @@ def load(trainer: "Trainer", directory: str, iteration: int, release: bool) -> N
     if weights_only:
         trainer.dp.reload_model_params()
     else:
-        trainer.dp.load_named_optimizer_states(states, common["optimizer"])
+        if trainer.dp.distributed_optimizer:  # its shares were read in place
+            masters = "fp32_param" in kinds and dcp_format.holds_masters(dcp_format.stored_keys(directory))
+            trainer.dp.finish_optimizer_windows(common["optimizer"], masters)
+        else:
+            trainer.dp.load_named_optimizer_states(states, common["optimizer"])
         trainer._load_scheduler(common, directory)
     if not (args.finetune or release):
         trainer.iteration = iteration

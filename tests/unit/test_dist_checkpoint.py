@@ -1,7 +1,7 @@
 """``--ckpt-format torch_dist`` in one process: resume, async save, bad input.
 
 * Resuming from a torch_dist checkpoint equals the uninterrupted run bitwise (fp32 and bf16, whose fp32
-  master weights are stored and preferred).
+  master weights are stored and preferred; with and without the distributed optimizer).
 * ``--async-save`` writes the same tensors as a synchronous save; a write that fails in the background is
   reported in one line, training goes on, and the tracker keeps naming the previous checkpoint.
 * Bad input: a misspelt ``--ckpt-format``, ``--async-save`` without torch_dist, a checkpoint whose tensor
@@ -39,14 +39,19 @@ def _stored(directory: str) -> Dict[str, torch.Tensor]:
     return fmt.read_full(directory, keys)
 
 
+VARIANTS = {"fp32": [], "bf16": ["--bf16"], "fp32_distopt": ["--use-distributed-optimizer"],
+            "bf16_distopt": ["--bf16", "--use-distributed-optimizer"]}
+
+
 @pytest.fixture(scope="module")
 def uninterrupted() -> Dict[str, List[float]]:
-    return {"fp32": run(ARGV).losses, "bf16": run(ARGV + ["--bf16"]).losses}
+    return {name: run(ARGV + extra).losses for name, extra in VARIANTS.items()}
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", list(VARIANTS))
 def test_resume_from_torch_dist_equals_the_uninterrupted_run(tmp_path, uninterrupted, precision):
-    extra = ["--bf16"] if precision == "bf16" else []
+    """Also the distributed optimizer, whose share each rank writes and reads in place (no gather)."""
+    extra = VARIANTS[precision]
     save = str(tmp_path / "ckpt")
     first = run(ARGV + extra + DIST + ["--save", save, "--save-interval", "2", "--exit-interval", "2"])
     directory = checkpointing.iteration_dir(save, 2)
@@ -54,7 +59,7 @@ def test_resume_from_torch_dist_equals_the_uninterrupted_run(tmp_path, uninterru
                                             "metadata.json"]
     stored = _stored(directory)
     assert any(key.startswith("optimizer.exp_avg.") for key in stored)
-    assert any(key.startswith("optimizer.fp32_param.") for key in stored) == (precision == "bf16")
+    assert any(key.startswith("optimizer.fp32_param.") for key in stored) == ("--bf16" in extra)
     resumed = run(ARGV + extra + ["--load", save])
     assert first.losses + resumed.losses == uninterrupted[precision]
 
@@ -233,3 +238,15 @@ def test_convert_refuses_layout_flags_for_torch_dist(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--target-tensor-parallel-size" in err[0] and "torch_dist" in err[0]
     assert not os.path.exists(tmp_path / "out")
+
+
+def test_a_distributed_optimizer_checkpoint_resumes_without_it_and_back(tmp_path, uninterrupted):
+    """bf16: the shares the distributed optimizer wrote (fp32 masters, moments) assemble into the plain
+    optimizer's whole tensors, and the plain optimizer's checkpoint splits into the distributed one's shares."""
+    for saved_with, loaded_with in ((["--use-distributed-optimizer"], []), ([], ["--use-distributed-optimizer"])):
+        save = str(tmp_path / f"ckpt{len(saved_with)}")
+        first = run(ARGV + ["--bf16"] + saved_with + DIST + ["--save", save, "--save-interval", "2",
+                                                            "--exit-interval", "2"])
+        resumed = run(ARGV + ["--bf16"] + loaded_with + ["--load", save])
+        torch.testing.assert_close(torch.tensor(first.losses + resumed.losses),
+                                   torch.tensor(uninterrupted["bf16"]), rtol=1e-5, atol=0)
