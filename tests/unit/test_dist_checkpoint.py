@@ -250,3 +250,53 @@ def test_a_distributed_optimizer_checkpoint_resumes_without_it_and_back(tmp_path
         resumed = run(ARGV + ["--bf16"] + loaded_with + ["--load", save])
         torch.testing.assert_close(torch.tensor(first.losses + resumed.losses),
                                    torch.tensor(uninterrupted["bf16"]), rtol=1e-5, atol=0)
+
+
+def test_flat_boxes_cover_a_flat_range_in_order() -> None:
+    import random
+
+    rng = random.Random(0)
+    for _ in range(500):
+        shape = [rng.randint(1, 4) for _ in range(rng.randint(1, 4))]
+        total = int(torch.tensor(shape).prod())
+        start = rng.randint(0, total)
+        end = rng.randint(start, total)
+        values = torch.arange(total).view(shape)
+        seen = []
+        for offset, box in fmt.flat_boxes(shape, start, end):
+            view = values
+            for dim, (first, length) in enumerate(box):
+                view = view.narrow(dim, first, length)
+            flat = view.reshape(-1).tolist()
+            assert flat == list(range(offset, offset + len(flat))), (shape, start, end, box)  # contiguous
+            seen += flat
+        assert seen == list(range(start, end)), (shape, start, end)
+
+
+def test_window_pieces_are_the_whole_tensor_pieces_restricted_to_the_window() -> None:
+    """Fused QKV with GQA key/value heads replicated over 2 TP ranks, every flat window of the local tensor."""
+    from core.tensor_parallel.param_meta import ParamMeta, Segment, TPShard
+
+    meta = ParamMeta(tp_shard=TPShard(0, (Segment(4, 2), Segment(1, 2), Segment(1, 2))))
+    local = torch.randn(6, 3)
+    for tp_rank in range(2):
+        shape, specs = fmt.global_layout(local.shape, meta, tp_rank, 2, 0)
+        for start in range(0, 19, 2):
+            for end in range(start, 19, 3):
+                got = torch.full(shape, float("nan"))
+                for offsets, view in fmt.window_pieces(local.reshape(-1)[start:end], local.shape, start, meta,
+                                                       tp_rank, 2, 0)[1]:
+                    _narrow(got, offsets, view.shape).copy_(view)
+                inside = torch.zeros(18, dtype=torch.bool)
+                inside[start:end] = True
+                masked = torch.where(inside.view(6, 3), local, torch.tensor(float("nan")))
+                expected = torch.full(shape, float("nan"))
+                for spec in specs:
+                    _narrow(expected, spec.global_offsets, spec.sizes).copy_(spec.view(masked))
+                assert torch.equal(got.nan_to_num(99.0), expected.nan_to_num(99.0)), (tp_rank, start, end)
+
+
+def _narrow(tensor: torch.Tensor, offsets, sizes) -> torch.Tensor:
+    for dim, (offset, size) in enumerate(zip(offsets, sizes)):
+        tensor = tensor.narrow(dim, offset, size)
+    return tensor
