@@ -448,31 +448,37 @@ def optimizer_prefix(kind: str) -> str:
 def state_to_save(dp: Any, where: RankCoordinates, tied: bool, with_optimizer: bool,
                   host: Optional[HostBuffers] = None) -> Tuple[Dict[str, Any], List[str]]:
     """(``{key: LocalPieces}`` of the model and, ``with_optimizer``, the optimizer's per-parameter state;
-    the optimizer state kinds). ``host``: copy the pieces there (an asynchronous save). Collective (FSDP and
-    the distributed optimizer gather over DP)."""
+    the optimizer state kinds). ``host``: copy the pieces there (an asynchronous save). What is sharded by
+    flat ranges (FSDP2's parameters and state, the distributed optimizer's state) each rank writes from its
+    own share; the rest is whole on each rank (FSDP1 gathers it over DP: collective)."""
     specs = dp.local_tensors()
     state: Dict[str, Any] = {}
 
-    def add(key: str, name: str, tensor: torch.Tensor) -> None:
-        state[key] = pieces_for_save(key, tensor, specs[name].meta, *_coords(where), host=host)
-
-    for name, tensor in dp.named_weights().items():
-        add(checkpoint_key(MODEL_PREFIX, name, tied), name, tensor)
-    kinds = set()
-    windows = dp.optimizer_windows() if with_optimizer else None
-    if windows is not None:  # the distributed optimizer: each rank writes its own share, nothing is gathered
+    def add_windows(prefix_of: Callable[[str], str], windows: List[Any]) -> set:
+        kinds = set()
         for name, shape, start, entries in windows:
             for kind, flat in entries.items():
-                key = checkpoint_key(optimizer_prefix(kind), name, tied)
+                key = checkpoint_key(prefix_of(kind), name, tied)
                 global_shape, pieces = window_pieces(flat.detach(), shape, start, specs[name].meta, *_coords(where))
                 state[key] = LocalPieces(global_shape, [
                     (offsets, host.copy(key, offsets, view) if host is not None else view.to("cpu").contiguous())
                     for offsets, view in pieces])
                 kinds.add(kind)
+        return kinds
+
+    for name, tensor in dp.named_weights().items():
+        key = checkpoint_key(MODEL_PREFIX, name, tied)
+        state[key] = pieces_for_save(key, tensor, specs[name].meta, *_coords(where), host=host)
+    if dp.windowed_model:
+        add_windows(lambda kind: MODEL_PREFIX, dp.model_windows())
+    kinds: set = set()
+    if with_optimizer and dp.windowed_optimizer:
+        kinds = add_windows(optimizer_prefix, dp.optimizer_windows())
     elif with_optimizer:
         for name, entries in dp.named_optimizer_states().items():
             for kind, tensor in entries.items():
-                add(checkpoint_key(optimizer_prefix(kind), name, tied), name, tensor)
+                key = checkpoint_key(optimizer_prefix(kind), name, tied)
+                state[key] = pieces_for_save(key, tensor, specs[name].meta, *_coords(where), host=host)
                 kinds.add(kind)
     return state, sorted(kinds)
 
@@ -508,27 +514,36 @@ class _Request:
 
 def load_into(directory: str, dp: Any, where: RankCoordinates, tied: bool,
               kinds: Optional[Sequence[str]]) -> Tuple[Dict[str, torch.Tensor], Dict[str, Dict[str, torch.Tensor]]]:
-    """Read this rank's part of every tensor: (weights by name, optimizer states by parameter name; ``{}``
-    when ``kinds`` is None or the optimizer is the distributed one, whose share DCP writes into its own
-    tensors: finish with ``dp.finish_optimizer_windows``). fp32 weights come from the stored fp32 master
-    weights when the checkpoint has them (a bf16 run's), so nothing is lost to bf16 rounding. Collective."""
+    """Read this rank's part of every tensor: (weights by name, optimizer states by parameter name).
+    Shares sharded by flat ranges are read in place instead (``dp.windowed_model``: the weights hold only the
+    buffers, finish with ``dp.finish_model_windows``; ``dp.windowed_optimizer``: no states, finish with
+    ``dp.finish_optimizer_windows``). ``kinds`` None: no optimizer state. fp32 weights come from the stored
+    fp32 master weights when the checkpoint has them (a bf16 run's), so nothing is lost to bf16 rounding.
+    Collective."""
     stored = stored_keys(directory)
     request = _Request(where)
     specs = dp.local_tensors()
-    windows = (dp.optimizer_window_targets([k for k in kinds if k != FP32_PARAM or holds_masters(stored)])
-               if kinds is not None and dp.distributed_optimizer else None)
+    in_place: List[Tuple[str, Any]] = []  # (key prefix of a kind, window) filled in place
+    if dp.windowed_model:
+        in_place += [(MODEL_PREFIX, w) for w in dp.model_window_targets()]
+    if kinds is not None and dp.windowed_optimizer:
+        in_place += [(OPTIMIZER_PREFIX, w) for w in dp.optimizer_window_targets(
+            [k for k in kinds if k != FP32_PARAM or holds_masters(stored)])]
+    windowed = {name for prefix, (name, _, _, _) in in_place if prefix == MODEL_PREFIX}
     for name, spec in specs.items():
-        master = checkpoint_key(optimizer_prefix(FP32_PARAM), name, tied)
-        key = master if spec.dtype == torch.float32 and master in stored else checkpoint_key(MODEL_PREFIX, name, tied)
-        request.add("model", name, key, spec.shape, spec.dtype, spec.meta)
-        for kind in (kinds or []) if spec.trains and windows is None else []:
+        if name not in windowed:
+            master = checkpoint_key(optimizer_prefix(FP32_PARAM), name, tied)
+            key = (master if spec.dtype == torch.float32 and master in stored
+                   else checkpoint_key(MODEL_PREFIX, name, tied))
+            request.add("model", name, key, spec.shape, spec.dtype, spec.meta)
+        for kind in (kinds or []) if spec.trains and not dp.windowed_optimizer else []:
             key = checkpoint_key(optimizer_prefix(kind), name, tied)
             if kind != FP32_PARAM or key in stored:
                 request.add(kind, name, key, spec.shape, torch.float32, spec.meta)
     state = request.state()
-    for name, shape, start, entries in windows or []:  # filled in place: the optimizer's own tensors
+    for prefix, (name, shape, start, entries) in in_place:
         for kind, flat in entries.items():
-            key = checkpoint_key(optimizer_prefix(kind), name, tied)
+            key = _window_key(prefix, kind, name, tied, stored, flat.dtype)
             global_shape, pieces = window_pieces(flat, shape, start, specs[name].meta, *_coords(where))
             state[key] = LocalPieces(global_shape, pieces)
     load(directory, state)
@@ -538,6 +553,14 @@ def load_into(directory: str, dp: Any, where: RankCoordinates, tied: bool,
         for name, value in request.results(kind).items():
             states.setdefault(name, {})[kind] = value
     return weights, states
+
+
+def _window_key(prefix: str, kind: str, name: str, tied: bool, stored: Dict[str, Any], dtype: torch.dtype) -> str:
+    """The key a share is read from: an fp32 model share from the fp32 masters when the checkpoint has them."""
+    if prefix == MODEL_PREFIX:
+        master = checkpoint_key(optimizer_prefix(FP32_PARAM), name, tied)
+        return master if dtype == torch.float32 and master in stored else checkpoint_key(MODEL_PREFIX, name, tied)
+    return checkpoint_key(optimizer_prefix(kind), name, tied)
 
 
 def holds_masters(stored: Dict[str, Any]) -> bool:

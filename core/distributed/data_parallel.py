@@ -27,6 +27,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 from core import checkpointing
 from core.distributed.fsdp import (FSDPOptimizer, clean_name, finalize_fsdp_grads, fsdp_info, fsdp_no_sync,
@@ -114,11 +115,26 @@ class DataParallelModels(ABC):
     def load_named_optimizer_states(self, states: Dict[str, Dict[str, torch.Tensor]], scalars: Dict) -> None:
         """Restore the optimizer from :meth:`named_optimizer_states` and ``optimizer.scalars()``."""
 
-    def optimizer_windows(self) -> Optional[List[Window]]:
-        """This rank's share of each parameter's optimizer state when the optimizer is sharded by flat ranges
-        (the distributed optimizer), so a checkpoint writes and reads it without gathering; None: use
-        :meth:`named_optimizer_states`."""
-        return None
+    windowed_model = False  # the weights are sharded by flat ranges (FSDP2): model_windows, not named_weights
+    windowed_optimizer = False  # the optimizer state is (the distributed optimizer, FSDP2): optimizer_windows
+
+    def model_windows(self) -> List[Window]:
+        """With ``windowed_model``: this rank's share of each parameter (kind ``model``), written and read
+        without gathering; the persistent buffers go through :meth:`named_weights`."""
+        raise NotImplementedError
+
+    def model_window_targets(self) -> List[Window]:
+        """The parameter shares a load fills in place (as :meth:`model_windows`)."""
+        raise NotImplementedError
+
+    def finish_model_windows(self, buffers: Dict[str, torch.Tensor]) -> None:
+        """After the model window targets were filled: the buffers."""
+        raise NotImplementedError
+
+    def optimizer_windows(self) -> List[Window]:
+        """With ``windowed_optimizer``: this rank's share of each parameter's optimizer state, so a checkpoint
+        writes and reads it without gathering (else :meth:`named_optimizer_states`)."""
+        raise NotImplementedError
 
     def optimizer_window_targets(self, kinds: List[str]) -> List[Window]:
         """The tensors a load of :meth:`optimizer_windows` fills in place."""
@@ -241,8 +257,12 @@ class DDPModels(DataParallelModels):
             return self.optimizer.named_states()  # collective over DP
         return self.optimizer.named_states(self._param_names())
 
-    def optimizer_windows(self) -> Optional[List[Window]]:
-        return self.optimizer.windows() if self.distributed_optimizer else None
+    @property
+    def windowed_optimizer(self) -> bool:
+        return self.distributed_optimizer
+
+    def optimizer_windows(self) -> List[Window]:
+        return self.optimizer.windows()
 
     def optimizer_window_targets(self, kinds: List[str]) -> List[Window]:
         return self.optimizer.window_targets(kinds)
@@ -319,11 +339,71 @@ class FSDPModels(DataParallelModels):
                     specs[full] = TensorSpec(tuple(buffer.shape), buffer.dtype, param_meta(buffer), False)
         return specs
 
-    def named_weights(self) -> Dict[str, torch.Tensor]:
-        return full_model_state_dict(self.model, self.state)  # collective; dp_cp rank 0 keeps it
-
     def load_named_weights(self, weights: Dict[str, torch.Tensor]) -> None:
         load_full_model_state_dict(self.model, weights)
+
+    @property
+    def windowed_model(self) -> bool:  # FSDP2's DTensor shards are row ranges of the TP-local tensors
+        return fsdp_info(self.model).kind == "fsdp2"
+
+    windowed_optimizer = windowed_model
+
+    def _shares(self) -> Iterator[Tuple[str, nn.Parameter, Tuple[int, ...], int]]:
+        """(name, parameter, TP-local shape, flat start of this rank's share) of every parameter."""
+        specs = fsdp_info(self.model).specs
+        for name, param in named_fsdp_params(self.model):
+            spec = specs[name]
+            yield name, param, tuple(spec.shape), spec.flat_start if isinstance(param, DTensor) else 0
+
+    def model_windows(self) -> List[Window]:
+        return [(name, shape, start, {"model": _local(param).detach().reshape(-1)})
+                for name, param, shape, start in self._shares()]
+
+    def model_window_targets(self) -> List[Window]:
+        return self.model_windows()  # the shares themselves, filled in place
+
+    def finish_model_windows(self, buffers: Dict[str, torch.Tensor]) -> None:
+        with torch.no_grad():
+            for name, buffer in self.model.named_buffers():
+                if clean_name(name) in buffers:
+                    buffer.copy_(buffers[clean_name(name)])
+
+    def optimizer_windows(self) -> List[Window]:
+        windows = []
+        for name, param, shape, start in self._shares():
+            state = self.optimizer.optimizer.state.get(param, {})
+            entries = {kind: _local(value).detach().reshape(-1) for kind, value in state.items()
+                       if kind != "step" and torch.is_tensor(value)}
+            if param.requires_grad:
+                windows.append((name, shape, start, entries))
+        return windows
+
+    def optimizer_window_targets(self, kinds: List[str]) -> List[Window]:
+        windows = []
+        for name, param, shape, start in self._shares():
+            if not param.requires_grad:
+                continue
+            state = self.optimizer.optimizer.state[param]
+            entries = {}
+            for kind in kinds:
+                if kind != "fp32_param":  # FSDP's parameters are the fp32 masters, loaded as the model
+                    state[kind] = torch.zeros_like(param.detach())
+                    entries[kind] = _local(state[kind]).reshape(-1)
+            windows.append((name, shape, start, entries))
+        return windows
+
+    def finish_optimizer_windows(self, scalars: Dict, masters_loaded: bool) -> None:
+        step = torch.tensor(float(scalars.get("step", 0.0)))
+        for group in self.optimizer.param_groups:
+            for param in group["params"]:
+                self.optimizer.optimizer.state[param]["step"] = step.clone()
+        self.optimizer.load_scalars(scalars)
+
+    def named_weights(self) -> Dict[str, torch.Tensor]:
+        if self.windowed_model:  # the parameters go as windows: the persistent buffers (not sharded)
+            names = set(self.local_tensors()) - {name for name, _ in named_fsdp_params(self.model)}
+            return {clean_name(n): b.detach() for n, b in self.model.named_buffers() if clean_name(n) in names}
+        return full_model_state_dict(self.model, self.state)  # collective; dp_cp rank 0 keeps it
 
     def named_optimizer_states(self) -> Dict[str, Dict[str, torch.Tensor]]:
         full = full_optimizer_state_dict(self.model, self.optimizer, self.state)  # collective
@@ -340,6 +420,11 @@ class FSDPModels(DataParallelModels):
                 "param_groups": groups}
         load_full_optimizer_state_dict(self.model, self.optimizer, full)
         self.optimizer.load_scalars(scalars)
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """This rank's shard of a DTensor (the tensor itself otherwise)."""
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
 
 
 def _wrap_fsdp(model: nn.Module, options: FSDPOptions, state: ParallelState) -> nn.Module:

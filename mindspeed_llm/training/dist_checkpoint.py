@@ -119,11 +119,14 @@ def load(trainer: "Trainer", directory: str, iteration: int, release: bool) -> N
     except CheckpointException as error:
         raise checkpointing.CheckpointError(f"{directory} cannot be read ({_first_line(error)}); the checkpoint "
                                             "files are damaged: load an earlier iteration") from None
-    trainer.dp.load_named_weights(weights)
+    if trainer.dp.windowed_model:  # its shares were read in place
+        trainer.dp.finish_model_windows(weights)
+    else:
+        trainer.dp.load_named_weights(weights)
     if weights_only:
         trainer.dp.reload_model_params()
     else:
-        if trainer.dp.distributed_optimizer:  # its shares were read in place
+        if trainer.dp.windowed_optimizer:  # its shares were read in place
             masters = "fp32_param" in kinds and dcp_format.holds_masters(dcp_format.stored_keys(directory))
             trainer.dp.finish_optimizer_windows(common["optimizer"], masters)
         else:

@@ -10,8 +10,10 @@ and stops. Each target layout then loads it:
 - TP1 x DP4 under FSDP2,
 - TP2 x DP2 under FSDP1 (FullyShardedDataParallel),
 - TP2 x DP2 under FSDP2 after an asynchronous save from the distributed optimizer at TP1 x PP2 x DP2;
+- FSDP2 at TP2 x DP2 (each rank writes its own shards) loads at TP1 x PP2 x DP2;
 - a mixture of experts saved at TP2 x EP2 loads at EP4 with the distributed optimizer.
 
+The distributed optimizer and FSDP2 write and read only each rank's own share (no gather over DP).
 For each, the whole state right after the load (every weight, fp32 master and
 Adam moment, assembled from every rank's pieces) equals, bit for bit, the
 state that was saved, and the iteration, consumed samples and learning rate
@@ -49,6 +51,8 @@ TARGETS = {
     "fsdp2_dp4": ["--use-torch-fsdp2"],
     "fsdp1_tp2_dp2": ["--tensor-model-parallel-size", "2", "--use-torch-fsdp"],
 }
+FSDP_SOURCE = ["--tensor-model-parallel-size", "2", "--use-torch-fsdp2"]
+FSDP_TARGET = ["--pipeline-model-parallel-size", "2"]
 MOE = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "32", "--moe-aux-loss-coeff", "0.01"]
 MOE_SOURCE = ["--tensor-model-parallel-size", "2", "--expert-model-parallel-size", "2"]
 MOE_TARGET = ["--expert-model-parallel-size", "4", "--use-distributed-optimizer"]
@@ -103,6 +107,12 @@ def worker(rank: int, world_size: int, root: str) -> Dict[str, object]:
     result["async_saved"] = _loaded(source)
     trainer = setup(ARGV + ASYNC_TARGET + ["--load", async_dir])
     result["async_loaded"] = {**_loaded(trainer), "losses": train(trainer).losses}
+    fsdp_dir = os.path.join(root, "fsdp2")
+    fsdp = train(setup(ARGV + FSDP_SOURCE + DIST + ["--save", fsdp_dir, "--save-interval", str(STOP),
+                                                    "--exit-interval", str(STOP)]))
+    result["fsdp_saved"] = _loaded(fsdp)
+    trainer = setup(ARGV + FSDP_TARGET + ["--load", fsdp_dir])
+    result["fsdp_loaded"] = {**_loaded(trainer), "losses": train(trainer).losses}
     moe_dir = os.path.join(root, "moe")
     result["moe_reference"] = train(setup(ARGV + MOE + MOE_SOURCE)).losses
     moe = train(setup(ARGV + MOE + MOE_SOURCE + DIST + ["--save", moe_dir, "--save-interval", str(STOP),
@@ -172,4 +182,13 @@ def test_experts_saved_at_tp2_ep2_load_at_ep4_with_the_distributed_optimizer(res
     assert saved["model.decoder.layers.0.mlp.experts.linear_fc1.weight"].shape[0] == 4  # every expert, once
     reference = _losses(results, "moe_reference")
     torch.testing.assert_close(torch.tensor(_losses(results, "moe_loaded")), torch.tensor(reference[STOP:]),
+                               rtol=1e-5, atol=0)
+
+
+def test_fsdp2_shards_saved_at_tp2_dp2_load_at_pp2_dp2(results):
+    """FSDP2 writes each rank's DTensor shards (row ranges of the TP-local tensors) without gathering."""
+    for r in results:
+        _assert_same_state(r["fsdp_loaded"]["state"], r["fsdp_saved"]["state"])
+    reference = _losses(results, "reference")
+    torch.testing.assert_close(torch.tensor(_losses(results, "fsdp_loaded")), torch.tensor(reference[STOP:]),
                                rtol=1e-5, atol=0)
