@@ -19,6 +19,12 @@ load, reads whatever stored pieces overlap the pieces the loading rank holds
 at *its* layout: a checkpoint saved at TP2 x PP2 loads at TP4, TP1 x DP4 or
 under FSDP2, with no conversion step (Megatron's resharding).
 
+What is sharded over DP by flat ranges (the distributed optimizer's masters
+and moments, FSDP2's row shards of weights and state) is never gathered: a
+rank's range of a parameter is cut into boxes contiguous in memory
+(:func:`flat_boxes`), each mapped to global offsets (:func:`window_pieces`),
+and DCP writes those and reads into them in place.
+
 The iteration directory holds DCP's files (``__<rank>_0.distcp``,
 ``.metadata``), ``common.pt`` (the run's arguments, scheduler, counters and the
 optimizer's scalars, written by global rank 0) and ``metadata.json``
