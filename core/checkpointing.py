@@ -31,6 +31,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.distributed as dist
 
+from core import dist_checkpointing
 from core.device import current_device
 
 TRACKER_FILENAME = "latest_checkpointed_iteration.txt"
@@ -197,6 +198,20 @@ def newest_complete_iteration(root: str) -> Optional[int]:
             print(f"WARNING: {iteration_dir(root, iteration)} has no {COMPLETE_MARKER} marker (a save that did "
                   "not finish); skipped", file=sys.stderr, flush=True)
     return newest
+
+
+def latest_iteration(root: str) -> Optional[Tuple[int, bool]]:
+    """(iteration, is_release) the tracker names; without a tracker (lost), the newest complete iteration, with a
+    warning; None when there is neither."""
+    tracker = read_tracker(root)
+    if tracker is not None:
+        return tracker
+    newest = newest_complete_iteration(root)
+    if newest is None:
+        return None
+    print(f"WARNING: {root} has no {TRACKER_FILENAME}; taking its newest complete iteration {newest} "
+          f"({iteration_dir(root, newest)})", file=sys.stderr, flush=True)
+    return newest, False
 
 
 FINITE_CHECK_ELEMENTS = 2**22  # elements tested at a time: the check's mask stays at 4 MB
@@ -408,22 +423,18 @@ def read_checkpoint_settings(root: str) -> Tuple[str, argparse.Namespace, Dict[s
     no checkpoint or it stores no ``transformer_config``."""
     if not os.path.isdir(root):
         raise CheckpointError(f"--load {root}: no such directory; pass the directory of a checkpoint")
-    tracker = read_tracker(root)
+    tracker = latest_iteration(root)
     if tracker is None:
-        newest = newest_complete_iteration(root)
-        if newest is None:
-            raise CheckpointError(misplaced_checkpoint(root) or
-                                  f"--load {root} has no {TRACKER_FILENAME}: no checkpoint to take the model "
-                                  "arguments from; pass a checkpoint directory or the architecture flags")
-        tracker = (newest, False)
+        raise CheckpointError(misplaced_checkpoint(root) or
+                              f"--load {root} has no {TRACKER_FILENAME}: no checkpoint to take the model "
+                              "arguments from; pass a checkpoint directory or the architecture flags")
     iteration, release = tracker
     directory = iteration_dir(root, iteration, release)
     ranks = sorted(n for n in (os.listdir(directory) if os.path.isdir(directory) else [])
                    if n.startswith("mp_rank_"))
     path = os.path.join(directory, ranks[0] if ranks else rank_dir_name(0, 0, 1), CHECKPOINT_FILENAME)
-    common = os.path.join(directory, "common.pt")  # a torch_dist checkpoint (core/dist_checkpointing.py)
-    if not ranks and os.path.isfile(common):
-        path = common
+    if not ranks and dist_checkpointing.is_dist_checkpoint(directory):  # its settings are in common.pt
+        path = os.path.join(directory, dist_checkpointing.COMMON_FILENAME)
     if not os.path.isfile(path):
         raise CheckpointError(f"checkpoint file {path} is missing; the checkpoint named by {TRACKER_FILENAME} "
                               "is incomplete")
@@ -512,14 +523,9 @@ def find_checkpoint(root: str, tp_rank: int, pp_rank: int, pp_size: int, ep_rank
     if not os.path.isdir(root):
         raise CheckpointError(f"--load {root}: no such directory; check the path (or drop --load to start "
                               "from scratch)")
-    tracker = read_tracker(root)
-    if tracker is None:  # a lost tracker: the newest iteration whose save finished
-        newest = newest_complete_iteration(root)
-        if newest is None:
-            return None
-        print(f"WARNING: {root} has no {TRACKER_FILENAME}; resuming from its newest complete iteration {newest}",
-              file=sys.stderr, flush=True)
-        tracker = (newest, False)
+    tracker = latest_iteration(root)
+    if tracker is None:
+        return None
     iteration, release = tracker
     path = checkpoint_file(root, iteration, tp_rank, pp_rank, pp_size, release=release, ep_rank=ep_rank,
                            ep_size=ep_size)

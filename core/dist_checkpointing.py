@@ -265,17 +265,19 @@ class HostBuffers:
         return buffer.copy_(value)
 
 
+def _staged(key: str, pieces: Sequence[Tuple[Tuple[int, ...], torch.Tensor]], global_shape: Sequence[int],
+            host: Optional[HostBuffers]) -> LocalPieces:
+    """The pieces to write: host copies in ``host`` (an asynchronous save: training changes the tensors while
+    they are written), else the tensors' own memory where it is on the host and contiguous."""
+    return LocalPieces(global_shape, [(offsets, host.copy(key, offsets, view) if host is not None
+                                       else view.to("cpu").contiguous()) for offsets, view in pieces])
+
+
 def pieces_for_save(key: str, local: torch.Tensor, meta: ParamMeta, tp_rank: int, tp: int, ep_rank: int,
                     host: Optional[HostBuffers] = None) -> LocalPieces:
-    """This rank's pieces of ``local``: host copies in ``host`` (an asynchronous save: training changes
-    ``local`` while they are written), else the tensor's own memory where it is on the host and contiguous."""
+    """This rank's pieces of ``local``, staged as :func:`_staged`."""
     shape, specs = global_layout(local.shape, meta, tp_rank, tp, ep_rank)
-    pieces = []
-    for spec in specs:
-        view = spec.view(local.detach())
-        pieces.append((spec.global_offsets, host.copy(key, spec.global_offsets, view) if host is not None
-                       else view.to("cpu").contiguous()))
-    return LocalPieces(shape, pieces)
+    return _staged(key, [(spec.global_offsets, spec.view(local.detach())) for spec in specs], shape, host)
 
 
 @dataclass
@@ -354,14 +356,16 @@ def save_in_background(directory: str, state: Dict[str, Any]) -> Future:
     return getattr(result, "upload_completion", result)
 
 
-def load(directory: str, state: Dict[str, Any]) -> None:
-    """Fill ``state`` (keys -> :class:`LocalPieces` to read into) from the checkpoint in ``directory``;
-    collective. Raises, on every rank (all ranks agree first, so none waits in DCP for one that gave up),
-    DamagedCheckpoint naming a missing or truncated file, KeyError naming a key the checkpoint lacks, or
-    ValueError naming a tensor whose shape differs."""
+def load(directory: str, state: Dict[str, Any], metadata: Optional[Any] = None) -> None:
+    """Fill ``state`` (keys -> :class:`LocalPieces` to read into) from the checkpoint in ``directory``
+    (``metadata``: its :func:`read_metadata`, when the caller has it); collective. Raises, on every rank (all
+    ranks agree first, so none waits in DCP for one that gave up), DamagedCheckpoint naming a missing or
+    truncated file, KeyError naming a key the checkpoint lacks, or ValueError naming a tensor whose shape
+    differs."""
     group = checkpoint_group()
-    stored = stored_keys(directory)
-    damage = damaged_file(directory)
+    metadata = metadata if metadata is not None else read_metadata(directory)
+    stored = stored_keys(metadata)
+    damage = damaged_file(directory, metadata)
     problem = ("damaged", damage) if damage is not None else None
     for key, value in state.items() if problem is None else ():
         if key not in stored:
@@ -372,24 +376,25 @@ def load(directory: str, state: Dict[str, Any]) -> None:
             problem = ("shape", f"tensor {name} has shape {stored[key]} in the checkpoint and "
                                 f"{tuple(value.global_shape)} in this model")
             break
-    problem = _first_problem(problem, group)
+    problem = first_on_any_rank(problem, group)
     if problem is not None:
         kind = {"missing": KeyError, "damaged": DamagedCheckpoint}.get(problem[0], ValueError)
         raise kind(problem[1])
     dcp.load(state, checkpoint_id=directory, planner=_LoadPlanner(), process_group=group, no_dist=group is None)
 
 
-def _first_problem(problem: Optional[Tuple[str, str]], group: Optional[Any]) -> Optional[Tuple[str, str]]:
-    """The lowest rank's problem, on every rank."""
-    if group is None:
-        return problem
+def first_on_any_rank(value: Optional[Any], group: Optional[Any] = None) -> Optional[Any]:
+    """The lowest rank's non-None ``value`` (a problem to report), on every rank of ``group`` (None: the
+    default group, or this process alone when there is none). Collective."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return value
     every = [None] * dist.get_world_size(group)
-    dist.all_gather_object(every, problem, group=group)
-    return next((p for p in every if p is not None), None)
+    dist.all_gather_object(every, value, group=group)
+    return next((v for v in every if v is not None), None)
 
 
-def _metadata(directory: str) -> Any:
-    """DCP's ``.metadata`` of ``directory``; ValueError naming the file when it cannot be read."""
+def read_metadata(directory: str) -> Any:
+    """DCP's ``.metadata`` of ``directory``; DamagedCheckpoint naming the file when it cannot be read."""
     path = os.path.join(directory, DCP_METADATA_FILENAME)
     try:
         return dcp.FileSystemReader(directory).read_metadata()
@@ -397,11 +402,11 @@ def _metadata(directory: str) -> Any:
         raise DamagedCheckpoint(f"{path} cannot be read ({type(error).__name__}: {str(error)[:200]})") from None
 
 
-def damaged_file(directory: str) -> Optional[str]:
-    """Why a data file of the checkpoint cannot hold what ``.metadata`` says it does (None: all there).
+def damaged_file(directory: str, metadata: Any) -> Optional[str]:
+    """Why a data file of the checkpoint cannot hold what its ``metadata`` says it does (None: all there).
     Checks sizes only: it finds missing and truncated files, not altered bytes."""
     needed: Dict[str, int] = {}
-    for info in _metadata(directory).storage_data.values():
+    for info in metadata.storage_data.values():
         needed[info.relative_path] = max(needed.get(info.relative_path, 0), info.offset + info.length)
     for name, end in sorted(needed.items()):
         path = os.path.join(directory, name)
@@ -412,16 +417,17 @@ def damaged_file(directory: str) -> Optional[str]:
     return None
 
 
-def stored_keys(directory: str) -> Dict[str, Optional[Tuple[int, ...]]]:
-    """Every key of the checkpoint in ``directory`` and its global shape (None: an object)."""
-    stored = _metadata(directory).state_dict_metadata
-    return {key: (tuple(md.size) if hasattr(md, "size") else None) for key, md in stored.items()}
+def stored_keys(metadata: Any) -> Dict[str, Optional[Tuple[int, ...]]]:
+    """Every key of a checkpoint (its :func:`read_metadata`) and its global shape (None: an object)."""
+    return {key: (tuple(md.size) if hasattr(md, "size") else None)
+            for key, md in metadata.state_dict_metadata.items()}
 
 
-def read_full(directory: str, keys: Sequence[str], dtype: Optional[torch.dtype] = None) -> Dict[str, torch.Tensor]:
-    """Whole global tensors of ``keys`` in one process (the converter's view of a checkpoint)."""
-    shapes = _metadata(directory).state_dict_metadata
-    state = {key: torch.empty(tuple(shapes[key].size), dtype=dtype or shapes[key].properties.dtype) for key in keys}
+def read_full(directory: str, keys: Sequence[str], metadata: Any) -> Dict[str, torch.Tensor]:
+    """Whole global tensors of ``keys`` in one process (the converter's view of a checkpoint; ``metadata``:
+    its :func:`read_metadata`)."""
+    shapes = metadata.state_dict_metadata
+    state = {key: torch.empty(tuple(shapes[key].size), dtype=shapes[key].properties.dtype) for key in keys}
     dcp.load(state, checkpoint_id=directory, no_dist=True)
     return state
 
@@ -466,9 +472,7 @@ def state_to_save(dp: Any, where: RankCoordinates, tied: bool, with_optimizer: b
             for kind, flat in entries.items():
                 key = checkpoint_key(prefix_of(kind), name, tied)
                 global_shape, pieces = window_pieces(flat.detach(), shape, start, specs[name].meta, *_coords(where))
-                state[key] = LocalPieces(global_shape, [
-                    (offsets, host.copy(key, offsets, view) if host is not None else view.to("cpu").contiguous())
-                    for offsets, view in pieces])
+                state[key] = _staged(key, pieces, global_shape, host)
                 kinds.add(kind)
         return kinds
 
@@ -518,23 +522,22 @@ class _Request:
                 for (which, name), key in self.names.items() if which == part}
 
 
-def load_into(directory: str, dp: Any, where: RankCoordinates, tied: bool,
-              kinds: Optional[Sequence[str]]) -> Tuple[Dict[str, torch.Tensor], Dict[str, Dict[str, torch.Tensor]]]:
+def load_into(directory: str, dp: Any, where: RankCoordinates, tied: bool, kinds: Optional[Sequence[str]],
+              metadata: Any) -> Tuple[Dict[str, torch.Tensor], Dict[str, Dict[str, torch.Tensor]]]:
     """Read this rank's part of every tensor: (weights by name, optimizer states by parameter name).
     Shares sharded by flat ranges are read in place instead (``dp.windowed_model``: the weights hold only the
     buffers, finish with ``dp.finish_model_windows``; ``dp.windowed_optimizer``: no states, finish with
-    ``dp.finish_optimizer_windows``). ``kinds`` None: no optimizer state. fp32 weights come from the stored
-    fp32 master weights when the checkpoint has them (a bf16 run's), so nothing is lost to bf16 rounding.
-    Collective."""
-    stored = stored_keys(directory)
+    ``dp.finish_optimizer_windows``). ``kinds``: the optimizer state kinds the checkpoint holds (None: read
+    none). fp32 weights come from the stored fp32 master weights when the checkpoint has them (a bf16 run's),
+    so nothing is lost to bf16 rounding. ``metadata``: the checkpoint's :func:`read_metadata`. Collective."""
+    stored = stored_keys(metadata)
     request = _Request(where)
     specs = dp.local_tensors()
     in_place: List[Tuple[str, Any]] = []  # (key prefix of a kind, window) filled in place
     if dp.windowed_model:
         in_place += [(MODEL_PREFIX, w) for w in dp.model_window_targets()]
     if kinds is not None and dp.windowed_optimizer:
-        in_place += [(OPTIMIZER_PREFIX, w) for w in dp.optimizer_window_targets(
-            [k for k in kinds if k != FP32_PARAM or holds_masters(stored)])]
+        in_place += [(OPTIMIZER_PREFIX, w) for w in dp.optimizer_window_targets(list(kinds))]
     windowed = {name for prefix, (name, _, _, _) in in_place if prefix == MODEL_PREFIX}
     for name, spec in specs.items():
         if name not in windowed:
@@ -552,7 +555,7 @@ def load_into(directory: str, dp: Any, where: RankCoordinates, tied: bool,
             key = _window_key(prefix, kind, name, tied, stored, flat.dtype)
             global_shape, pieces = window_pieces(flat, shape, start, specs[name].meta, *_coords(where))
             state[key] = LocalPieces(global_shape, pieces)
-    load(directory, state)
+    load(directory, state, metadata)
     weights = request.results("model")
     states: Dict[str, Dict[str, torch.Tensor]] = {}
     for kind in kinds or []:
@@ -569,21 +572,17 @@ def _window_key(prefix: str, kind: str, name: str, tied: bool, stored: Dict[str,
     return checkpoint_key(optimizer_prefix(kind), name, tied)
 
 
-def holds_masters(stored: Dict[str, Any]) -> bool:
-    """Whether the checkpoint holds fp32 master weights (a bf16/fp16 run's)."""
-    return any(key.startswith(optimizer_prefix(FP32_PARAM)) for key in stored)
-
-
 def bytes_pieces(payload: bytes) -> LocalPieces:
     """A rank-private object (its RNG states) as a uint8 tensor, so that each rank writes its own."""
     return LocalPieces((len(payload),), [((0,), torch.frombuffer(bytearray(payload), dtype=torch.uint8))])
 
 
-def read_bytes(directory: str, key: str) -> Optional[bytes]:
-    """The bytes stored by :func:`bytes_pieces` under ``key`` (None: absent). Collective."""
-    size = stored_keys(directory).get(key)
+def read_bytes(directory: str, key: str, metadata: Any) -> Optional[bytes]:
+    """The bytes stored by :func:`bytes_pieces` under ``key`` (None: absent; ``metadata``: the checkpoint's
+    :func:`read_metadata`). Collective."""
+    size = stored_keys(metadata).get(key)
     target = LocalPieces(size or (0,), [((0,), torch.empty(size or (0,), dtype=torch.uint8))])
-    load(directory, {key: target} if size is not None else {})
+    load(directory, {key: target} if size is not None else {}, metadata)
     return bytes(target.pieces[torch.Size([0])].numpy().tobytes()) if size is not None else None
 
 
@@ -617,6 +616,12 @@ class AsyncSaves:
         if error is None:
             self.publish()
             return
-        first = str(error).strip().splitlines()
-        print(f"error: the background save of iteration {self.iteration} failed ({type(error).__name__}: "
-              f"{first[-1] if first else ''}); the tracker still names the previous checkpoint", flush=True)
+        print(f"error: the background save of iteration {self.iteration} failed ({error_line(error)}); the "
+              "tracker still names the previous checkpoint", flush=True)
+
+
+def error_line(error: BaseException) -> str:
+    """``Type: message`` of an error, with only the last line of a long message (DCP's CheckpointException
+    lists every rank's traceback; its last line is the cause)."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[-1].strip()[:300] if lines else ''}"

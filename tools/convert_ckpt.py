@@ -174,14 +174,13 @@ from core.checkpointing import (
     StreamingCheckpoint,
     atomic_save,
     checkpoint_file,
-    complete_iterations,
     iteration_dir,
+    latest_iteration,
     map_file,
     map_foreign_file,
     model_keys,
     namespace_for_checkpoint,
     non_finite_count,
-    newest_complete_iteration,
     read_tracker,
     write_tracker,
 )
@@ -722,13 +721,8 @@ def resolve_family(name: Optional[str], hf_config: Optional[Dict[str, Any]], whe
 def source_iteration(load_dir: str) -> Tuple[int, bool]:
     """(iteration, is release) of the checkpoint in ``load_dir``: the tracker's, else (a training run's --save
     whose tracker is gone) the newest iteration with its completion marker, as training's --load finds it."""
-    tracker = read_tracker(load_dir)
+    tracker = latest_iteration(load_dir)  # (a lost tracker: the newest complete iteration, with a warning)
     if tracker is None:
-        newest = newest_complete_iteration(load_dir) if complete_iterations(load_dir) else None
-        if newest is not None:  # (newer half-written directories are named in a warning)
-            print(f"convert_ckpt: note: {load_dir} has no {TRACKER_FILENAME}; converting its newest complete "
-                  f"iteration, {iteration_dir(load_dir, newest)}", file=sys.stderr)
-            return newest, False
         started = [n for n in sorted(os.listdir(load_dir)) if ITERATION_DIR.fullmatch(n)]
         if started:
             raise ConversionError(f"--load-dir {load_dir} has no {TRACKER_FILENAME} and none of its {len(started)} "
@@ -760,9 +754,9 @@ class MegatronSource:
     # names the overlay supplies whole, absent from the files (a LoRA reward model's value head over a plain LM)
     supplied: frozenset = frozenset()
 
-    def __init__(self, load_dir: str, family_name: Optional[str]) -> None:
+    def __init__(self, load_dir: str, family_name: Optional[str], found: Optional[Tuple[int, bool]] = None) -> None:
         self.load_dir = load_dir
-        self.iteration, self.release = source_iteration(load_dir)
+        self.iteration, self.release = found or source_iteration(load_dir)
         self.pp, self.ep = self._pipeline_and_expert_sizes()
         self._reject_distributed_format()
         first = self._map_first()
@@ -961,9 +955,9 @@ class DistSource(MegatronSource):
     """Our ``--ckpt-format torch_dist`` checkpoint (core/dist_checkpointing.py): every tensor is stored whole,
     so it reads as a TP 1, PP 1 checkpoint, one DCP read per tensor."""
 
-    def __init__(self, load_dir: str, family_name: Optional[str]) -> None:
+    def __init__(self, load_dir: str, family_name: Optional[str], found: Tuple[int, bool]) -> None:
         self.load_dir = load_dir
-        self.iteration, self.release = source_iteration(load_dir)
+        self.iteration, self.release = found
         self.directory = directory = iteration_dir(load_dir, self.iteration, self.release)
         self.tp, self.pp, self.ep = 1, 1, 1
         common = _read_common(directory)
@@ -974,7 +968,8 @@ class DistSource(MegatronSource):
         self.family = resolve_family(family_name or getattr(args, "model_type_hf", None), self.hf_config,
                                      os.path.join(directory, dist_format.COMMON_FILENAME))
         self.family_name = self.family.name
-        self.stored = dist_format.stored_keys(directory)
+        self.metadata = dist_format.read_metadata(directory)
+        self.stored = dist_format.stored_keys(self.metadata)
 
     def path(self, rank: int, pp_rank: int) -> str:
         return os.path.join(self.directory, dist_format.COMMON_FILENAME)
@@ -998,7 +993,7 @@ class DistSource(MegatronSource):
     def read(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
         if name in self.supplied:
             return to_hf(layout.rules[name][0], self.overlay(name, None), layout.context(name))
-        stored = dist_format.read_full(self.directory, [dist_format.MODEL_PREFIX + name])
+        stored = dist_format.read_full(self.directory, [dist_format.MODEL_PREFIX + name], self.metadata)
         value = stored[dist_format.MODEL_PREFIX + name]
         full = value.new_zeros(layout.full_shapes[name])  # the TP padding of the vocabulary, zero as trained
         full[tuple(slice(0, n) for n in value.shape)] = value
@@ -1589,10 +1584,9 @@ def open_source(args: argparse.Namespace):
         return HFSource(args.load_dir, args.model_type_hf)
     if args.load_model_type == "megatron":
         return MegatronLMSource(args.load_dir, args.model_type_hf, args.vocab_size)
-    iteration, release = source_iteration(args.load_dir)
-    if dist_format.is_dist_checkpoint(iteration_dir(args.load_dir, iteration, release)):
-        return DistSource(args.load_dir, args.model_type_hf)
-    return MegatronSource(args.load_dir, args.model_type_hf)
+    found = source_iteration(args.load_dir)
+    source = DistSource if dist_format.is_dist_checkpoint(iteration_dir(args.load_dir, *found)) else MegatronSource
+    return source(args.load_dir, args.model_type_hf, found)
 
 
 def real_layers(config: TransformerConfig) -> List[int]:

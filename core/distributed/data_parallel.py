@@ -253,9 +253,7 @@ class DDPModels(DataParallelModels):
         return {id(param): name for model in self.models for name, param in model.named_parameters()}
 
     def named_optimizer_states(self) -> Dict[str, Dict[str, torch.Tensor]]:
-        if self.distributed_optimizer:
-            return self.optimizer.named_states()  # collective over DP
-        return self.optimizer.named_states(self._param_names())
+        return self.optimizer.named_states(self._param_names())  # (the distributed optimizer: optimizer_windows)
 
     @property
     def windowed_optimizer(self) -> bool:
@@ -271,10 +269,7 @@ class DDPModels(DataParallelModels):
         self.optimizer.finish_window_load(scalars, masters_loaded)
 
     def load_named_optimizer_states(self, states: Dict[str, Dict[str, torch.Tensor]], scalars: Dict) -> None:
-        if self.distributed_optimizer:
-            self.optimizer.load_named_states(states, scalars)
-        else:
-            self.optimizer.load_named_states(self._param_names(), states, scalars)
+        self.optimizer.load_named_states(self._param_names(), states, scalars)
 
     def load_optimizer_state(self, checkpoint: Dict[str, Any], directory: str) -> None:
         self.optimizer.load_state_dict(checkpoint["optimizer"])

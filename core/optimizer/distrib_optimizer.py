@@ -181,25 +181,10 @@ class DistributedOptimizer(LossScalingOptimizer):
         self.load_scalars(state)
         self._loaded_step = state.get("step", 0.0)
 
-    def _params_by_name(self) -> Dict[str, nn.Parameter]:
-        return {self.names[id(param)]: param for model_buffers in self.buffers for bucket in model_buffers.buckets
-                for param in bucket.params}
-
-    def named_states(self) -> Dict[str, Dict[str, torch.Tensor]]:
-        """Per parameter name, shaped as the parameter: the full (DP-gathered) moments, and ``fp32_param``
-        for a bf16/fp16 model. Collective over DP."""
-        params, states = self._params_by_name(), self.sharded_state()
-        result = {}
-        for name, entries in states.items():
-            master = entries.pop("param")
-            if self.mixed:
-                entries["fp32_param"] = master
-            result[name] = {key: value.view(params[name].shape) for key, value in entries.items()}
-        return result
-
     def windows(self) -> List[Tuple[str, Tuple[int, ...], int, Dict[str, torch.Tensor]]]:
         """This rank's share of each parameter's state, for a checkpoint written without gathering:
-        ``(name, the parameter's shape, flat start, {kind: flat tensor})``; kinds as :meth:`named_states`."""
+        ``(name, the parameter's shape, flat start, {kind: flat tensor})``: the moments and, for a bf16/fp16
+        model, ``fp32_param``."""
         result = []
         for piece in self.pieces:
             state = self.optimizer.state.get(piece.master, {})
@@ -238,17 +223,6 @@ class DistributedOptimizer(LossScalingOptimizer):
                 piece.param.data.view(-1)[piece.start:piece.end].copy_(piece.master)
             elif self.mixed:
                 piece.master.copy_(piece.param.data.view(-1)[piece.start:piece.end].float())
-
-    def load_named_states(self, states: Dict[str, Dict[str, torch.Tensor]], scalars: Dict) -> None:
-        """The inverse of :meth:`named_states` (the model weights are loaded already: an fp32 run's masters)."""
-        params, full = self._params_by_name(), {}
-        for name, entries in states.items():
-            entries = dict(entries)
-            master = entries.pop("fp32_param", None)
-            entries["param"] = master if master is not None else params[name].detach().float()
-            full[name] = {key: value.reshape(-1) for key, value in entries.items()}
-        self.load_state_dict(scalars)
-        self.load_sharded_state(full)
 
     def sharded_state(self) -> Dict[str, Dict[str, torch.Tensor]]:
         """Full per-parameter master weights and moments, assembled over DP (every rank gets it)."""

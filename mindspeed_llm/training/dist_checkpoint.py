@@ -105,7 +105,9 @@ def load(trainer: "Trainer", directory: str, iteration: int, release: bool) -> N
     _check_optimizer(trainer, common, directory, weights_only)
     kinds = None if weights_only else common.get("optimizer_kinds", [])
     try:
-        weights, states = dcp_format.load_into(directory, trainer.dp, _where(trainer), _tied(trainer), kinds)
+        metadata = dcp_format.read_metadata(directory)
+        weights, states = dcp_format.load_into(directory, trainer.dp, _where(trainer), _tied(trainer), kinds,
+                                               metadata)
     except KeyError as error:
         raise checkpointing.CheckpointError(
             f"{directory} has no tensor {error.args[0]!r} that this model needs; check the model flags against the "
@@ -117,8 +119,8 @@ def load(trainer: "Trainer", directory: str, iteration: int, release: bool) -> N
         raise checkpointing.CheckpointError(f"{directory}: {error}; check the model flags against the "
                                             "checkpoint's (or --use-checkpoint-args)") from None
     except CheckpointException as error:
-        raise checkpointing.CheckpointError(f"{directory} cannot be read ({_first_line(error)}); the checkpoint "
-                                            "files are damaged: load an earlier iteration") from None
+        raise checkpointing.CheckpointError(f"{directory} cannot be read ({dcp_format.error_line(error)}); the "
+                                            "checkpoint files are damaged: load an earlier iteration") from None
     if trainer.dp.windowed_model:  # its shares were read in place
         trainer.dp.finish_model_windows(weights)
     else:
@@ -127,8 +129,7 @@ def load(trainer: "Trainer", directory: str, iteration: int, release: bool) -> N
         trainer.dp.reload_model_params()
     else:
         if trainer.dp.windowed_optimizer:  # its shares were read in place
-            masters = "fp32_param" in kinds and dcp_format.holds_masters(dcp_format.stored_keys(directory))
-            trainer.dp.finish_optimizer_windows(common["optimizer"], masters)
+            trainer.dp.finish_optimizer_windows(common["optimizer"], dcp_format.FP32_PARAM in kinds)
         else:
             trainer.dp.load_named_optimizer_states(states, common["optimizer"])
         trainer._load_scheduler(common, directory)
@@ -136,7 +137,7 @@ def load(trainer: "Trainer", directory: str, iteration: int, release: bool) -> N
         trainer.iteration = iteration
         trainer.consumed_samples = int(common.get("consumed_train_samples", 0))
         trainer.skipped_iterations = int(common.get("skipped_iterations", 0))
-        _load_rng(trainer, directory, common)
+        _load_rng(trainer, directory, common, metadata)
 
 
 def _read_common(directory: str) -> Dict[str, Any]:
@@ -156,18 +157,13 @@ def _check_optimizer(trainer: "Trainer", common: Dict[str, Any], directory: str,
             "the flag or add --no-load-optim to load the weights only")
 
 
-def _load_rng(trainer: "Trainer", directory: str, common: Dict[str, Any]) -> None:
+def _load_rng(trainer: "Trainer", directory: str, common: Dict[str, Any], metadata: Any) -> None:
     if trainer.args.no_load_rng:
         return
-    payload = dcp_format.read_bytes(directory, _rng_key(trainer))  # collective
+    payload = dcp_format.read_bytes(directory, _rng_key(trainer), metadata)  # collective
     if payload is not None:
         set_all_rng_states(torch.load(io.BytesIO(payload), weights_only=True))
     elif trainer.state.rank == 0:
         why = (f"was saved at layout {common.get('layout')}, this run is {layout_tag(trainer)}"
                if common.get("layout") != layout_tag(trainer) else "holds no RNG states (--no-save-rng)")
         print(f"note: {directory} {why}: the RNG streams (dropout) start from --seed {trainer.args.seed}", flush=True)
-
-
-def _first_line(error: Exception) -> str:
-    lines = [line for line in str(error).splitlines() if line.strip()]
-    return lines[-1][:300] if lines else type(error).__name__

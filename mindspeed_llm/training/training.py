@@ -448,11 +448,7 @@ class Trainer:
         bad = next((f"{name} (rank {self.state.rank})" for model in self.models
                     for name, param in model.named_parameters()
                     if checkpointing.non_finite_count(getattr(param, "_local_tensor", param))), None)
-        found: List[Optional[str]] = [bad]
-        if dist.is_initialized():
-            found = [None] * dist.get_world_size()
-            dist.all_gather_object(found, bad)
-        first = next((name for name in found if name is not None), None)
+        first = dcp_format.first_on_any_rank(bad)
         if first is None:
             return
         if self.args.check_for_nan_in_loss_and_grad:

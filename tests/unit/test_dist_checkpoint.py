@@ -35,8 +35,9 @@ LLAMA = ARGV + ["--normalization", "RMSNorm", "--swiglu", "--position-embedding-
 
 
 def _stored(directory: str) -> Dict[str, torch.Tensor]:
-    keys = [key for key, shape in fmt.stored_keys(directory).items() if shape is not None]
-    return fmt.read_full(directory, keys)
+    metadata = fmt.read_metadata(directory)
+    keys = [key for key, shape in fmt.stored_keys(metadata).items() if shape is not None]
+    return fmt.read_full(directory, keys, metadata)
 
 
 VARIANTS = {"fp32": [], "bf16": ["--bf16"], "fp32_distopt": ["--use-distributed-optimizer"],
@@ -198,7 +199,7 @@ def test_convert_hf_to_torch_dist_and_back_is_exact(tmp_path):
                     "--load-dir", hf, "--save-dir", dist_dir) == 0
     release = checkpointing.iteration_dir(dist_dir, None, release=True)
     assert fmt.is_dist_checkpoint(release) and checkpointing.read_tracker(dist_dir) == (0, True)
-    assert fmt.stored_keys(release)["model.embedding.word_embeddings.weight"] == (101, 32)
+    assert fmt.stored_keys(fmt.read_metadata(release))["model.embedding.word_embeddings.weight"] == (101, 32)
     assert _convert("--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", dist_dir,
                     "--save-dir", back) == 0
     original, returned = _hf_tensors(hf), _hf_tensors(back)
