@@ -282,7 +282,7 @@ class GPTDataset(torch.utils.data.Dataset):
             "dataset_path": os.path.abspath(self.indexed.path_prefix),
             "sequences": int(len(lengths)), "split": self.split_name, "split_range": list(self.split_range),
             # what the indices are computed from: new data under the same prefix gets its own cache files
-            "lengths_md5": _fingerprint(lengths, self.indexed.document_indices),
+            "lengths_md5": self.indexed.fingerprint,
             "num_samples": self.num_samples, "seq_length": config.seq_length, "seed": config.seed,
             "add_extra_token_to_sequence": config.add_extra_token_to_sequence,
             "drop_last_partial_sequence": config.drop_last_partial_sequence,
@@ -351,14 +351,6 @@ def _cache_dir(prefix: str, config: GPTDatasetConfig) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(prefix)), "cache", "GPTDataset_indices")
 
 
-def _fingerprint(*arrays: np.ndarray) -> str:
-    """md5 of the sequence lengths and document boundaries, the only inputs of the sample indices."""
-    digest = hashlib.md5()
-    for array in arrays:
-        digest.update(np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()
-
-
 def _save_cache(files: Dict[str, str], arrays: Dict[str, np.ndarray], description: str) -> None:
     """Write each array to a temporary name and rename it; the description goes last."""
     os.makedirs(os.path.dirname(files["description"]), exist_ok=True)
@@ -366,10 +358,15 @@ def _save_cache(files: Dict[str, str], arrays: Dict[str, np.ndarray], descriptio
         tmp = f"{files[kind]}.tmp{os.getpid()}.npy"
         np.save(tmp, arrays[kind], allow_pickle=False)
         os.replace(tmp, files[kind])
-    tmp = f"{files['description']}.tmp{os.getpid()}"
+    _replace_text(files["description"], description)
+
+
+def _replace_text(path: str, text: str) -> None:
+    """``text`` into ``path`` atomically: a temporary name, then a rename."""
+    tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as stream:
-        stream.write(description)
-    os.replace(tmp, files["description"])
+        stream.write(text)
+    os.replace(tmp, path)
 
 
 def gpt_fields(text: torch.Tensor, eod: Optional[int] = None, reset_position_ids: bool = False,
@@ -451,7 +448,7 @@ def max_token_id_cache_file(indexed: IndexedDataset, cache_dir: str) -> str:
         stream.seek(max(size - BIN_EDGE_BYTES, 0))
         tail = stream.read(BIN_EDGE_BYTES)
     key = json.dumps({"format": MAX_TOKEN_ID_FORMAT, "dtype": str(np.dtype(indexed.dtype)), "bin_bytes": size,
-                      "idx_md5": _fingerprint(indexed.sequence_lengths, indexed.document_indices),
+                      "idx_md5": indexed.fingerprint,
                       "bin_ends_md5": hashlib.md5(head + tail).hexdigest()}, sort_keys=True)
     return os.path.join(cache_dir, f"{hashlib.md5(key.encode('utf-8')).hexdigest()}-max_token_id.json")
 
@@ -483,12 +480,9 @@ def _read_max_token_id(path: str) -> Optional[int]:
 
 
 def _write_json(path: str, content: dict) -> None:
-    """Atomically: a temporary name, then a rename."""
+    """Atomically (:func:`_replace_text`), creating the directory."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as stream:
-        json.dump(content, stream, indent=2, sort_keys=True)
-    os.replace(tmp, path)
+    _replace_text(path, json.dumps(content, indent=2, sort_keys=True))
 
 
 def corpus_max_token_ids(datasets: Sequence[Optional[torch.utils.data.Dataset]]) -> Dict[str, int]:

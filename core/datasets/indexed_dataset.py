@@ -29,6 +29,8 @@ mismatch raises :class:`IndexedDatasetError` naming the file, never garbage toke
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import shutil
 import struct
@@ -258,6 +260,15 @@ class IndexedDataset:
     @property
     def sequence_lengths(self) -> np.ndarray:
         return self.index.sequence_lengths  # [S] int32
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """md5 of the sequence lengths and document boundaries (the ``.idx``'s content), computed once: what the
+        sample indices and the cached largest id are keyed on."""
+        digest = hashlib.md5()
+        for array in (self.sequence_lengths, self.document_indices):
+            digest.update(np.ascontiguousarray(array).tobytes())
+        return digest.hexdigest()
 
     @property
     def sequence_pointers(self) -> np.ndarray:
