@@ -23,7 +23,7 @@ from core.transformer.context_parallel import SequenceLayout
 from core.transformer.mla import MultiLatentAttention
 from core.transformer.mlp import MLP
 from core.transformer.moe.moe_layer import MoELayer
-from core.transformer.norms import build_norm
+from core.transformer.norms import RMSNorm, build_norm
 from core.transformer.swap_attention import (get_activation_swapper, recomputes_mlp, swapped_attributes,
                                           swapping)
 
@@ -127,6 +127,9 @@ class TransformerLayer(nn.Module):
         self._swap_attributes = swapped_attributes(config.swap_modules) if config.swap_attention else ()
         self._swap_record = None
         self.recompute_mlp = False
+        # --use-fused-rmsnorm: the residual add before the MLP and its pre-norm run as one kernel
+        self.fused_add_norm = (isinstance(self.pre_mlp_layernorm, RMSNorm) and self.pre_mlp_layernorm.fused
+                               and "pre_mlp_layernorm" not in self._swap_attributes)
         self.layer_scalar = None  # Gemma4: the layer's output times a scalar of its own
         if config.layer_scalar:  # replicated; fed a sequence shard under SP, hence a partial gradient there
             self.layer_scalar = mark_param(nn.Parameter(torch.empty(1, dtype=config.params_dtype)), init="ones",
@@ -169,8 +172,16 @@ class TransformerLayer(nn.Module):
             shared = self.config.parallel_residual_shared_norm
             mlp_input = normed if shared else self._norm(self.pre_mlp_layernorm, hidden)
             return hidden + attn + self._branch(self._mlp(mlp_input), self.post_mlp_layernorm)
+        normed, hidden = self._add_and_norm(hidden, attn)
+        return hidden + self._branch(self._mlp(normed), self.post_mlp_layernorm)
+
+    def _add_and_norm(self, hidden: torch.Tensor, attn: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``(pre-MLP norm of hidden + attn, hidden + attn)``; one fused kernel under --use-fused-rmsnorm."""
+        if self.fused_add_norm and hidden.dtype == attn.dtype:
+            normed, hidden = self.pre_mlp_layernorm.add_forward(hidden, attn)
+            return to_compute_dtype(normed, self, self.config), hidden
         hidden = hidden + attn
-        return hidden + self._branch(self._mlp(self._norm(self.pre_mlp_layernorm, hidden)), self.post_mlp_layernorm)
+        return self._norm(self.pre_mlp_layernorm, hidden), hidden
 
     def _norm(self, norm: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
         """A pre-branch norm of the residual stream, in the dtype the attention or MLP computes in."""

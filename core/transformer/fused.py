@@ -135,7 +135,7 @@ def register_fused_op(name: str, config_field: str, chooser: Any) -> None:
 
 def chosen_kernels(config: Any, device_type: str) -> Dict[str, str]:
     """The kernel name of each registered operation for ``config``'s flags on ``device_type``."""
-    order = ("rmsnorm", "swiglu", "rope", "attention")
+    order = ("rmsnorm", "add_rmsnorm", "swiglu", "rope", "attention")
     names = sorted(FUSED_OPS, key=lambda name: order.index(name) if name in order else len(order))
     return {name: FUSED_OPS[name][1](device_type, bool(getattr(config, FUSED_OPS[name][0])))[0] for name in names}
 
@@ -148,5 +148,6 @@ def reset_choices() -> None:
 
 
 def fused_kernels_line(config: Any, device_type: str) -> str:
-    """``fused kernels: rmsnorm=compiled swiglu=compiled rope=reference attention=sdpa`` for the log."""
+    """``fused kernels: rmsnorm=compiled add_rmsnorm=compiled swiglu=compiled rope=reference attention=sdpa``
+    for the log."""
     return "fused kernels: " + " ".join(f"{op}={name}" for op, name in chosen_kernels(config, device_type).items())

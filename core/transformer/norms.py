@@ -11,6 +11,11 @@ which one (``"npu"``, ``"apex"``, ``"compiled"`` or ``"reference"``);
 ``tests/unit/test_norms.py`` and ``tests/unit/test_fused_ops.py`` test that
 choice with fake kernels and compare a real fused kernel with the reference
 where one exists.
+
+``--use-fused-rmsnorm`` also fuses the residual add before the MLP's pre-norm
+(``add_rms_norm``: the sum and its norm in one pass): flash-attn's Triton
+``rms_norm_fn`` with a residual on CUDA, the add then ``npu_rms_norm`` on an
+NPU, a ``torch.compile``d reference elsewhere.
 """
 from __future__ import annotations
 
@@ -94,6 +99,56 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, fused: bool = Fa
     return rms_norm_kernel(x.device.type, fused)[1](x, weight, eps)
 
 
+AddRMSNormKernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float], Tuple[torch.Tensor, torch.Tensor]]
+
+
+def add_rms_norm_reference(residual: torch.Tensor, branch: torch.Tensor, weight: torch.Tensor,
+                           eps: float) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``(rms_norm(residual + branch), residual + branch)``: a residual add and the norm that reads its sum;
+    all ``[..., h]``."""
+    total = residual + branch
+    return rms_norm_reference(total, weight, eps), total
+
+
+def _npu_add_kernel() -> Optional[AddRMSNormKernel]:
+    norm = _npu_kernel()
+    if norm is None:
+        return None
+
+    def kernel(residual: torch.Tensor, branch: torch.Tensor, weight: torch.Tensor,
+               eps: float) -> Tuple[torch.Tensor, torch.Tensor]:
+        total = residual + branch
+        return norm(total, weight, eps), total
+    return kernel
+
+
+def _flash_attn_add_kernel() -> Optional[AddRMSNormKernel]:
+    try:
+        from flash_attn.ops.triton.layer_norm import rms_norm_fn
+    except ImportError:  # flash-attn is optional
+        return None
+
+    def kernel(residual: torch.Tensor, branch: torch.Tensor, weight: torch.Tensor,
+               eps: float) -> Tuple[torch.Tensor, torch.Tensor]:
+        normed, total = rms_norm_fn(branch, weight, None, residual=residual, eps=eps, prenorm=True)
+        return normed, total
+    return kernel
+
+
+ADD_RMS_NORM = FusedOp("add_rmsnorm", "--use-fused-rmsnorm", add_rms_norm_reference,
+                       {"npu": ("npu", _npu_add_kernel), "cuda": ("flash_attn", _flash_attn_add_kernel)})
+
+
+@functools.lru_cache(maxsize=None)
+def add_rms_norm_kernel(device_type: str, fused: bool = False) -> Tuple[str, AddRMSNormKernel]:
+    """The residual add + RMSNorm kernel for ``device_type``: ("npu" | "flash_attn" | "compiled" |
+    "reference", function); ``fused``: ``--use-fused-rmsnorm``."""
+    return decide_kernel(ADD_RMS_NORM, device_type, fused)
+
+
+register_fused_op("add_rmsnorm", "use_fused_rmsnorm", add_rms_norm_kernel)
+
+
 class RMSNorm(nn.Module):
     """``weight * x / rms(x)``; with ``offset`` (``--apply-layernorm-1p``) the scale is ``1 + weight``.
 
@@ -112,6 +167,12 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight = weight_for_input(self.weight, x)
         return rms_norm(x, weight + 1.0 if self.offset else weight, self.eps, self.fused)
+
+    def add_forward(self, residual: torch.Tensor, branch: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``(self(residual + branch), residual + branch)`` through :func:`add_rms_norm_kernel`."""
+        weight = weight_for_input(self.weight, residual)
+        kernel = add_rms_norm_kernel(residual.device.type, self.fused)[1]
+        return kernel(residual, branch, weight + 1.0 if self.offset else weight, self.eps)
 
 
 class LayerNorm(nn.Module):

@@ -28,7 +28,7 @@ from core.transformer import fused
 from core.transformer.attention import SelfAttention, attention_kernel
 from core.transformer.config import TransformerConfig
 from core.transformer.mlp import swiglu_kernel, swiglu_reference
-from core.transformer.norms import rms_norm_kernel, rms_norm_reference
+from core.transformer.norms import add_rms_norm_kernel, add_rms_norm_reference, rms_norm_kernel, rms_norm_reference
 from core.transformer.rope import apply_rotary, rotary_kernel
 from mindspeed_llm.training.training import run, setup
 
@@ -48,6 +48,12 @@ def _rms_inputs(dtype: torch.dtype) -> Tuple:
             torch.randn(64, dtype=dtype, requires_grad=True), 1e-5)
 
 
+def _add_rms_inputs(dtype: torch.dtype) -> Tuple:
+    return (torch.randn(4, 6, 64, dtype=dtype, requires_grad=True),
+            torch.randn(4, 6, 64, dtype=dtype, requires_grad=True),
+            torch.randn(64, dtype=dtype, requires_grad=True), 1e-5)
+
+
 def _swiglu_inputs(dtype: torch.dtype) -> Tuple:
     return (torch.randn(6, 2, 2 * 48, dtype=dtype, requires_grad=True),)
 
@@ -60,6 +66,7 @@ def _rope_inputs(dtype: torch.dtype, rotary_dim: int = 16, interleaved: bool = F
 
 CASES = {
     "rmsnorm": (rms_norm_kernel, rms_norm_reference, _rms_inputs),
+    "add_rmsnorm": (add_rms_norm_kernel, add_rms_norm_reference, _add_rms_inputs),
     "swiglu": (swiglu_kernel, swiglu_reference, _swiglu_inputs),
     "rope": (rotary_kernel, apply_rotary, _rope_inputs),
     "rope_partial_interleaved": (rotary_kernel, apply_rotary,
@@ -68,17 +75,20 @@ CASES = {
 
 
 def _forward_backward(fn: Callable, args: Tuple) -> List[torch.Tensor]:
+    """The outputs (one tensor, or a tuple: add + RMSNorm) and the inputs' gradients under random output
+    gradients."""
     args = tuple(a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a
                  for a in args)
-    out = fn(*args)
+    outs = fn(*args)
+    outs = list(outs) if isinstance(outs, tuple) else [outs]
     leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     torch.manual_seed(3)
-    return [out, *torch.autograd.grad(out, leaves, torch.randn_like(out))]
+    return [*outs, *torch.autograd.grad(outs, leaves, [torch.randn_like(out) for out in outs])]
 
 
 @pytest.mark.parametrize("case,dtype,tolerance", [
     *((case, torch.float32, 1e-5) for case in sorted(CASES)),
-    *((case, torch.bfloat16, 2e-2) for case in ("rmsnorm", "rope", "swiglu")),
+    *((case, torch.bfloat16, 2e-2) for case in ("rmsnorm", "add_rmsnorm", "rope", "swiglu")),
 ])
 def test_compiled_cpu_path_equals_the_reference(case: str, dtype: torch.dtype, tolerance: float) -> None:
     chooser, reference, inputs = CASES[case]
@@ -159,6 +169,12 @@ def test_npu_kernels_with_torch_npu(monkeypatch: pytest.MonkeyPatch) -> None:
     assert name == "npu_fusion_attention" and kernel(q, q, q, 0.25, 0.0, None) is q
     assert kernel(q, q, q, 0.25, 0.0, 4) is None  # a sliding window: the SDPA path
     assert calls == ["rotary_mul", "swiglu dim=-1", "BNSD"]
+    assert add_rms_norm_kernel("npu", False)[0] == "reference"
+    name, kernel = add_rms_norm_kernel("npu", True)  # the add, then npu_rms_norm
+    residual, branch, weight, eps = _add_rms_inputs(torch.float32)
+    assert name == "npu"
+    for ours, expected in zip(kernel(residual, branch, weight, eps), add_rms_norm_reference(residual, branch, weight, eps)):
+        assert torch.equal(ours, expected)
 
 
 def test_cuda_kernels_with_apex_and_flash_attn(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -180,11 +196,32 @@ def test_cuda_kernels_with_apex_and_flash_attn(monkeypatch: pytest.MonkeyPatch) 
     assert calls == [("rope",), ("rms", (32,), 1e-6)]
 
 
+def _fake_triton_rms_norm_fn(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                             residual: Optional[torch.Tensor] = None, eps: float = 1e-6,
+                             prenorm: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+    """flash-attn's ``ops.triton.layer_norm.rms_norm_fn`` semantics: with ``prenorm`` it returns the norm of
+    ``x + residual`` and that sum."""
+    assert bias is None and residual is not None and prenorm
+    total = x + residual
+    return rms_norm_reference(total, weight, eps), total
+
+
+def test_cuda_add_rms_norm_through_flash_attn_triton(monkeypatch: pytest.MonkeyPatch) -> None:
+    _install(monkeypatch, "flash_attn.ops.triton.layer_norm", rms_norm_fn=_fake_triton_rms_norm_fn)
+    assert add_rms_norm_kernel("cuda", False)[0] == "reference"
+    name, kernel = add_rms_norm_kernel("cuda", True)
+    assert name == "flash_attn"
+    args = _add_rms_inputs(torch.float32)
+    for ours, expected in zip(_forward_backward(kernel, args), _forward_backward(add_rms_norm_reference, args)):
+        assert torch.equal(ours, expected)
+
+
 def test_without_packages_cuda_compiles_and_attention_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
     _block(monkeypatch, "apex", "apex.normalization", "apex.normalization.fused_layer_norm",
            "apex.transformer", "apex.transformer.functional", "flash_attn")
     assert rms_norm_kernel("cuda", False)[0] == "reference"
     assert rms_norm_kernel("cuda", True)[0] == rotary_kernel("cuda", True)[0] == "compiled"
+    assert add_rms_norm_kernel("cuda", True)[0] == "compiled"
     with pytest.warns(RuntimeWarning, match="--use-flash-attn: no fused attention kernel on cuda; using sdpa"):
         assert attention_kernel("cuda", True)[0] == "sdpa"
     with warnings.catch_warnings():
@@ -276,14 +313,15 @@ def test_training_with_all_fused_flags_equals_without(capsys: pytest.CaptureFixt
     with pytest.warns(RuntimeWarning, match="--use-flash-attn: no fused attention kernel on cpu; using sdpa"):
         with_flags = run(ARGV + FLAGS)
     log = capsys.readouterr().out
-    assert "fused kernels: rmsnorm=reference swiglu=reference rope=reference attention=sdpa" in log
-    assert "fused kernels: rmsnorm=compiled swiglu=compiled rope=compiled attention=sdpa" in log
+    assert ("fused kernels: rmsnorm=reference add_rmsnorm=reference swiglu=reference rope=reference "
+            "attention=sdpa") in log
+    assert "fused kernels: rmsnorm=compiled add_rmsnorm=compiled swiglu=compiled rope=compiled attention=sdpa" in log
     assert len(with_flags.losses) == 20
     torch.testing.assert_close(torch.tensor(with_flags.losses), torch.tensor(plain.losses), rtol=0, atol=1e-4)
     for (name, ours), (_, expected) in zip(with_flags.model.named_parameters(), plain.model.named_parameters()):
         torch.testing.assert_close(ours, expected, rtol=0, atol=1e-4, msg=lambda m: f"{name}: {m}")
-    compiled = list(fused._COMPILED.values())  # RMSNorm, SwiGLU and RoPE: compiled, and they ran
-    assert len(compiled) == 3 and all(region.compile_seconds > 0 and not region.failed for region in compiled)
+    compiled = list(fused._COMPILED.values())  # RMSNorm, add + RMSNorm, SwiGLU and RoPE: compiled, and they ran
+    assert len(compiled) == 4 and all(region.compile_seconds > 0 and not region.failed for region in compiled)
 
 
 @pytest.mark.parametrize("swap,message", [
