@@ -17,12 +17,21 @@ On a CPU without bf16 matrix units (``core.device.cpu_has_half_gemm_units``)
 PyTorch's bf16 GEMM is a slow reference kernel: there the bf16 baselines run
 one step each in a child process under ``--baseline-timeout`` seconds, and a
 baseline that does not finish is reported as at most ``tokens / timeout``.
-Prints one JSON line: the CPU, tokens/s of every model, ratios, MFU.
+
+``--emulate-avx2`` runs the bench as on an AVX2-only CPU: it restarts itself with
+``ATEN_CPU_CAPABILITY=avx2`` (PyTorch's own kernels) and ``ONEDNN_MAX_CPU_ISA=AVX2``
+(oneDNN's), so PyTorch reports no bf16 support and its bf16 GEMM takes the slow
+reference kernel, as on such a machine, and with inductor's cache in a directory of
+its own (inductor's cache key does not include the capability: kernels compiled for
+AVX512 and loaded under AVX2 give wrong numbers).
+Prints one JSON line: the CPU, tokens/s of every model, ratios (``bf16_vs_fp32``:
+our bf16 step against our fp32 step), MFU.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -192,8 +201,12 @@ def main() -> None:
     parser.add_argument("--plain", action="store_true", help="ours without the fused-kernel flags and compile")
     parser.add_argument("--baseline-timeout", type=float, default=240.0,
                         help="seconds for one bf16 baseline step on a CPU without bf16 units")
+    parser.add_argument("--emulate-avx2", action="store_true",
+                        help="restart as on an AVX2-only CPU (PyTorch and oneDNN limited to AVX2; module docstring)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.emulate_avx2 and os.environ.get("ATEN_CPU_CAPABILITY") != "avx2":
+        restart_as_avx2()
     if args.child:
         child_step(args.child)
         return
@@ -204,14 +217,25 @@ def main() -> None:
         args.steps, args.rounds, args.plain = 1, 1, True
     result = {"bench": "train_throughput", "model": str(shape), "threads": torch.get_num_threads(),
               "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-              "cpu_bf16_units": cpu_has_half_gemm_units(torch.bfloat16),
+              "cpu_bf16_units": cpu_has_half_gemm_units(torch.bfloat16), "emulated_avx2": args.emulate_avx2,
               "ours": "plain" if args.plain else "fused kernels + regional torch.compile"}
     for dtype in args.dtypes.split(","):
         result[dtype] = measure(shape, dtype, args.steps, args.warmup, args.rounds,
                                 num_workers=0 if args.smoke else 2,  # smoke: no DataLoader processes
                                 fast=not args.plain, baseline_timeout=args.baseline_timeout,
                                 shape_name="smoke" if args.smoke else "bench")
+    if "fp32" in result and "bf16" in result:
+        result["bf16_vs_fp32"] = round(result["bf16"]["ours_tokens_per_s"] / result["fp32"]["ours_tokens_per_s"], 3)
     print(json.dumps(result))
+
+
+def restart_as_avx2() -> None:
+    """Run this bench again, in place, with PyTorch and oneDNN limited to AVX2 (``--emulate-avx2``)."""
+    cache = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"torchinductor_avx2_{os.getuid()}")
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+           "TORCHINDUCTOR_CACHE_DIR": cache}
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, os.path.abspath(__file__), *sys.argv[1:]], env)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from core.device import gemm_dtype
 from core.parallel_state import GROUP_DIMS, Group, ParallelState
 from core.pipeline_parallel.layout import Placement, chunk_specs
 from core.ssm.mamba_mixer import MAMBA_INITS
@@ -257,10 +258,11 @@ class GPTModel(nn.Module):
         gradients) the logits are materialised, as the deferral queues the output layer's product.
         """
         chunk = self.config.cross_entropy_chunk_size
-        if chunk is None:  # by dtype: see TransformerConfig.cross_entropy_chunk_size
-            chunk = CROSS_ENTROPY_CHUNK if self.output_weight().dtype in (torch.bfloat16, torch.float16) else 0
+        if chunk is None:  # by the dtype the output GEMM runs in: see TransformerConfig.cross_entropy_chunk_size
+            chunk = CROSS_ENTROPY_CHUNK if gemm_dtype(self.output_weight()) in (torch.bfloat16, torch.float16) else 0
         if not chunk or weight_grads_deferred():
-            return self._per_token_loss(self._logits(hidden), labels, label_smoothing)
+            return self._per_token_loss(self._logits(hidden, fp32_product=not weight_grads_deferred()), labels,
+                                        label_smoothing)
         hidden = column_parallel_input(self._output_layer_input(hidden), self.tp_group,
                                        self.config.sequence_parallel)  # [s, b, h]
         loss = linear_vocab_parallel_cross_entropy(
@@ -275,10 +277,17 @@ class GPTModel(nn.Module):
                                             label_smoothing=label_smoothing)
         return loss.t().contiguous()  # [b, s]; not a view (FSDP2 hooks outputs)
 
-    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Local logits ``[s, b, v/tp]`` of the normed hidden states ``[s(/tp), b, h]`` (the shared output layer)."""
-        logits = column_parallel_linear(self._output_layer_input(hidden), self.output_weight(), self._output_bias(),
-                                        self.tp_group, sequence_parallel=self.config.sequence_parallel)  # [s, b, v/tp]
+    def _logits(self, hidden: torch.Tensor, fp32_product: bool = False) -> torch.Tensor:
+        """Local logits ``[s, b, v/tp]`` of the normed hidden states ``[s(/tp), b, h]`` (the shared output layer).
+
+        ``fp32_product``: where a half-precision output layer multiplies in fp32 anyway (a CPU without bf16
+        units, ``core.device.gemm_dtype``), the logits stay fp32 for the loss instead of a bf16 round trip.
+        """
+        x, weight = self._output_layer_input(hidden), self.output_weight()
+        if fp32_product and weight.dtype != torch.float32 and gemm_dtype(weight) == torch.float32:
+            x = x.float()  # [s(/tp), b, h]: the fp32 input gives the fp32 product fp32 logits
+        logits = column_parallel_linear(x, weight, self._output_bias(), self.tp_group,
+                                        sequence_parallel=self.config.sequence_parallel)  # [s, b, v/tp]
         if self.config.output_multiplier_scale is not None:  # Granite: 1 / logits_scaling
             logits = logits * self.config.output_multiplier_scale
         cap = self.config.output_logit_softcapping

@@ -174,8 +174,9 @@ class _BiasAddDeferredGrad(torch.autograd.Function):
 class _LinearInFp32(torch.autograd.Function):
     """``F.linear`` of half-precision operands with every GEMM in fp32 (``core.device.gemm_dtype``).
 
-    The output and the gradients keep the operands' dtypes, and only the half-precision input and
-    weight are saved, so memory is what ``F.linear`` would use.
+    The output and the gradients keep the operands' dtypes (an fp32 input with a half-precision weight
+    gives fp32 outputs: the loss's logits, never rounded to bf16), and only the input and weight are
+    saved, so memory is what ``F.linear`` would use.
     """
 
     @staticmethod
@@ -199,17 +200,21 @@ class _LinearInFp32(torch.autograd.Function):
 
 
 def _gemm_in_fp32(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Half-precision operands on a device whose half-precision GEMMs are slow (plain tensors only:
-    an NF4 weight dequantises itself inside ``F.linear``)."""
-    return gemm_dtype(x) != x.dtype and type(weight) in (torch.Tensor, nn.Parameter)
+    """A half-precision operand (the input, else the weight) on a device whose half-precision GEMMs are
+    slow (plain tensors only: an NF4 weight dequantises itself inside ``F.linear``)."""
+    half = x if x.dtype != torch.float32 else weight
+    return gemm_dtype(half) != half.dtype and type(weight) in (torch.Tensor, nn.Parameter)
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """``F.linear``; inside ``defer_weight_grads`` with grad enabled, its weight gradients are deferred.
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+           defer_weight_grad: bool = True) -> torch.Tensor:
+    """``F.linear``; inside ``defer_weight_grads`` with grad enabled, its weight gradients are deferred
+    (unless ``defer_weight_grad=False``: the MoE router's and experts' products, whose weights are views
+    or outside the schedule's split).
 
     bf16/fp16 on a CPU without half-precision matrix units multiplies in fp32 (:class:`_LinearInFp32`).
     """
-    store = _active_store
+    store = _active_store if defer_weight_grad else None
     if store is not None and torch.is_grad_enabled() and (_deferred(weight) or _deferred(bias)):
         return _LinearDeferredWeightGrad.apply(x, weight, bias, store)
     if _gemm_in_fp32(x, weight):

@@ -150,8 +150,9 @@ class TransformerConfig:
     output_multiplier_scale: Optional[float] = None
     # The training loss's output layer and cross-entropy run together over chunks of this many vocabulary
     # entries (core/tensor_parallel/cross_entropy.py), so the [s, b, v/tp] fp32 logits never exist; 0 materialises
-    # them. None chooses by the output layer's dtype: chunks of CROSS_ENTROPY_CHUNK in bf16/fp16 (as fast and far
-    # smaller), the logits in fp32 (the chunked backward recomputes the product, a GEMM that fp32 pays in full)
+    # them. None chooses by the dtype the output layer's GEMM runs in (core.device.gemm_dtype): chunks of
+    # CROSS_ENTROPY_CHUNK in bf16/fp16 (as fast and far smaller), the logits in fp32 (the chunked backward
+    # recomputes the product, a GEMM that fp32 pays in full), also for bf16 weights on a CPU without bf16 units
     # [--cross-entropy-chunk-size]
     cross_entropy_chunk_size: Optional[int] = None
     # Biases by place, each on top of --add-bias-linear (all linears) and --add-qkv-bias (q/k/v only):

@@ -3,7 +3,8 @@
 Against the path that materialises the logits: the loss and every parameter's gradient agree in fp32
 (label smoothing, a padding mask, a vocabulary that is not a multiple of the chunk, tied and untied
 output layers, MTP's extra heads), twenty training steps agree, and bf16 agrees within bf16 rounding.
-Which path runs by default follows the output layer's dtype: chunks in bf16, the logits in fp32.
+Which path runs by default follows the dtype the output GEMM runs in: chunks in bf16, the logits in fp32,
+also for bf16 weights on a CPU without bf16 units (whose products run in fp32).
 The TP=2/4 and sequence-parallel cases are in tests/distributed/test_tp_layers.py (the function) and
 tests/distributed/test_training_equivalence.py (training).
 """
@@ -15,6 +16,7 @@ import pytest
 import torch
 
 import core.models.gpt_model as gpt_model
+from core import device
 from mindspeed_llm.arguments import ArgumentError, parse_args, validate_args
 from mindspeed_llm.training.training import setup
 
@@ -76,10 +78,13 @@ def test_bf16_within_bf16_rounding() -> None:
     torch.testing.assert_close(torch.tensor(chunked), torch.tensor(plain), rtol=2e-2, atol=0)
 
 
-@pytest.mark.parametrize("extra, chunked", [([], False), (["--bf16"], True),
-                                            (["--cross-entropy-chunk-size", "8"], True),
-                                            (["--bf16", "--cross-entropy-chunk-size", "0"], False)])
-def test_default_path_follows_the_dtype(monkeypatch, extra: List[str], chunked: bool) -> None:
+@pytest.mark.parametrize("extra, chunked, units", [([], False, True), (["--bf16"], True, True),
+                                                   (["--bf16"], False, False),
+                                                   (["--cross-entropy-chunk-size", "8"], True, True),
+                                                   (["--bf16", "--cross-entropy-chunk-size", "0"], False, True)])
+def test_default_path_follows_the_gemm_dtype(monkeypatch, extra: List[str], chunked: bool, units: bool) -> None:
+    """``units``: whether the CPU multiplies bf16 in hardware (without, bf16 GEMMs run in fp32: no chunks)."""
+    monkeypatch.setattr(device, "cpu_has_half_gemm_units", lambda dtype: units)
     calls = []
     original = gpt_model.linear_vocab_parallel_cross_entropy
     monkeypatch.setattr(gpt_model, "linear_vocab_parallel_cross_entropy",

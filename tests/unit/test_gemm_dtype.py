@@ -18,7 +18,7 @@ import core.device as device
 from core.tensor_parallel.layers import linear
 from mindspeed_llm.training.training import setup
 
-PRODUCTS = {"mm", "addmm", "bmm", "baddbmm", "_scaled_dot_product_flash_attention_for_cpu",
+PRODUCTS = {"mm", "addmm", "bmm", "baddbmm", "_grouped_mm", "_scaled_dot_product_flash_attention_for_cpu",
             "_scaled_dot_product_flash_attention_for_cpu_backward"}
 ARGV = [
     "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
@@ -84,6 +84,36 @@ def test_linear_in_fp32_equals_the_fp32_product_rounded(units) -> None:
         assert torch.equal(ours, theirs.bfloat16())
 
 
+def test_fp32_input_with_a_bf16_weight_gives_fp32_outputs(units) -> None:
+    """The loss's logits without bf16 units: an fp32 input keeps the product and its input gradient fp32."""
+    units(False)
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(6, 24, generator=generator).requires_grad_(True)
+    w = torch.randn(40, 24, generator=generator).bfloat16().requires_grad_(True)
+    g = torch.randn(6, 40, generator=generator)
+    out = linear(x, w)
+    out.backward(g)
+    x32, w32 = x.detach().clone().requires_grad_(True), w.detach().float().requires_grad_(True)
+    expected = F.linear(x32, w32)
+    expected.backward(g)
+    assert out.dtype == x.grad.dtype == torch.float32 and w.grad.dtype == torch.bfloat16
+    assert torch.equal(out, expected) and torch.equal(x.grad, x32.grad) and torch.equal(w.grad, w32.grad.bfloat16())
+
+
+@pytest.mark.parametrize("present", [True, False])
+def test_the_plain_loss_reads_fp32_logits_without_units(units, monkeypatch, present: bool) -> None:
+    """Without bf16 units the output layer's product is fp32 anyway, and its logits reach the loss unrounded."""
+    import core.models.gpt_model as gpt_model
+    units(present)
+    seen: List[torch.dtype] = []
+    original = gpt_model.vocab_parallel_cross_entropy
+    monkeypatch.setattr(gpt_model, "vocab_parallel_cross_entropy",
+                        lambda logits, *a, **k: seen.append(logits.dtype) or original(logits, *a, **k))
+    losses, _ = _train(ARGV + ["--cross-entropy-chunk-size", "0"])
+    assert set(seen) == {torch.bfloat16 if present else torch.float32}
+    assert all(loss == loss for loss in losses)
+
+
 def _train(argv: List[str]) -> tuple:
     trainer = setup(argv)
     iterator = trainer.train_iterator()
@@ -94,11 +124,15 @@ def _train(argv: List[str]) -> tuple:
     return losses, recorder.dtypes
 
 
-def test_bf16_training_without_units_multiplies_in_fp32(units) -> None:
+MOE = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "16", "--moe-grouped-gemm"]
+
+
+@pytest.mark.parametrize("extra", [[], MOE], ids=["dense", "moe"])
+def test_bf16_training_without_units_multiplies_in_fp32(units, extra: List[str]) -> None:
     units(True)
-    native, native_dtypes = _train(ARGV)
+    native, native_dtypes = _train(ARGV + extra)
     units(False)
-    raised, raised_dtypes = _train(ARGV)
+    raised, raised_dtypes = _train(ARGV + extra)
     assert torch.bfloat16 in native_dtypes
     assert raised_dtypes == {torch.float32}, raised_dtypes
     torch.testing.assert_close(torch.tensor(raised), torch.tensor(native), rtol=2e-2, atol=0)

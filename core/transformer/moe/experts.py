@@ -17,7 +17,9 @@ its expert. The gated activation is the dense MLP's (:func:`core.transformer.mlp
 
 The experts' products run as a loop over experts, or with ``--moe-grouped-gemm`` as one
 ``torch._grouped_mm`` per linear where this torch build has it and the shapes meet its 16-byte
-stride alignment (otherwise the loop, which gives the same numbers).
+stride alignment (otherwise the loop, which gives the same numbers). The loop's products go through
+:func:`core.tensor_parallel.layers.linear`, so bf16 experts on a CPU without bf16 units multiply in fp32
+(``core.device.gemm_dtype``), and there the loop also stands in for the grouped GEMM.
 """
 from __future__ import annotations
 
@@ -26,8 +28,9 @@ from typing import List
 import torch
 from torch import nn
 
+from core.device import gemm_dtype
 from core.parallel_state import ParallelState
-from core.tensor_parallel.layers import Segment, mark_param
+from core.tensor_parallel.layers import Segment, linear, mark_param
 from core.tensor_parallel.param_meta import TPShard, update_meta
 from core.transformer.config import TransformerConfig
 from core.transformer.mlp import activation_function, gated_activation
@@ -63,7 +66,7 @@ def looped_linear(rows: torch.Tensor, weight: torch.Tensor, tokens_per_expert: t
     """The same product as :func:`grouped_linear`, one matmul per expert."""
     pieces: List[torch.Tensor] = []
     for expert, chunk in enumerate(rows.split(tokens_per_expert.tolist(), dim=0)):
-        pieces.append(chunk @ weight[expert].t())  # [n_e, out]
+        pieces.append(linear(chunk, weight[expert], defer_weight_grad=False))  # [n_e, out]
     return torch.cat(pieces, dim=0) if pieces else rows.new_zeros(0, weight.shape[1])
 
 
@@ -124,19 +127,20 @@ class ExpertMLPs(nn.Module):
 
     def forward(self, rows: torch.Tensor, tokens_per_expert: torch.Tensor) -> torch.Tensor:
         """``rows`` [n, h] grouped by expert (``tokens_per_expert`` [experts]) -> [n, h], partial over TP."""
-        linear = grouped_linear if self.use_grouped_mm else looped_linear
+        grouped = self.use_grouped_mm and gemm_dtype(rows) == rows.dtype  # no bf16 units: the loop's fp32 products
+        expert_linear = grouped_linear if grouped else looped_linear
         row_expert = None  # [n] each row's expert, for the biases
         if self.linear_fc1.bias is not None:
             experts = torch.arange(tokens_per_expert.numel(), device=rows.device)
             row_expert = torch.repeat_interleave(experts, tokens_per_expert.to(rows.device))
-        intermediate = linear(rows, self.linear_fc1.weight, tokens_per_expert)  # [n, (2) ffn/tp]
+        intermediate = expert_linear(rows, self.linear_fc1.weight, tokens_per_expert)  # [n, (2) ffn/tp]
         if row_expert is not None:
             intermediate = intermediate + self.linear_fc1.bias[row_expert]
         if self.gated:
             activated = gated_activation(intermediate, self.act, self.config)  # [n, ffn/tp]
         else:
             activated = self.act(intermediate)  # [n, ffn/tp]
-        output = linear(activated, self.linear_fc2.weight, tokens_per_expert)  # [n, h]
+        output = expert_linear(activated, self.linear_fc2.weight, tokens_per_expert)  # [n, h]
         if row_expert is not None and self.adds_fc2_bias:
             output = output + self.linear_fc2.bias[row_expert]
         return output

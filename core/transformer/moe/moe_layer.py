@@ -22,12 +22,11 @@ import dataclasses
 from typing import Dict, Optional
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import is_recomputing
-from core.tensor_parallel.layers import mark_param
+from core.tensor_parallel.layers import linear, mark_param
 from core.tensor_parallel.mappings import (copy_to_tensor_model_parallel_region, gather_from_sequence_parallel_region,
                                            reduce_from_tensor_model_parallel_region,
                                            reduce_scatter_to_sequence_parallel_region)
@@ -83,7 +82,7 @@ class MoELayer(nn.Module):
         if self.shared_experts is not None:
             shared = self.shared_experts(hidden)  # [s(/tp), b, h]
             if self.shared_expert_gate is not None:
-                shared = shared * torch.sigmoid(F.linear(hidden, self.shared_expert_gate))
+                shared = shared * torch.sigmoid(linear(hidden, self.shared_expert_gate, defer_weight_grad=False))
             output = output + shared
         self._track(routed.losses)
         return attach_aux_loss(output, sum(routed.losses.values())) if routed.losses else output

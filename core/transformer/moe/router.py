@@ -33,12 +33,11 @@ from __future__ import annotations
 from typing import Dict, NamedTuple, Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import Group
 from core.tensor_parallel.checkpoint import is_recomputing
-from core.tensor_parallel.layers import mark_param
+from core.tensor_parallel.layers import linear, mark_param
 from core.tensor_parallel.mappings import all_reduce
 from core.transformer.config import TransformerConfig
 
@@ -154,9 +153,9 @@ class TopKRouter(nn.Module):
     def _logits(self, flat: torch.Tensor) -> torch.Tensor:
         """[t, e] in fp32 (the linear in the model dtype), or all in --moe-router-dtype."""
         if self.dtype is None:
-            return F.linear(flat, self.weight, self.bias).float()
+            return linear(flat, self.weight, self.bias, defer_weight_grad=False).float()  # fp32 without bf16 units
         bias = self.bias.to(self.dtype) if self.bias is not None else None
-        return F.linear(flat.to(self.dtype), self.weight.to(self.dtype), bias)
+        return linear(flat.to(self.dtype), self.weight.to(self.dtype), bias, defer_weight_grad=False)
 
     def _route(self, logits: torch.Tensor):
         """(normalised scores over all experts [t, e] for the aux loss, weights [t, k], indices [t, k])."""
