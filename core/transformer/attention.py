@@ -47,7 +47,7 @@ from core.transformer.alibi import alibi_attention_mask, alibi_bias
 from core.transformer.attention_mask import attention_allowed
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import SequenceLayout, attend
-from core.transformer.fused import FusedOp, decide_kernel, register_fused_op
+from core.transformer.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
 from core.transformer.norms import NonParametricNorm, PerHeadNorm, TensorParallelRMSNorm, build_norm
 from core.transformer.rope import apply_rope, layer_rotary
 
@@ -164,7 +164,7 @@ FLASH_ATTENTION = FusedOp("attention", "--use-flash-attn", sdpa_path,
                           reference_name="sdpa", compilable=False)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_choice
 def attention_kernel(device_type: str, fused: bool = False) -> Tuple[str, AttentionKernel]:
     """The attention kernel on ``device_type`` ("flash_attn" | "npu_fusion_attention" | "sdpa"); ``fused``:
     ``--use-flash-attn``."""

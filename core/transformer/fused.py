@@ -22,6 +22,7 @@ for a call they cannot serve (a document mask, ALiBi, ...), and the caller then 
 """
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -123,12 +124,33 @@ def decide_kernel(op: FusedOp, device_type: str, fused: bool) -> Tuple[str, Kern
     return op.reference_name, op.reference
 
 
+Chooser = Callable[[str, bool], Tuple[str, Kernel]]
+
+
+def kernel_choice(decide: Chooser) -> Chooser:
+    """``decide`` cached per ``(device type, flag)`` in a plain dict, with ``cache_clear`` as ``lru_cache`` has.
+
+    A compiled layer calls its choosers; dynamo traces through an ``lru_cache`` wrapper into the decision
+    (loaders and all) on every compile, with a warning, while a dict lookup it reads as a guarded constant.
+    """
+    choices: Dict[Tuple[str, bool], Tuple[str, Kernel]] = {}
+
+    @functools.wraps(decide)
+    def chooser(device_type: str, fused: bool = False) -> Tuple[str, Kernel]:
+        key = (device_type, bool(fused))
+        if key not in choices:
+            choices[key] = decide(device_type, fused)
+        return choices[key]
+    chooser.cache_clear = choices.clear  # type: ignore[attr-defined]
+    return chooser
+
+
 # operation name -> (TransformerConfig field of its flag, the cached chooser ``(device_type, fused)``)
 FUSED_OPS: Dict[str, Tuple[str, Any]] = {}
 
 
 def register_fused_op(name: str, config_field: str, chooser: Any) -> None:
-    """Make ``chooser`` (an ``lru_cache``d ``(device_type, fused) -> (name, kernel)``) known to the log line
+    """Make ``chooser`` (a :func:`kernel_choice` ``(device_type, fused) -> (name, kernel)``) known to the log line
     and to :func:`reset_choices`."""
     FUSED_OPS[name] = (config_field, chooser)
 

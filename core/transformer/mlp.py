@@ -28,7 +28,7 @@ from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import inside_checkpoint, recompute_activation
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment, mark_param
 from core.transformer.config import TransformerConfig
-from core.transformer.fused import FusedOp, decide_kernel, register_fused_op
+from core.transformer.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
 from core.transformer.norms import TensorParallelRMSNorm
 
 # xIELU's fixed constants and the initial alphas (transformers' XIELUActivation defaults, which Apertus uses)
@@ -65,7 +65,7 @@ def _npu_swiglu() -> Optional[Callable[[torch.Tensor], torch.Tensor]]:
 SWIGLU = FusedOp("swiglu", "--use-fused-swiglu", swiglu_reference, {"npu": ("npu", _npu_swiglu)})
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_choice
 def swiglu_kernel(device_type: str, fused: bool = False) -> Tuple[str, Callable[[torch.Tensor], torch.Tensor]]:
     """SwiGLU's kernel on ``device_type`` ("npu" | "compiled" | "reference"); ``fused``: ``--use-fused-swiglu``."""
     return decide_kernel(SWIGLU, device_type, fused)

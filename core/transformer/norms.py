@@ -19,7 +19,6 @@ NPU, a ``torch.compile``d reference elsewhere.
 """
 from __future__ import annotations
 
-import functools
 from typing import Callable, Dict, Optional, Tuple
 
 import torch
@@ -27,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import Group
-from core.transformer.fused import FusedOp, decide_kernel, register_fused_op
+from core.transformer.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
 from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.mappings import sum_partials_over_tensor_model_parallel_region
 from core.tensor_parallel.param_meta import Segment, TPShard
@@ -81,7 +80,7 @@ FUSED_KERNELS: Dict[str, Tuple[str, Callable[[], Optional[RMSNormKernel]]]] = {
 RMS_NORM = FusedOp("rmsnorm", "--use-fused-rmsnorm", rms_norm_reference, FUSED_KERNELS, kernels_by_default=True)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_choice
 def rms_norm_kernel(device_type: str, fused: bool = False) -> Tuple[str, RMSNormKernel]:
     """The RMSNorm kernel for tensors on ``device_type``: ("npu" | "apex" | "compiled" | "reference", function);
     ``fused``: ``--use-fused-rmsnorm``.
@@ -139,7 +138,7 @@ ADD_RMS_NORM = FusedOp("add_rmsnorm", "--use-fused-rmsnorm", add_rms_norm_refere
                        {"npu": ("npu", _npu_add_kernel), "cuda": ("flash_attn", _flash_attn_add_kernel)})
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_choice
 def add_rms_norm_kernel(device_type: str, fused: bool = False) -> Tuple[str, AddRMSNormKernel]:
     """The residual add + RMSNorm kernel for ``device_type``: ("npu" | "flash_attn" | "compiled" |
     "reference", function); ``fused``: ``--use-fused-rmsnorm``."""

@@ -17,7 +17,6 @@ over the whole head (and apex one angle table for the batch) and hand other call
 """
 from __future__ import annotations
 
-import functools
 import math
 from typing import Callable, NamedTuple, Optional, Tuple, Union
 
@@ -25,7 +24,7 @@ import torch
 from torch import nn
 
 from core.transformer.config import TransformerConfig
-from core.transformer.fused import FusedOp, decide_kernel, register_fused_op
+from core.transformer.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
 
 
 class LocalGlobalRotary(NamedTuple):
@@ -236,7 +235,7 @@ ROTARY = FusedOp("rope", "--use-fused-rotary-pos-emb", apply_rotary,
                  {"npu": ("npu", _npu_rotary), "cuda": ("apex", _apex_rotary)})
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_choice
 def rotary_kernel(device_type: str, fused: bool = False) -> Tuple[str, RotaryKernel]:
     """RoPE's kernel on ``device_type`` ("npu" | "apex" | "compiled" | "reference"); ``fused``:
     ``--use-fused-rotary-pos-emb``."""
