@@ -119,3 +119,17 @@ def test_gpu_mfu_sh_tiny_mode_with_variants(tmp_path) -> None:
     assert record["variants"]["fsdp2"]["world_size"] == record["variants"]["tp2"]["world_size"] == 2
     assert record["ratio_ours_vs_baseline"] == pytest.approx(
         record["ours"]["tokens_per_s"] / record["baseline"]["tokens_per_s"], rel=1e-2)
+
+
+def test_train_throughput_emulates_an_avx2_cpu(tmp_path) -> None:
+    """``--emulate-avx2`` restarts the bench with PyTorch and oneDNN limited to AVX2: PyTorch then reports the
+    AVX2 capability and no bf16 support, so the suite's GEMM choice sees a CPU without bf16 units."""
+    env = {**os.environ, "PYTHONPATH": "", "TMPDIR": str(tmp_path)}
+    for name in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "TORCHINDUCTOR_CACHE_DIR"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "train_throughput.py"), "--smoke", "--dtypes", "fp32",
+                           "--emulate-avx2"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    assert record["cpu_capability"] == "AVX2" and record["cpu_bf16_units"] is False and record["emulated_avx2"]
+    assert record["fp32"]["ours_tokens_per_s"] > 0
