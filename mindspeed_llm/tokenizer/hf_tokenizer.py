@@ -6,7 +6,9 @@ downloaded). ``vocab_size`` is ``len(tokenizer)`` (base vocabulary plus added
 tokens), ``eod`` the EOS id, ``pad`` the pad id or else ``eod``.
 ``tokenize`` adds no special tokens; ``add_bos`` says whether the tokenizer's
 own ``__call__`` would prepend BOS (Llama does), which the pretraining handler
-honours.
+honours. ``tokenize_batch`` is ``tokenize`` over many texts in one call; with
+the fast (Rust) backend that call runs without the GIL (``releases_gil``), so
+Python threads tokenize batches in parallel (``preprocess_data.py --workers``).
 
 :class:`HFTokenizer` is that interface over any ``transformers`` tokenizer
 object; ``GPT2BPETokenizer`` (gpt2_tokenizer.py) builds on it too.
@@ -49,6 +51,18 @@ class HFTokenizer:
         if self._backend is not None:
             return self._backend.encode(text, add_special_tokens=False).ids
         return self.tokenizer.encode(text, add_special_tokens=False)
+
+    @property
+    def releases_gil(self) -> bool:
+        """Whether :meth:`tokenize_batch` runs without holding the GIL (the fast Rust backend)."""
+        return self._backend is not None
+
+    def tokenize_batch(self, texts: List[str]) -> List[List[int]]:
+        """``[tokenize(text) for text in texts]`` in one backend call. The fast backend encodes with the GIL
+        released: on the calling thread when ``TOKENIZERS_PARALLELISM`` is false, else on its Rayon pool."""
+        if self._backend is not None:
+            return [encoding.ids for encoding in self._backend.encode_batch(texts, add_special_tokens=False)]
+        return [self.tokenize(text) for text in texts]
 
     def detokenize(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids))
