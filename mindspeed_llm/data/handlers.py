@@ -172,16 +172,20 @@ class GeneralPretrainHandler:
             start = len(texts)
             try:
                 for key in self.json_keys:
-                    texts.append(self._text(record, key))
+                    text = record.get(key)  # a usable text, tested as _text does (cheaper than the call)
+                    texts.append(text if type(text) is str and text and not text.isspace()
+                                 else self._text(record, key))
             except BadRecord as exc:
                 bad[index] = exc
             else:
                 starts.append(start)
         tokenize_batch = getattr(self.tokenizer, "tokenize_batch", None)
         ids = tokenize_batch(texts) if tokenize_batch else [self.tokenizer.tokenize(text) for text in texts]
-        flat, lengths = {}, np.zeros((len(starts), len(self.json_keys)), dtype=np.int64)  # [good records, keys]
+        keys = len(self.json_keys)
+        flat, lengths = {}, np.zeros((len(starts), keys), dtype=np.int64)  # [good records, keys]
         for k, key in enumerate(self.json_keys):
-            flat[key], lengths[:, k] = self._join([ids[start + k] for start in starts])
+            documents = ids[k::keys] if not bad else [ids[start + k] for start in starts]
+            flat[key], lengths[:, k] = self._join(documents)
         return flat, lengths, bad
 
     def _text(self, record: Mapping, key: str) -> str:
