@@ -157,7 +157,8 @@ class GeneralPretrainHandler:
             sample[key] = _int32(ids)
         return sample
 
-    def encode_batch(self, records: Sequence[Mapping]) -> Tuple[Dict[str, np.ndarray], np.ndarray, Dict[int, BadRecord]]:
+    def encode_batch(self, records: Sequence[Mapping]
+                     ) -> Tuple[Dict[str, np.ndarray], np.ndarray, Dict[int, BadRecord]]:
         """What :meth:`encode` gives each record, from one ``tokenize_batch`` call: per key the good samples'
         arrays concatenated (``flat[key]``), their lengths ``[good records, keys]``, and the bad records by index.
 

@@ -290,7 +290,8 @@ def bos_tok_dir(tmp_path_factory):
     from transformers import PreTrainedTokenizerFast
     tokenizer = train_tokenizer.train_bpe(iter(sentence(i) for i in range(300)), vocab_size=300, min_frequency=1)
     bos = train_tokenizer.IM_START
-    tokenizer.post_processor = TemplateProcessing(single=f"{bos} $A", special_tokens=[(bos, tokenizer.token_to_id(bos))])
+    tokenizer.post_processor = TemplateProcessing(single=f"{bos} $A",
+                                                  special_tokens=[(bos, tokenizer.token_to_id(bos))])
     out = tmp_path_factory.mktemp("bos_tok")
     PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token=bos,
                             eos_token=train_tokenizer.EOS).save_pretrained(str(out))
