@@ -44,8 +44,11 @@ conversation stops the run with ``error: FILE:LINE: ...`` (exit code 2) unless
 and counted. Errors leave no ``.idx`` behind: the builder writes temporary
 names and the ``.idx`` files are put in place last, all together.
 
-``--workers N`` tokenizes in N processes; the output is byte-identical to one
-worker (results are written in input order). A progress bar (documents/s,
+``--workers N`` tokenizes in N workers; the output is byte-identical to one
+worker (results are written in input order). Pretraining text with a fast
+Hugging Face tokenizer is tokenized a chunk of records per call by N threads
+of one process (the Rust backend runs without the GIL, one thread each); other
+handlers and tokenizers run in N processes. A progress bar (documents/s,
 tokens/s; a log line every ``--log-interval`` documents when stderr is not a
 terminal) and a closing summary (documents, tokens, skipped records by reason)
 are printed.
@@ -53,6 +56,7 @@ are printed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import gzip
 import json
@@ -63,8 +67,9 @@ import sys
 import tempfile
 import time
 from collections import Counter, deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 if not __package__:  # run as a script (python tools/X.py) from a checkout not installed with pip install -e
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -344,8 +349,16 @@ def _decode(kind: str, payload: Any, text_key: str) -> Dict[str, Any]:
 
 
 def encode_chunk(chunk: Chunk) -> ChunkResult:
-    """Decode and encode each record; failures come back as ``bad`` entries, never as exceptions."""
+    """Decode and encode each record; failures come back as ``bad`` entries, never as exceptions.
+
+    A handler with ``encode_batch`` encodes the chunk's records in one call; when that call raises (a tokenizer
+    error), the chunk is encoded record by record, which reports the error as ``encode`` does.
+    """
     handler, text_key = _WORKER["handler"], _WORKER["text_key"]
+    if hasattr(handler, "encode_batch"):
+        result = _encode_chunk_batched(chunk, handler, text_key)
+        if result is not None:
+            return result
     good: List[Sample] = []
     bad: List[Tuple[int, str, str]] = []
     for line, payload in zip(chunk.lines, chunk.payloads):
@@ -359,6 +372,26 @@ def encode_chunk(chunk: Chunk) -> ChunkResult:
     flat = {name: np.concatenate([s[name] for s in good]) for name in names}
     lengths = np.array([[len(s[name]) for name in names] for s in good], dtype=np.int64)
     lengths = lengths.reshape(len(good), len(names))  # [good samples, names], also when empty
+    return ChunkResult(chunk.path, flat, lengths, bad)
+
+
+def _encode_chunk_batched(chunk: Chunk, handler, text_key: str) -> Optional[ChunkResult]:
+    """:func:`encode_chunk` through ``handler.encode_batch``; None when the batch raised."""
+    records: List[Dict[str, Any]] = []
+    record_lines: List[int] = []
+    bad: List[Tuple[int, str, str]] = []
+    for line, payload in zip(chunk.lines, chunk.payloads):
+        try:
+            records.append(_decode(chunk.kind, payload, text_key))
+            record_lines.append(line)
+        except BadRecord as exc:
+            bad.append((line, exc.reason, str(exc)))
+    try:
+        flat, lengths, failed = handler.encode_batch(records)
+    except Exception:  # noqa: BLE001 (replayed record by record, where encode raises or reports it)
+        return None
+    bad += [(record_lines[index], exc.reason, str(exc)) for index, exc in failed.items()]
+    bad.sort(key=lambda entry: entry[0])  # input order (a chunk's lines are distinct)
     return ChunkResult(chunk.path, flat, lengths, bad)
 
 
@@ -378,28 +411,64 @@ def _chunks(records: Iterable[RawRecord], size: int) -> Iterator[Chunk]:
 
 def ordered_results(args: argparse.Namespace, records: Iterable[RawRecord],
                     handler: Optional[Any] = None) -> Iterator[ChunkResult]:
-    """Chunks of results in input order, from ``--workers`` processes.
+    """Chunks of results in input order, from ``--workers`` threads or processes.
 
     Like ``Pool.imap`` over chunks, but at most ``4 * workers`` chunks are in
     flight, so a large corpus is never read into memory ahead of the workers.
     One worker encodes in this process, with ``handler`` when given (no second tokenizer load).
+    A handler whose tokenizer encodes batches without the GIL (``releases_gil``: a fast Hugging Face
+    tokenizer) with ``encode_batch`` is run by ``--workers`` threads of this process: while they tokenize,
+    this thread reads the next chunks and writes the finished ones, and no record is pickled.
+    Other handlers run in ``--workers`` processes.
     """
-    if args.workers == 1:
+    threaded = handler is not None and hasattr(handler, "encode_batch") and \
+        getattr(handler.tokenizer, "releases_gil", False)
+    if args.workers == 1 or threaded:
         if handler is None:
             init_worker(args)
         else:
             _WORKER.update(handler=handler, text_key=args.json_keys[0])
-        yield from map(encode_chunk, _chunks(records, CHUNK_RECORDS))
-        return
+    chunks = _chunks(records, CHUNK_RECORDS)
     window = 4 * args.workers
-    with multiprocessing.Pool(args.workers, initializer=init_worker, initargs=(args,)) as pool:
-        pending: Deque = deque()
-        for chunk in _chunks(records, CHUNK_RECORDS):
-            pending.append(pool.apply_async(encode_chunk, (chunk,)))
-            if len(pending) >= window:
-                yield pending.popleft().get()
-        while pending:
-            yield pending.popleft().get()
+    if args.workers == 1:
+        with _tokenizer_on_calling_thread():
+            yield from map(encode_chunk, chunks)
+    elif threaded:
+        with _tokenizer_on_calling_thread(), ThreadPoolExecutor(args.workers) as pool:
+            try:
+                yield from _in_order((pool.submit(encode_chunk, chunk).result for chunk in chunks), window)
+            finally:
+                pool.shutdown(cancel_futures=True)
+    else:
+        with multiprocessing.Pool(args.workers, initializer=init_worker, initargs=(args,)) as pool:
+            yield from _in_order((pool.apply_async(encode_chunk, (chunk,)).get for chunk in chunks), window)
+
+
+def _in_order(submitted: Iterator[Callable[[], ChunkResult]], window: int) -> Iterator[ChunkResult]:
+    """The results of submitted tasks (each a callable that waits for its result), in order, with at most
+    ``window`` submitted and not yet returned."""
+    pending: Deque[Callable[[], ChunkResult]] = deque()
+    for wait in submitted:
+        pending.append(wait)
+        if len(pending) >= window:
+            yield pending.popleft()()
+    while pending:
+        yield pending.popleft()()
+
+
+@contextlib.contextmanager
+def _tokenizer_on_calling_thread() -> Iterator[None]:
+    """``TOKENIZERS_PARALLELISM=false`` while this process encodes: a fast tokenizer's batch then runs on the
+    thread that calls it, not on its Rayon pool, so ``--workers`` alone sets how many cores tokenize."""
+    before = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TOKENIZERS_PARALLELISM"]
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = before
 
 
 # ------------------------------------------------------------------------------------------ output

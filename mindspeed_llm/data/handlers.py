@@ -2,9 +2,11 @@
 
 A handler has two halves:
 
-- ``encode(record) -> Sample`` runs in the worker processes: one JSON record
+- ``encode(record) -> Sample`` runs in the workers: one JSON record
   (a dict, fields renamed by ``--map-keys``) becomes a dict of int32 arrays,
-  or raises ``BadRecord(reason, message)``;
+  or raises ``BadRecord(reason, message)``. ``GeneralPretrainHandler`` also has
+  ``encode_batch(records)``: the same samples for many records, concatenated,
+  from one ``tokenize_batch`` call;
 - an ``Emitter`` runs in the main process, in input order: it truncates,
   packs and hands arrays to a ``Sink`` (``add_item(name, array)``,
   ``end_document(name)``; ``add_documents(name, flat, lengths)`` for many
@@ -39,6 +41,7 @@ current sequence while it fits, else the sequence is closed.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections import Counter
@@ -146,16 +149,71 @@ class GeneralPretrainHandler:
     def encode(self, record: Mapping) -> Sample:
         sample = {}
         for key in self.json_keys:
-            text = _text_field(record, key)
-            if not text.strip():
-                raise BadRecord("empty", f"empty text in key {key!r}")
-            ids = self.tokenizer.tokenize(text)
+            ids = self.tokenizer.tokenize(self._text(record, key))
             if self.bos is not None:
                 ids = [self.bos] + ids
             if self.eod is not None:
                 ids = ids + [self.eod]
             sample[key] = _int32(ids)
         return sample
+
+    def encode_batch(self, records: Sequence[Mapping]
+                     ) -> Tuple[Dict[str, np.ndarray], np.ndarray, Dict[int, BadRecord]]:
+        """What :meth:`encode` gives each record, from one ``tokenize_batch`` call: per key the good samples'
+        arrays concatenated (``flat[key]``), their lengths ``[good records, keys]``, and the bad records by index.
+
+        Every text that ``encode`` would tokenize is tokenized, those of a record found bad at a later key
+        included, so a tokenizer error is raised here whenever ``encode`` would meet one (the caller then
+        encodes record by record to report it as ``encode`` does).
+        """
+        texts: List[str] = []   # the texts of every record, key by key
+        starts: List[int] = []  # where each good record's texts begin in ``texts``
+        bad: Dict[int, BadRecord] = {}
+        for index, record in enumerate(records):
+            start = len(texts)
+            try:
+                for key in self.json_keys:
+                    text = record.get(key)  # a usable text, tested as _text does (cheaper than the call)
+                    texts.append(text if type(text) is str and text and not text.isspace()
+                                 else self._text(record, key))
+            except BadRecord as exc:
+                bad[index] = exc
+            else:
+                starts.append(start)
+        tokenize_batch = getattr(self.tokenizer, "tokenize_batch", None)
+        ids = tokenize_batch(texts) if tokenize_batch else [self.tokenizer.tokenize(text) for text in texts]
+        keys = len(self.json_keys)
+        flat, lengths = {}, np.zeros((len(starts), keys), dtype=np.int64)  # [good records, keys]
+        for k, key in enumerate(self.json_keys):
+            documents = ids[k::keys] if not bad else [ids[start + k] for start in starts]
+            flat[key], lengths[:, k] = self._join(documents)
+        return flat, lengths, bad
+
+    def _text(self, record: Mapping, key: str) -> str:
+        text = _text_field(record, key)
+        if not text.strip():
+            raise BadRecord("empty", f"empty text in key {key!r}")
+        return text
+
+    def _join(self, documents: List[List[int]]) -> Tuple[np.ndarray, np.ndarray]:
+        """The documents' ids, BOS and EOD added as :meth:`encode` adds them, concatenated: ([tokens], [docs])."""
+        body_lengths = np.fromiter(map(len, documents), dtype=np.int64, count=len(documents))  # [docs]
+        body = np.fromiter(itertools.chain.from_iterable(documents), dtype=np.int32,
+                           count=int(body_lengths.sum()))  # [body tokens]
+        before, after = int(self.bos is not None), int(self.eod is not None)
+        if not before + after:
+            return body, body_lengths
+        lengths = body_lengths + before + after  # [docs]
+        flat = np.empty(int(lengths.sum()), dtype=np.int32)  # [tokens]
+        ends = np.cumsum(lengths)  # [docs]
+        if before:
+            flat[ends - lengths] = self.bos
+        if after:
+            flat[ends - 1] = self.eod
+        # body token j of document d sits after the d documents before it and their special tokens
+        shift = np.repeat(np.arange(len(documents), dtype=np.int64) * (before + after) + before, body_lengths)
+        flat[np.arange(len(body), dtype=np.int64) + shift] = body
+        return flat, lengths
 
 
 class _ChatHandler:

@@ -6,7 +6,9 @@ downloaded). ``vocab_size`` is ``len(tokenizer)`` (base vocabulary plus added
 tokens), ``eod`` the EOS id, ``pad`` the pad id or else ``eod``.
 ``tokenize`` adds no special tokens; ``add_bos`` says whether the tokenizer's
 own ``__call__`` would prepend BOS (Llama does), which the pretraining handler
-honours.
+honours. ``tokenize_batch`` is ``tokenize`` over many texts in one call; with
+the fast (Rust) backend that call runs without the GIL (``releases_gil``), so
+Python threads tokenize batches in parallel (``preprocess_data.py --workers``).
 
 :class:`HFTokenizer` is that interface over any ``transformers`` tokenizer
 object; ``GPT2BPETokenizer`` (gpt2_tokenizer.py) builds on it too.
@@ -24,6 +26,9 @@ class HFTokenizer:
         self.tokenizer = tokenizer
         # the Rust backend encodes ~2x faster than the Python wrapper's __call__
         self._backend = getattr(self.tokenizer, "_tokenizer", None) if self.tokenizer.is_fast else None
+        # the same ids as encode_batch for ~35% less CPU: it skips the tokens' character offsets (tokenizers>=0.21)
+        self._encode_batch = getattr(self._backend, "encode_batch_fast", None) or \
+            getattr(self._backend, "encode_batch", None)
         self.vocab_size = len(self.tokenizer)
         self.bos: Optional[int] = self.tokenizer.bos_token_id
         self.add_bos = self._prepends_bos()
@@ -49,6 +54,19 @@ class HFTokenizer:
         if self._backend is not None:
             return self._backend.encode(text, add_special_tokens=False).ids
         return self.tokenizer.encode(text, add_special_tokens=False)
+
+    @property
+    def releases_gil(self) -> bool:
+        """Whether :meth:`tokenize_batch` runs without holding the GIL (the fast Rust backend)."""
+        return self._backend is not None
+
+    def tokenize_batch(self, texts: List[str]) -> List[List[int]]:
+        """``[tokenize(text) for text in texts]`` in one backend call (``encode_batch_fast``, which skips the
+        character offsets). The fast backend encodes with the GIL released: on the calling thread when
+        ``TOKENIZERS_PARALLELISM`` is false, else on its Rayon pool."""
+        if self._backend is not None:
+            return [encoding.ids for encoding in self._encode_batch(texts, add_special_tokens=False)]
+        return [self.tokenize(text) for text in texts]
 
     def detokenize(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids))

@@ -278,3 +278,121 @@ def test_a_utf8_byte_order_mark_is_not_text(tmp_path, tok_dir, tok):
         prefix = tmp_path / name.replace(".", "_")
         assert preprocess(tok_dir, "--input", tmp_path / name, "--output-prefix", prefix) == 0
         assert read(f"{prefix}_text_document")[0] == [tok.tokenize(t) for t in texts], name
+
+
+# ------------------------------------------------------------------ the batched, threaded path (issue 14)
+
+
+@pytest.fixture(scope="module")
+def bos_tok_dir(tmp_path_factory):
+    """A fast tokenizer whose own __call__ prepends a BOS (distinct from its EOS), as Llama's does."""
+    from tokenizers.processors import TemplateProcessing
+    from transformers import PreTrainedTokenizerFast
+    tokenizer = train_tokenizer.train_bpe(iter(sentence(i) for i in range(300)), vocab_size=300, min_frequency=1)
+    bos = train_tokenizer.IM_START
+    tokenizer.post_processor = TemplateProcessing(single=f"{bos} $A",
+                                                  special_tokens=[(bos, tokenizer.token_to_id(bos))])
+    out = tmp_path_factory.mktemp("bos_tok")
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token=bos,
+                            eos_token=train_tokenizer.EOS).save_pretrained(str(out))
+    return str(out)
+
+
+def corpus_with_bad_records(count):
+    """JSONL lines: good two-key records, with a bad record of every kind every few lines (and blank lines)."""
+    bad = [b'{"text": 3, "title": "a"}', b'{"text": "\xff\xfe", "title": "a"}', b'{"text": ', b'[1, 2]',
+           b'{"text": "hi there"}', b'{"text": " ", "title": "the cat"}', b'']
+    lines = []
+    for i in range(count):
+        lines.append(json.dumps({"text": sentence(i), "title": sentence(i + 3, 1 + i % 4)}).encode())
+        if i % 6 == 2:
+            lines.append(bad[(i // 6) % len(bad)])
+        if i == 2:  # the first error the handler finds comes before one found in decoding, in the same chunk
+            lines.append(bad[2])
+    return b"\n".join(lines) + b"\n"
+
+
+def outputs_of(tmp_path, prefix):
+    return {name[len(prefix) + 1:]: (tmp_path / name).read_bytes()
+            for name in sorted(os.listdir(tmp_path)) if name.startswith(prefix + "_")}
+
+
+@pytest.mark.parametrize("bos, eod, keys", [(False, True, ["text", "title"]), (True, True, ["text"]),
+                                            (True, False, ["text", "title"]), (False, False, ["text"])])
+def test_batched_path_writes_the_bytes_of_the_record_by_record_path(tmp_path, tok_dir, bos_tok_dir, capsys,
+                                                                    monkeypatch, bos, eod, keys):
+    """encode_batch at 1 worker and in 2 threads vs encode() per record (the path it replaces), over chunk
+    boundaries every 5 records, with bad records of every kind in the middle: same .bin/.idx bytes, same
+    skip counts with --skip-bad-records, same error line without it."""
+    from mindspeed_llm.data.handlers import GeneralPretrainHandler
+    from tools import preprocess_data
+    monkeypatch.setattr(preprocess_data, "CHUNK_RECORDS", 5)
+    (tmp_path / "c.jsonl").write_bytes(corpus_with_bad_records(60))
+    flags = ["--input", tmp_path / "c.jsonl", "--json-keys", *keys] + (["--append-eod"] if eod else [])
+    tokenizer = bos_tok_dir if bos else tok_dir
+
+    def run(name, workers, *extra):
+        code = preprocess(tokenizer, *flags, "--workers", workers, "--output-prefix", tmp_path / name, *extra)
+        out, err = capsys.readouterr()
+        return code, (out.split("; skipped")[-1].splitlines()[0] if code == 0 else err), outputs_of(tmp_path, name)
+
+    with monkeypatch.context() as patch:
+        patch.delattr(GeneralPretrainHandler, "encode_batch")
+        reference = run("ref", 1, "--skip-bad-records")
+        reference_error = run("referr", 1)
+    assert reference[0] == 0 and len(reference[2]) == 2 * len(keys) and "bad_type: 3" in reference[1]
+    assert ("missing_key: 1" in reference[1]) == (len(keys) == 2)  # the record without "title"
+    assert reference_error[0] == 2 and reference_error[1].startswith("error: ") and not reference_error[2]
+    for workers in (1, 2):
+        assert run(f"w{workers}", workers, "--skip-bad-records") == reference
+        assert run(f"e{workers}", workers) == reference_error
+    items, _ = read(f"{tmp_path}/w2_{keys[0]}_document")
+    assert all(item[-1] == PretrainedFromHF(tokenizer).eod for item in items) == eod
+    assert all(item[0] == PretrainedFromHF(tokenizer).bos for item in items) == bos
+
+
+def test_fast_tokenizer_pretraining_runs_encode_batch_in_threads(tmp_path, tok_dir, monkeypatch):
+    """Which path runs: with a fast tokenizer and --workers 2, encode_batch in threads of this process with
+    TOKENIZERS_PARALLELISM=false (restored afterwards); never encode() per record, never a process pool."""
+    import threading
+    from mindspeed_llm.data.handlers import GeneralPretrainHandler
+    from tools import preprocess_data
+    calls = []
+    batch = GeneralPretrainHandler.encode_batch
+
+    def spy(self, records):
+        calls.append((threading.current_thread() is threading.main_thread(),
+                      os.environ.get("TOKENIZERS_PARALLELISM"), len(records)))
+        return batch(self, records)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the per-record path or a process pool ran")
+
+    monkeypatch.setattr(GeneralPretrainHandler, "encode_batch", spy)
+    monkeypatch.setattr(GeneralPretrainHandler, "encode", refuse)
+    monkeypatch.setattr(preprocess_data.multiprocessing, "Pool", refuse)
+    monkeypatch.setattr(preprocess_data, "CHUNK_RECORDS", 4)
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    src = write_jsonl(tmp_path / "t.jsonl", [{"text": sentence(i)} for i in range(30)])
+    assert preprocess(tok_dir, "--input", src, "--workers", 2, "--output-prefix", tmp_path / "t") == 0
+    assert [n for _, _, n in calls] == [4] * 7 + [2]
+    assert all(not in_main and env == "false" for in_main, env, _ in calls), calls
+    assert "TOKENIZERS_PARALLELISM" not in os.environ
+
+
+def test_a_tokenizer_error_in_a_batch_is_reported_record_by_record(tmp_path, capsys, monkeypatch):
+    """NullTokenizer refuses an id out of range: the batch raises, the chunk is encoded record by record, and
+    the record is reported (or skipped and counted) as before."""
+    from mindspeed_llm.data.handlers import GeneralPretrainHandler
+    batches = []
+    batch = GeneralPretrainHandler.encode_batch
+    monkeypatch.setattr(GeneralPretrainHandler, "encode_batch",
+                        lambda self, records: batches.append(len(records)) or batch(self, records))
+    src = write_jsonl(tmp_path / "n.jsonl", [{"text": "1 2 3"}, {"text": "4 99"}, {"text": "5"}])
+    flags = ["--input", src, "--tokenizer-type", "NullTokenizer", "--vocab-size", "10", "--output-prefix",
+             str(tmp_path / "n")]
+    assert main(flags) == 2
+    assert "n.jsonl:2: tokenizer: NullTokenizer: id 99 is outside [0, 10)" in capsys.readouterr().err
+    assert main(flags + ["--skip-bad-records"]) == 0
+    assert "skipped 1 (tokenizer_error: 1)" in capsys.readouterr().out
+    assert read(str(tmp_path / "n_text_document"))[0] == [[1, 2, 3], [5]] and batches == [3, 3]
