@@ -46,13 +46,16 @@ import torch
 
 # The fast paths we ask for when the parser has them (issue 14); extend this list as flags land.
 FAST_FLAGS: List[str] = ["--use-fused-rmsnorm", "--use-fused-swiglu", "--use-fused-rotary-pos-emb",
-                         "--use-flash-attn", "--use-torch-compile"]
+                         "--use-flash-attn", "--use-torch-compile", "--cross-entropy-loss-fusion"]
 # Tiny mode: a fast flag goes with these companion flags, which keep it cheap on 2 cores, or is left out
 # with the reason when the parser lacks them (inductor's code generation alone takes ~40 s there).
 TINY_COMPANIONS: Dict[str, Tuple[List[str], str]] = {
     "--use-torch-compile": (["--torch-compile-backend", "eager"],
                             "tiny mode: inductor compilation takes ~40 s on 2 cores and this parser has no "
                             "--torch-compile-backend to choose eager")}
+# Tiny mode: fast flags left out, with the reason (no cheap way to run them on 2 cores).
+TINY_SKIPPED: Dict[str, str] = {
+    "--cross-entropy-loss-fusion": "tiny mode: inductor compiles the loss's two kernels for ~20 s on 2 cores"}
 VARIANTS: Tuple[str, ...] = ("fsdp2", "tp2")
 
 
@@ -129,6 +132,9 @@ def fast_flags(base_argv: List[str], tiny: bool, world_size: int) -> Tuple[List[
     kept, skipped = known_flags(FAST_FLAGS)
     chosen: Dict[str, List[str]] = {}
     for flag in kept:
+        if tiny and flag in TINY_SKIPPED:
+            skipped[flag] = TINY_SKIPPED[flag]
+            continue
         companions, why = TINY_COMPANIONS.get(flag, ([], "")) if tiny else ([], "")
         if companions and not known_flags(companions[:1])[0]:
             skipped[flag] = why

@@ -5,8 +5,8 @@
 
 One Llama-shaped model (8 layers, hidden 512, 8 heads, FFN 1408, vocab 32000,
 seq 512, micro batch 4), trained in the same process by our ``Trainer``
-(fused QKV and gate/up, the fused-kernel flags and regional ``torch.compile``
-unless ``--plain``, vocab-parallel cross-entropy, fp32 gradient buffers and
+(fused QKV and gate/up, the fused-kernel flags, the fused loss and regional
+``torch.compile`` unless ``--plain``, vocab-parallel cross-entropy, fp32 gradient buffers and
 master weights, clipping, AdamW) and by ``transformers.LlamaForCausalLM`` with
 ``torch.optim.AdamW``: in fp32, and in bf16 with autocast (fp32 weights) plus
 a pure-bf16 model under ``torch.compile``. The models alternate in blocks so
@@ -62,7 +62,8 @@ class Shape:
 BENCH, SMOKE = Shape(), Shape(layers=2, hidden=64, heads=4, ffn=128, vocab=256, seq=32, micro_batch=2)
 
 
-FAST_FLAGS = ["--use-fused-rmsnorm", "--use-fused-swiglu", "--use-fused-rotary-pos-emb", "--use-torch-compile"]
+FAST_FLAGS = ["--use-fused-rmsnorm", "--use-fused-swiglu", "--use-fused-rotary-pos-emb", "--use-torch-compile",
+              "--cross-entropy-loss-fusion"]
 
 
 def our_argv(shape: Shape, dtype: str, num_workers: int, fast: bool = False) -> List[str]:

@@ -407,7 +407,7 @@ RUNTIME_CONFIG_FIELDS = frozenset({
     "swap_attention", "swap_modules",  # where activations wait for the backward (memory)
     "value_head",  # a reward model (--stage orm) starts from a language model's checkpoint
     "mtp_loss_scaling_factor",  # a loss weight, not architecture (DeepSeek-V3 lowered it from 0.3 to 0.1 mid-run)
-    "cross_entropy_chunk_size",  # how the loss is computed, same numerics
+    "cross_entropy_chunk_size", "cross_entropy_loss_fusion",  # how the loss is computed, same numerics
     "use_fused_rmsnorm", "use_fused_swiglu", "use_fused_rotary_pos_emb", "use_flash_attn",  # kernels, same numerics
 })
 

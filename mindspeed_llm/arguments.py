@@ -387,6 +387,9 @@ def _add_regularization_args(parser: argparse.ArgumentParser) -> None:
                        help="compute the output layer and the loss over chunks of this many vocabulary entries, "
                             "never materialising the [s, b, v/tp] logits; 0 materialises them; default: chunks "
                             "of 2048 in bf16/fp16, the logits in fp32")
+    group.add_argument("--cross-entropy-loss-fusion", action="store_true",
+                       help="the loss's elementwise work per block of logits as fused kernels (a torch.compile'd "
+                            "region), one or two passes instead of one per operation")
 
 
 def _add_training_args(parser: argparse.ArgumentParser) -> None:
@@ -1678,6 +1681,7 @@ def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> Tran
             softmax_scale=args.softmax_scale,
             output_multiplier_scale=args.output_multiplier_scale,
             cross_entropy_chunk_size=args.cross_entropy_chunk_size,
+            cross_entropy_loss_fusion=args.cross_entropy_loss_fusion,
             add_dense_bias=args.add_dense_bias,
             add_mlp_bias=args.add_mlp_bias,
             add_output_layer_bias=args.add_output_layer_bias,

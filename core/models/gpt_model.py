@@ -268,13 +268,14 @@ class GPTModel(nn.Module):
         loss = linear_vocab_parallel_cross_entropy(
             hidden, self.output_weight(), self._output_bias(), labels.t(), self.tp_group, self.config.vocab_size,
             label_smoothing=label_smoothing, chunk=chunk, logit_scale=self.config.output_multiplier_scale,
-            softcap=self.config.output_logit_softcapping)  # [s, b]
+            softcap=self.config.output_logit_softcapping, fused=self.config.cross_entropy_loss_fusion)  # [s, b]
         return loss.t().contiguous()  # [b, s]; not a view (FSDP2 hooks outputs)
 
     def _per_token_loss(self, logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float) -> torch.Tensor:
         """Cross-entropy ``[b, s]`` of local logits ``[s, b, v/tp]`` against ``labels`` ``[b, s]``."""
         loss = vocab_parallel_cross_entropy(logits, labels.t(), self.tp_group, self.config.vocab_size,
-                                            label_smoothing=label_smoothing)
+                                            label_smoothing=label_smoothing,
+                                            fused=self.config.cross_entropy_loss_fusion)
         return loss.t().contiguous()  # [b, s]; not a view (FSDP2 hooks outputs)
 
     def _logits(self, hidden: torch.Tensor, fp32_product: bool = False) -> torch.Tensor:

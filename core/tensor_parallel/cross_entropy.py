@@ -4,6 +4,15 @@ Computed in fp32 without gathering the logits: the max, the partition sum and
 the target logit are each reduced over the TP group. Vocabulary entries past
 ``vocab_size`` (padding added for divisibility) are excluded, so the loss does
 not depend on the padded size and hence on the TP degree.
+
+The elementwise work on a block of logits (raise to fp32, scale, cap, fold into
+the running max and sums; in the backward the softmax minus the target, scaled
+and cast) is two functions, :func:`block_partials` and :func:`block_logit_grads`.
+With ``--cross-entropy-loss-fusion`` (Megatron's flag) they run through their
+``FusedOp`` (core/transformer/fused.py): a ``torch.compile``d region, one or two
+passes over the block instead of one per operation; the materialised path then
+runs on them too (:class:`_FusedVocabParallelCrossEntropy`) and saves the logits
+in their own dtype instead of an fp32 softmax.
 """
 from __future__ import annotations
 
@@ -16,6 +25,7 @@ import torch.nn.functional as F
 from core.device import gemm_dtype
 from core.parallel_state import Group
 from core.tensor_parallel.mappings import all_reduce
+from core.transformer.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
 
 # Vocabulary entries per chunk of the fused output layer + loss: the fastest of 1024-8192 in bf16 on the bench
 # shape (2048 tokens, hidden 512, vocab 32000), and [tokens, 2048] fp32 blocks stay small at any sequence length.
@@ -77,48 +87,169 @@ class _VocabParallelCrossEntropy(torch.autograd.Function):
 
 
 def vocab_parallel_cross_entropy(logits: torch.Tensor, target: torch.Tensor, group: Group,
-                                 vocab_size: Optional[int] = None, label_smoothing: float = 0.0) -> torch.Tensor:
+                                 vocab_size: Optional[int] = None, label_smoothing: float = 0.0,
+                                 fused: bool = False) -> torch.Tensor:
     """Per-token loss ``[s, b]`` (fp32) for logits ``[s, b, v/tp]`` and targets ``[s, b]``.
 
     ``vocab_size``: the real vocabulary; entries past it are padding (default: none).
     The gradient has the dtype of the fp32 working copy and is cast back by autograd.
+    ``fused`` (``--cross-entropy-loss-fusion``): through the block functions' fused kernels.
     """
     full_vocab = logits.size(-1) * group.size
     vocab_size = full_vocab if vocab_size is None else vocab_size
     if not 0 < vocab_size <= full_vocab:
         raise ValueError(f"vocab_size {vocab_size} must be in (0, {full_vocab}]")
+    if fused:
+        return _FusedVocabParallelCrossEntropy.apply(logits, target, group, vocab_size, label_smoothing)
     return _VocabParallelCrossEntropy.apply(logits, target, group, vocab_size, label_smoothing)
 
 
 
-def _chunk_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
-                  logit_scale: Optional[float], softcap: Optional[float]) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-    """fp32 logits ``[n, c]`` of all tokens ``[n, h]`` over a chunk of the vocabulary ``[c, h]``, scaled and capped
-    as the model's; with ``softcap`` also ``tanh``'s output (its derivative reads it).
+def _chunk_product(hidden: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """Raw logits ``[n, c]`` of all tokens ``[n, h]`` over a chunk of the vocabulary ``[c, h]``, in ``hidden``'s
+    dtype (the caller passes the operands in ``gemm_dtype``: bf16 GEMMs accumulate in fp32 inside the kernel)."""
+    return F.linear(hidden, weight.to(hidden.dtype), None if bias is None else bias.to(hidden.dtype))
 
-    The product runs in ``hidden``'s dtype (the caller passes the operands in ``gemm_dtype``: bf16 GEMMs
-    accumulate in fp32 inside the kernel) and is raised to fp32 afterwards, as the materialised path's
-    ``linear`` then ``.float()``.
-    """
-    weight = weight.to(hidden.dtype)
-    logits = F.linear(hidden, weight, None if bias is None else bias.to(hidden.dtype)).float()  # [n, c]
+
+def _scaled_logits(raw: torch.Tensor, logit_scale: Optional[float],
+                   softcap: Optional[float]) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """fp32 logits ``[n, c]`` of a raw block, scaled and capped as the model's; with ``softcap`` also ``tanh``'s
+    output (its derivative reads it). Raised to fp32 as the materialised path's ``linear`` then ``.float()``."""
+    logits = raw.float()  # [n, c]; raw itself when fp32, so nothing below writes in place
     if logit_scale is not None:
-        logits.mul_(logit_scale)
+        logits = logits * logit_scale
     if softcap is None:
         return logits, None
-    capped = torch.tanh(logits.div_(softcap))  # [n, c]
+    capped = torch.tanh(logits / softcap)  # [n, c]
     return capped * softcap, capped
+
+
+def _target_hits(target_col: torch.Tensor, width: int) -> torch.Tensor:
+    """``[n, c]`` True where column ``j`` of the block is row ``i``'s target (``target_col[i] == j``)."""
+    return torch.arange(width, device=target_col.device).unsqueeze(0) == target_col.unsqueeze(-1)
+
+
+def block_partials(raw: torch.Tensor, target_col: torch.Tensor, running_max: torch.Tensor, sums: torch.Tensor,
+                   logit_scale: Optional[float], softcap: Optional[float],
+                   with_sum: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """A block of raw logits ``[n, c]`` folded into the running max ``[n]`` and ``sums`` ``[3, n]`` (partition
+    sum relative to that max, target logit, logit sum when ``with_sum``: label smoothing); ``target_col`` ``[n]``
+    is each row's target column in this block, or -1. Returns the new (max, sums); an online log-sum-exp."""
+    logits, _ = _scaled_logits(raw, logit_scale, softcap)  # [n, c] fp32
+    new_max = torch.maximum(running_max, logits.max(dim=-1)[0])  # [n]
+    partition = sums[0] * torch.exp(running_max - new_max) + torch.exp(logits - new_max.unsqueeze(-1)).sum(-1)
+    target = sums[1] + torch.where(_target_hits(target_col, logits.size(-1)), logits, 0.0).sum(-1)
+    total = sums[2] + logits.sum(dim=-1) if with_sum else sums[2]
+    return new_max, torch.stack((partition, target, total))  # [n], [3, n]
+
+
+def block_logit_grads(raw: torch.Tensor, log_sum_exp: torch.Tensor, target_col: torch.Tensor,
+                      grad_loss: torch.Tensor, target_weight: float, uniform: float, logit_scale: Optional[float],
+                      softcap: Optional[float]) -> torch.Tensor:
+    """The loss's gradient with respect to a block of raw logits ``[n, c]``, in the block's dtype: the softmax
+    minus the (smoothed) target distribution (``target_weight`` at the target, ``uniform`` everywhere),
+    times each row's incoming gradient ``[n]``, through the cap and the scale."""
+    logits, capped = _scaled_logits(raw, logit_scale, softcap)  # [n, c] fp32
+    grad = torch.exp(logits - log_sum_exp.unsqueeze(-1))  # softmax [n, c]
+    grad = grad - torch.where(_target_hits(target_col, grad.size(-1)), target_weight, 0.0)
+    if uniform:
+        grad = grad - uniform
+    grad = grad * grad_loss.unsqueeze(-1)
+    if softcap is not None:  # d(cap * tanh(z / cap)) / dz = 1 - tanh^2
+        grad = grad * (1.0 - capped.square())
+    if logit_scale is not None:
+        grad = grad * logit_scale
+    return grad.to(raw.dtype)  # [n, c]
+
+
+CROSS_ENTROPY_PARTIALS = FusedOp("cross_entropy", "--cross-entropy-loss-fusion", block_partials, {},
+                                 dynamic_shapes=True)
+CROSS_ENTROPY_GRADS = FusedOp("cross_entropy_grad", "--cross-entropy-loss-fusion", block_logit_grads, {},
+                              dynamic_shapes=True)
+
+
+@kernel_choice
+def cross_entropy_partials_kernel(device_type: str, fused: bool = False) -> Tuple[str, object]:
+    """:func:`block_partials` on ``device_type`` ("compiled" | "reference"); ``fused``: --cross-entropy-loss-fusion."""
+    return decide_kernel(CROSS_ENTROPY_PARTIALS, device_type, fused)
+
+
+@kernel_choice
+def cross_entropy_grads_kernel(device_type: str, fused: bool = False) -> Tuple[str, object]:
+    """:func:`block_logit_grads` on ``device_type`` ("compiled" | "reference"); ``fused``: as above."""
+    return decide_kernel(CROSS_ENTROPY_GRADS, device_type, fused)
+
+
+register_fused_op("cross_entropy", "cross_entropy_loss_fusion", cross_entropy_partials_kernel)
+register_fused_op("cross_entropy_grad", "cross_entropy_loss_fusion", cross_entropy_grads_kernel)
+
+
+def _target_columns(local_target: torch.Tensor, columns: slice) -> torch.Tensor:
+    """``[n]`` each row's target column within ``columns``, or -1 when its target lies elsewhere."""
+    inside = (local_target >= columns.start) & (local_target < columns.stop)
+    return torch.where(inside, local_target - columns.start, -1)
+
+
+def _reduced_loss(running_max: torch.Tensor, sums: torch.Tensor, group: Group, vocab_size: int,
+                  label_smoothing: float) -> Tuple[torch.Tensor, torch.Tensor, float]:
+    """(loss ``[n]``, log-sum-exp ``[n]``, smoothing) from this rank's running max and sums, reduced over TP."""
+    global_max = all_reduce(running_max.clone(), group, dist.ReduceOp.MAX)  # [n]
+    sums[0].mul_(torch.exp(running_max - global_max).nan_to_num_(0.0))  # a rank of padding only: 0
+    all_reduce(sums, group)
+    log_sum_exp = global_max + sums[0].log()  # [n]
+    loss = log_sum_exp - sums[1]
+    smoothing = label_smoothing * vocab_size / (vocab_size - 1) if label_smoothing > 0 else 0.0
+    if smoothing > 0:  # the other vocab_size - 1 entries share label_smoothing of the mass
+        sum_log_probs = sums[2] - vocab_size * log_sum_exp  # sum over v of log p_v, [n]
+        loss = (1.0 - smoothing) * loss - smoothing * sum_log_probs / vocab_size
+    return loss, log_sum_exp, smoothing
+
+
+class _FusedVocabParallelCrossEntropy(torch.autograd.Function):
+    """The materialised logits' loss through :func:`block_partials` and :func:`block_logit_grads`' fused
+    kernels: the logits are read once in each pass and saved in their own dtype (no fp32 softmax copy)."""
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, target: torch.Tensor, group: Group, vocab_size: int,
+                label_smoothing: float) -> torch.Tensor:
+        # logits [s, b, v/tp] (any float dtype), target [s, b] global ids
+        local_vocab = logits.size(-1)
+        start = group.rank * local_vocab
+        valid = max(0, min(local_vocab, vocab_size - start))  # non-padding entries held here
+        flat = logits.reshape(-1, local_vocab)[:, :valid]  # [n, valid]
+        local_target = target.reshape(-1) - start  # [n]
+        n = flat.size(0)
+        running_max = torch.full((n,), float("-inf"), dtype=torch.float32, device=logits.device)  # [n]
+        sums = torch.zeros(3, n, dtype=torch.float32, device=logits.device)
+        if valid:  # a rank of padding only folds nothing
+            partials = cross_entropy_partials_kernel(logits.device.type, True)[1]
+            running_max, sums = partials(flat, _target_columns(local_target, slice(0, valid)), running_max, sums,
+                                         None, None, label_smoothing > 0)
+        loss, log_sum_exp, smoothing = _reduced_loss(running_max, sums, group, vocab_size, label_smoothing)
+        ctx.save_for_backward(logits, local_target, log_sum_exp)
+        ctx.settings = (vocab_size, smoothing, valid)
+        return loss.view(target.shape)  # [s, b]
+
+    @staticmethod
+    def backward(ctx, grad_loss: torch.Tensor):
+        logits, local_target, log_sum_exp = ctx.saved_tensors
+        vocab_size, smoothing, valid = ctx.settings
+        local_vocab = logits.size(-1)
+        if not valid:
+            return torch.zeros_like(logits), None, None, None, None
+        uniform = smoothing / vocab_size if smoothing > 0 else 0.0
+        logit_grads = cross_entropy_grads_kernel(logits.device.type, True)[1]
+        grad = logit_grads(logits.reshape(-1, local_vocab)[:, :valid], log_sum_exp,
+                           _target_columns(local_target, slice(0, valid)), grad_loss.reshape(-1).float(),
+                           1.0 - smoothing, uniform, None, None)  # [n, valid]
+        if valid < local_vocab:  # padding entries: 0
+            grad = F.pad(grad, (0, local_vocab - valid))
+        return grad.view(logits.shape), None, None, None, None
 
 
 def _vocab_chunks(valid: int, chunk: int) -> List[slice]:
     """Slices covering this rank's real (non-padding) vocabulary entries ``[0, valid)``."""
     return [slice(first, min(first + chunk, valid)) for first in range(0, valid, chunk)]
-
-
-def _rows_in(local_target: torch.Tensor, columns: slice) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(rows whose target lies in ``columns``, their column within the chunk)."""
-    rows = ((local_target >= columns.start) & (local_target < columns.stop)).nonzero().squeeze(-1)  # [k]
-    return rows, local_target[rows] - columns.start
 
 
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):
@@ -133,59 +264,40 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], target: torch.Tensor,
                 group: Group, vocab_size: int, label_smoothing: float, logit_scale: Optional[float],
-                softcap: Optional[float], chunk: int) -> torch.Tensor:
+                softcap: Optional[float], chunk: int, fused: bool) -> torch.Tensor:
         # hidden [n, h] (every TP rank's full token set), weight [v/tp, h], target [n] global ids
         start = group.rank * weight.size(0)
         valid = max(0, min(weight.size(0), vocab_size - start))  # real entries held here
         local_target = target - start  # [n]; outside [0, valid): another rank's entry
         n = hidden.size(0)
         operand = hidden.to(gemm_dtype(hidden))  # [n, h]; fp32 where half-precision GEMMs are slow
+        partials = cross_entropy_partials_kernel(hidden.device.type, fused)[1]
         running_max = torch.full((n,), float("-inf"), dtype=torch.float32, device=hidden.device)  # [n]
         sums = torch.zeros(3, n, dtype=torch.float32, device=hidden.device)  # partition sum, target logit, sum
         for columns in _vocab_chunks(valid, chunk):
-            logits, _ = _chunk_logits(operand, weight[columns], _slice(bias, columns), logit_scale, softcap)
-            new_max = torch.maximum(running_max, logits.max(dim=-1)[0])  # [n]
-            sums[0].mul_(torch.exp(running_max - new_max)).add_(torch.exp(logits - new_max.unsqueeze(-1)).sum(-1))
-            running_max = new_max
-            rows, cols = _rows_in(local_target, columns)
-            sums[1, rows] = logits[rows, cols]
-            if label_smoothing > 0:
-                sums[2].add_(logits.sum(dim=-1))
-        global_max = all_reduce(running_max.clone(), group, dist.ReduceOp.MAX)  # [n]
-        sums[0].mul_(torch.exp(running_max - global_max).nan_to_num_(0.0))  # a rank of padding only: 0
-        all_reduce(sums, group)
-        log_sum_exp = global_max + sums[0].log()  # [n]
-        loss = log_sum_exp - sums[1]
-        smoothing = label_smoothing * vocab_size / (vocab_size - 1) if label_smoothing > 0 else 0.0
-        if smoothing > 0:  # the other vocab_size - 1 entries share label_smoothing of the mass
-            sum_log_probs = sums[2] - vocab_size * log_sum_exp  # sum over v of log p_v, [n]
-            loss = (1.0 - smoothing) * loss - smoothing * sum_log_probs / vocab_size
+            raw = _chunk_product(operand, weight[columns], _slice(bias, columns))  # [n, c]
+            running_max, sums = partials(raw, _target_columns(local_target, columns), running_max, sums,
+                                         logit_scale, softcap, label_smoothing > 0)
+        loss, log_sum_exp, smoothing = _reduced_loss(running_max, sums, group, vocab_size, label_smoothing)
         ctx.save_for_backward(hidden, weight, bias, local_target, log_sum_exp)
-        ctx.settings = (vocab_size, smoothing, logit_scale, softcap, chunk, valid)
+        ctx.settings = (vocab_size, smoothing, logit_scale, softcap, chunk, valid, fused)
         return loss
 
     @staticmethod
     def backward(ctx, grad_loss: torch.Tensor):
         hidden, weight, bias, local_target, log_sum_exp = ctx.saved_tensors
-        vocab_size, smoothing, logit_scale, softcap, chunk, valid = ctx.settings
+        vocab_size, smoothing, logit_scale, softcap, chunk, valid, fused = ctx.settings
         need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
         grad_hidden = torch.zeros(hidden.shape, dtype=torch.float32, device=hidden.device) if need_hidden else None
         grad_weight = torch.zeros_like(weight) if need_weight else None  # [v/tp, h]; padding rows stay 0
         grad_bias = torch.zeros_like(bias) if need_bias else None
         operand = hidden.to(gemm_dtype(hidden))  # [n, h]
+        logit_grads = cross_entropy_grads_kernel(hidden.device.type, fused)[1]
+        uniform = smoothing / vocab_size if smoothing > 0 else 0.0
         for columns in _vocab_chunks(valid, chunk):
-            logits, capped = _chunk_logits(operand, weight[columns], _slice(bias, columns), logit_scale, softcap)
-            grad = logits.sub_(log_sum_exp.unsqueeze(-1)).exp_()  # softmax [n, c]
-            rows, cols = _rows_in(local_target, columns)
-            grad[rows, cols] -= 1.0 - smoothing
-            if smoothing > 0:
-                grad.sub_(smoothing / vocab_size)
-            grad.mul_(grad_loss.unsqueeze(-1))
-            if softcap is not None:  # d(cap * tanh(z / cap)) / dz = 1 - tanh^2
-                grad.mul_(1.0 - capped.square_())
-            if logit_scale is not None:
-                grad.mul_(logit_scale)
-            grad = grad.to(operand.dtype)  # [n, c]
+            raw = _chunk_product(operand, weight[columns], _slice(bias, columns))  # [n, c]
+            grad = logit_grads(raw, log_sum_exp, _target_columns(local_target, columns), grad_loss.float(),
+                               1.0 - smoothing, uniform, logit_scale, softcap)  # [n, c] in the operand dtype
             if need_hidden:  # a partial sum over the vocabulary shards, reduced by the caller's mapping
                 grad_hidden.add_(grad.mm(weight[columns].to(operand.dtype)))
             if need_weight:
@@ -193,7 +305,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
             if need_bias:
                 grad_bias[columns] = grad.sum(0)
         grad_hidden = None if grad_hidden is None else grad_hidden.to(hidden.dtype)
-        return grad_hidden, grad_weight, grad_bias, None, None, None, None, None, None, None
+        return grad_hidden, grad_weight, grad_bias, None, None, None, None, None, None, None, None
 
 
 def _slice(bias: Optional[torch.Tensor], columns: slice) -> Optional[torch.Tensor]:
@@ -204,9 +316,10 @@ def linear_vocab_parallel_cross_entropy(hidden: torch.Tensor, weight: torch.Tens
                                         target: torch.Tensor, group: Group, vocab_size: Optional[int] = None,
                                         label_smoothing: float = 0.0, chunk: int = CROSS_ENTROPY_CHUNK,
                                         logit_scale: Optional[float] = None,
-                                        softcap: Optional[float] = None) -> torch.Tensor:
+                                        softcap: Optional[float] = None, fused: bool = False) -> torch.Tensor:
     """Per-token loss ``[s, b]`` (fp32) of ``vocab_parallel_cross_entropy(linear(hidden, weight, bias), ...)``
-    without the ``[s, b, v/tp]`` logits: ``chunk`` vocabulary entries at a time.
+    without the ``[s, b, v/tp]`` logits: ``chunk`` vocabulary entries at a time (``fused``:
+    ``--cross-entropy-loss-fusion``).
 
     ``hidden`` ``[s, b, h]`` is the full sequence on every TP rank (``column_parallel_input`` gathers a
     sequence-parallel input and sums the gradient over the ranks); ``weight`` ``[v/tp, h]``;
@@ -220,5 +333,5 @@ def linear_vocab_parallel_cross_entropy(hidden: torch.Tensor, weight: torch.Tens
         raise ValueError(f"chunk must be positive, got {chunk}")
     seq, batch = target.shape
     loss = _ChunkedLinearCrossEntropy.apply(hidden.reshape(seq * batch, -1), weight, bias, target.reshape(-1),
-                                            group, vocab_size, label_smoothing, logit_scale, softcap, chunk)
+                                            group, vocab_size, label_smoothing, logit_scale, softcap, chunk, fused)
     return loss.view(seq, batch)  # [s, b]

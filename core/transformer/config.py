@@ -155,6 +155,11 @@ class TransformerConfig:
     # recomputes the product, a GEMM that fp32 pays in full), also for bf16 weights on a CPU without bf16 units
     # [--cross-entropy-chunk-size]
     cross_entropy_chunk_size: Optional[int] = None
+    # The loss's elementwise work on each block of logits (raise, scale, cap, online log-sum-exp; softmax minus
+    # target in the backward) as fused kernels: a torch.compile'd region per pass; the materialised path then
+    # saves the logits in their dtype instead of an fp32 softmax (core/tensor_parallel/cross_entropy.py)
+    # [--cross-entropy-loss-fusion]
+    cross_entropy_loss_fusion: bool = False
     # Biases by place, each on top of --add-bias-linear (all linears) and --add-qkv-bias (q/k/v only):
     add_dense_bias: bool = False  # the attention output projection (GPT-Neo) [--add-dense-bias]
     add_mlp_bias: bool = False  # both MLP linears (GPT-J, GPT-Neo) [--add-mlp-bias]

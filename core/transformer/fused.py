@@ -45,6 +45,7 @@ class FusedOp:
     reference_name: str = "reference"
     compilable: bool = True  # with the flag and no package kernel: a torch.compile'd reference
     kernels_by_default: bool = False  # the package kernel even without the flag (today's RMSNorm)
+    dynamic_shapes: bool = False  # compile for any shape at once (the loss's blocks change width)
 
 
 @dataclass(eq=False)
@@ -54,6 +55,7 @@ class CompiledRegion:
 
     reference: Kernel
     flag: str
+    dynamic: Optional[bool] = None  # torch.compile's: None recompiles a changing dimension as dynamic
     compile_seconds: float = 0.0
     failed: bool = False
     _compiled: Optional[Kernel] = field(default=None, repr=False)
@@ -69,7 +71,7 @@ class CompiledRegion:
 
     def _compile(self, args: Tuple[Any, ...]) -> Optional[Kernel]:
         start = time.perf_counter()
-        compiled = torch.compile(self.reference)
+        compiled = torch.compile(self.reference, dynamic=self.dynamic)
         try:
             _probe(compiled, args)
         except Exception as error:  # any backend failure: the reference keeps training going
@@ -100,7 +102,7 @@ _COMPILED: Dict[int, CompiledRegion] = {}  # id(op) -> its one compiled region
 def compiled_region(op: FusedOp) -> CompiledRegion:
     """The compiled reference of ``op`` (one per operation, shared by all device types)."""
     if id(op) not in _COMPILED:
-        _COMPILED[id(op)] = CompiledRegion(op.reference, op.flag)
+        _COMPILED[id(op)] = CompiledRegion(op.reference, op.flag, dynamic=True if op.dynamic_shapes else None)
     return _COMPILED[id(op)]
 
 

@@ -67,6 +67,8 @@ CE_CASES = {  # name: (vocab_size or None for "no padding", label_smoothing, log
     "ce_padded_large_logits": (VOCAB, 0.0, 20.0),
     "ce_padded_smooth_large_logits": (VOCAB, 0.1, 40.0),  # logit spread > 88: exp underflows in fp32
 }
+# The same losses through --cross-entropy-loss-fusion's compiled block kernels (the padding-only rank at TP=4)
+FUSED_CE_CASES = ("ce_padded_smooth", "ce_full")
 # The fused output layer + loss, chunked over the vocabulary (linear_vocab_parallel_cross_entropy)
 CHUNKED_CE_CASES = {  # name: (vocab_size, label_smoothing, logit scale, softcap, bias, sequence_parallel, chunk)
     "cce_padded": (VOCAB, 0.0, None, None, False, False, 3),
@@ -218,11 +220,12 @@ def _run_embedding(name, sp, group, rank, tp):
     return {"y": y.detach().clone(), "dw": layer.weight.grad.clone()}
 
 
-def _run_ce(name, group, rank, tp):
+def _run_ce(name, group, rank, tp, fused=False):
     vocab, smoothing, _ = CE_CASES[name]
     d = ce_data(name)
     logits = _last_chunk(d["logits"], rank, tp).requires_grad_(True)
-    loss = vocab_parallel_cross_entropy(logits, d["target"], group, vocab_size=vocab, label_smoothing=smoothing)
+    loss = vocab_parallel_cross_entropy(logits, d["target"], group, vocab_size=vocab, label_smoothing=smoothing,
+                                        fused=fused)
     loss.backward(d["g"])
     return {"loss": loss.detach().clone(), "dlogits": logits.grad.clone()}
 
@@ -257,6 +260,8 @@ def worker(rank, world_size):
         results[name] = _run_embedding(name, sp, group, rank, tp)
     for name in CE_CASES:
         results[name] = _run_ce(name, group, rank, tp)
+    for name in FUSED_CE_CASES:
+        results[f"fused_{name}"] = _run_ce(name, group, rank, tp, fused=True)
     for name in CHUNKED_CE_CASES:
         results[name] = _run_chunked_ce(name, group, rank, tp)
     return results  # the harness carries it back with torch.save
@@ -371,6 +376,17 @@ def test_vocab_parallel_embedding(launched, name):
 
 @pytest.mark.parametrize("name", list(CE_CASES))
 def test_vocab_parallel_cross_entropy(launched, name):
+    _check_ce(launched, name, name)
+
+
+@pytest.mark.parametrize("name", FUSED_CE_CASES)
+def test_fused_vocab_parallel_cross_entropy(launched, name):
+    """--cross-entropy-loss-fusion's materialised path: its compiled kernels on each rank's logits."""
+    _check_ce(launched, name, f"fused_{name}")
+
+
+def _check_ce(launched, name, key):
+    """The TP loss of CE case ``name`` (results under ``key``) equals torch's cross-entropy, loss and gradient."""
     tp, results = launched
     vocab, smoothing, _ = CE_CASES[name]
     vocab = vocab or PADDED_VOCAB
@@ -380,7 +396,7 @@ def test_vocab_parallel_cross_entropy(launched, name):
     loss = F.cross_entropy(logits[..., :vocab].reshape(-1, vocab), d["target"].reshape(-1), reduction="none",
                            label_smoothing=smoothing * vocab / (vocab - 1)).view(SEQ, BATCH)
     loss.backward(d["g"])
-    local = [res[name] for res in results]
+    local = [res[key] for res in results]
     for r, res in enumerate(local):
         _close(res["loss"], loss.detach(), f"loss rank {r}")
         _close(res["dlogits"], _last_chunk(logits.grad, r, tp), f"logits grad rank {r}")

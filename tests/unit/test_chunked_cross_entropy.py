@@ -17,6 +17,8 @@ import torch
 
 import core.models.gpt_model as gpt_model
 from core import device
+from core.tensor_parallel import cross_entropy
+from core.transformer import fused as fused_ops
 from mindspeed_llm.arguments import ArgumentError, parse_args, validate_args
 from mindspeed_llm.training.training import setup
 
@@ -96,3 +98,50 @@ def test_default_path_follows_the_gemm_dtype(monkeypatch, extra: List[str], chun
 def test_negative_chunk_is_refused() -> None:
     with pytest.raises(ArgumentError, match="--cross-entropy-chunk-size -1 must be 0"):
         validate_args(parse_args(ARGV + ["--cross-entropy-chunk-size", "-1"]), 1)
+
+
+# ----------------------------------------------------------------------------- --cross-entropy-loss-fusion
+
+@pytest.fixture
+def fresh_kernels():
+    """The fused loss kernels decide and compile afresh, and leave no choice behind."""
+    fused_ops.reset_choices()
+    yield
+    fused_ops.reset_choices()
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 1e-5)])
+def test_fused_block_kernels_equal_the_reference(fresh_kernels, dtype: torch.dtype, tolerance: float) -> None:
+    """The compiled block functions against their references: fp32 and bf16 blocks (the math is fp32 either
+    way), with a scale and a cap, label smoothing, rows whose target is elsewhere, and two block widths."""
+    assert cross_entropy.cross_entropy_partials_kernel("cpu", False)[0] == "reference"
+    name, partials = cross_entropy.cross_entropy_partials_kernel("cpu", True)
+    _, grads = cross_entropy.cross_entropy_grads_kernel("cpu", True)
+    assert name == "compiled"
+    generator = torch.Generator().manual_seed(0)
+    running_max = torch.randn(12, generator=generator)
+    sums = torch.rand(3, 12, generator=generator)
+    for width in (16, 9):  # the last chunk is narrower: one dynamic-shape compile serves both
+        raw = (3 * torch.randn(12, width, generator=generator)).to(dtype)
+        target_col = torch.randint(-1, width, (12,), generator=generator)
+        for scale, cap in ((None, None), (0.5, 2.0)):
+            args = (raw, target_col, running_max, sums, scale, cap, True)
+            for ours, expected in zip(partials(*args), cross_entropy.block_partials(*args)):
+                torch.testing.assert_close(ours, expected, rtol=tolerance, atol=tolerance)
+            args = (raw, running_max + 2.0, target_col, torch.rand(12, generator=generator), 0.9, 0.001, scale, cap)
+            ours, expected = grads(*args), cross_entropy.block_logit_grads(*args)
+            assert ours.dtype == dtype
+            torch.testing.assert_close(ours.float(), expected.float(), rtol=tolerance, atol=tolerance)
+    assert all(not region.failed and region.compile_seconds > 0 for region in fused_ops._COMPILED.values())
+
+
+@pytest.mark.parametrize("chunk", ["0", "13"], ids=["materialised", "chunked"])
+def test_fused_loss_and_gradients_equal_the_unfused(fresh_kernels, chunk: str) -> None:
+    extra = ["--label-smoothing-factor", "0.1", "--untie-embeddings-and-output-weights",
+             "--cross-entropy-chunk-size", chunk]
+    unfused = _loss_and_grads(ARGV + extra)
+    fused = _loss_and_grads(ARGV + extra + ["--cross-entropy-loss-fusion"])
+    for name, value in unfused.items():
+        torch.testing.assert_close(fused[name], value, rtol=1e-5, atol=1e-6, msg=lambda m: f"{name}: {m}")
+    regions = list(fused_ops._COMPILED.values())  # the forward's and the backward's kernels compiled and ran
+    assert len(regions) == 2 and all(region.compile_seconds > 0 and not region.failed for region in regions)

@@ -103,7 +103,7 @@ def test_compiled_cpu_path_equals_the_reference(case: str, dtype: torch.dtype, t
 
 
 def test_compile_failure_warns_once_and_runs_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken_compile(fn: Callable) -> Callable:
+    def broken_compile(fn: Callable, **options: object) -> Callable:
         def compiled(*args: object) -> torch.Tensor:
             raise RuntimeError("no C compiler\nsecond line")
         return compiled
