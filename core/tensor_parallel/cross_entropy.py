@@ -32,14 +32,19 @@ from core.transformer.fused import FusedOp, decide_kernel, kernel_choice, regist
 CROSS_ENTROPY_CHUNK = 2048
 
 
+def _local_vocab_range(local_vocab: int, group: Group, vocab_size: int) -> Tuple[int, int]:
+    """(the first global id this TP rank holds, how many of its ``local_vocab`` entries are real, not padding)."""
+    start = group.rank * local_vocab
+    return start, max(0, min(local_vocab, vocab_size - start))
+
+
 class _VocabParallelCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits: torch.Tensor, target: torch.Tensor, group: Group, vocab_size: int,
                 label_smoothing: float) -> torch.Tensor:
         # logits [s, b, v/tp] (any float dtype), target [s, b] global ids
         local_vocab = logits.size(-1)
-        start = group.rank * local_vocab
-        valid = max(0, min(local_vocab, vocab_size - start))  # non-padding entries held here
+        start, valid = _local_vocab_range(local_vocab, group, vocab_size)
         logits = logits.float().clone()  # [s, b, v/tp] fp32 working copy
         if valid < local_vocab:
             logits[..., valid:] = float("-inf")
@@ -214,8 +219,7 @@ class _FusedVocabParallelCrossEntropy(torch.autograd.Function):
                 label_smoothing: float) -> torch.Tensor:
         # logits [s, b, v/tp] (any float dtype), target [s, b] global ids
         local_vocab = logits.size(-1)
-        start = group.rank * local_vocab
-        valid = max(0, min(local_vocab, vocab_size - start))  # non-padding entries held here
+        start, valid = _local_vocab_range(local_vocab, group, vocab_size)
         flat = logits.reshape(-1, local_vocab)[:, :valid]  # [n, valid]
         local_target = target.reshape(-1) - start  # [n]
         n = flat.size(0)
@@ -266,8 +270,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
                 group: Group, vocab_size: int, label_smoothing: float, logit_scale: Optional[float],
                 softcap: Optional[float], chunk: int, fused: bool) -> torch.Tensor:
         # hidden [n, h] (every TP rank's full token set), weight [v/tp, h], target [n] global ids
-        start = group.rank * weight.size(0)
-        valid = max(0, min(weight.size(0), vocab_size - start))  # real entries held here
+        start, valid = _local_vocab_range(weight.size(0), group, vocab_size)
         local_target = target - start  # [n]; outside [0, valid): another rank's entry
         n = hidden.size(0)
         operand = hidden.to(gemm_dtype(hidden))  # [n, h]; fp32 where half-precision GEMMs are slow
