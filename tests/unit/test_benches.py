@@ -131,5 +131,7 @@ def test_train_throughput_emulates_an_avx2_cpu(tmp_path) -> None:
                            "--emulate-avx2"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads(done.stdout.strip().splitlines()[-1])
-    assert record["cpu_capability"] == "AVX2" and record["cpu_bf16_units"] is False and record["emulated_avx2"]
+    # AVX2, or PyTorch's DEFAULT kernels on an x86 CPU without AVX2 at all
+    assert record["cpu_capability"] in ("AVX2", "DEFAULT") and record["cpu_bf16_units"] is False
+    assert record["emulated_avx2"]
     assert record["fp32"]["ours_tokens_per_s"] > 0
