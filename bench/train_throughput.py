@@ -219,7 +219,7 @@ def main() -> None:
     result = {"bench": "train_throughput", "model": str(shape), "threads": torch.get_num_threads(),
               "cpu_capability": torch.backends.cpu.get_cpu_capability(),
               "cpu_bf16_units": cpu_has_half_gemm_units(torch.bfloat16), "emulated_avx2": args.emulate_avx2,
-              "ours": "plain" if args.plain else "fused kernels + regional torch.compile"}
+              "ours": "plain" if args.plain else "fused kernels + fused loss + regional torch.compile"}
     for dtype in args.dtypes.split(","):
         result[dtype] = measure(shape, dtype, args.steps, args.warmup, args.rounds,
                                 num_workers=0 if args.smoke else 2,  # smoke: no DataLoader processes

@@ -260,9 +260,9 @@ class GPTModel(nn.Module):
         chunk = self.config.cross_entropy_chunk_size
         if chunk is None:  # by the dtype the output GEMM runs in: see TransformerConfig.cross_entropy_chunk_size
             chunk = CROSS_ENTROPY_CHUNK if gemm_dtype(self.output_weight()) in (torch.bfloat16, torch.float16) else 0
-        if not chunk or weight_grads_deferred():
-            return self._per_token_loss(self._logits(hidden, fp32_product=not weight_grads_deferred()), labels,
-                                        label_smoothing)
+        deferred = weight_grads_deferred()
+        if not chunk or deferred:
+            return self._per_token_loss(self._logits(hidden, fp32_product=not deferred), labels, label_smoothing)
         hidden = column_parallel_input(self._output_layer_input(hidden), self.tp_group,
                                        self.config.sequence_parallel)  # [s, b, h]
         loss = linear_vocab_parallel_cross_entropy(

@@ -297,9 +297,10 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         operand = hidden.to(gemm_dtype(hidden))  # [n, h]
         logit_grads = cross_entropy_grads_kernel(hidden.device.type, fused)[1]
         uniform = smoothing / vocab_size if smoothing > 0 else 0.0
+        grad_loss = grad_loss.float()  # [n]
         for columns in _vocab_chunks(valid, chunk):
             raw = _chunk_product(operand, weight[columns], _slice(bias, columns))  # [n, c]
-            grad = logit_grads(raw, log_sum_exp, _target_columns(local_target, columns), grad_loss.float(),
+            grad = logit_grads(raw, log_sum_exp, _target_columns(local_target, columns), grad_loss,
                                1.0 - smoothing, uniform, logit_scale, softcap)  # [n, c] in the operand dtype
             if need_hidden:  # a partial sum over the vocabulary shards, reduced by the caller's mapping
                 grad_hidden.add_(grad.mm(weight[columns].to(operand.dtype)))
