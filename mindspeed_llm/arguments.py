@@ -1355,6 +1355,11 @@ def _check_dependent_flags(args: argparse.Namespace) -> None:
     for dest, active, needs in DEPENDENT_FLAGS:
         if _given(args, dest) and not active(args):
             raise ArgumentError(f"{_flag(dest)} has no effect without {needs}; add {needs} or drop {_flag(dest)}")
+    if args.stage == "orm":  # a reward model's loss reads its value head's scores, not the vocabulary
+        for dest in ("cross_entropy_loss_fusion", "cross_entropy_chunk_size"):
+            if _given(args, dest):
+                raise ArgumentError(f"{_flag(dest)} has no effect with --stage orm (its loss reads a value head, "
+                                    f"not the vocabulary's logits); drop {_flag(dest)}")
     if _given(args, "max_skipped_iterations") and not args.check_for_nan_in_loss_and_grad:
         raise ArgumentError("--max-skipped-iterations has no effect with --no-check-for-nan-in-loss-and-grad "
                             "(nothing is skipped); drop one of them")

@@ -95,6 +95,16 @@ def test_default_path_follows_the_gemm_dtype(monkeypatch, extra: List[str], chun
     assert bool(calls) == chunked
 
 
+@pytest.mark.parametrize("flag", [["--cross-entropy-loss-fusion"], ["--cross-entropy-chunk-size", "8"]])
+def test_loss_flags_are_refused_for_a_reward_model(flag: List[str]) -> None:
+    """--stage orm's loss reads a value head: a flag shaping the vocabulary loss would be ignored."""
+    validate_args(parse_args(ARGV + ["--stage", "orm"]), 1)  # control: the reward model alone is valid
+    with pytest.raises(ArgumentError) as info:
+        validate_args(parse_args(ARGV + ["--stage", "orm"] + flag), 1)
+    assert str(info.value) == (f"{flag[0]} has no effect with --stage orm (its loss reads a value head, not the "
+                               f"vocabulary's logits); drop {flag[0]}")
+
+
 def test_negative_chunk_is_refused() -> None:
     with pytest.raises(ArgumentError, match="--cross-entropy-chunk-size -1 must be 0"):
         validate_args(parse_args(ARGV + ["--cross-entropy-chunk-size", "-1"]), 1)
