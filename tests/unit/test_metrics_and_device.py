@@ -10,7 +10,10 @@ term, and for skipping noop layers. ``train()`` prints one line per
 from __future__ import annotations
 
 import math
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -211,3 +214,39 @@ def test_peak_tflops_override_and_cpu_default():
     init_accelerator("cpu")
     assert peak_tflops() > 0
     assert peak_tflops(None) == peak_tflops()
+
+
+_FAULTS_OF_A_REUSED_TENSOR = """
+import resource, torch
+from core.device import init_accelerator, keep_freed_host_memory
+init_accelerator("cpu")
+def faults() -> int:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    torch.empty(16 * 2**20).fill_(1.0)  # 64 MiB, written then freed
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+counts = [faults() for _ in range(12)]
+print(keep_freed_host_memory(), sum(counts[-4:]))
+"""
+
+
+def _reused_tensor_faults(**env: str):
+    """(whether the tuning applied, page faults of the last 4 of 12 64 MiB tensors) in a fresh process."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    done = subprocess.run([sys.executable, "-c", _FAULTS_OF_A_REUSED_TENSOR], capture_output=True, text=True,
+                          env={**environ, **env}, check=True)
+    applied, faults = done.stdout.split()
+    return applied == "True", int(faults)
+
+
+def test_cpu_accelerator_reuses_freed_host_memory():
+    """On the CPU, once the heap holds a few freed 64 MiB blocks (aligned allocations leave gaps), the next
+    tensors reuse them instead of faulting 16k fresh pages each; a user's own malloc setting (glibc's
+    MALLOC_*_ variables) is left alone."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc's malloc only")
+    applied, faults = _reused_tensor_faults()
+    if not applied:
+        pytest.skip("the C library has no mallopt (not glibc)")
+    assert faults < 1000
+    applied, faults = _reused_tensor_faults(MALLOC_MMAP_MAX_="65536")
+    assert not applied and faults > 4 * 8000
