@@ -256,3 +256,19 @@ def test_optimizer_step_is_clipped_to_max_norm(dtype):
     assert torch.nn.utils.get_total_norm(updates).item() == pytest.approx(0.5, rel=1e-4)
     for update, grad in zip(updates, grads_in_order):
         torch.testing.assert_close(update, grad * (0.5 / raw), rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("shape", [(3, 5), (1000, 300), (300, 1000)])
+def test_add_into_main_grad_equals_a_plain_add(dtype, shape):
+    """A half-precision gradient added piece by piece into fp32 main_grad (sizes above and below a piece, one
+    not a multiple of it, and a transposed, non-contiguous gradient) gives the plain add's sums, bit for bit."""
+    from core.distributed.grad_buffer import add_into
+
+    torch.manual_seed(0)
+    start = torch.randn(shape)
+    for grad in (torch.randn(shape).to(dtype), torch.randn(shape[::-1]).to(dtype).t()):
+        expected, main_grad = start.clone(), start.clone()
+        expected.add_(grad)
+        add_into(main_grad, grad)
+        assert torch.equal(main_grad, expected)
