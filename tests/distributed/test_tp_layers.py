@@ -68,7 +68,7 @@ CE_CASES = {  # name: (vocab_size or None for "no padding", label_smoothing, log
     "ce_padded_smooth_large_logits": (VOCAB, 0.1, 40.0),  # logit spread > 88: exp underflows in fp32
 }
 # The same losses through --cross-entropy-loss-fusion's compiled block kernels (the padding-only rank at TP=4)
-FUSED_CE_CASES = ("ce_padded_smooth", "ce_full")
+FUSED_CE_CASES = ("ce_padded_smooth", "ce_full", "ce_padded_smooth_large_logits")
 # The fused output layer + loss, chunked over the vocabulary (linear_vocab_parallel_cross_entropy)
 CHUNKED_CE_CASES = {  # name: (vocab_size, label_smoothing, logit scale, softcap, bias, sequence_parallel, chunk)
     "cce_padded": (VOCAB, 0.0, None, None, False, False, 3),

@@ -145,6 +145,34 @@ def test_fused_block_kernels_equal_the_reference(fresh_kernels, dtype: torch.dty
     assert all(not region.failed and region.compile_seconds > 0 for region in fused_ops._COMPILED.values())
 
 
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 1e-2)])
+def test_materialised_exp_kernels_equal_the_reference(fresh_kernels, dtype: torch.dtype, tolerance: float) -> None:
+    """The materialised fused loss's kernels: compiled logit_exps and exp_logit_grads equal their references,
+    and the gradient from the kept numerators equals block_logit_grads' recomputed softmax (bf16: the
+    numerators are kept in bf16, so to bf16 rounding)."""
+    name, exps_of = cross_entropy.logit_exps_kernel("cpu", True)
+    _, grads_of = cross_entropy.exp_logit_grads_kernel("cpu", True)
+    assert name == "compiled"
+    generator = torch.Generator().manual_seed(0)
+    for width in (16, 9):
+        logits = (3 * torch.randn(12, width, generator=generator)).to(dtype)
+        target_col = torch.randint(-1, width, (12,), generator=generator)
+        ours, expected = exps_of(logits, target_col, True), cross_entropy.logit_exps(logits, target_col, True)
+        for got, want in zip(ours, expected):
+            assert got.dtype == want.dtype
+            torch.testing.assert_close(got.float(), want.float(), rtol=1e-5, atol=1e-5)
+        row_max, sums, exps = expected
+        log_sum_exp = row_max + sums[0].log()  # [n]
+        grad_loss = torch.rand(12, generator=generator)
+        args = (exps, torch.exp(row_max - log_sum_exp), target_col, grad_loss, 0.9, 0.001)
+        ours, expected = grads_of(*args), cross_entropy.exp_logit_grads(*args)
+        assert ours.dtype == dtype
+        torch.testing.assert_close(ours.float(), expected.float(), rtol=1e-5, atol=1e-5)
+        recomputed = cross_entropy.block_logit_grads(logits, log_sum_exp, target_col, grad_loss, 0.9, 0.001,
+                                                     None, None)
+        torch.testing.assert_close(expected.float(), recomputed.float(), rtol=tolerance, atol=tolerance)
+
+
 @pytest.mark.parametrize("chunk", ["0", "13"], ids=["materialised", "chunked"])
 def test_fused_loss_and_gradients_equal_the_unfused(fresh_kernels, chunk: str) -> None:
     extra = ["--label-smoothing-factor", "0.1", "--untie-embeddings-and-output-weights",
