@@ -265,13 +265,15 @@ def gemm_dtype(tensor: torch.Tensor) -> torch.dtype:
 def _cpu_peak_tflops(half_precision: bool) -> float:
     """Peak of this CPU, an estimate at ~2.5 GHz: per core and cycle, 2 FMA pipes x fp32 lanes x 2 flops,
     doubled for bf16 with AVX512-BF16 dot products, and 1024 bf16 flops with AMX tiles (one 16x16x32
-    TDPBF16PS every 16 cycles)."""
+    TDPBF16PS every 16 cycles); the fp32 figure where PyTorch does not use such units
+    (:func:`cpu_has_half_gemm_units`), as bf16 products then run in fp32."""
     flags = _cpu_flags()
     lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
     flops_per_cycle = 2 * lanes * 2
-    if half_precision and "amx_bf16" in flags:
+    half_units = half_precision and cpu_has_half_gemm_units(torch.bfloat16)  # else bf16 GEMMs run in fp32
+    if half_units and "amx_bf16" in flags:
         flops_per_cycle = 1024
-    elif half_precision and "avx512_bf16" in flags:
+    elif half_units and "avx512_bf16" in flags:
         flops_per_cycle *= 2
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return cores * flops_per_cycle * 2.5e9 / 1e12

@@ -216,6 +216,19 @@ def test_peak_tflops_override_and_cpu_default():
     assert peak_tflops(None) == peak_tflops()
 
 
+def test_cpu_bf16_peak_is_the_fp32_one_without_bf16_units(monkeypatch):
+    """MFU's CPU denominator: bf16 counts AMX / AVX512-BF16 only where PyTorch multiplies on them; elsewhere
+    bf16 products run in fp32 (core.device.gemm_dtype), and so does the peak."""
+    import core.device as device
+
+    monkeypatch.setattr(device, "_cpu_flags", lambda: "flags : avx2 avx512f avx512_bf16 amx_bf16")
+    monkeypatch.setattr(device, "_CPU_HALF_GEMM_UNITS", {torch.bfloat16: True, torch.float16: False})
+    fp32 = device._cpu_peak_tflops(half_precision=False)
+    assert device._cpu_peak_tflops(half_precision=True) == 16 * fp32  # AMX: 1024 flops/cycle against 64
+    monkeypatch.setattr(device, "_CPU_HALF_GEMM_UNITS", {torch.bfloat16: False, torch.float16: False})
+    assert device._cpu_peak_tflops(half_precision=True) == fp32
+
+
 _FAULTS_OF_A_REUSED_TENSOR = """
 import resource, torch
 from core.device import init_accelerator, keep_freed_host_memory
