@@ -36,25 +36,12 @@ def norm_squared_of_range(param: torch.Tensor, grad: torch.Tensor, flat_start: i
     shard = meta.tp_shard
     if shard is None:
         counted = tp_rank == 0 or meta.distinct_over_tp  # replicated over TP: once
-        return _squared_norm(grad) if counted else grad.new_zeros((), dtype=torch.float32)
+        return grad.float().pow(2).sum() if counted else grad.new_zeros((), dtype=torch.float32)
     if not shard.has_replicas(tp):
-        return _squared_norm(grad)
+        return grad.float().pow(2).sum()
     weights = shard.replica_weights(param.shape if local_shape is None else local_shape, tp, grad.device)
     weights = weights[flat_start:flat_start + grad.numel()]  # [n]
-    flat = _flat_fp32(grad)  # [n]
-    return torch.dot(flat * weights, flat)
-
-
-def _flat_fp32(grad: torch.Tensor) -> torch.Tensor:
-    flat = grad.reshape(-1)  # [n]
-    return flat if flat.dtype == torch.float32 else flat.float()
-
-
-def _squared_norm(grad: torch.Tensor) -> torch.Tensor:
-    """sum(grad²) in fp32 as a dot product of the flat gradient with itself: one pass, and no
-    gradient-sized temporary (``pow(2)`` allocated one per parameter, 64 MB for a 32k x 512 embedding)."""
-    flat = _flat_fp32(grad)  # [n]
-    return torch.dot(flat, flat)
+    return (grad.float().reshape(-1).pow(2) * weights).sum()
 
 
 def _sum_of_squares(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], tp_group: Group) -> torch.Tensor:
