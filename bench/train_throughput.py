@@ -149,15 +149,15 @@ def baseline_in_child(shape_name: str, dtype: str, variant: str, timeout: float)
     return float(done.stdout.strip().splitlines()[-1])
 
 
-def measure(shape: Shape, dtype: str, steps: int, warmup: int, rounds: int, num_workers: int = 0,
-            fast: bool = True, baseline_timeout: float = 240.0, shape_name: str = "bench") -> Dict[str, object]:
-    """Ours and the baselines in one process, alternating. ``num_workers``: our DataLoader processes, none by
-    default: forked workers that stay alive make the baselines' steps in this process up to 1.8x slower
-    (1.23 s -> 2.1-2.2 s for the bf16 autocast step on a Xeon with AMX; ours barely moves), which would
-    inflate every ratio; our mock batches cost under 2 ms in this process."""
+def measure(shape: Shape, dtype: str, steps: int, warmup: int, rounds: int, fast: bool = True,
+            baseline_timeout: float = 240.0, shape_name: str = "bench") -> Dict[str, object]:
+    """Ours and the baselines in one process, alternating. Ours runs with no DataLoader processes: forked
+    workers that stay alive make the baselines' steps in this process up to 1.8x slower (1.23 s -> 2.1-2.2 s
+    for the bf16 autocast step on a Xeon with AMX; ours barely moves), which would inflate every ratio; our
+    mock batches cost under 2 ms in this process."""
     from core.device import cpu_has_half_gemm_units, peak_tflops
 
-    ours, trainer = our_step_fn(shape, dtype, num_workers, fast)
+    ours, trainer = our_step_fn(shape, dtype, 0, fast)
     timed(ours, warmup)  # compiles the layers when fast
     tokens = shape.micro_batch * shape.seq
     slow_bf16 = dtype == "bf16" and not cpu_has_half_gemm_units(torch.bfloat16)

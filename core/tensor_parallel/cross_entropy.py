@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from core.device import gemm_dtype
 from core.parallel_state import Group
 from core.tensor_parallel.mappings import all_reduce
-from core.transformer.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
+from core.transformer.fused import Chooser, FusedOp, Kernel, decide_kernel, kernel_choice, register_fused_op
 
 # Vocabulary entries per chunk of the fused output layer + loss: the fastest of 1024-8192 in bf16 on the bench
 # shape (2048 tokens, hidden 512, vocab 32000), and [tokens, 2048] fp32 blocks stay small at any sequence length.
@@ -195,43 +195,24 @@ def exp_logit_grads(exps: torch.Tensor, inverse_partition: torch.Tensor, target_
     return _softmax_minus_target(softmax, target_col, grad_loss, target_weight, uniform).to(exps.dtype)
 
 
-CROSS_ENTROPY_PARTIALS = FusedOp("cross_entropy", "--cross-entropy-loss-fusion", block_partials, {},
-                                 dynamic_shapes=True)
-CROSS_ENTROPY_GRADS = FusedOp("cross_entropy_grad", "--cross-entropy-loss-fusion", block_logit_grads, {},
-                              dynamic_shapes=True)
-LOGIT_EXPS = FusedOp("cross_entropy_exps", "--cross-entropy-loss-fusion", logit_exps, {}, dynamic_shapes=True)
-EXP_LOGIT_GRADS = FusedOp("cross_entropy_exps_grad", "--cross-entropy-loss-fusion", exp_logit_grads, {},
-                          dynamic_shapes=True)
+def _loss_kernel(name: str, reference: Kernel) -> Chooser:
+    """The chooser of one of the loss's fused block functions (``reference``): ``(device_type, fused) ->
+    ("compiled" | "reference", function)``, ``fused`` being --cross-entropy-loss-fusion; registered as ``name``
+    for the log line. Every one compiles with dynamic shapes: the blocks change width."""
+    op = FusedOp(name, "--cross-entropy-loss-fusion", reference, {}, dynamic_shapes=True)
+
+    @kernel_choice
+    def chooser(device_type: str, fused: bool = False) -> Tuple[str, Kernel]:
+        return decide_kernel(op, device_type, fused)
+
+    register_fused_op(name, "cross_entropy_loss_fusion", chooser)
+    return chooser
 
 
-@kernel_choice
-def cross_entropy_partials_kernel(device_type: str, fused: bool = False) -> Tuple[str, object]:
-    """:func:`block_partials` on ``device_type`` ("compiled" | "reference"); ``fused``: --cross-entropy-loss-fusion."""
-    return decide_kernel(CROSS_ENTROPY_PARTIALS, device_type, fused)
-
-
-@kernel_choice
-def cross_entropy_grads_kernel(device_type: str, fused: bool = False) -> Tuple[str, object]:
-    """:func:`block_logit_grads` on ``device_type`` ("compiled" | "reference"); ``fused``: as above."""
-    return decide_kernel(CROSS_ENTROPY_GRADS, device_type, fused)
-
-
-@kernel_choice
-def logit_exps_kernel(device_type: str, fused: bool = False) -> Tuple[str, object]:
-    """:func:`logit_exps` on ``device_type`` ("compiled" | "reference"); ``fused``: as above."""
-    return decide_kernel(LOGIT_EXPS, device_type, fused)
-
-
-@kernel_choice
-def exp_logit_grads_kernel(device_type: str, fused: bool = False) -> Tuple[str, object]:
-    """:func:`exp_logit_grads` on ``device_type`` ("compiled" | "reference"); ``fused``: as above."""
-    return decide_kernel(EXP_LOGIT_GRADS, device_type, fused)
-
-
-register_fused_op("cross_entropy", "cross_entropy_loss_fusion", cross_entropy_partials_kernel)
-register_fused_op("cross_entropy_grad", "cross_entropy_loss_fusion", cross_entropy_grads_kernel)
-register_fused_op("cross_entropy_exps", "cross_entropy_loss_fusion", logit_exps_kernel)
-register_fused_op("cross_entropy_exps_grad", "cross_entropy_loss_fusion", exp_logit_grads_kernel)
+cross_entropy_partials_kernel = _loss_kernel("cross_entropy", block_partials)
+cross_entropy_grads_kernel = _loss_kernel("cross_entropy_grad", block_logit_grads)
+logit_exps_kernel = _loss_kernel("cross_entropy_exps", logit_exps)
+exp_logit_grads_kernel = _loss_kernel("cross_entropy_exps_grad", exp_logit_grads)
 
 
 def _target_columns(local_target: torch.Tensor, columns: slice) -> torch.Tensor:
