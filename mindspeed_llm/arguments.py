@@ -292,7 +292,7 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_fused_kernel_args(parser: argparse.ArgumentParser) -> None:
-    """Fused-kernel flags (MindSpeed/Megatron names; core/transformer/fused.py, TransformerConfig documents each)."""
+    """Fused-kernel flags (MindSpeed/Megatron names; core/fused.py, TransformerConfig documents each)."""
     group = parser.add_argument_group("fused kernels")
     group.add_argument("--use-fused-rmsnorm", action="store_true",
                        help="RMSNorm through torch_npu/apex, else a torch.compile'd reference")

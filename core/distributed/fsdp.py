@@ -49,7 +49,7 @@ over the expert-DP group.
 Training step (see ``tests/distributed/test_fsdp.py``)::
 
     model = wrap_fsdp2(build_model(config, state, device, seed), state)
-    optimizer = FSDPOptimizer(model, OptimizerConfig(...), state)
+    optimizer = FSDPOptimizer(model, OptimizerConfig(...), state)  # core/optimizer/fsdp_optimizer.py
     loss.backward()                       # FSDP reduce-scatters over DP x CP (sum / DP)
     finalize_fsdp_grads(model, state)     # TP sums on the shards (and FSDP1's CP factor)
     applied, grad_norm = optimizer.step() # TP/DP-aware norm, clipping, AdamW
@@ -76,11 +76,10 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 
-from core.optimizer.clip_grads import norm_squared_of_range
-from core.optimizer.optimizer import LossScalingOptimizer, OptimizerConfig, build_torch_optimizer
 from core.parallel_state import GROUP_DIMS, Group, ParallelState, group_ranks
 from core.tensor_parallel.mappings import all_reduce
 from core.tensor_parallel.param_meta import ParamMeta, param_meta, set_meta, sum_replicas_over_tp
+from core.transformer.block import transformer_layers
 
 SHARDING_STRATEGIES = ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")
 _FSDP1_PREFIXES = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.")
@@ -208,12 +207,6 @@ def build_dp_mesh(state: ParallelState, device_type: str, replicate: int = 1) ->
     mesh = DeviceMesh.from_group([rep.handle, shard.handle], device_type, mesh=layout,
                                  mesh_dim_names=("replicate", "shard"))
     return mesh, shard, rep
-
-
-def transformer_layers(model: nn.Module) -> List[nn.Module]:
-    """The decoder layers that hold parameters (noop layers are skipped)."""
-    layers = model.decoder.layers.values()
-    return [layer for layer in layers if any(True for _ in layer.parameters())]
 
 
 def adapter_factors(module: nn.Module) -> List[nn.Module]:
@@ -425,79 +418,6 @@ def finalize_fsdp_grads(model: nn.Module, state: ParallelState) -> None:
     _flat_all_reduce(partial, tp_group)
 
 
-# --------------------------------------------------------------------------- grad norm and optimizer
-
-@torch.no_grad()
-def fsdp_grad_norm(model: nn.Module, state: ParallelState) -> float:
-    """L2 norm of the full model's gradient from DP x CP shards: sums over the shard and MP groups."""
-    info = fsdp_info(model)
-    tp_group = state.tp_group
-    total = torch.zeros((), dtype=torch.float32)
-    device = None
-    for name, param in named_fsdp_params(model):
-        grad = local_grad(param)
-        if grad is None or grad.numel() == 0:
-            continue
-        device = grad.device
-        spec = info.specs[name]
-        part = norm_squared_of_range(param, grad, spec.flat_start, tp_group.rank, tp_group.size, spec.shape)
-        total = total.to(device) + part
-    total = total.reshape(1).to(device or torch.device("cpu"))
-    all_reduce(total, info.shard_group)
-    all_reduce(total, state.group("mp"))
-    return float(total.sqrt().item())
-
-
-def fsdp_param_groups(model: nn.Module) -> List[Dict]:
-    """Megatron's groups: no weight decay on biases and 1-D parameters (TP-local shapes)."""
-    info = fsdp_info(model)
-    decay, no_decay = [], []
-    for name, param in named_fsdp_params(model):
-        if not param.requires_grad:
-            continue
-        one_d = len(info.specs[name].shape) == 1
-        (no_decay if name.endswith(".bias") or one_d else decay).append(param)
-    groups = [{"params": decay, "wd_mult": 1.0, "lr_mult": 1.0},
-              {"params": no_decay, "wd_mult": 0.0, "lr_mult": 1.0}]
-    return [g for g in groups if g["params"]]
-
-
-class FSDPOptimizer(LossScalingOptimizer):
-    """AdamW (or SGD) on the sharded fp32 parameters; the interface of MixedPrecisionOptimizer.
-
-    FSDP keeps the sharded parameters in fp32 (bf16 is a compute dtype,
-    ``param_dtype``), so they are the master weights. No loss scaling.
-    """
-
-    def __init__(self, model: nn.Module, config: OptimizerConfig, state: ParallelState) -> None:
-        self.model, self.config, self.state = model, config, state
-        self.optimizer = build_torch_optimizer(fsdp_param_groups(model), config, allow_fused=False)
-
-    def _attach_grads(self) -> List[torch.Tensor]:
-        """The gradient shards FSDP left on the parameters (clipped in place)."""
-        grads = (local_grad(p) for g in self.param_groups for p in g["params"])
-        return [g for g in grads if g is not None and g.numel() > 0]
-
-    def _grad_norm(self, grads: List[torch.Tensor]) -> float:
-        return fsdp_grad_norm(self.model, self.state)
-
-    def _drop_grads(self) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
-
-    def zero_grad(self) -> None:
-        self._drop_grads()
-
-    def state_dict(self) -> Dict:
-        """This rank's sharded optimizer state (see :func:`full_optimizer_state_dict` for a full one)."""
-        return {"optimizer": self.optimizer.state_dict()}
-
-    def load_state_dict(self, state: Dict) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
-
-    def reload_model_params(self) -> None:
-        """Nothing to do: the sharded parameters are the master weights."""
-
-
 # --------------------------------------------------------------------------- checkpoints
 
 def frozen_names(model: nn.Module) -> set:
@@ -596,49 +516,14 @@ def load_full_model_state_dict(model: nn.Module, full: Dict[str, torch.Tensor], 
     return _load_fsdp1(model, full, strict)
 
 
-def full_optimizer_state_dict(model: nn.Module, optimizer: FSDPOptimizer, state: ParallelState) -> Dict:
-    """The optimizer state with full (unsharded) tensors on ``dp_cp`` rank 0 (``{}`` elsewhere)."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
-
-    options = StateDictOptions(full_state_dict=True, cpu_offload=False)
-    full = get_optimizer_state_dict(model, optimizer.optimizer, options=options)
-    if state.group("dp_cp").rank != 0:
-        return {}
-    return _to_cpu(full)
-
-
-def load_full_optimizer_state_dict(model: nn.Module, optimizer: FSDPOptimizer, full: Dict) -> None:
-    """Shard a full optimizer state dict (present on every rank) into the optimizer."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-
-    options = StateDictOptions(full_state_dict=True)
-    set_optimizer_state_dict(model, optimizer.optimizer, _keyed_by_name(model, optimizer, full), options=options)
-
-
-def _keyed_by_name(model: nn.Module, optimizer: FSDPOptimizer, full: Dict) -> Dict:
-    """A checkpoint written without FSDP keys its parameters by position in the groups (torch's
-    ``Optimizer.state_dict``); the same groups hold the same parameters in the same order here
-    (:func:`fsdp_param_groups`), so each position becomes its parameter's name, as FSDP's keys are."""
-    saved = [key for group in full["param_groups"] for key in group["params"]]
-    if all(isinstance(key, str) for key in saved):
-        return full
-    names = {id(param): name for name, param in named_fsdp_params(model)}
-    ours = [names[id(param)] for group in optimizer.optimizer.param_groups for param in group["params"]]
-    if len(ours) != len(saved) or len(full["param_groups"]) != len(optimizer.optimizer.param_groups):
-        raise RuntimeError(f"the optimizer state holds {len(saved)} parameters, this model trains {len(ours)}")
-    rename = dict(zip(saved, ours))
-    return {"state": {rename[key]: value for key, value in full["state"].items()},
-            "param_groups": [{**group, "params": [rename[key] for key in group["params"]]}
-                             for group in full["param_groups"]]}
-
-
-def _to_cpu(value):
+def cpu_copy(value):
+    """``value`` with every tensor in it (nested dicts, lists, tuples) copied to the host."""
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().clone()
     if isinstance(value, dict):
-        return {k: _to_cpu(v) for k, v in value.items()}
+        return {k: cpu_copy(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_to_cpu(v) for v in value)
+        return type(value)(cpu_copy(v) for v in value)
     return value
 
 

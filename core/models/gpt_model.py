@@ -24,7 +24,6 @@ from torch import nn
 from core.device import gemm_dtype
 from core.parallel_state import GROUP_DIMS, Group, ParallelState
 from core.pipeline_parallel.layout import Placement, chunk_specs
-from core.ssm.mamba_mixer import MAMBA_INITS
 from core.tensor_parallel.cross_entropy import (CROSS_ENTROPY_CHUNK, linear_vocab_parallel_cross_entropy,
                                                vocab_parallel_cross_entropy)
 from core.tensor_parallel.lora import LORA_INIT, LoraConfig, add_lora, lora_init_bound
@@ -35,6 +34,7 @@ from core.tensor_parallel.param_meta import TPShard, copy_meta, full_shape, loca
 from core.transformer.block import TransformerBlock, compute_dtype, hidden_dropout, hidden_norm
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import context_parallel_for, sequence_layout
+from core.transformer.mamba_mixer import MAMBA_INITS
 from core.transformer.multi_token_prediction import MultiTokenPredictionBlock
 from core.transformer.position_embedding import PositionEmbedding
 from core.transformer.rope import LocalGlobalRotary, RotaryEmbedding

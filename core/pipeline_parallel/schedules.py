@@ -49,9 +49,9 @@ from torch import nn
 
 from core.parallel_state import Group
 from core.pipeline_parallel import p2p
+from core.pipeline_parallel.loss_scale import set_microbatch_loss_scale
 from core.tensor_parallel.layers import DeferredGrad, WeightGradStore, defer_weight_grads
 from core.timers import timed
-from core.transformer.moe.aux_losses import set_aux_loss_scale
 
 # forward_step(batch, model) -> (output, logging stats): on the model's last stage the scalar loss averaged
 # over the micro-batch's tokens; on other stages the stage's output activations [s, b, h].
@@ -298,7 +298,7 @@ def forward_backward_no_pipelining(forward_step: ForwardStep, data_iterator: Ite
         (model,) = model
     stats = []
     grad_context = torch.no_grad() if forward_only else contextlib.nullcontext()
-    set_aux_loss_scale(scale_loss(torch.ones(())) / num_microbatches)  # MoE losses: the main loss's factor
+    set_microbatch_loss_scale(scale_loss(torch.ones(())) / num_microbatches)  # MoE losses: the main loss's factor
     for index in range(num_microbatches):
         with timed("batch-generator"):
             batch = next(data_iterator)
@@ -451,7 +451,7 @@ def run_schedule(actions: Sequence[Action], chunks: List[nn.Module], forward_ste
     """
     run = _Run(chunks, forward_step, batches, options, forward_only, scale_loss, options.group.rank,
                options.group.size)
-    set_aux_loss_scale(scale_loss(torch.ones(())) / len(batches))  # MoE losses: the main loss's factor
+    set_microbatch_loss_scale(scale_loss(torch.ones(())) / len(batches))  # MoE losses: the main loss's factor
     split = any(a.kind == W for a in actions) and not forward_only
     run.store = WeightGradStore() if split else None
     final = _last_gradient_steps(actions, split)

@@ -9,7 +9,7 @@ The elementwise work on a block of logits (raise to fp32, scale, cap, fold into
 the running max and sums; in the backward the softmax minus the target, scaled
 and cast) is two functions, :func:`block_partials` and :func:`block_logit_grads`.
 With ``--cross-entropy-loss-fusion`` (Megatron's flag) they run through their
-``FusedOp`` (core/transformer/fused.py): a ``torch.compile``d region, one or two
+``FusedOp`` (core/fused.py): a ``torch.compile``d region, one or two
 passes over the block instead of one per operation. The materialised path then
 runs on two more (:class:`_FusedVocabParallelCrossEntropy`): :func:`logit_exps`
 keeps the softmax numerators in the logits' dtype instead of an fp32 softmax, and
@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from core.device import gemm_dtype
 from core.parallel_state import Group
 from core.tensor_parallel.mappings import all_reduce
-from core.transformer.fused import Chooser, FusedOp, Kernel, decide_kernel, kernel_choice, register_fused_op
+from core.fused import Chooser, FusedOp, Kernel, decide_kernel, kernel_choice, register_fused_op
 
 # Vocabulary entries per chunk of the fused output layer + loss: the fastest of 1024-8192 in bf16 on the bench
 # shape (2048 tokens, hidden 512, vocab 32000), and [tokens, 2048] fp32 blocks stay small at any sequence length.

@@ -202,7 +202,7 @@ class ParamMeta:
     ``excluded_from_grad_norm``: the last stage's copy of those embeddings, left out
     of the gradient norm (its twin on the first stage is counted).
     ``init_method``: 'normal', 'scaled_normal' (output layers), 'ones', 'zeros', 'constant' (every
-    element ``init_value``: xIELU's alphas) or one of the Mamba mixer's (``core.ssm.mamba_mixer.MAMBA_INITS``);
+    element ``init_value``: xIELU's alphas) or one of the Mamba mixer's (``core.transformer.mamba_mixer.MAMBA_INITS``);
     ``init_name``: the parameter name whose draws it takes (None: its own);
     ``init_shape``: the unpadded full shape to draw (the rest is zero padding).
     ``is_expert``: an expert parameter, replicated over the expert-DP group only.

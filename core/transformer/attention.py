@@ -21,7 +21,7 @@ head: attention sinks) that takes probability mass and is then dropped; like sof
 explicit path.
 
 ``--use-flash-attn`` sends plain causal attention over a whole sequence (a sliding window included) through
-one dispatch (``core/transformer/fused.py``): flash-attn's ``flash_attn_func`` on CUDA (bf16/fp16), ``torch_npu``'s
+one dispatch (``core/fused.py``): flash-attn's ``flash_attn_func`` on CUDA (bf16/fp16), ``torch_npu``'s
 ``npu_fusion_attention`` on an NPU. A call the kernel cannot serve (documents, context parallelism, ALiBi,
 softcapping, sinks, a KV cache, chunks, fp32) and every call on other devices take the SDPA path (``"sdpa"``),
 which passes ``is_causal=True`` and no mask for plain causal attention. Multi-latent attention keeps SDPA (its
@@ -47,7 +47,7 @@ from core.transformer.alibi import alibi_attention_mask, alibi_bias
 from core.transformer.attention_mask import attention_allowed
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import SequenceLayout, attend
-from core.transformer.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
+from core.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
 from core.transformer.norms import NonParametricNorm, PerHeadNorm, TensorParallelRMSNorm, build_norm
 from core.transformer.rope import apply_rope, layer_rotary
 

@@ -13,13 +13,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import ParallelState
-from core.ssm.mamba_mixer import MambaMixer
 from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import SequenceLayout
+from core.transformer.mamba_mixer import MambaMixer
 from core.transformer.mla import MultiLatentAttention
 from core.transformer.mlp import MLP
 from core.transformer.moe.moe_layer import MoELayer
@@ -222,6 +222,12 @@ def build_layer(config: TransformerConfig, state: ParallelState, layer_number: i
     if config.is_mamba_layer(layer_number):
         return MambaLayer(config, state, layer_number)
     return TransformerLayer(config, state, layer_number)
+
+
+def transformer_layers(model: nn.Module) -> List[nn.Module]:
+    """The decoder layers that hold parameters (noop layers are skipped)."""
+    layers = model.decoder.layers.values()
+    return [layer for layer in layers if any(True for _ in layer.parameters())]
 
 
 class NoopTransformerLayer(nn.Module):

@@ -32,7 +32,7 @@ from typing import Dict, List, Optional
 import torch
 from torch import nn
 
-from core.distributed.fsdp import transformer_layers
+from core.transformer.block import transformer_layers
 
 DEFAULT_BACKEND = "inductor"
 FALLBACK = "run without --use-torch-compile"

@@ -373,7 +373,7 @@ class TransformerConfig:
     quick_geglu: bool = False
     activation_func_clamp_value: Optional[float] = None
     glu_linear_offset: float = 0.0
-    # Fused kernels (run-time choices, not architecture; core/transformer/fused.py): each selects per device type
+    # Fused kernels (run-time choices, not architecture; core/fused.py): each selects per device type
     # a fast kernel behind one function with a pure-PyTorch reference, same numerics up to kernel rounding. Where
     # the device has no package kernel, the first three compile the reference with torch.compile, and
     # --use-flash-attn keeps scaled_dot_product_attention (a warning says so). RMSNorm: torch_npu / apex

@@ -10,7 +10,7 @@ learnable scalars per layer; each TP rank applies them to its own FFN shard, so 
 sum over TP. ``--ffn-sub-norm`` (BitNet) RMS-normalises the activation over the full FFN width before the
 second linear (sum of squares all-reduced over TP).
 
-SwiGLU (``silu(gate) * up`` without clamp or offset) runs through one dispatch (``core/transformer/fused.py``):
+SwiGLU (``silu(gate) * up`` without clamp or offset) runs through one dispatch (``core/fused.py``):
 with ``--use-fused-swiglu``, ``torch_npu.npu_swiglu`` on an NPU, else a ``torch.compile``d reference;
 ``swiglu_kernel(device_type, fused)`` says which.
 """
@@ -28,7 +28,7 @@ from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import inside_checkpoint, recompute_activation
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment, mark_param
 from core.transformer.config import TransformerConfig
-from core.transformer.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
+from core.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
 from core.transformer.norms import TensorParallelRMSNorm
 
 # xIELU's fixed constants and the initial alphas (transformers' XIELUActivation defaults, which Apertus uses)

@@ -6,7 +6,7 @@ On an NPU ``torch_npu.npu_rms_norm`` is used when present, on an NVIDIA GPU
 apex's fused RMSNorm when NVIDIA apex is installed, else the reference (with or
 without ``--use-fused-rmsnorm``: today's default). The flag adds a
 ``torch.compile``d reference where no package kernel exists (the CPU; see
-``core/transformer/fused.py``). ``rms_norm_kernel(device_type, fused)`` says
+``core/fused.py``). ``rms_norm_kernel(device_type, fused)`` says
 which one (``"npu"``, ``"apex"``, ``"compiled"`` or ``"reference"``);
 ``tests/unit/test_norms.py`` and ``tests/unit/test_fused_ops.py`` test that
 choice with fake kernels and compare a real fused kernel with the reference
@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import Group
-from core.transformer.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
+from core.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
 from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.mappings import sum_partials_over_tensor_model_parallel_region
 from core.tensor_parallel.param_meta import Segment, TPShard

@@ -9,7 +9,7 @@ permutation; ``--rope-interleaved`` pairs neighbouring dims instead (Helium). Wi
 factor. With ``--attn-temperature-beta`` the rotary tuple carries a third tensor, the per-position query
 scale ``[s, b|1, 1, 1]`` that attention applies after RoPE (Ministral3).
 
-Applying RoPE goes through one dispatch (``core/transformer/fused.py``): with ``--use-fused-rotary-pos-emb``,
+Applying RoPE goes through one dispatch (``core/fused.py``): with ``--use-fused-rotary-pos-emb``,
 ``torch_npu.npu_rotary_mul`` on an NPU, apex's ``fused_apply_rotary_pos_emb_cached`` on CUDA when apex is
 installed, else a ``torch.compile``d :func:`apply_rotary`; the package kernels serve the half-rotation layout
 over the whole head (and apex one angle table for the batch) and hand other calls to the reference.
@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from core.transformer.config import TransformerConfig
-from core.transformer.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
+from core.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
 
 
 class LocalGlobalRotary(NamedTuple):

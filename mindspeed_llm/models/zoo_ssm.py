@@ -1,7 +1,7 @@
 """State-space families as registry data: Mamba, FalconMamba and Mamba2 (MindSpeed's ``mamba2``).
 
 Every layer is a Mamba layer (``hybrid_override_pattern`` of all 'M'): an RMS
-norm, the mixer (:mod:`core.ssm.mamba_mixer`) and a residual add; no attention,
+norm, the mixer (:mod:`core.transformer.mamba_mixer`) and a residual add; no attention,
 MLP or position embedding. Mamba and FalconMamba use the selective scan
 (``mamba_version`` 1; FalconMamba adds weightless norms on dt, B and C,
 ``mamba_mixer_rms_eps``); Mamba2 the chunked SSD with heads and groups.

@@ -36,8 +36,8 @@ from core import dist_checkpointing as dcp_format
 from core.datasets.samplers import PretrainingSampler
 from core.datasets.indexed_dataset import IndexedDatasetError
 from core.device import Accelerator, device_problem, init_accelerator, peak_tflops
-from core.distributed.data_parallel import DataParallelModels, DDPModels, DDPOptions, FSDPModels, FSDPOptions
-from core.distributed.fsdp import transformer_layers, uses_fsdp
+from core.data_parallel import DataParallelModels, DDPModels, DDPOptions, FSDPModels, FSDPOptions
+from core.distributed.fsdp import uses_fsdp
 from core.models.gpt_model import build_model, build_model_chunks
 from core.optimizer.optimizer import OptimizerConfig, build_grad_scaler
 from core.parallel_state import ParallelState, expert_dimension, initialize
@@ -47,10 +47,11 @@ from core.tensor_parallel.lora import LoraConfig
 from core.tensor_parallel.mappings import all_reduce
 from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed, set_all_rng_states
 from core.timers import RegionTimers, install as install_timers, timed
+from core.transformer.block import transformer_layers
 from core.transformer.compile import CompileReport, compile_failure, compile_layers
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import context_parallel_for, split_batch, ulysses_degree
-from core.transformer.fused import fused_kernels_line
+from core.fused import fused_kernels_line
 from core.transformer.moe.aux_losses import aux_loss_names, take_tracked_aux_losses
 from core.transformer.moe.router import update_expert_biases
 from mindspeed_llm.arguments import (ArgumentError, config_field_flag, entry_only_flags_given, parse_and_validate,

@@ -146,12 +146,13 @@ def run_fsdp(kind: str, tp: int, sp: bool, mqa: bool, check_checkpoint: bool) ->
     """Three FSDP steps; on global rank 0 the losses, norms and unsharded weights."""
     from core.distributed import fsdp
     from core.models.gpt_model import build_model
+    from core.optimizer.fsdp_optimizer import FSDPOptimizer
     from core.parallel_state import initialize
 
     state = initialize(tp=tp, backend="gloo")
     config = _config(tp, sp, mqa)
     model = _build(kind, state, config)
-    optimizer = fsdp.FSDPOptimizer(model, _opt_config(), state)
+    optimizer = FSDPOptimizer(model, _opt_config(), state)
 
     grads = {}
 
@@ -194,15 +195,15 @@ def _check_checkpoint(kind: str, state: ParallelState, config, model, full: Dict
 
 def _check_optimizer_checkpoint(kind: str, state: ParallelState, config, model, optimizer) -> bool:
     """The full optimizer state (Adam moments, step) survives a round trip through a fresh model."""
-    from core.distributed import fsdp
+    from core.optimizer import fsdp_optimizer
 
-    full = fsdp.full_optimizer_state_dict(model, optimizer, state)
+    full = fsdp_optimizer.full_optimizer_state_dict(model, optimizer, state)
     objects = [full]
     dist.broadcast_object_list(objects, src=state.dp_group.ranks[0], group=state.dp_group.handle)
     fresh = _build(kind, state, config)
-    fresh_optimizer = fsdp.FSDPOptimizer(fresh, _opt_config(), state)
-    fsdp.load_full_optimizer_state_dict(fresh, fresh_optimizer, objects[0])
-    again = fsdp.full_optimizer_state_dict(fresh, fresh_optimizer, state)
+    fresh_optimizer = fsdp_optimizer.FSDPOptimizer(fresh, _opt_config(), state)
+    fsdp_optimizer.load_full_optimizer_state_dict(fresh, fresh_optimizer, objects[0])
+    again = fsdp_optimizer.full_optimizer_state_dict(fresh, fresh_optimizer, state)
     if state.dp_rank != 0:
         return True
     moments = [(k, n) for k, v in full["state"].items() for n in ("exp_avg", "exp_avg_sq", "step")]

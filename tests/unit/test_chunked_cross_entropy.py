@@ -18,7 +18,7 @@ import torch
 import core.models.gpt_model as gpt_model
 from core import device
 from core.tensor_parallel import cross_entropy
-from core.transformer import fused as fused_ops
+from core import fused as fused_ops
 from mindspeed_llm.arguments import ArgumentError, parse_args, validate_args
 from mindspeed_llm.training.training import setup
 

@@ -1,4 +1,4 @@
-"""Fused kernels behind one dispatch each (issue 14, ``core/transformer/fused.py``).
+"""Fused kernels behind one dispatch each (issue 14, ``core/fused.py``).
 
 * The compiled CPU path of RMSNorm, SwiGLU and RoPE is chosen with the flag (its name asserted), runs, and
   equals the reference forward and backward (fp32 1e-5, bf16 at bf16 tolerance); without the flag: the reference.
@@ -24,7 +24,7 @@ import torch
 
 from core.parallel_state import single_process_state
 from core.transformer import attention as attention_module
-from core.transformer import fused
+from core import fused
 from core.transformer.attention import SelfAttention, attention_kernel
 from core.transformer.config import TransformerConfig
 from core.transformer.mlp import swiglu_kernel, swiglu_reference

@@ -22,7 +22,7 @@ import transformers
 from core.launcher import run_distributed
 from core.models.gpt_model import layout_state
 from core.parallel_state import ParallelState, initialize
-from core.ssm.mamba_mixer import MambaMixer, segment_sums, selective_scan, ssd_chunked_scan
+from core.transformer.mamba_mixer import MambaMixer, segment_sums, selective_scan, ssd_chunked_scan
 from core.tensor_parallel.layers import reduce_replicated_grads
 from core.tensor_parallel.mappings import all_gather_along_dim, all_reduce
 from core.tensor_parallel.param_meta import gather_full_tensor, param_meta

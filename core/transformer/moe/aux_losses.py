@@ -3,8 +3,8 @@
 The losses (load balancing, z-loss; already times their coefficients) are not added to the
 task's loss. Each MoE layer hands its loss to :func:`attach_aux_loss`, an identity on the layer's
 output whose backward also starts the loss's own backward with the gradient the main loss gets
-(Megatron's MoEAuxLossAutoScaler): ``loss scale / micro-batches``, set by the schedules through
-:func:`set_aux_loss_scale`. So the losses act on every pipeline stage, inside activation
+(Megatron's MoEAuxLossAutoScaler): ``loss scale / micro-batches``, which the schedules set in
+``core/pipeline_parallel/loss_scale.py``. So the losses act on every pipeline stage, inside activation
 recompute and with any schedule, as if added to the loss of the micro-batch.
 
 For the log each layer adds the loss values of its training forwards into ``tracked`` (not
@@ -17,15 +17,8 @@ from typing import Dict, Iterable, Tuple
 import torch
 from torch import nn
 
+from core.pipeline_parallel.loss_scale import microbatch_loss_scale
 from core.transformer.config import TransformerConfig
-
-_scale = torch.ones(())  # d(backward loss) / d(micro-batch loss): loss scale / micro-batches
-
-
-def set_aux_loss_scale(scale: torch.Tensor) -> None:
-    """The factor the schedule applies to each micro-batch's loss before its backward."""
-    global _scale
-    _scale = scale.detach().reshape(())
 
 
 class _AttachAuxLoss(torch.autograd.Function):
@@ -37,7 +30,8 @@ class _AttachAuxLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         (aux_loss,) = ctx.saved_tensors
-        return grad, (_scale.to(aux_loss.device, aux_loss.dtype) * torch.ones_like(aux_loss))
+        scale = microbatch_loss_scale()  # d(backward loss) / d(micro-batch loss)
+        return grad, (scale.to(aux_loss.device, aux_loss.dtype) * torch.ones_like(aux_loss))
 
 
 def attach_aux_loss(output: torch.Tensor, aux_loss: torch.Tensor) -> torch.Tensor:

@@ -30,11 +30,11 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 
 from core import checkpointing
-from core.distributed.fsdp import (FSDPOptimizer, clean_name, finalize_fsdp_grads, fsdp_info, fsdp_no_sync,
-                                   full_model_state_dict, full_optimizer_state_dict, load_full_model_state_dict,
-                                   load_full_optimizer_state_dict, named_fsdp_params, wrap_fsdp1, wrap_fsdp2)
+from core.distributed.fsdp import (clean_name, finalize_fsdp_grads, fsdp_info, fsdp_no_sync, full_model_state_dict,
+                                   load_full_model_state_dict, named_fsdp_params, wrap_fsdp1, wrap_fsdp2)
 from core.distributed.grad_buffer import GradBuffers, finalize_model_grads
 from core.optimizer.distrib_optimizer import DistributedOptimizer
+from core.optimizer.fsdp_optimizer import FSDPOptimizer, full_optimizer_state_dict, load_full_optimizer_state_dict
 from core.optimizer.optimizer import GradScaler, LossScalingOptimizer, MixedPrecisionOptimizer, OptimizerConfig
 from core.parallel_state import ParallelState
 from core.tensor_parallel.param_meta import ParamMeta, param_meta
