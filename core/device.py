@@ -6,6 +6,11 @@ the CPU (gloo), NVIDIA GPUs (nccl) and Ascend NPUs (torch_npu + hccl).
 
 Selection order: an explicit ``--device`` flag, else an NPU when ``torch_npu``
 imports and reports devices, else CUDA when available, else the CPU.
+
+Optional fused kernels come from packages that serve one device type each: the accelerator vendor's
+operator library (``torch_npu``, whose operations :func:`vendor_op` returns), NVIDIA apex, flash-attn and
+bitsandbytes on CUDA. A layer declares its kernels by package; :func:`kernels_by_device` turns that into
+the per-device-type table its ``FusedOp`` (``core/fused.py``) reads, so no other module names a device.
 """
 from __future__ import annotations
 
@@ -15,11 +20,19 @@ import ctypes.util
 import os
 import resource
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
-_BACKEND_FOR_TYPE = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
+BACKEND_FOR_DEVICE = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}  # device type -> collective backend
+DEVICE_TYPES = tuple(BACKEND_FOR_DEVICE)  # what --device accepts
+
+
+def device_for_backend(backend: Optional[str]) -> Optional[str]:
+    """The device type an accelerator's collective backend needs (nccl: CUDA, hccl: NPU); None for gloo,
+    which runs anywhere, and for any other name."""
+    accelerators = {name: device_type for device_type, name in BACKEND_FOR_DEVICE.items() if device_type != "cpu"}
+    return accelerators.get(backend or "")
 
 
 def _npu_available() -> bool:
@@ -48,7 +61,7 @@ class Accelerator:
 
     @property
     def backend(self) -> str:
-        return _BACKEND_FOR_TYPE[self.type]
+        return BACKEND_FOR_DEVICE[self.type]
 
     @property
     def device(self) -> torch.device:
@@ -179,8 +192,8 @@ def init_accelerator(device_type: Optional[str] = None) -> Accelerator:
     global _current
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     chosen = device_type or detect_device_type()
-    if chosen not in _BACKEND_FOR_TYPE:
-        raise ValueError(f"--device {chosen!r} is not one of {sorted(_BACKEND_FOR_TYPE)}")
+    if chosen not in BACKEND_FOR_DEVICE:
+        raise ValueError(f"--device {chosen!r} is not one of {sorted(BACKEND_FOR_DEVICE)}")
     _current = Accelerator(chosen, local_rank if chosen != "cpu" else 0)
     _current.set_current()
     if chosen == "cpu":  # tensors live in host memory: reuse it rather than fault it in every step
@@ -203,6 +216,58 @@ def default_backend() -> str:
 
 def autocast_device_type() -> str:
     return accelerator().type
+
+
+def pins_host_memory(device: torch.device) -> bool:
+    """Whether host tensors that feed ``device`` are pinned (page-locked) so copies to it run asynchronously:
+    on a CUDA device (the optimizer's swapped moments, the data loader's batches)."""
+    return device.type == "cuda" and torch.cuda.is_available()
+
+
+def profiler_activity(device_type: str) -> Optional[Any]:
+    """The ``torch.profiler.ProfilerActivity`` that records work on ``device_type``, or None (the CPU, or an
+    accelerator the profiler does not know)."""
+    from torch.profiler import ProfilerActivity
+
+    if device_type == "cuda" and torch.cuda.is_available():
+        return ProfilerActivity.CUDA
+    if device_type == "npu" and hasattr(ProfilerActivity, "PrivateUse1"):
+        return ProfilerActivity.PrivateUse1  # torch_npu registers the NPU as PyTorch's private-use device
+    return None
+
+
+# --------------------------------------------------------------------------- fused-kernel packages
+
+# The package of optional fused kernels -> the device type whose tensors it takes ("vendor": torch_npu).
+_KERNEL_PACKAGE_DEVICE = {"vendor": "npu", "apex": "cuda", "flash_attn": "cuda", "bitsandbytes": "cuda"}
+VENDOR_KERNEL = "npu"  # the log line's name of a kernel from the vendor's library ("rmsnorm=npu")
+
+
+def vendor_kernel_name(operation: str = "") -> str:
+    """How the log line names the vendor's kernel: ``npu``, or ``npu_<operation>`` (``npu_fusion_attention``)."""
+    return f"{VENDOR_KERNEL}_{operation}" if operation else VENDOR_KERNEL
+
+
+def kernels_by_device(**by_package: Tuple[Any, ...]) -> Dict[str, Tuple[Any, ...]]:
+    """``{device type: entry}`` from ``{package: entry}``; packages: ``vendor``, ``apex``, ``flash_attn``,
+    ``bitsandbytes`` (an entry is whatever the caller's table holds, e.g. ``(kernel name, loader)``)."""
+    unknown = sorted(set(by_package) - set(_KERNEL_PACKAGE_DEVICE))
+    if unknown:
+        raise ValueError(f"unknown kernel package(s) {unknown}; known: {sorted(_KERNEL_PACKAGE_DEVICE)}")
+    table = {_KERNEL_PACKAGE_DEVICE[package]: entry for package, entry in by_package.items()}
+    if len(table) != len(by_package):
+        raise ValueError(f"two kernel packages for one device type: {sorted(by_package)}")
+    return table
+
+
+def vendor_op(name: str) -> Optional[Callable[..., Any]]:
+    """The vendor library's fused operation ``name`` (torch_npu's ``npu_<name>``: ``rms_norm``, ``swiglu``,
+    ``rotary_mul``, ``fusion_attention``), or None when the library is not installed."""
+    try:
+        import torch_npu
+    except ImportError:
+        return None
+    return getattr(torch_npu, f"npu_{name}")
 
 
 # Peak dense TFLOP/s per device for MFU, by the substring of the device name.

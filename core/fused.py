@@ -5,7 +5,7 @@ loader returns the kernel, or None when its package is missing) and what its fla
 kernel exists. :func:`decide_kernel` picks, once per (operation, device type, flag), a ``(name, function)``:
 
 - without the flag: the reference, except for operations whose package kernels are today's default
-  (RMSNorm: ``torch_npu`` on an NPU, apex on CUDA);
+  (RMSNorm: the vendor library's on an NPU, apex on CUDA; ``core/device.py`` maps packages to devices);
 - with the flag (``--use-fused-rmsnorm``, ``--use-fused-swiglu``, ``--use-fused-rotary-pos-emb``,
   ``--use-flash-attn``): the package kernel of the device when it imports, else a ``torch.compile``d
   reference (``"compiled"``, compiled lazily on the first call; faster than eager on the CPU, see

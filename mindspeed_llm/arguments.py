@@ -56,6 +56,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 import yaml
 
+from core.device import BACKEND_FOR_DEVICE, DEVICE_TYPES, device_for_backend
 from core.parallel_state import expert_dimension, validate_degrees
 from core.pipeline_parallel.layout import LayoutError, resolve_virtual_pipeline, stage_layers
 from core.transformer.config import POSITION_EMBEDDINGS, TransformerConfig, pad_vocab_size
@@ -71,7 +72,6 @@ __all__ = ["ArgumentError", "REFUSED_FLAGS", "TOKENIZER_TYPES", "build_parser", 
            "check_pretraining_files",
            "parse_and_validate", "parse_args", "set_vocab_size", "transformer_config_from_args", "validate_args"]
 
-BACKEND_FOR_DEVICE = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
 LR_DECAY_STYLES = ("constant", "linear", "cosine", "inverse-square-root", "WSD")
 WSD_DECAY_STYLES = ("linear", "cosine", "exponential", "minus_sqrt")
 REQUIRED_FLAGS = ("num_layers", "hidden_size", "num_attention_heads", "seq_length",
@@ -295,13 +295,13 @@ def _add_fused_kernel_args(parser: argparse.ArgumentParser) -> None:
     """Fused-kernel flags (MindSpeed/Megatron names; core/fused.py, TransformerConfig documents each)."""
     group = parser.add_argument_group("fused kernels")
     group.add_argument("--use-fused-rmsnorm", action="store_true",
-                       help="RMSNorm through torch_npu/apex, else a torch.compile'd reference")
+                       help="RMSNorm through the NPU's or apex's kernel, else a torch.compile'd reference")
     group.add_argument("--use-fused-swiglu", action="store_true",
-                       help="SwiGLU through torch_npu, else a torch.compile'd reference")
+                       help="SwiGLU through the NPU's kernel, else a torch.compile'd reference")
     group.add_argument("--use-fused-rotary-pos-emb", action="store_true",
-                       help="RoPE through torch_npu/apex, else a torch.compile'd reference")
+                       help="RoPE through the NPU's or apex's kernel, else a torch.compile'd reference")
     group.add_argument("--use-flash-attn", action="store_true",
-                       help="causal attention through flash-attn (CUDA) or npu_fusion_attention (NPU); "
+                       help="causal attention through flash-attn (CUDA) or the NPU's fusion attention; "
                             "elsewhere scaled_dot_product_attention, with a warning")
 
 
@@ -513,8 +513,8 @@ def _add_distributed_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--use-distributed-optimizer", action="store_true")
     group.add_argument("--distributed-backend", choices=("gloo", "nccl", "hccl"), default=None,
                        help="default: the backend of the device")
-    group.add_argument("--device", choices=("cpu", "cuda", "npu"), default=None,
-                       help="default: npu, else cuda, else cpu, whichever is present")
+    group.add_argument("--device", choices=DEVICE_TYPES, default=None,
+                       help="default: an NPU, else a CUDA GPU, else the CPU, whichever is present")
 
 
 def _add_data_parallel_args(parser: argparse.ArgumentParser) -> None:
@@ -1266,7 +1266,7 @@ def _check_checkpointing(args: argparse.Namespace) -> None:
 
 def _check_device(args: argparse.Namespace) -> None:
     backend, device = args.distributed_backend, args.device
-    wanted = {"nccl": "cuda", "hccl": "npu"}.get(backend or "")
+    wanted = device_for_backend(backend)
     if wanted and device is not None and device != wanted:
         raise ArgumentError(f"--distributed-backend {backend} needs --device {wanted}, not {device}; "
                             f"use --distributed-backend {BACKEND_FOR_DEVICE[device]} or drop it")

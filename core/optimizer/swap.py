@@ -15,6 +15,8 @@ from typing import Dict, Iterable, List
 import torch
 from torch.optim.adam import adam
 
+from core.device import pins_host_memory
+
 MOMENTS = ("exp_avg", "exp_avg_sq")
 
 
@@ -29,7 +31,7 @@ class SwapAdamW(torch.optim.Optimizer):
     def _host_state(self, param: torch.Tensor) -> Dict[str, torch.Tensor]:
         state = self.state[param]
         if not state:
-            pin = param.device.type != "cpu" and torch.cuda.is_available()
+            pin = pins_host_memory(param.device)
             for key in MOMENTS:
                 state[key] = torch.zeros(param.shape, dtype=torch.float32, device="cpu", pin_memory=pin)
             state["step"] = torch.zeros((), dtype=torch.float32)

@@ -30,6 +30,8 @@ from typing import Callable, Optional, Tuple
 
 import torch
 
+from core.device import kernels_by_device
+
 NF4_BLOCKSIZE = 64  # weights per absmax constant
 ABSMAX_BLOCKSIZE = 256  # absmax constants per fp32 scale under double quantisation
 # The NF4 quantiles span [1 - offset, offset] of N(0, 1): the QLoRA paper's offset, the mean of
@@ -232,7 +234,8 @@ Quantize = Callable[..., NF4State]
 Dequantize = Callable[[NF4State, torch.dtype], torch.Tensor]
 _REFERENCE = ("reference", quantize_nf4_reference, dequantize_nf4_reference)
 # device type -> (kernel name, quantize, dequantize, test that the kernel's package imports)
-FUSED_KERNELS = {"cuda": ("bitsandbytes", _bnb_quantize, _bnb_dequantize, lambda: _bitsandbytes() is not None)}
+FUSED_KERNELS = kernels_by_device(
+    bitsandbytes=("bitsandbytes", _bnb_quantize, _bnb_dequantize, lambda: _bitsandbytes() is not None))
 
 
 @functools.lru_cache(maxsize=None)

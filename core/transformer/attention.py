@@ -21,8 +21,8 @@ head: attention sinks) that takes probability mass and is then dropped; like sof
 explicit path.
 
 ``--use-flash-attn`` sends plain causal attention over a whole sequence (a sliding window included) through
-one dispatch (``core/fused.py``): flash-attn's ``flash_attn_func`` on CUDA (bf16/fp16), ``torch_npu``'s
-``npu_fusion_attention`` on an NPU. A call the kernel cannot serve (documents, context parallelism, ALiBi,
+one dispatch (``core/fused.py``): flash-attn's ``flash_attn_func`` on CUDA (bf16/fp16), the vendor library's
+fusion attention on an NPU. A call the kernel cannot serve (documents, context parallelism, ALiBi,
 softcapping, sinks, a KV cache, chunks, fp32) and every call on other devices take the SDPA path (``"sdpa"``),
 which passes ``is_causal=True`` and no mask for plain causal attention. Multi-latent attention keeps SDPA (its
 value head dim differs from the query/key one).
@@ -37,7 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.device import gemm_dtype
+from core.device import gemm_dtype, kernels_by_device, vendor_kernel_name, vendor_op
+from core.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
 from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment, mark_param
@@ -47,7 +48,6 @@ from core.transformer.alibi import alibi_attention_mask, alibi_bias
 from core.transformer.attention_mask import attention_allowed
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import SequenceLayout, attend
-from core.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
 from core.transformer.norms import NonParametricNorm, PerHeadNorm, TensorParallelRMSNorm, build_norm
 from core.transformer.rope import apply_rope, layer_rotary
 
@@ -133,40 +133,40 @@ def _flash_attn() -> Optional[AttentionKernel]:
     return kernel
 
 
-NPU_CAUSAL_MASK_SIZE = 2048  # npu_fusion_attention's compressed causal mask (sparse_mode 2)
+VENDOR_CAUSAL_MASK_SIZE = 2048  # the vendor's fusion attention takes a compressed causal mask (sparse_mode 2)
 
 
-def _npu_fusion_attention() -> Optional[AttentionKernel]:
-    try:
-        import torch_npu
-    except ImportError:
+def _vendor_fusion_attention() -> Optional[AttentionKernel]:
+    fusion_attention = vendor_op("fusion_attention")
+    if fusion_attention is None:
         return None
 
     def kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, dropout: float,
                window: Optional[int]) -> Optional[torch.Tensor]:
         if window is not None:
             return None
-        return torch_npu.npu_fusion_attention(q, k, v, q.size(1), input_layout="BNSD", scale=scale,
-                                              keep_prob=1.0 - dropout, atten_mask=_npu_causal_mask(q.device),
-                                              sparse_mode=2)[0]
+        return fusion_attention(q, k, v, q.size(1), input_layout="BNSD", scale=scale, keep_prob=1.0 - dropout,
+                                atten_mask=_vendor_causal_mask(q.device), sparse_mode=2)[0]
     return kernel
 
 
 @functools.lru_cache(maxsize=None)
-def _npu_causal_mask(device: torch.device) -> torch.Tensor:
-    """npu_fusion_attention's compressed causal mask ``[2048, 2048]`` (True = masked), made once per device."""
-    size = NPU_CAUSAL_MASK_SIZE
+def _vendor_causal_mask(device: torch.device) -> torch.Tensor:
+    """The vendor fusion attention's compressed causal mask ``[2048, 2048]`` (True = masked), made once per
+    device."""
+    size = VENDOR_CAUSAL_MASK_SIZE
     return torch.ones(size, size, dtype=torch.bool, device=device).triu(diagonal=1)
 
 
 FLASH_ATTENTION = FusedOp("attention", "--use-flash-attn", sdpa_path,
-                          {"cuda": ("flash_attn", _flash_attn), "npu": ("npu_fusion_attention", _npu_fusion_attention)},
+                          kernels_by_device(flash_attn=("flash_attn", _flash_attn),
+                                            vendor=(vendor_kernel_name("fusion_attention"), _vendor_fusion_attention)),
                           reference_name="sdpa", compilable=False)
 
 
 @kernel_choice
 def attention_kernel(device_type: str, fused: bool = False) -> Tuple[str, AttentionKernel]:
-    """The attention kernel on ``device_type`` ("flash_attn" | "npu_fusion_attention" | "sdpa"); ``fused``:
+    """The attention kernel on ``device_type`` ("flash_attn" | the vendor's fusion attention | "sdpa"); ``fused``:
     ``--use-flash-attn``."""
     return decide_kernel(FLASH_ATTENTION, device_type, fused)
 

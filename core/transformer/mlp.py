@@ -11,7 +11,7 @@ sum over TP. ``--ffn-sub-norm`` (BitNet) RMS-normalises the activation over the 
 second linear (sum of squares all-reduced over TP).
 
 SwiGLU (``silu(gate) * up`` without clamp or offset) runs through one dispatch (``core/fused.py``):
-with ``--use-fused-swiglu``, ``torch_npu.npu_swiglu`` on an NPU, else a ``torch.compile``d reference;
+with ``--use-fused-swiglu``, the vendor library's SwiGLU on an NPU, else a ``torch.compile``d reference;
 ``swiglu_kernel(device_type, fused)`` says which.
 """
 from __future__ import annotations
@@ -24,11 +24,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from core.device import VENDOR_KERNEL, kernels_by_device, vendor_op
+from core.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
 from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import inside_checkpoint, recompute_activation
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment, mark_param
 from core.transformer.config import TransformerConfig
-from core.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
 from core.transformer.norms import TensorParallelRMSNorm
 
 # xIELU's fixed constants and the initial alphas (transformers' XIELUActivation defaults, which Apertus uses)
@@ -54,20 +55,21 @@ def swiglu_reference(intermediate: torch.Tensor) -> torch.Tensor:
     return F.silu(gate) * up
 
 
-def _npu_swiglu() -> Optional[Callable[[torch.Tensor], torch.Tensor]]:
-    try:
-        import torch_npu
-    except ImportError:
+def _vendor_swiglu() -> Optional[Callable[[torch.Tensor], torch.Tensor]]:
+    swiglu = vendor_op("swiglu")
+    if swiglu is None:
         return None
-    return lambda intermediate: torch_npu.npu_swiglu(intermediate, dim=-1)
+    return lambda intermediate: swiglu(intermediate, dim=-1)
 
 
-SWIGLU = FusedOp("swiglu", "--use-fused-swiglu", swiglu_reference, {"npu": ("npu", _npu_swiglu)})
+SWIGLU = FusedOp("swiglu", "--use-fused-swiglu", swiglu_reference,
+                 kernels_by_device(vendor=(VENDOR_KERNEL, _vendor_swiglu)))
 
 
 @kernel_choice
 def swiglu_kernel(device_type: str, fused: bool = False) -> Tuple[str, Callable[[torch.Tensor], torch.Tensor]]:
-    """SwiGLU's kernel on ``device_type`` ("npu" | "compiled" | "reference"); ``fused``: ``--use-fused-swiglu``."""
+    """SwiGLU's kernel on ``device_type`` (the vendor's | "compiled" | "reference"); ``fused``:
+    ``--use-fused-swiglu``."""
     return decide_kernel(SWIGLU, device_type, fused)
 
 

@@ -2,19 +2,20 @@
 
 The pure-PyTorch reference of RMSNorm computes in fp32 and casts back, as
 Hugging Face's Llama does, so converted models match to the last bit in fp32.
-On an NPU ``torch_npu.npu_rms_norm`` is used when present, on an NVIDIA GPU
+On an NPU the vendor library's RMSNorm is used when present, on an NVIDIA GPU
 apex's fused RMSNorm when NVIDIA apex is installed, else the reference (with or
 without ``--use-fused-rmsnorm``: today's default). The flag adds a
 ``torch.compile``d reference where no package kernel exists (the CPU; see
-``core/fused.py``). ``rms_norm_kernel(device_type, fused)`` says
-which one (``"npu"``, ``"apex"``, ``"compiled"`` or ``"reference"``);
+``core/fused.py``; ``core/device.py`` says which package serves which device).
+``rms_norm_kernel(device_type, fused)`` says which one (the vendor's, ``"apex"``,
+``"compiled"`` or ``"reference"``);
 ``tests/unit/test_norms.py`` and ``tests/unit/test_fused_ops.py`` test that
 choice with fake kernels and compare a real fused kernel with the reference
 where one exists.
 
 ``--use-fused-rmsnorm`` also fuses the residual add before the MLP's pre-norm
 (``add_rms_norm``: the sum and its norm in one pass): flash-attn's Triton
-``rms_norm_fn`` with a residual on CUDA, the add then ``npu_rms_norm`` on an
+``rms_norm_fn`` with a residual on CUDA, the add then the vendor's RMSNorm on an
 NPU, a ``torch.compile``d reference elsewhere.
 """
 from __future__ import annotations
@@ -25,8 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.parallel_state import Group
+from core.device import VENDOR_KERNEL, kernels_by_device, vendor_op
 from core.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
+from core.parallel_state import Group
 from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.mappings import sum_partials_over_tensor_model_parallel_region
 from core.tensor_parallel.param_meta import Segment, TPShard
@@ -54,12 +56,11 @@ def weight_for_input(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 RMSNormKernel = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]
 
 
-def _npu_kernel() -> Optional[RMSNormKernel]:
-    try:
-        import torch_npu
-    except ImportError:
+def _vendor_kernel() -> Optional[RMSNormKernel]:
+    vendor_rms_norm = vendor_op("rms_norm")
+    if vendor_rms_norm is None:
         return None
-    return lambda x, weight, eps: torch_npu.npu_rms_norm(x, weight, epsilon=eps)[0]
+    return lambda x, weight, eps: vendor_rms_norm(x, weight, epsilon=eps)[0]  # (y, rstd)
 
 
 def _apex_kernel() -> Optional[RMSNormKernel]:
@@ -71,10 +72,8 @@ def _apex_kernel() -> Optional[RMSNormKernel]:
 
 
 # device type -> (kernel name, loader returning the kernel or None when its package is missing)
-FUSED_KERNELS: Dict[str, Tuple[str, Callable[[], Optional[RMSNormKernel]]]] = {
-    "npu": ("npu", _npu_kernel),
-    "cuda": ("apex", _apex_kernel),
-}
+FUSED_KERNELS: Dict[str, Tuple[str, Callable[[], Optional[RMSNormKernel]]]] = kernels_by_device(
+    vendor=(VENDOR_KERNEL, _vendor_kernel), apex=("apex", _apex_kernel))
 
 
 RMS_NORM = FusedOp("rmsnorm", "--use-fused-rmsnorm", rms_norm_reference, FUSED_KERNELS, kernels_by_default=True)
@@ -82,8 +81,8 @@ RMS_NORM = FusedOp("rmsnorm", "--use-fused-rmsnorm", rms_norm_reference, FUSED_K
 
 @kernel_choice
 def rms_norm_kernel(device_type: str, fused: bool = False) -> Tuple[str, RMSNormKernel]:
-    """The RMSNorm kernel for tensors on ``device_type``: ("npu" | "apex" | "compiled" | "reference", function);
-    ``fused``: ``--use-fused-rmsnorm``.
+    """The RMSNorm kernel for tensors on ``device_type``: (the vendor's | "apex" | "compiled" | "reference",
+    function); ``fused``: ``--use-fused-rmsnorm``.
 
     Looked up once per device type (``rms_norm_kernel.cache_clear()`` forgets the choice).
     """
@@ -109,8 +108,8 @@ def add_rms_norm_reference(residual: torch.Tensor, branch: torch.Tensor, weight:
     return rms_norm_reference(total, weight, eps), total
 
 
-def _npu_add_kernel() -> Optional[AddRMSNormKernel]:
-    norm = _npu_kernel()
+def _vendor_add_kernel() -> Optional[AddRMSNormKernel]:
+    norm = _vendor_kernel()
     if norm is None:
         return None
 
@@ -135,12 +134,13 @@ def _flash_attn_add_kernel() -> Optional[AddRMSNormKernel]:
 
 
 ADD_RMS_NORM = FusedOp("add_rmsnorm", "--use-fused-rmsnorm", add_rms_norm_reference,
-                       {"npu": ("npu", _npu_add_kernel), "cuda": ("flash_attn", _flash_attn_add_kernel)})
+                       kernels_by_device(vendor=(VENDOR_KERNEL, _vendor_add_kernel),
+                                         flash_attn=("flash_attn", _flash_attn_add_kernel)))
 
 
 @kernel_choice
 def add_rms_norm_kernel(device_type: str, fused: bool = False) -> Tuple[str, AddRMSNormKernel]:
-    """The residual add + RMSNorm kernel for ``device_type``: ("npu" | "flash_attn" | "compiled" |
+    """The residual add + RMSNorm kernel for ``device_type``: (the vendor's | "flash_attn" | "compiled" |
     "reference", function); ``fused``: ``--use-fused-rmsnorm``."""
     return decide_kernel(ADD_RMS_NORM, device_type, fused)
 

@@ -10,7 +10,7 @@ factor. With ``--attn-temperature-beta`` the rotary tuple carries a third tensor
 scale ``[s, b|1, 1, 1]`` that attention applies after RoPE (Ministral3).
 
 Applying RoPE goes through one dispatch (``core/fused.py``): with ``--use-fused-rotary-pos-emb``,
-``torch_npu.npu_rotary_mul`` on an NPU, apex's ``fused_apply_rotary_pos_emb_cached`` on CUDA when apex is
+the vendor library's rotary multiply on an NPU, apex's ``fused_apply_rotary_pos_emb_cached`` on CUDA when apex is
 installed, else a ``torch.compile``d :func:`apply_rotary`; the package kernels serve the half-rotation layout
 over the whole head (and apex one angle table for the batch) and hand other calls to the reference.
 ``rotary_kernel(device_type, fused)`` says which.
@@ -23,8 +23,9 @@ from typing import Callable, NamedTuple, Optional, Tuple, Union
 import torch
 from torch import nn
 
-from core.transformer.config import TransformerConfig
+from core.device import VENDOR_KERNEL, kernels_by_device, vendor_op
 from core.fused import FusedOp, decide_kernel, kernel_choice, register_fused_op
+from core.transformer.config import TransformerConfig
 
 
 class LocalGlobalRotary(NamedTuple):
@@ -204,16 +205,15 @@ def _whole_head_half_layout(x: torch.Tensor, cos: torch.Tensor, interleaved: boo
     return not interleaved and cos.size(-1) == x.size(-1)
 
 
-def _npu_rotary() -> Optional[RotaryKernel]:
-    try:
-        import torch_npu
-    except ImportError:
+def _vendor_rotary() -> Optional[RotaryKernel]:
+    rotary_mul = vendor_op("rotary_mul")
+    if rotary_mul is None:
         return None
 
     def kernel(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
         if not _whole_head_half_layout(x, cos, interleaved):
             return apply_rotary(x, cos, sin, interleaved)
-        return torch_npu.npu_rotary_mul(x, cos, sin)
+        return rotary_mul(x, cos, sin)
     return kernel
 
 
@@ -232,12 +232,12 @@ def _apex_rotary() -> Optional[RotaryKernel]:
 
 
 ROTARY = FusedOp("rope", "--use-fused-rotary-pos-emb", apply_rotary,
-                 {"npu": ("npu", _npu_rotary), "cuda": ("apex", _apex_rotary)})
+                 kernels_by_device(vendor=(VENDOR_KERNEL, _vendor_rotary), apex=("apex", _apex_rotary)))
 
 
 @kernel_choice
 def rotary_kernel(device_type: str, fused: bool = False) -> Tuple[str, RotaryKernel]:
-    """RoPE's kernel on ``device_type`` ("npu" | "apex" | "compiled" | "reference"); ``fused``:
+    """RoPE's kernel on ``device_type`` (the vendor's | "apex" | "compiled" | "reference"); ``fused``:
     ``--use-fused-rotary-pos-emb``."""
     return decide_kernel(ROTARY, device_type, fused)
 

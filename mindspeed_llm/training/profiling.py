@@ -4,7 +4,7 @@ Megatron's flags (``--use-pytorch-profiler`` is accepted; the trace is always to
 ``--profile-ranks`` (default 0) writes ``rank{R}.{timestamp}.pt.trace.json`` into ``--profile-save-path``
 (default ``--tensorboard-dir``, else ``./profile``): TensorBoard's profiler plugin reads the directory and
 Perfetto (ui.perfetto.dev) or ``chrome://tracing`` open the file. CPU activity is recorded, and the
-accelerator's (CUDA, or NPU through torch_npu's profiler activity when present) when there is one; each step is
+accelerator's (CUDA, or an NPU through the private-use device activity its library registers) when there is one; each step is
 marked (``ProfilerStep#k`` is the k-th profiled step: the run's step ``--profile-step-start + k``).
 """
 from __future__ import annotations
@@ -14,18 +14,15 @@ import os
 import warnings
 from typing import List, Optional
 
-import torch
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+from core.device import profiler_activity
 
 
 def profiler_activities(device_type: str) -> List[ProfilerActivity]:
     """CPU, plus the device's activity when the profiler knows it."""
-    activities = [ProfilerActivity.CPU]
-    if device_type == "cuda" and torch.cuda.is_available():
-        activities.append(ProfilerActivity.CUDA)
-    elif device_type == "npu" and hasattr(ProfilerActivity, "PrivateUse1"):
-        activities.append(ProfilerActivity.PrivateUse1)
-    return activities
+    device_activity = profiler_activity(device_type)
+    return [ProfilerActivity.CPU] + ([device_activity] if device_activity is not None else [])
 
 
 # consumes: --use-pytorch-profiler (Megatron's choice of torch.profiler over nsys: the only profiler here, so the

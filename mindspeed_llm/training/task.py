@@ -59,6 +59,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from core.device import pins_host_memory
 from core.tensor_parallel.mappings import reduce_from_tensor_model_parallel_region
 
 Batch = Dict[str, torch.Tensor]
@@ -127,7 +128,7 @@ class TrainingTask:
         # Its own generator: a DataLoader iterator draws a worker seed, which must not consume the
         # default generator that dropout uses (a resumed run would replay other masks).
         loader = DataLoader(dataset, batch_sampler=batch_sampler, collate_fn=self.collate,
-                            num_workers=num_workers, pin_memory=device.type == "cuda",
+                            num_workers=num_workers, pin_memory=pins_host_memory(device),
                             generator=torch.Generator())
         for batch in loader:
             yield {key: value.to(device, non_blocking=True) for key, value in batch.items()}
