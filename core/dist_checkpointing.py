@@ -52,6 +52,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex, TensorProperties
 from torch.distributed.checkpoint.planner import TensorWriteData, WriteItem, WriteItemType
 
+from core.tensor_parallel.mappings import first_on_any_rank
 from core.tensor_parallel.param_meta import ParamMeta
 
 FORMAT = "torch_dist"
@@ -381,16 +382,6 @@ def load(directory: str, state: Dict[str, Any], metadata: Optional[Any] = None) 
         kind = {"missing": KeyError, "damaged": DamagedCheckpoint}.get(problem[0], ValueError)
         raise kind(problem[1])
     dcp.load(state, checkpoint_id=directory, planner=_LoadPlanner(), process_group=group, no_dist=group is None)
-
-
-def first_on_any_rank(value: Optional[Any], group: Optional[Any] = None) -> Optional[Any]:
-    """The lowest rank's non-None ``value`` (a problem to report), on every rank of ``group`` (None: the
-    default group, or this process alone when there is none). Collective."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return value
-    every = [None] * dist.get_world_size(group)
-    dist.all_gather_object(every, value, group=group)
-    return next((v for v in every if v is not None), None)
 
 
 def read_metadata(directory: str) -> Any:

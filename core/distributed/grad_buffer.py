@@ -45,11 +45,9 @@ import torch.distributed as dist
 from torch import nn
 
 from core.parallel_state import Group, ParallelState
-from core.tensor_parallel.mappings import all_reduce
+from core.tensor_parallel.mappings import all_gather_single, all_reduce, reduce_scatter_single
 from core.tensor_parallel.param_meta import param_meta, sum_replicas_over_tp
 
-_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-_reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 
 DEFAULT_BUCKET_SIZE = 40_000_000  # elements, as Megatron's default
 # Elements per piece when a CPU gradient of another dtype (bf16) is added into main_grad (fp32); see add_into.
@@ -108,7 +106,7 @@ class Bucket:
         self.collectives += 1
         if self.scatter:
             self.shard_out = torch.empty_like(self.shard(self.grad_data))
-            self.work = _reduce_scatter_single(self.shard_out, self.grad_data, group=self.dp_group.handle,
+            self.work = reduce_scatter_single(self.shard_out, self.grad_data, group=self.dp_group.handle,
                                                async_op=True)
         else:
             self.work = dist.all_reduce(self.grad_data, group=self.dp_group.handle, async_op=True)
@@ -127,7 +125,7 @@ class Bucket:
         if self.dp_group.size == 1:
             return None
         mine = self.shard(self.param_data).clone()
-        return _all_gather_single(self.param_data, mine, group=self.dp_group.handle, async_op=async_op)
+        return all_gather_single(self.param_data, mine, group=self.dp_group.handle, async_op=async_op)
 
 
 def _bucket_ranges(params: List[nn.Parameter], bucket_size: int, pad_to: int) -> List[Tuple[int, int, list]]:

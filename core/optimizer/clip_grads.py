@@ -14,10 +14,9 @@ from __future__ import annotations
 from typing import List, Optional, Sequence
 
 import torch
-import torch.distributed as dist
 
 from core.parallel_state import Group
-from core.tensor_parallel.mappings import all_reduce
+from core.tensor_parallel.mappings import all_reduce, any_rank
 from core.tensor_parallel.param_meta import param_meta
 
 
@@ -85,10 +84,5 @@ def clip_grads(grads: List[torch.Tensor], total_norm: float, max_norm: float) ->
 def any_non_finite(grads: Sequence[torch.Tensor], model_parallel_group: Group) -> bool:
     """True when any rank of the group holds an inf or nan gradient."""
     device = grads[0].device if grads else torch.device("cpu")
-    flag = torch.zeros(1, device=device)
-    for grad in grads:
-        if not torch.isfinite(grad).all():
-            flag.fill_(1.0)
-            break
-    all_reduce(flag, model_parallel_group, dist.ReduceOp.MAX)
-    return bool(flag.item() > 0)
+    local = any(not torch.isfinite(grad).all() for grad in grads)
+    return any_rank(local, model_parallel_group, device)

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from core.distributed.grad_buffer import Bucket, GradBuffers
@@ -32,9 +31,8 @@ from core.optimizer.clip_grads import any_non_finite, norm_squared_of_range
 from core.optimizer.optimizer import (GradScaler, LossScalingOptimizer, OptimizerConfig, build_torch_optimizer,
                                       flat_fp32_copies, no_weight_decay)
 from core.parallel_state import ParallelState
-from core.tensor_parallel.mappings import all_reduce
+from core.tensor_parallel.mappings import all_gather_single, all_reduce, any_rank
 
-_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 STATE_KEYS = ("exp_avg", "exp_avg_sq")
 
 
@@ -119,9 +117,7 @@ class DistributedOptimizer(LossScalingOptimizer):
 
     def _found_non_finite(self, grads: List[torch.Tensor]) -> bool:
         local = any_non_finite(grads, self.state.group("dp_cp"))
-        flag = torch.tensor([1.0 if local else 0.0])
-        all_reduce(flag, self.state.group("mp"), dist.ReduceOp.MAX)
-        return bool(flag.item() > 0)
+        return any_rank(local, self.state.group("mp"))
 
     def _drop_grads(self) -> None:
         for piece in self.pieces:
@@ -255,7 +251,7 @@ class DistributedOptimizer(LossScalingOptimizer):
                     full = torch.empty(bucket.shard_size * bucket.dp_group.size, dtype=torch.float32,
                                        device=chunk.device)
                     if bucket.dp_group.size > 1:
-                        _all_gather_single(full, chunk, group=bucket.dp_group.handle)
+                        all_gather_single(full, chunk, group=bucket.dp_group.handle)
                     else:
                         full.copy_(chunk)
                     for param in bucket.params:

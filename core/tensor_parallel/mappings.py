@@ -14,16 +14,26 @@ Names follow Megatron-core:
 - ``reduce_scatter_to_sequence_parallel_region``: reduce-scatter dim 0 / all-gather.
 - ``sum_partials_over_tensor_model_parallel_region``: all-reduce / all-reduce (a sum of per-rank
   partials that every rank then uses in its own way, e.g. the sum of squares of a full-width norm).
+
+Beside them the plain collectives the others build on: ``all_reduce``, ``all_gather_single`` /
+``reduce_scatter_single`` (one flat tensor), the ``*_along_dim`` helpers, and the run's yes/no questions:
+``any_rank`` ("does any rank say yes?") and ``first_on_any_rank`` (the problem the lowest rank reports).
+Context- and expert-parallel exchanges live beside this module (``cp_mappings.py``, ``expert_mappings.py``).
 """
 from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Union
 
 import torch
 import torch.distributed as dist
 
+from core.device import current_device
 from core.parallel_state import Group
 
-_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-_reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+# torch.distributed's one-tensor all-gather / reduce-scatter (out, tensor, group=, async_op=), by the older
+# names where a build has no ``*_single``
+all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 
 
 def all_reduce(tensor: torch.Tensor, group: Group, op: dist.ReduceOp = dist.ReduceOp.SUM) -> torch.Tensor:
@@ -31,6 +41,44 @@ def all_reduce(tensor: torch.Tensor, group: Group, op: dist.ReduceOp = dist.Redu
     if group.size > 1:
         dist.all_reduce(tensor, op=op, group=group.handle)
     return tensor
+
+
+GroupLike = Union[Group, Any, None]  # our Group, a torch.distributed process group, or None: the whole run
+
+
+def _handle(group: GroupLike) -> Any:
+    return group.handle if isinstance(group, Group) else group
+
+
+def any_rank_each(flags: Sequence[bool], group: GroupLike = None,
+                  device: Optional[torch.device] = None) -> List[bool]:
+    """For each of ``flags``, whether it holds on any rank of ``group`` (None: every rank of the run), in one
+    all-reduce on ``device`` (default: this process's accelerator). Without torch.distributed initialised,
+    this process is the run, and a Group of one asks nobody else. Collective: every rank of the group calls
+    it with as many flags."""
+    alone = isinstance(group, Group) and group.size == 1
+    if alone or not (dist.is_available() and dist.is_initialized()):
+        return [bool(flag) for flag in flags]
+    values = torch.tensor([float(bool(flag)) for flag in flags], device=device or current_device())  # [flags]
+    dist.all_reduce(values, op=dist.ReduceOp.MAX, group=_handle(group))
+    return [value > 0 for value in values.tolist()]
+
+
+def any_rank(flag: bool, group: GroupLike = None, device: Optional[torch.device] = None) -> bool:
+    """Does any rank of ``group`` say yes? (see :func:`any_rank_each`)."""
+    return any_rank_each([flag], group, device)[0]
+
+
+def first_on_any_rank(value: Optional[Any], group: GroupLike = None) -> Optional[Any]:
+    """The lowest rank's non-None ``value`` (a problem to report), on every rank of ``group`` (None: every
+    rank of the run, or this process alone when there is none). Collective."""
+    alone = isinstance(group, Group) and group.size == 1
+    if alone or not (dist.is_available() and dist.is_initialized()):
+        return value
+    handle = _handle(group)
+    every = [None] * dist.get_world_size(handle)
+    dist.all_gather_object(every, value, group=handle)
+    return next((v for v in every if v is not None), None)
 
 
 def split_along_dim(tensor: torch.Tensor, dim: int, group: Group) -> torch.Tensor:
@@ -48,7 +96,7 @@ def all_gather_along_dim(tensor: torch.Tensor, dim: int, group: Group) -> torch.
         return tensor
     moved = tensor.movedim(dim, 0).contiguous()  # gather along dim 0, then move back
     out = torch.empty((moved.size(0) * group.size,) + moved.shape[1:], dtype=tensor.dtype, device=tensor.device)
-    _all_gather_single(out, moved, group=group.handle)
+    all_gather_single(out, moved, group=group.handle)
     return out.movedim(0, dim)
 
 
@@ -60,7 +108,7 @@ def reduce_scatter_along_dim(tensor: torch.Tensor, dim: int, group: Group) -> to
     if moved.size(0) % group.size != 0:
         raise ValueError(f"dimension {dim} of size {moved.size(0)} does not split over {group.size} ranks")
     out = torch.empty((moved.size(0) // group.size,) + moved.shape[1:], dtype=tensor.dtype, device=tensor.device)
-    _reduce_scatter_single(out, moved, group=group.handle)
+    reduce_scatter_single(out, moved, group=group.handle)
     return out.movedim(0, dim)
 
 

@@ -1,8 +1,8 @@
 """Context parallelism: the sequence of every sample split over the CP ranks, attention joined across them.
 
 Each CP rank holds ``s / CP`` tokens of every sample (the trainer cuts the micro-batch,
-:func:`split_batch`) and runs the whole model on them; only attention needs the other ranks' tokens.
-``--context-parallel-algo`` picks how:
+:func:`split_batch`) and runs the whole model on them; only attention needs the other ranks' tokens (the
+exchanges are named functions in ``core/tensor_parallel/cp_mappings.py``). ``--context-parallel-algo`` picks how:
 
 - ``megatron_cp_algo`` (ring, the default): K/V blocks travel around the CP ring (batched isend/irecv);
   each step's partial attention is merged into the running output by log-sum-exp, in fp32
@@ -28,12 +28,12 @@ document number of each token of the full sequence.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
-import torch.distributed as dist
 
 from core.parallel_state import Group, ParallelState
+from core.tensor_parallel.cp_mappings import RingExchange, heads_to_sequence, sequence_to_heads
 from core.tensor_parallel.mappings import all_gather_along_dim, gather_from_sequence_parallel_region
 from core.transformer.attention_mask import attention_allowed
 from core.transformer.config import TransformerConfig
@@ -216,27 +216,6 @@ class RingSpec:
     documents: Optional[torch.Tensor] = None  # [b, s]
 
 
-class _RingExchange:
-    """Send tensors to the next ring rank and receive the previous rank's (batched isend/irecv)."""
-
-    def __init__(self, ring: Group) -> None:
-        self.ring = ring
-        self.next = ring.ranks[(ring.rank + 1) % ring.size]
-        self.previous = ring.ranks[(ring.rank - 1) % ring.size]
-
-    def start(self, tensors: Sequence[torch.Tensor], tag: int) -> Tuple[List[torch.Tensor], list]:
-        tensors = [t.contiguous() for t in tensors]
-        received = [torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in tensors]
-        ops = [dist.P2POp(dist.isend, t, self.next, self.ring.handle, tag + i) for i, t in enumerate(tensors)]
-        ops += [dist.P2POp(dist.irecv, r, self.previous, self.ring.handle, tag + i) for i, r in enumerate(received)]
-        return received, dist.batch_isend_irecv(ops)
-
-    @staticmethod
-    def wait(requests: list) -> None:
-        for request in requests:
-            request.wait()
-
-
 def _halves(length: int) -> List[slice]:
     """The sub-blocks a rank's tokens are cut into (the two load-balanced chunks; one block if odd)."""
     if length % 2:
@@ -276,7 +255,7 @@ class _RingAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: RingSpec) -> torch.Tensor:
         ring, heads = spec.cp.ring, q.size(1)
-        exchange = _RingExchange(ring)
+        exchange = RingExchange(ring)
         query_positions = spec.cp.ring_positions(spec.seq_len, ring.rank, q.device)
         qf = q.float()
         out = qf.new_zeros(q.shape[:-1] + (v.size(-1),))  # [b, n, S, dv]
@@ -308,7 +287,7 @@ class _RingAttention(torch.autograd.Function):
         q, k, v, out, lse = ctx.saved_tensors
         spec: RingSpec = ctx.spec
         ring, heads = spec.cp.ring, q.size(1)
-        exchange = _RingExchange(ring)
+        exchange = RingExchange(ring)
         query_positions = spec.cp.ring_positions(spec.seq_len, ring.rank, q.device)
         qf, grad_out = q.float(), grad_out.float()
         delta = (grad_out * out.float()).sum(dim=-1)  # [b, n, S]
@@ -346,58 +325,6 @@ class _RingAttention(torch.autograd.Function):
 def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: RingSpec) -> torch.Tensor:
     """Ring attention (see the module docstring); q [b, n, S, d], k/v [b, nkv, S, d|dv] -> [b, n, S, dv]."""
     return _RingAttention.apply(q, k, v, spec)
-
-
-# ---------------------------------------------------------------------------------------- Ulysses all-to-all
-def _sequence_to_heads(x: torch.Tensor, group: Group) -> torch.Tensor:
-    """[s, b, n, d] (this rank's tokens, all local heads) -> [U s, b, n / U, d] (the group's tokens, one
-    U-th of the heads)."""
-    s, b, n, d = x.shape
-    u = group.size
-    send = x.reshape(s, b, u, n // u, d).permute(2, 0, 1, 3, 4).contiguous()  # [U, s, b, n/U, d]
-    received = torch.empty_like(send)
-    dist.all_to_all_single(received, send, group=group.handle)  # [U (source rank), s, b, n/U, d]
-    return received.reshape(u * s, b, n // u, d)
-
-
-def _heads_to_sequence(x: torch.Tensor, group: Group) -> torch.Tensor:
-    """The inverse of :func:`_sequence_to_heads`: [U s, b, n / U, d] -> [s, b, n, d]."""
-    total, b, m, d = x.shape
-    u = group.size
-    send = x.reshape(u, total // u, b, m, d).contiguous()  # [U (destination rank), s, b, n/U, d]
-    received = torch.empty_like(send)
-    dist.all_to_all_single(received, send, group=group.handle)  # [U (head part), s, b, n/U, d]
-    return received.permute(1, 2, 0, 3, 4).reshape(total // u, b, u * m, d)
-
-
-class _SequenceToHeads(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, group: Group) -> torch.Tensor:
-        ctx.group = group
-        return _sequence_to_heads(x, group)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        return _heads_to_sequence(grad.contiguous(), ctx.group), None
-
-
-class _HeadsToSequence(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, group: Group) -> torch.Tensor:
-        ctx.group = group
-        return _heads_to_sequence(x, group)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        return _sequence_to_heads(grad.contiguous(), ctx.group), None
-
-
-def sequence_to_heads(x: torch.Tensor, group: Group) -> torch.Tensor:
-    return _SequenceToHeads.apply(x, group) if group.size > 1 else x
-
-
-def heads_to_sequence(x: torch.Tensor, group: Group) -> torch.Tensor:
-    return _HeadsToSequence.apply(x, group) if group.size > 1 else x
 
 
 # ---------------------------------------------------------------------------------------- dispatch

@@ -14,7 +14,8 @@ import time
 from typing import Any, Optional
 
 import torch
-import torch.distributed as dist
+
+from core.tensor_parallel.mappings import any_rank_each
 
 
 class ExitConditions:
@@ -49,11 +50,9 @@ class ExitConditions:
         if not self.active:
             return None
         over_time = self.budget_seconds is not None and time.monotonic() - self.started >= self.budget_seconds
-        flags = torch.tensor([float(self.signalled), float(over_time)], device=self.device)  # [signal, time]
-        if dist.is_available() and dist.is_initialized():
-            dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-        if flags[0] > 0:
+        signalled, over_time = any_rank_each([self.signalled, over_time], device=self.device)
+        if signalled:
             return "SIGTERM received (--exit-signal-handler)"
-        if flags[1] > 0:
+        if over_time:
             return f"--exit-duration-in-mins {self.budget_seconds / 60.0:g} reached"
         return None

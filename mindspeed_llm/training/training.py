@@ -44,7 +44,7 @@ from core.parallel_state import ParallelState, expert_dimension, initialize
 from core.pipeline_parallel.layout import stage_layers
 from core.pipeline_parallel.schedules import PipelineOptions, get_forward_backward_func
 from core.tensor_parallel.lora import LoraConfig
-from core.tensor_parallel.mappings import all_reduce
+from core.tensor_parallel.mappings import all_reduce, any_rank, first_on_any_rank
 from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed, set_all_rng_states
 from core.timers import RegionTimers, install as install_timers, timed
 from core.transformer.block import transformer_layers
@@ -449,7 +449,7 @@ class Trainer:
         bad = next((f"{name} (rank {self.state.rank})" for model in self.models
                     for name, param in model.named_parameters()
                     if checkpointing.non_finite_count(getattr(param, "_local_tensor", param))), None)
-        first = dcp_format.first_on_any_rank(bad)
+        first = first_on_any_rank(bad)
         if first is None:
             return
         if self.args.check_for_nan_in_loss_and_grad:
@@ -802,10 +802,7 @@ def _take_save_lock(trainer: Trainer) -> Optional[SaveLock]:
         except OSError as error:
             refused = (f"--save {trainer.args.save} is not writable ({error.strerror or error}: "
                        f"{error.filename or trainer.args.save}); make it writable or point --save elsewhere")
-    flag = torch.tensor([float(refused is not None)], device=trainer.acc.device)
-    if dist.is_initialized():
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    if flag.item() > 0:
+    if any_rank(refused is not None, device=trainer.acc.device):
         if refused is not None:
             print(f"error: {refused}", file=sys.stderr, flush=True)
         raise SystemExit(2)

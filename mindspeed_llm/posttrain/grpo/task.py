@@ -55,6 +55,7 @@ from torch import nn
 from core.distributed.fsdp import uses_fsdp
 from core.models.gpt_model import build_model_chunks
 from core.pipeline_parallel.layout import stage_layers
+from core.tensor_parallel.mappings import any_rank
 from mindspeed_llm.arguments import ArgumentError, evaluation_requested
 from mindspeed_llm.data.handlers import dataset_settings
 from mindspeed_llm.data.templates import end_of_turn_text
@@ -327,17 +328,9 @@ class GRPOTask(TrainingTask):
             rewards = compute_rewards(funcs, prompt_texts, texts, {"answer": answers}, weights).sum(dim=1)
         except RewardError as failure:
             error = describe_failure(failure, samples, groups)
-        if self._any_rank(error is not None):
+        if any_rank(error is not None, device=self.trainer.acc.device):
             raise SkipStep(error or "a reward function failed on another rank", local=error is not None)
         return rewards
-
-    def _any_rank(self, flag: bool) -> bool:
-        """Whether ``flag`` holds on any rank of the run."""
-        if not dist.is_initialized():
-            return flag
-        value = torch.tensor([float(flag)], device=self.trainer.acc.device)
-        dist.all_reduce(value, op=dist.ReduceOp.MAX)
-        return bool(value.item())
 
     def micro_batches(self, samples: List[PromptSample], completions: List[List[int]]) -> List[Batch]:
         """The rollout's training micro-batches (``completion_rows``), on the device."""
