@@ -164,8 +164,8 @@ def _wrapped_functions() -> List[tuple]:
 
     table = [(dist, "batch_isend_irecv", "p2p", _p2p_bytes),
              (dist, "all_to_all_single", "all_to_all", _all_to_all_bytes),
-             (mappings, "_all_gather_single", "all_gather", _all_gather_bytes),
-             (mappings, "_reduce_scatter_single", "reduce_scatter", _reduce_scatter_bytes),
+             (mappings, "all_gather_single", "all_gather", _all_gather_bytes),
+             (mappings, "reduce_scatter_single", "reduce_scatter", _reduce_scatter_bytes),
              (dist, "all_reduce", "all_reduce", _all_reduce_bytes)]
     for name in ("all_gather_single", "all_gather_into_tensor"):
         table.append((dist, name, "all_gather", _all_gather_bytes))
