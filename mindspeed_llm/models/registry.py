@@ -954,9 +954,9 @@ def refuse(name: str, reason: str, *aliases: str) -> None:
 def register(family: Family, *aliases: str) -> Family:
     """Add ``family`` under its name, plus ``aliases`` (MindSpeed's ``--model-type-hf`` spellings).
 
-    Family modules ``mindspeed_llm/models/zoo_*.py`` call this at import; the
+    The modules of ``mindspeed_llm/models/families/`` call this at import; the
     registry imports every such module (:func:`_load_family_modules`), so a new
-    group of families needs no edit here.
+    module of families needs no edit here.
     """
     if family.name in FAMILIES and FAMILIES[family.name] is not family:
         raise RegistryError(f"family {family.name!r} is registered twice")
@@ -967,14 +967,14 @@ def register(family: Family, *aliases: str) -> Family:
 
 
 def _load_family_modules() -> None:
-    """Import every ``mindspeed_llm/models/zoo_*.py`` (each registers its families)."""
+    """Import every module of ``mindspeed_llm/models/families/`` (each registers its families)."""
     import importlib
     import pkgutil
 
-    package = __name__.rsplit(".", 1)[0]
-    for module in sorted(m.name for m in pkgutil.iter_modules([os.path.dirname(__file__)])):
-        if module.startswith("zoo_"):
-            importlib.import_module(f"{package}.{module}")
+    package = __name__.rsplit(".", 1)[0] + ".families"
+    folder = os.path.join(os.path.dirname(__file__), "families")
+    for module in sorted(m.name for m in pkgutil.iter_modules([folder])):
+        importlib.import_module(f"{package}.{module}")
 
 
 def _names() -> Dict[str, Family]:

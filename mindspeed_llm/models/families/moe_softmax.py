@@ -40,8 +40,8 @@ from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, OLMO2_WEIGHTS, ROPE_KE
                                            RegistryError, TensorContext, WeightRule, _common_config,
                                            _common_hf_config, _granite_scales, _granite_scales_hf, _layer,
                                            _rope_settings, refuse, register)
-from mindspeed_llm.models.zoo_llamalike import HUNYUAN_WEIGHTS, _hunyuan_rope, _hunyuan_rope_to_hf, _refuse
-from mindspeed_llm.models.zoo_moe import _moe_common, _pre_softmax_router, _reject_unmapped_moe, per_expert_weights
+from mindspeed_llm.models.families.llama_like import HUNYUAN_WEIGHTS, _hunyuan_rope, _hunyuan_rope_to_hf, _refuse
+from mindspeed_llm.models.families.moe_common import _moe_common, _pre_softmax_router, _reject_unmapped_moe, per_expert_weights
 
 # Routing options none of these families' HF configs can express (their defaults)
 NO_ROUTING_EXTRAS = dict(moe_router_num_groups=None, moe_router_topk_scaling_factor=None,

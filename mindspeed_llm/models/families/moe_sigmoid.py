@@ -58,8 +58,8 @@ from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, TRANSFORMS, Family, RegistryError, TensorContext,
                                            WeightRule, _common_config, _common_hf_config, _layer, _layer_types,
                                            _layer_windows, mtp_config, mtp_hf_config, register, with_mtp_weights)
-from mindspeed_llm.models.zoo_llamalike import _biases, _bias_places, _check_common, _no_extras, _refuse
-from mindspeed_llm.models.zoo_moe import DENSE_ATTENTION_WEIGHTS, _reject_unmapped_moe, per_expert_weights
+from mindspeed_llm.models.families.llama_like import _biases, _bias_places, _check_common, _no_extras, _refuse
+from mindspeed_llm.models.families.moe_common import DENSE_ATTENTION_WEIGHTS, _reject_unmapped_moe, per_expert_weights
 
 HF_GROUP_SCORE_TOPK = 2  # HF (DeepSeek-V3 style) scores a group by the sum of its best two biased scores
 MAX_NORM_MIN = 1e-6  # ERNIE's moe_norm_min clamp: accepted up to here (never binds on real weights)

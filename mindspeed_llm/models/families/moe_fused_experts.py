@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _common_config, _common_hf_config,
                                            _layer, _reject_biases, register)
-from mindspeed_llm.models.zoo_moe import DENSE_ATTENTION_WEIGHTS, _reject_unmapped_moe
+from mindspeed_llm.models.families.moe_common import DENSE_ATTENTION_WEIGHTS, _reject_unmapped_moe
 
 LLAMA4_DEFAULT_THETA = 500000.0  # Llama4TextConfig.default_theta
 

@@ -29,7 +29,7 @@ from core.transformer.config import TransformerConfig
 from core.transformer.mlp import QUICK_GELU_ALPHA
 from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _common_config, _common_hf_config,
                                            _layer, _layer_types, _layer_windows, register)
-from mindspeed_llm.models.zoo_moe import (DENSE_ATTENTION_WEIGHTS, _moe_common, _moe_common_hf,
+from mindspeed_llm.models.families.moe_common import (DENSE_ATTENTION_WEIGHTS, _moe_common, _moe_common_hf,
                                           _reject_unmapped_moe)
 
 FAMILY = "gpt_oss"

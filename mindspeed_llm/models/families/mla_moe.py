@@ -1,7 +1,7 @@
 """Multi-latent-attention MoE families: DeepSeek-V2 (``deepseek_v2``), DeepSeek-V3 (``deepseek_v3``),
 GLM-4.7-Flash (``glm4_moe_lite``) and Mistral 4 (``mistral4``).
 
-All four are MLA layers (``zoo_mla.MLA_WEIGHTS``, ``core/transformer/mla.py``) whose MLP is a dense SwiGLU
+All four are MLA layers (``mla.MLA_WEIGHTS``, ``core/transformer/mla.py``) whose MLP is a dense SwiGLU
 MLP in the first ``first_k_dense_replace`` layers (``intermediate_size``, ``--first-k-dense-replace``) and an
 MoE layer after: routed experts of ``moe_intermediate_size`` (``--moe-ffn-hidden-size``) plus a shared expert
 of ``n_shared_experts * moe_intermediate_size`` (``--n-shared-experts``), the top-k weights times
@@ -36,8 +36,8 @@ from typing import Any, Dict, Optional, Tuple
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _layer, mtp_config, mtp_hf_config,
                                            register, with_mtp_weights)
-from mindspeed_llm.models.zoo_mla import MLA_WEIGHTS, _mla_config, _mla_hf_config
-from mindspeed_llm.models.zoo_moe import _reject_unmapped_moe, per_expert_weights
+from mindspeed_llm.models.families.mla import MLA_WEIGHTS, _mla_config, _mla_hf_config
+from mindspeed_llm.models.families.moe_common import _reject_unmapped_moe, per_expert_weights
 
 # keys our config does not model, kept for the inverse (``ep_size``: the remote code's runtime EP degree)
 _PRESERVED = ("ep_size", "output_router_logits")
