@@ -24,12 +24,13 @@ and ``linear_fc2.weight`` [experts, h, ffn].
   with the top-k softmax router (softmax over the k chosen logits, Megatron's default) and
   ``moe_num_shared_experts`` shared experts fused into one SwiGLU MLP of ``moe_num_shared_experts x
   intermediate_size`` (MindSpeed's ``--n-shared-experts``).
-* ``gpt_oss`` (MindSpeed alias ``gpt-oss``), OpenAI's mixture of experts. Every layer: Llama's attention
-  with biases on q/k/v/o and a learned sink logit per head (``--softmax-type learnable``), sliding-window and full layers as HF ``layer_types`` says (alternating by
-  default), YaRN RoPE without rounding its ramp bounds (``--no-yarn-correction-range-round-to-int``), then an
-  MoE layer: a router with a bias, top-k of the logits then a softmax over those k (our default routing), and
-  experts with biases and the clamped SwiGLU ``(clamp(up, -l, l) + 1) * g * sigmoid(1.702 g)``,
-  ``g = clamp(gate, max=l)`` (``--quick-geglu --activation-func-clamp-value l --glu-linear-offset 1``).
+* ``gpt_oss`` (MindSpeed alias ``gpt-oss``), OpenAI's mixture of experts. Every layer: Llama's attention with
+  biases on q/k/v/o and a learned sink logit per head (``--softmax-type learnable``), sliding-window and full
+  layers as HF ``layer_types`` says (alternating by default), YaRN RoPE without rounding its ramp bounds
+  (``--no-yarn-correction-range-round-to-int``), then an MoE layer: a router with a bias, top-k of the logits
+  then a softmax over those k (our default routing), and experts with biases and the clamped SwiGLU ``(clamp(up,
+  -l, l) + 1) * g * sigmoid(1.702 g)``, ``g = clamp(gate, max=l)`` (``--quick-geglu
+  --activation-func-clamp-value l --glu-linear-offset 1``).
 
   ``attention_bias`` true (the published models) is ``--add-bias-linear``: Megatron's one switch for the
   attention, expert and router biases. HF's experts and router always have biases, so ``attention_bias``
