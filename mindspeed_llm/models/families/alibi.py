@@ -1,4 +1,4 @@
-"""Model-zoo families: Bloom and MPT (ALiBi), Jais2, Starcoder2 and Nemotron (LayerNorm, non-gated MLPs).
+"""ALiBi families: Bloom and MPT, whose attention adds a per-head linear bias instead of rotating q/k.
 
 * Bloom: ALiBi (``--position-embedding-type alibi``), a LayerNorm on the word
   embeddings (``--embed-layernorm``), the per-head interleaved fused
@@ -11,80 +11,16 @@
   transformers' MptModel always uses ALiBi with ``alibi_bias_max`` 8, no
   biases and a 4 x hidden MLP, whatever the config says; configs asking for
   anything else are refused (they would not load as written).
-* Jais2, Nemotron: Llama names with a non-gated ``up_proj``/``down_proj`` MLP
-  (ReLU squared: ``--squared-relu``), LayerNorms with bias (Nemotron's scale
-  ``1 + weight``: ``--apply-layernorm-1p``, half the head dim rotated by
-  default), ``attention_bias``/``mlp_bias`` as biases by place.
-* Starcoder2: LayerNorms with bias (``norm_epsilon``), ``use_bias`` on every
-  linear, a non-gated ``c_fc``/``c_proj`` tanh-GELU MLP, an optional sliding
-  window, tied embeddings.
-
 Each ``to_hf_config`` checks that mapping its result back gives the
-architecture of the model being exported (:func:`_checked`), so a model whose
+architecture of the model being exported (``registry._checked``), so a model whose
 flags the HF family cannot express is refused with the fields named.
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 from core.transformer.config import TransformerConfig
-from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, Family, RegistryError, WeightRule, _common_config,
-                                           _common_hf_config, _renamed, plain_activation, plain_activation_to_hf,
-                                           register)
-
-# Fields that describe how a model is trained or laid out, not what it computes.
-RUNTIME_FIELDS = frozenset({
-    "tensor_model_parallel_size", "sequence_parallel", "noop_layers", "recompute_granularity", "recompute_method",
-    "recompute_num_layers", "recompute_activation_function", "attention_dropout", "hidden_dropout", "params_dtype",
-    "make_vocab_size_divisible_by", "init_method_std", "swap_attention", "swap_modules"})
-BIAS_FIELDS = ("add_bias_linear", "add_qkv_bias", "add_dense_bias", "add_mlp_bias")
-
-
-def _bias_places(values: Dict[str, Any]) -> Dict[str, bool]:
-    """Where the linears have biases, whichever flags say so."""
-    every = bool(values.get("add_bias_linear", True))
-    return {"qkv": every or bool(values.get("add_qkv_bias")), "dense": every or bool(values.get("add_dense_bias")),
-            "mlp": every or bool(values.get("add_mlp_bias"))}
-
-
-def _architecture(values: Dict[str, Any]) -> Dict[str, Any]:
-    """The fields of a config (dict) that change the model's math; biases as places."""
-    arch = {k: v for k, v in values.items() if k not in RUNTIME_FIELDS and k not in BIAS_FIELDS}
-    arch["bias_places"] = _bias_places(values)
-    return arch
-
-
-def _checked(name: str, to_config: Callable[[Dict[str, Any]], Dict[str, Any]],
-             hf_config: Callable[[TransformerConfig], Dict[str, Any]]) -> Callable[[TransformerConfig], Dict[str, Any]]:
-    """``hf_config`` refusing (one line, naming the fields) a model the written config would not reproduce."""
-
-    def convert(cfg: TransformerConfig) -> Dict[str, Any]:
-        out = hf_config(cfg)
-        rebuilt = TransformerConfig.from_dict({**cfg.to_dict(), **to_config(out)}).to_dict()
-        ours, theirs = _architecture(cfg.to_dict()), _architecture(rebuilt)
-        differ = sorted(k for k in ours if ours[k] != theirs[k])
-        if differ:
-            raise RegistryError(f"{name} cannot express this model's {', '.join(f'{k}={ours[k]!r}' for k in differ)} "
-                                f"(the family has {', '.join(f'{k}={theirs[k]!r}' for k in differ)})")
-        return out
-
-    return convert
-
-
-def _bias_flags(attention: bool, mlp: bool) -> Dict[str, bool]:
-    """Biases by place from HF ``attention_bias`` (q/k/v and o) and ``mlp_bias``."""
-    if attention and mlp:
-        return dict(add_bias_linear=True, add_qkv_bias=False, add_dense_bias=False, add_mlp_bias=False)
-    return dict(add_bias_linear=False, add_qkv_bias=attention, add_dense_bias=attention, add_mlp_bias=mlp)
-
-
-
-def _layer_norm_hf_config(cfg: TransformerConfig, eps_key: str, family: str) -> Dict[str, Any]:
-    """``_common_hf_config`` with a LayerNorm epsilon key and a non-gated activation."""
-    out = _common_hf_config(cfg)
-    del out["rms_norm_eps"]
-    return {**out, eps_key: cfg.norm_epsilon, "hidden_act": plain_activation_to_hf(cfg, family)}
+from mindspeed_llm.models.registry import RegistryError, WeightRule, _checked_family, register
 
 
 def _prefixed(prefix: str, rules: Sequence[Tuple[str, str, str]]) -> Tuple[WeightRule, ...]:
@@ -226,75 +162,7 @@ def _mpt_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
             "torch_dtype": str(cfg.params_dtype).replace("torch.", "")}
 
 
-# --------------------------------------------------------------------------- Jais2, Nemotron, Starcoder2
+BLOOM = register(_checked_family("bloom", "bloom", "BloomForCausalLM", _bloom_config, _bloom_hf_config, BLOOM_WEIGHTS))
+MPT = register(_checked_family("mpt", "mpt", "MptForCausalLM", _mpt_config, _mpt_hf_config, MPT_WEIGHTS))
 
-PLAIN_MLP_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"mlp.linear_fc1.weight": "mlp.up_proj.weight",
-                                             "mlp.linear_fc1.bias": "mlp.up_proj.bias"})
-STARCODER2_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"mlp.linear_fc1.weight": "mlp.c_fc.weight",
-                                              "mlp.linear_fc1.bias": "mlp.c_fc.bias",
-                                              "mlp.linear_fc2.weight": "mlp.c_proj.weight",
-                                              "mlp.linear_fc2.bias": "mlp.c_proj.bias"})
-
-
-def _layer_norm_config(name: str, hf: Dict[str, Any], eps_key: str, default_act: str) -> Dict[str, Any]:
-    """Llama fields with LayerNorm (with bias) and a non-gated MLP."""
-    hf = {**hf, "hidden_act": hf.get("hidden_act") or default_act}
-    kwargs = {**_common_config({**hf, "hidden_act": "silu"}), **plain_activation(hf, name, default=default_act)}
-    return {**kwargs, "normalization": "LayerNorm", "norm_epsilon": float(hf.get(eps_key, 1e-5))}
-
-
-def _jais2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
-    """Jais2: LayerNorm with bias, non-gated ReLU-squared MLP, biases by ``attention_bias``/``mlp_bias``."""
-    return {**_layer_norm_config("jais2", hf, "layer_norm_eps", "relu2"),
-            **_bias_flags(bool(hf.get("attention_bias", True)), bool(hf.get("mlp_bias", True)))}
-
-
-def _jais2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    places = _bias_places(dataclasses.asdict(cfg))
-    return {**_layer_norm_hf_config(cfg, "layer_norm_eps", "jais2"), "attention_bias": places["qkv"],
-            "mlp_bias": places["mlp"]}
-
-
-def _nemotron_config(hf: Dict[str, Any]) -> Dict[str, Any]:
-    """Nemotron: LayerNorm1P (scale 1 + weight), ReLU squared, half the head dim rotated by default."""
-    rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
-    partial = rope.get("partial_rotary_factor", hf.get("partial_rotary_factor", 0.5))
-    return {**_layer_norm_config("nemotron", {**hf, "partial_rotary_factor": partial}, "norm_eps", "relu2"),
-            "apply_layernorm_1p": True,
-            **_bias_flags(bool(hf.get("attention_bias", False)), bool(hf.get("mlp_bias", False)))}
-
-
-def _nemotron_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    places = _bias_places(dataclasses.asdict(cfg))
-    return {**_layer_norm_hf_config(cfg, "norm_eps", "nemotron"), "partial_rotary_factor": cfg.rotary_percent,
-            "attention_bias": places["qkv"], "mlp_bias": places["mlp"]}
-
-
-def _starcoder2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
-    """Starcoder2: LayerNorm with bias, ``use_bias`` on every linear, tanh-GELU MLP, optional window, tied."""
-    use_bias = bool(hf.get("use_bias", True))
-    return {**_layer_norm_config("starcoder2", hf, "norm_epsilon", "gelu_pytorch_tanh"),
-            **_bias_flags(use_bias, use_bias), "sliding_window": hf.get("sliding_window"),
-            "untie_embeddings_and_output_weights": not hf.get("tie_word_embeddings", True)}
-
-
-def _starcoder2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    return {**_layer_norm_hf_config(cfg, "norm_epsilon", "starcoder2"),
-            "use_bias": _bias_places(dataclasses.asdict(cfg))["qkv"],
-            "sliding_window": cfg.sliding_window, "residual_dropout": 0.0, "embedding_dropout": 0.0}
-
-
-def _family(name: str, model_type: str, architecture: str, to_config: Callable[[Dict[str, Any]], Dict[str, Any]],
-            to_hf: Callable[[TransformerConfig], Dict[str, Any]], weights: Tuple[WeightRule, ...]) -> Family:
-    return Family(name, model_type, architecture, to_config, _checked(name, to_config, to_hf), weights)
-
-
-BLOOM = register(_family("bloom", "bloom", "BloomForCausalLM", _bloom_config, _bloom_hf_config, BLOOM_WEIGHTS))
-MPT = register(_family("mpt", "mpt", "MptForCausalLM", _mpt_config, _mpt_hf_config, MPT_WEIGHTS))
-JAIS2 = register(_family("jais2", "jais2", "Jais2ForCausalLM", _jais2_config, _jais2_hf_config, PLAIN_MLP_WEIGHTS))
-STARCODER2 = register(_family("starcoder2", "starcoder2", "Starcoder2ForCausalLM", _starcoder2_config,
-                              _starcoder2_hf_config, STARCODER2_WEIGHTS))
-NEMOTRON = register(_family("nemotron", "nemotron", "NemotronForCausalLM", _nemotron_config, _nemotron_hf_config,
-                            PLAIN_MLP_WEIGHTS))
-
-__all__: List[str] = ["BLOOM", "MPT", "JAIS2", "STARCODER2", "NEMOTRON"]
+__all__: List[str] = ["BLOOM", "MPT"]

@@ -1,5 +1,5 @@
-"""Llama-like families of the model zoo: Seed-OSS, HunYuan dense, ERNIE 4.5, CWM, GLM, GLM-4, Emu3 (text),
-Ministral3.
+"""Llama-like families: Seed-OSS, HunYuan dense, ERNIE 4.5, CWM, GLM, GLM-4, Emu3 (text), Ministral3, EXAONE 4,
+GraniteSWA and HyperCLOVAX.
 
 Each is Llama's layout (``registry.LLAMA_WEIGHTS``) with a few behaviour flags:
 
@@ -18,16 +18,24 @@ Each is Llama's layout (``registry.LLAMA_WEIGHTS``) with a few behaviour flags:
   config (``text_config`` + ``vq_config``, weights under ``model.text_model``) is refused;
 * ``ministral3``: YaRN RoPE (``--rope-scaling-type yarn``) and the Llama-4 query temperature
   (``--attn-temperature-beta`` / ``--attn-temperature-length`` from ``llama_4_scaling_beta`` and
-  ``original_max_position_embeddings``), optional sliding window over every layer.
+  ``original_max_position_embeddings``), optional sliding window over every layer;
+* ``exaone4``: Olmo2's post-only norms (``--post-norm-only``), per-head q/k RMSNorm, sliding-window layers
+  (``--full-attention-layers``) where, when a window is configured, only the sliding layers use RoPE
+  (``--no-rope-layers`` = the full-attention layers);
+* ``granite_swa``: Granite with sliding-window layers (``--full-attention-layers``), a learnable attention
+  sink per head (``--softmax-type learnable``) and a RoPE base per layer (``layer_rope_theta``: one base on
+  the full layers, another on the sliding ones as ``--local-rotary-base``, 0 for NoPE layers);
+* ``hyperclovax``: Granite's multipliers plus Gemma2's sandwich norms (``use_post_norm``); its logits are
+  multiplied by ``logits_scaling`` (Granite divides).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (
-    LLAMA_WEIGHTS, ROPE_KEYS, Family, RegistryError, _common_config, _common_hf_config, _layer, _layer_types,
-    _layer_windows, _renamed, register,
+    LLAMA_WEIGHTS, OLMO2_WEIGHTS, ROPE_KEYS, Family, RegistryError, _common_config, _common_hf_config,
+    _granite_config, _granite_hf_config, _layer, _layer_types, _layer_windows, _renamed, _rope_settings, register,
 )
 
 # --------------------------------------------------------------------------- shared helpers
@@ -311,3 +319,135 @@ GLM4 = register(Family("glm4", "glm4", "Glm4ForCausalLM", _glm4_config, _glm4_hf
 EMU3 = register(Family("emu3", "emu3_text_model", "Emu3ForCausalLM", _emu3_config, _emu3_hf_config))
 MINISTRAL3 = register(Family("ministral3", "ministral3", "Ministral3ForCausalLM", _ministral3_config,
                              _ministral3_hf_config))
+
+
+# --------------------------------------------------------------------------- EXAONE 4
+
+
+def _exaone4_layer_types(hf: Dict[str, Any]) -> List[str]:
+    """``layer_types``, or as transformers derives them: every ``sliding_window_pattern``-th layer full."""
+    if hf.get("layer_types"):
+        return list(hf["layer_types"])
+    layers = int(hf["num_hidden_layers"])
+    if hf.get("sliding_window", 4096) is None:
+        return ["full_attention"] * layers
+    pattern = hf.get("sliding_window_pattern", 4)
+    if not isinstance(pattern, int) or pattern < 1:
+        raise RegistryError(f"exaone4 sliding_window_pattern {pattern!r} without layer_types is not supported")
+    return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
+
+
+def _exaone4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """EXAONE 4: post-only norms, per-head q/k norms; with a window, full layers attend without RoPE."""
+    types = _exaone4_layer_types(hf)
+    window = hf.get("sliding_window", 4096)
+    out = {**_common_config(hf), "norm_epsilon": float(hf.get("rms_norm_eps", 1e-5)), "qk_layernorm": True,
+           "post_norm_only": True}
+    if window is None:
+        return out
+    full = tuple(i for i, kind in enumerate(types) if kind != "sliding_attention")
+    return {**out, "sliding_window": int(window), "full_attention_layers": full, "no_rope_layers": full}
+
+
+def _exaone4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    if cfg.add_bias_linear or cfg.add_qkv_bias or cfg.add_dense_bias or cfg.add_mlp_bias:
+        raise RegistryError("exaone4 has no linear biases; the config sets one")
+    if not (cfg.qk_layernorm and cfg.post_norm_only) or cfg.qk_layernorm_full_width or cfg.post_norm:
+        raise RegistryError("exaone4 needs --qk-layernorm --post-norm-only (no --qk-layernorm-full-width, --post-norm)")
+    full = tuple(i for i in range(cfg.num_layers) if cfg.layer_window(i) is None)
+    expected_nope = full if cfg.sliding_window is not None else ()
+    if cfg.no_rope_layers != expected_nope or cfg.sliding_window_pattern is not None:
+        raise RegistryError(f"exaone4 skips RoPE exactly on the full-attention layers when a window is set "
+                            f"(--no-rope-layers {list(expected_nope)}, --full-attention-layers)")
+    # sliding_window_pattern is left as it was: transformers reads it only without layer_types
+    return {**_common_hf_config(cfg), "sliding_window": cfg.sliding_window, "layer_types": _layer_types(cfg)}
+
+
+_EXAONE4 = register(Family("exaone4", "exaone4", "Exaone4ForCausalLM", _exaone4_config, _exaone4_hf_config,
+                           OLMO2_WEIGHTS))
+
+# --------------------------------------------------------------------------- GraniteSWA
+
+
+def _granite_swa_layer_types(hf: Dict[str, Any]) -> List[str]:
+    """``layer_types``, or transformers' default: layers 0, 4, 8, ... attend fully."""
+    layers = int(hf["num_hidden_layers"])
+    return list(hf.get("layer_types") or ["full_attention" if i % 4 == 0 else "sliding_attention"
+                                          for i in range(layers)])
+
+
+def _granite_swa_rope(hf: Dict[str, Any], types: Sequence[str]) -> Dict[str, Any]:
+    """Our rope fields from ``layer_rope_theta``: one base on full layers, one on sliding layers, 0 = NoPE."""
+    rope = _rope_settings(hf)
+    thetas = hf.get("layer_rope_theta") or [rope["rotary_base"]] * len(types)
+    full = {float(t) for t, kind in zip(thetas, types) if t and kind != "sliding_attention"}
+    sliding = {float(t) for t, kind in zip(thetas, types) if t and kind == "sliding_attention"}
+    if len(full) > 1 or len(sliding) > 1:
+        raise RegistryError(f"granite_swa layer_rope_theta {list(thetas)}: more than one base per layer type "
+                            "is not supported")
+    base = next(iter(full or sliding), rope["rotary_base"])
+    out = {**rope, "rotary_base": base, "no_rope_layers": tuple(i for i, t in enumerate(thetas) if not t)}
+    if sliding and sliding != {base}:
+        if rope.get("rope_scaling_type") is not None:
+            raise RegistryError("granite_swa with two layer_rope_theta bases and rope scaling is not supported")
+        out["local_rotary_base"] = sliding.pop()
+    return out
+
+
+def _granite_swa_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """GraniteSWA: Granite with sliding-window layers, attention sinks and per-layer RoPE bases."""
+    types = _granite_swa_layer_types(hf)
+    window = hf.get("sliding_window", 128)
+    if window is None and "sliding_attention" in types:
+        raise RegistryError("granite_swa sliding_attention layers without sliding_window are not supported")
+    out = {**_granite_config({k: v for k, v in hf.items() if k != "layer_rope_theta"}),
+           **_granite_swa_rope(hf, types), "softmax_type": "learnable",
+           "untie_embeddings_and_output_weights": not hf.get("tie_word_embeddings", True)}
+    if window is not None and "sliding_attention" in types:
+        out.update(sliding_window=int(window),
+                   full_attention_layers=tuple(i for i, kind in enumerate(types) if kind != "sliding_attention"))
+    return out
+
+
+def _granite_swa_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    if cfg.softmax_type != "learnable" or cfg.sliding_window_pattern is not None:
+        raise RegistryError("granite_swa needs --softmax-type learnable and its full layers as --full-attention-layers")
+    types = _layer_types(cfg)
+    if cfg.local_rotary_base is not None and cfg.rope_scaling_type is not None:
+        raise RegistryError("granite_swa with --local-rotary-base and rope scaling is not supported")
+    thetas = [0.0 if i in cfg.no_rope_layers else
+              (cfg.local_rotary_base or cfg.rotary_base) if kind == "sliding_attention" else cfg.rotary_base
+              for i, kind in enumerate(types)]
+    return {**_granite_hf_config(cfg), "sliding_window": cfg.sliding_window or 128, "layer_types": types,
+            "layer_rope_theta": thetas}
+
+
+_GRANITE_SWA = register(Family("granite_swa", "granite_swa", "GraniteSWAForCausalLM", _granite_swa_config,
+                               _granite_swa_hf_config,
+                               LLAMA_WEIGHTS + (_layer("self_attention.softmax_offset", ["self_attn.sinks"]),)))
+
+# --------------------------------------------------------------------------- HyperCLOVAX
+
+
+def _hyperclovax_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """HyperCLOVAX: Granite with sandwich norms (``use_post_norm``) and logits times ``logits_scaling``."""
+    head_dim = int(hf.get("head_dim") or int(hf["hidden_size"]) // int(hf["num_attention_heads"]))
+    multiplier = hf.get("attention_multiplier")
+    hf = {**hf, "attention_multiplier": head_dim ** -0.5 if multiplier is None else multiplier}
+    return {**_granite_config(hf), "post_norm": bool(hf.get("use_post_norm", True)),
+            "output_multiplier_scale": float(hf.get("logits_scaling", 1.0))}
+
+
+def _hyperclovax_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    if cfg.post_norm_only:
+        raise RegistryError("hyperclovax has norms before attention and MLP; drop --post-norm-only")
+    return {**_granite_hf_config(cfg), "logits_scaling": cfg.output_multiplier_scale or 1.0,
+            "use_post_norm": cfg.post_norm}
+
+
+HYPERCLOVAX_WEIGHTS = LLAMA_WEIGHTS + (
+    _layer("post_self_attn_layernorm.weight", ["post_norm1.weight"]),
+    _layer("post_mlp_layernorm.weight", ["post_norm2.weight"]),
+)
+_HYPERCLOVAX = register(Family("hyperclovax", "hyperclovax", "HyperCLOVAXForCausalLM", _hyperclovax_config,
+                               _hyperclovax_hf_config, HYPERCLOVAX_WEIGHTS))

@@ -1,18 +1,17 @@
-"""Recent decoder families (2025): EXAONE 4, VaultGemma, GraniteSWA, HyperCLOVAX, Arcee, Apertus, BitNet,
-NanoChat.
+"""Families with Llama's layout and another MLP than SwiGLU: Jais2, Nemotron, Starcoder2, Arcee, Apertus,
+BitNet and NanoChat.
 
-Each is a registry :class:`Family` built from the shared helpers of ``registry.py``; they differ from Llama
-only through behaviour flags of :class:`TransformerConfig`:
+Jais2, Nemotron and Starcoder2 also use LayerNorms with biases; each of their ``to_hf_config`` checks that
+mapping its result back gives the architecture of the model being exported (``registry._checked``), so a
+model whose flags the HF family cannot express is refused with the fields named.
 
-* ``exaone4``: Olmo2's post-only norms (``--post-norm-only``), per-head q/k RMSNorm, sliding-window layers
-  (``--full-attention-layers``) where, when a window is configured, only the sliding layers use RoPE
-  (``--no-rope-layers`` = the full-attention layers);
-* ``vaultgemma``: Gemma2 without the norms on the attention and MLP outputs;
-* ``granite_swa``: Granite with sliding-window layers (``--full-attention-layers``), a learnable attention
-  sink per head (``--softmax-type learnable``) and a RoPE base per layer (``layer_rope_theta``: one base on
-  the full layers, another on the sliding ones as ``--local-rotary-base``, 0 for NoPE layers);
-* ``hyperclovax``: Granite's multipliers plus Gemma2's sandwich norms (``use_post_norm``); its logits are
-  multiplied by ``logits_scaling`` (Granite divides);
+* Jais2, Nemotron: Llama names with a non-gated ``up_proj``/``down_proj`` MLP
+  (ReLU squared: ``--squared-relu``), LayerNorms with bias (Nemotron's scale
+  ``1 + weight``: ``--apply-layernorm-1p``, half the head dim rotated by
+  default), ``attention_bias``/``mlp_bias`` as biases by place.
+* Starcoder2: LayerNorms with bias (``norm_epsilon``), ``use_bias`` on every
+  linear, a non-gated ``c_fc``/``c_proj`` tanh-GELU MLP, an optional sliding
+  window, tied embeddings.
 * ``arcee``: Llama with a non-gated ReLU-squared MLP (``--squared-relu``; HF ``up_proj``/``down_proj``);
 * ``apertus``: Llama with per-head q/k norms and the non-gated xIELU MLP (``--xielu``); HF stores xIELU's
   fixed ``beta`` and ``eps`` as buffers, checked against the decoder's constants and written back;
@@ -28,6 +27,7 @@ only through behaviour flags of :class:`TransformerConfig`:
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Dict, List, Sequence
 
 import torch
@@ -37,27 +37,22 @@ from core.transformer.mlp import XIELU_BETA, XIELU_EPS
 from mindspeed_llm.models.registry import (
     GATED_ACTIVATIONS,
     LLAMA_WEIGHTS,
-    OLMO2_WEIGHTS,
     ROPE_KEYS,
     TRANSFORMS,
     Family,
     RegistryError,
     TensorContext,
     WeightRule,
+    _bias_places,
+    _checked_family,
     _common_config,
     _common_hf_config,
     _fuse_rows_to_hf,
     _fuse_rows_to_ours,
-    _gemma2_config,
-    _gemma2_hf_config,
-    _granite_config,
-    _granite_hf_config,
     _layer,
-    _layer_types,
     _llama_config,
     _llama_hf_config,
     _renamed,
-    _rope_settings,
     plain_activation,
     plain_activation_to_hf,
     register,
@@ -125,157 +120,6 @@ TRANSFORMS.update({
     # fused q/k/v rows with each q/k head's second half negated (NanoChat's RoPE turns the other way)
     "qk_rope_mirrored": (_qk_rope_mirrored_to_ours, _qk_rope_mirrored_to_hf),
 })
-
-# --------------------------------------------------------------------------- EXAONE 4
-
-
-def _exaone4_layer_types(hf: Dict[str, Any]) -> List[str]:
-    """``layer_types``, or as transformers derives them: every ``sliding_window_pattern``-th layer full."""
-    if hf.get("layer_types"):
-        return list(hf["layer_types"])
-    layers = int(hf["num_hidden_layers"])
-    if hf.get("sliding_window", 4096) is None:
-        return ["full_attention"] * layers
-    pattern = hf.get("sliding_window_pattern", 4)
-    if not isinstance(pattern, int) or pattern < 1:
-        raise RegistryError(f"exaone4 sliding_window_pattern {pattern!r} without layer_types is not supported")
-    return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
-
-
-def _exaone4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
-    """EXAONE 4: post-only norms, per-head q/k norms; with a window, full layers attend without RoPE."""
-    types = _exaone4_layer_types(hf)
-    window = hf.get("sliding_window", 4096)
-    out = {**_common_config(hf), "norm_epsilon": float(hf.get("rms_norm_eps", 1e-5)), "qk_layernorm": True,
-           "post_norm_only": True}
-    if window is None:
-        return out
-    full = tuple(i for i, kind in enumerate(types) if kind != "sliding_attention")
-    return {**out, "sliding_window": int(window), "full_attention_layers": full, "no_rope_layers": full}
-
-
-def _exaone4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    if cfg.add_bias_linear or cfg.add_qkv_bias or cfg.add_dense_bias or cfg.add_mlp_bias:
-        raise RegistryError("exaone4 has no linear biases; the config sets one")
-    if not (cfg.qk_layernorm and cfg.post_norm_only) or cfg.qk_layernorm_full_width or cfg.post_norm:
-        raise RegistryError("exaone4 needs --qk-layernorm --post-norm-only (no --qk-layernorm-full-width, --post-norm)")
-    full = tuple(i for i in range(cfg.num_layers) if cfg.layer_window(i) is None)
-    expected_nope = full if cfg.sliding_window is not None else ()
-    if cfg.no_rope_layers != expected_nope or cfg.sliding_window_pattern is not None:
-        raise RegistryError(f"exaone4 skips RoPE exactly on the full-attention layers when a window is set "
-                            f"(--no-rope-layers {list(expected_nope)}, --full-attention-layers)")
-    # sliding_window_pattern is left as it was: transformers reads it only without layer_types
-    return {**_common_hf_config(cfg), "sliding_window": cfg.sliding_window, "layer_types": _layer_types(cfg)}
-
-
-_EXAONE4 = register(Family("exaone4", "exaone4", "Exaone4ForCausalLM", _exaone4_config, _exaone4_hf_config,
-                           OLMO2_WEIGHTS))
-
-# --------------------------------------------------------------------------- VaultGemma
-
-
-def _vaultgemma_config(hf: Dict[str, Any]) -> Dict[str, Any]:
-    """VaultGemma: Gemma2 without the norms on the attention and MLP outputs."""
-    return {**_gemma2_config(hf), "post_norm": False}
-
-
-def _vaultgemma_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    if cfg.post_norm or cfg.post_norm_only:
-        raise RegistryError("vaultgemma has no norms on the attention and MLP outputs; drop --post-norm")
-    out = _gemma2_hf_config(cfg)
-    out.pop("use_bidirectional_attention", None)
-    return out
-
-
-VAULTGEMMA_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"pre_mlp_layernorm.weight": "pre_feedforward_layernorm.weight"})
-_VAULTGEMMA = register(Family("vaultgemma", "vaultgemma", "VaultGemmaForCausalLM", _vaultgemma_config,
-                              _vaultgemma_hf_config, VAULTGEMMA_WEIGHTS))
-
-# --------------------------------------------------------------------------- GraniteSWA
-
-
-def _granite_swa_layer_types(hf: Dict[str, Any]) -> List[str]:
-    """``layer_types``, or transformers' default: layers 0, 4, 8, ... attend fully."""
-    layers = int(hf["num_hidden_layers"])
-    return list(hf.get("layer_types") or ["full_attention" if i % 4 == 0 else "sliding_attention"
-                                          for i in range(layers)])
-
-
-def _granite_swa_rope(hf: Dict[str, Any], types: Sequence[str]) -> Dict[str, Any]:
-    """Our rope fields from ``layer_rope_theta``: one base on full layers, one on sliding layers, 0 = NoPE."""
-    rope = _rope_settings(hf)
-    thetas = hf.get("layer_rope_theta") or [rope["rotary_base"]] * len(types)
-    full = {float(t) for t, kind in zip(thetas, types) if t and kind != "sliding_attention"}
-    sliding = {float(t) for t, kind in zip(thetas, types) if t and kind == "sliding_attention"}
-    if len(full) > 1 or len(sliding) > 1:
-        raise RegistryError(f"granite_swa layer_rope_theta {list(thetas)}: more than one base per layer type "
-                            "is not supported")
-    base = next(iter(full or sliding), rope["rotary_base"])
-    out = {**rope, "rotary_base": base, "no_rope_layers": tuple(i for i, t in enumerate(thetas) if not t)}
-    if sliding and sliding != {base}:
-        if rope.get("rope_scaling_type") is not None:
-            raise RegistryError("granite_swa with two layer_rope_theta bases and rope scaling is not supported")
-        out["local_rotary_base"] = sliding.pop()
-    return out
-
-
-def _granite_swa_config(hf: Dict[str, Any]) -> Dict[str, Any]:
-    """GraniteSWA: Granite with sliding-window layers, attention sinks and per-layer RoPE bases."""
-    types = _granite_swa_layer_types(hf)
-    window = hf.get("sliding_window", 128)
-    if window is None and "sliding_attention" in types:
-        raise RegistryError("granite_swa sliding_attention layers without sliding_window are not supported")
-    out = {**_granite_config({k: v for k, v in hf.items() if k != "layer_rope_theta"}),
-           **_granite_swa_rope(hf, types), "softmax_type": "learnable",
-           "untie_embeddings_and_output_weights": not hf.get("tie_word_embeddings", True)}
-    if window is not None and "sliding_attention" in types:
-        out.update(sliding_window=int(window),
-                   full_attention_layers=tuple(i for i, kind in enumerate(types) if kind != "sliding_attention"))
-    return out
-
-
-def _granite_swa_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    if cfg.softmax_type != "learnable" or cfg.sliding_window_pattern is not None:
-        raise RegistryError("granite_swa needs --softmax-type learnable and its full layers as --full-attention-layers")
-    types = _layer_types(cfg)
-    if cfg.local_rotary_base is not None and cfg.rope_scaling_type is not None:
-        raise RegistryError("granite_swa with --local-rotary-base and rope scaling is not supported")
-    thetas = [0.0 if i in cfg.no_rope_layers else
-              (cfg.local_rotary_base or cfg.rotary_base) if kind == "sliding_attention" else cfg.rotary_base
-              for i, kind in enumerate(types)]
-    return {**_granite_hf_config(cfg), "sliding_window": cfg.sliding_window or 128, "layer_types": types,
-            "layer_rope_theta": thetas}
-
-
-_GRANITE_SWA = register(Family("granite_swa", "granite_swa", "GraniteSWAForCausalLM", _granite_swa_config,
-                               _granite_swa_hf_config,
-                               LLAMA_WEIGHTS + (_layer("self_attention.softmax_offset", ["self_attn.sinks"]),)))
-
-# --------------------------------------------------------------------------- HyperCLOVAX
-
-
-def _hyperclovax_config(hf: Dict[str, Any]) -> Dict[str, Any]:
-    """HyperCLOVAX: Granite with sandwich norms (``use_post_norm``) and logits times ``logits_scaling``."""
-    head_dim = int(hf.get("head_dim") or int(hf["hidden_size"]) // int(hf["num_attention_heads"]))
-    multiplier = hf.get("attention_multiplier")
-    hf = {**hf, "attention_multiplier": head_dim ** -0.5 if multiplier is None else multiplier}
-    return {**_granite_config(hf), "post_norm": bool(hf.get("use_post_norm", True)),
-            "output_multiplier_scale": float(hf.get("logits_scaling", 1.0))}
-
-
-def _hyperclovax_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    if cfg.post_norm_only:
-        raise RegistryError("hyperclovax has norms before attention and MLP; drop --post-norm-only")
-    return {**_granite_hf_config(cfg), "logits_scaling": cfg.output_multiplier_scale or 1.0,
-            "use_post_norm": cfg.post_norm}
-
-
-HYPERCLOVAX_WEIGHTS = LLAMA_WEIGHTS + (
-    _layer("post_self_attn_layernorm.weight", ["post_norm1.weight"]),
-    _layer("post_mlp_layernorm.weight", ["post_norm2.weight"]),
-)
-_HYPERCLOVAX = register(Family("hyperclovax", "hyperclovax", "HyperCLOVAXForCausalLM", _hyperclovax_config,
-                               _hyperclovax_hf_config, HYPERCLOVAX_WEIGHTS))
 
 # --------------------------------------------------------------------------- Arcee
 
@@ -428,3 +272,82 @@ NANOCHAT_WEIGHTS = (
 )
 _NANOCHAT = register(Family("nanochat", "nanochat", "NanoChatForCausalLM", _nanochat_config, _nanochat_hf_config,
                             NANOCHAT_WEIGHTS))
+
+# --------------------------------------------------------------------------- Jais2, Nemotron, Starcoder2
+
+PLAIN_MLP_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"mlp.linear_fc1.weight": "mlp.up_proj.weight",
+                                             "mlp.linear_fc1.bias": "mlp.up_proj.bias"})
+STARCODER2_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"mlp.linear_fc1.weight": "mlp.c_fc.weight",
+                                              "mlp.linear_fc1.bias": "mlp.c_fc.bias",
+                                              "mlp.linear_fc2.weight": "mlp.c_proj.weight",
+                                              "mlp.linear_fc2.bias": "mlp.c_proj.bias"})
+
+
+def _bias_flags(attention: bool, mlp: bool) -> Dict[str, bool]:
+    """Biases by place from HF ``attention_bias`` (q/k/v and o) and ``mlp_bias``."""
+    if attention and mlp:
+        return dict(add_bias_linear=True, add_qkv_bias=False, add_dense_bias=False, add_mlp_bias=False)
+    return dict(add_bias_linear=False, add_qkv_bias=attention, add_dense_bias=attention, add_mlp_bias=mlp)
+
+
+def _layer_norm_hf_config(cfg: TransformerConfig, eps_key: str, family: str) -> Dict[str, Any]:
+    """``_common_hf_config`` with a LayerNorm epsilon key and a non-gated activation."""
+    out = _common_hf_config(cfg)
+    del out["rms_norm_eps"]
+    return {**out, eps_key: cfg.norm_epsilon, "hidden_act": plain_activation_to_hf(cfg, family)}
+
+
+def _layer_norm_config(name: str, hf: Dict[str, Any], eps_key: str, default_act: str) -> Dict[str, Any]:
+    """Llama fields with LayerNorm (with bias) and a non-gated MLP."""
+    hf = {**hf, "hidden_act": hf.get("hidden_act") or default_act}
+    kwargs = {**_common_config({**hf, "hidden_act": "silu"}), **plain_activation(hf, name, default=default_act)}
+    return {**kwargs, "normalization": "LayerNorm", "norm_epsilon": float(hf.get(eps_key, 1e-5))}
+
+
+def _jais2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Jais2: LayerNorm with bias, non-gated ReLU-squared MLP, biases by ``attention_bias``/``mlp_bias``."""
+    return {**_layer_norm_config("jais2", hf, "layer_norm_eps", "relu2"),
+            **_bias_flags(bool(hf.get("attention_bias", True)), bool(hf.get("mlp_bias", True)))}
+
+
+def _jais2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    places = _bias_places(dataclasses.asdict(cfg))
+    return {**_layer_norm_hf_config(cfg, "layer_norm_eps", "jais2"), "attention_bias": places["qkv"],
+            "mlp_bias": places["mlp"]}
+
+
+def _nemotron_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Nemotron: LayerNorm1P (scale 1 + weight), ReLU squared, half the head dim rotated by default."""
+    rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
+    partial = rope.get("partial_rotary_factor", hf.get("partial_rotary_factor", 0.5))
+    return {**_layer_norm_config("nemotron", {**hf, "partial_rotary_factor": partial}, "norm_eps", "relu2"),
+            "apply_layernorm_1p": True,
+            **_bias_flags(bool(hf.get("attention_bias", False)), bool(hf.get("mlp_bias", False)))}
+
+
+def _nemotron_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    places = _bias_places(dataclasses.asdict(cfg))
+    return {**_layer_norm_hf_config(cfg, "norm_eps", "nemotron"), "partial_rotary_factor": cfg.rotary_percent,
+            "attention_bias": places["qkv"], "mlp_bias": places["mlp"]}
+
+
+def _starcoder2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Starcoder2: LayerNorm with bias, ``use_bias`` on every linear, tanh-GELU MLP, optional window, tied."""
+    use_bias = bool(hf.get("use_bias", True))
+    return {**_layer_norm_config("starcoder2", hf, "norm_epsilon", "gelu_pytorch_tanh"),
+            **_bias_flags(use_bias, use_bias), "sliding_window": hf.get("sliding_window"),
+            "untie_embeddings_and_output_weights": not hf.get("tie_word_embeddings", True)}
+
+
+def _starcoder2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    return {**_layer_norm_hf_config(cfg, "norm_epsilon", "starcoder2"),
+            "use_bias": _bias_places(dataclasses.asdict(cfg))["qkv"],
+            "sliding_window": cfg.sliding_window, "residual_dropout": 0.0, "embedding_dropout": 0.0}
+
+
+JAIS2 = register(_checked_family("jais2", "jais2", "Jais2ForCausalLM", _jais2_config, _jais2_hf_config,
+                                 PLAIN_MLP_WEIGHTS))
+STARCODER2 = register(_checked_family("starcoder2", "starcoder2", "Starcoder2ForCausalLM", _starcoder2_config,
+                                      _starcoder2_hf_config, STARCODER2_WEIGHTS))
+NEMOTRON = register(_checked_family("nemotron", "nemotron", "NemotronForCausalLM", _nemotron_config,
+                                    _nemotron_hf_config, PLAIN_MLP_WEIGHTS))
