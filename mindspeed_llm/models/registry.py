@@ -867,6 +867,15 @@ def _gemma3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**out, "rope_local_base_freq": cfg.local_rotary_base, "use_bidirectional_attention": False}
 
 
+def require_config(cfg: TransformerConfig, family: str, fix: str = "", **expected: Any) -> None:
+    """A one-line RegistryError naming every field of ``cfg`` that differs from its value in ``expected`` (what
+    the HF config of ``family`` can express), with ``fix``, the flags that set them, when given."""
+    wrong = [f"{key}={getattr(cfg, key)!r} (needs {value!r})" for key, value in expected.items()
+             if getattr(cfg, key) != value]
+    if wrong:
+        raise RegistryError(f"{family} cannot express {', '.join(wrong)}" + (f": it needs {fix}" if fix else ""))
+
+
 def _reject_biases(cfg: TransformerConfig, name: str) -> None:
     if cfg.add_bias_linear or cfg.add_qkv_bias:
         raise RegistryError(f"{name} has no linear biases; the config sets add_bias_linear/add_qkv_bias")

@@ -64,7 +64,8 @@ def test_sigmoid_families_route_with_the_expert_bias_and_top2_groups() -> None:
     assert hf["num_nextn_predict_layers"] == 1 and hf["n_group"] == 4 and hf["topk_method"] == "noaux_tc"
     with pytest.raises(RegistryError, match="deepseek_v3 scores a group by the sum of its best 2"):
         get_family("deepseek_v3").to_hf_config(dataclasses.replace(config, moe_router_group_score_topk=1))
-    with pytest.raises(RegistryError, match="deepseek_v3 needs --moe-router-score-function sigmoid"):
+    with pytest.raises(RegistryError, match=r"deepseek_v3 cannot express moe_router_enable_expert_bias=False "
+                                            r"\(needs True\): it needs --moe-router-score-function sigmoid"):
         get_family("deepseek_v3").to_hf_config(dataclasses.replace(config, moe_router_enable_expert_bias=False))
     glm = config_from_hf({**SIZES, "mlp_layer_types": ["dense", "dense", "sparse"], "rms_norm_eps": 1e-5},
                          "glm4_moe_lite")

@@ -70,7 +70,7 @@ def test_unsupported_hf_settings_are_one_line(settings, message) -> None:
     (dict(add_bias_linear=False), "gpt_oss experts and router have biases"),
     (dict(add_bias_linear=False, add_mlp_bias=True, add_router_bias=True, add_qkv_bias=True),
      "gpt_oss has biases on all of q/k/v/o"),
-    (dict(first_k_dense_replace=1), "gpt_oss has no equivalent of first_k_dense_replace=1"),
+    (dict(first_k_dense_replace=1), "gpt_oss cannot express first_k_dense_replace=1 (needs 0)"),
 ])
 def test_settings_without_hf_equivalent_are_refused(changes, message) -> None:
     import dataclasses

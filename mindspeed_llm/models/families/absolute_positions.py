@@ -34,7 +34,7 @@ import torch
 
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _dtype_name, plain_activation,
-                                           plain_activation_to_hf, register)
+                                           plain_activation_to_hf, register, require_config)
 
 # the non-gated activations these families use (registry.PLAIN_ACTIVATIONS names)
 LEARNED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu")
@@ -65,13 +65,10 @@ def _absolute_config(hf: Dict[str, Any], *, layers: int, hidden: int, heads: int
 
 
 def _expect(cfg: TransformerConfig, name: str, **expected: Any) -> None:
-    """RegistryError naming every field of ``cfg`` that ``name``'s HF config cannot express."""
-    wrong = [f"{key}={getattr(cfg, key)!r} (needs {value!r})" for key, value in expected.items()
-             if getattr(cfg, key) != value]
+    """:func:`require_config`, and a head dim of hidden / heads (these HF configs have no head dim key)."""
+    require_config(cfg, name, **expected)
     if cfg.kv_channels * cfg.num_attention_heads != cfg.hidden_size:
-        wrong.append(f"kv_channels={cfg.kv_channels} (needs hidden_size / heads)")
-    if wrong:
-        raise RegistryError(f"{name} cannot express {', '.join(wrong)}")
+        raise RegistryError(f"{name} cannot express kv_channels={cfg.kv_channels} (needs hidden_size / heads)")
 
 
 # Fields every family here needs as is (a decoder feature the HF model lacks).

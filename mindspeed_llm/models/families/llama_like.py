@@ -36,6 +36,7 @@ from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (
     LLAMA_WEIGHTS, OLMO2_WEIGHTS, ROPE_KEYS, Family, RegistryError, _common_config, _common_hf_config,
     _granite_config, _granite_hf_config, _layer, _layer_types, _layer_windows, _renamed, _rope_settings, register,
+    require_config,
 )
 
 # --------------------------------------------------------------------------- shared helpers
@@ -57,13 +58,6 @@ def _refuse(name: str, hf: Dict[str, Any], **unsupported: Any) -> None:
     for key, allowed in unsupported.items():
         if key in hf and hf[key] not in (allowed, None):
             raise RegistryError(f"{name} {key}={hf[key]!r} is not supported (only {allowed!r})")
-
-
-def _require(name: str, cfg: TransformerConfig, **needed: Any) -> None:
-    """A RegistryError naming the flags whose config values differ from what family ``name`` needs."""
-    wrong = [key for key, value in needed.items() if getattr(cfg, key) != value]
-    if wrong:
-        raise RegistryError(f"{name} needs " + ", ".join(f"{key}={needed[key]!r}" for key in wrong))
 
 
 def _no_extras(name: str, cfg: TransformerConfig, *allowed: str) -> None:
@@ -88,7 +82,7 @@ def _check_common(name: str, cfg: TransformerConfig, **needed: Any) -> None:
     """What every family here needs: RMSNorm, SwiGLU, no other behaviour than ``needed`` (defaults off)."""
     defaults = dict(normalization="RMSNorm", swiglu=True, rope_interleaved=False, rotary_percent=1.0,
                     sliding_window=None)
-    _require(name, cfg, **{**defaults, **needed})
+    require_config(cfg, name, **{**defaults, **needed})
 
 
 # --------------------------------------------------------------------------- Seed-OSS
@@ -216,7 +210,7 @@ def _glm_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 def _glm_hf_config(cfg: TransformerConfig, name: str = "glm", post_norm: bool = False) -> Dict[str, Any]:
     _check_common(name, cfg, rope_interleaved=True, rotary_percent=cfg.rotary_percent)
     _no_extras(name, cfg, *(("post_norm",) if post_norm else ()))
-    _require(name, cfg, post_norm=post_norm)
+    require_config(cfg, name, post_norm=post_norm)
     qkv, dense, mlp = _bias_places(cfg)
     if dense or mlp:
         raise RegistryError(f"{name} has biases on q/k/v only (attention_bias)")

@@ -35,9 +35,9 @@ from typing import Any, Dict, Optional, Tuple
 
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _layer, mtp_config, mtp_hf_config,
-                                           register, with_mtp_weights)
+                                           register, require_config, with_mtp_weights)
 from mindspeed_llm.models.families.mla import MLA_WEIGHTS, _mla_config, _mla_hf_config
-from mindspeed_llm.models.families.moe_common import _reject_unmapped_moe, per_expert_weights
+from mindspeed_llm.models.families.moe_common import per_expert_weights
 
 # keys our config does not model, kept for the inverse (``ep_size``: the remote code's runtime EP degree)
 _PRESERVED = ("ep_size", "output_router_logits")
@@ -207,7 +207,7 @@ def _moe_hf_config(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
     """The shared MoE keys; refuses what these families cannot express."""
     if cfg.num_experts is None:
         raise RegistryError(f"{family} needs --num-experts (its MLPs after --first-k-dense-replace are MoE)")
-    _reject_unmapped_moe(cfg, family, moe_layer_freq=1, moe_expert_capacity_factor=None, shared_expert_gate=False)
+    require_config(cfg, family, moe_layer_freq=1, moe_expert_capacity_factor=None, shared_expert_gate=False)
     moe_ffn, shared = cfg.moe_expert_ffn_hidden_size, cfg.moe_shared_expert_intermediate_size or 0
     if shared % moe_ffn:
         raise RegistryError(f"{family} sizes the shared expert as n_shared_experts x moe_intermediate_size; "
@@ -230,15 +230,9 @@ def _groups_hf(cfg: TransformerConfig, family: str, score_topk: int) -> Dict[str
     return dict(n_group=cfg.moe_router_num_groups, topk_group=cfg.moe_router_group_topk)
 
 
-def _require(cfg: TransformerConfig, family: str, fix: str, **expected: Any) -> None:
-    wrong = [name for name, value in expected.items() if getattr(cfg, name) != value]
-    if wrong:
-        raise RegistryError(f"{family} needs {fix} ({wrong[0]}={getattr(cfg, wrong[0])!r})")
-
-
 def _deepseek_v2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     family = "deepseek_v2"
-    _require(cfg, family, "--moe-router-pre-softmax without --norm-topk-prob or the expert bias, and "
+    require_config(cfg, family, "--moe-router-pre-softmax without --norm-topk-prob or the expert bias, and "
              "--rope-interleaved", moe_router_score_function="softmax", moe_router_pre_softmax=True,
              norm_topk_prob=False, moe_router_enable_expert_bias=False, rope_interleaved=True)
     out = {**_moe_hf_config(cfg, family), **_groups_hf(cfg, family, score_topk=1), "norm_topk_prob": False,
@@ -248,7 +242,7 @@ def _deepseek_v2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 
 
 def _sigmoid_hf_config(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
-    _require(cfg, family, "--moe-router-score-function sigmoid with --moe-router-enable-expert-bias",
+    require_config(cfg, family, "--moe-router-score-function sigmoid with --moe-router-enable-expert-bias",
              moe_router_score_function="sigmoid", moe_router_enable_expert_bias=True)
     return {**_moe_hf_config(cfg, family), **_groups_hf(cfg, family, score_topk=2),
             "norm_topk_prob": cfg.norm_topk_prob, "rope_interleave": cfg.rope_interleaved,
@@ -268,7 +262,7 @@ def _glm4_moe_lite_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 
 def _mistral4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     family = "mistral4"
-    _require(cfg, family, "--moe-router-pre-softmax without the expert bias", moe_router_score_function="softmax",
+    require_config(cfg, family, "--moe-router-pre-softmax without the expert bias", moe_router_score_function="softmax",
              moe_router_pre_softmax=True, moe_router_enable_expert_bias=False)
     out = {**_moe_hf_config(cfg, family), **_groups_hf(cfg, family, score_topk=2),
            "norm_topk_prob": cfg.norm_topk_prob, "rope_interleave": cfg.rope_interleaved}

@@ -42,11 +42,3 @@ def _moe_common(hf: Dict[str, Any], family: str, experts_key: str) -> Dict[str, 
 def _moe_common_hf(cfg: TransformerConfig) -> Dict[str, Any]:
     return dict(num_experts_per_tok=cfg.moe_router_topk, intermediate_size=cfg.moe_expert_ffn_hidden_size,
                 router_aux_loss_coef=cfg.moe_aux_loss_coeff, router_jitter_noise=0.0)
-
-
-def _reject_unmapped_moe(cfg: TransformerConfig, family: str, **expected: Any) -> None:
-    """MoE settings this family's HF model does not have, as one-line RegistryErrors."""
-    for name, value in expected.items():
-        if getattr(cfg, name) != value:
-            raise RegistryError(f"{family} has no equivalent of {name}={getattr(cfg, name)!r} (needs {value!r})")
-

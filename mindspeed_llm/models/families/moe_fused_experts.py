@@ -53,9 +53,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from core.transformer.config import TransformerConfig
 from core.transformer.mlp import QUICK_GELU_ALPHA
 from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _common_config, _common_hf_config,
-                                           _layer, _layer_types, _layer_windows, _reject_biases, register)
-from mindspeed_llm.models.families.moe_common import (DENSE_ATTENTION_WEIGHTS, _moe_common, _moe_common_hf,
-                                                      _reject_unmapped_moe)
+                                           _layer, _layer_types, _layer_windows, _reject_biases, register,
+                                           require_config)
+from mindspeed_llm.models.families.moe_common import DENSE_ATTENTION_WEIGHTS, _moe_common, _moe_common_hf
 
 LLAMA4_DEFAULT_THETA = 500000.0  # Llama4TextConfig.default_theta
 
@@ -154,7 +154,7 @@ def _llama4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _reject_biases(cfg, "llama4")
     if cfg.num_experts is None:
         raise RegistryError("llama4 needs MoE layers (--num-experts)")
-    _reject_unmapped_moe(cfg, "llama4", moe_router_topk=1, moe_router_score_function="sigmoid",
+    require_config(cfg, "llama4", moe_router_topk=1, moe_router_score_function="sigmoid",
                          moe_apply_probs_on_input=True, norm_topk_prob=False, moe_router_num_groups=None,
                          moe_router_topk_scaling_factor=None, moe_router_enable_expert_bias=False,
                          moe_expert_capacity_factor=None, shared_expert_gate=False,
@@ -210,7 +210,7 @@ def _aria_text_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if shared is None or shared % ffn:
         raise RegistryError(f"aria_text needs shared experts of a multiple of the expert FFN size {ffn} "
                             f"(--n-shared-experts), got --moe-shared-expert-intermediate-size {shared}")
-    _reject_unmapped_moe(cfg, "aria_text", moe_router_score_function="softmax", moe_router_pre_softmax=False,
+    require_config(cfg, "aria_text", moe_router_score_function="softmax", moe_router_pre_softmax=False,
                          moe_router_num_groups=None, moe_router_topk_scaling_factor=None,
                          moe_router_enable_expert_bias=False, moe_expert_capacity_factor=None,
                          shared_expert_gate=False, moe_layer_freq=1, first_k_dense_replace=0,
@@ -309,7 +309,7 @@ def _check_gpt_oss(cfg: TransformerConfig) -> None:
         raise RegistryError(f"{GPT_OSS_NAME} has biases on all of q/k/v/o (--add-bias-linear) or none of them")
     if cfg.num_experts is None:
         raise RegistryError(f"{GPT_OSS_NAME} is an MoE family: needs --num-experts")
-    _reject_unmapped_moe(cfg, GPT_OSS_NAME, moe_router_score_function="softmax", moe_router_pre_softmax=False,
+    require_config(cfg, GPT_OSS_NAME, moe_router_score_function="softmax", moe_router_pre_softmax=False,
                          moe_router_num_groups=None, moe_router_topk_scaling_factor=None,
                          moe_router_enable_expert_bias=False, moe_shared_expert_intermediate_size=None,
                          moe_layer_freq=1, first_k_dense_replace=0, moe_expert_capacity_factor=None)

@@ -57,9 +57,10 @@ import torch
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, TRANSFORMS, Family, RegistryError, TensorContext,
                                            WeightRule, _common_config, _common_hf_config, _layer, _layer_types,
-                                           _layer_windows, mtp_config, mtp_hf_config, register, with_mtp_weights)
+                                           _layer_windows, mtp_config, mtp_hf_config, register, require_config,
+                                           with_mtp_weights)
 from mindspeed_llm.models.families.llama_like import _biases, _bias_places, _check_common, _no_extras, _refuse
-from mindspeed_llm.models.families.moe_common import DENSE_ATTENTION_WEIGHTS, _reject_unmapped_moe, per_expert_weights
+from mindspeed_llm.models.families.moe_common import DENSE_ATTENTION_WEIGHTS, per_expert_weights
 
 HF_GROUP_SCORE_TOPK = 2  # HF (DeepSeek-V3 style) scores a group by the sum of its best two biased scores
 MAX_NORM_MIN = 1e-6  # ERNIE's moe_norm_min clamp: accepted up to here (never binds on real weights)
@@ -134,7 +135,7 @@ def sigmoid_router(hf: Dict[str, Any], family: str, experts_key: str, *, norm_to
 def check_bias_router_hf(cfg: TransformerConfig, family: str, score_function: str = "sigmoid",
                          **expected: Any) -> None:
     """What every expert-bias router here needs from our config (``expected``: more fixed settings)."""
-    _reject_unmapped_moe(cfg, family, moe_router_score_function=score_function,
+    require_config(cfg, family, moe_router_score_function=score_function,
                          moe_router_pre_softmax=score_function == "softmax", moe_router_enable_expert_bias=True,
                          moe_layer_freq=1, moe_expert_capacity_factor=None, shared_expert_gate=False, **expected)
 

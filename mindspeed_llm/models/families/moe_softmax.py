@@ -56,10 +56,10 @@ from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, OLMO2_WEIGHTS, ROPE_KEYS, TRANSFORMS, Family,
                                            RegistryError, TensorContext, WeightRule, _common_config,
                                            _common_hf_config, _granite_scales, _granite_scales_hf, _layer,
-                                           _reject_biases, _rope_settings, refuse, register)
+                                           _reject_biases, _rope_settings, refuse, register, require_config)
 from mindspeed_llm.models.families.llama_like import HUNYUAN_WEIGHTS, _hunyuan_rope, _hunyuan_rope_to_hf, _refuse
 from mindspeed_llm.models.families.moe_common import (DENSE_ATTENTION_WEIGHTS, _moe_common, _moe_common_hf,
-                                                      _reject_unmapped_moe, per_expert_weights)
+                                                      per_expert_weights)
 
 # Routing options none of these families' HF configs can express (their defaults)
 NO_ROUTING_EXTRAS = dict(moe_router_num_groups=None, moe_router_topk_scaling_factor=None,
@@ -111,7 +111,7 @@ def _mixtral_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _mixtral_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _reject_biases(cfg, "mixtral")
-    _reject_unmapped_moe(cfg, "mixtral", moe_router_score_function="softmax", moe_router_pre_softmax=False,
+    require_config(cfg, "mixtral", moe_router_score_function="softmax", moe_router_pre_softmax=False,
                          moe_router_num_groups=None, moe_router_topk_scaling_factor=None,
                          moe_router_enable_expert_bias=False, moe_shared_expert_intermediate_size=None,
                          moe_layer_freq=1, first_k_dense_replace=0, moe_expert_capacity_factor=None)
@@ -143,7 +143,7 @@ def _pre_softmax_router(hf: Dict[str, Any], family: str, experts_key: str) -> Di
 
 
 def _pre_softmax_router_hf(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
-    _reject_unmapped_moe(cfg, family, moe_router_score_function="softmax", moe_router_pre_softmax=True,
+    require_config(cfg, family, moe_router_score_function="softmax", moe_router_pre_softmax=True,
                          moe_router_num_groups=None, moe_router_topk_scaling_factor=None,
                          moe_router_enable_expert_bias=False, moe_layer_freq=1, moe_expert_capacity_factor=None)
     out = {**_moe_common_hf(cfg), "num_experts": cfg.num_experts, "norm_topk_prob": cfg.norm_topk_prob,
@@ -174,7 +174,7 @@ def _qwen3_moe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _qwen3_moe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _reject_biases(cfg, "qwen3_moe")
-    _reject_unmapped_moe(cfg, "qwen3_moe", moe_shared_expert_intermediate_size=None, sliding_window=None)
+    require_config(cfg, "qwen3_moe", moe_shared_expert_intermediate_size=None, sliding_window=None)
     return {**_common_hf_config(cfg), "attention_bias": False, "use_sliding_window": False,
             **_pre_softmax_router_hf(cfg, "qwen3_moe")}
 
@@ -195,7 +195,7 @@ def _olmoe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _olmoe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _reject_biases(cfg, "olmoe")
-    _reject_unmapped_moe(cfg, "olmoe", moe_shared_expert_intermediate_size=None, first_k_dense_replace=0,
+    require_config(cfg, "olmoe", moe_shared_expert_intermediate_size=None, first_k_dense_replace=0,
                          qk_layernorm_full_width=True)
     out = {**_common_hf_config(cfg), "attention_bias": False, "clip_qkv": cfg.qkv_clip,
            **_pre_softmax_router_hf(cfg, "olmoe")}
@@ -233,7 +233,7 @@ def _qwen2_moe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if cfg.moe_shared_expert_intermediate_size is None or not cfg.shared_expert_gate:
         raise RegistryError("qwen2_moe needs a gated shared expert (--moe-shared-expert-intermediate-size and "
                             "--shared-expert-gate)")
-    _reject_unmapped_moe(cfg, "qwen2_moe", sliding_window=None)
+    require_config(cfg, "qwen2_moe", sliding_window=None)
     return {**_common_hf_config(cfg), "qkv_bias": cfg.add_qkv_bias, "use_sliding_window": False,
             "shared_expert_intermediate_size": cfg.moe_shared_expert_intermediate_size,
             **_pre_softmax_router_hf(cfg, "qwen2_moe")}
@@ -265,7 +265,7 @@ def _granitemoe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _granite_moe_hf(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
-    _reject_unmapped_moe(cfg, family, moe_router_score_function="softmax", moe_router_pre_softmax=False,
+    require_config(cfg, family, moe_router_score_function="softmax", moe_router_pre_softmax=False,
                          sliding_window=None, **NO_ROUTING_EXTRAS)
     return {**_common_hf_config(cfg), "attention_bias": _attention_bias_hf(cfg, family), **_granite_scales_hf(cfg),
             "num_local_experts": cfg.num_experts, "num_experts_per_tok": cfg.moe_router_topk,
@@ -273,7 +273,7 @@ def _granite_moe_hf(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
 
 
 def _granitemoe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    _reject_unmapped_moe(cfg, "granitemoe", moe_shared_expert_intermediate_size=None)
+    require_config(cfg, "granitemoe", moe_shared_expert_intermediate_size=None)
     return _granite_moe_hf(cfg, "granitemoe")
 
 
@@ -313,7 +313,7 @@ def _flex_olmo_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if not (cfg.qk_layernorm and cfg.qk_layernorm_full_width and cfg.post_norm_only) or cfg.post_norm:
         raise RegistryError("flex_olmo needs --qk-layernorm --qk-layernorm-full-width --post-norm-only "
                             "(no --post-norm)")
-    _reject_unmapped_moe(cfg, "flex_olmo", moe_router_score_function="softmax", moe_router_pre_softmax=True,
+    require_config(cfg, "flex_olmo", moe_router_score_function="softmax", moe_router_pre_softmax=True,
                          moe_shared_expert_intermediate_size=None, sliding_window=None, **NO_ROUTING_EXTRAS)
     return {**_common_hf_config(cfg), "attention_bias": False, "num_experts": cfg.num_experts,
             "num_experts_per_tok": cfg.moe_router_topk, "intermediate_size": cfg.moe_expert_ffn_hidden_size,
@@ -358,7 +358,7 @@ def _hunyuan_moe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if not (cfg.qk_layernorm and cfg.qk_layernorm_after_rope) or cfg.qk_layernorm_full_width:
         raise RegistryError(f"{HUNYUAN_MOE} needs --qk-layernorm --qk-layernorm-after-rope (per head)")
     ffn = cfg.moe_expert_ffn_hidden_size
-    _reject_unmapped_moe(cfg, HUNYUAN_MOE, moe_router_score_function="softmax", moe_router_pre_softmax=True,
+    require_config(cfg, HUNYUAN_MOE, moe_router_score_function="softmax", moe_router_pre_softmax=True,
                          norm_topk_prob=True, moe_shared_expert_intermediate_size=ffn, sliding_window=None,
                          rope_scaling_type=None, **NO_ROUTING_EXTRAS)
     out = {k: v for k, v in _common_hf_config(cfg).items() if k not in ROPE_KEYS}
@@ -486,7 +486,7 @@ def _dbrx_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
         raise RegistryError("dbrx has no linear biases and SwiGLU experts; the config differs")
     if cfg.kv_channels * cfg.num_attention_heads != cfg.hidden_size or not cfg.untie_embeddings_and_output_weights:
         raise RegistryError("dbrx needs kv_channels x heads == hidden size and untied embeddings")
-    _reject_unmapped_moe(cfg, "dbrx", moe_router_score_function="softmax", moe_router_pre_softmax=True,
+    require_config(cfg, "dbrx", moe_router_score_function="softmax", moe_router_pre_softmax=True,
                          moe_shared_expert_intermediate_size=None, sliding_window=None, rope_scaling_type=None,
                          **NO_ROUTING_EXTRAS)
     attn = {"clip_qkv": cfg.qkv_clip, "kv_n_heads": cfg.num_query_groups, "rope_theta": cfg.rotary_base,
@@ -544,7 +544,7 @@ def _phimoe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
         raise RegistryError("phimoe needs --normalization LayerNorm with its bias")
     if cfg.moe_router_topk != 2:
         raise RegistryError(f"phimoe routes to 2 experts; the config sets --moe-router-topk {cfg.moe_router_topk}")
-    _reject_unmapped_moe(cfg, "phimoe", moe_router_score_function="sparsemixer",
+    require_config(cfg, "phimoe", moe_router_score_function="sparsemixer",
                          moe_shared_expert_intermediate_size=None, **NO_ROUTING_EXTRAS)
     out = {k: v for k, v in _common_hf_config(cfg).items() if k != "rms_norm_eps"}
     return {**out, "rms_norm_eps": cfg.norm_epsilon, "attention_bias": _attention_bias_hf(cfg, "phimoe"),
