@@ -1,5 +1,5 @@
-"""Sigmoid / expert-bias MoE families: their routing settings map to our flags, and the HF settings they cannot
-express (or whose group score differs from ours) are refused in one line naming the family and key.
+"""Sigmoid / expert-bias MoE families: their routing settings map to our flags (a group scored by its best two,
+as HF scores it), and the HF settings they cannot express are refused in one line naming the family and key.
 
     python -m pytest -q tests/models/test_zoo_sigmoe_registry.py
 """
@@ -20,9 +20,7 @@ ERNIE = dict(model_type="ernie4_5_moe", moe_num_experts=4, moe_k=2, moe_num_shar
 MINIMAX = dict(model_type="minimax_m2", num_local_experts=4)
 HY = dict(model_type="hy_v3", num_experts=4, num_shared_experts=1)
 BAD = [
-    # HF sums a group's best 2 scores, --moe-router-group-topk its best topk / topk_group = 3
-    ("glm4_moe", dict(GLM, n_group=4, topk_group=2, num_experts_per_tok=6), "n_group=4"),
-    ("dots1", dict(GLM, model_type="dots1", n_group=2, topk_group=1, num_experts_per_tok=4), "n_group=2"),
+    ("glm4_moe", dict(GLM, n_group=2, topk_group=4), "topk_group=4"),
     ("glm4_moe", dict(GLM, n_shared_experts=0), "n_shared_experts=0"),
     ("ernie4_5_moe", dict(ERNIE, moe_layer_interval=2), "moe_layer_interval=2"),
     ("ernie4_5_moe", dict(ERNIE, moe_layer_end_index=1), "moe_layer_end_index=1"),
@@ -50,10 +48,20 @@ def test_unsupported_settings_are_refused(family: str, hf: Dict[str, Any], key: 
 def test_group_limited_routing_maps_where_the_group_scores_agree() -> None:
     config = config_from_hf({**SIZES, **GLM, "n_group": 4, "topk_group": 2, "num_experts_per_tok": 4,
                              "routed_scaling_factor": 2.5}, "glm45")
-    assert (config.moe_router_num_groups, config.moe_router_group_topk) == (4, 2)
+    assert (config.moe_router_num_groups, config.moe_router_group_topk, config.moe_router_group_score_topk) == (4, 2, 2)
     assert (config.moe_router_score_function, config.moe_router_enable_expert_bias) == ("sigmoid", True)
     assert config.moe_router_topk_scaling_factor == 2.5 and config.moe_shared_expert_intermediate_size == 32
     assert config.first_k_dense_replace == 1 and config.rotary_percent == 0.5  # Glm4MoeConfig's defaults
+
+
+def test_group_score_is_hf_best_two_whatever_topk() -> None:
+    # HF sums a group's best 2 scores; without --moe-router-group-score-topk ours would sum topk / topk_group
+    for family, groups, topk in (("glm4_moe", (4, 2), 6), ("dots1", (2, 1), 4)):
+        config = config_from_hf({**SIZES, **GLM, "model_type": family, "n_routed_experts": 16, "n_group": groups[0],
+                                 "topk_group": groups[1], "num_experts_per_tok": topk}, family)
+        assert (config.moe_router_num_groups, config.moe_router_group_topk) == groups
+        assert config.moe_router_group_score_topk == 2
+        assert get_family(family).to_hf_config(config)["n_group"] == groups[0]
 
 
 def test_groups_that_keep_every_expert_are_no_group_limit() -> None:
@@ -66,8 +74,8 @@ def test_groups_that_keep_every_expert_are_no_group_limit() -> None:
 def test_group_score_our_hf_config_cannot_express_is_refused() -> None:
     config = config_from_hf({**SIZES, **GLM, "n_routed_experts": 16, "n_group": 4, "topk_group": 2,
                              "num_experts_per_tok": 4}, "glm4_moe")
-    config = dataclasses.replace(config, moe_router_topk=6)  # groups scored by their best 3
-    with pytest.raises(RegistryError, match="glm4_moe scores a group by its best 2"):
+    config = dataclasses.replace(config, moe_router_group_score_topk=3)  # groups scored by their best 3
+    with pytest.raises(RegistryError, match="glm4_moe scores a group by the sum of its best 2"):
         get_family("glm4_moe").to_hf_config(config)
 
 

@@ -37,7 +37,8 @@ from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _layer, mtp_config, mtp_hf_config,
                                            register, require_config, with_mtp_weights)
 from mindspeed_llm.models.families.mla import MLA_WEIGHTS, _mla_config, _mla_hf_config
-from mindspeed_llm.models.families.moe_common import per_expert_weights
+from mindspeed_llm.models.families.moe_common import (check_bias_router_hf, group_routing, group_routing_hf,
+                                                      per_expert_weights, sigmoid_routing)
 
 # keys our config does not model, kept for the inverse (``ep_size``: the remote code's runtime EP degree)
 _PRESERVED = ("ep_size", "output_router_logits")
@@ -94,17 +95,6 @@ def _moe_config(hf: Dict[str, Any], family: str) -> Dict[str, Any]:
                 moe_router_load_balancing_type="seq_aux_loss" if aux and hf.get("seq_aux") else "aux_loss")
 
 
-def _groups(hf: Dict[str, Any], family: str, score_topk: int) -> Dict[str, Any]:
-    """``n_group`` > 1: group-limited routing, a group scored by the sum of its best ``score_topk``."""
-    groups, group_topk = int(hf.get("n_group") or 1), int(hf.get("topk_group") or 1)
-    if groups == 1:
-        if group_topk != 1:
-            raise RegistryError(f"{family} topk_group={group_topk} needs n_group > 1")
-        return {}
-    return dict(moe_router_num_groups=groups, moe_router_group_topk=group_topk,
-                moe_router_group_score_topk=score_topk)
-
-
 def _leading_dense(hf: Dict[str, Any]) -> Dict[str, Any]:
     dense = int(hf.get("first_k_dense_replace") or 0)
     return {"first_k_dense_replace": dense} if dense else {}
@@ -131,7 +121,7 @@ def _deepseek_v2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     kwargs = {**_mla_config(hf, family), "rope_interleaved": True, **_moe_config(hf, family),
               "moe_router_pre_softmax": True, **_leading_dense(hf)}
     if method == "group_limited_greedy":
-        kwargs.update(_groups(hf, family, score_topk=1))
+        kwargs.update(group_routing(hf, family, score_topk=1))
     _rope_dims(hf, family, kwargs, int(hf["qk_rope_head_dim"]))
     return kwargs
 
@@ -142,9 +132,8 @@ def _sigmoid_config(hf: Dict[str, Any], family: str) -> Dict[str, Any]:
     _check_remote_key(hf, family, "scoring_func", "sigmoid")
     _check_remote_key(hf, family, "topk_method", "noaux_tc")
     kwargs = {**_mla_config(hf, family), "rope_interleaved": bool(hf.get("rope_interleave", True)),
-              **_moe_config(hf, family), "moe_router_score_function": "sigmoid",
-              "norm_topk_prob": bool(hf.get("norm_topk_prob", True)), "moe_router_enable_expert_bias": True,
-              **_groups(hf, family, score_topk=2)}
+              **_moe_config(hf, family), **sigmoid_routing(bool(hf.get("norm_topk_prob", True))),
+              **group_routing(hf, family, score_topk=2)}
     _rope_dims(hf, family, kwargs, int(hf["qk_rope_head_dim"]))
     return kwargs
 
@@ -188,7 +177,7 @@ def _mistral4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     hf = {**hf, "rope_parameters": params, "rope_scaling": None}
     kwargs = {**_mla_config(hf, family), "rope_interleaved": bool(hf.get("rope_interleave", True)),
               **_moe_config(hf, family), "moe_router_pre_softmax": True,
-              "norm_topk_prob": bool(hf.get("norm_topk_prob", True)), **_groups(hf, family, score_topk=2),
+              "norm_topk_prob": bool(hf.get("norm_topk_prob", True)), **group_routing(hf, family, score_topk=2),
               **_leading_dense(hf)}
     _rope_dims(hf, family, kwargs, head_dim)
     beta = params.get("llama_4_scaling_beta")
@@ -221,30 +210,20 @@ def _moe_hf_config(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
     return out
 
 
-def _groups_hf(cfg: TransformerConfig, family: str, score_topk: int) -> Dict[str, Any]:
-    if cfg.moe_router_num_groups is None:
-        return dict(n_group=1, topk_group=1)
-    if cfg.moe_router_group_score_topk != score_topk:
-        raise RegistryError(f"{family} scores a group by the sum of its best {score_topk}; set "
-                            f"--moe-router-group-score-topk {score_topk}")
-    return dict(n_group=cfg.moe_router_num_groups, topk_group=cfg.moe_router_group_topk)
-
-
 def _deepseek_v2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     family = "deepseek_v2"
     require_config(cfg, family, "--moe-router-pre-softmax without --norm-topk-prob or the expert bias, and "
-             "--rope-interleaved", moe_router_score_function="softmax", moe_router_pre_softmax=True,
-             norm_topk_prob=False, moe_router_enable_expert_bias=False, rope_interleaved=True)
-    out = {**_moe_hf_config(cfg, family), **_groups_hf(cfg, family, score_topk=1), "norm_topk_prob": False,
+                   "--rope-interleaved", moe_router_score_function="softmax", moe_router_pre_softmax=True,
+                   norm_topk_prob=False, moe_router_enable_expert_bias=False, rope_interleaved=True)
+    out = {**_moe_hf_config(cfg, family), **group_routing_hf(cfg, family, score_topk=1), "norm_topk_prob": False,
            "scoring_func": "softmax"}
     out["topk_method"] = "group_limited_greedy" if cfg.moe_router_num_groups is not None else "greedy"
     return out
 
 
 def _sigmoid_hf_config(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
-    require_config(cfg, family, "--moe-router-score-function sigmoid with --moe-router-enable-expert-bias",
-             moe_router_score_function="sigmoid", moe_router_enable_expert_bias=True)
-    return {**_moe_hf_config(cfg, family), **_groups_hf(cfg, family, score_topk=2),
+    check_bias_router_hf(cfg, family, fix="--moe-router-score-function sigmoid with --moe-router-enable-expert-bias")
+    return {**_moe_hf_config(cfg, family), **group_routing_hf(cfg, family, score_topk=2),
             "norm_topk_prob": cfg.norm_topk_prob, "rope_interleave": cfg.rope_interleaved,
             "scoring_func": "sigmoid", "topk_method": "noaux_tc"}
 
@@ -263,8 +242,8 @@ def _glm4_moe_lite_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 def _mistral4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     family = "mistral4"
     require_config(cfg, family, "--moe-router-pre-softmax without the expert bias", moe_router_score_function="softmax",
-             moe_router_pre_softmax=True, moe_router_enable_expert_bias=False)
-    out = {**_moe_hf_config(cfg, family), **_groups_hf(cfg, family, score_topk=2),
+                   moe_router_pre_softmax=True, moe_router_enable_expert_bias=False)
+    out = {**_moe_hf_config(cfg, family), **group_routing_hf(cfg, family, score_topk=2),
            "norm_topk_prob": cfg.norm_topk_prob, "rope_interleave": cfg.rope_interleaved}
     rope = {**(out.pop("rope_scaling") or {"rope_type": "default"}), "rope_theta": out.pop("rope_theta")}
     length: Optional[int] = cfg.attn_temperature_length

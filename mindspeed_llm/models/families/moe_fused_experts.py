@@ -155,10 +155,10 @@ def _llama4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if cfg.num_experts is None:
         raise RegistryError("llama4 needs MoE layers (--num-experts)")
     require_config(cfg, "llama4", moe_router_topk=1, moe_router_score_function="sigmoid",
-                         moe_apply_probs_on_input=True, norm_topk_prob=False, moe_router_num_groups=None,
-                         moe_router_topk_scaling_factor=None, moe_router_enable_expert_bias=False,
-                         moe_expert_capacity_factor=None, shared_expert_gate=False,
-                         moe_shared_expert_intermediate_size=cfg.moe_expert_ffn_hidden_size)
+                   moe_apply_probs_on_input=True, norm_topk_prob=False, moe_router_num_groups=None,
+                   moe_router_topk_scaling_factor=None, moe_router_enable_expert_bias=False,
+                   moe_expert_capacity_factor=None, shared_expert_gate=False,
+                   moe_shared_expert_intermediate_size=cfg.moe_expert_ffn_hidden_size)
     out = {**_common_hf_config(cfg), **_llama4_attention_hf(cfg), "attention_bias": False,
            "intermediate_size": cfg.moe_expert_ffn_hidden_size, "intermediate_size_mlp": cfg.ffn_hidden_size,
            "num_local_experts": cfg.num_experts, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1,
@@ -211,10 +211,10 @@ def _aria_text_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
         raise RegistryError(f"aria_text needs shared experts of a multiple of the expert FFN size {ffn} "
                             f"(--n-shared-experts), got --moe-shared-expert-intermediate-size {shared}")
     require_config(cfg, "aria_text", moe_router_score_function="softmax", moe_router_pre_softmax=False,
-                         moe_router_num_groups=None, moe_router_topk_scaling_factor=None,
-                         moe_router_enable_expert_bias=False, moe_expert_capacity_factor=None,
-                         shared_expert_gate=False, moe_layer_freq=1, first_k_dense_replace=0,
-                         moe_apply_probs_on_input=False, sliding_window=None)
+                   moe_router_num_groups=None, moe_router_topk_scaling_factor=None,
+                   moe_router_enable_expert_bias=False, moe_expert_capacity_factor=None,
+                   shared_expert_gate=False, moe_layer_freq=1, first_k_dense_replace=0,
+                   moe_apply_probs_on_input=False, sliding_window=None)
     return {**_common_hf_config(cfg), "attention_bias": False, "mlp_bias": False, "intermediate_size": ffn,
             "moe_num_experts": cfg.num_experts, "moe_topk": cfg.moe_router_topk,
             "moe_num_shared_experts": shared // ffn}
@@ -310,9 +310,9 @@ def _check_gpt_oss(cfg: TransformerConfig) -> None:
     if cfg.num_experts is None:
         raise RegistryError(f"{GPT_OSS_NAME} is an MoE family: needs --num-experts")
     require_config(cfg, GPT_OSS_NAME, moe_router_score_function="softmax", moe_router_pre_softmax=False,
-                         moe_router_num_groups=None, moe_router_topk_scaling_factor=None,
-                         moe_router_enable_expert_bias=False, moe_shared_expert_intermediate_size=None,
-                         moe_layer_freq=1, first_k_dense_replace=0, moe_expert_capacity_factor=None)
+                   moe_router_num_groups=None, moe_router_topk_scaling_factor=None,
+                   moe_router_enable_expert_bias=False, moe_shared_expert_intermediate_size=None,
+                   moe_layer_freq=1, first_k_dense_replace=0, moe_expert_capacity_factor=None)
 
 
 def _gpt_oss_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:

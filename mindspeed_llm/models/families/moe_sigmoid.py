@@ -1,18 +1,17 @@
-"""Sigmoid-routed / expert-bias MoE families of the model zoo (issue 10): GLM-4.5 (``glm4_moe``), dots.llm1
-(``dots1``), Solar-Open (``solar_open``), ERNIE-4.5-MoE (``ernie4_5_moe``), MiniMax-M2 (``minimax_m2``) and
-HY-V3 (``hy_v3``).
+"""Sigmoid-routed / expert-bias MoE families: GLM-4.5 (``glm4_moe``), dots.llm1 (``dots1``), Solar-Open
+(``solar_open``), ERNIE-4.5-MoE (``ernie4_5_moe``), MiniMax-M2 (``minimax_m2``) and HY-V3 (``hy_v3``).
 
 Their routers choose the experts by score + ``e_score_correction_bias`` (DeepSeek-V3's aux-loss-free bias:
 our router's ``expert_bias`` buffer, ``--moe-router-enable-expert-bias``) and weigh them by the unbiased
-scores. The general helpers here (:func:`sigmoid_router`, :func:`group_routing`, :func:`scaling_factor`,
-:func:`shared_experts`, :func:`leading_dense_layers` and their inverses) read the DeepSeek-style HF keys
-and may be reused by other families of this kind:
+scores. The sigmoid router and its groups map through ``moe_common`` (:func:`sigmoid_routing`,
+:func:`group_routing`, shared with the MLA families); the helpers here (:func:`sigmoid_router`,
+:func:`scaling_factor`, :func:`shared_experts`, :func:`leading_dense_layers` and their inverses) read the
+DeepSeek-style HF keys and may be reused by other families of this kind:
 
 * ``n_group`` / ``topk_group``: group-limited routing (``--moe-router-num-groups`` /
-  ``--moe-router-group-topk``). HF scores a group by the sum of its best TWO biased scores
-  (DeepSeek-V3); Megatron's ``group_limited_topk`` (and ours) by the sum of the best
-  ``topk / group_topk``. Equal only when ``topk == 2 x topk_group``; other settings that limit the groups
-  are refused. ``n_group`` 1, or ``topk_group >= n_group``, keeps every group: no group limit.
+  ``--moe-router-group-topk``). HF scores a group by the sum of its best TWO biased scores (DeepSeek-V3):
+  ``--moe-router-group-score-topk 2`` (without it, Megatron's ``group_limited_topk`` and ours sum the best
+  ``topk / group_topk``). ``topk_group`` equal to ``n_group`` keeps every group: no group limit.
 * ``routed_scaling_factor``: ``--moe-router-topk-scaling-factor`` (1.0: none);
 * ``norm_topk_prob``: ``--norm-topk-prob`` (HF divides by the sum + 1e-20, as ours);
 * ``n_shared_experts``: one shared expert of ``n x moe_intermediate_size`` (``--moe-shared-expert-intermediate-size``);
@@ -57,12 +56,11 @@ import torch
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, TRANSFORMS, Family, RegistryError, TensorContext,
                                            WeightRule, _common_config, _common_hf_config, _layer, _layer_types,
-                                           _layer_windows, mtp_config, mtp_hf_config, register, require_config,
-                                           with_mtp_weights)
+                                           _layer_windows, mtp_config, mtp_hf_config, register, with_mtp_weights)
 from mindspeed_llm.models.families.llama_like import _biases, _bias_places, _check_common, _no_extras, _refuse
-from mindspeed_llm.models.families.moe_common import DENSE_ATTENTION_WEIGHTS, per_expert_weights
+from mindspeed_llm.models.families.moe_common import (DENSE_ATTENTION_WEIGHTS, check_bias_router_hf, group_routing,
+                                                      group_routing_hf, per_expert_weights, sigmoid_routing)
 
-HF_GROUP_SCORE_TOPK = 2  # HF (DeepSeek-V3 style) scores a group by the sum of its best two biased scores
 MAX_NORM_MIN = 1e-6  # ERNIE's moe_norm_min clamp: accepted up to here (never binds on real weights)
 
 
@@ -80,29 +78,6 @@ TRANSFORMS.setdefault("expert_bias_row", (_expert_bias_row_to_ours, _expert_bias
 
 
 # --------------------------------------------------------------------------- general routing helpers
-
-def group_routing(hf: Dict[str, Any], family: str, topk: int, experts: int) -> Dict[str, Any]:
-    """``n_group`` / ``topk_group`` as --moe-router-num-groups / --moe-router-group-topk; refused where HF's
-    group score (sum of the best two) differs from ours (sum of the best topk / topk_group)."""
-    groups, group_topk = int(hf.get("n_group") or 1), int(hf.get("topk_group") or 1)
-    if groups <= 1 or group_topk >= groups:
-        return {"moe_router_num_groups": None, "moe_router_group_topk": None}  # every group kept
-    if experts % groups or topk % group_topk or topk // group_topk != HF_GROUP_SCORE_TOPK:
-        raise RegistryError(f"{family} n_group={groups} topk_group={group_topk} with num_experts_per_tok={topk} is "
-                            f"not supported: HF scores a group by its best {HF_GROUP_SCORE_TOPK} experts, "
-                            "--moe-router-group-topk by its best topk/group_topk (needs topk == 2 x topk_group)")
-    return {"moe_router_num_groups": groups, "moe_router_group_topk": group_topk}
-
-
-def group_routing_hf(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
-    """The inverse of :func:`group_routing`."""
-    if cfg.moe_router_num_groups is None:
-        return {"n_group": 1, "topk_group": 1}
-    if cfg.moe_router_topk // cfg.moe_router_group_topk != HF_GROUP_SCORE_TOPK:
-        raise RegistryError(f"{family} scores a group by its best {HF_GROUP_SCORE_TOPK} experts; --moe-router-topk "
-                            f"{cfg.moe_router_topk} / --moe-router-group-topk {cfg.moe_router_group_topk} differs")
-    return {"n_group": cfg.moe_router_num_groups, "topk_group": cfg.moe_router_group_topk}
-
 
 def scaling_factor(value: Any) -> Optional[float]:
     """An HF routed scaling factor as --moe-router-topk-scaling-factor (None for 1.0)."""
@@ -124,20 +99,11 @@ def sigmoid_router(hf: Dict[str, Any], family: str, experts_key: str, *, norm_to
     topk = int(hf.get("num_experts_per_tok") or 0)
     if topk < 1:
         raise RegistryError(f"{family} num_experts_per_tok={hf.get('num_experts_per_tok')!r} must be at least 1")
-    out = dict(num_experts=int(experts), moe_router_topk=topk, moe_router_score_function="sigmoid",
-               moe_router_enable_expert_bias=True, norm_topk_prob=norm_topk_prob,
+    out = dict(num_experts=int(experts), moe_router_topk=topk, **sigmoid_routing(norm_topk_prob),
                moe_aux_loss_coeff=float(hf.get("router_aux_loss_coef", 0.0) or 0.0))
     if groups:
-        out.update(group_routing(hf, family, topk, int(experts)))
+        out.update(group_routing(hf, family))
     return out
-
-
-def check_bias_router_hf(cfg: TransformerConfig, family: str, score_function: str = "sigmoid",
-                         **expected: Any) -> None:
-    """What every expert-bias router here needs from our config (``expected``: more fixed settings)."""
-    require_config(cfg, family, moe_router_score_function=score_function,
-                         moe_router_pre_softmax=score_function == "softmax", moe_router_enable_expert_bias=True,
-                         moe_layer_freq=1, moe_expert_capacity_factor=None, shared_expert_gate=False, **expected)
 
 
 def shared_experts(hf: Dict[str, Any], family: str, key: str, moe_ffn: int, optional: bool = False

@@ -112,9 +112,9 @@ def _mixtral_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 def _mixtral_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _reject_biases(cfg, "mixtral")
     require_config(cfg, "mixtral", moe_router_score_function="softmax", moe_router_pre_softmax=False,
-                         moe_router_num_groups=None, moe_router_topk_scaling_factor=None,
-                         moe_router_enable_expert_bias=False, moe_shared_expert_intermediate_size=None,
-                         moe_layer_freq=1, first_k_dense_replace=0, moe_expert_capacity_factor=None)
+                   moe_router_num_groups=None, moe_router_topk_scaling_factor=None,
+                   moe_router_enable_expert_bias=False, moe_shared_expert_intermediate_size=None,
+                   moe_layer_freq=1, first_k_dense_replace=0, moe_expert_capacity_factor=None)
     return {**_common_hf_config(cfg), "sliding_window": cfg.sliding_window, "num_local_experts": cfg.num_experts,
             **_moe_common_hf(cfg)}
 
@@ -144,8 +144,8 @@ def _pre_softmax_router(hf: Dict[str, Any], family: str, experts_key: str) -> Di
 
 def _pre_softmax_router_hf(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
     require_config(cfg, family, moe_router_score_function="softmax", moe_router_pre_softmax=True,
-                         moe_router_num_groups=None, moe_router_topk_scaling_factor=None,
-                         moe_router_enable_expert_bias=False, moe_layer_freq=1, moe_expert_capacity_factor=None)
+                   moe_router_num_groups=None, moe_router_topk_scaling_factor=None,
+                   moe_router_enable_expert_bias=False, moe_layer_freq=1, moe_expert_capacity_factor=None)
     out = {**_moe_common_hf(cfg), "num_experts": cfg.num_experts, "norm_topk_prob": cfg.norm_topk_prob,
            "decoder_sparse_step": 1, "mlp_only_layers": list(range(cfg.first_k_dense_replace))}
     out.pop("router_jitter_noise")
@@ -196,7 +196,7 @@ def _olmoe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 def _olmoe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _reject_biases(cfg, "olmoe")
     require_config(cfg, "olmoe", moe_shared_expert_intermediate_size=None, first_k_dense_replace=0,
-                         qk_layernorm_full_width=True)
+                   qk_layernorm_full_width=True)
     out = {**_common_hf_config(cfg), "attention_bias": False, "clip_qkv": cfg.qkv_clip,
            **_pre_softmax_router_hf(cfg, "olmoe")}
     for key in ("decoder_sparse_step", "mlp_only_layers", "moe_intermediate_size"):
@@ -266,7 +266,7 @@ def _granitemoe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _granite_moe_hf(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
     require_config(cfg, family, moe_router_score_function="softmax", moe_router_pre_softmax=False,
-                         sliding_window=None, **NO_ROUTING_EXTRAS)
+                   sliding_window=None, **NO_ROUTING_EXTRAS)
     return {**_common_hf_config(cfg), "attention_bias": _attention_bias_hf(cfg, family), **_granite_scales_hf(cfg),
             "num_local_experts": cfg.num_experts, "num_experts_per_tok": cfg.moe_router_topk,
             "intermediate_size": cfg.moe_expert_ffn_hidden_size, "router_aux_loss_coef": cfg.moe_aux_loss_coeff}
@@ -314,7 +314,7 @@ def _flex_olmo_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
         raise RegistryError("flex_olmo needs --qk-layernorm --qk-layernorm-full-width --post-norm-only "
                             "(no --post-norm)")
     require_config(cfg, "flex_olmo", moe_router_score_function="softmax", moe_router_pre_softmax=True,
-                         moe_shared_expert_intermediate_size=None, sliding_window=None, **NO_ROUTING_EXTRAS)
+                   moe_shared_expert_intermediate_size=None, sliding_window=None, **NO_ROUTING_EXTRAS)
     return {**_common_hf_config(cfg), "attention_bias": False, "num_experts": cfg.num_experts,
             "num_experts_per_tok": cfg.moe_router_topk, "intermediate_size": cfg.moe_expert_ffn_hidden_size,
             "norm_topk_prob": cfg.norm_topk_prob, "router_aux_loss_coef": cfg.moe_aux_loss_coeff}
@@ -359,8 +359,8 @@ def _hunyuan_moe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
         raise RegistryError(f"{HUNYUAN_MOE} needs --qk-layernorm --qk-layernorm-after-rope (per head)")
     ffn = cfg.moe_expert_ffn_hidden_size
     require_config(cfg, HUNYUAN_MOE, moe_router_score_function="softmax", moe_router_pre_softmax=True,
-                         norm_topk_prob=True, moe_shared_expert_intermediate_size=ffn, sliding_window=None,
-                         rope_scaling_type=None, **NO_ROUTING_EXTRAS)
+                   norm_topk_prob=True, moe_shared_expert_intermediate_size=ffn, sliding_window=None,
+                   rope_scaling_type=None, **NO_ROUTING_EXTRAS)
     out = {k: v for k, v in _common_hf_config(cfg).items() if k not in ROPE_KEYS}
     return {**out, **_hunyuan_rope_to_hf(cfg), "attention_bias": _attention_bias_hf(cfg, HUNYUAN_MOE),
             "intermediate_size": ffn, "num_experts": cfg.num_experts, "router_aux_loss_coef": cfg.moe_aux_loss_coeff,
@@ -487,8 +487,8 @@ def _dbrx_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if cfg.kv_channels * cfg.num_attention_heads != cfg.hidden_size or not cfg.untie_embeddings_and_output_weights:
         raise RegistryError("dbrx needs kv_channels x heads == hidden size and untied embeddings")
     require_config(cfg, "dbrx", moe_router_score_function="softmax", moe_router_pre_softmax=True,
-                         moe_shared_expert_intermediate_size=None, sliding_window=None, rope_scaling_type=None,
-                         **NO_ROUTING_EXTRAS)
+                   moe_shared_expert_intermediate_size=None, sliding_window=None, rope_scaling_type=None,
+                   **NO_ROUTING_EXTRAS)
     attn = {"clip_qkv": cfg.qkv_clip, "kv_n_heads": cfg.num_query_groups, "rope_theta": cfg.rotary_base,
             "attn_pdrop": 0.0}
     ffn = {"ffn_act_fn": {"name": "silu"}, "ffn_hidden_size": cfg.moe_expert_ffn_hidden_size,
@@ -545,7 +545,7 @@ def _phimoe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if cfg.moe_router_topk != 2:
         raise RegistryError(f"phimoe routes to 2 experts; the config sets --moe-router-topk {cfg.moe_router_topk}")
     require_config(cfg, "phimoe", moe_router_score_function="sparsemixer",
-                         moe_shared_expert_intermediate_size=None, **NO_ROUTING_EXTRAS)
+                   moe_shared_expert_intermediate_size=None, **NO_ROUTING_EXTRAS)
     out = {k: v for k, v in _common_hf_config(cfg).items() if k != "rms_norm_eps"}
     return {**out, "rms_norm_eps": cfg.norm_epsilon, "attention_bias": _attention_bias_hf(cfg, "phimoe"),
             "lm_head_bias": cfg.add_output_layer_bias, "sliding_window": cfg.sliding_window,
