@@ -1,7 +1,7 @@
 """GPT-OSS's pieces on their own: the clamped SwiGLU against transformers' formula, the interleaved gate/up
 transform, and the one-line refusals of what the family cannot express.
 
-    python -m pytest tests/models/test_zoo_gptoss.py -q
+    python -m pytest tests/models/test_gpt_oss.py -q
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Llama 4 text and Aria text map what their HF configs say and refuse, in one line naming the family and the
 key, what the decoder cannot express.
 
-    python -m pytest -q tests/models/test_zoo_llama4_registry.py
+    python -m pytest -q tests/models/test_moe_fused_experts_registry.py
 """
 from __future__ import annotations
 

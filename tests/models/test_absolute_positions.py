@@ -2,11 +2,11 @@
 
 HF settings the decoder does not model are one-line RegistryErrors naming
 the family and the key; configs our HF families cannot express are refused
-on the way back; and the variant cases of ``zoo_cases_learned`` (not only the
+on the way back; and the variant cases of ``cases_absolute_positions`` (not only the
 one named after each family, which test_zoo_roundtrip covers) convert HF ->
 TP 2 x PP 2 -> HF with identical tensors and logits.
 
-    python -m pytest tests/models/test_zoo_learned.py -q
+    python -m pytest tests/models/test_absolute_positions.py -q
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The MLA MoE families (DeepSeek-V2/V3, Glm4MoeLite, Mistral4): routing maps, and one-line refusals of the
 HF settings they cannot express (naming the family and the key).
 
-    python -m pytest -q tests/models/test_zoo_dsmla_registry.py
+    python -m pytest -q tests/models/test_mla_moe_registry.py
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Sigmoid / expert-bias MoE families: their routing settings map to our flags (a group scored by its best two,
 as HF scores it), and the HF settings they cannot express are refused in one line naming the family and key.
 
-    python -m pytest -q tests/models/test_zoo_sigmoe_registry.py
+    python -m pytest -q tests/models/test_moe_sigmoid_registry.py
 """
 from __future__ import annotations
 

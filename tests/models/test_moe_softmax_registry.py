@@ -1,7 +1,7 @@
 """Softmax-MoE families refuse what they cannot express in one line naming the family and key; JetMoE is
 refused as a whole; SparseMixer routing equals transformers' PhiMoE router in eval mode.
 
-    python -m pytest -q tests/models/test_zoo_softmoe_registry.py
+    python -m pytest -q tests/models/test_moe_softmax_registry.py
 """
 from __future__ import annotations
 

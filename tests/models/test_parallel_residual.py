@@ -3,7 +3,7 @@
 round trip HF -> TP2 PP2 -> HF of the variant cases (Falcon's other layouts, sequential GPT-NeoX, Phi with
 q/k norms), Hub-style config keys, and the HF settings that are refused with a one-line RegistryError.
 
-    python -m pytest tests/models/test_zoo_parallel.py -q
+    python -m pytest tests/models/test_parallel_residual.py -q
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ compute as written are one-line RegistryErrors naming the family and key; an exp
 is refused naming the fields; every parity case's exported config.json reloads in transformers with the
 model's logits (the round-trip test covers only the base case of each family).
 
-    python -m pytest tests/models/test_zoo_alibi_registry.py -q
+    python -m pytest tests/models/test_checked_export.py -q
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import transformers
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import RegistryError, config_from_hf, get_family
 from tests.models.test_zoo_parity import build_hf_model
-from tests.models.zoo_cases_alibi import CASES
+from tests.models.cases_alibi import CASES
 
 MPT = dict(model_type="mpt", d_model=64, n_heads=4, n_layers=2, vocab_size=128)
 

@@ -10,7 +10,7 @@ naming their key (for Gemma4 text also its per-layer inputs and MoE block);
 transformers' default full-layer head dim (512 without
 ``global_head_dim``) is read as it builds it.
 
-    python -m pytest tests/models/test_zoo_cohere_extra.py -q
+    python -m pytest tests/models/test_gemma_like.py -q
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """MoE families refuse the HF settings they cannot express, in one line naming the family and key.
 
-    python -m pytest -q tests/models/test_zoo_moe_registry.py
+    python -m pytest -q tests/models/test_moe_common_registry.py
 """
 from __future__ import annotations
 

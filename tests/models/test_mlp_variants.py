@@ -1,7 +1,7 @@
 """Registry details of the recent families (``mindspeed_llm/models/zoo_modern.py``) that the parity cases
 do not reach: layouts read from legacy keys as transformers reads them, and the settings refused.
 
-    python -m pytest tests/models/test_zoo_modern.py -q
+    python -m pytest tests/models/test_mlp_variants.py -q
 """
 from __future__ import annotations
 
