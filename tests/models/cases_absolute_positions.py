@@ -1,4 +1,4 @@
-"""Parity cases of the absolute-position families (mindspeed_llm/models/zoo_learned.py).
+"""Parity cases of the absolute-position families (mindspeed_llm/models/families/absolute_positions.py).
 
 Merged into ``tests/models/test_zoo_parity.CASES``; ``BASE`` there gives
 hidden 64, 4 heads, 3 layers, vocabulary 128 and 256 positions (the keys a

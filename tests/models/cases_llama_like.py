@@ -1,4 +1,4 @@
-"""Tiny parity cases of the Llama-like zoo families (mindspeed_llm/models/zoo_llamalike.py), merged into
+"""Tiny parity cases of the Llama-like families (mindspeed_llm/models/families/llama_like.py), merged into
 ``tests/models/test_zoo_parity.CASES``; also Qwen2/Qwen3 with per-layer sliding windows.
 
 Each case stresses its family's behaviour: Seed-OSS biases by place, HunYuan's q/k norms after RoPE and its
@@ -7,6 +7,8 @@ with Llama-3 RoPE, GLM's half-width interleaved RoPE, GLM-4's sandwich norms, Em
 Ministral3's YaRN ramp (a short original context, so the ramp spans several dims and the Llama-4 query
 temperature changes within the 12 test positions); Qwen2/Qwen3 with ``use_sliding_window`` and
 ``max_window_layers``, and Olmo3 with YaRN on its full-attention layers only.
+``exaone4``: every 3rd layer full and without RoPE; ``exaone4_no_window``: every layer full and rotated;
+``hyperclovax``: sandwich norms and all of Granite's multipliers.
 """
 from __future__ import annotations
 
@@ -39,6 +41,23 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
                      dict(use_sliding_window=True, sliding_window=4, max_window_layers=1), "qwen2"),
     "qwen3_window": ("Qwen3Config", "Qwen3ForCausalLM",
                      dict(head_dim=16, use_sliding_window=True, sliding_window=5, max_window_layers=2), "qwen3"),
+    "exaone4": ("Exaone4Config", "Exaone4ForCausalLM",
+                dict(head_dim=16, sliding_window=4, sliding_window_pattern=3,
+                     layer_types=["sliding_attention", "sliding_attention", "full_attention"]), "exaone4"),
+    "exaone4_no_window": ("Exaone4Config", "Exaone4ForCausalLM",
+                          dict(sliding_window=None, tie_word_embeddings=True,
+                               layer_types=["full_attention"] * 3), "exaone4"),
+    "hyperclovax": ("HyperCLOVAXConfig", "HyperCLOVAXForCausalLM",
+                    dict(embedding_multiplier=3.0, residual_multiplier=0.4, attention_multiplier=0.3,
+                         logits_scaling=0.5), "hyperclovax"),
+    # layers 0 full, 1-2 sliding (transformers' default layout); sinks perturbed like every weight; a second
+    # RoPE base on the sliding layers
+    "granite_swa": ("GraniteSWAConfig", "GraniteSWAForCausalLM",
+                    dict(sliding_window=4, embedding_multiplier=3.0, residual_multiplier=0.4, attention_multiplier=0.3,
+                         logits_scaling=6.0, layer_rope_theta=[10000.0, 300.0, 300.0]), "granite_swa"),
+    "granite_swa_nope": ("GraniteSWAConfig", "GraniteSWAForCausalLM",
+                         dict(sliding_window=4, tie_word_embeddings=False, layer_rope_theta=[0, 5000.0, 5000.0]),
+                         "granite_swa"),
 }
 
 # YaRN (--rope-scaling-type yarn) on Olmo3's full-attention layers only, the sliding ones unscaled

@@ -1,4 +1,5 @@
-"""Parity cases of the softmax-routed MoE families (merged into ``test_zoo_parity.CASES``).
+"""Parity cases of the softmax-routed MoE families (``mindspeed_llm/models/families/moe_softmax.py``, merged
+into ``test_zoo_parity.CASES``): Mixtral, Qwen3Moe, Qwen2Moe, OLMoE and the rest.
 
 Four experts, top-2 (so the tiny training test's tokens reach every expert), expert FFN 32; every family's
 distinguishing setting is on (Granite's multipliers and attention biases, a shared expert, DBRX's q/k/v
@@ -43,4 +44,17 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
                                ffn_config=dict(moe_num_experts=4, moe_top_k=2, ffn_hidden_size=32,
                                                moe_normalize_expert_weights=None),
                                attn_config=dict(kv_n_heads=2, clip_qkv=100.0, rope_theta=10000.0)), "dbrx"),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM",
+                dict(num_local_experts=4, num_experts_per_tok=2, intermediate_size=32, head_dim=16), "mixtral"),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+                  dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, head_dim=16,
+                       norm_topk_prob=True), "qwen3-moe"),
+    "qwen3_moe_dense_first": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+                              dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, head_dim=16,
+                                   mlp_only_layers=[0], norm_topk_prob=False), "qwen3_moe"),
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM",
+                  dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+                       norm_topk_prob=False), "qwen2-moe"),
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM",
+              dict(num_experts=4, num_experts_per_tok=2, intermediate_size=32, clip_qkv=4.0), "olmoe"),
 }

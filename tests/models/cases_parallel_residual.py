@@ -1,4 +1,4 @@
-"""Parity cases of the parallel-residual families (mindspeed_llm/models/zoo_parallel.py), merged into
+"""Parity cases of the parallel-residual families (mindspeed_llm/models/families/parallel_residual.py), merged into
 tests/models/test_zoo_parity.py's CASES: GPT-NeoX (parallel and sequential, MLP-only biases), GPT-NeoX-Japanese
 (a bias on the last layer's attention output only), GPT-J, CodeGen (two heads per mp_num block), Phi (with
 q/k LayerNorms and GQA), Persimmon (ReLU squared, q/k LayerNorms) and Falcon (multi-query; new decoder

@@ -1,4 +1,5 @@
-"""The absolute-position families (mindspeed_llm/models/zoo_learned.py): refusals and variant round trips.
+"""The absolute-position families (mindspeed_llm/models/families/absolute_positions.py): refusals and variant
+round trips.
 
 HF settings the decoder does not model are one-line RegistryErrors naming
 the family and the key; configs our HF families cannot express are refused

@@ -1,6 +1,7 @@
-"""Registry edges of the ALiBi group (mindspeed_llm/models/zoo_alibi.py): HF settings transformers would not
-compute as written are one-line RegistryErrors naming the family and key; an export the family cannot express
-is refused naming the fields; every parity case's exported config.json reloads in transformers with the
+"""Registry edges of the families whose export is checked (``registry._checked_family``: Bloom and MPT in
+``families/alibi.py``, Jais2, Starcoder2 and Nemotron in ``families/mlp_variants.py``): HF settings transformers
+would not compute as written are one-line RegistryErrors naming the family and key; an export the family cannot
+express is refused naming the fields; every parity case's exported config.json reloads in transformers with the
 model's logits (the round-trip test covers only the base case of each family).
 
     python -m pytest tests/models/test_checked_export.py -q
@@ -16,8 +17,12 @@ import transformers
 
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import RegistryError, config_from_hf, get_family
+from tests.models import cases_alibi, cases_mlp_variants
 from tests.models.test_zoo_parity import build_hf_model
-from tests.models.cases_alibi import CASES
+
+CHECKED_MLP_VARIANTS = ("jais2", "starcoder2", "nemotron")
+CASES = {**cases_alibi.CASES,
+         **{name: case for name, case in cases_mlp_variants.CASES.items() if case[3] in CHECKED_MLP_VARIANTS}}
 
 MPT = dict(model_type="mpt", d_model=64, n_heads=4, n_layers=2, vocab_size=128)
 

@@ -1,4 +1,5 @@
-"""Checks of the Cohere group that the shared zoo tests cannot make.
+"""Checks of the Gemma-style families (mindspeed_llm/models/families/gemma_like.py) that the shared zoo tests
+cannot make.
 
 Gemma4's ``layer_scalar`` is a buffer in transformers, which ``build_hf_model``
 does not perturb (it perturbs parameters), so the shared parity test sees it at

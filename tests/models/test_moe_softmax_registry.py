@@ -1,5 +1,6 @@
-"""Softmax-MoE families refuse what they cannot express in one line naming the family and key; JetMoE is
-refused as a whole; SparseMixer routing equals transformers' PhiMoE router in eval mode.
+"""Softmax-MoE families (``mindspeed_llm/models/families/moe_softmax.py``) refuse what they cannot express in
+one line naming the family and key; JetMoE is refused as a whole; SparseMixer routing equals transformers'
+PhiMoE router in eval mode; Qwen3Moe's leading dense layers map to --first-k-dense-replace.
 
     python -m pytest -q tests/models/test_moe_softmax_registry.py
 """
@@ -63,3 +64,31 @@ def test_sparsemixer_matches_transformers_in_eval_mode(eps: float) -> None:
     assert torch.equal(indices, expected_indices)
     torch.testing.assert_close(weights, expected_weights, rtol=0, atol=1e-7)
     assert eps == 0.0 or (weights[:, 0] < 1).any()  # the eps widened some token's softmax
+
+
+# --------------------------------------------------------------------------- Mixtral, Qwen-MoE, OLMoE
+
+MIXTRAL_LAYOUT_SIZES = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+                            num_key_value_heads=2, vocab_size=128, max_position_embeddings=256,
+                            moe_intermediate_size=32, num_experts_per_tok=2)
+MIXTRAL_LAYOUT_BAD = [
+    ("mixtral", dict(model_type="mixtral", num_local_experts=4, router_jitter_noise=0.1), "router_jitter_noise"),
+    ("qwen3_moe", dict(model_type="qwen3_moe", num_experts=4, decoder_sparse_step=2), "decoder_sparse_step=2"),
+    ("qwen3_moe", dict(model_type="qwen3_moe", num_experts=4, mlp_only_layers=[1]), "mlp_only_layers=[1]"),
+    ("qwen2_moe", dict(model_type="qwen2_moe", num_experts=4, shared_expert_intermediate_size=48,
+                       use_sliding_window=True), "use_sliding_window"),
+]
+
+
+@pytest.mark.parametrize("family, hf, key", MIXTRAL_LAYOUT_BAD, ids=[b[2] for b in MIXTRAL_LAYOUT_BAD])
+def test_mixtral_layout_unsupported_settings_are_refused(family: str, hf: Dict[str, Any], key: str) -> None:
+    with pytest.raises(RegistryError) as error:
+        config_from_hf({**MIXTRAL_LAYOUT_SIZES, **hf}, family)
+    assert key in str(error.value) and family in str(error.value) and "\n" not in str(error.value)
+
+
+def test_leading_dense_layers_map_to_first_k_dense_replace() -> None:
+    config = config_from_hf({**MIXTRAL_LAYOUT_SIZES, "model_type": "qwen3_moe", "num_experts": 4,
+                             "mlp_only_layers": [0, 1]}, "qwen3-moe")
+    assert config.first_k_dense_replace == 2 and [config.is_moe_layer(i) for i in range(3)] == [False, False, True]
+    assert (config.ffn_hidden_size, config.moe_ffn_hidden_size, config.moe_router_pre_softmax) == (128, 32, True)

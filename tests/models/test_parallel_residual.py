@@ -1,5 +1,5 @@
 """The parallel-residual families beyond the shared parity/round-trip/training tests
-(mindspeed_llm/models/zoo_parallel.py): CodeGen's blocked q/v/k layout against an explicit loop, the
+(mindspeed_llm/models/families/parallel_residual.py): CodeGen's blocked q/v/k layout against an explicit loop, the
 round trip HF -> TP2 PP2 -> HF of the variant cases (Falcon's other layouts, sequential GPT-NeoX, Phi with
 q/k norms), Hub-style config keys, and the HF settings that are refused with a one-line RegistryError.
 
