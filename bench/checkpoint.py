@@ -31,7 +31,7 @@ state, so two ranks of the 322M model would need over 30 GiB (the
 single-process part peaks near 17 GiB).
 Prints a table on stderr and one JSON line on stdout: the machine (threads,
 CPU, load average before and after), each row, peak memory, and the ratios
-``async_blocked_over_sync_save`` (issue 15 requires < 1/3),
+``async_blocked_over_sync_save`` (required below 1/3),
 ``dist_save_over_legacy_save``, ``dist_load_over_legacy_load`` and
 ``dist_bytes_over_legacy_bytes``.
 """

@@ -44,7 +44,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
-# The fast paths we ask for when the parser has them (issue 14); extend this list as flags land.
+# The fast paths we ask for when the parser has them; extend this list as flags land.
 FAST_FLAGS: List[str] = ["--use-fused-rmsnorm", "--use-fused-swiglu", "--use-fused-rotary-pos-emb",
                          "--use-flash-attn", "--use-torch-compile", "--cross-entropy-loss-fusion"]
 # Tiny mode: a fast flag goes with these companion flags, which keep it cheap on 2 cores, or is left out

@@ -646,6 +646,19 @@ def _layer_windows(types: Sequence[str], window: Optional[int], num_layers: int)
                 "full_attention_layers": tuple(i for i, kind in enumerate(types) if kind == "full_attention")}
 
 
+def _window_layers(types: List[str], window: Optional[int], name: str) -> Dict[str, Any]:
+    """``sliding_window`` and ``full_attention_layers`` from HF ``layer_types`` (any pattern)."""
+    unknown = sorted(set(types) - {"sliding_attention", "full_attention"})
+    if unknown:
+        raise RegistryError(f"{name} layer_types {unknown} are not supported (sliding_attention, full_attention)")
+    full = tuple(i for i, kind in enumerate(types) if kind == "full_attention")
+    if len(full) == len(types):
+        return {"sliding_window": None, "full_attention_layers": ()}
+    if not window:
+        raise RegistryError(f"{name} has sliding_attention layers but no sliding_window")
+    return {"sliding_window": int(window), "full_attention_layers": full}
+
+
 def _layer_types(cfg: TransformerConfig) -> List[str]:
     return ["sliding_attention" if cfg.layer_window(i) is not None else "full_attention"
             for i in range(cfg.num_layers)]
@@ -854,9 +867,57 @@ def _gemma3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**out, "rope_local_base_freq": cfg.local_rotary_base, "use_bidirectional_attention": False}
 
 
+def require_config(cfg: TransformerConfig, family: str, fix: str = "", **expected: Any) -> None:
+    """A one-line RegistryError naming every field of ``cfg`` that differs from its value in ``expected`` (what
+    the HF config of ``family`` can express), with ``fix``, the flags that set them, when given."""
+    wrong = [f"{key}={getattr(cfg, key)!r} (needs {value!r})" for key, value in expected.items()
+             if getattr(cfg, key) != value]
+    if wrong:
+        raise RegistryError(f"{family} cannot express {', '.join(wrong)}" + (f": it needs {fix}" if fix else ""))
+
+
 def _reject_biases(cfg: TransformerConfig, name: str) -> None:
     if cfg.add_bias_linear or cfg.add_qkv_bias:
         raise RegistryError(f"{name} has no linear biases; the config sets add_bias_linear/add_qkv_bias")
+
+
+# Fields that describe how a model is trained or laid out, not what it computes.
+RUNTIME_FIELDS = frozenset({
+    "tensor_model_parallel_size", "sequence_parallel", "noop_layers", "recompute_granularity", "recompute_method",
+    "recompute_num_layers", "recompute_activation_function", "attention_dropout", "hidden_dropout", "params_dtype",
+    "make_vocab_size_divisible_by", "init_method_std", "swap_attention", "swap_modules"})
+BIAS_FIELDS = ("add_bias_linear", "add_qkv_bias", "add_dense_bias", "add_mlp_bias")
+
+
+def _bias_places(values: Dict[str, Any]) -> Dict[str, bool]:
+    """Where the linears have biases, whichever flags say so."""
+    every = bool(values.get("add_bias_linear", True))
+    return {"qkv": every or bool(values.get("add_qkv_bias")), "dense": every or bool(values.get("add_dense_bias")),
+            "mlp": every or bool(values.get("add_mlp_bias"))}
+
+
+def _architecture(values: Dict[str, Any]) -> Dict[str, Any]:
+    """The fields of a config (dict) that change the model's math; biases as places."""
+    arch = {k: v for k, v in values.items() if k not in RUNTIME_FIELDS and k not in BIAS_FIELDS}
+    arch["bias_places"] = _bias_places(values)
+    return arch
+
+
+def _checked(name: str, to_config: Callable[[Dict[str, Any]], Dict[str, Any]],
+             hf_config: Callable[[TransformerConfig], Dict[str, Any]]) -> Callable[[TransformerConfig], Dict[str, Any]]:
+    """``hf_config`` refusing (one line, naming the fields) a model the written config would not reproduce."""
+
+    def convert(cfg: TransformerConfig) -> Dict[str, Any]:
+        out = hf_config(cfg)
+        rebuilt = TransformerConfig.from_dict({**cfg.to_dict(), **to_config(out)}).to_dict()
+        ours, theirs = _architecture(cfg.to_dict()), _architecture(rebuilt)
+        differ = sorted(k for k in ours if ours[k] != theirs[k])
+        if differ:
+            raise RegistryError(f"{name} cannot express this model's {', '.join(f'{k}={ours[k]!r}' for k in differ)} "
+                                f"(the family has {', '.join(f'{k}={theirs[k]!r}' for k in differ)})")
+        return out
+
+    return convert
 
 
 # --------------------------------------------------------------------------- families
@@ -909,6 +970,14 @@ class Family:
         return dict(sorted(base.items()))
 
 
+def _checked_family(name: str, model_type: str, architecture: str,
+                    to_config: Callable[[Dict[str, Any]], Dict[str, Any]],
+                    to_hf: Callable[[TransformerConfig], Dict[str, Any]], weights: Tuple[WeightRule, ...]) -> Family:
+    """A family whose exports are checked: ``to_hf`` refuses a model that mapping its result back would not
+    rebuild (:func:`_checked`)."""
+    return Family(name, model_type, architecture, to_config, _checked(name, to_config, to_hf), weights)
+
+
 _LLAMA = Family("llama2", "llama", "LlamaForCausalLM", _llama_config, _llama_hf_config)
 _MISTRAL = Family("mistral", "mistral", "MistralForCausalLM", _mistral_config, _mistral_hf_config)
 _QWEN2 = Family("qwen2", "qwen2", "Qwen2ForCausalLM", _qwen2_config, _qwen2_hf_config)
@@ -954,9 +1023,9 @@ def refuse(name: str, reason: str, *aliases: str) -> None:
 def register(family: Family, *aliases: str) -> Family:
     """Add ``family`` under its name, plus ``aliases`` (MindSpeed's ``--model-type-hf`` spellings).
 
-    Family modules ``mindspeed_llm/models/zoo_*.py`` call this at import; the
+    The modules of ``mindspeed_llm/models/families/`` call this at import; the
     registry imports every such module (:func:`_load_family_modules`), so a new
-    group of families needs no edit here.
+    module of families needs no edit here.
     """
     if family.name in FAMILIES and FAMILIES[family.name] is not family:
         raise RegistryError(f"family {family.name!r} is registered twice")
@@ -967,14 +1036,14 @@ def register(family: Family, *aliases: str) -> Family:
 
 
 def _load_family_modules() -> None:
-    """Import every ``mindspeed_llm/models/zoo_*.py`` (each registers its families)."""
+    """Import every module of ``mindspeed_llm/models/families/`` (each registers its families)."""
     import importlib
     import pkgutil
 
-    package = __name__.rsplit(".", 1)[0]
-    for module in sorted(m.name for m in pkgutil.iter_modules([os.path.dirname(__file__)])):
-        if module.startswith("zoo_"):
-            importlib.import_module(f"{package}.{module}")
+    package = __name__.rsplit(".", 1)[0] + ".families"
+    folder = os.path.join(os.path.dirname(__file__), "families")
+    for module in sorted(m.name for m in pkgutil.iter_modules([folder])):
+        importlib.import_module(f"{package}.{module}")
 
 
 def _names() -> Dict[str, Family]:

@@ -1,4 +1,4 @@
-"""Context parallelism equals one process (issue 11): losses and grad norms of two training steps, fp32, 1e-5.
+"""Context parallelism equals one process: losses and grad norms of two training steps, fp32, 1e-5.
 
 One 4-process launch runs every layout; each is compared with the single-process run of the same model:
 

@@ -1,4 +1,4 @@
-"""Expert parallelism equals EP 1 (issue 10): losses, router losses, gradient norms and weights, fp32.
+"""Expert parallelism equals EP 1: losses, router losses, gradient norms and weights, fp32.
 
 One 4-process gloo launch runs every layout of ``JOBS`` on a 3-layer model (a dense first layer, then
 two MoE layers of 4 experts, top-2, a gated shared expert, sigmoid routing with expert bias, aux and z

@@ -1,4 +1,4 @@
-"""GRPO in parallel layouts equals one process (issue 13): the same rollouts (every completion's ids), rewards,
+"""GRPO in parallel layouts equals one process: the same rollouts (every completion's ids), rewards,
 losses, grad norms and logged statistics over three steps, fp32, 1e-5 relative.
 
 One 2-process launch runs TP 2, PP 2 (generation passes activations stage to stage; the forward-only passes

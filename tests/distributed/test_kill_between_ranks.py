@@ -1,4 +1,4 @@
-"""Issue 15's "kill during save" between the ranks' files, on 2 processes (TP=2: one file per rank).
+"""A "kill during save" between the ranks' files, on 2 processes (TP=2: one file per rank).
 
 The first launch saves iteration 2, then, during the save of iteration 4, rank 1 waits until rank 0's file
 of iteration 4 is complete and SIGKILLs itself before writing its own. Rank 0, left alone in the save's

@@ -1,4 +1,4 @@
-"""Tensor-parallel LoRA equals one process (issue 12): losses, grad norms and every adapter gradient.
+"""Tensor-parallel LoRA equals one process: losses, grad norms and every adapter gradient.
 
 LoRA r=4 on linear_qkv, linear_proj, linear_fc1 and linear_fc2 of a GQA (4 heads, 2 KV groups) SwiGLU
 model with the (tied) word embeddings trained beside them (--lora-modules-to-save), three SGD steps (the adapters' B starts at zero, so A's gradients appear from step 2 on). One

@@ -1,4 +1,4 @@
-"""LoRA under FSDP (issue 12): ``--lora-target-modules`` with ``--use-torch-fsdp2`` / ``--use-torch-fsdp``.
+"""LoRA under FSDP: ``--lora-target-modules`` with ``--use-torch-fsdp2`` / ``--use-torch-fsdp``.
 
 One process trains LoRA r=4 (qkv, proj, fc1, fc2, the tied word embeddings as a module to save, Adam) for
 three steps from a base checkpoint (``--load BASE --finetune``, a plain run's weights after one step) and

@@ -1,4 +1,4 @@
-"""DPO, SimPO and the reward model in parallel layouts equal one process (issue 12): losses, grad norms and every
+"""DPO, SimPO and the reward model in parallel layouts equal one process: losses, grad norms and every
 logged statistic of two training steps, fp32, 1e-5 relative.
 
 One 2-process launch runs: DPO at TP 2 (with and without SP), PP 2 (the frozen reference's rows riding

@@ -1,4 +1,4 @@
-"""``--timing-log-level 2`` across the ranks of a 2-stage pipeline (issue 14 point 1): the last rank prints every
+"""``--timing-log-level 2`` across the ranks of a 2-stage pipeline: the last rank prints every
 region as (min, max) over both ranks, the pipeline exchanges included, and the regions fit in the step.
 
     python -m pytest -q tests/distributed/test_timing_parallel.py

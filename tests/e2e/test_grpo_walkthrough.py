@@ -1,4 +1,4 @@
-"""examples/grpo.sh end to end on the CPU (issue 13): SFT on addition records, then GRPO on 2 processes; the script
+"""examples/grpo.sh end to end on the CPU: SFT on addition records, then GRPO on 2 processes; the script
 fails unless SFT's loss fell and GRPO's mean reward rose, and this test checks the rise itself from the log.
 
     python -m pytest -q tests/e2e/test_grpo_walkthrough.py

@@ -82,12 +82,12 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
 
 
 def _load_case_modules() -> None:
-    """Merge ``CASES`` of every ``tests/models/zoo_cases_*.py`` (one module per group of families)."""
+    """Merge ``CASES`` of every ``tests/models/cases_*.py`` (one module per family module of the registry)."""
     import importlib
     import pkgutil
 
     for module in sorted(m.name for m in pkgutil.iter_modules([os.path.dirname(__file__)])):
-        if module.startswith("zoo_cases_"):
+        if module.startswith("cases_"):
             extra = importlib.import_module(f"tests.models.{module}").CASES
             clash = set(extra) & set(CASES)
             assert not clash, f"{module}: cases {sorted(clash)} are defined twice"

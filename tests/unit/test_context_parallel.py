@@ -1,4 +1,4 @@
-"""Context parallelism and per-document attention, on one process (issue 11).
+"""Context parallelism and per-document attention, on one process.
 
 * The log-sum-exp merge of attention over separate key blocks equals one softmax over all keys, also when
   a block hides every key from some rows; the block backward gives autograd's gradients.

@@ -1,4 +1,4 @@
-"""Converter bad input (issue 9): one line naming the family and the tensor, key or file, exit
+"""Converter bad input: one line naming the family and the tensor, key or file, exit
 status 2, and no output directory that looks complete.
 
     python -m pytest tests/unit/test_convert_errors.py -q

@@ -1,4 +1,4 @@
-"""The converter never damages what it is pointed at (issue 15).
+"""The converter never damages what it is pointed at.
 
 - ``--save-dir`` holding a checkpoint of the target's kind (a training run's tracker and ``iter_*``
   directories, an earlier ``release``, an HF model) is refused without ``--overwrite``: one line naming the
@@ -199,7 +199,7 @@ def test_written_files_follow_the_umask(sources, tmp_path, umask: int, mode: int
                 assert os.stat(os.path.join(folder, name)).st_mode & 0o777 == mode, (name, oct(mode))
 
 
-# --------------------------------------------------------------------------- further bad inputs (issue 15 sweep)
+# --------------------------------------------------------------------------- further bad inputs
 
 
 def test_a_training_directory_without_its_tracker_converts_its_newest_complete_iteration(sources, tmp_path,

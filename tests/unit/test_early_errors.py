@@ -1,6 +1,6 @@
 """Bad data, split, tokenizer, batch and device inputs stop the entry points before any process group.
 
-Issue 15: each case used to surface after the model was built, as a traceback. Now ``pretrain`` (and
+Each case used to surface after the model was built, as a traceback. Now ``pretrain`` (and
 ``posttrain`` for its stages) prints exactly one line, ``error: ...``, naming the flag or file and the fix,
 and exits 2, while ``init_distributed``, ``initialize`` and ``Trainer`` (the process groups and the model) are
 tripwires that fail the test if reached. A control case shows that the same flags with sound inputs do reach

@@ -1,4 +1,4 @@
-"""Failures a user meets in a run, each ending with one line (issue 15, deliver 5 and the bad-input sweep).
+"""Failures a user meets in a run, each ending with one line (the bad-input sweep included).
 
 * An error escaping training is recorded per rank in ``--save/failures/rank_XXXXX.json`` (iteration, the
   rank's coordinates, host, pid, time, type, message, traceback) and rank 0 prints one summary line; the

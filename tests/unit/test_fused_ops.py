@@ -1,4 +1,4 @@
-"""Fused kernels behind one dispatch each (issue 14, ``core/fused.py``).
+"""Fused kernels behind one dispatch each (``core/fused.py``).
 
 * The compiled CPU path of RMSNorm, SwiGLU and RoPE is chosen with the flag (its name asserted), runs, and
   equals the reference forward and backward (fp32 1e-5, bf16 at bf16 tolerance); without the flag: the reference.

@@ -1,4 +1,4 @@
-"""GRPO's pure parts (issue 13, point 4): rewards, group advantages and the policy losses.
+"""GRPO's pure parts: rewards, group advantages and the policy losses.
 
 * Rewards on fixtures: GSM8K answer match (``\\boxed{}`` before ``####`` before the last number, commas and
   trailing ``.0`` removed, chat completions), the ``<think>``/``<answer>`` format, built-ins and user

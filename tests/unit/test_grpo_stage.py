@@ -1,4 +1,4 @@
-"""``posttrain.py --stage grpo`` (issue 13, point 4): rollouts from the policy in memory, rewards, group
+"""``posttrain.py --stage grpo``: rollouts from the policy in memory, rewards, group
 advantages and the clipped policy loss, in one process.
 
 * On a synthetic task (reward: the share of the completion's tokens that are 7) the mean reward rises from

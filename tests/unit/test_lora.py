@@ -1,4 +1,4 @@
-"""LoRA (issue 12, core/tensor_parallel/lora.py, mindspeed_llm/posttrain/lora.py) in one process.
+"""LoRA (core/tensor_parallel/lora.py, mindspeed_llm/posttrain/lora.py) in one process.
 
 * An adapted linear computes ``W x + (alpha / r) B A x`` (column and row layers, fused gate/up), with the
   adapters in fp32 under --bf16; PEFT's initialisation (A uniform in +-1/sqrt(in), B zeros), drawn as full

@@ -1,4 +1,4 @@
-"""LoRA adapters exchanged with PEFT (issue 12, tools): tools/convert_ckpt.py --lora-load [--save-lora-to-hf] and
+"""LoRA adapters exchanged with PEFT: tools/convert_ckpt.py --lora-load [--save-lora-to-hf] and
 --lora-load of a PEFT directory (mindspeed_llm/posttrain/peft_format.py).
 
 A tiny random HF Llama (GQA) is converted to mg at TP 1 as the base; a LoRA run on it gets random nonzero
@@ -337,7 +337,7 @@ def test_converter_lora_flags_are_checked_in_one_line(dirs, trained, capsys) -> 
 
 
 def test_non_finite_adapters_are_refused(dirs, trained, capsys) -> None:
-    """Issue 15: adapters holding NaN (a diverged LoRA run) are not exported, merged or as PEFT files."""
+    """Adapters holding NaN (a diverged LoRA run) are not exported, merged or as PEFT files."""
     import glob
     import shutil
 

@@ -1,4 +1,4 @@
-"""Expert MLPs and token permutation against a per-token formula (issue 10).
+"""Expert MLPs and token permutation against a per-token formula.
 
 The reference computes every token's output as sum_j w_tj * expert_{e_tj}(x_t), each expert
 SwiGLU written out from its full weights; the module path permutes, runs the stacked experts

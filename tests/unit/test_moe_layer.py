@@ -1,4 +1,4 @@
-"""The MoE layer in the decoder and in training (issue 10, EP 1).
+"""The MoE layer in the decoder and in training (EP 1).
 
 * The layer equals a per-token formula: sum_j w_tj expert_{e_tj}(x_t) + sigmoid(x_t . g) shared(x_t).
 * Layer choice by --first-k-dense-replace / --moe-layer-freq.

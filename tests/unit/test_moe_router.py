@@ -1,4 +1,4 @@
-"""The MoE top-k router against independent per-token formulas (issue 10).
+"""The MoE top-k router against independent per-token formulas.
 
 Each test recomputes the routing token by token with plain Python selection and
 compares weights, indices and losses with core/transformer/moe/router.py.

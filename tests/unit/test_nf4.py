@@ -1,4 +1,4 @@
-"""NF4 storage of frozen linear weights (issue 12, QLoRA): the format, its errors, its memory, the layers.
+"""NF4 storage of frozen linear weights (QLoRA): the format, its errors, its memory, the layers.
 
 * The 16 NF4 values built from normal quantiles equal the values the QLoRA paper publishes, bit for bit;
   weights made of code values times a block scale come back exactly, with the codes in the published

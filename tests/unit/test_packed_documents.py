@@ -1,4 +1,4 @@
-"""Packed documents in pretraining (issue 11, part): ``--reset-position-ids`` and ``--eod-mask-loss``.
+"""Packed documents in pretraining: ``--reset-position-ids`` and ``--eod-mask-loss``.
 
 * The positions restart after every end-of-document token, as Megatron's loop computes them (written
   out here), on a hand example and on random packs.

@@ -1,4 +1,4 @@
-"""``posttrain.py --stage dpo|simpo|orm`` on pairwise data (issue 12, points 5-7).
+"""``posttrain.py --stage dpo|simpo|orm`` on pairwise data.
 
 * The losses against formulas written out here with Python floats: every DPO loss type, label smoothing,
   SimPO (both types) and Bradley-Terry.

@@ -1,4 +1,4 @@
-"""``posttrain.py --stage sft`` on packed instruction data (issue 12's SFT stage; issue 11's packed documents).
+"""``posttrain.py --stage sft`` on packed instruction data.
 
 * The loss is the mean cross-entropy over the assistant tokens only, computed here from the raw files
   (labels -100 elsewhere, no prediction across a packed sample's end).

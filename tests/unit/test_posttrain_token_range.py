@@ -1,4 +1,4 @@
-"""Token ids at or above the vocabulary in post-training data (issue 15).
+"""Token ids at or above the vocabulary in post-training data.
 
 The pretraining collate names them (tests/unit/test_nan_guard.py); the SFT, pairwise (DPO, SimPO) and reward
 model collates use the same check (``pretrain_task.check_token_ids``), so data tokenized with a larger

@@ -1,4 +1,4 @@
-"""Validation and test splits of the post-training stages (issue 12, point 1: every stage is a full task).
+"""Validation and test splits of the post-training stages (every stage is a full task).
 
 * ``--split a,b,c`` cuts an instruction dataset's sequences and a pairwise dataset's pairs into contiguous,
   disjoint train / validation / test ranges covering the data (Megatron's rounding); each split's dataset

@@ -225,7 +225,7 @@ def test_parquet_needs_pyarrow(tmp_path, tok_dir, capsys):
 
 
 def test_a_directory_takes_only_corpus_files_and_says_which(tmp_path, tok_dir, tok, capsys):
-    """Issue 15: a directory input skips hidden files, non-corpus formats and this suite's own outputs (an index
+    """A directory input skips hidden files, non-corpus formats and this suite's own outputs (an index
     cache's description .txt, an instruction dataset's settings .json), and lists what it took and skipped."""
     data = tmp_path / "data"
     (data / "sub").mkdir(parents=True)
@@ -267,7 +267,7 @@ def test_a_directory_or_glob_without_corpus_files_names_what_it_skipped(tmp_path
 
 
 def test_a_utf8_byte_order_mark_is_not_text(tmp_path, tok_dir, tok):
-    """Issue 15 sweep: a file saved with a BOM (Windows editors) read as the same file without it, instead of a
+    """A file saved with a BOM (Windows editors) read as the same file without it, instead of a
     malformed first JSON line (.jsonl) or a BOM tokenized into the first document (.txt)."""
     bom = b"\xef\xbb\xbf"
     texts = [sentence(1), sentence(2)]
@@ -280,7 +280,7 @@ def test_a_utf8_byte_order_mark_is_not_text(tmp_path, tok_dir, tok):
         assert read(f"{prefix}_text_document")[0] == [tok.tokenize(t) for t in texts], name
 
 
-# ------------------------------------------------------------------ the batched, threaded path (issue 14)
+# ------------------------------------------------------------------ the batched, threaded path
 
 
 @pytest.fixture(scope="module")

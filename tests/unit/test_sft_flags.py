@@ -1,4 +1,4 @@
-"""SFT flags with MindSpeed-LLM's names and meanings (issue 12, point 2).
+"""SFT flags with MindSpeed-LLM's names and meanings.
 
 * ``--no-pad-to-seq-lengths`` (and ``--variable-seq-lengths``, its MindSpeed 2.2 name): a micro-batch is
   its longest sample rounded up to ``--pad-to-multiple-of``, never past ``--seq-length``; the rounding

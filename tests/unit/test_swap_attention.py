@@ -1,4 +1,4 @@
-"""``--swap-attention`` (MindSpeed's activation offload, issue 11): exact, really offloading, composable.
+"""``--swap-attention`` (MindSpeed's activation offload): exact, really offloading, composable.
 
 * The offload path on its own: parameters and views of them stay; an activation comes back bit-identical
   with its offset and strides, views of one storage are copied once.

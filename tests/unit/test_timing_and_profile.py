@@ -1,5 +1,5 @@
 """``--timing-log-level`` / ``--timing-log-option`` (Megatron's per-region timers) and ``--profile`` (a
-torch.profiler trace of a step range), issue 14 point 1.
+torch.profiler trace of a step range).
 
 * Level 1 prints, after each iteration line, forward-backward, forward and backward compute, the data,
   the gradient reduce and the optimizer in milliseconds per step; the compute regions fit inside

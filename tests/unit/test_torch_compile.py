@@ -1,4 +1,4 @@
-"""``--use-torch-compile`` (regional compilation of each transformer layer), issue 14 point 3, on one process.
+"""``--use-torch-compile`` (regional compilation of each transformer layer), on one process.
 
 * Three training steps of a 2-layer model (hidden 64, seq 32, fp32, SwiGLU, RMSNorm) with the layers
   compiled by inductor give the eager run's losses and gradients (``main_grad`` after each step) within

@@ -1,1 +1,1 @@
-"""Mixture of experts: the top-k router (router.py); experts, dispatch and the MoE layer follow (issue 10)."""
+"""Mixture of experts: the top-k router (router.py); experts, dispatch and the MoE layer follow."""

@@ -1,4 +1,4 @@
-"""GRPO's pure parts (issue 13, point 4): the pieces ``posttrain.py --stage grpo`` calls around its rollouts.
+"""GRPO's pure parts: the pieces ``posttrain.py --stage grpo`` calls around its rollouts.
 
 - ``rewards.py``: rule-based rewards (GSM8K answer match, the ``<think>``/``<answer>`` format) and user
   reward functions loaded from ``module:function``; a function that raises gives a one-line ``RewardError``.
