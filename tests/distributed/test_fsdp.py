@@ -295,7 +295,11 @@ def _key_bias_rows() -> slice:
 
 def test_bf16_compute_stays_close(world2):
     ref, result = world2["reference_mqa=False"], world2["fsdp2_bf16_dp2"]
-    torch.testing.assert_close(torch.tensor(result["losses"]), torch.tensor(ref["losses"]), rtol=2e-2, atol=0)
+    # the three steps lower the loss by ~0.027 and bf16 moves it by ~2e-4 (rtol 2e-2 allowed 0.09, the whole
+    # signal three times); the grad norms move by ~0.15 between steps and bf16 by ~2e-3
+    assert ref["losses"][0] - ref["losses"][-1] > 0.02
+    torch.testing.assert_close(torch.tensor(result["losses"]), torch.tensor(ref["losses"]), rtol=0, atol=2e-3)
+    torch.testing.assert_close(torch.tensor(result["norms"]), torch.tensor(ref["norms"]), rtol=1e-2, atol=0)
     assert all(v.dtype == torch.float32 for v in result["weights"].values())  # fp32 master shards
     assert set(result["weights"]) == set(ref["weights"])
     for name, value in result["weights"].items():

@@ -117,7 +117,9 @@ def test_preference_stages_in_parallel_layouts_equal_one_process(tmp_path) -> No
     base = BASE + ["--data-path", prefix]
     references = {name: _steps(base + flags) for name, flags in MODELS.items()}
     assert references["dpo_lora"][1]["rewards/margins"] != 0 != references["dpo_qlora"][1]["rewards/margins"]
-    assert references["dpo"][1]["rewards/margins"] != 0 and references["orm"][0]["accuracy"] >= 0
+    assert references["dpo"][1]["rewards/margins"] != 0
+    orm = references["orm"]  # the reward model learns in its two steps: the layouts match moving figures
+    assert orm[1]["lm loss"] < orm[0]["lm loss"] and orm[1]["accuracy"] > orm[0]["accuracy"]
     assert len(references["dpo_validated"]) == 3 and references["dpo_validated"][2]["rewards/margins"] != 0
     jobs = {name: base + MODELS[model] + flags for name, (model, flags) in LAYOUTS.items()}
     per_rank = run_distributed(2, _worker, jobs, (base + MODELS["dpo"] + TP2, str(tmp_path / "initial_tp2")))

@@ -2,6 +2,8 @@
 
 * The log-sum-exp merge of attention over separate key blocks equals one softmax over all keys, also when
   a block hides every key from some rows; the block backward gives autograd's gradients.
+* Ring attention's autograd function on two ranks played by threads over a fake point-to-point exchange:
+  outputs and q/k/v gradients of one causal softmax, with and without the send/recv overlap.
 * Which tokens a CP rank holds: chunks ``i`` and ``2R - 1 - i`` under load balancing, contiguous parts
   otherwise, Ulysses parts inside a ring rank; every layout covers the sequence once.
 * Per-document attention (``--reset-attention-mask``): a token's output does not change when another
@@ -15,13 +17,18 @@ The equivalence of every algorithm and layout with one process is tests/distribu
 """
 from __future__ import annotations
 
+import queue
+import threading
 from typing import List
 
 import pytest
 import torch
+import torch.distributed as dist
 
 from core.transformer.attention_mask import attention_allowed, document_ids
-from core.transformer.context_parallel import (block_attention, block_attention_backward, merge_attention,
+from core.parallel_state import Group
+from core.transformer.context_parallel import (RING, ContextParallel, RingSpec, block_attention,
+                                               block_attention_backward, merge_attention, ring_attention,
                                                token_positions)
 from mindspeed_llm.arguments import ArgumentError, parse_args, validate_args
 
@@ -65,6 +72,91 @@ def test_block_backward_equals_autograd() -> None:
 
 
 # ----------------------------------------------------------------------------------------- positions
+class _FakeRing:
+    """Point-to-point messages between threads standing for ranks, in place of torch.distributed's: each
+    thread sets ``local.rank``; a send queues a copy under (sender, receiver, tag), a receive's ``wait`` takes
+    it (FIFO per key). Patched over ``P2POp``, ``batch_isend_irecv``, ``isend`` and ``irecv``, wherever the
+    ring calls them from."""
+
+    def __init__(self) -> None:
+        self.local, self.lock, self.boxes = threading.local(), threading.Lock(), {}
+
+    def box(self, sender: int, receiver: int, tag: int) -> "queue.Queue":
+        with self.lock:
+            return self.boxes.setdefault((sender, receiver, tag), queue.Queue())
+
+    def isend(self, tensor: torch.Tensor, dst: int, group=None, tag: int = 0):
+        self.box(self.local.rank, dst, tag).put(tensor.detach().clone())
+        return _Done(lambda: None)
+
+    def irecv(self, tensor: torch.Tensor, src: int, group=None, tag: int = 0):
+        box = self.box(src, self.local.rank, tag)
+        return _Done(lambda: tensor.copy_(box.get(timeout=60)))
+
+    def p2p_op(self, op, tensor: torch.Tensor, peer: int, group=None, tag: int = 0):
+        return (op, tensor, peer, group, tag)
+
+    def batch_isend_irecv(self, ops) -> list:
+        return [op(tensor, peer, group, tag) for op, tensor, peer, group, tag in ops]
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        for name in ("isend", "irecv", "batch_isend_irecv"):
+            monkeypatch.setattr(dist, name, getattr(self, name))
+        monkeypatch.setattr(dist, "P2POp", self.p2p_op)
+
+
+class _Done:
+    def __init__(self, finish) -> None:
+        self.finish = finish
+
+    def wait(self) -> bool:
+        self.finish()
+        return True
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_ring_attention_over_two_fake_ranks_equals_one_softmax(monkeypatch: pytest.MonkeyPatch,
+                                                               overlap: bool) -> None:
+    """The ring's autograd function on 2 ranks (threads, a fake exchange), load-balanced causal, 4 query heads
+    over 2 KV heads: every rank's output and q/k/v gradients equal one causal softmax over the whole sequence
+    (each K/V block merged by its log-sum-exp; the K/V gradients travel back to their owner)."""
+    fake, seq, ranks = _FakeRing(), 8, 2
+    fake.install(monkeypatch)
+    g = torch.Generator().manual_seed(4)
+    q, k, v = torch.randn(2, 4, seq, 6, generator=g), torch.randn(2, 2, seq, 6, generator=g), torch.randn(2, 2, seq, 5,
+                                                                                                        generator=g)
+    grad_out = torch.randn(2, 4, seq, 5, generator=g)
+    full = [t.clone().requires_grad_() for t in (q, k, v)]
+    scores = (full[0] @ full[1].repeat_interleave(2, dim=1).transpose(-1, -2)) * 0.4  # [b, n, s, s]
+    scores = scores.masked_fill(~torch.ones(seq, seq, dtype=torch.bool).tril(), float("-inf"))
+    expected = torch.softmax(scores, dim=-1) @ full[2].repeat_interleave(2, dim=1)  # [b, n, s, dv]
+    expected.backward(grad_out)
+    results: dict = {}
+
+    def rank_main(rank: int) -> None:
+        fake.local.rank = rank
+        group = Group([0, 1], rank=rank)
+        cp = ContextParallel(RING, group, group, Group([rank], rank=0), balanced=True, overlap=overlap)
+        mine = cp.ring_positions(seq, rank, q.device)  # [s / 2]: chunks rank and 3 - rank
+        local = [t[:, :, mine].clone().requires_grad_() for t in (q, k, v)]
+        out = ring_attention(*local, RingSpec(cp, seq, 0.4))
+        out.backward(grad_out[:, :, mine])
+        results[rank] = (mine, out.detach(), [t.grad for t in local])
+
+    threads = [threading.Thread(target=rank_main, args=(rank,)) for rank in range(ranks)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert sorted(results) == [0, 1]
+    assert sorted(torch.cat([results[r][0] for r in range(ranks)]).tolist()) == list(range(seq))
+    for rank, (mine, out, grads) in results.items():
+        torch.testing.assert_close(out, expected.detach()[:, :, mine], rtol=1e-5, atol=1e-6, msg=f"rank {rank}")
+        for name, grad, reference in zip("qkv", grads, full):
+            torch.testing.assert_close(grad, reference.grad[:, :, mine], rtol=1e-5, atol=1e-6,
+                                       msg=f"rank {rank} d{name}")
+
+
 def test_load_balanced_chunks_and_ulysses_parts() -> None:
     assert token_positions(16, 4, 0).tolist() == [0, 1, 14, 15]
     assert token_positions(16, 4, 3).tolist() == [6, 7, 8, 9]

@@ -226,17 +226,44 @@ def test_a_full_disk_at_startup_is_refused_before_training(tmp_path, capsys, mon
 
 
 def test_a_read_only_save_is_refused_before_training(tmp_path, capsys, monkeypatch) -> None:
+    """A --save directory this user cannot write stops the run before training, in one line. Root writes into
+    read-only directories, so as root the command runs in a child without the capability that lets it."""
     save = tmp_path / "ckpt"
     save.mkdir()
     save.chmod(0o555)
     try:
-        if os.access(save, os.W_OK):
-            pytest.skip("this user writes into read-only directories (root)")
-        monkeypatch.setattr(training, "train", lambda trainer: pytest.fail("training started"))
-        line = _stops(ARGV + ["--save", str(save)], capsys, 2)
-        assert line.startswith(f"error: --save {save} is not writable (Permission denied"), line
+        if os.geteuid() == 0:
+            line = _save_refused_without_dac_override(ARGV + ["--save", str(save)])
+        else:
+            monkeypatch.setattr(training, "train", lambda trainer: pytest.fail("training started"))
+            line = _stops(ARGV + ["--save", str(save)], capsys, 2)
+        assert os.listdir(save) == []
     finally:
         save.chmod(0o755)
+    where = re.escape(str(save))
+    assert re.fullmatch(rf"error: --save {where} is not writable \(Permission denied: {where}/\.write_probe_\S+\); "
+                        r"make it writable or point --save elsewhere", line), line
+
+
+def _save_refused_without_dac_override(argv: List[str]) -> str:
+    """As root: ``pretrain_gpt.py argv`` in a child whose capability bounding set lacks CAP_DAC_OVERRIDE (root
+    then obeys file modes, as any user does); its one ``error:`` line (exit 2, no traceback)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_capbset_drop, cap_dac_override = 24, 1  # <linux/prctl.h>, <linux/capability.h>
+
+    def drop() -> None:
+        if libc.prctl(pr_capbset_drop, cap_dac_override, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE)")
+
+    done = subprocess.run([sys.executable, str(REPO / "pretrain_gpt.py"), *argv], cwd=str(REPO),
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          timeout=300, preexec_fn=drop)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    lines = _error_lines(done.stderr)
+    assert len(lines) == 1, done.stderr
+    return lines[0]
 
 
 # ------------------------------------------------------------------------------- Ctrl-C

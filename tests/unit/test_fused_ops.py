@@ -345,5 +345,6 @@ def test_bf16_training_with_every_fast_path_equals_the_plain_run() -> None:
     with pytest.warns(RuntimeWarning, match="--use-flash-attn"):
         fast = run(ARGV + FLAGS + ["--bf16", "--use-torch-compile", "--cross-entropy-chunk-size", "16"])
     assert len(fast.losses) == len(plain.losses) == 20
-    torch.testing.assert_close(torch.tensor(fast.losses), torch.tensor(plain.losses), rtol=2e-2, atol=0)
     assert plain.losses[-1] < plain.losses[0] - 0.1, "the run must learn, or agreement proves little"
+    # bf16 rounding moves the losses by ~1e-3; the run lowers them by ~0.12 (rtol 2e-2 would allow 0.09)
+    torch.testing.assert_close(torch.tensor(fast.losses), torch.tensor(plain.losses), rtol=0, atol=5e-3)

@@ -125,7 +125,45 @@ def test_the_loss_equals_the_formulas_from_full_logits(tmp_path: Path, loss_type
         kls.append(float(batch["ref_logp"].numel()))
     expected = torch.stack(losses).mean().item()
     assert result.stats["lm loss"] == pytest.approx(expected, rel=1e-5, abs=1e-7)
-    assert result.stats["kl"] > 0 and 0 <= result.stats["clip fraction"] <= 1
+    clipped = [_reference_clip_fraction(trainer, batch, 0.1, 0.15) for batch in batches]
+    assert result.stats["kl"] > 0 and sum(clipped) > 0  # the first update moved some tokens past the clip
+    assert result.stats["clip fraction"] == pytest.approx(sum(clipped) / len(clipped), rel=1e-5, abs=1e-7)
+
+
+def _reference_clip_fraction(trainer, batch, clip: float, clip_high: float) -> float:
+    """The share of ``batch``'s completion tokens whose gradient the clip removes (TRL's definition): ratio below
+    1 - clip with a negative advantage, or above 1 + clip_high with a positive one."""
+    with torch.no_grad():
+        logits = trainer.models[0](batch["tokens"]).float()  # [rows, s, v]
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, batch["labels"].unsqueeze(-1)).squeeze(-1)
+    ratio, advantages, mask = torch.exp(logp - batch["old_logp"]), batch["advantages"].unsqueeze(1), batch["mask"]
+    clipped = ((ratio < 1 - clip) & (advantages < 0)) | ((ratio > 1 + clip_high) & (advantages > 0))  # [rows, s]
+    return float((clipped * mask).sum() / mask.sum())
+
+
+@pytest.mark.parametrize("scale", ["group", "none"])
+def test_the_rollout_s_advantages_are_per_group(tmp_path: Path, scale: str) -> None:
+    """Each prompt's G generations, written out: advantages ``(r - mean_G) / (std_G + 1e-4)`` (mean 0 and,
+    unless the rewards are equal, std 1), or ``r - mean_G`` with ``--scale-rewards none``; the micro-batches
+    carry them in the same order."""
+    trainer = grpo_trainer(prompt_dataset(tmp_path), "--scale-rewards", scale, "--train-iters", "1")
+    iterator = trainer.train_iterator()
+    trainer.train_step(iterator)
+    rollout, groups = trainer.task.last_rollout, 8
+    rewards = rollout["rewards"].double().view(-1, groups)  # [prompts, G]
+    advantages = rollout["advantages"].double().view(-1, groups)
+    carried = torch.cat([batch["advantages"] for batch in iterator.micro_batches]).double().view(-1, groups)
+    means = rewards.mean(dim=1, keepdim=True)
+    assert means.unique().numel() > 1 and (rewards.std(dim=1) > 0).any()  # groups differ and vary
+    expected = rewards - means
+    if scale == "group":
+        expected = expected / (rewards.std(dim=1, keepdim=True) + 1e-4)  # the unbiased std, TRL's
+        varying = rewards.std(dim=1) > 0
+        assert advantages[varying].std(dim=1).sub(1).abs().max() < 2e-3  # std 1 up to the eps
+    torch.testing.assert_close(advantages.mean(dim=1), torch.zeros(len(rewards), dtype=torch.float64), atol=1e-6,
+                               rtol=0)
+    torch.testing.assert_close(advantages, expected, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(carried, expected, rtol=1e-6, atol=1e-7)
 
 
 def test_dapo_sums_tokens_over_the_global_batch(tmp_path: Path) -> None:

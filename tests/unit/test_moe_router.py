@@ -251,3 +251,49 @@ def test_router_dtype_routes_and_sums_in_that_dtype(router_dtype: str, torch_dty
     assert summed.dtype == torch.bfloat16 and torch.equal(summed, expected.to(torch.bfloat16))
     with pytest.raises(ValueError, match="--moe-router-dtype 'fp16' is not one of fp32, fp64"):
         TransformerConfig(**{**SMALL, "num_experts": 8, "moe_router_dtype": "fp16"})
+
+
+def _last_router_gradient(coeff: float) -> Tuple[torch.Tensor, torch.Tensor]:
+    """One training step of a 2-layer MoE model at --moe-aux-loss-coeff / --moe-z-loss-coeff ``coeff`` over 3
+    micro-batches: the last layer's router weight gradient, and ``d(mean over micro-batches of its router
+    losses) / dW`` recomputed from the router inputs the step saw."""
+    from mindspeed_llm.training.training import setup
+
+    losses = ["--moe-aux-loss-coeff", str(coeff), "--moe-z-loss-coeff", str(coeff)] if coeff else []
+    trainer = setup(["--num-layers", "2", "--hidden-size", "16", "--num-attention-heads", "4", "--seq-length", "8",
+                     "--micro-batch-size", "1", "--global-batch-size", "3", "--train-iters", "2", "--lr", "1e-3",
+                     "--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "64", "--device", "cpu",
+                     "--num-experts", "4", "--moe-router-topk", "2", "--hidden-dropout", "0", "--attention-dropout",
+                     "0", "--clip-grad", "0", "--eval-iters", "0", "--seed", "3"] + losses)
+    router = [m for m in trainer.model.modules() if isinstance(m, TopKRouter)][-1]
+    before = {name: value.clone() for name, value in router.state_dict().items()}  # the step updates them
+    inputs: List[torch.Tensor] = []
+    hook = router.register_forward_hook(lambda module, args, output: inputs.append(args[0].detach().clone()))
+    seen: List[torch.Tensor] = []
+    step = trainer.optimizer.step
+
+    def read_then_step():  # the gradient as the optimizer gets it (its update may reuse the buffer)
+        seen.append(router.weight.main_grad.clone())
+        return step()
+
+    trainer.optimizer.step = read_then_step
+    trainer.train_step(trainer.train_iterator())
+    hook.remove()
+    (gradient,) = seen
+    own = torch.zeros_like(router.weight)
+    router.load_state_dict(before)
+    for hidden in inputs:  # [s, b, h] per micro-batch; the step's loss is the micro-batches' mean
+        values = list(router(hidden).losses.values())
+        if values:
+            own += torch.autograd.grad(sum(values), router.weight)[0] / len(inputs)
+    assert len(inputs) == 3
+    return gradient, own
+
+
+def test_router_losses_add_their_gradient_over_micro_batches() -> None:
+    """The aux and z losses reach the router weights as if added to each micro-batch's loss: the gradient at
+    coefficients c minus the one at 0 is c's losses' own gradient (the LM loss's part cancels)."""
+    with_losses, own = _last_router_gradient(0.1)
+    without, nothing = _last_router_gradient(0.0)
+    assert nothing.abs().sum() == 0 and own.abs().sum() > 0
+    torch.testing.assert_close(with_losses - without, own, rtol=1e-4, atol=1e-5 * float(own.abs().max()))

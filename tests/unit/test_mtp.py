@@ -288,3 +288,35 @@ def _replace(argv: List[str], flag: str, value: str) -> List[str]:
     out = list(argv)
     out[out.index(flag) + 1] = value
     return out
+
+
+def _forward_step(factor: str) -> tuple:
+    """The pretraining task's loss, statistics and MTP-module gradients on the first micro-batch, with
+    ``--mtp-loss-scaling-factor factor`` (same seed, so the same weights and batch for every factor)."""
+    from mindspeed_llm.training.training import setup
+
+    trainer = setup(BASE + ["--mtp-num-layers", str(DEPTH), "--mtp-loss-scaling-factor", factor,
+                            "--global-batch-size", "2", "--mock-data", "--tokenizer-type", "NullTokenizer",
+                            "--vocab-size", "64", "--device", "cpu", "--hidden-dropout", "0", "--attention-dropout",
+                            "0", "--eval-iters", "0", "--seed", "5", "--untie-embeddings-and-output-weights",
+                            "--normalization", "RMSNorm", "--swiglu"])
+    model = trainer.model
+    loss, stats = trainer.task.forward_step(next(trainer.train_iterator()), model)
+    loss.backward()
+    grads = {n: p.main_grad.clone() for n, p in model.named_parameters() if n.startswith("mtp.")}  # the DP buffers
+    return loss.detach(), stats, grads
+
+
+def test_the_task_adds_the_scaled_mtp_loss() -> None:
+    """The returned loss is ``lm loss + factor / D * sum_k mtp_k loss``, and the MTP modules' gradients (which the
+    LM loss does not reach) scale with the factor: 3x at 0.3 what they are at 0.1."""
+    low, high = _forward_step("0.1"), _forward_step("0.3")
+    for factor, (loss, stats, _) in ((0.1, low), (0.3, high)):
+        mtp = sum(stats[f"mtp_{k} loss"] for k in range(1, DEPTH + 1))
+        assert stats["mtp_1 loss"] > 1.0
+        torch.testing.assert_close(loss, stats["lm loss"] + factor / DEPTH * mtp, rtol=1e-6, atol=0)
+    assert low[2] and low[2].keys() == high[2].keys()
+    for name, grad in low[2].items():
+        assert grad.abs().sum() > 0, name
+        # fp32 rounding differs between the two backward passes: a tolerance of 1e-5 of the gradient's size
+        torch.testing.assert_close(high[2][name], 3 * grad, rtol=1e-4, atol=3e-5 * float(grad.abs().max()))

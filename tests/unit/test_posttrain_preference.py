@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 import pytest
@@ -195,6 +195,93 @@ def test_simpo_learns_the_preference(tmp_path: Path) -> None:
     assert steps[-1].loss < 0.5 * steps[0].loss and steps[-1].stats["rewards/accuracies"] == 1.0
     first = steps[0].stats  # the objective follows from the logged mean log-probs (rewards = beta x mean)
     assert abs(first["rewards/chosen"] / 2.5 - first["logps/chosen"]) < 1e-5
+
+
+class _Recording:
+    """The trainer's micro-batches, passed through and kept (``seen``) for the test to recompute."""
+
+    def __init__(self, iterator) -> None:
+        self.iterator, self.seen = iterator, []
+
+    def __iter__(self) -> "_Recording":
+        return self
+
+    def __next__(self):
+        self.seen.append(next(self.iterator))
+        return self.seen[-1]
+
+
+def _log_probs(trainer, weights: Dict[str, torch.Tensor], batch) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Each row's summed log-prob of its reply tokens and their count ``[2b]`` under ``weights``, from the full
+    logits; the model's weights are put back afterwards."""
+    model = trainer.model
+    current = {name: p.detach().clone() for name, p in model.named_parameters()}
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.copy_(weights[name])
+        logits = model(batch["tokens"]).double()  # [2b, s, v]
+        for name, param in model.named_parameters():
+            param.copy_(current[name])
+    mask = batch["loss_mask"].double()  # [2b, s]
+    logp = torch.log_softmax(logits, -1).gather(-1, batch["labels"].clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return (logp * mask).sum(-1), mask.sum(-1)
+
+
+def _second_step(trainer) -> Tuple[float, List, Dict[str, torch.Tensor], Dict[str, torch.Tensor]]:
+    """The second step's loss and micro-batches, the initial weights and those the second step saw."""
+    iterator = _Recording(trainer.train_iterator())
+    initial = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    trainer.train_step(iterator)
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    iterator.seen.clear()
+    return trainer.train_step(iterator).loss, list(iterator.seen), initial, before
+
+
+def _smoothed(x: float, smoothing: float) -> float:
+    """The conservative sigmoid loss of a scaled margin ``x``: ``-(1 - e) log s(x) - e log s(-x)``."""
+    return -(1 - smoothing) * _logsigmoid(x) - smoothing * _logsigmoid(-x)
+
+
+def test_dpo_logs_the_smoothed_loss_once_policy_and_reference_differ(tmp_path: Path) -> None:
+    """At step 2 (the reference is the initial policy) the logged loss is the mean over pairs of
+    ``-(1 - e) log s(beta h) - e log s(-beta h)``, ``h = (pc - rc) - (pr - rr)`` from the full logits."""
+    beta, smoothing = 0.5, 0.3
+    prefix, _ = pairwise_dataset(tmp_path)
+    trainer = _trainer("dpo", prefix, "--dpo-beta", str(beta), "--dpo-label-smoothing", str(smoothing),
+                       "--train-iters", "2")
+    loss, batches, initial, before = _second_step(trainer)
+    expected, unsmoothed, margins = [], [], []
+    for batch in batches:  # the step's loss: the mean over micro-batches of the mean over their pairs
+        policy = _log_probs(trainer, before, batch)[0].tolist()
+        reference = _log_probs(trainer, initial, batch)[0].tolist()
+        half = len(policy) // 2  # chosen rows first
+        h = [(policy[i] - reference[i]) - (policy[half + i] - reference[half + i]) for i in range(half)]
+        expected.append(np.mean([_smoothed(beta * x, smoothing) for x in h]))
+        unsmoothed.append(np.mean([_smoothed(beta * x, 0.0) for x in h]))
+        margins += h
+    assert max(abs(beta * x) for x in margins) > 0.05  # the policy moved off its reference
+    assert abs(np.mean(expected) - np.mean(unsmoothed)) > 1e-3  # the smoothing shows
+    assert loss == pytest.approx(np.mean(expected), rel=1e-5, abs=1e-6)
+
+
+def test_simpo_logs_its_formula_with_gamma_and_beta(tmp_path: Path) -> None:
+    """SimPO's logged loss is the mean over pairs of ``-(1 - e) log s(beta (mc - mr - gamma/beta)) - e log
+    s(-...)`` of the mean token log-probs (the margin term and the smoothing both show)."""
+    beta, ratio, smoothing = 2.0, 0.6, 0.2
+    prefix, _ = pairwise_dataset(tmp_path)
+    trainer = _trainer("simpo", prefix, "--simpo-beta", str(beta), "--gamma-beta-ratio", str(ratio),
+                       "--simpo-label-smoothing", str(smoothing), "--train-iters", "2")
+    loss, batches, _, before = _second_step(trainer)
+    expected, other = [], []
+    for batch in batches:
+        sums, counts = _log_probs(trainer, before, batch)
+        means = (sums / counts).tolist()
+        half = len(means) // 2
+        margins = [means[i] - means[half + i] for i in range(half)]
+        expected.append(np.mean([_smoothed(beta * (m - ratio), smoothing) for m in margins]))
+        other.append(np.mean([_smoothed(beta * m - ratio, smoothing) for m in margins]))  # gamma not times beta
+    assert abs(np.mean(expected) - np.mean(other)) > 1e-2
+    assert loss == pytest.approx(np.mean(expected), rel=1e-5, abs=1e-6)
 
 
 def test_the_reward_model_scores_the_last_token_and_learns(tmp_path: Path) -> None:
