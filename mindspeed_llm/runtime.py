@@ -132,11 +132,12 @@ class WeightSource:
 
     ``flag``: None for the run's own ``--load`` (messages start with the file), else the flag that named the
     directory (``--ref-model``: messages start with it); ``missing``: the line when the directory has no tracker
-    file (None: return None, the caller decides); ``misfit``: what the weights were meant for and the hint."""
+    file (None: return None, the caller decides); ``misfit``: what the weights were meant for and the hint (None:
+    the loader's own errors stand); ``check_settings``: compare the architecture settings it stores."""
     directory: str
     flag: Optional[str] = None
     missing: Optional[str] = None
-    misfit: str = "this model"
+    misfit: Optional[str] = "this model"
     hint: str = "; check the model flags against the checkpoint's"
     check_settings: bool = True
 
@@ -151,12 +152,12 @@ def find_rank_file(directory: str, state: ParallelState) -> Optional[tuple]:
 
 
 def read_checked(source: WeightSource, found: tuple, chunks: Sequence[torch.nn.Module], args: argparse.Namespace,
-                 state: ParallelState, check: Callable[[Dict[str, Any]], None] = lambda content: None
+                 state: ParallelState, check: Callable[[Dict[str, Any], str], None] = lambda content, path: None
                  ) -> LoadedCheckpoint:
     """This rank's file read and checked: ``check`` (the caller's own rule), then the layout, then the settings."""
     path, iteration, release = found
     content = checkpointing.load_file(path)
-    check(content)
+    check(content, path)
     checkpointing.check_layout(content, path, state.tp, state.pp, len(chunks), args.expert_model_parallel_size,
                                args.expert_tensor_parallel_size or state.tp)
     if source.check_settings:
@@ -166,7 +167,7 @@ def read_checked(source: WeightSource, found: tuple, chunks: Sequence[torch.nn.M
 
 def load_model_weights(chunks: Sequence[torch.nn.Module], source: WeightSource, args: argparse.Namespace,
                        state: ParallelState, load: Optional[Callable[[Dict[str, Any], str], None]] = None,
-                       check: Callable[[Dict[str, Any]], None] = lambda content: None,
+                       check: Callable[[Dict[str, Any], str], None] = lambda content, path: None,
                        found: Optional[tuple] = None) -> Optional[LoadedCheckpoint]:
     """Load this rank's part of ``source`` into ``chunks`` (``load``: how; default strict, chunk by chunk) after
     the checks of :func:`read_checked`; the loaded file, or None when there is no checkpoint and
@@ -177,11 +178,12 @@ def load_model_weights(chunks: Sequence[torch.nn.Module], source: WeightSource, 
             return None
         raise checkpointing.CheckpointError(source.missing)
     loaded = read_checked(source, found, chunks, args, state, check)
+    load = load or (lambda content, path: checkpointing.load_model_state_dicts(chunks, content))
+    if source.misfit is None:
+        load(loaded.content, loaded.path)
+        return loaded
     try:
-        if load is None:
-            checkpointing.load_model_state_dicts(chunks, loaded.content)
-        else:
-            load(loaded.content, loaded.path)
+        load(loaded.content, loaded.path)
     except (RuntimeError, KeyError) as error:
         raise checkpointing.CheckpointError(f"{source.label(loaded.path)}: weights do not fit {source.misfit} "
                                             f"({str(error).splitlines()[0][:300]}){source.hint}") from None

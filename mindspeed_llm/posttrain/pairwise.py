@@ -376,7 +376,7 @@ def load_reference(chunks: List[nn.Module], directory: str, trainer, flag: str =
     refused with ``same_tokens`` as the reason."""
     vocab = trainer.config.vocab_size
 
-    def same_vocabulary(content: Dict) -> None:
+    def same_vocabulary(content: Dict, path: str) -> None:
         saved = content.get("transformer_config") or {}
         if saved.get("vocab_size", vocab) != vocab:
             raise checkpointing.CheckpointError(f"{flag} {directory} has a vocabulary of {saved['vocab_size']} "

@@ -25,6 +25,7 @@ from torch import nn
 
 from core.parallel_state import ParallelState
 from core.transformer.config import TransformerConfig
+from mindspeed_llm.runtime import LoadedCheckpoint
 
 
 @dataclass
@@ -36,14 +37,6 @@ class TransformContext:
     state: ParallelState
     models: List[nn.Module]
     reload_weights: Callable[[], None]
-
-
-@dataclass
-class ResumePoint:
-    """A checkpoint file (already read) that holds the run's state to resume: a load hook's answer."""
-    path: str
-    iteration: int
-    content: Dict[str, Any]
 
 
 class ModelTransform:
@@ -68,7 +61,7 @@ class ModelTransform:
         """Load the ``--load`` checkpoint's weights into ``models`` itself (True), or leave it to the trainer."""
         return False
 
-    def after_load(self, context: TransformContext) -> Optional[ResumePoint]:
+    def after_load(self, context: TransformContext) -> Optional[LoadedCheckpoint]:
         """The load hook, after ``--load``: a checkpoint to resume the run's state from, or None."""
         return None
 

@@ -61,8 +61,9 @@ from core.tensor_parallel.param_meta import param_meta
 from core.tensor_parallel.lora import LoraConfig, LoraTargetError, add_lora, check_targets, is_adapter
 from mindspeed_llm.arguments import ArgumentError, transformer_config_from_args
 from mindspeed_llm.models.registry import RegistryError, TensorContext, find_rule, get_family, to_ours
+from mindspeed_llm.runtime import LoadedCheckpoint, WeightSource, load_model_weights
 from mindspeed_llm.transforms import peft_format
-from mindspeed_llm.transforms.base import ModelTransform, ResumePoint, TransformContext, register_transform
+from mindspeed_llm.transforms.base import ModelTransform, TransformContext, register_transform
 
 DEFAULT_R, DEFAULT_ALPHA = 16, 32.0
 LORA_RECORD = "lora"  # the checkpoint entry describing the adapters
@@ -174,7 +175,7 @@ def load_adapter_weights(models: Sequence[nn.Module], checkpoint: Dict[str, Any]
         load_non_strict(model, saved)  # the frozen base is "missing"
 
 
-def load_adapters(context: TransformContext, lora: LoraConfig) -> Optional[ResumePoint]:
+def load_adapters(context: TransformContext, lora: LoraConfig) -> Optional[LoadedCheckpoint]:
     """``--lora-load``: the adapters of an adapter checkpoint, which the trainer then resumes the run's state
     from (the optimizer, the schedule, the iteration and the RNG states; with ``--finetune`` nothing more); or
     a PEFT directory's adapters (nothing to resume)."""
@@ -183,17 +184,15 @@ def load_adapters(context: TransformContext, lora: LoraConfig) -> Optional[Resum
     if peft_format.is_peft_dir(root):
         load_peft_adapters(context, lora, root)
         return None
+    missing = (f"--lora-load {root}: no adapter checkpoint there (no {checkpointing.TRACKER_FILENAME}); pass a "
+               "directory --save wrote")
     if not os.path.isdir(root) or checkpointing.read_tracker(root) is None:
-        raise checkpointing.CheckpointError(f"--lora-load {root}: no adapter checkpoint there (no "
-                                            f"{checkpointing.TRACKER_FILENAME}); pass a directory --save wrote")
-    path, iteration, _ = checkpointing.find_checkpoint(root, state.tp_rank, state.pp_rank, state.pp,
-                                                             state.ep_group.rank, state.ep)
-    checkpoint = checkpointing.load_file(path)
-    _check_record(checkpoint.get(LORA_RECORD), lora, path)
-    checkpointing.check_layout(checkpoint, path, state.tp, state.pp, len(context.models),
-                               args.expert_model_parallel_size, args.expert_tensor_parallel_size or state.tp)
-    load_adapter_weights(context.models, checkpoint, path)
-    return ResumePoint(path, iteration, checkpoint)
+        raise checkpointing.CheckpointError(missing)
+    source = WeightSource(root, flag="--lora-load", missing=missing, misfit=None, check_settings=False)
+    loaded = load_model_weights(context.models, source, args, state,
+                                load=lambda content, path: load_adapter_weights(context.models, content, path),
+                                check=lambda content, path: _check_record(content.get(LORA_RECORD), lora, path))
+    return loaded
 
 
 def _peft_rule_of(args: argparse.Namespace, config: Any, root: str) -> peft_format.RuleOf:
@@ -365,7 +364,7 @@ class LoraTransform(ModelTransform):
         load_base_weights(models, content, path)  # the adapters come from --lora-load
         return True
 
-    def after_load(self, context: TransformContext) -> Optional[ResumePoint]:
+    def after_load(self, context: TransformContext) -> Optional[LoadedCheckpoint]:
         return load_adapters(context, self.config) if context.args.lora_load else None
 
 

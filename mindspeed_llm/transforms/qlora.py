@@ -32,7 +32,8 @@ from core.quantization.nf4_linear import (QUANTIZABLE_LINEARS, NF4Tensor, check_
                                           dequantized_state_dict, quantize_linear_)
 from core.tensor_parallel.lora import LORA_CLASSES, is_adapter
 from mindspeed_llm.arguments import ArgumentError
-from mindspeed_llm.transforms.base import ResumePoint, TransformContext, register_transform
+from mindspeed_llm.runtime import LoadedCheckpoint
+from mindspeed_llm.transforms.base import TransformContext, register_transform
 from mindspeed_llm.transforms.lora import LORA_RECORD, LoraTransform, lora_config_from_args
 
 
@@ -123,7 +124,7 @@ class QLoraTransform(LoraTransform):
         payload = super().save_state(payload, models)
         return merged_checkpoint_payload(models, payload) if self.save_dequantized else payload
 
-    def after_load(self, context: TransformContext) -> Optional[ResumePoint]:
+    def after_load(self, context: TransformContext) -> Optional[LoadedCheckpoint]:
         resume = super().after_load(context)
         quantize_base(context.models, context.args.lora_target_modules)  # before the task sees the model
         return resume
