@@ -50,7 +50,8 @@ from core.transformer.context_parallel import context_parallel_for, split_batch
 from core.transformer.fused import fused_kernels_line
 from core.transformer.moe.aux_losses import aux_loss_names, take_tracked_aux_losses
 from core.transformer.moe.router import update_expert_biases
-from mindspeed_llm.arguments import ArgumentError, entry_only_flags_given, parse_and_validate, transformer_config_from_args
+from mindspeed_llm.arguments import (ArgumentError, entry_only_flags_given, parse_and_validate,
+                                     transformer_config_from_args)
 from mindspeed_llm.runtime import (WeightSource, build_chunks, check_device, find_rank_file, init_distributed,
                                    is_last_rank, load_model_weights, print_rank_0, print_rank_last, process_groups,
                                    tokenizer_and_vocab)
@@ -211,7 +212,7 @@ class Trainer:
 
     @property
     def frozen_base(self) -> bool:
-        """A transform froze the base weights (LoRA): they get no gradient, and --load gives only them."""
+        """A transform froze the base weights: they get no gradient, and --load gives only them."""
         return any(transform.freezes_base for transform in self.transforms)
 
     # ---- data -------------------------------------------------------------------------------
@@ -480,7 +481,7 @@ class Trainer:
         print_rank_0(f"loaded checkpoint {path} (iteration {self.iteration})")
 
     def _load_weights(self, content: Dict[str, Any], path: str) -> None:
-        """A transform that loads the base itself (LoRA: the adapters may be missing), else the model entries."""
+        """A transform that loads the base itself (one whose added weights are not in it), else the model entries."""
         if not any(transform.load_base(self.models, content, path) for transform in self.transforms):
             self.dp.load_model_state(content)
 

@@ -1,4 +1,4 @@
-"""QLoRA as a model transform (LoRA over an NF4-stored base): ``--qlora`` stores the LoRA-targeted base linears as NF4; ``--qlora-save-dequantize``.
+"""QLoRA as a model transform (LoRA over an NF4-stored base): ``--qlora``, ``--qlora-save-dequantize``.
 
 ``--qlora`` (with ``--lora-target-modules``, as MindSpeed-LLM's): once the base model is loaded
 (its load hook, after ``--load`` and ``--lora-load``), the weight of every targeted column/row-parallel linear of
