@@ -3,8 +3,9 @@
 Training (``training/training.py``), generation and evaluation (``inference/loading.py``), DPO's and GRPO's
 reference models and GRPO's reward model (``posttrain/pairwise.py``) all come through here:
 
-* :func:`init_distributed` picks the device and starts the default process group under torchrun;
-  :func:`process_groups` builds the layout's groups (``core/parallel_state.py``) from the flags;
+* :func:`tokenizer_and_vocab` builds the tokenizer (and the vocabulary size from it);
+* :func:`start_processes`: :func:`init_distributed` picks the device and starts the default process group
+  under torchrun, :func:`process_groups` builds the layout's groups (``core/parallel_state.py``) from the flags;
 * :func:`build_chunks` builds this pipeline rank's model chunks (one per virtual stage) on the meta device,
   applies the given hooks there (the model transforms' build hooks) and initialises them;
 * :func:`load_model_weights` is the one checkpoint spine: find this rank's file of a checkpoint directory,
@@ -20,7 +21,7 @@ import argparse
 import os
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -83,6 +84,14 @@ def process_groups(args: argparse.Namespace, backend: str) -> ParallelState:
                                           args.expert_tensor_parallel_size),
                       vpp=args.virtual_pipeline_model_parallel_size, backend=backend,
                       timeout=distributed_timeout(args))
+
+
+def start_processes(args: argparse.Namespace) -> Tuple[Accelerator, ParallelState]:
+    """The device, the default process group and the layout's groups (``--distributed-backend`` defaults to the
+    device's)."""
+    acc = init_distributed(args)
+    args.distributed_backend = args.distributed_backend or acc.backend
+    return acc, process_groups(args, args.distributed_backend)
 
 
 # ---- model chunks ---------------------------------------------------------------------------------

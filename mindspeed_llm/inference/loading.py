@@ -19,8 +19,7 @@ from core.models.gpt_model import GPTModel
 from core.parallel_state import ParallelState
 from core.tensor_parallel.random import model_parallel_seed
 from mindspeed_llm.arguments import ArgumentError, parse_and_validate, transformer_config_from_args
-from mindspeed_llm.runtime import (WeightSource, build_chunks, init_distributed, load_model_weights, process_groups,
-                                   tokenizer_and_vocab)
+from mindspeed_llm.runtime import WeightSource, build_chunks, load_model_weights, start_processes, tokenizer_and_vocab
 
 # flags training requires that generation does not use: (flag, placeholder)
 PLACEHOLDERS = (("--train-iters", "1"), ("--lr", "0.0"), ("--micro-batch-size", "8"))
@@ -88,8 +87,7 @@ def setup_inference(argv: Optional[Sequence[str]],
                          "tools/convert_ckpt.py)")
     tokenizer = tokenizer_and_vocab(args)
     config = dataclasses.replace(transformer_config_from_args(args), sequence_parallel=False)
-    acc = init_distributed(args)
-    state = process_groups(args, args.distributed_backend or acc.backend)
+    acc, state = start_processes(args)
     model_parallel_seed(args.seed, state.tp_rank, state.pp_rank)
     model = build_chunks(args, config, state, acc.device, virtual=False)[0]  # this stage's layers
     load_weights(model, args, state)

@@ -10,7 +10,12 @@ one Megatron-format line per ``--log-interval`` iterations, evaluating every
 receive the same figures (``loggers.py``).
 
 What is trained is the task's business (``task.py``: datasets, collate,
-forward step, named statistics); the loop never looks at it.
+forward step, named statistics); the loop never looks at it. Devices, process
+groups, model chunks and the checkpoint spine come from ``mindspeed_llm/runtime.py``;
+the run's progress (iteration, samples, schedule, RNG) is ``train_state.py``; the
+model transforms the flags ask for (``mindspeed_llm/transforms/``) change the
+model, what is saved and what is loaded through one protocol, and the trainer
+names none of them.
 :class:`Trainer` holds the pieces so that tests can drive single steps.
 """
 from __future__ import annotations
@@ -52,8 +57,8 @@ from core.transformer.moe.aux_losses import aux_loss_names, take_tracked_aux_los
 from core.transformer.moe.router import update_expert_biases
 from mindspeed_llm.arguments import (ArgumentError, entry_only_flags_given, parse_and_validate,
                                      transformer_config_from_args)
-from mindspeed_llm.runtime import (WeightSource, build_chunks, check_device, find_rank_file, init_distributed,
-                                   is_last_rank, load_model_weights, print_rank_0, print_rank_last, process_groups,
+from mindspeed_llm.runtime import (WeightSource, build_chunks, check_device, find_rank_file, is_last_rank,
+                                   load_model_weights, print_rank_0, print_rank_last, start_processes,
                                    tokenizer_and_vocab)
 from mindspeed_llm.training import dist_checkpoint, failures
 from mindspeed_llm.training.exit_conditions import ExitConditions
@@ -539,9 +544,7 @@ def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pre
     tokenizer_and_vocab(args)  # a missing or unreadable tokenizer stops the run here (TokenizerError)
     transforms = build_transforms(args, transformer_config_from_args(args))  # checked before any process group
     check_device(args)
-    acc = init_distributed(args)
-    args.distributed_backend = args.distributed_backend or acc.backend
-    state = process_groups(args, args.distributed_backend)
+    acc, state = start_processes(args)
     trainer = Trainer(args, state, acc, task, transforms)
     if args.auto_resume and not args.load:  # validation pointed --load at --save when it exists
         print_rank_0(f"--auto-resume: no checkpoint in --save {args.save} yet; starting fresh")

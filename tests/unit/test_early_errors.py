@@ -206,7 +206,7 @@ def tripwires(monkeypatch):
     def reached(*_args, **_kwargs):
         raise ProcessGroupReached("the run reached the process groups / the model")
 
-    for module, name in ((training, "init_distributed"), (runtime, "initialize"), (training, "Trainer")):
+    for module, name in ((runtime, "init_distributed"), (runtime, "initialize"), (training, "Trainer")):
         monkeypatch.setattr(module, name, reached)
 
 
