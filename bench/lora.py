@@ -60,7 +60,7 @@ def optimizer_bytes(trainer) -> int:
 
 def static_bytes(trainer) -> int:
     """Weights (NF4 storage included), gradient buffers and optimizer state, summed (the CPU's account)."""
-    from mindspeed_llm.posttrain.qlora import base_weight_bytes
+    from mindspeed_llm.transforms.qlora import base_weight_bytes
 
     grads = sum(_bytes(b.data for b in buffers.buffers) for buffers in trainer.dp.grad_buffers)
     return base_weight_bytes(trainer.models) + grads + optimizer_bytes(trainer)

@@ -634,7 +634,7 @@ def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
                        help="modules trained fully beside the adapters (and saved with them)")
     group.add_argument("--qlora", action="store_true",
                        help="QLoRA: store the --lora-target-modules base linears as NF4 (blocksize 64, double "
-                            "quantisation 256) once the base is loaded (mindspeed_llm/posttrain/qlora.py)")
+                            "quantisation 256) once the base is loaded (mindspeed_llm/transforms/qlora.py)")
     group.add_argument("--qlora-save-dequantize", action="store_true",
                        help="QLoRA: --save writes the merged model (dequantised NF4 base plus the adapters) as a "
                             "plain checkpoint instead of the adapters")

@@ -21,7 +21,7 @@ Megatron -> Megatron (re-shard to another TP/PP/VPP layout)::
 LoRA adapters (a ``--lora-target-modules`` run's ``--save``) over their mg base -> HF, merged
 (``W + alpha/r B A`` per projection, in fp32, modules to save replaced) or, with ``--save-lora-to-hf``, as
 PEFT's ``adapter_config.json`` + ``adapter_model.safetensors`` (fused qkv / gate-up adapters split per HF
-projection by the registry's own row transform, sharing ``A``; ``mindspeed_llm/posttrain/peft_format.py``).
+projection by the registry's own row transform, sharing ``A``; ``mindspeed_llm/transforms/peft_format.py``).
 ``--save-model-type mg`` (or ``megatron``) writes the merged model as a plain sharded checkpoint at any
 target layout instead: the base of the next stage (DPO with fresh adapters after a LoRA SFT). Adapters of a
 reward model (``--stage orm``: they hold its trained ``value_head.weight`` too, over a plain language-model base)
@@ -194,7 +194,7 @@ from core.transformer.config import TransformerConfig
 from mindspeed_llm.flags import FlagParser, add_pipeline_layout_args
 from mindspeed_llm.models import megatron_format
 from mindspeed_llm.models.qkv_layout import interleaved_to_ours, ours_to_interleaved
-from mindspeed_llm.posttrain import peft_format
+from mindspeed_llm.transforms import peft_format
 from mindspeed_llm.models.registry import (
     IGNORED_HF_TENSORS,
     Family,

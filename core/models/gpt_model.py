@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 import zlib
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +26,7 @@ from core.parallel_state import GROUP_DIMS, Group, ParallelState
 from core.pipeline_parallel.layout import Placement, chunk_specs
 from core.tensor_parallel.cross_entropy import (CROSS_ENTROPY_CHUNK, linear_vocab_parallel_cross_entropy,
                                                vocab_parallel_cross_entropy)
-from core.tensor_parallel.lora import LORA_INIT, LoraConfig, add_lora, lora_init_bound
+from core.tensor_parallel.lora import LORA_INIT, lora_init_bound
 from core.tensor_parallel.layers import (ColumnParallelLinear, VocabParallelEmbedding, column_parallel_input,
                                         column_parallel_linear, mark_param, weight_grads_deferred)
 from core.tensor_parallel.mappings import gather_from_sequence_parallel_region, gather_from_tensor_model_parallel_region
@@ -381,20 +381,24 @@ def materialize(model: nn.Module, device: torch.device, seed: int, config: Trans
     return model
 
 
+MetaHook = Callable[[nn.Module], None]  # a change to a model built on the meta device, before initialisation
+
+
 def build_model(config: TransformerConfig, state: ParallelState, device: torch.device, seed: int,
-                lora: Optional[LoraConfig] = None, **stage: object) -> GPTModel:
-    """Build on the meta device (with LoRA adapters, the base frozen), then allocate and initialise on ``device``."""
+                meta_hooks: Sequence[MetaHook] = (), **stage: object) -> GPTModel:
+    """Build on the meta device, let ``meta_hooks`` change it there (e.g. attach LoRA adapters, freeze the
+    base), then allocate and initialise on ``device``."""
     with torch.device("meta"):
         model = GPTModel(config, state, **stage)
-        if lora is not None:
-            add_lora(model, lora)
+        for hook in meta_hooks:
+            hook(model)
     return materialize(model, device, seed, config, state)
 
 
 def build_model_chunks(config: TransformerConfig, state: ParallelState, device: torch.device, seed: int,
-                       placement: Placement, lora: Optional[LoraConfig] = None) -> List[GPTModel]:
+                       placement: Placement, meta_hooks: Sequence[MetaHook] = ()) -> List[GPTModel]:
     """This pipeline rank's model chunks (one per virtual stage), initialised independently of TP/PP."""
-    return [build_model(config, state, device, seed, lora, pre_process=spec.pre_process,
+    return [build_model(config, state, device, seed, meta_hooks, pre_process=spec.pre_process,
                         post_process=spec.post_process, layer_numbers=spec.layer_numbers)
             for spec in chunk_specs(placement, state.pp_rank)]
 

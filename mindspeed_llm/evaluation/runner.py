@@ -25,7 +25,7 @@ from mindspeed_llm.evaluation.scoring import Generator, GreedyGenerator, ModelFo
 from mindspeed_llm.evaluation.tasks import BUILDERS, ChoiceQuestion, EvalOptions, OpenQuestion, Question
 from mindspeed_llm.inference.loading import setup_inference
 from mindspeed_llm.tokenizer import build_tokenizer
-from mindspeed_llm.training.training import print_rank_0
+from mindspeed_llm.runtime import print_rank_0
 
 
 # a benchmark flag -> the tasks that read it (given with another task it would be ignored: refused instead)

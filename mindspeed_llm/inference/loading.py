@@ -1,7 +1,7 @@
 """The model of an inference run: flags -> process groups -> this rank's model with the ``--load`` weights.
 
-The same flags, validation and checkpoint checks as training (``mindspeed_llm/arguments.py``,
-``core/checkpointing.py``, ``training.check_saved_settings``), without the optimizer. The training-only
+The same flags, validation, process groups and checkpoint spine as training (``mindspeed_llm/arguments.py``,
+``mindspeed_llm/runtime.py``), without the optimizer. The training-only
 required flags get placeholders when absent (a generation run has no learning rate). Sequence parallelism
 is turned off (a decode step is one token; the weights are the same). Each pipeline rank builds its stage.
 """
@@ -15,13 +15,11 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
 
 from core import checkpointing
-from core.models.gpt_model import GPTModel, build_model_chunks
-from core.pipeline_parallel.layout import stage_layers
-from core.parallel_state import ParallelState, expert_dimension, initialize
+from core.models.gpt_model import GPTModel
+from core.parallel_state import ParallelState
 from core.tensor_parallel.random import model_parallel_seed
-from mindspeed_llm.arguments import ArgumentError, parse_and_validate, set_vocab_size, transformer_config_from_args
-from mindspeed_llm.tokenizer import build_tokenizer
-from mindspeed_llm.training.training import check_saved_settings, init_distributed
+from mindspeed_llm.arguments import ArgumentError, parse_and_validate, transformer_config_from_args
+from mindspeed_llm.runtime import WeightSource, build_chunks, load_model_weights, start_processes, tokenizer_and_vocab
 
 # flags training requires that generation does not use: (flag, placeholder)
 PLACEHOLDERS = (("--train-iters", "1"), ("--lr", "0.0"), ("--micro-batch-size", "8"))
@@ -64,23 +62,10 @@ def _context_length(argv: List[str]) -> Optional[int]:
 
 def load_weights(model: GPTModel, args: argparse.Namespace, state: ParallelState) -> str:
     """Load this rank's part of the ``--load`` checkpoint into ``model``; its path."""
-    found = checkpointing.find_checkpoint(args.load, state.tp_rank, state.pp_rank, state.pp,
-                                          state.ep_group.rank, state.ep)
-    if found is None:
-        raise checkpointing.CheckpointError(f"--load {args.load} has no {checkpointing.TRACKER_FILENAME}; pass a "
-                                            "checkpoint directory (tools/convert_ckpt.py writes one from HF)")
-    path = found[0]
-    checkpoint = checkpointing.load_file(path)
-    checkpointing.check_layout(checkpoint, path, state.tp, state.pp, 1, args.expert_model_parallel_size,
-                               args.expert_tensor_parallel_size or state.tp)
-    check_saved_settings(checkpoint.get("transformer_config"), model.config, path)
-    try:
-        checkpointing.load_model_state_dicts([model], checkpoint)
-    except (RuntimeError, KeyError) as error:
-        raise checkpointing.CheckpointError(f"{path}: weights do not fit this model "
-                                            f"({str(error).splitlines()[0][:300]}); check the model flags "
-                                            "against the checkpoint's or pass --use-checkpoint-args") from None
-    return path
+    source = WeightSource(args.load, missing=f"--load {args.load} has no {checkpointing.TRACKER_FILENAME}; pass a "
+                                             "checkpoint directory (tools/convert_ckpt.py writes one from HF)",
+                          hint="; check the model flags against the checkpoint's or pass --use-checkpoint-args")
+    return load_model_weights([model], source, args, state).path
 
 
 def setup_inference(argv: Optional[Sequence[str]],
@@ -100,19 +85,11 @@ def setup_inference(argv: Optional[Sequence[str]],
     if not args.load:
         raise ValueError("inference.py needs --load DIR (a checkpoint of ours; convert HF ones with "
                          "tools/convert_ckpt.py)")
-    tokenizer = build_tokenizer(args)
-    if args.vocab_size is None:  # the model's vocabulary is the tokenizer's
-        set_vocab_size(args, tokenizer.vocab_size)
+    tokenizer = tokenizer_and_vocab(args)
     config = dataclasses.replace(transformer_config_from_args(args), sequence_parallel=False)
-    acc = init_distributed(args)
-    state = initialize(tp=args.tensor_model_parallel_size, pp=args.pipeline_model_parallel_size,
-                       expert_tp=args.expert_tensor_parallel_size,
-                       ep=expert_dimension(args.tensor_model_parallel_size, args.expert_model_parallel_size,
-                                           args.expert_tensor_parallel_size),
-                       backend=args.distributed_backend or acc.backend)
+    acc, state = start_processes(args)
     model_parallel_seed(args.seed, state.tp_rank, state.pp_rank)
-    placement = stage_layers(args.num_layers, state.pp, None, args.num_layer_list)
-    model = build_model_chunks(config, state, acc.device, args.seed, placement)[0]  # this stage's layers
+    model = build_chunks(args, config, state, acc.device, virtual=False)[0]  # this stage's layers
     load_weights(model, args, state)
     model.eval()
     return InferenceSetup(args, state, model, tokenizer)

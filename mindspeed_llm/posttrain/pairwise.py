@@ -40,14 +40,13 @@ from core import checkpointing
 from core.datasets.pairwise_dataset import PAIRWISE_FILES, PairwiseDataset, collate_pairs, pairwise_files_exist
 from core.datasets.sft_dataset import PACKED_FILES, check_packed_files, packed_prefix
 from core.distributed.fsdp import full_model_state_dict, uses_fsdp
-from core.models.gpt_model import build_model_chunks
-from core.pipeline_parallel.layout import stage_layers
 from core.tensor_parallel.lora import adapters_disabled
 from core.transformer.context_parallel import context_parallel_for, split_batch
 from mindspeed_llm.arguments import ArgumentError
 from mindspeed_llm.posttrain.preference_loss import dpo_loss, simpo_loss
 from mindspeed_llm.posttrain.splits import build_split_datasets, check_splits, split_sequence_ids, stored_sequences
 from mindspeed_llm.posttrain.sft import check_prompt_type
+from mindspeed_llm.runtime import WeightSource, build_chunks, load_model_weights
 from mindspeed_llm.tokenizer import build_tokenizer
 from mindspeed_llm.training.pretrain_task import check_token_ids
 from mindspeed_llm.training.task import Batch, Splits, TrainingTask, context_parallel_sum
@@ -356,9 +355,7 @@ def base_model_of(model: nn.Module) -> Iterator[None]:
 def build_reference(trainer, ref_model: Optional[str]) -> List[nn.Module]:
     """Frozen model chunks laid out as the policy's: a copy of its weights now, or ``--ref-model``'s."""
     args, state = trainer.args, trainer.state
-    placement = stage_layers(args.num_layers, state.pp, args.virtual_pipeline_model_parallel_size,
-                             args.num_layer_list)
-    chunks = build_model_chunks(trainer.config, state, trainer.acc.device, args.seed, placement)
+    chunks = build_chunks(args, trainer.config, state, trainer.acc.device)
     if ref_model is None:  # the policy's weights now (under FSDP gathered whole on every rank: the copy is not sharded)
         for reference, policy in zip(chunks, trainer.models):
             reference.load_state_dict(full_model_state_dict(policy, state, on_every_rank=True) if uses_fsdp(args)
@@ -377,26 +374,15 @@ def load_reference(chunks: List[nn.Module], directory: str, trainer, flag: str =
     """``flag DIR`` (``--ref-model``; GRPO's ``--reward-model``): this rank's part of a checkpoint of ours loaded
     into the frozen ``chunks`` (checked against their own config); a vocabulary other than the policy's is
     refused with ``same_tokens`` as the reason."""
-    from mindspeed_llm.training.training import check_saved_settings
+    vocab = trainer.config.vocab_size
 
-    state = trainer.state
-    found = checkpointing.find_checkpoint(directory, state.tp_rank, state.pp_rank, state.pp, state.ep_group.rank,
-                                          state.ep)
-    if found is None:
-        raise checkpointing.CheckpointError(f"{flag} {directory} has no {checkpointing.TRACKER_FILENAME}; pass "
-                                            "a checkpoint directory of this suite")
-    path = found[0]
-    checkpoint = checkpointing.load_file(path)
-    saved = checkpoint.get("transformer_config") or {}
-    if saved.get("vocab_size", trainer.config.vocab_size) != trainer.config.vocab_size:
-        raise checkpointing.CheckpointError(
-            f"{flag} {directory} has a vocabulary of {saved['vocab_size']} tokens, the policy "
-            f"{trainer.config.vocab_size}; {same_tokens}")
-    checkpointing.check_layout(checkpoint, path, state.tp, state.pp, len(chunks), trainer.args.expert_model_parallel_size,
-                               trainer.args.expert_tensor_parallel_size or state.tp)
-    check_saved_settings(saved or None, chunks[0].config, f"{flag} {path}")
-    try:
-        checkpointing.load_model_state_dicts(chunks, checkpoint)
-    except (RuntimeError, KeyError) as error:
-        raise checkpointing.CheckpointError(f"{flag} {path}: weights do not fit the policy's architecture "
-                                            f"({str(error).splitlines()[0][:300]})") from None
+    def same_vocabulary(content: Dict, path: str) -> None:
+        saved = content.get("transformer_config") or {}
+        if saved.get("vocab_size", vocab) != vocab:
+            raise checkpointing.CheckpointError(f"{flag} {directory} has a vocabulary of {saved['vocab_size']} "
+                                                f"tokens, the policy {vocab}; {same_tokens}")
+
+    source = WeightSource(directory, flag=flag, misfit="the policy's architecture", hint="",
+                          missing=f"{flag} {directory} has no {checkpointing.TRACKER_FILENAME}; pass a checkpoint "
+                                  "directory of this suite")
+    load_model_weights(chunks, source, trainer.args, trainer.state, check=same_vocabulary)

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import io
 import os
-from typing import TYPE_CHECKING, Any, Dict
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 import torch
 from torch.distributed.checkpoint.api import CheckpointException
 
 from core import checkpointing
 from core import dist_checkpointing as dcp_format
-from core.tensor_parallel.random import get_all_rng_states, set_all_rng_states
+from core.tensor_parallel.random import get_all_rng_states
+from mindspeed_llm.runtime import check_saved_settings
 
 if TYPE_CHECKING:
     from mindspeed_llm.training.training import Trainer
@@ -56,9 +57,7 @@ def _common(trainer: "Trainer", kinds: list, with_optimizer: bool) -> Dict[str, 
     args = trainer.args
     return {"args": checkpointing.namespace_for_checkpoint(args),
             "iteration": trainer.iteration, "checkpoint_version": checkpointing.CHECKPOINT_VERSION,
-            "opt_param_scheduler": trainer.scheduler.state_dict(),
-            "consumed_train_samples": trainer.consumed_samples,
-            "skipped_iterations": trainer.skipped_iterations,
+            **trainer.train_state.save(),  # the RNG states are per-rank pieces (save below)
             "transformer_config": trainer.config.to_dict(),
             "optimizer": trainer.optimizer.scalars() if with_optimizer else None,
             "optimizer_kinds": kinds, "layout": layout_tag(trainer)}
@@ -98,8 +97,6 @@ def load(trainer: "Trainer", directory: str, iteration: int, release: bool) -> N
     """Resume (or, with --finetune or a release checkpoint, take the weights) from a torch_dist directory."""
     args = trainer.args
     common = _read_common(directory)
-    from mindspeed_llm.training.training import check_saved_settings
-
     check_saved_settings(common.get("transformer_config"), trainer.config, directory)
     weights_only = args.finetune or release or args.no_load_optim or common.get("optimizer") is None
     _check_optimizer(trainer, common, directory, weights_only)
@@ -132,12 +129,9 @@ def load(trainer: "Trainer", directory: str, iteration: int, release: bool) -> N
             trainer.dp.finish_optimizer_windows(common["optimizer"], dcp_format.FP32_PARAM in kinds)
         else:
             trainer.dp.load_named_optimizer_states(states, common["optimizer"])
-        trainer._load_scheduler(common, directory)
     if not (args.finetune or release):
-        trainer.iteration = iteration
-        trainer.consumed_samples = int(common.get("consumed_train_samples", 0))
-        trainer.skipped_iterations = int(common.get("skipped_iterations", 0))
-        _load_rng(trainer, directory, common, metadata)
+        trainer.train_state.load(common, iteration, directory, args, schedule=not weights_only,
+                                 rng_states=_read_rng(trainer, directory, common, metadata))
 
 
 def _read_common(directory: str) -> Dict[str, Any]:
@@ -157,13 +151,14 @@ def _check_optimizer(trainer: "Trainer", common: Dict[str, Any], directory: str,
             "the flag or add --no-load-optim to load the weights only")
 
 
-def _load_rng(trainer: "Trainer", directory: str, common: Dict[str, Any], metadata: Any) -> None:
+def _read_rng(trainer: "Trainer", directory: str, common: Dict[str, Any], metadata: Any) -> Optional[Any]:
+    """This rank's RNG states saved at this layout (None: --no-load-rng, or none there, which rank 0 notes)."""
     if trainer.args.no_load_rng:
-        return
+        return None
     payload = dcp_format.read_bytes(directory, _rng_key(trainer), metadata)  # collective
     if payload is not None:
-        set_all_rng_states(torch.load(io.BytesIO(payload), weights_only=True))
-    elif trainer.state.rank == 0:
+        return torch.load(io.BytesIO(payload), weights_only=True)
+    if trainer.state.rank == 0:
         why = (f"was saved at layout {common.get('layout')}, this run is {layout_tag(trainer)}"
                if common.get("layout") != layout_tag(trainer) else "holds no RNG states (--no-save-rng)")
         print(f"note: {directory} {why}: the RNG streams (dropout) start from --seed {trainer.args.seed}", flush=True)

@@ -16,9 +16,10 @@ attention counted over the full ``s x s`` score matrix, noop layers skipped):
     MTP module, forward = 2 (2h) h + per-layer + logits   eh_proj, its transformer layer, the shared output layer
     training FLOPs/token = 3 x (layers x per-layer + logits + mtp_num_layers x MTP module)
 
-With the base weights frozen (LoRA, QLoRA) the weight matmuls need no weight gradient: they count twice,
-not three times (the adapters' own matmuls, rank r, are left out). A frozen model's extra forward per
-trained token (DPO's reference, ``TrainingTask.reference_forwards``) adds the forward FLOPs once more.
+With the base weights frozen (a model transform that trains adapters) the weight matmuls need no weight
+gradient: they count twice, not three times (the adapters' own matmuls, rank r, are left out). A frozen
+model's extra forward per trained token (DPO's reference, ``TrainingTask.reference_forwards``) adds the
+forward FLOPs once more.
 The tokens are the positions the trained model processes: rows x length of every micro-batch, a
 preference pair being two rows and a micro-batch padded only to its longest sample counting that length.
 
@@ -54,8 +55,8 @@ def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple
 
 
 def training_flops_per_token(config: TransformerConfig, seq_length: int, frozen_weights: bool = False) -> float:
-    """FLOPs of one training token: forward, input gradients and (unless the weights are frozen: LoRA,
-    QLoRA) weight gradients of every weight matmul; forward and both gradients of the score/scan matmuls."""
+    """FLOPs of one training token: forward, input gradients and (unless the weights are frozen by a
+    transform) weight gradients of every weight matmul; forward and both gradients of the score/scan matmuls."""
     weights, activations = forward_flops_per_token(config, seq_length)
     weight_passes = 2.0 if frozen_weights else 3.0  # a frozen weight needs no weight gradient
     return weight_passes * weights + 3.0 * activations

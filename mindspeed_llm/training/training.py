@@ -10,7 +10,12 @@ one Megatron-format line per ``--log-interval`` iterations, evaluating every
 receive the same figures (``loggers.py``).
 
 What is trained is the task's business (``task.py``: datasets, collate,
-forward step, named statistics); the loop never looks at it.
+forward step, named statistics); the loop never looks at it. Devices, process
+groups, model chunks and the checkpoint spine come from ``mindspeed_llm/runtime.py``;
+the run's progress (iteration, samples, schedule, RNG) is ``train_state.py``; the
+model transforms the flags ask for (``mindspeed_llm/transforms/``) change the
+model, what is saved and what is loaded through one protocol, and the trainer
+names none of them.
 :class:`Trainer` holds the pieces so that tests can drive single steps.
 """
 from __future__ import annotations
@@ -23,9 +28,8 @@ import socket
 import sys
 import time
 import traceback
-from datetime import timedelta
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Type
 
 import torch
 import torch.distributed as dist
@@ -35,30 +39,28 @@ from core import checkpointing
 from core import dist_checkpointing as dcp_format
 from core.datasets.samplers import PretrainingSampler
 from core.datasets.indexed_dataset import IndexedDatasetError
-from core.device import Accelerator, device_problem, init_accelerator, peak_tflops
+from core.device import Accelerator, peak_tflops
 from core.data_parallel import DataParallelModels, DDPModels, DDPOptions, FSDPModels, FSDPOptions
 from core.distributed.fsdp import uses_fsdp
-from core.models.gpt_model import build_model, build_model_chunks
+from core.models.gpt_model import build_model
 from core.optimizer.optimizer import OptimizerConfig, build_grad_scaler
-from core.parallel_state import ParallelState, expert_dimension, initialize
-from core.pipeline_parallel.layout import stage_layers
+from core.parallel_state import ParallelState
 from core.pipeline_parallel.schedules import PipelineOptions, get_forward_backward_func
-from core.tensor_parallel.lora import LoraConfig
 from core.tensor_parallel.mappings import all_reduce, any_rank, first_on_any_rank
-from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed, set_all_rng_states
+from core.tensor_parallel.random import get_all_rng_states, model_parallel_seed
 from core.timers import RegionTimers, install as install_timers, timed
 from core.transformer.block import transformer_layers
 from core.transformer.compile import CompileReport, compile_failure, compile_layers
 from core.transformer.config import TransformerConfig
-from core.transformer.context_parallel import context_parallel_for, split_batch, ulysses_degree
+from core.transformer.context_parallel import context_parallel_for, split_batch
 from core.fused import fused_kernels_line
 from core.transformer.moe.aux_losses import aux_loss_names, take_tracked_aux_losses
 from core.transformer.moe.router import update_expert_biases
-from mindspeed_llm.arguments import (ArgumentError, config_field_flag, entry_only_flags_given, parse_and_validate,
-                                     same_setting, set_vocab_size, transformer_config_from_args)
-from mindspeed_llm.posttrain import lora as lora_training
-from mindspeed_llm.posttrain import qlora
-from mindspeed_llm.tokenizer import build_tokenizer
+from mindspeed_llm.arguments import (ArgumentError, entry_only_flags_given, parse_and_validate,
+                                     transformer_config_from_args)
+from mindspeed_llm.runtime import (WeightSource, build_chunks, check_device, find_rank_file, is_last_rank,
+                                   load_model_weights, print_rank_0, print_rank_last, start_processes,
+                                   tokenizer_and_vocab)
 from mindspeed_llm.training import dist_checkpoint, failures
 from mindspeed_llm.training.exit_conditions import ExitConditions
 from mindspeed_llm.training.loggers import MetricWriters, build_metric_writers, iteration_values
@@ -69,35 +71,9 @@ from mindspeed_llm.training.pretrain_task import PretrainTask, TrainingDataError
 from mindspeed_llm.training.profiling import StepProfiler
 from mindspeed_llm.training.save_lock import SaveDirectoryInUse, SaveLock
 from mindspeed_llm.training.task import Batch, SkipStep, TrainingTask, stack_stats
-
-def is_last_rank() -> bool:
-    """The last rank holds the loss (or this is the only process)."""
-    return not dist.is_initialized() or dist.get_rank() == dist.get_world_size() - 1
-
-
-def print_rank_last(message: str) -> None:
-    if is_last_rank():
-        print(message, flush=True)
-
-
-def print_rank_0(message: str) -> None:
-    if not dist.is_initialized() or dist.get_rank() == 0:
-        print(message, flush=True)
-
-
-def init_distributed(args: argparse.Namespace) -> Accelerator:
-    """Choose the device and start the default process group when launched by torchrun."""
-    acc = init_accelerator(args.device)
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size > 1 and not dist.is_initialized():
-        dist.init_process_group(backend=args.distributed_backend or acc.backend, timeout=distributed_timeout(args))
-    return acc
-
-
-def distributed_timeout(args: argparse.Namespace) -> timedelta:
-    """--distributed-timeout-minutes: how long a collective may wait before the job ends with an error."""
-    return timedelta(minutes=args.distributed_timeout_minutes)
-
+from mindspeed_llm.training.train_state import TrainState, rank_rng_states
+from mindspeed_llm.transforms.base import ModelTransform, TransformContext
+from mindspeed_llm.transforms.registry import build_transforms
 
 @dataclass
 class StepResult:
@@ -147,18 +123,18 @@ def _grad_dtype(args: argparse.Namespace) -> torch.dtype:
 
 
 def build_data_parallel_models(args: argparse.Namespace, config: TransformerConfig, state: ParallelState,
-                               device: torch.device, lora: Optional[LoraConfig] = None) -> DataParallelModels:
-    """This rank's model chunks (with ``lora``'s adapters), wrapped for data parallelism, with their optimizer."""
+                               device: torch.device, transforms: Sequence[ModelTransform] = ()) -> DataParallelModels:
+    """This rank's model chunks (changed by the ``transforms``' build hooks), wrapped for data parallelism, with
+    their optimizer."""
     optimizer_config = optimizer_config_from_args(args)
+    meta_hooks = [transform.on_meta_model for transform in transforms]
     if uses_fsdp(args):
         fp32_config = dataclasses.replace(config, params_dtype=torch.float32)  # FSDP keeps fp32 shards
-        model = build_model(fp32_config, state, device, args.seed, lora)
+        model = build_model(fp32_config, state, device, args.seed, meta_hooks)
         _compile_layers(args, config, [model])  # before fully_shard, as TorchTitan
         options = FSDPOptions("fsdp2" if args.use_torch_fsdp2 else "fsdp1", args.bf16, args.hsdp_replicate_size)
         return FSDPModels(model, options, state, optimizer_config)
-    placement = stage_layers(args.num_layers, state.pp, args.virtual_pipeline_model_parallel_size,
-                             args.num_layer_list)
-    models = build_model_chunks(config, state, device, args.seed, placement, lora=lora)
+    models = build_chunks(args, config, state, device, meta_hooks)
     _compile_layers(args, config, models)
     scaler = build_grad_scaler(args.fp16, args.loss_scale, args.initial_loss_scale, args.min_loss_scale,
                                args.loss_scale_window, args.hysteresis)
@@ -184,9 +160,7 @@ class Trainer:
     state: ParallelState
     acc: Accelerator
     task: Optional[TrainingTask] = None
-    iteration: int = 0
-    consumed_samples: int = 0
-    skipped_iterations: int = 0
+    transforms: Sequence[ModelTransform] = ()  # the model transforms of the run (transforms/registry.py)
     nan_iterations: int = 0
     non_finite_in_a_row: int = 0  # steps skipped by --check-for-nan-in-loss-and-grad since the last update
     losses: List[float] = field(default_factory=list)
@@ -197,23 +171,55 @@ class Trainer:
             self.task = PretrainTask(args)
         model_parallel_seed(args.seed, self.state.tp_rank, self.state.pp_rank)
         self.config = transformer_config_from_args(args)
-        self.lora = lora_training.lora_config_from_args(args)  # None: no adapters
-        self.dp = build_data_parallel_models(args, self.config, self.state, self.acc.device, self.lora)
+        self.dp = build_data_parallel_models(args, self.config, self.state, self.acc.device, self.transforms)
         self.models, self.optimizer = self.dp.models, self.dp.optimizer
         self.model = self.models[0]
         self.forward_backward = get_forward_backward_func(self.state.pp, args.virtual_pipeline_model_parallel_size,
                                                           args.schedules_method)
-        self.scheduler = scheduler_from_args(self.optimizer, args)
+        self.train_state = TrainState(scheduler_from_args(self.optimizer, args))
         self.num_microbatches = args.global_batch_size // (args.micro_batch_size * self.state.dp)
         self._datasets: Optional[Tuple[Optional[Dataset], ...]] = None
-        self.flops_per_token = training_flops_per_token(self.config, args.seq_length,
-                                                        frozen_weights=self.lora is not None)
+        self.flops_per_token = training_flops_per_token(self.config, args.seq_length, frozen_weights=self.frozen_base)
         # --timing-log-level: the step's regions (core/timers.py), device-synchronized at their bounds
         self.region_timers = (RegionTimers(self.acc.synchronize if self.acc.type != "cpu" else lambda: None)
                               if args.timing_log_level else None)
         install_timers(self.region_timers)
         self.forward_flops_per_token = sum(forward_flops_per_token(self.config, args.seq_length))
         self.async_saves = dcp_format.AsyncSaves()  # --async-save: the torch_dist save in flight
+
+    # ---- the run's state (train_state.py) -----------------------------------------------------
+    @property
+    def scheduler(self) -> Any:
+        return self.train_state.scheduler
+
+    @property
+    def iteration(self) -> int:
+        return self.train_state.iteration
+
+    @iteration.setter
+    def iteration(self, value: int) -> None:
+        self.train_state.iteration = value
+
+    @property
+    def consumed_samples(self) -> int:
+        return self.train_state.consumed_samples
+
+    @consumed_samples.setter
+    def consumed_samples(self, value: int) -> None:
+        self.train_state.consumed_samples = value
+
+    @property
+    def skipped_iterations(self) -> int:
+        return self.train_state.skipped_iterations
+
+    @skipped_iterations.setter
+    def skipped_iterations(self, value: int) -> None:
+        self.train_state.skipped_iterations = value
+
+    @property
+    def frozen_base(self) -> bool:
+        """A transform froze the base weights: they get no gradient, and --load gives only them."""
+        return any(transform.freezes_base for transform in self.transforms)
 
     # ---- data -------------------------------------------------------------------------------
     def _num_samples(self) -> Tuple[int, int, int]:
@@ -412,36 +418,34 @@ class Trainer:
             print_rank_0(f"{'started saving' if self.args.async_save else 'saved'} checkpoint at iteration "
                          f"{self.iteration:7d} to {self.args.save} ({dcp_format.FORMAT})")
             return path
+        path = self._save_classic()
+        print_rank_0(f"saved checkpoint at iteration {self.iteration:7d} to {self.args.save}")
+        return path
+
+    def _save_classic(self) -> str:
+        """Megatron's per-rank files: the model (as the transforms filter it), the optimizer, the run's state."""
         args, state = self.args, self.state
         self.dp.finish_param_sync()
         rng = checkpointing.gather_rng_states(get_all_rng_states(), state.dp_group)
-        no_optimizer = args.no_save_optim or args.qlora_save_dequantize  # a merged QLoRA model has none
+        no_optimizer = args.no_save_optim or not all(transform.saves_optimizer for transform in self.transforms)
         extra = {} if no_optimizer else self.dp.extra_checkpoint_files()  # collective over DP
-        if self.lora is not None:  # adapter checkpoints hold the trainable parameters only (FSDP gathers those)
-            model_state = lora_training.adapter_model_state(self.models, self.dp.model_state(trainable_only=True))
-        else:
-            model_state = self.dp.model_state()
+        # FSDP gathers only what is saved
+        trainable_only = any(transform.trainable_state_only for transform in self.transforms)
         payload = {
             "args": checkpointing.namespace_for_checkpoint(args),
-            **model_state,
+            **self.dp.model_state(trainable_only=trainable_only),
             "optimizer": None if no_optimizer else self.dp.optimizer_state(),
-            "opt_param_scheduler": self.scheduler.state_dict(),
-            "rng_state": None if args.no_save_rng else rng,
-            "consumed_train_samples": self.consumed_samples,
-            "skipped_iterations": self.skipped_iterations,
+            **self.train_state.save({"rng_state": None if args.no_save_rng else rng}),
             "transformer_config": self.config.to_dict(),
-            **({lora_training.LORA_RECORD: self.lora.record()} if self.lora is not None else {}),
         }
-        if args.qlora_save_dequantize:  # the merged model (dequantised base + adapters) as a plain checkpoint
-            payload = qlora.merged_checkpoint_payload(self, payload)
-        path = checkpointing.save_checkpoint(args.save, self.iteration, payload, tp_rank=state.tp_rank,
+        for transform in self.transforms:
+            payload = transform.save_state(payload, self.models)
+        return checkpointing.save_checkpoint(args.save, self.iteration, payload, tp_rank=state.tp_rank,
                                              pp_rank=state.pp_rank, pp_size=state.pp,
                                              dp_rank=state.group("expert_dp_cp").rank,  # one writer per model part
                                              is_global_rank0=state.rank == 0,
                                              extra_files=extra, ep_rank=state.ep_group.rank, ep_size=state.ep,
                                              keep_last=args.ckpt_keep_last or 0)
-        print_rank_0(f"saved checkpoint at iteration {self.iteration:7d} to {args.save}")
-        return path
 
     def _refuse_non_finite_weights(self) -> None:
         """A checkpoint never holds NaN/Inf weights unless the run opted out of the guard
@@ -460,9 +464,10 @@ class Trainer:
                      "--no-check-for-nan-in-loss-and-grad asks")
 
     def load(self) -> None:
-        args, state = self.args, self.state
-        found = checkpointing.find_checkpoint(args.load, state.tp_rank, state.pp_rank, state.pp,
-                                              state.ep_group.rank, state.ep)
+        """``--load``: the weights (through the transforms' state-dict filter), and unless they are all that is
+        wanted (--finetune, a release checkpoint, a frozen base) the optimizer and the run's state."""
+        args = self.args
+        found = find_rank_file(args.load, self.state)
         if found is None:
             wrong = checkpointing.misplaced_checkpoint(args.load)
             if wrong is not None:  # training from random weights would look like success
@@ -476,33 +481,37 @@ class Trainer:
             dist_checkpoint.load(self, directory, iteration, release)
             print_rank_0(f"loaded checkpoint {directory} (iteration {self.iteration}, {dcp_format.FORMAT})")
             return
-        checkpoint = checkpointing.load_file(path)
-        checkpointing.check_layout(checkpoint, path, state.tp, state.pp, len(self.models),
-                                   args.expert_model_parallel_size, args.expert_tensor_parallel_size or state.tp)
-        check_saved_settings(checkpoint.get("transformer_config"), self.config, path)
-        try:
-            if self.lora is not None:  # the base weights (the adapters come from --lora-load)
-                lora_training.load_base_weights(self.models, checkpoint, path)
-            else:
-                self.dp.load_model_state(checkpoint)
-        except (RuntimeError, KeyError) as error:
-            raise checkpointing.CheckpointError(
-                f"{path}: weights do not fit this model ({str(error).splitlines()[0][:300]}); check the model "
-                "flags against the checkpoint's") from None
-        weights_only = args.finetune or release or self.lora is not None
-        if weights_only or args.no_load_optim or checkpoint.get("optimizer") is None:
-            self.dp.reload_model_params()
-        else:
-            self._load_optimizer(checkpoint, path)
-            self._load_scheduler(checkpoint, path)
-        if not weights_only:
-            self.iteration = iteration
-            self.consumed_samples = int(checkpoint.get("consumed_train_samples", 0))
-            self.skipped_iterations = int(checkpoint.get("skipped_iterations", 0))
-            if not args.no_load_rng and checkpoint.get("rng_state") is not None:
-                rng = checkpoint["rng_state"]
-                set_all_rng_states(rng[state.dp_rank] if state.dp_rank < len(rng) else rng[0])
+        loaded = load_model_weights(self.models, WeightSource(args.load), args, self.state, self._load_weights,
+                                    found=found)
+        self.resume(loaded.content, path, iteration, weights_only=args.finetune or release or self.frozen_base)
         print_rank_0(f"loaded checkpoint {path} (iteration {self.iteration})")
+
+    def _load_weights(self, content: Dict[str, Any], path: str) -> None:
+        """A transform that loads the base itself (one whose added weights are not in it), else the model entries."""
+        if not any(transform.load_base(self.models, content, path) for transform in self.transforms):
+            self.dp.load_model_state(content)
+
+    def resume(self, content: Dict[str, Any], path: str, iteration: int, weights_only: bool) -> None:
+        """After the weights of a classic checkpoint file: unless ``weights_only``, its optimizer state (unless
+        --no-load-optim) and the run's state (train_state.py) at ``iteration``."""
+        args = self.args
+        with_optimizer = not (weights_only or args.no_load_optim or content.get("optimizer") is None)
+        if with_optimizer:
+            self._load_optimizer(content, path)
+        else:
+            self.dp.reload_model_params()
+        if not weights_only:
+            self.train_state.load(content, iteration, path, args, schedule=with_optimizer,
+                                  rng_states=rank_rng_states(content, self.state.dp_rank, args))
+
+    def after_load(self) -> None:
+        """The transforms' load hooks, in order; a checkpoint one names resumes the run (--finetune: its weights
+        only)."""
+        context = TransformContext(self.args, self.config, self.state, self.models, self.dp.reload_model_params)
+        for transform in self.transforms:
+            point = transform.after_load(context)
+            if point is not None:
+                self.resume(point.content, point.path, point.iteration, weights_only=self.args.finetune)
 
     def _load_optimizer(self, checkpoint: Dict, path: str) -> None:
         saved_distributed = bool(getattr(checkpoint.get("args"), "use_distributed_optimizer", False))
@@ -511,30 +520,6 @@ class Trainer:
                 f"{path} was saved {'with' if saved_distributed else 'without'} --use-distributed-optimizer and "
                 "this run differs; match the flag or add --no-load-optim to load the weights only")
         self.dp.load_optimizer_state(checkpoint, os.path.dirname(path))
-
-    def _load_scheduler(self, checkpoint: Dict, path: str) -> None:
-        """Megatron's rules: the flags' schedule must match the checkpoint's, unless overridden."""
-        try:
-            self.scheduler.load_state_dict(checkpoint["opt_param_scheduler"],
-                                           override=self.args.override_opt_param_scheduler,
-                                           use_checkpoint=self.args.use_checkpoint_opt_param_scheduler)
-        except ValueError as error:
-            raise checkpointing.CheckpointError(f"{path}: {error}") from None
-
-
-def check_saved_settings(saved: Optional[Dict[str, Any]], config: TransformerConfig, path: str) -> None:
-    """Refuse a checkpoint whose architecture settings differ from the flags in ways shapes do not show."""
-    if not saved:  # same shapes, other layout (Megatron's interleaved linear_qkv): refuse, do not scramble
-        raise checkpointing.CheckpointError(
-            f"{path} stores no transformer_config: it was not written by this suite (Megatron-LM and MindSpeed-LLM "
-            "lay out linear_qkv differently); convert it with tools/convert_ckpt.py --load-model-type megatron "
-            "--save-model-type mg")
-    stored = checkpointing.architecture_settings(saved)
-    for name, value in checkpointing.architecture_settings(config.to_dict()).items():
-        if name in stored and not same_setting(stored[name], value):
-            raise checkpointing.CheckpointError(
-                f"{path} was trained with {config_field_flag(name)} {stored[name]!r}, this run has {value!r}; "
-                "pass the checkpoint's value or --use-checkpoint-args")
 
 
 def validated_task(args: argparse.Namespace, task_class: Type[TrainingTask]) -> TrainingTask:
@@ -548,13 +533,6 @@ def validated_task(args: argparse.Namespace, task_class: Type[TrainingTask]) -> 
     return task
 
 
-def check_device(args: argparse.Namespace) -> None:
-    """--device names an accelerator this machine has, one per local process (before any process group)."""
-    problem = device_problem(args.device)
-    if problem is not None:
-        raise ArgumentError(problem)
-
-
 def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = PretrainTask) -> Trainer:
     """Flags -> validated args -> devices, groups, model, optimizer (and the resumed state)."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -564,30 +542,16 @@ def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = Pre
         raise ArgumentError(f"{ignored[0]} is a flag of inference.py / evaluation.py; training does not use it: "
                             "drop it")
     task = validated_task(args, task_class)
-    tokenizer = build_tokenizer(args)  # a missing or unreadable tokenizer stops the run here (TokenizerError)
-    if args.vocab_size is None:  # the model's vocabulary is the tokenizer's
-        set_vocab_size(args, tokenizer.vocab_size)
-    lora_training.check_lora_targets(args, transformer_config_from_args(args))  # before any process group
+    tokenizer_and_vocab(args)  # a missing or unreadable tokenizer stops the run here (TokenizerError)
+    transforms = build_transforms(args, transformer_config_from_args(args))  # checked before any process group
     check_device(args)
-    acc = init_distributed(args)
-    args.distributed_backend = args.distributed_backend or acc.backend
-    state = initialize(tp=args.tensor_model_parallel_size, pp=args.pipeline_model_parallel_size,
-                       cp=args.context_parallel_size, expert_tp=args.expert_tensor_parallel_size,
-                       ulysses=ulysses_degree(args.context_parallel_algo, args.context_parallel_size,
-                                              args.ulysses_degree_in_cp),
-                       ep=expert_dimension(args.tensor_model_parallel_size, args.expert_model_parallel_size,
-                                           args.expert_tensor_parallel_size),
-                       vpp=args.virtual_pipeline_model_parallel_size, backend=args.distributed_backend,
-                       timeout=distributed_timeout(args))
-    trainer = Trainer(args, state, acc, task)
+    acc, state = start_processes(args)
+    trainer = Trainer(args, state, acc, task, transforms)
     if args.auto_resume and not args.load:  # validation pointed --load at --save when it exists
         print_rank_0(f"--auto-resume: no checkpoint in --save {args.save} yet; starting fresh")
     if args.load:
         trainer.load()
-    if args.lora_load:
-        lora_training.load_adapters(trainer)
-    if args.qlora:  # the loaded base's targeted linears become NF4, before the task sees the model
-        qlora.quantize_base(trainer.models, args.lora_target_modules)
+    trainer.after_load()  # e.g. adapters of their own checkpoint, a base quantised once loaded
     task.attach(trainer)
     return trainer
 

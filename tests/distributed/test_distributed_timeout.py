@@ -16,7 +16,7 @@ import torch.distributed as dist
 from core.launcher import run_distributed
 from core.parallel_state import initialize
 from mindspeed_llm.arguments import ArgumentError, parse_args, validate_args
-from mindspeed_llm.training.training import distributed_timeout
+from mindspeed_llm.runtime import distributed_timeout
 
 ARGV = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
         "--micro-batch-size", "1", "--train-iters", "1", "--lr", "1e-3", "--mock-data", "--vocab-size", "64"]

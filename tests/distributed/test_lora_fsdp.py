@@ -54,7 +54,7 @@ def _adapters_only(argv: List[str]) -> List[str]:
 
 def _adapters_and_base(trainer) -> Dict[str, Dict[str, torch.Tensor]]:
     """The full (DP-unsharded) trainable and frozen tensors on DP rank 0 ({} elsewhere); collective."""
-    from mindspeed_llm.posttrain.lora import trainable_shapes
+    from mindspeed_llm.transforms.lora import trainable_shapes
 
     full = trainer.dp.model_state()["model"]
     trained = trainable_shapes(trainer.model)

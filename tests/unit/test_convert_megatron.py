@@ -376,7 +376,7 @@ def test_training_refuses_an_unconverted_megatron_checkpoint(cases) -> None:
     """At PP 1 their names and shapes are ours: loading one unconverted would scramble linear_qkv silently."""
     from core.checkpointing import CheckpointError
     from core.transformer.config import TransformerConfig
-    from mindspeed_llm.training.training import check_saved_settings
+    from mindspeed_llm.runtime import check_saved_settings
 
     config = TransformerConfig.from_dict(cases["llama"]["config"])
     with pytest.raises(CheckpointError, match="--load-model-type megatron"):

@@ -27,6 +27,7 @@ import torch.distributed as dist
 from core.datasets.indexed_dataset import IndexedDatasetBuilder, IndexedDatasetError, check_indexed_files
 from core.datasets.sft_dataset import PACKED_FILES, packed_prefix
 from core.device import device_problem
+from mindspeed_llm import runtime
 from mindspeed_llm.training import training
 from tests.unit.test_posttrain_sft import ARGV as SFT_ARGV
 from tests.unit.test_posttrain_sft import instruction_dataset
@@ -205,8 +206,8 @@ def tripwires(monkeypatch):
     def reached(*_args, **_kwargs):
         raise ProcessGroupReached("the run reached the process groups / the model")
 
-    for name in ("init_distributed", "initialize", "Trainer"):
-        monkeypatch.setattr(training, name, reached)
+    for module, name in ((runtime, "init_distributed"), (runtime, "initialize"), (training, "Trainer")):
+        monkeypatch.setattr(module, name, reached)
 
 
 def _entry(kind: str) -> Callable[[List[str]], object]:

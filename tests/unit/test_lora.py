@@ -1,4 +1,4 @@
-"""LoRA (core/tensor_parallel/lora.py, mindspeed_llm/posttrain/lora.py) in one process.
+"""LoRA (core/tensor_parallel/lora.py, mindspeed_llm/transforms/lora.py) in one process.
 
 * An adapted linear computes ``W x + (alpha / r) B A x`` (column and row layers, fused gate/up), with the
   adapters in fp32 under --bf16; PEFT's initialisation (A uniform in +-1/sqrt(in), B zeros), drawn as full
@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from core.datasets.sft_dataset import PACKED_FILES
 from core.models.gpt_model import build_model, layout_state
-from core.tensor_parallel.lora import LoraConfig, is_adapter
+from core.tensor_parallel.lora import LoraConfig, add_lora, is_adapter
 from core.tensor_parallel.param_meta import param_meta
 from mindspeed_llm.arguments import parse_args, transformer_config_from_args
 from tests.unit.test_posttrain_sft import write_indexed
@@ -77,7 +77,7 @@ def test_an_adapted_linear_is_base_plus_scaled_low_rank() -> None:
 def _model(tp: int, rank: int, lora: LoraConfig):
     args = parse_args(ARGV)
     return build_model(transformer_config_from_args(args), layout_state(tp=tp, tp_rank=rank), torch.device("cpu"),
-                       seed=3, lora=lora)
+                       seed=3, meta_hooks=[lambda model: add_lora(model, lora)])
 
 
 def test_the_adapters_start_as_peft_and_do_not_depend_on_tp() -> None:

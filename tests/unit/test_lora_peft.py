@@ -1,5 +1,5 @@
 """LoRA adapters exchanged with PEFT: tools/convert_ckpt.py --lora-load [--save-lora-to-hf] and
---lora-load of a PEFT directory (mindspeed_llm/posttrain/peft_format.py).
+--lora-load of a PEFT directory (mindspeed_llm/transforms/peft_format.py).
 
 A tiny random HF Llama (GQA) is converted to mg at TP 1 as the base; a LoRA run on it gets random nonzero
 adapters on every linear and saves them. Then, in fp32:
@@ -200,7 +200,7 @@ def test_peft_adapter_with_own_a_per_projection_loads_in_block_form(dirs) -> Non
     expected = _hf_logits(peft.PeftModel.from_pretrained(_hf_model(dirs["hf"]), path))
     save = os.path.join(dirs["root"], "block_adapters")
     trainer = _trainer(dirs, "--lora-load", path, "--save", save)
-    assert trainer.lora.module_ranks == (("linear_fc1", 8), ("linear_qkv", 12))
+    assert trainer.transforms[0].config.module_ranks == (("linear_fc1", 8), ("linear_qkv", 12))
     shapes = {n: tuple(p.shape) for n, p in trainer.model.named_parameters() if is_adapter(n)}
     assert shapes["decoder.layers.0.self_attention.linear_qkv.lora_A.weight"] == (12, 32)
     assert shapes["decoder.layers.0.self_attention.linear_proj.lora_A.weight"] == (4, 32)

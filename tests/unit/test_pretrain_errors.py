@@ -22,6 +22,7 @@ from typing import Dict, List, Optional
 import pytest
 
 from mindspeed_llm.arguments import parse_and_validate
+from mindspeed_llm import runtime
 from mindspeed_llm.training import training
 from mindspeed_llm.training.training import pretrain, setup, train
 
@@ -98,13 +99,13 @@ def tripwires(monkeypatch):
         raise AssertionError("a training step ran")
 
     monkeypatch.setattr(training.Trainer, "train_step", no_training)
-    real_initialize = training.initialize
+    real_initialize = runtime.initialize
 
     def watched_initialize(*args, **kwargs):
         reached.append("initialize")
         return real_initialize(*args, **kwargs)
 
-    monkeypatch.setattr(training, "initialize", watched_initialize)
+    monkeypatch.setattr(runtime, "initialize", watched_initialize)
     return reached
 
 

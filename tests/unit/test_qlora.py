@@ -1,4 +1,4 @@
-"""QLoRA in the trainer (mindspeed_llm/posttrain/qlora.py) and DPO's LoRA reference (the base, adapters off).
+"""QLoRA in the trainer (mindspeed_llm/transforms/qlora.py) and DPO's LoRA reference (the base, adapters off).
 
 * A QLoRA step equals a LoRA step on the dequantised base weights (losses, adapters) and stays close to LoRA on
   the original weights; the quantised base takes about 0.52/4 of the targeted weights' fp32 bytes, is no
@@ -22,7 +22,8 @@ import torch
 
 from core import checkpointing
 from core.quantization.nf4_linear import NF4Tensor
-from mindspeed_llm.posttrain import pairwise, qlora
+from mindspeed_llm.posttrain import pairwise
+from mindspeed_llm.transforms import qlora
 from tests.unit.test_lora import MOCK, PLAIN, TARGETS, _error, _steps, _trainer
 from tests.unit.test_posttrain_preference import _trainer as _pairwise_trainer
 from tests.unit.test_posttrain_preference import pairwise_dataset

@@ -53,8 +53,6 @@ import torch.distributed as dist
 from torch import nn
 
 from core.distributed.fsdp import uses_fsdp
-from core.models.gpt_model import build_model_chunks
-from core.pipeline_parallel.layout import stage_layers
 from core.tensor_parallel.mappings import any_rank
 from mindspeed_llm.arguments import ArgumentError, evaluation_requested
 from mindspeed_llm.data.handlers import dataset_settings
@@ -70,6 +68,7 @@ from mindspeed_llm.posttrain.pairwise import (base_model_of, build_reference, lo
                                               uses_base_as_reference)
 from mindspeed_llm.posttrain.sft import check_instruction_data, check_prompt_type, padded_length
 from mindspeed_llm.posttrain.splits import check_splits, split_sequence_ids, stored_sequences
+from mindspeed_llm.runtime import build_chunks
 from mindspeed_llm.tokenizer import build_tokenizer
 from mindspeed_llm.training.pretrain_task import check_token_ids
 from mindspeed_llm.training.task import Batch, SkipStep, Splits, TrainingTask
@@ -255,8 +254,7 @@ class GRPOTask(TrainingTask):
         """The ``--reward-model`` checkpoint (an orm run of the policy's architecture), frozen, this rank's stage."""
         args, state = trainer.args, trainer.state
         config = dataclasses.replace(trainer.config, value_head=True)
-        placement = stage_layers(args.num_layers, state.pp, None, args.num_layer_list)
-        model = build_model_chunks(config, state, trainer.acc.device, args.seed, placement)[0]
+        model = build_chunks(args, config, state, trainer.acc.device, virtual=False)[0]
         load_reference([model], directory, trainer, flag="--reward-model",
                        same_tokens="the reward model scores the policy's tokens: use one with the policy's tokenizer")
         model.requires_grad_(False)

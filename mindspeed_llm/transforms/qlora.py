@@ -1,7 +1,7 @@
-"""QLoRA in the trainer: ``--qlora`` stores the LoRA-targeted base linears as NF4; ``--qlora-save-dequantize``.
+"""QLoRA as a model transform (LoRA over an NF4-stored base): ``--qlora``, ``--qlora-save-dequantize``.
 
 ``--qlora`` (with ``--lora-target-modules``, as MindSpeed-LLM's): once the base model is loaded
-(``training.setup``: ``--load``, then ``--lora-load``), the weight of every targeted column/row-parallel linear of
+(its load hook, after ``--load`` and ``--lora-load``), the weight of every targeted column/row-parallel linear of
 the decoder becomes an :class:`~core.quantization.nf4_linear.NF4Tensor` (this rank's shard, NF4 blocksize 64,
 double quantisation with blocksize 256; ``core/quantization/nf4.py``), dequantised on the fly in the forward
 and the backward. The adapters (fp32) read the layer's input and join its output as with LoRA. Then the task
@@ -21,7 +21,7 @@ It loads with ``--load DIR --finetune`` (no LoRA flags) and converts to Hugging 
 from __future__ import annotations
 
 import argparse
-from typing import Any, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 from torch import nn
@@ -32,6 +32,9 @@ from core.quantization.nf4_linear import (QUANTIZABLE_LINEARS, NF4Tensor, check_
                                           dequantized_state_dict, quantize_linear_)
 from core.tensor_parallel.lora import LORA_CLASSES, is_adapter
 from mindspeed_llm.arguments import ArgumentError
+from mindspeed_llm.runtime import LoadedCheckpoint
+from mindspeed_llm.transforms.base import TransformContext, register_transform
+from mindspeed_llm.transforms.lora import LORA_RECORD, LoraTransform, lora_config_from_args
 
 
 def check_qlora_targets(args: argparse.Namespace, model: nn.Module) -> None:
@@ -89,11 +92,42 @@ def merged_model_state(models: Sequence[nn.Module]) -> Dict[str, Dict[str, torch
     return {f"model{i}": state for i, state in enumerate(merged)}
 
 
-def merged_checkpoint_payload(trainer: Any, payload: Dict[str, Any]) -> Dict[str, Any]:
-    """``--qlora-save-dequantize``: the trainer's adapter checkpoint payload turned into the merged model's."""
-    from mindspeed_llm.posttrain.lora import LORA_RECORD
-
+def merged_checkpoint_payload(models: Sequence[nn.Module], payload: Dict[str, Any]) -> Dict[str, Any]:
+    """``--qlora-save-dequantize``: the run's adapter checkpoint payload turned into the merged model's."""
     result = {key: value for key, value in payload.items()
               if key not in checkpointing.model_keys(payload) and key != LORA_RECORD}
-    result.update(merged_model_state(trainer.models))  # no optimizer state: save() leaves it out
+    result.update(merged_model_state(models))  # no optimizer state: saves_optimizer is False
     return result
+
+
+class QLoraTransform(LoraTransform):
+    """QLoRA: LoRA's adapters and checkpoints, the targeted base linears stored as NF4 once the base (and the
+    adapters) are loaded; with ``--qlora-save-dequantize`` every save writes the merged plain model instead."""
+
+    name = "qlora"
+
+    def __init__(self, config: Any, save_dequantized: bool) -> None:
+        super().__init__(config)
+        self.save_dequantized = save_dequantized
+        self.saves_optimizer = not save_dequantized  # a merged model has no optimizer state
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Optional["QLoraTransform"]:
+        config = lora_config_from_args(args) if args.qlora else None
+        return None if config is None else cls(config, bool(args.qlora_save_dequantize))
+
+    def check(self, args: argparse.Namespace, meta_model: Callable[[], nn.Module]) -> None:
+        check_qlora_targets(args, meta_model())  # linear layers only (its own message), before LoRA's rule
+        super().check(args, meta_model)
+
+    def save_state(self, payload: Dict[str, Any], models: Sequence[nn.Module]) -> Dict[str, Any]:
+        payload = super().save_state(payload, models)
+        return merged_checkpoint_payload(models, payload) if self.save_dequantized else payload
+
+    def after_load(self, context: TransformContext) -> Optional[LoadedCheckpoint]:
+        resume = super().after_load(context)
+        quantize_base(context.models, context.args.lora_target_modules)  # before the task sees the model
+        return resume
+
+
+register_transform(QLoraTransform.name, QLoraTransform.from_args, replaces=(LoraTransform.name,))

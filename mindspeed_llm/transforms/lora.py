@@ -1,4 +1,4 @@
-"""LoRA in the trainer: flags -> :class:`~core.tensor_parallel.lora.LoraConfig`, adapter checkpoints.
+"""LoRA as a model transform: flags -> :class:`~core.tensor_parallel.lora.LoraConfig`, adapter checkpoints.
 
 ``--lora-target-modules linear_qkv linear_proj linear_fc1 linear_fc2`` (with ``--lora-r``, default 16,
 ``--lora-alpha``, default 32, ``--lora-dropout``, default 0) trains tensor-parallel adapters on those linears
@@ -33,7 +33,7 @@ Checkpoints:
 * ``--lora-load DIR`` also takes a PEFT adapter directory (``adapter_config.json`` +
   ``adapter_model.safetensors``, e.g. one ``tools/convert_ckpt.py --save-lora-to-hf`` wrote or one trained by
   PEFT on the Hugging Face model): its per-projection adapters are fused into ours exactly
-  (``mindspeed_llm/posttrain/peft_format.py``), with the model's family from the base checkpoint
+  (``mindspeed_llm/transforms/peft_format.py``), with the model's family from the base checkpoint
   (``--use-checkpoint-args``), and training starts at iteration 0 with fresh optimizer state. Its ``r``,
   ``lora_alpha`` and ``target_modules`` must be those of ``--lora-r``, ``--lora-alpha`` and
   ``--lora-target-modules`` (in HF names); otherwise one line. When q/k/v (gate/up) share ``lora_A`` they fuse
@@ -49,17 +49,21 @@ import argparse
 import dataclasses
 import os
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
 from core import checkpointing
 from core.distributed.fsdp import load_full_model_state_dict, named_fsdp_params
+from core.models.gpt_model import GPTModel, layout_state
 from core.tensor_parallel.param_meta import param_meta
-from core.tensor_parallel.lora import LoraConfig, LoraTargetError, check_targets, is_adapter
-from mindspeed_llm.arguments import ArgumentError
-from mindspeed_llm.posttrain import peft_format
+from core.tensor_parallel.lora import LoraConfig, LoraTargetError, add_lora, check_targets, is_adapter
+from mindspeed_llm.arguments import ArgumentError, transformer_config_from_args
+from mindspeed_llm.models.registry import RegistryError, TensorContext, find_rule, get_family, to_ours
+from mindspeed_llm.runtime import LoadedCheckpoint, WeightSource, load_model_weights
+from mindspeed_llm.transforms import peft_format
+from mindspeed_llm.transforms.base import ModelTransform, TransformContext, register_transform
 
 DEFAULT_R, DEFAULT_ALPHA = 16, 32.0
 LORA_RECORD = "lora"  # the checkpoint entry describing the adapters
@@ -90,18 +94,9 @@ def _saved_module_ranks(args: argparse.Namespace) -> Tuple[Tuple[str, int], ...]
     return tuple(sorted((record.get("module_ranks") or {}).items())) if isinstance(record, dict) else ()
 
 
-def check_lora_targets(args: argparse.Namespace, config: Any) -> None:
-    """Every ``--lora-target-modules`` name is a column/row-parallel linear of the whole model (built on the
-    meta device, one process): ArgumentError otherwise. No process group is needed."""
-    if not args.lora_target_modules:
-        return
-    from core.models.gpt_model import GPTModel, layout_state
-
-    from mindspeed_llm.posttrain.qlora import check_qlora_targets
-
-    with torch.device("meta"):
-        model = GPTModel(config, layout_state())
-    check_qlora_targets(args, model)  # --qlora: linear layers only (its own message)
+def check_lora_targets(args: argparse.Namespace, model: nn.Module) -> None:
+    """Every ``--lora-target-modules`` name is a column/row-parallel linear of ``model`` (the whole model, built
+    on the meta device in one process): ArgumentError otherwise. No process group is needed."""
     try:
         check_targets(model.decoder, args.lora_target_modules)
     except LoraTargetError as error:
@@ -180,46 +175,28 @@ def load_adapter_weights(models: Sequence[nn.Module], checkpoint: Dict[str, Any]
         load_non_strict(model, saved)  # the frozen base is "missing"
 
 
-def load_adapters(trainer: Any) -> None:
-    """``--lora-load``: the adapters, and (unless --no-load-optim / --no-load-rng) the optimizer, the schedule,
-    the iteration and the RNG states of an adapter checkpoint; with ``--finetune`` the adapters alone."""
-    from core.tensor_parallel.random import set_all_rng_states
-
-    args, state = trainer.args, trainer.state
+def load_adapters(context: TransformContext, lora: LoraConfig) -> Optional[LoadedCheckpoint]:
+    """``--lora-load``: the adapters of an adapter checkpoint, which the trainer then resumes the run's state
+    from (the optimizer, the schedule, the iteration and the RNG states; with ``--finetune`` nothing more); or
+    a PEFT directory's adapters (nothing to resume)."""
+    args, state = context.args, context.state
     root = args.lora_load
     if peft_format.is_peft_dir(root):
-        load_peft_adapters(trainer, root)
-        return
+        load_peft_adapters(context, lora, root)
+        return None
+    missing = (f"--lora-load {root}: no adapter checkpoint there (no {checkpointing.TRACKER_FILENAME}); pass a "
+               "directory --save wrote")
     if not os.path.isdir(root) or checkpointing.read_tracker(root) is None:
-        raise checkpointing.CheckpointError(f"--lora-load {root}: no adapter checkpoint there (no "
-                                            f"{checkpointing.TRACKER_FILENAME}); pass a directory --save wrote")
-    path, iteration, _ = checkpointing.find_checkpoint(root, state.tp_rank, state.pp_rank, state.pp,
-                                                             state.ep_group.rank, state.ep)
-    checkpoint = checkpointing.load_file(path)
-    _check_record(checkpoint.get(LORA_RECORD), trainer.lora, path)
-    checkpointing.check_layout(checkpoint, path, state.tp, state.pp, len(trainer.models),
-                               args.expert_model_parallel_size, args.expert_tensor_parallel_size or state.tp)
-    load_adapter_weights(trainer.models, checkpoint, path)
-    if args.finetune:  # Megatron's --finetune: the weights only, a new run from iteration 0
-        trainer.dp.reload_model_params()
-        return
-    if args.no_load_optim or checkpoint.get("optimizer") is None:
-        trainer.dp.reload_model_params()
-    else:
-        trainer._load_optimizer(checkpoint, path)
-        trainer._load_scheduler(checkpoint, path)
-    trainer.iteration = iteration
-    trainer.consumed_samples = int(checkpoint.get("consumed_train_samples", 0))
-    trainer.skipped_iterations = int(checkpoint.get("skipped_iterations", 0))
-    if not args.no_load_rng and checkpoint.get("rng_state") is not None:
-        rng = checkpoint["rng_state"]
-        set_all_rng_states(rng[state.dp_rank] if state.dp_rank < len(rng) else rng[0])
+        raise checkpointing.CheckpointError(missing)
+    source = WeightSource(root, flag="--lora-load", missing=missing, misfit=None, check_settings=False)
+    loaded = load_model_weights(context.models, source, args, state,
+                                load=lambda content, path: load_adapter_weights(context.models, content, path),
+                                check=lambda content, path: _check_record(content.get(LORA_RECORD), lora, path))
+    return loaded
 
 
 def _peft_rule_of(args: argparse.Namespace, config: Any, root: str) -> peft_format.RuleOf:
     """Our weight name -> (rule, HF names with HF layer numbers), from the family the base checkpoint records."""
-    from mindspeed_llm.models.registry import RegistryError, find_rule, get_family
-
     family_name = getattr(args, "model_type_hf", None)
     if not family_name:
         raise checkpointing.CheckpointError(f"--lora-load {root} is a PEFT adapter, but the model's Hugging Face "
@@ -241,8 +218,6 @@ def _peft_rule_of(args: argparse.Namespace, config: Any, root: str) -> peft_form
 
 def _peft_context_of(config: Any, model: nn.Module) -> peft_format.ContextOf:
     """Our weight name -> what its row transform needs (the fused weight's segment sizes)."""
-    from mindspeed_llm.models.registry import TensorContext
-
     params = dict(named_fsdp_params(model))
 
     def context_of(name: str) -> TensorContext:
@@ -255,9 +230,6 @@ def _peft_context_of(config: Any, model: nn.Module) -> peft_format.ContextOf:
 
 def _whole_model(config: Any, lora: LoraConfig, tp: int) -> nn.Module:
     """The whole model with adapters, on the meta device (names and shapes of every layer's adapters)."""
-    from core.models.gpt_model import GPTModel, layout_state
-    from core.tensor_parallel.lora import add_lora
-
     with torch.device("meta"):
         model = GPTModel(config, layout_state(tp))
     add_lora(model, lora)
@@ -267,8 +239,6 @@ def _whole_model(config: Any, lora: LoraConfig, tp: int) -> nn.Module:
 def peft_module_ranks(args: argparse.Namespace, lora: LoraConfig) -> Tuple[Tuple[str, int], ...]:
     """The targets whose adapters take the block form (rank k r) to hold a PEFT adapter whose fused
     projections have their own ``lora_A`` (``--lora-load`` of a PEFT directory); () otherwise."""
-    from mindspeed_llm.arguments import transformer_config_from_args
-
     root = args.lora_load
     config = transformer_config_from_args(args)
     try:
@@ -298,25 +268,25 @@ def _check_peft_config(peft: Dict[str, Any], lora: LoraConfig, targets: List[str
                 f"{f' (HF {shown[1]})' if key == 'target_modules' else ''}; pass the adapter's value")
 
 
-def load_peft_adapters(trainer: Any, root: str) -> None:
+def load_peft_adapters(context: TransformContext, lora: LoraConfig, root: str) -> None:
     """``--lora-load`` of a PEFT adapter directory: the per-projection adapters fused exactly into this rank's
     pieces of ours (training starts at iteration 0, the optimizer fresh)."""
-    state = trainer.state
+    state = context.state
     try:
         peft = peft_format.read_config(root)
         tensors = peft_format.read_weights(root)
-        rule_of = _peft_rule_of(trainer.args, trainer.config, root)
-        whole = _whole_model(trainer.config, trainer.lora, state.tp)
+        rule_of = _peft_rule_of(context.args, context.config, root)
+        whole = _whole_model(context.config, lora, state.tp)
         targets = peft_format.hf_targets(peft_format.adapted_modules(n for n, _ in whole.named_parameters()), rule_of)
-        _check_peft_config(peft, trainer.lora, targets, root)
+        _check_peft_config(peft, lora, targets, root)
         ranks = {name[:-len(".lora_A.weight")]: p.shape[0] for name, p in whole.named_parameters()
                  if name.endswith(".lora_A.weight")}
-        for model in trainer.models:
+        for model in context.models:
             modules = peft_format.adapted_modules(name for name, _ in named_fsdp_params(model))
-            context_of = _peft_context_of(trainer.config, model)
+            context_of = _peft_context_of(context.config, model)
             full = peft_format.from_peft(tensors, modules, rule_of, context_of, ranks.__getitem__, root)
             params, shapes, local = dict(named_fsdp_params(model)), trainable_shapes(model), {}
-            full.update(_peft_score_head(peft, tensors, rule_of, context_of, trainer.config, shapes, root))
+            full.update(_peft_score_head(peft, tensors, rule_of, context_of, context.config, shapes, root))
             for name, shape in shapes.items():
                 if name not in full and name == VALUE_HEAD:  # a causal LM's adapter: the reward head stays new
                     continue
@@ -329,7 +299,7 @@ def load_peft_adapters(trainer: Any, root: str) -> None:
             load_non_strict(model, local)
     except peft_format.PeftFormatError as error:
         raise checkpointing.CheckpointError(str(error)) from None
-    trainer.dp.reload_model_params()
+    context.reload_weights()
 
 
 def _peft_score_head(peft: Dict[str, Any], tensors: Dict[str, torch.Tensor], rule_of: peft_format.RuleOf,
@@ -337,8 +307,6 @@ def _peft_score_head(peft: Dict[str, Any], tensors: Dict[str, torch.Tensor], rul
                      root: str) -> Dict[str, torch.Tensor]:
     """A sequence classifier's PEFT adapter (``task_type`` SEQ_CLS): its saved score head as the reward model's
     value head (``--stage orm``; {} on a pipeline stage without the head); refused for a language model."""
-    from mindspeed_llm.models.registry import to_ours
-
     if not peft_format.is_sequence_classifier(peft):
         return {}
     if not config.value_head:
@@ -361,3 +329,43 @@ def trainable_share(models: List[nn.Module]) -> float:
     total = sum(p.numel() for model in models for p in model.parameters())
     trained = sum(p.numel() for model in models for p in model.parameters() if p.requires_grad)
     return trained / max(total, 1)
+
+
+class LoraTransform(ModelTransform):
+    """LoRA: adapters attached on meta to the targeted linears (the base frozen); the run's checkpoints hold the
+    trainable parameters and the ``lora`` record; ``--load`` is the base, ``--lora-load`` the adapters."""
+
+    name = "lora"
+    freezes_base = True
+    trainable_state_only = True
+
+    def __init__(self, config: LoraConfig) -> None:
+        self.config = config
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Optional["LoraTransform"]:
+        config = lora_config_from_args(args)
+        return None if config is None else cls(config)
+
+    def check(self, args: argparse.Namespace, meta_model: Callable[[], nn.Module]) -> None:
+        check_lora_targets(args, meta_model())
+
+    def on_meta_model(self, model: nn.Module) -> None:
+        add_lora(model, self.config)
+
+    def save_state(self, payload: Dict[str, Any], models: Sequence[nn.Module]) -> Dict[str, Any]:
+        """The model entries cut to the trainable parameters (in place: the payload keeps its order), the record."""
+        keys = checkpointing.model_keys(payload)
+        payload.update(adapter_model_state(models, {key: payload[key] for key in keys}))
+        payload[LORA_RECORD] = self.config.record()
+        return payload
+
+    def load_base(self, models: Sequence[nn.Module], content: Dict[str, Any], path: str) -> bool:
+        load_base_weights(models, content, path)  # the adapters come from --lora-load
+        return True
+
+    def after_load(self, context: TransformContext) -> Optional[LoadedCheckpoint]:
+        return load_adapters(context, self.config) if context.args.lora_load else None
+
+
+register_transform(LoraTransform.name, LoraTransform.from_args)
