@@ -306,9 +306,9 @@ class StreamingCheckpoint:
     def add(self, tensor: torch.Tensor) -> StoredTensor:
         tensor = tensor.detach().contiguous()
         storage = tensor.untyped_storage()
-        if tensor.storage_offset() or storage.nbytes() != tensor.nbytes:  # a view: its own bytes only
-            tensor = tensor.clone()
-            storage = tensor.untyped_storage()
+        if tensor.storage_offset() or storage.nbytes() != tensor.nbytes:  # a view: its own bytes only, not copied
+            start = tensor.storage_offset() * tensor.element_size()
+            storage = storage[start:start + tensor.nbytes]
         key = str(self._count)
         self._count += 1
         self._zip.write_record(f"data/{key}", storage, tensor.nbytes)

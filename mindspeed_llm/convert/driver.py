@@ -80,19 +80,16 @@ def convert(args: argparse.Namespace) -> None:
 
 
 def stream(args: argparse.Namespace, source, layout: ModelLayout, sink, targets: dict) -> None:
-    """Every tensor of the source (``layout``) read, checked, cast and written to the sink as ``targets`` names
-    it; one pass per target TP rank when the source can be reread."""
+    """Every tensor of the source (``layout``) read once, checked, cast and written to the sink (every target
+    rank's piece) as ``targets`` names it."""
     dtype = DTYPES[args.params_dtype] if args.params_dtype else None
-    passes, names = sink.passes(source.rereadable), sink.order(layout.names, targets)
-    with tqdm(total=len(passes) * len(names), desc="converting", unit="tensor") as progress:
-        for ranks in passes:
-            for name in names:
-                tensors = source.read(name, layout.rules[name][1], layout)
-                check_finite(source, name, tensors, layout, args.allow_non_finite)
-                if dtype is not None:
-                    tensors = cast(source, name, tensors, dtype, layout, args)
-                sink.write(targets[name], tensors, ranks)
-                progress.update()
+    names = sink.order(layout.names, targets)
+    for name in tqdm(names, desc="converting", unit="tensor"):
+        tensors = source.read(name, layout.rules[name][1], layout)
+        check_finite(source, name, tensors, layout, args.allow_non_finite)
+        if dtype is not None:
+            tensors = cast(source, name, tensors, dtype, layout, args)
+        sink.write(targets[name], tensors)
     sink.finish()
 
 

@@ -29,8 +29,6 @@ class HFSource:
     pages read do not stay in this process's resident memory.
     """
 
-    rereadable = True  # read() leaves the checkpoint as it is: a tensor can be read once per TP rank
-
     def __init__(self, load_dir: str, family_name: Optional[str]) -> None:
         self.load_dir = load_dir
         self.hf_config = read_hf_config(load_dir)
@@ -235,10 +233,8 @@ class HFWeightSink:
     def order(self, names: Sequence[str], targets: Dict[str, str]) -> List[str]:
         return list(names)  # the HF files keep the model's order
 
-    def passes(self, rereadable: bool) -> List[Tuple[int, ...]]:
-        return [(0,)]
-
-    def write(self, name: str, tensors: Sequence[torch.Tensor], ranks: Sequence[int]) -> None:
+    def write(self, name: str, tensors: Sequence[torch.Tensor]) -> None:
+        """Add the HF tensors of our parameter ``name`` to the shards."""
         if self.layout.config.value_head and name == "output_layer.weight":
             return  # a reward model: HF's sequence classifier has the score head and no lm_head
         for hf_name, tensor in zip(self.layout.rules[name][1], tensors):

@@ -33,9 +33,10 @@ class MegatronLMSource(MegatronSource):
         self.stored_names: Dict[Tuple[int, int], Dict[str, str]] = {}  # (stage, chunk) -> {ours: theirs}
         super().__init__(load_dir, family_name)
 
-    def _map(self, tp_rank: int, pp_rank: int) -> Dict[str, Any]:
+    def _load(self, path: str) -> Dict[str, Any]:
+        """One rank file of Megatron's, memory-mapped; its foreign objects load as inert placeholders."""
         try:
-            return map_foreign_file(self.path(tp_rank, pp_rank))
+            return map_foreign_file(path)
         except CheckpointError as error:
             raise ConversionError(str(error)) from None
 

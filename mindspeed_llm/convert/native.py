@@ -7,9 +7,12 @@ rank, with ``args``, ``transformer_config`` and ``hf_config``, the tracker last.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import math
+import mmap
 import os
 import re
+import zipfile
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -53,18 +56,19 @@ class MegatronSource:
     The layout (TP, PP, virtual chunks, ``--num-layer-list``, noop layers) comes
     from the checkpoint's ``args`` and ``transformer_config``; the directory names
     and the ``model``/``model0..`` keys must agree with it. Files are memory-mapped
-    (``torch.load(mmap=True)``): opening them reads names and shapes only, and a
-    read maps each TP rank's file of the stage, copies the piece and unmaps it, so
-    resident memory stays at one full tensor.
+    (``torch.load(mmap=True)``) once: opening them reads names and shapes only, and a
+    read copies each rank's piece into the full tensor and drops the piece's pages
+    from memory (:func:`release_pages`), so resident memory stays at one full tensor.
     """
 
-    rereadable = True  # read() leaves the checkpoint as it is
     overlay: Optional[Callable[[str, torch.Tensor], torch.Tensor]] = None  # (our name, full tensor) -> tensor read
     # names the overlay supplies whole, absent from the files (a LoRA reward model's value head over a plain LM)
     supplied: frozenset = frozenset()
 
     def __init__(self, load_dir: str, family_name: Optional[str], found: Optional[Tuple[int, bool]] = None) -> None:
         self.load_dir = load_dir
+        self._mapped: Dict[Tuple[int, int], Dict[str, Any]] = {}  # (rank, stage) -> its file, memory-mapped
+        self._file_backed: set = set()  # the (rank, stage) files that are memory-mapped, not read whole
         self.iteration, self.release = found or source_iteration(load_dir)
         self.pp, self.ep = self._pipeline_and_expert_sizes()
         self._reject_distributed_format()
@@ -128,10 +132,19 @@ class MegatronSource:
         except CheckpointError as error:
             raise ConversionError(str(error)) from None
 
-    def _map(self, tp_rank: int, pp_rank: int) -> Dict[str, Any]:
+    def _map(self, rank: int, pp_rank: int) -> Dict[str, Any]:
+        """One rank file, memory-mapped at its first use and kept (its pages are dropped as they are read)."""
+        if (rank, pp_rank) not in self._mapped:
+            path = self.path(rank, pp_rank)
+            self._mapped[(rank, pp_rank)] = self._load(path)
+            if zipfile.is_zipfile(path):  # torch's zip format: mapped (another is read whole)
+                self._file_backed.add((rank, pp_rank))
+        return self._mapped[(rank, pp_rank)]
+
+    def _load(self, path: str) -> Dict[str, Any]:
         """One rank file, memory-mapped (read whole when it is not in torch's zip format)."""
         try:
-            return map_file(self.path(tp_rank, pp_rank))
+            return map_file(path)
         except CheckpointError as error:
             raise ConversionError(str(error)) from None
 
@@ -252,12 +265,31 @@ class MegatronSource:
             if shard is None:
                 experts.copy_(piece)
             else:
-                self._place(name, shard, piece, rank % self.tp, experts)  # one rank's pages mapped at a time
-            del piece, mapped  # unmaps the file
+                self._place(name, shard, piece, rank % self.tp, experts)
+            if (rank, stage) in self._file_backed:
+                release_pages(piece)
+            del piece, mapped
         full = self._to_our_layout(name, full)
         if self.overlay is not None:  # --lora-load: the adapters merged in
             full = self.overlay(name, full)
         return to_hf(layout.rules[name][0], full, layout.context(name))
+
+
+MADV_DONTNEED = 4  # madvise advice (sys/mman.h): drop the pages; a file-backed mapping reads them again
+
+
+def release_pages(tensor: torch.Tensor) -> None:
+    """Drop the resident pages that lie wholly inside a memory-mapped (file-backed) tensor's bytes: touched
+    again, they are read from the file. Keeps a conversion's memory at one tensor while its source files
+    stay mapped. Elsewhere than Linux / glibc this does nothing."""
+    start, end = tensor.data_ptr(), tensor.data_ptr() + tensor.nbytes
+    first, last = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE, end // mmap.PAGESIZE * mmap.PAGESIZE
+    if last <= first:
+        return
+    try:
+        ctypes.CDLL(None).madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), MADV_DONTNEED)
+    except (OSError, AttributeError):
+        pass
 
 
 class MegatronSink:
@@ -265,8 +297,8 @@ class MegatronSink:
 
     Each slice is written into its (TP rank, stage) file at once (:class:`StreamingCheckpoint`;
     the file keeps a placeholder), and the file is closed when its last parameter arrives, then
-    the tracker: no file's tensors are held in memory. ``passes`` splits the work by TP rank when
-    the source can be read once per rank, so that one rank's files are open at a time.
+    the tracker: no file's tensors are held in memory. The source is read once: each tensor goes to
+    every target rank of its stage(s), whose files are open together.
     """
 
     def __init__(self, save_dir: str, layout: ModelLayout, family_name: str,
@@ -289,19 +321,15 @@ class MegatronSink:
             return self.layout.locations[target][0][0], -math.prod(self.layout.full_shapes[target])
         return sorted(names, key=key)
 
-    def passes(self, rereadable: bool) -> List[Tuple[int, ...]]:
-        """The (TP, EP) ranks written by each pass over the source: one rank a pass when it can be reread."""
-        ranks = tuple(range(self.layout.ranks))
-        return [(rank,) for rank in ranks] if rereadable else [ranks]
-
-    def write(self, name: str, tensors: Sequence[torch.Tensor], ranks: Sequence[int]) -> None:
+    def write(self, name: str, tensors: Sequence[torch.Tensor]) -> None:
+        """Each target rank's piece of our parameter ``name`` (from its HF ``tensors``), into its file(s)."""
         layout = self.layout
         full = to_ours(layout.rules[name][0], tensors, layout.context(name))
         check_shape(name, full, layout.full_shapes[name])
         for stage, chunk, local in layout.locations[name]:
             shard = layout.local_shards[(stage, chunk, local)]
             expert = (stage, chunk, local) in layout.expert_locations
-            for rank in ranks:
+            for rank in range(layout.ranks):
                 experts = expert_slice(full, layout.expert_index(rank), layout.ep) if expert else full
                 value = self._piece(local, experts, shard, rank % layout.tp)
                 file = (rank, stage)

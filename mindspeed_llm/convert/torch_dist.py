@@ -90,10 +90,8 @@ class DistSink:
     def order(self, names: Sequence[str], targets: Dict[str, str]) -> List[str]:
         return list(names)
 
-    def passes(self, rereadable: bool) -> List[Tuple[int, ...]]:
-        return [(0,)]
-
-    def write(self, name: str, tensors: Sequence[torch.Tensor], ranks: Sequence[int]) -> None:
+    def write(self, name: str, tensors: Sequence[torch.Tensor]) -> None:
+        """Keep the whole tensor of ``name`` (its vocabulary without the TP padding) for the one DCP save."""
         full = to_ours(self.layout.rules[name][0], tensors, self.layout.context(name))
         check_shape(name, full, self.layout.full_shapes[name])
         stored = full[tuple(slice(0, n) for n in self.layout.stored_shapes[name])]
