@@ -4,7 +4,7 @@ published at the end."""
 from __future__ import annotations
 
 import argparse
-from typing import List, Sequence
+from typing import Dict, List, Sequence
 
 import torch
 from tqdm import tqdm
@@ -13,7 +13,7 @@ from core.checkpointing import iteration_dir, non_finite_count
 from mindspeed_llm.convert.arguments import DTYPES, parse_size, validate_args
 from mindspeed_llm.convert.errors import NON_FINITE_FIX, ConversionError, refuse_non_finite
 from mindspeed_llm.convert.files import publish, remove_path, staging_dir, target_kind
-from mindspeed_llm.convert.hf import HFSink, HFSource, HFWeightSink
+from mindspeed_llm.convert.hf import HFSource, HFWeightSink
 from mindspeed_llm.convert.layout import ModelLayout
 from mindspeed_llm.convert.megatron import MegatronLMSink, MegatronLMSource
 from mindspeed_llm.convert.native import MegatronSink, MegatronSource, source_iteration
@@ -34,8 +34,9 @@ def open_source(args: argparse.Namespace):
     return source(args.load_dir, args.model_type_hf, found)
 
 
-def open_sink(args: argparse.Namespace, source, layout: ModelLayout, directory: str):
-    """The writer of the target format, into ``directory`` (the staging directory)."""
+def open_sink(args: argparse.Namespace, source, source_layout: ModelLayout, layout: ModelLayout,
+              targets: Dict[str, str], directory: str):
+    """The writer of the target format (``layout``), into ``directory`` (the staging directory)."""
     if args.save_model_type == "mg" and args.ckpt_format == "torch_dist":
         return DistSink(directory, layout, source.family_name, source.hf_config)
     if args.save_model_type == "mg":
@@ -47,7 +48,11 @@ def open_sink(args: argparse.Namespace, source, layout: ModelLayout, directory: 
         hf_config = source.family.to_hf_config(layout.config, source.hf_config)
     except RegistryError as error:
         raise ConversionError(f"{args.load_dir}: {error}") from None
-    return HFWeightSink(HFSink(directory, parse_size(args.max_shard_size), hf_config), layout)
+    dtype = DTYPES[args.params_dtype] if args.params_dtype else None
+    described = [(targets[name], [meta.to(dtype) if dtype else meta
+                                  for meta in source.describe(name, source_layout.rules[name][1], source_layout)])
+                 for name in source_layout.names]  # (the HF sink's order: the model's)
+    return HFWeightSink(directory, parse_size(args.max_shard_size), hf_config, layout, described)
 
 
 def convert(args: argparse.Namespace) -> None:
@@ -73,13 +78,14 @@ def convert(args: argparse.Namespace) -> None:
         if adapters is not None and args.save_lora_to_hf:
             write_peft_adapter(args, source, adapters, layout, renaming, staging)
         else:
-            stream(args, source, source_layout, open_sink(args, source, layout, staging), targets)
+            sink = open_sink(args, source, source_layout, layout, targets, staging)
+            stream(args, source, source_layout, sink, targets)
         publish(staging, args.save_dir, target_kind(args))
     finally:
         remove_path(staging)
 
 
-def stream(args: argparse.Namespace, source, layout: ModelLayout, sink, targets: dict) -> None:
+def stream(args: argparse.Namespace, source, layout: ModelLayout, sink, targets: Dict[str, str]) -> None:
     """Every tensor of the source (``layout``) read once, checked, cast and written to the sink (every target
     rank's piece) as ``targets`` names it."""
     dtype = DTYPES[args.params_dtype] if args.params_dtype else None

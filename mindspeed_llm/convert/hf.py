@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
+import math
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -68,6 +68,7 @@ class HFSource:
         files = sorted(set(weight_map.values())) if weight_map is not None else [SAFETENSORS_SINGLE]
         where: Dict[str, str] = {}
         shapes: Dict[str, Tuple[int, ...]] = {}
+        self.dtypes: Dict[str, str] = {}  # tensor name -> safetensors dtype (F32, BF16, ...)
         for file in files:
             path = os.path.join(self.load_dir, file)
             if not os.path.isfile(path):
@@ -76,7 +77,9 @@ class HFSource:
             try:
                 with safe_open(path, framework="pt") as handle:
                     for name in handle.keys():
-                        where[name], shapes[name] = path, tuple(handle.get_slice(name).get_shape())
+                        piece = handle.get_slice(name)
+                        where[name], shapes[name] = path, tuple(piece.get_shape())
+                        self.dtypes[name] = piece.get_dtype()
             except (SafetensorError, OSError) as error:
                 raise ConversionError(f"{path} is truncated or not a safetensors file ({error}); copy the complete "
                                       "checkpoint again") from None
@@ -108,6 +111,10 @@ class HFSource:
     def locate(self, name: str, hf_name: str, layout: ModelLayout, finite: bool = False) -> Tuple[str, str]:
         """(the name in the file, the file) of HF tensor ``hf_name``, read for our ``name``."""
         return hf_name, self.where[hf_name]
+
+    def describe(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
+        """What :meth:`read` gives, on the meta device (from the shard headers)."""
+        return [torch.empty(self.shapes[n], dtype=TORCH_DTYPES[self.dtypes[n]], device="meta") for n in hf_names]
 
     def read(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
         """The HF tensors ``hf_names`` of our parameter ``name``, read from their shards."""
@@ -156,91 +163,145 @@ def resolve_family(name: Optional[str], hf_config: Optional[Dict[str, Any]], whe
 SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64",
                       torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
                       torch.uint8: "U8", torch.bool: "BOOL"}
+TORCH_DTYPES = {name: dtype for dtype, name in SAFETENSORS_DTYPES.items()}
+
+
+Planned = Tuple[str, torch.dtype, Tuple[int, ...]]  # (HF name, dtype, shape) of a tensor to write
 
 
 class HFSink:
-    """Writes HF tensors into safetensors shards of at most ``max_shard_size``, streaming.
+    """Writes HF tensors into safetensors shards of at most ``max_shard_size``, each straight to its place.
 
-    Each tensor's bytes are appended to the current shard's data file as it arrives; a shard's
-    file (header + data) is assembled when it is full, so one tensor is in memory at a time.
-    ``config.json`` is written last.
+    The plan (every tensor's name, dtype and shape, in the order of the files) fixes the shards and their
+    headers before any tensor arrives, so each tensor's bytes are written once, at their offset in the
+    final file, in any order and from any thread (``os.pwrite``), and one tensor is in memory at a time. A
+    shard is closed after its last tensor; ``config.json`` is written last.
     """
 
-    def __init__(self, save_dir: str, max_shard_size: int, hf_config: Dict[str, Any]) -> None:
-        self.save_dir, self.max_shard_size, self.hf_config = save_dir, max_shard_size, hf_config
-        self.entries: Dict[str, Dict[str, Any]] = {}  # the open shard's header entries
-        self.data: Optional[Any] = None  # the open shard's data file
-        self.shard_bytes = 0
-        self.shards: List[Tuple[str, List[str]]] = []  # (assembled temporary path, tensor names)
-        self.total_size = 0
+    def __init__(self, save_dir: str, max_shard_size: int, hf_config: Dict[str, Any],
+                 plan: Sequence[Planned]) -> None:
+        self.save_dir, self.hf_config = save_dir, hf_config
+        shards = split_shards(plan, max_shard_size)
+        count = len(shards)
+        self.files = [SAFETENSORS_SINGLE if count == 1 else f"model-{number:05d}-of-{count:05d}.safetensors"
+                      for number in range(1, count + 1)]
+        self.headers: List[bytes] = []
+        self.places: Dict[str, Tuple[int, int, Planned]] = {}  # HF name -> (shard, file offset, plan entry)
+        for shard, entries in enumerate(shards):
+            header, offsets = shard_header(entries)
+            self.headers.append(header)
+            for entry, offset in zip(entries, offsets):
+                self.places[entry[0]] = (shard, 8 + len(header) + offset, entry)
+        self.remaining = [len(entries) for entries in shards]  # tensors each shard still waits for
+        self.total_size = sum(_nbytes(dtype, shape) for _, dtype, shape in plan)
+        self.handles: Dict[int, int] = {}  # shard -> its open file descriptor
 
     def add(self, name: str, tensor: torch.Tensor) -> None:
-        """Append ``tensor``'s bytes to the open shard (a new one when it would exceed the shard size)."""
-        nbytes = tensor.numel() * tensor.element_size()
-        if self.entries and self.shard_bytes + nbytes > self.max_shard_size:
-            self._close_shard()
-        if self.data is None:
-            os.makedirs(self.save_dir, exist_ok=True)
-            self.data = open(os.path.join(self.save_dir, ".shard.data.tmp"), "wb")
+        """Write ``tensor``'s bytes at their planned place (a shard is opened at its first tensor, closed after
+        its last)."""
+        shard, offset, (_, dtype, shape) = self.places[name]
+        if tensor.dtype != dtype or tuple(tensor.shape) != shape:
+            raise AssertionError(f"{name}: {tensor.dtype} {tuple(tensor.shape)} arrived, {dtype} {shape} planned")
         raw = tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy()  # little-endian bytes
-        self.data.write(raw.data)
-        self.entries[name] = {"dtype": SAFETENSORS_DTYPES[tensor.dtype], "shape": list(tensor.shape),
-                              "data_offsets": [self.shard_bytes, self.shard_bytes + nbytes]}
-        self.shard_bytes += nbytes
-        self.total_size += nbytes
+        _write_at(self._handle(shard), memoryview(raw), offset)
+        self.remaining[shard] -= 1
+        if not self.remaining[shard]:
+            os.close(self.handles.pop(shard))
 
-    def _close_shard(self) -> None:
-        """Assemble the open shard: 8-byte header length, JSON header (8-byte aligned), the data."""
-        data_path = os.path.join(self.save_dir, ".shard.data.tmp")
-        if self.data is not None:
-            self.data.close()
-        else:  # no tensor at all: an empty shard
+    def _handle(self, shard: int) -> int:
+        """The open file of ``shard``, created with its header at its first use."""
+        if shard not in self.handles:
             os.makedirs(self.save_dir, exist_ok=True)
-            open(data_path, "wb").close()
-        header = json.dumps({"__metadata__": {"format": "pt"}, **self.entries}, separators=(",", ":")).encode()
-        header += b" " * (-len(header) % 8)
-        path = os.path.join(self.save_dir, f".shard-{len(self.shards) + 1:05d}.safetensors.tmp")
-        with open(path, "wb") as out, open(data_path, "rb") as data:
-            out.write(len(header).to_bytes(8, "little"))
-            out.write(header)
-            shutil.copyfileobj(data, out, 16 * 2**20)
-        os.remove(data_path)
-        self.shards.append((path, list(self.entries)))
-        self.entries, self.data, self.shard_bytes = {}, None, 0
+            path = os.path.join(self.save_dir, self.files[shard])
+            handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            header = self.headers[shard]
+            _write_at(handle, memoryview(len(header).to_bytes(8, "little") + header), 0)
+            self.handles[shard] = handle
+        return self.handles[shard]
 
     def finish(self) -> None:
-        """Name the shards (``model.safetensors`` or ``model-0000k-of-0000n``), then the index, then config.json."""
-        if self.entries or not self.shards:
-            self._close_shard()
-        count = len(self.shards)
-        weight_map = {}
-        for number, (tmp, names) in enumerate(self.shards, start=1):
-            final = SAFETENSORS_SINGLE if count == 1 else f"model-{number:05d}-of-{count:05d}.safetensors"
-            os.replace(tmp, os.path.join(self.save_dir, final))
-            weight_map.update({name: final for name in names})
-        if count > 1:
+        """An empty model's one shard (its header only), the index of several shards, then config.json."""
+        unwritten = [self.files[shard] for shard, left in enumerate(self.remaining) if left]
+        if unwritten:
+            raise AssertionError(f"shards {unwritten} never received all their tensors")
+        if not self.places:
+            os.close(self._handle(0))
+            self.handles.pop(0)
+        if len(self.files) > 1:
+            weight_map = {name: self.files[shard] for name, (shard, _, _) in self.places.items()}
             index = {"metadata": {"total_size": self.total_size}, "weight_map": dict(sorted(weight_map.items()))}
             write_json(os.path.join(self.save_dir, SAFETENSORS_INDEX), index)
         write_json(os.path.join(self.save_dir, HF_CONFIG), self.hf_config)
 
 
-class HFWeightSink:
-    """Adapts :class:`HFSink` to the per-parameter ``write`` interface (one pass over the source)."""
+def _nbytes(dtype: torch.dtype, shape: Sequence[int]) -> int:
+    return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
 
-    def __init__(self, sink: HFSink, layout: ModelLayout) -> None:
-        self.sink, self.layout = sink, layout
+
+def split_shards(plan: Sequence[Planned], max_shard_size: int) -> List[List[Planned]]:
+    """The plan cut into shards: a new shard when the next tensor would take the current one past
+    ``max_shard_size`` (a tensor larger than that gets a shard of its own); one empty shard for no tensors."""
+    shards: List[List[Planned]] = [[]]
+    size = 0
+    for entry in plan:
+        nbytes = _nbytes(entry[1], entry[2])
+        if shards[-1] and size + nbytes > max_shard_size:
+            shards.append([])
+            size = 0
+        shards[-1].append(entry)
+        size += nbytes
+    return shards
+
+
+def shard_header(entries: Sequence[Planned]) -> Tuple[bytes, List[int]]:
+    """A shard's JSON header (padded with spaces to 8 bytes) and each tensor's offset in its data."""
+    header: Dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offsets, position = [], 0
+    for name, dtype, shape in entries:
+        nbytes = _nbytes(dtype, shape)
+        header[name] = {"dtype": SAFETENSORS_DTYPES[dtype], "shape": list(shape),
+                        "data_offsets": [position, position + nbytes]}
+        offsets.append(position)
+        position += nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    return text + b" " * (-len(text) % 8), offsets
+
+
+def _write_at(handle: int, data: memoryview, offset: int) -> None:
+    """All of ``data`` at ``offset`` of the open file ``handle`` (``pwrite`` may write less than asked)."""
+    data = data.cast("B")
+    while data:
+        written = os.pwrite(handle, data, offset)
+        data, offset = data[written:], offset + written
+
+
+class HFWeightSink:
+    """Adapts :class:`HFSink` to the per-parameter ``write`` interface: our parameters' HF tensors under the
+    target's HF names (a reward model has HF's score head and no ``lm_head``)."""
+
+    def __init__(self, directory: str, max_shard_size: int, hf_config: Dict[str, Any], layout: ModelLayout,
+                 described: Sequence[Tuple[str, Sequence[torch.Tensor]]]) -> None:
+        """``described``: (our target name, its HF tensors on the meta device) in the order they will come."""
+        self.layout = layout
+        plan = [(hf_name, meta.dtype, tuple(meta.shape)) for name, metas in described if self._kept(name)
+                for hf_name, meta in zip(layout.rules[name][1], metas)]
+        self.sink = HFSink(directory, max_shard_size, hf_config, plan)
+
+    def _kept(self, name: str) -> bool:
+        """Whether our parameter ``name`` is written (a reward model's ``output_layer`` is not)."""
+        return not (self.layout.config.value_head and name == "output_layer.weight")
 
     def order(self, names: Sequence[str], targets: Dict[str, str]) -> List[str]:
-        return list(names)  # the HF files keep the model's order
+        """The model's order, which the HF files keep."""
+        return list(names)
 
     def write(self, name: str, tensors: Sequence[torch.Tensor]) -> None:
         """Add the HF tensors of our parameter ``name`` to the shards."""
-        if self.layout.config.value_head and name == "output_layer.weight":
-            return  # a reward model: HF's sequence classifier has the score head and no lm_head
+        if not self._kept(name):
+            return
         for hf_name, tensor in zip(self.layout.rules[name][1], tensors):
             self.sink.add(hf_name, tensor)
 
     def finish(self) -> None:
+        """Close the shards; the index and ``config.json`` last."""
         self.sink.finish()
-
-

@@ -248,7 +248,18 @@ class MegatronSource:
                     return stored, self.path(rank, stage)
         return name, f"{self.load_dir} merged with its --lora-load adapters"
 
+    def describe(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
+        """What :meth:`read` gives, on the meta device (the merged adapters keep the base's dtype and shape)."""
+        if name in self.supplied:
+            return [tensor.to("meta") for tensor in self.read(name, hf_names, layout)]
+        stage, chunk, local = layout.locations[name][0]
+        rank = self._ranks_holding(layout.shards[name], name in layout.experts, layout)[0]
+        dtype = self._map(rank, stage)[layout.chunk_keys[chunk]][self._stored_name(stage, chunk, local)].dtype
+        full = self._to_our_layout(name, torch.empty(layout.full_shapes[name], dtype=dtype, device="meta"))
+        return to_hf(layout.rules[name][0], full, layout.context(name))
+
     def read(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
+        """The HF tensors of our parameter ``name``: its pieces joined over the ranks, in HF's form."""
         if name in self.supplied:  # not in the files: the overlay's tensor
             return to_hf(layout.rules[name][0], self.overlay(name, None), layout.context(name))
         stage, chunk, local = layout.locations[name][0]  # (the tied copy on the last stage is not read)

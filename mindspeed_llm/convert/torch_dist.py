@@ -57,7 +57,16 @@ class DistSource(MegatronSource):
         """(the stored key, the checkpoint directory) of ``name`` (DCP spreads a tensor over its files)."""
         return dist_format.MODEL_PREFIX + name, self.directory
 
+    def describe(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
+        """What :meth:`read` gives, on the meta device (the dtype from the checkpoint's metadata)."""
+        if name in self.supplied:
+            return [tensor.to("meta") for tensor in self.read(name, hf_names, layout)]
+        dtype = self.metadata.state_dict_metadata[dist_format.MODEL_PREFIX + name].properties.dtype
+        full = torch.empty(layout.full_shapes[name], dtype=dtype, device="meta")
+        return to_hf(layout.rules[name][0], full, layout.context(name))
+
     def read(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
+        """The HF tensors of our parameter ``name``, read whole (the vocabulary's TP padding zero)."""
         if name in self.supplied:
             return to_hf(layout.rules[name][0], self.overlay(name, None), layout.context(name))
         stored = dist_format.read_full(self.directory, [dist_format.MODEL_PREFIX + name], self.metadata)
