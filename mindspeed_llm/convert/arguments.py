@@ -13,7 +13,6 @@ from mindspeed_llm.convert.files import protect_save_dir
 from mindspeed_llm.flags import FlagParser, add_pipeline_layout_args
 from mindspeed_llm.models import megatron_format
 from mindspeed_llm.models.registry import get_family
-from mindspeed_llm.posttrain import peft_format
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -177,6 +176,8 @@ def _validate_lora_args(args: argparse.Namespace) -> None:
     if not os.path.isdir(args.lora_load):
         raise ConversionError(f"--lora-load {args.lora_load} does not exist or is not a directory; pass the "
                               "directory a LoRA run saved (--save)")
+    from mindspeed_llm.posttrain import peft_format  # (here: its package imports every post-training task)
+
     if peft_format.is_peft_dir(args.lora_load):
         raise ConversionError(f"--lora-load {args.lora_load} is a PEFT adapter; the converter merges a LoRA run's "
                               "--save (load the PEFT adapter into training with --lora-load, then convert its --save)")

@@ -1,10 +1,17 @@
 """The conversion: open the source, lay out the target, then stream every tensor from one to the other
-(read, NaN / Inf check, optional dtype cast, write) under a progress bar, into a staging directory that is
-published at the end."""
+(read, NaN / Inf check, optional dtype cast and the target's split on worker threads; refusals and writes in
+order) under a progress bar, into a staging directory that is published at the end."""
 from __future__ import annotations
 
 import argparse
-from typing import Dict, List, Sequence
+import dataclasses
+import importlib
+import math
+import os
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import ModuleType
+from typing import Any, Deque, Dict, List, Optional, Tuple
 
 import torch
 from tqdm import tqdm
@@ -17,9 +24,7 @@ from mindspeed_llm.convert.hf import HFSource, HFWeightSink
 from mindspeed_llm.convert.layout import ModelLayout
 from mindspeed_llm.convert.megatron import MegatronLMSink, MegatronLMSource
 from mindspeed_llm.convert.native import MegatronSink, MegatronSource, source_iteration
-from mindspeed_llm.convert.peft import LoraAdapters, write_peft_adapter
 from mindspeed_llm.convert.reshard import layer_renaming, rename, target_layout
-from mindspeed_llm.convert.torch_dist import DistSink, DistSource, dist_format
 from mindspeed_llm.models.registry import RegistryError
 
 
@@ -30,15 +35,31 @@ def open_source(args: argparse.Namespace):
     if args.load_model_type == "megatron":
         return MegatronLMSource(args.load_dir, args.model_type_hf, args.vocab_size)
     found = source_iteration(args.load_dir)
-    source = DistSource if dist_format.is_dist_checkpoint(iteration_dir(args.load_dir, *found)) else MegatronSource
-    return source(args.load_dir, args.model_type_hf, found)
+    directory = iteration_dir(args.load_dir, *found)
+    if not any(name.startswith("mp_rank_") for name in os.listdir(directory)):  # perhaps torch_dist
+        torch_dist = import_torch_dist()
+        if torch_dist.dist_format.is_dist_checkpoint(directory):
+            return torch_dist.DistSource(args.load_dir, args.model_type_hf, found)
+    return MegatronSource(args.load_dir, args.model_type_hf, found)
+
+
+def import_torch_dist() -> ModuleType:
+    """:mod:`mindspeed_llm.convert.torch_dist`, imported for a torch_dist source or target only: it imports
+    ``torch.distributed.checkpoint``, which takes seconds."""
+    return importlib.import_module("mindspeed_llm.convert.torch_dist")
+
+
+def import_peft() -> ModuleType:
+    """:mod:`mindspeed_llm.convert.peft`, imported for ``--lora-load`` only: it imports the post-training
+    package, which imports every task (and with them FSDP and DTensor)."""
+    return importlib.import_module("mindspeed_llm.convert.peft")
 
 
 def open_sink(args: argparse.Namespace, source, source_layout: ModelLayout, layout: ModelLayout,
               targets: Dict[str, str], directory: str):
     """The writer of the target format (``layout``), into ``directory`` (the staging directory)."""
     if args.save_model_type == "mg" and args.ckpt_format == "torch_dist":
-        return DistSink(directory, layout, source.family_name, source.hf_config)
+        return import_torch_dist().DistSink(directory, layout, source.family_name, source.hf_config)
     if args.save_model_type == "mg":
         return MegatronSink(directory, layout, source.family_name, source.hf_config)
     if args.save_model_type == "megatron":
@@ -59,7 +80,7 @@ def convert(args: argparse.Namespace) -> None:
     """Convert ``--load-dir`` to ``--save-dir`` as the flags say; every input error is found before writing."""
     validate_args(args)
     source = open_source(args)
-    adapters = LoraAdapters(args.lora_load, source.family_name) if args.lora_load else None
+    adapters = import_peft().LoraAdapters(args.lora_load, source.family_name) if args.lora_load else None
     if adapters is not None:
         adapters.attach(source)  # before the layouts: a reward model's adapters add the value head
     rules = source.family.rules(source.config)
@@ -76,7 +97,7 @@ def convert(args: argparse.Namespace) -> None:
     remove_path(staging)
     try:
         if adapters is not None and args.save_lora_to_hf:
-            write_peft_adapter(args, source, adapters, layout, renaming, staging)
+            import_peft().write_peft_adapter(args, source, adapters, layout, renaming, staging)
         else:
             sink = open_sink(args, source, source_layout, layout, targets, staging)
             stream(args, source, source_layout, sink, targets)
@@ -85,48 +106,84 @@ def convert(args: argparse.Namespace) -> None:
         remove_path(staging)
 
 
+AHEAD = 2  # worker threads reading and preparing tensors ahead of the one being written
+AHEAD_ELEMENTS = 48 * 2**20  # ... while the tensors in flight hold fewer elements (memory: ~100 MB in bf16)
+
+
+@dataclasses.dataclass
+class Loaded:
+    """A source parameter read, counted, cast and prepared by the sink, on a worker thread (:func:`load`)."""
+
+    bad: List[int]  # NaN / Inf values per HF tensor
+    overflow: List[int]  # values the --params-dtype cast made Inf, per HF tensor
+    sizes: List[int]  # elements per HF tensor
+    prepared: Any = None  # the sink's pieces
+    error: Optional[ConversionError] = None  # what preparing them raised, reported after the counts
+
+
 def stream(args: argparse.Namespace, source, layout: ModelLayout, sink, targets: Dict[str, str]) -> None:
-    """Every tensor of the source (``layout``) read once, checked, cast and written to the sink (every target
-    rank's piece) as ``targets`` names it."""
+    """Every tensor of the source (``layout``) read once, checked, cast and made into the target's pieces on a
+    worker thread (:func:`load`, ahead as :data:`AHEAD` and :data:`AHEAD_ELEMENTS` allow, so that reading,
+    joining and splitting overlap the writes), then reported and written in order on this thread
+    (:func:`commit`)."""
     dtype = DTYPES[args.params_dtype] if args.params_dtype else None
     names = sink.order(layout.names, targets)
-    for name in tqdm(names, desc="converting", unit="tensor"):
-        tensors = source.read(name, layout.rules[name][1], layout)
-        check_finite(source, name, tensors, layout, args.allow_non_finite)
-        if dtype is not None:
-            tensors = cast(source, name, tensors, dtype, layout, args)
-        sink.write(targets[name], tensors)
+    pending: Deque[Tuple[str, Future]] = deque()
+    in_flight = 0  # elements of the pending tensors
+    with ThreadPoolExecutor(max_workers=AHEAD) as pool, \
+            tqdm(total=len(names), desc="converting", unit="tensor") as progress:
+        try:
+            for position, name in enumerate(names):
+                pending.append((name, pool.submit(load, source, layout, sink, name, targets[name], dtype)))
+                in_flight += math.prod(layout.full_shapes[name])
+                last = position == len(names) - 1
+                while pending and (last or len(pending) > AHEAD or in_flight > AHEAD_ELEMENTS):
+                    name_done, loaded = pending.popleft()
+                    in_flight -= math.prod(layout.full_shapes[name_done])
+                    commit(args, source, layout, sink, name_done, targets[name_done], loaded.result())
+                    progress.update()
+        finally:
+            for _, future in pending:  # a refusal: what was read ahead is not needed
+                future.cancel()
     sink.finish()
 
 
-def check_finite(source, name: str, tensors: Sequence[torch.Tensor], layout: ModelLayout, allow: bool) -> None:
-    """Refuse to export a tensor holding NaN / Inf (a diverged run's checkpoint), naming it and the source file;
-    with ``--allow-non-finite`` warn and go on."""
-    for hf_name, tensor in zip(layout.rules[name][1], tensors):
-        bad = non_finite_count(tensor)
-        if not bad:
-            continue
-        stored, path = source.locate(name, hf_name, layout)
-        refuse_non_finite(f"tensor {stored!r} in {path} holds {bad} NaN/Inf value(s) of {tensor.numel()}",
-                          NON_FINITE_FIX, allow)
+def load(source, layout: ModelLayout, sink, name: str, target: str, dtype: Optional[torch.dtype]) -> Loaded:
+    """Source parameter ``name`` read, its NaN / Inf counted, cast to ``dtype`` and prepared by the sink as
+    ``target``: a worker thread's part, which reports nothing."""
+    tensors = source.read(name, layout.rules[name][1], layout)
+    bad = [non_finite_count(tensor) for tensor in tensors]
+    loaded = Loaded(bad, [0] * len(tensors), [tensor.numel() for tensor in tensors])
+    if dtype is not None:
+        tensors = [tensor.to(dtype) for tensor in tensors]
+        loaded.overflow = [non_finite_count(tensor) - count for tensor, count in zip(tensors, bad)]
+    try:
+        loaded.prepared = sink.prepare(target, tensors)
+    except ConversionError as error:  # raised by commit, after this tensor's own refusals, as in order
+        loaded.error = error
+    return loaded
 
 
-def cast(source, name: str, tensors: Sequence[torch.Tensor], dtype: torch.dtype, layout: ModelLayout,
-         args: argparse.Namespace) -> List[torch.Tensor]:
-    """The tensors in ``--params-dtype``; values beyond its range (fp16's 65504) would become Inf: refused,
-    naming the tensor, unless ``--allow-non-finite``."""
-    result = []
-    for hf_name, tensor in zip(layout.rules[name][1], tensors):
-        converted = tensor.to(dtype)
-        overflow = non_finite_count(converted) - non_finite_count(tensor)
-        if overflow:
+def commit(args: argparse.Namespace, source, layout: ModelLayout, sink, name: str, target: str,
+           loaded: Loaded) -> None:
+    """Refuse (or, with ``--allow-non-finite``, warn about) source parameter ``name``'s NaN / Inf values and
+    ``--params-dtype`` overflows, naming the tensor and its file; then write its pieces as ``target``."""
+    hf_names = layout.rules[name][1]
+    for hf_name, count, size in zip(hf_names, loaded.bad, loaded.sizes):
+        if count:
+            stored, path = source.locate(name, hf_name, layout)
+            refuse_non_finite(f"tensor {stored!r} in {path} holds {count} NaN/Inf value(s) of {size}",
+                              NON_FINITE_FIX, args.allow_non_finite)
+    for hf_name, count in zip(hf_names, loaded.overflow):
+        if count:
+            largest = torch.finfo(DTYPES[args.params_dtype]).max
             stored, path = source.locate(name, hf_name, layout, finite=True)
-            refuse_non_finite(f"--params-dtype {args.params_dtype}: {overflow} value(s) of tensor {stored!r} in "
-                              f"{path} exceed {args.params_dtype}'s range (largest {torch.finfo(dtype).max:g}) and "
-                              "would become Inf", "keep the checkpoint's dtype (drop --params-dtype) or use bf16",
-                              args.allow_non_finite)
-        result.append(converted)
-    return result
+            refuse_non_finite(f"--params-dtype {args.params_dtype}: {count} value(s) of tensor {stored!r} in {path} "
+                              f"exceed {args.params_dtype}'s range (largest {largest:g}) and would become Inf",
+                              "keep the checkpoint's dtype (drop --params-dtype) or use bf16", args.allow_non_finite)
+    if loaded.error is not None:
+        raise loaded.error
+    sink.write(target, loaded.prepared)
 
 
 GLIBC_M_MMAP_THRESHOLD = -3  # mallopt parameter (malloc.h)

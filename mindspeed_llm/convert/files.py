@@ -11,7 +11,6 @@ from typing import Any, Dict
 
 from core.checkpointing import TRACKER_FILENAME
 from mindspeed_llm.convert.errors import ConversionError
-from mindspeed_llm.posttrain import peft_format
 
 SAFETENSORS_SINGLE = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -31,6 +30,8 @@ ITERATION_DIR = re.compile(r"iter_\d{7}")
 def replaced_by(kind: str, name: str) -> bool:
     """Whether the entry ``name`` of ``--save-dir`` is part of a checkpoint of ``kind`` (what a conversion of that
     kind replaces; a Megatron checkpoint's ``iter_*`` directories are kept, but their presence needs --overwrite)."""
+    from mindspeed_llm.posttrain import peft_format  # (here: its package imports every post-training task)
+
     if kind == "checkpoint":
         return name in (TRACKER_FILENAME, "release")
     if kind == "peft":
@@ -83,6 +84,8 @@ def publish(staging: str, save_dir: str, kind: str) -> None:
     if not os.path.exists(save_dir):
         os.rename(staging, save_dir)
         return
+    from mindspeed_llm.posttrain import peft_format  # (here: its package imports every post-training task)
+
     markers = (TRACKER_FILENAME, HF_CONFIG, peft_format.PEFT_CONFIG)
     for name in os.listdir(save_dir):
         if replaced_by(kind, name):

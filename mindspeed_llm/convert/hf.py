@@ -295,11 +295,16 @@ class HFWeightSink:
         """The model's order, which the HF files keep."""
         return list(names)
 
-    def write(self, name: str, tensors: Sequence[torch.Tensor]) -> None:
-        """Add the HF tensors of our parameter ``name`` to the shards."""
+    def prepare(self, name: str, tensors: Sequence[torch.Tensor]) -> List[Tuple[str, torch.Tensor]]:
+        """The HF tensors of our parameter ``name`` under the target's HF names, contiguous (none for a reward
+        model's ``output_layer``)."""
         if not self._kept(name):
-            return
-        for hf_name, tensor in zip(self.layout.rules[name][1], tensors):
+            return []
+        return [(hf_name, tensor.contiguous()) for hf_name, tensor in zip(self.layout.rules[name][1], tensors)]
+
+    def write(self, name: str, prepared: List[Tuple[str, torch.Tensor]]) -> None:
+        """Add the :meth:`prepare` d tensors of ``name`` to the shards."""
+        for hf_name, tensor in prepared:
             self.sink.add(hf_name, tensor)
 
     def finish(self) -> None:

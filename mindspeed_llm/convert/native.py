@@ -12,6 +12,7 @@ import math
 import mmap
 import os
 import re
+import threading
 import zipfile
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -27,7 +28,7 @@ from core.transformer.config import TransformerConfig
 from mindspeed_llm.convert.errors import ConversionError, check_shape
 from mindspeed_llm.convert.files import ITERATION_DIR
 from mindspeed_llm.convert.hf import resolve_family
-from mindspeed_llm.convert.layout import ModelLayout
+from mindspeed_llm.convert.layout import Location, ModelLayout
 from mindspeed_llm.models.registry import to_hf, to_ours
 
 def source_iteration(load_dir: str) -> Tuple[int, bool]:
@@ -69,6 +70,7 @@ class MegatronSource:
         self.load_dir = load_dir
         self._mapped: Dict[Tuple[int, int], Dict[str, Any]] = {}  # (rank, stage) -> its file, memory-mapped
         self._file_backed: set = set()  # the (rank, stage) files that are memory-mapped, not read whole
+        self._mapping = threading.Lock()  # reads run on worker threads
         self.iteration, self.release = found or source_iteration(load_dir)
         self.pp, self.ep = self._pipeline_and_expert_sizes()
         self._reject_distributed_format()
@@ -134,12 +136,13 @@ class MegatronSource:
 
     def _map(self, rank: int, pp_rank: int) -> Dict[str, Any]:
         """One rank file, memory-mapped at its first use and kept (its pages are dropped as they are read)."""
-        if (rank, pp_rank) not in self._mapped:
-            path = self.path(rank, pp_rank)
-            self._mapped[(rank, pp_rank)] = self._load(path)
-            if zipfile.is_zipfile(path):  # torch's zip format: mapped (another is read whole)
-                self._file_backed.add((rank, pp_rank))
-        return self._mapped[(rank, pp_rank)]
+        with self._mapping:
+            if (rank, pp_rank) not in self._mapped:
+                path = self.path(rank, pp_rank)
+                self._mapped[(rank, pp_rank)] = self._load(path)
+                if zipfile.is_zipfile(path):  # torch's zip format: mapped (another is read whole)
+                    self._file_backed.add((rank, pp_rank))
+            return self._mapped[(rank, pp_rank)]
 
     def _load(self, path: str) -> Dict[str, Any]:
         """One rank file, memory-mapped (read whole when it is not in torch's zip format)."""
@@ -332,24 +335,30 @@ class MegatronSink:
             return self.layout.locations[target][0][0], -math.prod(self.layout.full_shapes[target])
         return sorted(names, key=key)
 
-    def write(self, name: str, tensors: Sequence[torch.Tensor]) -> None:
-        """Each target rank's piece of our parameter ``name`` (from its HF ``tensors``), into its file(s)."""
+    def prepare(self, name: str, tensors: Sequence[torch.Tensor]) -> List[Tuple[int, Location, torch.Tensor]]:
+        """Each target rank's piece of our parameter ``name`` (from its HF ``tensors``): (rank, where, piece),
+        contiguous. Touches no file: it may run ahead of :meth:`write`, on another thread."""
         layout = self.layout
         full = to_ours(layout.rules[name][0], tensors, layout.context(name))
         check_shape(name, full, layout.full_shapes[name])
-        for stage, chunk, local in layout.locations[name]:
-            shard = layout.local_shards[(stage, chunk, local)]
-            expert = (stage, chunk, local) in layout.expert_locations
+        pieces = []
+        for where in layout.locations[name]:
+            shard, expert = layout.local_shards[where], where in layout.expert_locations
             for rank in range(layout.ranks):
                 experts = expert_slice(full, layout.expert_index(rank), layout.ep) if expert else full
-                value = self._piece(local, experts, shard, rank % layout.tp)
-                file = (rank, stage)
-                self.per_file.setdefault(file, [{} for _ in range(layout.vpp)])[chunk][local] = \
-                    self._file(rank, stage).add(value)  # written now; the file keeps a placeholder
-                del value
-                self.missing[file].discard((chunk, local))
-                if not self.missing[file]:
-                    self._save(rank, stage)
+                pieces.append((rank, where, self._piece(where[2], experts, shard, rank % layout.tp).contiguous()))
+        return pieces
+
+    def write(self, name: str, pieces: List[Tuple[int, Location, torch.Tensor]]) -> None:
+        """The :meth:`prepare` d pieces of ``name`` into their (rank, stage) files; a file is closed after its
+        last parameter."""
+        for rank, (stage, chunk, local), value in pieces:
+            file = (rank, stage)
+            self.per_file.setdefault(file, [{} for _ in range(self.layout.vpp)])[chunk][local] = \
+                self._file(rank, stage).add(value)  # written now; the file keeps a placeholder
+            self.missing[file].discard((chunk, local))
+            if not self.missing[file]:
+                self._save(rank, stage)
 
     def _piece(self, name: str, full: torch.Tensor, shard: Optional[TPShard], rank: int) -> torch.Tensor:
         """TP rank ``rank``'s piece of the full tensor of parameter ``name`` (our layout)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -37,6 +38,7 @@ class DistSource(MegatronSource):
         self.family_name = self.family.name
         self.metadata = dist_format.read_metadata(directory)
         self.stored = dist_format.stored_keys(self.metadata)
+        self._reading = threading.Lock()
 
     def path(self, rank: int, pp_rank: int) -> str:
         return os.path.join(self.directory, dist_format.COMMON_FILENAME)
@@ -69,7 +71,8 @@ class DistSource(MegatronSource):
         """The HF tensors of our parameter ``name``, read whole (the vocabulary's TP padding zero)."""
         if name in self.supplied:
             return to_hf(layout.rules[name][0], self.overlay(name, None), layout.context(name))
-        stored = dist_format.read_full(self.directory, [dist_format.MODEL_PREFIX + name], self.metadata)
+        with self._reading:  # one DCP read at a time (reads run on worker threads)
+            stored = dist_format.read_full(self.directory, [dist_format.MODEL_PREFIX + name], self.metadata)
         value = stored[dist_format.MODEL_PREFIX + name]
         full = value.new_zeros(layout.full_shapes[name])  # the TP padding of the vocabulary, zero as trained
         full[tuple(slice(0, n) for n in value.shape)] = value
@@ -99,12 +102,15 @@ class DistSink:
     def order(self, names: Sequence[str], targets: Dict[str, str]) -> List[str]:
         return list(names)
 
-    def write(self, name: str, tensors: Sequence[torch.Tensor]) -> None:
-        """Keep the whole tensor of ``name`` (its vocabulary without the TP padding) for the one DCP save."""
+    def prepare(self, name: str, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The whole tensor of ``name`` as stored (its vocabulary without the TP padding)."""
         full = to_ours(self.layout.rules[name][0], tensors, self.layout.context(name))
         check_shape(name, full, self.layout.full_shapes[name])
-        stored = full[tuple(slice(0, n) for n in self.layout.stored_shapes[name])]
-        self.tensors[dist_format.MODEL_PREFIX + name] = stored.contiguous()
+        return full[tuple(slice(0, n) for n in self.layout.stored_shapes[name])].contiguous()
+
+    def write(self, name: str, stored: torch.Tensor) -> None:
+        """Keep the :meth:`prepare` d tensor of ``name`` for the one DCP save."""
+        self.tensors[dist_format.MODEL_PREFIX + name] = stored
 
     def finish(self) -> None:
         directory = iteration_dir(self.save_dir, None, release=True)
