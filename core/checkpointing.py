@@ -31,7 +31,6 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.distributed as dist
 
-from core import dist_checkpointing
 from core.device import current_device
 
 TRACKER_FILENAME = "latest_checkpointed_iteration.txt"
@@ -306,9 +305,9 @@ class StreamingCheckpoint:
     def add(self, tensor: torch.Tensor) -> StoredTensor:
         tensor = tensor.detach().contiguous()
         storage = tensor.untyped_storage()
-        if tensor.storage_offset() or storage.nbytes() != tensor.nbytes:  # a view: its own bytes only
-            tensor = tensor.clone()
-            storage = tensor.untyped_storage()
+        if tensor.storage_offset() or storage.nbytes() != tensor.nbytes:  # a view: its own bytes only, not copied
+            start = tensor.storage_offset() * tensor.element_size()
+            storage = storage[start:start + tensor.nbytes]
         key = str(self._count)
         self._count += 1
         self._zip.write_record(f"data/{key}", storage, tensor.nbytes)
@@ -433,6 +432,8 @@ def read_checkpoint_settings(root: str) -> Tuple[str, argparse.Namespace, Dict[s
     ranks = sorted(n for n in (os.listdir(directory) if os.path.isdir(directory) else [])
                    if n.startswith("mp_rank_"))
     path = os.path.join(directory, ranks[0] if ranks else rank_dir_name(0, 0, 1), CHECKPOINT_FILENAME)
+    from core import dist_checkpointing  # (here: torch.distributed.checkpoint takes seconds to import)
+
     if not ranks and dist_checkpointing.is_dist_checkpoint(directory):  # its settings are in common.pt
         path = os.path.join(directory, dist_checkpointing.COMMON_FILENAME)
     if not os.path.isfile(path):

@@ -24,7 +24,7 @@ from core.checkpointing import TRACKER_FILENAME, checkpoint_file, load_file
 from mindspeed_llm.models import FAMILIES, RegistryError, config_from_hf, get_family, known_families
 from mindspeed_llm.models.registry import family_for_hf_config
 from tools.convert_ckpt import main as convert_main
-from tools.convert_ckpt import parse_size
+from mindspeed_llm.convert.arguments import parse_size
 
 BASE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, vocab_size=101, max_position_embeddings=256)

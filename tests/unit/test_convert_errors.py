@@ -15,7 +15,7 @@ import torch
 import transformers
 
 from core.checkpointing import TRACKER_FILENAME, checkpoint_file, load_file
-from tools import convert_ckpt
+from mindspeed_llm.convert.hf import HFSource
 from tools.convert_ckpt import main as convert_main
 
 HF = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
@@ -108,7 +108,7 @@ def test_failure_midway_leaves_nothing_and_keeps_an_earlier_conversion(hf_dir: s
     assert convert_main(argv + ["--save-dir", save]) == 0
     before = sorted(os.listdir(save))
     calls = []
-    read = convert_ckpt.HFSource.read
+    read = HFSource.read
 
     def failing_read(self, name, hf_names, layout):  # fails after some tensors were written
         calls.append(name)
@@ -116,7 +116,7 @@ def test_failure_midway_leaves_nothing_and_keeps_an_earlier_conversion(hf_dir: s
             raise RuntimeError("disk full")
         return read(self, name, hf_names, layout)
 
-    monkeypatch.setattr(convert_ckpt.HFSource, "read", failing_read)
+    monkeypatch.setattr(HFSource, "read", failing_read)
     for directory in (save, str(tmp_path / "fresh")):
         calls.clear()
         with pytest.raises(RuntimeError, match="disk full"):

@@ -266,7 +266,7 @@ def test_the_tools_run_as_scripts_outside_the_checkout(tmp_path) -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_non_finite_count_is_exact_when_the_fast_sum_overflows(dtype: torch.dtype) -> None:
-    from tools.convert_ckpt import non_finite_count
+    from core.checkpointing import non_finite_count
 
     big = torch.full((64,), torch.finfo(dtype).max, dtype=dtype)  # finite values whose sum overflows
     assert non_finite_count(big) == 0

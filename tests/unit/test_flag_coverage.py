@@ -21,7 +21,8 @@ import pytest
 
 from mindspeed_llm import arguments
 from mindspeed_llm.arguments import DEPENDENT_FLAGS, REFUSED_FLAGS, ArgumentError, parse_args, validate_args
-from tools import convert_ckpt, preprocess_data
+from mindspeed_llm.convert import arguments as convert_arguments
+from tools import preprocess_data
 
 REPO = Path(__file__).resolve().parents[2]
 VALIDATION_NAME = re.compile(r"^_?(check|validate)")
@@ -31,7 +32,7 @@ TABLE_NAMES = {"REFUSED_FLAGS", "DEPENDENT_FLAGS"}
 PARSERS: Dict[str, Callable[[], argparse.ArgumentParser]] = {
     "training": arguments.build_parser,
     "preprocess_data": preprocess_data.build_parser,
-    "convert_ckpt": convert_ckpt.build_parser,
+    "convert_ckpt": convert_arguments.build_parser,
 }
 ROOTS: Dict[str, Sequence[str]] = {
     "training": ("core", "mindspeed_llm", "*.py"),

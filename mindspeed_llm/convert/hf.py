@@ -1,0 +1,312 @@
+"""Hugging Face checkpoints: ``config.json`` plus ``model.safetensors`` or an index of shards.
+
+:class:`HFSource` reads the HF tensors our parameters need (the registry's weight map names them);
+:class:`HFSink` writes safetensors shards of at most ``--max-shard-size``, ``config.json`` last.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import math
+import sys
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from safetensors import SafetensorError, safe_open
+
+from core.transformer.config import TransformerConfig
+from mindspeed_llm.convert.errors import ConversionError, check_shape
+from mindspeed_llm.convert.files import HF_CONFIG, SAFETENSORS_INDEX, SAFETENSORS_SINGLE, write_json
+from mindspeed_llm.convert.layout import ModelLayout
+from mindspeed_llm.models.registry import (IGNORED_HF_TENSORS, Family, RegistryError, family_for_hf_config,
+                                           get_family, to_ours)
+
+class HFSource:
+    """Reads HF tensors from ``model.safetensors`` or an index of shards, one tensor at a time.
+
+    A shard is opened (memory-mapped) only for the read of one tensor and closed after it, so the
+    pages read do not stay in this process's resident memory.
+    """
+
+    def __init__(self, load_dir: str, family_name: Optional[str]) -> None:
+        self.load_dir = load_dir
+        self.hf_config = read_hf_config(load_dir)
+        self.family: Family = resolve_family(family_name, self.hf_config, os.path.join(load_dir, HF_CONFIG))
+        self.family_name = self.family.name
+        try:
+            self.config = TransformerConfig(**self.family.to_config(self.hf_config))
+        except (RegistryError, ValueError) as error:
+            raise ConversionError(f"{os.path.join(load_dir, HF_CONFIG)}: {error}") from None
+        self.where, self.shapes = self._index()
+        self._drop_absent_mtp_layers()
+
+    def _drop_absent_mtp_layers(self) -> None:
+        """A config.json with MTP layers (``num_nextn_predict_layers``) over weights without them (transformers
+        drops them when it saves DeepSeek-V3 or GLM-4.5): convert the model transformers sees, without MTP."""
+        depth = self.config.mtp_num_layers
+        if not depth or any(n.startswith(f"model.layers.{self.config.num_layers}.") for n in self.where):
+            return
+        print(f"convert_ckpt: note: {self.load_dir} has no tensors of its {depth} MTP layer(s) "
+              f"(model.layers.{self.config.num_layers}.*); converting without multi-token prediction",
+              file=sys.stderr)
+        self.config = dataclasses.replace(self.config, mtp_num_layers=None)
+
+    def _index(self) -> Tuple[Dict[str, str], Dict[str, Tuple[int, ...]]]:
+        """Tensor name -> shard path, and tensor name -> shape (from the shard headers)."""
+        index_path = os.path.join(self.load_dir, SAFETENSORS_INDEX)
+        single_path = os.path.join(self.load_dir, SAFETENSORS_SINGLE)
+        if os.path.isfile(index_path):
+            with open(index_path) as handle:
+                weight_map = json.load(handle).get("weight_map", {})
+            self.listing = index_path
+        elif os.path.isfile(single_path):
+            weight_map, self.listing = None, single_path
+        else:
+            raise ConversionError(f"--load-dir {self.load_dir} has neither {SAFETENSORS_SINGLE} nor "
+                                  f"{SAFETENSORS_INDEX}; save the model with save_pretrained(safe_serialization=True)")
+        files = sorted(set(weight_map.values())) if weight_map is not None else [SAFETENSORS_SINGLE]
+        where: Dict[str, str] = {}
+        shapes: Dict[str, Tuple[int, ...]] = {}
+        self.dtypes: Dict[str, str] = {}  # tensor name -> safetensors dtype (F32, BF16, ...)
+        for file in files:
+            path = os.path.join(self.load_dir, file)
+            if not os.path.isfile(path):
+                raise ConversionError(f"{index_path} (family {self.family_name}) lists shard {file}, which is "
+                                      f"missing from {self.load_dir}; copy the complete checkpoint")
+            try:
+                with safe_open(path, framework="pt") as handle:
+                    for name in handle.keys():
+                        piece = handle.get_slice(name)
+                        where[name], shapes[name] = path, tuple(piece.get_shape())
+                        self.dtypes[name] = piece.get_dtype()
+            except (SafetensorError, OSError) as error:
+                raise ConversionError(f"{path} is truncated or not a safetensors file ({error}); copy the complete "
+                                      "checkpoint again") from None
+        if weight_map is not None:  # trust the index only where the shard agrees
+            where = {name: os.path.join(self.load_dir, file) for name, file in weight_map.items()
+                     if where.get(name) == os.path.join(self.load_dir, file)}
+        return where, shapes
+
+    def check(self, layout: ModelLayout) -> None:
+        """Every tensor the map needs is present, and every present tensor is used."""
+        needed = layout.hf_names()
+        for name in needed:
+            if name not in self.where:
+                raise ConversionError(f"tensor {name!r} needed by family {self.family_name} is missing from "
+                                      f"{self.listing}; the weights do not match config.json / --model-type-hf")
+        unused = [n for n in self.where if n not in set(needed) and not _ignorable(n, layout)]
+        if unused:
+            raise ConversionError(f"{len(unused)} tensor(s) in {self.listing} are not used by --model-type-hf "
+                                  f"{self.family_name} (e.g. {unused[0]!r}); pick the family that matches config.json")
+        for name in layout.names:  # shapes, from the headers only (meta tensors)
+            rule, hf_names = layout.rules[name]
+            metas = [torch.empty(self.shapes[n], device="meta") for n in hf_names]
+            try:
+                full = to_ours(rule, metas, layout.context(name))
+            except RegistryError as error:
+                raise ConversionError(f"{name} from {list(hf_names)} in {self.listing}: {error}") from None
+            check_shape(name, full, layout.full_shapes[name])
+
+    def locate(self, name: str, hf_name: str, layout: ModelLayout, finite: bool = False) -> Tuple[str, str]:
+        """(the name in the file, the file) of HF tensor ``hf_name``, read for our ``name``."""
+        return hf_name, self.where[hf_name]
+
+    def describe(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
+        """What :meth:`read` gives, on the meta device (from the shard headers)."""
+        return [torch.empty(self.shapes[n], dtype=TORCH_DTYPES[self.dtypes[n]], device="meta") for n in hf_names]
+
+    def read(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
+        """The HF tensors ``hf_names`` of our parameter ``name``, read from their shards."""
+        tensors = []
+        for hf_name in hf_names:
+            try:
+                with safe_open(self.where[hf_name], framework="pt") as handle:
+                    tensors.append(handle.get_tensor(hf_name))
+            except (SafetensorError, OSError) as error:
+                raise ConversionError(f"{self.where[hf_name]}: tensor {hf_name!r} cannot be read ({error}); the file "
+                                      "is truncated or damaged, copy the complete checkpoint again") from None
+        return tensors
+
+
+def _ignorable(name: str, layout: ModelLayout) -> bool:
+    """An HF tensor no parameter reads: rotary caches and the like, or the tied copy of the embeddings."""
+    if any(pattern.match(name) for pattern in IGNORED_HF_TENSORS):
+        return True
+    return name in layout.tied_output_names  # the tied copy of the word embeddings
+
+
+def read_hf_config(load_dir: str) -> Dict[str, Any]:
+    """``config.json`` of an HF model directory (a one-line error when absent or not JSON)."""
+    path = os.path.join(load_dir, HF_CONFIG)
+    if not os.path.isfile(path):
+        raise ConversionError(f"--load-dir {load_dir} has no {HF_CONFIG}: not a Hugging Face model directory "
+                              "(for a Megatron checkpoint pass --load-model-type mg)")
+    with open(path) as handle:
+        try:
+            return json.load(handle)
+        except json.JSONDecodeError as error:
+            raise ConversionError(f"{path} is not valid JSON ({error}); restore the file") from None
+
+
+def resolve_family(name: Optional[str], hf_config: Optional[Dict[str, Any]], where: str) -> Family:
+    """The family named by ``--model-type-hf``, else the one of ``hf_config``'s ``model_type``."""
+    if name is not None:
+        return get_family(name)
+    if hf_config is None:  # a checkpoint trained from scratch records neither
+        print(f"convert_ckpt: note: {where} records no family; converting as llama2 (pass --model-type-hf "
+              "for another)", file=sys.stderr)
+        return get_family("llama2")
+    return family_for_hf_config(hf_config, where)
+
+
+SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64",
+                      torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
+                      torch.uint8: "U8", torch.bool: "BOOL"}
+TORCH_DTYPES = {name: dtype for dtype, name in SAFETENSORS_DTYPES.items()}
+
+
+Planned = Tuple[str, torch.dtype, Tuple[int, ...]]  # (HF name, dtype, shape) of a tensor to write
+
+
+class HFSink:
+    """Writes HF tensors into safetensors shards of at most ``max_shard_size``, each straight to its place.
+
+    The plan (every tensor's name, dtype and shape, in the order of the files) fixes the shards and their
+    headers before any tensor arrives, so each tensor's bytes are written once, at their offset in the
+    final file, in any order and from any thread (``os.pwrite``), and one tensor is in memory at a time. A
+    shard is closed after its last tensor; ``config.json`` is written last.
+    """
+
+    def __init__(self, save_dir: str, max_shard_size: int, hf_config: Dict[str, Any],
+                 plan: Sequence[Planned]) -> None:
+        self.save_dir, self.hf_config = save_dir, hf_config
+        shards = split_shards(plan, max_shard_size)
+        count = len(shards)
+        self.files = [SAFETENSORS_SINGLE if count == 1 else f"model-{number:05d}-of-{count:05d}.safetensors"
+                      for number in range(1, count + 1)]
+        self.headers: List[bytes] = []
+        self.places: Dict[str, Tuple[int, int, Planned]] = {}  # HF name -> (shard, file offset, plan entry)
+        for shard, entries in enumerate(shards):
+            header, offsets = shard_header(entries)
+            self.headers.append(header)
+            for entry, offset in zip(entries, offsets):
+                self.places[entry[0]] = (shard, 8 + len(header) + offset, entry)
+        self.remaining = [len(entries) for entries in shards]  # tensors each shard still waits for
+        self.total_size = sum(_nbytes(dtype, shape) for _, dtype, shape in plan)
+        self.handles: Dict[int, int] = {}  # shard -> its open file descriptor
+
+    def add(self, name: str, tensor: torch.Tensor) -> None:
+        """Write ``tensor``'s bytes at their planned place (a shard is opened at its first tensor, closed after
+        its last)."""
+        shard, offset, (_, dtype, shape) = self.places[name]
+        if tensor.dtype != dtype or tuple(tensor.shape) != shape:
+            raise AssertionError(f"{name}: {tensor.dtype} {tuple(tensor.shape)} arrived, {dtype} {shape} planned")
+        raw = tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy()  # little-endian bytes
+        _write_at(self._handle(shard), memoryview(raw), offset)
+        self.remaining[shard] -= 1
+        if not self.remaining[shard]:
+            os.close(self.handles.pop(shard))
+
+    def _handle(self, shard: int) -> int:
+        """The open file of ``shard``, created with its header at its first use."""
+        if shard not in self.handles:
+            os.makedirs(self.save_dir, exist_ok=True)
+            path = os.path.join(self.save_dir, self.files[shard])
+            handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            header = self.headers[shard]
+            _write_at(handle, memoryview(len(header).to_bytes(8, "little") + header), 0)
+            self.handles[shard] = handle
+        return self.handles[shard]
+
+    def finish(self) -> None:
+        """An empty model's one shard (its header only), the index of several shards, then config.json."""
+        unwritten = [self.files[shard] for shard, left in enumerate(self.remaining) if left]
+        if unwritten:
+            raise AssertionError(f"shards {unwritten} never received all their tensors")
+        if not self.places:
+            os.close(self._handle(0))
+            self.handles.pop(0)
+        if len(self.files) > 1:
+            weight_map = {name: self.files[shard] for name, (shard, _, _) in self.places.items()}
+            index = {"metadata": {"total_size": self.total_size}, "weight_map": dict(sorted(weight_map.items()))}
+            write_json(os.path.join(self.save_dir, SAFETENSORS_INDEX), index)
+        write_json(os.path.join(self.save_dir, HF_CONFIG), self.hf_config)
+
+
+def _nbytes(dtype: torch.dtype, shape: Sequence[int]) -> int:
+    return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+
+
+def split_shards(plan: Sequence[Planned], max_shard_size: int) -> List[List[Planned]]:
+    """The plan cut into shards: a new shard when the next tensor would take the current one past
+    ``max_shard_size`` (a tensor larger than that gets a shard of its own); one empty shard for no tensors."""
+    shards: List[List[Planned]] = [[]]
+    size = 0
+    for entry in plan:
+        nbytes = _nbytes(entry[1], entry[2])
+        if shards[-1] and size + nbytes > max_shard_size:
+            shards.append([])
+            size = 0
+        shards[-1].append(entry)
+        size += nbytes
+    return shards
+
+
+def shard_header(entries: Sequence[Planned]) -> Tuple[bytes, List[int]]:
+    """A shard's JSON header (padded with spaces to 8 bytes) and each tensor's offset in its data."""
+    header: Dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offsets, position = [], 0
+    for name, dtype, shape in entries:
+        nbytes = _nbytes(dtype, shape)
+        header[name] = {"dtype": SAFETENSORS_DTYPES[dtype], "shape": list(shape),
+                        "data_offsets": [position, position + nbytes]}
+        offsets.append(position)
+        position += nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    return text + b" " * (-len(text) % 8), offsets
+
+
+def _write_at(handle: int, data: memoryview, offset: int) -> None:
+    """All of ``data`` at ``offset`` of the open file ``handle`` (``pwrite`` may write less than asked)."""
+    data = data.cast("B")
+    while data:
+        written = os.pwrite(handle, data, offset)
+        data, offset = data[written:], offset + written
+
+
+class HFWeightSink:
+    """Adapts :class:`HFSink` to the per-parameter ``write`` interface: our parameters' HF tensors under the
+    target's HF names (a reward model has HF's score head and no ``lm_head``)."""
+
+    def __init__(self, directory: str, max_shard_size: int, hf_config: Dict[str, Any], layout: ModelLayout,
+                 described: Sequence[Tuple[str, Sequence[torch.Tensor]]]) -> None:
+        """``described``: (our target name, its HF tensors on the meta device) in the order they will come."""
+        self.layout = layout
+        plan = [(hf_name, meta.dtype, tuple(meta.shape)) for name, metas in described if self._kept(name)
+                for hf_name, meta in zip(layout.rules[name][1], metas)]
+        self.sink = HFSink(directory, max_shard_size, hf_config, plan)
+
+    def _kept(self, name: str) -> bool:
+        """Whether our parameter ``name`` is written (a reward model's ``output_layer`` is not)."""
+        return not (self.layout.config.value_head and name == "output_layer.weight")
+
+    def order(self, names: Sequence[str], targets: Dict[str, str]) -> List[str]:
+        """The model's order, which the HF files keep."""
+        return list(names)
+
+    def prepare(self, name: str, tensors: Sequence[torch.Tensor]) -> List[Tuple[str, torch.Tensor]]:
+        """The HF tensors of our parameter ``name`` under the target's HF names, contiguous (none for a reward
+        model's ``output_layer``)."""
+        if not self._kept(name):
+            return []
+        return [(hf_name, tensor.contiguous()) for hf_name, tensor in zip(self.layout.rules[name][1], tensors)]
+
+    def write(self, name: str, prepared: List[Tuple[str, torch.Tensor]]) -> None:
+        """Add the :meth:`prepare` d tensors of ``name`` to the shards."""
+        for hf_name, tensor in prepared:
+            self.sink.add(hf_name, tensor)
+
+    def finish(self) -> None:
+        """Close the shards; the index and ``config.json`` last."""
+        self.sink.finish()

@@ -1,0 +1,165 @@
+"""Checkpoints of Megatron-LM and MindSpeed-LLM (``megatron``): their rank files, with the model and layout in
+``args``, chunk-local layer numbers, Transformer Engine or local norm names and ``linear_qkv`` rows interleaved
+per query group (``mindspeed_llm/models/megatron_format.py``, ``mindspeed_llm/models/qkv_layout.py``)."""
+from __future__ import annotations
+
+import argparse
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+
+from core.checkpointing import CHECKPOINT_VERSION, CheckpointError, map_foreign_file
+from core.pipeline_parallel.layout import Placement
+from core.tensor_parallel.param_meta import TPShard
+from core.transformer.config import TransformerConfig
+from mindspeed_llm.convert.errors import ConversionError
+from mindspeed_llm.convert.layout import ModelLayout
+from mindspeed_llm.convert.native import MegatronSink, MegatronSource, checkpoint_args
+from mindspeed_llm.models import megatron_format
+from mindspeed_llm.models.qkv_layout import interleaved_to_ours, ours_to_interleaved
+
+class MegatronLMSource(MegatronSource):
+    """A checkpoint written by Megatron-LM or MindSpeed-LLM (``--load-model-type megatron``).
+
+    The model is the one its ``args`` describe (:func:`megatron_format.config_from_args`); the
+    TP/PP/VPP layout, ``num_layer_list`` and noop layers come from there too. Names are mapped to
+    ours (chunk-local layer numbers to global ones, Transformer Engine norm names to ours,
+    ``_extra_state`` entries skipped), and the ``linear_qkv`` rows of the TP ranks (each a contiguous
+    run of query groups) are joined and permuted from the per-group interleaved layout to ours.
+    """
+
+    def __init__(self, load_dir: str, family_name: Optional[str], vocab_size: Optional[int]) -> None:
+        self.vocab_size_flag = vocab_size
+        self.stored_names: Dict[Tuple[int, int], Dict[str, str]] = {}  # (stage, chunk) -> {ours: theirs}
+        super().__init__(load_dir, family_name)
+
+    def _load(self, path: str) -> Dict[str, Any]:
+        """One rank file of Megatron's, memory-mapped; its foreign objects load as inert placeholders."""
+        try:
+            return map_foreign_file(path)
+        except CheckpointError as error:
+            raise ConversionError(str(error)) from None
+
+    def _config(self, first: Dict[str, Any], args: argparse.Namespace, load_dir: str) -> TransformerConfig:
+        path = self.path(0, 0)
+        if "transformer_config" in first:
+            raise ConversionError(f"{path} stores a transformer_config: it was written by this suite, whose "
+                                  "linear_qkv rows are not Megatron's; pass --load-model-type mg")
+        if not isinstance(first.get("args"), argparse.Namespace):
+            raise ConversionError(f"{path} has no 'args': Megatron-LM and MindSpeed-LLM store the model's arguments "
+                                  "there, and without them its heads, groups and parallel layout are unknown")
+        saved_pp = int(getattr(args, "pipeline_model_parallel_size", None) or 1)
+        if saved_pp != self.pp:
+            raise ConversionError(f"{load_dir}: args.pipeline_model_parallel_size is {saved_pp}, the rank "
+                                  f"directories give {self.pp}; the checkpoint is incomplete or inconsistent")
+        try:
+            kwargs = megatron_format.config_from_args(args, self.vocab_size_flag)
+            config = TransformerConfig(**{**kwargs, "tensor_model_parallel_size": self.tp})
+        except ValueError as error:  # MegatronFormatError included
+            raise ConversionError(f"{path}: {error}") from None
+        if config.num_query_groups % self.tp:
+            raise ConversionError(f"{path}: args.num_query_groups {config.num_query_groups} is not divisible by "
+                                  f"args.tensor_model_parallel_size {self.tp}; the checkpoint is inconsistent")
+        return config
+
+    def _placement(self, first: Dict[str, Any], args: argparse.Namespace) -> Placement:
+        layer_list = getattr(args, "num_layer_list", None)
+        if isinstance(layer_list, str):  # MindSpeed's flag value, "3,5"
+            args = argparse.Namespace(**{**vars(args), "num_layer_list": [int(n) for n in layer_list.split(",")]})
+        return super()._placement(first, args)
+
+    def _our_names(self, state: Dict[str, Any], stage: int, chunk: int) -> Dict[str, Any]:
+        layers = self.placement[stage][chunk]
+        ours: Dict[str, Any] = {}
+        names: Dict[str, str] = {}
+        for their, value in state.items():
+            if their.split(".")[0] == "language_model":
+                raise ConversionError(f"{self.path(0, stage)} holds a legacy (non-mcore) GPT model ({their!r}); "
+                                      "only mcore models (--use-mcore-models) are supported")
+            parsed = megatron_format.our_layer_name(their)
+            if parsed is None:
+                continue  # _extra_state: no weights
+            local, name = parsed
+            if local is not None:
+                if local >= len(layers):
+                    raise ConversionError(f"{self.path(0, stage)}: {their!r} is layer {local} of a chunk of "
+                                          f"{len(layers)} layers; the checkpoint does not match its args")
+                name = name.replace("{i}", str(layers[local]))
+            ours[name], names[name] = value, their
+        self.stored_names[(stage, chunk)] = names
+        return ours
+
+    def _stored_name(self, stage: int, chunk: int, local: str) -> str:
+        return self.stored_names[(stage, chunk)][local]
+
+    def _place(self, name: str, shard: TPShard, piece: torch.Tensor, rank: int, full: torch.Tensor) -> None:
+        if not megatron_format.is_fused_qkv(name):
+            super()._place(name, shard, piece, rank, full)
+            return
+        rows = piece.size(0)  # each rank holds a contiguous run of query groups, in rank order
+        full.narrow(0, rank * rows, rows).copy_(piece)
+
+    def _to_our_layout(self, name: str, full: torch.Tensor) -> torch.Tensor:
+        if not megatron_format.is_fused_qkv(name):
+            return full
+        config = self.config  # full: [groups * (q/g + 2) * hd, ...] interleaved
+        return interleaved_to_ours(full, config.num_attention_heads, config.num_query_groups, config.kv_channels)
+
+
+class MegatronLMSink(MegatronSink):
+    """Writes a checkpoint Megatron-LM and MindSpeed-LLM load (``--save-model-type megatron``).
+
+    Files as :class:`MegatronSink` writes ours, but with their names (chunk-local layer numbers;
+    Transformer Engine norm names and ``_extra_state`` entries with ``--transformer-impl
+    transformer_engine``), ``linear_qkv`` rows interleaved per query group and split over TP by
+    whole groups, and ``args`` in their flag names (:func:`megatron_format.args_from_config`).
+    """
+
+    def __init__(self, save_dir: str, layout: ModelLayout, family_name: str, hf_config: Optional[Dict[str, Any]],
+                 transformer_impl: str) -> None:
+        super().__init__(save_dir, layout, family_name, hf_config)
+        config, self.transformer_impl = layout.config, transformer_impl
+        if config.num_query_groups % layout.tp:
+            raise ConversionError(f"--target-tensor-parallel-size {layout.tp} does not divide the "
+                                  f"{config.num_query_groups} key/value groups: Megatron-LM splits them over TP "
+                                  "(it does not replicate them); choose a TP size that divides them")
+        try:
+            self.fields = megatron_format.args_from_config(config)
+        except megatron_format.MegatronFormatError as error:
+            raise ConversionError(f"--save-model-type megatron: {error}") from None
+        self.names: Dict[Tuple[int, int], Dict[str, str]] = {}  # (stage, chunk) -> {ours: theirs}
+        for stage, chunks in enumerate(layout.chunk_names):
+            for chunk, names in enumerate(chunks):
+                local = {layer: index for index, layer in enumerate(layout.placement[stage][chunk])}
+                self.names[(stage, chunk)] = {name: self._their_name(name, local) for name in names}
+
+    def _their_name(self, name: str, local: Dict[int, int]) -> str:
+        parts = megatron_format.split_layer(name)
+        return megatron_format.their_name(name, local[parts[0]] if parts else None, self.transformer_impl)
+
+    def _piece(self, name: str, full: torch.Tensor, shard: Optional[TPShard], rank: int) -> torch.Tensor:
+        if not megatron_format.is_fused_qkv(name):
+            return super()._piece(name, full, shard, rank)
+        config = self.layout.config
+        interleaved = ours_to_interleaved(full, config.num_attention_heads, config.num_query_groups,
+                                          config.kv_channels)  # [groups * (q/g + 2) * hd, ...]
+        return interleaved.chunk(self.layout.tp, dim=0)[rank].clone()  # a contiguous run of groups
+
+    def _stored_states(self, stage: int, chunks: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        states = []
+        for chunk, state in enumerate(chunks):
+            names = self.names[(stage, chunk)]
+            stored: Dict[str, Any] = {names[name]: value for name, value in state.items()}
+            if self.transformer_impl == "transformer_engine":
+                noop = set(self.layout.config.noop_layers)
+                layers = [i for i, layer in enumerate(self.layout.placement[stage][chunk]) if layer not in noop]
+                stored.update({key: None for key in megatron_format.extra_state_names(layers)})
+            states.append(stored)
+        return states
+
+    def _metadata(self) -> Dict[str, Any]:
+        args = checkpoint_args(self.layout, self.family_name)
+        vars(args).update(self.fields, transformer_impl=self.transformer_impl)
+        return {"args": args, "checkpoint_version": CHECKPOINT_VERSION, "iteration": 0}
+
+
