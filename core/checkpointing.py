@@ -33,6 +33,7 @@ import torch.distributed as dist
 
 from core import dist_checkpointing
 from core.device import current_device
+from core.transformer.config import runtime_fields
 
 TRACKER_FILENAME = "latest_checkpointed_iteration.txt"
 COMPLETE_MARKER = "checkpoint_complete"  # in iter_XXXXXXX/, written once every rank's files are
@@ -394,22 +395,9 @@ def map_foreign_file(path: str) -> Dict[str, Any]:
                               f"{str(error).splitlines()[0][:200]})") from None
 
 
-# TransformerConfig fields that are run-time choices (numerics, parallel layout, memory), not architecture:
-# every other field is part of what the weights mean and is stored with them.
-RUNTIME_CONFIG_FIELDS = frozenset({
-    "params_dtype", "tensor_model_parallel_size", "sequence_parallel", "attention_dropout", "hidden_dropout",
-    "init_method_std", "recompute_granularity", "recompute_method", "recompute_num_layers",
-    "recompute_activation_function", "expert_model_parallel_size", "expert_tensor_parallel_size",
-    "moe_token_dispatcher_type", "moe_grouped_gemm",
-    "recompute_activation_function",
-    "context_parallel_algo", "ulysses_degree_in_cp", "attention_mask_type", "cp_send_recv_overlap",
-    "kv_head_repeat_before_uly_alltoall",
-    "swap_attention", "swap_modules",  # where activations wait for the backward (memory)
-    "value_head",  # a reward model (--stage orm) starts from a language model's checkpoint
-    "mtp_loss_scaling_factor",  # a loss weight, not architecture (DeepSeek-V3 lowered it from 0.3 to 0.1 mid-run)
-    "cross_entropy_chunk_size", "cross_entropy_loss_fusion",  # how the loss is computed, same numerics
-    "use_fused_rmsnorm", "use_fused_swiglu", "use_fused_rotary_pos_emb", "use_flash_attn",  # kernels, same numerics
-})
+# TransformerConfig fields that are run-time choices (numerics, parallel layout, memory), not architecture: the
+# fields of RuntimeConfig. Every other field is part of what the weights mean and is stored with them.
+RUNTIME_CONFIG_FIELDS = frozenset(runtime_fields())
 
 
 def architecture_settings(transformer_config: Dict[str, Any]) -> Dict[str, Any]:
