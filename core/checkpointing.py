@@ -33,7 +33,7 @@ import torch.distributed as dist
 
 from core import dist_checkpointing
 from core.device import current_device
-from core.transformer.config import runtime_fields
+from core.transformer.config import runtime_fields, upgrade_legacy_settings
 
 TRACKER_FILENAME = "latest_checkpointed_iteration.txt"
 COMPLETE_MARKER = "checkpoint_complete"  # in iter_XXXXXXX/, written once every rank's files are
@@ -401,8 +401,10 @@ RUNTIME_CONFIG_FIELDS = frozenset(runtime_fields())
 
 
 def architecture_settings(transformer_config: Dict[str, Any]) -> Dict[str, Any]:
-    """The architecture fields of a stored ``transformer_config`` dict (all but ``RUNTIME_CONFIG_FIELDS``)."""
-    return {name: value for name, value in transformer_config.items() if name not in RUNTIME_CONFIG_FIELDS}
+    """The architecture fields of a stored ``transformer_config`` dict (all but ``RUNTIME_CONFIG_FIELDS``), an older
+    checkpoint's legacy fields mapped to today's."""
+    settings = upgrade_legacy_settings(transformer_config)
+    return {name: value for name, value in settings.items() if name not in RUNTIME_CONFIG_FIELDS}
 
 
 def read_checkpoint_settings(root: str) -> Tuple[str, argparse.Namespace, Dict[str, Any]]:

@@ -58,8 +58,9 @@ import yaml
 
 from core.parallel_state import expert_dimension, validate_degrees
 from core.pipeline_parallel.layout import LayoutError, resolve_virtual_pipeline, stage_layers
-from core.transformer.config import (FIELD_DEFAULT, TransformerConfig, architecture_fields, field_flag, field_spec,
-                                     pad_vocab_size, switches_off)
+from core.transformer.config import (ACTIVATION_SWITCHES, FIELD_DEFAULT, TransformerConfig, activation_from_switches,
+                                     architecture_fields, field_flag, field_spec, pad_vocab_size, switches_off,
+                                     upgrade_legacy_settings)
 from core.transformer.context_parallel import (ATTENTION_MASK_TYPES, CP_ALGORITHMS, HYBRID, RING, ULYSSES,
                                                sequence_divisor, ulysses_degree)
 from core.transformer.swap_attention import DEFAULT_SWAP_MODULES, parse_swap_modules
@@ -136,11 +137,28 @@ def add_config_flags(group: argparse._ArgumentGroup) -> None:
 
 # --------------------------------------------------------------------------- groups of flags
 
+# The legacy activation switches (Megatron/MindSpeed flags): together they spell --activation (_activation)
+ACTIVATION_SWITCH_HELP: Dict[str, Optional[str]] = {
+    "swiglu": None,  # consumes: --swiglu
+    "geglu": "gated GELU MLP (Gemma)",  # consumes: --geglu
+    "gelu_tanh": "GELU with the tanh approximation",  # consumes: --gelu-tanh
+    "relu": "non-gated ReLU MLP (OPT)",  # consumes: --relu
+    "squared_relu": "non-gated ReLU-squared MLP (Nemotron)",  # consumes: --squared-relu
+    "quick_geglu": "gated MLP with quick GELU x * sigmoid(1.702 x) on the gate (GPT-OSS)",  # consumes: --quick-geglu
+    "xielu": "xIELU MLP activation with learnable alpha_p and alpha_n per layer (Apertus)",  # consumes: --xielu
+    "gated_mlp": "act(gate) * up with a fused [gate; up] for --relu/--squared-relu/--xielu/GELU (BitNet)",
+}  # consumes: --gated-mlp
+assert tuple(ACTIVATION_SWITCH_HELP) == ACTIVATION_SWITCHES
+
+
+
 def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     """The architecture's flags: the table's "network size" fields, plus the two flags that are no field."""
     group = parser.add_argument_group("network size")
     group.add_argument("--seq-length", type=int, default=None)
     group.add_argument("--group-query-attention", action="store_true")
+    for name, text in ACTIVATION_SWITCH_HELP.items():
+        group.add_argument(_flag(name), action="store_true", help=text)
     add_config_flags(group)
     _add_moe_args(parser)
     _add_fused_kernel_args(parser)
@@ -647,7 +665,7 @@ def _derive_fields(args: argparse.Namespace) -> None:
     else:
         args.num_query_groups = None
     if args.ffn_hidden_size is None and args.hidden_size is not None:
-        args.ffn_hidden_size = _default_ffn_hidden_size(args.hidden_size, args.swiglu)
+        args.ffn_hidden_size = _default_ffn_hidden_size(args.hidden_size, args.swiglu or args.activation == "swiglu")
     if args.max_position_embeddings is None:
         args.max_position_embeddings = args.seq_length
     if args.lr_decay_iters is None:
@@ -715,7 +733,9 @@ def apply_checkpoint_args(args: argparse.Namespace) -> Dict[str, Any]:
         path, saved_args, saved_config = read_checkpoint_settings(args.load)
     except CheckpointError as error:
         raise ArgumentError(f"--use-checkpoint-args: {error}") from None
+    saved_config = upgrade_legacy_settings(saved_config)
     settings = {name: saved_config[name] for name in architecture_fields() if name in saved_config}
+    _refuse_contradicting_switches(args, settings.get("activation"), path)
     values = checkpoint_flag_values(settings)
     for dest, value in values.items():
         given = args.explicit_args.get(dest, value)
@@ -727,6 +747,20 @@ def apply_checkpoint_args(args: argparse.Namespace) -> Dict[str, Any]:
     if getattr(saved_args, "model_type_hf", None):
         args.model_type_hf = saved_args.model_type_hf  # the family travels on to the checkpoints this run saves
     return settings
+
+
+def _refuse_contradicting_switches(args: argparse.Namespace, activation: Optional[str], path: str) -> None:
+    """--use-checkpoint-args with a legacy activation switch: it must spell the checkpoint's activation."""
+    given = _switches_given(args)
+    if given and activation is not None:
+        try:
+            spelled = activation_from_switches({name: getattr(args, name) for name in ACTIVATION_SWITCHES})
+        except ValueError as error:
+            raise ArgumentError(str(error)) from None
+        if spelled != activation:
+            raise ArgumentError(f"{' '.join(given)} contradicts the checkpoint's --activation {activation} ({path}); "
+                                "drop the flag (--use-checkpoint-args takes it from the checkpoint) or drop "
+                                "--use-checkpoint-args")
 
 
 def checkpoint_flag_values(settings: Dict[str, Any]) -> Dict[str, Any]:
@@ -1386,6 +1420,23 @@ def _swap_modules(args: argparse.Namespace) -> Tuple[str, ...]:
     return parse_swap_modules(args.swap_modules or DEFAULT_SWAP_MODULES)
 
 
+def _switches_given(args: argparse.Namespace) -> List[str]:
+    """The legacy activation switches this run sets."""
+    return [_flag(name) for name in ACTIVATION_SWITCHES if getattr(args, name)]
+
+
+def _activation(args: argparse.Namespace) -> str:
+    """--activation, or what the legacy switches (--swiglu, --geglu --gelu-tanh, ...) spell; not both."""
+    switches = {name: getattr(args, name) for name in ACTIVATION_SWITCHES}
+    if not any(switches.values()):
+        return args.activation
+    spelled = activation_from_switches(switches)
+    if _given(args, "activation") and args.activation != spelled:
+        raise ArgumentError(f"--activation {args.activation} and {' '.join(_switches_given(args))} both set the MLP "
+                            "activation; choose one")
+    return spelled
+
+
 def _value_head(args: argparse.Namespace) -> bool:
     """A reward model (--stage orm) scores with a value head instead of the logits."""
     return args.stage == "orm"
@@ -1399,6 +1450,7 @@ def _derived_params_dtype(args: argparse.Namespace) -> torch.dtype:
 # Config fields whose value is more than their flag's: field -> its value from the parsed flags
 CONFIG_DERIVATIONS: Dict[str, Callable[[argparse.Namespace], Any]] = {
     "params_dtype": _derived_params_dtype,
+    "activation": _activation,
     "value_head": _value_head,
     "swap_modules": _swap_modules,
     "moe_shared_expert_intermediate_size": _shared_expert_size,

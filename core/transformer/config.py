@@ -37,6 +37,16 @@ ROPE_SCALINGS = (None, "linear", "llama3", "yarn", "proportional")
 SOFTMAX_TYPES = ("vanilla", "off-by-one", "learnable")
 LAYER_KINDS = ("M",)  # --hybrid-override-pattern: 'M' a Mamba layer
 PREDICTION_HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
+# --activation -> (the elementwise function, gated): a gated MLP computes act(gate) * up with a fused [gate; up]
+ACTIVATIONS: Dict[str, Tuple[str, bool]] = {
+    "gelu": ("gelu", False), "gelu_tanh": ("gelu_tanh", False), "relu": ("relu", False),
+    "squared_relu": ("squared_relu", False), "xielu": ("xielu", False),
+    "swiglu": ("silu", True), "geglu": ("gelu", True), "geglu_tanh": ("gelu_tanh", True),
+    "quick_geglu": ("quick_gelu", True), "gated_relu": ("relu", True), "gated_squared_relu": ("squared_relu", True),
+    "gated_xielu": ("xielu", True),
+}
+# The legacy boolean switches (Megatron/MindSpeed flags, and the fields of older checkpoints) that spell --activation
+ACTIVATION_SWITCHES = ("swiglu", "geglu", "gelu_tanh", "relu", "squared_relu", "quick_geglu", "xielu", "gated_mlp")
 MOE_SCORE_FUNCTIONS = ("softmax", "sigmoid", "sparsemixer")
 MOE_LOAD_BALANCING_TYPES = ("aux_loss", "seq_aux_loss", "none")
 MOE_TOKEN_DISPATCHER_TYPES = ("allgather", "alltoall")
@@ -115,6 +125,70 @@ def feature_fields(feature: str) -> Tuple[str, ...]:
     return tuple(f.name for f in fields(TransformerConfig) if feature in field_spec(f).features)
 
 
+# --------------------------------------------------------------------------- legacy activation switches
+
+def _refuse_conflicting_switches(on: Dict[str, bool]) -> None:
+    """The legacy switches' rules: one activation, and --gelu-tanh / --gated-mlp only where they mean something."""
+    chosen = [f"--{name.replace('_', '-')}" for name in ("swiglu", "geglu", "relu", "squared_relu") if on[name]]
+    if on["gelu_tanh"] and on["swiglu"]:
+        raise ValueError("--gelu-tanh has no effect with --swiglu (SiLU); drop one of them")
+    if len(chosen) > 1:
+        raise ValueError(f"{' and '.join(chosen)} both set the MLP activation; choose one")
+    if on["gelu_tanh"] and (on["relu"] or on["squared_relu"]):
+        raise ValueError("--gelu-tanh has no effect with --relu/--squared-relu; drop one of them")
+    if on["xielu"] and (on["swiglu"] or on["geglu"] or on["relu"] or on["squared_relu"] or on["gelu_tanh"]):
+        raise ValueError("--xielu is the MLP activation; drop --swiglu/--geglu/--relu/--squared-relu/--gelu-tanh")
+    if on["gated_mlp"] and (on["swiglu"] or on["geglu"] or on["quick_geglu"]):
+        raise ValueError("--gated-mlp is implied by --swiglu/--geglu/--quick-geglu; drop --gated-mlp")
+    if on["quick_geglu"] and any(on[name] for name in ("swiglu", "geglu", "relu", "squared_relu", "xielu",
+                                                       "gelu_tanh")):
+        raise ValueError("--quick-geglu is the MLP activation; drop --swiglu/--geglu/--relu/--squared-relu/"
+                         "--xielu/--gelu-tanh")
+
+
+def activation_from_switches(switches: Dict[str, Any]) -> str:
+    """The ``activation`` the legacy switches spell (``{"geglu": True, "gelu_tanh": True}`` -> ``geglu_tanh``);
+    ValueError naming the flags on a combination that spells none."""
+    on = {name: bool(switches.get(name)) for name in ACTIVATION_SWITCHES}
+    _refuse_conflicting_switches(on)
+    if on["quick_geglu"] or on["swiglu"]:
+        return "quick_geglu" if on["quick_geglu"] else "swiglu"
+    function = next((name for name in ("xielu", "squared_relu", "relu", "gelu_tanh") if on[name]), "gelu")
+    if on["geglu"] or on["gated_mlp"]:
+        return {"gelu": "geglu", "gelu_tanh": "geglu_tanh"}.get(function, "gated_" + function)
+    return function
+
+
+def activation_switches(activation: str) -> Dict[str, bool]:
+    """The legacy switches that spell ``activation`` (the inverse of :func:`activation_from_switches`)."""
+    function, gated = ACTIVATIONS[activation]
+    on = dict.fromkeys(ACTIVATION_SWITCHES, False)
+    if activation in ("swiglu", "quick_geglu", "geglu"):
+        on[activation] = True
+    elif activation == "geglu_tanh":
+        on.update(geglu=True, gelu_tanh=True)
+    else:
+        on["gated_mlp"] = gated
+        if function != "gelu":
+            on[function] = True
+    return on
+
+
+def activation_flags(activation: str) -> str:
+    """The legacy switches that spell ``activation``, as a user writes them (``--geglu --gelu-tanh``)."""
+    return " ".join("--" + name.replace("_", "-") for name, on in activation_switches(activation).items() if on)
+
+
+def upgrade_legacy_settings(values: Dict[str, Any]) -> Dict[str, Any]:
+    """Stored settings of an older checkpoint (the legacy activation switches as fields) in today's fields."""
+    legacy = {name: values[name] for name in ACTIVATION_SWITCHES if name in values}
+    if not legacy:
+        return dict(values)
+    upgraded = {name: value for name, value in values.items() if name not in legacy}
+    upgraded.setdefault("activation", activation_from_switches(legacy))
+    return upgraded
+
+
 # --------------------------------------------------------------------------- the fields
 
 @dataclass
@@ -178,7 +252,14 @@ class ModelConfig:
     rope_ntk_alpha: Optional[float] = config_field(None, type=float,
                                                    help="RoPE base times alpha ** (d / (d - 2)), d the head dim "
                                                         "(HunYuan's NTK alpha)")
-    swiglu: bool = config_field(False, features=(ATTENTION,))
+    # The MLP's activation: non-gated act(fc1 x) or gated act(gate) * up with a fused [gate; up] fc1 (ACTIVATIONS;
+    # the legacy switches --swiglu, --geglu, --gelu-tanh, --relu, --squared-relu, --quick-geglu, --xielu and
+    # --gated-mlp spell it too: activation_from_switches). xIELU (Apertus) has two learnable scalars per layer,
+    # alpha_p and alpha_n; quick GELU is x * sigmoid(1.702 x) (GPT-OSS); BitNet's is gated ReLU squared.
+    activation: str = config_field("gelu", choices=tuple(ACTIVATIONS), features=(ATTENTION,),
+                                   help="the MLP's activation: gelu (default), gelu_tanh, relu, squared_relu, xielu; "
+                                        "gated: swiglu, geglu, geglu_tanh, quick_geglu, gated_relu, "
+                                        "gated_squared_relu, gated_xielu (also --swiglu, --geglu, ...)")
     add_bias_linear: bool = config_field(True, flag="--disable-bias-linear")
     add_qkv_bias: bool = config_field(False, features=(ATTENTION,))
     untie_embeddings_and_output_weights: bool = config_field(False)
@@ -201,10 +282,6 @@ class ModelConfig:
     # norm on the attention and MLP outputs before the residual add (Gemma2) [--post-norm]
     post_norm: bool = config_field(False, features=(ATTENTION,),
                                    help="norm the attention and MLP outputs before the residual add (Gemma2)")
-    # gated GELU MLP, fused [gate; up] (Gemma) [--geglu]
-    geglu: bool = config_field(False, features=(ATTENTION,), help="gated GELU MLP (Gemma)")
-    # GELU with the tanh approximation [--gelu-tanh]
-    gelu_tanh: bool = config_field(False, features=(ATTENTION,), help="GELU with the tanh approximation")
     # word embeddings multiplied by sqrt(hidden) (Gemma) [--input-embeds-norm]
     input_embeds_norm: bool = config_field(False, help="multiply word embeddings by sqrt(hidden) (Gemma)")
     # cap * tanh(scores / cap) [--attn-logit-softcapping]
@@ -278,10 +355,6 @@ class ModelConfig:
     # LayerNorm has a bias; False: weight only (Cohere, MPT) [--no-layernorm-bias]
     layernorm_bias: bool = config_field(True, flag="--no-layernorm-bias",
                                         help="LayerNorm with a weight and no bias (Cohere, MPT)")
-    # Non-gated MLP activations (the default is GELU): ReLU (OPT) [--relu]; ReLU squared (Nemotron,
-    # Persimmon; Megatron's flag) [--squared-relu]
-    relu: bool = config_field(False, help="non-gated ReLU MLP (OPT)")
-    squared_relu: bool = config_field(False, help="non-gated ReLU-squared MLP (Nemotron)")
     # Parallel attention and MLP: both read the layer input, x + attn(norm1(x)) + mlp(norm2(x)) (GPT-NeoX)
     # [--parallel-residual]; with one norm feeding both, x + attn(norm(x)) + mlp(norm(x)) (GPT-J, Phi,
     # Cohere) [--parallel-residual-shared-norm, with --parallel-residual]
@@ -371,13 +444,6 @@ class ModelConfig:
     qk_l2_norm: bool = config_field(False, features=(ATTENTION,),
                                     help="weightless q/k RMS norms per head after RoPE, on RoPE layers only (Llama "
                                          "4's use_qk_norm)")
-    # xIELU (Apertus): a non-gated activation with two learnable scalars per layer, alpha_p and alpha_n [--xielu]
-    xielu: bool = config_field(False,
-                               help="xIELU MLP activation with learnable alpha_p and alpha_n per layer (Apertus)")
-    # the MLP computes act(gate) * up with a fused [gate; up] first linear for the chosen activation (--relu,
-    # --squared-relu, --xielu, GELU by default; BitNet: gated ReLU squared); --swiglu and --geglu imply it [--gated-mlp]
-    gated_mlp: bool = config_field(False, help="act(gate) * up with a fused [gate; up] for "
-                                        "--relu/--squared-relu/--xielu/GELU (BitNet)")
     # RMSNorms over the full width just before the output linears (BitNet): on the attention context before the
     # output projection [--attn-sub-norm] and on the MLP activation before fc2 [--ffn-sub-norm]; at TP > 1 the
     # sum of squares is all-reduced over TP
@@ -567,12 +633,10 @@ class ModelConfig:
     add_router_bias: bool = config_field(False, group="mixture of experts", features=(MOE,),
                                          help="a bias on the router's linear without --add-bias-linear (GPT-OSS "
                                               "without attention bias)")
-    # Gated-MLP variants (Megatron's flags; GPT-OSS's clamped SwiGLU is all three with 7.0 and 1.0): the gate's
-    # activation quick GELU x * sigmoid(1.702 x) [--quick-geglu]; before the activation the gate clamped to at
-    # most the value and the up half to [-value, value] [--activation-func-clamp-value]; act(gate) * (up + offset)
-    # [--glu-linear-offset]. They apply to the dense MLPs, shared experts and experts alike.
-    quick_geglu: bool = config_field(False, features=(ATTENTION,),
-                                     help="gated MLP with quick GELU x * sigmoid(1.702 x) on the gate (GPT-OSS)")
+    # Gated-MLP variants (Megatron's flags; GPT-OSS's clamped SwiGLU is --activation quick_geglu with 7.0 and 1.0):
+    # before the activation the gate clamped to at most the value and the up half to [-value, value]
+    # [--activation-func-clamp-value]; act(gate) * (up + offset) [--glu-linear-offset]. They apply to the dense
+    # MLPs, shared experts and experts alike.
     activation_func_clamp_value: Optional[float] = config_field(None, type=float, features=(ATTENTION,),
                                                                 help="gated MLP: clamp the gate to at most this and "
                                                                      "the up half to [-value, value] (GPT-OSS: 7)")
@@ -743,7 +807,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if self.use_fused_rmsnorm and self.normalization != "RMSNorm":
             raise ValueError(f"--use-fused-rmsnorm fuses RMSNorm, and --normalization is {self.normalization}: "
                              "drop the flag")
-        if self.use_fused_swiglu and not (self.swiglu and self.activation_func_clamp_value is None
+        if self.use_fused_swiglu and not (self.activation == "swiglu" and self.activation_func_clamp_value is None
                                           and self.glu_linear_offset == 0.0):
             raise ValueError("--use-fused-swiglu fuses plain SwiGLU: it needs --swiglu without "
                              "--activation-func-clamp-value/--glu-linear-offset; drop the flag")
@@ -853,7 +917,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         ffn, tp = self.moe_expert_ffn_hidden_size, self.tensor_model_parallel_size
         if ffn % tp != 0:
             raise ValueError(f"--moe-ffn-hidden-size ({ffn}) is not divisible by --tensor-model-parallel-size ({tp})")
-        if self.xielu or self.ffn_sub_norm:
+        if self.mlp_function == "xielu" or self.ffn_sub_norm:
             raise ValueError("--num-experts: expert MLPs do not support --xielu or --ffn-sub-norm; drop them")
         shared = self.moe_shared_expert_intermediate_size
         if shared is not None and (shared < 1 or shared % tp != 0):
@@ -913,7 +977,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
     def _changed(self, names: Tuple[str, ...]) -> List[str]:
         """The flags of the fields in ``names`` set away from their defaults."""
         table = self.__dataclass_fields__
-        return [field_flag(name) for name in names if getattr(self, name) != table[name].default]
+        return [activation_flags(self.activation) if name == "activation" else field_flag(name)
+                for name in names if getattr(self, name) != table[name].default]
 
     def _validate_mamba(self) -> None:
         tp = self.tensor_model_parallel_size
@@ -948,8 +1013,6 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                              "one another (groups are split, or replicated when TP exceeds them)")
 
     def _validate_behaviour(self) -> None:
-        if self.gelu_tanh and self.swiglu:
-            raise ValueError("--gelu-tanh has no effect with --swiglu (SiLU); drop one of them")
         for flag, cap in (("--attn-logit-softcapping", self.attn_logit_softcapping),
                           ("--output-logit-softcapping", self.output_logit_softcapping),
                           ("--query-pre-attn-scalar", self.query_pre_attn_scalar),
@@ -1038,12 +1101,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
 
     def _validate_layer_shapes(self) -> None:
         """Activations, biases, residual layout and per-layer attention patterns."""
-        chosen = [flag for flag, on in (("--swiglu", self.swiglu), ("--geglu", self.geglu), ("--relu", self.relu),
-                                        ("--squared-relu", self.squared_relu)) if on]
-        if len(chosen) > 1:
-            raise ValueError(f"{' and '.join(chosen)} both set the MLP activation; choose one")
-        if self.gelu_tanh and (self.relu or self.squared_relu):
-            raise ValueError("--gelu-tanh has no effect with --relu/--squared-relu; drop one of them")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"--activation {self.activation!r} is not one of {tuple(ACTIVATIONS)}")
         if not self.first_input_layernorm and not self.pre_norm:
             raise ValueError("--no-first-input-layernorm drops a norm before attention; --post-norm-only has none")
         if self.prediction_head not in (None,) + PREDICTION_HEAD_ACTIVATIONS:
@@ -1194,12 +1253,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
 
     def _validate_modern_mlp_and_norms(self) -> None:
         """xIELU, the gated-MLP switch, sub-norms and non-parametric q/k norms."""
-        if self.xielu and (self.swiglu or self.geglu or self.relu or self.squared_relu or self.gelu_tanh):
-            raise ValueError("--xielu is the MLP activation; drop --swiglu/--geglu/--relu/--squared-relu/--gelu-tanh")
-        if self.gated_mlp and (self.swiglu or self.geglu or self.quick_geglu):
-            raise ValueError("--gated-mlp is implied by --swiglu/--geglu/--quick-geglu; drop --gated-mlp")
         self._validate_glu_variants()
-        if self.recompute_activation_function and self.xielu:
+        if self.recompute_activation_function and self.mlp_function == "xielu":
             raise ValueError("--recompute-activation-function cannot recompute --xielu (it has learnable "
                              "parameters); drop one of them")
         if (self.attn_sub_norm or self.ffn_sub_norm) and (self.normalization != "RMSNorm" or self.non_parametric_norm):
@@ -1224,11 +1279,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                              "--post-norm-only; drop it from --swap-modules")
 
     def _validate_glu_variants(self) -> None:
-        """--quick-geglu, --activation-func-clamp-value and --glu-linear-offset (GPT-OSS's clamped SwiGLU)."""
-        if self.quick_geglu and (self.swiglu or self.geglu or self.relu or self.squared_relu or self.xielu
-                                 or self.gelu_tanh):
-            raise ValueError("--quick-geglu is the MLP activation; drop --swiglu/--geglu/--relu/--squared-relu/"
-                             "--xielu/--gelu-tanh")
+        """--activation-func-clamp-value and --glu-linear-offset (GPT-OSS's clamped SwiGLU) on a gated MLP."""
         clamp = self.activation_func_clamp_value
         if clamp is not None and clamp <= 0:
             raise ValueError(f"--activation-func-clamp-value {clamp} must be positive")
@@ -1258,8 +1309,13 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
 
     @property
     def gated_linear_unit(self) -> bool:
-        """The MLP's first linear is fused ``[gate; up]`` (SwiGLU, GeGLU or ``--gated-mlp``)."""
-        return self.swiglu or self.geglu or self.gated_mlp or self.quick_geglu
+        """The MLP's first linear is fused ``[gate; up]`` (a gated ``--activation``: SwiGLU, GeGLU, ...)."""
+        return ACTIVATIONS[self.activation][1]
+
+    @property
+    def mlp_function(self) -> str:
+        """The MLP's elementwise function (gelu, gelu_tanh, relu, squared_relu, silu, quick_gelu, xielu)."""
+        return ACTIVATIONS[self.activation][0]
 
     @property
     def pre_norm(self) -> bool:
@@ -1363,6 +1419,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
 
     @classmethod
     def from_dict(cls, values: Dict[str, Any]) -> "TransformerConfig":
+        """From :meth:`to_dict`'s plain values, today's or an older checkpoint's (legacy fields mapped in)."""
+        values = upgrade_legacy_settings(values)
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in values.items() if k in known}
         if isinstance(kwargs.get("params_dtype"), str):

@@ -80,7 +80,7 @@ def _cohere_layer(hf: Dict[str, Any], name: str) -> Dict[str, Any]:
 
 def _check_cohere_layer(cfg: TransformerConfig, name: str) -> None:
     layer = {key: getattr(cfg, key) for key in COHERE_LAYER}
-    if layer != COHERE_LAYER or cfg.add_bias_linear or cfg.add_mlp_bias or not cfg.swiglu:
+    if layer != COHERE_LAYER or cfg.add_bias_linear or cfg.add_mlp_bias or cfg.activation != "swiglu":
         raise RegistryError(f"{name} needs --normalization LayerNorm --no-layernorm-bias --parallel-residual "
                             "--parallel-residual-shared-norm --swiglu and no MLP bias")
     if cfg.add_qkv_bias != cfg.add_dense_bias:
@@ -444,7 +444,7 @@ def _gemma4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _gemma4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     wanted = dict(normalization="RMSNorm", apply_layernorm_1p=False, qk_layernorm=True, post_norm=True,
-                  input_embeds_norm=True, softmax_scale=1.0, value_norm=True, layer_scalar=True, geglu=True,
+                  input_embeds_norm=True, softmax_scale=1.0, value_norm=True, layer_scalar=True, activation="geglu",
                   rope_interleaved=False, no_rope_layers=())
     wrong = sorted(key for key, value in wanted.items() if getattr(cfg, key) != value)
     if wrong or cfg.add_bias_linear or cfg.add_mlp_bias or cfg.add_qkv_bias != cfg.add_dense_bias:

@@ -67,8 +67,8 @@ def _gpt_oss_activation(hf: Dict[str, Any]) -> Dict[str, Any]:
         raise RegistryError(f"{FAMILY} swiglu_alpha={alpha} is not supported (only quick GELU's {QUICK_GELU_ALPHA})")
     if limit is None or float(limit) <= 0:
         raise RegistryError(f"{FAMILY} swiglu_limit={limit!r} is not supported (a positive clamp value)")
-    return dict(swiglu=False, geglu=False, gelu_tanh=False, quick_geglu=True,
-                activation_func_clamp_value=float(limit), glu_linear_offset=GLU_LINEAR_OFFSET)
+    return dict(activation="quick_geglu", activation_func_clamp_value=float(limit),
+                glu_linear_offset=GLU_LINEAR_OFFSET)
 
 
 def _gpt_oss_biases(attention_bias: bool) -> Dict[str, Any]:
@@ -99,7 +99,7 @@ def _gpt_oss_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _check_gpt_oss(cfg: TransformerConfig) -> None:
     """What GPT-OSS's HF model has and cannot leave out, as one-line RegistryErrors."""
-    if not (cfg.quick_geglu and cfg.activation_func_clamp_value is not None
+    if not (cfg.activation == "quick_geglu" and cfg.activation_func_clamp_value is not None
             and cfg.glu_linear_offset == GLU_LINEAR_OFFSET):
         raise RegistryError(f"{FAMILY} needs the clamped SwiGLU: --quick-geglu --activation-func-clamp-value L "
                             f"--glu-linear-offset {GLU_LINEAR_OFFSET}")

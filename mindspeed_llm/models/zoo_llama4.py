@@ -181,7 +181,7 @@ def _aria_text_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _aria_text_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _reject_biases(cfg, "aria_text")
-    if cfg.num_experts is None or not cfg.swiglu:
+    if cfg.num_experts is None or cfg.activation != "swiglu":
         raise RegistryError("aria_text needs MoE layers (--num-experts) with --swiglu")
     ffn, shared = cfg.moe_expert_ffn_hidden_size, cfg.moe_shared_expert_intermediate_size
     if shared is None or shared % ffn:

@@ -20,10 +20,14 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from core.checkpointing import RUNTIME_CONFIG_FIELDS
-from core.transformer.config import (ATTENTION, MAMBA, MOE, ModelConfig, RuntimeConfig, TransformerConfig,
-                                     architecture_fields, feature_fields, field_spec, runtime_fields)
-from mindspeed_llm.arguments import CONFIG_DERIVATIONS, build_parser, config_flag_dest, table_flag_fields
+import pytest
+
+from core.checkpointing import RUNTIME_CONFIG_FIELDS, architecture_settings
+from core.transformer.config import (ACTIVATIONS, ATTENTION, MAMBA, MOE, ModelConfig, RuntimeConfig, TransformerConfig,
+                                     activation_switches, architecture_fields, feature_fields, field_spec,
+                                     runtime_fields)
+from mindspeed_llm.arguments import (CONFIG_DERIVATIONS, ArgumentError, build_parser, config_flag_dest, parse_args,
+                                     table_flag_fields, transformer_config_from_args, validate_args)
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_SOURCE = REPO / "core" / "transformer" / "config.py"
@@ -110,7 +114,7 @@ def test_architecture_and_run_time_split_the_fields() -> None:
     assert RUNTIME_CONFIG_FIELDS == {f.name for f in fields(RuntimeConfig)}
     assert {"tensor_model_parallel_size", "recompute_granularity", "use_flash_attn", "params_dtype",
             "hidden_dropout"} <= RUNTIME_CONFIG_FIELDS
-    assert {"num_layers", "hidden_size", "swiglu", "num_experts", "noop_layers"} <= set(architecture_fields())
+    assert {"num_layers", "hidden_size", "activation", "num_experts", "noop_layers"} <= set(architecture_fields())
 
 
 def test_feature_lists_are_queries_on_the_table() -> None:
@@ -118,3 +122,39 @@ def test_feature_lists_are_queries_on_the_table() -> None:
     assert "num_experts" not in feature_fields(MOE)  # it turns MoE on: never refused for being unused
     assert "mamba_state_dim" in feature_fields(MAMBA) and "hybrid_override_pattern" not in feature_fields(MAMBA)
     assert "qk_layernorm" in feature_fields(ATTENTION) and "num_layers" not in feature_fields(ATTENTION)
+
+
+ARGV = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
+        "--micro-batch-size", "1", "--train-iters", "1", "--lr", "1e-3", "--vocab-size", "64"]
+
+
+@pytest.mark.parametrize("switches, activation", [
+    ([], "gelu"), (["--swiglu"], "swiglu"), (["--geglu", "--gelu-tanh"], "geglu_tanh"), (["--gelu-tanh"], "gelu_tanh"),
+    (["--gated-mlp", "--squared-relu"], "gated_squared_relu"), (["--gated-mlp"], "geglu"), (["--xielu"], "xielu"),
+    (["--quick-geglu"], "quick_geglu"), (["--relu"], "relu"),
+])
+def test_legacy_switches_spell_the_activation(switches, activation) -> None:
+    """The legacy flags are aliases of --activation: the same config either way."""
+    legacy = parse_args(ARGV + switches)
+    validate_args(legacy, 1)
+    named = parse_args(ARGV + ["--activation", activation])
+    validate_args(named, 1)
+    assert transformer_config_from_args(legacy) == transformer_config_from_args(named)
+    assert transformer_config_from_args(named).activation == activation
+
+
+def test_an_activation_and_a_switch_that_disagree_are_refused() -> None:
+    with pytest.raises(ArgumentError, match="^--activation relu and --swiglu both set the MLP activation; choose one$"):
+        validate_args(parse_args(ARGV + ["--activation", "relu", "--swiglu"]), 1)
+    validate_args(parse_args(ARGV + ["--activation", "swiglu", "--swiglu"]), 1)  # the same activation: fine
+
+
+@pytest.mark.parametrize("activation", list(ACTIVATIONS))
+def test_older_checkpoints_boolean_fields_still_load(activation: str) -> None:
+    """A checkpoint saved when each activation was a boolean field loads (from_dict, the saved-settings check)."""
+    today = TransformerConfig(num_layers=2, hidden_size=32, num_attention_heads=4, vocab_size=64,
+                              activation=activation)
+    stored = {name: value for name, value in today.to_dict().items() if name != "activation"}
+    stored.update(activation_switches(activation))  # the older layout: eight booleans
+    assert TransformerConfig.from_dict(stored) == today
+    assert architecture_settings(stored)["activation"] == activation
