@@ -364,6 +364,13 @@ def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--is-pairwise-dataset", action="store_true",
                        help="--data-path is a pairwise (chosen/rejected) dataset (preprocess_data.py's pairwise "
                             "handlers); for --stage dpo, simpo and orm")
+    _add_preference_args(group)
+    _add_grpo_args(group)
+    _add_lora_args(group)
+
+
+def _add_preference_args(group: argparse._ArgumentGroup) -> None:
+    """DPO's and SimPO's flags (--stage dpo, simpo)."""
     group.add_argument("--dpo-loss-type", choices=("sigmoid", "hinge", "ipo"), default="sigmoid",
                        help="DPO loss: sigmoid (DPO), hinge (SLiC) or ipo (IPO, on length-normalised log-probs)")
     group.add_argument("--dpo-beta", type=float, default=0.1, help="DPO: the KL weight beta")
@@ -382,6 +389,10 @@ def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--simpo-loss-type", choices=("sigmoid", "hinge"), default="sigmoid", help="SimPO loss")
     group.add_argument("--simpo-label-smoothing", type=float, default=0.0,
                        help="SimPO sigmoid loss: the assumed share of flipped preference labels, in [0, 0.5)")
+
+
+def _add_grpo_args(group: argparse._ArgumentGroup) -> None:
+    """GRPO's flags (--stage grpo)."""
     group.add_argument("--num-generations", type=int, default=8,
                        help="GRPO: completions sampled per prompt (a group; advantages are relative within it)")
     group.add_argument("--num-iterations", type=int, default=1,
@@ -405,6 +416,10 @@ def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
                             "completion is one more reward")
     group.add_argument("--scale-rewards", choices=("group", "none"), default="group",
                        help="GRPO: divide each group's centred rewards by its std (group) or not (none: Dr. GRPO)")
+
+
+def _add_lora_args(group: argparse._ArgumentGroup) -> None:
+    """LoRA's and QLoRA's flags (any stage)."""
     group.add_argument("--lora-target-modules", nargs="*", default=[], metavar="NAME",
                        help="train LoRA adapters on these linears (linear_qkv linear_proj linear_fc1 linear_fc2), "
                             "the base frozen (core/tensor_parallel/lora.py)")

@@ -146,10 +146,10 @@ def test_validation_reads_do_not_count() -> None:
 
 def test_a_config_field_nobody_reads_is_reported() -> None:
     """A table flag counts only through its field's readers (validation excluded)."""
-    text = ("def _validate_sizes(self):\n    return self.swiglu\n\n"
-            "def forward(config):\n    return config.geglu\n")
+    text = ("def _validate_sizes(self):\n    return self.qk_layernorm\n\n"
+            "def forward(config):\n    return config.post_norm\n")
     read = table_flags_read([consuming_source(text)])
-    assert "geglu" in read and "swiglu" not in read
+    assert "post_norm" in read and "qk_layernorm" not in read
 
 
 # ----------------------------------------------------------------------------- the tables are enforced
