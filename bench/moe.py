@@ -47,7 +47,7 @@ def _layer(variant: str, size: Dict[str, int], ep: int = 1) -> torch.nn.Module:
     from core.transformer.moe.moe_layer import MoELayer
 
     common = dict(num_layers=1, hidden_size=size["hidden"], num_attention_heads=1, vocab_size=16,
-                  normalization="RMSNorm", swiglu=True, add_bias_linear=False, attention_dropout=0.0,
+                  normalization="RMSNorm", activation="swiglu", add_bias_linear=False, attention_dropout=0.0,
                   hidden_dropout=0.0)
     state = initialize(ep=ep) if ep > 1 else layout_state(1)
     if variant == "dense":

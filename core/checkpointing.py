@@ -393,27 +393,6 @@ def map_foreign_file(path: str) -> Dict[str, Any]:
                               f"{str(error).splitlines()[0][:200]})") from None
 
 
-# TransformerConfig fields that are run-time choices (numerics, parallel layout, memory), not architecture:
-# every other field is part of what the weights mean and is stored with them.
-RUNTIME_CONFIG_FIELDS = frozenset({
-    "params_dtype", "tensor_model_parallel_size", "sequence_parallel", "attention_dropout", "hidden_dropout",
-    "init_method_std", "recompute_granularity", "recompute_method", "recompute_num_layers",
-    "recompute_activation_function", "expert_model_parallel_size", "expert_tensor_parallel_size",
-    "moe_token_dispatcher_type", "moe_grouped_gemm",
-    "recompute_activation_function",
-    "context_parallel_algo", "ulysses_degree_in_cp", "attention_mask_type", "cp_send_recv_overlap",
-    "kv_head_repeat_before_uly_alltoall",
-    "swap_attention", "swap_modules",  # where activations wait for the backward (memory)
-    "value_head",  # a reward model (--stage orm) starts from a language model's checkpoint
-    "mtp_loss_scaling_factor",  # a loss weight, not architecture (DeepSeek-V3 lowered it from 0.3 to 0.1 mid-run)
-    "cross_entropy_chunk_size", "cross_entropy_loss_fusion",  # how the loss is computed, same numerics
-    "use_fused_rmsnorm", "use_fused_swiglu", "use_fused_rotary_pos_emb", "use_flash_attn",  # kernels, same numerics
-})
-
-
-def architecture_settings(transformer_config: Dict[str, Any]) -> Dict[str, Any]:
-    """The architecture fields of a stored ``transformer_config`` dict (all but ``RUNTIME_CONFIG_FIELDS``)."""
-    return {name: value for name, value in transformer_config.items() if name not in RUNTIME_CONFIG_FIELDS}
 
 
 def read_checkpoint_settings(root: str) -> Tuple[str, argparse.Namespace, Dict[str, Any]]:

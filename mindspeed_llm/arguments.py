@@ -50,7 +50,7 @@ import importlib.util
 import os
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import MISSING, Field, dataclass, fields
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -59,7 +59,9 @@ import yaml
 from core.device import BACKEND_FOR_DEVICE, DEVICE_TYPES, device_for_backend
 from core.parallel_state import expert_dimension, validate_degrees
 from core.pipeline_parallel.layout import LayoutError, resolve_virtual_pipeline, stage_layers
-from core.transformer.config import POSITION_EMBEDDINGS, TransformerConfig, pad_vocab_size
+from core.transformer.config import (ACTIVATION_SWITCHES, FIELD_DEFAULT, TransformerConfig, activation_from_switches,
+                                     architecture_fields, field_flag, field_spec, pad_vocab_size, switches_off,
+                                     upgrade_legacy_settings)
 from core.transformer.context_parallel import (ATTENTION_MASK_TYPES, CP_ALGORITHMS, HYBRID, RING, ULYSSES,
                                                sequence_divisor, ulysses_degree)
 from core.transformer.swap_attention import DEFAULT_SWAP_MODULES, parse_swap_modules
@@ -89,288 +91,100 @@ def _flag(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
+# --------------------------------------------------------------------------- the config table's flags
+
+def config_flag_dest(config_field: Field) -> str:
+    """The attribute a config field's flag sets (``--disable-bias-linear`` -> ``disable_bias_linear``)."""
+    return str(field_spec(config_field).flag).lstrip("-").replace("-", "_")
+
+
+def table_flag_fields(title: Optional[str] = None) -> List[Field]:
+    """The TransformerConfig fields that have a flag (in argument group ``title``, when given)."""
+    return [f for f in fields(TransformerConfig)
+            if field_spec(f).flag is not None and title in (None, field_spec(f).group)]
+
+
+def _flag_options(config_field: Field) -> Dict[str, Any]:
+    """argparse's keywords for a config field's flag: its action, type, default, choices and help."""
+    spec, default = field_spec(config_field), config_field.default
+    options: Dict[str, Any] = {"dest": config_flag_dest(config_field), "help": spec.help}
+    if isinstance(default, bool):  # a switch; --x/--no-x when it defaults to on under its own name
+        on_by_default = default and not switches_off(config_field)
+        options.update(action=argparse.BooleanOptionalAction if on_by_default else "store_true", default=on_by_default)
+        return options
+    if isinstance(default, tuple):  # layer numbers (--no-rope-layers 0 3), or one text of a type of its own
+        options.update(type=spec.type or int, default=None)
+        if spec.type is None:
+            options["nargs"] = "*"
+    else:
+        natural = type(default) if isinstance(default, (int, float, str)) else None
+        options.update(type=spec.type or natural, default=None if default is MISSING else default)
+    if spec.flag_default != FIELD_DEFAULT:
+        options["default"] = spec.flag_default
+    if spec.choices is not None:
+        options["choices"] = spec.choices
+    if spec.metavar is not None:
+        options["metavar"] = spec.metavar
+    return options
+
+
+def add_config_flags(group: argparse._ArgumentGroup) -> None:
+    """The flags of the config fields whose argument group is ``group``'s title, generated from the table."""
+    for config_field in table_flag_fields(group.title):
+        spec = field_spec(config_field)
+        group.add_argument(spec.flag, *spec.aliases, **_flag_options(config_field))
+
+
 # --------------------------------------------------------------------------- groups of flags
 
+# The legacy activation switches (Megatron/MindSpeed flags): together they spell --activation (_activation)
+ACTIVATION_SWITCH_HELP: Dict[str, Optional[str]] = {
+    "swiglu": None,  # consumes: --swiglu
+    "geglu": "gated GELU MLP (Gemma)",  # consumes: --geglu
+    "gelu_tanh": "GELU with the tanh approximation",  # consumes: --gelu-tanh
+    "relu": "non-gated ReLU MLP (OPT)",  # consumes: --relu
+    "squared_relu": "non-gated ReLU-squared MLP (Nemotron)",  # consumes: --squared-relu
+    "quick_geglu": "gated MLP with quick GELU x * sigmoid(1.702 x) on the gate (GPT-OSS)",  # consumes: --quick-geglu
+    "xielu": "xIELU MLP activation with learnable alpha_p and alpha_n per layer (Apertus)",  # consumes: --xielu
+    "gated_mlp": "act(gate) * up with a fused [gate; up] for --relu/--squared-relu/--xielu/GELU (BitNet)",
+}  # consumes: --gated-mlp
+assert tuple(ACTIVATION_SWITCH_HELP) == ACTIVATION_SWITCHES
+
+
+
 def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
+    """The architecture's flags: the table's "network size" fields, plus the two flags that are no field."""
     group = parser.add_argument_group("network size")
-    group.add_argument("--num-layers", type=int, default=None)
-    group.add_argument("--hidden-size", type=int, default=None)
-    group.add_argument("--ffn-hidden-size", type=int, default=None,
-                       help="default 4 x hidden, or Megatron's 8/3 x hidden rounded to 64 with --swiglu")
-    group.add_argument("--num-attention-heads", type=int, default=None)
-    group.add_argument("--kv-channels", type=int, default=None, help="head dim; default hidden / heads")
-    group.add_argument("--group-query-attention", action="store_true")
-    group.add_argument("--num-query-groups", type=int, default=None,
-                       help="KV heads; needs --group-query-attention (which alone means 1)")
     group.add_argument("--seq-length", type=int, default=None)
-    group.add_argument("--max-position-embeddings", type=int, default=None,
-                       help="default --seq-length")
-    group.add_argument("--alibi-bias-max", type=float, default=8.0,
-                       help="with --position-embedding-type alibi: head slopes 2^(-value * i / heads) "
-                            "(MPT's alibi_bias_max)")
-    group.add_argument("--position-embedding-type", choices=POSITION_EMBEDDINGS,
-                       default="rope", help="learned_absolute: a learned table added to the word embeddings "
-                       "(GPT-2, OPT); sinusoidal: fairseq's fixed table (XGLM); alibi: linear attention biases "
-                       "per head instead of RoPE (Bloom, MPT)")
-    group.add_argument("--rotary-base", type=float, default=10000.0)
-    group.add_argument("--sliding-window", type=int, default=None,
-                       help="attend to at most this many tokens (the current one included), as Mistral")
-    group.add_argument("--rope-scaling-type", choices=("linear", "llama3", "yarn", "proportional"), default=None)
-    group.add_argument("--rope-scaling-factor", type=float, default=1.0)
-    group.add_argument("--low-freq-factor", type=float, default=1.0)
-    group.add_argument("--high-freq-factor", type=float, default=4.0)
-    group.add_argument("--original-max-position-embeddings", "--rope-scaling-original-max-position-embeddings",
-                       dest="original_max_position_embeddings", type=int, default=8192)
-    group.add_argument("--rope-scaling-beta-fast", "--beta-fast", dest="rope_scaling_beta_fast", type=float, default=32.0,
-                       help="YaRN: dims rotating more often than this over the original context keep their frequency")
-    group.add_argument("--rope-scaling-beta-slow", "--beta-slow", dest="rope_scaling_beta_slow", type=float, default=1.0,
-                       help="YaRN: dims rotating less often than this are interpolated by the factor")
-    group.add_argument("--rope-scaling-mscale", type=float, default=1.0, help="YaRN attention-factor numerator weight")
-    group.add_argument("--rope-scaling-mscale-all-dim", type=float, default=0.0,
-                       help="YaRN attention-factor denominator weight (0: the factor is 0.1 ln(s) + 1)")
-    group.add_argument("--yarn-correction-range-round-to-int", action=argparse.BooleanOptionalAction, default=True,
-                       help="YaRN: round the ramp's dim range out to whole dims (--no-...: keep it fractional, "
-                            "GPT-OSS; transformers' truncate)")
-    group.add_argument("--normalization", choices=("LayerNorm", "RMSNorm"), default="LayerNorm")
-    group.add_argument("--norm-epsilon", type=float, default=1e-5)
-    group.add_argument("--swiglu", action="store_true")
-    group.add_argument("--untie-embeddings-and-output-weights", action="store_true")
-    group.add_argument("--disable-bias-linear", action="store_true")
-    group.add_argument("--add-qkv-bias", action="store_true")
-    group.add_argument("--make-vocab-size-divisible-by", type=int, default=128)
-    # behaviour flags of the model zoo (core/transformer/config.py documents each)
-    group.add_argument("--qk-layernorm", action="store_true", help="per-head q/k norm before RoPE (Qwen3)")
-    group.add_argument("--apply-layernorm-1p", action="store_true",
-                       help="norms scale by (1 + weight), weights stored as offsets (Gemma)")
-    group.add_argument("--post-norm", action="store_true",
-                       help="norm the attention and MLP outputs before the residual add (Gemma2)")
-    group.add_argument("--fp32-residual-connection", action="store_true",
-                       help="keep the residual stream (and pipeline messages) in fp32 under --bf16/--fp16 "
-                            "(HF Mamba's residual_in_fp32)")
-    group.add_argument("--geglu", action="store_true", help="gated GELU MLP (Gemma)")
-    group.add_argument("--gelu-tanh", action="store_true", help="GELU with the tanh approximation")
-    group.add_argument("--input-embeds-norm", action="store_true",
-                       help="multiply word embeddings by sqrt(hidden) (Gemma)")
-    group.add_argument("--attn-logit-softcapping", type=float, default=None,
-                       help="cap * tanh(score / cap) on attention scores (Gemma2)")
-    group.add_argument("--output-logit-softcapping", type=float, default=None,
-                       help="cap * tanh(logit / cap) on the output logits (Gemma2)")
-    group.add_argument("--query-pre-attn-scalar", type=float, default=None,
-                       help="softmax scale = value ** -0.5 instead of head_dim ** -0.5 (Gemma2)")
-    group.add_argument("--sliding-window-pattern", type=int, default=None,
-                       help="with --sliding-window: every Nth layer attends fully (Gemma2: 2)")
-    group.add_argument("--rope-interleaved", action="store_true",
-                       help="RoPE rotates neighbouring dim pairs (Helium, GPT-J) instead of halves")
-    group.add_argument("--rotary-percent", type=float, default=1.0,
-                       help="share of each head's dims that RoPE rotates (StableLM: 0.25)")
-    group.add_argument("--qk-layernorm-full-width", action="store_true",
-                       help="with --qk-layernorm: q/k norms over all heads' channels, not per head (Olmo2)")
-    group.add_argument("--post-norm-only", action="store_true",
-                       help="norms on the attention and MLP outputs only, none before them (Olmo2)")
-    group.add_argument("--local-rotary-base", type=float, default=None,
-                       help="unscaled RoPE base of the sliding-window layers (Gemma3: 10000)")
-    group.add_argument("--non-parametric-norm", action="store_true",
-                       help="hidden-size norms without weight or bias (Olmo)")
-    group.add_argument("--qkv-clip", type=float, default=None,
-                       help="clamp q, k and v to [-value, value] after their projection (Olmo's clip_qkv)")
-    group.add_argument("--no-rope-layers", type=int, nargs="*", default=None,
-                       help="global layer numbers (from 0) that use no position embedding (SmolLM3's NoPE layers)")
-    group.add_argument("--embedding-multiplier", type=float, default=None,
-                       help="multiply the word embeddings by this (Granite)")
-    group.add_argument("--residual-multiplier", type=float, default=None,
-                       help="multiply attention and MLP outputs by this before the residual add (Granite)")
-    group.add_argument("--softmax-scale", type=float, default=None,
-                       help="attention softmax scale instead of 1/sqrt(head dim) (Granite's attention_multiplier)")
-    group.add_argument("--output-multiplier-scale", type=float, default=None,
-                       help="multiply the output logits by this (Granite: 1 / logits_scaling)")
-    group.add_argument("--add-dense-bias", action="store_true",
-                       help="bias on the attention output projection (GPT-Neo), without --add-bias-linear")
-    group.add_argument("--add-mlp-bias", action="store_true",
-                       help="biases on the MLP linears (GPT-J), without --add-bias-linear")
-    group.add_argument("--add-output-layer-bias", action="store_true",
-                       help="bias on the output layer (GPT-J, CodeGen, Phi; tied: its own next to the shared weight)")
-    group.add_argument("--no-layernorm-bias", dest="layernorm_bias", action="store_false",
-                       help="LayerNorm with a weight and no bias (Cohere, MPT)")
-    group.add_argument("--relu", action="store_true", help="non-gated ReLU MLP (OPT)")
-    group.add_argument("--squared-relu", action="store_true", help="non-gated ReLU-squared MLP (Nemotron)")
-    group.add_argument("--parallel-residual", action="store_true",
-                       help="attention and MLP both read the layer input: x + attn(ln1(x)) + mlp(ln2(x)) (GPT-NeoX)")
-    group.add_argument("--parallel-residual-shared-norm", action="store_true",
-                       help="with --parallel-residual: one norm feeds both branches (GPT-J, Phi, Cohere)")
-    group.add_argument("--embed-layernorm", action="store_true", help="a norm on the word embeddings (Bloom)")
-    group.add_argument("--attention-chunk-size", type=int, default=None,
-                       help="tokens attend only within their chunk of this many tokens (Llama 4)")
-    group.add_argument("--attention-output-gate", action="store_true",
-                       help="multiply the attention output by sigmoid of a gate projected with q/k/v (Qwen3-Next)")
-    group.add_argument("--softmax-type", choices=("vanilla", "off-by-one", "learnable"), default="vanilla",
-                       help="off-by-one: an extra zero logit per row; learnable: a trained one per head (GPT-OSS "
-                            "attention sinks)")
-    group.add_argument("--full-attention-layers", type=int, nargs="*", default=None,
-                       help="with --sliding-window: global layer numbers (from 0) that attend fully (GPT-Neo)")
-    # state-space (Mamba) layers, Megatron's hybrid models
-    group.add_argument("--hybrid-override-pattern", type=str, default=None,
-                       help="one char per layer: 'M' a Mamba layer (norm, mixer, residual); "
-                            "default: transformer layers")
-    group.add_argument("--mamba-version", type=int, choices=(1, 2), default=2,
-                       help="1: Mamba's selective scan over d_inner channels; 2: Mamba2's SSD over heads and groups")
-    group.add_argument("--mamba-state-dim", type=int, default=128, help="SSM state size N")
-    group.add_argument("--mamba-head-dim", type=int, default=64, help="Mamba2 head dim (heads = d_inner / head dim)")
-    group.add_argument("--mamba-num-groups", type=int, default=8, help="Mamba2 B/C groups")
-    group.add_argument("--mamba-expand", type=int, default=2, help="d_inner = expand x hidden")
-    group.add_argument("--mamba-d-conv", type=int, default=4, help="width of the causal depthwise conv")
-    group.add_argument("--disable-mamba-conv-bias", action="store_true", help="the depthwise conv has no bias")
-    group.add_argument("--mamba-dt-rank", type=int, default=None, help="Mamba1 dt rank (default ceil(hidden / 16))")
-    group.add_argument("--mamba-chunk-size", type=int, default=256, help="Mamba2 SSD chunk length")
-    group.add_argument("--mamba-dt-limit-min", type=float, default=0.0, help="Mamba2: clamp dt below")
-    group.add_argument("--mamba-dt-limit-max", type=float, default=None, help="Mamba2: clamp dt above (default none)")
-    group.add_argument("--mamba-mixer-rms-eps", type=float, default=None,
-                       help="Mamba1: weightless RMS norms on dt, B and C with this eps (FalconMamba)")
-    group.add_argument("--dense-bias-layers", type=int, nargs="*", default=None,
-                       help="global layer numbers (from 0) whose attention output projection alone has a bias "
-                            "(GPT-NeoX-Japanese: the last layer)")
-    group.add_argument("--rope-ntk-alpha", type=float, default=None,
-                       help="RoPE base times alpha ** (d / (d - 2)), d the head dim (HunYuan's NTK alpha)")
-    group.add_argument("--qk-layernorm-after-rope", action="store_true",
-                       help="with --qk-layernorm: the q/k norms act after RoPE (HunYuan)")
-    group.add_argument("--attn-temperature-beta", type=float, default=None,
-                       help="queries times 1 + beta ln(1 + floor(pos / length)) after RoPE (Ministral3)")
-    group.add_argument("--attn-temperature-length", type=int, default=None,
-                       help="the position length of --attn-temperature-beta (Ministral3: the original context)")
-    group.add_argument("--attn-temperature-nope-layers", action="store_true",
-                       help="--attn-temperature-beta scales the NoPE layers' queries only, positions from 1 (Llama 4)")
-    group.add_argument("--qk-l2-norm", action="store_true",
-                       help="weightless q/k RMS norms per head after RoPE, on RoPE layers only (Llama 4's use_qk_norm)")
-    group.add_argument("--xielu", action="store_true",
-                       help="xIELU MLP activation with learnable alpha_p and alpha_n per layer (Apertus)")
-    group.add_argument("--quick-geglu", action="store_true",
-                       help="gated MLP with quick GELU x * sigmoid(1.702 x) on the gate (GPT-OSS)")
-    group.add_argument("--activation-func-clamp-value", type=float, default=None,
-                       help="gated MLP: clamp the gate to at most this and the up half to [-value, value] (GPT-OSS: 7)")
-    group.add_argument("--glu-linear-offset", type=float, default=0.0,
-                       help="gated MLP: act(gate) * (up + offset) (GPT-OSS: 1)")
-    group.add_argument("--gated-mlp", action="store_true",
-                       help="act(gate) * up with a fused [gate; up] for --relu/--squared-relu/--xielu/GELU (BitNet)")
-    group.add_argument("--attn-sub-norm", action="store_true",
-                       help="RMSNorm on the attention context before the output projection (BitNet)")
-    group.add_argument("--ffn-sub-norm", action="store_true",
-                       help="RMSNorm on the MLP activation before its second linear (BitNet)")
-    group.add_argument("--non-parametric-qk-norm", action="store_true",
-                       help="with --qk-layernorm: q/k norms without weight (NanoChat)")
-    group.add_argument("--qk-layernorm-per-head-weights", action="store_true",
-                       help="with --qk-layernorm: a norm weight per head, [heads, head_dim] (Cohere's use_qk_norm)")
-    group.add_argument("--position-embedding-offset", type=int, default=0,
-                       help="absolute positions read table row position + offset (OPT, BioGpt, XGLM: 2)")
-    group.add_argument("--no-first-input-layernorm", dest="first_input_layernorm", action="store_false",
-                       help="layer 0 has no norm before attention (ModernBERT: the embeddings are normed)")
-    group.add_argument("--prediction-head", default=None, metavar="ACT",
-                       help="norm(ACT(dense(x))) between the final norm and the output layer (ModernBERT: gelu)")
-    group.add_argument("--prediction-head-bias", action="store_true", help="a bias on the prediction head's dense")
-    group.add_argument("--value-norm", action="store_true",
-                       help="RMS-normalise V over each head, without weight, before attention (Gemma4)")
-    group.add_argument("--layer-scalar", action="store_true",
-                       help="multiply each layer's output (residual included) by a scalar of its own (Gemma4)")
-    group.add_argument("--global-kv-channels", type=int, default=None,
-                       help="head dim of the full-attention layers when it differs (Gemma4's global_head_dim)")
-    group.add_argument("--global-num-query-groups", type=int, default=None,
-                       help="KV heads of the full-attention layers (Gemma4's num_global_key_value_heads)")
-    group.add_argument("--global-attention-k-eq-v", action="store_true",
-                       help="full-attention layers use their keys' projection as values (Gemma4's attention_k_eq_v)")
-    group.add_argument("--multi-latent-attention", "--multi-head-latent-attention", dest="multi_latent_attention",
-                       action="store_true", help="multi-latent attention (DeepSeek-V2/V3's MLA)")
-    group.add_argument("--q-lora-rank", type=int, default=None,
-                       help="MLA: channels of the query latent (omit: a plain query projection)")
-    group.add_argument("--kv-lora-rank", type=int, default=None, help="MLA: channels of the compressed key/value latent")
-    group.add_argument("--qk-head-dim", "--qk-nope-head-dim", dest="qk_head_dim", type=int, default=128,
-                       help="MLA: per-head query/key dims without RoPE")
-    group.add_argument("--qk-pos-emb-head-dim", "--qk-rope-head-dim", dest="qk_pos_emb_head_dim", type=int,
-                       default=64, help="MLA: per-head query/key dims with RoPE (the key part shared by all heads)")
-    group.add_argument("--v-head-dim", type=int, default=128, help="MLA: per-head value dims")
-    group.add_argument("--mla-latent-norm-epsilon", type=float, default=None,
-                       help="MLA: eps of the q/kv latent norms (default --norm-epsilon)")
+    group.add_argument("--group-query-attention", action="store_true")
+    for name, text in ACTIVATION_SWITCH_HELP.items():
+        group.add_argument(_flag(name), action="store_true", help=text)
+    add_config_flags(group)
     _add_moe_args(parser)
     _add_fused_kernel_args(parser)
 
 
 def _add_fused_kernel_args(parser: argparse.ArgumentParser) -> None:
     """Fused-kernel flags (MindSpeed/Megatron names; core/fused.py, TransformerConfig documents each)."""
-    group = parser.add_argument_group("fused kernels")
-    group.add_argument("--use-fused-rmsnorm", action="store_true",
-                       help="RMSNorm through the NPU's or apex's kernel, else a torch.compile'd reference")
-    group.add_argument("--use-fused-swiglu", action="store_true",
-                       help="SwiGLU through the NPU's kernel, else a torch.compile'd reference")
-    group.add_argument("--use-fused-rotary-pos-emb", action="store_true",
-                       help="RoPE through the NPU's or apex's kernel, else a torch.compile'd reference")
-    group.add_argument("--use-flash-attn", action="store_true",
-                       help="causal attention through flash-attn (CUDA) or the NPU's fusion attention; "
-                            "elsewhere scaled_dot_product_attention, with a warning")
+    add_config_flags(parser.add_argument_group("fused kernels"))
 
 
 def _add_moe_args(parser: argparse.ArgumentParser) -> None:
     """Mixture-of-experts flags (Megatron/MindSpeed names; TransformerConfig documents each)."""
     group = parser.add_argument_group("mixture of experts")
-    group.add_argument("--num-experts", type=int, default=None, help="experts per MoE layer; none: dense MLPs")
-    group.add_argument("--moe-router-topk", type=int, default=2, help="experts each token is routed to")
-    group.add_argument("--moe-ffn-hidden-size", type=int, default=None, help="one expert's FFN size; default --ffn-hidden-size")
-    group.add_argument("--moe-router-score-function", default="softmax", choices=["softmax", "sigmoid", "sparsemixer"])
-    group.add_argument("--moe-router-dtype", choices=("fp32", "fp64"), default=None,
-                       help="the router and the weighted sum of the experts' outputs in this dtype (default: the "
-                            "model's, scores in fp32)")
-    group.add_argument("--moe-router-sparsemixer-eps", type=float, default=0.01,
-                       help="SparseMixer: experts within this relative distance (x 2) of the pick share its softmax")
-    group.add_argument("--moe-router-pre-softmax", action="store_true",
-                       help="softmax over all experts before the top-k (default: softmax over the top-k logits)")
-    group.add_argument("--norm-topk-prob", action="store_true", help="divide the top-k weights by their sum")
-    group.add_argument("--moe-router-num-groups", type=int, default=None, help="expert groups for group-limited routing")
-    group.add_argument("--moe-router-group-topk", type=int, default=None, help="groups each token may route to")
-    group.add_argument("--moe-router-group-score-topk", type=int, default=None,
-                       help="a group's score sums its best N expert scores (default topk / group-topk; 1: the max)")
-    group.add_argument("--moe-router-topk-scaling-factor", type=float, default=None,
-                       help="the top-k weights times this factor")
-    group.add_argument("--moe-router-enable-expert-bias", action="store_true",
-                       help="aux-loss-free balancing: a per-expert selection bias updated from token counts")
-    group.add_argument("--moe-router-bias-update-rate", type=float, default=1e-3,
-                       help="the expert bias moves by this much per optimizer step")
-    group.add_argument("--moe-router-load-balancing-type", default="aux_loss",
-                       choices=["aux_loss", "seq_aux_loss", "none"])
-    group.add_argument("--moe-aux-loss-coeff", type=float, default=0.0, help="load-balancing loss coefficient")
-    group.add_argument("--moe-z-loss-coeff", type=float, default=None, help="router z-loss coefficient")
-    group.add_argument("--moe-grouped-gemm", action="store_true",
-                       help="expert products as torch._grouped_mm (where available) instead of a loop")
-    group.add_argument("--moe-expert-capacity-factor", type=float, default=None,
-                       help="tokens per expert at most ceil(tokens x topk / experts x factor); default dropless")
-    group.add_argument("--moe-shared-expert-intermediate-size", type=int, default=None,
-                       help="FFN size of the shared expert every token goes through")
     group.add_argument("--n-shared-experts", type=int, default=None,
                        help="MindSpeed: a shared expert of N x --moe-ffn-hidden-size")
-    group.add_argument("--add-router-bias", action="store_true",
-                       help="a bias on the router's linear without --add-bias-linear (GPT-OSS without attention bias)")
-    group.add_argument("--shared-expert-gate", action="store_true",
-                       help="the shared expert's output times sigmoid(x . w) per token (Qwen2-MoE)")
-    group.add_argument("--moe-apply-probs-on-input", action="store_true",
-                       help="top-1: the routing weight scales the expert's input, not its output (Llama 4)")
-    group.add_argument("--mtp-num-layers", type=int, default=None,
-                       help="multi-token prediction: D DeepSeek-V3 MTP modules on the last stage (omit: none)")
-    group.add_argument("--mtp-loss-scaling-factor", type=float, default=0.1,
-                       help="the MTP loss (mean over the D modules) is added to the LM loss times this factor")
-    group.add_argument("--moe-layer-freq", type=int, default=1, help="every Nth layer (0, N, 2N, ...) is an MoE layer")
-    group.add_argument("--first-k-dense-replace", type=int, default=0, help="the first K layers keep dense MLPs")
-    group.add_argument("--moe-token-dispatcher-type", choices=("allgather", "alltoall"), default="allgather",
-                       help="how tokens reach the experts' ranks under expert parallelism")
-    group.add_argument("--expert-tensor-parallel-size", type=int, default=None,
-                       help="TP size of each expert: --tensor-model-parallel-size (default) or 1 (whole experts over "
-                            "TP x EP ranks, with --sequence-parallel)")
+    add_config_flags(group)
 
 
 def _add_initialization_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("initialization")
     group.add_argument("--seed", type=int, default=1234)
-    group.add_argument("--init-method-std", type=float, default=0.02)
+    add_config_flags(group)
 
 
 def _add_regularization_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("regularization")
-    group.add_argument("--attention-dropout", type=float, default=0.1)
-    group.add_argument("--hidden-dropout", type=float, default=0.1)
     group.add_argument("--weight-decay", type=float, default=0.01)
     group.add_argument("--start-weight-decay", type=float, default=None, help="default --weight-decay")
     group.add_argument("--end-weight-decay", type=float, default=None, help="default --weight-decay")
@@ -383,13 +197,7 @@ def _add_regularization_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--sgd-momentum", type=float, default=0.9)
     group.add_argument("--label-smoothing-factor", type=float, default=0.0,
                        help="cross-entropy label smoothing, as Megatron's")
-    group.add_argument("--cross-entropy-chunk-size", type=int, default=None, metavar="ENTRIES",
-                       help="compute the output layer and the loss over chunks of this many vocabulary entries, "
-                            "never materialising the [s, b, v/tp] logits; 0 materialises them; default: chunks "
-                            "of 2048 in bf16/fp16, the logits in fp32")
-    group.add_argument("--cross-entropy-loss-fusion", action="store_true",
-                       help="the loss's elementwise work per block of logits as fused kernels (a torch.compile'd "
-                            "region), one or two passes instead of one per operation")
+    add_config_flags(group)
 
 
 def _add_training_args(parser: argparse.ArgumentParser) -> None:
@@ -409,19 +217,7 @@ def _add_training_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-skipped-iterations", type=int, default=10, metavar="N",
                        help="stop with an error after N steps in a row skipped for a non-finite loss or grad norm")
     group.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
-    group.add_argument("--recompute-granularity", choices=("full", "selective"), default=None)
-    group.add_argument("--recompute-method", choices=("uniform", "block"), default=None)
-    group.add_argument("--recompute-num-layers", type=int, default=None)
-    group.add_argument("--recompute-activation-function", action="store_true",
-                       help="recompute the MLP activation in the backward (MindSpeed)")
-    group.add_argument("--swap-attention", action="store_true",
-                       help="keep the activations each layer's --swap-modules save in host memory until the "
-                            "backward, prefetched a layer ahead (MindSpeed); with --recompute-num-layers N alone "
-                            "the MLPs of the first N layers of each model chunk are recomputed")
-    group.add_argument("--swap-modules", type=str, default=None,
-                       help="comma-separated layer sub-modules for --swap-attention (default "
-                            "input_norm,self_attention,post_attention_norm; also input_layernorm, "
-                            "pre_mlp_layernorm, mlp, post_self_attn_layernorm, post_mlp_layernorm)")
+    add_config_flags(group)
 
 
 def _add_learning_rate_args(parser: argparse.ArgumentParser) -> None:
@@ -488,33 +284,20 @@ def _add_distributed_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("distributed")
     group.add_argument("--distributed-timeout-minutes", type=float, default=10.0, metavar="MINUTES",
                        help="a collective waiting longer than this ends the job with an error (Megatron's default 10)")
-    group.add_argument("--tensor-model-parallel-size", type=int, default=1)
     group.add_argument("--pipeline-model-parallel-size", type=int, default=1)
     group.add_argument("--schedules-method", choices=("zero-bubble",), default=None,
                        help="pipeline schedule: 1F1B (interleaved with virtual stages) unless zero-bubble (ZB-H1)")
     group.add_argument("--variable-seq-lengths", action="store_true",
                        help="pipeline stages exchange activation shapes before each transfer; SFT: also pad each "
                             "micro-batch only to its longest sample (MindSpeed 2.2; --no-pad-to-seq-lengths since)")
-    group.add_argument("--sequence-parallel", action="store_true")
     group.add_argument("--context-parallel-size", type=int, default=1,
                        help="ranks that split every sample's sequence (core/transformer/context_parallel.py)")
-    group.add_argument("--context-parallel-algo", choices=CP_ALGORITHMS, default=RING,
-                       help="ring (megatron_cp_algo), Ulysses all-to-all, both (hybrid) or a K/V all-gather")
-    group.add_argument("--ulysses-degree-in-cp", type=int, default=None,
-                       help="hybrid_cp_algo: CP ranks per Ulysses group; the ring runs across the groups")
-    group.add_argument("--attention-mask-type", choices=ATTENTION_MASK_TYPES, default="causal",
-                       help="ring CP: causal (load-balanced chunks, skipped blocks) or general (contiguous "
-                            "parts, every block masked)")
-    group.add_argument("--use-cp-send-recv-overlap", action="store_true",
-                       help="ring CP: post the next K/V exchange before computing the current block")
-    group.add_argument("--kv-head-repeat-before-uly-alltoall", action="store_true",
-                       help="Ulysses: repeat KV heads to the query heads before the all-to-all")
-    group.add_argument("--expert-model-parallel-size", type=int, default=1)
     group.add_argument("--use-distributed-optimizer", action="store_true")
     group.add_argument("--distributed-backend", choices=("gloo", "nccl", "hccl"), default=None,
                        help="default: the backend of the device")
     group.add_argument("--device", choices=DEVICE_TYPES, default=None,
                        help="default: an NPU, else a CUDA GPU, else the CPU, whichever is present")
+    add_config_flags(group)
 
 
 def _add_data_parallel_args(parser: argparse.ArgumentParser) -> None:
@@ -581,6 +364,13 @@ def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--is-pairwise-dataset", action="store_true",
                        help="--data-path is a pairwise (chosen/rejected) dataset (preprocess_data.py's pairwise "
                             "handlers); for --stage dpo, simpo and orm")
+    _add_preference_args(group)
+    _add_grpo_args(group)
+    _add_lora_args(group)
+
+
+def _add_preference_args(group: argparse._ArgumentGroup) -> None:
+    """DPO's and SimPO's flags (--stage dpo, simpo)."""
     group.add_argument("--dpo-loss-type", choices=("sigmoid", "hinge", "ipo"), default="sigmoid",
                        help="DPO loss: sigmoid (DPO), hinge (SLiC) or ipo (IPO, on length-normalised log-probs)")
     group.add_argument("--dpo-beta", type=float, default=0.1, help="DPO: the KL weight beta")
@@ -599,6 +389,10 @@ def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--simpo-loss-type", choices=("sigmoid", "hinge"), default="sigmoid", help="SimPO loss")
     group.add_argument("--simpo-label-smoothing", type=float, default=0.0,
                        help="SimPO sigmoid loss: the assumed share of flipped preference labels, in [0, 0.5)")
+
+
+def _add_grpo_args(group: argparse._ArgumentGroup) -> None:
+    """GRPO's flags (--stage grpo)."""
     group.add_argument("--num-generations", type=int, default=8,
                        help="GRPO: completions sampled per prompt (a group; advantages are relative within it)")
     group.add_argument("--num-iterations", type=int, default=1,
@@ -622,6 +416,10 @@ def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
                             "completion is one more reward")
     group.add_argument("--scale-rewards", choices=("group", "none"), default="group",
                        help="GRPO: divide each group's centred rewards by its std (group) or not (none: Dr. GRPO)")
+
+
+def _add_lora_args(group: argparse._ArgumentGroup) -> None:
+    """LoRA's and QLoRA's flags (any stage)."""
     group.add_argument("--lora-target-modules", nargs="*", default=[], metavar="NAME",
                        help="train LoRA adapters on these linears (linear_qkv linear_proj linear_fc1 linear_fc2), "
                             "the base frozen (core/tensor_parallel/lora.py)")
@@ -882,7 +680,7 @@ def _derive_fields(args: argparse.Namespace) -> None:
     else:
         args.num_query_groups = None
     if args.ffn_hidden_size is None and args.hidden_size is not None:
-        args.ffn_hidden_size = _default_ffn_hidden_size(args.hidden_size, args.swiglu)
+        args.ffn_hidden_size = _default_ffn_hidden_size(args.hidden_size, args.swiglu or args.activation == "swiglu")
     if args.max_position_embeddings is None:
         args.max_position_embeddings = args.seq_length
     if args.lr_decay_iters is None:
@@ -925,21 +723,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
-# TransformerConfig fields whose flag has another name or meaning: field -> (dest, flag value of a field value).
-# Any other architecture field sets the flag of its own name, when there is one.
-FIELD_FLAGS: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
-    "rope_low_freq_factor": ("low_freq_factor", lambda value: value),
-    "rope_high_freq_factor": ("high_freq_factor", lambda value: value),
-    "rope_original_max_position_embeddings": ("original_max_position_embeddings", lambda value: value),
-    "add_bias_linear": ("disable_bias_linear", lambda value: not value),
-    "noop_layers": ("noop_layers", lambda value: tuple(value or ())),
-    "mamba_conv_bias": ("disable_mamba_conv_bias", lambda value: not value),
-}
-
-
-def config_field_flag(name: str) -> str:
-    """The flag that sets TransformerConfig field ``name`` (``add_bias_linear`` -> ``--disable-bias-linear``)."""
-    return _flag(FIELD_FLAGS.get(name, (name, None))[0])
+config_field_flag = field_flag  # the flag that sets a config field, for messages (core.transformer.config)
 
 
 def same_setting(a: Any, b: Any) -> bool:
@@ -954,8 +738,8 @@ def same_setting(a: Any, b: Any) -> bool:
 def apply_checkpoint_args(args: argparse.Namespace) -> Dict[str, Any]:
     """``--use-checkpoint-args``: set every architecture flag from the ``--load`` checkpoint (read on the
     CPU, before any process group); a flag given that contradicts it is an ArgumentError. Returns the
-    checkpoint's architecture fields (every TransformerConfig field but the run-time ones)."""
-    from core.checkpointing import CheckpointError, architecture_settings, read_checkpoint_settings
+    checkpoint's architecture fields (ModelConfig's)."""
+    from core.checkpointing import CheckpointError, read_checkpoint_settings
 
     if not args.load:
         raise ArgumentError("--use-checkpoint-args needs --load (the checkpoint to take the model arguments "
@@ -964,16 +748,10 @@ def apply_checkpoint_args(args: argparse.Namespace) -> Dict[str, Any]:
         path, saved_args, saved_config = read_checkpoint_settings(args.load)
     except CheckpointError as error:
         raise ArgumentError(f"--use-checkpoint-args: {error}") from None
-    known = set(TransformerConfig.__dataclass_fields__)
-    settings = {k: v for k, v in architecture_settings(saved_config).items() if k in known}
-    dests = {action.dest for action in build_parser()._actions}
-    values: Dict[str, Any] = {}
-    for name, value in settings.items():
-        dest, to_flag = FIELD_FLAGS.get(name, (name, lambda v: v))
-        if dest in dests:
-            values[dest] = to_flag(value)
-    groups, heads = settings.get("num_query_groups"), settings.get("num_attention_heads")
-    values["group_query_attention"] = groups is not None and groups != heads
+    saved_config = upgrade_legacy_settings(saved_config)
+    settings = {name: saved_config[name] for name in architecture_fields() if name in saved_config}
+    _refuse_contradicting_switches(args, settings.get("activation"), path)
+    values = checkpoint_flag_values(settings)
     for dest, value in values.items():
         given = args.explicit_args.get(dest, value)
         if dest in args.explicit_args and dest != "group_query_attention" and not same_setting(given, value):
@@ -984,6 +762,40 @@ def apply_checkpoint_args(args: argparse.Namespace) -> Dict[str, Any]:
     if getattr(saved_args, "model_type_hf", None):
         args.model_type_hf = saved_args.model_type_hf  # the family travels on to the checkpoints this run saves
     return settings
+
+
+def _refuse_contradicting_switches(args: argparse.Namespace, activation: Optional[str], path: str) -> None:
+    """--use-checkpoint-args with a legacy activation switch: it must spell the checkpoint's activation."""
+    given = _switches_given(args)
+    if given and activation is not None:
+        try:
+            spelled = activation_from_switches({name: getattr(args, name) for name in ACTIVATION_SWITCHES})
+        except ValueError as error:
+            raise ArgumentError(str(error)) from None
+        if spelled != activation:
+            raise ArgumentError(f"{' '.join(given)} contradicts the checkpoint's --activation {activation} ({path}); "
+                                "drop the flag (--use-checkpoint-args takes it from the checkpoint) or drop "
+                                "--use-checkpoint-args")
+
+
+def checkpoint_flag_values(settings: Dict[str, Any]) -> Dict[str, Any]:
+    """{dest: value} of the flags that say the architecture ``settings`` (config field -> value): the inverse
+    of the args -> config step, for the fields that have a flag."""
+    dests = {action.dest for action in build_parser()._actions}
+    table = TransformerConfig.__dataclass_fields__
+    values: Dict[str, Any] = {}
+    for name, value in settings.items():
+        config_field = table[name]
+        if field_spec(config_field).flag is None or config_flag_dest(config_field) not in dests:
+            continue
+        if switches_off(config_field):
+            value = not value
+        elif isinstance(config_field.default, tuple):
+            value = tuple(value or ())
+        values[config_flag_dest(config_field)] = value
+    groups, heads = settings.get("num_query_groups"), settings.get("num_attention_heads")
+    values["group_query_attention"] = groups is not None and groups != heads
+    return values
 
 
 # --------------------------------------------------------------------------- validation
@@ -1618,175 +1430,65 @@ def _shared_expert_size(args: argparse.Namespace) -> Optional[int]:
     return args.n_shared_experts * (args.moe_ffn_hidden_size or args.ffn_hidden_size)
 
 
+def _swap_modules(args: argparse.Namespace) -> Tuple[str, ...]:
+    """--swap-modules as the names it lists (default DEFAULT_SWAP_MODULES)."""
+    return parse_swap_modules(args.swap_modules or DEFAULT_SWAP_MODULES)
+
+
+def _switches_given(args: argparse.Namespace) -> List[str]:
+    """The legacy activation switches this run sets."""
+    return [_flag(name) for name in ACTIVATION_SWITCHES if getattr(args, name)]
+
+
+def _activation(args: argparse.Namespace) -> str:
+    """--activation, or what the legacy switches (--swiglu, --geglu --gelu-tanh, ...) spell; not both."""
+    switches = {name: getattr(args, name) for name in ACTIVATION_SWITCHES}
+    if not any(switches.values()):
+        return args.activation
+    spelled = activation_from_switches(switches)
+    if _given(args, "activation") and args.activation != spelled:
+        raise ArgumentError(f"--activation {args.activation} and {' '.join(_switches_given(args))} both set the MLP "
+                            "activation; choose one")
+    return spelled
+
+
+def _value_head(args: argparse.Namespace) -> bool:
+    """A reward model (--stage orm) scores with a value head instead of the logits."""
+    return args.stage == "orm"
+
+
+def _derived_params_dtype(args: argparse.Namespace) -> torch.dtype:
+    """The parameters' dtype parse_args derived from --bf16/--fp16."""
+    return args.params_dtype
+
+
+# Config fields whose value is more than their flag's: field -> its value from the parsed flags
+CONFIG_DERIVATIONS: Dict[str, Callable[[argparse.Namespace], Any]] = {
+    "params_dtype": _derived_params_dtype,
+    "activation": _activation,
+    "value_head": _value_head,
+    "swap_modules": _swap_modules,
+    "moe_shared_expert_intermediate_size": _shared_expert_size,
+}
+
+
+def config_value(args: argparse.Namespace, config_field: Field) -> Any:
+    """A config field's value from the parsed flags: its derivation, else its flag's value (switched off for
+    a ``--disable-...`` flag, a tuple for layer numbers)."""
+    derive = CONFIG_DERIVATIONS.get(config_field.name)
+    if derive is not None:
+        return derive(args)
+    value = getattr(args, config_flag_dest(config_field))
+    if switches_off(config_field):
+        return not value
+    return tuple(value or ()) if isinstance(config_field.default, tuple) else value
+
+
 def _build_transformer_config(args: argparse.Namespace, vocab_size: int) -> TransformerConfig:
+    """The args -> config step, generated from the table (every field but the vocabulary, given here)."""
     try:
-        return _checkpoint_config(args, TransformerConfig(
-            num_layers=args.num_layers,
-            hidden_size=args.hidden_size,
-            num_attention_heads=args.num_attention_heads,
-            vocab_size=vocab_size,
-            ffn_hidden_size=args.ffn_hidden_size,
-            num_query_groups=args.num_query_groups,
-            kv_channels=args.kv_channels,
-            max_position_embeddings=args.max_position_embeddings,
-            make_vocab_size_divisible_by=args.make_vocab_size_divisible_by,
-            normalization=args.normalization,
-            norm_epsilon=args.norm_epsilon,
-            position_embedding_type=args.position_embedding_type,
-            rotary_base=args.rotary_base,
-            rope_scaling_type=args.rope_scaling_type,
-            rope_scaling_factor=args.rope_scaling_factor,
-            rope_low_freq_factor=args.low_freq_factor,
-            rope_high_freq_factor=args.high_freq_factor,
-            rope_original_max_position_embeddings=args.original_max_position_embeddings,
-            swiglu=args.swiglu,
-            add_bias_linear=not args.disable_bias_linear,
-            add_qkv_bias=args.add_qkv_bias,
-            untie_embeddings_and_output_weights=args.untie_embeddings_and_output_weights,
-            attention_dropout=args.attention_dropout,
-            hidden_dropout=args.hidden_dropout,
-            init_method_std=args.init_method_std,
-            params_dtype=args.params_dtype,
-            tensor_model_parallel_size=args.tensor_model_parallel_size,
-            sequence_parallel=args.sequence_parallel,
-            context_parallel_algo=args.context_parallel_algo,
-            ulysses_degree_in_cp=args.ulysses_degree_in_cp,
-            attention_mask_type=args.attention_mask_type,
-            cp_send_recv_overlap=args.use_cp_send_recv_overlap,
-            kv_head_repeat_before_uly_alltoall=args.kv_head_repeat_before_uly_alltoall,
-            noop_layers=tuple(args.noop_layers or ()),
-            sliding_window=args.sliding_window,
-            recompute_granularity=args.recompute_granularity,
-            recompute_method=args.recompute_method,
-            recompute_num_layers=args.recompute_num_layers,
-            recompute_activation_function=args.recompute_activation_function,
-            swap_attention=args.swap_attention,
-            swap_modules=parse_swap_modules(args.swap_modules or DEFAULT_SWAP_MODULES),
-            qk_layernorm=args.qk_layernorm,
-            apply_layernorm_1p=args.apply_layernorm_1p,
-            post_norm=args.post_norm,
-            fp32_residual_connection=args.fp32_residual_connection,
-            geglu=args.geglu,
-            gelu_tanh=args.gelu_tanh,
-            input_embeds_norm=args.input_embeds_norm,
-            attn_logit_softcapping=args.attn_logit_softcapping,
-            output_logit_softcapping=args.output_logit_softcapping,
-            query_pre_attn_scalar=args.query_pre_attn_scalar,
-            sliding_window_pattern=args.sliding_window_pattern,
-            rotary_percent=args.rotary_percent,
-            rope_interleaved=args.rope_interleaved,
-            qk_layernorm_full_width=args.qk_layernorm_full_width,
-            post_norm_only=args.post_norm_only,
-            local_rotary_base=args.local_rotary_base,
-            non_parametric_norm=args.non_parametric_norm,
-            qkv_clip=args.qkv_clip,
-            no_rope_layers=tuple(args.no_rope_layers or ()),
-            embedding_multiplier=args.embedding_multiplier,
-            residual_multiplier=args.residual_multiplier,
-            softmax_scale=args.softmax_scale,
-            output_multiplier_scale=args.output_multiplier_scale,
-            cross_entropy_chunk_size=args.cross_entropy_chunk_size,
-            cross_entropy_loss_fusion=args.cross_entropy_loss_fusion,
-            add_dense_bias=args.add_dense_bias,
-            add_mlp_bias=args.add_mlp_bias,
-            add_output_layer_bias=args.add_output_layer_bias,
-            layernorm_bias=args.layernorm_bias,
-            relu=args.relu,
-            squared_relu=args.squared_relu,
-            parallel_residual=args.parallel_residual,
-            parallel_residual_shared_norm=args.parallel_residual_shared_norm,
-            embed_layernorm=args.embed_layernorm,
-            full_attention_layers=tuple(args.full_attention_layers or ()),
-            attention_chunk_size=args.attention_chunk_size,
-            attention_output_gate=args.attention_output_gate,
-            softmax_type=args.softmax_type,
-            hybrid_override_pattern=args.hybrid_override_pattern,
-            mamba_version=args.mamba_version,
-            mamba_state_dim=args.mamba_state_dim,
-            mamba_head_dim=args.mamba_head_dim,
-            mamba_num_groups=args.mamba_num_groups,
-            mamba_expand=args.mamba_expand,
-            mamba_d_conv=args.mamba_d_conv,
-            mamba_conv_bias=not args.disable_mamba_conv_bias,
-            mamba_dt_rank=args.mamba_dt_rank,
-            mamba_chunk_size=args.mamba_chunk_size,
-            mamba_dt_limit_min=args.mamba_dt_limit_min,
-            mamba_dt_limit_max=args.mamba_dt_limit_max,
-            mamba_mixer_rms_eps=args.mamba_mixer_rms_eps,
-            dense_bias_layers=tuple(args.dense_bias_layers or ()),
-            alibi_bias_max=args.alibi_bias_max,
-            rope_scaling_beta_fast=args.rope_scaling_beta_fast,
-            rope_scaling_beta_slow=args.rope_scaling_beta_slow,
-            rope_scaling_mscale=args.rope_scaling_mscale,
-            rope_scaling_mscale_all_dim=args.rope_scaling_mscale_all_dim,
-            yarn_correction_range_round_to_int=args.yarn_correction_range_round_to_int,
-            qk_layernorm_after_rope=args.qk_layernorm_after_rope,
-            rope_ntk_alpha=args.rope_ntk_alpha,
-            num_experts=args.num_experts,
-            moe_router_topk=args.moe_router_topk,
-            moe_ffn_hidden_size=args.moe_ffn_hidden_size,
-            moe_router_score_function=args.moe_router_score_function,
-            moe_router_pre_softmax=args.moe_router_pre_softmax,
-            moe_router_sparsemixer_eps=args.moe_router_sparsemixer_eps,
-            moe_router_dtype=args.moe_router_dtype,
-            norm_topk_prob=args.norm_topk_prob,
-            moe_router_num_groups=args.moe_router_num_groups,
-            moe_router_group_topk=args.moe_router_group_topk,
-            moe_router_group_score_topk=args.moe_router_group_score_topk,
-            moe_router_topk_scaling_factor=args.moe_router_topk_scaling_factor,
-            moe_router_enable_expert_bias=args.moe_router_enable_expert_bias,
-            moe_router_bias_update_rate=args.moe_router_bias_update_rate,
-            moe_router_load_balancing_type=args.moe_router_load_balancing_type,
-            moe_aux_loss_coeff=args.moe_aux_loss_coeff,
-            moe_z_loss_coeff=args.moe_z_loss_coeff,
-            moe_grouped_gemm=args.moe_grouped_gemm,
-            moe_expert_capacity_factor=args.moe_expert_capacity_factor,
-            expert_model_parallel_size=args.expert_model_parallel_size,
-            expert_tensor_parallel_size=args.expert_tensor_parallel_size,
-            moe_token_dispatcher_type=args.moe_token_dispatcher_type,
-            moe_shared_expert_intermediate_size=_shared_expert_size(args),
-            shared_expert_gate=args.shared_expert_gate,
-            moe_layer_freq=args.moe_layer_freq,
-            first_k_dense_replace=args.first_k_dense_replace,
-            add_router_bias=args.add_router_bias,
-            quick_geglu=args.quick_geglu,
-            activation_func_clamp_value=args.activation_func_clamp_value,
-            glu_linear_offset=args.glu_linear_offset,
-            attn_temperature_beta=args.attn_temperature_beta,
-            attn_temperature_length=args.attn_temperature_length,
-            attn_temperature_nope_layers=args.attn_temperature_nope_layers,
-            qk_l2_norm=args.qk_l2_norm,
-            moe_apply_probs_on_input=args.moe_apply_probs_on_input,
-            xielu=args.xielu,
-            gated_mlp=args.gated_mlp,
-            attn_sub_norm=args.attn_sub_norm,
-            ffn_sub_norm=args.ffn_sub_norm,
-            non_parametric_qk_norm=args.non_parametric_qk_norm,
-            qk_layernorm_per_head_weights=args.qk_layernorm_per_head_weights,
-            position_embedding_offset=args.position_embedding_offset,
-            first_input_layernorm=args.first_input_layernorm,
-            prediction_head=args.prediction_head,
-            prediction_head_bias=args.prediction_head_bias,
-            value_head=args.stage == "orm",
-            value_norm=args.value_norm,
-            layer_scalar=args.layer_scalar,
-            global_kv_channels=args.global_kv_channels,
-            global_num_query_groups=args.global_num_query_groups,
-            global_attention_k_eq_v=args.global_attention_k_eq_v,
-            multi_latent_attention=args.multi_latent_attention,
-            q_lora_rank=args.q_lora_rank,
-            kv_lora_rank=args.kv_lora_rank,
-            qk_head_dim=args.qk_head_dim,
-            qk_pos_emb_head_dim=args.qk_pos_emb_head_dim,
-            v_head_dim=args.v_head_dim,
-            mtp_num_layers=args.mtp_num_layers,
-            mtp_loss_scaling_factor=args.mtp_loss_scaling_factor,
-            mla_latent_norm_epsilon=args.mla_latent_norm_epsilon,
-            use_fused_rmsnorm=args.use_fused_rmsnorm,
-            use_fused_swiglu=args.use_fused_swiglu,
-            use_fused_rotary_pos_emb=args.use_fused_rotary_pos_emb,
-            use_flash_attn=args.use_flash_attn,
-        ))
+        values = {f.name: config_value(args, f) for f in fields(TransformerConfig) if f.name != "vocab_size"}
+        return _checkpoint_config(args, TransformerConfig(vocab_size=vocab_size, **values))
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None
 

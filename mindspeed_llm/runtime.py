@@ -31,7 +31,7 @@ from core.device import Accelerator, device_problem, init_accelerator
 from core.models.gpt_model import GPTModel, MetaHook, build_model_chunks
 from core.parallel_state import ParallelState, expert_dimension, initialize
 from core.pipeline_parallel.layout import Placement, stage_layers
-from core.transformer.config import TransformerConfig
+from core.transformer.config import TransformerConfig, architecture_settings
 from core.transformer.context_parallel import ulysses_degree
 from mindspeed_llm.arguments import ArgumentError, config_field_flag, same_setting, set_vocab_size
 from mindspeed_llm.tokenizer import build_tokenizer
@@ -118,8 +118,8 @@ def check_saved_settings(saved: Optional[Dict[str, Any]], config: TransformerCon
             f"{path} stores no transformer_config: it was not written by this suite (Megatron-LM and MindSpeed-LLM "
             "lay out linear_qkv differently); convert it with tools/convert_ckpt.py --load-model-type megatron "
             "--save-model-type mg")
-    stored = checkpointing.architecture_settings(saved)
-    for name, value in checkpointing.architecture_settings(config.to_dict()).items():
+    stored = architecture_settings(saved)
+    for name, value in architecture_settings(config.to_dict()).items():
         if name in stored and not same_setting(stored[name], value):
             raise checkpointing.CheckpointError(
                 f"{path} was trained with {config_field_flag(name)} {stored[name]!r}, this run has {value!r}; "

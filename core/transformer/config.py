@@ -1,14 +1,30 @@
-"""The flat, typed configuration of the one decoder.
+"""The flat, typed configuration of the one decoder, and the one table of its fields.
 
 Families differ only in these behaviour flags (DESIGN.md, principle 4): the
 registry in ``mindspeed_llm/models`` maps a Hugging Face ``config.json`` to
 this dataclass and ``mindspeed_llm/arguments.py`` maps command-line flags to
 it. Nothing in the model branches on a family name.
+
+Each field is declared once, with :func:`config_field`, in one of two
+dataclasses (DESIGN.md, principle 15):
+
+- :class:`ModelConfig`: the architecture, what the weights mean; a checkpoint
+  stores these fields and a run that loads it must match them.
+- :class:`RuntimeConfig`: how a run computes (parallel degrees and algorithms,
+  recompute, activation swap, kernels, dtype, dropout, loss weights); free to
+  differ from run to run.
+
+:class:`TransformerConfig` is both (``class TransformerConfig(RuntimeConfig,
+ModelConfig)``), so every layer keeps reading ``config.x``. A field's metadata
+(:class:`FieldSpec`: its flag and aliases, argument group, help, the features
+that read it) is what the parser, the args -> config step,
+``--use-checkpoint-args``, the saved-settings check, the YAML keys and the
+flag-coverage test are generated from: adding a field is one line here.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -20,29 +36,26 @@ POSITION_EMBEDDINGS = ("rope", "none", "alibi", "learned_absolute", "sinusoidal"
 ROPE_SCALINGS = (None, "linear", "llama3", "yarn", "proportional")
 SOFTMAX_TYPES = ("vanilla", "off-by-one", "learnable")
 LAYER_KINDS = ("M",)  # --hybrid-override-pattern: 'M' a Mamba layer
-# Fields only Mamba layers read, and fields only attention or MLP layers read (refused when unused)
-MAMBA_FIELDS = ("mamba_version", "mamba_state_dim", "mamba_head_dim", "mamba_num_groups", "mamba_expand",
-                "mamba_d_conv", "mamba_conv_bias", "mamba_dt_rank", "mamba_chunk_size", "mamba_dt_limit_min",
-                "mamba_dt_limit_max", "mamba_mixer_rms_eps")
-ATTENTION_MLP_FIELDS = ("swiglu", "geglu", "gelu_tanh", "quick_geglu", "activation_func_clamp_value",
-                        "glu_linear_offset", "add_qkv_bias", "qk_layernorm", "qk_layernorm_full_width",
-                        "post_norm", "post_norm_only", "sliding_window", "sliding_window_pattern",
-                        "attn_logit_softcapping", "query_pre_attn_scalar", "softmax_scale", "qkv_clip",
-                        "rope_interleaved", "rotary_percent", "local_rotary_base", "no_rope_layers",
-                        "rope_scaling_type", "residual_multiplier", "qk_l2_norm", "attn_temperature_nope_layers")
 PREDICTION_HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
+# --activation -> (the elementwise function, gated): a gated MLP computes act(gate) * up with a fused [gate; up]
+ACTIVATIONS: Dict[str, Tuple[str, bool]] = {
+    "gelu": ("gelu", False), "gelu_tanh": ("gelu_tanh", False), "relu": ("relu", False),
+    "squared_relu": ("squared_relu", False), "xielu": ("xielu", False),
+    "swiglu": ("silu", True), "geglu": ("gelu", True), "geglu_tanh": ("gelu_tanh", True),
+    "quick_geglu": ("quick_gelu", True), "gated_relu": ("relu", True), "gated_squared_relu": ("squared_relu", True),
+    "gated_xielu": ("xielu", True),
+}
+# The legacy boolean switches (Megatron/MindSpeed flags, and the fields of older checkpoints) that spell --activation
+ACTIVATION_SWITCHES = ("swiglu", "geglu", "gelu_tanh", "relu", "squared_relu", "quick_geglu", "xielu", "gated_mlp")
 MOE_SCORE_FUNCTIONS = ("softmax", "sigmoid", "sparsemixer")
 MOE_LOAD_BALANCING_TYPES = ("aux_loss", "seq_aux_loss", "none")
 MOE_TOKEN_DISPATCHER_TYPES = ("allgather", "alltoall")
-# Fields only MoE layers read (refused without --num-experts)
-MOE_FIELDS = ("moe_router_topk", "moe_ffn_hidden_size", "moe_router_score_function", "moe_router_pre_softmax",
-              "norm_topk_prob", "moe_router_num_groups", "moe_router_group_topk", "moe_router_topk_scaling_factor",
-              "moe_router_enable_expert_bias", "moe_router_bias_update_rate", "moe_router_load_balancing_type",
-              "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_grouped_gemm", "moe_expert_capacity_factor",
-              "moe_shared_expert_intermediate_size", "shared_expert_gate", "moe_layer_freq", "first_k_dense_replace",
-              "moe_token_dispatcher_type", "expert_model_parallel_size", "expert_tensor_parallel_size",
-              "moe_apply_probs_on_input", "add_router_bias", "moe_router_group_score_topk",
-              "moe_router_sparsemixer_eps", "moe_router_dtype")
+CONTEXT_PARALLEL_ALGORITHMS = ("megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo", "kvallgather_cp_algo")
+# Features whose layers alone read some fields (FieldSpec.features): such a field set away from its default is
+# refused when the model has no such layer
+MOE, MAMBA, ATTENTION = "moe", "mamba", "attention"
+_OWN_NAME = ""  # FieldSpec.flag before resolution: the flag is the field's name with dashes
+FIELD_DEFAULT = "the field's default"  # FieldSpec.flag_default: the parser's default is the field's
 
 
 def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
@@ -51,142 +64,325 @@ def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
     return int(math.ceil(vocab_size / multiple) * multiple)
 
 
-@dataclass
-class TransformerConfig:
-    """Architecture and numerics of a decoder-only transformer."""
+# --------------------------------------------------------------------------- the field table
 
-    num_layers: int
-    hidden_size: int
-    num_attention_heads: int
-    vocab_size: int
-    ffn_hidden_size: Optional[int] = None
-    num_query_groups: Optional[int] = None  # KV heads; None means multi-head attention
-    kv_channels: Optional[int] = None  # head dim; None means hidden_size / heads
-    max_position_embeddings: int = 4096
-    make_vocab_size_divisible_by: int = 128
-    normalization: str = "LayerNorm"
-    norm_epsilon: float = 1e-5
-    position_embedding_type: str = "rope"
-    rotary_base: float = 10000.0
-    rope_scaling_type: Optional[str] = None
-    rope_scaling_factor: float = 1.0
-    rope_low_freq_factor: float = 1.0
-    rope_high_freq_factor: float = 4.0
-    rope_original_max_position_embeddings: int = 8192
+@dataclass(frozen=True)
+class FieldSpec:
+    """What the command line knows of a config field.
+
+    ``flag`` is its option (None: no flag, a derivation in mindspeed_llm/arguments.py sets it); a bool field
+    defaulting to True whose flag is not its own name (``--disable-bias-linear``) is a switch that turns it
+    off. ``flag_default`` is the parser's default when it differs from the field's (None where the value is
+    derived from other flags when not given). ``features`` name the layers that alone read the field
+    (``MOE``, ``MAMBA``, ``ATTENTION``)."""
+    flag: Optional[str] = _OWN_NAME
+    aliases: Tuple[str, ...] = ()
+    group: str = "network size"
+    help: Optional[str] = None
+    type: Optional[type] = None
+    choices: Optional[Tuple[Any, ...]] = None
+    metavar: Optional[str] = None
+    features: Tuple[str, ...] = ()
+    flag_default: Any = FIELD_DEFAULT
+
+
+def config_field(default: Any = MISSING, **spec: Any) -> Any:
+    """A config field with its :class:`FieldSpec` (keyword arguments); ``default`` omitted: a required field."""
+    return field(default=default, metadata={"spec": FieldSpec(**spec)})
+
+
+def field_spec(config_field_: Field) -> FieldSpec:
+    """The field's spec, its flag resolved (``--`` + the name with dashes unless given)."""
+    spec = config_field_.metadata.get("spec", FieldSpec())
+    if spec.flag == _OWN_NAME:
+        spec = replace(spec, flag="--" + config_field_.name.replace("_", "-"))
+    return spec
+
+
+def switches_off(config_field_: Field) -> bool:
+    """A bool field defaulting to True whose flag turns it off (``--disable-bias-linear``, ``--no-layernorm-bias``)."""
+    spec = field_spec(config_field_)
+    return config_field_.default is True and spec.flag not in (None, "--" + config_field_.name.replace("_", "-"))
+
+
+def field_flag(name: str) -> str:
+    """The flag that sets TransformerConfig field ``name`` (``add_bias_linear`` -> ``--disable-bias-linear``)."""
+    return field_spec(TransformerConfig.__dataclass_fields__[name]).flag or "--" + name.replace("_", "-")
+
+
+def architecture_fields() -> Tuple[str, ...]:
+    """The fields a checkpoint stores and a run that loads it must match (:class:`ModelConfig`'s)."""
+    return tuple(f.name for f in fields(ModelConfig))
+
+
+def runtime_fields() -> Tuple[str, ...]:
+    """The run-time fields (:class:`RuntimeConfig`'s): free to differ from the checkpoint's."""
+    return tuple(f.name for f in fields(RuntimeConfig))
+
+
+def feature_fields(feature: str) -> Tuple[str, ...]:
+    """The fields only ``feature``'s layers read, in declaration order."""
+    return tuple(f.name for f in fields(TransformerConfig) if feature in field_spec(f).features)
+
+
+# --------------------------------------------------------------------------- legacy activation switches
+
+def _refuse_conflicting_switches(on: Dict[str, bool]) -> None:
+    """The legacy switches' rules: one activation, and --gelu-tanh / --gated-mlp only where they mean something."""
+    chosen = [f"--{name.replace('_', '-')}" for name in ("swiglu", "geglu", "relu", "squared_relu") if on[name]]
+    if on["gelu_tanh"] and on["swiglu"]:
+        raise ValueError("--gelu-tanh has no effect with --swiglu (SiLU); drop one of them")
+    if len(chosen) > 1:
+        raise ValueError(f"{' and '.join(chosen)} both set the MLP activation; choose one")
+    if on["gelu_tanh"] and (on["relu"] or on["squared_relu"]):
+        raise ValueError("--gelu-tanh has no effect with --relu/--squared-relu; drop one of them")
+    if on["xielu"] and (on["swiglu"] or on["geglu"] or on["relu"] or on["squared_relu"] or on["gelu_tanh"]):
+        raise ValueError("--xielu is the MLP activation; drop --swiglu/--geglu/--relu/--squared-relu/--gelu-tanh")
+    if on["gated_mlp"] and (on["swiglu"] or on["geglu"] or on["quick_geglu"]):
+        raise ValueError("--gated-mlp is implied by --swiglu/--geglu/--quick-geglu; drop --gated-mlp")
+    if on["quick_geglu"] and any(on[name] for name in ("swiglu", "geglu", "relu", "squared_relu", "xielu",
+                                                       "gelu_tanh")):
+        raise ValueError("--quick-geglu is the MLP activation; drop --swiglu/--geglu/--relu/--squared-relu/"
+                         "--xielu/--gelu-tanh")
+
+
+def activation_from_switches(switches: Dict[str, Any]) -> str:
+    """The ``activation`` the legacy switches spell (``{"geglu": True, "gelu_tanh": True}`` -> ``geglu_tanh``);
+    ValueError naming the flags on a combination that spells none."""
+    on = {name: bool(switches.get(name)) for name in ACTIVATION_SWITCHES}
+    _refuse_conflicting_switches(on)
+    if on["quick_geglu"] or on["swiglu"]:
+        return "quick_geglu" if on["quick_geglu"] else "swiglu"
+    function = next((name for name in ("xielu", "squared_relu", "relu", "gelu_tanh") if on[name]), "gelu")
+    if on["geglu"] or on["gated_mlp"]:
+        return {"gelu": "geglu", "gelu_tanh": "geglu_tanh"}.get(function, "gated_" + function)
+    return function
+
+
+def activation_switches(activation: str) -> Dict[str, bool]:
+    """The legacy switches that spell ``activation`` (the inverse of :func:`activation_from_switches`)."""
+    function, gated = ACTIVATIONS[activation]
+    on = dict.fromkeys(ACTIVATION_SWITCHES, False)
+    if activation in ("swiglu", "quick_geglu", "geglu"):
+        on[activation] = True
+    elif activation == "geglu_tanh":
+        on.update(geglu=True, gelu_tanh=True)
+    else:
+        on["gated_mlp"] = gated
+        if function != "gelu":
+            on[function] = True
+    return on
+
+
+def activation_flags(activation: str) -> str:
+    """The legacy switches that spell ``activation``, as a user writes them (``--geglu --gelu-tanh``)."""
+    return " ".join("--" + name.replace("_", "-") for name, on in activation_switches(activation).items() if on)
+
+
+def upgrade_legacy_settings(values: Dict[str, Any]) -> Dict[str, Any]:
+    """Stored settings of an older checkpoint (the legacy activation switches as fields) in today's fields."""
+    legacy = {name: values[name] for name in ACTIVATION_SWITCHES if name in values}
+    if not legacy:
+        return dict(values)
+    upgraded = {name: value for name, value in values.items() if name not in legacy}
+    upgraded.setdefault("activation", activation_from_switches(legacy))
+    return upgraded
+
+
+# --------------------------------------------------------------------------- the fields
+
+@dataclass
+class ModelConfig:
+    """The architecture: what a checkpoint's weights mean (its required fields first)."""
+
+    num_layers: int = config_field(type=int)
+    hidden_size: int = config_field(type=int)
+    num_attention_heads: int = config_field(type=int)
+    vocab_size: int = config_field(group="tokenizer",
+                                   help="NullTokenizer's vocabulary (ids 0..N-1, N-1 is end-of-document); in "
+                                        "training, the model's vocabulary before padding (default: the tokenizer's)")
+    ffn_hidden_size: Optional[int] = config_field(None, type=int,
+                                                  help="default 4 x hidden, or Megatron's 8/3 x hidden rounded to 64 "
+                                                       "with --swiglu")
+    # KV heads; None means multi-head attention
+    num_query_groups: Optional[int] = config_field(None, type=int,
+                                                   help="KV heads; needs --group-query-attention (which alone means "
+                                                        "1)")
+    # head dim; None means hidden_size / heads
+    kv_channels: Optional[int] = config_field(None, type=int, help="head dim; default hidden / heads")
+    max_position_embeddings: int = config_field(4096, flag_default=None, help="default --seq-length")
+    make_vocab_size_divisible_by: int = config_field(128)
+    normalization: str = config_field("LayerNorm", choices=("LayerNorm", "RMSNorm"))
+    norm_epsilon: float = config_field(1e-5)
+    position_embedding_type: str = config_field("rope",
+                                                choices=POSITION_EMBEDDINGS,
+                                                help="learned_absolute: a learned table added to the word embeddings "
+                                                     "(GPT-2, OPT); sinusoidal: fairseq's fixed table (XGLM); alibi: "
+                                                     "linear attention biases per head instead of RoPE (Bloom, MPT)")
+    rotary_base: float = config_field(10000.0)
+    rope_scaling_type: Optional[str] = config_field(None, choices=ROPE_SCALINGS[1:],
+                                                    features=(ATTENTION,))
+    rope_scaling_factor: float = config_field(1.0)
+    rope_low_freq_factor: float = config_field(1.0, flag="--low-freq-factor")
+    rope_high_freq_factor: float = config_field(4.0, flag="--high-freq-factor")
+    rope_original_max_position_embeddings: int = config_field(
+        8192, flag="--original-max-position-embeddings", aliases=("--rope-scaling-original-max-position-embeddings",))
     # YaRN (--rope-scaling-type yarn, with --rope-scaling-factor and --original-max-position-embeddings):
     # the ramp between interpolated and extrapolated dims [--rope-scaling-beta-fast, --rope-scaling-beta-slow];
     # cos/sin times the attention factor (0.1 ln(factor) mscale + 1) / (0.1 ln(factor) mscale_all_dim + 1)
     # when both are set, else 0.1 ln(factor) + 1 [--rope-scaling-mscale, --rope-scaling-mscale-all-dim]
-    rope_scaling_beta_fast: float = 32.0
-    rope_scaling_beta_slow: float = 1.0
-    rope_scaling_mscale: float = 1.0
-    rope_scaling_mscale_all_dim: float = 0.0
+    rope_scaling_beta_fast: float = config_field(32.0, aliases=("--beta-fast",),
+                                                 help="YaRN: dims rotating more often than this over the original "
+                                                      "context keep their frequency")
+    rope_scaling_beta_slow: float = config_field(1.0, aliases=("--beta-slow",),
+                                                 help="YaRN: dims rotating less often than this are interpolated by "
+                                                      "the factor")
+    rope_scaling_mscale: float = config_field(1.0, help="YaRN attention-factor numerator weight")
+    rope_scaling_mscale_all_dim: float = config_field(0.0,
+                                                      help="YaRN attention-factor denominator weight (0: the factor "
+                                                           "is 0.1 ln(s) + 1)")
     # YaRN's ramp bounds rounded to whole dims (floor/ceil; transformers' truncate) or kept fractional (GPT-OSS)
     # [--yarn-correction-range-round-to-int / --no-yarn-correction-range-round-to-int, Megatron's flags]
-    yarn_correction_range_round_to_int: bool = True
+    yarn_correction_range_round_to_int: bool = config_field(True,
+                                                            help="YaRN: round the ramp's dim range out to whole dims "
+                                                                 "(--no-...: keep it fractional, GPT-OSS; "
+                                                                 "transformers' truncate)")
     # NTK scaling by a fixed alpha: the RoPE base times alpha ** (d / (d - 2)), d the head dim (HunYuan's
     # "dynamic" rope with alpha) [--rope-ntk-alpha]
-    rope_ntk_alpha: Optional[float] = None
-    swiglu: bool = False
-    add_bias_linear: bool = True
-    add_qkv_bias: bool = False
-    untie_embeddings_and_output_weights: bool = False
-    attention_dropout: float = 0.1
-    hidden_dropout: float = 0.1
-    init_method_std: float = 0.02
-    params_dtype: torch.dtype = torch.float32
-    tensor_model_parallel_size: int = 1
-    sequence_parallel: bool = False
-    # Context parallelism (runtime settings, not architecture; core/transformer/context_parallel.py): the
-    # algorithm [--context-parallel-algo], the Ulysses degree of the hybrid [--ulysses-degree-in-cp], the
-    # ring's causal load balancing ("causal") or contiguous parts ("general") [--attention-mask-type], the
-    # ring's exchange overlapped with compute [--use-cp-send-recv-overlap], KV heads repeated to the query
-    # heads before Ulysses' all-to-all [--kv-head-repeat-before-uly-alltoall]
-    context_parallel_algo: str = "megatron_cp_algo"
-    ulysses_degree_in_cp: Optional[int] = None
-    attention_mask_type: str = "causal"
-    cp_send_recv_overlap: bool = False
-    kv_head_repeat_before_uly_alltoall: bool = False
-    noop_layers: Tuple[int, ...] = field(default_factory=tuple)
-    sliding_window: Optional[int] = None  # each token attends to itself and the window - 1 before it
-    # Activation recompute (Megatron/MindSpeed names): "full" or "selective"; "uniform" or "block"
-    recompute_granularity: Optional[str] = None
-    recompute_method: Optional[str] = None
-    recompute_num_layers: Optional[int] = None
-    recompute_activation_function: bool = False  # MindSpeed: recompute the MLP activation only
-    # MindSpeed's activation offload: what autograd saves in these sub-modules of each transformer layer waits
-    # in host memory until the backward (core/transformer/swap_attention.py) [--swap-attention, --swap-modules]
-    swap_attention: bool = False
-    swap_modules: Tuple[str, ...] = ("input_norm", "self_attention", "post_attention_norm")
+    rope_ntk_alpha: Optional[float] = config_field(None, type=float,
+                                                   help="RoPE base times alpha ** (d / (d - 2)), d the head dim "
+                                                        "(HunYuan's NTK alpha)")
+    # The MLP's activation: non-gated act(fc1 x) or gated act(gate) * up with a fused [gate; up] fc1 (ACTIVATIONS;
+    # the legacy switches --swiglu, --geglu, --gelu-tanh, --relu, --squared-relu, --quick-geglu, --xielu and
+    # --gated-mlp spell it too: activation_from_switches). xIELU (Apertus) has two learnable scalars per layer,
+    # alpha_p and alpha_n; quick GELU is x * sigmoid(1.702 x) (GPT-OSS); BitNet's is gated ReLU squared.
+    activation: str = config_field("gelu", choices=tuple(ACTIVATIONS), features=(ATTENTION,),
+                                   help="the MLP's activation: gelu (default), gelu_tanh, relu, squared_relu, xielu; "
+                                        "gated: swiglu, geglu, geglu_tanh, quick_geglu, gated_relu, "
+                                        "gated_squared_relu, gated_xielu (also --swiglu, --geglu, ...)")
+    add_bias_linear: bool = config_field(True, flag="--disable-bias-linear")
+    add_qkv_bias: bool = config_field(False, features=(ATTENTION,))
+    untie_embeddings_and_output_weights: bool = config_field(False)
+    noop_layers: Tuple[int, ...] = config_field((), group="pipeline layout",
+                                                help="global numbers of parameterless identity layers, e.g. 0,7 ('' "
+                                                     "for none)")
+    # each token attends to itself and the window - 1 before it
+    sliding_window: Optional[int] = config_field(None, type=int, features=(ATTENTION,),
+                                                 help="attend to at most this many tokens (the current one "
+                                                      "included), as Mistral")
     # Behaviour flags of the model zoo (flag names in brackets)
-    apply_layernorm_1p: bool = False  # norms scale by (1 + weight), weights stored as offsets (Gemma) [--apply-layernorm-1p]
-    qk_layernorm: bool = False  # per-head norm of queries and keys before RoPE (Qwen3) [--qk-layernorm]
-    qk_layernorm_after_rope: bool = False  # the q/k norms act after RoPE (HunYuan) [--qk-layernorm-after-rope]
-    post_norm: bool = False  # norm on the attention and MLP outputs before the residual add (Gemma2) [--post-norm]
-    geglu: bool = False  # gated GELU MLP, fused [gate; up] (Gemma) [--geglu]
-    gelu_tanh: bool = False  # GELU with the tanh approximation [--gelu-tanh]
-    input_embeds_norm: bool = False  # word embeddings multiplied by sqrt(hidden) (Gemma) [--input-embeds-norm]
-    attn_logit_softcapping: Optional[float] = None  # cap * tanh(scores / cap) [--attn-logit-softcapping]
-    output_logit_softcapping: Optional[float] = None  # same on the logits [--output-logit-softcapping]
-    query_pre_attn_scalar: Optional[float] = None  # softmax scale scalar ** -0.5 [--query-pre-attn-scalar]
-    sliding_window_pattern: Optional[int] = None  # every Nth layer attends fully [--sliding-window-pattern]
-    rope_interleaved: bool = False  # RoPE pairs dims (0, 1), (2, 3), ... (Helium, GPT-J) [--rope-interleaved]
-    rotary_percent: float = 1.0  # share of the head dim RoPE rotates (the first dims) [--rotary-percent]
+    # norms scale by (1 + weight), weights stored as offsets (Gemma) [--apply-layernorm-1p]
+    apply_layernorm_1p: bool = config_field(False,
+                                            help="norms scale by (1 + weight), weights stored as offsets (Gemma)")
+    # per-head norm of queries and keys before RoPE (Qwen3) [--qk-layernorm]
+    qk_layernorm: bool = config_field(False, features=(ATTENTION,), help="per-head q/k norm before RoPE (Qwen3)")
+    # the q/k norms act after RoPE (HunYuan) [--qk-layernorm-after-rope]
+    qk_layernorm_after_rope: bool = config_field(False,
+                                                 help="with --qk-layernorm: the q/k norms act after RoPE (HunYuan)")
+    # norm on the attention and MLP outputs before the residual add (Gemma2) [--post-norm]
+    post_norm: bool = config_field(False, features=(ATTENTION,),
+                                   help="norm the attention and MLP outputs before the residual add (Gemma2)")
+    # word embeddings multiplied by sqrt(hidden) (Gemma) [--input-embeds-norm]
+    input_embeds_norm: bool = config_field(False, help="multiply word embeddings by sqrt(hidden) (Gemma)")
+    # cap * tanh(scores / cap) [--attn-logit-softcapping]
+    attn_logit_softcapping: Optional[float] = config_field(None, type=float, features=(ATTENTION,),
+                                                           help="cap * tanh(score / cap) on attention scores (Gemma2)")
+    # same on the logits [--output-logit-softcapping]
+    output_logit_softcapping: Optional[float] = config_field(None, type=float,
+                                                             help="cap * tanh(logit / cap) on the output logits "
+                                                                  "(Gemma2)")
+    # softmax scale scalar ** -0.5 [--query-pre-attn-scalar]
+    query_pre_attn_scalar: Optional[float] = config_field(None, type=float, features=(ATTENTION,),
+                                                          help="softmax scale = value ** -0.5 instead of head_dim ** "
+                                                               "-0.5 (Gemma2)")
+    # every Nth layer attends fully [--sliding-window-pattern]
+    sliding_window_pattern: Optional[int] = config_field(None, type=int, features=(ATTENTION,),
+                                                         help="with --sliding-window: every Nth layer attends fully "
+                                                              "(Gemma2: 2)")
+    # RoPE pairs dims (0, 1), (2, 3), ... (Helium, GPT-J) [--rope-interleaved]
+    rope_interleaved: bool = config_field(False, features=(ATTENTION,),
+                                          help="RoPE rotates neighbouring dim pairs (Helium, GPT-J) instead of halves")
+    # share of the head dim RoPE rotates (the first dims) [--rotary-percent]
+    rotary_percent: float = config_field(1.0, features=(ATTENTION,),
+                                         help="share of each head's dims that RoPE rotates (StableLM: 0.25)")
     # q/k norms over all heads' channels at once, one weight per channel; at TP > 1 the sum of squares is
     # all-reduced over TP (Olmo2) [--qk-layernorm-full-width, with --qk-layernorm]
-    qk_layernorm_full_width: bool = False
-    post_norm_only: bool = False  # norms on the attention and MLP outputs only, none before them (Olmo2) [--post-norm-only]
+    qk_layernorm_full_width: bool = config_field(False, features=(ATTENTION,),
+                                                 help="with --qk-layernorm: q/k norms over all heads' channels, not "
+                                                      "per head (Olmo2)")
+    # norms on the attention and MLP outputs only, none before them (Olmo2) [--post-norm-only]
+    post_norm_only: bool = config_field(False, features=(ATTENTION,),
+                                        help="norms on the attention and MLP outputs only, none before them (Olmo2)")
     # Scales (Granite): embeddings times embedding_multiplier [--embedding-multiplier]; attention and MLP
     # outputs times residual_multiplier before the residual add [--residual-multiplier]; the attention
     # softmax scale instead of 1/sqrt(head dim) (Megatron-core's softmax_scale) [--softmax-scale]; the
     # logits times output_multiplier_scale (MindSpeed's flag; Granite: 1 / logits_scaling) [--output-multiplier-scale]
-    local_rotary_base: Optional[float] = None  # unscaled RoPE base of sliding-window layers (Gemma3) [--local-rotary-base]
-    non_parametric_norm: bool = False  # hidden-size norms without weight or bias (Olmo) [--non-parametric-norm]
-    qkv_clip: Optional[float] = None  # q, k and v clamped to [-clip, clip] after projection (Olmo) [--qkv-clip]
-    no_rope_layers: Tuple[int, ...] = field(default_factory=tuple)  # global layers without RoPE (SmolLM3) [--no-rope-layers]
-    embedding_multiplier: Optional[float] = None
-    residual_multiplier: Optional[float] = None
-    softmax_scale: Optional[float] = None
-    output_multiplier_scale: Optional[float] = None
-    # The training loss's output layer and cross-entropy run together over chunks of this many vocabulary
-    # entries (core/tensor_parallel/cross_entropy.py), so the [s, b, v/tp] fp32 logits never exist; 0 materialises
-    # them. None chooses by the dtype the output layer's GEMM runs in (core.device.gemm_dtype): chunks of
-    # CROSS_ENTROPY_CHUNK in bf16/fp16 (as fast and far smaller), the logits in fp32 (the chunked backward
-    # recomputes the product, a GEMM that fp32 pays in full), also for bf16 weights on a CPU without bf16 units
-    # [--cross-entropy-chunk-size]
-    cross_entropy_chunk_size: Optional[int] = None
-    # The loss's elementwise work on each block of logits (raise, scale, cap, online log-sum-exp; softmax minus
-    # target in the backward) as fused kernels: a torch.compile'd region per pass; the materialised path then
-    # saves the logits in their dtype instead of an fp32 softmax (core/tensor_parallel/cross_entropy.py)
-    # [--cross-entropy-loss-fusion]
-    cross_entropy_loss_fusion: bool = False
+    # unscaled RoPE base of sliding-window layers (Gemma3) [--local-rotary-base]
+    local_rotary_base: Optional[float] = config_field(None, type=float, features=(ATTENTION,),
+                                                      help="unscaled RoPE base of the sliding-window layers (Gemma3: "
+                                                           "10000)")
+    # hidden-size norms without weight or bias (Olmo) [--non-parametric-norm]
+    non_parametric_norm: bool = config_field(False, help="hidden-size norms without weight or bias (Olmo)")
+    # q, k and v clamped to [-clip, clip] after projection (Olmo) [--qkv-clip]
+    qkv_clip: Optional[float] = config_field(None, type=float, features=(ATTENTION,),
+                                             help="clamp q, k and v to [-value, value] after their projection "
+                                                  "(Olmo's clip_qkv)")
+    # global layers without RoPE (SmolLM3) [--no-rope-layers]
+    no_rope_layers: Tuple[int, ...] = config_field((), features=(ATTENTION,), help="global layer numbers (from 0) that "
+                                                   "use no position embedding (SmolLM3's NoPE layers)")
+    embedding_multiplier: Optional[float] = config_field(None, type=float,
+                                                         help="multiply the word embeddings by this (Granite)")
+    residual_multiplier: Optional[float] = config_field(None, type=float, features=(ATTENTION,),
+                                                        help="multiply attention and MLP outputs by this before the "
+                                                             "residual add (Granite)")
+    softmax_scale: Optional[float] = config_field(None, type=float, features=(ATTENTION,),
+                                                  help="attention softmax scale instead of 1/sqrt(head dim) "
+                                                       "(Granite's attention_multiplier)")
+    output_multiplier_scale: Optional[float] = config_field(None, type=float,
+                                                            help="multiply the output logits by this (Granite: 1 / "
+                                                                 "logits_scaling)")
     # Biases by place, each on top of --add-bias-linear (all linears) and --add-qkv-bias (q/k/v only):
-    add_dense_bias: bool = False  # the attention output projection (GPT-Neo) [--add-dense-bias]
-    add_mlp_bias: bool = False  # both MLP linears (GPT-J, GPT-Neo) [--add-mlp-bias]
+    # the attention output projection (GPT-Neo) [--add-dense-bias]
+    add_dense_bias: bool = config_field(False, help="bias on the attention output projection (GPT-Neo), without "
+                                             "--add-bias-linear")
+    # both MLP linears (GPT-J, GPT-Neo) [--add-mlp-bias]
+    add_mlp_bias: bool = config_field(False, help="biases on the MLP linears (GPT-J), without --add-bias-linear")
     # the output layer (lm_head; GPT-J, CodeGen, Phi); with tied embeddings a bias of its own next to the shared
     # weight (ModernBERT decoder) [--add-output-layer-bias]
-    add_output_layer_bias: bool = False
-    layernorm_bias: bool = True  # LayerNorm has a bias; False: weight only (Cohere, MPT) [--no-layernorm-bias]
-    # Non-gated MLP activations (the default is GELU): ReLU (OPT) [--relu]; ReLU squared (Nemotron,
-    # Persimmon; Megatron's flag) [--squared-relu]
-    relu: bool = False
-    squared_relu: bool = False
+    add_output_layer_bias: bool = config_field(False,
+                                               help="bias on the output layer (GPT-J, CodeGen, Phi; tied: its own "
+                                                    "next to the shared weight)")
+    # LayerNorm has a bias; False: weight only (Cohere, MPT) [--no-layernorm-bias]
+    layernorm_bias: bool = config_field(True, flag="--no-layernorm-bias",
+                                        help="LayerNorm with a weight and no bias (Cohere, MPT)")
     # Parallel attention and MLP: both read the layer input, x + attn(norm1(x)) + mlp(norm2(x)) (GPT-NeoX)
     # [--parallel-residual]; with one norm feeding both, x + attn(norm(x)) + mlp(norm(x)) (GPT-J, Phi,
     # Cohere) [--parallel-residual-shared-norm, with --parallel-residual]
-    parallel_residual: bool = False
-    parallel_residual_shared_norm: bool = False
-    embed_layernorm: bool = False  # a norm on the word embeddings (Bloom; MindSpeed's flag) [--embed-layernorm]
-    # with --sliding-window: the global layers that attend fully, any pattern (GPT-Neo, Cohere2) [--full-attention-layers]
-    full_attention_layers: Tuple[int, ...] = field(default_factory=tuple)
+    parallel_residual: bool = config_field(False,
+                                           help="attention and MLP both read the layer input: x + attn(ln1(x)) + "
+                                                "mlp(ln2(x)) (GPT-NeoX)")
+    parallel_residual_shared_norm: bool = config_field(False,
+                                                       help="with --parallel-residual: one norm feeds both branches "
+                                                            "(GPT-J, Phi, Cohere)")
+    # a norm on the word embeddings (Bloom; MindSpeed's flag) [--embed-layernorm]
+    embed_layernorm: bool = config_field(False, help="a norm on the word embeddings (Bloom)")
+    # with --sliding-window: the global layers that attend fully, any pattern (GPT-Neo, Cohere2)
+    full_attention_layers: Tuple[int, ...] = config_field(
+        (), help="with --sliding-window: global layer numbers (from 0) that attend fully (GPT-Neo)")
     # Attention variants (Megatron's flags where they exist): tokens attend only within their chunk of this many
     # tokens, Llama 4's chunked layers (layers in --full-attention-layers attend fully) [--attention-chunk-size];
     # the attention output times sigmoid(gate) per channel, the gate a fourth segment of the fused QKV
     # projection (Qwen3-Next) [--attention-output-gate]; the softmax: vanilla, off-by-one (an extra zero
     # logit in every row) or learnable (a trained extra logit per head: GPT-OSS's attention sinks) [--softmax-type]
-    attention_chunk_size: Optional[int] = None
-    attention_output_gate: bool = False
-    softmax_type: str = "vanilla"
+    attention_chunk_size: Optional[int] = config_field(None, type=int,
+                                                       help="tokens attend only within their chunk of this many "
+                                                            "tokens (Llama 4)")
+    attention_output_gate: bool = config_field(False,
+                                               help="multiply the attention output by sigmoid of a gate projected "
+                                                    "with q/k/v (Qwen3-Next)")
+    softmax_type: str = config_field("vanilla", choices=SOFTMAX_TYPES,
+                                     help="off-by-one: an extra zero logit per row; learnable: a trained one per "
+                                          "head (GPT-OSS attention sinks)")
     # State-space layers, as Megatron's hybrid/Mamba models (flag names in brackets). hybrid_override_pattern has
     # one char per layer: 'M' a Mamba layer (norm -> mixer -> residual add, no attention, MLP or rope); None:
     # every layer a transformer layer [--hybrid-override-pattern]. mamba_version 1: Mamba's selective scan
@@ -198,71 +394,105 @@ class TransformerConfig:
     # [--mamba-dt-rank]; Mamba2's SSD chunk length [--mamba-chunk-size] and dt clamp (max None: unbounded)
     # [--mamba-dt-limit-min, --mamba-dt-limit-max]; weightless RMS norms on Mamba1's dt, B and C with this
     # eps (FalconMamba) [--mamba-mixer-rms-eps]. in/out projections have biases with add_bias_linear.
-    hybrid_override_pattern: Optional[str] = None
-    mamba_version: int = 2
-    mamba_state_dim: int = 128
-    mamba_head_dim: int = 64
-    mamba_num_groups: int = 8
-    mamba_expand: int = 2
-    mamba_d_conv: int = 4
-    mamba_conv_bias: bool = True
-    mamba_dt_rank: Optional[int] = None
-    mamba_chunk_size: int = 256
-    mamba_dt_limit_min: float = 0.0
-    mamba_dt_limit_max: Optional[float] = None
-    mamba_mixer_rms_eps: Optional[float] = None
+    hybrid_override_pattern: Optional[str] = config_field(None, type=str,
+                                                          help="one char per layer: 'M' a Mamba layer (norm, mixer, "
+                                                               "residual); default: transformer layers")
+    mamba_version: int = config_field(2, choices=(1, 2), features=(MAMBA,),
+                                      help="1: Mamba's selective scan over d_inner channels; 2: Mamba2's SSD over "
+                                           "heads and groups")
+    mamba_state_dim: int = config_field(128, features=(MAMBA,), help="SSM state size N")
+    mamba_head_dim: int = config_field(64, features=(MAMBA,), help="Mamba2 head dim (heads = d_inner / head dim)")
+    mamba_num_groups: int = config_field(8, features=(MAMBA,), help="Mamba2 B/C groups")
+    mamba_expand: int = config_field(2, features=(MAMBA,), help="d_inner = expand x hidden")
+    mamba_d_conv: int = config_field(4, features=(MAMBA,), help="width of the causal depthwise conv")
+    mamba_conv_bias: bool = config_field(True, flag="--disable-mamba-conv-bias", features=(MAMBA,),
+                                         help="the depthwise conv has no bias")
+    mamba_dt_rank: Optional[int] = config_field(None, type=int, features=(MAMBA,),
+                                                help="Mamba1 dt rank (default ceil(hidden / 16))")
+    mamba_chunk_size: int = config_field(256, features=(MAMBA,), help="Mamba2 SSD chunk length")
+    mamba_dt_limit_min: float = config_field(0.0, features=(MAMBA,), help="Mamba2: clamp dt below")
+    mamba_dt_limit_max: Optional[float] = config_field(None, type=float, features=(MAMBA,),
+                                                       help="Mamba2: clamp dt above (default none)")
+    mamba_mixer_rms_eps: Optional[float] = config_field(None, type=float, features=(MAMBA,),
+                                                        help="Mamba1: weightless RMS norms on dt, B and C with this "
+                                                             "eps (FalconMamba)")
     # the global layers whose attention output projection has a bias, the others have none (GPT-NeoX-Japanese:
     # the last layer) [--dense-bias-layers]
-    dense_bias_layers: Tuple[int, ...] = field(default_factory=tuple)
+    dense_bias_layers: Tuple[int, ...] = config_field((), help="global layer numbers (from 0) whose attention output "
+                                                      "projection alone has a bias (GPT-NeoX-Japanese: the last "
+                                                      "layer)")
     # with --position-embedding-type alibi (Bloom, MPT): head i of n (n rounded up to a power of 2) adds
     # slope 2 ** (-alibi_bias_max * i / n) times the key position to its scores (MPT's alibi_bias_max)
     # [--alibi-bias-max]
-    alibi_bias_max: float = 8.0
+    alibi_bias_max: float = config_field(
+        8.0, help="with --position-embedding-type alibi: head slopes 2^(-value * i / heads) (MPT's alibi_bias_max)")
     # queries times 1 + beta * ln(1 + floor(position / length)) after RoPE (Llama-4-style attention
     # temperature; Ministral3's llama_4_scaling_beta) [--attn-temperature-beta, --attn-temperature-length]
-    attn_temperature_beta: Optional[float] = None
-    attn_temperature_length: Optional[int] = None
+    attn_temperature_beta: Optional[float] = config_field(None, type=float,
+                                                          help="queries times 1 + beta ln(1 + floor(pos / length)) "
+                                                               "after RoPE (Ministral3)")
+    attn_temperature_length: Optional[int] = config_field(None, type=int,
+                                                          help="the position length of --attn-temperature-beta "
+                                                               "(Ministral3: the original context)")
     # Llama 4's placement of that scale: on the NoPE layers (--no-rope-layers) only, the RoPE layers unscaled,
     # with positions counted from 1: 1 + beta * ln(1 + floor((position + 1) / length)) [--attn-temperature-nope-layers]
-    attn_temperature_nope_layers: bool = False
+    attn_temperature_nope_layers: bool = config_field(False, features=(ATTENTION,),
+                                                      help="--attn-temperature-beta scales the NoPE layers' queries "
+                                                           "only, positions from 1 (Llama 4)")
     # Llama 4's q/k norm (Megatron's flag): each head's q and k scaled to unit RMS without weight (eps
     # --norm-epsilon) after RoPE, on the layers that apply RoPE (NoPE layers have none) [--qk-l2-norm]
-    qk_l2_norm: bool = False
-    # xIELU (Apertus): a non-gated activation with two learnable scalars per layer, alpha_p and alpha_n [--xielu]
-    xielu: bool = False
-    # the MLP computes act(gate) * up with a fused [gate; up] first linear for the chosen activation (--relu,
-    # --squared-relu, --xielu, GELU by default; BitNet: gated ReLU squared); --swiglu and --geglu imply it [--gated-mlp]
-    gated_mlp: bool = False
+    qk_l2_norm: bool = config_field(False, features=(ATTENTION,),
+                                    help="weightless q/k RMS norms per head after RoPE, on RoPE layers only (Llama "
+                                         "4's use_qk_norm)")
     # RMSNorms over the full width just before the output linears (BitNet): on the attention context before the
     # output projection [--attn-sub-norm] and on the MLP activation before fc2 [--ffn-sub-norm]; at TP > 1 the
     # sum of squares is all-reduced over TP
-    attn_sub_norm: bool = False
-    ffn_sub_norm: bool = False
-    non_parametric_qk_norm: bool = False  # q/k norms without weight (NanoChat) [--non-parametric-qk-norm, with --qk-layernorm]
+    attn_sub_norm: bool = config_field(False,
+                                       help="RMSNorm on the attention context before the output projection (BitNet)")
+    ffn_sub_norm: bool = config_field(False, help="RMSNorm on the MLP activation before its second linear (BitNet)")
+    # q/k norms without weight (NanoChat) [--non-parametric-qk-norm, with --qk-layernorm]
+    non_parametric_qk_norm: bool = config_field(False, help="with --qk-layernorm: q/k norms without weight (NanoChat)")
     # q/k norms with a weight per head, [heads, head_dim], split over TP with the heads (K's replicated when TP
     # exceeds the KV heads) (Cohere's use_qk_norm) [--qk-layernorm-per-head-weights, with --qk-layernorm]
-    qk_layernorm_per_head_weights: bool = False
+    qk_layernorm_per_head_weights: bool = config_field(False,
+                                                       help="with --qk-layernorm: a norm weight per head, [heads, "
+                                                            "head_dim] (Cohere's use_qk_norm)")
     # Absolute positions (core/transformer/position_embedding.py): --position-embedding-type learned_absolute
     # (GPT-2, OPT; a [max_position_embeddings + offset, h] table) or sinusoidal (XGLM's fixed fairseq table);
     # token j reads row position_j + offset (OPT, BioGpt, XGLM: 2) [--position-embedding-offset]
-    position_embedding_offset: int = 0
-    first_input_layernorm: bool = True  # False: layer 0 has no norm before attention (ModernBERT) [--no-first-input-layernorm]
+    position_embedding_offset: int = config_field(
+        0, help="absolute positions read table row position + offset (OPT, BioGpt, XGLM: 2)")
+    # False: layer 0 has no norm before attention (ModernBERT) [--no-first-input-layernorm]
+    first_input_layernorm: bool = config_field(True, flag="--no-first-input-layernorm",
+                                               help="layer 0 has no norm before attention (ModernBERT: the "
+                                                    "embeddings are normed)")
     # A prediction head between the final norm and the output layer: norm(act(dense(x))), dense h -> h replicated
-    # over TP, act one of PREDICTION_HEAD_ACTIVATIONS (ModernBERT) [--prediction-head ACT]; dense bias [--prediction-head-bias]
-    prediction_head: Optional[str] = None
-    prediction_head_bias: bool = False
-    # A scalar score head on the final hidden states instead of the logits: a reward model (set by
-    # posttrain.py --stage orm, not a flag; core/models/gpt_model.ValueHead)
-    value_head: bool = False
-    value_norm: bool = False  # V RMS-normalised over each head, without weight, before attention (Gemma4) [--value-norm]
-    layer_scalar: bool = False  # each layer's output (residual included) times a scalar of its own (Gemma4) [--layer-scalar]
+    # over TP, act one of PREDICTION_HEAD_ACTIVATIONS (ModernBERT) [--prediction-head ACT]; dense bias
+    # [--prediction-head-bias]
+    prediction_head: Optional[str] = config_field(None, metavar="ACT",
+                                                  help="norm(ACT(dense(x))) between the final norm and the output "
+                                                       "layer (ModernBERT: gelu)")
+    prediction_head_bias: bool = config_field(False, help="a bias on the prediction head's dense")
+    # V RMS-normalised over each head, without weight, before attention (Gemma4) [--value-norm]
+    value_norm: bool = config_field(False,
+                                    help="RMS-normalise V over each head, without weight, before attention (Gemma4)")
+    # each layer's output (residual included) times a scalar of its own (Gemma4) [--layer-scalar]
+    layer_scalar: bool = config_field(False,
+                                      help="multiply each layer's output (residual included) by a scalar of its own "
+                                           "(Gemma4)")
     # Full-attention layers with their own head dim and KV head count (Gemma4's global_head_dim and
     # num_global_key_value_heads; needs --sliding-window and --local-rotary-base) [--global-kv-channels,
     # --global-num-query-groups]; their values are their keys' projection, no V projection of their own
     # (Gemma4's attention_k_eq_v) [--global-attention-k-eq-v]
-    global_kv_channels: Optional[int] = None
-    global_num_query_groups: Optional[int] = None
-    global_attention_k_eq_v: bool = False
+    global_kv_channels: Optional[int] = config_field(None, type=int,
+                                                     help="head dim of the full-attention layers when it differs "
+                                                          "(Gemma4's global_head_dim)")
+    global_num_query_groups: Optional[int] = config_field(None, type=int,
+                                                          help="KV heads of the full-attention layers (Gemma4's "
+                                                               "num_global_key_value_heads)")
+    global_attention_k_eq_v: bool = config_field(False,
+                                                 help="full-attention layers use their keys' projection as values "
+                                                      "(Gemma4's attention_k_eq_v)")
     # Multi-latent attention (DeepSeek-V2/V3, MiniCPM3; core/transformer/mla.py) [--multi-latent-attention]:
     # q = W_qb(norm(W_qa x)) with a q latent of q_lora_rank channels [--q-lora-rank], or W_q x when None; the
     # kv latent W_kva x = [compressed kv (kv_lora_rank) [--kv-lora-rank]; a rope key shared by all heads
@@ -272,19 +502,29 @@ class TransformerConfig:
     # mscale(factor, mscale_all_dim)^2 when --rope-scaling-mscale-all-dim is set. The q and kv latent norms use
     # mla_latent_norm_epsilon (None: --norm-epsilon; transformers' MLA families fix 1e-6)
     # [--mla-latent-norm-epsilon]
-    multi_latent_attention: bool = False
-    q_lora_rank: Optional[int] = None
-    kv_lora_rank: Optional[int] = None
-    qk_head_dim: int = 128
-    qk_pos_emb_head_dim: int = 64
-    v_head_dim: int = 128
-    mla_latent_norm_epsilon: Optional[float] = None
+    multi_latent_attention: bool = config_field(False, aliases=("--multi-head-latent-attention",),
+                                                help="multi-latent attention (DeepSeek-V2/V3's MLA)")
+    q_lora_rank: Optional[int] = config_field(None, type=int,
+                                              help="MLA: channels of the query latent (omit: a plain query "
+                                                   "projection)")
+    kv_lora_rank: Optional[int] = config_field(None, type=int, help="MLA: channels of the compressed key/value latent")
+    qk_head_dim: int = config_field(128, aliases=("--qk-nope-head-dim",),
+                                    help="MLA: per-head query/key dims without RoPE")
+    qk_pos_emb_head_dim: int = config_field(64, aliases=("--qk-rope-head-dim",),
+                                            help="MLA: per-head query/key dims with RoPE (the key part shared by all "
+                                                 "heads)")
+    v_head_dim: int = config_field(128, help="MLA: per-head value dims")
+    mla_latent_norm_epsilon: Optional[float] = config_field(None, type=float,
+                                                            help="MLA: eps of the q/kv latent norms (default "
+                                                                 "--norm-epsilon)")
     # The residual stream in fp32 while parameters and branch compute keep params_dtype (Megatron; HF Mamba's
     # residual_in_fp32): the embedding output is cast to fp32; norms read the fp32 stream and their outputs (a
     # Mamba layer's input, as HF and Megatron cast it before its norm) are cast to the parameters' dtype; branch
     # outputs are added in fp32; pipeline stages exchange fp32; the final norm's output is cast back before the
     # output layer. A no-op with fp32 parameters [--fp32-residual-connection]
-    fp32_residual_connection: bool = False
+    fp32_residual_connection: bool = config_field(False,
+                                                  help="keep the residual stream (and pipeline messages) in fp32 "
+                                                       "under --bf16/--fp16 (HF Mamba's residual_in_fp32)")
     # Mixture of experts (core/transformer/moe/; Megatron/MindSpeed flag names). num_experts None: dense MLPs
     # [--num-experts]; each token goes to moe_router_topk experts [--moe-router-topk] of FFN size
     # moe_ffn_hidden_size (None: --ffn-hidden-size) [--moe-ffn-hidden-size]. The router (a replicated
@@ -307,51 +547,75 @@ class TransformerConfig:
     # [--moe-router-sparsemixer-eps] and weights the pick by its softmax over those (earlier picks excluded).
     # This is the deterministic (eval-mode) SparseMixer in training too: its Gumbel sampling and Heun-method
     # gradient estimate are not reproduced (the gradient flows through the softmax).
-    num_experts: Optional[int] = None
-    moe_router_topk: int = 2
-    moe_ffn_hidden_size: Optional[int] = None
-    moe_router_score_function: str = "softmax"
-    moe_router_pre_softmax: bool = False
-    norm_topk_prob: bool = False
-    moe_router_sparsemixer_eps: float = 0.01
+    num_experts: Optional[int] = config_field(None, group="mixture of experts", type=int,
+                                              help="experts per MoE layer; none: dense MLPs")
+    moe_router_topk: int = config_field(2, group="mixture of experts", features=(MOE,),
+                                        help="experts each token is routed to")
+    moe_ffn_hidden_size: Optional[int] = config_field(None, group="mixture of experts", type=int, features=(MOE,),
+                                                      help="one expert's FFN size; default --ffn-hidden-size")
+    moe_router_score_function: str = config_field("softmax", group="mixture of experts",
+                                                  choices=MOE_SCORE_FUNCTIONS, features=(MOE,))
+    moe_router_pre_softmax: bool = config_field(False, group="mixture of experts", features=(MOE,),
+                                                help="softmax over all experts before the top-k (default: softmax "
+                                                     "over the top-k logits)")
+    norm_topk_prob: bool = config_field(False, group="mixture of experts", features=(MOE,),
+                                        help="divide the top-k weights by their sum")
+    moe_router_sparsemixer_eps: float = config_field(0.01, group="mixture of experts", features=(MOE,),
+                                                     help="SparseMixer: experts within this relative distance (x 2) "
+                                                          "of the pick share its softmax")
     # The router's linear, scores and the weighted sum of the experts' outputs in fp32 or fp64 (Megatron's
     # --moe-router-dtype; None: the router's linear in the model dtype, scores in fp32, the sum in the model dtype)
-    moe_router_dtype: Optional[str] = None
-    moe_router_num_groups: Optional[int] = None
-    moe_router_group_topk: Optional[int] = None
-    moe_router_group_score_topk: Optional[int] = None
-    moe_router_topk_scaling_factor: Optional[float] = None
-    moe_router_enable_expert_bias: bool = False
-    moe_router_bias_update_rate: float = 1e-3
-    moe_router_load_balancing_type: str = "aux_loss"
-    moe_aux_loss_coeff: float = 0.0
-    moe_z_loss_coeff: Optional[float] = None
-    # Experts (core/transformer/moe/experts.py): the products as one torch._grouped_mm per linear instead of a
-    # loop over experts, same numbers [--moe-grouped-gemm]; at most ceil(tokens x topk / experts x factor)
-    # tokens per expert, the lowest-weight ones dropped (None: dropless) [--moe-expert-capacity-factor].
-    # Experts use the dense MLP's activation flags (and biases: see add_router_bias below).
-    moe_grouped_gemm: bool = False
-    moe_expert_capacity_factor: Optional[float] = None
-    # Expert parallelism: the experts split over --expert-model-parallel-size ranks, each expert split over
-    # --expert-tensor-parallel-size ranks: None or TP (the default) splits it like the dense MLP, the EP ranks
-    # carved out of data parallelism; 1 keeps experts whole and spreads them over TP x (EP / TP) ranks, as
-    # Megatron's expert mesh does (needs SP and EP a multiple of TP). Tokens travel by all-to-all or all-gather
-    # [--moe-token-dispatcher-type] (Megatron's default: allgather). Every layout gives the numbers of EP 1.
-    expert_model_parallel_size: int = 1
-    expert_tensor_parallel_size: Optional[int] = None
-    moe_token_dispatcher_type: str = "allgather"
+    moe_router_dtype: Optional[str] = config_field(None, group="mixture of experts", choices=("fp32", "fp64"),
+                                                   features=(MOE,),
+                                                   help="the router and the weighted sum of the experts' outputs in "
+                                                        "this dtype (default: the model's, scores in fp32)")
+    moe_router_num_groups: Optional[int] = config_field(None, group="mixture of experts", type=int, features=(MOE,),
+                                                        help="expert groups for group-limited routing")
+    moe_router_group_topk: Optional[int] = config_field(None, group="mixture of experts", type=int, features=(MOE,),
+                                                        help="groups each token may route to")
+    moe_router_group_score_topk: Optional[int] = config_field(None, group="mixture of experts", type=int,
+                                                              features=(MOE,),
+                                                              help="a group's score sums its best N expert scores "
+                                                                   "(default topk / group-topk; 1: the max)")
+    moe_router_topk_scaling_factor: Optional[float] = config_field(None, group="mixture of experts", type=float,
+                                                                   features=(MOE,),
+                                                                   help="the top-k weights times this factor")
+    moe_router_enable_expert_bias: bool = config_field(False, group="mixture of experts", features=(MOE,),
+                                                       help="aux-loss-free balancing: a per-expert selection bias "
+                                                            "updated from token counts")
+    moe_router_bias_update_rate: float = config_field(1e-3, group="mixture of experts", features=(MOE,),
+                                                      help="the expert bias moves by this much per optimizer step")
+    moe_router_load_balancing_type: str = config_field("aux_loss", group="mixture of experts",
+                                                       choices=MOE_LOAD_BALANCING_TYPES, features=(MOE,))
+    moe_aux_loss_coeff: float = config_field(0.0, group="mixture of experts", features=(MOE,),
+                                             help="load-balancing loss coefficient")
+    moe_z_loss_coeff: Optional[float] = config_field(None, group="mixture of experts", type=float, features=(MOE,),
+                                                     help="router z-loss coefficient")
+    moe_expert_capacity_factor: Optional[float] = config_field(None, group="mixture of experts", type=float,
+                                                               features=(MOE,),
+                                                               help="tokens per expert at most ceil(tokens x topk / "
+                                                                    "experts x factor); default dropless")
     # Shared expert: a dense MLP of this FFN size every token of an MoE layer goes through (Megatron's
     # --moe-shared-expert-intermediate-size; MindSpeed's --n-shared-experts N sets N x --moe-ffn-hidden-size),
     # its output times sigmoid(x . w) per token with --shared-expert-gate (Qwen2-MoE). MoE layers: layer i
     # (0-based) when i % moe_layer_freq == 0 [--moe-layer-freq] and i >= first_k_dense_replace
     # [--first-k-dense-replace]; the others keep the dense MLP.
-    moe_shared_expert_intermediate_size: Optional[int] = None
-    shared_expert_gate: bool = False
-    moe_layer_freq: int = 1
-    first_k_dense_replace: int = 0
+    moe_shared_expert_intermediate_size: Optional[int] = config_field(None, group="mixture of experts", type=int,
+                                                                      features=(MOE,),
+                                                                      help="FFN size of the shared expert every "
+                                                                           "token goes through")
+    shared_expert_gate: bool = config_field(False, group="mixture of experts", features=(MOE,),
+                                            help="the shared expert's output times sigmoid(x . w) per token "
+                                                 "(Qwen2-MoE)")
+    moe_layer_freq: int = config_field(1, group="mixture of experts", features=(MOE,),
+                                       help="every Nth layer (0, N, 2N, ...) is an MoE layer")
+    first_k_dense_replace: int = config_field(0, group="mixture of experts", features=(MOE,),
+                                              help="the first K layers keep dense MLPs")
     # top-1 routing: the expert reads its token times the routing weight and its output is added unscaled
     # (Llama 4; Megatron's flag) [--moe-apply-probs-on-input]
-    moe_apply_probs_on_input: bool = False
+    moe_apply_probs_on_input: bool = config_field(False, group="mixture of experts", features=(MOE,),
+                                                  help="top-1: the routing weight scales the expert's input, not its "
+                                                       "output (Llama 4)")
     # Multi-token prediction (DeepSeek-V3; Megatron's flags; core/transformer/multi_token_prediction.py): D modules
     # on the last pipeline stage [--mtp-num-layers D]; module k (1..D) reads the hidden states h^{k-1} (the decoder
     # output after its final norm for k = 1, module k-1's normed output after) and the embeddings of the tokens
@@ -359,20 +623,125 @@ class TransformerConfig:
     # last decoder layer is (MoE when that layer is), a final norm of its own, then the shared output layer
     # predicts the tokens shifted by k + 1. The loss adds --mtp-loss-scaling-factor / D times the sum over k of
     # each module's masked mean cross-entropy [--mtp-loss-scaling-factor].
-    mtp_num_layers: Optional[int] = None
-    mtp_loss_scaling_factor: float = 0.1
+    mtp_num_layers: Optional[int] = config_field(None, group="mixture of experts", type=int,
+                                                 help="multi-token prediction: D DeepSeek-V3 MTP modules on the last "
+                                                      "stage (omit: none)")
     # Biases of MoE layers (GPT-OSS): the experts' linears have biases with --add-bias-linear or --add-mlp-bias
     # (fc1 bias [experts, (2) ffn] split over TP like fc1; fc2 bias [experts, h] added by TP rank 0 only, its
     # gradient marked partial over TP); the router's linear has one with --add-bias-linear (Megatron) or, without
     # biases elsewhere in attention, --add-router-bias (our flag: Megatron has none of its own)
-    add_router_bias: bool = False
-    # Gated-MLP variants (Megatron's flags; GPT-OSS's clamped SwiGLU is all three with 7.0 and 1.0): the gate's
-    # activation quick GELU x * sigmoid(1.702 x) [--quick-geglu]; before the activation the gate clamped to at
-    # most the value and the up half to [-value, value] [--activation-func-clamp-value]; act(gate) * (up + offset)
-    # [--glu-linear-offset]. They apply to the dense MLPs, shared experts and experts alike.
-    quick_geglu: bool = False
-    activation_func_clamp_value: Optional[float] = None
-    glu_linear_offset: float = 0.0
+    add_router_bias: bool = config_field(False, group="mixture of experts", features=(MOE,),
+                                         help="a bias on the router's linear without --add-bias-linear (GPT-OSS "
+                                              "without attention bias)")
+    # Gated-MLP variants (Megatron's flags; GPT-OSS's clamped SwiGLU is --activation quick_geglu with 7.0 and 1.0):
+    # before the activation the gate clamped to at most the value and the up half to [-value, value]
+    # [--activation-func-clamp-value]; act(gate) * (up + offset) [--glu-linear-offset]. They apply to the dense
+    # MLPs, shared experts and experts alike.
+    activation_func_clamp_value: Optional[float] = config_field(None, type=float, features=(ATTENTION,),
+                                                                help="gated MLP: clamp the gate to at most this and "
+                                                                     "the up half to [-value, value] (GPT-OSS: 7)")
+    glu_linear_offset: float = config_field(0.0, features=(ATTENTION,),
+                                            help="gated MLP: act(gate) * (up + offset) (GPT-OSS: 1)")
+
+
+@dataclass
+class RuntimeConfig:
+    """How a run computes: parallel degrees and algorithms, recompute, swap, kernels, dtype, dropout,
+    loss weights. None is architecture: a checkpoint need not match them."""
+
+    attention_dropout: float = config_field(0.1, group="regularization")
+    hidden_dropout: float = config_field(0.1, group="regularization")
+    init_method_std: float = config_field(0.02, group="initialization")
+    params_dtype: torch.dtype = config_field(torch.float32, flag=None)
+    tensor_model_parallel_size: int = config_field(1, group="distributed")
+    sequence_parallel: bool = config_field(False, group="distributed")
+    # Context parallelism (runtime settings, not architecture; core/transformer/context_parallel.py): the
+    # algorithm [--context-parallel-algo], the Ulysses degree of the hybrid [--ulysses-degree-in-cp], the
+    # ring's causal load balancing ("causal") or contiguous parts ("general") [--attention-mask-type], the
+    # ring's exchange overlapped with compute [--use-cp-send-recv-overlap], KV heads repeated to the query
+    # heads before Ulysses' all-to-all [--kv-head-repeat-before-uly-alltoall]
+    context_parallel_algo: str = config_field("megatron_cp_algo", group="distributed",
+                                              choices=CONTEXT_PARALLEL_ALGORITHMS,
+                                              help="ring (megatron_cp_algo), Ulysses all-to-all, both (hybrid) or a "
+                                                   "K/V all-gather")
+    ulysses_degree_in_cp: Optional[int] = config_field(None, group="distributed", type=int,
+                                                       help="hybrid_cp_algo: CP ranks per Ulysses group; the ring "
+                                                            "runs across the groups")
+    attention_mask_type: str = config_field("causal", group="distributed", choices=("causal", "general"),
+                                            help="ring CP: causal (load-balanced chunks, skipped blocks) or general "
+                                                 "(contiguous parts, every block masked)")
+    cp_send_recv_overlap: bool = config_field(False, flag="--use-cp-send-recv-overlap", group="distributed",
+                                              help="ring CP: post the next K/V exchange before computing the current "
+                                                   "block")
+    kv_head_repeat_before_uly_alltoall: bool = config_field(False, group="distributed",
+                                                            help="Ulysses: repeat KV heads to the query heads before "
+                                                                 "the all-to-all")
+    # Activation recompute (Megatron/MindSpeed names): "full" or "selective"; "uniform" or "block"
+    recompute_granularity: Optional[str] = config_field(None, group="training", choices=("full", "selective"))
+    recompute_method: Optional[str] = config_field(None, group="training", choices=("uniform", "block"))
+    recompute_num_layers: Optional[int] = config_field(None, group="training", type=int)
+    # MindSpeed: recompute the MLP activation only
+    recompute_activation_function: bool = config_field(False, group="training",
+                                                       help="recompute the MLP activation in the backward (MindSpeed)")
+    # MindSpeed's activation offload: what autograd saves in these sub-modules of each transformer layer waits
+    # in host memory until the backward (core/transformer/swap_attention.py) [--swap-attention, --swap-modules]
+    swap_attention: bool = config_field(False, group="training",
+                                        help="keep the activations each layer's --swap-modules save in host memory "
+                                             "until the backward, prefetched a layer ahead (MindSpeed); with "
+                                             "--recompute-num-layers N alone the MLPs of the first N layers of each "
+                                             "model chunk are recomputed")
+    swap_modules: Tuple[str, ...] = config_field(("input_norm", "self_attention", "post_attention_norm"),
+                                                 group="training", type=str,
+                                                 help="comma-separated layer sub-modules for --swap-attention "
+                                                      "(default input_norm,self_attention,post_attention_norm; also "
+                                                      "input_layernorm, pre_mlp_layernorm, mlp, "
+                                                      "post_self_attn_layernorm, post_mlp_layernorm)")
+    # The training loss's output layer and cross-entropy run together over chunks of this many vocabulary
+    # entries (core/tensor_parallel/cross_entropy.py), so the [s, b, v/tp] fp32 logits never exist; 0 materialises
+    # them. None chooses by the dtype the output layer's GEMM runs in (core.device.gemm_dtype): chunks of
+    # CROSS_ENTROPY_CHUNK in bf16/fp16 (as fast and far smaller), the logits in fp32 (the chunked backward
+    # recomputes the product, a GEMM that fp32 pays in full), also for bf16 weights on a CPU without bf16 units
+    # [--cross-entropy-chunk-size]
+    cross_entropy_chunk_size: Optional[int] = config_field(None, group="regularization", type=int, metavar="ENTRIES",
+                                                           help="compute the output layer and the loss over chunks "
+                                                                "of this many vocabulary entries, never "
+                                                                "materialising the [s, b, v/tp] logits; 0 "
+                                                                "materialises them; default: chunks of 2048 in "
+                                                                "bf16/fp16, the logits in fp32")
+    # The loss's elementwise work on each block of logits (raise, scale, cap, online log-sum-exp; softmax minus
+    # target in the backward) as fused kernels: a torch.compile'd region per pass; the materialised path then
+    # saves the logits in their dtype instead of an fp32 softmax (core/tensor_parallel/cross_entropy.py)
+    # [--cross-entropy-loss-fusion]
+    cross_entropy_loss_fusion: bool = config_field(False, group="regularization",
+                                                   help="the loss's elementwise work per block of logits as fused "
+                                                        "kernels (a torch.compile'd region), one or two passes "
+                                                        "instead of one per operation")
+    # A scalar score head on the final hidden states instead of the logits: a reward model (set by
+    # posttrain.py --stage orm, not a flag; core/models/gpt_model.ValueHead)
+    value_head: bool = config_field(False, flag=None)
+    # Experts (core/transformer/moe/experts.py): the products as one torch._grouped_mm per linear instead of a
+    # loop over experts, same numbers [--moe-grouped-gemm]; at most ceil(tokens x topk / experts x factor)
+    # tokens per expert, the lowest-weight ones dropped (None: dropless) [--moe-expert-capacity-factor].
+    # Experts use the dense MLP's activation flags (and biases: see add_router_bias below).
+    moe_grouped_gemm: bool = config_field(False, group="mixture of experts", features=(MOE,),
+                                          help="expert products as torch._grouped_mm (where available) instead of a "
+                                               "loop")
+    # Expert parallelism: the experts split over --expert-model-parallel-size ranks, each expert split over
+    # --expert-tensor-parallel-size ranks: None or TP (the default) splits it like the dense MLP, the EP ranks
+    # carved out of data parallelism; 1 keeps experts whole and spreads them over TP x (EP / TP) ranks, as
+    # Megatron's expert mesh does (needs SP and EP a multiple of TP). Tokens travel by all-to-all or all-gather
+    # [--moe-token-dispatcher-type] (Megatron's default: allgather). Every layout gives the numbers of EP 1.
+    expert_model_parallel_size: int = config_field(1, group="distributed", features=(MOE,))
+    expert_tensor_parallel_size: Optional[int] = config_field(
+        None, group="mixture of experts", type=int, features=(MOE,),
+        help="TP size of each expert: --tensor-model-parallel-size (default) or 1 (whole experts over TP x EP ranks, "
+             "with --sequence-parallel)")
+    moe_token_dispatcher_type: str = config_field("allgather", group="mixture of experts",
+                                                  choices=MOE_TOKEN_DISPATCHER_TYPES, features=(MOE,),
+                                                  help="how tokens reach the experts' ranks under expert parallelism")
+    mtp_loss_scaling_factor: float = config_field(0.1, group="mixture of experts",
+                                                  help="the MTP loss (mean over the D modules) is added to the LM "
+                                                       "loss times this factor")
     # Fused kernels (run-time choices, not architecture; core/fused.py): each selects per device type
     # a fast kernel behind one function with a pure-PyTorch reference, same numerics up to kernel rounding. Where
     # the device has no package kernel, the first three compile the reference with torch.compile, and
@@ -381,10 +750,22 @@ class TransformerConfig:
     # SwiGLU silu(gate) * up: torch_npu [--use-fused-swiglu, needs plain --swiglu]; RoPE: torch_npu / apex
     # [--use-fused-rotary-pos-emb, needs rotary embeddings]; causal attention over a whole sequence: flash-attn
     # on CUDA, npu_fusion_attention on an NPU, other calls on the SDPA path [--use-flash-attn]
-    use_fused_rmsnorm: bool = False
-    use_fused_swiglu: bool = False
-    use_fused_rotary_pos_emb: bool = False
-    use_flash_attn: bool = False
+    use_fused_rmsnorm: bool = config_field(False, group="fused kernels",
+                                           help="RMSNorm through the NPU's or apex's kernel, else a torch.compile'd "
+                                                "reference")
+    use_fused_swiglu: bool = config_field(False, group="fused kernels",
+                                          help="SwiGLU through the NPU's kernel, else a torch.compile'd reference")
+    use_fused_rotary_pos_emb: bool = config_field(False, group="fused kernels",
+                                                  help="RoPE through the NPU's or apex's kernel, else a "
+                                                       "torch.compile'd reference")
+    use_flash_attn: bool = config_field(False, group="fused kernels",
+                                        help="causal attention through flash-attn (CUDA) or the NPU's fusion "
+                                             "attention; elsewhere scaled_dot_product_attention, with a warning")
+
+
+@dataclass
+class TransformerConfig(RuntimeConfig, ModelConfig):
+    """Architecture and numerics of a decoder-only transformer: every field of both tables."""
 
     def __post_init__(self) -> None:
         if self.ffn_hidden_size is None:
@@ -428,7 +809,7 @@ class TransformerConfig:
         if self.use_fused_rmsnorm and self.normalization != "RMSNorm":
             raise ValueError(f"--use-fused-rmsnorm fuses RMSNorm, and --normalization is {self.normalization}: "
                              "drop the flag")
-        if self.use_fused_swiglu and not (self.swiglu and self.activation_func_clamp_value is None
+        if self.use_fused_swiglu and not (self.activation == "swiglu" and self.activation_func_clamp_value is None
                                           and self.glu_linear_offset == 0.0):
             raise ValueError("--use-fused-swiglu fuses plain SwiGLU: it needs --swiglu without "
                              "--activation-func-clamp-value/--glu-linear-offset; drop the flag")
@@ -458,7 +839,7 @@ class TransformerConfig:
         """The layer pattern and the Mamba mixer's sizes against TP."""
         pattern = self.hybrid_override_pattern
         if pattern is None or "M" not in pattern:
-            unused = self._changed(MAMBA_FIELDS)
+            unused = self._changed(feature_fields(MAMBA))
             if unused:
                 raise ValueError(f"{unused[0]} applies to Mamba layers; add --hybrid-override-pattern with 'M' "
                                  "layers or drop it")
@@ -471,7 +852,7 @@ class TransformerConfig:
         if not self.has_attention_layers and self.position_embedding_type != "none":
             raise ValueError("--hybrid-override-pattern without attention layers uses no position embedding; "
                              "set --position-embedding-type none")
-        unused = [] if self.has_attention_layers else self._changed(ATTENTION_MLP_FIELDS)
+        unused = [] if self.has_attention_layers else self._changed(feature_fields(ATTENTION))
         if unused:
             raise ValueError(f"{unused[0]} applies to attention or MLP layers, which --hybrid-override-pattern "
                              f"{pattern!r} has none of; drop it")
@@ -481,7 +862,7 @@ class TransformerConfig:
         """The router's settings against the expert count (refused without --num-experts)."""
         experts, topk = self.num_experts, self.moe_router_topk
         if experts is None:
-            unused = self._changed(MOE_FIELDS)
+            unused = self._changed(feature_fields(MOE))
             if unused:
                 raise ValueError(f"{unused[0]} applies to MoE layers; add --num-experts or drop it")
             return
@@ -538,7 +919,7 @@ class TransformerConfig:
         ffn, tp = self.moe_expert_ffn_hidden_size, self.tensor_model_parallel_size
         if ffn % tp != 0:
             raise ValueError(f"--moe-ffn-hidden-size ({ffn}) is not divisible by --tensor-model-parallel-size ({tp})")
-        if self.xielu or self.ffn_sub_norm:
+        if self.mlp_function == "xielu" or self.ffn_sub_norm:
             raise ValueError("--num-experts: expert MLPs do not support --xielu or --ffn-sub-norm; drop them")
         shared = self.moe_shared_expert_intermediate_size
         if shared is not None and (shared < 1 or shared % tp != 0):
@@ -597,11 +978,9 @@ class TransformerConfig:
 
     def _changed(self, names: Tuple[str, ...]) -> List[str]:
         """The flags of the fields in ``names`` set away from their defaults."""
-        defaults = {f.name: f.default if f.default is not MISSING else f.default_factory()
-                    for f in fields(self) if f.name in names}
-        flag = {"mamba_conv_bias": "--disable-mamba-conv-bias"}
-        return [flag.get(name, "--" + name.replace("_", "-")) for name in names
-                if getattr(self, name) != defaults[name]]
+        table = self.__dataclass_fields__
+        return [activation_flags(self.activation) if name == "activation" else field_flag(name)
+                for name in names if getattr(self, name) != table[name].default]
 
     def _validate_mamba(self) -> None:
         tp = self.tensor_model_parallel_size
@@ -636,8 +1015,6 @@ class TransformerConfig:
                              "one another (groups are split, or replicated when TP exceeds them)")
 
     def _validate_behaviour(self) -> None:
-        if self.gelu_tanh and self.swiglu:
-            raise ValueError("--gelu-tanh has no effect with --swiglu (SiLU); drop one of them")
         for flag, cap in (("--attn-logit-softcapping", self.attn_logit_softcapping),
                           ("--output-logit-softcapping", self.output_logit_softcapping),
                           ("--query-pre-attn-scalar", self.query_pre_attn_scalar),
@@ -726,12 +1103,8 @@ class TransformerConfig:
 
     def _validate_layer_shapes(self) -> None:
         """Activations, biases, residual layout and per-layer attention patterns."""
-        chosen = [flag for flag, on in (("--swiglu", self.swiglu), ("--geglu", self.geglu), ("--relu", self.relu),
-                                        ("--squared-relu", self.squared_relu)) if on]
-        if len(chosen) > 1:
-            raise ValueError(f"{' and '.join(chosen)} both set the MLP activation; choose one")
-        if self.gelu_tanh and (self.relu or self.squared_relu):
-            raise ValueError("--gelu-tanh has no effect with --relu/--squared-relu; drop one of them")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"--activation {self.activation!r} is not one of {tuple(ACTIVATIONS)}")
         if not self.first_input_layernorm and not self.pre_norm:
             raise ValueError("--no-first-input-layernorm drops a norm before attention; --post-norm-only has none")
         if self.prediction_head not in (None,) + PREDICTION_HEAD_ACTIVATIONS:
@@ -882,12 +1255,8 @@ class TransformerConfig:
 
     def _validate_modern_mlp_and_norms(self) -> None:
         """xIELU, the gated-MLP switch, sub-norms and non-parametric q/k norms."""
-        if self.xielu and (self.swiglu or self.geglu or self.relu or self.squared_relu or self.gelu_tanh):
-            raise ValueError("--xielu is the MLP activation; drop --swiglu/--geglu/--relu/--squared-relu/--gelu-tanh")
-        if self.gated_mlp and (self.swiglu or self.geglu or self.quick_geglu):
-            raise ValueError("--gated-mlp is implied by --swiglu/--geglu/--quick-geglu; drop --gated-mlp")
         self._validate_glu_variants()
-        if self.recompute_activation_function and self.xielu:
+        if self.recompute_activation_function and self.mlp_function == "xielu":
             raise ValueError("--recompute-activation-function cannot recompute --xielu (it has learnable "
                              "parameters); drop one of them")
         if (self.attn_sub_norm or self.ffn_sub_norm) and (self.normalization != "RMSNorm" or self.non_parametric_norm):
@@ -912,11 +1281,7 @@ class TransformerConfig:
                              "--post-norm-only; drop it from --swap-modules")
 
     def _validate_glu_variants(self) -> None:
-        """--quick-geglu, --activation-func-clamp-value and --glu-linear-offset (GPT-OSS's clamped SwiGLU)."""
-        if self.quick_geglu and (self.swiglu or self.geglu or self.relu or self.squared_relu or self.xielu
-                                 or self.gelu_tanh):
-            raise ValueError("--quick-geglu is the MLP activation; drop --swiglu/--geglu/--relu/--squared-relu/"
-                             "--xielu/--gelu-tanh")
+        """--activation-func-clamp-value and --glu-linear-offset (GPT-OSS's clamped SwiGLU) on a gated MLP."""
         clamp = self.activation_func_clamp_value
         if clamp is not None and clamp <= 0:
             raise ValueError(f"--activation-func-clamp-value {clamp} must be positive")
@@ -946,8 +1311,13 @@ class TransformerConfig:
 
     @property
     def gated_linear_unit(self) -> bool:
-        """The MLP's first linear is fused ``[gate; up]`` (SwiGLU, GeGLU or ``--gated-mlp``)."""
-        return self.swiglu or self.geglu or self.gated_mlp or self.quick_geglu
+        """The MLP's first linear is fused ``[gate; up]`` (a gated ``--activation``: SwiGLU, GeGLU, ...)."""
+        return ACTIVATIONS[self.activation][1]
+
+    @property
+    def mlp_function(self) -> str:
+        """The MLP's elementwise function (gelu, gelu_tanh, relu, squared_relu, silu, quick_gelu, xielu)."""
+        return ACTIVATIONS[self.activation][0]
 
     @property
     def pre_norm(self) -> bool:
@@ -1051,6 +1421,8 @@ class TransformerConfig:
 
     @classmethod
     def from_dict(cls, values: Dict[str, Any]) -> "TransformerConfig":
+        """From :meth:`to_dict`'s plain values, today's or an older checkpoint's (legacy fields mapped in)."""
+        values = upgrade_legacy_settings(values)
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in values.items() if k in known}
         if isinstance(kwargs.get("params_dtype"), str):
@@ -1060,3 +1432,15 @@ class TransformerConfig:
         kwargs["full_attention_layers"] = tuple(kwargs.get("full_attention_layers", ()))
         kwargs["dense_bias_layers"] = tuple(kwargs.get("dense_bias_layers", ()))
         return cls(**kwargs)
+
+
+# TransformerConfig fields that are run-time choices (numerics, parallel layout, memory), not architecture: the
+# fields of RuntimeConfig. Every other field is part of what the weights mean and is stored with them.
+RUNTIME_CONFIG_FIELDS = frozenset(runtime_fields())
+
+
+def architecture_settings(transformer_config: Dict[str, Any]) -> Dict[str, Any]:
+    """The architecture fields of a stored ``transformer_config`` dict (all but ``RUNTIME_CONFIG_FIELDS``), an older
+    checkpoint's legacy fields mapped to today's."""
+    settings = upgrade_legacy_settings(transformer_config)
+    return {name: value for name, value in settings.items() if name not in RUNTIME_CONFIG_FIELDS}

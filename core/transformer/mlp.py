@@ -1,14 +1,15 @@
-"""The feed-forward block, split over TP: gated (SwiGLU, GeGLU, ``--quick-geglu``, ``--gated-mlp``; fused
-``[gate; up]``) or not (GELU by default, ``--relu``, ``--squared-relu``, ``--xielu``).
+"""The feed-forward block, split over TP, with the ``--activation`` it names: gated (swiglu, geglu,
+quick_geglu, gated_relu, ...: a fused ``[gate; up]``) or not (gelu by default, relu, squared_relu, xielu).
 
 A gated MLP computes ``act(gate) * (up + --glu-linear-offset)``, the gate clamped to at most
 ``--activation-func-clamp-value`` and the up half to ``[-value, value]`` first (GPT-OSS's clamped SwiGLU:
-``--quick-geglu``, 7.0 and 1.0); :func:`gated_activation` is that rule for the MLP and the experts alike.
+``--activation quick_geglu``, 7.0 and 1.0); :func:`gated_activation` is that rule for the MLP and the experts
+alike.
 
-``--gelu-tanh`` selects GELU's tanh approximation (Gemma's ``gelu_pytorch_tanh``). xIELU (Apertus) has two
-learnable scalars per layer; each TP rank applies them to its own FFN shard, so their gradient is a partial
-sum over TP. ``--ffn-sub-norm`` (BitNet) RMS-normalises the activation over the full FFN width before the
-second linear (sum of squares all-reduced over TP).
+``gelu_tanh`` / ``geglu_tanh`` select GELU's tanh approximation (Gemma's ``gelu_pytorch_tanh``). xIELU (Apertus)
+has two learnable scalars per layer; each TP rank applies them to its own FFN shard, so their gradient is a
+partial sum over TP. ``--ffn-sub-norm`` (BitNet) RMS-normalises the activation over the full FFN width before
+the second linear (sum of squares all-reduced over TP).
 
 SwiGLU (``silu(gate) * up`` without clamp or offset) runs through one dispatch (``core/fused.py``):
 with ``--use-fused-swiglu``, the vendor library's SwiGLU on an NPU, else a ``torch.compile``d reference;
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -120,17 +121,15 @@ class XIELU(nn.Module):
         return torch.where(x > 0, alpha_p * x * x + XIELU_BETA * x, negative)
 
 
+ELEMENTWISE: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "silu": F.silu, "quick_gelu": quick_gelu, "relu": F.relu, "squared_relu": squared_relu,
+    "gelu": functools.partial(F.gelu, approximate="none"), "gelu_tanh": functools.partial(F.gelu, approximate="tanh"),
+}
+
+
 def activation_function(config: TransformerConfig) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The MLP's elementwise activation, from the activation flags."""
-    if config.swiglu:
-        return F.silu
-    if config.quick_geglu:
-        return quick_gelu
-    if config.relu:
-        return F.relu
-    if config.squared_relu:
-        return squared_relu
-    return functools.partial(F.gelu, approximate="tanh" if config.gelu_tanh else "none")
+    """The MLP's elementwise activation, from ``--activation`` (xIELU, with parameters, is a module: XIELU)."""
+    return ELEMENTWISE[config.mlp_function]
 
 
 class MLP(nn.Module):
@@ -139,7 +138,7 @@ class MLP(nn.Module):
         tp_group = state.tp_group
         self.config = config
         self.gated = config.gated_linear_unit
-        self.xielu = XIELU(config.params_dtype) if config.xielu else None
+        self.xielu = XIELU(config.params_dtype) if config.mlp_function == "xielu" else None
         self.act = self.xielu.forward if self.xielu is not None else activation_function(config)
         self.recompute_activation_function = config.recompute_activation_function
         ffn = config.ffn_hidden_size

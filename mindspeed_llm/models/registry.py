@@ -434,60 +434,52 @@ def _dtype_name(hf: Dict[str, Any]) -> Optional[str]:
     return value if isinstance(value, str) and hasattr(torch, value) else None
 
 
-# HF gated-MLP activation -> our flags (the MLP is gated: act(gate) * up)
-GATED_ACTIVATIONS: Dict[str, Dict[str, bool]] = {
-    "silu": dict(swiglu=True), "swish": dict(swiglu=True),
-    "gelu": dict(geglu=True), "gelu_pytorch_tanh": dict(geglu=True, gelu_tanh=True),
-    "gelu_new": dict(geglu=True, gelu_tanh=True),
+# HF gated-MLP activation -> our --activation (the MLP is gated: act(gate) * up)
+GATED_ACTIVATIONS: Dict[str, str] = {
+    "silu": "swiglu", "swish": "swiglu", "gelu": "geglu", "gelu_pytorch_tanh": "geglu_tanh", "gelu_new": "geglu_tanh",
 }
 
 
-# HF activation of a non-gated MLP -> our flags (the non-gated default is exact GELU)
-PLAIN_ACTIVATIONS: Dict[str, Dict[str, bool]] = {
-    "gelu": {}, "gelu_new": dict(gelu_tanh=True), "gelu_pytorch_tanh": dict(gelu_tanh=True),
-    "gelu_fast": dict(gelu_tanh=True),  # the same tanh formula, its constant written out
-    "relu": dict(relu=True), "relu2": dict(squared_relu=True), "xielu": dict(xielu=True),
+# HF activation of a non-gated MLP -> our --activation (the non-gated default is exact GELU)
+PLAIN_ACTIVATIONS: Dict[str, str] = {
+    "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",  # the same tanh formula, its constant written out
+    "relu": "relu", "relu2": "squared_relu", "xielu": "xielu",
 }
 
 
 def plain_activation(hf: Dict[str, Any], family: str, key: str = "hidden_act", default: str = "gelu",
-                     supported: Optional[Sequence[str]] = None) -> Dict[str, bool]:
-    """Our activation flags for a non-gated HF MLP from ``hf[key]`` (``default`` when absent), one of
+                     supported: Optional[Sequence[str]] = None) -> Dict[str, str]:
+    """Our ``activation`` for a non-gated HF MLP from ``hf[key]`` (``default`` when absent), one of
     ``supported`` (default: every name of ``PLAIN_ACTIVATIONS``); a one-line error names the others."""
     name = hf.get(key) or default
     allowed = list(supported or PLAIN_ACTIVATIONS)
     if name not in allowed:
         raise RegistryError(f"{family} {key}={name!r} is not supported (supported: {', '.join(allowed)})")
-    flags = dict(swiglu=False, geglu=False, gelu_tanh=False, relu=False, squared_relu=False, xielu=False)
-    return {**flags, **PLAIN_ACTIVATIONS[name]}
+    return {"activation": PLAIN_ACTIVATIONS[name]}
 
 
 def plain_activation_to_hf(cfg: TransformerConfig, family: str, tanh_name: str = "gelu_pytorch_tanh") -> str:
     """The HF name of a non-gated MLP's activation (``tanh_name`` for GELU's tanh form: families spell it
     differently)."""
     if cfg.gated_linear_unit:
-        raise RegistryError(f"{family} cannot express this model's gated MLP (swiglu={cfg.swiglu}, geglu={cfg.geglu}, "
-                            f"gated_mlp={cfg.gated_mlp}): its MLP is not gated")
-    if cfg.xielu:
-        return "xielu"
-    if cfg.squared_relu:
-        return "relu2"
-    if cfg.relu:
-        return "relu"
-    return tanh_name if cfg.gelu_tanh else "gelu"
+        raise RegistryError(f"{family} cannot express this model's gated MLP (activation={cfg.activation}): its MLP "
+                            "is not gated")
+    return {"xielu": "xielu", "squared_relu": "relu2", "relu": "relu", "gelu_tanh": tanh_name}.get(cfg.mlp_function,
+                                                                                                   "gelu")
 
 
-def _gated_activation(hf: Dict[str, Any]) -> Dict[str, bool]:
+def _gated_activation(hf: Dict[str, Any]) -> Dict[str, str]:
     name = hf.get("hidden_activation") or hf.get("hidden_act") or "silu"
     if name not in GATED_ACTIVATIONS:
         raise RegistryError(f"hidden_act {name!r} is not supported (supported: {', '.join(GATED_ACTIVATIONS)})")
-    return {"swiglu": False, **GATED_ACTIVATIONS[name]}
+    return {"activation": GATED_ACTIVATIONS[name]}
 
 
 def _activation_to_hf(cfg: TransformerConfig) -> str:
-    if cfg.swiglu:
+    if cfg.activation == "swiglu":
         return "silu"
-    return "gelu_pytorch_tanh" if cfg.gelu_tanh else "gelu"
+    return "gelu_pytorch_tanh" if cfg.mlp_function == "gelu_tanh" else "gelu"
 
 
 def _common_config(hf: Dict[str, Any]) -> Dict[str, Any]:

@@ -33,7 +33,7 @@ def _config(tp: int = 1, sp: bool = False, mqa: bool = False):
     return TransformerConfig(
         num_layers=2, hidden_size=64, num_attention_heads=2 if mqa else 4, vocab_size=VOCAB,
         ffn_hidden_size=128, num_query_groups=1 if mqa else 2, max_position_embeddings=SEQ,
-        normalization="RMSNorm", position_embedding_type="rope", swiglu=True, add_bias_linear=False,
+        normalization="RMSNorm", position_embedding_type="rope", activation="swiglu", add_bias_linear=False,
         add_qkv_bias=True, attention_dropout=0.0, hidden_dropout=0.0,
         tensor_model_parallel_size=tp, sequence_parallel=sp)
 

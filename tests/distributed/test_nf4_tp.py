@@ -23,7 +23,7 @@ from core.quantization import NF4Tensor, quantize_module_linears
 from core.transformer.config import TransformerConfig
 
 MODEL = dict(num_layers=2, hidden_size=128, num_attention_heads=4, num_query_groups=2, vocab_size=48,
-             ffn_hidden_size=128, normalization="RMSNorm", swiglu=True, add_bias_linear=False,
+             ffn_hidden_size=128, normalization="RMSNorm", activation="swiglu", add_bias_linear=False,
              attention_dropout=0.0, hidden_dropout=0.0, make_vocab_size_divisible_by=1, init_method_std=0.05)
 LINEARS = ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]
 CASES = [(sequence_parallel, double_quant) for sequence_parallel in (False, True) for double_quant in (False, True)]

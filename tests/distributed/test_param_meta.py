@@ -63,7 +63,7 @@ def _fsdp_meta(kind: str) -> Dict[str, object]:
 
     state = initialize(tp=1)
     config = TransformerConfig(num_layers=2, hidden_size=32, num_attention_heads=4, vocab_size=100,
-                               num_query_groups=2, normalization="RMSNorm", swiglu=True, add_bias_linear=False,
+                               num_query_groups=2, normalization="RMSNorm", activation="swiglu", add_bias_linear=False,
                                max_position_embeddings=16, attention_dropout=0.0, hidden_dropout=0.0)
     wrap = fsdp.wrap_fsdp2 if kind == "fsdp2" else fsdp.wrap_fsdp1
     model = build_model(config, state, torch.device("cpu"), 0)

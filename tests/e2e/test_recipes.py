@@ -53,7 +53,7 @@ import argparse
 import pytest
 import torch
 
-from core.checkpointing import architecture_settings
+from core.transformer.config import architecture_settings
 from inference import check_task
 from core.parallel_state import expert_dimension
 from mindspeed_llm.arguments import (EVALUATION_TASKS, check_pretraining_data, parse_and_validate, parse_args,

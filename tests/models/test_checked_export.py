@@ -60,7 +60,7 @@ def test_unsupported_hf_settings_are_refused(family: str, hf: Dict[str, Any], me
     ("mpt", dict(alibi_bias_max=4.0), "alibi_bias_max=4.0"),
     ("starcoder2", dict(add_bias_linear=False, add_qkv_bias=True), "bias_places="),
     ("nemotron", dict(apply_layernorm_1p=False), "apply_layernorm_1p=False"),
-    ("jais2", dict(squared_relu=False, swiglu=True, ffn_hidden_size=128), "swiglu=True"),
+    ("jais2", dict(activation="swiglu", ffn_hidden_size=128), "activation=swiglu"),
 ])
 def test_export_refuses_what_the_family_cannot_express(family: str, change: Dict[str, Any], field: str) -> None:
     case = CASES[family]

@@ -42,7 +42,7 @@ def test_interleaved_gate_up_round_trips() -> None:
 
 def test_config_maps_biases_and_activation() -> None:
     config = config_from_hf(dict(transformers.GptOssConfig(**SIZES).to_dict()), "gpt-oss")
-    assert config.add_bias_linear and config.router_bias and config.mlp_bias and config.quick_geglu
+    assert config.add_bias_linear and config.router_bias and config.mlp_bias and config.activation == "quick_geglu"
     assert (config.activation_func_clamp_value, config.glu_linear_offset, config.softmax_type) == (7.0, 1.0,
                                                                                                      "learnable")
     assert not config.yarn_correction_range_round_to_int and config.rope_scaling_type == "yarn"
@@ -88,7 +88,7 @@ def test_dense_mlp_takes_the_clamped_swiglu() -> None:
     from core.transformer.mlp import MLP
 
     config = TransformerConfig(num_layers=1, hidden_size=16, num_attention_heads=2, vocab_size=32, ffn_hidden_size=8,
-                               quick_geglu=True, activation_func_clamp_value=0.2, glu_linear_offset=1.0,
+                               activation="quick_geglu", activation_func_clamp_value=0.2, glu_linear_offset=1.0,
                                add_bias_linear=False)
     mlp = MLP(config, layout_state(1))
     torch.manual_seed(2)

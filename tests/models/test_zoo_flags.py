@@ -260,7 +260,7 @@ BAD_EXPERT_PARALLEL = [
 def test_bad_expert_parallel_combination_is_one_line(overrides: Dict[str, Any], flags: List[str], message: str,
                                                       world: int) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
-        TransformerConfig(**{**SMALL, **overrides})
+        TransformerConfig.from_dict({**SMALL, **overrides})
     with pytest.raises(ArgumentError) as cli_error:
         validate_args(parse_args(ARGV + flags), world)
     assert message in str(cli_error.value) and "\n" not in str(cli_error.value)
@@ -268,8 +268,8 @@ def test_bad_expert_parallel_combination_is_one_line(overrides: Dict[str, Any], 
 
 @pytest.mark.parametrize("overrides, flags, message", BAD, ids=[b[2][:40] for b in BAD])
 def test_bad_combination_is_one_line(overrides: Dict[str, Any], flags: List[str], message: str) -> None:
-    with pytest.raises(ValueError) as config_error:
-        TransformerConfig(**{**SMALL, **overrides})
+    with pytest.raises(ValueError) as config_error:  # from_dict: the legacy activation switches too
+        TransformerConfig.from_dict({**SMALL, **overrides})
     assert message in str(config_error.value) and "\n" not in str(config_error.value)
     with pytest.raises(ArgumentError) as cli_error:
         validate_args(parse_args(ARGV + flags), 1)
@@ -400,7 +400,7 @@ def test_xielu_starts_as_transformers_xielu() -> None:
 
     from core.models.gpt_model import build_model, layout_state
 
-    config = TransformerConfig(**SMALL, xielu=True, ffn_hidden_size=32)
+    config = TransformerConfig(**SMALL, activation="xielu", ffn_hidden_size=32)
     model = build_model(config, layout_state(1), torch.device("cpu"), seed=0)
     ours = model.decoder.layers["0"].mlp.xielu
     x = torch.linspace(-4.0, 4.0, 101)

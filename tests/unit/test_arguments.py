@@ -362,7 +362,7 @@ def test_transformer_config_from_args() -> None:
     assert config.num_query_groups == 2 and config.kv_channels == 8
     assert config.ffn_hidden_size == args.ffn_hidden_size
     assert config.normalization == "RMSNorm" and config.norm_epsilon == 1e-6
-    assert config.swiglu and not config.add_bias_linear and config.add_qkv_bias
+    assert config.activation == "swiglu" and not config.add_bias_linear and config.add_qkv_bias
     assert config.untie_embeddings_and_output_weights
     assert config.rotary_base == 500000 and config.rope_scaling_type == "llama3"
     rope = (config.rope_scaling_factor, config.rope_low_freq_factor, config.rope_high_freq_factor)

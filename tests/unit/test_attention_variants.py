@@ -92,7 +92,7 @@ def test_output_gate_matches_qwen3_next_attention() -> None:
 
 VARIANTS = dict(num_layers=3, hidden_size=32, num_attention_heads=4, num_query_groups=2, vocab_size=64,
                 normalization="RMSNorm", attention_dropout=0.0, hidden_dropout=0.0, add_bias_linear=False,
-                swiglu=True, attention_chunk_size=3, full_attention_layers=(1,), attention_output_gate=True,
+                activation="swiglu", attention_chunk_size=3, full_attention_layers=(1,), attention_output_gate=True,
                 softmax_type="learnable")
 
 

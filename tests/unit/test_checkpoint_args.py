@@ -19,7 +19,8 @@ import pytest
 import torch
 import transformers
 
-from core.checkpointing import RUNTIME_CONFIG_FIELDS, read_checkpoint_settings
+from core.checkpointing import read_checkpoint_settings
+from core.transformer.config import RUNTIME_CONFIG_FIELDS
 from core.launcher import run_distributed
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.arguments import ArgumentError, parse_args
@@ -87,8 +88,8 @@ def test_converter_stores_the_architecture(mg_dir: str) -> None:
 def test_training_takes_every_architecture_flag_from_the_checkpoint(mg_dir: str) -> None:
     base = TRAINING + ["--load", mg_dir]
     args = parse_args(base + ["--use-checkpoint-args"])
-    assert (args.num_layers, args.hidden_size, args.num_query_groups, args.swiglu, args.disable_bias_linear,
-            args.vocab_size, args.normalization) == (2, 64, 2, True, True, 128, "RMSNorm")
+    assert (args.num_layers, args.hidden_size, args.num_query_groups, args.activation, args.disable_bias_linear,
+            args.vocab_size, args.normalization) == (2, 64, 2, "swiglu", True, 128, "RMSNorm")
     with_checkpoint_args = first_loss(base + ["--use-checkpoint-args"])
     with_flags = first_loss(base + ARCHITECTURE)
     assert with_checkpoint_args == with_flags

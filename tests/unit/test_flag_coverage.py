@@ -4,7 +4,10 @@ The test walks the actions of the training parser and of the tools' parsers.
 A flag passes when the source reads its attribute outside validation code
 (``args.<dest>``, ``getattr(args, "<dest>"...)`` or a ``# consumes: --flag``
 marker where the read takes another form), or when it is listed in the one
-table of refused flags, ``mindspeed_llm.arguments.REFUSED_FLAGS``. Reads inside
+table of refused flags, ``mindspeed_llm.arguments.REFUSED_FLAGS``. A flag of the
+config table (``core/transformer/config.py``) is set by one generic args -> config
+step, so it passes when its config field is read (``config.<field>``,
+``cfg.<field>``, ``self.<field>``). Reads inside
 validation (functions named ``check*``/``validate*``, with or without a leading
 underscore, and the refusal tables themselves) do not count: checking a flag is
 not using it. Self-checks prove the scan can fail.
@@ -20,7 +23,8 @@ from typing import Callable, Dict, Iterable, List, Sequence, Set
 import pytest
 
 from mindspeed_llm import arguments
-from mindspeed_llm.arguments import DEPENDENT_FLAGS, REFUSED_FLAGS, ArgumentError, parse_args, validate_args
+from mindspeed_llm.arguments import (DEPENDENT_FLAGS, REFUSED_FLAGS, ArgumentError, config_flag_dest, parse_args,
+                                     table_flag_fields, validate_args)
 from mindspeed_llm.convert import arguments as convert_arguments
 from tools import preprocess_data
 
@@ -82,6 +86,15 @@ def consumed(sources: Iterable[str]) -> Set[str]:
     return names
 
 
+FIELD_READ = re.compile(r"(?=\b(?:\w*config|\w*cfg|self)\.(\w+))")  # a lookahead: self.config.x counts x
+
+
+def table_flags_read(sources: Iterable[str]) -> Set[str]:
+    """The dests of the config table's flags whose field the sources read."""
+    attributes = {match.group(1) for text in sources for match in FIELD_READ.finditer(text)}
+    return {config_flag_dest(f) for f in table_flag_fields() if f.name in attributes}
+
+
 def unconsumed(parser: argparse.ArgumentParser, read: Set[str], refused: Set[str]) -> List[str]:
     """The flags of ``parser`` that nothing reads and no table refuses."""
     def is_read(action: argparse.Action) -> bool:
@@ -98,7 +111,8 @@ def _sources(name: str) -> List[str]:
 
 @pytest.fixture(scope="module")
 def reads() -> Dict[str, Set[str]]:
-    return {name: consumed(_sources(name)) for name in PARSERS}
+    sources = {name: _sources(name) for name in PARSERS}
+    return {name: consumed(texts) | table_flags_read(texts) for name, texts in sources.items()}
 
 
 @pytest.mark.parametrize("name", list(PARSERS))
@@ -129,6 +143,14 @@ def test_validation_reads_do_not_count() -> None:
         parser.add_argument(flag)
     assert unconsumed(parser, consumed([consuming_source(text)]), set()) == [
         "--checked-only", "--validated-only", "--refused-only"]
+
+
+def test_a_config_field_nobody_reads_is_reported() -> None:
+    """A table flag counts only through its field's readers (validation excluded)."""
+    text = ("def _validate_sizes(self):\n    return self.qk_layernorm\n\n"
+            "def forward(config):\n    return config.post_norm\n")
+    read = table_flags_read([consuming_source(text)])
+    assert "post_norm" in read and "qk_layernorm" not in read
 
 
 # ----------------------------------------------------------------------------- the tables are enforced

@@ -35,7 +35,7 @@ from mindspeed_llm.models.registry import FAMILIES
 
 BF16 = torch.bfloat16
 TRANSFORMER = dict(num_layers=3, hidden_size=32, num_attention_heads=4, num_query_groups=2, vocab_size=50,
-                   ffn_hidden_size=48, normalization="RMSNorm", swiglu=True, add_bias_linear=False,
+                   ffn_hidden_size=48, normalization="RMSNorm", activation="swiglu", add_bias_linear=False,
                    attention_dropout=0.0, hidden_dropout=0.0, make_vocab_size_divisible_by=1, init_method_std=0.2)
 MAMBA = dict(num_layers=3, hidden_size=32, num_attention_heads=1, vocab_size=50, normalization="RMSNorm",
              position_embedding_type="none", hybrid_override_pattern="MMM", mamba_version=1, mamba_state_dim=8,

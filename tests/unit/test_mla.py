@@ -101,7 +101,7 @@ def test_mla_matches_transformers(version: int, q_lora_rank: Optional[int], yarn
 
 
 MODEL = dict(num_layers=2, hidden_size=HIDDEN, num_attention_heads=HEADS, vocab_size=64, normalization="RMSNorm",
-             attention_dropout=0.0, hidden_dropout=0.0, add_bias_linear=False, swiglu=True, ffn_hidden_size=48,
+             attention_dropout=0.0, hidden_dropout=0.0, add_bias_linear=False, activation="swiglu", ffn_hidden_size=48,
              multi_latent_attention=True, q_lora_rank=10, kv_lora_rank=KV_RANK, qk_head_dim=NOPE,
              qk_pos_emb_head_dim=ROPE, v_head_dim=V_DIM, rope_interleaved=True, rope_scaling_type="yarn",
              rope_scaling_factor=4.0, rope_original_max_position_embeddings=4, rope_scaling_mscale_all_dim=0.9)

@@ -26,7 +26,7 @@ EXPERTS, TOPK, HIDDEN, FFN, TOKENS = 4, 2, 16, 8, 13
 
 def _config(**overrides: Any) -> TransformerConfig:
     return TransformerConfig(num_layers=2, hidden_size=HIDDEN, num_attention_heads=4, vocab_size=64,
-                             normalization="RMSNorm", add_bias_linear=False, swiglu=True, num_experts=EXPERTS,
+                             normalization="RMSNorm", add_bias_linear=False, activation="swiglu", num_experts=EXPERTS,
                              moe_router_topk=TOPK, moe_ffn_hidden_size=FFN, **overrides)
 
 

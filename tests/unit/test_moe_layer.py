@@ -24,7 +24,8 @@ from core.transformer.moe.moe_layer import MoELayer
 from core.transformer.moe.router import TopKRouter
 
 FIELDS = dict(num_layers=3, hidden_size=16, num_attention_heads=4, vocab_size=50, ffn_hidden_size=32,
-              normalization="RMSNorm", swiglu=True, add_bias_linear=False, attention_dropout=0.0, hidden_dropout=0.0,
+              normalization="RMSNorm", activation="swiglu", add_bias_linear=False, attention_dropout=0.0,
+              hidden_dropout=0.0,
               make_vocab_size_divisible_by=1, init_method_std=0.3, num_experts=4, moe_router_topk=2,
               moe_ffn_hidden_size=8, moe_shared_expert_intermediate_size=16, shared_expert_gate=True,
               moe_router_pre_softmax=True, norm_topk_prob=True, first_k_dense_replace=1)

@@ -29,7 +29,7 @@ LAYERS, DEPTH, VOCAB, SEQ = 2, 2, 61, 12
 
 def _config(**overrides: object) -> TransformerConfig:
     kwargs = dict(num_layers=LAYERS, hidden_size=32, num_attention_heads=4, num_query_groups=2, ffn_hidden_size=64,
-                  vocab_size=VOCAB, position_embedding_type="rope", normalization="RMSNorm", swiglu=True,
+                  vocab_size=VOCAB, position_embedding_type="rope", normalization="RMSNorm", activation="swiglu",
                   add_bias_linear=False, untie_embeddings_and_output_weights=True, hidden_dropout=0.0,
                   attention_dropout=0.0, mtp_num_layers=DEPTH, make_vocab_size_divisible_by=1, norm_epsilon=1e-6)
     kwargs.update(overrides)

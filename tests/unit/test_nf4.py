@@ -41,7 +41,7 @@ PUBLISHED_NF4 = [-1.0, -0.6961928009986877, -0.5250730514526367, -0.394917488098
                  0.7229568362236023, 1.0]
 LINEARS = ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]
 MODEL = dict(num_layers=2, hidden_size=64, num_attention_heads=4, num_query_groups=2, vocab_size=40,
-             ffn_hidden_size=128, normalization="RMSNorm", swiglu=True, add_bias_linear=False,
+             ffn_hidden_size=128, normalization="RMSNorm", activation="swiglu", add_bias_linear=False,
              attention_dropout=0.0, hidden_dropout=0.0, make_vocab_size_divisible_by=1, init_method_std=0.2)
 
 

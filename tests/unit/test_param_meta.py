@@ -33,7 +33,7 @@ COLS = 5
 
 def _config(**overrides) -> TransformerConfig:
     values = dict(num_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=100, ffn_hidden_size=128,
-                  num_query_groups=2, max_position_embeddings=32, normalization="RMSNorm", swiglu=True,
+                  num_query_groups=2, max_position_embeddings=32, normalization="RMSNorm", activation="swiglu",
                   add_bias_linear=True, attention_dropout=0.0, hidden_dropout=0.0)
     values.update(overrides)
     return TransformerConfig(**values)

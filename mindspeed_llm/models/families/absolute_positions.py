@@ -55,7 +55,7 @@ def _absolute_config(hf: Dict[str, Any], *, layers: int, hidden: int, heads: int
         num_layers=layers, hidden_size=hidden, num_attention_heads=heads, num_query_groups=heads,
         kv_channels=hidden // heads, ffn_hidden_size=ffn, vocab_size=int(hf["vocab_size"]),
         max_position_embeddings=positions, normalization="LayerNorm", norm_epsilon=eps,
-        position_embedding_type="learned_absolute", add_bias_linear=True, swiglu=False,
+        position_embedding_type="learned_absolute", add_bias_linear=True, activation="gelu",
         untie_embeddings_and_output_weights=not hf.get("tie_word_embeddings", tied_default),
         attention_dropout=0.0, hidden_dropout=0.0, init_method_std=init_std, make_vocab_size_divisible_by=1)
     dtype = _dtype_name(hf)
@@ -72,8 +72,8 @@ def _expect(cfg: TransformerConfig, name: str, **expected: Any) -> None:
 
 
 # Fields every family here needs as is (a decoder feature the HF model lacks).
-PLAIN = dict(normalization="LayerNorm", layernorm_bias=True, swiglu=False, geglu=False, squared_relu=False,
-             qk_layernorm=False, post_norm=False, post_norm_only=False, parallel_residual=False,
+PLAIN = dict(normalization="LayerNorm", layernorm_bias=True, qk_layernorm=False, post_norm=False, post_norm_only=False,
+             parallel_residual=False,
              apply_layernorm_1p=False, embed_layernorm=False, embedding_multiplier=None, residual_multiplier=None,
              output_multiplier_scale=None, attn_logit_softcapping=None, output_logit_softcapping=None,
              query_pre_attn_scalar=None, qkv_clip=None, add_output_layer_bias=False, non_parametric_norm=False,

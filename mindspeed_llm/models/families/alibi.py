@@ -59,7 +59,7 @@ def _alibi_model(hidden: int, heads: int, layers: int, vocab: int, max_positions
     return dict(num_layers=layers, hidden_size=hidden, num_attention_heads=heads, num_query_groups=heads,
                 kv_channels=hidden // heads, ffn_hidden_size=4 * hidden, vocab_size=vocab,
                 max_position_embeddings=max_positions, normalization="LayerNorm", position_embedding_type="alibi",
-                alibi_bias_max=8.0, swiglu=False, attention_dropout=0.0, hidden_dropout=0.0,
+                alibi_bias_max=8.0, activation="gelu", attention_dropout=0.0, hidden_dropout=0.0,
                 make_vocab_size_divisible_by=1)
 
 
@@ -72,7 +72,7 @@ def _bloom_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     layers = int(hf.get("n_layer") or hf["num_hidden_layers"])
     return {**_alibi_model(hidden, heads, layers, int(hf["vocab_size"]), int(hf.get("seq_length", 2048))),
             "norm_epsilon": float(hf.get("layer_norm_epsilon", 1e-5)), "add_bias_linear": True,
-            "gelu_tanh": True, "embed_layernorm": True,
+            "activation": "gelu_tanh", "embed_layernorm": True,
             "untie_embeddings_and_output_weights": not hf.get("tie_word_embeddings", True),
             "init_method_std": float(hf.get("initializer_range", 0.02))}
 

@@ -57,7 +57,7 @@ def _cohere_layer(hf: Dict[str, Any], name: str) -> Dict[str, Any]:
 
 def _check_cohere_layer(cfg: TransformerConfig, name: str) -> None:
     layer = {key: getattr(cfg, key) for key in COHERE_LAYER}
-    if layer != COHERE_LAYER or cfg.add_bias_linear or cfg.add_mlp_bias or not cfg.swiglu:
+    if layer != COHERE_LAYER or cfg.add_bias_linear or cfg.add_mlp_bias or cfg.activation != "swiglu":
         raise RegistryError(f"{name} needs --normalization LayerNorm --no-layernorm-bias --parallel-residual "
                             "--parallel-residual-shared-norm --swiglu and no MLP bias")
     if cfg.add_qkv_bias != cfg.add_dense_bias:

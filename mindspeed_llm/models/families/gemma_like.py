@@ -273,9 +273,11 @@ def _gemma4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _gemma4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     wanted = dict(normalization="RMSNorm", apply_layernorm_1p=False, qk_layernorm=True, post_norm=True,
-                  input_embeds_norm=True, softmax_scale=1.0, value_norm=True, layer_scalar=True, geglu=True,
+                  input_embeds_norm=True, softmax_scale=1.0, value_norm=True, layer_scalar=True,
                   rope_interleaved=False, no_rope_layers=())
     wrong = sorted(key for key, value in wanted.items() if getattr(cfg, key) != value)
+    if cfg.activation not in ("geglu", "geglu_tanh"):  # a gated GELU, exact or tanh
+        wrong.append("activation")
     if wrong or cfg.add_bias_linear or cfg.add_mlp_bias or cfg.add_qkv_bias != cfg.add_dense_bias:
         raise RegistryError(f"{_G4} needs {wanted} and biases on q/k/v and o together or none; differs in {wrong}")
     types = _layer_types(cfg)

@@ -63,8 +63,8 @@ def _refuse(name: str, hf: Dict[str, Any], **unsupported: Any) -> None:
 def _no_extras(name: str, cfg: TransformerConfig, *allowed: str) -> None:
     """Refuse decoder behaviours family ``name`` lacks (but ``allowed``): its HF config could not express them."""
     extras = [key for key in ("qk_layernorm", "post_norm", "post_norm_only", "apply_layernorm_1p",
-                              "input_embeds_norm", "parallel_residual", "embed_layernorm", "geglu", "relu",
-                              "squared_relu", "non_parametric_norm", "add_output_layer_bias")
+                              "input_embeds_norm", "parallel_residual", "embed_layernorm", "non_parametric_norm",
+                              "add_output_layer_bias")
               if getattr(cfg, key)]
     extras += [key for key in ("attn_logit_softcapping", "output_logit_softcapping", "query_pre_attn_scalar",
                                "softmax_scale", "embedding_multiplier", "residual_multiplier",
@@ -80,7 +80,7 @@ def _no_extras(name: str, cfg: TransformerConfig, *allowed: str) -> None:
 
 def _check_common(name: str, cfg: TransformerConfig, **needed: Any) -> None:
     """What every family here needs: RMSNorm, SwiGLU, no other behaviour than ``needed`` (defaults off)."""
-    defaults = dict(normalization="RMSNorm", swiglu=True, rope_interleaved=False, rotary_percent=1.0,
+    defaults = dict(normalization="RMSNorm", activation="swiglu", rope_interleaved=False, rotary_percent=1.0,
                     sliding_window=None)
     require_config(cfg, name, **{**defaults, **needed})
 

@@ -196,7 +196,7 @@ def _bitnet_config(hf: Dict[str, Any]) -> Dict[str, Any]:
         raise RegistryError("bitnet quantization_config (ternary weights in the forward) is not modelled; "
                             "convert unquantised weights (config.json without quantization_config)")
     act = hf.get("hidden_act") or "relu2"
-    activation = dict(swiglu=False, gated_mlp=True, squared_relu=True) if act == "relu2" else None
+    activation = dict(activation="gated_squared_relu") if act == "relu2" else None
     if activation is None and act not in GATED_ACTIVATIONS:
         raise RegistryError(f"bitnet hidden_act {act!r} is not supported (supported: relu2, "
                             f"{', '.join(GATED_ACTIVATIONS)})")
@@ -211,8 +211,8 @@ def _bitnet_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if not (cfg.attn_sub_norm and cfg.ffn_sub_norm and cfg.gated_linear_unit):
         raise RegistryError("bitnet needs --attn-sub-norm --ffn-sub-norm and a gated MLP (--gated-mlp --squared-relu)")
     out = _common_hf_config(cfg)
-    if cfg.gated_mlp:
-        if not cfg.squared_relu:
+    if cfg.activation not in GATED_ACTIVATIONS.values():  # act(gate) * up with other than an HF gated activation
+        if cfg.activation != "gated_squared_relu":
             raise RegistryError("bitnet's --gated-mlp activation is ReLU squared; add --squared-relu")
         out["hidden_act"] = "relu2"
     out.pop("head_dim")

@@ -204,7 +204,7 @@ def _aria_text_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _aria_text_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _reject_biases(cfg, "aria_text")
-    if cfg.num_experts is None or not cfg.swiglu:
+    if cfg.num_experts is None or cfg.activation != "swiglu":
         raise RegistryError("aria_text needs MoE layers (--num-experts) with --swiglu")
     ffn, shared = cfg.moe_expert_ffn_hidden_size, cfg.moe_shared_expert_intermediate_size
     if shared is None or shared % ffn:
@@ -264,8 +264,8 @@ def _gpt_oss_activation(hf: Dict[str, Any]) -> Dict[str, Any]:
         raise RegistryError(f"{GPT_OSS_NAME} swiglu_alpha={alpha} is not supported (only quick GELU's {QUICK_GELU_ALPHA})")
     if limit is None or float(limit) <= 0:
         raise RegistryError(f"{GPT_OSS_NAME} swiglu_limit={limit!r} is not supported (a positive clamp value)")
-    return dict(swiglu=False, geglu=False, gelu_tanh=False, quick_geglu=True,
-                activation_func_clamp_value=float(limit), glu_linear_offset=GLU_LINEAR_OFFSET)
+    return dict(activation="quick_geglu", activation_func_clamp_value=float(limit),
+                glu_linear_offset=GLU_LINEAR_OFFSET)
 
 
 def _gpt_oss_biases(attention_bias: bool) -> Dict[str, Any]:
@@ -296,7 +296,7 @@ def _gpt_oss_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _check_gpt_oss(cfg: TransformerConfig) -> None:
     """What GPT-OSS's HF model has and cannot leave out, as one-line RegistryErrors."""
-    if not (cfg.quick_geglu and cfg.activation_func_clamp_value is not None
+    if not (cfg.activation == "quick_geglu" and cfg.activation_func_clamp_value is not None
             and cfg.glu_linear_offset == GLU_LINEAR_OFFSET):
         raise RegistryError(f"{GPT_OSS_NAME} needs the clamped SwiGLU: --quick-geglu --activation-func-clamp-value L "
                             f"--glu-linear-offset {GLU_LINEAR_OFFSET}")

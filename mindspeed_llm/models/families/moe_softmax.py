@@ -482,7 +482,7 @@ def _dbrx_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 def _dbrx_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if cfg.normalization != "LayerNorm" or cfg.layernorm_bias or cfg.norm_epsilon != DBRX_NORM_EPSILON:
         raise RegistryError("dbrx needs --normalization LayerNorm --no-layernorm-bias --norm-epsilon 1e-5")
-    if cfg.qkv_bias or cfg.add_dense_bias or cfg.dense_bias_layers or not cfg.swiglu:
+    if cfg.qkv_bias or cfg.add_dense_bias or cfg.dense_bias_layers or cfg.activation != "swiglu":
         raise RegistryError("dbrx has no linear biases and SwiGLU experts; the config differs")
     if cfg.kv_channels * cfg.num_attention_heads != cfg.hidden_size or not cfg.untie_embeddings_and_output_weights:
         raise RegistryError("dbrx needs kv_channels x heads == hidden size and untied embeddings")

@@ -52,7 +52,7 @@ def _base_config(hf: Dict[str, Any], *, layers: int, hidden: int, heads: int, ff
         num_layers=layers, hidden_size=hidden, num_attention_heads=heads, num_query_groups=heads,
         kv_channels=hidden // heads, ffn_hidden_size=ffn, vocab_size=int(hf["vocab_size"]),
         max_position_embeddings=positions, normalization="LayerNorm", norm_epsilon=eps,
-        position_embedding_type="rope", add_bias_linear=False, add_qkv_bias=False, swiglu=False,
+        position_embedding_type="rope", add_bias_linear=False, add_qkv_bias=False, activation="gelu",
         untie_embeddings_and_output_weights=not hf.get("tie_word_embeddings", False), attention_dropout=0.0,
         hidden_dropout=0.0, init_method_std=float(hf.get("initializer_range", 0.02)), make_vocab_size_divisible_by=1)
     dtype = _dtype_name(hf)
