@@ -53,6 +53,55 @@ SMOKE_PY="$REPO_ROOT/examples/common/smoke.py"
 # The recipe runs the code of the checkout it sits in, whatever else is installed.
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
+# The argument groups a recipe may give as text (expanded by its action after the smoke shrink) and the arrays
+# the actions build: never taken from the environment.
+unset MODEL_ARGS TRAIN_ARGS PARALLEL_ARGS LAYOUT_ARGS PRECISION GPT_ARGS DATA_ARGS OUTPUT_ARGS TUNE_ARGS
+
+# MindSpeed's topology variables with their defaults (NPUS_PER_NODE is GPUS_PER_NODE's other name).
+topology_defaults() {
+    GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
+    MASTER_ADDR=${MASTER_ADDR:-localhost}
+    MASTER_PORT=${MASTER_PORT:-6000}
+    NNODES=${NNODES:-1}
+    NODE_RANK=${NODE_RANK:-0}
+}
+
+# Training runs: save and evaluate every $1 iterations and no evaluation iterations unless the recipe says
+# otherwise; bf16.
+schedule_defaults() {
+    SAVE_INTERVAL=${SAVE_INTERVAL:-$1} EVAL_INTERVAL=${EVAL_INTERVAL:-$1} EVAL_ITERS=${EVAL_ITERS:-0}
+    precision_default
+}
+
+# bf16 unless the recipe sets PRECISION (an array of flags).
+precision_default() {
+    if [[ -z ${PRECISION+set} ]]; then PRECISION=(--bf16); fi
+}
+
+# A recipe's argument group as text, read from a here-document: arg_group MODEL_ARGS <<'ARGS' ... ARGS.
+arg_group() { IFS= read -r -d '' "$1" || true; }
+
+# The argument group named $1, given by the recipe as text ('--flag "$VAR" ...', written as inside an array),
+# expanded into the array $1 now, after the smoke shrink; false when the recipe gives none.
+given_args() {
+    [[ -n ${!1+set} ]] || return 1
+    eval "$1=(${!1})"
+}
+
+# The recipe's after_setup function, when it has one: values derived from the (shrunk) sizes.
+run_after_setup() {
+    if declare -F after_setup > /dev/null; then after_setup; fi
+}
+
+# A tool run on this machine ($1: the script under the repository root; the rest: its flags). DRY_RUN=1 prints
+# the command, DRY_RUN=argv the flags one per line, instead of running it.
+run_tool() {
+    local script=$1; shift
+    if [[ $DRY_RUN == argv ]]; then printf '%s\n' "$@"; return; fi
+    if [[ $DRY_RUN == 1 ]]; then echo "python $script $*"; return; fi
+    python "$REPO_ROOT/$script" "$@"
+}
+
 _min() { echo $(( $1 < $2 ? $1 : $2 )); }
 
 # The largest divisor of $1 that also divides $2 (at least 1).
@@ -302,3 +351,7 @@ copy_tokenizer_files() {
         if [[ -f $1/$file ]]; then cp "$1/$file" "$2/"; fi
     done
 }
+
+# The actions: one body per kind of recipe.
+for _action in "$REPO_ROOT"/examples/common/actions/*.sh; do source "$_action"; done
+unset _action

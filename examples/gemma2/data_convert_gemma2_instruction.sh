@@ -9,11 +9,5 @@ TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/gemma-2-9b}
 OUTPUT_PREFIX=${OUTPUT_PREFIX:-./finetune_dataset/gemma2/alpaca}
 PROMPT_TYPE=${PROMPT_TYPE:-alpaca}    # plain-text markers, any tokenizer; or tokenizer: the model's own chat template
 WORKERS=${WORKERS:-4}
-data_setup instruction
-mkdir -p "$(dirname "$OUTPUT_PREFIX")"
 
-python "$REPO_ROOT/preprocess_data.py" \
-    --input "$DATA_INPUT" \
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH" \
-    --handler-name AlpacaStyleInstructionHandler --prompt-type "$PROMPT_TYPE" \
-    --output-prefix "$OUTPUT_PREFIX" --workers "$WORKERS" --log-interval 1000
+recipe_data instruction

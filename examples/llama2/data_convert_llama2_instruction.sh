@@ -8,11 +8,6 @@ DATA_INPUT=${DATA_INPUT:-./dataset/alpaca/train-00000-of-00001.parquet}
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Llama-2-7b-hf}
 OUTPUT_PREFIX=${OUTPUT_PREFIX:-./finetune_dataset/llama2/alpaca}
 WORKERS=${WORKERS:-4}
-data_setup instruction
-mkdir -p "$(dirname "$OUTPUT_PREFIX")"
+PROMPT_TYPE=llama2
 
-python "$REPO_ROOT/preprocess_data.py" \
-    --input "$DATA_INPUT" \
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH" \
-    --handler-name AlpacaStyleInstructionHandler --prompt-type llama2 \
-    --output-prefix "$OUTPUT_PREFIX" --workers "$WORKERS" --log-interval 1000
+recipe_data instruction

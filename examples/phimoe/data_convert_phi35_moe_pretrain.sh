@@ -8,11 +8,5 @@ DATA_INPUT=${DATA_INPUT:-./dataset/enwiki/train-00000-of-00042.parquet}
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Phi-3.5-MoE-instruct}
 OUTPUT_PREFIX=${OUTPUT_PREFIX:-./dataset/phi35_moe}
 WORKERS=${WORKERS:-4}
-data_setup pretrain
-mkdir -p "$(dirname "$OUTPUT_PREFIX")"
 
-python "$REPO_ROOT/preprocess_data.py" \
-    --input "$DATA_INPUT" \
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH" \
-    --json-keys text --append-eod \
-    --output-prefix "$OUTPUT_PREFIX" --workers "$WORKERS" --log-interval 1000
+recipe_data pretrain
