@@ -3,6 +3,7 @@
 # (the layout of pretrain_apertus_8b_ptd.sh).
 #   bash examples/apertus/ckpt_convert_apertus_8b_hf2mcore.sh
 #   SMOKE=1 bash examples/apertus/ckpt_convert_apertus_8b_hf2mcore.sh   # a tiny random apertus model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/apertus/ckpt_convert_apertus_8b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Apertus-8B-2509}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_bitnet_2b_ptd.sh).
 #   bash examples/bitnet/ckpt_convert_bitnet_2b_hf2mcore.sh
 #   SMOKE=1 bash examples/bitnet/ckpt_convert_bitnet_2b_hf2mcore.sh   # a tiny random bitnet model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/bitnet/ckpt_convert_bitnet_2b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/bitnet-b1.58-2B-4T-bf16}

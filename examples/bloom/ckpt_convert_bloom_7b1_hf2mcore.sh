@@ -3,6 +3,7 @@
 # (the layout of pretrain_bloom_7b1_ptd.sh).
 #   bash examples/bloom/ckpt_convert_bloom_7b1_hf2mcore.sh
 #   SMOKE=1 bash examples/bloom/ckpt_convert_bloom_7b1_hf2mcore.sh   # a tiny random bloom model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/bloom/ckpt_convert_bloom_7b1_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/bloom-7b1}

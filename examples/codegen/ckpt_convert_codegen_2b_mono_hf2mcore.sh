@@ -3,6 +3,7 @@
 # (the layout of pretrain_codegen_2b_mono_ptd.sh).
 #   bash examples/codegen/ckpt_convert_codegen_2b_mono_hf2mcore.sh
 #   SMOKE=1 bash examples/codegen/ckpt_convert_codegen_2b_mono_hf2mcore.sh   # a tiny random codegen model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/codegen/ckpt_convert_codegen_2b_mono_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/codegen-2B-mono}

@@ -2,6 +2,7 @@
 # Tokenize a pretraining corpus (jsonl/json/parquet/txt; the text under --json-keys) with the codegen-2B-mono tokenizer into .bin/.idx: writes ./dataset/codegen_text_document.bin/.idx, the DATA_PATH of pretrain_codegen_*_ptd.sh.
 #   bash examples/codegen/data_convert_codegen_pretrain.sh
 #   SMOKE=1 bash examples/codegen/data_convert_codegen_pretrain.sh   # a tiny corpus and a 300-token BPE tokenizer trained on it
+#   DRY_RUN=1 bash examples/codegen/data_convert_codegen_pretrain.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 DATA_INPUT=${DATA_INPUT:-./dataset/enwiki/train-00000-of-00042.parquet}

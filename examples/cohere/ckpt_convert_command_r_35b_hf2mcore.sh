@@ -3,6 +3,7 @@
 # (the layout of pretrain_command_r_35b_ptd.sh).
 #   bash examples/cohere/ckpt_convert_command_r_35b_hf2mcore.sh
 #   SMOKE=1 bash examples/cohere/ckpt_convert_command_r_35b_hf2mcore.sh   # a tiny random cohere model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/cohere/ckpt_convert_command_r_35b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/c4ai-command-r-v01}

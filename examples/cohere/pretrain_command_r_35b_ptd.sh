@@ -16,6 +16,7 @@ TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/c4ai-command-r-v01}
 TP=${TP:-8} PP=${PP:-2}
 NUM_LAYERS=40 HIDDEN_SIZE=8192 FFN_HIDDEN_SIZE=22528 NUM_HEADS=64 NUM_KV_HEADS=64 VOCAB_SIZE=256000
 SEQ_LENGTH=${SEQ_LENGTH:-8192} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
+LR=1.0e-6 MIN_LR=1.0e-7
 
 arg_group MODEL_ARGS <<'ARGS'
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
@@ -25,14 +26,6 @@ arg_group MODEL_ARGS <<'ARGS'
     --normalization LayerNorm --no-layernorm-bias --norm-epsilon 1e-5
     --parallel-residual --parallel-residual-shared-norm
     --swiglu --disable-bias-linear --output-multiplier-scale 0.0625
-ARGS
-arg_group TRAIN_ARGS <<'ARGS'
-    --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-    --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.02
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 1.0e-6 --min-lr 1.0e-7 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
 ARGS
 
 recipe_pretrain

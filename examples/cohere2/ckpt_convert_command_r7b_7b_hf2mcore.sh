@@ -3,6 +3,7 @@
 # (the layout of pretrain_command_r7b_7b_ptd.sh).
 #   bash examples/cohere2/ckpt_convert_command_r7b_7b_hf2mcore.sh
 #   SMOKE=1 bash examples/cohere2/ckpt_convert_command_r7b_7b_hf2mcore.sh   # a tiny random cohere2 model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/cohere2/ckpt_convert_command_r7b_7b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/c4ai-command-r7b-12-2024}

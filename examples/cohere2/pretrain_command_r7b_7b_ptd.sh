@@ -15,6 +15,7 @@ TP=${TP:-8} PP=${PP:-1}
 NUM_LAYERS=32 HIDDEN_SIZE=4096 FFN_HIDDEN_SIZE=14336 NUM_HEADS=32 NUM_KV_HEADS=8 VOCAB_SIZE=256000
 SLIDING_WINDOW=4096
 SEQ_LENGTH=${SEQ_LENGTH:-8192} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
+LR=1.0e-6 MIN_LR=1.0e-7
 
 # Full-attention layers (every 4th: 3, 7, ..., sliding_window_pattern 4) attend without RoPE; counted on the
 # layers this run has
@@ -31,14 +32,6 @@ arg_group MODEL_ARGS <<'ARGS'
     --normalization LayerNorm --no-layernorm-bias --norm-epsilon 1e-5
     --parallel-residual --parallel-residual-shared-norm
     --swiglu --disable-bias-linear --output-multiplier-scale 0.25
-ARGS
-arg_group TRAIN_ARGS <<'ARGS'
-    --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-    --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.02
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 1.0e-6 --min-lr 1.0e-7 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
 ARGS
 
 recipe_pretrain

@@ -1,8 +1,9 @@
 # Shared by every recipe under examples/<family>/ (sourced, not run).
 #
-# A recipe sets its real sizes and layout in MindSpeed's variables, calls one
-# of the *_setup functions, writes its argument groups and calls the matching
-# run_* function. The functions read these switches from the environment:
+# A recipe is data: it sets its real sizes and layout in MindSpeed's variables and its model's argument groups
+# (arg_group), then calls its action (examples/common/actions/: recipe_pretrain, recipe_hf2mcore, recipe_mcore2hf,
+# recipe_data, recipe_tune, recipe_dpo, recipe_orm, recipe_grpo, recipe_generate, recipe_evaluate), which runs
+# the *_setup and run_* functions below. They read these switches from the environment:
 #
 #   SMOKE=1     shrink the recipe to seconds on the CPU: 2 layers, hidden 64, 4 heads (2 KV heads when
 #               the model uses GQA), seq 32, vocab 256, 3 iterations, mock data, 1-2 processes
@@ -36,9 +37,11 @@
 #               recipes also run the stage's checks (the converted checkpoint and the dataset must exist);
 #               generate and evaluate recipes the checks inference.py / evaluation.py make before building the
 #               model (the checkpoint's settings, the task and prompts, the benchmark's files; PP 1 to evaluate).
+#               Checkpoint and data conversion recipes print the tools/convert_ckpt.py (preprocess_data.py)
+#               command instead of running it.
 #   DRY_RUN=argv  print WORLD_SIZE=N, then the pretrain_gpt.py (posttrain_gpt.py, inference.py, evaluation.py)
 #               flags one per line (for tests and tools); a SMOKE=1 fine-tuning, generate or evaluate recipe then
-#               makes no tiny model or data.
+#               makes no tiny model or data. Conversion recipes print their tool's flags one per line.
 #   LOG_DIR     where logs go (default logs/, as MindSpeed's recipes).
 set -euo pipefail
 

@@ -2,6 +2,7 @@
 # Tokenize a pretraining corpus (jsonl/json/parquet/txt; the text under --json-keys) with the cwm tokenizer into .bin/.idx: writes ./dataset/cwm_text_document.bin/.idx, the DATA_PATH of pretrain_cwm_*_ptd.sh.
 #   bash examples/cwm/data_convert_cwm_pretrain.sh
 #   SMOKE=1 bash examples/cwm/data_convert_cwm_pretrain.sh   # a tiny corpus and a 300-token BPE tokenizer trained on it
+#   DRY_RUN=1 bash examples/cwm/data_convert_cwm_pretrain.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 DATA_INPUT=${DATA_INPUT:-./dataset/enwiki/train-00000-of-00042.parquet}

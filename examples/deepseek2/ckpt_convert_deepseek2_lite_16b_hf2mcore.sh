@@ -3,6 +3,7 @@
 # (the layout of pretrain_deepseek2_lite_16b_ptd.sh).
 #   bash examples/deepseek2/ckpt_convert_deepseek2_lite_16b_hf2mcore.sh
 #   SMOKE=1 bash examples/deepseek2/ckpt_convert_deepseek2_lite_16b_hf2mcore.sh   # a tiny random deepseek_v2 model, TP=2 PP=2 EP=2
+#   DRY_RUN=1 bash examples/deepseek2/ckpt_convert_deepseek2_lite_16b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/DeepSeek-V2-Lite}

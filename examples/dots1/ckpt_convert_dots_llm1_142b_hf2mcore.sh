@@ -3,6 +3,7 @@
 # (the layout of pretrain_dots_llm1_142b_ptd.sh).
 #   bash examples/dots1/ckpt_convert_dots_llm1_142b_hf2mcore.sh
 #   SMOKE=1 bash examples/dots1/ckpt_convert_dots_llm1_142b_hf2mcore.sh   # a tiny random dots1 model, TP=2 PP=2 EP=2
+#   DRY_RUN=1 bash examples/dots1/ckpt_convert_dots_llm1_142b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/dots.llm1}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_emu3_8b_ptd.sh).
 #   bash examples/emu3/ckpt_convert_emu3_8b_hf2mcore.sh
 #   SMOKE=1 bash examples/emu3/ckpt_convert_emu3_8b_hf2mcore.sh   # a tiny random emu3_text_model model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/emu3/ckpt_convert_emu3_8b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Emu3-Chat-text}

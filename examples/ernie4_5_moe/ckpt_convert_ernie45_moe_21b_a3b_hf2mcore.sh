@@ -3,6 +3,7 @@
 # (the layout of pretrain_ernie45_moe_21b_a3b_ptd.sh).
 #   bash examples/ernie4_5_moe/ckpt_convert_ernie45_moe_21b_a3b_hf2mcore.sh
 #   SMOKE=1 bash examples/ernie4_5_moe/ckpt_convert_ernie45_moe_21b_a3b_hf2mcore.sh   # a tiny random ernie4_5_moe model, TP=2 PP=2 EP=2
+#   DRY_RUN=1 bash examples/ernie4_5_moe/ckpt_convert_ernie45_moe_21b_a3b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/ERNIE-4.5-21B-A3B}

@@ -4,6 +4,7 @@
 #   bash examples/ernie4_5_moe/ckpt_convert_ernie45_moe_21b_a3b_mcore2hf.sh
 #   SMOKE=1 bash examples/ernie4_5_moe/ckpt_convert_ernie45_moe_21b_a3b_mcore2hf.sh   # runs the hf2mcore smoke first, then
 #                                                    # checks that every tensor comes back identical
+#   DRY_RUN=1 bash examples/ernie4_5_moe/ckpt_convert_ernie45_moe_21b_a3b_mcore2hf.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./ckpt/ernie45-moe-21b-a3b}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_exaone4_32b_ptd.sh).
 #   bash examples/exaone4/ckpt_convert_exaone4_32b_hf2mcore.sh
 #   SMOKE=1 bash examples/exaone4/ckpt_convert_exaone4_32b_hf2mcore.sh   # a tiny random exaone4 model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/exaone4/ckpt_convert_exaone4_32b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/EXAONE-4.0-32B}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_falcon_7b_ptd.sh).
 #   bash examples/falcon/ckpt_convert_falcon_7b_hf2mcore.sh
 #   SMOKE=1 bash examples/falcon/ckpt_convert_falcon_7b_hf2mcore.sh   # a tiny random falcon model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/falcon/ckpt_convert_falcon_7b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/falcon-7b}

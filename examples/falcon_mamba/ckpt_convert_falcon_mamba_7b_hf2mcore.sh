@@ -4,6 +4,7 @@
 # pretrain_falcon_mamba_7b_ptd.sh).
 #   bash examples/falcon_mamba/ckpt_convert_falcon_mamba_7b_hf2mcore.sh
 #   SMOKE=1 bash examples/falcon_mamba/ckpt_convert_falcon_mamba_7b_hf2mcore.sh   # a tiny random falcon_mamba model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/falcon_mamba/ckpt_convert_falcon_mamba_7b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/falcon-mamba-7b}

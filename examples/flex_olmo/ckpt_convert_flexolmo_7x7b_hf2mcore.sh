@@ -3,6 +3,7 @@
 # (the layout of pretrain_flexolmo_7x7b_ptd.sh).
 #   bash examples/flex_olmo/ckpt_convert_flexolmo_7x7b_hf2mcore.sh
 #   SMOKE=1 bash examples/flex_olmo/ckpt_convert_flexolmo_7x7b_hf2mcore.sh   # a tiny random flex_olmo model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/flex_olmo/ckpt_convert_flexolmo_7x7b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/FlexOlmo-7x7B-1T}

@@ -4,6 +4,7 @@
 #   bash examples/flex_olmo/ckpt_convert_flexolmo_7x7b_mcore2hf.sh
 #   SMOKE=1 bash examples/flex_olmo/ckpt_convert_flexolmo_7x7b_mcore2hf.sh   # runs the hf2mcore smoke first, then
 #                                                    # checks that every tensor comes back identical
+#   DRY_RUN=1 bash examples/flex_olmo/ckpt_convert_flexolmo_7x7b_mcore2hf.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./ckpt/flexolmo-7x7b}

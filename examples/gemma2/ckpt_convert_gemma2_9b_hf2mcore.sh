@@ -3,6 +3,7 @@
 # (the layout of pretrain_gemma2_9b_ptd.sh).
 #   bash examples/gemma2/ckpt_convert_gemma2_9b_hf2mcore.sh
 #   SMOKE=1 bash examples/gemma2/ckpt_convert_gemma2_9b_hf2mcore.sh   # a tiny random gemma2 model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/gemma2/ckpt_convert_gemma2_9b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/gemma-2-9b}

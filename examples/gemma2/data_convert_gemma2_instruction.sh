@@ -2,6 +2,7 @@
 # Tokenize an Alpaca-style instruction set with the alpaca prompt template with the gemma-2-9b tokenizer into .bin/.idx: writes ./finetune_dataset/gemma2/alpaca_packed_*_document.bin/.idx (input ids, attention mask, labels) and alpaca_packed_settings.json, the DATA_PATH of tune_gemma2_9b_full_ptd.sh.
 #   bash examples/gemma2/data_convert_gemma2_instruction.sh
 #   SMOKE=1 bash examples/gemma2/data_convert_gemma2_instruction.sh   # a tiny corpus and a 300-token BPE tokenizer trained on it
+#   DRY_RUN=1 bash examples/gemma2/data_convert_gemma2_instruction.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 DATA_INPUT=${DATA_INPUT:-./dataset/alpaca/train-00000-of-00001.parquet}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_gemma3_1b_ptd.sh).
 #   bash examples/gemma3/ckpt_convert_gemma3_1b_hf2mcore.sh
 #   SMOKE=1 bash examples/gemma3/ckpt_convert_gemma3_1b_hf2mcore.sh   # a tiny random gemma3_text model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/gemma3/ckpt_convert_gemma3_1b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/gemma-3-1b-pt}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_glm4_9b_ptd.sh).
 #   bash examples/glm/ckpt_convert_glm4_9b_hf2mcore.sh
 #   SMOKE=1 bash examples/glm/ckpt_convert_glm4_9b_hf2mcore.sh   # a tiny random glm model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/glm/ckpt_convert_glm4_9b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/glm-4-9b-chat-hf}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_glm45_air_106b_ptd.sh).
 #   bash examples/glm4_moe/ckpt_convert_glm45_air_106b_hf2mcore.sh
 #   SMOKE=1 bash examples/glm4_moe/ckpt_convert_glm45_air_106b_hf2mcore.sh   # a tiny random glm4_moe model, TP=2 PP=2 EP=2
+#   DRY_RUN=1 bash examples/glm4_moe/ckpt_convert_glm45_air_106b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/GLM-4.5-Air}

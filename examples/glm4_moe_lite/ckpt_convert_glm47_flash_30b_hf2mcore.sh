@@ -3,6 +3,7 @@
 # (the layout of pretrain_glm47_flash_30b_ptd.sh).
 #   bash examples/glm4_moe_lite/ckpt_convert_glm47_flash_30b_hf2mcore.sh
 #   SMOKE=1 bash examples/glm4_moe_lite/ckpt_convert_glm47_flash_30b_hf2mcore.sh   # a tiny random glm4_moe_lite model, TP=2 PP=2 EP=2
+#   DRY_RUN=1 bash examples/glm4_moe_lite/ckpt_convert_glm47_flash_30b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/GLM-4.7-Flash}

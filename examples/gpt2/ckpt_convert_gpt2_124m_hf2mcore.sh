@@ -3,6 +3,7 @@
 # (the layout of pretrain_gpt2_124m_ptd.sh).
 #   bash examples/gpt2/ckpt_convert_gpt2_124m_hf2mcore.sh
 #   SMOKE=1 bash examples/gpt2/ckpt_convert_gpt2_124m_hf2mcore.sh   # a tiny random gpt2 model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/gpt2/ckpt_convert_gpt2_124m_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/gpt2}

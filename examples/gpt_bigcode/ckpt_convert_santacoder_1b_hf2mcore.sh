@@ -3,6 +3,7 @@
 # (the layout of pretrain_santacoder_1b_ptd.sh).
 #   bash examples/gpt_bigcode/ckpt_convert_santacoder_1b_hf2mcore.sh
 #   SMOKE=1 bash examples/gpt_bigcode/ckpt_convert_santacoder_1b_hf2mcore.sh   # a tiny random gpt_bigcode model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/gpt_bigcode/ckpt_convert_santacoder_1b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/gpt_bigcode-santacoder}

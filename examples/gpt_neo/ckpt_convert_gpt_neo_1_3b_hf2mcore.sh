@@ -3,6 +3,7 @@
 # (the layout of pretrain_gpt_neo_1_3b_ptd.sh).
 #   bash examples/gpt_neo/ckpt_convert_gpt_neo_1_3b_hf2mcore.sh
 #   SMOKE=1 bash examples/gpt_neo/ckpt_convert_gpt_neo_1_3b_hf2mcore.sh   # a tiny random gpt_neo model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/gpt_neo/ckpt_convert_gpt_neo_1_3b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/gpt-neo-1.3B}

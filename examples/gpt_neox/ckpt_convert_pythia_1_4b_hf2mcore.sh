@@ -3,6 +3,7 @@
 # (the layout of pretrain_pythia_1_4b_ptd.sh).
 #   bash examples/gpt_neox/ckpt_convert_pythia_1_4b_hf2mcore.sh
 #   SMOKE=1 bash examples/gpt_neox/ckpt_convert_pythia_1_4b_hf2mcore.sh   # a tiny random gpt_neox model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/gpt_neox/ckpt_convert_pythia_1_4b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/pythia-1.4b}

@@ -2,6 +2,7 @@
 # Tokenize a pretraining corpus (jsonl/json/parquet/txt; the text under --json-keys) with the gpt-neox-japanese-2.7b tokenizer into .bin/.idx: writes ./dataset/gpt_neox_japanese_text_document.bin/.idx, the DATA_PATH of pretrain_gpt_neox_japanese_*_ptd.sh.
 #   bash examples/gpt_neox_japanese/data_convert_gpt_neox_japanese_pretrain.sh
 #   SMOKE=1 bash examples/gpt_neox_japanese/data_convert_gpt_neox_japanese_pretrain.sh   # a tiny corpus and a 300-token BPE tokenizer trained on it
+#   DRY_RUN=1 bash examples/gpt_neox_japanese/data_convert_gpt_neox_japanese_pretrain.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 DATA_INPUT=${DATA_INPUT:-./dataset/enwiki/train-00000-of-00042.parquet}

@@ -5,6 +5,7 @@
 # save_pretrained), which has the fused gate_up_proj / down_proj tensors the converter reads.
 #   bash examples/gpt_oss/ckpt_convert_gpt_oss_20b_hf2mcore.sh
 #   SMOKE=1 bash examples/gpt_oss/ckpt_convert_gpt_oss_20b_hf2mcore.sh   # a tiny random gpt_oss model, TP=2 PP=2 EP=2
+#   DRY_RUN=1 bash examples/gpt_oss/ckpt_convert_gpt_oss_20b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/gpt-oss-20b-bf16}

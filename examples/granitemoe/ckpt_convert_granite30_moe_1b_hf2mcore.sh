@@ -3,6 +3,7 @@
 # (the layout of pretrain_granite30_moe_1b_ptd.sh).
 #   bash examples/granitemoe/ckpt_convert_granite30_moe_1b_hf2mcore.sh
 #   SMOKE=1 bash examples/granitemoe/ckpt_convert_granite30_moe_1b_hf2mcore.sh   # a tiny random granitemoe model, TP=2 PP=2 EP=2
+#   DRY_RUN=1 bash examples/granitemoe/ckpt_convert_granite30_moe_1b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/granite-3.0-1b-a400m-base}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_granite_moe_shared_7b_ptd.sh).
 #   bash examples/granitemoeshared/ckpt_convert_granite_moe_shared_7b_hf2mcore.sh
 #   SMOKE=1 bash examples/granitemoeshared/ckpt_convert_granite_moe_shared_7b_hf2mcore.sh   # a tiny random granitemoeshared model, TP=2 PP=2 EP=2
+#   DRY_RUN=1 bash examples/granitemoeshared/ckpt_convert_granite_moe_shared_7b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/moe-7b-1b-active-shared-experts}

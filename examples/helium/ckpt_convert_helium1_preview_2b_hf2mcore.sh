@@ -3,6 +3,7 @@
 # (the layout of pretrain_helium1_preview_2b_ptd.sh).
 #   bash examples/helium/ckpt_convert_helium1_preview_2b_hf2mcore.sh
 #   SMOKE=1 bash examples/helium/ckpt_convert_helium1_preview_2b_hf2mcore.sh   # a tiny random helium model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/helium/ckpt_convert_helium1_preview_2b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/helium-1-preview-2b}

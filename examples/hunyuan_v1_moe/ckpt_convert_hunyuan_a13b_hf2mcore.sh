@@ -3,6 +3,7 @@
 # (the layout of pretrain_hunyuan_a13b_ptd.sh).
 #   bash examples/hunyuan_v1_moe/ckpt_convert_hunyuan_a13b_hf2mcore.sh
 #   SMOKE=1 bash examples/hunyuan_v1_moe/ckpt_convert_hunyuan_a13b_hf2mcore.sh   # a tiny random hunyuan_v1_moe model, TP=2 PP=2 EP=2
+#   DRY_RUN=1 bash examples/hunyuan_v1_moe/ckpt_convert_hunyuan_a13b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Hunyuan-A13B-Pretrain}

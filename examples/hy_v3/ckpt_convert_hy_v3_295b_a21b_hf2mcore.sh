@@ -3,6 +3,7 @@
 # (the layout of pretrain_hy_v3_295b_a21b_ptd.sh).
 #   bash examples/hy_v3/ckpt_convert_hy_v3_295b_a21b_hf2mcore.sh
 #   SMOKE=1 bash examples/hy_v3/ckpt_convert_hy_v3_295b_a21b_hf2mcore.sh   # a tiny random hy_v3 model, TP=2 PP=2 EP=2
+#   DRY_RUN=1 bash examples/hy_v3/ckpt_convert_hy_v3_295b_a21b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/HY-V3}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_hyperclovax_15b_ptd.sh).
 #   bash examples/hyperclovax/ckpt_convert_hyperclovax_15b_hf2mcore.sh
 #   SMOKE=1 bash examples/hyperclovax/ckpt_convert_hyperclovax_15b_hf2mcore.sh   # a tiny random hyperclovax model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/hyperclovax/ckpt_convert_hyperclovax_15b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/HyperCLOVAX-SEED-Text-Instruct-1.5B}

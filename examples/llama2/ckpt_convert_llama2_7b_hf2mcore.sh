@@ -3,6 +3,7 @@
 # (the layout of pretrain_llama2_7b_ptd.sh).
 #   bash examples/llama2/ckpt_convert_llama2_7b_hf2mcore.sh
 #   SMOKE=1 bash examples/llama2/ckpt_convert_llama2_7b_hf2mcore.sh   # a tiny random llama model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/llama2/ckpt_convert_llama2_7b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Llama-2-7b-hf}

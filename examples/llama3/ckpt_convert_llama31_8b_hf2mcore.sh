@@ -3,6 +3,7 @@
 # (the layout of pretrain_llama31_8b_ptd.sh).
 #   bash examples/llama3/ckpt_convert_llama31_8b_hf2mcore.sh
 #   SMOKE=1 bash examples/llama3/ckpt_convert_llama31_8b_hf2mcore.sh   # a tiny random llama model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/llama3/ckpt_convert_llama31_8b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Llama-3.1-8B}

@@ -4,6 +4,7 @@
 # (the layout of pretrain_llama4_scout_17b_16e_ptd.sh).
 #   bash examples/llama4/ckpt_convert_llama4_scout_17b_16e_hf2mcore.sh
 #   SMOKE=1 bash examples/llama4/ckpt_convert_llama4_scout_17b_16e_hf2mcore.sh   # a tiny random llama4_text model, TP=2 PP=2 EP=2
+#   DRY_RUN=1 bash examples/llama4/ckpt_convert_llama4_scout_17b_16e_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Llama-4-Scout-17B-16E}

@@ -5,6 +5,7 @@
 #   bash examples/llama4/ckpt_convert_llama4_scout_17b_16e_mcore2hf.sh
 #   SMOKE=1 bash examples/llama4/ckpt_convert_llama4_scout_17b_16e_mcore2hf.sh   # runs the hf2mcore smoke first, then
 #                                                    # checks that every tensor comes back identical
+#   DRY_RUN=1 bash examples/llama4/ckpt_convert_llama4_scout_17b_16e_mcore2hf.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./ckpt/llama4-scout-17b-16e}

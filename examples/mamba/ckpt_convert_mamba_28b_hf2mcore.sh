@@ -3,6 +3,7 @@
 # state-spaces/mamba-2.8b-hf) to our Megatron (mcore) layout at TP=2 PP=1 (the layout of pretrain_mamba_28b_ptd.sh).
 #   bash examples/mamba/ckpt_convert_mamba_28b_hf2mcore.sh
 #   SMOKE=1 bash examples/mamba/ckpt_convert_mamba_28b_hf2mcore.sh   # a tiny random mamba model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/mamba/ckpt_convert_mamba_28b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/mamba-2.8b-hf}

@@ -15,6 +15,8 @@ TP=${TP:-2} PP=${PP:-1}
 # NUM_HEADS: no attention; 1, as the converter records for an all-Mamba model
 NUM_LAYERS=64 HIDDEN_SIZE=2560 FFN_HIDDEN_SIZE=10240 NUM_HEADS=1 NUM_KV_HEADS=1 VOCAB_SIZE=50280
 SEQ_LENGTH=${SEQ_LENGTH:-4096} MBS=${MBS:-1} GBS=${GBS:-256} TRAIN_ITERS=${TRAIN_ITERS:-2000}
+LR=3e-4 MIN_LR=3e-5
+INIT_METHOD_STD=0.1    # config.json's initializer_range
 
 after_setup() {
     HYBRID_PATTERN=$(printf 'M%.0s' $(seq "$NUM_LAYERS"))    # every layer a Mamba layer
@@ -27,14 +29,6 @@ arg_group MODEL_ARGS <<'ARGS'
     --fp32-residual-connection    # HF's residual_in_fp32 (true): the converted checkpoint records it
     --seq-length "$SEQ_LENGTH" --max-position-embeddings 4096 --position-embedding-type none
     --normalization RMSNorm --norm-epsilon 1e-5 --disable-bias-linear
-ARGS
-arg_group TRAIN_ARGS <<'ARGS'
-    --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-    --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.1    # config.json's initializer_range
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 3e-4 --min-lr 3e-5 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
 ARGS
 
 recipe_pretrain

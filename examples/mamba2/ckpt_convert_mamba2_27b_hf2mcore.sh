@@ -3,6 +3,7 @@
 # to our Megatron (mcore) layout at TP=2 PP=1 (the layout of pretrain_mamba2_27b_ptd.sh).
 #   bash examples/mamba2/ckpt_convert_mamba2_27b_hf2mcore.sh
 #   SMOKE=1 bash examples/mamba2/ckpt_convert_mamba2_27b_hf2mcore.sh   # a tiny random mamba2 model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/mamba2/ckpt_convert_mamba2_27b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/mamba2-2.7b}

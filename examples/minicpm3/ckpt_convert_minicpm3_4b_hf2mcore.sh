@@ -4,6 +4,7 @@
 # The published LongRoPE rope_scaling is refused by the converter (RegistryError): convert a config without it.
 #   bash examples/minicpm3/ckpt_convert_minicpm3_4b_hf2mcore.sh
 #   SMOKE=1 bash examples/minicpm3/ckpt_convert_minicpm3_4b_hf2mcore.sh   # a tiny random minicpm3 model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/minicpm3/ckpt_convert_minicpm3_4b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/MiniCPM3-4B}

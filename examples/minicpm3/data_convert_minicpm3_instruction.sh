@@ -2,6 +2,7 @@
 # Tokenize an Alpaca-style instruction set with the chatml prompt template with the MiniCPM3-4B tokenizer into .bin/.idx: writes ./finetune_dataset/minicpm3/alpaca_packed_*_document.bin/.idx (input ids, attention mask, labels).
 #   bash examples/minicpm3/data_convert_minicpm3_instruction.sh
 #   SMOKE=1 bash examples/minicpm3/data_convert_minicpm3_instruction.sh   # a tiny corpus and a 300-token BPE tokenizer trained on it
+#   DRY_RUN=1 bash examples/minicpm3/data_convert_minicpm3_instruction.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 DATA_INPUT=${DATA_INPUT:-./dataset/alpaca/train-00000-of-00001.parquet}

@@ -15,6 +15,7 @@ TP=${TP:-1} PP=${PP:-1}
 NUM_LAYERS=62 HIDDEN_SIZE=2560 FFN_HIDDEN_SIZE=6400 NUM_HEADS=40 VOCAB_SIZE=73448 NUM_KV_HEADS=40
 Q_LORA_RANK=768 KV_LORA_RANK=256 QK_HEAD_DIM=64 QK_POS_EMB_HEAD_DIM=32 V_HEAD_DIM=64
 SEQ_LENGTH=${SEQ_LENGTH:-4096} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
+INIT_METHOD_STD=0.1
 
 arg_group MODEL_ARGS <<'ARGS'
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
@@ -25,14 +26,6 @@ arg_group MODEL_ARGS <<'ARGS'
     --position-embedding-type rope --rotary-base 10000
     --normalization RMSNorm --norm-epsilon 1e-5 --mla-latent-norm-epsilon 1e-6 --swiglu --disable-bias-linear
     --embedding-multiplier 12 --residual-multiplier 0.1778001778002667 --output-multiplier-scale 0.1
-ARGS
-arg_group TRAIN_ARGS <<'ARGS'
-    --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-    --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.1
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 1.25e-6 --min-lr 1.25e-7 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
 ARGS
 
 recipe_pretrain

@@ -4,6 +4,7 @@
 #   bash examples/minimax_m2/ckpt_convert_minimax_m2_230b_mcore2hf.sh
 #   SMOKE=1 bash examples/minimax_m2/ckpt_convert_minimax_m2_230b_mcore2hf.sh   # runs the hf2mcore smoke first, then
 #                                                    # checks that every tensor comes back identical
+#   DRY_RUN=1 bash examples/minimax_m2/ckpt_convert_minimax_m2_230b_mcore2hf.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./ckpt/minimax-m2-230b}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_ministral_8b_ptd.sh).
 #   bash examples/ministral/ckpt_convert_ministral_8b_hf2mcore.sh
 #   SMOKE=1 bash examples/ministral/ckpt_convert_ministral_8b_hf2mcore.sh   # a tiny random ministral model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/ministral/ckpt_convert_ministral_8b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Ministral-8B-Instruct-2410}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_mistral_small4_119b_ptd.sh).
 #   bash examples/mistral4/ckpt_convert_mistral_small4_119b_hf2mcore.sh
 #   SMOKE=1 bash examples/mistral4/ckpt_convert_mistral_small4_119b_hf2mcore.sh   # a tiny random mistral4 model, TP=2 PP=2 EP=2
+#   DRY_RUN=1 bash examples/mistral4/ckpt_convert_mistral_small4_119b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Mistral-Small-4-119B}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_ettin_decoder_150m_ptd.sh).
 #   bash examples/modernbert_decoder/ckpt_convert_ettin_decoder_150m_hf2mcore.sh
 #   SMOKE=1 bash examples/modernbert_decoder/ckpt_convert_ettin_decoder_150m_hf2mcore.sh   # a tiny random modernbert-decoder model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/modernbert_decoder/ckpt_convert_ettin_decoder_150m_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/ettin-decoder-150m}

@@ -15,6 +15,7 @@ TP=${TP:-1} PP=${PP:-1}
 NUM_LAYERS=22 HIDDEN_SIZE=768 FFN_HIDDEN_SIZE=1152 NUM_HEADS=12 NUM_KV_HEADS=12 VOCAB_SIZE=50368
 SLIDING_WINDOW=64
 SEQ_LENGTH=${SEQ_LENGTH:-4096} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
+LR=1.0e-5 MIN_LR=1.0e-6
 
 # Global layers: every 3rd from layer 0 (global_attn_every_n_layers 3), counted on the layers this run has
 after_setup() {
@@ -28,14 +29,6 @@ arg_group MODEL_ARGS <<'ARGS'
     --position-embedding-type rope --rotary-base 160000 --local-rotary-base 10000
     --normalization LayerNorm --no-layernorm-bias --norm-epsilon 1e-5 --embed-layernorm --no-first-input-layernorm
     --geglu --disable-bias-linear --prediction-head gelu --add-output-layer-bias
-ARGS
-arg_group TRAIN_ARGS <<'ARGS'
-    --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-    --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.02
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 1.0e-5 --min-lr 1.0e-6 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
 ARGS
 
 recipe_pretrain

@@ -14,6 +14,7 @@ TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/mpt-7b}
 TP=${TP:-8} PP=${PP:-1}
 NUM_LAYERS=32 HIDDEN_SIZE=4096 FFN_HIDDEN_SIZE=16384 NUM_HEADS=32 NUM_KV_HEADS=32 VOCAB_SIZE=50432
 SEQ_LENGTH=${SEQ_LENGTH:-2048} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
+LR=1.2e-4 MIN_LR=1.2e-5
 
 arg_group MODEL_ARGS <<'ARGS'
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
@@ -21,14 +22,6 @@ arg_group MODEL_ARGS <<'ARGS'
     --seq-length "$SEQ_LENGTH" --max-position-embeddings 2048
     --position-embedding-type alibi --alibi-bias-max 8
     --normalization LayerNorm --norm-epsilon 1e-5 --no-layernorm-bias --disable-bias-linear
-ARGS
-arg_group TRAIN_ARGS <<'ARGS'
-    --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-    --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.02
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 1.2e-4 --min-lr 1.2e-5 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
 ARGS
 
 recipe_pretrain

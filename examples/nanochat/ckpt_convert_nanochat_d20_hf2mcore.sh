@@ -3,6 +3,7 @@
 # (the layout of pretrain_nanochat_d20_ptd.sh).
 #   bash examples/nanochat/ckpt_convert_nanochat_d20_hf2mcore.sh
 #   SMOKE=1 bash examples/nanochat/ckpt_convert_nanochat_d20_hf2mcore.sh   # a tiny random nanochat model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/nanochat/ckpt_convert_nanochat_d20_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/nanochat-d20}

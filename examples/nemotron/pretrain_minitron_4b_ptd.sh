@@ -14,6 +14,8 @@ TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Minitron-4B-Base}
 TP=${TP:-4} PP=${PP:-1}
 NUM_LAYERS=32 HIDDEN_SIZE=3072 FFN_HIDDEN_SIZE=9216 NUM_HEADS=32 NUM_KV_HEADS=8 KV_CHANNELS=128 VOCAB_SIZE=256000
 SEQ_LENGTH=${SEQ_LENGTH:-4096} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
+LR=1.0e-5 MIN_LR=1.0e-6
+INIT_METHOD_STD=0.0134
 
 arg_group MODEL_ARGS <<'ARGS'
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
@@ -23,14 +25,6 @@ arg_group MODEL_ARGS <<'ARGS'
     --position-embedding-type rope --rotary-base 10000 --rotary-percent 0.5
     --normalization LayerNorm --norm-epsilon 1e-5 --apply-layernorm-1p --squared-relu --disable-bias-linear
     --untie-embeddings-and-output-weights
-ARGS
-arg_group TRAIN_ARGS <<'ARGS'
-    --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-    --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.0134
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 1.0e-5 --min-lr 1.0e-6 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
 ARGS
 
 recipe_pretrain

@@ -3,6 +3,7 @@
 # (the layout of pretrain_olmo3_7b_ptd.sh).
 #   bash examples/olmo3/ckpt_convert_olmo3_7b_hf2mcore.sh
 #   SMOKE=1 bash examples/olmo3/ckpt_convert_olmo3_7b_hf2mcore.sh   # a tiny random olmo3 model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/olmo3/ckpt_convert_olmo3_7b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Olmo-3-1025-7B}

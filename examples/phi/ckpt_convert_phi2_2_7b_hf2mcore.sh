@@ -3,6 +3,7 @@
 # (the layout of pretrain_phi2_2_7b_ptd.sh).
 #   bash examples/phi/ckpt_convert_phi2_2_7b_hf2mcore.sh
 #   SMOKE=1 bash examples/phi/ckpt_convert_phi2_2_7b_hf2mcore.sh   # a tiny random phi model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/phi/ckpt_convert_phi2_2_7b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/phi-2}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_phi3_mini_4k_ptd.sh).
 #   bash examples/phi3/ckpt_convert_phi3_mini_4k_hf2mcore.sh
 #   SMOKE=1 bash examples/phi3/ckpt_convert_phi3_mini_4k_hf2mcore.sh   # a tiny random phi3 model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/phi3/ckpt_convert_phi3_mini_4k_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Phi-3-mini-4k-instruct}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_phi35_moe_42b_ptd.sh).
 #   bash examples/phimoe/ckpt_convert_phi35_moe_42b_hf2mcore.sh
 #   SMOKE=1 bash examples/phimoe/ckpt_convert_phi35_moe_42b_hf2mcore.sh   # a tiny random phimoe model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/phimoe/ckpt_convert_phi35_moe_42b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Phi-3.5-MoE-instruct}

@@ -2,6 +2,7 @@
 # Tokenize an Alpaca-style instruction set with the qwen prompt template with the Qwen2.5-7B tokenizer into .bin/.idx: writes ./finetune_dataset/qwen25/alpaca_packed_*_document.bin/.idx (input ids, attention mask, labels).
 #   bash examples/qwen2/data_convert_qwen25_instruction.sh
 #   SMOKE=1 bash examples/qwen2/data_convert_qwen25_instruction.sh   # a tiny corpus and a 300-token BPE tokenizer trained on it
+#   DRY_RUN=1 bash examples/qwen2/data_convert_qwen25_instruction.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 DATA_INPUT=${DATA_INPUT:-./dataset/alpaca/train-00000-of-00001.parquet}

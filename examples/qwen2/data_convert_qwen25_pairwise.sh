@@ -3,6 +3,7 @@
 #   bash examples/qwen2/data_convert_qwen25_pairwise.sh
 #   MAP_KEYS='{"prompt": "question"}' DATA_INPUT=./dataset/orca_rlhf.jsonl bash examples/qwen2/data_convert_qwen25_pairwise.sh   # orca_rlhf's field names
 #   SMOKE=1 bash examples/qwen2/data_convert_qwen25_pairwise.sh   # a tiny preference corpus and a 300-token BPE tokenizer trained on it
+#   DRY_RUN=1 bash examples/qwen2/data_convert_qwen25_pairwise.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 DATA_INPUT=${DATA_INPUT:-./dataset/dpo_en/dpo_en.jsonl}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_qwen3_06b_ptd.sh).
 #   bash examples/qwen3/ckpt_convert_qwen3_06b_hf2mcore.sh
 #   SMOKE=1 bash examples/qwen3/ckpt_convert_qwen3_06b_hf2mcore.sh   # a tiny random qwen3 model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/qwen3/ckpt_convert_qwen3_06b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Qwen3-0.6B}

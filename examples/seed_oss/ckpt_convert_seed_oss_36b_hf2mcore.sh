@@ -3,6 +3,7 @@
 # (the layout of pretrain_seed_oss_36b_ptd.sh).
 #   bash examples/seed_oss/ckpt_convert_seed_oss_36b_hf2mcore.sh
 #   SMOKE=1 bash examples/seed_oss/ckpt_convert_seed_oss_36b_hf2mcore.sh   # a tiny random seed_oss model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/seed_oss/ckpt_convert_seed_oss_36b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Seed-OSS-36B-Base}

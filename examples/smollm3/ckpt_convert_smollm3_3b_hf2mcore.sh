@@ -3,6 +3,7 @@
 # (the layout of pretrain_smollm3_3b_ptd.sh).
 #   bash examples/smollm3/ckpt_convert_smollm3_3b_hf2mcore.sh
 #   SMOKE=1 bash examples/smollm3/ckpt_convert_smollm3_3b_hf2mcore.sh   # a tiny random smollm3 model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/smollm3/ckpt_convert_smollm3_3b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/SmolLM3-3B}

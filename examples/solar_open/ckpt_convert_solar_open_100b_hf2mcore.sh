@@ -3,6 +3,7 @@
 # (the layout of pretrain_solar_open_100b_ptd.sh).
 #   bash examples/solar_open/ckpt_convert_solar_open_100b_hf2mcore.sh
 #   SMOKE=1 bash examples/solar_open/ckpt_convert_solar_open_100b_hf2mcore.sh   # a tiny random solar_open model, TP=2 PP=2 EP=2
+#   DRY_RUN=1 bash examples/solar_open/ckpt_convert_solar_open_100b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Solar-Open-100B}

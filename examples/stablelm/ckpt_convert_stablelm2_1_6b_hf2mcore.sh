@@ -3,6 +3,7 @@
 # (the layout of pretrain_stablelm2_1_6b_ptd.sh).
 #   bash examples/stablelm/ckpt_convert_stablelm2_1_6b_hf2mcore.sh
 #   SMOKE=1 bash examples/stablelm/ckpt_convert_stablelm2_1_6b_hf2mcore.sh   # a tiny random stablelm model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/stablelm/ckpt_convert_stablelm2_1_6b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/stablelm-2-1_6b}

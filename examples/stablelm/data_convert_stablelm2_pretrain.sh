@@ -2,6 +2,7 @@
 # Tokenize a pretraining corpus (jsonl/json/parquet/txt; the text under --json-keys) with the stablelm-2-1_6b tokenizer into .bin/.idx: writes ./dataset/stablelm2_text_document.bin/.idx, the DATA_PATH of pretrain_stablelm2_*_ptd.sh.
 #   bash examples/stablelm/data_convert_stablelm2_pretrain.sh
 #   SMOKE=1 bash examples/stablelm/data_convert_stablelm2_pretrain.sh   # a tiny corpus and a 300-token BPE tokenizer trained on it
+#   DRY_RUN=1 bash examples/stablelm/data_convert_stablelm2_pretrain.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 DATA_INPUT=${DATA_INPUT:-./dataset/enwiki/train-00000-of-00042.parquet}

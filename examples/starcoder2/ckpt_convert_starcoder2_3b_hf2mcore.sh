@@ -3,6 +3,7 @@
 # (the layout of pretrain_starcoder2_3b_ptd.sh).
 #   bash examples/starcoder2/ckpt_convert_starcoder2_3b_hf2mcore.sh
 #   SMOKE=1 bash examples/starcoder2/ckpt_convert_starcoder2_3b_hf2mcore.sh   # a tiny random starcoder2 model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/starcoder2/ckpt_convert_starcoder2_3b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/starcoder2-3b}

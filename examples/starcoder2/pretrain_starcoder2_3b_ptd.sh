@@ -15,6 +15,8 @@ TP=${TP:-2} PP=${PP:-1}
 NUM_LAYERS=30 HIDDEN_SIZE=3072 FFN_HIDDEN_SIZE=12288 NUM_HEADS=24 NUM_KV_HEADS=2 VOCAB_SIZE=49152
 SLIDING_WINDOW=4096
 SEQ_LENGTH=${SEQ_LENGTH:-8192} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
+LR=3.0e-5 MIN_LR=3.0e-6
+INIT_METHOD_STD=0.018042
 
 arg_group MODEL_ARGS <<'ARGS'
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
@@ -23,14 +25,6 @@ arg_group MODEL_ARGS <<'ARGS'
     --sliding-window "$SLIDING_WINDOW"
     --position-embedding-type rope --rotary-base 999999.4420358813
     --normalization LayerNorm --norm-epsilon 1e-5 --gelu-tanh
-ARGS
-arg_group TRAIN_ARGS <<'ARGS'
-    --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-    --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.018042
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 3.0e-5 --min-lr 3.0e-6 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
 ARGS
 
 recipe_pretrain

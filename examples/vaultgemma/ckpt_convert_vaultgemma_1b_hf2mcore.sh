@@ -3,6 +3,7 @@
 # (the layout of pretrain_vaultgemma_1b_ptd.sh).
 #   bash examples/vaultgemma/ckpt_convert_vaultgemma_1b_hf2mcore.sh
 #   SMOKE=1 bash examples/vaultgemma/ckpt_convert_vaultgemma_1b_hf2mcore.sh   # a tiny random vaultgemma model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/vaultgemma/ckpt_convert_vaultgemma_1b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/vaultgemma-1b}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_xglm_564m_ptd.sh).
 #   bash examples/xglm/ckpt_convert_xglm_564m_hf2mcore.sh
 #   SMOKE=1 bash examples/xglm/ckpt_convert_xglm_564m_hf2mcore.sh   # a tiny random xglm model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/xglm/ckpt_convert_xglm_564m_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/xglm-564M}

@@ -3,6 +3,7 @@
 # (the layout of pretrain_youtu_2b_ptd.sh).
 #   bash examples/youtu/ckpt_convert_youtu_2b_hf2mcore.sh
 #   SMOKE=1 bash examples/youtu/ckpt_convert_youtu_2b_hf2mcore.sh   # a tiny random youtu model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/youtu/ckpt_convert_youtu_2b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Youtu-LLM-2B}

@@ -5,21 +5,23 @@
 # EP, ETP, CP, NUM_LAYER_LIST where the model uses them), the sizes SMOKE=1 shrinks (NUM_LAYERS, HIDDEN_SIZE,
 # FFN_HIDDEN_SIZE, NUM_HEADS, NUM_KV_HEADS, VOCAB_SIZE, ...), SEQ_LENGTH MBS GBS TRAIN_ITERS, and MODEL_ARGS:
 # the architecture flags as text, expanded after the smoke shrink (so "$NUM_LAYERS" is the run's value).
-# It may set TRAIN_ARGS (the vocabulary, dropout, batch and optimizer flags; default below), PARALLEL_ARGS
-# (default: TP and PP) and an after_setup function (values derived from the shrunk sizes, e.g. layer lists).
+# It may set LR MIN_LR (default 1.25e-6, 1.25e-7) and INIT_METHOD_STD (default 0.02), or TRAIN_ARGS (the
+# vocabulary, dropout, batch and optimizer flags; default below), PARALLEL_ARGS (default: TP and PP) and an
+# after_setup function (values derived from the shrunk sizes, e.g. layer lists).
 
 recipe_pretrain() {
     topology_defaults
     schedule_defaults 1000
+    LR=${LR:-1.25e-6} MIN_LR=${MIN_LR:-1.25e-7} INIT_METHOD_STD=${INIT_METHOD_STD:-0.02}
     pretrain_setup
     run_after_setup
     given_args PARALLEL_ARGS || PARALLEL_ARGS=(--tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP")
     given_args MODEL_ARGS || { echo "$RECIPE_NAME.sh sets no MODEL_ARGS" >&2; exit 1; }
     given_args TRAIN_ARGS || TRAIN_ARGS=(
         --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-        --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.02
+        --attention-dropout 0 --hidden-dropout 0 --init-method-std "$INIT_METHOD_STD"
         --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-        --lr 1.25e-6 --min-lr 1.25e-7 --lr-decay-style cosine --lr-warmup-fraction 0.01
+        --lr "$LR" --min-lr "$MIN_LR" --lr-decay-style cosine --lr-warmup-fraction 0.01
         --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
         --use-distributed-optimizer "${PRECISION[@]}"
     )
