@@ -3,15 +3,15 @@
 # (the layout of pretrain_apertus_8b_ptd.sh).
 #   bash examples/apertus/ckpt_convert_apertus_8b_hf2mcore.sh
 #   SMOKE=1 bash examples/apertus/ckpt_convert_apertus_8b_hf2mcore.sh   # a tiny random apertus model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/apertus/ckpt_convert_apertus_8b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Apertus-8B-2509}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_weights/apertus-8b-mcore-tp8pp1}
 TP=${TP:-8} PP=${PP:-1}
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-hf2mcore_setup apertus '{"hidden_act": "xielu", "rms_norm_eps": 1e-05, "attention_bias": false, "rope_parameters": {"rope_type": "llama3", "rope_theta": 12000000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}, "tie_word_embeddings": false, "max_position_embeddings": 65536, "dtype": "float32"}'
+MODEL_TYPE_HF=apertus
 
-python "$REPO_ROOT/tools/convert_ckpt.py" \
-    --load-model-type hf --save-model-type mg --model-type-hf apertus \
-    --target-tensor-parallel-size "$TP" --target-pipeline-parallel-size "$PP" \
-    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=apertus HF_CONFIG='{"hidden_act": "xielu", "rms_norm_eps": 1e-05, "attention_bias": false, "rope_parameters": {"rope_type": "llama3", "rope_theta": 12000000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}, "tie_word_embeddings": false, "max_position_embeddings": 65536, "dtype": "float32"}'
+
+recipe_hf2mcore

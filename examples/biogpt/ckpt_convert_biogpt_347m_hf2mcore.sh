@@ -3,15 +3,15 @@
 # (the layout of pretrain_biogpt_347m_ptd.sh).
 #   bash examples/biogpt/ckpt_convert_biogpt_347m_hf2mcore.sh
 #   SMOKE=1 bash examples/biogpt/ckpt_convert_biogpt_347m_hf2mcore.sh   # a tiny random biogpt model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/biogpt/ckpt_convert_biogpt_347m_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/biogpt}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_weights/biogpt-347m-mcore-tp1pp1}
 TP=${TP:-1} PP=${PP:-1}
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-hf2mcore_setup biogpt '{"hidden_act": "gelu", "scale_embedding": true, "tie_word_embeddings": true, "max_position_embeddings": 1024}'
+MODEL_TYPE_HF=biogpt
 
-python "$REPO_ROOT/tools/convert_ckpt.py" \
-    --load-model-type hf --save-model-type mg --model-type-hf biogpt \
-    --target-tensor-parallel-size "$TP" --target-pipeline-parallel-size "$PP" \
-    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=biogpt HF_CONFIG='{"hidden_act": "gelu", "scale_embedding": true, "tie_word_embeddings": true, "max_position_embeddings": 1024}'
+
+recipe_hf2mcore

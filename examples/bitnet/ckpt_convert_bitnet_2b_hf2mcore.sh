@@ -3,15 +3,15 @@
 # (the layout of pretrain_bitnet_2b_ptd.sh).
 #   bash examples/bitnet/ckpt_convert_bitnet_2b_hf2mcore.sh
 #   SMOKE=1 bash examples/bitnet/ckpt_convert_bitnet_2b_hf2mcore.sh   # a tiny random bitnet model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/bitnet/ckpt_convert_bitnet_2b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/bitnet-b1.58-2B-4T-bf16}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_weights/bitnet-2b-mcore-tp1pp1}
 TP=${TP:-1} PP=${PP:-1}
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-hf2mcore_setup bitnet '{"hidden_act": "relu2", "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "tie_word_embeddings": true, "max_position_embeddings": 4096}'
+MODEL_TYPE_HF=bitnet
 
-python "$REPO_ROOT/tools/convert_ckpt.py" \
-    --load-model-type hf --save-model-type mg --model-type-hf bitnet \
-    --target-tensor-parallel-size "$TP" --target-pipeline-parallel-size "$PP" \
-    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=bitnet HF_CONFIG='{"hidden_act": "relu2", "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "tie_word_embeddings": true, "max_position_embeddings": 4096}'
+
+recipe_hf2mcore

@@ -9,33 +9,12 @@
 #   DRY_RUN=1 bash examples/bloom/generate_bloom_7b1_ptd.sh   # print the command and validate its flags and the checkpoint's settings
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/bloom-7b1-mcore-tp8pp1}    # ckpt_convert_bloom_7b1_hf2mcore.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/bloom-7b1}
-PROMPT=${PROMPT:-"The capital of France is"}
-PROMPT_FILE=${PROMPT_FILE:-}
-OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
-MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
 
 TP=${TP:-8} PP=${PP:-1}
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-inference_setup bloom '{"layer_norm_epsilon": 1e-05, "apply_residual_connection_post_layernorm": false, "tie_word_embeddings": true}'
 
-GPT_ARGS=(
-    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-    "${PRECISION[@]}"
-)
-GENERATE_ARGS=(
-    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
-    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=bloom HF_CONFIG='{"layer_norm_epsilon": 1e-05, "apply_residual_connection_post_layernorm": false, "tie_word_embeddings": true}'
 
-run_inference
+recipe_generate

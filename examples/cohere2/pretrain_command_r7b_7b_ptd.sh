@@ -6,12 +6,6 @@
 #   DRY_RUN=1 bash examples/cohere2/pretrain_command_r7b_7b_ptd.sh   # print the command and validate its flags only
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-}    # e.g. ./model_weights/command-r7b-7b-mcore (ckpt_convert_command_r7b_7b_hf2mcore.sh)
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/command-r7b-7b}
 DATA_PATH=${DATA_PATH:-./dataset/command_r7b_text_document}    # data_convert_command_r7b_pretrain.sh
@@ -21,16 +15,15 @@ TP=${TP:-8} PP=${PP:-1}
 NUM_LAYERS=32 HIDDEN_SIZE=4096 FFN_HIDDEN_SIZE=14336 NUM_HEADS=32 NUM_KV_HEADS=8 VOCAB_SIZE=256000
 SLIDING_WINDOW=4096
 SEQ_LENGTH=${SEQ_LENGTH:-8192} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
-SAVE_INTERVAL=1000 EVAL_INTERVAL=1000 EVAL_ITERS=0
-PRECISION=(--bf16)
-pretrain_setup
+LR=1.0e-6 MIN_LR=1.0e-7
+
 # Full-attention layers (every 4th: 3, 7, ..., sliding_window_pattern 4) attend without RoPE; counted on the
 # layers this run has
-FULL_LAYERS=($(seq 3 4 $(( NUM_LAYERS - 1 ))))
-if (( ${#FULL_LAYERS[@]} == 0 )); then FULL_LAYERS=($(( NUM_LAYERS - 1 ))); fi    # SMOKE=1 (2 layers): the last one
-
-GPT_ARGS=(
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+after_setup() {
+    FULL_LAYERS=($(seq 3 4 $(( NUM_LAYERS - 1 ))))
+    if (( ${#FULL_LAYERS[@]} == 0 )); then FULL_LAYERS=($(( NUM_LAYERS - 1 ))); fi    # SMOKE=1 (2 layers): the last one
+}
+arg_group MODEL_ARGS <<'ARGS'
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
     --num-attention-heads "$NUM_HEADS" --group-query-attention --num-query-groups "$NUM_KV_HEADS"
     --seq-length "$SEQ_LENGTH" --max-position-embeddings 132096
@@ -39,20 +32,6 @@ GPT_ARGS=(
     --normalization LayerNorm --no-layernorm-bias --norm-epsilon 1e-5
     --parallel-residual --parallel-residual-shared-norm
     --swiglu --disable-bias-linear --output-multiplier-scale 0.25
-    --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-    --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.02
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 1.0e-6 --min-lr 1.0e-7 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
-)
-DATA_ARGS=(
-    --data-path "$DATA_PATH" --split 100,0,0
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-)
-OUTPUT_ARGS=(
-    --log-interval 1 --save-interval "$SAVE_INTERVAL" --eval-interval "$EVAL_INTERVAL" --eval-iters "$EVAL_ITERS"
-    --save "$CKPT_SAVE_DIR" ${CKPT_LOAD_DIR:+--load "$CKPT_LOAD_DIR"}
-)
+ARGS
 
-run_pretrain
+recipe_pretrain

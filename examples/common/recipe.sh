@@ -1,8 +1,9 @@
 # Shared by every recipe under examples/<family>/ (sourced, not run).
 #
-# A recipe sets its real sizes and layout in MindSpeed's variables, calls one
-# of the *_setup functions, writes its argument groups and calls the matching
-# run_* function. The functions read these switches from the environment:
+# A recipe is data: it sets its real sizes and layout in MindSpeed's variables and its model's argument groups
+# (arg_group), then calls its action (examples/common/actions/: recipe_pretrain, recipe_hf2mcore, recipe_mcore2hf,
+# recipe_data, recipe_tune, recipe_dpo, recipe_orm, recipe_grpo, recipe_generate, recipe_evaluate), which runs
+# the *_setup and run_* functions below. They read these switches from the environment:
 #
 #   SMOKE=1     shrink the recipe to seconds on the CPU: 2 layers, hidden 64, 4 heads (2 KV heads when
 #               the model uses GQA), seq 32, vocab 256, 3 iterations, mock data, 1-2 processes
@@ -36,9 +37,11 @@
 #               recipes also run the stage's checks (the converted checkpoint and the dataset must exist);
 #               generate and evaluate recipes the checks inference.py / evaluation.py make before building the
 #               model (the checkpoint's settings, the task and prompts, the benchmark's files; PP 1 to evaluate).
+#               Checkpoint and data conversion recipes print the tools/convert_ckpt.py (preprocess_data.py)
+#               command instead of running it.
 #   DRY_RUN=argv  print WORLD_SIZE=N, then the pretrain_gpt.py (posttrain_gpt.py, inference.py, evaluation.py)
 #               flags one per line (for tests and tools); a SMOKE=1 fine-tuning, generate or evaluate recipe then
-#               makes no tiny model or data.
+#               makes no tiny model or data. Conversion recipes print their tool's flags one per line.
 #   LOG_DIR     where logs go (default logs/, as MindSpeed's recipes).
 set -euo pipefail
 
@@ -52,6 +55,55 @@ SMOKE_NPROC=${SMOKE_NPROC:-2}
 SMOKE_PY="$REPO_ROOT/examples/common/smoke.py"
 # The recipe runs the code of the checkout it sits in, whatever else is installed.
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
+
+# The argument groups a recipe may give as text (expanded by its action after the smoke shrink) and the arrays
+# the actions build: never taken from the environment.
+unset MODEL_ARGS TRAIN_ARGS PARALLEL_ARGS LAYOUT_ARGS PRECISION GPT_ARGS DATA_ARGS OUTPUT_ARGS TUNE_ARGS
+
+# MindSpeed's topology variables with their defaults (NPUS_PER_NODE is GPUS_PER_NODE's other name).
+topology_defaults() {
+    GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
+    MASTER_ADDR=${MASTER_ADDR:-localhost}
+    MASTER_PORT=${MASTER_PORT:-6000}
+    NNODES=${NNODES:-1}
+    NODE_RANK=${NODE_RANK:-0}
+}
+
+# Training runs: save and evaluate every $1 iterations and no evaluation iterations unless the recipe says
+# otherwise; bf16.
+schedule_defaults() {
+    SAVE_INTERVAL=${SAVE_INTERVAL:-$1} EVAL_INTERVAL=${EVAL_INTERVAL:-$1} EVAL_ITERS=${EVAL_ITERS:-0}
+    precision_default
+}
+
+# bf16 unless the recipe sets PRECISION (an array of flags).
+precision_default() {
+    if [[ -z ${PRECISION+set} ]]; then PRECISION=(--bf16); fi
+}
+
+# A recipe's argument group as text, read from a here-document: arg_group MODEL_ARGS <<'ARGS' ... ARGS.
+arg_group() { IFS= read -r -d '' "$1" || true; }
+
+# The argument group named $1, given by the recipe as text ('--flag "$VAR" ...', written as inside an array),
+# expanded into the array $1 now, after the smoke shrink; false when the recipe gives none.
+given_args() {
+    [[ -n ${!1+set} ]] || return 1
+    eval "$1=(${!1})"
+}
+
+# The recipe's after_setup function, when it has one: values derived from the (shrunk) sizes.
+run_after_setup() {
+    if declare -F after_setup > /dev/null; then after_setup; fi
+}
+
+# A tool run on this machine ($1: the script under the repository root; the rest: its flags). DRY_RUN=1 prints
+# the command, DRY_RUN=argv the flags one per line, instead of running it.
+run_tool() {
+    local script=$1; shift
+    if [[ $DRY_RUN == argv ]]; then printf '%s\n' "$@"; return; fi
+    if [[ $DRY_RUN == 1 ]]; then echo "python $script $*"; return; fi
+    python "$REPO_ROOT/$script" "$@"
+}
 
 _min() { echo $(( $1 < $2 ? $1 : $2 )); }
 
@@ -302,3 +354,7 @@ copy_tokenizer_files() {
         if [[ -f $1/$file ]]; then cp "$1/$file" "$2/"; fi
     done
 }
+
+# The actions: one body per kind of recipe.
+for _action in "$REPO_ROOT"/examples/common/actions/*.sh; do source "$_action"; done
+unset _action

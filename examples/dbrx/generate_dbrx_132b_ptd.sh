@@ -9,33 +9,17 @@
 #   DRY_RUN=1 bash examples/dbrx/generate_dbrx_132b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
 NNODES=${NNODES:-8}
-NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/dbrx-base-mcore-tp4pp2ep8}    # ckpt_convert_dbrx_132b_hf2mcore.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/dbrx-base}
-PROMPT=${PROMPT:-"The capital of France is"}
-PROMPT_FILE=${PROMPT_FILE:-}
-OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
-MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
 
 TP=${TP:-4} PP=${PP:-2} EP=${EP:-8}
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-inference_setup dbrx '{"d_model": 64, "n_heads": 4, "n_layers": 2, "max_seq_len": 256, "attn_config": {"clip_qkv": 8, "kv_n_heads": 2, "rope_theta": 500000}, "ffn_config": {"ffn_act_fn": {"name": "silu"}, "ffn_hidden_size": 128, "moe_num_experts": 16, "moe_top_k": 4, "moe_jitter_eps": 0, "moe_loss_weight": 0.05, "moe_normalize_expert_weights": 1.0}, "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, "tie_word_embeddings": false}'
 
-GPT_ARGS=(
-    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP" --expert-model-parallel-size "$EP"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-    "${PRECISION[@]}"
-)
-GENERATE_ARGS=(
-    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
-    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=dbrx HF_CONFIG='{"d_model": 64, "n_heads": 4, "n_layers": 2, "max_seq_len": 256, "attn_config": {"clip_qkv": 8, "kv_n_heads": 2, "rope_theta": 500000}, "ffn_config": {"ffn_act_fn": {"name": "silu"}, "ffn_hidden_size": 128, "moe_num_experts": 16, "moe_top_k": 4, "moe_jitter_eps": 0, "moe_loss_weight": 0.05, "moe_normalize_expert_weights": 1.0}, "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, "tie_word_embeddings": false}'
+arg_group LAYOUT_ARGS <<'ARGS'
+    --expert-model-parallel-size "$EP"
+ARGS
 
-run_inference
+recipe_generate

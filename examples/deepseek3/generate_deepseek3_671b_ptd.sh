@@ -9,34 +9,17 @@
 #   DRY_RUN=1 bash examples/deepseek3/generate_deepseek3_671b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
 NNODES=${NNODES:-32}
-NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/deepseek3-671b-mcore-tp1pp8ep32}    # ckpt_convert_deepseek3_671b_hf2mcore.sh run with TP=1 CKPT_SAVE_DIR=./model_weights/deepseek3-671b-mcore-tp1pp8ep32
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/DeepSeek-V3}
-PROMPT=${PROMPT:-"The capital of France is"}
-PROMPT_FILE=${PROMPT_FILE:-}
-OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
-MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
 
 TP=${TP:-1} PP=${PP:-8} EP=${EP:-32} ETP=1 NUM_LAYER_LIST=8,8,8,8,8,7,7,7
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-inference_setup deepseek_v3 '{"n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1, "first_k_dense_replace": 1, "moe_intermediate_size": 32, "kv_lora_rank": 32, "q_lora_rank": 48, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "num_key_value_heads": 4, "n_group": 8, "topk_group": 4, "norm_topk_prob": true, "routed_scaling_factor": 2.5, "rope_interleave": true, "num_nextn_predict_layers": 1, "rms_norm_eps": 1e-06, "tie_word_embeddings": false, "max_position_embeddings": 163840, "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0, "original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}}'
 
-GPT_ARGS=(
-    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP" --expert-model-parallel-size "$EP" ${ETP:+--expert-tensor-parallel-size "$ETP"}
-    ${NUM_LAYER_LIST:+--num-layer-list "$NUM_LAYER_LIST"}
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-    "${PRECISION[@]}"
-)
-GENERATE_ARGS=(
-    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
-    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=deepseek_v3 HF_CONFIG='{"n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1, "first_k_dense_replace": 1, "moe_intermediate_size": 32, "kv_lora_rank": 32, "q_lora_rank": 48, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "num_key_value_heads": 4, "n_group": 8, "topk_group": 4, "norm_topk_prob": true, "routed_scaling_factor": 2.5, "rope_interleave": true, "num_nextn_predict_layers": 1, "rms_norm_eps": 1e-06, "tie_word_embeddings": false, "max_position_embeddings": 163840, "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0, "original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}}'
+arg_group LAYOUT_ARGS <<'ARGS'
+    --expert-model-parallel-size "$EP" ${ETP:+--expert-tensor-parallel-size "$ETP"} ${NUM_LAYER_LIST:+--num-layer-list "$NUM_LAYER_LIST"}
+ARGS
 
-run_inference
+recipe_generate

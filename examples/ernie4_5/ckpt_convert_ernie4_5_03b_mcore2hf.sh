@@ -4,15 +4,12 @@
 #   bash examples/ernie4_5/ckpt_convert_ernie4_5_03b_mcore2hf.sh
 #   SMOKE=1 bash examples/ernie4_5/ckpt_convert_ernie4_5_03b_mcore2hf.sh   # runs the hf2mcore smoke first, then
 #                                                    # checks that every tensor comes back identical
+#   DRY_RUN=1 bash examples/ernie4_5/ckpt_convert_ernie4_5_03b_mcore2hf.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./ckpt/ernie4-5-03b}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_from_mcore/ERNIE-4.5-0.3B-Base-PT}
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/ERNIE-4.5-0.3B-Base-PT}
-mcore2hf_setup
+MODEL_TYPE_HF=ernie4_5
 
-python "$REPO_ROOT/tools/convert_ckpt.py" \
-    --load-model-type mg --save-model-type hf --model-type-hf ernie4_5 \
-    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
-copy_tokenizer_files "$TOKENIZER_PATH" "$CKPT_SAVE_DIR"
-smoke_check_round_trip
+recipe_mcore2hf

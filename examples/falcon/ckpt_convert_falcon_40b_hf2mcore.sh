@@ -3,15 +3,15 @@
 # (the layout of pretrain_falcon_40b_ptd.sh).
 #   bash examples/falcon/ckpt_convert_falcon_40b_hf2mcore.sh
 #   SMOKE=1 bash examples/falcon/ckpt_convert_falcon_40b_hf2mcore.sh   # a tiny random falcon model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/falcon/ckpt_convert_falcon_40b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/falcon-40b}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_weights/falcon-40b-mcore-tp8pp4}
 TP=${TP:-8} PP=${PP:-4}
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-hf2mcore_setup falcon '{"num_kv_heads": 2, "new_decoder_architecture": true, "parallel_attn": true, "bias": false, "alibi": false, "activation": "gelu", "layer_norm_epsilon": 1e-05, "tie_word_embeddings": true, "max_position_embeddings": 2048}'
+MODEL_TYPE_HF=falcon
 
-python "$REPO_ROOT/tools/convert_ckpt.py" \
-    --load-model-type hf --save-model-type mg --model-type-hf falcon \
-    --target-tensor-parallel-size "$TP" --target-pipeline-parallel-size "$PP" \
-    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=falcon HF_CONFIG='{"num_kv_heads": 2, "new_decoder_architecture": true, "parallel_attn": true, "bias": false, "alibi": false, "activation": "gelu", "layer_norm_epsilon": 1e-05, "tie_word_embeddings": true, "max_position_embeddings": 2048}'
+
+recipe_hf2mcore

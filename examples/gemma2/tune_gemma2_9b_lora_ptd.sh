@@ -11,49 +11,16 @@
 #   DRY_RUN=1 bash examples/gemma2/tune_gemma2_9b_lora_ptd.sh   # print the command and validate its flags, checkpoint and data
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/gemma2-9b-mcore-tp8pp1}    # ckpt_convert_gemma2_9b_hf2mcore.sh
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/gemma2-sft-lora}
-LORA_LOAD=${LORA_LOAD:-}    # to resume: the adapters this recipe saved (CKPT_SAVE_DIR)
 DATA_PATH=${DATA_PATH:-./finetune_dataset/gemma2/alpaca}    # data_convert_gemma2_instruction.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/gemma-2-9b}
 PROMPT_TYPE=${PROMPT_TYPE:-alpaca}    # alpaca: plain-text markers, any tokenizer; or tokenizer: the model's own chat template
 
 TP=${TP:-8} PP=${PP:-1}
 SEQ_LENGTH=${SEQ_LENGTH:-4096} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
-SAVE_INTERVAL=1000 EVAL_INTERVAL=1000 EVAL_ITERS=0
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-posttrain_setup gemma2 '{"head_dim": 32, "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 256, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "sliding_window": 8, "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": true, "max_position_embeddings": 8192}'
 
-GPT_ARGS=(
-    --use-checkpoint-args
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP" --sequence-parallel
-    --seq-length "$SEQ_LENGTH" --attention-dropout 0 --hidden-dropout 0
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 1e-4 --min-lr 1e-5 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
-)
-DATA_ARGS=(
-    --data-path "$DATA_PATH"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-)
-START_ARGS=(--finetune)    # the converted base: its weights, from iteration 0
-[[ -n $LORA_LOAD ]] && START_ARGS=(--lora-load "$LORA_LOAD")    # the adapters' run resumed: optimizer, iteration
-TUNE_ARGS=(
-    "${START_ARGS[@]}" --stage sft --is-instruction-dataset --prompt-type "$PROMPT_TYPE"
-    --no-pad-to-seq-lengths
-    --lora-r 16 --lora-alpha 32 --lora-target-modules linear_qkv linear_proj linear_fc1 linear_fc2
-)
-OUTPUT_ARGS=(
-    --log-interval 1 --save-interval "$SAVE_INTERVAL" --eval-interval "$EVAL_INTERVAL" --eval-iters "$EVAL_ITERS"
-    --load "$CKPT_LOAD_DIR" --save "$CKPT_SAVE_DIR"
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=gemma2 HF_CONFIG='{"head_dim": 32, "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 256, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "sliding_window": 8, "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": true, "max_position_embeddings": 8192}'
 
-run_posttrain
+recipe_tune lora

@@ -11,34 +11,19 @@
 #   DRY_RUN=1 bash examples/glm4_moe_lite/evaluate_glm47_flash_30b_mmlu_ptd.sh   # print the command and validate its flags, the checkpoint's settings and the benchmark's files
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
 NNODES=${NNODES:-2}
-NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/glm47-flash-30b-mcore-tp1pp1ep16}    # ckpt_convert_glm47_flash_30b_hf2mcore.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/GLM-4.7-Flash}
 TASK_DATA_PATH=${TASK_DATA_PATH:-./mmlu/data/test}    # mmlu/data/{test,dev}/{subject}_{test,dev}.csv
 OUTPUT_FILE=${OUTPUT_FILE:-./eval_results/glm47_flash_30b/}
-EVAL_BATCH_SIZE=${EVAL_BATCH_SIZE:-4}
-MAX_EVAL_SAMPLES=${MAX_EVAL_SAMPLES:-}
 
 TP=${TP:-1} PP=${PP:-1} EP=${EP:-16}
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes; a tiny MMLU
-inference_setup glm4_moe_lite '{"n_routed_experts": 64, "num_experts_per_tok": 4, "n_shared_experts": 1, "mlp_layer_types": ["dense", "sparse"], "moe_intermediate_size": 32, "kv_lora_rank": 32, "q_lora_rank": 48, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "num_key_value_heads": 4, "n_group": 1, "topk_group": 1, "norm_topk_prob": true, "routed_scaling_factor": 1.8, "rope_interleave": true, "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "max_position_embeddings": 202752, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}' mmlu
 
-GPT_ARGS=(
-    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP" --expert-model-parallel-size "$EP"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-    "${PRECISION[@]}"
-)
-EVAL_ARGS=(
-    --task mmlu --task-data-path "$TASK_DATA_PATH"
-    --evaluation-batch-size "$EVAL_BATCH_SIZE" ${MAX_EVAL_SAMPLES:+--max-eval-samples "$MAX_EVAL_SAMPLES"}
-    --output-file "$OUTPUT_FILE"
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=glm4_moe_lite HF_CONFIG='{"n_routed_experts": 64, "num_experts_per_tok": 4, "n_shared_experts": 1, "mlp_layer_types": ["dense", "sparse"], "moe_intermediate_size": 32, "kv_lora_rank": 32, "q_lora_rank": 48, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "num_key_value_heads": 4, "n_group": 1, "topk_group": 1, "norm_topk_prob": true, "routed_scaling_factor": 1.8, "rope_interleave": true, "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "max_position_embeddings": 202752, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}'
+arg_group LAYOUT_ARGS <<'ARGS'
+    --expert-model-parallel-size "$EP"
+ARGS
 
-run_evaluation
+recipe_evaluate mmlu

@@ -6,12 +6,6 @@
 #   DRY_RUN=1 bash examples/gpt_neox/pretrain_pythia_1_4b_ptd.sh   # print the command and validate its flags only
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-}    # e.g. ./model_weights/pythia-1-4b-mcore (ckpt_convert_pythia_1_4b_hf2mcore.sh)
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/pythia-1-4b}
 DATA_PATH=${DATA_PATH:-./dataset/pythia_text_document}    # data_convert_pythia_pretrain.sh
@@ -20,32 +14,15 @@ TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/pythia-1.4b}
 TP=${TP:-2} PP=${PP:-1}
 NUM_LAYERS=24 HIDDEN_SIZE=2048 FFN_HIDDEN_SIZE=8192 NUM_HEADS=16 NUM_KV_HEADS=16 VOCAB_SIZE=50304
 SEQ_LENGTH=${SEQ_LENGTH:-2048} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
-SAVE_INTERVAL=1000 EVAL_INTERVAL=1000 EVAL_ITERS=0
-PRECISION=(--bf16)
-pretrain_setup
+LR=2e-5 MIN_LR=2e-6
 
-GPT_ARGS=(
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+arg_group MODEL_ARGS <<'ARGS'
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
     --num-attention-heads "$NUM_HEADS"
     --seq-length "$SEQ_LENGTH" --max-position-embeddings 2048
     --position-embedding-type rope --rotary-base 10000 --rotary-percent 0.25
     --normalization LayerNorm --norm-epsilon 1e-5 --parallel-residual
     --untie-embeddings-and-output-weights
-    --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-    --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.02
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 2e-5 --min-lr 2e-6 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
-)
-DATA_ARGS=(
-    --data-path "$DATA_PATH" --split 100,0,0
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-)
-OUTPUT_ARGS=(
-    --log-interval 1 --save-interval "$SAVE_INTERVAL" --eval-interval "$EVAL_INTERVAL" --eval-iters "$EVAL_ITERS"
-    --save "$CKPT_SAVE_DIR" ${CKPT_LOAD_DIR:+--load "$CKPT_LOAD_DIR"}
-)
+ARGS
 
-run_pretrain
+recipe_pretrain

@@ -5,15 +5,18 @@
 # save_pretrained), which has the fused gate_up_proj / down_proj tensors the converter reads.
 #   bash examples/gpt_oss/ckpt_convert_gpt_oss_20b_hf2mcore.sh
 #   SMOKE=1 bash examples/gpt_oss/ckpt_convert_gpt_oss_20b_hf2mcore.sh   # a tiny random gpt_oss model, TP=2 PP=2 EP=2
+#   DRY_RUN=1 bash examples/gpt_oss/ckpt_convert_gpt_oss_20b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/gpt-oss-20b-bf16}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_weights/gpt-oss-20b-mcore-tp2pp1ep4}
 TP=${TP:-2} PP=${PP:-1} EP=${EP:-4}
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-hf2mcore_setup gpt_oss '{"num_local_experts": 32, "num_experts_per_tok": 4, "router_aux_loss_coef": 0.9, "head_dim": 64, "attention_bias": true, "sliding_window": 128, "swiglu_limit": 7.0, "rms_norm_eps": 1e-05, "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": false}, "rope_theta": 150000, "tie_word_embeddings": false, "max_position_embeddings": 131072}'
+MODEL_TYPE_HF=gpt-oss
 
-python "$REPO_ROOT/tools/convert_ckpt.py" \
-    --load-model-type hf --save-model-type mg --model-type-hf gpt-oss \
-    --target-tensor-parallel-size "$TP" --target-pipeline-parallel-size "$PP" --target-expert-parallel-size "$EP" \
-    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=gpt_oss HF_CONFIG='{"num_local_experts": 32, "num_experts_per_tok": 4, "router_aux_loss_coef": 0.9, "head_dim": 64, "attention_bias": true, "sliding_window": 128, "swiglu_limit": 7.0, "rms_norm_eps": 1e-05, "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": false}, "rope_theta": 150000, "tie_word_embeddings": false, "max_position_embeddings": 131072}'
+arg_group LAYOUT_ARGS <<'ARGS'
+    --target-expert-parallel-size "$EP"
+ARGS
+
+recipe_hf2mcore

@@ -11,34 +11,17 @@
 #   DRY_RUN=1 bash examples/gpt_oss/evaluate_gpt_oss_20b_mmlu_ptd.sh   # print the command and validate its flags, the checkpoint's settings and the benchmark's files
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/gpt-oss-20b-mcore-tp2pp1ep4}    # ckpt_convert_gpt_oss_20b_hf2mcore.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/gpt-oss-20b-bf16}
 TASK_DATA_PATH=${TASK_DATA_PATH:-./mmlu/data/test}    # mmlu/data/{test,dev}/{subject}_{test,dev}.csv
 OUTPUT_FILE=${OUTPUT_FILE:-./eval_results/gpt_oss_20b/}
-EVAL_BATCH_SIZE=${EVAL_BATCH_SIZE:-4}
-MAX_EVAL_SAMPLES=${MAX_EVAL_SAMPLES:-}
 
 TP=${TP:-2} PP=${PP:-1} EP=${EP:-4}
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes; a tiny MMLU
-inference_setup gpt_oss '{"num_local_experts": 32, "num_experts_per_tok": 4, "router_aux_loss_coef": 0.9, "head_dim": 64, "attention_bias": true, "sliding_window": 128, "swiglu_limit": 7.0, "rms_norm_eps": 1e-05, "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": false}, "rope_theta": 150000, "tie_word_embeddings": false, "max_position_embeddings": 131072}' mmlu
 
-GPT_ARGS=(
-    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP" --expert-model-parallel-size "$EP"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-    "${PRECISION[@]}"
-)
-EVAL_ARGS=(
-    --task mmlu --task-data-path "$TASK_DATA_PATH"
-    --evaluation-batch-size "$EVAL_BATCH_SIZE" ${MAX_EVAL_SAMPLES:+--max-eval-samples "$MAX_EVAL_SAMPLES"}
-    --output-file "$OUTPUT_FILE"
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=gpt_oss HF_CONFIG='{"num_local_experts": 32, "num_experts_per_tok": 4, "router_aux_loss_coef": 0.9, "head_dim": 64, "attention_bias": true, "sliding_window": 128, "swiglu_limit": 7.0, "rms_norm_eps": 1e-05, "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": false}, "rope_theta": 150000, "tie_word_embeddings": false, "max_position_embeddings": 131072}'
+arg_group LAYOUT_ARGS <<'ARGS'
+    --expert-model-parallel-size "$EP"
+ARGS
 
-run_evaluation
+recipe_evaluate mmlu

@@ -9,33 +9,15 @@
 #   DRY_RUN=1 bash examples/gpt_oss/generate_gpt_oss_20b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/gpt-oss-20b-mcore-tp2pp1ep4}    # ckpt_convert_gpt_oss_20b_hf2mcore.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/gpt-oss-20b-bf16}
-PROMPT=${PROMPT:-"The capital of France is"}
-PROMPT_FILE=${PROMPT_FILE:-}
-OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
-MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
 
 TP=${TP:-2} PP=${PP:-1} EP=${EP:-4}
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-inference_setup gpt_oss '{"num_local_experts": 32, "num_experts_per_tok": 4, "router_aux_loss_coef": 0.9, "head_dim": 64, "attention_bias": true, "sliding_window": 128, "swiglu_limit": 7.0, "rms_norm_eps": 1e-05, "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": false}, "rope_theta": 150000, "tie_word_embeddings": false, "max_position_embeddings": 131072}'
 
-GPT_ARGS=(
-    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP" --expert-model-parallel-size "$EP"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-    "${PRECISION[@]}"
-)
-GENERATE_ARGS=(
-    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
-    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=gpt_oss HF_CONFIG='{"num_local_experts": 32, "num_experts_per_tok": 4, "router_aux_loss_coef": 0.9, "head_dim": 64, "attention_bias": true, "sliding_window": 128, "swiglu_limit": 7.0, "rms_norm_eps": 1e-05, "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": false}, "rope_theta": 150000, "tie_word_embeddings": false, "max_position_embeddings": 131072}'
+arg_group LAYOUT_ARGS <<'ARGS'
+    --expert-model-parallel-size "$EP"
+ARGS
 
-run_inference
+recipe_generate

@@ -12,33 +12,15 @@
 source "$(dirname "$0")/../common/recipe.sh"
 
 GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-4}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/gptj-6b-mcore-tp4pp1}    # ckpt_convert_gptj_6b_hf2mcore.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/gpt-j-6b}
 TASK_DATA_PATH=${TASK_DATA_PATH:-./mmlu/data/test}    # mmlu/data/{test,dev}/{subject}_{test,dev}.csv
 OUTPUT_FILE=${OUTPUT_FILE:-./eval_results/gptj_6b/}
-EVAL_BATCH_SIZE=${EVAL_BATCH_SIZE:-4}
-MAX_EVAL_SAMPLES=${MAX_EVAL_SAMPLES:-}
 
 TP=${TP:-4} PP=${PP:-1}
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes; a tiny MMLU
-inference_setup gptj '{"rotary_dim": 4, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05, "tie_word_embeddings": false, "n_positions": 2048, "bos_token_id": 0, "eos_token_id": 1}' mmlu
 
-GPT_ARGS=(
-    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-    "${PRECISION[@]}"
-)
-EVAL_ARGS=(
-    --task mmlu --task-data-path "$TASK_DATA_PATH"
-    --evaluation-batch-size "$EVAL_BATCH_SIZE" ${MAX_EVAL_SAMPLES:+--max-eval-samples "$MAX_EVAL_SAMPLES"}
-    --output-file "$OUTPUT_FILE"
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=gptj HF_CONFIG='{"rotary_dim": 4, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05, "tie_word_embeddings": false, "n_positions": 2048, "bos_token_id": 0, "eos_token_id": 1}'
 
-run_evaluation
+recipe_evaluate mmlu

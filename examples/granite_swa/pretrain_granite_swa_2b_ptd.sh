@@ -6,12 +6,6 @@
 #   DRY_RUN=1 bash examples/granite_swa/pretrain_granite_swa_2b_ptd.sh   # print the command and validate its flags only
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-}    # e.g. ./model_weights/granite_swa-2b-mcore (ckpt_convert_granite_swa_2b_hf2mcore.sh)
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/granite_swa-2b}
 DATA_PATH=${DATA_PATH:-./dataset/granite_swa_text_document}    # data_convert_granite_swa_pretrain.sh
@@ -21,14 +15,12 @@ TP=${TP:-4} PP=${PP:-1}
 NUM_LAYERS=24 HIDDEN_SIZE=2560 FFN_HIDDEN_SIZE=8192 NUM_HEADS=20 NUM_KV_HEADS=4 VOCAB_SIZE=100352
 SLIDING_WINDOW=128
 SEQ_LENGTH=${SEQ_LENGTH:-4096} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
-SAVE_INTERVAL=1000 EVAL_INTERVAL=1000 EVAL_ITERS=0
-PRECISION=(--bf16)
-pretrain_setup
-# full-attention layers: 0, 4, 8, ... (transformers' default layer_types), counted on the layers this run has
-FULL_LAYERS=($(seq 0 4 $(( NUM_LAYERS - 1 ))))
 
-GPT_ARGS=(
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+# full-attention layers: 0, 4, 8, ... (transformers' default layer_types), counted on the layers this run has
+after_setup() {
+    FULL_LAYERS=($(seq 0 4 $(( NUM_LAYERS - 1 ))))
+}
+arg_group MODEL_ARGS <<'ARGS'
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
     --num-attention-heads "$NUM_HEADS" --group-query-attention --num-query-groups "$NUM_KV_HEADS"
     --seq-length "$SEQ_LENGTH" --max-position-embeddings 8192
@@ -36,20 +28,6 @@ GPT_ARGS=(
     --embedding-multiplier 1.0 --residual-multiplier 1.0 --output-multiplier-scale 1.0 --softmax-scale 1.0
     --position-embedding-type rope --rotary-base 10000
     --normalization RMSNorm --norm-epsilon 1e-5 --swiglu --disable-bias-linear
-    --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-    --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.02
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 1.25e-6 --min-lr 1.25e-7 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
-)
-DATA_ARGS=(
-    --data-path "$DATA_PATH" --split 100,0,0
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-)
-OUTPUT_ARGS=(
-    --log-interval 1 --save-interval "$SAVE_INTERVAL" --eval-interval "$EVAL_INTERVAL" --eval-iters "$EVAL_ITERS"
-    --save "$CKPT_SAVE_DIR" ${CKPT_LOAD_DIR:+--load "$CKPT_LOAD_DIR"}
-)
+ARGS
 
-run_pretrain
+recipe_pretrain

@@ -11,34 +11,17 @@
 #   DRY_RUN=1 bash examples/granitemoe/evaluate_granite30_moe_1b_mmlu_ptd.sh   # print the command and validate its flags, the checkpoint's settings and the benchmark's files
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/granite-3.0-1b-a400m-base-mcore-tp1pp1ep8}    # ckpt_convert_granite30_moe_1b_hf2mcore.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/granite-3.0-1b-a400m-base}
 TASK_DATA_PATH=${TASK_DATA_PATH:-./mmlu/data/test}    # mmlu/data/{test,dev}/{subject}_{test,dev}.csv
 OUTPUT_FILE=${OUTPUT_FILE:-./eval_results/granite30_moe_1b/}
-EVAL_BATCH_SIZE=${EVAL_BATCH_SIZE:-4}
-MAX_EVAL_SAMPLES=${MAX_EVAL_SAMPLES:-}
 
 TP=${TP:-1} PP=${PP:-1} EP=${EP:-8}
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes; a tiny MMLU
-inference_setup granitemoe '{"num_local_experts": 32, "num_experts_per_tok": 8, "embedding_multiplier": 12.0, "residual_multiplier": 0.22, "attention_multiplier": 0.015625, "logits_scaling": 6.0, "router_aux_loss_coef": 0.001, "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "attention_bias": false, "tie_word_embeddings": true, "max_position_embeddings": 4096}' mmlu
 
-GPT_ARGS=(
-    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP" --expert-model-parallel-size "$EP"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-    "${PRECISION[@]}"
-)
-EVAL_ARGS=(
-    --task mmlu --task-data-path "$TASK_DATA_PATH"
-    --evaluation-batch-size "$EVAL_BATCH_SIZE" ${MAX_EVAL_SAMPLES:+--max-eval-samples "$MAX_EVAL_SAMPLES"}
-    --output-file "$OUTPUT_FILE"
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=granitemoe HF_CONFIG='{"num_local_experts": 32, "num_experts_per_tok": 8, "embedding_multiplier": 12.0, "residual_multiplier": 0.22, "attention_multiplier": 0.015625, "logits_scaling": 6.0, "router_aux_loss_coef": 0.001, "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "attention_bias": false, "tie_word_embeddings": true, "max_position_embeddings": 4096}'
+arg_group LAYOUT_ARGS <<'ARGS'
+    --expert-model-parallel-size "$EP"
+ARGS
 
-run_evaluation
+recipe_evaluate mmlu

@@ -9,33 +9,17 @@
 #   DRY_RUN=1 bash examples/hy_v3/generate_hy_v3_295b_a21b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
 NNODES=${NNODES:-16}
-NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/hy-v3-295b-a21b-mcore-tp1pp4ep32}    # ckpt_convert_hy_v3_295b_a21b_hf2mcore.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/HY-V3}
-PROMPT=${PROMPT:-"The capital of France is"}
-PROMPT_FILE=${PROMPT_FILE:-}
-OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
-MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
 
 TP=${TP:-1} PP=${PP:-4} EP=${EP:-32}
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-inference_setup hy_v3 '{"num_experts": 192, "num_experts_per_tok": 8, "moe_intermediate_size": 32, "num_shared_experts": 1, "router_scaling_factor": 2.826, "mlp_layer_types": ["dense", "sparse"], "attention_bias": false, "mlp_bias": false, "head_dim": 16, "rms_norm_eps": 1e-05, "rope_theta": 11158840.0, "tie_word_embeddings": false, "max_position_embeddings": 131072}'
 
-GPT_ARGS=(
-    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP" --expert-model-parallel-size "$EP"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-    "${PRECISION[@]}"
-)
-GENERATE_ARGS=(
-    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
-    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=hy_v3 HF_CONFIG='{"num_experts": 192, "num_experts_per_tok": 8, "moe_intermediate_size": 32, "num_shared_experts": 1, "router_scaling_factor": 2.826, "mlp_layer_types": ["dense", "sparse"], "attention_bias": false, "mlp_bias": false, "head_dim": 16, "rms_norm_eps": 1e-05, "rope_theta": 11158840.0, "tie_word_embeddings": false, "max_position_embeddings": 131072}'
+arg_group LAYOUT_ARGS <<'ARGS'
+    --expert-model-parallel-size "$EP"
+ARGS
 
-run_inference
+recipe_generate

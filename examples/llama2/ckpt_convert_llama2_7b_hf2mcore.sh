@@ -3,15 +3,15 @@
 # (the layout of pretrain_llama2_7b_ptd.sh).
 #   bash examples/llama2/ckpt_convert_llama2_7b_hf2mcore.sh
 #   SMOKE=1 bash examples/llama2/ckpt_convert_llama2_7b_hf2mcore.sh   # a tiny random llama model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/llama2/ckpt_convert_llama2_7b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Llama-2-7b-hf}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_weights/llama2-7b-mcore-tp8pp1}
 TP=${TP:-8} PP=${PP:-1}
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-hf2mcore_setup llama '{"num_key_value_heads": 4, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": false}'
+MODEL_TYPE_HF=llama2
 
-python "$REPO_ROOT/tools/convert_ckpt.py" \
-    --load-model-type hf --save-model-type mg --model-type-hf llama2 \
-    --target-tensor-parallel-size "$TP" --target-pipeline-parallel-size "$PP" \
-    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=llama HF_CONFIG='{"num_key_value_heads": 4, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": false}'
+
+recipe_hf2mcore

@@ -4,16 +4,19 @@
 # (the layout of pretrain_llama4_scout_17b_16e_ptd.sh).
 #   bash examples/llama4/ckpt_convert_llama4_scout_17b_16e_hf2mcore.sh
 #   SMOKE=1 bash examples/llama4/ckpt_convert_llama4_scout_17b_16e_hf2mcore.sh   # a tiny random llama4_text model, TP=2 PP=2 EP=2
+#   DRY_RUN=1 bash examples/llama4/ckpt_convert_llama4_scout_17b_16e_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Llama-4-Scout-17B-16E}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_weights/llama4-scout-17b-16e-mcore-tp4pp4ep4}
 TP=${TP:-4} PP=${PP:-4} EP=${EP:-4}
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes (no_rope_layer_interval 2 instead
 # of Scout's 4, so that the 2-layer smoke model has a NoPE layer)
-hf2mcore_setup llama4_text '{"num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1, "use_qk_norm": true, "attention_chunk_size": 8192, "attn_temperature_tuning": true, "floor_scale": 8192, "attn_scale": 0.1, "no_rope_layer_interval": 2, "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}, "tie_word_embeddings": false, "max_position_embeddings": 262144}'
+MODEL_TYPE_HF=llama4
 
-python "$REPO_ROOT/tools/convert_ckpt.py" \
-    --load-model-type hf --save-model-type mg --model-type-hf llama4 \
-    --target-tensor-parallel-size "$TP" --target-pipeline-parallel-size "$PP" --target-expert-parallel-size "$EP" \
-    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=llama4_text HF_CONFIG='{"num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1, "use_qk_norm": true, "attention_chunk_size": 8192, "attn_temperature_tuning": true, "floor_scale": 8192, "attn_scale": 0.1, "no_rope_layer_interval": 2, "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}, "tie_word_embeddings": false, "max_position_embeddings": 262144}'
+arg_group LAYOUT_ARGS <<'ARGS'
+    --target-expert-parallel-size "$EP"
+ARGS
+
+recipe_hf2mcore

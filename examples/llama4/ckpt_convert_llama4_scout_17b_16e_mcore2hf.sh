@@ -5,15 +5,12 @@
 #   bash examples/llama4/ckpt_convert_llama4_scout_17b_16e_mcore2hf.sh
 #   SMOKE=1 bash examples/llama4/ckpt_convert_llama4_scout_17b_16e_mcore2hf.sh   # runs the hf2mcore smoke first, then
 #                                                    # checks that every tensor comes back identical
+#   DRY_RUN=1 bash examples/llama4/ckpt_convert_llama4_scout_17b_16e_mcore2hf.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./ckpt/llama4-scout-17b-16e}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_from_mcore/Llama-4-Scout-17B-16E}
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Llama-4-Scout-17B-16E}
-mcore2hf_setup
+MODEL_TYPE_HF=llama4
 
-python "$REPO_ROOT/tools/convert_ckpt.py" \
-    --load-model-type mg --save-model-type hf --model-type-hf llama4 \
-    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
-copy_tokenizer_files "$TOKENIZER_PATH" "$CKPT_SAVE_DIR"
-smoke_check_round_trip
+recipe_mcore2hf

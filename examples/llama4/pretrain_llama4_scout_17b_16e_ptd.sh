@@ -6,11 +6,7 @@
 #   DRY_RUN=1 bash examples/llama4/pretrain_llama4_scout_17b_16e_ptd.sh   # print the command and validate its flags only
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
 NNODES=${NNODES:-8}
-NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-}    # e.g. ./model_weights/llama4-scout-17b-16e-mcore (ckpt_convert_llama4_scout_17b_16e_hf2mcore.sh)
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/llama4-scout-17b-16e}
@@ -20,16 +16,14 @@ TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Llama-4-Scout-17B-16E}
 TP=${TP:-4} PP=${PP:-4} EP=${EP:-4}
 NUM_LAYERS=48 HIDDEN_SIZE=5120 FFN_HIDDEN_SIZE=16384 NUM_HEADS=40 NUM_KV_HEADS=8 VOCAB_SIZE=202048
 SEQ_LENGTH=${SEQ_LENGTH:-8192} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
-SAVE_INTERVAL=1000 EVAL_INTERVAL=1000 EVAL_ITERS=0
-PRECISION=(--bf16)
-pretrain_setup
+
 # NoPE layers: every 4th (no_rope_layer_interval 4), i.e. 3, 7, ..., counted on the layers this run has; they
 # attend fully, the others in chunks
-NO_ROPE_LAYERS=($(seq 3 4 $(( NUM_LAYERS - 1 ))))
-if (( ${#NO_ROPE_LAYERS[@]} == 0 )); then NO_ROPE_LAYERS=($(( NUM_LAYERS - 1 ))); fi    # SMOKE=1 (2 layers): the last one
-
-GPT_ARGS=(
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+after_setup() {
+    NO_ROPE_LAYERS=($(seq 3 4 $(( NUM_LAYERS - 1 ))))
+    if (( ${#NO_ROPE_LAYERS[@]} == 0 )); then NO_ROPE_LAYERS=($(( NUM_LAYERS - 1 ))); fi    # SMOKE=1 (2 layers): the last one
+}
+arg_group MODEL_ARGS <<'ARGS'
     --expert-model-parallel-size "$EP"
     --moe-token-dispatcher-type alltoall --moe-grouped-gemm --sequence-parallel --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
@@ -45,20 +39,6 @@ GPT_ARGS=(
     --untie-embeddings-and-output-weights
     --num-experts 16 --moe-router-topk 1 --moe-ffn-hidden-size 8192 --n-shared-experts 1
     --moe-router-score-function sigmoid --moe-apply-probs-on-input
-    --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-    --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.02
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 1.25e-6 --min-lr 1.25e-7 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
-)
-DATA_ARGS=(
-    --data-path "$DATA_PATH" --split 100,0,0
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-)
-OUTPUT_ARGS=(
-    --log-interval 1 --save-interval "$SAVE_INTERVAL" --eval-interval "$EVAL_INTERVAL" --eval-iters "$EVAL_ITERS"
-    --save "$CKPT_SAVE_DIR" ${CKPT_LOAD_DIR:+--load "$CKPT_LOAD_DIR"}
-)
+ARGS
 
-run_pretrain
+recipe_pretrain

@@ -6,12 +6,6 @@
 #   DRY_RUN=1 bash examples/mamba2/pretrain_mamba2_27b_ptd.sh   # print the command and validate its flags only
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-}    # e.g. ./model_weights/mamba2-2.7b-mcore (ckpt_convert_mamba2_27b_hf2mcore.sh)
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/mamba2-2.7b}
 DATA_PATH=${DATA_PATH:-./dataset/mamba2_text_document}    # data_convert_mamba2_pretrain.sh
@@ -21,13 +15,12 @@ TP=${TP:-2} PP=${PP:-1}
 # NUM_HEADS: no attention; 1, as the converter records for an all-Mamba model
 NUM_LAYERS=64 HIDDEN_SIZE=2560 FFN_HIDDEN_SIZE=10240 NUM_HEADS=1 NUM_KV_HEADS=1 VOCAB_SIZE=50288
 SEQ_LENGTH=${SEQ_LENGTH:-4096} MBS=${MBS:-1} GBS=${GBS:-256} TRAIN_ITERS=${TRAIN_ITERS:-2000}
-SAVE_INTERVAL=1000 EVAL_INTERVAL=1000 EVAL_ITERS=0
-PRECISION=(--bf16)
-pretrain_setup
-HYBRID_PATTERN=$(printf 'M%.0s' $(seq "$NUM_LAYERS"))    # every layer a Mamba layer
+LR=3e-4 MIN_LR=3e-5
 
-GPT_ARGS=(
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+after_setup() {
+    HYBRID_PATTERN=$(printf 'M%.0s' $(seq "$NUM_LAYERS"))    # every layer a Mamba layer
+}
+arg_group MODEL_ARGS <<'ARGS'
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --num-attention-heads "$NUM_HEADS"
     --hybrid-override-pattern "$HYBRID_PATTERN" --mamba-version 2
     --mamba-state-dim 128 --mamba-head-dim 64 --mamba-num-groups 1 --mamba-expand 2 --mamba-d-conv 4
@@ -35,20 +28,6 @@ GPT_ARGS=(
     --fp32-residual-connection    # HF's residual_in_fp32 (true): the converted checkpoint records it
     --seq-length "$SEQ_LENGTH" --max-position-embeddings 4096 --position-embedding-type none
     --normalization RMSNorm --norm-epsilon 1e-5 --disable-bias-linear
-    --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-    --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.02
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 3e-4 --min-lr 3e-5 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
-)
-DATA_ARGS=(
-    --data-path "$DATA_PATH" --split 100,0,0
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-)
-OUTPUT_ARGS=(
-    --log-interval 1 --save-interval "$SAVE_INTERVAL" --eval-interval "$EVAL_INTERVAL" --eval-iters "$EVAL_ITERS"
-    --save "$CKPT_SAVE_DIR" ${CKPT_LOAD_DIR:+--load "$CKPT_LOAD_DIR"}
-)
+ARGS
 
-run_pretrain
+recipe_pretrain

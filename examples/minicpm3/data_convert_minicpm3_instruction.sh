@@ -2,17 +2,13 @@
 # Tokenize an Alpaca-style instruction set with the chatml prompt template with the MiniCPM3-4B tokenizer into .bin/.idx: writes ./finetune_dataset/minicpm3/alpaca_packed_*_document.bin/.idx (input ids, attention mask, labels).
 #   bash examples/minicpm3/data_convert_minicpm3_instruction.sh
 #   SMOKE=1 bash examples/minicpm3/data_convert_minicpm3_instruction.sh   # a tiny corpus and a 300-token BPE tokenizer trained on it
+#   DRY_RUN=1 bash examples/minicpm3/data_convert_minicpm3_instruction.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 DATA_INPUT=${DATA_INPUT:-./dataset/alpaca/train-00000-of-00001.parquet}
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/MiniCPM3-4B}
 OUTPUT_PREFIX=${OUTPUT_PREFIX:-./finetune_dataset/minicpm3/alpaca}
 WORKERS=${WORKERS:-4}
-data_setup instruction
-mkdir -p "$(dirname "$OUTPUT_PREFIX")"
+PROMPT_TYPE=chatml
 
-python "$REPO_ROOT/preprocess_data.py" \
-    --input "$DATA_INPUT" \
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH" \
-    --handler-name AlpacaStyleInstructionHandler --prompt-type chatml \
-    --output-prefix "$OUTPUT_PREFIX" --workers "$WORKERS" --log-interval 1000
+recipe_data instruction

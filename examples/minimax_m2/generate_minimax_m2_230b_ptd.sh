@@ -9,33 +9,17 @@
 #   DRY_RUN=1 bash examples/minimax_m2/generate_minimax_m2_230b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
 NNODES=${NNODES:-16}
-NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/minimax-m2-230b-mcore-tp1pp2ep64}    # ckpt_convert_minimax_m2_230b_hf2mcore.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/MiniMax-M2}
-PROMPT=${PROMPT:-"The capital of France is"}
-PROMPT_FILE=${PROMPT_FILE:-}
-OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
-MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
 
 TP=${TP:-1} PP=${PP:-2} EP=${EP:-64}
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-inference_setup minimax_m2 '{"num_local_experts": 256, "num_experts_per_tok": 8, "intermediate_size": 32, "head_dim": 16, "rotary_dim": 8, "router_aux_loss_coef": 0.001, "rms_norm_eps": 1e-06, "rope_theta": 5000000.0, "tie_word_embeddings": false, "max_position_embeddings": 196608, "bos_token_id": 1, "eos_token_id": 2}'
 
-GPT_ARGS=(
-    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP" --expert-model-parallel-size "$EP"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-    "${PRECISION[@]}"
-)
-GENERATE_ARGS=(
-    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
-    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=minimax_m2 HF_CONFIG='{"num_local_experts": 256, "num_experts_per_tok": 8, "intermediate_size": 32, "head_dim": 16, "rotary_dim": 8, "router_aux_loss_coef": 0.001, "rms_norm_eps": 1e-06, "rope_theta": 5000000.0, "tie_word_embeddings": false, "max_position_embeddings": 196608, "bos_token_id": 1, "eos_token_id": 2}'
+arg_group LAYOUT_ARGS <<'ARGS'
+    --expert-model-parallel-size "$EP"
+ARGS
 
-run_inference
+recipe_generate

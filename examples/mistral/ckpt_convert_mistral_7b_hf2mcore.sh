@@ -3,15 +3,15 @@
 # (the layout of pretrain_mistral_7b_ptd.sh).
 #   bash examples/mistral/ckpt_convert_mistral_7b_hf2mcore.sh
 #   SMOKE=1 bash examples/mistral/ckpt_convert_mistral_7b_hf2mcore.sh   # a tiny random mistral model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/mistral/ckpt_convert_mistral_7b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Mistral-7B-v0.3}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_weights/mistral-7b-mcore-tp8pp1}
 TP=${TP:-8} PP=${PP:-1}
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-hf2mcore_setup mistral '{"rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null, "tie_word_embeddings": false}'
+MODEL_TYPE_HF=mistral
 
-python "$REPO_ROOT/tools/convert_ckpt.py" \
-    --load-model-type hf --save-model-type mg --model-type-hf mistral \
-    --target-tensor-parallel-size "$TP" --target-pipeline-parallel-size "$PP" \
-    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=mistral HF_CONFIG='{"rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null, "tie_word_embeddings": false}'
+
+recipe_hf2mcore

@@ -3,21 +3,13 @@
 #   bash examples/mistral/data_convert_mistral_pairwise.sh
 #   MAP_KEYS='{"prompt": "question"}' DATA_INPUT=./dataset/orca_rlhf.jsonl bash examples/mistral/data_convert_mistral_pairwise.sh   # orca_rlhf's field names
 #   SMOKE=1 bash examples/mistral/data_convert_mistral_pairwise.sh   # a tiny preference corpus and a 300-token BPE tokenizer trained on it
+#   DRY_RUN=1 bash examples/mistral/data_convert_mistral_pairwise.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 DATA_INPUT=${DATA_INPUT:-./dataset/dpo_en/dpo_en.jsonl}
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Mistral-7B-v0.3}
 OUTPUT_PREFIX=${OUTPUT_PREFIX:-./finetune_dataset/mistral/pairwise}
 PROMPT_TYPE=${PROMPT_TYPE:-alpaca}    # plain-text markers, any tokenizer; or tokenizer: the model's own chat template
-MAP_KEYS=${MAP_KEYS:-}    # JSON: our field name -> the data's (prompt, query, chosen, rejected, system, history)
 WORKERS=${WORKERS:-4}
-data_setup pairwise
-mkdir -p "$(dirname "$OUTPUT_PREFIX")"
-MAP_ARGS=()
-if [[ -n $MAP_KEYS ]]; then MAP_ARGS=(--map-keys "$MAP_KEYS"); fi
 
-python "$REPO_ROOT/preprocess_data.py" \
-    --input "$DATA_INPUT" \
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH" \
-    --handler-name AlpacaStylePairwiseHandler --prompt-type "$PROMPT_TYPE" "${MAP_ARGS[@]}" \
-    --output-prefix "$OUTPUT_PREFIX" --workers "$WORKERS" --log-interval 1000
+recipe_data pairwise

@@ -11,12 +11,6 @@
 #   DRY_RUN=1 bash examples/mistral/orm_mistral_7b_ptd.sh   # print the command and validate its flags, checkpoint and data
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./ckpt/mistral-sft}    # tune_mistral_7b_full_ptd.sh
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/mistral-orm}
 DATA_PATH=${DATA_PATH:-./finetune_dataset/mistral/pairwise}    # data_convert_mistral_pairwise.sh
@@ -25,30 +19,8 @@ PROMPT_TYPE=${PROMPT_TYPE:-alpaca}    # the template of data_convert_mistral_pai
 
 TP=${TP:-8} PP=${PP:-1}
 SEQ_LENGTH=${SEQ_LENGTH:-4096} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-500}
-SAVE_INTERVAL=500 EVAL_INTERVAL=500 EVAL_ITERS=0
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes; a pairwise dataset
-posttrain_setup mistral '{"rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null, "tie_word_embeddings": false}' pairwise
 
-GPT_ARGS=(
-    --use-checkpoint-args
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP" --sequence-parallel
-    --seq-length "$SEQ_LENGTH" --attention-dropout 0 --hidden-dropout 0
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 1e-6 --min-lr 1e-7 --lr-decay-style cosine --lr-warmup-fraction 0.03
-    --weight-decay 0 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
-)
-DATA_ARGS=(
-    --data-path "$DATA_PATH"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-)
-TUNE_ARGS=(
-    --finetune --stage orm --is-pairwise-dataset --prompt-type "$PROMPT_TYPE"
-)
-OUTPUT_ARGS=(
-    --log-interval 1 --save-interval "$SAVE_INTERVAL" --eval-interval "$EVAL_INTERVAL" --eval-iters "$EVAL_ITERS"
-    --load "$CKPT_LOAD_DIR" --save "$CKPT_SAVE_DIR"
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=mistral HF_CONFIG='{"rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null, "tie_word_embeddings": false}'
 
-run_posttrain
+recipe_orm

@@ -6,11 +6,7 @@
 #   DRY_RUN=1 bash examples/mistral4/pretrain_mistral_small4_119b_ptd.sh   # print the command and validate its flags only
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
 NNODES=${NNODES:-8}
-NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-}    # e.g. ./model_weights/mistral-small4-119b-mcore (ckpt_convert_mistral_small4_119b_hf2mcore.sh)
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/mistral-small4-119b}
@@ -22,12 +18,8 @@ NUM_LAYERS=36 HIDDEN_SIZE=4096 FFN_HIDDEN_SIZE=12288 NUM_HEADS=32 VOCAB_SIZE=131
 Q_LORA_RANK=1024 KV_LORA_RANK=256 QK_HEAD_DIM=64 QK_POS_EMB_HEAD_DIM=64 V_HEAD_DIM=128
 MOE_FFN_HIDDEN_SIZE=2048
 SEQ_LENGTH=${SEQ_LENGTH:-4096} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
-SAVE_INTERVAL=1000 EVAL_INTERVAL=1000 EVAL_ITERS=0
-PRECISION=(--bf16)
-pretrain_setup
 
-GPT_ARGS=(
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+arg_group MODEL_ARGS <<'ARGS'
     --expert-model-parallel-size "$EP"
     --moe-token-dispatcher-type alltoall --moe-grouped-gemm --sequence-parallel --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
@@ -44,20 +36,6 @@ GPT_ARGS=(
     --untie-embeddings-and-output-weights
     --num-experts 128 --moe-router-topk 4 --moe-router-pre-softmax --norm-topk-prob --n-shared-experts 1
     --moe-ffn-hidden-size "$MOE_FFN_HIDDEN_SIZE"
-    --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-    --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.02
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 1.25e-6 --min-lr 1.25e-7 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
-)
-DATA_ARGS=(
-    --data-path "$DATA_PATH" --split 100,0,0
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-)
-OUTPUT_ARGS=(
-    --log-interval 1 --save-interval "$SAVE_INTERVAL" --eval-interval "$EVAL_INTERVAL" --eval-iters "$EVAL_ITERS"
-    --save "$CKPT_SAVE_DIR" ${CKPT_LOAD_DIR:+--load "$CKPT_LOAD_DIR"}
-)
+ARGS
 
-run_pretrain
+recipe_pretrain

@@ -11,34 +11,17 @@
 #   DRY_RUN=1 bash examples/mixtral/evaluate_mixtral_8x7b_mmlu_ptd.sh   # print the command and validate its flags, the checkpoint's settings and the benchmark's files
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/mixtral-8x7b-mcore-tp2pp1ep4}    # ckpt_convert_mixtral_8x7b_hf2mcore.sh run with PP=1 CKPT_SAVE_DIR=./model_weights/mixtral-8x7b-mcore-tp2pp1ep4
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Mixtral-8x7B-v0.1}
 TASK_DATA_PATH=${TASK_DATA_PATH:-./mmlu/data/test}    # mmlu/data/{test,dev}/{subject}_{test,dev}.csv
 OUTPUT_FILE=${OUTPUT_FILE:-./eval_results/mixtral_8x7b/}
-EVAL_BATCH_SIZE=${EVAL_BATCH_SIZE:-4}
-MAX_EVAL_SAMPLES=${MAX_EVAL_SAMPLES:-}
 
 TP=${TP:-2} PP=${PP:-1} EP=${EP:-4}
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes; a tiny MMLU
-inference_setup mixtral '{"num_local_experts": 8, "num_experts_per_tok": 2, "router_aux_loss_coef": 0.02, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null, "tie_word_embeddings": false, "max_position_embeddings": 32768}' mmlu
 
-GPT_ARGS=(
-    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP" --expert-model-parallel-size "$EP"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-    "${PRECISION[@]}"
-)
-EVAL_ARGS=(
-    --task mmlu --task-data-path "$TASK_DATA_PATH"
-    --evaluation-batch-size "$EVAL_BATCH_SIZE" ${MAX_EVAL_SAMPLES:+--max-eval-samples "$MAX_EVAL_SAMPLES"}
-    --output-file "$OUTPUT_FILE"
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=mixtral HF_CONFIG='{"num_local_experts": 8, "num_experts_per_tok": 2, "router_aux_loss_coef": 0.02, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null, "tie_word_embeddings": false, "max_position_embeddings": 32768}'
+arg_group LAYOUT_ARGS <<'ARGS'
+    --expert-model-parallel-size "$EP"
+ARGS
 
-run_evaluation
+recipe_evaluate mmlu

@@ -4,15 +4,12 @@
 #   bash examples/modernbert_decoder/ckpt_convert_ettin_decoder_150m_mcore2hf.sh
 #   SMOKE=1 bash examples/modernbert_decoder/ckpt_convert_ettin_decoder_150m_mcore2hf.sh   # runs the hf2mcore smoke first, then
 #                                                    # checks that every tensor comes back identical
+#   DRY_RUN=1 bash examples/modernbert_decoder/ckpt_convert_ettin_decoder_150m_mcore2hf.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./ckpt/ettin-decoder-150m}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_from_mcore/ettin-decoder-150m}
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/ettin-decoder-150m}
-mcore2hf_setup
+MODEL_TYPE_HF=modernbert-decoder
 
-python "$REPO_ROOT/tools/convert_ckpt.py" \
-    --load-model-type mg --save-model-type hf --model-type-hf modernbert-decoder \
-    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
-copy_tokenizer_files "$TOKENIZER_PATH" "$CKPT_SAVE_DIR"
-smoke_check_round_trip
+recipe_mcore2hf

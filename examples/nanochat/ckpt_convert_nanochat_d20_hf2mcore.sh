@@ -3,15 +3,15 @@
 # (the layout of pretrain_nanochat_d20_ptd.sh).
 #   bash examples/nanochat/ckpt_convert_nanochat_d20_hf2mcore.sh
 #   SMOKE=1 bash examples/nanochat/ckpt_convert_nanochat_d20_hf2mcore.sh   # a tiny random nanochat model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/nanochat/ckpt_convert_nanochat_d20_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/nanochat-d20}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_weights/nanochat-d20-mcore-tp1pp1}
 TP=${TP:-1} PP=${PP:-1}
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-hf2mcore_setup nanochat '{"hidden_act": "relu2", "rms_norm_eps": 1e-06, "final_logit_softcapping": 15.0, "attention_bias": false, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}, "tie_word_embeddings": false, "max_position_embeddings": 2048}'
+MODEL_TYPE_HF=nanochat
 
-python "$REPO_ROOT/tools/convert_ckpt.py" \
-    --load-model-type hf --save-model-type mg --model-type-hf nanochat \
-    --target-tensor-parallel-size "$TP" --target-pipeline-parallel-size "$PP" \
-    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=nanochat HF_CONFIG='{"hidden_act": "relu2", "rms_norm_eps": 1e-06, "final_logit_softcapping": 15.0, "attention_bias": false, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}, "tie_word_embeddings": false, "max_position_embeddings": 2048}'
+
+recipe_hf2mcore

@@ -4,15 +4,12 @@
 #   bash examples/nemotron/ckpt_convert_minitron_4b_mcore2hf.sh
 #   SMOKE=1 bash examples/nemotron/ckpt_convert_minitron_4b_mcore2hf.sh   # runs the hf2mcore smoke first, then
 #                                                    # checks that every tensor comes back identical
+#   DRY_RUN=1 bash examples/nemotron/ckpt_convert_minitron_4b_mcore2hf.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./ckpt/minitron-4b}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_from_mcore/Minitron-4B-Base}
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Minitron-4B-Base}
-mcore2hf_setup
+MODEL_TYPE_HF=nemotron
 
-python "$REPO_ROOT/tools/convert_ckpt.py" \
-    --load-model-type mg --save-model-type hf --model-type-hf nemotron \
-    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
-copy_tokenizer_files "$TOKENIZER_PATH" "$CKPT_SAVE_DIR"
-smoke_check_round_trip
+recipe_mcore2hf

@@ -3,15 +3,15 @@
 # (the layout of pretrain_persimmon_8b_ptd.sh).
 #   bash examples/persimmon/ckpt_convert_persimmon_8b_hf2mcore.sh
 #   SMOKE=1 bash examples/persimmon/ckpt_convert_persimmon_8b_hf2mcore.sh   # a tiny random persimmon model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/persimmon/ckpt_convert_persimmon_8b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/persimmon-8b-base}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_weights/persimmon-8b-mcore-tp8pp1}
 TP=${TP:-8} PP=${PP:-1}
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-hf2mcore_setup persimmon '{"num_key_value_heads": 4, "partial_rotary_factor": 0.5, "rope_theta": 25000.0, "hidden_act": "relu2", "layer_norm_eps": 1e-05, "qk_layernorm": true, "tie_word_embeddings": false, "max_position_embeddings": 16384}'
+MODEL_TYPE_HF=persimmon
 
-python "$REPO_ROOT/tools/convert_ckpt.py" \
-    --load-model-type hf --save-model-type mg --model-type-hf persimmon \
-    --target-tensor-parallel-size "$TP" --target-pipeline-parallel-size "$PP" \
-    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=persimmon HF_CONFIG='{"num_key_value_heads": 4, "partial_rotary_factor": 0.5, "rope_theta": 25000.0, "hidden_act": "relu2", "layer_norm_eps": 1e-05, "qk_layernorm": true, "tie_word_embeddings": false, "max_position_embeddings": 16384}'
+
+recipe_hf2mcore

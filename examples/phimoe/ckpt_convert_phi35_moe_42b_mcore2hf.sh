@@ -4,15 +4,12 @@
 #   bash examples/phimoe/ckpt_convert_phi35_moe_42b_mcore2hf.sh
 #   SMOKE=1 bash examples/phimoe/ckpt_convert_phi35_moe_42b_mcore2hf.sh   # runs the hf2mcore smoke first, then
 #                                                    # checks that every tensor comes back identical
+#   DRY_RUN=1 bash examples/phimoe/ckpt_convert_phi35_moe_42b_mcore2hf.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./ckpt/phi35_moe-42b}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_from_mcore/Phi-3.5-MoE-instruct}
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Phi-3.5-MoE-instruct}
-mcore2hf_setup
+MODEL_TYPE_HF=phimoe
 
-python "$REPO_ROOT/tools/convert_ckpt.py" \
-    --load-model-type mg --save-model-type hf --model-type-hf phimoe \
-    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
-copy_tokenizer_files "$TOKENIZER_PATH" "$CKPT_SAVE_DIR"
-smoke_check_round_trip
+recipe_mcore2hf

@@ -6,11 +6,7 @@
 #   DRY_RUN=1 bash examples/phimoe/pretrain_phi35_moe_42b_ptd.sh   # print the command and validate its flags only
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
 NNODES=${NNODES:-2}
-NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-}    # e.g. ./model_weights/phi-3.5-moe-instruct-mcore-tp8pp1 (ckpt_convert_phi35_moe_42b_hf2mcore.sh)
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/phi35_moe-42b}
@@ -20,12 +16,8 @@ TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Phi-3.5-MoE-instruct}
 TP=${TP:-4} PP=${PP:-4} EP=${EP:-1}
 NUM_LAYERS=32 HIDDEN_SIZE=4096 FFN_HIDDEN_SIZE=6400 NUM_HEADS=32 NUM_KV_HEADS=8 VOCAB_SIZE=32064
 SEQ_LENGTH=${SEQ_LENGTH:-4096} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-2000}
-SAVE_INTERVAL=1000 EVAL_INTERVAL=1000 EVAL_ITERS=0
-PRECISION=(--bf16)
-pretrain_setup
 
-GPT_ARGS=(
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+arg_group MODEL_ARGS <<'ARGS'
     --expert-model-parallel-size "$EP"
     --moe-token-dispatcher-type allgather --moe-grouped-gemm --sequence-parallel
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
@@ -35,20 +27,6 @@ GPT_ARGS=(
     --normalization LayerNorm --norm-epsilon 1e-5 --swiglu --disable-bias-linear --add-qkv-bias --add-dense-bias --add-output-layer-bias
     --untie-embeddings-and-output-weights
     --num-experts 16 --moe-router-topk 2 --moe-router-score-function sparsemixer --moe-router-sparsemixer-eps 0.01 --moe-aux-loss-coeff 0.001
-    --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-    --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.02
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 1.25e-6 --min-lr 1.25e-7 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
-)
-DATA_ARGS=(
-    --data-path "$DATA_PATH" --split 100,0,0
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-)
-OUTPUT_ARGS=(
-    --log-interval 1 --save-interval "$SAVE_INTERVAL" --eval-interval "$EVAL_INTERVAL" --eval-iters "$EVAL_ITERS"
-    --save "$CKPT_SAVE_DIR" ${CKPT_LOAD_DIR:+--load "$CKPT_LOAD_DIR"}
-)
+ARGS
 
-run_pretrain
+recipe_pretrain

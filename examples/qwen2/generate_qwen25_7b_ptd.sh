@@ -10,32 +10,13 @@
 source "$(dirname "$0")/../common/recipe.sh"
 
 GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-4}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/qwen25-7b-mcore-tp4pp1}    # ckpt_convert_qwen25_7b_hf2mcore.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Qwen2.5-7B}
-PROMPT=${PROMPT:-"The capital of France is"}
-PROMPT_FILE=${PROMPT_FILE:-}
-OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
-MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
 
 TP=${TP:-4} PP=${PP:-1}
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-inference_setup qwen2 '{"rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "use_sliding_window": false, "tie_word_embeddings": false}'
 
-GPT_ARGS=(
-    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-    "${PRECISION[@]}"
-)
-GENERATE_ARGS=(
-    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
-    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=qwen2 HF_CONFIG='{"rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "use_sliding_window": false, "tie_word_embeddings": false}'
 
-run_inference
+recipe_generate

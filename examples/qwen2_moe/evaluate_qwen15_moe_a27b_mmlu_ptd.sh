@@ -12,33 +12,18 @@
 source "$(dirname "$0")/../common/recipe.sh"
 
 GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-4}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/qwen15-moe-a27b-mcore-tp1pp1ep4}    # ckpt_convert_qwen15_moe_a27b_hf2mcore.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Qwen1.5-MoE-A2.7B}
 TASK_DATA_PATH=${TASK_DATA_PATH:-./mmlu/data/test}    # mmlu/data/{test,dev}/{subject}_{test,dev}.csv
 OUTPUT_FILE=${OUTPUT_FILE:-./eval_results/qwen15_moe_a27b/}
-EVAL_BATCH_SIZE=${EVAL_BATCH_SIZE:-4}
-MAX_EVAL_SAMPLES=${MAX_EVAL_SAMPLES:-}
 
 TP=${TP:-1} PP=${PP:-1} EP=${EP:-4}
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes; a tiny MMLU
-inference_setup qwen2_moe '{"num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48, "norm_topk_prob": false, "decoder_sparse_step": 1, "mlp_only_layers": [], "router_aux_loss_coef": 0.001, "qkv_bias": true, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "use_sliding_window": false, "tie_word_embeddings": false, "max_position_embeddings": 8192}' mmlu
 
-GPT_ARGS=(
-    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP" --expert-model-parallel-size "$EP"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-    "${PRECISION[@]}"
-)
-EVAL_ARGS=(
-    --task mmlu --task-data-path "$TASK_DATA_PATH"
-    --evaluation-batch-size "$EVAL_BATCH_SIZE" ${MAX_EVAL_SAMPLES:+--max-eval-samples "$MAX_EVAL_SAMPLES"}
-    --output-file "$OUTPUT_FILE"
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=qwen2_moe HF_CONFIG='{"num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48, "norm_topk_prob": false, "decoder_sparse_step": 1, "mlp_only_layers": [], "router_aux_loss_coef": 0.001, "qkv_bias": true, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "use_sliding_window": false, "tie_word_embeddings": false, "max_position_embeddings": 8192}'
+arg_group LAYOUT_ARGS <<'ARGS'
+    --expert-model-parallel-size "$EP"
+ARGS
 
-run_evaluation
+recipe_evaluate mmlu

@@ -3,15 +3,15 @@
 # (the layout of pretrain_qwen3_8b_ptd.sh).
 #   bash examples/qwen3/ckpt_convert_qwen3_8b_hf2mcore.sh
 #   SMOKE=1 bash examples/qwen3/ckpt_convert_qwen3_8b_hf2mcore.sh   # a tiny random qwen3 model, TP=2 PP=2
+#   DRY_RUN=1 bash examples/qwen3/ckpt_convert_qwen3_8b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Qwen3-8B}
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_weights/qwen3-8b-mcore-tp8pp1}
 TP=${TP:-8} PP=${PP:-1}
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-hf2mcore_setup qwen3 '{"head_dim": 32, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "use_sliding_window": false, "tie_word_embeddings": false, "max_position_embeddings": 40960}'
+MODEL_TYPE_HF=qwen3
 
-python "$REPO_ROOT/tools/convert_ckpt.py" \
-    --load-model-type hf --save-model-type mg --model-type-hf qwen3 \
-    --target-tensor-parallel-size "$TP" --target-pipeline-parallel-size "$PP" \
-    --load-dir "$CKPT_LOAD_DIR" --save-dir "$CKPT_SAVE_DIR"
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=qwen3 HF_CONFIG='{"head_dim": 32, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "use_sliding_window": false, "tie_word_embeddings": false, "max_position_embeddings": 40960}'
+
+recipe_hf2mcore

@@ -10,50 +10,16 @@
 #   DRY_RUN=1 bash examples/qwen3/dpo_qwen3_8b_ptd.sh   # print the command and validate its flags, checkpoint and data
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./ckpt/qwen3-sft}    # tune_qwen3_8b_full_ptd.sh
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/qwen3-dpo}
 DATA_PATH=${DATA_PATH:-./finetune_dataset/qwen3/pairwise}    # data_convert_qwen3_pairwise.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Qwen3-8B}
 PROMPT_TYPE=${PROMPT_TYPE:-chatml}    # the template of data_convert_qwen3_pairwise.sh
-REF_MODEL=${REF_MODEL:-}    # empty: the initial policy (a frozen copy) is the reference
-PRECOMPUTE_REF=${PRECOMPUTE_REF:-0}
 
 TP=${TP:-8} PP=${PP:-1}
 SEQ_LENGTH=${SEQ_LENGTH:-4096} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-1000}
-SAVE_INTERVAL=500 EVAL_INTERVAL=500 EVAL_ITERS=0
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes; a pairwise dataset
-posttrain_setup qwen3 '{"head_dim": 32, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "use_sliding_window": false, "tie_word_embeddings": false, "max_position_embeddings": 40960}' pairwise
-REF_ARGS=()
-if [[ -n $REF_MODEL ]]; then REF_ARGS+=(--ref-model "$REF_MODEL"); fi
-if [[ $PRECOMPUTE_REF == 1 ]]; then REF_ARGS+=(--precompute-ref-log-probs); fi
 
-GPT_ARGS=(
-    --use-checkpoint-args
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP" --sequence-parallel
-    --seq-length "$SEQ_LENGTH" --attention-dropout 0 --hidden-dropout 0
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 5e-7 --min-lr 5e-8 --lr-decay-style cosine --lr-warmup-fraction 0.1
-    --weight-decay 0 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
-)
-DATA_ARGS=(
-    --data-path "$DATA_PATH"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-)
-TUNE_ARGS=(
-    --finetune --stage dpo --is-pairwise-dataset --prompt-type "$PROMPT_TYPE"
-    --dpo-loss-type sigmoid --dpo-beta 0.1 "${REF_ARGS[@]}"
-)
-OUTPUT_ARGS=(
-    --log-interval 1 --save-interval "$SAVE_INTERVAL" --eval-interval "$EVAL_INTERVAL" --eval-iters "$EVAL_ITERS"
-    --load "$CKPT_LOAD_DIR" --save "$CKPT_SAVE_DIR"
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=qwen3 HF_CONFIG='{"head_dim": 32, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "use_sliding_window": false, "tie_word_embeddings": false, "max_position_embeddings": 40960}'
 
-run_posttrain
+recipe_dpo

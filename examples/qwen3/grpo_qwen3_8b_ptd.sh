@@ -17,12 +17,6 @@
 #   DRY_RUN=1 bash examples/qwen3/grpo_qwen3_8b_ptd.sh   # print the command and validate its flags, checkpoint and data
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/qwen3-8b-mcore-tp8pp1}    # ckpt_convert_qwen3_8b_hf2mcore.sh (or an SFT run)
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/qwen3-grpo}
 DATA_PATH=${DATA_PATH:-./finetune_dataset/qwen3/gsm8k}    # see the header
@@ -31,34 +25,8 @@ PROMPT_TYPE=${PROMPT_TYPE:-chatml}    # the template the data was tokenized with
 
 TP=${TP:-8} PP=${PP:-1}
 SEQ_LENGTH=${SEQ_LENGTH:-2048} MBS=${MBS:-1} GBS=${GBS:-32} TRAIN_ITERS=${TRAIN_ITERS:-500}
-SAVE_INTERVAL=100 EVAL_INTERVAL=100 EVAL_ITERS=0
-NUM_GENERATIONS=${NUM_GENERATIONS:-8} MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-1024}
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-posttrain_setup qwen3 '{"head_dim": 32, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "use_sliding_window": false, "tie_word_embeddings": false, "max_position_embeddings": 40960}'
-if [[ $SMOKE == 1 ]]; then NUM_GENERATIONS=4 MAX_NEW_TOKENS=8; fi
 
-GPT_ARGS=(
-    --use-checkpoint-args
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
-    --seq-length "$SEQ_LENGTH" --attention-dropout 0 --hidden-dropout 0
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 1e-6 --lr-decay-style constant --weight-decay 0.0 --clip-grad 1.0
-    --adam-beta1 0.9 --adam-beta2 0.99 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
-)
-DATA_ARGS=(
-    --data-path "$DATA_PATH"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-)
-TUNE_ARGS=(
-    --finetune --stage grpo --is-instruction-dataset --prompt-type "$PROMPT_TYPE"
-    --num-generations "$NUM_GENERATIONS" --max-new-tokens "$MAX_NEW_TOKENS" --temperature 1.0 --top-p 1.0
-    --reward-funcs gsm8k_accuracy --kl-coef 0.001 --clip-ratio 0.2 --clip-ratio-high 0.28 --loss-type grpo
-)
-OUTPUT_ARGS=(
-    --log-interval 1 --save-interval "$SAVE_INTERVAL" --eval-interval "$EVAL_INTERVAL" --eval-iters "$EVAL_ITERS"
-    --load "$CKPT_LOAD_DIR" --save "$CKPT_SAVE_DIR"
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=qwen3 HF_CONFIG='{"head_dim": 32, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "use_sliding_window": false, "tie_word_embeddings": false, "max_position_embeddings": 40960}'
 
-run_posttrain
+recipe_grpo

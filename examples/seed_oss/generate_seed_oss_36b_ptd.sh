@@ -9,33 +9,14 @@
 #   DRY_RUN=1 bash examples/seed_oss/generate_seed_oss_36b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
 NNODES=${NNODES:-2}
-NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/seed-oss-36b-mcore-tp8pp2}    # ckpt_convert_seed_oss_36b_hf2mcore.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Seed-OSS-36B-Base}
-PROMPT=${PROMPT:-"The capital of France is"}
-PROMPT_FILE=${PROMPT_FILE:-}
-OUTPUT_FILE=${OUTPUT_FILE:-}    # a jsonl of prompt, response and the generated token_ids, when set
-MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
 
 TP=${TP:-8} PP=${PP:-2}
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes
-inference_setup seed_oss '{"attention_bias": true, "attention_out_bias": false, "mlp_bias": false, "rms_norm_eps": 1e-06, "rope_theta": 10000000.0, "head_dim": 32, "tie_word_embeddings": false, "max_position_embeddings": 524288, "attention_dropout": 0.0, "residual_dropout": 0.0}'
 
-GPT_ARGS=(
-    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-    "${PRECISION[@]}"
-)
-GENERATE_ARGS=(
-    --task greedy --max-new-tokens "$MAX_NEW_TOKENS"
-    --prompt "$PROMPT" ${PROMPT_FILE:+--prompt-file "$PROMPT_FILE"} ${OUTPUT_FILE:+--output-file "$OUTPUT_FILE"}
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=seed_oss HF_CONFIG='{"attention_bias": true, "attention_out_bias": false, "mlp_bias": false, "rms_norm_eps": 1e-06, "rope_theta": 10000000.0, "head_dim": 32, "tie_word_embeddings": false, "max_position_embeddings": 524288, "attention_dropout": 0.0, "residual_dropout": 0.0}'
 
-run_inference
+recipe_generate

@@ -2,17 +2,12 @@
 # Tokenize a pretraining corpus (jsonl/json/parquet/txt; the text under --json-keys) with the stablelm-2-1_6b tokenizer into .bin/.idx: writes ./dataset/stablelm2_text_document.bin/.idx, the DATA_PATH of pretrain_stablelm2_*_ptd.sh.
 #   bash examples/stablelm/data_convert_stablelm2_pretrain.sh
 #   SMOKE=1 bash examples/stablelm/data_convert_stablelm2_pretrain.sh   # a tiny corpus and a 300-token BPE tokenizer trained on it
+#   DRY_RUN=1 bash examples/stablelm/data_convert_stablelm2_pretrain.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 
 DATA_INPUT=${DATA_INPUT:-./dataset/enwiki/train-00000-of-00042.parquet}
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/stablelm-2-1_6b}
 OUTPUT_PREFIX=${OUTPUT_PREFIX:-./dataset/stablelm2}
 WORKERS=${WORKERS:-4}
-data_setup pretrain
-mkdir -p "$(dirname "$OUTPUT_PREFIX")"
 
-python "$REPO_ROOT/preprocess_data.py" \
-    --input "$DATA_INPUT" \
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH" \
-    --json-keys text --append-eod \
-    --output-prefix "$OUTPUT_PREFIX" --workers "$WORKERS" --log-interval 1000
+recipe_data pretrain

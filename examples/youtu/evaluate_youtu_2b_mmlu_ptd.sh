@@ -12,33 +12,15 @@
 source "$(dirname "$0")/../common/recipe.sh"
 
 GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-1}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/youtu-llm-2b-mcore-tp1pp1}    # ckpt_convert_youtu_2b_hf2mcore.sh
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Youtu-LLM-2B}
 TASK_DATA_PATH=${TASK_DATA_PATH:-./mmlu/data/test}    # mmlu/data/{test,dev}/{subject}_{test,dev}.csv
 OUTPUT_FILE=${OUTPUT_FILE:-./eval_results/youtu_2b/}
-EVAL_BATCH_SIZE=${EVAL_BATCH_SIZE:-4}
-MAX_EVAL_SAMPLES=${MAX_EVAL_SAMPLES:-}
 
 TP=${TP:-1} PP=${PP:-1}
-PRECISION=(--bf16)
-# SMOKE=1: the model's behaviour fields, as in its config.json, on tiny sizes; a tiny MMLU
-inference_setup youtu '{"kv_lora_rank": 32, "q_lora_rank": 48, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "num_key_value_heads": 4, "rope_interleave": true, "rms_norm_eps": 1e-06, "rope_theta": 1600000.0, "tie_word_embeddings": true, "max_position_embeddings": 131072}' mmlu
 
-GPT_ARGS=(
-    --use-checkpoint-args --load "$CKPT_LOAD_DIR"
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-    "${PRECISION[@]}"
-)
-EVAL_ARGS=(
-    --task mmlu --task-data-path "$TASK_DATA_PATH"
-    --evaluation-batch-size "$EVAL_BATCH_SIZE" ${MAX_EVAL_SAMPLES:+--max-eval-samples "$MAX_EVAL_SAMPLES"}
-    --output-file "$OUTPUT_FILE"
-)
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=youtu HF_CONFIG='{"kv_lora_rank": 32, "q_lora_rank": 48, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "num_key_value_heads": 4, "rope_interleave": true, "rms_norm_eps": 1e-06, "rope_theta": 1600000.0, "tie_word_embeddings": true, "max_position_embeddings": 131072}'
 
-run_evaluation
+recipe_evaluate mmlu

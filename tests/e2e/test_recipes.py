@@ -63,6 +63,7 @@ from mindspeed_llm.inference.loading import with_placeholders
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = sorted(REPO.glob("examples/*/*.sh"))
+ACTIONS = sorted(REPO.glob("examples/common/actions/*.sh"))
 PRETRAIN_RECIPES = [path for path in RECIPES if path.name.startswith("pretrain_")]
 GENERATE_RECIPES = [path for path in RECIPES if path.name.startswith("generate_")]
 EVALUATE_RECIPES = [path for path in RECIPES if path.name.startswith("evaluate_")]
@@ -104,6 +105,13 @@ def _argv(recipe: Path, smoke: bool, env: Optional[Dict[str, str]] = None) -> Tu
     return int(first.removeprefix("WORLD_SIZE=")), argv
 
 
+def _tool_flags(recipe: Path) -> Dict[str, List[str]]:
+    """A data or checkpoint conversion recipe's flags (DRY_RUN=argv: printed, not run), flag -> its values."""
+    run = _run(recipe, {"DRY_RUN": "argv"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    return _flags(run.stdout.splitlines())
+
+
 def _flags(argv: List[str]) -> Dict[str, List[str]]:
     """Flag -> its values, in order of appearance."""
     flags: Dict[str, List[str]] = {}
@@ -119,15 +127,15 @@ def _flags(argv: List[str]) -> Dict[str, List[str]]:
 
 def test_recipes_exist_for_every_family_and_action() -> None:
     names = {path.name for path in RECIPES}
-    for family_recipe in ("llama2/pretrain_llama31_8b_ptd.sh", "mistral/pretrain_mistral_7b_ptd.sh",
+    for family_recipe in ("llama3/pretrain_llama31_8b_ptd.sh", "mistral/pretrain_mistral_7b_ptd.sh",
                           "qwen2/pretrain_qwen25_7b_ptd.sh", "qwen2/ckpt_convert_qwen25_7b_hf2mcore.sh",
                           "qwen2/ckpt_convert_qwen25_7b_mcore2hf.sh", "qwen2/data_convert_qwen25_pretrain.sh",
                           "qwen2/data_convert_qwen25_instruction.sh", "llama3/pretrain_llama31_8b_32k_ptd.sh",
-                          "llama2/tune_llama31_8b_full_ptd.sh", "qwen2/tune_qwen25_7b_full_ptd.sh",
+                          "llama3/tune_llama31_8b_full_ptd.sh", "qwen2/tune_qwen25_7b_full_ptd.sh",
                           "qwen3/tune_qwen3_8b_full_ptd.sh", "mistral/tune_mistral_7b_full_ptd.sh",
                           "gemma2/tune_gemma2_9b_full_ptd.sh"):
         assert Path(family_recipe).name in names, family_recipe
-    for folder, model in (("llama2", "llama31_8b"), ("qwen2", "qwen25_7b"), ("qwen3", "qwen3_8b"),
+    for folder, model in (("llama3", "llama31_8b"), ("qwen2", "qwen25_7b"), ("qwen3", "qwen3_8b"),
                           ("mistral", "mistral_7b"), ("gemma2", "gemma2_9b")):
         for stage in ("dpo", "orm"):
             assert (REPO / "examples" / folder / f"{stage}_{model}_ptd.sh").is_file(), (folder, stage)
@@ -144,9 +152,9 @@ def test_recipes_exist_for_every_family_and_action() -> None:
 
 def test_generate_and_evaluate_recipes_exist_for_every_family() -> None:
     """One generate and one MMLU evaluate recipe per family with a pretrain recipe, of a model the family's
-    hf2mcore recipe converts (llama3/ holds only the 32k variant of llama2/'s model); GSM8K, BoolQ and HumanEval
-    for Llama-3.1-8B, Qwen2.5-7B and Qwen3-8B."""
-    families = {path.parent for path in PRETRAIN_RECIPES if path.parent.name != "llama3"}
+    hf2mcore recipe converts (the Llama line's are llama3/'s: llama2/ holds Llama-2-7B's pretraining, conversion and
+    data recipes only); GSM8K, BoolQ and HumanEval for Llama-3.1-8B, Qwen2.5-7B and Qwen3-8B."""
+    families = {path.parent for path in PRETRAIN_RECIPES if path.parent.name != "llama2"}
     assert {folder.name for folder in families} == INFERENCE_FAMILIES and len(families) >= 80
     for folder in sorted(families):
         generate = [path.name for path in folder.glob("generate_*_ptd.sh")]
@@ -154,15 +162,52 @@ def test_generate_and_evaluate_recipes_exist_for_every_family() -> None:
         model = generate[0].removeprefix("generate_").removesuffix("_ptd.sh")
         assert (folder / f"ckpt_convert_{model}_hf2mcore.sh").is_file(), generate[0]
         assert {path.name for path in folder.glob("evaluate_*_ptd.sh")} >= {f"evaluate_{model}_mmlu_ptd.sh"}
-    for folder, model in (("llama2", "llama31_8b"), ("qwen2", "qwen25_7b"), ("qwen3", "qwen3_8b")):
+    for folder, model in (("llama3", "llama31_8b"), ("qwen2", "qwen25_7b"), ("qwen3", "qwen3_8b")):
         for task in ("mmlu", "gsm8k", "boolq", "human_eval"):
             assert (REPO / "examples" / folder / f"evaluate_{model}_{task}_ptd.sh").is_file(), (folder, task)
 
 
-@pytest.mark.parametrize("recipe", RECIPES, ids=_recipe_id)
+@pytest.mark.parametrize("recipe", RECIPES + ACTIONS, ids=_recipe_id)
 def test_recipe_parses(recipe: Path) -> None:
     run = subprocess.run(["bash", "-n", str(recipe)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+# The action a recipe's name calls for: (name pattern, the call that ends the recipe).
+RECIPE_ACTIONS = ((r"pretrain_\w+_ptd", "recipe_pretrain"), (r"ckpt_convert_\w+_hf2mcore", "recipe_hf2mcore"),
+                  (r"ckpt_convert_\w+_mcore2hf", "recipe_mcore2hf"),
+                  (r"data_convert_\w+_(pretrain|instruction|pairwise)", r"recipe_data \1"),
+                  (r"tune_\w+_(full|lora|qlora)_ptd", r"recipe_tune \1"), (r"(dpo|orm|grpo)_\w+_ptd", r"recipe_\1"),
+                  (r"generate_\w+_ptd", "recipe_generate"),
+                  (rf"evaluate_\w+?_({'|'.join(EVALUATION_TASKS)})_ptd", r"recipe_evaluate \1"))
+FAMILY_RECIPES = [path for path in RECIPES if path.parent.name != "common"]
+
+
+@pytest.mark.parametrize("recipe", FAMILY_RECIPES, ids=_recipe_id)
+def test_recipe_is_its_variables_and_one_action(recipe: Path) -> None:
+    """The header's three usage lines, the variables, then one call of the action of the recipe's kind; the
+    action's body (the launch, the tool's flags) lives in examples/common/actions/ only."""
+    lines = recipe.read_text().splitlines()
+    expected = next(re.sub(pattern, call, recipe.stem) for pattern, call in RECIPE_ACTIONS
+                    if re.fullmatch(pattern, recipe.stem))
+    assert lines[-1] == expected, (lines[-1], expected)
+    usage = f"bash examples/{recipe.parent.name}/{recipe.name}"
+    for prefix in ("#   ", "#   SMOKE=1 ", "#   DRY_RUN=1 "):
+        assert any(line.startswith(prefix + usage) for line in lines), prefix
+    code = [line for line in lines if not line.lstrip().startswith("#")]
+    assert not [line for line in code if re.match(r"\s*(python|torchrun)\b", line)]
+    assert sum(1 for line in code if line.startswith("recipe_")) == 1
+
+
+def test_conversion_recipe_dry_run_prints_the_command_only(tmp_path: Path) -> None:
+    recipe = REPO / "examples" / "llama3" / "ckpt_convert_llama31_8b_hf2mcore.sh"
+    run = subprocess.run(["bash", str(recipe)], cwd=tmp_path, env={**os.environ, "DRY_RUN": "1", "TP": "2"},
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == ("python tools/convert_ckpt.py --load-model-type hf --save-model-type mg --model-type-hf llama2"
+                          " --target-tensor-parallel-size 2 --target-pipeline-parallel-size 1 --load-dir"
+                          " ./model_from_hf/Llama-3.1-8B --save-dir ./model_weights/llama31-8b-mcore-tp8pp1\n")
+    assert not list(tmp_path.iterdir())  # nothing converted, nothing written
 
 
 @pytest.mark.parametrize("recipe", PRETRAIN_RECIPES, ids=_recipe_id)
@@ -274,9 +319,8 @@ def test_tune_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -> None
     assert _layout_defaults(_sibling(recipe, "CKPT_LOAD_DIR")) == layout  # the converted checkpoint's layout
     for variable, sibling_variable in (("CKPT_LOAD_DIR", "CKPT_SAVE_DIR"), ("DATA_PATH", "OUTPUT_PREFIX")):
         assert _default(recipe, variable) == _default(_sibling(recipe, variable), sibling_variable)  # what it writes
-    data_recipe = _sibling(recipe, "DATA_PATH").read_text()
-    written = re.search(r"--prompt-type (\w+)|PROMPT_TYPE:-(\w+)", data_recipe)
-    assert args.prompt_type == (written.group(1) or written.group(2))  # the template the data was written with
+    data_flags = _tool_flags(_sibling(recipe, "DATA_PATH"))
+    assert [args.prompt_type] == data_flags["--prompt-type"]  # the template the data was written with
     method = recipe.stem.split("_")[-2]
     assert bool(args.lora_target_modules) == (method != "full") and args.qlora == (method == "qlora")
     if method != "full":
@@ -317,10 +361,10 @@ def test_preference_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -
     layout = {"TP": str(args.tensor_model_parallel_size), "PP": str(args.pipeline_model_parallel_size)}
     assert _layout_defaults(tune) == layout
     data = _sibling(recipe, "DATA_PATH")
-    assert data.name.endswith("_pairwise.sh") and "--handler-name AlpacaStylePairwiseHandler" in data.read_text()
+    data_flags = _tool_flags(data)
+    assert data.name.endswith("_pairwise.sh") and data_flags["--handler-name"] == ["AlpacaStylePairwiseHandler"]
     assert _default(recipe, "DATA_PATH") == _default(data, "OUTPUT_PREFIX")
-    written = re.search(r"--prompt-type (\w+)|PROMPT_TYPE:-(\w+)", data.read_text())
-    assert args.prompt_type == (written.group(1) or written.group(2)) == _default(tune, "PROMPT_TYPE")
+    assert [args.prompt_type] == data_flags["--prompt-type"] == [_default(tune, "PROMPT_TYPE")]
     if stage == "dpo":
         assert (args.dpo_loss_type, args.dpo_beta, args.ref_model, args.precompute_ref_log_probs) == ("sigmoid", 0.1,
                                                                                                       None, False)
@@ -393,7 +437,7 @@ def test_inference_recipe_flags_pass_validation(recipe: Path, tmp_path: Path, be
     assert args.data_parallel_size == expert_dimension(
         args.tensor_model_parallel_size, args.expert_model_parallel_size, args.expert_tensor_parallel_size)
     if action == "generate":
-        assert args.task == "greedy" and args.prompt == [_default(recipe, "PROMPT").strip('"')]
+        assert args.task == "greedy" and args.prompt == ["The capital of France is"]
         assert args.max_new_tokens == 256 and args.prompt_file is None
         check_task(args)
     else:
@@ -523,7 +567,7 @@ def test_smoke_lora_recipe_trains_and_saves_adapters(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["qwen2/dpo_qwen25_7b_ptd",  # qkv bias; the policy starts as its reference
-                                  "llama2/orm_llama31_8b_ptd"])  # llama3 rope scaling; a value head
+                                  "llama3/orm_llama31_8b_ptd"])  # llama3 rope scaling; a value head
 def test_smoke_preference_recipe_trains_and_saves(tmp_path: Path, name: str) -> None:
     recipe = REPO / "examples" / f"{name}.sh"
     run = _run(recipe, {"SMOKE": "1", "SMOKE_DIR": str(tmp_path / "smoke"), "LOG_DIR": str(tmp_path / "logs")})
@@ -555,10 +599,10 @@ def test_smoke_generate_recipe_prints_a_response(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, questions", [("llama2/evaluate_llama31_8b_mmlu_ptd", 3),  # TP 2, log-likelihoods
+@pytest.mark.parametrize("name, questions", [("llama3/evaluate_llama31_8b_mmlu_ptd", 3),  # TP 2, log-likelihoods
                                              ("qwen2/evaluate_qwen25_7b_gsm8k_ptd", 2),  # TP 2, greedy answers
                                              ("qwen3/evaluate_qwen3_8b_boolq_ptd", 2),
-                                             ("llama2/evaluate_llama31_8b_human_eval_ptd", 2)])  # runs the code
+                                             ("llama3/evaluate_llama31_8b_human_eval_ptd", 2)])  # runs the code
 def test_smoke_evaluate_recipe_writes_accuracy(tmp_path: Path, name: str, questions: int) -> None:
     recipe = REPO / "examples" / f"{name}.sh"
     task = INFERENCE_RECIPE_NAME.fullmatch(recipe.name).group(3)

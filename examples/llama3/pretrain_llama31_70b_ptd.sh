@@ -1,16 +1,12 @@
 #!/usr/bin/env bash
 # Pretrain Llama-3.1-70B (meta-llama/Llama-3.1-70B config.json): 80 layers, hidden 8192, FFN 28672, 64 heads / 8 KV heads, vocab 128256, rope theta 500000 with llama3 scaling (factor 8), RMSNorm 1e-5, untied embeddings.
 # Layout: 4 node(s) x 8 devices, TP=8 PP=4.
-#   bash examples/llama2/pretrain_llama31_70b_ptd.sh             # the real run (set the paths below)
-#   SMOKE=1 bash examples/llama2/pretrain_llama31_70b_ptd.sh     # seconds on the CPU, same behaviour flags
-#   DRY_RUN=1 bash examples/llama2/pretrain_llama31_70b_ptd.sh   # print the command and validate its flags only
+#   bash examples/llama3/pretrain_llama31_70b_ptd.sh             # the real run (set the paths below)
+#   SMOKE=1 bash examples/llama3/pretrain_llama31_70b_ptd.sh     # seconds on the CPU, same behaviour flags
+#   DRY_RUN=1 bash examples/llama3/pretrain_llama31_70b_ptd.sh   # print the command and validate its flags only
 source "$(dirname "$0")/../common/recipe.sh"
 
-GPUS_PER_NODE=${GPUS_PER_NODE:-${NPUS_PER_NODE:-8}}
-MASTER_ADDR=${MASTER_ADDR:-localhost}
-MASTER_PORT=${MASTER_PORT:-6000}
 NNODES=${NNODES:-4}
-NODE_RANK=${NODE_RANK:-0}
 
 CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-}    # e.g. ./model_weights/llama31-70b-mcore (ckpt_convert_llama31_70b_hf2mcore.sh)
 CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/llama31-70b}
@@ -20,12 +16,9 @@ TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Llama-3.1-70B}
 TP=${TP:-8} PP=${PP:-4}
 NUM_LAYERS=80 HIDDEN_SIZE=8192 FFN_HIDDEN_SIZE=28672 NUM_HEADS=64 NUM_KV_HEADS=8 VOCAB_SIZE=128256
 SEQ_LENGTH=${SEQ_LENGTH:-8192} MBS=${MBS:-1} GBS=${GBS:-512} TRAIN_ITERS=${TRAIN_ITERS:-2000}
-SAVE_INTERVAL=1000 EVAL_INTERVAL=1000 EVAL_ITERS=0
-PRECISION=(--bf16)
-pretrain_setup
+LR=1.0e-5 MIN_LR=1.0e-6
 
-GPT_ARGS=(
-    --tensor-model-parallel-size "$TP" --pipeline-model-parallel-size "$PP"
+arg_group MODEL_ARGS <<'ARGS'
     --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
     --num-attention-heads "$NUM_HEADS" --group-query-attention --num-query-groups "$NUM_KV_HEADS"
     --seq-length "$SEQ_LENGTH" --max-position-embeddings 131072
@@ -34,20 +27,6 @@ GPT_ARGS=(
     --original-max-position-embeddings 8192
     --normalization RMSNorm --norm-epsilon 1e-5 --swiglu --disable-bias-linear
     --untie-embeddings-and-output-weights
-    --vocab-size "$VOCAB_SIZE" --make-vocab-size-divisible-by 1
-    --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.02
-    --micro-batch-size "$MBS" --global-batch-size "$GBS" --train-iters "$TRAIN_ITERS"
-    --lr 1.0e-5 --min-lr 1.0e-6 --lr-decay-style cosine --lr-warmup-fraction 0.01
-    --weight-decay 1e-1 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234
-    --use-distributed-optimizer "${PRECISION[@]}"
-)
-DATA_ARGS=(
-    --data-path "$DATA_PATH" --split 100,0,0
-    --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$TOKENIZER_PATH"
-)
-OUTPUT_ARGS=(
-    --log-interval 1 --save-interval "$SAVE_INTERVAL" --eval-interval "$EVAL_INTERVAL" --eval-iters "$EVAL_ITERS"
-    --save "$CKPT_SAVE_DIR" ${CKPT_LOAD_DIR:+--load "$CKPT_LOAD_DIR"}
-)
+ARGS
 
-run_pretrain
+recipe_pretrain
