@@ -60,7 +60,7 @@ grep -E "iteration +[0-9]+/" "$OUT/sft.log" | python3 examples/posttrain_metrics
 echo "== 4. GRPO from the SFT model, $GRPO_ITERS iterations on 2 processes (DP=2)"
 torchrun --standalone --nproc-per-node 2 posttrain_gpt.py "${MODEL[@]}" --stage grpo --load "$OUT/sft" \
     --finetune --micro-batch-size 4 --global-batch-size 16 --num-generations 8 --max-new-tokens 4 \
-    --temperature 1.0 --reward-funcs gsm8k_accuracy --train-iters "$GRPO_ITERS" --lr 3e-3 \
+    --temperature 1.0 --reward-funcs gsm8k_accuracy --train-iters "$GRPO_ITERS" --lr 1e-3 \
     --lr-decay-style constant --clip-grad 1.0 --log-interval 5 --save "$OUT/grpo" --save-interval "$GRPO_ITERS" \
     2>&1 | quiet > "$OUT/grpo.log" || { tail -5 "$OUT/grpo.log"; exit 1; }
 grep -E "iteration +[0-9]+/" "$OUT/grpo.log" | python3 examples/posttrain_metrics.py --columns grpo
