@@ -50,7 +50,7 @@ NEOX_20B = dict(model_type="gpt_neox", hidden_size=6144, intermediate_size=24576
 
 def test_hub_config_keys() -> None:
     neox = get_family("gpt_neox").to_config(NEOX_20B)
-    assert neox["rotary_percent"] == 0.25 and neox["gelu_tanh"] and neox["parallel_residual"]
+    assert neox["rotary_percent"] == 0.25 and neox["activation"] == "gelu_tanh" and neox["parallel_residual"]
     falcon_7b = dict(model_type="falcon", hidden_size=4544, num_attention_heads=71, num_hidden_layers=32,
                      vocab_size=65024, multi_query=True, parallel_attn=True, bias=False, alibi=False,
                      new_decoder_architecture=False)

@@ -44,7 +44,7 @@ SETTINGS = {
 
 def _config(swiglu: bool, **recompute: object) -> TransformerConfig:
     return TransformerConfig(num_layers=LAYERS, hidden_size=64, num_attention_heads=4, vocab_size=100,
-                             ffn_hidden_size=128, swiglu=swiglu, normalization="RMSNorm", attention_dropout=0.1,
+                             ffn_hidden_size=128, activation="swiglu" if swiglu else "gelu", normalization="RMSNorm", attention_dropout=0.1,
                              hidden_dropout=0.1, max_position_embeddings=32, **recompute)
 
 
