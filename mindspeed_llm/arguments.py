@@ -1151,6 +1151,17 @@ DEPENDENT_FLAGS: Tuple[Tuple[str, Callable[[argparse.Namespace], bool], str], ..
     ("is_pairwise_dataset", lambda args: args.stage in ("dpo", "simpo", "orm"), "--stage dpo, simpo or orm"),
     ("qlora", lambda args: bool(args.lora_target_modules), "--lora-target-modules"),
     ("qlora_save_dequantize", lambda args: args.qlora, "--qlora"),
+    ("sgd_momentum", lambda args: args.optimizer == "sgd", "--optimizer sgd"),
+    *((dest, lambda args: args.optimizer == "adam", "--optimizer adam")
+      for dest in ("adam_beta1", "adam_beta2", "adam_eps")),
+    ("lr_warmup_init", lambda args: args.lr_warmup_iters > 0, "a warmup (--lr-warmup-iters or --lr-warmup-fraction)"),
+    ("min_lr", lambda args: args.lr_decay_style != "constant",
+     "a decaying --lr-decay-style (linear, cosine, inverse-square-root or WSD)"),
+    *((dest, lambda args: args.weight_decay_incr_style != "constant", "--weight-decay-incr-style linear or cosine")
+      for dest in ("start_weight_decay", "end_weight_decay")),
+    ("loss_scale", lambda args: args.fp16, "--fp16"),
+    *((dest, lambda args: args.fp16 and args.loss_scale is None, "--fp16 (without a static --loss-scale)")
+      for dest in ("initial_loss_scale", "min_loss_scale", "loss_scale_window", "hysteresis")),
     ("kv_head_repeat_before_uly_alltoall",
      lambda args: args.context_parallel_size > 1 and args.context_parallel_algo in (ULYSSES, HYBRID),
      "--context-parallel-size > 1 with ulysses_cp_algo or hybrid_cp_algo"),

@@ -180,10 +180,19 @@ def _example_value(action: argparse.Action) -> List[str]:
     return {int: ["3"], float: ["0.5"]}.get(action.type, ["somewhere"])
 
 
+# the flags that leave BASE's context for one where the flag has no effect (BASE is Adam with a linear decay)
+INACTIVE_CONTEXT: Dict[str, List[str]] = {
+    **{dest: ["--optimizer", "sgd"] for dest in ("adam_beta1", "adam_beta2", "adam_eps")},
+    "min_lr": ["--lr-decay-style", "constant"],
+}
+
+
 @pytest.mark.parametrize("dest, needs", [(dest, needs) for dest, _, needs in DEPENDENT_FLAGS])
 def test_flags_without_what_makes_them_act_are_refused(dest: str, needs: str) -> None:
     action = {a.dest: a for a in arguments.build_parser()._actions}[dest]
     flag = action.option_strings[0]
+    context = INACTIVE_CONTEXT.get(dest, [])
+    validate_args(parse_args(BASE + context), 1)  # control: the context alone is valid
     with pytest.raises(ArgumentError) as info:
-        validate_args(parse_args(BASE + [flag] + _example_value(action)), 1)
+        validate_args(parse_args(BASE + context + [flag] + _example_value(action)), 1)
     assert str(info.value) == f"{flag} has no effect without {needs}; add {needs} or drop {flag}"
