@@ -284,7 +284,7 @@ def test_learned_positions_need_a_row_per_token() -> None:
 
 
 def test_good_combinations_build() -> None:
-    config = TransformerConfig(**SMALL, qk_layernorm=True, qk_layernorm_full_width=True, post_norm_only=True)
+    config = TransformerConfig(**SMALL, qk_norm="full_width", post_norm_only=True)
     assert config.output_norm and not config.pre_norm
     config = TransformerConfig(**SMALL, softmax_scale=0.3, no_rope_layers=(1, 0))
     assert config.attention_scale == 0.3 and config.no_rope_layers == (0, 1)
