@@ -236,7 +236,8 @@ def qk_norm_switches(qk_norm: str) -> Dict[str, bool]:
 
 
 def qk_norm_flags(qk_norm: str) -> str:
-    """The legacy switches that spell ``qk_norm``, as a user writes them (``--qk-layernorm --qk-layernorm-full-width``)."""
+    """The legacy switches that spell ``qk_norm``, as a user writes them (``--qk-layernorm
+    --qk-layernorm-full-width``)."""
     return " ".join("--" + name.replace("_", "-") for name, on in qk_norm_switches(qk_norm).items() if on)
 
 
@@ -1233,7 +1234,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             raise ValueError(f"--multi-latent-attention gives every head its own key and value: drop "
                              f"--num-query-groups {self.num_query_groups} (or set it to the head count)")
         unsupported = [flag for flag, on in (
-            ("--qk-layernorm", self.qk_norm not in ("none", "l2")), ("--attention-output-gate", self.attention_output_gate),
+            ("--qk-layernorm", self.qk_norm not in ("none", "l2")),
+            ("--attention-output-gate", self.attention_output_gate),
             ("--attn-sub-norm", self.attn_sub_norm), ("--value-norm", self.value_norm),
             ("--global-kv-channels", self.global_kv_channels is not None),
             ("--softmax-type", self.softmax_type != "vanilla"),

@@ -132,7 +132,8 @@ def _cohere2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _cohere2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _check_cohere_layer(cfg, "cohere2")
-    if not cfg.rope_interleaved or cfg.qk_norm != "none" or cfg.kv_channels * cfg.num_attention_heads != cfg.hidden_size:
+    if not cfg.rope_interleaved or cfg.qk_norm != "none" \
+            or cfg.kv_channels * cfg.num_attention_heads != cfg.hidden_size:
         raise RegistryError("cohere2 needs --rope-interleaved, no --qk-layernorm and --kv-channels = hidden / heads")
     if cfg.no_rope_layers != _full_layers(cfg):
         raise RegistryError(f"cohere2 uses RoPE on exactly its sliding-window layers: --no-rope-layers "
