@@ -64,9 +64,9 @@ def _no_extras(name: str, cfg: TransformerConfig, *allowed: str) -> None:
     """Refuse decoder behaviours family ``name`` lacks (but ``allowed``): its HF config could not express them."""
     extras = ["qk_norm"] if cfg.qk_norm != "none" else []
     extras += [key for key in ("post_norm", "post_norm_only", "apply_layernorm_1p",
-                              "input_embeds_norm", "parallel_residual", "embed_layernorm", "non_parametric_norm",
-                              "add_output_layer_bias")
-              if getattr(cfg, key)]
+                               "input_embeds_norm", "parallel_residual", "embed_layernorm", "non_parametric_norm",
+                               "add_output_layer_bias")
+               if getattr(cfg, key)]
     extras += [key for key in ("attn_logit_softcapping", "output_logit_softcapping", "query_pre_attn_scalar",
                                "softmax_scale", "embedding_multiplier", "residual_multiplier",
                                "output_multiplier_scale", "qkv_clip", "local_rotary_base", "attn_temperature_beta",
@@ -140,7 +140,7 @@ def _hunyuan_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _hunyuan_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    _check_common("hunyuan_v1_dense", cfg, qk_layernorm_after_rope=True, rope_scaling_type=None)
+    _check_common("hunyuan_v1_dense", cfg, qk_norm="per_head", qk_layernorm_after_rope=True, rope_scaling_type=None)
     _no_extras("hunyuan_v1_dense", cfg, "qk_norm", "rope_ntk_alpha")
     qkv, dense, mlp = _bias_places(cfg)
     if qkv != dense or mlp:
