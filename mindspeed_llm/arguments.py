@@ -46,6 +46,7 @@ that no table refuses. The tokenizer and pipeline-layout groups come from
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import os
 import sys
@@ -59,9 +60,9 @@ import yaml
 from core.device import BACKEND_FOR_DEVICE, DEVICE_TYPES, device_for_backend
 from core.parallel_state import expert_dimension, validate_degrees
 from core.pipeline_parallel.layout import LayoutError, resolve_virtual_pipeline, stage_layers
-from core.transformer.config import (ACTIVATION_SWITCHES, FIELD_DEFAULT, TransformerConfig, activation_from_switches,
-                                     architecture_fields, field_flag, field_spec, pad_vocab_size, switches_off,
-                                     upgrade_legacy_settings)
+from core.transformer.config import (ACTIVATION_SWITCHES, FIELD_DEFAULT, QK_NORM_SWITCHES, TransformerConfig,
+                                     activation_from_switches, architecture_fields, field_flag, field_spec,
+                                     pad_vocab_size, qk_norm_from_switches, switches_off, upgrade_legacy_settings)
 from core.transformer.context_parallel import (ATTENTION_MASK_TYPES, CP_ALGORITHMS, HYBRID, RING, ULYSSES,
                                                sequence_divisor, ulysses_degree)
 from core.transformer.swap_attention import DEFAULT_SWAP_MODULES, parse_swap_modules
@@ -149,6 +150,24 @@ ACTIVATION_SWITCH_HELP: Dict[str, Optional[str]] = {
     "gated_mlp": "act(gate) * up with a fused [gate; up] for --relu/--squared-relu/--xielu/GELU (BitNet)",
 }  # consumes: --gated-mlp
 assert tuple(ACTIVATION_SWITCH_HELP) == ACTIVATION_SWITCHES
+# The legacy q/k norm switches (Megatron/MindSpeed flags): together they spell --qk-norm (_switch_spelled)
+QK_NORM_SWITCH_HELP: Dict[str, Optional[str]] = {
+    "qk_layernorm": "per-head q/k norm before RoPE (Qwen3)",  # consumes: --qk-layernorm
+    # consumes: --qk-layernorm-full-width
+    "qk_layernorm_full_width": "with --qk-layernorm: q/k norms over all heads' channels, not per head (Olmo2)",
+    # consumes: --qk-layernorm-per-head-weights
+    "qk_layernorm_per_head_weights": "with --qk-layernorm: a norm weight per head, [heads, head_dim] (Cohere's "
+                                     "use_qk_norm)",
+    # consumes: --non-parametric-qk-norm
+    "non_parametric_qk_norm": "with --qk-layernorm: q/k norms without weight (NanoChat)",
+    "qk_l2_norm": "weightless q/k RMS norms per head after RoPE, on RoPE layers only (Llama 4's use_qk_norm)",
+}  # consumes: --qk-l2-norm
+assert tuple(QK_NORM_SWITCH_HELP) == QK_NORM_SWITCHES
+# The config fields that legacy switches spell: field -> (its switches, their spelling, what it sets)
+SWITCH_SPELLED_FIELDS: Dict[str, Tuple[Tuple[str, ...], Callable[[Dict[str, Any]], str], str]] = {
+    "activation": (ACTIVATION_SWITCHES, activation_from_switches, "the MLP activation"),
+    "qk_norm": (QK_NORM_SWITCHES, qk_norm_from_switches, "the q/k norm"),
+}
 
 
 
@@ -157,7 +176,7 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("network size")
     group.add_argument("--seq-length", type=int, default=None)
     group.add_argument("--group-query-attention", action="store_true")
-    for name, text in ACTIVATION_SWITCH_HELP.items():
+    for name, text in {**ACTIVATION_SWITCH_HELP, **QK_NORM_SWITCH_HELP}.items():
         group.add_argument(_flag(name), action="store_true", help=text)
     add_config_flags(group)
     _add_moe_args(parser)
@@ -750,7 +769,7 @@ def apply_checkpoint_args(args: argparse.Namespace) -> Dict[str, Any]:
         raise ArgumentError(f"--use-checkpoint-args: {error}") from None
     saved_config = upgrade_legacy_settings(saved_config)
     settings = {name: saved_config[name] for name in architecture_fields() if name in saved_config}
-    _refuse_contradicting_switches(args, settings.get("activation"), path)
+    _refuse_contradicting_switches(args, settings, path)
     values = checkpoint_flag_values(settings)
     for dest, value in values.items():
         given = args.explicit_args.get(dest, value)
@@ -764,16 +783,19 @@ def apply_checkpoint_args(args: argparse.Namespace) -> Dict[str, Any]:
     return settings
 
 
-def _refuse_contradicting_switches(args: argparse.Namespace, activation: Optional[str], path: str) -> None:
-    """--use-checkpoint-args with a legacy activation switch: it must spell the checkpoint's activation."""
-    given = _switches_given(args)
-    if given and activation is not None:
+def _refuse_contradicting_switches(args: argparse.Namespace, settings: Dict[str, Any], path: str) -> None:
+    """--use-checkpoint-args with a legacy switch (--swiglu, --qk-layernorm, ...): it must spell the checkpoint's
+    value of its field (``settings``: the checkpoint's architecture fields)."""
+    for name, (switches, spell, _) in SWITCH_SPELLED_FIELDS.items():
+        given, saved = _switches_given(args, name), settings.get(name)
+        if not given or saved is None:
+            continue
         try:
-            spelled = activation_from_switches({name: getattr(args, name) for name in ACTIVATION_SWITCHES})
+            spelled = spell({switch: getattr(args, switch) for switch in switches})
         except ValueError as error:
             raise ArgumentError(str(error)) from None
-        if spelled != activation:
-            raise ArgumentError(f"{' '.join(given)} contradicts the checkpoint's --activation {activation} ({path}); "
+        if spelled != saved:
+            raise ArgumentError(f"{' '.join(given)} contradicts the checkpoint's {_flag(name)} {saved} ({path}); "
                                 "drop the flag (--use-checkpoint-args takes it from the checkpoint) or drop "
                                 "--use-checkpoint-args")
 
@@ -1446,20 +1468,22 @@ def _swap_modules(args: argparse.Namespace) -> Tuple[str, ...]:
     return parse_swap_modules(args.swap_modules or DEFAULT_SWAP_MODULES)
 
 
-def _switches_given(args: argparse.Namespace) -> List[str]:
-    """The legacy activation switches this run sets."""
-    return [_flag(name) for name in ACTIVATION_SWITCHES if getattr(args, name)]
+def _switches_given(args: argparse.Namespace, name: str) -> List[str]:
+    """The legacy switches of field ``name`` (SWITCH_SPELLED_FIELDS) this run sets."""
+    return [_flag(switch) for switch in SWITCH_SPELLED_FIELDS[name][0] if getattr(args, switch)]
 
 
-def _activation(args: argparse.Namespace) -> str:
-    """--activation, or what the legacy switches (--swiglu, --geglu --gelu-tanh, ...) spell; not both."""
-    switches = {name: getattr(args, name) for name in ACTIVATION_SWITCHES}
-    if not any(switches.values()):
-        return args.activation
-    spelled = activation_from_switches(switches)
-    if _given(args, "activation") and args.activation != spelled:
-        raise ArgumentError(f"--activation {args.activation} and {' '.join(_switches_given(args))} both set the MLP "
-                            "activation; choose one")
+def _switch_spelled(name: str, args: argparse.Namespace) -> str:
+    """Field ``name``'s flag (--activation, --qk-norm), or what its legacy switches (--swiglu, --geglu --gelu-tanh,
+    --qk-layernorm --qk-layernorm-full-width, ...) spell; not both."""
+    switches, spell, what = SWITCH_SPELLED_FIELDS[name]
+    on = {switch: getattr(args, switch) for switch in switches}
+    if not any(on.values()):
+        return getattr(args, name)
+    spelled = spell(on)
+    if _given(args, name) and getattr(args, name) != spelled:
+        raise ArgumentError(f"{_flag(name)} {getattr(args, name)} and {' '.join(_switches_given(args, name))} both "
+                            f"set {what}; choose one")
     return spelled
 
 
@@ -1476,7 +1500,8 @@ def _derived_params_dtype(args: argparse.Namespace) -> torch.dtype:
 # Config fields whose value is more than their flag's: field -> its value from the parsed flags
 CONFIG_DERIVATIONS: Dict[str, Callable[[argparse.Namespace], Any]] = {
     "params_dtype": _derived_params_dtype,
-    "activation": _activation,
+    "activation": functools.partial(_switch_spelled, "activation"),
+    "qk_norm": functools.partial(_switch_spelled, "qk_norm"),
     "value_head": _value_head,
     "swap_modules": _swap_modules,
     "moe_shared_expert_intermediate_size": _shared_expert_size,

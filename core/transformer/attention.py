@@ -6,12 +6,13 @@ too, or are replicated when TP exceeds their number (each rank then holds the
 one KV head its query heads use). The attention kernel is PyTorch's
 ``scaled_dot_product_attention``, which picks a flash kernel when one exists;
 attention-logit softcapping (Gemma2) takes an explicit path with the same
-masking. Optional per-head q/k norms (``--qk-layernorm``) act before RoPE
+masking. The q/k norm is ``config.qk_norm``: per-head norms (``per_head``) act before RoPE
 (after it with ``--qk-layernorm-after-rope``); their weights are shared by all heads, so their gradient is
-a partial sum over TP ranks (``--non-parametric-qk-norm``: without weight). ``--attn-sub-norm`` (BitNet)
+a partial sum over TP ranks (``non_parametric``: without weight; ``per_head_weights``: a weight per head;
+``full_width``: one norm over all heads' channels). ``--attn-sub-norm`` (BitNet)
 RMS-normalises the context over all heads' channels (sum of squares all-reduced over TP) before the output
 projection. A layer's sliding window comes from ``config.layer_window``; layers in
-``config.no_rope_layers`` skip RoPE (and ``--qk-l2-norm``'s weightless q/k norms, which the other layers apply
+``config.no_rope_layers`` skip RoPE (and ``--qk-norm l2``'s weightless q/k norms, which the other layers apply
 after RoPE: Llama 4). With ``--position-embedding-type alibi`` the mask is an additive float
 one carrying each local head's ALiBi bias (``core/transformer/alibi.py``). ``--attention-chunk-size``
 limits each token to its chunk (``config.layer_chunk``). ``--attention-output-gate`` projects a gate per
@@ -46,7 +47,7 @@ from core.tensor_parallel.param_meta import TPShard
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.alibi import alibi_attention_mask, alibi_bias
 from core.transformer.attention_mask import attention_allowed
-from core.transformer.config import TransformerConfig
+from core.transformer.config import PER_HEAD_QK_NORMS, TransformerConfig
 from core.transformer.context_parallel import SequenceLayout, attend
 from core.transformer.norms import NonParametricNorm, PerHeadNorm, TensorParallelRMSNorm, build_norm
 from core.transformer.rope import apply_rope, layer_rotary
@@ -212,19 +213,19 @@ class SelfAttention(nn.Module):
         self.first_head = tp_group.rank * self.local_heads  # global number of this rank's first query head
         self.use_rope = layer_number not in config.no_rope_layers  # NoPE layers (SmolLM3)
         self.q_layernorm = self.k_layernorm = None
-        if config.qk_layernorm_full_width:  # one weight per q/k channel, split over TP with the heads
+        if config.qk_norm == "full_width":  # one weight per q/k channel, split over TP with the heads
             self.q_layernorm, self.k_layernorm = (
                 TensorParallelRMSNorm(segment, config.norm_epsilon, tp_group, config.params_dtype,
                                       config.apply_layernorm_1p) for segment in qkv_segments[:2])
-        elif config.qk_layernorm_per_head_weights:  # a weight per head, split over TP with the heads (Cohere)
+        elif config.qk_norm == "per_head_weights":  # a weight per head, split over TP with the heads (Cohere)
             self.q_layernorm, self.k_layernorm = (
                 PerHeadNorm(config.normalization, count, hn, config.norm_epsilon, tp, config.params_dtype,
                             config.apply_layernorm_1p, config.layernorm_bias) for count in (heads, groups))
-        elif config.qk_layernorm:  # one weight per head dim, shared by the heads of every rank
+        elif config.qk_norm in ("per_head", "non_parametric"):  # one weight per head dim (or none), shared by all
             norm_args = dict(kind=config.normalization, hidden_size=hn, eps=config.norm_epsilon,
                              grad_partial_over_tp=True, dtype=config.params_dtype,
                              offset=config.apply_layernorm_1p, bias=config.layernorm_bias,
-                             parametric=not config.non_parametric_qk_norm, fused=config.use_fused_rmsnorm)
+                             parametric=config.qk_norm == "per_head", fused=config.use_fused_rmsnorm)
             self.q_layernorm, self.k_layernorm = build_norm(**norm_args), build_norm(**norm_args)
         self.sub_layernorm = None
         if config.attn_sub_norm:  # over all heads' channels, split over TP with the heads
@@ -232,9 +233,9 @@ class SelfAttention(nn.Module):
                                                        config.params_dtype, config.apply_layernorm_1p)
 
         self.v_norm = NonParametricNorm("RMSNorm", config.norm_epsilon) if config.value_norm else None  # Gemma4
-        # Llama 4: weightless q/k RMS norms after RoPE, on RoPE layers only (--qk-l2-norm)
+        # Llama 4: weightless q/k RMS norms after RoPE, on RoPE layers only (--qk-norm l2)
         self.qk_l2_norm = (NonParametricNorm("RMSNorm", config.norm_epsilon)
-                           if config.qk_l2_norm and self.use_rope else None)
+                           if config.qk_norm == "l2" and self.use_rope else None)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
                 layout: Optional[SequenceLayout] = None) -> torch.Tensor:
@@ -252,12 +253,12 @@ class SelfAttention(nn.Module):
             v = k
         else:
             q, k, v = qkv.split([nq * hn, nkv * hn, nkv * hn], dim=-1)
-        if self.config.qk_layernorm_full_width:  # over all heads' channels (all-reduced over TP)
+        if self.config.qk_norm == "full_width":  # over all heads' channels (all-reduced over TP)
             q, k = self.q_layernorm(q), self.k_layernorm(k)
         q = q.view(s, b, nq, hn)
         k = k.view(s, b, nkv, hn)
         v = v.view(s, b, nkv, hn)
-        per_head_norms = self.q_layernorm is not None and not self.config.qk_layernorm_full_width
+        per_head_norms = self.config.qk_norm in PER_HEAD_QK_NORMS
         if per_head_norms and not self.config.qk_layernorm_after_rope:
             q, k = self.q_layernorm(q), self.k_layernorm(k)
         if self.v_norm is not None:

@@ -47,6 +47,18 @@ ACTIVATIONS: Dict[str, Tuple[str, bool]] = {
 }
 # The legacy boolean switches (Megatron/MindSpeed flags, and the fields of older checkpoints) that spell --activation
 ACTIVATION_SWITCHES = ("swiglu", "geglu", "gelu_tanh", "relu", "squared_relu", "quick_geglu", "xielu", "gated_mlp")
+# --qk-norm: the norm of each query and key, none or one kind (per_head: a weight per head dim shared by the heads,
+# Qwen3; full_width: over all heads' channels, Olmo2; per_head_weights: a weight per head, Cohere; non_parametric:
+# per head without weight, NanoChat; l2: weightless per head after RoPE on RoPE layers, Llama 4)
+QK_NORMS = ("none", "per_head", "full_width", "per_head_weights", "non_parametric", "l2")
+# the kinds that norm each head on its own, before RoPE unless --qk-layernorm-after-rope (HunYuan) moves them
+PER_HEAD_QK_NORMS = ("per_head", "per_head_weights", "non_parametric")
+# The legacy boolean switches (Megatron/MindSpeed flags, and the fields of older checkpoints) that spell --qk-norm
+QK_NORM_SWITCHES = ("qk_layernorm", "qk_layernorm_full_width", "qk_layernorm_per_head_weights",
+                    "non_parametric_qk_norm", "qk_l2_norm")
+# the switch that, with --qk-layernorm, selects each kind but per_head
+_QK_NORM_SWITCH_OF = {"full_width": "qk_layernorm_full_width", "per_head_weights": "qk_layernorm_per_head_weights",
+                      "non_parametric": "non_parametric_qk_norm"}
 MOE_SCORE_FUNCTIONS = ("softmax", "sigmoid", "sparsemixer")
 MOE_LOAD_BALANCING_TYPES = ("aux_loss", "seq_aux_loss", "none")
 MOE_TOKEN_DISPATCHER_TYPES = ("allgather", "alltoall")
@@ -179,13 +191,68 @@ def activation_flags(activation: str) -> str:
     return " ".join("--" + name.replace("_", "-") for name, on in activation_switches(activation).items() if on)
 
 
+# --------------------------------------------------------------------------- legacy q/k norm switches
+
+def _refuse_conflicting_qk_switches(on: Dict[str, bool]) -> None:
+    """The legacy q/k switches' rules: --qk-layernorm picks a norm, the others qualify it or replace it."""
+    layernorm, full_width = on["qk_layernorm"], on["qk_layernorm_full_width"]
+    if full_width and not layernorm:
+        raise ValueError("--qk-layernorm-full-width needs --qk-layernorm and --normalization RMSNorm")
+    if on["qk_layernorm_per_head_weights"] and (not layernorm or full_width):
+        raise ValueError("--qk-layernorm-per-head-weights needs --qk-layernorm and excludes "
+                         "--qk-layernorm-full-width (one weight layout per q/k norm)")
+    if on["non_parametric_qk_norm"] and (not layernorm or full_width):
+        raise ValueError("--non-parametric-qk-norm needs --qk-layernorm (per head, no --qk-layernorm-full-width)")
+    if on["non_parametric_qk_norm"] and on["qk_layernorm_per_head_weights"]:
+        raise ValueError("--non-parametric-qk-norm and --qk-layernorm-per-head-weights both set the q/k norm's "
+                         "weight; choose one")
+    if on["qk_l2_norm"] and layernorm:
+        raise ValueError("--qk-l2-norm is a q/k norm of its own; drop --qk-layernorm (and it does not apply to "
+                         "--multi-latent-attention)")
+
+
+def qk_norm_from_switches(switches: Dict[str, Any]) -> str:
+    """The ``qk_norm`` the legacy switches spell (``{"qk_layernorm": True, "qk_layernorm_full_width": True}`` ->
+    ``full_width``); ValueError naming the flags on a combination that spells none."""
+    on = {name: bool(switches.get(name)) for name in QK_NORM_SWITCHES}
+    _refuse_conflicting_qk_switches(on)
+    if on["qk_l2_norm"]:
+        return "l2"
+    if not on["qk_layernorm"]:
+        return "none"
+    return next((kind for kind, name in _QK_NORM_SWITCH_OF.items() if on[name]), "per_head")
+
+
+def qk_norm_switches(qk_norm: str) -> Dict[str, bool]:
+    """The legacy switches that spell ``qk_norm`` (the inverse of :func:`qk_norm_from_switches`)."""
+    on = dict.fromkeys(QK_NORM_SWITCHES, False)
+    if qk_norm == "l2":
+        on["qk_l2_norm"] = True
+    elif qk_norm != "none":
+        on["qk_layernorm"] = True
+        if qk_norm in _QK_NORM_SWITCH_OF:
+            on[_QK_NORM_SWITCH_OF[qk_norm]] = True
+    return on
+
+
+def qk_norm_flags(qk_norm: str) -> str:
+    """The legacy switches that spell ``qk_norm``, as a user writes them (``--qk-layernorm
+    --qk-layernorm-full-width``)."""
+    return " ".join("--" + name.replace("_", "-") for name, on in qk_norm_switches(qk_norm).items() if on)
+
+
+# --------------------------------------------------------------------------- older checkpoints
+
 def upgrade_legacy_settings(values: Dict[str, Any]) -> Dict[str, Any]:
-    """Stored settings of an older checkpoint (the legacy activation switches as fields) in today's fields."""
-    legacy = {name: values[name] for name in ACTIVATION_SWITCHES if name in values}
-    if not legacy:
-        return dict(values)
-    upgraded = {name: value for name, value in values.items() if name not in legacy}
-    upgraded.setdefault("activation", activation_from_switches(legacy))
+    """Stored settings of an older checkpoint (the legacy activation and q/k norm switches as fields) in today's
+    fields."""
+    spellings = (("activation", ACTIVATION_SWITCHES, activation_from_switches),
+                 ("qk_norm", QK_NORM_SWITCHES, qk_norm_from_switches))
+    upgraded = dict(values)
+    for name, switches, spell in spellings:
+        legacy = {switch: upgraded.pop(switch) for switch in switches if switch in upgraded}
+        if legacy:
+            upgraded.setdefault(name, spell(legacy))
     return upgraded
 
 
@@ -274,9 +341,19 @@ class ModelConfig:
     # norms scale by (1 + weight), weights stored as offsets (Gemma) [--apply-layernorm-1p]
     apply_layernorm_1p: bool = config_field(False,
                                             help="norms scale by (1 + weight), weights stored as offsets (Gemma)")
-    # per-head norm of queries and keys before RoPE (Qwen3) [--qk-layernorm]
-    qk_layernorm: bool = config_field(False, features=(ATTENTION,), help="per-head q/k norm before RoPE (Qwen3)")
-    # the q/k norms act after RoPE (HunYuan) [--qk-layernorm-after-rope]
+    # The norm of queries and keys (QK_NORMS; the legacy switches --qk-layernorm, --qk-layernorm-full-width,
+    # --qk-layernorm-per-head-weights, --non-parametric-qk-norm and --qk-l2-norm spell it too: qk_norm_from_switches).
+    # per_head: each head normed before RoPE with one weight per head dim, shared by the heads (Qwen3); full_width:
+    # over all heads' channels at once, one weight per channel, the sum of squares all-reduced over TP (Olmo2,
+    # RMSNorm only); per_head_weights: a weight per head, [heads, head_dim], split over TP with the heads (K's
+    # replicated when TP exceeds the KV heads) (Cohere's use_qk_norm); non_parametric: per head without weight
+    # (NanoChat); l2: each head's q and k scaled to unit RMS without weight (eps --norm-epsilon) after RoPE, on the
+    # layers that apply RoPE (NoPE layers have none) (Llama 4's use_qk_norm; Megatron's --qk-l2-norm)
+    qk_norm: str = config_field("none", choices=QK_NORMS, features=(ATTENTION,),
+                                help="the q/k norm: none (default), per_head (Qwen3), full_width (Olmo2), "
+                                     "per_head_weights (Cohere), non_parametric (NanoChat), l2 (Llama 4) (also "
+                                     "--qk-layernorm, --qk-layernorm-full-width, ...)")
+    # the per-head q/k norms act after RoPE (HunYuan) [--qk-layernorm-after-rope]
     qk_layernorm_after_rope: bool = config_field(False,
                                                  help="with --qk-layernorm: the q/k norms act after RoPE (HunYuan)")
     # norm on the attention and MLP outputs before the residual add (Gemma2) [--post-norm]
@@ -305,11 +382,6 @@ class ModelConfig:
     # share of the head dim RoPE rotates (the first dims) [--rotary-percent]
     rotary_percent: float = config_field(1.0, features=(ATTENTION,),
                                          help="share of each head's dims that RoPE rotates (StableLM: 0.25)")
-    # q/k norms over all heads' channels at once, one weight per channel; at TP > 1 the sum of squares is
-    # all-reduced over TP (Olmo2) [--qk-layernorm-full-width, with --qk-layernorm]
-    qk_layernorm_full_width: bool = config_field(False, features=(ATTENTION,),
-                                                 help="with --qk-layernorm: q/k norms over all heads' channels, not "
-                                                      "per head (Olmo2)")
     # norms on the attention and MLP outputs only, none before them (Olmo2) [--post-norm-only]
     post_norm_only: bool = config_field(False, features=(ATTENTION,),
                                         help="norms on the attention and MLP outputs only, none before them (Olmo2)")
@@ -439,24 +511,12 @@ class ModelConfig:
     attn_temperature_nope_layers: bool = config_field(False, features=(ATTENTION,),
                                                       help="--attn-temperature-beta scales the NoPE layers' queries "
                                                            "only, positions from 1 (Llama 4)")
-    # Llama 4's q/k norm (Megatron's flag): each head's q and k scaled to unit RMS without weight (eps
-    # --norm-epsilon) after RoPE, on the layers that apply RoPE (NoPE layers have none) [--qk-l2-norm]
-    qk_l2_norm: bool = config_field(False, features=(ATTENTION,),
-                                    help="weightless q/k RMS norms per head after RoPE, on RoPE layers only (Llama "
-                                         "4's use_qk_norm)")
     # RMSNorms over the full width just before the output linears (BitNet): on the attention context before the
     # output projection [--attn-sub-norm] and on the MLP activation before fc2 [--ffn-sub-norm]; at TP > 1 the
     # sum of squares is all-reduced over TP
     attn_sub_norm: bool = config_field(False,
                                        help="RMSNorm on the attention context before the output projection (BitNet)")
     ffn_sub_norm: bool = config_field(False, help="RMSNorm on the MLP activation before its second linear (BitNet)")
-    # q/k norms without weight (NanoChat) [--non-parametric-qk-norm, with --qk-layernorm]
-    non_parametric_qk_norm: bool = config_field(False, help="with --qk-layernorm: q/k norms without weight (NanoChat)")
-    # q/k norms with a weight per head, [heads, head_dim], split over TP with the heads (K's replicated when TP
-    # exceeds the KV heads) (Cohere's use_qk_norm) [--qk-layernorm-per-head-weights, with --qk-layernorm]
-    qk_layernorm_per_head_weights: bool = config_field(False,
-                                                       help="with --qk-layernorm: a norm weight per head, [heads, "
-                                                            "head_dim] (Cohere's use_qk_norm)")
     # Absolute positions (core/transformer/position_embedding.py): --position-embedding-type learned_absolute
     # (GPT-2, OPT; a [max_position_embeddings + offset, h] table) or sinusoidal (XGLM's fixed fairseq table);
     # token j reads row position_j + offset (OPT, BioGpt, XGLM: 2) [--position-embedding-offset]
@@ -979,8 +1039,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
     def _changed(self, names: Tuple[str, ...]) -> List[str]:
         """The flags of the fields in ``names`` set away from their defaults."""
         table = self.__dataclass_fields__
-        return [activation_flags(self.activation) if name == "activation" else field_flag(name)
-                for name in names if getattr(self, name) != table[name].default]
+        spelled = {"activation": activation_flags(self.activation), "qk_norm": qk_norm_flags(self.qk_norm)}
+        return [spelled.get(name) or field_flag(name) for name in names if getattr(self, name) != table[name].default]
 
     def _validate_mamba(self) -> None:
         tp = self.tensor_model_parallel_size
@@ -1048,18 +1108,15 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         self._validate_positions()
         self._validate_absolute_positions()
         self._validate_global_layers()
-        if self.qk_layernorm_full_width and not (self.qk_layernorm and self.normalization == "RMSNorm"):
+        if self.qk_norm == "full_width" and self.normalization != "RMSNorm":
             raise ValueError("--qk-layernorm-full-width needs --qk-layernorm and --normalization RMSNorm")
-        if self.qk_layernorm_per_head_weights and (not self.qk_layernorm or self.qk_layernorm_full_width):
-            raise ValueError("--qk-layernorm-per-head-weights needs --qk-layernorm and excludes "
-                             "--qk-layernorm-full-width (one weight layout per q/k norm)")
         if not 0.0 < self.rotary_percent <= 1.0 or self.rotary_dim % 2:
             raise ValueError(f"--rotary-percent {self.rotary_percent} must be in (0, 1] and give an even number "
                              f"of rotated dims of --kv-channels {self.kv_channels}")
 
     def _validate_positions(self) -> None:
         """RoPE scaling, q/k norm placement and the attention temperature."""
-        if self.qk_layernorm_after_rope and (not self.qk_layernorm or self.qk_layernorm_full_width):
+        if self.qk_layernorm_after_rope and self.qk_norm not in PER_HEAD_QK_NORMS:
             raise ValueError("--qk-layernorm-after-rope needs --qk-layernorm (per-head norms, without "
                              "--qk-layernorm-full-width)")
         if self.rope_scaling_type == "yarn" and (self.rope_scaling_factor < 1.0
@@ -1081,7 +1138,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if self.attn_temperature_nope_layers and (self.attn_temperature_beta is None or not self.no_rope_layers):
             raise ValueError("--attn-temperature-nope-layers needs --attn-temperature-beta/--attn-temperature-length "
                              "and --no-rope-layers (the layers it scales)")
-        if self.qk_l2_norm and (self.qk_layernorm or self.multi_latent_attention):
+        if self.qk_norm == "l2" and self.multi_latent_attention:
             raise ValueError("--qk-l2-norm is a q/k norm of its own; drop --qk-layernorm (and it does not apply to "
                              "--multi-latent-attention)")
     def _validate_global_layers(self) -> None:
@@ -1105,6 +1162,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         """Activations, biases, residual layout and per-layer attention patterns."""
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"--activation {self.activation!r} is not one of {tuple(ACTIVATIONS)}")
+        if self.qk_norm not in QK_NORMS:
+            raise ValueError(f"--qk-norm {self.qk_norm!r} is not one of {QK_NORMS}")
         if not self.first_input_layernorm and not self.pre_norm:
             raise ValueError("--no-first-input-layernorm drops a norm before attention; --post-norm-only has none")
         if self.prediction_head not in (None,) + PREDICTION_HEAD_ACTIVATIONS:
@@ -1175,7 +1234,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             raise ValueError(f"--multi-latent-attention gives every head its own key and value: drop "
                              f"--num-query-groups {self.num_query_groups} (or set it to the head count)")
         unsupported = [flag for flag, on in (
-            ("--qk-layernorm", self.qk_layernorm), ("--attention-output-gate", self.attention_output_gate),
+            ("--qk-layernorm", self.qk_norm not in ("none", "l2")),
+            ("--attention-output-gate", self.attention_output_gate),
             ("--attn-sub-norm", self.attn_sub_norm), ("--value-norm", self.value_norm),
             ("--global-kv-channels", self.global_kv_channels is not None),
             ("--softmax-type", self.softmax_type != "vanilla"),
@@ -1254,7 +1314,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             raise ValueError(f"--alibi-bias-max {self.alibi_bias_max} must be positive")
 
     def _validate_modern_mlp_and_norms(self) -> None:
-        """xIELU, the gated-MLP switch, sub-norms and non-parametric q/k norms."""
+        """xIELU, the gated-MLP switch and sub-norms."""
         self._validate_glu_variants()
         if self.recompute_activation_function and self.mlp_function == "xielu":
             raise ValueError("--recompute-activation-function cannot recompute --xielu (it has learnable "
@@ -1262,8 +1322,6 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if (self.attn_sub_norm or self.ffn_sub_norm) and (self.normalization != "RMSNorm" or self.non_parametric_norm):
             raise ValueError("--attn-sub-norm/--ffn-sub-norm need --normalization RMSNorm with weights "
                              "(no --non-parametric-norm)")
-        if self.non_parametric_qk_norm and (not self.qk_layernorm or self.qk_layernorm_full_width):
-            raise ValueError("--non-parametric-qk-norm needs --qk-layernorm (per head, no --qk-layernorm-full-width)")
 
     def _validate_swap_attention(self) -> None:
         from core.transformer.swap_attention import check_swap_modules

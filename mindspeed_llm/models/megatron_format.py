@@ -35,8 +35,9 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import torch
 
 from core.transformer.config import RUNTIME_CONFIG_FIELDS
-from core.transformer.config import (ACTIVATION_SWITCHES, TransformerConfig, activation_from_switches,
-                                     activation_switches, pad_vocab_size)
+from core.transformer.config import (ACTIVATION_SWITCHES, QK_NORM_SWITCHES, TransformerConfig,
+                                     activation_from_switches, activation_switches, pad_vocab_size,
+                                     qk_norm_from_switches, qk_norm_switches)
 
 TRANSFORMER_IMPLS = ("local", "transformer_engine")
 
@@ -44,7 +45,7 @@ TRANSFORMER_IMPLS = ("local", "transformer_engine")
 SAME_NAME_FIELDS = (
     "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "kv_channels", "max_position_embeddings",
     "make_vocab_size_divisible_by", "normalization", "norm_epsilon", "rotary_base", "rotary_percent",
-    "add_bias_linear", "add_qkv_bias", "untie_embeddings_and_output_weights", "apply_layernorm_1p", "qk_layernorm",
+    "add_bias_linear", "add_qkv_bias", "untie_embeddings_and_output_weights", "apply_layernorm_1p",
     "rope_scaling_type", "rope_scaling_factor", "input_embeds_norm", "sliding_window",
     "output_multiplier_scale", "attn_logit_softcapping", "output_logit_softcapping", "query_pre_attn_scalar",
     "fp32_residual_connection",
@@ -58,9 +59,11 @@ RENAMED_FIELDS = {
 }
 # Fields derived specially (see config_from_args); every other architecture field must keep its default.
 DERIVED_FIELDS = ("num_query_groups", "vocab_size", "position_embedding_type", "noop_layers", "params_dtype",
-                  "activation")
+                  "activation", "qk_norm")
 # The activation switches Megatron-LM / MindSpeed-LLM ``args`` hold (our ``activation`` spelled as they spell it)
 MEGATRON_ACTIVATION_SWITCHES = ("swiglu", "geglu", "gelu_tanh")
+# The q/k norm switches they hold (our ``qk_norm`` spelled as they spell it: per-head norms or none)
+MEGATRON_QK_NORM_SWITCHES = ("qk_layernorm",)
 
 # ``args`` keys that, when set, describe a model the decoder does not build: key -> what it is. (Only keys
 # whose Megatron / MindSpeed default is unset or False: Megatron-LM keeps e.g. moe_layer_freq=1 and
@@ -149,6 +152,7 @@ def config_from_args(args: argparse.Namespace, vocab_size: Optional[int] = None)
     kwargs["noop_layers"] = layer_numbers(getattr(args, "noop_layers", None))
     kwargs["activation"] = activation_from_switches({name: _arg(args, name, False)
                                                      for name in MEGATRON_ACTIVATION_SWITCHES})
+    kwargs["qk_norm"] = qk_norm_from_switches({name: _arg(args, name, False) for name in MEGATRON_QK_NORM_SWITCHES})
     kwargs["params_dtype"] = _params_dtype(args)
     kwargs.update(attention_dropout=float(_arg(args, "attention_dropout", 0.0)),
                   hidden_dropout=float(_arg(args, "hidden_dropout", 0.0)),
@@ -204,13 +208,13 @@ def args_from_config(config: TransformerConfig) -> Dict[str, Any]:
         if value not in (defaults[name], ()) and not (value is None and defaults[name] is None):
             raise MegatronFormatError(f"this model sets {name} = {value!r}, which Megatron-LM / MindSpeed-LLM "
                                       "checkpoints cannot express; convert it to hf or mg instead")
-    switches = activation_switches(config.activation)
-    for name in ACTIVATION_SWITCHES:
-        if switches[name] and name not in MEGATRON_ACTIVATION_SWITCHES:
+    switches = {**activation_switches(config.activation), **qk_norm_switches(config.qk_norm)}
+    for name in ACTIVATION_SWITCHES + QK_NORM_SWITCHES:
+        if switches[name] and name not in MEGATRON_ACTIVATION_SWITCHES + MEGATRON_QK_NORM_SWITCHES:
             raise MegatronFormatError(f"this model sets {name} = True, which Megatron-LM / MindSpeed-LLM "
                                       "checkpoints cannot express; convert it to hf or mg instead")
     out: Dict[str, Any] = {name: getattr(config, name) for name in SAME_NAME_FIELDS}
-    out.update({name: switches[name] for name in MEGATRON_ACTIVATION_SWITCHES})
+    out.update({name: switches[name] for name in MEGATRON_ACTIVATION_SWITCHES + MEGATRON_QK_NORM_SWITCHES})
     out.update({key: getattr(config, name) for name, key in RENAMED_FIELDS.items()})
     grouped = config.num_query_groups != config.num_attention_heads
     out.update(num_query_groups=config.num_query_groups, group_query_attention=grouped,

@@ -243,7 +243,7 @@ LLAMA_WEIGHTS: Tuple[WeightRule, ...] = (
     _layer("input_layernorm.bias", ["input_layernorm.bias"]),
     _layer("pre_mlp_layernorm.bias", ["post_attention_layernorm.bias"]),
     WeightRule("decoder.final_layernorm.bias", ("model.norm.bias",)),
-    # per-head q/k norms (Qwen3, --qk-layernorm)
+    # per-head q/k norms (Qwen3, --qk-norm per_head)
     _layer("self_attention.q_layernorm.weight", ["self_attn.q_norm.weight"]),
     _layer("self_attention.k_layernorm.weight", ["self_attn.k_norm.weight"]),
 )
@@ -577,7 +577,7 @@ def _qwen2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 def _qwen3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     if hf.get("attention_bias", False):
         raise RegistryError("qwen3 attention_bias=True (q/k/v/o bias without MLP bias) is not supported")
-    return {**_common_config(hf), "qk_layernorm": True, **_qwen_windows(hf)}
+    return {**_common_config(hf), "qk_norm": "per_head", **_qwen_windows(hf)}
 
 
 def _qwen3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
@@ -729,8 +729,8 @@ def _olmo2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     """Olmo2: norms only after attention and MLP; q/k RMSNorm over all heads' channels, before RoPE."""
     if hf.get("attention_bias", False):
         raise RegistryError("olmo2 attention_bias=True (q/k/v/o bias without MLP bias) is not supported")
-    return {**_common_config(hf), "norm_epsilon": float(hf.get("rms_norm_eps", 1e-5)), "qk_layernorm": True,
-            "qk_layernorm_full_width": True, "post_norm_only": True}
+    return {**_common_config(hf), "norm_epsilon": float(hf.get("rms_norm_eps", 1e-5)), "qk_norm": "full_width",
+            "post_norm_only": True}
 
 
 def _olmo3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
@@ -755,7 +755,7 @@ def _olmo3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 
 def _olmo2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _reject_biases(cfg, "olmo2")
-    if not (cfg.qk_layernorm_full_width and cfg.post_norm_only) or cfg.post_norm:
+    if not (cfg.qk_norm == "full_width" and cfg.post_norm_only) or cfg.post_norm:
         raise RegistryError("olmo2 needs --qk-layernorm --qk-layernorm-full-width --post-norm-only (no --post-norm)")
     return {**_common_hf_config(cfg), "attention_bias": False}
 
@@ -849,12 +849,12 @@ def _gemma3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
         hf["layer_types"] = ["sliding_attention" if (i + 1) % pattern else "full_attention"
                              for i in range(hf["num_hidden_layers"])]
     without_rope = {k: v for k, v in hf.items() if k not in ROPE_KEYS}  # per-layer-type rope: _gemma3_rope
-    return {**_gemma2_config(without_rope), "qk_layernorm": True, **_gemma3_rope(hf)}
+    return {**_gemma2_config(without_rope), "qk_norm": "per_head", **_gemma3_rope(hf)}
 
 
 def _gemma3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     out = _gemma2_hf_config(cfg)
-    if not cfg.qk_layernorm or cfg.local_rotary_base is None:
+    if cfg.qk_norm != "per_head" or cfg.local_rotary_base is None:
         raise RegistryError("gemma3_text needs --qk-layernorm and --local-rotary-base")
     return {**out, "rope_local_base_freq": cfg.local_rotary_base, "use_bidirectional_attention": False}
 

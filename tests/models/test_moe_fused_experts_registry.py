@@ -42,7 +42,7 @@ def test_llama4_defaults_follow_transformers() -> None:
     the NoPE layers' temperature, top-1 sigmoid routing on the expert input, base 500000."""
     config = config_from_hf(LLAMA4, "llama4")
     assert config.no_rope_layers == config.full_attention_layers == (3, 7)
-    assert (config.attention_chunk_size, config.qk_l2_norm, config.rope_interleaved) == (8192, True, True)
+    assert (config.attention_chunk_size, config.qk_norm, config.rope_interleaved) == (8192, "l2", True)
     assert (config.attn_temperature_beta, config.attn_temperature_length) == (0.1, 8192)
     assert config.attn_temperature_nope_layers and config.moe_apply_probs_on_input
     assert (config.moe_router_topk, config.moe_router_score_function, config.rotary_base) == (1, "sigmoid", 500000.0)

@@ -89,4 +89,4 @@ def test_ernie_router_is_pre_softmax_with_bias_and_hy_v3_dense_prefix() -> None:
 
 def test_minimax_rotary_dim_is_partial_rope() -> None:
     config = config_from_hf({**SIZES, **MINIMAX, "rotary_dim": 8}, "minimax_m2")
-    assert config.rotary_percent == 0.5 and config.qk_layernorm_full_width and config.moe_ffn_hidden_size == 128
+    assert config.rotary_percent == 0.5 and config.qk_norm == "full_width" and config.moe_ffn_hidden_size == 128

@@ -284,7 +284,7 @@ def test_learned_positions_need_a_row_per_token() -> None:
 
 
 def test_good_combinations_build() -> None:
-    config = TransformerConfig(**SMALL, qk_layernorm=True, qk_layernorm_full_width=True, post_norm_only=True)
+    config = TransformerConfig(**SMALL, qk_norm="full_width", post_norm_only=True)
     assert config.output_norm and not config.pre_norm
     config = TransformerConfig(**SMALL, softmax_scale=0.3, no_rope_layers=(1, 0))
     assert config.attention_scale == 0.3 and config.no_rope_layers == (0, 1)
@@ -425,3 +425,25 @@ def test_mindspeed_model_type_names_resolve(name: str, family: str) -> None:
     from mindspeed_llm.models.registry import get_family
 
     assert get_family(name).name == family
+
+
+# (case, a q/k norm its family's HF config cannot hold): the export refuses it instead of dropping it
+UNEXPRESSIBLE_QK_NORMS = [("apertus", "per_head_weights"), ("exaone4", "full_width"),
+                          ("hunyuan_v1_dense", "non_parametric"), ("cohere", "per_head"), ("cohere", "l2"),
+                          ("llama4", "per_head"), ("olmo2", "per_head"), ("gpt2", "l2"), ("dots1", "full_width"),
+                          ("glm4_moe", "per_head_weights"), ("phi", "l2"), ("gemma3", "non_parametric")]
+
+
+@pytest.mark.parametrize("name, kind", UNEXPRESSIBLE_QK_NORMS, ids=[f"{n}-{k}" for n, k in UNEXPRESSIBLE_QK_NORMS])
+def test_export_refuses_a_qk_norm_the_family_lacks(name: str, kind: str) -> None:
+    import dataclasses
+
+    from mindspeed_llm.models.registry import RegistryError, config_from_hf, get_family
+    from tests.models.test_zoo_parity import CASES, build_hf_model
+
+    case = CASES[name]
+    config = config_from_hf(build_hf_model(case).config.to_dict(), case[3])
+    get_family(case[3]).to_hf_config(config)  # as converted: exports
+    norm_settings = dict(normalization="RMSNorm") if kind == "full_width" else {}
+    with pytest.raises(RegistryError):
+        get_family(case[3]).to_hf_config(dataclasses.replace(config, qk_norm=kind, **norm_settings))

@@ -71,7 +71,7 @@ def test_output_gate_matches_qwen3_next_attention() -> None:
             param.add_(torch.randn_like(param) * 0.1)
     config = TransformerConfig(num_layers=1, hidden_size=hidden, num_attention_heads=heads, num_query_groups=groups,
                                kv_channels=hn, vocab_size=16, normalization="RMSNorm", norm_epsilon=1e-6,
-                               qk_layernorm=True, apply_layernorm_1p=True, add_bias_linear=False,
+                               qk_norm="per_head", apply_layernorm_1p=True, add_bias_linear=False,
                                attention_output_gate=True, position_embedding_type="none", attention_dropout=0.0)
     ours = SelfAttention(config, layout_state(1)).eval()
     with torch.no_grad():

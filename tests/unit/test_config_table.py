@@ -121,7 +121,7 @@ def test_feature_lists_are_queries_on_the_table() -> None:
     assert "moe_router_topk" in feature_fields(MOE) and "expert_model_parallel_size" in feature_fields(MOE)
     assert "num_experts" not in feature_fields(MOE)  # it turns MoE on: never refused for being unused
     assert "mamba_state_dim" in feature_fields(MAMBA) and "hybrid_override_pattern" not in feature_fields(MAMBA)
-    assert "qk_layernorm" in feature_fields(ATTENTION) and "num_layers" not in feature_fields(ATTENTION)
+    assert "qk_norm" in feature_fields(ATTENTION) and "num_layers" not in feature_fields(ATTENTION)
 
 
 ARGV = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",

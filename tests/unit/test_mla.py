@@ -151,7 +151,7 @@ def test_mla_tp2_and_sp_equal_tp1() -> None:
     (dict(qk_pos_emb_head_dim=3), "--qk-pos-emb-head-dim"),
     (dict(num_query_groups=2), "--num-query-groups"),
     (dict(tensor_model_parallel_size=3), "--tensor-model-parallel-size"),
-    (dict(qk_layernorm=True), "--qk-layernorm"),
+    (dict(qk_norm="per_head"), "--qk-layernorm"),
 ])
 def test_bad_mla_settings_are_refused(overrides: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):

@@ -72,7 +72,7 @@ def _expect(cfg: TransformerConfig, name: str, **expected: Any) -> None:
 
 
 # Fields every family here needs as is (a decoder feature the HF model lacks).
-PLAIN = dict(normalization="LayerNorm", layernorm_bias=True, qk_layernorm=False, post_norm=False, post_norm_only=False,
+PLAIN = dict(normalization="LayerNorm", layernorm_bias=True, qk_norm="none", post_norm=False, post_norm_only=False,
              parallel_residual=False,
              apply_layernorm_1p=False, embed_layernorm=False, embedding_multiplier=None, residual_multiplier=None,
              output_multiplier_scale=None, attn_logit_softcapping=None, output_logit_softcapping=None,

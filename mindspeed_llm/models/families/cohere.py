@@ -89,7 +89,7 @@ def _cohere_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     out = {**_cohere_layer(hf, "cohere"), **_rope_settings({"rope_theta": 500000.0, **hf}), "rope_interleaved": True,
            **_logit_scale(hf, "cohere", 0.0625)}
     if hf.get("use_qk_norm", False):
-        out.update(qk_layernorm=True, qk_layernorm_per_head_weights=True)
+        out["qk_norm"] = "per_head_weights"
     return out
 
 
@@ -97,9 +97,9 @@ def _cohere_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _check_cohere_layer(cfg, "cohere")
     if not cfg.rope_interleaved or cfg.sliding_window is not None or cfg.no_rope_layers:
         raise RegistryError("cohere needs --rope-interleaved on every layer (no --sliding-window, --no-rope-layers)")
-    if cfg.qk_layernorm != cfg.qk_layernorm_per_head_weights:
+    if cfg.qk_norm not in ("none", "per_head_weights"):
         raise RegistryError("cohere q/k norms (use_qk_norm) need --qk-layernorm --qk-layernorm-per-head-weights")
-    return {**_cohere_layer_hf(cfg), **_rope_to_hf(cfg), "use_qk_norm": cfg.qk_layernorm}
+    return {**_cohere_layer_hf(cfg), **_rope_to_hf(cfg), "use_qk_norm": cfg.qk_norm == "per_head_weights"}
 
 
 # --------------------------------------------------------------------------------------------- Cohere2
@@ -132,7 +132,8 @@ def _cohere2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _cohere2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _check_cohere_layer(cfg, "cohere2")
-    if not cfg.rope_interleaved or cfg.qk_layernorm or cfg.kv_channels * cfg.num_attention_heads != cfg.hidden_size:
+    if not cfg.rope_interleaved or cfg.qk_norm != "none" \
+            or cfg.kv_channels * cfg.num_attention_heads != cfg.hidden_size:
         raise RegistryError("cohere2 needs --rope-interleaved, no --qk-layernorm and --kv-channels = hidden / heads")
     if cfg.no_rope_layers != _full_layers(cfg):
         raise RegistryError(f"cohere2 uses RoPE on exactly its sliding-window layers: --no-rope-layers "
@@ -181,7 +182,7 @@ def _compass_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _compass_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _check_cohere_layer(cfg, "cohere_compass_text")
-    if cfg.rope_interleaved or cfg.qk_layernorm or cfg.rope_scaling_type or cfg.rotary_percent != 1.0:
+    if cfg.rope_interleaved or cfg.qk_norm != "none" or cfg.rope_scaling_type or cfg.rotary_percent != 1.0:
         raise RegistryError("cohere_compass_text needs half-rotation RoPE without scaling or --rotary-percent, "
                             "and no --qk-layernorm")
     if cfg.kv_channels * cfg.num_attention_heads != cfg.hidden_size:

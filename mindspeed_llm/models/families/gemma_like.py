@@ -263,7 +263,7 @@ def _gemma4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     out = {**_common_config({k: v for k, v in hf.items() if k not in ROPE_KEYS + ("hidden_act",)}), **windows,
            **rope, **shape,
            "global_attention_k_eq_v": bool(hf.get("attention_k_eq_v", False)) and bool(windows["sliding_window"]),
-           "qk_layernorm": True, "post_norm": True, "input_embeds_norm": True, "softmax_scale": 1.0,
+           "qk_norm": "per_head", "post_norm": True, "input_embeds_norm": True, "softmax_scale": 1.0,
            "value_norm": True, "layer_scalar": True, "output_logit_softcapping": float(cap) if cap else None,
            "untie_embeddings_and_output_weights": not hf["tie_word_embeddings"]}
     if hf.get("attention_bias", False):  # q/k/v and o
@@ -272,7 +272,7 @@ def _gemma4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _gemma4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    wanted = dict(normalization="RMSNorm", apply_layernorm_1p=False, qk_layernorm=True, post_norm=True,
+    wanted = dict(normalization="RMSNorm", apply_layernorm_1p=False, qk_norm="per_head", post_norm=True,
                   input_embeds_norm=True, softmax_scale=1.0, value_norm=True, layer_scalar=True,
                   rope_interleaved=False, no_rope_layers=())
     wrong = sorted(key for key, value in wanted.items() if getattr(cfg, key) != value)

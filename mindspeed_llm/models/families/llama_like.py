@@ -62,10 +62,11 @@ def _refuse(name: str, hf: Dict[str, Any], **unsupported: Any) -> None:
 
 def _no_extras(name: str, cfg: TransformerConfig, *allowed: str) -> None:
     """Refuse decoder behaviours family ``name`` lacks (but ``allowed``): its HF config could not express them."""
-    extras = [key for key in ("qk_layernorm", "post_norm", "post_norm_only", "apply_layernorm_1p",
-                              "input_embeds_norm", "parallel_residual", "embed_layernorm", "non_parametric_norm",
-                              "add_output_layer_bias")
-              if getattr(cfg, key)]
+    extras = ["qk_norm"] if cfg.qk_norm != "none" else []
+    extras += [key for key in ("post_norm", "post_norm_only", "apply_layernorm_1p",
+                               "input_embeds_norm", "parallel_residual", "embed_layernorm", "non_parametric_norm",
+                               "add_output_layer_bias")
+               if getattr(cfg, key)]
     extras += [key for key in ("attn_logit_softcapping", "output_logit_softcapping", "query_pre_attn_scalar",
                                "softmax_scale", "embedding_multiplier", "residual_multiplier",
                                "output_multiplier_scale", "qkv_clip", "local_rotary_base", "attn_temperature_beta",
@@ -134,13 +135,13 @@ def _hunyuan_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     without_rope = {k: v for k, v in hf.items() if k not in ROPE_KEYS}
     out = _common_config(without_rope)
     bias = hf.get("attention_bias", False)
-    return {**out, **_biases(bias, bias, False), "qk_layernorm": True, "qk_layernorm_after_rope": True,
+    return {**out, **_biases(bias, bias, False), "qk_norm": "per_head", "qk_layernorm_after_rope": True,
             **_hunyuan_rope(hf)}
 
 
 def _hunyuan_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    _check_common("hunyuan_v1_dense", cfg, qk_layernorm_after_rope=True, rope_scaling_type=None)
-    _no_extras("hunyuan_v1_dense", cfg, "qk_layernorm", "rope_ntk_alpha")
+    _check_common("hunyuan_v1_dense", cfg, qk_norm="per_head", qk_layernorm_after_rope=True, rope_scaling_type=None)
+    _no_extras("hunyuan_v1_dense", cfg, "qk_norm", "rope_ntk_alpha")
     qkv, dense, mlp = _bias_places(cfg)
     if qkv != dense or mlp:
         raise RegistryError("hunyuan_v1_dense has one attention_bias for q/k/v and o and no MLP bias")
@@ -335,7 +336,7 @@ def _exaone4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     """EXAONE 4: post-only norms, per-head q/k norms; with a window, full layers attend without RoPE."""
     types = _exaone4_layer_types(hf)
     window = hf.get("sliding_window", 4096)
-    out = {**_common_config(hf), "norm_epsilon": float(hf.get("rms_norm_eps", 1e-5)), "qk_layernorm": True,
+    out = {**_common_config(hf), "norm_epsilon": float(hf.get("rms_norm_eps", 1e-5)), "qk_norm": "per_head",
            "post_norm_only": True}
     if window is None:
         return out
@@ -346,7 +347,7 @@ def _exaone4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 def _exaone4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if cfg.add_bias_linear or cfg.add_qkv_bias or cfg.add_dense_bias or cfg.add_mlp_bias:
         raise RegistryError("exaone4 has no linear biases; the config sets one")
-    if not (cfg.qk_layernorm and cfg.post_norm_only) or cfg.qk_layernorm_full_width or cfg.post_norm:
+    if not (cfg.qk_norm == "per_head" and cfg.post_norm_only) or cfg.post_norm:
         raise RegistryError("exaone4 needs --qk-layernorm --post-norm-only (no --qk-layernorm-full-width, --post-norm)")
     full = tuple(i for i in range(cfg.num_layers) if cfg.layer_window(i) is None)
     expected_nope = full if cfg.sliding_window is not None else ()

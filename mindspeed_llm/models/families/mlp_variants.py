@@ -166,13 +166,13 @@ def _apertus_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     if not any(hf.get(key) for key in ROPE_KEYS):
         hf = {**hf, "rope_parameters": APERTUS_ROPE}
     return {**_common_config(_without_activation(hf)), "norm_epsilon": float(hf.get("rms_norm_eps", 1e-5)),
-            "qk_layernorm": True, **_attention_bias(hf),
+            "qk_norm": "per_head", **_attention_bias(hf),
             **plain_activation(hf, "apertus", default="xielu",
                                supported=("xielu", "relu2", "relu", "gelu", "gelu_pytorch_tanh"))}
 
 
 def _apertus_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    if not cfg.qk_layernorm or cfg.qk_layernorm_full_width:
+    if cfg.qk_norm != "per_head":
         raise RegistryError("apertus needs --qk-layernorm (per head)")
     return {**_common_hf_config(cfg), "hidden_act": plain_activation_to_hf(cfg, "apertus"),
             "attention_bias": _attention_bias_to_hf(cfg, "apertus")}
@@ -236,8 +236,8 @@ def _nanochat_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     out = {**_common_config(_without_activation(hf)),
            **plain_activation(hf, "nanochat", default="relu2",
                               supported=("relu2", "relu", "gelu", "gelu_pytorch_tanh")),
-           "non_parametric_norm": True, "embed_layernorm": True, "qk_layernorm": True,
-           "non_parametric_qk_norm": True, "output_logit_softcapping": hf.get("final_logit_softcapping", 15.0)}
+           "non_parametric_norm": True, "embed_layernorm": True, "qk_norm": "non_parametric",
+           "output_logit_softcapping": hf.get("final_logit_softcapping", 15.0)}
     if out.get("rotary_percent", 1.0) != 1.0:
         raise RegistryError("nanochat partial_rotary_factor is not supported")
     return out
@@ -245,7 +245,7 @@ def _nanochat_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _nanochat_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _reject_all_biases(cfg, "nanochat")
-    needed = (cfg.non_parametric_norm, cfg.embed_layernorm, cfg.qk_layernorm, cfg.non_parametric_qk_norm,
+    needed = (cfg.non_parametric_norm, cfg.embed_layernorm, cfg.qk_norm == "non_parametric",
               cfg.normalization == "RMSNorm", cfg.kv_channels * cfg.num_attention_heads == cfg.hidden_size)
     if not all(needed) or cfg.rotary_percent != 1.0:
         raise RegistryError("nanochat needs --normalization RMSNorm --non-parametric-norm --embed-layernorm "

@@ -101,7 +101,7 @@ def _llama4_attention(hf: Dict[str, Any], layers: int) -> Dict[str, Any]:
     if chunked and chunk is None:
         raise RegistryError("llama4 layer_types has chunked_attention layers but attention_chunk_size is null")
     out: Dict[str, Any] = {
-        "no_rope_layers": nope, "qk_l2_norm": bool(hf.get("use_qk_norm", True)),
+        "no_rope_layers": nope, "qk_norm": "l2" if hf.get("use_qk_norm", True) else "none",
         "attention_chunk_size": int(chunk) if chunked else None,
         "full_attention_layers": tuple(i for i, kind in enumerate(types) if kind == "full_attention") if chunked else ()}
     if hf.get("attn_temperature_tuning", True) and nope:
@@ -135,7 +135,7 @@ def _llama4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _llama4_attention_hf(cfg: TransformerConfig) -> Dict[str, Any]:
-    if not cfg.rope_interleaved or cfg.sliding_window is not None or cfg.qk_layernorm:
+    if not cfg.rope_interleaved or cfg.sliding_window is not None or cfg.qk_norm not in ("none", "l2"):
         raise RegistryError("llama4 needs --rope-interleaved, no --sliding-window and no --qk-layernorm "
                             "(its q/k norm is --qk-l2-norm)")
     temperature = cfg.attn_temperature_beta is not None
@@ -143,7 +143,7 @@ def _llama4_attention_hf(cfg: TransformerConfig) -> Dict[str, Any]:
         raise RegistryError("llama4 scales the NoPE layers' queries only: --attn-temperature-beta needs "
                             "--attn-temperature-nope-layers")
     return {"no_rope_layers": [int(i not in cfg.no_rope_layers) for i in range(cfg.num_layers)],
-            "use_qk_norm": cfg.qk_l2_norm, "attention_chunk_size": cfg.attention_chunk_size,
+            "use_qk_norm": cfg.qk_norm == "l2", "attention_chunk_size": cfg.attention_chunk_size,
             "layer_types": ["chunked_attention" if cfg.layer_chunk(i) is not None else "full_attention"
                             for i in range(cfg.num_layers)],
             "attn_temperature_tuning": temperature, "attn_scale": cfg.attn_temperature_beta if temperature else 0.1,

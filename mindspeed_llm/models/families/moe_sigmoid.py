@@ -169,7 +169,7 @@ def _no_moe_biases(hf: Dict[str, Any], family: str, key: str) -> None:
 def _glm4_moe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     hf = {"partial_rotary_factor": 0.5, **hf}  # transformers' Glm4MoeConfig default
     return {**_common_config(hf), **_biases(hf.get("attention_bias", False), False, False),
-            "qk_layernorm": bool(hf.get("use_qk_norm", False)), **moe_sizes(hf),
+            "qk_norm": "per_head" if hf.get("use_qk_norm", False) else "none", **moe_sizes(hf),
             **sigmoid_router(hf, "glm4_moe", "n_routed_experts", norm_topk_prob=bool(hf.get("norm_topk_prob", True))),
             "moe_router_topk_scaling_factor": scaling_factor(hf.get("routed_scaling_factor")),
             **shared_experts(hf, "glm4_moe", "n_shared_experts", int(hf["moe_intermediate_size"])),
@@ -179,12 +179,12 @@ def _glm4_moe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _glm4_moe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _check_common("glm4_moe", cfg, rotary_percent=cfg.rotary_percent)
-    _no_extras("glm4_moe", cfg, "qk_layernorm")
+    _no_extras("glm4_moe", cfg, "qk_norm")
     qkv, dense, mlp = _bias_places(cfg)
-    if dense or mlp or cfg.qk_layernorm_full_width:
+    if dense or mlp or cfg.qk_norm not in ("none", "per_head"):
         raise RegistryError("glm4_moe has q/k/v biases and per-head q/k norms at most")
     check_bias_router_hf(cfg, "glm4_moe")
-    return {**_common_hf_config(cfg), "attention_bias": qkv, "use_qk_norm": cfg.qk_layernorm,
+    return {**_common_hf_config(cfg), "attention_bias": qkv, "use_qk_norm": cfg.qk_norm == "per_head",
             "partial_rotary_factor": cfg.rotary_percent, **moe_sizes_hf(cfg), "n_routed_experts": cfg.num_experts,
             **group_routing_hf(cfg, "glm4_moe"), "routed_scaling_factor": scaling_factor_hf(cfg),
             **shared_experts_hf(cfg, "glm4_moe", "n_shared_experts"),
@@ -214,7 +214,7 @@ def _dots1_windows(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _dots1_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     bias = hf.get("attention_bias", False)
-    return {**_common_config(hf), **_biases(bias, bias, False), "qk_layernorm": True, **_dots1_windows(hf),
+    return {**_common_config(hf), **_biases(bias, bias, False), "qk_norm": "per_head", **_dots1_windows(hf),
             **moe_sizes(hf),
             **sigmoid_router(hf, "dots1", "n_routed_experts", norm_topk_prob=bool(hf.get("norm_topk_prob", False))),
             "moe_router_topk_scaling_factor": scaling_factor(hf.get("routed_scaling_factor")),
@@ -224,9 +224,9 @@ def _dots1_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _dots1_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _check_common("dots1", cfg, sliding_window=cfg.sliding_window)
-    _no_extras("dots1", cfg, "qk_layernorm")
+    _no_extras("dots1", cfg, "qk_norm")
     qkv, dense, mlp = _bias_places(cfg)
-    if qkv != dense or mlp or not cfg.qk_layernorm or cfg.qk_layernorm_full_width:
+    if qkv != dense or mlp or cfg.qk_norm != "per_head":
         raise RegistryError("dots1 needs per-head q/k norms and one attention_bias for q/k/v and o (no MLP bias)")
     check_bias_router_hf(cfg, "dots1")
     types = _layer_types(cfg)
@@ -366,7 +366,7 @@ def _minimax_m2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     attention_types = hf.get("attn_type_list")
     if attention_types and set(attention_types) != {1}:
         raise RegistryError("minimax_m2 attn_type_list with linear-attention layers (0) is not supported")
-    out = {**_common_config(hf), "qk_layernorm": True, "qk_layernorm_full_width": True,
+    out = {**_common_config(hf), "qk_norm": "full_width",
            **sigmoid_router(hf, "minimax_m2", "num_local_experts", norm_topk_prob=True, groups=False)}
     out["moe_ffn_hidden_size"] = out["ffn_hidden_size"]  # every layer MoE, expert FFN intermediate_size
     return out
@@ -374,8 +374,8 @@ def _minimax_m2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _minimax_m2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _check_common("minimax_m2", cfg, rotary_percent=cfg.rotary_percent)
-    _no_extras("minimax_m2", cfg, "qk_layernorm")
-    if any(_bias_places(cfg)) or not cfg.qk_layernorm_full_width:
+    _no_extras("minimax_m2", cfg, "qk_norm")
+    if any(_bias_places(cfg)) or cfg.qk_norm != "full_width":
         raise RegistryError("minimax_m2 needs q/k norms over all heads (--qk-layernorm-full-width) and no biases")
     check_bias_router_hf(cfg, "minimax_m2", norm_topk_prob=True, moe_router_num_groups=None,
                          moe_router_topk_scaling_factor=None, moe_shared_expert_intermediate_size=None,
@@ -414,7 +414,7 @@ def _hy_v3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     hf = {"rope_theta": 11_158_840.0, "head_dim": 128, **hf}
     _no_moe_biases(hf, "hy_v3", "mlp_bias")
     bias = hf.get("attention_bias", False)
-    return {**_common_config(hf), **_biases(bias, bias, False), "qk_layernorm": True, **moe_sizes(hf),
+    return {**_common_config(hf), **_biases(bias, bias, False), "qk_norm": "per_head", **moe_sizes(hf),
             **sigmoid_router(hf, "hy_v3", "num_experts", norm_topk_prob=True, groups=False),
             "moe_router_topk_scaling_factor": scaling_factor(hf.get("router_scaling_factor", 2.826)),
             **shared_experts(hf, "hy_v3", "num_shared_experts", int(hf["moe_intermediate_size"])),
@@ -423,9 +423,9 @@ def _hy_v3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _hy_v3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _check_common("hy_v3", cfg)
-    _no_extras("hy_v3", cfg, "qk_layernorm")
+    _no_extras("hy_v3", cfg, "qk_norm")
     qkv, dense, mlp = _bias_places(cfg)
-    if qkv != dense or mlp or not cfg.qk_layernorm or cfg.qk_layernorm_full_width or cfg.qk_layernorm_after_rope:
+    if qkv != dense or mlp or cfg.qk_norm != "per_head" or cfg.qk_layernorm_after_rope:
         raise RegistryError("hy_v3 needs per-head q/k norms before RoPE and one attention_bias for q/k/v and o")
     check_bias_router_hf(cfg, "hy_v3", norm_topk_prob=True, moe_router_num_groups=None)
     dense_layers = cfg.first_k_dense_replace

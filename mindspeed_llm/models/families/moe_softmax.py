@@ -166,7 +166,7 @@ def _qwen3_moe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
         raise RegistryError("qwen3_moe attention_bias=True (q/k/v/o bias without MLP bias) is not supported")
     if hf.get("use_sliding_window", False):
         raise RegistryError("qwen3_moe use_sliding_window=True is not supported yet; set it to false")
-    kwargs = {**_common_config(hf), "qk_layernorm": True, **_pre_softmax_router(hf, "qwen3_moe", "num_experts"),
+    kwargs = {**_common_config(hf), "qk_norm": "per_head", **_pre_softmax_router(hf, "qwen3_moe", "num_experts"),
               **_dense_layers(hf, "qwen3_moe")}
     kwargs["moe_ffn_hidden_size"] = int(hf["moe_intermediate_size"])
     return kwargs
@@ -187,8 +187,8 @@ def _olmoe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     if hf.get("attention_bias", False):
         raise RegistryError("olmoe attention_bias=True (q/k/v/o bias without MLP bias) is not supported")
     clip = hf.get("clip_qkv")
-    kwargs = {**_common_config(hf), "norm_epsilon": float(hf.get("rms_norm_eps", 1e-5)), "qk_layernorm": True,
-              "qk_layernorm_full_width": True, "qkv_clip": float(clip) if clip is not None else None,
+    kwargs = {**_common_config(hf), "norm_epsilon": float(hf.get("rms_norm_eps", 1e-5)), "qk_norm": "full_width",
+              "qkv_clip": float(clip) if clip is not None else None,
               **_pre_softmax_router(hf, "olmoe", "num_experts")}
     return kwargs
 
@@ -196,7 +196,7 @@ def _olmoe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 def _olmoe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     _reject_biases(cfg, "olmoe")
     require_config(cfg, "olmoe", moe_shared_expert_intermediate_size=None, first_k_dense_replace=0,
-                   qk_layernorm_full_width=True)
+                   qk_norm="full_width")
     out = {**_common_hf_config(cfg), "attention_bias": False, "clip_qkv": cfg.qkv_clip,
            **_pre_softmax_router_hf(cfg, "olmoe")}
     for key in ("decoder_sparse_step", "mlp_only_layers", "moe_intermediate_size"):
@@ -303,14 +303,14 @@ def _flex_olmo_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     """FlexOlmo: Olmo2's attention and post-only norms, OLMoE's routing."""
     if hf.get("attention_bias", False):
         raise RegistryError("flex_olmo attention_bias=True is not supported (its experts have no biases)")
-    return {**_common_config(hf), "qk_layernorm": True, "qk_layernorm_full_width": True, "post_norm_only": True,
+    return {**_common_config(hf), "qk_norm": "full_width", "post_norm_only": True,
             **_pre_softmax_router(hf, "flex_olmo", "num_experts")}
 
 
 def _flex_olmo_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if cfg.qkv_bias or cfg.add_dense_bias or cfg.dense_bias_layers:
         raise RegistryError("flex_olmo has no linear biases; the config sets q/k/v or output biases")
-    if not (cfg.qk_layernorm and cfg.qk_layernorm_full_width and cfg.post_norm_only) or cfg.post_norm:
+    if not (cfg.qk_norm == "full_width" and cfg.post_norm_only) or cfg.post_norm:
         raise RegistryError("flex_olmo needs --qk-layernorm --qk-layernorm-full-width --post-norm-only "
                             "(no --post-norm)")
     require_config(cfg, "flex_olmo", moe_router_score_function="softmax", moe_router_pre_softmax=True,
@@ -346,7 +346,7 @@ def _hunyuan_moe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
             raise RegistryError(f"{HUNYUAN_MOE} {key}={hf[key]!r} is not supported (transformers' model uses "
                                 f"{expected}: one shared expert, experts of intermediate_size)")
     return {**_common_config({k: v for k, v in hf.items() if k not in ROPE_KEYS}), **_attention_biases(hf),
-              "qk_layernorm": True, "qk_layernorm_after_rope": True, **_hunyuan_rope(hf, HUNYUAN_MOE),
+              "qk_norm": "per_head", "qk_layernorm_after_rope": True, **_hunyuan_rope(hf, HUNYUAN_MOE),
               "num_experts": int(_uniform(hf, "num_experts", HUNYUAN_MOE)),
               "moe_router_topk": int(_uniform(hf, "moe_topk", HUNYUAN_MOE, 1)), "moe_ffn_hidden_size": ffn,
               "moe_router_pre_softmax": True, "norm_topk_prob": True,
@@ -355,7 +355,7 @@ def _hunyuan_moe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _hunyuan_moe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    if not (cfg.qk_layernorm and cfg.qk_layernorm_after_rope) or cfg.qk_layernorm_full_width:
+    if not (cfg.qk_norm == "per_head" and cfg.qk_layernorm_after_rope):
         raise RegistryError(f"{HUNYUAN_MOE} needs --qk-layernorm --qk-layernorm-after-rope (per head)")
     ffn = cfg.moe_expert_ffn_hidden_size
     require_config(cfg, HUNYUAN_MOE, moe_router_score_function="softmax", moe_router_pre_softmax=True,

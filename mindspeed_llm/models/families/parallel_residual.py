@@ -73,7 +73,7 @@ def _unmapped_settings(cfg: TransformerConfig) -> Dict[str, Any]:
 def _base_hf_config(cfg: TransformerConfig, family: str, qk_norms: bool = False) -> Dict[str, Any]:
     """Shared HF keys; every family here has multi-head attention of ``hidden / heads`` channels (Phi: GQA);
     ``qk_norms``: the family may have per-head q/k norms (Phi, Persimmon)."""
-    if cfg.qk_layernorm and not qk_norms:
+    if cfg.qk_norm != "none" and not qk_norms:
         raise RegistryError(f"{family} has no q/k norms; the config sets --qk-layernorm")
     if cfg.normalization != "LayerNorm" or not cfg.layernorm_bias or cfg.non_parametric_norm:
         raise RegistryError(f"{family} needs --normalization LayerNorm with weight and bias")
@@ -334,21 +334,22 @@ def _llama_style_config(hf: Dict[str, Any], family: str, default_partial: float)
             "rope_parameters": hf.get("rope_parameters")}
     rope = _family_rope(flat, family)
     rope.setdefault("rotary_percent", float(hf.get("partial_rotary_factor", default_partial)))
-    kwargs.update(rope, add_bias_linear=True, qk_layernorm=bool(hf.get("qk_layernorm", False)))
+    kwargs.update(rope, add_bias_linear=True, qk_norm="per_head" if hf.get("qk_layernorm", False) else "none")
     _check_rotary(kwargs, family, int(kwargs["kv_channels"] * kwargs["rotary_percent"]))
     return kwargs
 
 
 def _llama_style_hf_config(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
     out = _base_hf_config(cfg, family, qk_norms=True)
-    if not cfg.add_bias_linear or cfg.rope_interleaved or cfg.qk_layernorm_full_width or cfg.apply_layernorm_1p:
+    if not cfg.add_bias_linear or cfg.rope_interleaved or cfg.qk_norm not in ("none", "per_head") \
+            or cfg.apply_layernorm_1p:
         raise RegistryError(f"{family} needs --add-bias-linear, half-rotation RoPE and plain per-head q/k norms")
     rope = _rope_to_hf(cfg)
     rope["partial_rotary_factor"] = cfg.rotary_percent
     return {**out, **rope, "hidden_size": cfg.hidden_size, "intermediate_size": cfg.ffn_hidden_size,
             "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_attention_heads,
             "max_position_embeddings": cfg.max_position_embeddings, "layer_norm_eps": cfg.norm_epsilon,
-            "qk_layernorm": cfg.qk_layernorm}
+            "qk_layernorm": cfg.qk_norm == "per_head"}
 
 
 def _phi_config(hf: Dict[str, Any]) -> Dict[str, Any]:
