@@ -33,7 +33,7 @@ setup(
     extras_require={
         # peft: tests/unit/test_lora_peft.py (0.17 does not import under transformers 5; 0.21.2 tested);
         # bitsandbytes: tests/unit/test_nf4.py compares its NF4 kernels (CPU backend) with ours (0.50.2 tested)
-        "test": ["pytest>=7", "pyarrow>=14", "tensorboard>=2.10", "matplotlib>=3.5", "peft>=0.21",
+        "test": ["pytest>=7", "pytest-xdist>=3.5", "pyarrow>=14", "tensorboard>=2.10", "matplotlib>=3.5", "peft>=0.21",
                  "bitsandbytes>=0.48"],
         "parquet": ["pyarrow>=14"],
         "npu": ["torch_npu"],

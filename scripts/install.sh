@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-if "$PYTHON" -c "import torch, transformers, safetensors, pytest, pyarrow, tensorboard, matplotlib, peft, bitsandbytes, core.datasets.helpers_cpp" 2>/dev/null \
+if "$PYTHON" -c "import torch, transformers, safetensors, pytest, xdist, pyarrow, tensorboard, matplotlib, peft, bitsandbytes, core.datasets.helpers_cpp" 2>/dev/null \
    && [ core/datasets/helpers_cpp*.so -nt csrc/helpers.cpp ] 2>/dev/null; then
   exit 0
 fi
