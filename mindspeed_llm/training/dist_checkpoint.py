@@ -14,36 +14,54 @@ from __future__ import annotations
 
 import io
 import os
-from typing import TYPE_CHECKING, Any, Dict, Optional
+import argparse
+from typing import Any, Dict, List, Optional, Protocol
 
 import torch
 from torch.distributed.checkpoint.api import CheckpointException
 
 from core import checkpointing
 from core import dist_checkpointing as dcp_format
+from core.data_parallel import DataParallelModels
+from core.parallel_state import ParallelState
 from core.tensor_parallel.random import get_all_rng_states
+from core.transformer.config import TransformerConfig
 from mindspeed_llm.runtime import check_saved_settings
-
-if TYPE_CHECKING:
-    from mindspeed_llm.training.training import Trainer
+from mindspeed_llm.training.train_state import TrainState
 
 
-def _where(trainer: "Trainer") -> dcp_format.RankCoordinates:
+
+class CheckpointedRun(Protocol):
+    """What a save or a load reads of the run (the trainer has it): its flags, process groups, model config and
+    chunks, counters, optimizer and data-parallel wrapper, train state and background saves."""
+
+    args: argparse.Namespace
+    state: ParallelState
+    config: TransformerConfig
+    models: List[torch.nn.Module]
+    iteration: int
+    optimizer: Any  # the optimizer of ``dp``
+    dp: DataParallelModels
+    train_state: TrainState
+    async_saves: dcp_format.AsyncSaves
+
+
+def _where(trainer: CheckpointedRun) -> dcp_format.RankCoordinates:
     state = trainer.state
     return dcp_format.RankCoordinates(state.tp_rank, state.tp, state.ep_group.rank)
 
 
-def _tied(trainer: "Trainer") -> bool:
+def _tied(trainer: CheckpointedRun) -> bool:
     return not trainer.config.untie_embeddings_and_output_weights
 
 
-def layout_tag(trainer: "Trainer") -> str:
+def layout_tag(trainer: CheckpointedRun) -> str:
     """The layout a rank's RNG streams belong to."""
     s = trainer.state
     return f"tp{s.tp}_pp{s.pp}_vpp{len(trainer.models)}_cp{s.cp}_ep{s.ep}_dp{s.dp}_world{s.world_size}"
 
 
-def _rng_key(trainer: "Trainer") -> str:
+def _rng_key(trainer: CheckpointedRun) -> str:
     return f"rng.{layout_tag(trainer)}.rank{trainer.state.rank}"
 
 
@@ -53,7 +71,7 @@ def _rng_bytes() -> bytes:
     return buffer.getvalue()
 
 
-def _common(trainer: "Trainer", kinds: list, with_optimizer: bool) -> Dict[str, Any]:
+def _common(trainer: CheckpointedRun, kinds: list, with_optimizer: bool) -> Dict[str, Any]:
     args = trainer.args
     return {"args": checkpointing.namespace_for_checkpoint(args),
             "iteration": trainer.iteration, "checkpoint_version": checkpointing.CHECKPOINT_VERSION,
@@ -63,7 +81,7 @@ def _common(trainer: "Trainer", kinds: list, with_optimizer: bool) -> Dict[str, 
             "optimizer_kinds": kinds, "layout": layout_tag(trainer)}
 
 
-def save(trainer: "Trainer") -> str:
+def save(trainer: CheckpointedRun) -> str:
     """Write iteration ``trainer.iteration`` to ``--save`` (collective); returns its directory."""
     args, state = trainer.args, trainer.state
     trainer.dp.finish_param_sync()
@@ -93,7 +111,7 @@ def save(trainer: "Trainer") -> str:
     return directory
 
 
-def load(trainer: "Trainer", directory: str, iteration: int, release: bool) -> None:
+def load(trainer: CheckpointedRun, directory: str, iteration: int, release: bool) -> None:
     """Resume (or, with --finetune or a release checkpoint, take the weights) from a torch_dist directory."""
     args = trainer.args
     common = _read_common(directory)
@@ -142,7 +160,7 @@ def _read_common(directory: str) -> Dict[str, Any]:
     return checkpointing.load_file(path)
 
 
-def _check_optimizer(trainer: "Trainer", common: Dict[str, Any], directory: str, weights_only: bool) -> None:
+def _check_optimizer(trainer: CheckpointedRun, common: Dict[str, Any], directory: str, weights_only: bool) -> None:
     """The optimizer's kind must match to resume its state (the layout and the sharding may differ)."""
     saved = getattr(common.get("args"), "optimizer", None)
     if not weights_only and saved is not None and saved != trainer.args.optimizer:
@@ -151,7 +169,7 @@ def _check_optimizer(trainer: "Trainer", common: Dict[str, Any], directory: str,
             "the flag or add --no-load-optim to load the weights only")
 
 
-def _read_rng(trainer: "Trainer", directory: str, common: Dict[str, Any], metadata: Any) -> Optional[Any]:
+def _read_rng(trainer: CheckpointedRun, directory: str, common: Dict[str, Any], metadata: Any) -> Optional[Any]:
     """This rank's RNG states saved at this layout (None: --no-load-rng, or none there, which rank 0 notes)."""
     if trainer.args.no_load_rng:
         return None
