@@ -114,6 +114,37 @@ def _check_send(action: Action, rank: int, state: _RankState) -> None:
         raise ScheduleError(f"rank {rank}: {action!r} before its {needed}")
 
 
+def _step_starts(steps: list) -> List[int]:
+    """The table position of each step's first action (a communication step is a list of actions)."""
+    position, starts = 0, []
+    for step in steps:
+        starts.append(position)
+        position += len(step) if isinstance(step, list) else 1
+    return starts
+
+
+def _exchange(step: List[Action], ids: list, rank: int, state: "_RankState", posted: Dict[Tuple[tuple, int], float],
+              clock: float, comm_cost: float, rendezvous: bool) -> Optional[float]:
+    """Post a batch of sends and receives at ``clock``; the rank's clock once the waited ones complete, or None
+    while a partner has not posted its side (the rank waits)."""
+    for action, ident in zip(step, ids):
+        if action.kind in (SEND_F, SEND_B):
+            _check_send(action, rank, state)
+        posted.setdefault(ident, clock)
+    waited = [i for a, i in zip(step, ids) if rendezvous or a.kind in (RECV_F, RECV_B)]
+    partners = [((pair[0], pair[1], not pair[2]), n) for pair, n in waited]
+    if any(p not in posted for p in partners):
+        return None
+    finish = max([max(posted[i], posted[p]) + comm_cost for i, p in zip(waited, partners)], default=clock)
+    for action in step:
+        key = (action.microbatch, action.chunk)
+        if action.kind == RECV_F:
+            state.received_f.add(key)
+        elif action.kind == RECV_B:
+            state.received_b.add(key)
+    return max(clock, finish)
+
+
 def simulate(table: Table, costs: Optional[Dict[str, float]] = None, comm_cost: float = 0.0,
              vpp: Optional[int] = None, rendezvous: bool = False) -> Timeline:
     """Run the table; raise ScheduleError when it is invalid or deadlocks.
@@ -128,13 +159,7 @@ def simulate(table: Table, costs: Optional[Dict[str, float]] = None, comm_cost: 
     index = _number_messages(table)
     split = any(a.kind == W for actions in table for a in actions)
     steps = [split_into_steps(actions) for actions in table]
-    positions = []  # per rank, the table position of each step's first action
-    for actions_steps in steps:
-        pos, starts = 0, []
-        for step in actions_steps:
-            starts.append(pos)
-            pos += len(step) if isinstance(step, list) else 1
-        positions.append(starts)
+    positions = [_step_starts(actions_steps) for actions_steps in steps]
     states = [_RankState() for _ in range(pp)]
     clocks, pointers = [0.0] * pp, [0] * pp
     posted: Dict[Tuple[tuple, int], float] = {}
@@ -155,23 +180,10 @@ def simulate(table: Table, costs: Optional[Dict[str, float]] = None, comm_cost: 
                 else:
                     first = positions[rank][pointers[rank]]
                     ids = [index[(rank, first + i)] for i in range(len(step))]
-                    for action, ident in zip(step, ids):
-                        if action.kind in (SEND_F, SEND_B):
-                            _check_send(action, rank, state)
-                        posted.setdefault(ident, clocks[rank])
-                    waited = [i for a, i in zip(step, ids) if rendezvous or a.kind in (RECV_F, RECV_B)]
-                    partners = [((pair[0], pair[1], not pair[2]), n) for pair, n in waited]
-                    if any(p not in posted for p in partners):
+                    finish = _exchange(step, ids, rank, state, posted, clocks[rank], comm_cost, rendezvous)
+                    if finish is None:  # a partner has not posted its side yet
                         break
-                    finish = max([max(posted[i], posted[p]) + comm_cost for i, p in zip(waited, partners)],
-                                 default=clocks[rank])
-                    clocks[rank] = max(clocks[rank], finish)
-                    for action in step:
-                        key = (action.microbatch, action.chunk)
-                        if action.kind == RECV_F:
-                            state.received_f.add(key)
-                        elif action.kind == RECV_B:
-                            state.received_b.add(key)
+                    clocks[rank] = finish
                 pointers[rank] += 1
                 progress = True
     stuck = {r: steps[r][pointers[r]] for r in range(pp) if pointers[r] < len(steps[r])}
