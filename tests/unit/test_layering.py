@@ -46,14 +46,10 @@ CORE_LAYERS: Tuple[Tuple[str, ...], ...] = (
     ("core.data_parallel",),
 )
 
-# ALLOWANCE, to delete with the parser per entry point: the generation flags are validated in arguments.py
-# with inference's SamplingConfig while the inference entry imports arguments (the entry's own parser moves
-# that validation to the entry). And the torch_dist checkpoint code names the Trainer type for its
-# annotations (a type-only import; a small protocol of what it reads would end it).
+# ALLOWANCE: the torch_dist checkpoint code names the Trainer type for its annotations (a type-only import;
+# a small protocol of what it reads would end it).
 ALLOWED_IMPORTS: Set[Tuple[str, str]] = {
     ("mindspeed_llm.training.dist_checkpoint", "mindspeed_llm.training.training"),
-    ("mindspeed_llm.arguments", "mindspeed_llm.inference"),
-    ("mindspeed_llm.arguments", "mindspeed_llm.inference.sampling"),
 }
 
 Graph = Dict[str, Set[str]]
