@@ -1212,7 +1212,8 @@ def _check_data_parallel(args: argparse.Namespace) -> None:
 
 
 def parse_and_validate(argv: Optional[Sequence[str]] = None, world_size: Optional[int] = None,
-                       entry: Optional[str] = None) -> argparse.Namespace:
+                       entry: Optional[str] = None,
+                       checks: Sequence[Callable[[argparse.Namespace], None]] = ()) -> argparse.Namespace:
     """parse_args + validate_args for a ``main``: on a bad flag print ``error: ...`` and exit 2.
 
     ``world_size`` defaults to the ``WORLD_SIZE`` environment variable (torchrun), else 1.
@@ -1222,6 +1223,8 @@ def parse_and_validate(argv: Optional[Sequence[str]] = None, world_size: Optiona
     try:
         args = parse_args(argv, entry)
         validate_args(args, world_size)
+        for check in checks:  # the entry's own groups' checks (e.g. inference/flags.py)
+            check(args)
     except ArgumentError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

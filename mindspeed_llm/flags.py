@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from typing import Callable, List, Optional, Sequence, Tuple, Type
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 TOKENIZER_TYPES = ("NullTokenizer", "PretrainedFromHF", "SentencePieceTokenizer", "GPT2BPETokenizer")
 # what each tokenizer reads: (dest, flag, what it is)
@@ -59,13 +59,15 @@ UNRECOGNIZED = "unrecognized arguments: "  # argparse's words for what no flag o
 
 
 def foreign_flag_hints(tokens: Sequence[str], flag_owners: Callable[[str], Optional[str]]) -> List[str]:
-    """``--x is a flag of <entries>`` for each option in ``tokens`` that another entry has."""
-    hints = []
+    """``--x is a flag of <entries>`` (``--x, --y are flags of <entries>``) for the options in ``tokens`` that
+    other entries have, one hint per set of entries."""
+    by_owners: Dict[str, List[str]] = {}
     for option in dict.fromkeys(token.split("=", 1)[0] for token in tokens if token.startswith("--")):
         owners = flag_owners(option)
         if owners:
-            hints.append(f"{option} is a flag of {owners}")
-    return hints
+            by_owners.setdefault(owners, []).append(option)
+    return [f"{options[0]} is a flag of {owners}" if len(options) == 1 else
+            f"{', '.join(options)} are flags of {owners}" for owners, options in by_owners.items()]
 
 
 class IntList:

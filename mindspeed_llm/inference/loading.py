@@ -75,9 +75,8 @@ def validated_generation_args(argv: Optional[Sequence[str]], entry: str = INFERE
     """``entry``'s flags with the training-only placeholders, through the shared validation pass (a bad flag:
     ``error: ...`` and exit 2) and the generation flags' checks (ArgumentError); ``world_size`` defaults to
     ``WORLD_SIZE``."""
-    args = parse_and_validate(with_placeholders(sys.argv[1:] if argv is None else argv), world_size, entry)
-    check_generation_flags(args)
-    return args
+    return parse_and_validate(with_placeholders(sys.argv[1:] if argv is None else argv), world_size, entry,
+                              checks=(check_generation_flags,))
 
 
 def setup_inference(argv: Optional[Sequence[str]], check: Callable[[argparse.Namespace], None] = lambda args: None,
