@@ -9,14 +9,24 @@ argparse's names (dashes become underscores), as in Megatron.
     validate_args(args, world_size)          # one pass, ArgumentError on misuse
     config = transformer_config_from_args(args)
 
-or, in a ``main``, ``args = parse_and_validate(sys.argv[1:], world_size)``,
+or, in a ``main``, ``args = parse_and_validate(sys.argv[1:], world_size, entry)``,
 which prints ``error: <message>`` and exits with status 2 on a bad
 combination.
+
+Each entry point parses its own flags (:func:`build_parser`): the shared groups
+added once by :func:`add_shared_args` and the entry's row of
+``mindspeed_llm.entry_flags.ENTRY_GROUPS`` (``pretrain_gpt.py``, ``posttrain.py
+--stage dpo``, ``inference.py``, ...; a training task names its row). A flag of
+another entry is argparse's "unrecognized arguments", with a hint naming the
+entries that have it. Without ``entry``, :func:`parse_args` takes every entry's
+flags (:func:`all_flags_parser`, for library callers and tests of the shared
+validation).
 
 ``--yaml-cfg FILE`` reads a YAML mapping whose keys are flag names, written
 with dashes or underscores (``num-layers: 2`` or ``num_layers: 2``). Its
 values become defaults, so a flag given on the command line wins. A key that
-names no flag is an error naming the file and the key.
+names no flag of the entry is an error naming the file and the key (and the
+entries whose flag it is).
 
 Derived fields, set by ``parse_args``: ``params_dtype``, ``num_query_groups``
 (``None`` unless ``--group-query-attention``), ``ffn_hidden_size`` (Megatron's
@@ -69,8 +79,8 @@ from mindspeed_llm.entry_flags import ENTRY_GROUPS, PRETRAIN, every_group, flag_
 from mindspeed_llm.flags import (TOKENIZER_TYPES, ArgumentError, FlagParser, IntList, add_pipeline_layout_args,
                                  add_tokenizer_args, tokenizer_error)
 
-__all__ = ["ArgumentError", "REFUSED_FLAGS", "TOKENIZER_TYPES", "build_parser", "check_pretraining_data",
-           "check_pretraining_files",
+__all__ = ["ArgumentError", "REFUSED_FLAGS", "TOKENIZER_TYPES", "add_shared_args", "all_flags_parser", "build_parser",
+           "check_pretraining_data", "check_pretraining_files",
            "parse_and_validate", "parse_args", "set_vocab_size", "transformer_config_from_args", "validate_args"]
 
 LR_DECAY_STYLES = ("constant", "linear", "cosine", "inverse-square-root", "WSD")
