@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Optional, Tuple
 
 from mindspeed_llm.data.templates import PROMPT_TYPES
 from mindspeed_llm.flags import FlagParser

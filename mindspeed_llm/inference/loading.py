@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
