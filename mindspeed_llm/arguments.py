@@ -9,14 +9,24 @@ argparse's names (dashes become underscores), as in Megatron.
     validate_args(args, world_size)          # one pass, ArgumentError on misuse
     config = transformer_config_from_args(args)
 
-or, in a ``main``, ``args = parse_and_validate(sys.argv[1:], world_size)``,
+or, in a ``main``, ``args = parse_and_validate(sys.argv[1:], world_size, entry)``,
 which prints ``error: <message>`` and exits with status 2 on a bad
 combination.
+
+Each entry point parses its own flags (:func:`build_parser`): the shared groups
+added once by :func:`add_shared_args` and the entry's row of
+``mindspeed_llm.entry_flags.ENTRY_GROUPS`` (``pretrain_gpt.py``, ``posttrain.py
+--stage dpo``, ``inference.py``, ...; a training task names its row). A flag of
+another entry is argparse's "unrecognized arguments", with a hint naming the
+entries that have it. Without ``entry``, :func:`parse_args` takes every entry's
+flags (:func:`all_flags_parser`, for library callers and tests of the shared
+validation).
 
 ``--yaml-cfg FILE`` reads a YAML mapping whose keys are flag names, written
 with dashes or underscores (``num-layers: 2`` or ``num_layers: 2``). Its
 values become defaults, so a flag given on the command line wins. A key that
-names no flag is an error naming the file and the key.
+names no flag of the entry is an error naming the file and the key (and the
+entries whose flag it is).
 
 Derived fields, set by ``parse_args``: ``params_dtype``, ``num_query_groups``
 (``None`` unless ``--group-query-attention``), ``ffn_hidden_size`` (Megatron's
@@ -66,13 +76,12 @@ from core.transformer.config import (ACTIVATION_SWITCHES, FIELD_DEFAULT, QK_NORM
 from core.transformer.context_parallel import (ATTENTION_MASK_TYPES, CP_ALGORITHMS, HYBRID, RING, ULYSSES,
                                                sequence_divisor, ulysses_degree)
 from core.transformer.swap_attention import DEFAULT_SWAP_MODULES, parse_swap_modules
-from mindspeed_llm.data.templates import PROMPT_TYPES
-from mindspeed_llm.inference.sampling import SamplingConfig
+from mindspeed_llm.entry_flags import ENTRY_GROUPS, PRETRAIN, every_group, flag_owners
 from mindspeed_llm.flags import (TOKENIZER_TYPES, ArgumentError, FlagParser, IntList, add_pipeline_layout_args,
                                  add_tokenizer_args, tokenizer_error)
 
-__all__ = ["ArgumentError", "REFUSED_FLAGS", "TOKENIZER_TYPES", "build_parser", "check_pretraining_data",
-           "check_pretraining_files",
+__all__ = ["ArgumentError", "REFUSED_FLAGS", "TOKENIZER_TYPES", "add_shared_args", "all_flags_parser", "build_parser",
+           "check_pretraining_data", "check_pretraining_files",
            "parse_and_validate", "parse_args", "set_vocab_size", "transformer_config_from_args", "validate_args"]
 
 LR_DECAY_STYLES = ("constant", "linear", "cosine", "inverse-square-root", "WSD")
@@ -84,8 +93,6 @@ POSITIVE_FLAGS = ("num_layers", "hidden_size", "num_attention_heads", "seq_lengt
                   "max_skipped_iterations")
 NON_NEGATIVE_FLAGS = ("num_workers", "eval_iters")
 INSTALL_HINT = "pip install -e .[{extra}]"
-POSTTRAIN_STAGES = ("sft", "dpo", "simpo", "orm", "grpo")
-GRPO_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")  # mindspeed_llm/posttrain/grpo/loss.py
 
 
 def _flag(dest: str) -> str:
@@ -359,150 +366,6 @@ def _add_data_args(parser: argparse.ArgumentParser) -> None:
                        help="no loss on the end-of-document tokens of the input")
 
 
-LORA_MODULES_TO_SAVE = ("word_embeddings", "output_layer")
-
-
-def _add_posttrain_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("post-training (posttrain.py)")
-    group.add_argument("--stage", choices=POSTTRAIN_STAGES, default=None,
-                       help="posttrain.py: what to train (sft: instruction tuning on packed data)")
-    group.add_argument("--is-instruction-dataset", action="store_true",
-                       help="--data-path is an instruction dataset (preprocess_data.py's instruction handlers)")
-    group.add_argument("--prompt-type", choices=PROMPT_TYPES, default=None,
-                       help="the template preprocess_data.py --prompt-type tokenized the data with; every stage "
-                            "checks it against the one the dataset records (templates act at preprocessing only); "
-                            "evaluation.py wraps its prompts in it")
-    group.add_argument("--no-pad-to-seq-lengths", action="store_true",
-                       help="SFT: pad each micro-batch only to its longest sample, rounded up to "
-                            "--pad-to-multiple-of (pipeline stages exchange shapes: implies --variable-seq-lengths)")
-    group.add_argument("--pad-to-multiple-of", type=int, default=8,
-                       help="SFT with --no-pad-to-seq-lengths or --variable-seq-lengths: round each micro-batch's "
-                            "length up to a multiple of this (and of what CP and SP need)")
-    group.add_argument("--full-shuffle-instruction-dataset", action="store_true",
-                       help="SFT: shuffle the sample order across epochs too (default: one permutation per epoch)")
-    group.add_argument("--is-pairwise-dataset", action="store_true",
-                       help="--data-path is a pairwise (chosen/rejected) dataset (preprocess_data.py's pairwise "
-                            "handlers); for --stage dpo, simpo and orm")
-    _add_preference_args(group)
-    _add_grpo_args(group)
-    _add_lora_args(group)
-
-
-def _add_preference_args(group: argparse._ArgumentGroup) -> None:
-    """DPO's and SimPO's flags (--stage dpo, simpo)."""
-    group.add_argument("--dpo-loss-type", choices=("sigmoid", "hinge", "ipo"), default="sigmoid",
-                       help="DPO loss: sigmoid (DPO), hinge (SLiC) or ipo (IPO, on length-normalised log-probs)")
-    group.add_argument("--dpo-beta", type=float, default=0.1, help="DPO: the KL weight beta")
-    group.add_argument("--dpo-label-smoothing", type=float, default=0.0,
-                       help="DPO sigmoid loss: the assumed share of flipped preference labels (cDPO), in [0, 0.5)")
-    group.add_argument("--pref-ftx", type=float, default=0.0,
-                       help="DPO: add this weight times the chosen reply's mean token cross-entropy (an SFT term)")
-    group.add_argument("--ref-model", type=str, default=None,
-                       help="DPO: the reference model's checkpoint directory (ours; default: the initial policy)")
-    group.add_argument("--precompute-ref-log-probs", action="store_true",
-                       help="DPO: compute the reference log-probs of the whole training set once, before training "
-                            "(no reference forward during training)")
-    group.add_argument("--simpo-beta", type=float, default=2.5, help="SimPO: the reward scale beta")
-    group.add_argument("--gamma-beta-ratio", type=float, default=1.4,
-                       help="SimPO: the target reward margin gamma divided by beta")
-    group.add_argument("--simpo-loss-type", choices=("sigmoid", "hinge"), default="sigmoid", help="SimPO loss")
-    group.add_argument("--simpo-label-smoothing", type=float, default=0.0,
-                       help="SimPO sigmoid loss: the assumed share of flipped preference labels, in [0, 0.5)")
-
-
-def _add_grpo_args(group: argparse._ArgumentGroup) -> None:
-    """GRPO's flags (--stage grpo)."""
-    group.add_argument("--num-generations", type=int, default=8,
-                       help="GRPO: completions sampled per prompt (a group; advantages are relative within it)")
-    group.add_argument("--num-iterations", type=int, default=1,
-                       help="GRPO: optimizer steps on each rollout batch (the rollout policy's log-probs kept)")
-    group.add_argument("--clip-ratio", type=float, default=0.2,
-                       help="GRPO: the ratio is clipped to [1 - this, 1 + --clip-ratio-high]")
-    group.add_argument("--clip-ratio-high", type=float, default=None,
-                       help="GRPO: the upper clip epsilon (DAPO's decoupled clip; default --clip-ratio)")
-    group.add_argument("--kl-coef", type=float, default=0.0,
-                       help="GRPO: weight of the k3 KL to the reference (--ref-model, else the initial policy); "
-                            "0 builds no reference")
-    group.add_argument("--loss-type", choices=GRPO_LOSS_TYPES, default="grpo",
-                       help="GRPO token aggregation: grpo (per sequence, then mean), bnpo (tokens of the "
-                            "micro-batch), dr_grpo (/ rows x --max-new-tokens), dapo (tokens of the global batch)")
-    group.add_argument("--reward-funcs", nargs="+", default=["gsm8k_accuracy"], metavar="NAME",
-                       help="GRPO: rewards summed per completion: gsm8k_accuracy, format, or module:function")
-    group.add_argument("--reward-weights", nargs="+", type=float, default=None, metavar="W",
-                       help="GRPO: a weight per reward (--reward-funcs, then --reward-model); default 1 each")
-    group.add_argument("--reward-model", type=str, default=None, metavar="DIR",
-                       help="GRPO: a --stage orm checkpoint of the policy's architecture whose score of each "
-                            "completion is one more reward")
-    group.add_argument("--scale-rewards", choices=("group", "none"), default="group",
-                       help="GRPO: divide each group's centred rewards by its std (group) or not (none: Dr. GRPO)")
-
-
-def _add_lora_args(group: argparse._ArgumentGroup) -> None:
-    """LoRA's and QLoRA's flags (any stage)."""
-    group.add_argument("--lora-target-modules", nargs="*", default=[], metavar="NAME",
-                       help="train LoRA adapters on these linears (linear_qkv linear_proj linear_fc1 linear_fc2), "
-                            "the base frozen (core/tensor_parallel/lora.py)")
-    group.add_argument("--lora-r", type=int, default=None, help="LoRA rank (default 16)")
-    group.add_argument("--lora-alpha", type=float, default=None, help="LoRA alpha; scaling alpha/r (default 32)")
-    group.add_argument("--lora-dropout", type=float, default=None, help="dropout on the adapters' input (default 0)")
-    group.add_argument("--lora-load", type=str, default=None, metavar="DIR",
-                       help="resume the adapters (and optimizer, iteration) from this adapter checkpoint")
-    group.add_argument("--lora-modules-to-save", nargs="*", default=[], choices=LORA_MODULES_TO_SAVE,
-                       help="modules trained fully beside the adapters (and saved with them)")
-    group.add_argument("--qlora", action="store_true",
-                       help="QLoRA: store the --lora-target-modules base linears as NF4 (blocksize 64, double "
-                            "quantisation 256) once the base is loaded (mindspeed_llm/transforms/qlora.py)")
-    group.add_argument("--qlora-save-dequantize", action="store_true",
-                       help="QLoRA: --save writes the merged model (dequantised NF4 base plus the adapters) as a "
-                            "plain checkpoint instead of the adapters")
-
-
-class _Repeatable(argparse.Action):
-    """A repeatable flag: every use adds its value to a new list (argparse's ``append`` would extend the
-    placeholder :func:`_explicit_dests` probes with)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: Optional[str] = None) -> None:
-        current = getattr(namespace, self.dest, None)
-        setattr(namespace, self.dest, (list(current) if isinstance(current, list) else []) + [values])
-
-
-INFERENCE_TASKS = ("greedy", "do_sample", "beam_search", "chat")
-EVALUATION_TASKS = ("mmlu", "cmmlu", "ceval", "gsm8k", "boolq", "bbh", "agieval", "hellaswag", "human_eval")
-
-
-def _add_inference_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("generation (inference.py; --task, --max-new-tokens and --output-file also "
-                                      "evaluation.py)")
-    group.add_argument("--task", type=str, default=None,
-                       help=f"inference.py: {'|'.join(INFERENCE_TASKS)} (chat: an interactive loop over stdin); "
-                            f"evaluation.py: the benchmark, {'|'.join(EVALUATION_TASKS)}")
-    group.add_argument("--max-new-tokens", type=int, default=256,
-                       help="generate at most this many tokens a prompt (evaluation.py: gsm8k, bbh, human_eval)")
-    group.add_argument("--top-k", type=int, default=0, help="do_sample: keep the k most probable tokens (0: all)")
-    group.add_argument("--top-p", type=float, default=1.0,
-                       help="do_sample: keep the most probable tokens up to this probability mass, in (0, 1]")
-    group.add_argument("--temperature", type=float, default=1.0, help="do_sample: divide the logits by this")
-    group.add_argument("--repetition-penalty", type=float, default=1.0,
-                       help="divide (multiply when negative) the logits of tokens already in the row by this "
-                            "(Hugging Face's rule; 1: off)")
-    group.add_argument("--num-beams", type=int, default=4, help="beam_search: the beams kept per prompt")
-    group.add_argument("--stop-strings", nargs="*", default=[], metavar="TEXT",
-                       help="end a response at the first of these strings (besides the EOS token)")
-    group.add_argument("--prompt", action=_Repeatable, default=[], metavar="TEXT",
-                       help="a prompt to complete (repeatable)")
-    group.add_argument("--prompt-file", type=str, default=None, metavar="FILE",
-                       help="jsonl with a 'prompt' field per line: prompts to complete")
-    group.add_argument("--output-file", type=str, default=None, metavar="FILE",
-                       help="inference.py: write jsonl: prompt, response and token_ids (the generated ids) per "
-                            "prompt; evaluation.py: the per-subject and overall accuracy as JSON (a directory: "
-                            "{task}.json in it)")
-    group.add_argument("--hf-chat-template", action="store_true",
-                       help="wrap prompts in the tokenizer's own chat template (as --prompt-type hf)")
-    group.add_argument("--history-turns", type=int, default=3,
-                       help="chat: how many earlier turns the prompt keeps")
-
-
 def _add_logging_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("logging")
     group.add_argument("--log-interval", type=int, default=100)
@@ -539,48 +402,39 @@ def _add_logging_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--wandb-save-dir", type=str, default=None, help="W&B's local run directory")
 
 
-def _add_evaluation_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("evaluation (evaluation.py; also --task, --max-new-tokens, --output-file)")
-    group.add_argument("--task-data-path", nargs="*", default=[], metavar="DIR",
-                       help="evaluation.py: the benchmark's directory (or files) in its published layout")
-    group.add_argument("--evaluation-batch-size", type=int, default=1,
-                       help="evaluation.py: prompts per forward pass")
-    group.add_argument("--max-eval-samples", type=int, default=None,
-                       help="evaluation.py: score at most this many samples per subject (file)")
-    group.add_argument("--no-chat-template", action="store_true",
-                       help="evaluation.py: plain prompts even when the tokenizer has a chat template")
-    group.add_argument("--chain-of-thought", action="store_true",
-                       help="evaluation.py: gsm8k and bbh prompts ask for step-by-step reasoning before the answer")
-    group.add_argument("--eval-language", choices=("en", "zh"), default=None,
-                       help="evaluation.py mmlu, cmmlu, ceval: the language of the exam's instruction and answer cue "
-                            "(default: the benchmark's own, English for mmlu, Chinese for cmmlu and ceval)")
-    group.add_argument("--allow-code-execution", action="store_true",
-                       help="evaluation.py human_eval: run the generated code (a subprocess without network, "
-                            "with a timeout)")
+SHARED_GROUPS = (_add_network_size_args, _add_initialization_args, _add_regularization_args, _add_training_args,
+                 _add_learning_rate_args, _add_checkpointing_args, _add_mixed_precision_args, _add_distributed_args,
+                 _add_data_parallel_args, _add_data_args, _add_logging_args)
 
 
-def _check_evaluation(args: argparse.Namespace) -> None:
-    """evaluation.py's counts in range (the task itself is checked by the entry that reads it)."""
-    if args.evaluation_batch_size < 1:
-        raise ArgumentError(f"--evaluation-batch-size must be at least 1, got {args.evaluation_batch_size}")
-    if args.max_eval_samples is not None and args.max_eval_samples < 1:
-        raise ArgumentError(f"--max-eval-samples must be at least 1, got {args.max_eval_samples}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of every flag (no YAML defaults applied)."""
-    parser = FlagParser(description="Megatron-style LLM training")
+def add_shared_args(parser: argparse.ArgumentParser) -> None:
+    """The groups every training and generation entry parses (``--yaml-cfg`` first), added once here."""
     parser.add_argument("--yaml-cfg", type=str, default=None, metavar="FILE",
                         help="YAML mapping of flag names to values, used as defaults")
-    for add in (_add_network_size_args, _add_initialization_args, _add_regularization_args,
-                _add_training_args, _add_learning_rate_args, _add_checkpointing_args,
-                _add_mixed_precision_args, _add_distributed_args, _add_data_parallel_args, _add_data_args,
-                _add_posttrain_args, _add_logging_args, _add_inference_args):
+    for add in SHARED_GROUPS:
         add(parser)
     add_pipeline_layout_args(parser)
     add_tokenizer_args(parser)
-    _add_evaluation_args(parser)
     _add_torch_compile_args(parser)
+
+
+def build_parser(entry: str = PRETRAIN) -> FlagParser:
+    """The parser of ``entry`` (a row of ``mindspeed_llm.entry_flags.ENTRY_GROUPS``: ``pretrain_gpt.py``,
+    ``posttrain.py --stage dpo``, ``inference.py``, ...): the shared groups and the entry's own; a flag of
+    another entry is an unrecognised argument whose message names the entries that have it."""
+    parser = FlagParser(description=f"{entry}: Megatron-style LLM training", flag_owners=flag_owners)
+    add_shared_args(parser)
+    for add in ENTRY_GROUPS[entry]:
+        add(parser)
+    return parser
+
+
+def all_flags_parser() -> FlagParser:
+    """The union of every entry's flags, for callers that read or test every flag (no entry runs it)."""
+    parser = FlagParser(description="every flag of the training and generation entries")
+    add_shared_args(parser)
+    for add in every_group():
+        add(parser)
     return parser
 
 
@@ -641,8 +495,11 @@ def _coerce_yaml_value(action: argparse.Action, value: Any, where: str) -> Any:
     return _coerce_scalar(action, value, where)
 
 
-def load_yaml_defaults(path: str, parser: argparse.ArgumentParser) -> Dict[str, Any]:
-    """Read ``path`` into {dest: value}; unknown keys and bad values raise ArgumentError."""
+def load_yaml_defaults(path: str, parser: argparse.ArgumentParser,
+                       only: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """Read ``path`` into {dest: value}; unknown keys and bad values raise ArgumentError (a key of another
+    entry's flag names that entry). With ``only``, just those dests are read (the others are left to the
+    entry's parser)."""
     if not os.path.isfile(path):
         raise ArgumentError(f"--yaml-cfg {path}: no such file")
     with open(path, encoding="utf-8") as handle:
@@ -658,8 +515,12 @@ def load_yaml_defaults(path: str, parser: argparse.ArgumentParser) -> Dict[str, 
     defaults: Dict[str, Any] = {}
     for key, value in data.items():
         dest = str(key).lstrip("-").replace("-", "_")
+        if only is not None and dest not in only:
+            continue
         if dest not in actions:
-            raise ArgumentError(f"--yaml-cfg {path}: unknown key {key!r} (no flag {_flag(dest)})")
+            owners = parser.flag_owners(_flag(dest)) if getattr(parser, "flag_owners", None) else None
+            where = f"{_flag(dest)} is a flag of {owners}" if owners else f"no flag {_flag(dest)}"
+            raise ArgumentError(f"--yaml-cfg {path}: unknown key {key!r} ({where})")
         defaults[dest] = _coerce_yaml_value(actions[dest], value, f"--yaml-cfg {path}: key {key!r}")
     return defaults
 
@@ -711,7 +572,7 @@ def _derive_fields(args: argparse.Namespace) -> None:
         if getattr(args, bound) is None:
             setattr(args, bound, args.weight_decay)
     args.noop_layers = tuple(args.noop_layers or ())
-    if args.no_pad_to_seq_lengths:  # MindSpeed: micro-batches of their own lengths cross pipeline stages
+    if getattr(args, "no_pad_to_seq_lengths", False):  # posttrain.py's; MindSpeed: micro-batches of their own lengths cross pipeline stages
         args.variable_seq_lengths = True
     if args.distributed_backend is None and args.device is not None:
         args.distributed_backend = BACKEND_FOR_DEVICE[args.device]
@@ -727,10 +588,12 @@ def set_vocab_size(args: argparse.Namespace, vocab_size: Optional[int]) -> None:
                               if sizes_known else None)
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    """Parse flags (``sys.argv[1:]`` when ``argv`` is None), apply YAML defaults, derive fields."""
+def parse_args(argv: Optional[Sequence[str]] = None, entry: Optional[str] = None) -> argparse.Namespace:
+    """Parse ``entry``'s flags (``sys.argv[1:]`` when ``argv`` is None), apply YAML defaults, derive fields.
+    Without ``entry`` every entry's flags parse (:func:`all_flags_parser`: library callers and tests of the
+    shared validation); each entry point passes its own."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    parser = all_flags_parser() if entry is None else build_parser(entry)
     yaml_path = _yaml_path(argv)
     yaml_defaults = load_yaml_defaults(yaml_path, parser) if yaml_path else {}
     parser.set_defaults(**yaml_defaults)
@@ -1045,18 +908,6 @@ def check_pretraining_files(args: argparse.Namespace) -> None:
             raise ArgumentError(str(error)) from None
 
 
-ENTRY_ONLY_GROUPS = ("generation", "evaluation")  # flag groups only inference.py / evaluation.py read
-
-
-def entry_only_flags_given(args: argparse.Namespace) -> List[str]:
-    """The flags of inference.py's and evaluation.py's groups given explicitly: a training run that would
-    accept them would ignore them."""
-    explicit = getattr(args, "explicit_args", {})
-    return [action.option_strings[0] for group in build_parser()._action_groups
-            if group.title.startswith(ENTRY_ONLY_GROUPS) for action in group._group_actions
-            if action.dest in explicit]
-
-
 def evaluation_requested(args: argparse.Namespace) -> bool:
     """``--eval-iters`` > 0 with ``--eval-interval`` set, one of them given explicitly (command line or YAML),
     not only Megatron's defaults: a run that asks for validation, which no validation split may skip silently."""
@@ -1093,7 +944,8 @@ def _check_checkpointing(args: argparse.Namespace) -> None:
     if args.async_save and args.ckpt_format != "torch_dist":
         raise ArgumentError("--async-save needs --ckpt-format torch_dist (the per-rank torch format is written "
                             "synchronously); add --ckpt-format torch_dist or drop --async-save")
-    if args.ckpt_format == "torch_dist" and (args.lora_target_modules or args.qlora_save_dequantize):
+    if args.ckpt_format == "torch_dist" and (getattr(args, "lora_target_modules", None)
+                                             or getattr(args, "qlora_save_dequantize", False)):
         raise ArgumentError("--ckpt-format torch_dist does not store LoRA adapter checkpoints yet; use the default "
                             "--ckpt-format torch with --lora-target-modules")
 
@@ -1161,16 +1013,8 @@ DEPENDENT_FLAGS: Tuple[Tuple[str, Callable[[argparse.Namespace], bool], str], ..
      "--context-parallel-size > 1 with megatron_cp_algo or hybrid_cp_algo"),
     ("use_cp_send_recv_overlap", lambda args: args.context_parallel_size > 1 and args.context_parallel_algo in (RING, HYBRID),
      "--context-parallel-size > 1 with megatron_cp_algo or hybrid_cp_algo"),
-    *((dest, lambda args: args.stage == "dpo", "--stage dpo")
-      for dest in ("dpo_loss_type", "dpo_beta", "dpo_label_smoothing", "pref_ftx", "precompute_ref_log_probs")),
     ("ref_model", lambda args: args.stage == "dpo" or (args.stage == "grpo" and args.kl_coef != 0),
      "--stage dpo (or --stage grpo with --kl-coef)"),
-    *((dest, lambda args: args.stage == "grpo", "--stage grpo")
-      for dest in ("num_generations", "num_iterations", "clip_ratio", "clip_ratio_high", "kl_coef", "loss_type",
-                   "reward_funcs", "reward_weights", "reward_model", "scale_rewards")),
-    *((dest, lambda args: args.stage == "simpo", "--stage simpo")
-      for dest in ("simpo_beta", "gamma_beta_ratio", "simpo_loss_type", "simpo_label_smoothing")),
-    ("is_pairwise_dataset", lambda args: args.stage in ("dpo", "simpo", "orm"), "--stage dpo, simpo or orm"),
     ("qlora", lambda args: bool(args.lora_target_modules), "--lora-target-modules"),
     ("qlora_save_dequantize", lambda args: args.qlora, "--qlora"),
     ("sgd_momentum", lambda args: args.optimizer == "sgd", "--optimizer sgd"),
@@ -1200,7 +1044,7 @@ def _check_dependent_flags(args: argparse.Namespace) -> None:
     for dest, active, needs in DEPENDENT_FLAGS:
         if _given(args, dest) and not active(args):
             raise ArgumentError(f"{_flag(dest)} has no effect without {needs}; add {needs} or drop {_flag(dest)}")
-    if args.stage == "orm":  # a reward model's loss reads its value head's scores, not the vocabulary
+    if getattr(args, "stage", None) == "orm":  # a reward model's loss reads its value head's scores, not the vocabulary
         for dest in ("cross_entropy_loss_fusion", "cross_entropy_chunk_size"):
             if _given(args, dest):
                 raise ArgumentError(f"{_flag(dest)} has no effect with --stage orm (its loss reads a value head, "
@@ -1212,7 +1056,7 @@ def _check_dependent_flags(args: argparse.Namespace) -> None:
 
 def _check_ranges(args: argparse.Namespace) -> None:
     for dest in POSITIVE_FLAGS:
-        if getattr(args, dest) < 1:
+        if getattr(args, dest, 1) < 1:  # (pad_to_multiple_of: posttrain.py's only)
             raise ArgumentError(f"{_flag(dest)} must be at least 1, got {getattr(args, dest)}")
     for dest in NON_NEGATIVE_FLAGS:
         if getattr(args, dest) < 0:
@@ -1350,11 +1194,9 @@ def validate_args(args: argparse.Namespace, world_size: int) -> None:
     _check_data_flags(args)
     _check_checkpointing(args)
     _check_device(args)
-    _check_evaluation(args)
     _check_data_parallel(args)
     _check_logging(args)
     _check_lora(args)
-    _check_inference(args)
     _check_torch_compile(args)
 
 
@@ -1369,24 +1211,10 @@ def _check_torch_compile(args: argparse.Namespace) -> None:
                             f"(inductor, aot_eager, eager or a registered one); choose one or {FALLBACK}")
 
 
-def _check_inference(args: argparse.Namespace) -> None:
-    """inference.py's flags in range (the task, sampling knobs, counts)."""
-    if args.task is not None and args.task not in INFERENCE_TASKS + EVALUATION_TASKS:
-        raise ArgumentError(f"--task {args.task} is not one of {', '.join(INFERENCE_TASKS + EVALUATION_TASKS)}")
-    try:  # the sampling knobs' ranges, checked where the sampler defines them
-        SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                       repetition_penalty=args.repetition_penalty)
-    except ValueError as error:
-        raise ArgumentError(str(error)) from None
-    for dest in ("max_new_tokens", "num_beams"):
-        if getattr(args, dest) < 1:
-            raise ArgumentError(f"{_flag(dest)} must be at least 1, got {getattr(args, dest)}")
-    if args.history_turns < 0:
-        raise ArgumentError(f"--history-turns must be 0 or more, got {args.history_turns}")
-
-
 def _check_lora(args: argparse.Namespace) -> None:
     """LoRA's flags need --lora-target-modules; rank, alpha and dropout in range; no QLoRA under FSDP."""
+    if not hasattr(args, "lora_target_modules"):  # an entry without the LoRA group (inference.py)
+        return
     given = [flag for flag, value in (("--lora-r", args.lora_r), ("--lora-alpha", args.lora_alpha),
                                       ("--lora-dropout", args.lora_dropout), ("--lora-load", args.lora_load),
                                       ("--lora-modules-to-save", args.lora_modules_to_save or None))
@@ -1426,8 +1254,9 @@ def _check_data_parallel(args: argparse.Namespace) -> None:
         raise ArgumentError(str(error)) from None
 
 
-def parse_and_validate(argv: Optional[Sequence[str]] = None,
-                       world_size: Optional[int] = None) -> argparse.Namespace:
+def parse_and_validate(argv: Optional[Sequence[str]] = None, world_size: Optional[int] = None,
+                       entry: Optional[str] = None,
+                       checks: Sequence[Callable[[argparse.Namespace], None]] = ()) -> argparse.Namespace:
     """parse_args + validate_args for a ``main``: on a bad flag print ``error: ...`` and exit 2.
 
     ``world_size`` defaults to the ``WORLD_SIZE`` environment variable (torchrun), else 1.
@@ -1435,8 +1264,10 @@ def parse_and_validate(argv: Optional[Sequence[str]] = None,
     if world_size is None:
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
     try:
-        args = parse_args(argv)
+        args = parse_args(argv, entry)
         validate_args(args, world_size)
+        for check in checks:  # the entry's own groups' checks (e.g. inference/flags.py)
+            check(args)
     except ArgumentError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -1489,7 +1320,7 @@ def _switch_spelled(name: str, args: argparse.Namespace) -> str:
 
 def _value_head(args: argparse.Namespace) -> bool:
     """A reward model (--stage orm) scores with a value head instead of the logits."""
-    return args.stage == "orm"
+    return getattr(args, "stage", None) == "orm"
 
 
 def _derived_params_dtype(args: argparse.Namespace) -> torch.dtype:

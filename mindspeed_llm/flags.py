@@ -10,14 +10,17 @@ through the functions' parameters.
 :class:`FlagParser` is an ``ArgumentParser`` that raises a one-line exception
 of the caller's class (``ArgumentError``, ``PreprocessError``,
 ``ConversionError``) instead of printing the usage and exiting, so every
-entry reports bad flags the same way as its other input errors.
+entry reports bad flags the same way as its other input errors. Given ``flag_owners`` (a function from an
+option string to the entries that have it, see :mod:`mindspeed_llm.entry_flags`), its "unrecognized
+arguments" line names the entry of each foreign flag: ``error: unrecognized arguments: --temperature 0.7
+(--temperature is a flag of inference.py, evaluation.py, posttrain.py --stage grpo)``.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import re
-from typing import Optional, Tuple, Type
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 TOKENIZER_TYPES = ("NullTokenizer", "PretrainedFromHF", "SentencePieceTokenizer", "GPT2BPETokenizer")
 # what each tokenizer reads: (dest, flag, what it is)
@@ -36,14 +39,35 @@ class ArgumentError(ValueError):
 class FlagParser(argparse.ArgumentParser):
     """An ArgumentParser that raises ``error_class(message)`` instead of printing usage and exiting."""
 
-    def __init__(self, *args, error_class: Type[Exception] = ArgumentError, **kwargs) -> None:
+    def __init__(self, *args, error_class: Type[Exception] = ArgumentError,
+                 flag_owners: Optional[Callable[[str], Optional[str]]] = None, **kwargs) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self.error_class = error_class
+        self.flag_owners = flag_owners
 
     def error(self, message: str) -> None:  # type: ignore[override]
         # argparse writes "argument --x: <the type's message>"; ours already start with "--x "
-        raise self.error_class(re.sub(r"^argument (\S+): (?=\1 )", "", message))
+        message = re.sub(r"^argument (\S+): (?=\1 )", "", message)
+        if message.startswith(UNRECOGNIZED) and self.flag_owners is not None:
+            hints = foreign_flag_hints(message[len(UNRECOGNIZED):].split(), self.flag_owners)
+            message += f" ({'; '.join(hints)})" if hints else ""
+        raise self.error_class(message)
+
+
+UNRECOGNIZED = "unrecognized arguments: "  # argparse's words for what no flag of the parser takes
+
+
+def foreign_flag_hints(tokens: Sequence[str], flag_owners: Callable[[str], Optional[str]]) -> List[str]:
+    """``--x is a flag of <entries>`` (``--x, --y are flags of <entries>``) for the options in ``tokens`` that
+    other entries have, one hint per set of entries."""
+    by_owners: Dict[str, List[str]] = {}
+    for option in dict.fromkeys(token.split("=", 1)[0] for token in tokens if token.startswith("--")):
+        owners = flag_owners(option)
+        if owners:
+            by_owners.setdefault(owners, []).append(option)
+    return [f"{options[0]} is a flag of {owners}" if len(options) == 1 else
+            f"{', '.join(options)} are flags of {owners}" for owners, options in by_owners.items()]
 
 
 class IntList:

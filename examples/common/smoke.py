@@ -48,8 +48,8 @@ def validate(world_size: int, argv: List[str]) -> None:
     """parse_args + validate_args + the pretraining data check, as pretrain_gpt.py does before any process."""
     from mindspeed_llm.arguments import ArgumentError, check_pretraining_data, parse_args, validate_args
 
-    args = parse_args(argv)
     try:
+        args = parse_args(argv, "pretrain_gpt.py")
         validate_args(args, world_size)
         check_pretraining_data(args)
     except ArgumentError as error:
@@ -164,7 +164,7 @@ def validate_posttrain(world_size: int, argv: List[str]) -> None:
 
     task_class = stage_task(argv)
     try:
-        args = parse_args(argv)
+        args = parse_args(argv, task_class.entry)
         validate_args(args, world_size)
         task_class(args).validate(args)
     except ArgumentError as error:
@@ -281,14 +281,14 @@ def validate_inference(entry: str, world_size: int, argv: List[str]) -> None:
     model: the shared validation pass over the flags with placeholders for the training-only ones, then the
     entry's own (the task and prompts; the benchmark's layout and files)."""
     from core import checkpointing
-    from mindspeed_llm.arguments import ArgumentError, parse_and_validate
+    from mindspeed_llm.arguments import ArgumentError
     from mindspeed_llm.evaluation.errors import EvaluationError
-    from mindspeed_llm.inference.loading import with_placeholders
+    from mindspeed_llm.inference.loading import validated_generation_args
 
     if entry not in ("inference", "evaluation"):
         sys.exit(f"error: validate-inference {entry!r}: use inference or evaluation")
-    args = parse_and_validate(with_placeholders(argv), world_size)
     try:
+        args = validated_generation_args(argv, f"{entry}.py", world_size)
         path = checkpointing.read_checkpoint_settings(args.load)[0]  # the first rank's file, memory-mapped
         checkpointing.check_layout(checkpointing.map_file(path), path, args.tensor_model_parallel_size,
                                    args.pipeline_model_parallel_size, 1, args.expert_model_parallel_size,

@@ -17,7 +17,8 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import torch
 
 from core.parallel_state import ParallelState
-from mindspeed_llm.arguments import EVALUATION_TASKS
+from mindspeed_llm.entry_flags import EVALUATION, EVALUATION_TASKS
+from mindspeed_llm.evaluation.flags import check_evaluation_flags
 from mindspeed_llm.data.templates import ChatEncoder
 from mindspeed_llm.evaluation.errors import EvaluationError
 from mindspeed_llm.evaluation.results import accuracy_report, format_report, write_report
@@ -48,6 +49,7 @@ def check_task_flags(args: argparse.Namespace) -> None:
 
 def read_benchmark(args: argparse.Namespace) -> List[Question]:
     """The questions of ``--task`` read from ``--task-data-path``, after the benchmark's flags are checked."""
+    check_evaluation_flags(args)
     if args.task is None:
         raise EvaluationError(f"evaluation.py needs --task, one of {', '.join(EVALUATION_TASKS)}")
     if args.task not in EVALUATION_TASKS:
@@ -163,7 +165,7 @@ def evaluate(argv: Sequence[str]) -> dict:
     """Run the benchmark of ``argv`` (evaluation.py's flags); the report (rank 0 prints it and writes
     ``--output-file``)."""
     questions: List[Question] = []  # read before the model is built: a bad path fails fast
-    loaded = setup_inference(argv, check=lambda args: questions.extend(read_benchmark(args)))
+    loaded = setup_inference(argv, check=lambda args: questions.extend(read_benchmark(args)), entry=EVALUATION)
     args, state = loaded.args, loaded.state
     judges = model_judges(args, loaded.model, state, next(loaded.model.parameters()).device)
     subjects = len({q.subject for q in questions})

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
@@ -18,7 +17,9 @@ from core import checkpointing
 from core.models.gpt_model import GPTModel
 from core.parallel_state import ParallelState
 from core.tensor_parallel.random import model_parallel_seed
-from mindspeed_llm.arguments import ArgumentError, parse_and_validate, transformer_config_from_args
+from mindspeed_llm.arguments import parse_and_validate, transformer_config_from_args
+from mindspeed_llm.entry_flags import INFERENCE
+from mindspeed_llm.inference.flags import check_generation_flags
 from mindspeed_llm.runtime import WeightSource, build_chunks, load_model_weights, start_processes, tokenizer_and_vocab
 
 # flags training requires that generation does not use: (flag, placeholder)
@@ -68,17 +69,21 @@ def load_weights(model: GPTModel, args: argparse.Namespace, state: ParallelState
     return load_model_weights([model], source, args, state).path
 
 
-def setup_inference(argv: Optional[Sequence[str]],
-                    check: Callable[[argparse.Namespace], None] = lambda args: None) -> InferenceSetup:
-    """Parse and validate the flags (and ``check`` them: the entry's own rules), start the process groups,
-    build the model and load ``--load``."""
-    args = parse_and_validate(with_placeholders(sys.argv[1:] if argv is None else argv),
-                              int(os.environ.get("WORLD_SIZE", "1")))
+def validated_generation_args(argv: Optional[Sequence[str]], entry: str = INFERENCE,
+                              world_size: Optional[int] = None) -> argparse.Namespace:
+    """``entry``'s flags with the training-only placeholders, through the shared validation pass (a bad flag:
+    ``error: ...`` and exit 2) and the generation flags' checks (ArgumentError); ``world_size`` defaults to
+    ``WORLD_SIZE``."""
+    return parse_and_validate(with_placeholders(sys.argv[1:] if argv is None else argv), world_size, entry,
+                              checks=(check_generation_flags,))
+
+
+def setup_inference(argv: Optional[Sequence[str]], check: Callable[[argparse.Namespace], None] = lambda args: None,
+                    entry: str = INFERENCE) -> InferenceSetup:
+    """Parse and validate ``entry``'s flags (inference.py or evaluation.py; then ``check`` them: the entry's own
+    rules), start the process groups, build the model and load ``--load``."""
+    args = validated_generation_args(argv, entry)
     check(args)
-    if args.lora_target_modules or args.qlora:  # the loader builds no adapters: refuse rather than ignore them
-        raise ArgumentError("--lora-target-modules/--lora-load: generation and evaluation load plain checkpoints; "
-                            "merge the adapters first (tools/convert_ckpt.py --load-model-type mg --save-model-type "
-                            "mg --load-dir BASE --lora-load ADAPTERS --save-dir MERGED) and pass --load MERGED")
     if args.context_parallel_size > 1 or args.virtual_pipeline_model_parallel_size:
         raise ValueError("inference.py runs without --context-parallel-size and virtual pipeline stages; convert "
                          "the checkpoint to a plain TP/PP layout (tools/convert_ckpt.py) or drop the flags")

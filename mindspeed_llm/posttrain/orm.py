@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from mindspeed_llm.arguments import ArgumentError
+from mindspeed_llm.entry_flags import posttrain_entry
 from mindspeed_llm.posttrain.pairwise import PairwiseTask, chosen_and_rejected
 from mindspeed_llm.posttrain.preference_loss import bradley_terry_loss
 from mindspeed_llm.training.task import Batch
@@ -32,6 +33,7 @@ class RewardModelTask(PairwiseTask):
     """Bradley-Terry training of a scalar reward on the last token of each reply."""
 
     name = "orm"
+    entry = posttrain_entry("orm")
     stat_names = ("lm loss", "accuracy", "rewards/chosen", "rewards/rejected", "rewards/margins")
 
     def validate(self, args: argparse.Namespace) -> None:

@@ -43,6 +43,7 @@ from core.distributed.fsdp import full_model_state_dict, uses_fsdp
 from core.tensor_parallel.lora import adapters_disabled
 from core.transformer.context_parallel import context_parallel_for, split_batch
 from mindspeed_llm.arguments import ArgumentError
+from mindspeed_llm.entry_flags import posttrain_entry
 from mindspeed_llm.posttrain.preference_loss import dpo_loss, simpo_loss
 from mindspeed_llm.posttrain.splits import build_split_datasets, check_splits, split_sequence_ids, stored_sequences
 from mindspeed_llm.posttrain.sft import check_prompt_type
@@ -174,6 +175,7 @@ class DPOTask(PairwiseTask):
     """Direct preference optimisation against a frozen reference (or its precomputed log-probs)."""
 
     name = "dpo"
+    entry = posttrain_entry("dpo")
 
     def __init__(self, args: argparse.Namespace) -> None:
         super().__init__(args)
@@ -311,6 +313,7 @@ class SimPOTask(PairwiseTask):
     """SimPO: length-normalised log-probs with a target margin, no reference model."""
 
     name = "simpo"
+    entry = posttrain_entry("simpo")
 
     def validate(self, args: argparse.Namespace) -> None:
         super().validate(args)

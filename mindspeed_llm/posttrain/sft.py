@@ -40,6 +40,7 @@ from core.transformer.context_parallel import sequence_divisor, ulysses_degree
 from mindspeed_llm.arguments import ArgumentError
 from mindspeed_llm.data.handlers import PAIRWISE_FILES, dataset_settings, settings_path
 from mindspeed_llm.data.templates import TOKENIZER_TEMPLATE_NAMES
+from mindspeed_llm.entry_flags import posttrain_entry
 from mindspeed_llm.posttrain.splits import build_split_datasets, check_splits, split_sequence_ids, stored_sequences
 from mindspeed_llm.tokenizer import build_tokenizer
 from mindspeed_llm.training.pretrain_task import PretrainTask, check_token_ids
@@ -50,6 +51,7 @@ class SFTTask(PretrainTask):
     """Next-token loss on the labelled tokens of packed instruction sequences (the pretraining forward step)."""
 
     name = "sft"
+    entry = posttrain_entry("sft")
 
     def __init__(self, args: argparse.Namespace) -> None:
         super().__init__(args)

@@ -94,16 +94,6 @@ class PretrainTask(TrainingTask):
         self.eod = build_tokenizer(args).eod if needs_eod else None  # the end-of-document token id
 
     def validate(self, args: argparse.Namespace) -> None:
-        posttrain_flags = (("--stage", args.stage is not None),
-                           ("--is-instruction-dataset", args.is_instruction_dataset),
-                           ("--prompt-type", args.prompt_type is not None),
-                           ("--no-pad-to-seq-lengths", args.no_pad_to_seq_lengths),
-                           ("--pad-to-multiple-of", "pad_to_multiple_of" in getattr(args, "explicit_args", {})),
-                           ("--full-shuffle-instruction-dataset", args.full_shuffle_instruction_dataset))
-        for flag, given in posttrain_flags:
-            if given:
-                raise ArgumentError(f"{flag} belongs to posttrain.py (post-training stages); pretraining reads "
-                                    "--data-path as pretraining text: drop it or run posttrain.py")
         check_pretraining_data(args)
         check_pretraining_files(args)  # the .bin/.idx pairs exist and agree (cheap), before any process group
         check_validation_data(args)

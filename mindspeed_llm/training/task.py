@@ -30,8 +30,10 @@ optimizer step, checkpoints and logging, and never knows which stage it runs
   spent drawing the step's micro-batches is then logged apart, and tokens per second, TFLOP/s and MFU count
   the training time only; ``samples_in_step`` says how many dataset samples a step draws (GRPO reuses one
   rollout batch for ``--num-iterations`` steps); its iterator may raise :class:`SkipStep` at a step's first
-  micro-batch (before any forward) to skip the step; ``entry_flags`` names the inference.py flags
-  (``--max-new-tokens``, ...) the task reads, which training otherwise refuses.
+  micro-batch (before any forward) to skip the step.
+- ``entry`` names the task's row of ``mindspeed_llm/entry_flags.py``'s ``ENTRY_GROUPS``: the flag groups its
+  parser adds to the shared ones (e.g. ``posttrain.py --stage dpo``: DPO's and the reference model's); a
+  flag of another entry is refused by argparse with a hint naming the entry that has it.
 
 Adding a task (developer note): write a subclass in its own module, e.g.
 ``mindspeed_llm/posttrain/dpo.py``::
@@ -61,6 +63,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from core.device import pins_host_memory
 from core.tensor_parallel.mappings import reduce_from_tensor_model_parallel_region
+from mindspeed_llm.entry_flags import PRETRAIN
 
 Batch = Dict[str, torch.Tensor]
 Splits = Tuple[Optional[Dataset], Optional[Dataset], Optional[Dataset]]
@@ -82,7 +85,7 @@ class TrainingTask:
     name: str = "task"
     stat_names: Tuple[str, ...] = ("lm loss",)
     generates_data: bool = False  # drawing the micro-batches is work of its own (rollouts), timed apart
-    entry_flags: Tuple[str, ...] = ()  # inference.py flags this task reads (training refuses the others)
+    entry: str = PRETRAIN  # the task's row of entry_flags.ENTRY_GROUPS: the flag groups its parser adds
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args

@@ -56,7 +56,7 @@ from core.transformer.context_parallel import context_parallel_for, split_batch
 from core.fused import fused_kernels_line
 from core.transformer.moe.aux_losses import aux_loss_names, take_tracked_aux_losses
 from core.transformer.moe.router import update_expert_biases
-from mindspeed_llm.arguments import (ArgumentError, entry_only_flags_given, parse_and_validate,
+from mindspeed_llm.arguments import (ArgumentError, parse_and_validate,
                                      transformer_config_from_args)
 from mindspeed_llm.runtime import (WeightSource, build_chunks, check_device, find_rank_file, is_last_rank,
                                    load_model_weights, print_rank_0, print_rank_last, start_processes,
@@ -536,11 +536,7 @@ def validated_task(args: argparse.Namespace, task_class: Type[TrainingTask]) -> 
 def setup(argv: Optional[List[str]] = None, task_class: Type[TrainingTask] = PretrainTask) -> Trainer:
     """Flags -> validated args -> devices, groups, model, optimizer (and the resumed state)."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    args = parse_and_validate(argv, world_size)
-    ignored = [flag for flag in entry_only_flags_given(args) if flag not in task_class.entry_flags]
-    if ignored:
-        raise ArgumentError(f"{ignored[0]} is a flag of inference.py / evaluation.py; training does not use it: "
-                            "drop it")
+    args = parse_and_validate(argv, world_size, task_class.entry)  # the task's entry's flags only
     task = validated_task(args, task_class)
     tokenizer_and_vocab(args)  # a missing or unreadable tokenizer stops the run here (TokenizerError)
     transforms = build_transforms(args, transformer_config_from_args(args))  # checked before any process group

@@ -134,8 +134,11 @@ def test_chat_reads_turns_from_stdin(tiny, monkeypatch, capsys) -> None:
     (["--task", "greedy", "--prompt", "the " * 80], "error: prompt 0 has", False),
     (["--task", "greedy"], "error: --task greedy needs --prompt TEXT or --prompt-file FILE", False),
     (["--task", "greedy", "--prompt-type", "alpaca", "--prompt", "x"], "error: prompt 0 has", False),  # its system text
-    (["--task", "greedy", "--lora-target-modules", "linear_qkv", "--prompt", "x"],
-     "error: --lora-target-modules/--lora-load: generation and evaluation load plain checkpoints; merge", False),
+    (["--task", "greedy", "--lora-target-modules", "linear_qkv", "--prompt", "x"],  # a training entry's flag
+     "error: unrecognized arguments: --lora-target-modules linear_qkv (--lora-target-modules is a flag of "
+     "pretrain_gpt.py, posttrain.py)", True),
+    (["--task", "greedy", "--lr", "0.1", "--dpo-beta", "0.2", "--prompt", "x"],
+     "error: unrecognized arguments: --dpo-beta 0.2 (--dpo-beta is a flag of posttrain.py --stage dpo)", True),
 ])
 def test_bad_input_one_line(tiny, capsys, extra, message, parser_exit) -> None:
     tok, _, mg = tiny

@@ -56,10 +56,11 @@ import torch
 from core.transformer.config import architecture_settings
 from inference import check_task
 from core.parallel_state import expert_dimension
-from mindspeed_llm.arguments import (EVALUATION_TASKS, check_pretraining_data, parse_and_validate, parse_args,
+from mindspeed_llm.arguments import (check_pretraining_data, parse_args,
                                      transformer_config_from_args, validate_args)
+from mindspeed_llm.entry_flags import EVALUATION_TASKS, posttrain_entry
 from mindspeed_llm.evaluation.runner import read_benchmark
-from mindspeed_llm.inference.loading import with_placeholders
+from mindspeed_llm.inference.loading import validated_generation_args
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = sorted(REPO.glob("examples/*/*.sh"))
@@ -103,6 +104,16 @@ def _argv(recipe: Path, smoke: bool, env: Optional[Dict[str, str]] = None) -> Tu
     assert run.returncode == 0, run.stderr[-2000:]
     first, *argv = run.stdout.splitlines()
     return int(first.removeprefix("WORLD_SIZE=")), argv
+
+
+def _entry(recipe: Path, argv: List[str]) -> str:
+    """The entry the recipe runs, as mindspeed_llm/entry_flags.py names it: its flags are parsed by that
+    entry's parser (a flag of another entry fails here as it would in the run)."""
+    for prefix, entry in (("pretrain_", "pretrain_gpt.py"), ("generate_", "inference.py"),
+                          ("evaluate_", "evaluation.py")):
+        if recipe.name.startswith(prefix):
+            return entry
+    return posttrain_entry(argv[argv.index("--stage") + 1])
 
 
 def _tool_flags(recipe: Path) -> Dict[str, List[str]]:
@@ -213,7 +224,7 @@ def test_conversion_recipe_dry_run_prints_the_command_only(tmp_path: Path) -> No
 @pytest.mark.parametrize("recipe", PRETRAIN_RECIPES, ids=_recipe_id)
 def test_pretrain_recipe_flags_pass_validation(recipe: Path) -> None:
     world_size, argv = _argv(recipe, smoke=False)
-    args = parse_args(argv)
+    args = parse_args(argv, _entry(recipe, argv))
     validate_args(args, world_size)
     check_pretraining_data(args)
     model_parallel = args.tensor_model_parallel_size * args.pipeline_model_parallel_size * args.context_parallel_size
@@ -232,7 +243,7 @@ def test_smoke_keeps_behaviour_flags_and_shrinks_sizes(recipe: Path) -> None:
     assert smoke["--device"] == ["cpu"] and "--mock-data" in smoke and world_size <= 2
     for size in ("--num-layers", "--hidden-size", "--seq-length", "--vocab-size", "--train-iters"):
         assert int(smoke[size][0]) < int(full[size][0]), size
-    args = parse_args(smoke_argv)
+    args = parse_args(smoke_argv, _entry(recipe, smoke_argv))
     validate_args(args, world_size)
 
 
@@ -266,7 +277,8 @@ def test_moe_recipe_lays_out_experts_as_its_checkpoint(recipe: Path) -> None:
 @functools.lru_cache(maxsize=None)
 def _full_size_args(recipe: Path) -> argparse.Namespace:
     """``recipe``'s full-size flags, parsed (not to be modified: the result is shared)."""
-    return parse_args(_argv(recipe, smoke=False)[1])
+    argv = _argv(recipe, smoke=False)[1]
+    return parse_args(argv, _entry(recipe, argv))
 
 
 def _architecture_checkpoint(pretrain_recipe: Path, root: Path) -> Path:
@@ -296,7 +308,7 @@ def _validated_on_pretrain_architecture(recipe: Path, pretrain: Path, tmp_path: 
     --use-checkpoint-args reads); the architecture the recipe then trains is the pretraining recipe's."""
     checkpoint = _architecture_checkpoint(pretrain, tmp_path / "mg")
     world_size, argv = _argv(recipe, smoke=False, env={"CKPT_LOAD_DIR": str(checkpoint)})
-    args = parse_args(argv)
+    args = parse_args(argv, _entry(recipe, argv))
     validate_args(args, world_size)
     _assert_architecture_of(args, pretrain)
     return world_size, args
@@ -371,7 +383,7 @@ def test_preference_recipe_flags_pass_validation(recipe: Path, tmp_path: Path) -
         checkpoint = args.load  # the architecture checkpoint, also a reference model
         world_size, argv = _argv(recipe, smoke=False, env={"CKPT_LOAD_DIR": checkpoint, "PRECOMPUTE_REF": "1",
                                                            "REF_MODEL": checkpoint})
-        args = parse_args(argv)
+        args = parse_args(argv, _entry(recipe, argv))
         validate_args(args, world_size)
         assert args.ref_model == checkpoint and args.precompute_ref_log_probs
 
@@ -410,7 +422,7 @@ def test_inference_recipe_flags_pass_validation(recipe: Path, tmp_path: Path, be
     if task:
         env.update(TASK_DATA_PATH=str(benchmarks / task), MAX_EVAL_SAMPLES="1")
     world_size, argv = _argv(recipe, smoke=False, env=env)
-    args = parse_and_validate(with_placeholders(argv), world_size)
+    args = validated_generation_args(argv, _entry(recipe, argv), world_size)
     _assert_architecture_of(args, pretrain)
     assert args.use_checkpoint_args and args.bf16 and args.tokenizer_type == "PretrainedFromHF"
     assert args.tokenizer_name_or_path == _default(convert, "CKPT_LOAD_DIR")  # the HF directory it converts
@@ -482,7 +494,7 @@ RING_ALGORITHMS = ("megatron_cp_algo", "hybrid_cp_algo")
 def test_long_context_recipe_runs_every_cp_algorithm(algo: str) -> None:
     env = {} if algo == "megatron_cp_algo" else {"CP_ALGO": algo}  # the ring is the recipe's default
     world_size, argv = _argv(LONG_CONTEXT_RECIPE, smoke=False, env=env)
-    args = parse_args(argv)
+    args = parse_args(argv, _entry(LONG_CONTEXT_RECIPE, argv))
     validate_args(args, world_size)
     assert (args.seq_length, args.context_parallel_size, args.context_parallel_algo) == (32768, 4, algo)
     assert args.use_cp_send_recv_overlap == (algo in RING_ALGORITHMS)
@@ -490,7 +502,7 @@ def test_long_context_recipe_runs_every_cp_algorithm(algo: str) -> None:
     assert (args.recompute_granularity, args.recompute_method, args.recompute_num_layers) == ("full", "uniform", 1)
     assert (args.rotary_base, args.rope_scaling_type, args.num_query_groups) == (500000, "llama3", 8)
     world_size, smoke_argv = _argv(LONG_CONTEXT_RECIPE, smoke=True, env=env)
-    smoke = parse_args(smoke_argv)
+    smoke = parse_args(smoke_argv, _entry(LONG_CONTEXT_RECIPE, smoke_argv))
     validate_args(smoke, world_size)
     assert (world_size, smoke.context_parallel_size, smoke.context_parallel_algo) == (2, 2, algo)
     assert smoke.use_cp_send_recv_overlap == args.use_cp_send_recv_overlap

@@ -396,7 +396,7 @@ def test_greedy_generator_equals_transformers_generate(tmp_path: Path, model_dir
     gsm8k runs end to end through evaluation.py."""
     argv = ["--task", "gsm8k", "--task-data-path", str(gsm8k_layout(tmp_path / "g")),
             "--evaluation-batch-size", "2"] + model_argv(model_dirs)
-    loaded = setup_inference(argv)
+    loaded = setup_inference(argv, entry="evaluation.py")  # evaluation.py's flags
     from mindspeed_llm.tokenizer import build_tokenizer
     ours = build_tokenizer(loaded.args)
     forward = ModelForward(loaded.model, loaded.state, loaded.args.vocab_size, 512, 0, torch.device("cpu"))

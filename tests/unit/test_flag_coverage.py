@@ -34,7 +34,7 @@ TABLE_NAMES = {"REFUSED_FLAGS", "DEPENDENT_FLAGS"}
 # parser -> where its flags may be read (the tools have their own parsers; the training parser
 # serves the top-level entries and the packages)
 PARSERS: Dict[str, Callable[[], argparse.ArgumentParser]] = {
-    "training": arguments.build_parser,
+    "training": arguments.all_flags_parser,  # every entry's flags (mindspeed_llm/entry_flags.py)
     "preprocess_data": preprocess_data.build_parser,
     "convert_ckpt": convert_arguments.build_parser,
 }
@@ -126,11 +126,11 @@ def test_every_flag_is_consumed_or_refused(name: str, reads: Dict[str, Set[str]]
 # ----------------------------------------------------------------------------- the scan can fail
 
 def test_an_unread_flag_is_reported(reads: Dict[str, Set[str]]) -> None:
-    parser = arguments.build_parser()
+    parser = arguments.all_flags_parser()
     parser.add_argument("--flag-nobody-reads", type=int, default=0)
     assert unconsumed(parser, reads["training"], set())[-1:] == ["--flag-nobody-reads"]
     assert unconsumed(parser, reads["training"], {"flag_nobody_reads"}) == unconsumed(
-        arguments.build_parser(), reads["training"], set())
+        arguments.all_flags_parser(), reads["training"], set())
 
 
 def test_validation_reads_do_not_count() -> None:
@@ -157,7 +157,7 @@ def test_a_config_field_nobody_reads_is_reported() -> None:
 
 @pytest.mark.parametrize("refusal", REFUSED_FLAGS, ids=lambda refusal: refusal.dest)
 def test_refused_flags_are_refused_from_the_command_line_and_yaml(refusal, tmp_path: Path) -> None:
-    assert refusal.dest in {action.dest for action in arguments.build_parser()._actions}
+    assert refusal.dest in {action.dest for action in arguments.all_flags_parser()._actions}
     assert "issue" in refusal.message and "\n" not in refusal.message
     validate_args(parse_args(BASE), 1)  # control: the base run is valid
     with pytest.raises(ArgumentError) as info:
@@ -189,7 +189,7 @@ INACTIVE_CONTEXT: Dict[str, List[str]] = {
 
 @pytest.mark.parametrize("dest, needs", [(dest, needs) for dest, _, needs in DEPENDENT_FLAGS])
 def test_flags_without_what_makes_them_act_are_refused(dest: str, needs: str) -> None:
-    action = {a.dest: a for a in arguments.build_parser()._actions}[dest]
+    action = {a.dest: a for a in arguments.all_flags_parser()._actions}[dest]
     flag = action.option_strings[0]
     context = INACTIVE_CONTEXT.get(dest, [])
     validate_args(parse_args(BASE + context), 1)  # control: the context alone is valid

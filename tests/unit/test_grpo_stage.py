@@ -255,7 +255,6 @@ def test_the_command_line_logs_the_rollout_figures(tmp_path: Path) -> None:
     (["--reward-weights", "1", "2"], "--reward-weights has 2 values for 1 rewards"),
     (["--reward-funcs", "no_such_reward"], "is neither a built-in reward"),
     (["--eval-iters", "2", "--eval-interval", "1"], "--stage grpo has no validation pass"),
-    (["--num-beams", "2"], "--num-beams is a flag of inference.py"),
 ])
 def test_bad_flags_fail_in_one_line(tmp_path: Path, extra: List[str], message: str) -> None:
     from mindspeed_llm.arguments import ArgumentError
@@ -276,4 +275,9 @@ def test_packed_data_and_grpo_flags_elsewhere_are_refused(tmp_path: Path, capsys
     sft[sft.index("--stage") + 1] = "sft"
     with pytest.raises(SystemExit):
         setup(sft + ["--data-path", prompt_dataset(tmp_path)], SFTTask)
-    assert "--num-generations has no effect without --stage grpo" in capsys.readouterr().err
+    assert "(--num-generations, --reward-funcs are flags of posttrain.py --stage grpo; --max-new-tokens is a flag " \
+           "of inference.py, evaluation.py, posttrain.py --stage grpo)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # GRPO parses the sampling flags, not the rest of inference.py's
+        grpo_trainer(prompt_dataset(tmp_path), "--temperature", "0.7", "--num-beams", "2")
+    assert ("error: unrecognized arguments: --num-beams 2 (--num-beams is a flag of inference.py, evaluation.py)"
+            in capsys.readouterr().err)

@@ -46,13 +46,8 @@ CORE_LAYERS: Tuple[Tuple[str, ...], ...] = (
     ("core.data_parallel",),
 )
 
-# ALLOWANCE, to delete with the parser per entry point: the generation flags are validated in arguments.py
-# with inference's SamplingConfig while the inference entry imports arguments (the entry's own parser moves
-# that validation to the entry).
-ALLOWED_IMPORTS: Set[Tuple[str, str]] = {
-    ("mindspeed_llm.arguments", "mindspeed_llm.inference"),
-    ("mindspeed_llm.arguments", "mindspeed_llm.inference.sampling"),
-}
+# No allowance is left: every import follows the layers (an entry here would name one edge and its reason).
+ALLOWED_IMPORTS: Set[Tuple[str, str]] = set()
 
 Graph = Dict[str, Set[str]]
 

@@ -322,8 +322,10 @@ def test_bad_preference_input_is_one_line(tmp_path: Path, capsys: pytest.Capture
     without = [arg for arg in dpo if arg != "--is-pairwise-dataset"]
     assert "add --is-pairwise-dataset" in _error(without + ["--data-path", prefix], capsys)
     sft = SFT_ARGV + ["--data-path", instruction]
-    assert "--dpo-beta has no effect without --stage dpo" in _error(sft + ["--dpo-beta", "0.2"], capsys)
-    assert "--is-pairwise-dataset has no effect" in _error(sft + ["--is-pairwise-dataset"], capsys)
+    assert "--dpo-beta 0.2 (--dpo-beta is a flag of posttrain.py --stage dpo)" in _error(sft + ["--dpo-beta", "0.2"],
+                                                                                         capsys)
+    assert "(--is-pairwise-dataset is a flag of posttrain.py --stage dpo, simpo, orm)" in _error(
+        sft + ["--is-pairwise-dataset"], capsys)
     assert "outside [0, 0.5)" in _error(dpo + ["--data-path", prefix, "--dpo-label-smoothing", "0.5"], capsys)
     assert "--ref-model" in _error(dpo + ["--data-path", prefix, "--ref-model", str(tmp_path / "none")], capsys)
     other = _trainer("dpo", prefix, "--vocab-size", "40")

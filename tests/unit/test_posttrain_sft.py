@@ -122,6 +122,6 @@ def test_bad_posttrain_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureF
     assert "posttrain.py needs --stage" in _error(no_stage + ["--data-path", instruction], capsys)
     dpo = [arg for arg in ARGV if arg != "--is-instruction-dataset"] + ["--is-pairwise-dataset"]
     assert "is an instruction dataset" in _error(dpo + ["--stage", "dpo", "--data-path", instruction], capsys)
-    assert "--stage belongs to posttrain.py" in _error(no_stage + ["--stage", "sft", "--mock-data"], capsys,
-                                                       "pretrain")
+    assert ("unrecognized arguments: --is-instruction-dataset --stage sft (--is-instruction-dataset, --stage are "
+            "flags of posttrain.py)") in _error(no_stage + ["--stage", "sft", "--mock-data"], capsys, "pretrain")
     assert "--stage" in _error(ARGV + ["--stage", "stf", "--data-path", instruction], capsys)  # misspelt

@@ -131,9 +131,11 @@ FLAG_CASES = {
                          ["world size 1", "--context-parallel-size (2)", "--nproc-per-node"]),
     "recompute_method_alone": ({"recompute_method": "uniform"},
                                ["--recompute-method uniform needs --recompute-granularity full"]),
-    # a flag only inference.py / evaluation.py read would be accepted and ignored by training
-    "generation_flag": ({"top_k": "5"}, ["--top-k is a flag of inference.py / evaluation.py", "drop it"]),
-    "evaluation_flag": ({"task_data_path": "mmlu"}, ["--task-data-path is a flag of inference.py / evaluation.py"]),
+    # a flag of another entry is not pretrain_gpt.py's: argparse refuses it, naming the entries that have it
+    "generation_flag": ({"top_k": "5"}, ["unrecognized arguments: --top-k 5 (--top-k is a flag of inference.py, "
+                                         "evaluation.py, posttrain.py --stage grpo)"]),
+    "evaluation_flag": ({"task_data_path": "mmlu"}, ["--task-data-path is a flag of evaluation.py"]),
+    "posttrain_flag": ({"dpo_beta": "0.2"}, ["--dpo-beta is a flag of posttrain.py --stage dpo"]),
 }
 
 

@@ -57,6 +57,7 @@ from core.tensor_parallel.mappings import any_rank
 from mindspeed_llm.arguments import ArgumentError, evaluation_requested
 from mindspeed_llm.data.handlers import dataset_settings
 from mindspeed_llm.data.templates import end_of_turn_text
+from mindspeed_llm.entry_flags import posttrain_entry
 from mindspeed_llm.inference.engine import GenerationConfig, generate
 from mindspeed_llm.inference.sampling import SamplingConfig
 from mindspeed_llm.posttrain.grpo.advantages import check_num_generations, group_advantages
@@ -210,7 +211,7 @@ class GRPOTask(TrainingTask):
     name = "grpo"
     stat_names = ("lm loss",) + ROLLOUT_STATS[:2] + ("kl", "clip fraction") + ROLLOUT_STATS[2:]
     generates_data = True
-    entry_flags = ("--max-new-tokens", "--temperature", "--top-k", "--top-p")
+    entry = posttrain_entry("grpo")  # GRPO's flags, the sampling ones and the reference model's
 
     def __init__(self, args: argparse.Namespace) -> None:
         super().__init__(args)
