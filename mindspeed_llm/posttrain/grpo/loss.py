@@ -25,7 +25,7 @@ from typing import Optional
 
 import torch
 
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+from mindspeed_llm.entry_flags import GRPO_LOSS_TYPES as LOSS_TYPES  # the --loss-type choices, declared once
 
 
 @dataclass
