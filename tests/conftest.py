@@ -1,0 +1,32 @@
+"""How the suite is spread over pytest-xdist workers (``scripts/test.sh``: ``pytest -n 2 --dist loadgroup``).
+
+The tests of one file share a worker, so a module-scoped fixture (one launch per world size, one trained
+model) runs once. The files in :data:`SPREAD_FILES` hold many independent tests with nothing expensive to
+share (each recipe check is its own subprocess): each of their tests may go to any worker. The files in
+:data:`LONG_FILES` are collected first, so that none of them starts last and runs alone at the end.
+Without xdist (``-n 0``, or plain ``pytest``) the marks do nothing and only the order changes.
+"""
+from __future__ import annotations
+
+from typing import List
+
+import pytest
+
+SPREAD_FILES = ("tests/e2e/test_recipes.py",)
+# the files of several minutes on 2 cores, longest first
+LONG_FILES = ("tests/e2e/test_posttrain_walkthrough.py", "tests/unit/test_benches.py",
+              "tests/models/test_zoo_training.py", "tests/models/test_generation.py", "tests/e2e/test_quickstart.py",
+              "tests/distributed/test_dist_checkpoint.py", "tests/distributed/test_context_parallel.py",
+              "tests/e2e/test_grpo_walkthrough.py", "tests/models/test_zoo_parity.py")
+
+
+def _file(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    for item in items:
+        group = item.nodeid if _file(item) in SPREAD_FILES else _file(item)
+        item.add_marker(pytest.mark.xdist_group(group))
+    rank = {name: position for position, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(_file(item), len(LONG_FILES)))  # stable: each file keeps its order
