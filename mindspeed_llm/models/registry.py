@@ -88,6 +88,12 @@ def _fuse_rows_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> t
     sizes = tuple(t.size(0) for t in tensors)
     if ctx.split_sizes and sizes != ctx.split_sizes:
         raise RegistryError(f"fused tensors have rows {sizes}, the model expects {ctx.split_sizes}")
+    if tensors[0].is_meta:  # shapes only (the converter's header check): torch.cat's meta kernel is Python that
+        # imports torch._dynamo on its first call, seconds of a conversion; the C++ empty gives the same shape
+        if len({t.shape[1:] for t in tensors}) > 1:
+            raise RegistryError(f"fused tensors have shapes {[tuple(t.shape) for t in tensors]}; only their rows "
+                                "may differ")
+        return tensors[0].new_empty((sum(sizes), *tensors[0].shape[1:]))
     return torch.cat(list(tensors), dim=0)  # [q; k; v] or [gate; up] rows
 
 
