@@ -35,7 +35,17 @@ NORMALIZATIONS = ("RMSNorm", "LayerNorm")
 POSITION_EMBEDDINGS = ("rope", "none", "alibi", "learned_absolute", "sinusoidal")
 ROPE_SCALINGS = (None, "linear", "llama3", "yarn", "proportional")
 SOFTMAX_TYPES = ("vanilla", "off-by-one", "learnable")
-LAYER_KINDS = ("M",)  # --hybrid-override-pattern: 'M' a Mamba layer
+# --hybrid-override-pattern (Megatron-core's letters): each letter is one layer with one norm and one branch
+LAYER_LETTERS: Dict[str, str] = {"M": "a Mamba layer", "G": "a gated DeltaNet layer", "*": "an attention layer",
+                                 "-": "an MLP layer", "E": "an MoE layer"}
+LAYER_KINDS = tuple(LAYER_LETTERS)
+# what each letter's layer holds: (its token mixer, its MLP); None for the branch it lacks
+MAMBA_MIXER, GDN_MIXER, ATTENTION_MIXER = "mamba", "gated_delta_net", "attention"
+DENSE_MLP, MOE_MLP = "dense", "moe"
+LETTER_PARTS: Dict[str, Tuple[Optional[str], Optional[str]]] = {
+    "M": (MAMBA_MIXER, None), "G": (GDN_MIXER, None), "*": (ATTENTION_MIXER, None), "-": (None, DENSE_MLP),
+    "E": (None, MOE_MLP)}
+EXPERIMENTAL_ATTENTION_VARIANTS = ("gated_delta_net", "gdn")  # Megatron-core spells it both ways
 PREDICTION_HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 # --activation -> (the elementwise function, gated): a gated MLP computes act(gate) * up with a fused [gate; up]
 ACTIVATIONS: Dict[str, Tuple[str, bool]] = {
@@ -65,9 +75,38 @@ MOE_TOKEN_DISPATCHER_TYPES = ("allgather", "alltoall")
 CONTEXT_PARALLEL_ALGORITHMS = ("megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo", "kvallgather_cp_algo")
 # Features whose layers alone read some fields (FieldSpec.features): such a field set away from its default is
 # refused when the model has no such layer
-MOE, MAMBA, ATTENTION = "moe", "mamba", "attention"
+MOE, MAMBA, ATTENTION, LINEAR_ATTENTION = "moe", "mamba", "attention", "linear_attention"
 _OWN_NAME = ""  # FieldSpec.flag before resolution: the flag is the field's name with dashes
 FIELD_DEFAULT = "the field's default"  # FieldSpec.flag_default: the parser's default is the field's
+
+
+def parse_layer_frequency(value: str, num_layers: int, flag: str) -> List[int]:
+    """Megatron's layer-frequency argument: ``N`` (N - 1 ones then a zero, repeated) or a list expression of
+    0/1 literals joined by ``+`` and ``*`` (``"([1]*3+[0])*2"``), one entry per layer."""
+    import ast
+
+    def evaluate(node: ast.AST) -> Any:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.List):
+            return [evaluate(item) for item in node.elts]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+            left, right = evaluate(node.left), evaluate(node.right)
+            return left + right if isinstance(node.op, ast.Add) else left * right
+        raise ValueError(f"{flag} {value!r}: only integers, lists, + and * are allowed")
+
+    try:
+        parsed = evaluate(ast.parse(value.strip(), mode="eval").body)
+    except SyntaxError as error:
+        raise ValueError(f"{flag} {value!r} is not an integer or a list expression like '([1]*3+[0])*2'") from error
+    if isinstance(parsed, int):
+        if parsed < 1:
+            raise ValueError(f"{flag} {parsed} must be at least 1")
+        return [int((i + 1) % parsed != 0) for i in range(num_layers)]
+    if len(parsed) != num_layers or any(entry not in (0, 1) for entry in parsed):
+        raise ValueError(f"{flag} {value!r} gives {len(parsed)} entries; it needs one 0 or 1 per layer "
+                         f"(--num-layers {num_layers})")
+    return list(parsed)
 
 
 def pad_vocab_size(vocab_size: int, divisible_by: int, tp: int) -> int:
@@ -466,9 +505,10 @@ class ModelConfig:
     # [--mamba-dt-rank]; Mamba2's SSD chunk length [--mamba-chunk-size] and dt clamp (max None: unbounded)
     # [--mamba-dt-limit-min, --mamba-dt-limit-max]; weightless RMS norms on Mamba1's dt, B and C with this
     # eps (FalconMamba) [--mamba-mixer-rms-eps]. in/out projections have biases with add_bias_linear.
-    hybrid_override_pattern: Optional[str] = config_field(None, type=str,
-                                                          help="one char per layer: 'M' a Mamba layer (norm, mixer, "
-                                                               "residual); default: transformer layers")
+    hybrid_override_pattern: Optional[str] = config_field(
+        None, type=str, aliases=("--hybrid-layer-pattern",),
+        help="one letter per layer (Megatron-core's): M Mamba, G gated DeltaNet, * attention, - MLP, E MoE; each "
+             "layer is its norm, that one branch and the residual add; default: transformer layers")
     mamba_version: int = config_field(2, choices=(1, 2), features=(MAMBA,),
                                       help="1: Mamba's selective scan over d_inner channels; 2: Mamba2's SSD over "
                                            "heads and groups")
@@ -488,6 +528,31 @@ class ModelConfig:
     mamba_mixer_rms_eps: Optional[float] = config_field(None, type=float, features=(MAMBA,),
                                                         help="Mamba1: weightless RMS norms on dt, B and C with this "
                                                              "eps (FalconMamba)")
+    # Gated DeltaNet layers (Qwen3-Next, Qwen3.5), Megatron-core's flags: in a GPT model the layers that
+    # --linear-attention-freq marks run the gated DeltaNet in place of attention, each with its MLP or MoE
+    # [--experimental-attention-variant gated_delta_net]; N means N - 1 linear layers then one attention
+    # layer, repeated; a list expression ("([1]*3+[0])*2") gives 1 (linear) or 0 (attention) per layer
+    # [--linear-attention-freq]. 'G' letters of --hybrid-override-pattern are gated DeltaNet layers too.
+    # Sizes: the short causal conv's width [--linear-conv-kernel-dim], key/value head dims and counts (value
+    # heads a multiple of key heads) [--linear-key-head-dim, --linear-value-head-dim, --linear-num-key-heads,
+    # --linear-num-value-heads]; the chunk of the chunked delta rule [--linear-chunk-size].
+    experimental_attention_variant: Optional[str] = config_field(
+        None, type=str, choices=EXPERIMENTAL_ATTENTION_VARIANTS,
+        help="gated_delta_net (or gdn): the layers --linear-attention-freq marks run the gated DeltaNet")
+    linear_attention_freq: Optional[str] = config_field(
+        None, type=str, features=(LINEAR_ATTENTION,),
+        help="N: N - 1 gated DeltaNet layers then one attention layer, repeated; or a list expression of 1 "
+             "(linear) and 0 (attention) per layer, e.g. '([1]*3+[0])*2'")
+    linear_conv_kernel_dim: int = config_field(4, features=(LINEAR_ATTENTION,),
+                                               help="gated DeltaNet: width of the short causal conv")
+    linear_key_head_dim: int = config_field(128, features=(LINEAR_ATTENTION,), help="gated DeltaNet key head dim")
+    linear_value_head_dim: int = config_field(128, features=(LINEAR_ATTENTION,),
+                                              help="gated DeltaNet value head dim")
+    linear_num_key_heads: int = config_field(16, features=(LINEAR_ATTENTION,), help="gated DeltaNet key heads")
+    linear_num_value_heads: int = config_field(32, features=(LINEAR_ATTENTION,),
+                                               help="gated DeltaNet value heads (a multiple of the key heads)")
+    linear_chunk_size: int = config_field(64, features=(LINEAR_ATTENTION,),
+                                          help="gated DeltaNet: chunk length of the chunked delta rule")
     # the global layers whose attention output projection has a bias, the others have none (GPT-NeoX-Japanese:
     # the last layer) [--dense-bias-layers]
     dense_bias_layers: Tuple[int, ...] = config_field((), help="global layer numbers (from 0) whose attention output "
@@ -896,27 +961,107 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                              f"--tensor-model-parallel-size ({tp})")
 
     def _validate_hybrid(self) -> None:
-        """The layer pattern and the Mamba mixer's sizes against TP."""
+        """The layer pattern, the linear-attention layers and the Mamba mixer's sizes against TP."""
         pattern = self.hybrid_override_pattern
-        if pattern is None or "M" not in pattern:
+        if pattern is not None:
+            bad = sorted(set(pattern) - set(LAYER_KINDS))
+            if bad:
+                letters = ", ".join(f"{letter} {what}" for letter, what in LAYER_LETTERS.items())
+                raise ValueError(f"--hybrid-override-pattern {pattern!r}: unknown letter {bad[0]!r}; the letters "
+                                 f"are {letters}")
+            if len(pattern) != self.num_layers:
+                raise ValueError(f"--hybrid-override-pattern {pattern!r} has {len(pattern)} letters and "
+                                 f"--num-layers is {self.num_layers}: give one letter per layer")
+        if not self.has_mamba_layers:
             unused = self._changed(feature_fields(MAMBA))
             if unused:
                 raise ValueError(f"{unused[0]} applies to Mamba layers; add --hybrid-override-pattern with 'M' "
                                  "layers or drop it")
+        self._validate_linear_attention()
         if pattern is None:
             return
-        bad = sorted(set(pattern) - set(LAYER_KINDS))
-        if bad or len(pattern) != self.num_layers:
-            raise ValueError(f"--hybrid-override-pattern {pattern!r} must have one of {LAYER_KINDS} per layer "
-                             f"({self.num_layers} for --num-layers); 'M' is a Mamba layer")
-        if not self.has_attention_layers and self.position_embedding_type != "none":
-            raise ValueError("--hybrid-override-pattern without attention layers uses no position embedding; "
-                             "set --position-embedding-type none")
+        if not self.has_softmax_attention and self.position_embedding_type != "none":
+            raise ValueError(f"--hybrid-override-pattern {pattern!r} has no attention layer ('*') to use a "
+                             "position embedding; set --position-embedding-type none")
         unused = [] if self.has_attention_layers else self._changed(feature_fields(ATTENTION))
         if unused:
             raise ValueError(f"{unused[0]} applies to attention or MLP layers, which --hybrid-override-pattern "
                              f"{pattern!r} has none of; drop it")
-        self._validate_mamba()
+        if "E" in pattern and self.num_experts is None:
+            raise ValueError(f"--hybrid-override-pattern {pattern!r} has MoE layers ('E'); add --num-experts")
+        moe_placement = self._changed(("moe_layer_freq", "first_k_dense_replace"))
+        if moe_placement:
+            raise ValueError(f"{moe_placement[0]} places MoE layers, which --hybrid-override-pattern places by its "
+                             "'E' letters; drop it")
+        if self.has_mamba_layers:
+            self._validate_mamba()
+
+    def _validate_linear_attention(self) -> None:
+        """--experimental-attention-variant with --linear-attention-freq, or 'G' letters, and the DeltaNet sizes."""
+        variant, pattern = self.experimental_attention_variant, self.hybrid_override_pattern
+        if variant is not None and pattern is not None:
+            raise ValueError("--experimental-attention-variant places gated DeltaNet layers in a GPT model; with "
+                             "--hybrid-override-pattern write 'G' letters instead; drop one of them")
+        if variant is not None and self.linear_attention_freq is None:
+            raise ValueError(f"--experimental-attention-variant {variant} needs --linear-attention-freq (which "
+                             "layers are gated DeltaNet layers)")
+        if variant is None and self.linear_attention_freq is not None:
+            raise ValueError("--linear-attention-freq needs --experimental-attention-variant gated_delta_net")
+        if not self.has_linear_attention_layers:
+            unused = self._changed(feature_fields(LINEAR_ATTENTION))
+            if unused:
+                raise ValueError(f"{unused[0]} applies to gated DeltaNet layers; add --experimental-attention-"
+                                 "variant gated_delta_net or 'G' letters in --hybrid-override-pattern, or drop it")
+            return
+        for flag, value in (("--linear-conv-kernel-dim", self.linear_conv_kernel_dim),
+                            ("--linear-key-head-dim", self.linear_key_head_dim),
+                            ("--linear-value-head-dim", self.linear_value_head_dim),
+                            ("--linear-num-key-heads", self.linear_num_key_heads),
+                            ("--linear-num-value-heads", self.linear_num_value_heads),
+                            ("--linear-chunk-size", self.linear_chunk_size)):
+            if value < 1:
+                raise ValueError(f"{flag} {value} must be at least 1")
+        keys, values, tp = self.linear_num_key_heads, self.linear_num_value_heads, self.tensor_model_parallel_size
+        if values % keys:
+            raise ValueError(f"--linear-num-value-heads ({values}) must be a multiple of --linear-num-key-heads "
+                             f"({keys})")
+        if keys % tp:
+            raise ValueError(f"--linear-num-key-heads ({keys}) must be divisible by --tensor-model-parallel-size "
+                             f"({tp}): TP splits the gated DeltaNet by key heads")
+
+    @property
+    def linear_attention_layers(self) -> Tuple[bool, ...]:
+        """Per layer, whether --linear-attention-freq makes it a gated DeltaNet layer (all False without it)."""
+        freq = self.linear_attention_freq
+        if freq is None:
+            return (False,) * self.num_layers
+        marks = parse_layer_frequency(freq, self.num_layers, "--linear-attention-freq")
+        return tuple(bool(mark) for mark in marks)
+
+    def layer_parts(self, layer_number: int) -> Tuple[Optional[str], Optional[str]]:
+        """(token mixer, MLP) of global layer ``layer_number``: a mixer of ``MAMBA_MIXER``, ``GDN_MIXER``,
+        ``ATTENTION_MIXER`` or None, an MLP of ``DENSE_MLP``, ``MOE_MLP`` or None."""
+        pattern = self.hybrid_override_pattern
+        if pattern is not None:
+            return LETTER_PARTS[pattern[layer_number]]
+        mixer = GDN_MIXER if self.linear_attention_layers[layer_number] else ATTENTION_MIXER
+        return mixer, MOE_MLP if self.is_moe_layer(layer_number) else DENSE_MLP
+
+    @property
+    def has_mamba_layers(self) -> bool:
+        return "M" in (self.hybrid_override_pattern or "")
+
+    @property
+    def has_linear_attention_layers(self) -> bool:
+        """Some layer is a gated DeltaNet layer ('G', or marked by --linear-attention-freq)."""
+        if self.hybrid_override_pattern is not None:
+            return "G" in self.hybrid_override_pattern
+        return self.experimental_attention_variant is not None and any(self.linear_attention_layers)
+
+    @property
+    def has_softmax_attention(self) -> bool:
+        """Some layer attends with softmax attention (the layers that read positions)."""
+        return any(self.layer_parts(i)[0] == ATTENTION_MIXER for i in range(self.num_layers))
 
     def _validate_moe(self) -> None:
         """The router's settings against the expert count (refused without --num-experts)."""
@@ -1012,7 +1157,10 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                              f"{MOE_TOKEN_DISPATCHER_TYPES}")
 
     def is_moe_layer(self, layer_number: int) -> bool:
-        """Whether global layer ``layer_number`` (0-based) has an MoE layer instead of the dense MLP."""
+        """Whether global layer ``layer_number`` (0-based) has an MoE layer instead of the dense MLP ('E' in
+        --hybrid-override-pattern, else --moe-layer-freq and --first-k-dense-replace)."""
+        if self.hybrid_override_pattern is not None:
+            return self.hybrid_override_pattern[layer_number] == "E"
         return (self.num_experts is not None and layer_number >= self.first_k_dense_replace
                 and layer_number % self.moe_layer_freq == 0)
 
@@ -1277,8 +1425,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
 
     @property
     def has_attention_layers(self) -> bool:
-        """Some layer is a transformer layer (attention + MLP): not an all-Mamba pattern."""
-        return self.hybrid_override_pattern is None or any(c != "M" for c in self.hybrid_override_pattern)
+        """Some layer has softmax attention or an MLP (the layers the attention and MLP fields apply to)."""
+        return self.hybrid_override_pattern is None or bool(set(self.hybrid_override_pattern) & {"*", "-", "E"})
 
     @property
     def residual_dtype(self) -> torch.dtype:
@@ -1287,7 +1435,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
 
     def is_mamba_layer(self, layer_number: int) -> bool:
         """Global layer ``layer_number`` is a Mamba layer (``--hybrid-override-pattern`` 'M')."""
-        return self.hybrid_override_pattern is not None and self.hybrid_override_pattern[layer_number] == "M"
+        return self.layer_parts(layer_number)[0] == MAMBA_MIXER
 
     @property
     def mamba_d_inner(self) -> int:
