@@ -17,7 +17,7 @@ from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
-from core.transformer.config import TransformerConfig
+from core.transformer.config import ATTENTION_MIXER, GDN_MIXER, MOE_MLP, TransformerConfig
 from core.transformer.context_parallel import SequenceLayout
 from core.transformer.mamba_mixer import MambaMixer
 from core.transformer.mla import MultiLatentAttention
@@ -113,15 +113,20 @@ class TransformerLayer(nn.Module):
     def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
         super().__init__()
         self.config = config
+        mixer, mlp = config.layer_parts(layer_number)
         first_without_norm = layer_number == 0 and not config.first_input_layernorm  # ModernBERT
-        self.input_layernorm = hidden_norm(config) if config.pre_norm and not first_without_norm else nn.Identity()
-        attention = MultiLatentAttention if config.multi_latent_attention else SelfAttention
-        self.self_attention = attention(config, state, layer_number)
-        self.post_self_attn_layernorm = hidden_norm(config) if config.output_norm else None
-        shared_norm = config.parallel_residual_shared_norm
-        self.pre_mlp_layernorm = hidden_norm(config) if config.pre_norm and not shared_norm else nn.Identity()
-        self.mlp = MoELayer(config, state) if config.is_moe_layer(layer_number) else MLP(config, state)
-        self.post_mlp_layernorm = hidden_norm(config) if config.output_norm else None
+        self.input_layernorm = self.self_attention = self.post_self_attn_layernorm = None
+        if mixer is not None:  # the token mixer: attention, or a gated DeltaNet (--linear-attention-freq, 'G')
+            self.input_layernorm = (hidden_norm(config) if config.pre_norm and not first_without_norm
+                                    else nn.Identity())
+            self.self_attention = build_mixer(mixer, config, state, layer_number)
+            self.post_self_attn_layernorm = hidden_norm(config) if config.output_norm else None
+        self.pre_mlp_layernorm = self.mlp = self.post_mlp_layernorm = None
+        if mlp is not None:  # absent in a hybrid pattern's mixer-only layers ('*', 'G')
+            shared_norm = config.parallel_residual_shared_norm
+            self.pre_mlp_layernorm = hidden_norm(config) if config.pre_norm and not shared_norm else nn.Identity()
+            self.mlp = MoELayer(config, state) if mlp == MOE_MLP else MLP(config, state)
+            self.post_mlp_layernorm = hidden_norm(config) if config.output_norm else None
         # --swap-attention: the sub-modules whose saved activations go to host memory, and the record of
         # this forward's offloads (None when not swapping); recompute_mlp: MindSpeed's MLP recompute
         self._swap_attributes = swapped_attributes(config.swap_modules) if config.swap_attention else ()
@@ -166,12 +171,16 @@ class TransformerLayer(nn.Module):
         return self._call(self.mlp, hidden)
 
     def _layer(self, hidden: torch.Tensor, rotary: Optional[tuple], layout: Optional[SequenceLayout]) -> torch.Tensor:
+        if self.self_attention is None:  # an MLP-only layer of a hybrid pattern ('-', 'E')
+            return hidden + self._branch(self._mlp(self._norm(self.pre_mlp_layernorm, hidden)), self.post_mlp_layernorm)
         normed = self._norm(self.input_layernorm, hidden)
         attn = self._branch(self._call(self.self_attention, normed, rotary, layout), self.post_self_attn_layernorm)
         if self.config.parallel_residual:  # both branches read the layer input
             shared = self.config.parallel_residual_shared_norm
             mlp_input = normed if shared else self._norm(self.pre_mlp_layernorm, hidden)
             return hidden + attn + self._branch(self._mlp(mlp_input), self.post_mlp_layernorm)
+        if self.mlp is None:  # a mixer-only layer of a hybrid pattern ('*', 'G')
+            return hidden + attn
         normed, hidden = self._add_and_norm(hidden, attn)
         return hidden + self._branch(self._mlp(normed), self.post_mlp_layernorm)
 
@@ -213,6 +222,19 @@ class MambaLayer(nn.Module):
         cfg = self.config
         normed = self.norm(to_compute_dtype(hidden, self, cfg))  # cast before the norm, as HF and Megatron
         return hidden + hidden_dropout(self.mixer(normed), cfg.hidden_dropout, self.training, cfg.sequence_parallel)
+
+
+def build_mixer(kind: str, config: TransformerConfig, state: ParallelState, layer_number: int) -> nn.Module:
+    """A transformer layer's token mixer of ``kind`` (``TransformerConfig.layer_parts``); ``[s, b, h]`` in and out,
+    called with (hidden, rotary, layout)."""
+    if kind == ATTENTION_MIXER:
+        attention = MultiLatentAttention if config.multi_latent_attention else SelfAttention
+        return attention(config, state, layer_number)
+    if kind == GDN_MIXER:
+        from core.transformer.gated_delta_net import GatedDeltaNet
+
+        return GatedDeltaNet(config, state, layer_number)
+    raise ValueError(f"no token mixer {kind!r} in a transformer layer")
 
 
 def build_layer(config: TransformerConfig, state: ParallelState, layer_number: int) -> nn.Module:
