@@ -288,6 +288,27 @@ def test_packed_documents_give_each_document_its_own_output() -> None:
     assert (out[5:, :1] - whole[5:, :1]).abs().max() > 1e-3  # the restart changes the output
 
 
+def test_core_in_pieces_with_the_carry_equals_the_whole() -> None:
+    """The stateful core (conv + delta rule) over pieces, each from the carry the one before left, equals
+    one pass: the conv's last k - 1 inputs travel (a 2-token piece is shorter than them) with the state."""
+    mixer = our_mixer(2 * KEY_HEADS)
+    width = mixer.conv_channels + 2 * mixer.local_value_heads
+    inputs = torch.randn(BATCH, 12, width, generator=torch.Generator().manual_seed(8)).requires_grad_(True)
+    whole, (conv_past, state) = mixer._core(inputs, None)
+    (whole_grad,) = torch.autograd.grad(whole.pow(2).sum() + state.sum(), inputs)
+    pieces, carry = [], None
+    for start, end in ((0, 5), (5, 7), (7, 12)):
+        out, carry = mixer._core(inputs[:, start:end], carry)
+        pieces.append(out)
+    pieced = torch.cat(pieces, dim=1)
+    (pieced_grad,) = torch.autograd.grad(pieced.pow(2).sum() + carry[1].sum(), inputs)
+    assert conv_past.shape == (BATCH, 3, mixer.conv_channels) and state.dtype == torch.float32
+    torch.testing.assert_close(pieced, whole, rtol=TOLERANCE, atol=TOLERANCE)
+    torch.testing.assert_close(carry[0], conv_past)
+    torch.testing.assert_close(carry[1], state, rtol=TOLERANCE, atol=TOLERANCE)
+    torch.testing.assert_close(pieced_grad, whole_grad, rtol=TOLERANCE, atol=TOLERANCE)
+
+
 def test_mixer_output_does_not_depend_on_the_chunk_size() -> None:
     x = hidden_states()
     reference = our_mixer(2 * KEY_HEADS, chunk=64)(x)
