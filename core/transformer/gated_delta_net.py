@@ -377,7 +377,7 @@ class GatedDeltaNet(nn.Module):
         out = core_out.transpose(0, 1).reshape(seq, batch, self.local_value_heads, self.value_dim)
         gate = z.reshape(seq, batch, self.local_value_heads, self.value_dim)
         gated = self.norm(out) * F.silu(gate.float())  # [s, b, hv/tp, dv]
-        return self.out_proj(gated.to(hidden.dtype).reshape(seq, batch, -1))  # [s, b, h] ([s/tp, b, h] SP)
+        return self.out_proj(gated.to(qkvz.dtype).reshape(seq, batch, -1))  # [s, b, h] ([s/tp, b, h] SP)
 
     def _core(self, inputs: torch.Tensor, carry: Optional[Carry]) -> Tuple[torch.Tensor, Carry]:
         """conv + SiLU, q/k/v split, beta and g, the delta rule: inputs ``[b, s, c + 2 hv/tp]`` ->
