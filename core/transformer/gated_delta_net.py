@@ -47,6 +47,10 @@ heads, ``out_proj`` by value heads (row-parallel). The norm's weight is replicat
 it for its own heads, so its gradient is a partial sum over TP (``grad_partial_over_tp``). Under
 sequence parallelism ``in_proj_*`` all-gather the sequence and ``out_proj`` reduce-scatters it; the core
 runs along the full sequence on each rank's heads.
+
+Qwen3.5 (and Qwen3.5-MoE) have the same mixer with separate ``in_proj_qkv`` (``[q; k; v]``),
+``in_proj_z``, ``in_proj_b`` and ``in_proj_a``: :func:`qkvz_from_separate`, :func:`ba_from_separate` and
+their inverses regroup those rows for the converter.
 """
 from __future__ import annotations
 
@@ -328,7 +332,8 @@ class GatedDeltaNet(nn.Module):
     """Qwen3-Next's gated DeltaNet mixer (module docstring); ``[s, b, h]`` in and out (``[s/tp, b, h]`` under SP).
 
     Parameter names are transformers' (``in_proj_qkvz``, ``in_proj_ba``, ``conv1d``, ``dt_bias``,
-    ``A_log``, ``norm``, ``out_proj``), with the same row order, so a checkpoint converts by copying.
+    ``A_log``, ``norm``, ``out_proj``), with the same row order, so a Qwen3-Next checkpoint converts by copying
+    (Qwen3.5's separate projections by the row permutations :func:`qkvz_from_separate` / :func:`ba_from_separate`).
     """
 
     def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
@@ -394,3 +399,51 @@ class GatedDeltaNet(nn.Module):
         out, state = gated_delta_rule(q.reshape(batch, seq, -1, self.key_dim), k.reshape(batch, seq, -1, self.key_dim),
                                       v.reshape(batch, seq, heads, self.value_dim), g, beta, self.chunk_size, state)
         return out.reshape(batch, seq, -1), (conv_past, state)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# checkpoint layouts: Qwen3.5 projects [q; k; v], z, b and a separately, every head's rows in turn; ours
+# (Qwen3-Next's) groups them per key head. Row permutations of dim 0, for the converter's transforms.
+# ---------------------------------------------------------------------------------------------------------
+
+def _head_sizes(config: TransformerConfig) -> Tuple[int, int, int, int]:
+    """(key heads, key dim, value heads per key head, value dim)."""
+    key_heads = config.linear_num_key_heads
+    return (key_heads, config.linear_key_head_dim, config.linear_num_value_heads // key_heads,
+            config.linear_value_head_dim)
+
+
+def qkvz_from_separate(qkv: torch.Tensor, z: torch.Tensor, config: TransformerConfig) -> torch.Tensor:
+    """``in_proj_qkvz`` rows (per key head ``[q, k, v-group, z-group]``) from Qwen3.5's ``in_proj_qkv``
+    (``[q; k; v]``) and ``in_proj_z`` rows; any trailing dims (a weight's input columns) ride along."""
+    heads, key_dim, ratio, value_dim = _head_sizes(config)
+    rest = qkv.shape[1:]
+    q, k, v = qkv.split([heads * key_dim, heads * key_dim, heads * ratio * value_dim], dim=0)
+    grouped = [q.reshape(heads, key_dim, *rest), k.reshape(heads, key_dim, *rest),
+               v.reshape(heads, ratio * value_dim, *rest), z.reshape(heads, ratio * value_dim, *rest)]
+    return torch.cat(grouped, dim=1).reshape(-1, *rest)
+
+
+def separate_from_qkvz(qkvz: torch.Tensor, config: TransformerConfig) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Qwen3.5's ``(in_proj_qkv, in_proj_z)`` rows from ``in_proj_qkvz``'s (the inverse of
+    :func:`qkvz_from_separate`)."""
+    heads, key_dim, ratio, value_dim = _head_sizes(config)
+    rest = qkvz.shape[1:]
+    q, k, v, z = qkvz.reshape(heads, -1, *rest).split([key_dim, key_dim, ratio * value_dim, ratio * value_dim],
+                                                      dim=1)
+    return torch.cat([x.reshape(-1, *rest) for x in (q, k, v)], dim=0), z.reshape(-1, *rest)
+
+
+def ba_from_separate(b: torch.Tensor, a: torch.Tensor, config: TransformerConfig) -> torch.Tensor:
+    """``in_proj_ba`` rows (per key head ``[b-group, a-group]``) from Qwen3.5's ``in_proj_b`` and ``in_proj_a``."""
+    heads, _, ratio, _ = _head_sizes(config)
+    rest = b.shape[1:]
+    return torch.cat([b.reshape(heads, ratio, *rest), a.reshape(heads, ratio, *rest)], dim=1).reshape(-1, *rest)
+
+
+def separate_from_ba(ba: torch.Tensor, config: TransformerConfig) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Qwen3.5's ``(in_proj_b, in_proj_a)`` rows from ``in_proj_ba``'s."""
+    heads, _, ratio, _ = _head_sizes(config)
+    rest = ba.shape[1:]
+    b, a = ba.reshape(heads, 2 * ratio, *rest).split([ratio, ratio], dim=1)
+    return b.reshape(-1, *rest), a.reshape(-1, *rest)

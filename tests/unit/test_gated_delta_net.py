@@ -338,3 +338,37 @@ def test_parameter_metadata_and_initialisation_independent_of_tp() -> None:
     dt = torch.nn.functional.softplus(mixer.dt_bias.detach())
     A = torch.exp(mixer.A_log.detach())
     assert dt.min() >= 1e-3 - 1e-7 and dt.max() <= 1e-1 + 1e-7 and A.min() >= 1.0 and A.max() <= 16.0
+
+
+def test_qwen3_5_separate_projections_load_by_row_permutation() -> None:
+    """Qwen3.5's in_proj_qkv / in_proj_z / in_proj_b / in_proj_a, regrouped per key head, give our mixer
+    Qwen3_5GatedDeltaNet's output; the split back returns the same tensors."""
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet
+
+    value_heads = 2 * KEY_HEADS
+    hf_cfg = transformers.Qwen3_5TextConfig(**{key: getattr(hf_config(value_heads), key) for key in (
+        "hidden_size", "num_hidden_layers", "vocab_size", "num_attention_heads", "num_key_value_heads",
+        "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+        "linear_conv_kernel_dim", "rms_norm_eps", "layer_types")})
+    torch.manual_seed(1)
+    hf = Qwen3_5GatedDeltaNet(hf_cfg, 0).eval()
+    with torch.no_grad():
+        for param in hf.parameters():
+            param.add_(torch.randn_like(param) * 0.1)
+    weights = hf.state_dict()
+    cfg = our_config(value_heads)
+    qkvz = gdn.qkvz_from_separate(weights.pop("in_proj_qkv.weight"), weights.pop("in_proj_z.weight"), cfg)
+    ba = gdn.ba_from_separate(weights.pop("in_proj_b.weight"), weights.pop("in_proj_a.weight"), cfg)
+    weights.update({"in_proj_qkvz.weight": qkvz, "in_proj_ba.weight": ba})
+    ours = GatedDeltaNet(cfg, layout_state(1))
+    with torch.no_grad():
+        for name, param in ours.named_parameters():
+            param.copy_(weights[name])
+    x = hidden_states()
+    expected = hf(x.transpose(0, 1)).transpose(0, 1)
+    assert (ours(x) - expected).abs().max().item() <= TOLERANCE
+    qkv, z = gdn.separate_from_qkvz(qkvz, cfg)
+    b, a = gdn.separate_from_ba(ba, cfg)
+    hf_weights = hf.state_dict()
+    for name, value in (("in_proj_qkv", qkv), ("in_proj_z", z), ("in_proj_b", b), ("in_proj_a", a)):
+        assert torch.equal(value, hf_weights[f"{name}.weight"]), name
