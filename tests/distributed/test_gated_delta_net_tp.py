@@ -11,7 +11,7 @@ rank. One 2-process gloo launch for all cases.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
 import torch
