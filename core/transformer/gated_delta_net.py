@@ -27,8 +27,8 @@ sequence cut in two with the state passed on gives the whole sequence's result:
   with tokens that neither decay nor write.
 
 :func:`gated_delta_rule` and :func:`kimi_delta_rule` are the one dispatch point (DESIGN.md,
-principle 7): flash-linear-attention's chunked kernels when ``fla`` imports and the tensors are on its
-device, the chunked reference everywhere else.
+principle 7): flash-linear-attention's chunked kernels when ``fla`` imports and the tensors are bf16/fp16
+on its device (fla refuses fp32), the chunked reference everywhere else.
 
 **The mixer** (:class:`GatedDeltaNet`, ``[s, b, h]`` in and out, ``[s/tp, b, h]`` under sequence
 parallelism): ``in_proj_qkvz`` and ``in_proj_ba`` project the hidden state in transformers' grouped row
@@ -238,15 +238,22 @@ def kimi_delta_rule_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g
 # the one dispatch point: flash-linear-attention's kernels where installed, the chunked reference elsewhere
 # ---------------------------------------------------------------------------------------------------------
 
-def _fla_adapter(fla_function: Callable[..., Tuple[torch.Tensor, torch.Tensor]]) -> DeltaRuleKernel:
-    """Our kernel signature over an fla chunk kernel (its own chunk size; key heads repeated per value head)."""
+def _fla_adapter(fla_function: Callable[..., Tuple[torch.Tensor, torch.Tensor]],
+                 reference: DeltaRuleKernel) -> DeltaRuleKernel:
+    """Our kernel signature over an fla chunk kernel (its own chunk size; key heads repeated per value head).
+
+    fla's chunk kernels refuse fp32 inputs: fp32 runs (the exact path) take ``reference``; bf16/fp16 run in
+    fla with beta in the inputs' dtype and the log decay and the state in fp32, as transformers calls it.
+    """
     def kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
                chunk_size: int = 64, initial_state: Optional[torch.Tensor] = None,
                use_qk_l2norm: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
+        if q.dtype == torch.float32:
+            return reference(q, k, v, g, beta, chunk_size, initial_state, use_qk_l2norm)
         ratio = v.size(2) // k.size(2)
         if ratio > 1:
             q, k = q.repeat_interleave(ratio, dim=2), k.repeat_interleave(ratio, dim=2)  # [b, s, hv, dk]
-        out, state = fla_function(q, k, v, g=g.float(), beta=beta,
+        out, state = fla_function(q, k, v, g=g.float(), beta=beta.to(q.dtype),
                                   initial_state=None if initial_state is None else initial_state.float(),
                                   output_final_state=True, use_qk_l2norm_in_kernel=use_qk_l2norm)
         return out, state.float()
@@ -258,7 +265,7 @@ def _fla_gated_delta_rule() -> Optional[Kernel]:
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule
     except ImportError:  # flash-linear-attention is optional
         return None
-    return _fla_adapter(chunk_gated_delta_rule)
+    return _fla_adapter(chunk_gated_delta_rule, gated_delta_rule_chunked)
 
 
 def _fla_kimi_delta_rule() -> Optional[Kernel]:
@@ -266,7 +273,7 @@ def _fla_kimi_delta_rule() -> Optional[Kernel]:
         from fla.ops.kda import chunk_kda
     except ImportError:
         return None
-    return _fla_adapter(chunk_kda)
+    return _fla_adapter(chunk_kda, kimi_delta_rule_chunked)
 
 
 # the package kernel whenever it imports (no flag asks for it), else the reference; never torch.compile'd

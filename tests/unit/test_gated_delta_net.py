@@ -181,34 +181,49 @@ def test_chunked_memory_is_linear_in_the_sequence(kernel: Callable, per_channel:
     assert _largest_tensor(_quadratic_kernel, 128, False) > 8 * _largest_tensor(_quadratic_kernel, 32, False)
 
 
-def test_dispatch_takes_fla_when_it_imports(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without fla: the chunked reference. With a stand-in fla module: its kernel on fla's device type,
-    called with key heads repeated per value head, the log decay in fp32 and the state asked for."""
-    assert gdn.gated_delta_rule_kernel("cpu")[0] == "chunked"
+DISPATCH_CASES = {  # name -> (fla module, its function, our chooser, our reference, decay per key channel)
+    "gated": ("fla.ops.gated_delta_rule", "chunk_gated_delta_rule", gdn.gated_delta_rule_kernel,
+              gated_delta_rule_chunked, False),
+    "kimi": ("fla.ops.kda", "chunk_kda", gdn.kimi_delta_rule_kernel, kimi_delta_rule_chunked, True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DISPATCH_CASES))
+def test_dispatch_takes_fla_when_it_imports(monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """Without fla: the chunked reference. With a stand-in fla module: its kernel on fla's device type for
+    bf16 inputs, called with key heads repeated per value head, the log decay in fp32, beta in the inputs'
+    dtype and the state asked for; fp32 inputs (which fla refuses) take the reference."""
+    module_name, function_name, chooser, reference, per_channel = DISPATCH_CASES[case]
+    assert chooser("cpu")[0] == "chunked"
     calls = []
 
     def fake_chunk(q, k, v, g, beta, initial_state, output_final_state, use_qk_l2norm_in_kernel):
-        calls.append((q.shape, g.dtype, output_final_state, use_qk_l2norm_in_kernel))
-        return gated_delta_rule_chunked(q, k, v, g, beta, 64, initial_state)
+        calls.append((q.shape, q.dtype, g.dtype, beta.dtype, output_final_state, use_qk_l2norm_in_kernel))
+        return reference(q, k, v, g, beta, 64, initial_state)
 
-    module = types.ModuleType("fla.ops.gated_delta_rule")
-    module.chunk_gated_delta_rule = fake_chunk
+    module = types.ModuleType(module_name)
+    setattr(module, function_name, fake_chunk)
     for name in ("fla", "fla.ops"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    monkeypatch.setitem(sys.modules, "fla.ops.gated_delta_rule", module)
-    gdn.gated_delta_rule_kernel.cache_clear()
+    monkeypatch.setitem(sys.modules, module_name, module)
+    chooser.cache_clear()
     try:
         fla_device = next(iter(gdn.GATED_DELTA_RULE.kernels))
-        name, kernel = gdn.gated_delta_rule_kernel(fla_device)
-        assert name == "fla" and gdn.gated_delta_rule_kernel("cpu")[0] == "chunked"
-        inputs = kernel_inputs(2 * KEY_HEADS, per_channel=False)
-        out, state = kernel(**inputs)
-        expected_out, expected_state = gated_delta_rule_chunked(**inputs)
+        name, kernel = chooser(fla_device)
+        assert name == "fla" and chooser("cpu")[0] == "chunked"
+        value_heads = 2 if per_channel else 2 * KEY_HEADS
+        inputs = kernel_inputs(value_heads, per_channel=per_channel)
+        kernel(**inputs)  # fp32: the reference, fla not called
+        assert calls == []
+        half = {key: value.to(torch.bfloat16) if key in ("q", "k", "v") else value for key, value in inputs.items()}
+        out, state = kernel(**half)
+        expected_out, expected_state = reference(**{**half, "beta": half["beta"].to(torch.bfloat16)})
         torch.testing.assert_close(out, expected_out)
         torch.testing.assert_close(state, expected_state)
-        assert calls == [((BATCH, SEQ, 2 * KEY_HEADS, KEY_DIM), torch.float32, True, True)]
+        assert calls == [((BATCH, SEQ, value_heads, KEY_DIM), torch.bfloat16, torch.float32, torch.bfloat16,
+                          True, True)]
     finally:
-        gdn.gated_delta_rule_kernel.cache_clear()
+        chooser.cache_clear()
 
 
 # --------------------------------------------------------------------------- the mixer
