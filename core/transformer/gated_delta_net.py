@@ -321,12 +321,11 @@ def causal_conv_with_carry(x: torch.Tensor, weight: torch.Tensor, past: Optional
     ``past`` ``[b, k-1, c]``, the inputs before ``x`` (None: zeros); returns the output ``[b, s, c]`` and
     the last ``k - 1`` inputs, the next piece's ``past``."""
     history = weight.size(-1) - 1
-    if past is None:
-        past = x.new_zeros(x.size(0), history, x.size(-1))
-        out = causal_depthwise_conv(x, weight, None)  # zero padding is the zero past
-    else:
-        out = causal_depthwise_conv(torch.cat([past.to(x.dtype), x], dim=1), weight, None)[:, history:]
-    return out, torch.cat([past.to(x.dtype), x], dim=1)[:, x.size(1):]
+    if past is None:  # zero padding is the zero past
+        extended = torch.cat([x.new_zeros(x.size(0), history, x.size(-1)), x], dim=1)  # [b, k-1+s, c]
+        return causal_depthwise_conv(x, weight, None), extended[:, x.size(1):]
+    extended = torch.cat([past.to(x.dtype), x], dim=1)  # [b, k-1+s, c]
+    return causal_depthwise_conv(extended, weight, None)[:, history:], extended[:, x.size(1):]
 
 
 def _init_and_mark_vector(size: int, tp: int, init: str, dtype: Optional[torch.dtype]) -> nn.Parameter:
