@@ -11,6 +11,7 @@ losses) for two SGD steps (the second sees the first's update), micro-batch 1, g
   GPT-OSS's expert and router biases with a clamped gated activation at EP4 and EP2 x TP2;
 - whole experts spread over TP x EP (``--expert-tensor-parallel-size 1`` with TP2 + SP) at EP 2 and 4,
   with both dispatchers, grouped GEMM, capacity and biases;
+- a hybrid stack (``M*-E``: Mamba2, attention, MLP and MoE layers) at EP2 with the distributed optimizer;
 - a DeepSeek-V3-shaped model (MLA, group-limited sigmoid routing with the expert bias, a dense first
   layer, one MTP module whose ``mtp_1 loss`` is compared too) under PP2 x EP2.
 
@@ -72,6 +73,10 @@ DEEPSEEK_V3 = ["--num-layers", "4", "--multi-latent-attention", "--q-lora-rank",
                "--moe-router-num-groups", "2", "--moe-router-group-topk", "1",
                "--moe-router-topk-scaling-factor", "2.5", "--mtp-num-layers", "1", "--untie-embeddings-and-output-weights"]
 WHOLE_EXPERTS_TP2 = ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-tensor-parallel-size", "1"]
+# a hybrid stack (Mamba2, attention, MLP and MoE layers, Megatron-core's letters); BASE's leading dense layer
+# is the pattern's business there, so --first-k-dense-replace goes back to its default
+HYBRID = ["--num-layers", "4", "--hybrid-override-pattern", "M*-E", "--first-k-dense-replace", "0",
+          "--mamba-head-dim", "8", "--mamba-num-groups", "1", "--mamba-state-dim", "4", "--mamba-chunk-size", "4"]
 RECOMPUTE = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
 
 
@@ -103,6 +108,7 @@ JOBS: Dict[str, Tuple[List[str], List[str], bool]] = {
     "ep2_biases_tp2": (_ep(2, "allgather", "--tensor-model-parallel-size", "2", *BIASES), BIASES, False),
     "ep4_biases": (_ep(4, "alltoall", *BIASES), BIASES, True),
     "ep2_capacity_allgather": (_ep(2, "allgather", *CAPACITY), CAPACITY, True),
+    "hybrid_ep2_distopt": (_ep(2, "alltoall", "--use-distributed-optimizer", *HYBRID), HYBRID, True),
 }
 
 

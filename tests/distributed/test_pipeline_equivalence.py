@@ -13,6 +13,8 @@ the word embeddings and carry their full gradient. One launch per world size:
              zero-bubble (also with --overlap-grad-reduce), --variable-seq-lengths
     world 4: pp4, pp4 + vpp2, pp4 zero-bubble (8 layers), tp2 x pp2 with SP (also zero-bubble),
              pp2 x dp2 (also zero-bubble with --overlap-grad-reduce and small buckets)
+    hybrid (M*-E: Mamba2, attention, MLP and MoE layers): pp2 + vpp2; tp2 x pp2 with SP and uneven
+             stages (1,3); pp2 x dp2 with the distributed optimizer (EP 2 of it: test_expert_parallel.py)
     world 8: tp2 x pp2 x dp2 with SP, and with vpp2
 
 Zero-bubble defers the linear layers' weight-gradient GEMMs from B to W: every
@@ -43,6 +45,9 @@ NOOP = ["--noop-layers", "0,3"]
 ZB = ["--schedules-method", "zero-bubble"]
 OVERLAP = ["--overlap-grad-reduce", "--ddp-bucket-size", "4000"]  # several buckets per stage
 VOCAB = 100
+# a hybrid stack of every layer letter, Mamba2 at TP 2 with one replicated group: M*-E (4 layers)
+HYBRID = ["--hybrid-override-pattern", "M*-E", "--mamba-head-dim", "16", "--mamba-num-groups", "1",
+          "--mamba-state-dim", "8", "--mamba-chunk-size", "8", "--num-experts", "4", "--moe-router-topk", "2"]
 
 
 def run_training(argv: List[str]) -> Optional[Dict[str, object]]:
@@ -142,7 +147,7 @@ def _assert_same(result: Dict, reference: Dict, kinds: tuple = ("grads", "weight
 
 
 REFERENCES = {
-    "tied": BASE, "untied": BASE + UNTIED, "noop": BASE + NOOP, "tied8": BASE + EIGHT,
+    "tied": BASE, "untied": BASE + UNTIED, "noop": BASE + NOOP, "tied8": BASE + EIGHT, "hybrid": BASE + UNTIED + HYBRID,
 }
 WORLD2 = {
     "pp2_tied": (BASE + ["--pipeline-model-parallel-size", "2"], "tied"),
@@ -155,6 +160,8 @@ WORLD2 = {
     "pp2_zb_overlap_untied": (BASE + UNTIED + ZB + OVERLAP + ["--pipeline-model-parallel-size", "2"], "untied"),
     "pp2_varlen_untied": (BASE + UNTIED + ["--pipeline-model-parallel-size", "2", "--variable-seq-lengths"],
                           "untied"),
+    "pp2_vpp2_hybrid": (BASE + UNTIED + HYBRID + ["--pipeline-model-parallel-size", "2",
+                                         "--num-layers-per-virtual-pipeline-stage", "1"], "hybrid"),
 }
 WORLD4 = {
     "pp4_tied": (BASE + EIGHT + ["--pipeline-model-parallel-size", "4"], "tied8"),
@@ -170,6 +177,10 @@ WORLD4 = {
     "pp2_dp2_distopt_overlap_tied": (BASE + OVERLAP + ["--pipeline-model-parallel-size", "2",
                                                        "--use-distributed-optimizer", "--overlap-param-gather"],
                                      "tied"),
+    "tp2_pp2_sp_hybrid": (BASE + UNTIED + HYBRID + ["--pipeline-model-parallel-size", "2", "--tensor-model-parallel-size",
+                                           "2", "--sequence-parallel", "--num-layer-list", "1,3"], "hybrid"),
+    "pp2_dp2_distopt_hybrid": (BASE + UNTIED + HYBRID + ["--pipeline-model-parallel-size", "2",
+                                                         "--use-distributed-optimizer"], "hybrid"),
 }
 WORLD8 = {
     "tp2_pp2_dp2_sp_tied": (BASE + ["--pipeline-model-parallel-size", "2", "--tensor-model-parallel-size", "2",

@@ -1,0 +1,157 @@
+"""Linear-attention hybrid families as registry data: Qwen3-Next (``qwen3_next``), gated DeltaNet layers
+beside gated softmax attention, every layer with its MLP or MoE.
+
+HF ``layer_types`` (``linear_attention`` / ``full_attention``) become Megatron-core's
+``--experimental-attention-variant gated_delta_net`` with ``--linear-attention-freq`` as a list
+expression of 1 (linear) and 0 (attention) per layer; the DeltaNet sizes map one to one
+(``linear_conv_kernel_dim``, ``linear_key_head_dim``, ``linear_value_head_dim``, ``linear_num_key_heads``,
+``linear_num_value_heads``).
+
+    ours                                              HF (model.layers.{i}.*)
+    self_attention.{in_proj_qkvz, in_proj_ba, conv1d, dt_bias, A_log, norm, out_proj}
+                                                      linear_attn.<same>   (DeltaNet layers, copied)
+    self_attention.linear_qkv   [Q; K; V; G]          self_attn.q_proj ([q_h; g_h] per head), k_proj, v_proj
+    self_attention.{q,k}_layernorm                    self_attn.{q,k}_norm
+    mlp.router / mlp.experts / mlp.shared_experts / mlp.shared_expert_gate
+                                                      mlp.gate / mlp.experts.{e} / mlp.shared_expert(_gate)
+
+Qwen3-Next's norms are zero-centred, ``x * (1 + w)`` (``--apply-layernorm-1p``: the hidden norms, the final
+norm and the per-head q/k norms); the DeltaNet's gated output norm is a plain ``w * x`` (the mixer's own).
+Attention multiplies its output by ``sigmoid`` of a gate that transformers projects per head beside the
+query (``--attention-output-gate``; the "qkv_output_gate" transform regroups the rows), and rotates a
+quarter of each head by default (``partial_rotary_factor`` 0.25, ``--rotary-percent``). The MoE is
+Qwen2-MoE's: softmax over all experts, top-k renormalised with ``norm_topk_prob``, a shared expert scaled
+by ``sigmoid(shared_expert_gate(x))``; ``num_experts`` 0 means dense MLPs. Refused in one line: attention
+biases, ``decoder_sparse_step`` other than 1, dense layers other than a leading run, and layer types other
+than the two.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence, Tuple
+
+import torch
+
+from core.transformer.config import TransformerConfig, parse_layer_frequency
+from mindspeed_llm.models.families.moe_common import per_expert_weights
+from mindspeed_llm.models.families.moe_softmax import _dense_layers, _pre_softmax_router, _pre_softmax_router_hf
+from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, TRANSFORMS, Family, RegistryError, TensorContext,
+                                           WeightRule, _checked, _common_config, _common_hf_config, _layer, register,
+                                           require_config)
+
+LAYER_TYPES = {"linear_attention": 1, "full_attention": 0}
+GDN_TENSORS = ("in_proj_qkvz.weight", "in_proj_ba.weight", "conv1d.weight", "dt_bias", "A_log", "norm.weight",
+               "out_proj.weight")
+QWEN3_NEXT_PARTIAL_ROTARY = 0.25  # transformers' default when config.json omits partial_rotary_factor
+
+
+# --------------------------------------------------------------------------- the gated query projection
+
+def _gate_split(ctx: TensorContext) -> Tuple[int, int, int]:
+    cfg = ctx.config
+    return cfg.num_attention_heads, cfg.num_query_groups, cfg.kv_channels
+
+
+def _qkv_output_gate_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    """HF q_proj ``[heads * 2 hn, ...]`` (per head ``[q_h; g_h]``), k_proj, v_proj -> ours ``[Q; K; V; G]``."""
+    heads, _, hn = _gate_split(ctx)
+    q_and_gate, k, v = tensors
+    if q_and_gate.is_meta:
+        return q_and_gate.new_empty((q_and_gate.size(0) + k.size(0) + v.size(0), *q_and_gate.shape[1:]))
+    per_head = q_and_gate.reshape(heads, 2, hn, *q_and_gate.shape[1:])  # [heads, (q, g), hn, ...]
+    q, gate = (per_head[:, i].reshape(heads * hn, *q_and_gate.shape[1:]) for i in (0, 1))
+    return torch.cat([q, k, v, gate], dim=0)
+
+
+def _qkv_output_gate_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    heads, groups, hn = _gate_split(ctx)
+    q, k, v, gate = tensor.split([heads * hn, groups * hn, groups * hn, heads * hn], dim=0)
+    interleaved = torch.stack([q.reshape(heads, hn, *q.shape[1:]), gate.reshape(heads, hn, *q.shape[1:])], dim=1)
+    return [interleaved.reshape(2 * heads * hn, *q.shape[1:]).contiguous(), k.contiguous(), v.contiguous()]
+
+
+TRANSFORMS.setdefault("qkv_output_gate", (_qkv_output_gate_to_ours, _qkv_output_gate_to_hf))
+
+
+# --------------------------------------------------------------------------- layer types
+
+def _linear_layers(hf: Dict[str, Any], family: str, layers: int) -> Dict[str, Any]:
+    """``layer_types`` (else every ``full_attention_interval``-th layer full) as the GDN variant and its marks."""
+    types = hf.get("layer_types")
+    if not types:
+        interval = int(hf.get("full_attention_interval", 4))
+        types = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(layers)]
+    unknown = sorted(set(types) - set(LAYER_TYPES))
+    if unknown or len(types) != layers:
+        raise RegistryError(f"{family} layer_types must give one of {sorted(LAYER_TYPES)} per layer ({layers}); "
+                            f"got {unknown or len(types)}")
+    marks = [LAYER_TYPES[kind] for kind in types]
+    if not any(marks):  # no DeltaNet layer: plain attention layers, no variant
+        return {}
+    return dict(experimental_attention_variant="gated_delta_net", linear_attention_freq=str(marks),
+                linear_conv_kernel_dim=int(hf.get("linear_conv_kernel_dim", 4)),
+                linear_key_head_dim=int(hf.get("linear_key_head_dim", 128)),
+                linear_value_head_dim=int(hf.get("linear_value_head_dim", 128)),
+                linear_num_key_heads=int(hf.get("linear_num_key_heads", 16)),
+                linear_num_value_heads=int(hf.get("linear_num_value_heads", 32)))
+
+
+def _linear_layers_hf(cfg: TransformerConfig) -> Dict[str, Any]:
+    marks = (parse_layer_frequency(cfg.linear_attention_freq, cfg.num_layers, "--linear-attention-freq")
+             if cfg.linear_attention_freq is not None else [0] * cfg.num_layers)
+    return dict(layer_types=["linear_attention" if mark else "full_attention" for mark in marks],
+                linear_conv_kernel_dim=cfg.linear_conv_kernel_dim, linear_key_head_dim=cfg.linear_key_head_dim,
+                linear_value_head_dim=cfg.linear_value_head_dim, linear_num_key_heads=cfg.linear_num_key_heads,
+                linear_num_value_heads=cfg.linear_num_value_heads)
+
+
+# --------------------------------------------------------------------------- Qwen3-Next
+
+def _qwen3_next_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    if hf.get("attention_bias", False):
+        raise RegistryError("qwen3_next attention_bias=True is not supported (q/k/v/o biases without MLP biases)")
+    hf = {"partial_rotary_factor": QWEN3_NEXT_PARTIAL_ROTARY, **hf}
+    kwargs = {**_common_config(hf), "qk_norm": "per_head", "apply_layernorm_1p": True, "attention_output_gate": True,
+              **_linear_layers(hf, "qwen3_next", int(hf["num_hidden_layers"]))}
+    if int(hf.get("num_experts", 0) or 0) > 0:
+        kwargs.update(_pre_softmax_router(hf, "qwen3_next", "num_experts"), **_dense_layers(hf, "qwen3_next"),
+                      moe_ffn_hidden_size=int(hf["moe_intermediate_size"]),
+                      moe_shared_expert_intermediate_size=int(hf["shared_expert_intermediate_size"]),
+                      shared_expert_gate=True)
+    return kwargs
+
+
+def _qwen3_next_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    require_config(cfg, "qwen3_next", qk_norm="per_head", apply_layernorm_1p=True, attention_output_gate=True,
+                   add_bias_linear=False, add_qkv_bias=False, sliding_window=None, activation="swiglu")
+    out = {**_common_hf_config(cfg), **_linear_layers_hf(cfg), "attention_bias": False,
+           "partial_rotary_factor": cfg.rotary_percent}
+    if cfg.num_experts is None:
+        return {**out, "num_experts": 0, "decoder_sparse_step": 1, "mlp_only_layers": []}
+    if cfg.moe_shared_expert_intermediate_size is None or not cfg.shared_expert_gate:
+        raise RegistryError("qwen3_next MoE layers need a gated shared expert (--moe-shared-expert-intermediate-size "
+                            "and --shared-expert-gate)")
+    return {**out, **_pre_softmax_router_hf(cfg, "qwen3_next"),
+            "shared_expert_intermediate_size": cfg.moe_shared_expert_intermediate_size}
+
+
+QWEN3_NEXT_ATTENTION = tuple(rule for rule in LLAMA_WEIGHTS if "linear_qkv" not in rule.ours) + (
+    _layer("self_attention.linear_qkv.weight",
+           ["self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"], "qkv_output_gate"),
+    *(_layer(f"self_attention.{name}", [f"linear_attn.{name}"]) for name in GDN_TENSORS),
+)
+
+
+def _qwen3_next_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
+    if cfg.num_experts is None:
+        return QWEN3_NEXT_ATTENTION
+    shared = (_layer("mlp.shared_experts.linear_fc1.weight",
+                     ["mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight"], "fuse_rows"),
+              _layer("mlp.shared_experts.linear_fc2.weight", ["mlp.shared_expert.down_proj.weight"]),
+              _layer("mlp.shared_expert_gate", ["mlp.shared_expert_gate.weight"]))
+    return QWEN3_NEXT_ATTENTION + per_expert_weights(cfg, "mlp", "gate_proj", "up_proj", "down_proj", "gate") + shared
+
+
+QWEN3_NEXT = register(Family("qwen3_next", "qwen3_next", "Qwen3NextForCausalLM", _qwen3_next_config,
+                             _checked("qwen3_next", _qwen3_next_config, _qwen3_next_hf_config), QWEN3_NEXT_ATTENTION,
+                             preserved_keys=("output_router_logits", "full_attention_interval"),
+                             weights_for=_qwen3_next_weights), "qwen3-next")

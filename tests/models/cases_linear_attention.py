@@ -1,0 +1,25 @@
+"""Parity cases of the linear-attention hybrid families (merged into ``test_zoo_parity.CASES``).
+
+Qwen3-Next with DeltaNet, attention and DeltaNet layers: 2 key heads and 4 value heads (the grouped value
+heads of the real model), gated attention with zero-centred per-head q/k norms and a quarter of each head
+rotated, a leading dense layer then MoE layers of 4 experts (top 2, renormalised) with a gated shared expert.
+A second case is dense (``num_experts`` 0) with as many value heads as key heads and tied embeddings.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+DELTANET = dict(linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
+                linear_num_value_heads=4, head_dim=16)
+
+CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
+    "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM",
+                   dict(DELTANET, layer_types=["linear_attention", "full_attention", "linear_attention"],
+                        num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                        shared_expert_intermediate_size=48, norm_topk_prob=True, mlp_only_layers=[0]),
+                   "qwen3_next"),
+    "qwen3_next_dense_tied": ("Qwen3NextConfig", "Qwen3NextForCausalLM",
+                              dict(DELTANET, linear_num_value_heads=2, num_experts=0, tie_word_embeddings=True,
+                                   layer_types=["full_attention", "linear_attention", "linear_attention"]),
+                              "qwen3_next"),
+}
