@@ -8,6 +8,9 @@ attention counted over the full ``s x s`` score matrix, noop layers skipped):
                         + 2 q h                 output projection
                         + 4 s q                 scores QK^T and context x V
                         + 2 h f x (3 | 2)       MLP: SwiGLU has three h x f matrices, GELU two
+    (a hybrid pattern's layer counts only the branch it has: '*' attention, '-'/'E' the MLP)
+    gated DeltaNet, forward = 2 h (2 nk dk + 2 nv dv + 2 nv) + 2 nv dv h   in/out projections
+                        + 6 nv dk dv                          the delta rule (state reads and update)
     Mamba layer, forward = 2 h (in_proj rows) + 2 d_inner h           in/out projections
                         + 2 d_inner (r + 2 n) + 2 r d_inner   Mamba1's x_proj and dt_proj (r: dt rank)
                         + 7/3 d_inner n                       the scan (Megatron's hybrid count: 7 d_inner n
@@ -29,29 +32,51 @@ MFU = achieved FLOP/s per device / peak FLOP/s of the device
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from core.transformer.config import TransformerConfig
+from core.transformer.config import ATTENTION_MIXER, GDN_MIXER, MAMBA_MIXER, TransformerConfig
 
 
 def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
-    """Forward FLOPs per token: (matrix multiplies by weights, those between activations: scores and scan)."""
-    h, hn = config.hidden_size, config.kv_channels
-    q = config.num_attention_heads * hn
-    kv = config.num_key_value_heads * hn
-    mlp_matrices = 3 if config.gated_linear_unit else 2  # SwiGLU or GeGLU: gate, up, down
-    layer_weights = 2 * h * (q + 2 * kv) + 2 * q * h + 2 * h * config.ffn_hidden_size * mlp_matrices
-    layer_scores = 4 * seq_length * q
-    real = [i for i in range(config.num_layers) if i not in set(config.noop_layers)]
-    mamba_layers = sum(1 for i in real if config.is_mamba_layer(i))
-    attention_layers = len(real) - mamba_layers
+    """Forward FLOPs per token: (matrix multiplies by weights, those between activations: scores and scan),
+    summed over the real layers by what each holds (``TransformerConfig.layer_parts``)."""
+    h = config.hidden_size
+    weights, activations = 0.0, 0.0
+    for layer in range(config.num_layers):
+        if layer in set(config.noop_layers):
+            continue
+        mixer, mlp = config.layer_parts(layer)
+        mixer_weights, mixer_activations = MIXER_FLOPS[mixer](config, seq_length) if mixer else (0.0, 0.0)
+        weights += mixer_weights + (mlp_forward_flops_per_token(config) if mlp else 0.0)
+        activations += mixer_activations
     logits = 2 * h * config.padded_vocab_size  # the output layer multiplies the padded vocabulary
     mtp = config.mtp_num_layers or 0  # --mtp-num-layers modules: eh_proj, a transformer layer, the output layer
-    mamba_weights, mamba_scan = mamba_forward_flops_per_token(config)
-    weights = (attention_layers * layer_weights + mamba_layers * mamba_weights + logits
-               + mtp * (2 * 2 * h * h + layer_weights + logits))
-    activations = (attention_layers + mtp) * layer_scores + mamba_layers * mamba_scan
-    return weights, activations
+    attention_weights, attention_scores = attention_forward_flops_per_token(config, seq_length)
+    weights += logits + mtp * (2 * 2 * h * h + attention_weights + mlp_forward_flops_per_token(config) + logits)
+    return weights, activations + mtp * attention_scores
+
+
+def attention_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
+    """One attention branch: (QKV, the output gate and the output projection; scores and context)."""
+    h, hn = config.hidden_size, config.kv_channels
+    q, kv = config.num_attention_heads * hn, config.num_key_value_heads * hn
+    gate = 2 * h * q if config.attention_output_gate else 0
+    return 2 * h * (q + 2 * kv) + 2 * q * h + gate, 4 * seq_length * q
+
+
+def mlp_forward_flops_per_token(config: TransformerConfig) -> float:
+    """One MLP branch (an MoE layer counted as the dense MLP of --ffn-hidden-size, as before hybrids)."""
+    return 2 * config.hidden_size * config.ffn_hidden_size * (3 if config.gated_linear_unit else 2)
+
+
+def gated_delta_net_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
+    """One gated DeltaNet: (its projections; the delta rule, counted as the recurrence: per value head a
+    key read of the state, its rank-one update and the query read, 2 dk dv each)."""
+    h = config.hidden_size
+    keys, values = config.linear_num_key_heads, config.linear_num_value_heads
+    dk, dv = config.linear_key_head_dim, config.linear_value_head_dim
+    in_rows = 2 * keys * dk + 2 * values * dv + 2 * values  # [q; k; v; z] and [b; a]
+    return 2 * h * in_rows + 2 * values * dv * h, 6 * values * dk * dv
 
 
 def training_flops_per_token(config: TransformerConfig, seq_length: int, frozen_weights: bool = False) -> float:
@@ -62,7 +87,7 @@ def training_flops_per_token(config: TransformerConfig, seq_length: int, frozen_
     return weight_passes * weights + 3.0 * activations
 
 
-def mamba_forward_flops_per_token(config: TransformerConfig) -> Tuple[float, float]:
+def mamba_forward_flops_per_token(config: TransformerConfig, seq_length: int = 0) -> Tuple[float, float]:
     """Forward FLOPs per token of one Mamba layer (module docstring): (its weight matmuls, the scan)."""
     h, inner, n = config.hidden_size, config.mamba_d_inner, config.mamba_state_dim
     if config.mamba_version == 1:
@@ -71,6 +96,12 @@ def mamba_forward_flops_per_token(config: TransformerConfig) -> Tuple[float, flo
     else:
         in_rows, extra = 2 * inner + 2 * config.mamba_num_groups * n + config.mamba_num_heads, 0
     return 2 * h * in_rows + 2 * inner * h + extra, 7 * inner * n / 3
+
+
+# a layer's token mixer (TransformerConfig.layer_parts) -> its forward FLOPs per token (weights, activations)
+MIXER_FLOPS: Dict[str, Callable[[TransformerConfig, int], Tuple[float, float]]] = {
+    ATTENTION_MIXER: attention_forward_flops_per_token, MAMBA_MIXER: mamba_forward_flops_per_token,
+    GDN_MIXER: gated_delta_net_forward_flops_per_token}
 
 
 @dataclass

@@ -148,6 +148,28 @@ def test_flops_per_token_is_six_n_plus_attention_scores():
     assert training_flops_per_token(config, 64) - training_flops_per_token(config, 32) == attention_scores
 
 
+GDN_SIZES = ["--linear-num-key-heads", "2", "--linear-num-value-heads", "4", "--linear-key-head-dim", "8",
+             "--linear-value-head-dim", "16"]
+
+
+@pytest.mark.parametrize("extra", [
+    ["--experimental-attention-variant", "gated_delta_net", "--linear-attention-freq", "2",
+     "--attention-output-gate", *GDN_SIZES],  # GPT layers: a DeltaNet then a gated attention, each with its MLP
+    ["--hybrid-override-pattern", "G*-", "--num-layers", "3", *GDN_SIZES],  # one branch per layer
+], ids=["gdn_gpt_layers", "hybrid_letters"])
+def test_flops_of_linear_attention_layers_are_six_n_plus_their_scans(extra):
+    """Hybrid and DeltaNet layers count the weights they hold (6 x the matmul weights a token meets, the conv
+    and the per-head vectors aside) plus 3 x their scores (attention) or delta rule (6 nv dk dv)."""
+    config = _config(extra, vocab="128")
+    model = build_model(config, single_process_state(), torch.device("cpu"), 1)
+    matmul = sum(p.numel() for name, p in model.named_parameters()
+                 if p.dim() == 2 and "word_embeddings" not in name)
+    parts = [config.layer_parts(i)[0] for i in range(config.num_layers)]
+    scans = (parts.count("attention") * 4 * 32 * config.num_attention_heads * config.kv_channels
+             + parts.count("gated_delta_net") * 6 * 4 * 8 * 16)
+    assert training_flops_per_token(config, 32) == 6 * (matmul + config.hidden_size * 128) + 3 * scans
+
+
 def test_frozen_weights_need_no_weight_gradient_and_a_reference_one_forward():
     """LoRA/QLoRA: the weight matmuls count twice (forward, input gradient), the score matmuls three times."""
     from mindspeed_llm.training.metrics import forward_flops_per_token
