@@ -3,14 +3,15 @@
 Qwen3-Next with DeltaNet, attention and DeltaNet layers: 2 key heads and 4 value heads (the grouped value
 heads of the real model), gated attention with zero-centred per-head q/k norms and a quarter of each head
 rotated, a leading dense layer then MoE layers of 4 experts (top 2, renormalised) with a gated shared expert.
-A second case is dense (``num_experts`` 0) with as many value heads as key heads and tied embeddings.
+``initializer_range`` 0.2 lets every layer's dt visibly move the training test's loss (at 0.02 the last
+DeltaNet's dt_bias gradient is ~1e-6). A second case is dense (``num_experts`` 0) with as many value heads as key heads and tied embeddings.
 """
 from __future__ import annotations
 
 from typing import Any, Dict, Tuple
 
 DELTANET = dict(linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
-                linear_num_value_heads=4, head_dim=16)
+                linear_num_value_heads=4, head_dim=16, initializer_range=0.2)
 
 CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
     "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM",

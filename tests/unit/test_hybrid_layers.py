@@ -1,0 +1,105 @@
+"""The hybrid layer spine: Megatron-core's pattern letters and the gated DeltaNet layers of a GPT model.
+
+Each letter of ``--hybrid-override-pattern`` (alias ``--hybrid-layer-pattern``) builds a layer holding one
+norm and one branch (M Mamba, G gated DeltaNet, * attention, - MLP, E MoE); ``--experimental-attention-variant
+gated_delta_net`` with ``--linear-attention-freq`` puts DeltaNet mixers in the marked GPT layers, each with its
+MLP. Bad combinations are one-line errors naming the flag.
+
+    python -m pytest tests/unit/test_hybrid_layers.py -q
+"""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import pytest
+import torch
+
+from core.models.gpt_model import build_model, layout_state
+from core.transformer.block import MambaLayer, TransformerLayer
+from core.transformer.config import TransformerConfig, parse_layer_frequency
+from core.transformer.gated_delta_net import GatedDeltaNet
+from core.transformer.mlp import MLP
+from core.transformer.moe.moe_layer import MoELayer
+from core.transformer.attention import SelfAttention
+from mindspeed_llm.arguments import parse_args, transformer_config_from_args
+
+BASE = dict(num_layers=5, hidden_size=32, num_attention_heads=4, vocab_size=64, ffn_hidden_size=64)
+MAMBA_SIZES = dict(mamba_head_dim=16, mamba_num_groups=1, mamba_state_dim=8)
+GDN_SIZES = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8)
+
+
+def _config(**overrides: Any) -> TransformerConfig:
+    """A small config; the Mamba and DeltaNet sizes only where the layout has such layers."""
+    pattern = overrides.get("hybrid_override_pattern") or ""
+    values: Dict[str, Any] = dict(BASE)
+    if "M" in pattern:
+        values.update(MAMBA_SIZES)
+    if "G" in pattern or overrides.get("experimental_attention_variant"):
+        values.update(GDN_SIZES)
+    return TransformerConfig(**{**values, **overrides})
+
+
+def _branches(layer: torch.nn.Module) -> tuple:
+    if isinstance(layer, MambaLayer):
+        return ("mamba", None)
+    mixer = type(layer.self_attention).__name__ if layer.self_attention is not None else None
+    mlp = type(layer.mlp).__name__ if layer.mlp is not None else None
+    return (mixer, mlp)
+
+
+def test_every_letter_builds_its_one_branch() -> None:
+    config = _config(hybrid_override_pattern="MG*-E", num_experts=4, moe_router_topk=2)
+    model = build_model(config, layout_state(1), torch.device("cpu"), seed=0)
+    branches = [_branches(layer) for layer in model.decoder.layers.values()]
+    assert branches == [("mamba", None), (GatedDeltaNet.__name__, None), (SelfAttention.__name__, None),
+                        (None, MLP.__name__), (None, MoELayer.__name__)]
+    model.eval()
+    logits = model(torch.randint(0, 64, (2, 8)))
+    assert torch.isfinite(logits).all()
+
+
+def test_gdn_gpt_layers_keep_their_mlp() -> None:
+    config = _config(num_layers=4, experimental_attention_variant="gated_delta_net", linear_attention_freq="2")
+    assert [config.layer_parts(i) for i in range(4)] == [("gated_delta_net", "dense"), ("attention", "dense")] * 2
+    model = build_model(config, layout_state(1), torch.device("cpu"), seed=0)
+    layers = list(model.decoder.layers.values())
+    assert all(isinstance(layer, TransformerLayer) and isinstance(layer.mlp, MLP) for layer in layers)
+    assert [type(layer.self_attention) for layer in layers] == [GatedDeltaNet, SelfAttention] * 2
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("4", [1, 1, 1, 0, 1, 1, 1, 0]), ("1", [0] * 8), ("([1]*3+[0])*2", [1, 1, 1, 0, 1, 1, 1, 0]),
+    ("[0]+[1]*7", [0] + [1] * 7)])
+def test_layer_frequency_is_megatrons(value: str, expected: list) -> None:
+    assert parse_layer_frequency(value, 8, "--linear-attention-freq") == expected
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(hybrid_override_pattern="M*-"), "has 3 letters and --num-layers is 5"),
+    (dict(hybrid_override_pattern="M*X-E"), "unknown letter 'X'"),
+    (dict(hybrid_override_pattern="M*--E"), "has MoE layers ('E'); add --num-experts"),
+    (dict(hybrid_override_pattern="M*--E", num_experts=4, moe_layer_freq=2), "--moe-layer-freq places MoE layers"),
+    (dict(hybrid_override_pattern="MG*--", experimental_attention_variant="gdn", linear_attention_freq="2"),
+     "write 'G' letters instead"),
+    (dict(experimental_attention_variant="gated_delta_net"), "needs --linear-attention-freq"),
+    (dict(linear_attention_freq="2"), "needs --experimental-attention-variant"),
+    (dict(experimental_attention_variant="gdn", linear_attention_freq="[1,0]"), "gives 2 entries"),
+    (dict(experimental_attention_variant="gdn", linear_attention_freq="__import__('os')"), "only integers"),
+    (dict(hybrid_override_pattern="GG*--", linear_num_value_heads=3), "must be a multiple of --linear-num-key-heads"),
+    (dict(hybrid_override_pattern="GG*--", linear_num_key_heads=2, linear_num_value_heads=4,
+          tensor_model_parallel_size=4, num_attention_heads=4), "divisible by --tensor-model-parallel-size (4)"),
+    (dict(hybrid_override_pattern="MM*--", linear_num_key_heads=4), "applies to gated DeltaNet layers"),
+])
+def test_bad_layouts_are_one_line(overrides: Dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as error:
+        _config(**overrides)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_hybrid_layer_pattern_is_an_alias() -> None:
+    base = ["--num-layers", "3", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
+            "--max-position-embeddings", "16", "--micro-batch-size", "1", "--vocab-size", "64",
+            "--mamba-head-dim", "16", "--mamba-num-groups", "1"]
+    for flag in ("--hybrid-override-pattern", "--hybrid-layer-pattern"):
+        config = transformer_config_from_args(parse_args(base + [flag, "M*-"]))
+        assert config.hybrid_override_pattern == "M*-"
