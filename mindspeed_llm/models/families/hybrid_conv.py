@@ -1,0 +1,131 @@
+"""Short-convolution hybrids as registry data: LFM2 (Liquid AI).
+
+LFM2 interleaves two kinds of layers (HF ``layer_types``, or the older ``full_attn_idxs``):
+``conv`` layers, whose token mixer is the gated short convolution
+(:mod:`core.transformer.short_conv`), and ``full_attention`` layers, Llama attention with
+per-head q/k RMS norms before RoPE (``--qk-layernorm``). Every layer has the SwiGLU MLP and
+pre-norms; the final norm is HF's ``embedding_norm`` (applied after the last layer, despite its
+name). Our config places the conv layers with ``--experimental-attention-variant short_conv``
+and ``--linear-attention-freq`` as a list of 1 (conv) and 0 (attention) per layer; a model with
+no conv layer is a plain GPT model. ``conv_L_cache`` is ``--short-conv-kernel-size`` and
+``conv_bias`` (biases on the conv's in_proj, conv and out_proj) ``--short-conv-bias``.
+
+The MLP width is HF's ``intermediate_size`` (``block_ff_dim``) as ``Lfm2MLP`` adjusts it:
+with ``block_auto_adjust_ff_dim`` it takes 2/3 of it, times ``block_ffn_dim_multiplier``
+rounded up to ``block_multiple_of``; the export writes the adjusted width with the adjustment
+off.
+
+    ours                                                HF (model.layers.{i}.)
+    decoder.layers.{i}.input_layernorm.weight           operator_norm.weight
+    decoder.layers.{i}.self_attention.in_proj.*         conv.in_proj.*          (conv layers)
+    decoder.layers.{i}.self_attention.conv.*            conv.conv.*             [h, 1, L_cache]
+    decoder.layers.{i}.self_attention.out_proj.*        conv.out_proj.*
+    decoder.layers.{i}.self_attention.linear_qkv        cat(self_attn.q_proj, k_proj, v_proj)  (attention layers)
+    decoder.layers.{i}.self_attention.linear_proj       self_attn.out_proj
+    decoder.layers.{i}.self_attention.{q,k}_layernorm   self_attn.{q,k}_layernorm
+    decoder.layers.{i}.pre_mlp_layernorm.weight         ffn_norm.weight
+    decoder.layers.{i}.mlp.linear_fc1.weight            cat(feed_forward.w1, feed_forward.w3) rows  (gate, up)
+    decoder.layers.{i}.mlp.linear_fc2.weight            feed_forward.w2
+    decoder.final_layernorm.weight                      model.embedding_norm.weight
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from core.transformer.config import SHORT_CONV_MIXER, TransformerConfig
+from mindspeed_llm.models.registry import (
+    ROPE_KEYS, RegistryError, WeightRule, _checked_family, _common_config, _common_hf_config, _layer, register,
+    require_config,
+)
+
+CONV, ATTENTION = "conv", "full_attention"  # HF's layer_types
+LFM2_ROPE_THETA = 1_000_000.0  # Lfm2Config.default_theta
+
+LFM2_WEIGHTS = (
+    WeightRule("embedding.word_embeddings.weight", ("model.embed_tokens.weight",), "vocab"),
+    _layer("input_layernorm.weight", ["operator_norm.weight"]),
+    *(_layer(f"self_attention.{name}", [f"conv.{name}"])
+      for name in ("in_proj.weight", "in_proj.bias", "conv.weight", "conv.bias", "out_proj.weight", "out_proj.bias")),
+    _layer("self_attention.linear_qkv.weight",
+           ["self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"], "fuse_rows"),
+    _layer("self_attention.linear_proj.weight", ["self_attn.out_proj.weight"]),
+    _layer("self_attention.q_layernorm.weight", ["self_attn.q_layernorm.weight"]),
+    _layer("self_attention.k_layernorm.weight", ["self_attn.k_layernorm.weight"]),
+    _layer("pre_mlp_layernorm.weight", ["ffn_norm.weight"]),
+    _layer("mlp.linear_fc1.weight", ["feed_forward.w1.weight", "feed_forward.w3.weight"], "fuse_rows"),
+    _layer("mlp.linear_fc2.weight", ["feed_forward.w2.weight"]),
+    WeightRule("decoder.final_layernorm.weight", ("model.embedding_norm.weight",)),
+    WeightRule("output_layer.weight", ("lm_head.weight",), "vocab"),
+)
+
+
+def _lfm2_layer_types(hf: Dict[str, Any]) -> List[str]:
+    """``layer_types``, or as Lfm2Config derives them from ``full_attn_idxs`` (absent: every layer attention)."""
+    layers = int(hf["num_hidden_layers"])
+    types = hf.get("layer_types")
+    if types is None:
+        full = hf.get("full_attn_idxs")
+        full = set(range(layers) if full is None else full)
+        types = [ATTENTION if i in full else CONV for i in range(layers)]
+    unknown = sorted(set(types) - {CONV, ATTENTION})
+    if unknown or len(types) != layers:
+        raise RegistryError(f"lfm2 layer_types {list(types)} must give one of {CONV!r}, {ATTENTION!r} per layer "
+                            f"({layers}); {unknown[0] if unknown else 'the count'} is not supported")
+    return list(types)
+
+
+def _lfm2_ffn(hf: Dict[str, Any]) -> int:
+    """The SwiGLU width Lfm2MLP builds from ``intermediate_size`` (``block_ff_dim``) and its adjustment."""
+    width = int(hf.get("block_ff_dim", hf["intermediate_size"]))
+    if not hf.get("block_auto_adjust_ff_dim", True):
+        return width
+    width = int(2 * width / 3)
+    multiplier = hf.get("block_ffn_dim_multiplier", 1.0)
+    if multiplier is None:
+        return width
+    multiple = int(hf.get("block_multiple_of", 256))
+    width = int(multiplier * width)
+    return multiple * ((width + multiple - 1) // multiple)
+
+
+def _lfm2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    if hf.get("head_dim") not in (None, int(hf["hidden_size"]) // int(hf["num_attention_heads"])):
+        raise RegistryError(f"lfm2 head_dim={hf['head_dim']} is not supported: Lfm2Attention's heads are "
+                            "hidden_size / num_attention_heads wide")
+    if not any(key in hf for key in ROPE_KEYS):
+        hf = {**hf, "rope_theta": LFM2_ROPE_THETA}
+    tied = hf.get("tie_embedding", hf.get("tie_word_embeddings", True))
+    out = {**_common_config({**hf, "intermediate_size": _lfm2_ffn(hf), "tie_word_embeddings": tied}),
+           "norm_epsilon": float(hf.get("norm_eps", 1e-5)), "qk_norm": "per_head"}
+    marks = [int(kind == CONV) for kind in _lfm2_layer_types(hf)]
+    if any(marks):
+        out.update(experimental_attention_variant="short_conv", linear_attention_freq=str(marks).replace(" ", ""),
+                   short_conv_kernel_size=int(hf.get("conv_L_cache", 3)),
+                   short_conv_bias=bool(hf.get("conv_bias", False)))
+    return out
+
+
+def _lfm2_layer_types_of(cfg: TransformerConfig) -> List[str]:
+    kinds = [cfg.layer_parts(i)[0] for i in range(cfg.num_layers)]
+    if cfg.hybrid_override_pattern is not None or any(k not in (SHORT_CONV_MIXER, "attention") for k in kinds):
+        raise RegistryError("lfm2 has short-conv and attention layers only (--experimental-attention-variant "
+                            "short_conv with --linear-attention-freq)")
+    return [CONV if kind == SHORT_CONV_MIXER else ATTENTION for kind in kinds]
+
+
+def _lfm2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    types = _lfm2_layer_types_of(cfg)
+    require_config(cfg, "lfm2", normalization="RMSNorm", activation="swiglu", qk_norm="per_head",
+                   qk_layernorm_after_rope=False, add_bias_linear=False, add_qkv_bias=False, add_dense_bias=False,
+                   add_mlp_bias=False, kv_channels=cfg.hidden_size // cfg.num_attention_heads, sliding_window=None,
+                   rotary_percent=1.0, rope_interleaved=False, post_norm=False, post_norm_only=False,
+                   apply_layernorm_1p=False, parallel_residual=False)
+    out = {key: value for key, value in _common_hf_config(cfg).items()
+           if key not in ("head_dim", "rms_norm_eps", "hidden_act", "attention_dropout")}
+    tied = not cfg.untie_embeddings_and_output_weights
+    return {**out, "norm_eps": cfg.norm_epsilon, "layer_types": types, "full_attn_idxs": None,
+            "block_ff_dim": cfg.ffn_hidden_size, "block_auto_adjust_ff_dim": False, "tie_embedding": tied,
+            "conv_L_cache": cfg.short_conv_kernel_size, "conv_bias": cfg.short_conv_bias}
+
+
+LFM2 = register(_checked_family("lfm2", "lfm2", "Lfm2ForCausalLM", _lfm2_config, _lfm2_hf_config, LFM2_WEIGHTS))
