@@ -67,6 +67,9 @@ class ShortConv(nn.Module):
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple] = None,
                 layout: Optional[SequenceLayout] = None) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); rotary unused (no positions)
+        if layout is not None and layout.cache is not None:
+            raise ValueError("short-conv layers keep no KV cache of their conv inputs; generate by recomputing "
+                             "(use_cache=False)")
         projected = self.in_proj(hidden).transpose(0, 1)  # [b, s, 3h/tp] over the full sequence
         gate_in, gate_out, x = projected.chunk(3, dim=-1)  # HF's B, C, x: [b, s, h/tp] each
         conv = sequence_scan(self._core, gate_in * x, layout)  # [b, s, h/tp]
