@@ -12,6 +12,8 @@ attention counted over the full ``s x s`` score matrix, noop layers skipped):
                         + 2 d_inner (r + 2 n) + 2 r d_inner   Mamba1's x_proj and dt_proj (r: dt rank)
                         + 7/3 d_inner n                       the scan (Megatron's hybrid count: 7 d_inner n
                                                               per token for forward + backward)
+    short-conv layer, forward = 2 h 3h + 2 h h + 2 k h  in_proj ([B; C; x]), out_proj and the depthwise conv of width k
+                        + 2 h f x (3 | 2)             its MLP
     logits, forward     = 2 h V_padded
     MTP module, forward = 2 (2h) h + per-layer + logits   eh_proj, its transformer layer, the shared output layer
     training FLOPs/token = 3 x (layers x per-layer + logits + mtp_num_layers x MTP module)
@@ -31,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from core.transformer.config import TransformerConfig
+from core.transformer.config import SHORT_CONV_MIXER, TransformerConfig
 
 
 def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
@@ -40,15 +42,19 @@ def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple
     q = config.num_attention_heads * hn
     kv = config.num_key_value_heads * hn
     mlp_matrices = 3 if config.gated_linear_unit else 2  # SwiGLU or GeGLU: gate, up, down
-    layer_weights = 2 * h * (q + 2 * kv) + 2 * q * h + 2 * h * config.ffn_hidden_size * mlp_matrices
+    mlp_weights = 2 * h * config.ffn_hidden_size * mlp_matrices
+    layer_weights = 2 * h * (q + 2 * kv) + 2 * q * h + mlp_weights
     layer_scores = 4 * seq_length * q
     real = [i for i in range(config.num_layers) if i not in set(config.noop_layers)]
     mamba_layers = sum(1 for i in real if config.is_mamba_layer(i))
-    attention_layers = len(real) - mamba_layers
+    short_conv_layers = sum(1 for i in real if config.layer_parts(i)[0] == SHORT_CONV_MIXER)
+    attention_layers = len(real) - mamba_layers - short_conv_layers
     logits = 2 * h * config.padded_vocab_size  # the output layer multiplies the padded vocabulary
     mtp = config.mtp_num_layers or 0  # --mtp-num-layers modules: eh_proj, a transformer layer, the output layer
     mamba_weights, mamba_scan = mamba_forward_flops_per_token(config)
+    short_conv_weights = 2 * h * 3 * h + 2 * h * h + 2 * config.short_conv_kernel_size * h + mlp_weights
     weights = (attention_layers * layer_weights + mamba_layers * mamba_weights + logits
+               + short_conv_layers * short_conv_weights
                + mtp * (2 * 2 * h * h + layer_weights + logits))
     activations = (attention_layers + mtp) * layer_scores + mamba_layers * mamba_scan
     return weights, activations

@@ -139,3 +139,18 @@ def test_refusals_are_one_line(name: str, overrides: Dict[str, Any], message: st
 def test_gated_deltanet_fields_still_refused_without_its_layers() -> None:
     with pytest.raises(ValueError, match="--linear-num-key-heads applies to gated DeltaNet layers"):
         dataclasses.replace(short_conv_config(), linear_num_key_heads=4)
+
+
+def test_flops_per_token_count_the_short_conv_weights() -> None:
+    """6 x every weight a token meets (projections, the conv, MLPs, the tied output layer) + the attention
+    layer's scores (3 x 4 s q)."""
+    from core.models.gpt_model import build_model
+    from mindspeed_llm.training.metrics import training_flops_per_token
+
+    config = short_conv_config("width4", make_vocab_size_divisible_by=16)
+    model = build_model(config, layout_state(1), torch.device("cpu"), seed=0)
+    weights = sum(p.numel() for key, p in model.named_parameters() if p.dim() >= 2 and "word_embeddings" not in key)
+    weights += config.hidden_size * config.padded_vocab_size  # the tied output layer
+    seq = 32
+    scores = 4 * seq * config.num_attention_heads * config.kv_channels  # the one attention layer
+    assert training_flops_per_token(config, seq) == pytest.approx(6 * weights + 3 * scores)
