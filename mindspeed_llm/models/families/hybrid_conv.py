@@ -1,4 +1,4 @@
-"""Short-convolution hybrids as registry data: LFM2 (Liquid AI).
+"""Short-convolution hybrids as registry data: LFM2 and LFM2-MoE (Liquid AI).
 
 LFM2 interleaves two kinds of layers (HF ``layer_types``, or the older ``full_attn_idxs``):
 ``conv`` layers, whose token mixer is the gated short convolution
@@ -27,16 +27,33 @@ off.
     decoder.layers.{i}.mlp.linear_fc1.weight            cat(feed_forward.w1, feed_forward.w3) rows  (gate, up)
     decoder.layers.{i}.mlp.linear_fc2.weight            feed_forward.w2
     decoder.final_layernorm.weight                      model.embedding_norm.weight
+
+LFM2-MoE (``lfm2_moe``) keeps LFM2's layers and puts a mixture of experts in every layer after the
+first ``num_dense_layers`` (``--first-k-dense-replace``; the dense ones have LFM2's MLP of
+``intermediate_size``, not adjusted). Its router is sigmoid-scored, chooses by score + ``expert_bias``
+(``use_expert_bias``: ``--moe-router-enable-expert-bias``) and weighs by the unbiased scores,
+renormalised (``norm_topk_prob``) and times ``routed_scaling_factor``
+(``--moe-router-topk-scaling-factor``); experts of ``moe_intermediate_size``, no shared expert.
+HF renormalises by the sum + 1e-6 where ours adds 1e-20: the weights differ by about 1e-6 of
+themselves (the chosen sigmoid scores sum to at least top-k x their smallest), well inside the fp32
+logit tolerance but not bit-equal. Checkpoints keep one tensor per expert:
+
+    decoder.layers.{i}.mlp.router.weight                feed_forward.gate.weight
+    decoder.layers.{i}.mlp.router.expert_bias           feed_forward.expert_bias
+    decoder.layers.{i}.mlp.experts.linear_fc1.weight    feed_forward.experts.{e}.w1 / w3 (stacked gate, up)
+    decoder.layers.{i}.mlp.experts.linear_fc2.weight    feed_forward.experts.{e}.w2 (stacked)
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from core.transformer.config import SHORT_CONV_MIXER, TransformerConfig
 from mindspeed_llm.models.registry import (
-    ROPE_KEYS, RegistryError, WeightRule, _checked_family, _common_config, _common_hf_config, _layer, register,
+    ROPE_KEYS, Family, RegistryError, WeightRule, _checked, _checked_family, _common_config, _common_hf_config, _layer, register,
     require_config,
 )
+from mindspeed_llm.models.families.moe_common import per_expert_weights
+from mindspeed_llm.models.families.moe_sigmoid import scaling_factor, scaling_factor_hf, sigmoid_router
 
 CONV, ATTENTION = "conv", "full_attention"  # HF's layer_types
 LFM2_ROPE_THETA = 1_000_000.0  # Lfm2Config.default_theta
@@ -88,14 +105,15 @@ def _lfm2_ffn(hf: Dict[str, Any]) -> int:
     return multiple * ((width + multiple - 1) // multiple)
 
 
-def _lfm2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+def _lfm2_base_config(hf: Dict[str, Any], family: str, ffn: int) -> Dict[str, Any]:
+    """What LFM2 and LFM2-MoE share: the layer kinds, attention with q/k norms, norms, RoPE, embeddings."""
     if hf.get("head_dim") not in (None, int(hf["hidden_size"]) // int(hf["num_attention_heads"])):
-        raise RegistryError(f"lfm2 head_dim={hf['head_dim']} is not supported: Lfm2Attention's heads are "
+        raise RegistryError(f"{family} head_dim={hf['head_dim']} is not supported: its attention heads are "
                             "hidden_size / num_attention_heads wide")
     if not any(key in hf for key in ROPE_KEYS):
         hf = {**hf, "rope_theta": LFM2_ROPE_THETA}
     tied = hf.get("tie_embedding", hf.get("tie_word_embeddings", True))
-    out = {**_common_config({**hf, "intermediate_size": _lfm2_ffn(hf), "tie_word_embeddings": tied}),
+    out = {**_common_config({**hf, "intermediate_size": ffn, "tie_word_embeddings": tied}),
            "norm_epsilon": float(hf.get("norm_eps", 1e-5)), "qk_norm": "per_head"}
     marks = [int(kind == CONV) for kind in _lfm2_layer_types(hf)]
     if any(marks):
@@ -105,17 +123,22 @@ def _lfm2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def _lfm2_layer_types_of(cfg: TransformerConfig) -> List[str]:
+def _lfm2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    return _lfm2_base_config(hf, "lfm2", _lfm2_ffn(hf))
+
+
+def _lfm2_layer_types_of(cfg: TransformerConfig, family: str) -> List[str]:
     kinds = [cfg.layer_parts(i)[0] for i in range(cfg.num_layers)]
     if cfg.hybrid_override_pattern is not None or any(k not in (SHORT_CONV_MIXER, "attention") for k in kinds):
-        raise RegistryError("lfm2 has short-conv and attention layers only (--experimental-attention-variant "
+        raise RegistryError(f"{family} has short-conv and attention layers only (--experimental-attention-variant "
                             "short_conv with --linear-attention-freq)")
     return [CONV if kind == SHORT_CONV_MIXER else ATTENTION for kind in kinds]
 
 
-def _lfm2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    types = _lfm2_layer_types_of(cfg)
-    require_config(cfg, "lfm2", normalization="RMSNorm", activation="swiglu", qk_norm="per_head",
+def _lfm2_base_hf_config(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
+    """The inverse of :func:`_lfm2_base_config` (the MLP widths are each family's)."""
+    types = _lfm2_layer_types_of(cfg, family)
+    require_config(cfg, family, normalization="RMSNorm", activation="swiglu", qk_norm="per_head",
                    qk_layernorm_after_rope=False, add_bias_linear=False, add_qkv_bias=False, add_dense_bias=False,
                    add_mlp_bias=False, kv_channels=cfg.hidden_size // cfg.num_attention_heads, sliding_window=None,
                    rotary_percent=1.0, rope_interleaved=False, post_norm=False, post_norm_only=False,
@@ -123,9 +146,48 @@ def _lfm2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     out = {key: value for key, value in _common_hf_config(cfg).items()
            if key not in ("head_dim", "rms_norm_eps", "hidden_act", "attention_dropout")}
     tied = not cfg.untie_embeddings_and_output_weights
-    return {**out, "norm_eps": cfg.norm_epsilon, "layer_types": types, "full_attn_idxs": None,
-            "block_ff_dim": cfg.ffn_hidden_size, "block_auto_adjust_ff_dim": False, "tie_embedding": tied,
+    return {**out, "norm_eps": cfg.norm_epsilon, "layer_types": types, "tie_embedding": tied,
             "conv_L_cache": cfg.short_conv_kernel_size, "conv_bias": cfg.short_conv_bias}
 
 
+def _lfm2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    require_config(cfg, "lfm2", "lfm2_moe for a mixture of experts", num_experts=None)
+    return {**_lfm2_base_hf_config(cfg, "lfm2"), "full_attn_idxs": None, "block_ff_dim": cfg.ffn_hidden_size,
+            "block_auto_adjust_ff_dim": False}
+
+
 LFM2 = register(_checked_family("lfm2", "lfm2", "Lfm2ForCausalLM", _lfm2_config, _lfm2_hf_config, LFM2_WEIGHTS))
+
+
+def _lfm2_moe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    out = _lfm2_base_config(hf, "lfm2_moe", int(hf["intermediate_size"]))
+    router = sigmoid_router(hf, "lfm2_moe", "num_experts", norm_topk_prob=bool(hf.get("norm_topk_prob", True)),
+                            groups=False)
+    return {**out, **router, "moe_router_enable_expert_bias": bool(hf.get("use_expert_bias", True)),
+            "moe_ffn_hidden_size": int(hf["moe_intermediate_size"]),
+            "moe_router_topk_scaling_factor": scaling_factor(hf.get("routed_scaling_factor")),
+            "first_k_dense_replace": int(hf.get("num_dense_layers", 2))}
+
+
+def _lfm2_moe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    if cfg.num_experts is None:
+        raise RegistryError("lfm2_moe needs --num-experts; a model without experts is lfm2")
+    require_config(cfg, "lfm2_moe", moe_router_score_function="sigmoid", moe_router_pre_softmax=False,
+                   moe_layer_freq=1, moe_expert_capacity_factor=None, shared_expert_gate=False,
+                   moe_shared_expert_intermediate_size=None, moe_router_num_groups=None)
+    return {**_lfm2_base_hf_config(cfg, "lfm2_moe"), "intermediate_size": cfg.ffn_hidden_size,
+            "moe_intermediate_size": cfg.moe_expert_ffn_hidden_size, "num_experts": cfg.num_experts,
+            "num_experts_per_tok": cfg.moe_router_topk, "norm_topk_prob": cfg.norm_topk_prob,
+            "use_expert_bias": cfg.moe_router_enable_expert_bias, "routed_scaling_factor": scaling_factor_hf(cfg),
+            "num_dense_layers": cfg.first_k_dense_replace}
+
+
+def _lfm2_moe_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
+    """LFM2's rules (the leading dense layers' MLPs among them) plus the MoE layers'."""
+    return LFM2_WEIGHTS + per_expert_weights(cfg, "feed_forward", "w1", "w3", "w2", "gate") + (
+        _layer("mlp.router.expert_bias", ["feed_forward.expert_bias"]),)
+
+
+LFM2_MOE = register(Family("lfm2_moe", "lfm2_moe", "Lfm2MoeForCausalLM", _lfm2_moe_config,
+                           _checked("lfm2_moe", _lfm2_moe_config, _lfm2_moe_hf_config), LFM2_WEIGHTS,
+                           preserved_keys=("output_router_logits",), weights_for=_lfm2_moe_weights))
