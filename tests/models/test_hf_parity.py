@@ -65,7 +65,7 @@ def make_hf_model(name: str, seed: int = 0) -> transformers.PreTrainedModel:
 
 def hf_logits(model: transformers.PreTrainedModel, input_ids: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
-        return model(input_ids=input_ids).logits.float()  # [b, s, v]
+        return model(input_ids=input_ids, use_cache=False).logits.float()  # [b, s, v]
 
 
 def convert(hf_dir: str, mg_dir: str, family: str, tp: int) -> None:

@@ -1,0 +1,27 @@
+"""Parity cases of the hybrid state-space families (merged into ``test_zoo_parity.CASES``).
+
+Nemotron-H with every block type (Mamba2, attention, MLP, MoE) in one stack: Mamba2 with 2 groups over 8
+heads, a chunk of 5 over 12 tokens, dt clamped below at ``time_step_min`` (0.001); attention without positions
+with 2 KV heads; squared-ReLU MLP; a sigmoid router with 2 groups (one kept), a scaling factor and a shared
+expert; untied. ``initializer_range`` 0.2 makes B and C large enough that dt (transformers initialises
+dt_bias to 1 and A to -1..-heads whatever the config says) visibly moves the loss, so the training test sees
+every gradient. A second case says tie_word_embeddings (which transformers ignores for this family), has one Mamba group (replicated at TP 2) and no MoE.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+
+NEMOTRON_H = dict(mamba_num_heads=8, mamba_head_dim=16, n_groups=2, ssm_state_size=8, chunk_size=5, conv_kernel=4,
+                  head_dim=16, initializer_range=0.2)
+
+CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
+    "nemotron_h": ("NemotronHConfig", "NemotronHForCausalLM",
+                   dict(NEMOTRON_H, layers_block_type=["mamba", "mamba", "attention", "mlp", "moe"],
+                        n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                        moe_shared_expert_intermediate_size=48, n_group=2, topk_group=1,
+                        routed_scaling_factor=2.5), "nemotron_h"),
+    "nemotron_h_one_group_tie_ignored": ("NemotronHConfig", "NemotronHForCausalLM",
+                                  dict(NEMOTRON_H, n_groups=1, tie_word_embeddings=True, vocab_size=101,
+                                       layers_block_type=["attention", "mamba", "mlp"]), "nemotron_h"),
+}
