@@ -154,3 +154,19 @@ def test_flops_per_token_count_the_short_conv_weights() -> None:
     seq = 32
     scores = 4 * seq * config.num_attention_heads * config.kv_channels  # the one attention layer
     assert training_flops_per_token(config, seq) == pytest.approx(6 * weights + 3 * scores)
+
+
+def test_lfm_family_refusals_are_one_line() -> None:
+    """LFM3 is refused with its reason; a model lfm2 cannot hold (Mamba layers, experts) is not exported as it."""
+    from mindspeed_llm.models.registry import RegistryError, get_family
+
+    with pytest.raises(RegistryError, match="lfm3 is not supported: .*g_proj") as error:
+        get_family("lfm3")
+    assert "\n" not in str(error.value)
+    mamba = TransformerConfig(num_layers=2, hidden_size=HIDDEN, num_attention_heads=2, vocab_size=16,
+                              hybrid_override_pattern="M*", position_embedding_type="rope", mamba_head_dim=8,
+                              mamba_num_groups=1)
+    with pytest.raises(RegistryError, match="lfm2 has short-conv and attention layers only"):
+        get_family("lfm2").to_hf_config(mamba)
+    with pytest.raises(RegistryError, match="lfm2 cannot express num_experts=4"):
+        get_family("lfm2").to_hf_config(short_conv_config(num_experts=4, moe_router_topk=2))

@@ -34,14 +34,19 @@ first ``num_dense_layers`` (``--first-k-dense-replace``; the dense ones have LFM
 (``use_expert_bias``: ``--moe-router-enable-expert-bias``) and weighs by the unbiased scores,
 renormalised (``norm_topk_prob``) and times ``routed_scaling_factor``
 (``--moe-router-topk-scaling-factor``); experts of ``moe_intermediate_size``, no shared expert.
-HF renormalises by the sum + 1e-6 where ours adds 1e-20: the weights differ by about 1e-6 of
-themselves (the chosen sigmoid scores sum to at least top-k x their smallest), well inside the fp32
+HF renormalises by the sum + 1e-6 where ours adds 1e-20: the weights differ by the factor
+sum / (sum + 1e-6), about 1e-6 relative for chosen sigmoid scores summing near 1, inside the fp32
 logit tolerance but not bit-equal. Checkpoints keep one tensor per expert:
 
     decoder.layers.{i}.mlp.router.weight                feed_forward.gate.weight
     decoder.layers.{i}.mlp.router.expert_bias           feed_forward.expert_bias
     decoder.layers.{i}.mlp.experts.linear_fc1.weight    feed_forward.experts.{e}.w1 / w3 (stacked gate, up)
     decoder.layers.{i}.mlp.experts.linear_fc2.weight    feed_forward.experts.{e}.w2 (stacked)
+
+LFM3 (``lfm3``) is refused: its attention layers scale each head's output by a sigmoid gate of its own
+projection (``g_proj``, one row per head), which the decoder's output gate (one row per channel, fused
+into the QKV projection) could hold only as repeated rows that training would make differ, so the
+model could not be written back.
 """
 from __future__ import annotations
 
@@ -49,8 +54,8 @@ from typing import Any, Dict, List, Tuple
 
 from core.transformer.config import SHORT_CONV_MIXER, TransformerConfig
 from mindspeed_llm.models.registry import (
-    ROPE_KEYS, Family, RegistryError, WeightRule, _checked, _checked_family, _common_config, _common_hf_config, _layer, register,
-    require_config,
+    ROPE_KEYS, Family, RegistryError, WeightRule, _checked, _checked_family, _common_config, _common_hf_config, _layer,
+    refuse, register, require_config,
 )
 from mindspeed_llm.models.families.moe_common import per_expert_weights
 from mindspeed_llm.models.families.moe_sigmoid import scaling_factor, scaling_factor_hf, sigmoid_router
@@ -191,3 +196,6 @@ def _lfm2_moe_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
 LFM2_MOE = register(Family("lfm2_moe", "lfm2_moe", "Lfm2MoeForCausalLM", _lfm2_moe_config,
                            _checked("lfm2_moe", _lfm2_moe_config, _lfm2_moe_hf_config), LFM2_WEIGHTS,
                            preserved_keys=("output_router_logits",), weights_for=_lfm2_moe_weights))
+
+refuse("lfm3", "its attention layers' per-head sigmoid output gate (g_proj) has no equivalent in the decoder, whose "
+       "--attention-output-gate has one gate row per channel")
