@@ -17,13 +17,14 @@ from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
-from core.transformer.config import ATTENTION_MIXER, GDN_MIXER, MOE_MLP, TransformerConfig
+from core.transformer.config import ATTENTION_MIXER, GDN_MIXER, MOE_MLP, SHORT_CONV_MIXER, TransformerConfig
 from core.transformer.context_parallel import SequenceLayout
 from core.transformer.mamba_mixer import MambaMixer
 from core.transformer.mla import MultiLatentAttention
 from core.transformer.mlp import MLP
 from core.transformer.moe.moe_layer import MoELayer
 from core.transformer.norms import RMSNorm, build_norm
+from core.transformer.short_conv import ShortConv
 from core.transformer.swap_attention import (get_activation_swapper, recomputes_mlp, swapped_attributes,
                                           swapping)
 
@@ -234,6 +235,8 @@ def build_mixer(kind: str, config: TransformerConfig, state: ParallelState, laye
         from core.transformer.gated_delta_net import GatedDeltaNet
 
         return GatedDeltaNet(config, state, layer_number)
+    if kind == SHORT_CONV_MIXER:
+        return ShortConv(config, state, layer_number)
     raise ValueError(f"no token mixer {kind!r} in a transformer layer")
 
 

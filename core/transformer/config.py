@@ -40,12 +40,15 @@ LAYER_LETTERS: Dict[str, str] = {"M": "a Mamba layer", "G": "a gated DeltaNet la
                                  "-": "an MLP layer", "E": "an MoE layer"}
 LAYER_KINDS = tuple(LAYER_LETTERS)
 # what each letter's layer holds: (its token mixer, its MLP); None for the branch it lacks
-MAMBA_MIXER, GDN_MIXER, ATTENTION_MIXER = "mamba", "gated_delta_net", "attention"
+MAMBA_MIXER, GDN_MIXER, ATTENTION_MIXER, SHORT_CONV_MIXER = "mamba", "gated_delta_net", "attention", "short_conv"
 DENSE_MLP, MOE_MLP = "dense", "moe"
 LETTER_PARTS: Dict[str, Tuple[Optional[str], Optional[str]]] = {
     "M": (MAMBA_MIXER, None), "G": (GDN_MIXER, None), "*": (ATTENTION_MIXER, None), "-": (None, DENSE_MLP),
     "E": (None, MOE_MLP)}
-EXPERIMENTAL_ATTENTION_VARIANTS = ("gated_delta_net", "gdn")  # Megatron-core spells it both ways
+# --experimental-attention-variant -> the token mixer of the layers --linear-attention-freq marks (Megatron-core
+# spells the gated DeltaNet both ways; short_conv is LFM2's gated short convolution)
+VARIANT_MIXERS: Dict[str, str] = {"gated_delta_net": GDN_MIXER, "gdn": GDN_MIXER, "short_conv": SHORT_CONV_MIXER}
+EXPERIMENTAL_ATTENTION_VARIANTS = tuple(VARIANT_MIXERS)
 PREDICTION_HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 # --activation -> (the elementwise function, gated): a gated MLP computes act(gate) * up with a fused [gate; up]
 ACTIVATIONS: Dict[str, Tuple[str, bool]] = {
@@ -75,7 +78,7 @@ MOE_TOKEN_DISPATCHER_TYPES = ("allgather", "alltoall")
 CONTEXT_PARALLEL_ALGORITHMS = ("megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo", "kvallgather_cp_algo")
 # Features whose layers alone read some fields (FieldSpec.features): such a field set away from its default is
 # refused when the model has no such layer
-MOE, MAMBA, ATTENTION, LINEAR_ATTENTION = "moe", "mamba", "attention", "linear_attention"
+MOE, MAMBA, ATTENTION, LINEAR_ATTENTION, SHORT_CONV = "moe", "mamba", "attention", "linear_attention", "short_conv"
 _OWN_NAME = ""  # FieldSpec.flag before resolution: the flag is the field's name with dashes
 FIELD_DEFAULT = "the field's default"  # FieldSpec.flag_default: the parser's default is the field's
 
@@ -536,13 +539,17 @@ class ModelConfig:
     # Sizes: the short causal conv's width [--linear-conv-kernel-dim], key/value head dims and counts (value
     # heads a multiple of key heads) [--linear-key-head-dim, --linear-value-head-dim, --linear-num-key-heads,
     # --linear-num-value-heads]; the chunk of the chunked delta rule [--linear-chunk-size].
+    # Short-conv layers (LFM2) are placed the same way [--experimental-attention-variant short_conv]: the marked
+    # layers run core/transformer/short_conv.py's gated causal conv of width [--short-conv-kernel-size] (HF's
+    # conv_L_cache), with biases on its in_proj, conv and out_proj [--short-conv-bias] (HF's conv_bias).
     experimental_attention_variant: Optional[str] = config_field(
         None, type=str, choices=EXPERIMENTAL_ATTENTION_VARIANTS,
-        help="gated_delta_net (or gdn): the layers --linear-attention-freq marks run the gated DeltaNet")
+        help="the mixer of the layers --linear-attention-freq marks: gated_delta_net (or gdn) the gated DeltaNet, "
+             "short_conv LFM2's short convolution")
     linear_attention_freq: Optional[str] = config_field(
-        None, type=str, features=(LINEAR_ATTENTION,),
-        help="N: N - 1 gated DeltaNet layers then one attention layer, repeated; or a list expression of 1 "
-             "(linear) and 0 (attention) per layer, e.g. '([1]*3+[0])*2'")
+        None, type=str,
+        help="N: N - 1 layers of --experimental-attention-variant then one attention layer, repeated; or a list "
+             "expression of 1 (the variant) and 0 (attention) per layer, e.g. '([1]*3+[0])*2'")
     linear_conv_kernel_dim: int = config_field(4, features=(LINEAR_ATTENTION,),
                                                help="gated DeltaNet: width of the short causal conv")
     linear_key_head_dim: int = config_field(128, features=(LINEAR_ATTENTION,), help="gated DeltaNet key head dim")
@@ -553,6 +560,10 @@ class ModelConfig:
                                                help="gated DeltaNet value heads (a multiple of the key heads)")
     linear_chunk_size: int = config_field(64, features=(LINEAR_ATTENTION,),
                                           help="gated DeltaNet: chunk length of the chunked delta rule")
+    short_conv_kernel_size: int = config_field(3, features=(SHORT_CONV,),
+                                               help="short-conv layers: width of the causal depthwise conv")
+    short_conv_bias: bool = config_field(False, features=(SHORT_CONV,),
+                                         help="short-conv layers: biases on in_proj, the conv and out_proj")
     # the global layers whose attention output projection has a bias, the others have none (GPT-NeoX-Japanese:
     # the last layer) [--dense-bias-layers]
     dense_bias_layers: Tuple[int, ...] = config_field((), help="global layer numbers (from 0) whose attention output "
@@ -978,6 +989,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                 raise ValueError(f"{unused[0]} applies to Mamba layers; add --hybrid-override-pattern with 'M' "
                                  "layers or drop it")
         self._validate_linear_attention()
+        self._validate_short_conv()
         if pattern is None:
             return
         if not self.has_softmax_attention and self.position_embedding_type != "none":
@@ -1000,13 +1012,18 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         """--experimental-attention-variant with --linear-attention-freq, or 'G' letters, and the DeltaNet sizes."""
         variant, pattern = self.experimental_attention_variant, self.hybrid_override_pattern
         if variant is not None and pattern is not None:
-            raise ValueError("--experimental-attention-variant places gated DeltaNet layers in a GPT model; with "
-                             "--hybrid-override-pattern write 'G' letters instead; drop one of them")
+            raise ValueError(f"--experimental-attention-variant {variant} places its layers in a GPT model by "
+                             "--linear-attention-freq, --hybrid-override-pattern by its letters ('G' gated "
+                             "DeltaNet); drop one of them")
         if variant is not None and self.linear_attention_freq is None:
             raise ValueError(f"--experimental-attention-variant {variant} needs --linear-attention-freq (which "
-                             "layers are gated DeltaNet layers)")
+                             f"layers are {variant} layers)")
         if variant is None and self.linear_attention_freq is not None:
-            raise ValueError("--linear-attention-freq needs --experimental-attention-variant gated_delta_net")
+            raise ValueError("--linear-attention-freq needs --experimental-attention-variant (one of "
+                             f"{', '.join(EXPERIMENTAL_ATTENTION_VARIANTS)})")
+        if variant is not None and not any(self.linear_attention_layers):
+            raise ValueError(f"--linear-attention-freq {self.linear_attention_freq!r} marks no layer as a "
+                             f"{variant} layer; mark some with 1 or drop --experimental-attention-variant")
         if not self.has_linear_attention_layers:
             unused = self._changed(feature_fields(LINEAR_ATTENTION))
             if unused:
@@ -1029,9 +1046,25 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             raise ValueError(f"--linear-num-key-heads ({keys}) must be divisible by --tensor-model-parallel-size "
                              f"({tp}): TP splits the gated DeltaNet by key heads")
 
+    def _validate_short_conv(self) -> None:
+        """The short-conv fields only with short-conv layers, and their sizes against TP."""
+        if not self.has_short_conv_layers:
+            unused = self._changed(feature_fields(SHORT_CONV))
+            if unused:
+                raise ValueError(f"{unused[0]} applies to short-conv layers; add --experimental-attention-variant "
+                                 "short_conv with --linear-attention-freq, or drop it")
+            return
+        if self.short_conv_kernel_size < 1:
+            raise ValueError(f"--short-conv-kernel-size {self.short_conv_kernel_size} must be at least 1")
+        tp = self.tensor_model_parallel_size
+        if self.hidden_size % tp:
+            raise ValueError(f"--hidden-size ({self.hidden_size}) is not divisible by --tensor-model-parallel-size "
+                             f"({tp}): TP splits the short conv's channels")
+
     @property
     def linear_attention_layers(self) -> Tuple[bool, ...]:
-        """Per layer, whether --linear-attention-freq makes it a gated DeltaNet layer (all False without it)."""
+        """Per layer, whether --linear-attention-freq makes it a layer of --experimental-attention-variant (all
+        False without it)."""
         freq = self.linear_attention_freq
         if freq is None:
             return (False,) * self.num_layers
@@ -1040,11 +1073,12 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
 
     def layer_parts(self, layer_number: int) -> Tuple[Optional[str], Optional[str]]:
         """(token mixer, MLP) of global layer ``layer_number``: a mixer of ``MAMBA_MIXER``, ``GDN_MIXER``,
-        ``ATTENTION_MIXER`` or None, an MLP of ``DENSE_MLP``, ``MOE_MLP`` or None."""
+        ``SHORT_CONV_MIXER``, ``ATTENTION_MIXER`` or None, an MLP of ``DENSE_MLP``, ``MOE_MLP`` or None."""
         pattern = self.hybrid_override_pattern
         if pattern is not None:
             return LETTER_PARTS[pattern[layer_number]]
-        mixer = GDN_MIXER if self.linear_attention_layers[layer_number] else ATTENTION_MIXER
+        marked = self.linear_attention_layers[layer_number]
+        mixer = VARIANT_MIXERS[self.experimental_attention_variant] if marked else ATTENTION_MIXER
         return mixer, MOE_MLP if self.is_moe_layer(layer_number) else DENSE_MLP
 
     @property
@@ -1054,9 +1088,12 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
     @property
     def has_linear_attention_layers(self) -> bool:
         """Some layer is a gated DeltaNet layer ('G', or marked by --linear-attention-freq)."""
-        if self.hybrid_override_pattern is not None:
-            return "G" in self.hybrid_override_pattern
-        return self.experimental_attention_variant is not None and any(self.linear_attention_layers)
+        return any(self.layer_parts(i)[0] == GDN_MIXER for i in range(self.num_layers))
+
+    @property
+    def has_short_conv_layers(self) -> bool:
+        """Some layer is a short-conv layer (--experimental-attention-variant short_conv)."""
+        return any(self.layer_parts(i)[0] == SHORT_CONV_MIXER for i in range(self.num_layers))
 
     @property
     def has_softmax_attention(self) -> bool:

@@ -82,11 +82,27 @@ MAMBA_INITS: Dict[str, Callable[[Sequence[int], torch.Generator], torch.Tensor]]
 }
 
 
-def causal_depthwise_conv(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
-    """Each channel convolved with its own kernel over past positions only; x ``[b, s, c]``, weight ``[c, 1, k]``."""
+def causal_depthwise_conv(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                          previous: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Each channel convolved with its own kernel over past positions only; x ``[b, s, c]``, weight ``[c, 1, k]``.
+
+    ``previous`` ``[b, k - 1, c]``: the inputs just before ``x`` (a sequence cut in pieces), which the
+    first outputs read in place of the zero padding; None: ``x`` starts the sequence.
+    """
     seq = x.size(1)
+    if previous is not None:
+        window = torch.cat([previous.to(x.dtype), x], dim=1).transpose(1, 2)  # [b, c, k-1+s]
+        return F.conv1d(window, weight, bias, groups=x.size(-1)).transpose(1, 2)  # [b, s, c]
     out = F.conv1d(x.transpose(1, 2), weight, bias, padding=weight.size(-1) - 1, groups=x.size(-1))  # [b, c, s+k-1]
     return out[..., :seq].transpose(1, 2)  # [b, s, c]
+
+
+def last_conv_inputs(x: torch.Tensor, previous: Optional[torch.Tensor], width: int) -> torch.Tensor:
+    """The ``width - 1`` inputs a causal conv of ``width`` reads after ``x`` ``[b, s, c]`` (which followed
+    ``previous`` ``[b, width - 1, c]``, None: zeros): ``[b, width - 1, c]``, the conv's carry."""
+    if previous is None:
+        previous = x.new_zeros(x.size(0), width - 1, x.size(2))
+    return torch.cat([previous.to(x.dtype), x], dim=1)[:, x.size(1):]  # [b, width-1, c]
 
 
 def weightless_rms_norm(x: torch.Tensor, eps: float) -> torch.Tensor:

@@ -4,8 +4,8 @@ Prompts of different lengths are left-padded into one batch; each row's position
 first real token and padding is masked out of attention (``kv_cache.py``). The prompt runs once (prefill),
 then every step feeds only the new token of each row, attending over the cached keys/values.
 
-Models with layers that keep no KV cache yet, Mamba layers (``--hybrid-override-pattern`` 'M': their
-convolution and SSM state are not cached) and MoE layers that drop tokens over a capacity
+Models with layers that keep no KV cache yet, layers whose token mixer is recurrent (Mamba, the gated
+DeltaNet, short convolutions: their convolution and recurrent state are not cached) and MoE layers that drop tokens over a capacity
 (``--moe-expert-capacity-factor``: the choice depends on every token of the pass), fall back to
 recomputing each row's whole sequence, unpadded, at every step: slower, with the same result.
 
@@ -25,7 +25,7 @@ import torch.distributed as dist
 
 from core.models.gpt_model import GPTModel, gather_logits
 from core.pipeline_parallel import p2p
-from core.transformer.block import MambaLayer
+from core.transformer.config import ATTENTION_MIXER
 from mindspeed_llm.inference.kv_cache import KVCache
 from mindspeed_llm.inference.sampling import SamplingConfig, next_tokens
 
@@ -62,8 +62,9 @@ class Generation:
 
 def needs_recompute(model: GPTModel) -> bool:
     """Whether ``model`` has layers that cannot decode from the KV cache (see the module docstring)."""
-    has_mamba = any(isinstance(layer, MambaLayer) for layer in model.decoder.layers.values())
-    return has_mamba or getattr(model.config, "moe_expert_capacity_factor", None) is not None
+    config = model.config  # the whole model's layers, so every pipeline stage decides alike
+    recurrent = any(config.layer_parts(i)[0] not in (ATTENTION_MIXER, None) for i in range(config.num_layers))
+    return recurrent or getattr(model.config, "moe_expert_capacity_factor", None) is not None
 
 
 def check_supported(model: GPTModel) -> None:

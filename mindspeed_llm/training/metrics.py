@@ -15,6 +15,8 @@ attention counted over the full ``s x s`` score matrix, noop layers skipped):
                         + 2 d_inner (r + 2 n) + 2 r d_inner   Mamba1's x_proj and dt_proj (r: dt rank)
                         + 7/3 d_inner n                       the scan (Megatron's hybrid count: 7 d_inner n
                                                               per token for forward + backward)
+    short-conv layer, forward = 2 h 3h + 2 h h + 2 k h  in_proj ([B; C; x]), out_proj and the depthwise conv of width k
+                        + 2 h f x (3 | 2)             its MLP
     logits, forward     = 2 h V_padded
     MTP module, forward = 2 (2h) h + per-layer + logits   eh_proj, its transformer layer, the shared output layer
     training FLOPs/token = 3 x (layers x per-layer + logits + mtp_num_layers x MTP module)
@@ -34,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from core.transformer.config import ATTENTION_MIXER, GDN_MIXER, MAMBA_MIXER, TransformerConfig
+from core.transformer.config import ATTENTION_MIXER, GDN_MIXER, MAMBA_MIXER, SHORT_CONV_MIXER, TransformerConfig
 
 
 def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
@@ -79,6 +81,13 @@ def gated_delta_net_forward_flops_per_token(config: TransformerConfig, seq_lengt
     return 2 * h * in_rows + 2 * values * dv * h, 6 * values * dk * dv
 
 
+def short_conv_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
+    """One short convolution (LFM2): in_proj to [B; C; x], out_proj and the depthwise conv (2 k h, a weight
+    with its gradient like the projections); nothing between activations."""
+    h = config.hidden_size
+    return 2 * h * 3 * h + 2 * h * h + 2 * config.short_conv_kernel_size * h, 0.0
+
+
 def training_flops_per_token(config: TransformerConfig, seq_length: int, frozen_weights: bool = False) -> float:
     """FLOPs of one training token: forward, input gradients and (unless the weights are frozen by a
     transform) weight gradients of every weight matmul; forward and both gradients of the score/scan matmuls."""
@@ -101,7 +110,7 @@ def mamba_forward_flops_per_token(config: TransformerConfig, seq_length: int = 0
 # a layer's token mixer (TransformerConfig.layer_parts) -> its forward FLOPs per token (weights, activations)
 MIXER_FLOPS: Dict[str, Callable[[TransformerConfig, int], Tuple[float, float]]] = {
     ATTENTION_MIXER: attention_forward_flops_per_token, MAMBA_MIXER: mamba_forward_flops_per_token,
-    GDN_MIXER: gated_delta_net_forward_flops_per_token}
+    GDN_MIXER: gated_delta_net_forward_flops_per_token, SHORT_CONV_MIXER: short_conv_forward_flops_per_token}
 
 
 @dataclass

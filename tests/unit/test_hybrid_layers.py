@@ -80,7 +80,7 @@ def test_layer_frequency_is_megatrons(value: str, expected: list) -> None:
     (dict(hybrid_override_pattern="M*--E"), "has MoE layers ('E'); add --num-experts"),
     (dict(hybrid_override_pattern="M*--E", num_experts=4, moe_layer_freq=2), "--moe-layer-freq places MoE layers"),
     (dict(hybrid_override_pattern="MG*--", experimental_attention_variant="gdn", linear_attention_freq="2"),
-     "write 'G' letters instead"),
+     "--hybrid-override-pattern by its letters"),
     (dict(experimental_attention_variant="gated_delta_net"), "needs --linear-attention-freq"),
     (dict(linear_attention_freq="2"), "needs --experimental-attention-variant"),
     (dict(experimental_attention_variant="gdn", linear_attention_freq="[1,0]"), "gives 2 entries"),
