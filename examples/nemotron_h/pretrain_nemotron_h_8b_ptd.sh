@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Pretrain Nemotron-H-8B-Base-8K (nvidia/Nemotron-H-8B-Base-8K): 52 layers in Megatron-core's hybrid layout (24 Mamba2 'M', 4 attention '*', 24 squared-ReLU MLP '-'), hidden 4096, FFN 21504, 32 heads / 8 KV heads of 128 without position embedding, Mamba2 d_inner 8192 (expand 2) in 128 heads of 64, 8 B/C groups, state 128, conv 4, SSD chunk 128, dt clamped below at 0.001, vocab 131072, RMSNorm 1e-5, no linear biases, untied embeddings, 8192 positions.
-# The pattern is the published one (Megatron-Bridge's NemotronHModel8BProvider, transformers' NemotronHConfig default).
+# The pattern: Megatron-Bridge's NemotronHModel8BProvider, transformers' NemotronHConfig default and public copies of
+# the model's config.json agree on it (the Hub file itself was not read here; see examples/README.md).
 # Layout: 1 node(s) x 8 devices, TP=2 PP=1 (DP4): attention heads, KV heads, Mamba heads and groups split over TP.
 #   bash examples/nemotron_h/pretrain_nemotron_h_8b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/nemotron_h/pretrain_nemotron_h_8b_ptd.sh     # seconds on the CPU, same behaviour flags
