@@ -32,6 +32,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 import torch
 
 from core.transformer.config import TransformerConfig, parse_layer_frequency
+from core.transformer.gated_delta_net import ba_from_separate, qkvz_from_separate, separate_from_ba, separate_from_qkvz
 from mindspeed_llm.models.families.moe_common import per_expert_weights
 from mindspeed_llm.models.families.moe_softmax import _dense_layers, _pre_softmax_router, _pre_softmax_router_hf
 from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, TRANSFORMS, Family, RegistryError, TensorContext,
@@ -72,6 +73,35 @@ def _qkv_output_gate_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[tor
 TRANSFORMS.setdefault("qkv_output_gate", (_qkv_output_gate_to_ours, _qkv_output_gate_to_hf))
 
 
+# --------------------------------------------------------------------------- Qwen3.5's separate projections
+
+def _rows(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    """An empty tensor of the rows of ``tensors`` (the converter's shape-only pass over meta tensors)."""
+    return tensors[0].new_empty((sum(t.size(0) for t in tensors), *tensors[0].shape[1:]))
+
+
+def _qkvz_separate_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    """Qwen3.5's in_proj_qkv ``[Q; K; V]`` and in_proj_z -> our grouped in_proj_qkvz rows."""
+    return _rows(tensors) if tensors[0].is_meta else qkvz_from_separate(tensors[0], tensors[1], ctx.config)
+
+
+def _qkvz_separate_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    return [part.contiguous() for part in separate_from_qkvz(tensor, ctx.config)]
+
+
+def _ba_separate_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    """Qwen3.5's in_proj_b and in_proj_a -> our grouped in_proj_ba rows."""
+    return _rows(tensors) if tensors[0].is_meta else ba_from_separate(tensors[0], tensors[1], ctx.config)
+
+
+def _ba_separate_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    return [part.contiguous() for part in separate_from_ba(tensor, ctx.config)]
+
+
+TRANSFORMS.setdefault("gdn_qkvz_separate", (_qkvz_separate_to_ours, _qkvz_separate_to_hf))
+TRANSFORMS.setdefault("gdn_ba_separate", (_ba_separate_to_ours, _ba_separate_to_hf))
+
+
 # --------------------------------------------------------------------------- layer types
 
 def _linear_layers(hf: Dict[str, Any], family: str, layers: int) -> Dict[str, Any]:
@@ -106,32 +136,49 @@ def _linear_layers_hf(cfg: TransformerConfig) -> Dict[str, Any]:
 
 # --------------------------------------------------------------------------- Qwen3-Next
 
-def _qwen3_next_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+def _gated_hybrid_config(hf: Dict[str, Any], family: str) -> Dict[str, Any]:
+    """What Qwen3-Next and Qwen3.5 share: gated attention with zero-centred norms, partial RoPE, DeltaNet layers."""
     if hf.get("attention_bias", False):
-        raise RegistryError("qwen3_next attention_bias=True is not supported (q/k/v/o biases without MLP biases)")
+        raise RegistryError(f"{family} attention_bias=True is not supported (q/k/v/o biases without MLP biases)")
     hf = {"partial_rotary_factor": QWEN3_NEXT_PARTIAL_ROTARY, **hf}
-    kwargs = {**_common_config(hf), "qk_norm": "per_head", "apply_layernorm_1p": True, "attention_output_gate": True,
-              **_linear_layers(hf, "qwen3_next", int(hf["num_hidden_layers"]))}
+    return {**_common_config(hf), "qk_norm": "per_head", "apply_layernorm_1p": True, "attention_output_gate": True,
+            **_linear_layers(hf, family, int(hf["num_hidden_layers"]))}
+
+
+def _gated_moe(hf: Dict[str, Any], family: str) -> Dict[str, Any]:
+    """Qwen2-MoE's routing with a gated shared expert."""
+    return dict(_pre_softmax_router(hf, family, "num_experts"), moe_ffn_hidden_size=int(hf["moe_intermediate_size"]),
+                moe_shared_expert_intermediate_size=int(hf["shared_expert_intermediate_size"]),
+                shared_expert_gate=True)
+
+
+def _qwen3_next_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    kwargs = _gated_hybrid_config(hf, "qwen3_next")
     if int(hf.get("num_experts", 0) or 0) > 0:
-        kwargs.update(_pre_softmax_router(hf, "qwen3_next", "num_experts"), **_dense_layers(hf, "qwen3_next"),
-                      moe_ffn_hidden_size=int(hf["moe_intermediate_size"]),
-                      moe_shared_expert_intermediate_size=int(hf["shared_expert_intermediate_size"]),
-                      shared_expert_gate=True)
+        kwargs.update(_gated_moe(hf, "qwen3_next"), **_dense_layers(hf, "qwen3_next"))
     return kwargs
 
 
-def _qwen3_next_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    require_config(cfg, "qwen3_next", qk_norm="per_head", apply_layernorm_1p=True, attention_output_gate=True,
+def _gated_hybrid_hf_config(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
+    require_config(cfg, family, qk_norm="per_head", apply_layernorm_1p=True, attention_output_gate=True,
                    add_bias_linear=False, add_qkv_bias=False, sliding_window=None, activation="swiglu")
-    out = {**_common_hf_config(cfg), **_linear_layers_hf(cfg), "attention_bias": False,
-           "partial_rotary_factor": cfg.rotary_percent}
+    return {**_common_hf_config(cfg), **_linear_layers_hf(cfg), "attention_bias": False,
+            "partial_rotary_factor": cfg.rotary_percent}
+
+
+def _gated_moe_hf(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
+    if cfg.moe_shared_expert_intermediate_size is None or not cfg.shared_expert_gate:
+        raise RegistryError(f"{family} MoE layers need a gated shared expert (--moe-shared-expert-intermediate-size "
+                            "and --shared-expert-gate)")
+    return {**_pre_softmax_router_hf(cfg, family),
+            "shared_expert_intermediate_size": cfg.moe_shared_expert_intermediate_size}
+
+
+def _qwen3_next_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    out = _gated_hybrid_hf_config(cfg, "qwen3_next")
     if cfg.num_experts is None:
         return {**out, "num_experts": 0, "decoder_sparse_step": 1, "mlp_only_layers": []}
-    if cfg.moe_shared_expert_intermediate_size is None or not cfg.shared_expert_gate:
-        raise RegistryError("qwen3_next MoE layers need a gated shared expert (--moe-shared-expert-intermediate-size "
-                            "and --shared-expert-gate)")
-    return {**out, **_pre_softmax_router_hf(cfg, "qwen3_next"),
-            "shared_expert_intermediate_size": cfg.moe_shared_expert_intermediate_size}
+    return {**out, **_gated_moe_hf(cfg, "qwen3_next")}
 
 
 QWEN3_NEXT_ATTENTION = tuple(rule for rule in LLAMA_WEIGHTS if "linear_qkv" not in rule.ours) + (
@@ -141,17 +188,90 @@ QWEN3_NEXT_ATTENTION = tuple(rule for rule in LLAMA_WEIGHTS if "linear_qkv" not 
 )
 
 
-def _qwen3_next_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
+def _gated_moe_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
+    """Per-expert tensors, the router and the gated shared expert (``mlp.shared_expert``)."""
     if cfg.num_experts is None:
-        return QWEN3_NEXT_ATTENTION
+        return ()
     shared = (_layer("mlp.shared_experts.linear_fc1.weight",
                      ["mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight"], "fuse_rows"),
               _layer("mlp.shared_experts.linear_fc2.weight", ["mlp.shared_expert.down_proj.weight"]),
               _layer("mlp.shared_expert_gate", ["mlp.shared_expert_gate.weight"]))
-    return QWEN3_NEXT_ATTENTION + per_expert_weights(cfg, "mlp", "gate_proj", "up_proj", "down_proj", "gate") + shared
+    return per_expert_weights(cfg, "mlp", "gate_proj", "up_proj", "down_proj", "gate") + shared
+
+
+def _qwen3_next_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
+    return QWEN3_NEXT_ATTENTION + _gated_moe_weights(cfg)
 
 
 QWEN3_NEXT = register(Family("qwen3_next", "qwen3_next", "Qwen3NextForCausalLM", _qwen3_next_config,
                              _checked("qwen3_next", _qwen3_next_config, _qwen3_next_hf_config), QWEN3_NEXT_ATTENTION,
                              preserved_keys=("output_router_logits", "full_attention_interval"),
                              weights_for=_qwen3_next_weights), "qwen3-next")
+
+
+# --------------------------------------------------------------------------- Qwen3.5 (text) and Qwen3.5-MoE (text)
+
+def _mrope_parameters(cfg: TransformerConfig) -> Dict[str, Any]:
+    """Qwen3.5's ``rope_parameters``: interleaved multimodal RoPE, whose three sections see the same position for
+    text, so any split of the rotated frequencies computes our RoPE; the published one (11, 11, 10 of 32) is
+    the split written, scaled to this head size."""
+    if cfg.rope_scaling_type is not None:
+        raise RegistryError(f"qwen3_5 has no equivalent of --rope-scaling-type {cfg.rope_scaling_type}")
+    frequencies = int(cfg.kv_channels * cfg.rotary_percent) // 2
+    third, rest = divmod(frequencies, 3)
+    return {"rope_parameters": {"rope_type": "default", "rope_theta": cfg.rotary_base,
+                                "partial_rotary_factor": cfg.rotary_percent, "mrope_interleaved": True,
+                                "mrope_section": [third + (rest > 0), third + (rest > 1), third]}}
+
+
+def _qwen3_5_hf_rope(out: Dict[str, Any], cfg: TransformerConfig) -> Dict[str, Any]:
+    for key in ("rope_theta", "rope_scaling", "partial_rotary_factor"):
+        out.pop(key, None)
+    return {**out, **_mrope_parameters(cfg)}
+
+
+def _qwen3_5_text_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    return _gated_hybrid_config(hf, "qwen3_5_text")
+
+
+def _qwen3_5_text_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    if cfg.num_experts is not None:
+        raise RegistryError("qwen3_5_text has no MoE layers; use --model-type-hf qwen3_5_moe_text")
+    return _qwen3_5_hf_rope(_gated_hybrid_hf_config(cfg, "qwen3_5_text"), cfg)
+
+
+def _qwen3_5_moe_text_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    hf = {**hf, "intermediate_size": hf.get("moe_intermediate_size", 512), "norm_topk_prob": True}
+    return {**_gated_hybrid_config(hf, "qwen3_5_moe_text"), **_gated_moe(hf, "qwen3_5_moe_text")}
+
+
+def _qwen3_5_moe_text_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    require_config(cfg, "qwen3_5_moe_text", norm_topk_prob=True, first_k_dense_replace=0)
+    out = {**_gated_hybrid_hf_config(cfg, "qwen3_5_moe_text"), **_gated_moe_hf(cfg, "qwen3_5_moe_text")}
+    for key in ("intermediate_size", "decoder_sparse_step", "mlp_only_layers", "norm_topk_prob"):
+        out.pop(key, None)  # every layer MoE, always renormalised: keys Qwen3.5-MoE does not have
+    return _qwen3_5_hf_rope(out, cfg)
+
+
+QWEN3_5_ATTENTION = tuple(rule for rule in QWEN3_NEXT_ATTENTION if "in_proj_" not in rule.ours) + (
+    _layer("self_attention.in_proj_qkvz.weight", ["linear_attn.in_proj_qkv.weight", "linear_attn.in_proj_z.weight"],
+           "gdn_qkvz_separate"),
+    _layer("self_attention.in_proj_ba.weight", ["linear_attn.in_proj_b.weight", "linear_attn.in_proj_a.weight"],
+           "gdn_ba_separate"),
+)
+
+
+def _qwen3_5_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
+    return QWEN3_5_ATTENTION + _gated_moe_weights(cfg)
+
+
+QWEN3_5_PRESERVED = ("output_router_logits", "full_attention_interval")
+QWEN3_5_TEXT = register(Family("qwen3_5_text", "qwen3_5_text", "Qwen3_5ForCausalLM", _qwen3_5_text_config,
+                               _checked("qwen3_5_text", _qwen3_5_text_config, _qwen3_5_text_hf_config),
+                               QWEN3_5_ATTENTION, preserved_keys=QWEN3_5_PRESERVED, weights_for=_qwen3_5_weights),
+                        "qwen3.5", "qwen3-5")
+QWEN3_5_MOE_TEXT = register(Family("qwen3_5_moe_text", "qwen3_5_moe_text", "Qwen3_5MoeForCausalLM",
+                                   _qwen3_5_moe_text_config,
+                                   _checked("qwen3_5_moe_text", _qwen3_5_moe_text_config, _qwen3_5_moe_text_hf_config),
+                                   QWEN3_5_ATTENTION, preserved_keys=QWEN3_5_PRESERVED, weights_for=_qwen3_5_weights),
+                            "qwen3.5-moe", "qwen3-5-moe")
