@@ -72,13 +72,13 @@ def _scan_rows(core: StatefulCore, inputs: torch.Tensor, carry: Optional[Carry],
     from zeros; inputs ``[b, s, c_in]``, documents ``[b, s]``. The carry out is each row's last piece's."""
     rows, carries = [], []
     for row in range(inputs.size(0)):
-        pieces = []
-        piece_carry = _row(carry, row) if continues is not None and continues[row] else None
-        for start, end in document_pieces(documents[row]):
-            out, piece_carry = core(inputs[row:row + 1, start:end], piece_carry)  # [1, s_doc, c_out]
-            pieces.append(out)
+        pieces, row_carry = [], None
+        for index, (start, end) in enumerate(document_pieces(documents[row])):
+            continued = index == 0 and continues is not None and continues[row]
+            out, row_carry = core(inputs[row:row + 1, start:end], _row(carry, row) if continued else None)
+            pieces.append(out)  # [1, s_doc, c_out]
         rows.append(torch.cat(pieces, dim=1))
-        carries.append(piece_carry)
+        carries.append(row_carry)
     return torch.cat(rows, dim=0), tuple(torch.cat(parts, dim=0) for parts in zip(*carries))  # [b, s, c_out]
 
 
