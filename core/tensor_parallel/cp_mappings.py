@@ -10,6 +10,11 @@ and nothing else. Each takes the :class:`Group` it communicates over.
 - ``sequence_to_heads``: the Ulysses all-to-all, sequence-sharded ``[s, b, n, d]`` -> head-sharded
   ``[U s, b, n / U, d]`` / ``heads_to_sequence`` of the gradient.
 - ``heads_to_sequence``: its inverse / ``sequence_to_heads`` of the gradient.
+- ``send_carry`` / ``recv_carry``: a recurrent mixer's state (its carry, a tuple of tensors whose shapes travel
+  in a small header first) sent to the rank holding the next tokens / received from the one holding the tokens
+  before; the backward sends the gradient the other way. A 0-dim token threads a rank's exchanges in order
+  (``relay_token`` from the mixer's input, ``end_relay`` onto its output), so that autograd runs their backward
+  in reverse order (``core/transformer/sequence_state.py``).
 
 The K/V all-gather of ``kvallgather_cp_algo`` is sequence parallelism's all-gather
 (``mappings.gather_from_sequence_parallel_region``), whose backward reduce-scatters.
@@ -191,6 +196,19 @@ class _RecvCarry(torch.autograd.Function):
         return torch.zeros_like(grads[-1]), None, None
 
 
+class _ChainEnd(torch.autograd.Function):
+    """``output`` passed through with the chain's last token tied to it, so that the backward reaches every
+    exchange of the chain (also one whose received carry the core left unused: its sender still gets zeros)."""
+
+    @staticmethod
+    def forward(ctx, output: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
+        return output.view_as(output)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad, grad.new_zeros(())
+
+
 def relay_token(anchor: torch.Tensor) -> torch.Tensor:
     """The token a relay chain starts from (see :func:`send_carry`): 0-dim, tied to ``anchor`` (the layer's input)
     so that ``anchor``'s gradient is complete only after every exchange of the chain ran its backward."""
@@ -213,3 +231,8 @@ def recv_carry(token: torch.Tensor, peer: int, group: Group) -> Tuple[Tuple[torc
     the carry's gradient back to ``peer``."""
     *carry, token = _RecvCarry.apply(token, peer, group)
     return tuple(carry), token
+
+
+def end_relay(output: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
+    """``output`` with the last token of a rank's relay chain tied to it (see :class:`_ChainEnd`)."""
+    return _ChainEnd.apply(output, token)

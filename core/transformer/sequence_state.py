@@ -23,10 +23,10 @@ core over this rank's tokens:
   the rank holding the next one (``send_carry``). The chain visits the runs in sequence
   order, under load balancing ranks ``0 .. CP-1`` and then ``CP-1 .. 0``; the backward
   passes each carry's gradient back along it. Each rank runs its runs in sequence
-  order and threads one token through its exchanges, starting from the mixer's input,
-  so that autograd runs a rank's exchanges backward in reverse sequence order and the
-  earlier layers' exchanges only after them: no rank waits on a message another rank
-  sends later. With documents, a row whose document continues across a run boundary
+  order and threads one token through its exchanges, from the mixer's input to its
+  output, so that autograd runs every exchange's backward, a rank's in reverse sequence
+  order and the earlier layers' only after them: no rank waits on a message another
+  rank sends later. With documents, a row whose document continues across a run boundary
   starts from its row of the received carry, one starting there from zeros; a boundary
   where every row starts a new document exchanges nothing. A run shorter than the
   conv's ``k - 1`` tokens is no special case: its carry keeps the older inputs it received.
@@ -49,7 +49,7 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 
-from core.tensor_parallel.cp_mappings import recv_carry, relay_token, send_carry
+from core.tensor_parallel.cp_mappings import end_relay, recv_carry, relay_token, send_carry
 from core.transformer.context_parallel import SequenceLayout
 
 Carry = Tuple[torch.Tensor, ...]
@@ -149,7 +149,7 @@ def _relay(core: StatefulCore, inputs: torch.Tensor, layout: SequenceLayout) -> 
             if following is None or any(following):
                 out, token = send_carry(out, carry, token, owners[run.end], group)
         outputs[run.local_start] = out
-    return torch.cat([outputs[start] for start in sorted(outputs)], dim=1)  # [b, s_local, c_out]
+    return end_relay(torch.cat([outputs[start] for start in sorted(outputs)], dim=1), token)  # [b, s_local, c_out]
 
 
 def sequence_scan(core: StatefulCore, inputs: torch.Tensor, layout: Optional[SequenceLayout]) -> torch.Tensor:
