@@ -50,7 +50,7 @@ from core.tensor_parallel.mappings import sum_partials_over_tensor_model_paralle
 from core.tensor_parallel.param_meta import Segment, TPShard
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import SequenceLayout
-from core.transformer.sequence_state import Carry, sequence_scan
+from core.transformer.sequence_state import Carry, StatefulCore, sequence_scan
 
 
 # Megatron's / Mamba's initialisation of the SSM parameters: dt drawn log-uniformly in [DT_MIN, DT_MAX]
@@ -98,6 +98,17 @@ def carried_causal_conv(x: torch.Tensor, weight: torch.Tensor, bias: Optional[to
     full = torch.cat([previous.to(x.dtype), x], dim=1)  # [b, k-1+s, c]
     out = F.conv1d(full.transpose(1, 2), weight, bias, groups=x.size(-1))  # [b, c, s]
     return out.transpose(1, 2), full[:, full.size(1) - history:]
+
+
+def causal_conv_core(weight: torch.Tensor, bias: Optional[torch.Tensor]) -> StatefulCore:
+    """The causal depthwise conv as a stateful core (``core/transformer/sequence_state.py``): inputs ``[b, s, c]``,
+    carry ``(the last k - 1 inputs [b, k - 1, c],)``; a short-convolution mixer passes it to ``sequence_scan``."""
+
+    def core(x: torch.Tensor, carry: Optional[Carry]) -> Tuple[torch.Tensor, Carry]:
+        out, last_inputs = carried_causal_conv(x, weight, bias, None if carry is None else carry[0])
+        return out, (last_inputs,)
+
+    return core
 
 
 def causal_depthwise_conv(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:

@@ -7,7 +7,9 @@ the ring's load-balanced chunks (at CP 4 a chunk of 2 tokens, shorter than the c
 contiguous parts (the ring with ``--attention-mask-type general``), Ulysses and the
 hybrid 2 x 2 (whose chain visits CP ranks 0, 2, 3, 1), CP 2 x TP 2 with sequence parallelism; and packed
 documents (``--reset-attention-mask``) with documents that cross CP chunk boundaries and boundaries where
-a new one starts (checked on the data). One launch of 2 processes and one of 4.
+a new one starts (checked on the data). In the same launches, a plain causal depthwise conv core (the
+carry its last inputs only) over packed documents, balanced and contiguous: outputs and gradients of the
+input and weights equal one process. One launch of 2 processes and one of 4.
 
     python -m pytest -q tests/distributed/test_recurrent_context_parallel.py
 """
@@ -83,8 +85,52 @@ def _recorded(batches: Iterator[Dict[str, torch.Tensor]], documents: List[torch.
         yield batch
 
 
+CONV_DOCUMENTS = torch.tensor([[0] * 5 + [1] * 8 + [2] * 3, [0] * 16])  # [b, s]: documents cross CP chunks
+
+
+def _conv_relay(cp_size: int, balanced: bool) -> Dict[str, torch.Tensor]:
+    """A plain causal depthwise conv core (carry: its last 3 inputs) over packed documents on this CP rank's
+    tokens (all of them at CP 1): the outputs, the gradients of the input and of the weights."""
+    from core.parallel_state import initialize
+    from core.transformer.context_parallel import ContextParallel, SequenceLayout
+    from core.transformer.mamba_mixer import causal_conv_core
+    from core.transformer.sequence_state import sequence_scan
+
+    generator = torch.Generator().manual_seed(5)
+    x, weight, bias = torch.randn(2, 16, 3, generator=generator), torch.randn(3, 1, 4, generator=generator), \
+        torch.randn(3, generator=generator)
+    for tensor in (x, weight, bias):
+        tensor.requires_grad_(True)
+    if cp_size == 1:
+        layout, mine = SequenceLayout(16, torch.arange(16), CONV_DOCUMENTS), torch.arange(16)
+    else:
+        state = initialize(cp=cp_size)
+        cp = ContextParallel(RING, state.group("cp"), state.group("cp_ring"), state.group("cp_ulysses"), balanced)
+        mine = cp.rank_positions(16, cp.group.rank, torch.device("cpu"))
+        layout = SequenceLayout(16, mine, CONV_DOCUMENTS, cp)
+    out = sequence_scan(causal_conv_core(weight, bias), x[:, mine], layout)  # [b, s_local, 3]
+    (out * torch.randn(2, 16, 3, generator=generator)[:, mine]).sum().backward()
+    return {"out": out.detach(), "positions": mine, "x": x.grad, "weight": weight.grad, "bias": bias.grad}
+
+
 def _worker(rank: int, world: int, jobs: Dict[str, List[str]]) -> Dict[str, Dict[str, object]]:
-    return {name: _train(argv) for name, argv in jobs.items()}
+    results = {name: _train(argv) for name, argv in jobs.items()}
+    results.update((f"conv_balanced_{b}", _conv_relay(world, b)) for b in (True, False))
+    return results
+
+
+def _conv_differences(per_rank: List[Dict[str, Dict]], reference: Dict[str, torch.Tensor]) -> List[str]:
+    """Every rank's conv outputs against the reference's at its positions; the gradients summed over ranks
+    (each rank's loss covers its own tokens) against the reference's."""
+    wrong = []
+    for balanced in (True, False):
+        results = [rank_results[f"conv_balanced_{balanced}"] for rank_results in per_rank]
+        if any(not torch.allclose(r["out"], reference["out"][:, r["positions"]], atol=1e-6) for r in results):
+            wrong.append(f"conv outputs (balanced {balanced})")
+        for name in ("x", "weight", "bias"):
+            if not torch.allclose(sum(r[name] for r in results), reference[name], atol=1e-5):
+                wrong.append(f"conv {name} grad (balanced {balanced})")
+    return wrong
 
 
 def _differences(result: Dict[str, object], reference: Dict[str, object]) -> List[str]:
@@ -126,4 +172,5 @@ def test_recurrent_context_parallel_equals_one_process(world: int, references) -
             differences = _differences(results[name], references[model])
             if differences:
                 wrong[f"{name} rank {rank}"] = differences[:3]
-    assert not wrong, f"differ from one process: {wrong}"
+    conv = _conv_differences(per_rank, _conv_relay(1, True))
+    assert not wrong and not conv, f"differ from one process: {wrong} {conv}"
