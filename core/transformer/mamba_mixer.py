@@ -34,6 +34,15 @@ full sequence on each rank's channels.
 The scans are pure-PyTorch references in fp32 that follow the math of
 ``transformers``' non-kernel paths (Mamba: the sequential recurrence; Mamba2:
 the chunked SSD), so converted models give the same logits.
+
+What runs along the sequence (the conv, dt/B/C, the scan) is the mixer's stateful
+core (``_mamba1_core`` / ``_mamba2_core``, the contract of
+``core/transformer/sequence_state.py``): it continues from a carry of the conv's
+last ``d_conv - 1`` inputs ``[b, d_conv-1, c/tp]`` and the fp32 SSM state (Mamba
+``[b, d/tp, n]``, Mamba2 ``[b, h/tp, p, n]``) and returns the new one; the
+projections, the gate and the gated norm stay outside. ``forward`` hands the core
+to ``sequence_scan``, which restarts it at packed documents and passes the carry
+between context-parallel ranks.
 """
 from __future__ import annotations
 
