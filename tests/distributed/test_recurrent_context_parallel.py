@@ -1,7 +1,8 @@
 """Context parallelism of recurrent mixers equals one process: the state passed from CP rank to CP rank.
 
 A training step of tiny models (fp32, two micro-batches): the loss and every parameter's gradient
-(``main_grad``, unsharded over TP) at CP 2 and CP 4 must equal the single-process run within 1e-5 relative. Models: pure Mamba2 (a chunk size of 3 that divides no CP run), pure Mamba1, and the hybrid
+(``main_grad``, unsharded over TP) at CP 2 and CP 4 must equal the single-process run within 1e-5 relative.
+Models: pure Mamba2 (a chunk size of 3 that divides no CP run), pure Mamba1, and the hybrid
 ``M*M-`` (Mamba, attention, Mamba, MLP), the attention layer under the existing CP algorithms. Layouts:
 the ring's load-balanced chunks (at CP 4 a chunk of 2 tokens, shorter than the conv's 3 carried inputs),
 contiguous parts (the ring with ``--attention-mask-type general``), Ulysses and the
