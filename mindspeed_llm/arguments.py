@@ -793,9 +793,6 @@ def _check_sequence_parallel(args: argparse.Namespace) -> None:
 def _check_context_parallel(args: argparse.Namespace) -> None:
     """--context-parallel-size with its algorithm: sizes that split, and the model features CP cannot run yet."""
     cp, algo = args.context_parallel_size, args.context_parallel_algo
-    if args.reset_attention_mask and "M" in (args.hybrid_override_pattern or ""):
-        raise ArgumentError("--reset-attention-mask: Mamba layers (--hybrid-override-pattern with M) scan across "
-                            "documents; drop one of them")
     if cp == 1:
         return
     tp = args.tensor_model_parallel_size
@@ -822,8 +819,7 @@ def _check_context_parallel(args: argparse.Namespace) -> None:
 def _refuse_context_parallel_features(args: argparse.Namespace, algo: str) -> None:
     """Model features context parallelism does not run (yet): one line naming the feature."""
     refused = [("--num-experts (MoE layers)", args.num_experts is not None, ""),
-               ("--mtp-num-layers (multi-token prediction)", args.mtp_num_layers is not None, ""),
-               ("Mamba layers (--hybrid-override-pattern with M)", "M" in (args.hybrid_override_pattern or ""), "")]
+               ("--mtp-num-layers (multi-token prediction)", args.mtp_num_layers is not None, "")]
     if algo in (RING, HYBRID):
         other = f" with ring attention ({algo}); use kvallgather_cp_algo or ulysses_cp_algo"
         refused += [("--position-embedding-type alibi", args.position_embedding_type == "alibi", other),

@@ -218,11 +218,12 @@ class MambaLayer(nn.Module):
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
                 layout: Optional[SequenceLayout] = None) -> torch.Tensor:
-        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); no position embedding, no documents
-        # (refused with --reset-attention-mask and context parallelism)
+        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); no position embedding; layout: this
+        # rank's tokens and documents, the mixer's state restarting and travelling with them
         cfg = self.config
         normed = self.norm(to_compute_dtype(hidden, self, cfg))  # cast before the norm, as HF and Megatron
-        return hidden + hidden_dropout(self.mixer(normed), cfg.hidden_dropout, self.training, cfg.sequence_parallel)
+        mixed = self.mixer(normed, layout)
+        return hidden + hidden_dropout(mixed, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
 
 
 def build_mixer(kind: str, config: TransformerConfig, state: ParallelState, layer_number: int) -> nn.Module:

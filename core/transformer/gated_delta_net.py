@@ -67,7 +67,7 @@ from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear,
 from core.tensor_parallel.param_meta import Segment, TPShard
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import SequenceLayout
-from core.transformer.mamba_mixer import causal_depthwise_conv
+from core.transformer.mamba_mixer import carried_causal_conv
 from core.transformer.norms import RMSNorm
 from core.transformer.sequence_state import Carry, sequence_scan
 
@@ -315,19 +315,6 @@ def kimi_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.
 # the mixer
 # ---------------------------------------------------------------------------------------------------------
 
-def causal_conv_with_carry(x: torch.Tensor, weight: torch.Tensor, past: Optional[torch.Tensor]
-                           ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The causal depthwise conv of ``x`` ``[b, s, c]`` (weight ``[c, 1, k]``, no bias) continuing from
-    ``past`` ``[b, k-1, c]``, the inputs before ``x`` (None: zeros); returns the output ``[b, s, c]`` and
-    the last ``k - 1`` inputs, the next piece's ``past``."""
-    history = weight.size(-1) - 1
-    if past is None:  # zero padding is the zero past
-        extended = torch.cat([x.new_zeros(x.size(0), history, x.size(-1)), x], dim=1)  # [b, k-1+s, c]
-        return causal_depthwise_conv(x, weight, None), extended[:, x.size(1):]
-    extended = torch.cat([past.to(x.dtype), x], dim=1)  # [b, k-1+s, c]
-    return causal_depthwise_conv(extended, weight, None)[:, history:], extended[:, x.size(1):]
-
-
 def _init_and_mark_vector(size: int, tp: int, init: str, dtype: Optional[torch.dtype]) -> nn.Parameter:
     """A per-value-head parameter ``[hv/tp]`` (A_log, dt_bias), split with its heads."""
     shard = TPShard.even(0, size)
@@ -397,7 +384,7 @@ class GatedDeltaNet(nn.Module):
         heads = self.local_value_heads
         mixed, beta_logits, a = inputs.split([self.conv_channels, heads, heads], dim=-1)
         conv_past, state = carry if carry is not None else (None, None)
-        mixed, conv_past = causal_conv_with_carry(mixed, self.conv1d.weight, conv_past)
+        mixed, conv_past = carried_causal_conv(mixed, self.conv1d.weight, None, conv_past)
         key_width = self.local_key_heads * self.key_dim
         q, k, v = F.silu(mixed).split([key_width, key_width, heads * self.value_dim], dim=-1)
         beta = torch.sigmoid(beta_logits.float())  # [b, s, hv/tp]

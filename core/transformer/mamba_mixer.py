@@ -34,11 +34,20 @@ full sequence on each rank's channels.
 The scans are pure-PyTorch references in fp32 that follow the math of
 ``transformers``' non-kernel paths (Mamba: the sequential recurrence; Mamba2:
 the chunked SSD), so converted models give the same logits.
+
+What runs along the sequence (the conv, dt/B/C, the scan) is the mixer's stateful
+core (``_mamba1_core`` / ``_mamba2_core``, the contract of
+``core/transformer/sequence_state.py``): it continues from a carry of the conv's
+last ``d_conv - 1`` inputs ``[b, d_conv-1, c/tp]`` and the fp32 SSM state (Mamba
+``[b, d/tp, n]``, Mamba2 ``[b, h/tp, p, n]``) and returns the new one; the
+projections, the gate and the gated norm stay outside. ``forward`` hands the core
+to ``sequence_scan``, which restarts it at packed documents and passes the carry
+between context-parallel ranks.
 """
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -49,6 +58,8 @@ from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear,
 from core.tensor_parallel.mappings import sum_partials_over_tensor_model_parallel_region
 from core.tensor_parallel.param_meta import Segment, TPShard
 from core.transformer.config import TransformerConfig
+from core.transformer.context_parallel import SequenceLayout
+from core.transformer.sequence_state import Carry, StatefulCore, sequence_scan
 
 
 # Megatron's / Mamba's initialisation of the SSM parameters: dt drawn log-uniformly in [DT_MIN, DT_MAX]
@@ -82,27 +93,36 @@ MAMBA_INITS: Dict[str, Callable[[Sequence[int], torch.Generator], torch.Tensor]]
 }
 
 
-def causal_depthwise_conv(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
-                          previous: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Each channel convolved with its own kernel over past positions only; x ``[b, s, c]``, weight ``[c, 1, k]``.
+def carried_causal_conv(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                        previous: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Each channel convolved with its own kernel over past positions only, continuing from ``previous``.
 
-    ``previous`` ``[b, k - 1, c]``: the inputs just before ``x`` (a sequence cut in pieces), which the
-    first outputs read in place of the zero padding; None: ``x`` starts the sequence.
+    x ``[b, s, c]``; weight ``[c, 1, k]``; previous ``[b, k - 1, c]``, the inputs just before ``x`` (None: zeros,
+    a sequence start). Returns the output ``[b, s, c]`` and the last ``k - 1`` inputs ``[b, k - 1, c]`` (older
+    carried ones where ``s < k - 1``), the ``previous`` of the tokens that follow.
     """
-    seq = x.size(1)
-    if previous is not None:
-        window = torch.cat([previous.to(x.dtype), x], dim=1).transpose(1, 2)  # [b, c, k-1+s]
-        return F.conv1d(window, weight, bias, groups=x.size(-1)).transpose(1, 2)  # [b, s, c]
-    out = F.conv1d(x.transpose(1, 2), weight, bias, padding=weight.size(-1) - 1, groups=x.size(-1))  # [b, c, s+k-1]
-    return out[..., :seq].transpose(1, 2)  # [b, s, c]
-
-
-def last_conv_inputs(x: torch.Tensor, previous: Optional[torch.Tensor], width: int) -> torch.Tensor:
-    """The ``width - 1`` inputs a causal conv of ``width`` reads after ``x`` ``[b, s, c]`` (which followed
-    ``previous`` ``[b, width - 1, c]``, None: zeros): ``[b, width - 1, c]``, the conv's carry."""
+    history = weight.size(-1) - 1
     if previous is None:
-        previous = x.new_zeros(x.size(0), width - 1, x.size(2))
-    return torch.cat([previous.to(x.dtype), x], dim=1)[:, x.size(1):]  # [b, width-1, c]
+        previous = x.new_zeros(x.size(0), history, x.size(2))
+    full = torch.cat([previous.to(x.dtype), x], dim=1)  # [b, k-1+s, c]
+    out = F.conv1d(full.transpose(1, 2), weight, bias, groups=x.size(-1))  # [b, c, s]
+    return out.transpose(1, 2), full[:, full.size(1) - history:]
+
+
+def causal_conv_core(weight: torch.Tensor, bias: Optional[torch.Tensor]) -> StatefulCore:
+    """The causal depthwise conv as a stateful core (``core/transformer/sequence_state.py``): inputs ``[b, s, c]``,
+    carry ``(the last k - 1 inputs [b, k - 1, c],)``; a short-convolution mixer passes it to ``sequence_scan``."""
+
+    def core(x: torch.Tensor, carry: Optional[Carry]) -> Tuple[torch.Tensor, Carry]:
+        out, last_inputs = carried_causal_conv(x, weight, bias, None if carry is None else carry[0])
+        return out, (last_inputs,)
+
+    return core
+
+
+def causal_depthwise_conv(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """Each channel convolved with its own kernel over past positions only; x ``[b, s, c]``, weight ``[c, 1, k]``."""
+    return carried_causal_conv(x, weight, bias)[0]  # [b, s, c]
 
 
 def weightless_rms_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
@@ -112,20 +132,24 @@ def weightless_rms_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def selective_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
-                   D: torch.Tensor) -> torch.Tensor:
+                   D: torch.Tensor, initial_state: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """Mamba's recurrence, sequentially in fp32: ``h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t``,
-    ``y_t = C_t h_t + D x_t``.
+    ``y_t = C_t h_t + D x_t``, from ``h_0 = initial_state`` (None: zeros).
 
-    x, dt ``[b, s, d]`` (dt after softplus); A ``[d, n]``; B, C ``[b, s, n]``; D ``[d]``. Returns ``[b, s, d]``.
+    x, dt ``[b, s, d]`` (dt after softplus); A ``[d, n]``; B, C ``[b, s, n]``; D ``[d]``; initial_state
+    ``[b, d, n]``. Returns ``y`` ``[b, s, d]`` and the final state ``[b, d, n]`` (fp32).
     """
     x, dt, B, C = x.float(), dt.float(), B.float(), C.float()
-    state = x.new_zeros(x.size(0), x.size(2), A.size(1))  # [b, d, n]
+    if initial_state is None:
+        state = x.new_zeros(x.size(0), x.size(2), A.size(1))  # [b, d, n]
+    else:
+        state = initial_state.float()
     outputs = []
     for t in range(x.size(1)):
         decay = torch.exp(A[None] * dt[:, t, :, None])  # [b, d, n]
         state = decay * state + (dt[:, t, :, None] * B[:, t, None, :]) * x[:, t, :, None]
         outputs.append(torch.matmul(state, C[:, t, :, None])[..., 0])  # [b, d]
-    return torch.stack(outputs, dim=1) + x * D.float()  # [b, s, d]
+    return torch.stack(outputs, dim=1) + x * D.float(), state  # [b, s, d], [b, d, n]
 
 
 def segment_sums(a: torch.Tensor) -> torch.Tensor:
@@ -150,12 +174,15 @@ def _chunks(x: torch.Tensor, chunk: int) -> torch.Tensor:
 
 
 def ssd_chunked_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
-                     D: torch.Tensor, chunk: int) -> torch.Tensor:
-    """Mamba2's state-space dual (SSD) scan in chunks, fp32.
+                     D: torch.Tensor, chunk: int,
+                     initial_state: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Mamba2's state-space dual (SSD) scan in chunks, fp32, from ``initial_state`` (None: zeros).
 
     x ``[b, s, h, p]``; dt ``[b, s, h]`` (after softplus and clamp); A, D ``[h]``; B, C ``[b, s, h, n]``
-    (already one per head). Within a chunk the output is a masked, decayed ``C B^T`` product; states are
-    carried between chunks by their cumulative decay. Returns ``[b, s, h, p]``.
+    (already one per head); initial_state ``[b, h, p, n]``. Within a chunk the output is a masked, decayed
+    ``C B^T`` product; states are carried between chunks by their cumulative decay. Returns ``y``
+    ``[b, s, h, p]`` and the state after the last token ``[b, h, p, n]`` (the zero padding of a last partial
+    chunk neither decays nor adds to it).
     """
     seq = x.size(1)
     x, dt, B, C = x.float(), dt.float(), B.float(), C.float()
@@ -171,14 +198,17 @@ def ssd_chunked_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torc
     # 2. each chunk's final state from its own inputs
     decay_to_end = torch.exp(a_cum[..., -1:] - a_cum)  # [b, h, c, l]
     chunk_states = torch.einsum("bclhn,bhcl,bclhp->bchpn", B, decay_to_end, x_dt)  # [b, c, h, p, n]
-    # 3. the state entering each chunk: earlier chunks' states decayed across the chunks between
-    chunk_states = torch.cat([torch.zeros_like(chunk_states[:, :1]), chunk_states], dim=1)  # [b, c+1, h, p, n]
+    # 3. the state entering each chunk (and leaving the last): the initial and earlier chunks' states decayed
+    # across the chunks between
+    first = torch.zeros_like(chunk_states[:, :1]) if initial_state is None else initial_state.float()[:, None]
+    chunk_states = torch.cat([first, chunk_states], dim=1)  # [b, c+1, h, p, n]
     decay_chunks = torch.exp(segment_sums(F.pad(a_cum[..., -1], (1, 0))))  # [b, h, c+1, c+1]
-    entering = torch.einsum("bhzc,bchpn->bzhpn", decay_chunks, chunk_states)[:, :-1]  # [b, c, h, p, n]
+    states = torch.einsum("bhzc,bchpn->bzhpn", decay_chunks, chunk_states)  # [b, c+1, h, p, n]
+    entering, final_state = states[:, :-1], states[:, -1]  # [b, c, h, p, n], [b, h, p, n]
     # 4. the entering state's contribution inside each chunk
     y_off = torch.einsum("bclhn,bchpn,bhcl->bclhp", C, entering, torch.exp(a_cum))  # [b, c, l, h, p]
     y = (y_diag + y_off).reshape(x.size(0), -1, *x.shape[2:])[:, :seq]  # [b, s, h, p]
-    return y + x * D.float()[:, None]
+    return y + x * D.float()[:, None], final_state
 
 
 class GatedGroupRMSNorm(nn.Module):
@@ -278,17 +308,23 @@ class MambaMixer(nn.Module):
         self.norm = GatedGroupRMSNorm(config.mamba_d_inner, config.mamba_num_groups, config.norm_epsilon,
                                       norm_shard, self.group, dtype=dtype)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism)
-        projected = self.in_proj(hidden).transpose(0, 1)  # [b, s, in/tp] over the full sequence
+    def forward(self, hidden: torch.Tensor, layout: Optional[SequenceLayout] = None) -> torch.Tensor:
+        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); layout: this rank's tokens and documents
+        projected = self.in_proj(hidden).transpose(0, 1)  # [b, s, in/tp] over this rank's full sequence
         if self.config.mamba_version == 1:
-            y = self._mamba1(projected)
+            x, z = projected.split(self.in_split, dim=-1)  # [b, s, d/tp] each
+            y = sequence_scan(self._mamba1_core, x, layout)  # [b, s, d/tp] fp32
+            y = (y * F.silu(z.float())).to(projected.dtype)
         else:
-            y = self._mamba2(projected)
+            z, xbc_dt = projected.split([self.in_split[0], sum(self.in_split[1:])], dim=-1)
+            y = sequence_scan(self._mamba2_core, xbc_dt, layout)  # [b, s, d/tp] fp32
+            y = self.norm(y, z).to(projected.dtype)
         return self.out_proj(y.transpose(0, 1))  # [s, b, h] ([s/tp, b, h] under SP)
 
-    def _conv(self, x: torch.Tensor) -> torch.Tensor:
-        return F.silu(causal_depthwise_conv(x, self.conv1d.weight, self.conv1d.bias))  # [b, s, c]
+    def _conv(self, x: torch.Tensor, previous: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+        """SiLU of the causal conv continuing from the ``previous`` inputs; and the last ``d_conv - 1`` inputs."""
+        out, last_inputs = carried_causal_conv(x, self.conv1d.weight, self.conv1d.bias, previous)
+        return F.silu(out), last_inputs  # [b, s, c], [b, d_conv-1, c]
 
     def _dt(self, dt: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """softplus(dt + bias) in fp32, clamped to ``--mamba-dt-limit-min/max``."""
@@ -298,10 +334,12 @@ class MambaMixer(nn.Module):
             dt = dt.clamp(min=cfg.mamba_dt_limit_min, max=cfg.mamba_dt_limit_max)
         return dt
 
-    def _mamba1(self, projected: torch.Tensor) -> torch.Tensor:
+    def _mamba1_core(self, x: torch.Tensor, carry: Optional[Carry]) -> Tuple[torch.Tensor, Carry]:
+        """Mamba's sequence work (conv, dt/B/C, scan) on ``x`` ``[b, s, d/tp]`` (before the conv) from
+        ``carry`` = (conv inputs ``[b, d_conv-1, d/tp]``, state ``[b, d/tp, n]`` fp32); None: a start."""
         cfg = self.config
-        x, z = projected.split(self.in_split, dim=-1)  # [b, s, d/tp] each
-        x = self._conv(x)
+        previous, state = carry if carry is not None else (None, None)
+        x, last_inputs = self._conv(x, previous)
         # every rank's channels contribute to dt, B and C: sum the partial products over TP
         dt_b_c = sum_partials_over_tensor_model_parallel_region(linear(x, self.x_proj.weight), self.group)
         rank, state_dim = cfg.mamba_dt_rank_or_default, cfg.mamba_state_dim
@@ -310,18 +348,23 @@ class MambaMixer(nn.Module):
             dt, B, C = (weightless_rms_norm(t, cfg.mamba_mixer_rms_eps) for t in (dt, B, C))
         dt = self._dt(linear(dt, self.dt_proj.weight), self.dt_proj.bias)  # [b, s, d/tp]
         A = -torch.exp(self.A_log.float())  # [d/tp, n]
-        y = selective_scan(x, dt, A, B, C, self.D)  # [b, s, d/tp]
-        return (y * F.silu(z.float())).to(projected.dtype)
+        y, state = selective_scan(x, dt, A, B, C, self.D, state)  # [b, s, d/tp], [b, d/tp, n]
+        return y, (last_inputs, state)
 
-    def _mamba2(self, projected: torch.Tensor) -> torch.Tensor:
+    def _mamba2_core(self, xbc_dt: torch.Tensor, carry: Optional[Carry]) -> Tuple[torch.Tensor, Carry]:
+        """Mamba2's sequence work (conv, SSD scan) on ``[x; B; C; dt]`` ``[b, s, .]`` from ``carry`` =
+        (conv inputs ``[b, d_conv-1, conv channels/tp]``, state ``[b, h/tp, p, n]`` fp32); None: a start.
+        Returns ``y`` ``[b, s, d/tp]`` (fp32, before the gated norm)."""
         cfg = self.config
-        z, xbc, dt = projected.split([self.in_split[0], sum(self.in_split[1:4]), self.in_split[4]], dim=-1)
-        x, B, C = self._conv(xbc).split(self.conv_split, dim=-1)  # [b, s, d/tp], [b, s, g_local * n] x 2
+        previous, state = carry if carry is not None else (None, None)
+        xbc, dt = xbc_dt.split([sum(self.in_split[1:4]), self.in_split[4]], dim=-1)
+        conv_out, last_inputs = self._conv(xbc, previous)
+        x, B, C = conv_out.split(self.conv_split, dim=-1)  # [b, s, d/tp], [b, s, g_local * n] x 2
         batch, seq = x.shape[:2]
         heads = dt.size(-1)
         per_group = heads // (B.size(-1) // cfg.mamba_state_dim)  # this rank's heads per local group
         B, C = (t.reshape(batch, seq, -1, cfg.mamba_state_dim).repeat_interleave(per_group, dim=2) for t in (B, C))
-        y = ssd_chunked_scan(x.reshape(batch, seq, heads, cfg.mamba_head_dim), self._dt(dt, self.dt_bias),
-                             -torch.exp(self.A_log.float()), B, C, self.D, cfg.mamba_chunk_size)  # [b, s, h/tp, p]
-        return self.norm(y.reshape(batch, seq, -1), z).to(projected.dtype)  # [b, s, d/tp]
-
+        y, state = ssd_chunked_scan(x.reshape(batch, seq, heads, cfg.mamba_head_dim), self._dt(dt, self.dt_bias),
+                                    -torch.exp(self.A_log.float()), B, C, self.D, cfg.mamba_chunk_size,
+                                    state)  # [b, s, h/tp, p], [b, h/tp, p, n]
+        return y.reshape(batch, seq, -1), (last_inputs, state)

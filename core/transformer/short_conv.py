@@ -32,7 +32,7 @@ from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear,
 from core.tensor_parallel.param_meta import Segment, TPShard
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import SequenceLayout
-from core.transformer.mamba_mixer import causal_depthwise_conv, last_conv_inputs
+from core.transformer.mamba_mixer import causal_conv_core
 from core.transformer.sequence_state import Carry, sequence_scan
 
 
@@ -60,9 +60,7 @@ class ShortConv(nn.Module):
 
     def _core(self, inputs: torch.Tensor, carry: Optional[Carry]) -> Tuple[torch.Tensor, Carry]:
         """The causal conv of ``inputs`` ``[b, s, h/tp]`` (``B * x``) after the inputs in ``carry``."""
-        previous = carry[0] if carry is not None else None  # [b, k-1, h/tp]
-        out = causal_depthwise_conv(inputs, self.conv.weight, self.conv.bias, previous)  # [b, s, h/tp]
-        return out, (last_conv_inputs(inputs, previous, self.kernel_size),)
+        return causal_conv_core(self.conv.weight, self.conv.bias)(inputs, carry)  # [b, s, h/tp], (last inputs,)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple] = None,
                 layout: Optional[SequenceLayout] = None) -> torch.Tensor:

@@ -9,7 +9,8 @@
 * Per-document attention (``--reset-attention-mask``): a token's output does not change when another
   document of its pack changes (RoPE, ALiBi, a sliding window, MLA), while without the flag it does.
 * Bad input gets one line naming the flag: sequence lengths that do not split, heads that do not split
-  over Ulysses, a Ulysses degree that does not divide CP, a misspelt algorithm, features CP cannot run.
+  over Ulysses, a Ulysses degree that does not divide CP, a misspelt algorithm, features CP cannot run;
+  Mamba layers pass (with documents and CP).
 
 The equivalence of every algorithm and layout with one process is tests/distributed/test_context_parallel.py.
 
@@ -251,13 +252,14 @@ def test_bad_context_parallel_input_is_one_line(case: str) -> None:
     assert expected in _error(extra, 8)
 
 
-def test_documents_with_mamba_layers_are_refused() -> None:
+def test_mamba_layers_run_with_documents_and_context_parallelism() -> None:
+    """The Mamba state restarts at documents and travels between CP ranks (core/transformer/sequence_state.py)."""
     mamba = [arg for arg in ARGV if arg != "--swiglu"] + ["--hybrid-override-pattern", "MM", "--mamba-head-dim", "8",
                                                           "--mamba-num-groups", "1",
                                                           "--position-embedding-type", "none"]
-    validate_args(parse_args(mamba), 1)
-    with pytest.raises(ArgumentError, match="Mamba layers"):
-        validate_args(parse_args(mamba + ["--reset-attention-mask"]), 1)
+    for extra in ([], ["--reset-attention-mask"], ["--context-parallel-size", "4", "--reset-attention-mask"],
+                  ["--context-parallel-size", "2", "--context-parallel-algo", "ulysses_cp_algo"]):
+        validate_args(parse_args(mamba + extra), 4)
 
 
 def test_a_misspelt_algorithm_names_the_choices(capsys: pytest.CaptureFixture) -> None:

@@ -163,10 +163,10 @@ def test_scans_equal_plain_recurrence() -> None:
         expected.append(torch.einsum("bhpn,bhn->bhp", state, C[:, t]) + D[:, None] * x[:, t])
     expected = torch.stack(expected, dim=1)
     for chunk in (1, 4, 9, 16):
-        torch.testing.assert_close(ssd_chunked_scan(x, dt, A, B, C, D, chunk), expected, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(ssd_chunked_scan(x, dt, A, B, C, D, chunk)[0], expected, rtol=1e-5, atol=1e-5)
     # Mamba1's scan is the same recurrence with one channel per head (p = 1) and B, C shared by channels
-    y1 = selective_scan(x[..., 0], dt, A[:, None].expand(h, n), B[:, :, 0], C[:, :, 0], D)
-    y2 = ssd_chunked_scan(x[..., :1], dt, A, B[:, :, :1].expand(b, s, h, n), C[:, :, :1].expand(b, s, h, n), D, 4)
+    y1 = selective_scan(x[..., 0], dt, A[:, None].expand(h, n), B[:, :, 0], C[:, :, 0], D)[0]
+    y2 = ssd_chunked_scan(x[..., :1], dt, A, B[:, :, :1].expand(b, s, h, n), C[:, :, :1].expand(b, s, h, n), D, 4)[0]
     torch.testing.assert_close(y1, y2[..., 0], rtol=1e-5, atol=1e-5)
     a = torch.randn(6, generator=gen)
     sums = segment_sums(a)

@@ -1,0 +1,192 @@
+"""Context parallelism of recurrent mixers equals one process: the state passed from CP rank to CP rank.
+
+A training step of tiny models (fp32, two micro-batches): the loss and every parameter's gradient
+(``main_grad``, unsharded over TP) at CP 2 and CP 4 must equal the single-process run within 1e-5 relative.
+Models: pure Mamba2 (a chunk size of 3 that divides no CP run), pure Mamba1, and the hybrid
+``M*M-`` (Mamba, attention, Mamba, MLP), the attention layer under the existing CP algorithms. Layouts:
+the ring's load-balanced chunks (at CP 4 a chunk of 2 tokens, shorter than the conv's 3 carried inputs),
+contiguous parts (the ring with ``--attention-mask-type general``), Ulysses and the
+hybrid 2 x 2 (whose chain visits CP ranks 0, 2, 3, 1), CP 2 x TP 2 with sequence parallelism, CP 2 x PP 2,
+CP 2 with full recompute (the relay runs again inside the recomputation); and packed
+documents (``--reset-attention-mask``) with documents that cross CP chunk boundaries and boundaries where
+a new one starts (checked on the data). In the same launches, a plain causal depthwise conv core (the
+carry its last inputs only) over packed documents, balanced and contiguous: outputs and gradients of the
+input and weights equal one process. One launch of 2 processes and one of 4.
+
+    python -m pytest -q tests/distributed/test_recurrent_context_parallel.py
+"""
+from __future__ import annotations
+
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import pytest
+import torch
+
+from core.launcher import run_distributed
+
+COMMON = ["--seq-length", "16", "--max-position-embeddings", "16", "--vocab-size", "8", "--normalization", "RMSNorm",
+          "--disable-bias-linear", "--micro-batch-size", "1", "--global-batch-size", "2", "--train-iters", "1",
+          "--optimizer", "sgd", "--lr", "0.5", "--mock-data", "--tokenizer-type", "NullTokenizer", "--seed", "3",
+          "--device", "cpu", "--distributed-backend", "gloo", "--eval-iters", "0", "--log-interval", "1000",
+          "--hidden-dropout", "0", "--attention-dropout", "0", "--make-vocab-size-divisible-by", "1",
+          "--init-method-std", "0.3", "--hidden-size", "16", "--num-attention-heads", "4"]
+MAMBA2 = ["--num-layers", "2", "--hybrid-override-pattern", "MM", "--mamba-head-dim", "8", "--mamba-num-groups", "2",
+          "--mamba-state-dim", "4", "--mamba-chunk-size", "3", "--position-embedding-type", "none"]
+MAMBA1 = ["--num-layers", "2", "--hybrid-override-pattern", "MM", "--mamba-version", "1", "--mamba-state-dim", "4",
+          "--mamba-d-conv", "3", "--mamba-dt-rank", "2", "--position-embedding-type", "none"]
+HYBRID = ["--num-layers", "4", "--hybrid-override-pattern", "M*M-", "--mamba-head-dim", "8", "--mamba-num-groups", "1",
+          "--mamba-state-dim", "4", "--mamba-chunk-size", "3", "--ffn-hidden-size", "32", "--swiglu",
+          "--position-embedding-type", "rope"]
+DOCUMENTS = ["--reset-attention-mask", "--eod-mask-loss"]  # (positions restart too where a layer reads them)
+MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAMBA2 + DOCUMENTS,
+          "hybrid_documents": HYBRID + DOCUMENTS + ["--reset-position-ids"]}
+RING, ULYSSES, HYBRID_CP = "megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo"
+CONTIGUOUS = ["--attention-mask-type", "general"]  # the ring without load balancing: one part per rank
+
+
+def _cp(size: int, algo: str = RING, *extra: str) -> List[str]:
+    return ["--context-parallel-size", str(size), "--context-parallel-algo", algo, *extra]
+
+
+# layout name -> (model, flags), by world size
+LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
+    2: {"mamba2_ring_cp2": ("mamba2", _cp(2)),
+        "mamba2_contiguous_cp2": ("mamba2", _cp(2, RING, *CONTIGUOUS)),
+        "hybrid_ulysses_cp2": ("hybrid", _cp(2, ULYSSES)),
+        "documents_ring_cp2": ("documents", _cp(2))},
+    4: {"mamba2_ring_cp4": ("mamba2", _cp(4)),
+        "mamba1_ring_cp4": ("mamba1", _cp(4)),
+        "hybrid_ring_cp4": ("hybrid", _cp(4)),
+        "hybrid_2x2": ("hybrid", _cp(4, HYBRID_CP, "--ulysses-degree-in-cp", "2")),
+        "mamba2_ring_cp2_tp2_sp": ("mamba2", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
+        "hybrid_ring_cp2_pp2": ("hybrid", _cp(2) + ["--pipeline-model-parallel-size", "2"]),
+        "hybrid_ring_cp2_full_recompute": ("hybrid", _cp(2) + ["--recompute-granularity", "full",
+                                                               "--recompute-method", "uniform",
+                                                               "--recompute-num-layers", "2"]),
+        "documents_ring_cp4": ("documents", _cp(4)),
+        "hybrid_documents_contiguous_cp4": ("hybrid_documents", _cp(4, RING, *CONTIGUOUS))},
+}
+TOLERANCE = 1e-5
+
+
+def _train(argv: List[str], documents: Optional[List[torch.Tensor]] = None) -> Dict[str, object]:
+    """One step: its loss and every parameter's gradient, unsharded over TP (``documents`` collects the
+    micro-batches' document numbers)."""
+    from core.tensor_parallel.param_meta import gather_full_tensor, param_meta
+    from mindspeed_llm.training.training import setup
+
+    trainer = setup(argv)
+    iterator = trainer.train_iterator()
+    if documents is not None:
+        iterator = _recorded(iterator, documents)
+    losses = [trainer.train_step(iterator).loss]
+    grads = {name: gather_full_tensor(param.main_grad, param_meta(param).tp_shard, trainer.state.tp_group)
+             for name, param in trainer.model.named_parameters()}
+    return {"losses": losses, "grads": grads}
+
+
+def _recorded(batches: Iterator[Dict[str, torch.Tensor]], documents: List[torch.Tensor]) -> Iterator[Dict]:
+    for batch in batches:
+        documents.append(batch["document_ids"].clone())
+        yield batch
+
+
+CONV_DOCUMENTS = torch.tensor([[0] * 5 + [1] * 8 + [2] * 3, [0] * 16])  # [b, s]: documents cross CP chunks
+
+
+def _conv_relay(cp_size: int, balanced: bool) -> Dict[str, torch.Tensor]:
+    """A plain causal depthwise conv core (carry: its last 3 inputs) over packed documents on this CP rank's
+    tokens (all of them at CP 1): the outputs, the gradients of the input and of the weights."""
+    from core.parallel_state import initialize
+    from core.transformer.context_parallel import ContextParallel, SequenceLayout
+    from core.transformer.mamba_mixer import causal_conv_core
+    from core.transformer.sequence_state import sequence_scan
+
+    generator = torch.Generator().manual_seed(5)
+    x, weight, bias = torch.randn(2, 16, 3, generator=generator), torch.randn(3, 1, 4, generator=generator), \
+        torch.randn(3, generator=generator)
+    for tensor in (x, weight, bias):
+        tensor.requires_grad_(True)
+    if cp_size == 1:
+        layout, mine = SequenceLayout(16, torch.arange(16), CONV_DOCUMENTS), torch.arange(16)
+    else:
+        state = initialize(cp=cp_size)
+        cp = ContextParallel(RING, state.group("cp"), state.group("cp_ring"), state.group("cp_ulysses"), balanced)
+        mine = cp.rank_positions(16, cp.group.rank, torch.device("cpu"))
+        layout = SequenceLayout(16, mine, CONV_DOCUMENTS, cp)
+    out = sequence_scan(causal_conv_core(weight, bias), x[:, mine], layout)  # [b, s_local, 3]
+    (out * torch.randn(2, 16, 3, generator=generator)[:, mine]).sum().backward()
+    return {"out": out.detach(), "positions": mine, "x": x.grad, "weight": weight.grad, "bias": bias.grad}
+
+
+def _worker(rank: int, world: int, jobs: Dict[str, List[str]]) -> Dict[str, Dict[str, object]]:
+    results = {name: _train(argv) for name, argv in jobs.items()}
+    results.update((f"conv_balanced_{b}", _conv_relay(world, b)) for b in (True, False))
+    return results
+
+
+def _conv_differences(per_rank: List[Dict[str, Dict]], reference: Dict[str, torch.Tensor]) -> List[str]:
+    """Every rank's conv outputs against the reference's at its positions; the gradients summed over ranks
+    (each rank's loss covers its own tokens) against the reference's."""
+    wrong = []
+    for balanced in (True, False):
+        results = [rank_results[f"conv_balanced_{balanced}"] for rank_results in per_rank]
+        if any(not torch.allclose(r["out"], reference["out"][:, r["positions"]], atol=1e-6) for r in results):
+            wrong.append(f"conv outputs (balanced {balanced})")
+        for name in ("x", "weight", "bias"):
+            if not torch.allclose(sum(r[name] for r in results), reference[name], atol=1e-5):
+                wrong.append(f"conv {name} grad (balanced {balanced})")
+    return wrong
+
+
+def _reference_name(name: str) -> str:
+    """The one-process name of a parameter: the last pipeline stage's copy of the tied word embeddings."""
+    return "embedding.word_embeddings.weight" if name == "output_layer.weight" else name
+
+
+def _differences(result: Dict[str, object], reference: Dict[str, object]) -> List[str]:
+    wrong = [f"losses {result['losses']} != {reference['losses']}"
+             for a, b in zip(result["losses"], reference["losses"]) if abs(a - b) > TOLERANCE * abs(b)]
+    for name, grad in result["grads"].items():  # a pipeline stage holds its own layers
+        expected = reference["grads"][_reference_name(name)]
+        error = (grad - expected).abs().max().item()
+        if error > TOLERANCE * max(expected.abs().max().item(), 1e-3):
+            wrong.append(f"{name} grad off by {error:.2e}")
+    return wrong
+
+
+@pytest.fixture(scope="module")
+def references() -> Dict[str, Dict[str, object]]:
+    documents: List[torch.Tensor] = []
+    results = {model: _train(COMMON + extra, documents if model == "documents" else None)
+               for model, extra in MODELS.items()}
+    results["documents"]["document_ids"] = torch.cat(documents)  # [micro-batches, s]
+    return results
+
+
+def test_the_documents_cross_and_start_at_cp_chunk_boundaries(references) -> None:
+    ids = references["documents"]["document_ids"]  # [n, 16]
+    boundaries = [2, 4, 6, 8, 10, 12, 14]  # every CP chunk boundary at CP 2 and CP 4, balanced or not
+    continued = [(ids[:, p - 1] == ids[:, p]).any().item() for p in boundaries]
+    started = [(ids[:, p - 1] != ids[:, p]).any().item() for p in boundaries]
+    assert all(continued) and any(started), ids
+    assert references["documents"]["losses"] != references["mamba2"]["losses"]  # the documents restart the state
+
+
+@pytest.mark.parametrize("world", sorted(LAYOUTS))
+def test_recurrent_context_parallel_equals_one_process(world: int, references) -> None:
+    layouts = LAYOUTS[world]
+    jobs = {name: COMMON + MODELS[model] + flags for name, (model, flags) in layouts.items()}
+    per_rank = run_distributed(world, _worker, jobs)
+    wrong = {}
+    for rank, results in enumerate(per_rank):
+        for name, (model, _) in layouts.items():
+            differences = _differences(results[name], references[model])
+            if differences:
+                wrong[f"{name} rank {rank}"] = differences[:3]
+    for name, (model, _) in layouts.items():
+        held = {_reference_name(key) for results in per_rank for key in results[name]["grads"]}
+        if held != set(references[model]["grads"]):
+            wrong[name] = [f"gradients of {sorted(set(references[model]['grads']) - held)} missing"]
+    conv = _conv_differences(per_rank, _conv_relay(1, True))
+    assert not wrong and not conv, f"differ from one process: {wrong} {conv}"
