@@ -3,7 +3,10 @@
 A training step of tiny models (fp32, two micro-batches): the loss and every parameter's gradient
 (``main_grad``, unsharded over TP) at CP 2 and CP 4 must equal the single-process run within 1e-5 relative.
 Models: pure Mamba2 (a chunk size of 3 that divides no CP run), pure Mamba1, and the hybrid
-``M*M-`` (Mamba, attention, Mamba, MLP), the attention layer under the existing CP algorithms. Layouts:
+``M*M-`` (Mamba, attention, Mamba, MLP), the attention layer under the existing CP algorithms; the gated
+DeltaNet alone (``GG``, a delta-rule chunk of 3) and in GPT layers beside gated attention (also with packed
+documents and with TP 2 + SP), and the short convolution (LFM2) beside attention (also with documents under
+Ulysses). Layouts:
 the ring's load-balanced chunks (at CP 4 a chunk of 2 tokens, shorter than the conv's 3 carried inputs),
 contiguous parts (the ring with ``--attention-mask-type general``), Ulysses and the
 hybrid 2 x 2 (whose chain visits CP ranks 0, 2, 3, 1), CP 2 x TP 2 with sequence parallelism, CP 2 x PP 2,
@@ -37,9 +40,20 @@ MAMBA1 = ["--num-layers", "2", "--hybrid-override-pattern", "MM", "--mamba-versi
 HYBRID = ["--num-layers", "4", "--hybrid-override-pattern", "M*M-", "--mamba-head-dim", "8", "--mamba-num-groups", "1",
           "--mamba-state-dim", "4", "--mamba-chunk-size", "3", "--ffn-hidden-size", "32", "--swiglu",
           "--position-embedding-type", "rope"]
+GDN_SIZES = ["--linear-num-key-heads", "2", "--linear-num-value-heads", "4", "--linear-key-head-dim", "4",
+             "--linear-value-head-dim", "4", "--linear-chunk-size", "3"]
+GDN = ["--num-layers", "2", "--hybrid-override-pattern", "GG", *GDN_SIZES, "--position-embedding-type", "none"]
+# GPT layers, each with its MLP: a gated DeltaNet (or a short convolution) then gated attention
+GDN_GPT = ["--num-layers", "2", "--experimental-attention-variant", "gated_delta_net", "--linear-attention-freq",
+           "[1,0]", *GDN_SIZES, "--attention-output-gate", "--ffn-hidden-size", "32", "--swiglu",
+           "--position-embedding-type", "rope"]
+SHORT_CONV = ["--num-layers", "2", "--experimental-attention-variant", "short_conv", "--linear-attention-freq",
+              "[1,0]", "--ffn-hidden-size", "32", "--swiglu", "--position-embedding-type", "rope"]
 DOCUMENTS = ["--reset-attention-mask", "--eod-mask-loss"]  # (positions restart too where a layer reads them)
 MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAMBA2 + DOCUMENTS,
-          "hybrid_documents": HYBRID + DOCUMENTS + ["--reset-position-ids"]}
+          "hybrid_documents": HYBRID + DOCUMENTS + ["--reset-position-ids"], "gdn": GDN, "gdn_gpt": GDN_GPT,
+          "gdn_gpt_documents": GDN_GPT + DOCUMENTS + ["--reset-position-ids"], "short_conv": SHORT_CONV,
+          "short_conv_documents": SHORT_CONV + DOCUMENTS + ["--reset-position-ids"]}
 RING, ULYSSES, HYBRID_CP = "megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo"
 CONTIGUOUS = ["--attention-mask-type", "general"]  # the ring without load balancing: one part per rank
 
@@ -53,7 +67,9 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
     2: {"mamba2_ring_cp2": ("mamba2", _cp(2)),
         "mamba2_contiguous_cp2": ("mamba2", _cp(2, RING, *CONTIGUOUS)),
         "hybrid_ulysses_cp2": ("hybrid", _cp(2, ULYSSES)),
-        "documents_ring_cp2": ("documents", _cp(2))},
+        "documents_ring_cp2": ("documents", _cp(2)),
+        "gdn_ring_cp2": ("gdn", _cp(2)),
+        "short_conv_contiguous_cp2": ("short_conv", _cp(2, RING, *CONTIGUOUS))},
     4: {"mamba2_ring_cp4": ("mamba2", _cp(4)),
         "mamba1_ring_cp4": ("mamba1", _cp(4)),
         "hybrid_ring_cp4": ("hybrid", _cp(4)),
@@ -64,7 +80,12 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
                                                                "--recompute-method", "uniform",
                                                                "--recompute-num-layers", "2"]),
         "documents_ring_cp4": ("documents", _cp(4)),
-        "hybrid_documents_contiguous_cp4": ("hybrid_documents", _cp(4, RING, *CONTIGUOUS))},
+        "hybrid_documents_contiguous_cp4": ("hybrid_documents", _cp(4, RING, *CONTIGUOUS)),
+        "gdn_ring_cp4": ("gdn", _cp(4)),
+        "gdn_gpt_documents_ring_cp4": ("gdn_gpt_documents", _cp(4)),
+        "gdn_gpt_ring_cp2_tp2_sp": ("gdn_gpt", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
+        "short_conv_ring_cp4": ("short_conv", _cp(4)),
+        "short_conv_documents_ulysses_cp4": ("short_conv_documents", _cp(4, ULYSSES))},
 }
 TOLERANCE = 1e-5
 
