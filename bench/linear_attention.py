@@ -14,7 +14,8 @@ mixers differ), every one at hidden ``h``, micro batch 1, the same small vocabul
   1 : 2 ratio), conv width 4, chunk 64.
 
 Defaults: on a GPU (or NPU) bf16 parameters, ``h`` 1024, sequences 1k, 2k, 4k, 8k, 16k; on the CPU fp32,
-``h`` 256 and sequences 256, 512, 1024, 2048 (a few minutes on two cores). Per model and sequence length:
+``h`` 256 and sequences 256, 512, 1024 (about 2 CPU-minutes; adding 2048 takes about 6, most of it
+Mamba1's per-token scan). Per model and sequence length:
 
 * ``tokens_per_s``: tokens / the median wall time of one forward + backward (loss = mean token loss);
   the models are timed in interleaved rounds, so drifts in machine speed hit all of them;
@@ -27,7 +28,8 @@ Defaults: on a GPU (or NPU) bf16 parameters, ``h`` 1024, sequences 1k, 2k, 4k, 8
 
 Per model, the memory slope: ``(bytes at the longest - bytes at the shortest) / (token difference)`` of
 ``saved`` and of ``peak``. Ratios are to attention at the same length in the same run (speed: mixer /
-attention; memory: mixer / attention). A readable table goes to stderr, one JSON line to stdout.
+attention; memory: mixer / attention). A line per length as it finishes and a readable table go to stderr,
+one JSON line to stdout.
 """
 from __future__ import annotations
 
@@ -48,13 +50,17 @@ from core.transformer.config import TransformerConfig
 
 VOCAB = 1024
 MIXERS = ("attention", "mamba2", "mamba1", "gated_deltanet")
-DEFAULT_SEQS = {"device": "1024,2048,4096,8192,16384", "cpu": "256,512,1024,2048", "smoke": "64,128"}
+DEFAULT_SEQS = {"device": "1024,2048,4096,8192,16384", "cpu": "256,512,1024", "smoke": "64,128"}
 SLOWER_WHY = ("where a chunked reference is slower than attention: the references run Python loops along the "
               "sequence (the gated delta rule one step per chunk of 64 tokens, Mamba1's selective scan one step "
               "per token, Mamba2's SSD a few batched matmuls per chunk plus an inter-chunk pass), each step a "
               "handful of small kernels with autograd bookkeeping, while attention's SDPA is one fused kernel "
               "whose s^2 cost only overtakes those fixed costs at long sequences; on the CPU the small matmuls "
               "also use the cores poorly. The fast kernels (flash-linear-attention, mamba_ssm) remove the loops.")
+MEMORY_WHY = ("memory: attention's fused causal kernel keeps no s x s tensor, so it grows linearly too, keeping per "
+              "token its q, k, v and output; the mixers' references keep more per token (the expanded projections, "
+              "conv inputs, gates, fp32 copies, per-chunk intermediates and, for Mamba1, the [d_inner, state] "
+              "recurrent state of every step), which is why their slope is the larger one at these lengths.")
 
 
 def mixer_fields(mixer: str, hidden: int) -> Dict[str, object]:
@@ -141,6 +147,8 @@ def run_length(models: Dict[str, torch.nn.Module], seq: int, steps: int, rounds:
             times[name] += timed(step, steps)
     for name, result in results.items():
         result["tokens_per_s"] = seq / statistics.median(times[name])
+    print(f"seq {seq}: " + ", ".join(f"{name} {r['tokens_per_s']:.0f} tok/s" for name, r in results.items()),
+          file=sys.stderr, flush=True)
     return results
 
 
@@ -230,7 +238,7 @@ def main(argv: Optional[List[str]] = None) -> None:
               f"params {params}. tok/s: forward + backward; saved MB: bytes autograd keeps for the backward in the "
               f"4 layers; peak MB: peak allocated during forward + backward above its start; x attn: ratio to "
               f"attention at that length, this run")
-    notes = [cp_line(), "note: " + SLOWER_WHY]
+    notes = [cp_line(), "note: " + SLOWER_WHY, "note: " + MEMORY_WHY]
     print_table(table, slopes, header, notes)
     print(json.dumps({"bench": "linear_attention", "device": acc.type, "dtype": str(dtype)[6:], "hidden": hidden,
                       "seqs": seqs, "layers": 4, "delta_rule_kernel": kernel, "params": params,
