@@ -75,6 +75,30 @@ def test_checkpoint_bench_rows_and_ratios() -> None:
     assert record["threads"] >= 1 and len(record["load_average_before"]) == 3
 
 
+def test_linear_attention_bench_rows_ratios_and_slopes() -> None:
+    """bench/linear_attention.py: a row per mixer and length, ratios to the attention row of the same length,
+    saved bytes that grow with the sequence (every mixer keeps per-token activations), slopes from the shortest
+    to the longest length, and the CP line stating what this build does."""
+    record = smoke_record(ROOT / "bench" / "linear_attention.py")
+    mixers = {"attention", "mamba2", "mamba1", "gated_deltanet"}
+    assert record["seqs"] == [64, 128] and set(record["table"]) == {"64", "128"}, record["seqs"]
+    for seq, rows in record["table"].items():
+        assert set(rows) == mixers, (seq, rows)
+        base = rows["attention"]
+        assert base["speed_ratio"] == base["saved_ratio"] == base["peak_ratio"] == 1.0, base
+        for name, row in rows.items():
+            assert row["tokens_per_s"] > 0 and 0 < row["saved_mb"] <= row["peak_mb"], (seq, name, row)
+            assert abs(row["saved_ratio"] - row["saved_mb"] / base["saved_mb"]) < 0.02 * row["saved_ratio"] + 0.01
+    for name in mixers:
+        short, long = record["table"]["64"][name], record["table"]["128"][name]
+        assert long["saved_mb"] > short["saved_mb"], name
+        slope = record["memory_slope"][name]["saved_bytes_per_token"]
+        assert abs(slope - (long["saved_mb"] - short["saved_mb"]) * 2 ** 20 / 64) < 0.02 * slope + 1024, name
+    attention = record["table"]["128"]["attention"]["saved_mb"] / record["table"]["64"]["attention"]["saved_mb"]
+    assert 1.8 < attention < 2.2, attention  # the fused causal kernel keeps no s x s tensor: linear in s
+    assert record["cp"].startswith("CP: "), record["cp"]
+
+
 def _gpu_mfu_module():
     """bench/gpu_mfu.py as a module (bench/ is not a package)."""
     import importlib.util
