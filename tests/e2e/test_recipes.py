@@ -80,6 +80,7 @@ SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size"
                 "--save-interval", "--eval-interval", "--eval-iters", "--save", "--tokenizer-type",
                 "--no-rope-layers", "--full-attention-layers", "--dense-bias-layers",  # layer numbers: they
                 "--hybrid-override-pattern",  # follow --num-layers, as the one-char-per-layer pattern does
+                "--linear-attention-freq",  # as a list expression it has one 0/1 per layer: it follows them too
                 "--first-k-dense-replace", "--moe-ffn-hidden-size", "--q-lora-rank", "--kv-lora-rank",
                 "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim",  # MoE/MLA sizes
                 "--expert-model-parallel-size", "--num-layer-list",  # layout: follows TP, PP and the layers
