@@ -51,7 +51,7 @@ SHORT_CONV = ["--num-layers", "2", "--experimental-attention-variant", "short_co
               "[1,0]", "--ffn-hidden-size", "32", "--swiglu", "--position-embedding-type", "rope"]
 DOCUMENTS = ["--reset-attention-mask", "--eod-mask-loss"]  # (positions restart too where a layer reads them)
 MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAMBA2 + DOCUMENTS,
-          "hybrid_documents": HYBRID + DOCUMENTS + ["--reset-position-ids"], "gdn": GDN, "gdn_gpt": GDN_GPT,
+          "gdn": GDN, "gdn_gpt": GDN_GPT,
           "gdn_gpt_documents": GDN_GPT + DOCUMENTS + ["--reset-position-ids"], "short_conv": SHORT_CONV,
           "short_conv_documents": SHORT_CONV + DOCUMENTS + ["--reset-position-ids"]}
 RING, ULYSSES, HYBRID_CP = "megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo"
@@ -69,10 +69,9 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "hybrid_ulysses_cp2": ("hybrid", _cp(2, ULYSSES)),
         "documents_ring_cp2": ("documents", _cp(2)),
         "gdn_ring_cp2": ("gdn", _cp(2)),
+        "mamba1_ring_cp2": ("mamba1", _cp(2)),
         "short_conv_contiguous_cp2": ("short_conv", _cp(2, RING, *CONTIGUOUS))},
     4: {"mamba2_ring_cp4": ("mamba2", _cp(4)),
-        "mamba1_ring_cp4": ("mamba1", _cp(4)),
-        "hybrid_ring_cp4": ("hybrid", _cp(4)),
         "hybrid_2x2": ("hybrid", _cp(4, HYBRID_CP, "--ulysses-degree-in-cp", "2")),
         "mamba2_ring_cp2_tp2_sp": ("mamba2", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
         "hybrid_ring_cp2_pp2": ("hybrid", _cp(2) + ["--pipeline-model-parallel-size", "2"]),
@@ -80,11 +79,8 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
                                                                "--recompute-method", "uniform",
                                                                "--recompute-num-layers", "2"]),
         "documents_ring_cp4": ("documents", _cp(4)),
-        "hybrid_documents_contiguous_cp4": ("hybrid_documents", _cp(4, RING, *CONTIGUOUS)),
-        "gdn_ring_cp4": ("gdn", _cp(4)),
         "gdn_gpt_documents_ring_cp4": ("gdn_gpt_documents", _cp(4)),
         "gdn_gpt_ring_cp2_tp2_sp": ("gdn_gpt", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
-        "short_conv_ring_cp4": ("short_conv", _cp(4)),
         "short_conv_documents_ulysses_cp4": ("short_conv_documents", _cp(4, ULYSSES))},
 }
 TOLERANCE = 1e-5
