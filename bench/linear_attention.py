@@ -38,12 +38,11 @@ import contextlib
 import json
 import statistics
 import sys
-import time
 from typing import Callable, Dict, Iterator, List, Optional
 
 import torch
 
-from activation_memory import MB, MemoryProbe  # the same memory probe as the activation-memory bench
+from activation_memory import MB, MemoryProbe, timed  # the same memory probe and timer as the activation-memory bench
 from core.device import accelerator
 from core.models.gpt_model import build_model, layout_state
 from core.transformer.config import TransformerConfig
@@ -121,16 +120,6 @@ def measure_memory(model: torch.nn.Module, tokens: torch.Tensor) -> Dict[str, fl
         result = {"saved_mb": saved_bytes() / MB, "peak_mb": probe.peak_above_start() / MB}
     model.zero_grad(set_to_none=False)
     return result
-
-
-def timed(step: Callable[[], None], count: int) -> List[float]:
-    times = []
-    for _ in range(count):
-        start = time.perf_counter()
-        step()
-        accelerator().synchronize()
-        times.append(time.perf_counter() - start)
-    return times
 
 
 def run_length(models: Dict[str, torch.nn.Module], seq: int, steps: int, rounds: int,

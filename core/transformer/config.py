@@ -984,10 +984,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                 raise ValueError(f"--hybrid-override-pattern {pattern!r} has {len(pattern)} letters and "
                                  f"--num-layers is {self.num_layers}: give one letter per layer")
         if not self.has_mamba_layers:
-            unused = self._changed(feature_fields(MAMBA))
-            if unused:
-                raise ValueError(f"{unused[0]} applies to Mamba layers; add --hybrid-override-pattern with 'M' "
-                                 "layers or drop it")
+            self._refuse_unused(MAMBA, "applies to Mamba layers; add --hybrid-override-pattern with 'M' layers or "
+                                       "drop it")
         self._validate_linear_attention()
         self._validate_short_conv()
         if pattern is None:
@@ -995,10 +993,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if not self.has_softmax_attention and self.position_embedding_type != "none":
             raise ValueError(f"--hybrid-override-pattern {pattern!r} has no attention layer ('*') to use a "
                              "position embedding; set --position-embedding-type none")
-        unused = [] if self.has_attention_layers else self._changed(feature_fields(ATTENTION))
-        if unused:
-            raise ValueError(f"{unused[0]} applies to attention or MLP layers, which --hybrid-override-pattern "
-                             f"{pattern!r} has none of; drop it")
+        if not self.has_attention_layers:
+            self._refuse_unused(ATTENTION, f"applies to attention or MLP layers, which --hybrid-override-pattern "
+                                           f"{pattern!r} has none of; drop it")
         if "E" in pattern and self.num_experts is None:
             raise ValueError(f"--hybrid-override-pattern {pattern!r} has MoE layers ('E'); add --num-experts")
         moe_placement = self._changed(("moe_layer_freq", "first_k_dense_replace"))
@@ -1025,10 +1022,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             raise ValueError(f"--linear-attention-freq {self.linear_attention_freq!r} marks no layer as a "
                              f"{variant} layer; mark some with 1 or drop --experimental-attention-variant")
         if not self.has_linear_attention_layers:
-            unused = self._changed(feature_fields(LINEAR_ATTENTION))
-            if unused:
-                raise ValueError(f"{unused[0]} applies to gated DeltaNet layers; add --experimental-attention-"
-                                 "variant gated_delta_net or 'G' letters in --hybrid-override-pattern, or drop it")
+            self._refuse_unused(LINEAR_ATTENTION, "applies to gated DeltaNet layers; add --experimental-attention-"
+                                                  "variant gated_delta_net or 'G' letters in "
+                                                  "--hybrid-override-pattern, or drop it")
             return
         for flag, value in (("--linear-conv-kernel-dim", self.linear_conv_kernel_dim),
                             ("--linear-key-head-dim", self.linear_key_head_dim),
@@ -1049,10 +1045,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
     def _validate_short_conv(self) -> None:
         """The short-conv fields only with short-conv layers, and their sizes against TP."""
         if not self.has_short_conv_layers:
-            unused = self._changed(feature_fields(SHORT_CONV))
-            if unused:
-                raise ValueError(f"{unused[0]} applies to short-conv layers; add --experimental-attention-variant "
-                                 "short_conv with --linear-attention-freq, or drop it")
+            self._refuse_unused(SHORT_CONV, "applies to short-conv layers; add --experimental-attention-variant "
+                                            "short_conv with --linear-attention-freq, or drop it")
             return
         if self.short_conv_kernel_size < 1:
             raise ValueError(f"--short-conv-kernel-size {self.short_conv_kernel_size} must be at least 1")
@@ -1104,9 +1098,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         """The router's settings against the expert count (refused without --num-experts)."""
         experts, topk = self.num_experts, self.moe_router_topk
         if experts is None:
-            unused = self._changed(feature_fields(MOE))
-            if unused:
-                raise ValueError(f"{unused[0]} applies to MoE layers; add --num-experts or drop it")
+            self._refuse_unused(MOE, "applies to MoE layers; add --num-experts or drop it")
             return
         if experts < 1 or not 1 <= topk <= experts:
             raise ValueError(f"--moe-router-topk {topk} must be between 1 and --num-experts {experts}")
@@ -1220,6 +1212,13 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
     def moe_expert_ffn_hidden_size(self) -> int:
         """One expert's FFN size: --moe-ffn-hidden-size, else --ffn-hidden-size."""
         return self.moe_ffn_hidden_size if self.moe_ffn_hidden_size is not None else self.ffn_hidden_size
+
+    def _refuse_unused(self, feature: str, why: str) -> None:
+        """Refuse a field only ``feature``'s layers read, set away from its default in a model without them:
+        ``{its flag} {why}``."""
+        unused = self._changed(feature_fields(feature))
+        if unused:
+            raise ValueError(f"{unused[0]} {why}")
 
     def _changed(self, names: Tuple[str, ...]) -> List[str]:
         """The flags of the fields in ``names`` set away from their defaults."""

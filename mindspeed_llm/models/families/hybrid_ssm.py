@@ -37,10 +37,12 @@ from typing import Any, Dict, List, Tuple
 import torch
 
 from core.transformer.config import ATTENTION, TransformerConfig, feature_fields
+from mindspeed_llm.models.families.llama_like import _refuse
 from mindspeed_llm.models.families.moe_common import group_routing, group_routing_hf, sigmoid_routing
 from mindspeed_llm.models.families.moe_sigmoid import scaling_factor, scaling_factor_hf
 from mindspeed_llm.models.families.ssm import INFINITY, MIXER_TENSORS
-from mindspeed_llm.models.registry import Family, RegistryError, WeightRule, _checked, register, require_config
+from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _checked, _dtype_name, register,
+                                           require_config)
 
 # HF block types (today's names and transformers' legacy ones) -> our pattern letters
 BLOCK_LETTERS = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-",
@@ -71,11 +73,8 @@ def _pattern(hf: Dict[str, Any]) -> str:
 
 
 def _refuse_unsupported(hf: Dict[str, Any]) -> None:
-    for key, neutral in (("moe_latent_size", None), ("num_nextn_predict_layers", 0), ("use_bias", False),
-                         ("sliding_window", None), ("mamba_hidden_act", "silu"), ("mlp_hidden_act", "relu2")):
-        value = hf.get(key)
-        if value is not None and value != neutral:
-            raise RegistryError(f"nemotron_h {key}={value!r} is not supported (only {neutral!r})")
+    _refuse("nemotron_h", hf, moe_latent_size=None, num_nextn_predict_layers=0, use_bias=False, sliding_window=None,
+            mamba_hidden_act="silu", mlp_hidden_act="relu2")
 
 
 def _mamba_fields(hf: Dict[str, Any], hidden: int) -> Dict[str, Any]:
@@ -120,8 +119,8 @@ def _nemotron_h_config(hf: Dict[str, Any]) -> Dict[str, Any]:
         kwargs.update(_mamba_fields(hf, hidden))
     if "E" in pattern:
         kwargs.update(_moe_fields(hf))
-    dtype = hf.get("torch_dtype") or hf.get("dtype")
-    if isinstance(dtype, str) and hasattr(torch, dtype):
+    dtype = _dtype_name(hf)
+    if dtype is not None:
         kwargs["params_dtype"] = getattr(torch, dtype)
     return kwargs
 
