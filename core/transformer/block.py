@@ -19,6 +19,7 @@ from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
 from core.transformer.config import ATTENTION_MIXER, GDN_MIXER, MOE_MLP, SHORT_CONV_MIXER, TransformerConfig
 from core.transformer.context_parallel import SequenceLayout
+from core.transformer.gated_delta_net import GatedDeltaNet
 from core.transformer.mamba_mixer import MambaMixer
 from core.transformer.mla import MultiLatentAttention
 from core.transformer.mlp import MLP
@@ -233,8 +234,6 @@ def build_mixer(kind: str, config: TransformerConfig, state: ParallelState, laye
         attention = MultiLatentAttention if config.multi_latent_attention else SelfAttention
         return attention(config, state, layer_number)
     if kind == GDN_MIXER:
-        from core.transformer.gated_delta_net import GatedDeltaNet
-
         return GatedDeltaNet(config, state, layer_number)
     if kind == SHORT_CONV_MIXER:
         return ShortConv(config, state, layer_number)
