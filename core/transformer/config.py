@@ -538,7 +538,8 @@ class ModelConfig:
     # [--linear-attention-freq]. 'G' letters of --hybrid-override-pattern are gated DeltaNet layers too.
     # Sizes: the short causal conv's width [--linear-conv-kernel-dim], key/value head dims and counts (value
     # heads a multiple of key heads) [--linear-key-head-dim, --linear-value-head-dim, --linear-num-key-heads,
-    # --linear-num-value-heads]; the chunk of the chunked delta rule [--linear-chunk-size].
+    # --linear-num-value-heads]; the chunk of the pure-PyTorch chunked delta rule, which changes only speed and
+    # rounding (flash-linear-attention's kernel keeps its own 64) [--linear-chunk-size].
     # Short-conv layers (LFM2) are placed the same way [--experimental-attention-variant short_conv]: the marked
     # layers run core/transformer/short_conv.py's gated causal conv of width [--short-conv-kernel-size] (HF's
     # conv_L_cache), with biases on its in_proj, conv and out_proj [--short-conv-bias] (HF's conv_bias).
@@ -559,7 +560,9 @@ class ModelConfig:
     linear_num_value_heads: int = config_field(32, features=(LINEAR_ATTENTION,),
                                                help="gated DeltaNet value heads (a multiple of the key heads)")
     linear_chunk_size: int = config_field(64, features=(LINEAR_ATTENTION,),
-                                          help="gated DeltaNet: chunk length of the chunked delta rule")
+                                          help="gated DeltaNet: chunk length of the chunked pure-PyTorch delta rule "
+                                               "(flash-linear-attention's kernel, used in bf16/fp16 on CUDA, keeps "
+                                               "its own 64); the result does not depend on it")
     short_conv_kernel_size: int = config_field(3, features=(SHORT_CONV,),
                                                help="short-conv layers: width of the causal depthwise conv")
     short_conv_bias: bool = config_field(False, features=(SHORT_CONV,),
