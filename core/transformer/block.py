@@ -224,6 +224,8 @@ class MambaLayer(nn.Module):
         cfg = self.config
         normed = self.norm(to_compute_dtype(hidden, self, cfg))  # cast before the norm, as HF and Megatron
         mixed = self.mixer(normed, layout)
+        if cfg.residual_multiplier is not None:  # Granite-4 (granitemoehybrid) scales every branch
+            mixed = mixed * cfg.residual_multiplier
         return hidden + hidden_dropout(mixed, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
 
 

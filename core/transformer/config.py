@@ -427,8 +427,8 @@ class ModelConfig:
     # norms on the attention and MLP outputs only, none before them (Olmo2) [--post-norm-only]
     post_norm_only: bool = config_field(False, features=(ATTENTION,),
                                         help="norms on the attention and MLP outputs only, none before them (Olmo2)")
-    # Scales (Granite): embeddings times embedding_multiplier [--embedding-multiplier]; attention and MLP
-    # outputs times residual_multiplier before the residual add [--residual-multiplier]; the attention
+    # Scales (Granite): embeddings times embedding_multiplier [--embedding-multiplier]; every branch's output
+    # (attention, Mamba, MLP) times residual_multiplier before the residual add [--residual-multiplier]; the attention
     # softmax scale instead of 1/sqrt(head dim) (Megatron-core's softmax_scale) [--softmax-scale]; the
     # logits times output_multiplier_scale (MindSpeed's flag; Granite: 1 / logits_scaling) [--output-multiplier-scale]
     # unscaled RoPE base of sliding-window layers (Gemma3) [--local-rotary-base]
@@ -446,9 +446,9 @@ class ModelConfig:
                                                    "use no position embedding (SmolLM3's NoPE layers)")
     embedding_multiplier: Optional[float] = config_field(None, type=float,
                                                          help="multiply the word embeddings by this (Granite)")
-    residual_multiplier: Optional[float] = config_field(None, type=float, features=(ATTENTION,),
-                                                        help="multiply attention and MLP outputs by this before the "
-                                                             "residual add (Granite)")
+    residual_multiplier: Optional[float] = config_field(None, type=float,
+                                                        help="multiply every branch's output (attention, Mamba, MLP) "
+                                                             "by this before the residual add (Granite)")
     softmax_scale: Optional[float] = config_field(None, type=float, features=(ATTENTION,),
                                                   help="attention softmax scale instead of 1/sqrt(head dim) "
                                                        "(Granite's attention_multiplier)")

@@ -55,11 +55,18 @@ class RegistryError(ValueError):
 
 @dataclass(frozen=True)
 class WeightRule:
-    """One of our parameters (``ours``, ``{i}`` = layer) made of HF tensors ``hf`` by ``transform``."""
+    """One of our parameters (``ours``, ``{i}`` = layer) made of HF tensors ``hf`` by ``transform``.
+
+    ``layer_stride`` / ``layer_offset``: our layer ``i`` is HF layer ``(i - layer_offset) / layer_stride``, and the
+    rule maps only our layers of that remainder (a family whose HF layer is two of our pattern letters, a mixer
+    and an MLP, maps its mixer with stride 2 offset 0 and its MLP with stride 2 offset 1).
+    """
 
     ours: str
     hf: Tuple[str, ...]
     transform: str = "copy"
+    layer_stride: int = 1
+    layer_offset: int = 0
 
     def pattern(self) -> "re.Pattern[str]":
         return re.compile("^" + re.escape(self.ours).replace(r"\{i\}", r"(?P<i>\d+)") + "$")
@@ -347,9 +354,14 @@ def find_rule(rules: Sequence[WeightRule], name: str) -> Tuple[WeightRule, Tuple
     """The rule for our parameter ``name`` and its HF tensor names (layer filled in)."""
     for rule in rules:
         match = rule.pattern().match(name)
-        if match:
-            layer = match.groupdict().get("i")
-            return rule, tuple(n.replace("{i}", layer) if layer is not None else n for n in rule.hf)
+        if not match:
+            continue
+        layer = match.groupdict().get("i")
+        if layer is None:
+            return rule, rule.hf
+        hf_layer, remainder = divmod(int(layer) - rule.layer_offset, rule.layer_stride)
+        if remainder == 0 and hf_layer >= 0:
+            return rule, tuple(n.replace("{i}", str(hf_layer)) for n in rule.hf)
     raise RegistryError(f"no weight rule maps parameter {name!r}")
 
 

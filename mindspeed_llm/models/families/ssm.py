@@ -24,7 +24,7 @@ bf16 checkpoint keeps its residual stream in fp32 as transformers does.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 import torch
 
@@ -158,17 +158,25 @@ def _mamba2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     if heads * kwargs["mamba_head_dim"] != inner:
         raise RegistryError(f"mamba2 num_heads={heads} x head_dim={kwargs['mamba_head_dim']} is not expand x "
                             f"hidden_size = {inner}")
-    low, high = (_json_float(bound) for bound in hf.get("time_step_limit", (0.0, float("inf"))))
-    kwargs["mamba_dt_limit_min"] = low
-    kwargs["mamba_dt_limit_max"] = None if math.isinf(high) else high
-    return kwargs
+    return {**kwargs, **dt_limits(hf)}
+
+
+def dt_limits(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """``time_step_limit`` (dt clamped to [low, high] after the softplus) as our dt limit fields."""
+    low, high = (_json_float(bound) for bound in hf.get("time_step_limit") or (0.0, float("inf")))
+    return {"mamba_dt_limit_min": low, "mamba_dt_limit_max": None if math.isinf(high) else high}
+
+
+def dt_limits_hf(cfg: TransformerConfig) -> List[Any]:
+    """Our dt limits as ``time_step_limit``."""
+    upper = cfg.mamba_dt_limit_max
+    return [cfg.mamba_dt_limit_min, INFINITY if upper is None else upper]
 
 
 def _mamba2_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    upper = cfg.mamba_dt_limit_max
     return {**_common_ssm_hf_config(cfg, "mamba2", 2), "num_heads": cfg.mamba_num_heads,
             "head_dim": cfg.mamba_head_dim, "n_groups": cfg.mamba_num_groups, "chunk_size": cfg.mamba_chunk_size,
-            "time_step_limit": [cfg.mamba_dt_limit_min, INFINITY if upper is None else upper]}
+            "time_step_limit": dt_limits_hf(cfg)}
 
 
 MAMBA = register(Family("mamba", "mamba", "MambaForCausalLM", _mamba_config, _mamba_hf_config, SSM_WEIGHTS,

@@ -1,0 +1,241 @@
+"""Mamba2 hybrids whose HF layer is a token mixer and then an MLP, as registry data: Bamba (``bamba``) and
+Granite-4 (``granitemoehybrid``).
+
+Each HF decoder layer ``j`` is a Mamba2 mixer or an attention block, then an MLP (Bamba: a SwiGLU
+``feed_forward``; Granite-4: its MoE plus an ungated shared expert, or the shared expert alone without experts),
+each branch behind its own pre-norm and residual add. One letter of our ``--hybrid-override-pattern`` is one norm
+and one branch, so HF layer ``j`` is our layers ``2j`` (``M`` or ``*``) and ``2j + 1`` (``-`` or ``E``): a
+3-layer Bamba with ``attn_layer_indices [1]`` is ``M-*-M-``. The weight rules pair them with a layer stride of 2.
+
+    ours                                               HF (model.layers.{j}.*)
+    decoder.layers.{2j}.norm | input_layernorm         input_layernorm                 (by the mixer)
+    decoder.layers.{2j}.mixer.<name>                   mamba.<name>                    (Mamba2, same layout)
+    decoder.layers.{2j}.self_attention.linear_qkv      cat(self_attn.q_proj, k_proj, v_proj)   (fuse rows)
+    decoder.layers.{2j}.self_attention.linear_proj     self_attn.o_proj
+    decoder.layers.{2j+1}.pre_mlp_layernorm            pre_ff_layernorm (Bamba) | post_attention_layernorm
+    decoder.layers.{2j+1}.mlp.linear_fc1 / fc2         feed_forward.[gate; up] / down (Bamba)
+                                                       | shared_mlp.input_linear / output_linear (dense Granite-4)
+    decoder.layers.{2j+1}.mlp.router / experts         block_sparse_moe.router.layer / input_linear, output_linear
+    decoder.layers.{2j+1}.mlp.shared_experts           shared_mlp.input_linear / output_linear
+
+Bamba's attention rotates half of each head (transformers fixes ``partial_rotary_factor`` at 0.5) and has
+``attention_bias`` on q/k/v and o; its MLP has ``mlp_bias``. Granite-4 adds Granite's scales (embedding,
+attention, logits, and ``residual_multiplier`` on every branch, the Mamba mixer's too), RoPE or none
+(``position_embedding_type``), and Mixtral's routing (softmax over the top-k logits). Both Mamba2 mixers are the
+one of :mod:`~mindspeed_llm.models.families.ssm` with ``mamba_n_heads x mamba_d_head = mamba_expand x hidden``
+channels and dt clamped to ``time_step_limit``.
+
+Refused in one line: Mamba projection biases (``mamba_proj_bias``), a non-SiLU activation, Bamba's logit z-loss
+(``z_loss_coefficient``: a training loss the suite does not add) and router jitter.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+from core.transformer.config import TransformerConfig
+from mindspeed_llm.models.families.hybrid_ssm import BLOCK_LETTERS
+from mindspeed_llm.models.families.llama_like import _refuse
+from mindspeed_llm.models.families.moe_common import _moe_common
+from mindspeed_llm.models.families.moe_softmax import NO_ROUTING_EXTRAS, _attention_bias_hf, _attention_biases
+from mindspeed_llm.models.families.ssm import MIXER_TENSORS, dt_limits, dt_limits_hf
+from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _checked, _common_config,
+                                           _common_hf_config, _granite_scales, _granite_scales_hf, register,
+                                           require_config)
+
+MIXER_LETTERS, MLP_LETTERS = "M*", "-E"
+HF_LAYER_TYPES = {"M": "linear_attention", "*": "full_attention"}
+ROPE_FIELDS = ("rotary_base", "rotary_percent")
+PRESERVED = ("num_logits_to_keep", "output_router_logits", "z_loss_coefficient")
+
+
+def _mixer_letters(hf: Dict[str, Any], family: str) -> str:
+    """Per HF layer, 'M' (Mamba2) or '*' (attention): from ``layer_types`` (either spelling), else from Bamba's
+    ``attn_layer_indices`` (every other layer Mamba)."""
+    types = hf.get("layer_types") or hf.get("layers_block_type")
+    layers = int(hf["num_hidden_layers"])
+    if not types:
+        attention = set(hf.get("attn_layer_indices") or ())
+        return "".join("*" if i in attention else "M" for i in range(layers))
+    letters = [BLOCK_LETTERS.get(kind) for kind in types]
+    if len(types) != layers or any(letter not in HF_LAYER_TYPES for letter in letters):
+        raise RegistryError(f"{family} layer_types {list(types)} must name {layers} layers, each linear_attention "
+                            "(mamba) or full_attention (attention)")
+    return "".join(letters)
+
+
+def _paired_pattern(mixers: str, mlp: str) -> str:
+    """Our pattern: each HF layer's mixer letter, then its MLP letter."""
+    return "".join(letter + mlp for letter in mixers)
+
+
+def _mixers_of(cfg: TransformerConfig, family: str, mlp: str) -> str:
+    """The HF layers' mixer letters of ``cfg``'s pattern, which must pair every mixer with an ``mlp`` letter."""
+    pattern = cfg.hybrid_override_pattern or ""
+    mixers, mlps = pattern[0::2], pattern[1::2]
+    if not pattern or len(mixers) != len(mlps) or set(mixers) - set(MIXER_LETTERS) or set(mlps) != {mlp}:
+        raise RegistryError(f"{family} needs --hybrid-override-pattern of pairs, an M or * layer then an {mlp!r} "
+                            f"layer (one HF layer each); got {pattern!r}")
+    return mixers
+
+
+def _mamba_fields(hf: Dict[str, Any], family: str) -> Dict[str, Any]:
+    hidden, heads = int(hf["hidden_size"]), int(hf.get("mamba_n_heads", 128))
+    expand = int(hf.get("mamba_expand", 2))
+    head_dim = hf.get("mamba_d_head", "auto")
+    head_dim = expand * hidden // heads if head_dim in (None, "auto") else int(head_dim)
+    if heads * head_dim != expand * hidden:
+        raise RegistryError(f"{family} mamba_n_heads x mamba_d_head = {heads * head_dim} is not mamba_expand x "
+                            f"hidden_size = {expand * hidden}")
+    return dict(mamba_version=2, mamba_state_dim=int(hf.get("mamba_d_state", 256)), mamba_head_dim=head_dim,
+                mamba_num_groups=int(hf.get("mamba_n_groups", 1)), mamba_expand=expand,
+                mamba_d_conv=int(hf.get("mamba_d_conv", 4)), mamba_conv_bias=bool(hf.get("mamba_conv_bias", True)),
+                mamba_chunk_size=int(hf.get("mamba_chunk_size", 256)), **dt_limits(hf))
+
+
+def _mamba_fields_hf(cfg: TransformerConfig) -> Dict[str, Any]:
+    return dict(mamba_n_heads=cfg.mamba_num_heads, mamba_d_head=cfg.mamba_head_dim,
+                mamba_n_groups=cfg.mamba_num_groups, mamba_d_state=cfg.mamba_state_dim, mamba_d_conv=cfg.mamba_d_conv,
+                mamba_expand=cfg.mamba_expand, mamba_chunk_size=cfg.mamba_chunk_size,
+                mamba_conv_bias=cfg.mamba_conv_bias, mamba_proj_bias=False, time_step_limit=dt_limits_hf(cfg))
+
+
+def _hybrid_config(hf: Dict[str, Any], family: str, mlp: str) -> Dict[str, Any]:
+    """The fields both families share: Llama's attention and sizes, the paired pattern, the Mamba2 mixer."""
+    _refuse(family, hf, mamba_proj_bias=False, hidden_act="silu")
+    mixers = _mixer_letters(hf, family)
+    kwargs = {**_common_config(hf), "num_layers": 2 * len(mixers),
+              "hybrid_override_pattern": _paired_pattern(mixers, mlp)}
+    if "M" in mixers:
+        kwargs.update(_mamba_fields(hf, family))
+    return kwargs
+
+
+def _hybrid_hf_config(cfg: TransformerConfig, family: str, mlp: str) -> Tuple[Dict[str, Any], str]:
+    """(the shared HF keys, the HF layers' mixer letters); refuses what neither family's config can say."""
+    mixers = _mixers_of(cfg, family, mlp)
+    require_config(cfg, family, normalization="RMSNorm", activation="swiglu", qk_norm="none", sliding_window=None,
+                   apply_layernorm_1p=False, post_norm=False, post_norm_only=False, mtp_num_layers=None,
+                   attention_output_gate=False, softmax_type="vanilla", mamba_version=2)
+    out = {**_common_hf_config(cfg), "num_hidden_layers": len(mixers), "hidden_act": "silu"}
+    if "M" in mixers:
+        out.update(_mamba_fields_hf(cfg))
+    return out, mixers
+
+
+# --------------------------------------------------------------------------- Bamba
+
+
+def _bamba_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    _refuse("bamba", hf, z_loss_coefficient=0.0)
+    kwargs = _hybrid_config(hf, "bamba", "-")
+    kwargs["rotary_percent"] = 0.5  # transformers' BambaConfig fixes it whatever config.json says
+    attention_bias = bool(hf.get("attention_bias", False))
+    kwargs.update(add_bias_linear=False, add_qkv_bias=attention_bias, add_dense_bias=attention_bias,
+                  add_mlp_bias=bool(hf.get("mlp_bias", False)))
+    return kwargs
+
+
+def _bamba_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    out, mixers = _hybrid_hf_config(cfg, "bamba", "-")
+    require_config(cfg, "bamba", "--rotary-percent 0.5", position_embedding_type="rope", rotary_percent=0.5)
+    qkv, dense = cfg.qkv_bias, cfg.add_bias_linear or cfg.add_dense_bias or bool(cfg.dense_bias_layers)
+    if qkv != dense or cfg.dense_bias_layers:
+        raise RegistryError(f"bamba has one attention_bias for q/k/v and o; the config sets qkv bias={qkv}, "
+                            f"output bias={dense}")
+    return {**out, "attention_bias": qkv, "mlp_bias": cfg.mlp_bias, "z_loss_coefficient": 0.0,
+            "attn_layer_indices": [j for j, letter in enumerate(mixers) if letter == "*"]}
+
+
+# --------------------------------------------------------------------------- Granite-4 (GraniteMoeHybrid)
+
+
+def _granite4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    experts = int(hf.get("num_local_experts", 8) or 0)
+    kwargs = _hybrid_config(hf, "granitemoehybrid", "E" if experts else "-")
+    kwargs.update(**_attention_biases(hf), **_granite_scales(hf))
+    if hf.get("position_embedding_type") != "rope":  # None: no positions (NoPE), no RoPE fields
+        kwargs = {key: value for key, value in kwargs.items() if key not in ROPE_FIELDS}
+        kwargs["position_embedding_type"] = "none"
+    shared = int(hf.get("shared_intermediate_size", 1024))
+    if experts:
+        kwargs.update(**_moe_common(hf, "granitemoehybrid", "num_local_experts"),
+                      moe_shared_expert_intermediate_size=shared)
+    else:  # the shared expert alone is the layer's dense MLP
+        kwargs["ffn_hidden_size"] = shared
+    return kwargs
+
+
+def _granite4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    moe = cfg.num_experts is not None
+    out, mixers = _hybrid_hf_config(cfg, "granitemoehybrid", "E" if moe else "-")
+    out.update(attention_bias=_attention_bias_hf(cfg, "granitemoehybrid"), **_granite_scales_hf(cfg),
+               layer_types=[HF_LAYER_TYPES[letter] for letter in mixers],
+               position_embedding_type="rope" if cfg.position_embedding_type == "rope" else None)
+    if cfg.position_embedding_type not in ("rope", "none"):
+        raise RegistryError(f"granitemoehybrid has RoPE or no positions; the config sets --position-embedding-type "
+                            f"{cfg.position_embedding_type}")
+    if not moe:
+        return {**out, "num_local_experts": 0, "shared_intermediate_size": cfg.ffn_hidden_size}
+    require_config(cfg, "granitemoehybrid", moe_router_score_function="softmax", moe_router_pre_softmax=False,
+                   **NO_ROUTING_EXTRAS)
+    if cfg.moe_shared_expert_intermediate_size is None:
+        raise RegistryError("granitemoehybrid MoE layers have a shared expert; add "
+                            "--moe-shared-expert-intermediate-size")
+    return {**out, "num_local_experts": cfg.num_experts, "num_experts_per_tok": cfg.moe_router_topk,
+            "intermediate_size": cfg.moe_expert_ffn_hidden_size, "router_aux_loss_coef": cfg.moe_aux_loss_coeff,
+            "shared_intermediate_size": cfg.moe_shared_expert_intermediate_size}
+
+
+# --------------------------------------------------------------------------- weight maps
+
+
+def _mixer(ours: str, hf: List[str], transform: str = "copy") -> WeightRule:
+    """A rule of HF layer j's mixer half: our layer 2j."""
+    return WeightRule("decoder.layers.{i}." + ours, tuple("model.layers.{i}." + name for name in hf), transform,
+                      layer_stride=2, layer_offset=0)
+
+
+def _mlp(ours: str, hf: List[str], transform: str = "copy") -> WeightRule:
+    """A rule of HF layer j's MLP half: our layer 2j + 1."""
+    return WeightRule("decoder.layers.{i}." + ours, tuple("model.layers.{i}." + name for name in hf), transform,
+                      layer_stride=2, layer_offset=1)
+
+
+def _ends(final_norm: str) -> Tuple[WeightRule, ...]:
+    return (WeightRule("embedding.word_embeddings.weight", ("model.embed_tokens.weight",), "vocab"),
+            WeightRule("decoder.final_layernorm.weight", (final_norm,)),
+            WeightRule("output_layer.weight", ("lm_head.weight",), "vocab"))
+
+
+MIXER_WEIGHTS: Tuple[WeightRule, ...] = (
+    _mixer("norm.weight", ["input_layernorm.weight"]),
+    _mixer("input_layernorm.weight", ["input_layernorm.weight"]),
+    *(_mixer(f"mixer.{name}", [f"mamba.{name}"]) for name in MIXER_TENSORS),
+    *(_mixer(f"self_attention.linear_qkv.{kind}", [f"self_attn.{p}_proj.{kind}" for p in "qkv"], "fuse_rows")
+      for kind in ("weight", "bias")),
+    *(_mixer(f"self_attention.linear_proj.{kind}", [f"self_attn.o_proj.{kind}"]) for kind in ("weight", "bias")),
+)
+
+BAMBA_WEIGHTS: Tuple[WeightRule, ...] = MIXER_WEIGHTS + (
+    _mlp("pre_mlp_layernorm.weight", ["pre_ff_layernorm.weight"]),
+    *(_mlp(f"mlp.linear_fc1.{kind}", [f"feed_forward.gate_proj.{kind}", f"feed_forward.up_proj.{kind}"], "fuse_rows")
+      for kind in ("weight", "bias")),
+    *(_mlp(f"mlp.linear_fc2.{kind}", [f"feed_forward.down_proj.{kind}"]) for kind in ("weight", "bias")),
+) + _ends("model.final_layernorm.weight")
+
+GRANITE4_WEIGHTS: Tuple[WeightRule, ...] = MIXER_WEIGHTS + (
+    _mlp("pre_mlp_layernorm.weight", ["post_attention_layernorm.weight"]),
+    _mlp("mlp.linear_fc1.weight", ["shared_mlp.input_linear.weight"]),  # [2 ffn, h] [gate; up]: our layout
+    _mlp("mlp.linear_fc2.weight", ["shared_mlp.output_linear.weight"]),
+    _mlp("mlp.router.weight", ["block_sparse_moe.router.layer.weight"]),
+    _mlp("mlp.experts.linear_fc1.weight", ["block_sparse_moe.input_linear.weight"]),  # [E, 2 ffn, h] [gate; up]
+    _mlp("mlp.experts.linear_fc2.weight", ["block_sparse_moe.output_linear.weight"]),  # [E, h, ffn]
+    _mlp("mlp.shared_experts.linear_fc1.weight", ["shared_mlp.input_linear.weight"]),
+    _mlp("mlp.shared_experts.linear_fc2.weight", ["shared_mlp.output_linear.weight"]),
+) + _ends("model.norm.weight")
+
+BAMBA = register(Family("bamba", "bamba", "BambaForCausalLM", _bamba_config,
+                        _checked("bamba", _bamba_config, _bamba_hf_config), BAMBA_WEIGHTS, preserved_keys=PRESERVED))
+GRANITE4 = register(Family("granitemoehybrid", "granitemoehybrid", "GraniteMoeHybridForCausalLM", _granite4_config,
+                           _checked("granitemoehybrid", _granite4_config, _granite4_hf_config), GRANITE4_WEIGHTS,
+                           preserved_keys=PRESERVED), "granite4", "granite-4")
