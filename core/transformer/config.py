@@ -531,6 +531,9 @@ class ModelConfig:
     mamba_mixer_rms_eps: Optional[float] = config_field(None, type=float, features=(MAMBA,),
                                                         help="Mamba1: weightless RMS norms on dt, B and C with this "
                                                              "eps (FalconMamba)")
+    mamba_mixer_rms_weights: bool = config_field(False, features=(MAMBA,),
+                                                 help="Mamba1: the dt, B and C norms of --mamba-mixer-rms-eps carry "
+                                                      "weights (Jamba's dt/b/c_layernorm)")
     # Gated DeltaNet layers (Qwen3-Next, Qwen3.5), Megatron-core's flags: in a GPT model the layers that
     # --linear-attention-freq marks run the gated DeltaNet in place of attention, each with its MLP or MoE
     # [--experimental-attention-variant gated_delta_net]; N means N - 1 linear layers then one attention
@@ -1245,13 +1248,16 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             raise ValueError(f"--mamba-dt-limit-min {self.mamba_dt_limit_min} must be >= 0 and below "
                              f"--mamba-dt-limit-max {upper}")
         inner = self.mamba_d_inner
+        if self.mamba_mixer_rms_weights and self.mamba_mixer_rms_eps is None:
+            raise ValueError("--mamba-mixer-rms-weights gives weights to the dt/B/C norms; add --mamba-mixer-rms-eps")
         if self.mamba_version == 1:
             if inner % tp:
                 raise ValueError(f"--mamba-expand x --hidden-size ({inner} Mamba channels) is not divisible by "
                                  f"--tensor-model-parallel-size ({tp})")
             return
-        if self.mamba_mixer_rms_eps is not None:
-            raise ValueError("--mamba-mixer-rms-eps (norms on dt, B and C) applies to --mamba-version 1 only")
+        if self.mamba_mixer_rms_eps is not None or self.mamba_mixer_rms_weights:
+            raise ValueError("--mamba-mixer-rms-eps/--mamba-mixer-rms-weights (norms on dt, B and C) apply to "
+                             "--mamba-version 1 only")
         heads, groups = inner // self.mamba_head_dim, self.mamba_num_groups
         if inner % self.mamba_head_dim or heads % groups or heads % tp:
             raise ValueError(f"--mamba-expand x --hidden-size ({inner}) must be a multiple of --mamba-head-dim "

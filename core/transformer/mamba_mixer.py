@@ -59,6 +59,7 @@ from core.tensor_parallel.mappings import sum_partials_over_tensor_model_paralle
 from core.tensor_parallel.param_meta import Segment, TPShard
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import SequenceLayout
+from core.transformer.norms import RMSNorm
 from core.transformer.sequence_state import Carry, StatefulCore, sequence_scan
 
 
@@ -298,6 +299,11 @@ class MambaMixer(nn.Module):
         mark_param(self.dt_proj.bias, init="mamba_dt_bias", tp_shard=channels)
         self.A_log = _vector(config.mamba_d_inner, channels, tp, "mamba_a_log_arange", dtype, state_dim)  # [d/tp, n]
         self.D = _vector(config.mamba_d_inner, channels, tp, "ones", dtype)  # [d/tp]
+        if config.mamba_mixer_rms_weights:  # Jamba: replicated, each rank's channels give part of their grads
+            eps = config.mamba_mixer_rms_eps
+            self.dt_layernorm = RMSNorm(rank, eps, grad_partial_over_tp=True, dtype=dtype)
+            self.b_layernorm = RMSNorm(state_dim, eps, grad_partial_over_tp=True, dtype=dtype)
+            self.c_layernorm = RMSNorm(state_dim, eps, grad_partial_over_tp=True, dtype=dtype)
 
     def _build_mamba2_params(self, config: TransformerConfig, tp: int, dtype: Optional[torch.dtype]) -> None:
         heads = TPShard.even(0, config.mamba_num_heads)
@@ -344,7 +350,9 @@ class MambaMixer(nn.Module):
         dt_b_c = sum_partials_over_tensor_model_parallel_region(linear(x, self.x_proj.weight), self.group)
         rank, state_dim = cfg.mamba_dt_rank_or_default, cfg.mamba_state_dim
         dt, B, C = dt_b_c.split([rank, state_dim, state_dim], dim=-1)  # [b, s, r], [b, s, n], [b, s, n]
-        if cfg.mamba_mixer_rms_eps is not None:  # FalconMamba
+        if cfg.mamba_mixer_rms_weights:  # Jamba
+            dt, B, C = self.dt_layernorm(dt), self.b_layernorm(B), self.c_layernorm(C)
+        elif cfg.mamba_mixer_rms_eps is not None:  # FalconMamba
             dt, B, C = (weightless_rms_norm(t, cfg.mamba_mixer_rms_eps) for t in (dt, B, C))
         dt = self._dt(linear(dt, self.dt_proj.weight), self.dt_proj.bias)  # [b, s, d/tp]
         A = -torch.exp(self.A_log.float())  # [d/tp, n]

@@ -36,8 +36,8 @@ from core.transformer.gated_delta_net import ba_from_separate, qkvz_from_separat
 from mindspeed_llm.models.families.moe_common import per_expert_weights
 from mindspeed_llm.models.families.moe_softmax import _dense_layers, _pre_softmax_router, _pre_softmax_router_hf
 from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, TRANSFORMS, Family, RegistryError, TensorContext,
-                                           WeightRule, _checked, _common_config, _common_hf_config, _layer, register,
-                                           require_config)
+                                           WeightRule, _checked, _common_config, _common_hf_config, _layer, refuse,
+                                           register, require_config)
 
 LAYER_TYPES = {"linear_attention": 1, "full_attention": 0}
 GDN_TENSORS = ("in_proj_qkvz.weight", "in_proj_ba.weight", "conv1d.weight", "dt_bias", "A_log", "norm.weight",
@@ -275,3 +275,17 @@ QWEN3_5_MOE_TEXT = register(Family("qwen3_5_moe_text", "qwen3_5_moe_text", "Qwen
                                    _checked("qwen3_5_moe_text", _qwen3_5_moe_text_config, _qwen3_5_moe_text_hf_config),
                                    QWEN3_5_ATTENTION, preserved_keys=QWEN3_5_PRESERVED, weights_for=_qwen3_5_weights),
                             "qwen3.5-moe", "qwen3-5-moe")
+
+# The linear-attention hybrids transformers ships that the decoder cannot build yet, each with what it lacks.
+refuse("kimi_linear", "its Kimi Delta Attention layers (per-channel forget gates from the low-rank f_a/f_b "
+       "projections, short convolutions on q, k and v, the g_a/g_b output gate) are not a token mixer of the decoder "
+       "yet; only their chunked delta rule is (core/transformer/gated_delta_net.py kimi_delta_rule)")
+refuse("bailing_hybrid", "its delta-attention layers are Kimi Delta Attention's (see kimi_linear), which is not a token "
+       "mixer of the decoder yet")
+refuse("olmo_hybrid", "its attention layers put their norms after the branches (Olmo3's --post-norm-only) while its "
+       "gated DeltaNet layers put them before, and the decoder places norms one way for all layers; its DeltaNet "
+       "also doubles beta (linear_allow_neg_eigval)")
+refuse("qwen4_exp_text", "its QSA indexer (sparse attention over selected keys), gated residuals, n-gram embeddings and "
+       "per-layer embeddings have no equivalent in the decoder", "qwen4_exp")
+refuse("minimax", "lightning attention (MiniMax-Text-01's linear attention with a per-head decay) is not a token mixer "
+       "of the decoder, and its layers weigh the residual as well as the branch (*_alpha_factor / *_beta_factor)")

@@ -29,11 +29,11 @@ from typing import Any, Dict, List, Tuple
 import torch
 
 from core.transformer.config import TransformerConfig
-from mindspeed_llm.models.registry import Family, RegistryError, WeightRule, register
+from mindspeed_llm.models.registry import Family, RegistryError, WeightRule, refuse, register
 
 MIXER_TENSORS = ("in_proj.weight", "in_proj.bias", "conv1d.weight", "conv1d.bias", "x_proj.weight",
                  "dt_proj.weight", "dt_proj.bias", "A_log", "D", "dt_bias", "norm.weight", "out_proj.weight",
-                 "out_proj.bias")
+                 "out_proj.bias", "dt_layernorm.weight", "b_layernorm.weight", "c_layernorm.weight")
 
 SSM_WEIGHTS: Tuple[WeightRule, ...] = (
     WeightRule("embedding.word_embeddings.weight", ("backbone.embeddings.weight",), "vocab"),
@@ -185,3 +185,11 @@ FALCON_MAMBA = register(Family("falcon_mamba", "falcon_mamba", "FalconMambaForCa
                                _falcon_mamba_hf_config, SSM_WEIGHTS, preserved_keys=MAMBA1_PRESERVED), "falcon-mamba")
 MAMBA2 = register(Family("mamba2", "mamba2", "Mamba2ForCausalLM", _mamba2_config, _mamba2_hf_config, SSM_WEIGHTS,
                          preserved_keys=PRESERVED))
+
+# The recurrent families transformers ships that do not fit the decoder's mixer + MLP layers, with the reason.
+refuse("recurrent_gemma", "Griffin's recurrent block (an RG-LRU with a gated convolution branch, square-root-bounded "
+       "gates) is not a token mixer of the decoder")
+refuse("rwkv", "RWKV's time mixing (the WKV recurrence with per-channel decay) and channel mixing shift the previous "
+       "token into every projection's input; the decoder's mixers and MLPs read the current token only")
+refuse("xlstm", "its mLSTM blocks (exponential input and forget gates with a normaliser state, projections "
+       "up and down around the cell) are not a token mixer of the decoder")

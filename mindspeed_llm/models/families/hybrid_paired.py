@@ -1,41 +1,49 @@
-"""Mamba2 hybrids whose HF layer is a token mixer and then an MLP, as registry data: Bamba (``bamba``) and
-Granite-4 (``granitemoehybrid``).
+"""Hybrids whose HF layer is a token mixer and then an MLP, as registry data: Bamba (``bamba``), Granite-4
+(``granitemoehybrid``) and Jamba (``jamba``).
 
-Each HF decoder layer ``j`` is a Mamba2 mixer or an attention block, then an MLP (Bamba: a SwiGLU
-``feed_forward``; Granite-4: its MoE plus an ungated shared expert, or the shared expert alone without experts),
-each branch behind its own pre-norm and residual add. One letter of our ``--hybrid-override-pattern`` is one norm
-and one branch, so HF layer ``j`` is our layers ``2j`` (``M`` or ``*``) and ``2j + 1`` (``-`` or ``E``): a
-3-layer Bamba with ``attn_layer_indices [1]`` is ``M-*-M-``. The weight rules pair them with a layer stride of 2.
+Each HF decoder layer ``j`` is a Mamba mixer (Mamba2; Jamba's Mamba1) or an attention block, then an MLP (Bamba: a
+SwiGLU ``feed_forward``; Granite-4: its MoE plus an ungated shared expert, or the shared expert alone without
+experts; Jamba: a SwiGLU MLP or, every ``expert_layer_period``-th layer, an MoE), each branch behind its own
+pre-norm and residual add. One letter of our ``--hybrid-override-pattern`` is one norm and one branch, so HF layer
+``j`` is our layers ``2j`` (``M`` or ``*``) and ``2j + 1`` (``-`` or ``E``): a 3-layer Bamba with
+``attn_layer_indices [1]`` is ``M-*-M-``. The weight rules pair them with a layer stride of 2.
 
     ours                                               HF (model.layers.{j}.*)
     decoder.layers.{2j}.norm | input_layernorm         input_layernorm                 (by the mixer)
-    decoder.layers.{2j}.mixer.<name>                   mamba.<name>                    (Mamba2, same layout)
+    decoder.layers.{2j}.mixer.<name>                   mamba.<name>                    (same layout)
     decoder.layers.{2j}.self_attention.linear_qkv      cat(self_attn.q_proj, k_proj, v_proj)   (fuse rows)
     decoder.layers.{2j}.self_attention.linear_proj     self_attn.o_proj
-    decoder.layers.{2j+1}.pre_mlp_layernorm            pre_ff_layernorm (Bamba) | post_attention_layernorm
-    decoder.layers.{2j+1}.mlp.linear_fc1 / fc2         feed_forward.[gate; up] / down (Bamba)
+    decoder.layers.{2j+1}.pre_mlp_layernorm            pre_ff_layernorm (Bamba, Jamba) | post_attention_layernorm
+    decoder.layers.{2j+1}.mlp.linear_fc1 / fc2         feed_forward.[gate; up] / down (Bamba, Jamba)
                                                        | shared_mlp.input_linear / output_linear (dense Granite-4)
-    decoder.layers.{2j+1}.mlp.router / experts         block_sparse_moe.router.layer / input_linear, output_linear
+    decoder.layers.{2j+1}.mlp.router / experts         block_sparse_moe.router.layer, input_linear, output_linear
+                                                       | feed_forward.router, experts.{e}.gate/up/down_proj (Jamba)
     decoder.layers.{2j+1}.mlp.shared_experts           shared_mlp.input_linear / output_linear
 
 Bamba's attention rotates half of each head (transformers fixes ``partial_rotary_factor`` at 0.5) and has
 ``attention_bias`` on q/k/v and o; its MLP has ``mlp_bias``. Granite-4 adds Granite's scales (embedding,
 attention, logits, and ``residual_multiplier`` on every branch, the Mamba mixer's too), RoPE or none
-(``position_embedding_type``), and Mixtral's routing (softmax over the top-k logits). Both Mamba2 mixers are the
+(``position_embedding_type``), and Mixtral's routing (softmax over the top-k logits). Their Mamba2 mixers are the
 one of :mod:`~mindspeed_llm.models.families.ssm` with ``mamba_n_heads x mamba_d_head = mamba_expand x hidden``
-channels and dt clamped to ``time_step_limit``.
+channels and dt clamped to ``time_step_limit``. Jamba's attention has no positions and no biases; its Mamba1
+mixer norms dt, B and C with weights (``--mamba-mixer-rms-eps`` = ``rms_norm_eps`` with
+``--mamba-mixer-rms-weights``); its router takes the top-k of the softmax over all experts, not renormalised.
+Jamba's attention and expert layers are every ``attn_layer_period``-th / ``expert_layer_period``-th layer from
+an offset; a pattern without such a period is refused on export.
 
 Refused in one line: Mamba projection biases (``mamba_proj_bias``), a non-SiLU activation, Bamba's logit z-loss
 (``z_loss_coefficient``: a training loss the suite does not add) and router jitter.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any, Dict, List, Tuple
 
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.families.hybrid_ssm import BLOCK_LETTERS
 from mindspeed_llm.models.families.llama_like import _refuse
-from mindspeed_llm.models.families.moe_common import _moe_common
+from mindspeed_llm.models.families.moe_common import _moe_common, per_expert_weights
 from mindspeed_llm.models.families.moe_softmax import NO_ROUTING_EXTRAS, _attention_bias_hf, _attention_biases
 from mindspeed_llm.models.families.ssm import MIXER_TENSORS, dt_limits, dt_limits_hf
 from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _checked, _common_config,
@@ -63,19 +71,15 @@ def _mixer_letters(hf: Dict[str, Any], family: str) -> str:
     return "".join(letters)
 
 
-def _paired_pattern(mixers: str, mlp: str) -> str:
-    """Our pattern: each HF layer's mixer letter, then its MLP letter."""
-    return "".join(letter + mlp for letter in mixers)
-
-
-def _mixers_of(cfg: TransformerConfig, family: str, mlp: str) -> str:
-    """The HF layers' mixer letters of ``cfg``'s pattern, which must pair every mixer with an ``mlp`` letter."""
+def _pairs_of(cfg: TransformerConfig, family: str, mlp: str) -> Tuple[str, str]:
+    """(mixer letters, MLP letters) of the HF layers of ``cfg``'s pattern, which must pair every mixer with a
+    letter of ``mlp``."""
     pattern = cfg.hybrid_override_pattern or ""
     mixers, mlps = pattern[0::2], pattern[1::2]
-    if not pattern or len(mixers) != len(mlps) or set(mixers) - set(MIXER_LETTERS) or set(mlps) != {mlp}:
-        raise RegistryError(f"{family} needs --hybrid-override-pattern of pairs, an M or * layer then an {mlp!r} "
-                            f"layer (one HF layer each); got {pattern!r}")
-    return mixers
+    if not pattern or len(mixers) != len(mlps) or set(mixers) - set(MIXER_LETTERS) or set(mlps) - set(mlp):
+        raise RegistryError(f"{family} needs --hybrid-override-pattern of pairs, an M or * layer then a "
+                            f"{' or '.join(repr(letter) for letter in mlp)} layer (one HF layer each); got {pattern!r}")
+    return mixers, mlps
 
 
 def _mamba_fields(hf: Dict[str, Any], family: str) -> Dict[str, Any]:
@@ -99,24 +103,38 @@ def _mamba_fields_hf(cfg: TransformerConfig) -> Dict[str, Any]:
                 mamba_conv_bias=cfg.mamba_conv_bias, mamba_proj_bias=False, time_step_limit=dt_limits_hf(cfg))
 
 
-def _hybrid_config(hf: Dict[str, Any], family: str, mlp: str) -> Dict[str, Any]:
-    """The fields both families share: Llama's attention and sizes, the paired pattern, the Mamba2 mixer."""
+def _hybrid_config(hf: Dict[str, Any], family: str, mixers: str, mlps: str) -> Dict[str, Any]:
+    """The fields the families share: Llama's attention and sizes and the paired pattern of the HF layers'
+    ``mixers`` and ``mlps`` letters."""
     _refuse(family, hf, mamba_proj_bias=False, hidden_act="silu")
+    return {**_common_config(hf), "num_layers": 2 * len(mixers),
+            "hybrid_override_pattern": "".join(mixer + mlp for mixer, mlp in zip(mixers, mlps))}
+
+
+def _hybrid_hf_config(cfg: TransformerConfig, family: str, mlp: str,
+                      mamba_version: int = 2) -> Tuple[Dict[str, Any], str, str]:
+    """(the shared HF keys, the HF layers' mixer letters, their MLP letters); refuses what no family's config
+    can say."""
+    mixers, mlps = _pairs_of(cfg, family, mlp)
+    require_config(cfg, family, normalization="RMSNorm", activation="swiglu", qk_norm="none", sliding_window=None,
+                   apply_layernorm_1p=False, post_norm=False, post_norm_only=False, mtp_num_layers=None,
+                   attention_output_gate=False, softmax_type="vanilla", mamba_version=mamba_version)
+    out = {**_common_hf_config(cfg), "num_hidden_layers": len(mixers), "hidden_act": "silu"}
+    return out, mixers, mlps
+
+
+def _mamba2_config(hf: Dict[str, Any], family: str, mlp: str) -> Dict[str, Any]:
+    """Bamba's and Granite-4's shared fields: :func:`_hybrid_config` with ``mlp`` after every mixer, and the
+    Mamba2 mixer."""
     mixers = _mixer_letters(hf, family)
-    kwargs = {**_common_config(hf), "num_layers": 2 * len(mixers),
-              "hybrid_override_pattern": _paired_pattern(mixers, mlp)}
+    kwargs = _hybrid_config(hf, family, mixers, mlp * len(mixers))
     if "M" in mixers:
         kwargs.update(_mamba_fields(hf, family))
     return kwargs
 
 
-def _hybrid_hf_config(cfg: TransformerConfig, family: str, mlp: str) -> Tuple[Dict[str, Any], str]:
-    """(the shared HF keys, the HF layers' mixer letters); refuses what neither family's config can say."""
-    mixers = _mixers_of(cfg, family, mlp)
-    require_config(cfg, family, normalization="RMSNorm", activation="swiglu", qk_norm="none", sliding_window=None,
-                   apply_layernorm_1p=False, post_norm=False, post_norm_only=False, mtp_num_layers=None,
-                   attention_output_gate=False, softmax_type="vanilla", mamba_version=2)
-    out = {**_common_hf_config(cfg), "num_hidden_layers": len(mixers), "hidden_act": "silu"}
+def _mamba2_hf_config(cfg: TransformerConfig, family: str, mlp: str) -> Tuple[Dict[str, Any], str]:
+    out, mixers, _ = _hybrid_hf_config(cfg, family, mlp)
     if "M" in mixers:
         out.update(_mamba_fields_hf(cfg))
     return out, mixers
@@ -127,7 +145,7 @@ def _hybrid_hf_config(cfg: TransformerConfig, family: str, mlp: str) -> Tuple[Di
 
 def _bamba_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     _refuse("bamba", hf, z_loss_coefficient=0.0)
-    kwargs = _hybrid_config(hf, "bamba", "-")
+    kwargs = _mamba2_config(hf, "bamba", "-")
     kwargs["rotary_percent"] = 0.5  # transformers' BambaConfig fixes it whatever config.json says
     attention_bias = bool(hf.get("attention_bias", False))
     kwargs.update(add_bias_linear=False, add_qkv_bias=attention_bias, add_dense_bias=attention_bias,
@@ -136,7 +154,7 @@ def _bamba_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _bamba_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    out, mixers = _hybrid_hf_config(cfg, "bamba", "-")
+    out, mixers = _mamba2_hf_config(cfg, "bamba", "-")
     require_config(cfg, "bamba", "--rotary-percent 0.5", position_embedding_type="rope", rotary_percent=0.5)
     qkv, dense = cfg.qkv_bias, cfg.add_bias_linear or cfg.add_dense_bias or bool(cfg.dense_bias_layers)
     if qkv != dense or cfg.dense_bias_layers:
@@ -151,7 +169,7 @@ def _bamba_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 
 def _granite4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     experts = int(hf.get("num_local_experts", 8) or 0)
-    kwargs = _hybrid_config(hf, "granitemoehybrid", "E" if experts else "-")
+    kwargs = _mamba2_config(hf, "granitemoehybrid", "E" if experts else "-")
     kwargs.update(**_attention_biases(hf), **_granite_scales(hf))
     if hf.get("position_embedding_type") != "rope":  # None: no positions (NoPE), no RoPE fields
         kwargs = {key: value for key, value in kwargs.items() if key not in ROPE_FIELDS}
@@ -167,7 +185,7 @@ def _granite4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _granite4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     moe = cfg.num_experts is not None
-    out, mixers = _hybrid_hf_config(cfg, "granitemoehybrid", "E" if moe else "-")
+    out, mixers = _mamba2_hf_config(cfg, "granitemoehybrid", "E" if moe else "-")
     out.update(attention_bias=_attention_bias_hf(cfg, "granitemoehybrid"), **_granite_scales_hf(cfg),
                layer_types=[HF_LAYER_TYPES[letter] for letter in mixers],
                position_embedding_type="rope" if cfg.position_embedding_type == "rope" else None)
@@ -184,6 +202,72 @@ def _granite4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**out, "num_local_experts": cfg.num_experts, "num_experts_per_tok": cfg.moe_router_topk,
             "intermediate_size": cfg.moe_expert_ffn_hidden_size, "router_aux_loss_coef": cfg.moe_aux_loss_coeff,
             "shared_intermediate_size": cfg.moe_shared_expert_intermediate_size}
+
+
+# --------------------------------------------------------------------------- Jamba
+
+
+def _every(layers: int, period: int, offset: int) -> List[bool]:
+    return [j % period == offset for j in range(layers)]
+
+
+def _jamba_letters(hf: Dict[str, Any]) -> Tuple[str, str]:
+    """(mixer letters, MLP letters) per HF layer: attention every ``attn_layer_period``-th layer from
+    ``attn_layer_offset``, MoE every ``expert_layer_period``-th from ``expert_layer_offset`` (with experts)."""
+    layers = int(hf["num_hidden_layers"])
+    attention = _every(layers, int(hf.get("attn_layer_period", 8)), int(hf.get("attn_layer_offset", 4)))
+    moe = _every(layers, int(hf.get("expert_layer_period", 2)), int(hf.get("expert_layer_offset", 1)))
+    experts = int(hf.get("num_experts", 16))
+    return ("".join("*" if mark else "M" for mark in attention),
+            "".join("E" if mark and experts > 1 else "-" for mark in moe))
+
+
+def _jamba_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    mixers, mlps = _jamba_letters(hf)
+    kwargs = {key: value for key, value in _hybrid_config(hf, "jamba", mixers, mlps).items()
+              if key not in ROPE_FIELDS}
+    kwargs["position_embedding_type"] = "none"  # Jamba's attention has no positions
+    if "M" in mixers:
+        hidden, rank = int(hf["hidden_size"]), hf.get("mamba_dt_rank", "auto")
+        kwargs.update(mamba_version=1, mamba_state_dim=int(hf.get("mamba_d_state", 16)),
+                      mamba_d_conv=int(hf.get("mamba_d_conv", 4)), mamba_expand=int(hf.get("mamba_expand", 2)),
+                      mamba_dt_rank=math.ceil(hidden / 16) if rank in (None, "auto") else int(rank),
+                      mamba_conv_bias=bool(hf.get("mamba_conv_bias", True)),
+                      mamba_mixer_rms_eps=kwargs["norm_epsilon"], mamba_mixer_rms_weights=True)
+    if "E" in mlps:
+        kwargs.update(**_moe_common(hf, "jamba", "num_experts"), moe_router_pre_softmax=True, norm_topk_prob=False)
+    return kwargs
+
+
+def _period(marks: List[bool], what: str) -> Tuple[int, int]:
+    """(period, offset) with layer ``j`` marked exactly when ``j % period == offset`` (the smallest period)."""
+    for period in range(1, len(marks) + 2):
+        for offset in range(period):
+            if _every(len(marks), period, offset) == marks:
+                return period, offset
+    raise RegistryError(f"jamba places its {what} layers every n-th HF layer from an offset; the pattern has them "
+                        f"at HF layers {[j for j, mark in enumerate(marks) if mark]}")
+
+
+def _jamba_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    out, mixers, mlps = _hybrid_hf_config(cfg, "jamba", MLP_LETTERS, mamba_version=1)
+    require_config(cfg, "jamba", position_embedding_type="none", add_bias_linear=False, add_qkv_bias=False,
+                   add_dense_bias=False, add_mlp_bias=False)
+    attention, moe = _period([m == "*" for m in mixers], "attention"), _period([m == "E" for m in mlps], "MoE")
+    out.update(attn_layer_period=attention[0], attn_layer_offset=attention[1], expert_layer_period=moe[0],
+               expert_layer_offset=moe[1], mamba_proj_bias=False)
+    if "M" in mixers:
+        require_config(cfg, "jamba", f"--mamba-mixer-rms-eps {cfg.norm_epsilon} --mamba-mixer-rms-weights",
+                       mamba_mixer_rms_eps=cfg.norm_epsilon, mamba_mixer_rms_weights=True)
+        out.update(mamba_d_state=cfg.mamba_state_dim, mamba_d_conv=cfg.mamba_d_conv, mamba_expand=cfg.mamba_expand,
+                   mamba_dt_rank=cfg.mamba_dt_rank_or_default, mamba_conv_bias=cfg.mamba_conv_bias)
+    if "E" not in mlps:
+        return {**out, "num_experts": 1, "num_experts_per_tok": 1}
+    require_config(cfg, "jamba", moe_router_score_function="softmax", moe_router_pre_softmax=True,
+                   norm_topk_prob=False, moe_shared_expert_intermediate_size=None,
+                   moe_ffn_hidden_size=cfg.ffn_hidden_size, **NO_ROUTING_EXTRAS)
+    return {**out, "num_experts": cfg.num_experts, "num_experts_per_tok": cfg.moe_router_topk,
+            "router_aux_loss_coef": cfg.moe_aux_loss_coeff}
 
 
 # --------------------------------------------------------------------------- weight maps
@@ -216,12 +300,23 @@ MIXER_WEIGHTS: Tuple[WeightRule, ...] = (
     *(_mixer(f"self_attention.linear_proj.{kind}", [f"self_attn.o_proj.{kind}"]) for kind in ("weight", "bias")),
 )
 
-BAMBA_WEIGHTS: Tuple[WeightRule, ...] = MIXER_WEIGHTS + (
+FEED_FORWARD_WEIGHTS: Tuple[WeightRule, ...] = (  # Bamba's and Jamba's dense MLP
     _mlp("pre_mlp_layernorm.weight", ["pre_ff_layernorm.weight"]),
     *(_mlp(f"mlp.linear_fc1.{kind}", [f"feed_forward.gate_proj.{kind}", f"feed_forward.up_proj.{kind}"], "fuse_rows")
       for kind in ("weight", "bias")),
     *(_mlp(f"mlp.linear_fc2.{kind}", [f"feed_forward.down_proj.{kind}"]) for kind in ("weight", "bias")),
-) + _ends("model.final_layernorm.weight")
+)
+BAMBA_WEIGHTS: Tuple[WeightRule, ...] = MIXER_WEIGHTS + FEED_FORWARD_WEIGHTS + _ends("model.final_layernorm.weight")
+JAMBA_WEIGHTS: Tuple[WeightRule, ...] = BAMBA_WEIGHTS
+
+
+def _jamba_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
+    """The map plus the experts of the MoE layers, which checkpoints save one tensor per expert
+    (``feed_forward.experts.{e}.gate_proj``...), stacked into ours; the router is ``feed_forward.router``."""
+    if cfg.num_experts is None:
+        return JAMBA_WEIGHTS
+    experts = per_expert_weights(cfg, "feed_forward", "gate_proj", "up_proj", "down_proj", "router")
+    return JAMBA_WEIGHTS + tuple(dataclasses.replace(rule, layer_stride=2, layer_offset=1) for rule in experts)
 
 GRANITE4_WEIGHTS: Tuple[WeightRule, ...] = MIXER_WEIGHTS + (
     _mlp("pre_mlp_layernorm.weight", ["post_attention_layernorm.weight"]),
@@ -239,3 +334,7 @@ BAMBA = register(Family("bamba", "bamba", "BambaForCausalLM", _bamba_config,
 GRANITE4 = register(Family("granitemoehybrid", "granitemoehybrid", "GraniteMoeHybridForCausalLM", _granite4_config,
                            _checked("granitemoehybrid", _granite4_config, _granite4_hf_config), GRANITE4_WEIGHTS,
                            preserved_keys=PRESERVED), "granite4", "granite-4")
+JAMBA = register(Family("jamba", "jamba", "JambaForCausalLM", _jamba_config,
+                        _checked("jamba", _jamba_config, _jamba_hf_config), JAMBA_WEIGHTS,
+                        preserved_keys=PRESERVED + ("use_mamba_kernels", "use_mambapy", "use_associative_scan"),
+                        weights_for=_jamba_weights))
