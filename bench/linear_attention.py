@@ -28,8 +28,18 @@ Mamba1's per-token scan). Per model and sequence length:
 
 Per model, the memory slope: ``(bytes at the longest - bytes at the shortest) / (token difference)`` of
 ``saved`` and of ``peak``. Ratios are to attention at the same length in the same run (speed: mixer /
-attention; memory: mixer / attention). A line per length as it finishes and a readable table go to stderr,
-one JSON line to stdout.
+attention; memory: mixer / attention).
+
+CP rows (``--no-cp`` skips them): every model trained by our ``Trainer`` at the longest length (``--cp-seq``),
+at CP 1 in this process and CP 2 in one 2-process gloo launch (the ring with load-balanced chunks), every rank
+on the CPU with one thread, by ``bench/context_parallel.py``'s runner (its memory probe on the first step,
+SGD without state, then the timed steps): ``cp2_speedup`` is the CP 1 step time over the slowest CP 2 rank's,
+``cp2_peak_ratio`` / ``cp2_activation_ratio`` the largest CP 2 rank's peak and kept-for-backward megabytes over
+CP 1's (ideal 0.5). The recurrent mixers' state relay runs the CP ranks one after the other
+(``core/transformer/sequence_state.py``): their CP splits the memory of the sequence, not its time, so
+``cp2_speedup`` stays below 1 while attention's ring overlaps its ranks' work.
+
+A line per length as it finishes and readable tables go to stderr, one JSON line to stdout.
 """
 from __future__ import annotations
 
@@ -45,7 +55,7 @@ import torch
 from activation_memory import MB, MemoryProbe, timed  # the same memory probe and timer as the activation-memory bench
 from core.device import accelerator
 from core.models.gpt_model import build_model, layout_state
-from core.transformer.config import TransformerConfig
+from core.transformer.config import TransformerConfig, field_flag
 
 VOCAB = 1024
 MIXERS = ("attention", "mamba2", "mamba1", "gated_deltanet")
@@ -164,20 +174,63 @@ def memory_slopes(table: Dict[int, Dict[str, Dict[str, float]]]) -> Dict[str, Di
             for name in table[short]}
 
 
-def cp_line() -> str:
-    """Whether the recurrent mixers' sequence scan takes context parallelism in this build."""
-    from types import SimpleNamespace
+def mixer_argv(mixer: str, hidden: int, seq: int, cp: int) -> List[str]:
+    """``pretrain_gpt.py`` flags of the 4-layer ``mixer`` model of :func:`model_config` (the fields of
+    :func:`mixer_fields` spelled as flags), one SGD step per micro-batch on mock data, at context parallel ``cp``
+    (the ring, load-balanced chunks) on the CPU over gloo."""
+    argv = ["--num-layers", "4", "--hidden-size", str(hidden), "--num-attention-heads", str(max(hidden // 64, 1)),
+            "--seq-length", str(seq), "--max-position-embeddings", str(seq), "--normalization", "RMSNorm",
+            "--disable-bias-linear", "--attention-dropout", "0", "--hidden-dropout", "0", "--micro-batch-size", "1",
+            "--global-batch-size", "1", "--train-iters", "1000", "--lr", "1e-4", "--mock-data", "--tokenizer-type",
+            "NullTokenizer", "--vocab-size", str(VOCAB), "--make-vocab-size-divisible-by", "1", "--eval-iters", "0",
+            "--num-workers", "0", "--device", "cpu", "--distributed-backend", "gloo", "--log-interval", "1000000",
+            "--optimizer", "sgd", "--sgd-momentum", "0"]
+    for name, value in mixer_fields(mixer, hidden).items():
+        argv += [field_flag(name), str(value)]
+    if cp > 1:
+        argv += ["--context-parallel-size", str(cp), "--context-parallel-algo", "megatron_cp_algo"]
+    return argv
 
-    from core.transformer.sequence_state import sequence_scan
 
-    probe = torch.zeros(1, 2, 1)
+def cp_rows(mixers: List[str], hidden: int, seq: int, steps: int) -> Dict[str, Dict[str, float]]:
+    """Every mixer trained at ``seq`` tokens at CP 1 (in this process) and CP 2 (one 2-process gloo launch), one
+    thread per rank, by ``bench/context_parallel.py``'s runner: the slowest rank's step time, the largest rank's
+    peak and kept activation memory, and their ratios CP 2 / CP 1."""
+    from context_parallel import worker  # the CP bench's runner: memory probe first, then timed steps
+
+    from core.launcher import run_distributed
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     try:
-        sequence_scan(lambda x, carry: (x, carry), probe, SimpleNamespace(cp=object(), documents=None))
-    except NotImplementedError:
-        return "CP: not available for recurrent mixers in this build"
-    except Exception:  # the scan went on to use the (fake) CP group: it is implemented
-        pass
-    return "CP: the recurrent mixers take CP in this build, but this bench does not measure CP 2 against CP 1 yet"
+        one = worker(0, 1, {m: mixer_argv(m, hidden, seq, 1) for m in mixers}, steps)
+    finally:
+        torch.set_num_threads(threads)
+    two = run_distributed(2, worker, {m: mixer_argv(m, hidden, seq, 2) for m in mixers}, steps, timeout=3600.0)
+    rows = {}
+    for mixer in mixers:
+        ranks = [rank[mixer] for rank in two]
+        step, peak = max(r["step_s"] for r in ranks), max(r["peak_mb"] for r in ranks)
+        kept = max(r["activation_mb"] for r in ranks)
+        rows[mixer] = {"cp1_step_s": round(one[mixer]["step_s"], 4), "cp2_step_s": round(step, 4),
+                       "cp2_speedup": round(one[mixer]["step_s"] / step, 3),
+                       "cp1_peak_mb": round(one[mixer]["peak_mb"], 2), "cp2_peak_mb": round(peak, 2),
+                       "cp2_peak_ratio": round(peak / one[mixer]["peak_mb"], 3),
+                       "cp1_activation_mb": round(one[mixer]["activation_mb"], 2), "cp2_activation_mb": round(kept, 2),
+                       "cp2_activation_ratio": round(kept / one[mixer]["activation_mb"], 3)}
+    return rows
+
+
+def print_cp_rows(rows: Dict[str, Dict[str, float]], seq: int) -> None:
+    print(f"CP 2 against CP 1 at {seq} tokens (ring, CPU gloo, 1 thread per rank; slowest rank's step, largest "
+          "rank's memory):", file=sys.stderr)
+    print(f"{'mixer':<15} {'CP1 s':>8} {'CP2 s':>8} {'speedup':>8} {'CP1 peak':>9} {'CP2 peak':>9} {'ratio':>6} "
+          f"{'CP1 kept':>9} {'CP2 kept':>9} {'ratio':>6}", file=sys.stderr)
+    for name, row in rows.items():
+        print(f"{name:<15} {row['cp1_step_s']:>8.3f} {row['cp2_step_s']:>8.3f} {row['cp2_speedup']:>8.3f} "
+              f"{row['cp1_peak_mb']:>9.1f} {row['cp2_peak_mb']:>9.1f} {row['cp2_peak_ratio']:>6.3f} "
+              f"{row['cp1_activation_mb']:>9.1f} {row['cp2_activation_mb']:>9.1f} {row['cp2_activation_ratio']:>6.3f}",
+              file=sys.stderr)
 
 
 def print_table(table, slopes, header: str, notes: List[str]) -> None:
@@ -204,6 +257,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--steps", type=int, default=1, help="timed steps per model per round")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds")
     parser.add_argument("--smoke", action="store_true", help="hidden 64, sequences 64 and 128, one round: seconds")
+    parser.add_argument("--no-cp", dest="cp", action="store_false", help="skip the CP 2 against CP 1 rows")
+    parser.add_argument("--cp-seq", type=int, default=None,
+                        help="sequence length of the CP rows (default: the longest of --seqs)")
     args = parser.parse_args(argv)
     acc = accelerator()
     on_device = acc.type != "cpu"
@@ -227,12 +283,15 @@ def main(argv: Optional[List[str]] = None) -> None:
               f"params {params}. tok/s: forward + backward; saved MB: bytes autograd keeps for the backward in the "
               f"4 layers; peak MB: peak allocated during forward + backward above its start; x attn: ratio to "
               f"attention at that length, this run")
-    notes = [cp_line(), "note: " + SLOWER_WHY, "note: " + MEMORY_WHY]
-    print_table(table, slopes, header, notes)
+    print_table(table, slopes, header, ["note: " + SLOWER_WHY, "note: " + MEMORY_WHY])
+    cp_seq = args.cp_seq or max(seqs)
+    cp = cp_rows(mixers, hidden, cp_seq, args.steps) if args.cp else {}
+    if cp:
+        print_cp_rows(cp, cp_seq)
     print(json.dumps({"bench": "linear_attention", "device": acc.type, "dtype": str(dtype)[6:], "hidden": hidden,
                       "seqs": seqs, "layers": 4, "delta_rule_kernel": kernel, "params": params,
                       "table": {str(seq): rows for seq, rows in table.items()}, "memory_slope": slopes,
-                      "cp": notes[0]}))
+                      "cp": {"seq": cp_seq, "rows": cp} if cp else None}))
 
 
 if __name__ == "__main__":

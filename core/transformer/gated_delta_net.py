@@ -162,6 +162,7 @@ def _chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
              state: torch.Tensor, chunk: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """The delta rule in chunks on grouped tensors (module docstring); out ``[b, hk, r, s, dv]``, state."""
     seq, value_dim = v.shape[-2:]
+    chunk = max(min(chunk, seq), 1)  # a shorter sequence (a CP run, a document) is one chunk of its own length
     # padded tokens: g = 0 (no decay), beta = 0 (no write), k = q = 0
     q, k, v, g, beta = (_pad_chunks(x, chunk) for x in (q, k, v, g, beta.unsqueeze(-1)))  # [.., n, C, d]
     beta = beta.squeeze(-1)  # [b, hk, r, n, C]

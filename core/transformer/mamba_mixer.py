@@ -183,9 +183,11 @@ def ssd_chunked_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torc
     (already one per head); initial_state ``[b, h, p, n]``. Within a chunk the output is a masked, decayed
     ``C B^T`` product; states are carried between chunks by their cumulative decay. Returns ``y``
     ``[b, s, h, p]`` and the state after the last token ``[b, h, p, n]`` (the zero padding of a last partial
-    chunk neither decays nor adds to it).
+    chunk neither decays nor adds to it). A sequence shorter than ``chunk`` (a CP run, a packed document) is one
+    chunk of its own length: the result does not depend on the chunk, padding it would only cost memory.
     """
     seq = x.size(1)
+    chunk = max(min(chunk, seq), 1)
     x, dt, B, C = x.float(), dt.float(), B.float(), C.float()
     x_dt = x * dt[..., None]  # [b, s, h, p]
     a_dt = A.float() * dt  # [b, s, h]

@@ -78,7 +78,7 @@ def test_checkpoint_bench_rows_and_ratios() -> None:
 def test_linear_attention_bench_rows_ratios_and_slopes() -> None:
     """bench/linear_attention.py: a row per mixer and length, ratios to the attention row of the same length,
     saved bytes that grow with the sequence (every mixer keeps per-token activations), slopes from the shortest
-    to the longest length, and the CP line stating what this build does."""
+    to the longest length, and the CP 2 rows whose ranks each keep about half of CP 1's activations."""
     record = smoke_record(ROOT / "bench" / "linear_attention.py")
     mixers = {"attention", "mamba2", "mamba1", "gated_deltanet"}
     assert record["seqs"] == [64, 128] and set(record["table"]) == {"64", "128"}, record["seqs"]
@@ -96,7 +96,12 @@ def test_linear_attention_bench_rows_ratios_and_slopes() -> None:
         assert abs(slope - (long["saved_mb"] - short["saved_mb"]) * 2 ** 20 / 64) < 0.02 * slope + 1024, name
     attention = record["table"]["128"]["attention"]["saved_mb"] / record["table"]["64"]["attention"]["saved_mb"]
     assert 1.8 < attention < 2.2, attention  # the fused causal kernel keeps no s x s tensor: linear in s
-    assert record["cp"].startswith("CP: "), record["cp"]
+    cp = record["cp"]  # CP 2 against CP 1 at the longest length: every mixer, memory halved on each rank
+    assert cp["seq"] == 128 and set(cp["rows"]) == mixers, cp
+    for name, row in cp["rows"].items():
+        assert row["cp1_step_s"] > 0 and row["cp2_step_s"] > 0, (name, row)
+        assert abs(row["cp2_speedup"] - row["cp1_step_s"] / row["cp2_step_s"]) < 0.01 * row["cp2_speedup"] + 2e-3
+        assert 0.35 < row["cp2_activation_ratio"] < 0.8, (name, row)  # each rank keeps about half the tokens
 
 
 def _gpu_mfu_module():

@@ -76,11 +76,12 @@ def test_twenty_steps_equal() -> None:
 
 def test_bf16_within_bf16_rounding() -> None:
     """20 bf16 steps, chunks given (the default takes them only on a CPU with bf16 units): the rounding moves the
-    losses by ~2e-3 while the run lowers them by ~0.7, so 1e-2 sees a wrong chunked loss."""
+    losses by ~2e-3 (up to 1.1e-2 at step 6 on some CPUs, whose bf16 GEMMs accumulate differently) while the run
+    lowers them by ~0.7, so 2e-2 still sees a wrong chunked loss."""
     plain = _train(ARGV + ["--bf16", "--cross-entropy-chunk-size", "0"], 20)
     chunked = _train(ARGV + ["--bf16", "--cross-entropy-chunk-size", "32"], 20)
     assert sum(plain[-5:]) / 5 < plain[0] - 0.3, "the run must learn, or agreement proves little"
-    torch.testing.assert_close(torch.tensor(chunked), torch.tensor(plain), rtol=0, atol=1e-2)
+    torch.testing.assert_close(torch.tensor(chunked), torch.tensor(plain), rtol=0, atol=2e-2)
 
 
 @pytest.mark.parametrize("extra, chunked, units", [([], False, True), (["--bf16"], True, True),
