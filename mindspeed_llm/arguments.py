@@ -729,8 +729,43 @@ def _resolve_virtual_pipeline(args: argparse.Namespace) -> None:
         args.num_layers_per_virtual_pipeline_stage = layers // (pp * vpp)
 
 
+def _pattern_stages(args: argparse.Namespace) -> None:
+    """Megatron-core's separators in --hybrid-override-pattern: '|' between pipeline segments (one per stage,
+    or one per virtual chunk in chunk order), which become --num-layer-list (or the virtual pipeline's layers per
+    chunk) and leave the letters alone; '/' (its MTP patterns) is refused."""
+    pattern = getattr(args, "hybrid_override_pattern", None)
+    if not pattern or not set(pattern) & {"|", "/"}:
+        return
+    if "/" in pattern:
+        raise ArgumentError(f"--hybrid-override-pattern {pattern!r}: '/' starts Megatron's MTP layer patterns; MTP "
+                            "layers with a hybrid pattern are not supported, drop the '/...' part")
+    segments, pp = pattern.split("|"), args.pipeline_model_parallel_size
+    counts = tuple(len(segment) for segment in segments)
+    if 0 in counts or len(segments) % pp:
+        raise ArgumentError(f"--hybrid-override-pattern {pattern!r}: its {len(segments)} '|'-separated segments "
+                            f"must be non-empty and one per pipeline stage (--pipeline-model-parallel-size {pp}) or "
+                            "per virtual chunk")
+    args.hybrid_override_pattern = "".join(segments)
+    chunks = len(segments) // pp
+    if chunks == 1:
+        if args.num_layer_list and tuple(args.num_layer_list) != counts:
+            raise ArgumentError(f"--num-layer-list {','.join(map(str, args.num_layer_list))} differs from the stages "
+                                f"of --hybrid-override-pattern {pattern!r} ({','.join(map(str, counts))}); drop one")
+        args.num_layer_list = counts if pp > 1 else args.num_layer_list
+        return
+    if len(set(counts)) > 1:
+        raise ArgumentError(f"--hybrid-override-pattern {pattern!r}: virtual chunks of different sizes {counts} are "
+                            "not supported; give every segment the same number of layers")
+    given = args.num_layers_per_virtual_pipeline_stage
+    if given not in (None, counts[0]) or args.virtual_pipeline_model_parallel_size not in (None, chunks):
+        raise ArgumentError(f"--hybrid-override-pattern {pattern!r} has {chunks} chunks of {counts[0]} layers per "
+                            "stage; the virtual-pipeline flags say otherwise, drop them")
+    args.num_layers_per_virtual_pipeline_stage = counts[0]
+
+
 def _check_pipeline(args: argparse.Namespace) -> None:
     """Layer placement over pipeline stages and virtual chunks (core/pipeline_parallel/layout.py)."""
+    _pattern_stages(args)
     pp, layers = args.pipeline_model_parallel_size, args.num_layers
     bad_noop = [i for i in (args.noop_layers or ()) if not 0 <= i < layers]
     if bad_noop:

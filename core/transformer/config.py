@@ -511,7 +511,8 @@ class ModelConfig:
     hybrid_override_pattern: Optional[str] = config_field(
         None, type=str, aliases=("--hybrid-layer-pattern",),
         help="one letter per layer (Megatron-core's): M Mamba, G gated DeltaNet, * attention, - MLP, E MoE; each "
-             "layer is its norm, that one branch and the residual add; default: transformer layers")
+             "layer is its norm, that one branch and the residual add; '|' between pipeline stages (or virtual "
+             "chunks) places them; default: transformer layers")
     mamba_version: int = config_field(2, choices=(1, 2), features=(MAMBA,),
                                       help="1: Mamba's selective scan over d_inner channels; 2: Mamba2's SSD over "
                                            "heads and groups")

@@ -55,3 +55,33 @@ def test_zero_bubble_and_layer_list_combinations() -> None:
     assert "zero-bubble" in _error(["--schedules-method", "zero-bubble"], 1)
     assert "virtual" in _error(["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "2",
                                 "--num-layer-list", "4,4", "--global-batch-size", "2"], 2)
+
+
+HYBRID = ["--position-embedding-type", "none", "--ffn-hidden-size", "128", "--mamba-head-dim", "16",
+          "--mamba-num-groups", "1"]
+
+
+def test_pattern_pipes_place_the_stages() -> None:
+    """Megatron-core's '|' in --hybrid-override-pattern: one segment per stage (uneven here: a --num-layer-list) or
+    per virtual chunk; the letters alone are the pattern."""
+    args = parse_args(BASE + HYBRID + ["--pipeline-model-parallel-size", "2", "--hybrid-override-pattern",
+                                       "M-M|-M*-M"])
+    validate_args(args, 2)
+    assert args.hybrid_override_pattern == "M-M-M*-M" and args.num_layer_list == (3, 5)
+    args = parse_args(BASE + HYBRID + ["--pipeline-model-parallel-size", "2", "--hybrid-override-pattern",
+                                       "M-|M-|*-|M-", "--global-batch-size", "2"])
+    validate_args(args, 2)
+    assert args.hybrid_override_pattern == "M-M-*-M-" and args.virtual_pipeline_model_parallel_size == 2
+    assert args.num_layers_per_virtual_pipeline_stage == 2
+
+
+def test_pattern_pipes_and_mtp_refused_when_they_cannot_place() -> None:
+    assert "one per pipeline stage" in _error(HYBRID + ["--pipeline-model-parallel-size", "2",
+                                                        "--hybrid-override-pattern", "M-M|-M*|-M"], 2)
+    assert "MTP" in _error(HYBRID + ["--pipeline-model-parallel-size", "2", "--hybrid-override-pattern",
+                                     "M-M-M*-M/M-"], 2)
+    assert "differs from the stages" in _error(HYBRID + ["--pipeline-model-parallel-size", "2",
+                                                         "--hybrid-override-pattern", "M-M|-M*-M",
+                                                         "--num-layer-list", "4,4"], 2)
+    assert "different sizes" in _error(HYBRID + ["--pipeline-model-parallel-size", "2", "--hybrid-override-pattern",
+                                                 "M-|M-|*-M|-M", "--global-batch-size", "2"], 2)
