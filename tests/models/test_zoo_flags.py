@@ -75,7 +75,7 @@ BAD: List[tuple] = [
      "--mamba-state-dim 0 must be positive"),
     (dict(hybrid_override_pattern="MM", position_embedding_type="none", mamba_mixer_rms_eps=1e-6),
      ["--hybrid-override-pattern", "MM", "--position-embedding-type", "none", "--mamba-mixer-rms-eps", "1e-6"],
-     "--mamba-mixer-rms-eps (norms on dt, B and C) applies to --mamba-version 1 only"),
+     "--mamba-mixer-rms-eps/--mamba-mixer-rms-weights (norms on dt, B and C) apply to --mamba-version 1 only"),
     (dict(hybrid_override_pattern="MM", position_embedding_type="none", mamba_dt_limit_min=0.5,
           mamba_dt_limit_max=0.1),
      ["--hybrid-override-pattern", "MM", "--position-embedding-type", "none", "--mamba-dt-limit-min", "0.5",

@@ -72,9 +72,9 @@ def test_model_type_by_hf_and_mindspeed_names(hf_dir: str, tmp_path) -> None:
 def test_unsupported_model_type(capsys, hf_dir: str, tmp_path) -> None:
     src = copy(hf_dir, tmp_path)
     config = json.load(open(os.path.join(src, "config.json")))
-    json.dump({**config, "model_type": "jamba"}, open(os.path.join(src, "config.json"), "w"))
+    json.dump({**config, "model_type": "ctrl"}, open(os.path.join(src, "config.json"), "w"))
     expect_error(capsys, HF_MG + ["--load-dir", src, "--save-dir", str(tmp_path / "out")],
-                 "model_type 'jamba' is not supported; supported model types: ", "llama", "mistral", "qwen2",
+                 "model_type 'ctrl' is not supported; supported model types: ", "llama", "mistral", "qwen2",
                  "config.json")
 
 

@@ -235,7 +235,9 @@ def _jamba_config(hf: Dict[str, Any]) -> Dict[str, Any]:
                       mamba_conv_bias=bool(hf.get("mamba_conv_bias", True)),
                       mamba_mixer_rms_eps=kwargs["norm_epsilon"], mamba_mixer_rms_weights=True)
     if "E" in mlps:
-        kwargs.update(**_moe_common(hf, "jamba", "num_experts"), moe_router_pre_softmax=True, norm_topk_prob=False)
+        experts = {"num_experts": int(hf.get("num_experts", 16))}  # JambaConfig's default when config.json omits it
+        kwargs.update(**_moe_common({**hf, **experts}, "jamba", "num_experts"), moe_router_pre_softmax=True,
+                      norm_topk_prob=False)
     return kwargs
 
 
