@@ -520,6 +520,9 @@ class ModelConfig:
     mamba_head_dim: int = config_field(64, features=(MAMBA,), help="Mamba2 head dim (heads = d_inner / head dim)")
     mamba_num_groups: int = config_field(8, features=(MAMBA,), help="Mamba2 B/C groups")
     mamba_expand: int = config_field(2, features=(MAMBA,), help="d_inner = expand x hidden")
+    mamba_heads: Optional[int] = config_field(None, type=int, flag="--mamba-num-heads", features=(MAMBA,),
+                                              help="Mamba2 heads; d_inner = heads x --mamba-head-dim instead of "
+                                                   "--mamba-expand x hidden (Megatron-core's --mamba-num-heads)")
     mamba_d_conv: int = config_field(4, features=(MAMBA,), help="width of the causal depthwise conv")
     mamba_conv_bias: bool = config_field(True, flag="--disable-mamba-conv-bias", features=(MAMBA,),
                                          help="the depthwise conv has no bias")
@@ -1241,7 +1244,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                             ("--mamba-d-conv", self.mamba_d_conv), ("--mamba-head-dim", self.mamba_head_dim),
                             ("--mamba-num-groups", self.mamba_num_groups),
                             ("--mamba-chunk-size", self.mamba_chunk_size), ("--mamba-dt-rank", self.mamba_dt_rank),
-                            ("--mamba-mixer-rms-eps", self.mamba_mixer_rms_eps)):
+                            ("--mamba-mixer-rms-eps", self.mamba_mixer_rms_eps),
+                            ("--mamba-num-heads", self.mamba_heads)):
             if value is not None and value <= 0:
                 raise ValueError(f"{flag} {value} must be positive")
         upper = self.mamba_dt_limit_max
@@ -1252,6 +1256,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if self.mamba_mixer_rms_weights and self.mamba_mixer_rms_eps is None:
             raise ValueError("--mamba-mixer-rms-weights gives weights to the dt/B/C norms; add --mamba-mixer-rms-eps")
         if self.mamba_version == 1:
+            if self.mamba_heads is not None:
+                raise ValueError("--mamba-num-heads applies to --mamba-version 2 (Mamba1 has no heads); use "
+                                 "--mamba-expand")
             if inner % tp:
                 raise ValueError(f"--mamba-expand x --hidden-size ({inner} Mamba channels) is not divisible by "
                                  f"--tensor-model-parallel-size ({tp})")
@@ -1485,7 +1492,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
 
     @property
     def mamba_d_inner(self) -> int:
-        """The Mamba mixer's inner channels, expand x hidden."""
+        """The Mamba mixer's inner channels: --mamba-num-heads x head dim when given, else expand x hidden."""
+        if self.mamba_heads is not None:
+            return self.mamba_heads * self.mamba_head_dim
         return self.mamba_expand * self.hidden_size
 
     @property

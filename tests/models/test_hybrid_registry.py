@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import torch
 import transformers
 
 from core.transformer.config import TransformerConfig
@@ -89,3 +90,20 @@ def test_bad_hf_configs_are_refused_in_one_line() -> None:
         TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=128,
                           hybrid_override_pattern="M-", position_embedding_type="none", mamba_version=1,
                           mamba_mixer_rms_weights=True)
+
+
+def test_mamba_num_heads_sets_the_mixer_width() -> None:
+    """--mamba-num-heads (Megatron-core's): d_inner = heads x head dim, not expand x hidden; Nemotron-H channels
+    that are no multiple of the width convert to it and back."""
+    from core.models.gpt_model import build_model, layout_state
+
+    cfg = TransformerConfig(num_layers=1, hidden_size=64, num_attention_heads=4, vocab_size=128,
+                            hybrid_override_pattern="M", position_embedding_type="none", mamba_heads=6,
+                            mamba_head_dim=16, mamba_num_groups=1, mamba_state_dim=8)
+    assert cfg.mamba_d_inner == 96 and cfg.mamba_num_heads == 6
+    mixer = build_model(cfg, layout_state(1), torch.device("cpu"), seed=0).decoder.layers["0"].mixer
+    assert mixer.in_proj.weight.shape[0] == 2 * 96 + 2 * 8 + 6 and mixer.out_proj.weight.shape == (64, 96)
+    hf = transformers.NemotronHConfig(**{**SIZES, "num_hidden_layers": 1}, layers_block_type=["mamba"],
+                                      mamba_num_heads=6, mamba_head_dim=16, n_groups=1).to_dict()
+    converted = config_from_hf(hf, "nemotron_h")
+    assert converted.mamba_heads == 6 and get_family("nemotron_h").to_hf_config(converted)["mamba_num_heads"] == 6

@@ -26,9 +26,9 @@ on its own), so the output layer is always untied here and a tied model is refus
 Mamba2 mixer is the one of :mod:`~mindspeed_llm.models.families.ssm` with ``mamba_num_heads x mamba_head_dim``
 channels; transformers clamps its dt below at ``time_step_min`` (``--mamba-dt-limit-min``).
 
+Mamba channels that are not an integer multiple of the hidden size are ``--mamba-num-heads`` heads.
 Refused in one line: a latent MoE projection (``moe_latent_size``), MTP layers (``num_nextn_predict_layers``),
-Mamba biases (``use_bias``), a non-SiLU Mamba activation, sliding windows, and Mamba channels that are not
-an integer multiple of the hidden size (the decoder builds d_inner = expand x hidden).
+Mamba biases (``use_bias``), a non-SiLU Mamba activation and sliding windows.
 """
 from __future__ import annotations
 
@@ -79,11 +79,10 @@ def _refuse_unsupported(hf: Dict[str, Any]) -> None:
 
 def _mamba_fields(hf: Dict[str, Any], hidden: int) -> Dict[str, Any]:
     heads, head_dim = int(hf.get("mamba_num_heads", 128)), int(hf.get("mamba_head_dim", 64))
-    if (heads * head_dim) % hidden:
-        raise RegistryError(f"nemotron_h mamba_num_heads x mamba_head_dim = {heads * head_dim} is not a multiple of "
-                            f"hidden_size {hidden}: the decoder builds d_inner = expand x hidden")
+    # d_inner = expand x hidden where the channels are a multiple of the width, else --mamba-num-heads x head dim
+    width = dict(mamba_heads=heads) if (heads * head_dim) % hidden else dict(mamba_expand=heads * head_dim // hidden)
     return dict(mamba_version=2, mamba_state_dim=int(hf.get("ssm_state_size", 128)), mamba_head_dim=head_dim,
-                mamba_num_groups=int(hf.get("n_groups", 8)), mamba_expand=heads * head_dim // hidden,
+                mamba_num_groups=int(hf.get("n_groups", 8)), **width,
                 mamba_d_conv=int(hf.get("conv_kernel", 4)), mamba_conv_bias=bool(hf.get("use_conv_bias", True)),
                 mamba_chunk_size=int(hf.get("chunk_size", 128)),
                 mamba_dt_limit_min=float(hf.get("time_step_min", 0.001)))
@@ -129,9 +128,10 @@ def _check_exportable(cfg: TransformerConfig) -> None:
     """Our settings Nemotron-H's config cannot express, refused in one line."""
     if cfg.hybrid_override_pattern is None or set(cfg.hybrid_override_pattern) - set(LETTER_BLOCKS):
         raise RegistryError("nemotron_h needs --hybrid-override-pattern of M, *, - and E letters")
-    require_config(cfg, "nemotron_h", normalization="RMSNorm", position_embedding_type="none",
-                   activation="squared_relu", add_bias_linear=False, add_qkv_bias=False, add_dense_bias=False,
-                   qk_norm="none", mamba_version=2, mamba_dt_limit_max=None, sliding_window=None,
+    if set(cfg.hybrid_override_pattern) & {"-", "E"}:  # an all-Mamba stack keeps the default (unused) activation
+        require_config(cfg, "nemotron_h", activation="squared_relu")
+    require_config(cfg, "nemotron_h", normalization="RMSNorm", position_embedding_type="none", add_bias_linear=False,
+                   add_qkv_bias=False, add_dense_bias=False, qk_norm="none", mamba_version=2, mamba_dt_limit_max=None, sliding_window=None,
                    apply_layernorm_1p=False, post_norm=False, post_norm_only=False, mtp_num_layers=None,
                    attention_output_gate=False, softmax_type="vanilla")
     if "E" in cfg.hybrid_override_pattern:
