@@ -751,7 +751,8 @@ def _pattern_stages(args: argparse.Namespace) -> None:
         if args.num_layer_list and tuple(args.num_layer_list) != counts:
             raise ArgumentError(f"--num-layer-list {','.join(map(str, args.num_layer_list))} differs from the stages "
                                 f"of --hybrid-override-pattern {pattern!r} ({','.join(map(str, counts))}); drop one")
-        args.num_layer_list = counts if pp > 1 else args.num_layer_list
+        if pp > 1:
+            args.num_layer_list = counts
         return
     if len(set(counts)) > 1:
         raise ArgumentError(f"--hybrid-override-pattern {pattern!r}: virtual chunks of different sizes {counts} are "

@@ -44,10 +44,11 @@ from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.families.hybrid_ssm import BLOCK_LETTERS
 from mindspeed_llm.models.families.llama_like import _refuse
 from mindspeed_llm.models.families.moe_common import _moe_common, per_expert_weights
-from mindspeed_llm.models.families.moe_softmax import NO_ROUTING_EXTRAS, _attention_bias_hf, _attention_biases
+from mindspeed_llm.models.families.moe_softmax import (GRANITEMOE_WEIGHTS, NO_ROUTING_EXTRAS, _attention_bias_hf,
+                                                      _attention_biases)
 from mindspeed_llm.models.families.ssm import MIXER_TENSORS, dt_limits, dt_limits_hf
 from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _checked, _common_config,
-                                           _common_hf_config, _granite_scales, _granite_scales_hf, register,
+                                           _common_hf_config, _granite_scales, _granite_scales_hf, _layer, register,
                                            require_config)
 
 MIXER_LETTERS, MLP_LETTERS = "M*", "-E"
@@ -140,6 +141,12 @@ def _mamba2_hf_config(cfg: TransformerConfig, family: str, mlp: str) -> Tuple[Di
     return out, mixers
 
 
+def _without_positions(kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """``kwargs`` of a model whose attention has no positions: no RoPE fields, ``position_embedding_type none``."""
+    return {**{key: value for key, value in kwargs.items() if key not in ROPE_FIELDS},
+            "position_embedding_type": "none"}
+
+
 # --------------------------------------------------------------------------- Bamba
 
 
@@ -156,11 +163,8 @@ def _bamba_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 def _bamba_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     out, mixers = _mamba2_hf_config(cfg, "bamba", "-")
     require_config(cfg, "bamba", "--rotary-percent 0.5", position_embedding_type="rope", rotary_percent=0.5)
-    qkv, dense = cfg.qkv_bias, cfg.add_bias_linear or cfg.add_dense_bias or bool(cfg.dense_bias_layers)
-    if qkv != dense or cfg.dense_bias_layers:
-        raise RegistryError(f"bamba has one attention_bias for q/k/v and o; the config sets qkv bias={qkv}, "
-                            f"output bias={dense}")
-    return {**out, "attention_bias": qkv, "mlp_bias": cfg.mlp_bias, "z_loss_coefficient": 0.0,
+    return {**out, "attention_bias": _attention_bias_hf(cfg, "bamba", mlp_bias=True), "mlp_bias": cfg.mlp_bias,
+            "z_loss_coefficient": 0.0,
             "attn_layer_indices": [j for j, letter in enumerate(mixers) if letter == "*"]}
 
 
@@ -171,9 +175,8 @@ def _granite4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     experts = int(hf.get("num_local_experts", 8) or 0)
     kwargs = _mamba2_config(hf, "granitemoehybrid", "E" if experts else "-")
     kwargs.update(**_attention_biases(hf), **_granite_scales(hf))
-    if hf.get("position_embedding_type") != "rope":  # None: no positions (NoPE), no RoPE fields
-        kwargs = {key: value for key, value in kwargs.items() if key not in ROPE_FIELDS}
-        kwargs["position_embedding_type"] = "none"
+    if hf.get("position_embedding_type") != "rope":  # None or "nope": no positions
+        kwargs = _without_positions(kwargs)
     shared = int(hf.get("shared_intermediate_size", 1024))
     if experts:
         kwargs.update(**_moe_common(hf, "granitemoehybrid", "num_local_experts"),
@@ -217,16 +220,14 @@ def _jamba_letters(hf: Dict[str, Any]) -> Tuple[str, str]:
     layers = int(hf["num_hidden_layers"])
     attention = _every(layers, int(hf.get("attn_layer_period", 8)), int(hf.get("attn_layer_offset", 4)))
     moe = _every(layers, int(hf.get("expert_layer_period", 2)), int(hf.get("expert_layer_offset", 1)))
-    experts = int(hf.get("num_experts", 16))
     return ("".join("*" if mark else "M" for mark in attention),
-            "".join("E" if mark and experts > 1 else "-" for mark in moe))
+            "".join("E" if mark and int(hf["num_experts"]) > 1 else "-" for mark in moe))
 
 
 def _jamba_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    hf = {"num_experts": 16, **hf}  # JambaConfig's default when config.json omits it
     mixers, mlps = _jamba_letters(hf)
-    kwargs = {key: value for key, value in _hybrid_config(hf, "jamba", mixers, mlps).items()
-              if key not in ROPE_FIELDS}
-    kwargs["position_embedding_type"] = "none"  # Jamba's attention has no positions
+    kwargs = _without_positions(_hybrid_config(hf, "jamba", mixers, mlps))  # Jamba's attention has no positions
     if "M" in mixers:
         hidden, rank = int(hf["hidden_size"]), hf.get("mamba_dt_rank", "auto")
         kwargs.update(mamba_version=1, mamba_state_dim=int(hf.get("mamba_d_state", 16)),
@@ -235,9 +236,7 @@ def _jamba_config(hf: Dict[str, Any]) -> Dict[str, Any]:
                       mamba_conv_bias=bool(hf.get("mamba_conv_bias", True)),
                       mamba_mixer_rms_eps=kwargs["norm_epsilon"], mamba_mixer_rms_weights=True)
     if "E" in mlps:
-        experts = {"num_experts": int(hf.get("num_experts", 16))}  # JambaConfig's default when config.json omits it
-        kwargs.update(**_moe_common({**hf, **experts}, "jamba", "num_experts"), moe_router_pre_softmax=True,
-                      norm_topk_prob=False)
+        kwargs.update(**_moe_common(hf, "jamba", "num_experts"), moe_router_pre_softmax=True, norm_topk_prob=False)
     return kwargs
 
 
@@ -275,16 +274,18 @@ def _jamba_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 # --------------------------------------------------------------------------- weight maps
 
 
+def _half(rule: WeightRule, offset: int) -> WeightRule:
+    """A per-layer ``rule`` (our layer = HF layer) moved to one half of each HF layer ``j``: our layer
+    ``2j + offset`` (0: the mixer, 1: the MLP)."""
+    return dataclasses.replace(rule, layer_stride=2, layer_offset=offset)
+
+
 def _mixer(ours: str, hf: List[str], transform: str = "copy") -> WeightRule:
-    """A rule of HF layer j's mixer half: our layer 2j."""
-    return WeightRule("decoder.layers.{i}." + ours, tuple("model.layers.{i}." + name for name in hf), transform,
-                      layer_stride=2, layer_offset=0)
+    return _half(_layer(ours, hf, transform), 0)
 
 
 def _mlp(ours: str, hf: List[str], transform: str = "copy") -> WeightRule:
-    """A rule of HF layer j's MLP half: our layer 2j + 1."""
-    return WeightRule("decoder.layers.{i}." + ours, tuple("model.layers.{i}." + name for name in hf), transform,
-                      layer_stride=2, layer_offset=1)
+    return _half(_layer(ours, hf, transform), 1)
 
 
 def _ends(final_norm: str) -> Tuple[WeightRule, ...]:
@@ -318,17 +319,16 @@ def _jamba_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
     if cfg.num_experts is None:
         return JAMBA_WEIGHTS
     experts = per_expert_weights(cfg, "feed_forward", "gate_proj", "up_proj", "down_proj", "router")
-    return JAMBA_WEIGHTS + tuple(dataclasses.replace(rule, layer_stride=2, layer_offset=1) for rule in experts)
+    return JAMBA_WEIGHTS + tuple(_half(rule, 1) for rule in experts)
+
 
 GRANITE4_WEIGHTS: Tuple[WeightRule, ...] = MIXER_WEIGHTS + (
-    _mlp("pre_mlp_layernorm.weight", ["post_attention_layernorm.weight"]),
-    _mlp("mlp.linear_fc1.weight", ["shared_mlp.input_linear.weight"]),  # [2 ffn, h] [gate; up]: our layout
+    # without experts the shared MLP is the layer's dense MLP ([2 ffn, h] [gate; up]: our layout)
+    _mlp("mlp.linear_fc1.weight", ["shared_mlp.input_linear.weight"]),
     _mlp("mlp.linear_fc2.weight", ["shared_mlp.output_linear.weight"]),
-    _mlp("mlp.router.weight", ["block_sparse_moe.router.layer.weight"]),
-    _mlp("mlp.experts.linear_fc1.weight", ["block_sparse_moe.input_linear.weight"]),  # [E, 2 ffn, h] [gate; up]
-    _mlp("mlp.experts.linear_fc2.weight", ["block_sparse_moe.output_linear.weight"]),  # [E, h, ffn]
-    _mlp("mlp.shared_experts.linear_fc1.weight", ["shared_mlp.input_linear.weight"]),
-    _mlp("mlp.shared_experts.linear_fc2.weight", ["shared_mlp.output_linear.weight"]),
+    # the pre-MLP norm, router, experts and shared expert as GraniteMoe saves them, on the MLP half
+    *(_half(rule, 1) for rule in GRANITEMOE_WEIGHTS
+      if rule.ours.startswith(("decoder.layers.{i}.mlp.", "decoder.layers.{i}.pre_mlp_layernorm."))),
 ) + _ends("model.norm.weight")
 
 BAMBA = register(Family("bamba", "bamba", "BambaForCausalLM", _bamba_config,

@@ -77,11 +77,13 @@ def _attention_biases(hf: Dict[str, Any]) -> Dict[str, bool]:
     return {"add_bias_linear": False, "add_qkv_bias": bias, "add_dense_bias": bias, "add_mlp_bias": False}
 
 
-def _attention_bias_hf(cfg: TransformerConfig, family: str) -> bool:
-    """The one HF ``attention_bias`` of ``cfg``; refuses biases HF cannot place."""
+def _attention_bias_hf(cfg: TransformerConfig, family: str, mlp_bias: bool = False) -> bool:
+    """The one HF ``attention_bias`` of ``cfg``; refuses biases HF cannot place (an MLP bias unless the family
+    has its own ``mlp_bias`` key)."""
     qkv, dense = cfg.qkv_bias, cfg.add_bias_linear or cfg.add_dense_bias or bool(cfg.dense_bias_layers)
-    if qkv != dense or cfg.mlp_bias or cfg.dense_bias_layers:
-        raise RegistryError(f"{family} has one attention_bias for q/k/v and o and no MLP bias; the config sets "
+    if qkv != dense or (cfg.mlp_bias and not mlp_bias) or cfg.dense_bias_layers:
+        what = "" if mlp_bias else " and no MLP bias"
+        raise RegistryError(f"{family} has one attention_bias for q/k/v and o{what}; the config sets "
                             f"qkv bias={qkv}, output bias={dense}, MLP bias={cfg.mlp_bias}")
     return qkv
 
