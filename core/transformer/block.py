@@ -17,9 +17,11 @@ from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
-from core.transformer.config import ATTENTION_MIXER, GDN_MIXER, MOE_MLP, SHORT_CONV_MIXER, TransformerConfig
+from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, MOE_MLP, SHORT_CONV_MIXER,
+                                     TransformerConfig)
 from core.transformer.context_parallel import SequenceLayout
 from core.transformer.gated_delta_net import GatedDeltaNet
+from core.transformer.kimi_delta_attention import KimiDeltaAttention
 from core.transformer.mamba_mixer import MambaMixer
 from core.transformer.mla import MultiLatentAttention
 from core.transformer.mlp import MLP
@@ -237,6 +239,8 @@ def build_mixer(kind: str, config: TransformerConfig, state: ParallelState, laye
         return attention(config, state, layer_number)
     if kind == GDN_MIXER:
         return GatedDeltaNet(config, state, layer_number)
+    if kind == KDA_MIXER:
+        return KimiDeltaAttention(config, state, layer_number)
     if kind == SHORT_CONV_MIXER:
         return ShortConv(config, state, layer_number)
     raise ValueError(f"no token mixer {kind!r} in a transformer layer")

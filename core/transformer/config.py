@@ -36,18 +36,24 @@ POSITION_EMBEDDINGS = ("rope", "none", "alibi", "learned_absolute", "sinusoidal"
 ROPE_SCALINGS = (None, "linear", "llama3", "yarn", "proportional")
 SOFTMAX_TYPES = ("vanilla", "off-by-one", "learnable")
 # --hybrid-override-pattern (Megatron-core's letters): each letter is one layer with one norm and one branch
-LAYER_LETTERS: Dict[str, str] = {"M": "a Mamba layer", "G": "a gated DeltaNet layer", "*": "an attention layer",
+LAYER_LETTERS: Dict[str, str] = {"M": "a Mamba layer", "G": "a gated DeltaNet layer",
+                                 "K": "a Kimi Delta Attention layer", "*": "an attention layer",
                                  "-": "an MLP layer", "E": "an MoE layer"}
 LAYER_KINDS = tuple(LAYER_LETTERS)
 # what each letter's layer holds: (its token mixer, its MLP); None for the branch it lacks
 MAMBA_MIXER, GDN_MIXER, ATTENTION_MIXER, SHORT_CONV_MIXER = "mamba", "gated_delta_net", "attention", "short_conv"
+KDA_MIXER = "kimi_delta_attention"
+# the mixers built from the --linear-* sizes (key/value heads and dims, conv width, chunk)
+DELTA_RULE_MIXERS = (GDN_MIXER, KDA_MIXER)
 DENSE_MLP, MOE_MLP = "dense", "moe"
 LETTER_PARTS: Dict[str, Tuple[Optional[str], Optional[str]]] = {
-    "M": (MAMBA_MIXER, None), "G": (GDN_MIXER, None), "*": (ATTENTION_MIXER, None), "-": (None, DENSE_MLP),
+    "M": (MAMBA_MIXER, None), "G": (GDN_MIXER, None), "K": (KDA_MIXER, None), "*": (ATTENTION_MIXER, None),
+    "-": (None, DENSE_MLP),
     "E": (None, MOE_MLP)}
 # --experimental-attention-variant -> the token mixer of the layers --linear-attention-freq marks (Megatron-core
 # spells the gated DeltaNet both ways; short_conv is LFM2's gated short convolution)
-VARIANT_MIXERS: Dict[str, str] = {"gated_delta_net": GDN_MIXER, "gdn": GDN_MIXER, "short_conv": SHORT_CONV_MIXER}
+VARIANT_MIXERS: Dict[str, str] = {"gated_delta_net": GDN_MIXER, "gdn": GDN_MIXER, "kda": KDA_MIXER,
+                                  "kimi_delta_attention": KDA_MIXER, "short_conv": SHORT_CONV_MIXER}
 EXPERIMENTAL_ATTENTION_VARIANTS = tuple(VARIANT_MIXERS)
 PREDICTION_HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 # --activation -> (the elementwise function, gated): a gated MLP computes act(gate) * up with a fused [gate; up]
@@ -547,13 +553,16 @@ class ModelConfig:
     # heads a multiple of key heads) [--linear-key-head-dim, --linear-value-head-dim, --linear-num-key-heads,
     # --linear-num-value-heads]; the chunk of the pure-PyTorch chunked delta rule, which changes only speed and
     # rounding (flash-linear-attention's kernel keeps its own 64) [--linear-chunk-size].
+    # Kimi Delta Attention layers (Kimi Linear) take the same sizes and places [--experimental-attention-variant
+    # kda] ('K' letters): the delta rule with a decay per key channel and low-rank gates
+    # (core/transformer/kimi_delta_attention.py).
     # Short-conv layers (LFM2) are placed the same way [--experimental-attention-variant short_conv]: the marked
     # layers run core/transformer/short_conv.py's gated causal conv of width [--short-conv-kernel-size] (HF's
     # conv_L_cache), with biases on its in_proj, conv and out_proj [--short-conv-bias] (HF's conv_bias).
     experimental_attention_variant: Optional[str] = config_field(
         None, type=str, choices=EXPERIMENTAL_ATTENTION_VARIANTS,
         help="the mixer of the layers --linear-attention-freq marks: gated_delta_net (or gdn) the gated DeltaNet, "
-             "short_conv LFM2's short convolution")
+             "kda (or kimi_delta_attention) Kimi Delta Attention, short_conv LFM2's short convolution")
     linear_attention_freq: Optional[str] = config_field(
         None, type=str,
         help="N: N - 1 layers of --experimental-attention-variant then one attention layer, repeated; or a list "
@@ -1016,12 +1025,13 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             self._validate_mamba()
 
     def _validate_linear_attention(self) -> None:
-        """--experimental-attention-variant with --linear-attention-freq, or 'G' letters, and the DeltaNet sizes."""
+        """--experimental-attention-variant with --linear-attention-freq, or 'G' / 'K' letters, and the DeltaNet
+        sizes."""
         variant, pattern = self.experimental_attention_variant, self.hybrid_override_pattern
         if variant is not None and pattern is not None:
             raise ValueError(f"--experimental-attention-variant {variant} places its layers in a GPT model by "
                              "--linear-attention-freq, --hybrid-override-pattern by its letters ('G' gated "
-                             "DeltaNet); drop one of them")
+                             "DeltaNet, 'K' Kimi Delta Attention); drop one of them")
         if variant is not None and self.linear_attention_freq is None:
             raise ValueError(f"--experimental-attention-variant {variant} needs --linear-attention-freq (which "
                              f"layers are {variant} layers)")
@@ -1032,9 +1042,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             raise ValueError(f"--linear-attention-freq {self.linear_attention_freq!r} marks no layer as a "
                              f"{variant} layer; mark some with 1 or drop --experimental-attention-variant")
         if not self.has_linear_attention_layers:
-            self._refuse_unused(LINEAR_ATTENTION, "applies to gated DeltaNet layers; add --experimental-attention-"
-                                                  "variant gated_delta_net or 'G' letters in "
-                                                  "--hybrid-override-pattern, or drop it")
+            self._refuse_unused(LINEAR_ATTENTION, "applies to gated DeltaNet and Kimi Delta Attention layers; add "
+                                                  "--experimental-attention-variant gated_delta_net (or kda) or 'G' "
+                                                  "('K') letters in --hybrid-override-pattern, or drop it")
             return
         for flag, value in (("--linear-conv-kernel-dim", self.linear_conv_kernel_dim),
                             ("--linear-key-head-dim", self.linear_key_head_dim),
@@ -1050,7 +1060,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                              f"({keys})")
         if keys % tp:
             raise ValueError(f"--linear-num-key-heads ({keys}) must be divisible by --tensor-model-parallel-size "
-                             f"({tp}): TP splits the gated DeltaNet by key heads")
+                             f"({tp}): TP splits the gated DeltaNet (and KDA) by key heads")
 
     def _validate_short_conv(self) -> None:
         """The short-conv fields only with short-conv layers, and their sizes against TP."""
@@ -1091,8 +1101,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
 
     @property
     def has_linear_attention_layers(self) -> bool:
-        """Some layer is a gated DeltaNet layer ('G', or marked by --linear-attention-freq)."""
-        return any(self.layer_parts(i)[0] == GDN_MIXER for i in range(self.num_layers))
+        """Some layer is a gated DeltaNet or Kimi Delta Attention layer ('G', 'K', or marked by
+        --linear-attention-freq): the layers the --linear-* sizes describe."""
+        return any(self.layer_parts(i)[0] in DELTA_RULE_MIXERS for i in range(self.num_layers))
 
     @property
     def has_short_conv_layers(self) -> bool:
@@ -1428,9 +1439,10 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if self.qk_head_dim < 1 or self.v_head_dim < 1 or self.qk_pos_emb_head_dim < 2 or self.qk_pos_emb_head_dim % 2:
             raise ValueError(f"--qk-head-dim ({self.qk_head_dim}) and --v-head-dim ({self.v_head_dim}) must be "
                              f"positive and --qk-pos-emb-head-dim ({self.qk_pos_emb_head_dim}) positive and even")
-        if self.position_embedding_type != "rope" or self.rotary_percent != 1.0:
+        if self.position_embedding_type not in ("rope", "none") or self.rotary_percent != 1.0:
             raise ValueError("--multi-latent-attention needs --position-embedding-type rope with --rotary-percent 1 "
-                             "(--qk-pos-emb-head-dim sets the rotated dims)")
+                             "(--qk-pos-emb-head-dim sets the rotated dims), or none (Kimi Linear: the "
+                             "--qk-pos-emb-head-dim dims of the shared key stay unrotated)")
         if self.num_query_groups != self.num_attention_heads:
             raise ValueError(f"--multi-latent-attention gives every head its own key and value: drop "
                              f"--num-query-groups {self.num_query_groups} (or set it to the head count)")

@@ -86,6 +86,21 @@ class HFSource:
         if weight_map is not None:  # trust the index only where the shard agrees
             where = {name: os.path.join(self.load_dir, file) for name, file in weight_map.items()
                      if where.get(name) == os.path.join(self.load_dir, file)}
+        return self._canonical_names(where, shapes)
+
+    def _canonical_names(self, where: Dict[str, str], shapes: Dict[str, Tuple[int, ...]]
+                         ) -> Tuple[Dict[str, str], Dict[str, Tuple[int, ...]]]:
+        """The index under the weight map's names (``Family.hf_tensor_aliases``); ``file_names`` keeps each
+        renamed tensor's name in its file."""
+        self.file_names: Dict[str, str] = {}
+        for name in [n for n in where if self.family.canonical_hf_name(n) != n]:
+            canonical = self.family.canonical_hf_name(name)
+            if canonical in where:
+                raise ConversionError(f"{self.listing} holds both {name!r} and {canonical!r}, two spellings of one "
+                                      f"{self.family_name} tensor; keep one")
+            where[canonical], shapes[canonical] = where.pop(name), shapes.pop(name)
+            self.dtypes[canonical] = self.dtypes.pop(name)
+            self.file_names[canonical] = name
         return where, shapes
 
     def check(self, layout: ModelLayout) -> None:
@@ -110,7 +125,7 @@ class HFSource:
 
     def locate(self, name: str, hf_name: str, layout: ModelLayout, finite: bool = False) -> Tuple[str, str]:
         """(the name in the file, the file) of HF tensor ``hf_name``, read for our ``name``."""
-        return hf_name, self.where[hf_name]
+        return self.file_names.get(hf_name, hf_name), self.where[hf_name]
 
     def describe(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
         """What :meth:`read` gives, on the meta device (from the shard headers)."""
@@ -122,7 +137,7 @@ class HFSource:
         for hf_name in hf_names:
             try:
                 with safe_open(self.where[hf_name], framework="pt") as handle:
-                    tensors.append(handle.get_tensor(hf_name))
+                    tensors.append(handle.get_tensor(self.file_names.get(hf_name, hf_name)))
             except (SafetensorError, OSError) as error:
                 raise ConversionError(f"{self.where[hf_name]}: tensor {hf_name!r} cannot be read ({error}); the file "
                                       "is truncated or damaged, copy the complete checkpoint again") from None

@@ -948,11 +948,20 @@ class Family:
     sliding_window_switch: str = ""
     # the weight map of a config, when HF names a tensor by the variant (Falcon's norms); else ``weights``
     weights_for: Optional[Callable[[TransformerConfig], Tuple[WeightRule, ...]]] = None
+    # (regex, replacement): another spelling of a tensor name that checkpoints of the family also use, read as the
+    # name the weight map gives (Kimi Linear's dense MLPs, which transformers saves under block_sparse_moe)
+    hf_tensor_aliases: Tuple[Tuple[str, str], ...] = ()
 
     def rules(self, cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
         """The weight map of the model built from ``cfg`` (a reward model's score head included)."""
         rules = self.weights_for(cfg) if self.weights_for is not None else self.weights
         return tuple(rules) + (VALUE_HEAD_RULE,) if cfg.value_head else rules
+
+    def canonical_hf_name(self, name: str) -> str:
+        """The weight map's name of the checkpoint's tensor ``name`` (itself unless an alias spells it)."""
+        for pattern, replacement in self.hf_tensor_aliases:
+            name = re.sub(pattern, replacement, name)
+        return name
 
     def to_config(self, hf: Dict[str, Any]) -> Dict[str, Any]:
         """:class:`TransformerConfig` kwargs from an HF ``config.json`` dict."""

@@ -36,7 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from core.transformer.config import ATTENTION_MIXER, GDN_MIXER, MAMBA_MIXER, SHORT_CONV_MIXER, TransformerConfig
+from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, MAMBA_MIXER, SHORT_CONV_MIXER,
+                                     TransformerConfig)
 
 
 def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
@@ -81,6 +82,17 @@ def gated_delta_net_forward_flops_per_token(config: TransformerConfig, seq_lengt
     return 2 * h * in_rows + 2 * values * dv * h, 6 * values * dk * dv
 
 
+def kimi_delta_attention_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
+    """One Kimi Delta Attention mixer: (its projections, the low-rank gates' up projections; the delta rule as
+    the gated DeltaNet's, the per-channel decay adding one elementwise pass over the state)."""
+    h = config.hidden_size
+    keys, values = config.linear_num_key_heads, config.linear_num_value_heads
+    dk, dv = config.linear_key_head_dim, config.linear_value_head_dim
+    in_rows = 2 * keys * dk + values * dv + values + dk + dv  # [q; k; v; b; f_a; g_a]
+    up = 2 * dk * values * dk + 2 * dv * values * dv  # f_b, g_b
+    return 2 * h * in_rows + up + 2 * values * dv * h, 6 * values * dk * dv
+
+
 def short_conv_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
     """One short convolution (LFM2): in_proj to [B; C; x], out_proj and the depthwise conv (2 k h, a weight
     with its gradient like the projections); nothing between activations."""
@@ -110,7 +122,8 @@ def mamba_forward_flops_per_token(config: TransformerConfig, seq_length: int = 0
 # a layer's token mixer (TransformerConfig.layer_parts) -> its forward FLOPs per token (weights, activations)
 MIXER_FLOPS: Dict[str, Callable[[TransformerConfig, int], Tuple[float, float]]] = {
     ATTENTION_MIXER: attention_forward_flops_per_token, MAMBA_MIXER: mamba_forward_flops_per_token,
-    GDN_MIXER: gated_delta_net_forward_flops_per_token, SHORT_CONV_MIXER: short_conv_forward_flops_per_token}
+    GDN_MIXER: gated_delta_net_forward_flops_per_token, KDA_MIXER: kimi_delta_attention_forward_flops_per_token,
+    SHORT_CONV_MIXER: short_conv_forward_flops_per_token}
 
 
 @dataclass

@@ -42,3 +42,21 @@ CASES.update({
                               layer_types=["linear_attention", "linear_attention", "full_attention"]),
                          "qwen3_5_moe_text"),
 })
+
+# Kimi Linear: KDA, MLA without positions and KDA layers (4 heads of 16, a kernel-4 conv), the first layer dense
+# and then MoE layers of 4 experts (top 2 of the sigmoid scores with the selection bias, in 2 groups of which
+# the best one is kept, renormalised, times 2.5) with one shared expert; q from one projection. A second case
+# has a q low-rank projection, MLA first, no group limit and no dense layer.
+KDA = dict(linear_attn_config={"num_heads": 4, "head_dim": 16, "short_conv_kernel_size": 4}, kv_lora_rank=32,
+           qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, num_key_value_heads=4, moe_intermediate_size=32,
+           num_experts=4, num_experts_per_token=2, routed_scaling_factor=2.5, initializer_range=0.1,
+           pad_token_id=0, bos_token_id=1, eos_token_id=2)
+CASES.update({
+    "kimi_linear": ("KimiLinearConfig", "KimiLinearForCausalLM",
+                    dict(KDA, layer_types=["linear_attention", "full_attention", "linear_attention"],
+                         num_expert_group=2, topk_group=1, first_k_dense_replace=1), "kimi_linear"),
+    "kimi_linear_q_lora": ("KimiLinearConfig", "KimiLinearForCausalLM",
+                           dict(KDA, q_lora_rank=24, moe_renormalize=False, first_k_dense_replace=0,
+                                layer_types=["full_attention", "linear_attention", "linear_attention"]),
+                           "kimi_linear"),
+})

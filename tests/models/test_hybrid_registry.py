@@ -107,3 +107,84 @@ def test_mamba_num_heads_sets_the_mixer_width() -> None:
                                       mamba_num_heads=6, mamba_head_dim=16, n_groups=1).to_dict()
     converted = config_from_hf(hf, "nemotron_h")
     assert converted.mamba_heads == 6 and get_family("nemotron_h").to_hf_config(converted)["mamba_num_heads"] == 6
+
+
+# Moonshot's config.json of Kimi-Linear-48B-A3B, shrunk: the remote code's keys (aliases of KimiLinearConfig's
+# attribute_map, 1-based layer lists in linear_attn_config), not transformers' own
+MOONSHOT_KIMI = dict(model_type="kimi_linear", hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                     num_attention_heads=4, num_key_value_heads=4, vocab_size=128, kv_lora_rank=32, q_lora_rank=None,
+                     qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, moe_intermediate_size=32, num_experts=8,
+                     num_experts_per_token=2, num_shared_experts=1, moe_renormalize=True, num_expert_group=1,
+                     topk_group=1, routed_scaling_factor=2.446, first_k_dense_replace=1, mla_use_nope=True,
+                     moe_router_activation_func="sigmoid", moe_layer_freq=1, num_nextn_predict_layers=0,
+                     model_max_length=4096, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                     linear_attn_config={"full_attn_layers": [2, 4], "kda_layers": [1, 3], "num_heads": 4,
+                                         "head_dim": 16, "short_conv_kernel_size": 4})
+
+
+def test_kimi_linear_reads_moonshots_config_as_transformers_does() -> None:
+    cfg = config_from_hf(MOONSHOT_KIMI, "kimi_linear")
+    assert [cfg.layer_parts(i) for i in range(4)] == [("kimi_delta_attention", "dense"), ("attention", "moe"),
+                                                      ("kimi_delta_attention", "moe"), ("attention", "moe")]
+    assert (cfg.num_experts, cfg.moe_router_topk, cfg.first_k_dense_replace, cfg.max_position_embeddings) == \
+        (8, 2, 1, 4096)
+    assert cfg.position_embedding_type == "none" and cfg.multi_latent_attention
+    assert (cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim) == (4, 4, 16)
+    ours = transformers.KimiLinearConfig(**get_family("kimi_linear").to_hf_config(cfg))
+    theirs = transformers.KimiLinearConfig(**MOONSHOT_KIMI)
+    for key in ("layer_types", "mlp_layer_types", "num_local_experts", "num_experts_per_tok", "n_shared_experts",
+                "norm_topk_prob", "linear_num_heads", "linear_head_dim", "max_position_embeddings"):
+        assert getattr(ours, key) == getattr(theirs, key), key
+    assert get_family("kimi_linear").to_hf_config(cfg)["linear_attn_config"]["kda_layers"] == [1, 3]
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(mla_use_nope=False), "mla_use_nope=false"),
+    (dict(moe_router_activation_func="softmax"), "moe_router_activation_func"),
+    (dict(num_nextn_predict_layers=1), "num_nextn_predict_layers"),
+    (dict(mlp_layer_types=["sparse", "dense", "sparse", "sparse"]), "leading run of dense"),
+    (dict(layer_types=["linear_attention", "sliding_attention", "full_attention", "full_attention"]), "layer_types"),
+])
+def test_kimi_linear_refuses_what_transformers_does_not_compute(change: dict, message: str) -> None:
+    with pytest.raises(RegistryError, match=message) as error:
+        config_from_hf({**MOONSHOT_KIMI, **change}, "kimi_linear")
+    assert "\n" not in str(error.value)
+
+
+def test_kimi_linear_reads_the_dense_mlp_in_either_spelling() -> None:
+    family = get_family("kimi_linear")
+    saved = "model.layers.0.block_sparse_moe.gate_proj.weight"  # transformers' save_pretrained
+    assert family.canonical_hf_name(saved) == "model.layers.0.mlp.gate_proj.weight"  # Moonshot's, and our export
+    for kept in ("model.layers.1.block_sparse_moe.gate.weight", "model.layers.1.block_sparse_moe.experts.0.w1.weight",
+                 "model.layers.1.block_sparse_moe.shared_experts.gate_proj.weight"):
+        assert family.canonical_hf_name(kept) == kept
+
+
+def test_kimi_linear_checkpoints_convert_in_moonshots_spelling_and_refuse_both(tmp_path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    from mindspeed_llm.convert.errors import ConversionError
+    from mindspeed_llm.convert.hf import HFSource
+    from tests.models.test_zoo_parity import CASES, build_hf_model
+
+    saved = tmp_path / "saved"
+    build_hf_model(CASES["kimi_linear"]).save_pretrained(saved)  # one model.safetensors, transformers' spelling
+    tensors = load_file(saved / "model.safetensors")
+    family = get_family("kimi_linear")
+    moonshot = {family.canonical_hf_name(name): tensor for name, tensor in tensors.items()}
+    assert "model.layers.0.mlp.gate_proj.weight" in moonshot and "model.layers.0.block_sparse_moe.gate_proj.weight" \
+        in tensors
+    both = {**tensors, **{name: tensor.clone() for name, tensor in moonshot.items()}}
+    for name, content in (("moonshot", moonshot), ("both", both)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text((saved / "config.json").read_text())
+        save_file(content, tmp_path / name / "model.safetensors", metadata={"format": "pt"})
+    source = HFSource(str(tmp_path / "moonshot"), "kimi_linear")
+    dense = "model.layers.0.mlp.down_proj.weight"
+    assert torch.equal(source.read("decoder.layers.0.mlp.linear_fc2.weight", [dense], None)[0],
+                       tensors["model.layers.0.block_sparse_moe.down_proj.weight"])
+    transformers_spelled = HFSource(str(saved), "kimi_linear")
+    assert torch.equal(transformers_spelled.read("decoder.layers.0.mlp.linear_fc2.weight", [dense], None)[0],
+                       moonshot[dense])
+    with pytest.raises(ConversionError, match="two spellings of one kimi_linear tensor"):
+        HFSource(str(tmp_path / "both"), "kimi_linear")

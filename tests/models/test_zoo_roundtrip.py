@@ -27,7 +27,7 @@ import torch
 import transformers
 
 from tests.models.test_hf_parity import hf_logits
-from mindspeed_llm.models.registry import config_from_hf
+from mindspeed_llm.models.registry import config_from_hf, get_family
 from tests.models.test_zoo_parity import BASE, build_hf_model
 from tests.models.test_zoo_training import FAMILY_NAMES, case_for
 from tests.unit.test_convert_ckpt import read_safetensors
@@ -71,6 +71,13 @@ def test_every_family_has_a_case() -> None:
         case_for(family)  # asserts, naming the family, when its case is missing
 
 
+def saved_as_written(hf_dir: str, case: Tuple[str, str, Dict[str, Any], str]) -> Dict[str, torch.Tensor]:
+    """The tensors transformers saved in ``hf_dir``, under the names the converter writes: the family's own
+    spelling where transformers saves another one it also reads (``Family.hf_tensor_aliases``)."""
+    family = get_family(case[3])
+    return {family.canonical_hf_name(name): tensor for name, tensor in read_safetensors(hf_dir).items()}
+
+
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_hf_tp2_pp2_hf_round_trip_is_exact(family: str, tmp_path) -> None:
     case = case_for(family)
@@ -84,7 +91,7 @@ def test_hf_tp2_pp2_hf_round_trip_is_exact(family: str, tmp_path) -> None:
         [f"mp_rank_{t:02d}_{p:03d}" for t in range(TP) for p in range(PP)]
     convert("mg", "hf", mg_dir, out_dir)
 
-    expected, written = read_safetensors(hf_dir), read_safetensors(out_dir)
+    expected, written = saved_as_written(hf_dir, case), read_safetensors(out_dir)
     assert sorted(written) == sorted(expected), f"{family}: tensor names differ"
     for name, tensor in expected.items():
         assert written[name].dtype == tensor.dtype and torch.equal(written[name], tensor), f"{family}: {name}"
@@ -123,7 +130,7 @@ def test_noop_layers_carry_per_layer_settings(family: str, tmp_path) -> None:
     diff = (ours - expected).abs().max().item()
     assert diff <= 1e-4, f"{family}: logits with a noop layer in front differ from transformers by {diff}"
     convert("mg", "hf", mg_dir, out_dir)
-    reference, written = read_safetensors(hf_dir), read_safetensors(out_dir)
+    reference, written = saved_as_written(hf_dir, case), read_safetensors(out_dir)
     assert sorted(written) == sorted(reference)
     assert all(torch.equal(written[name], tensor) for name, tensor in reference.items())
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32,
@@ -174,7 +181,7 @@ def test_hf_tp2_pp2_ep2_mg_ep1_hf_round_trip_is_exact(family: str, tmp_path) -> 
     assert whole["args"].expert_tensor_parallel_size == 1
     convert("mg", "mg", whole_dir, ep1_dir)
     convert("mg", "hf", ep1_dir, out_dir)
-    expected, written = read_safetensors(hf_dir), read_safetensors(out_dir)
+    expected, written = saved_as_written(hf_dir, case), read_safetensors(out_dir)
     assert sorted(written) == sorted(expected), f"{family}: tensor names differ"
     for name, tensor in expected.items():
         assert torch.equal(written[name], tensor), f"{family}: {name}"

@@ -277,10 +277,7 @@ QWEN3_5_MOE_TEXT = register(Family("qwen3_5_moe_text", "qwen3_5_moe_text", "Qwen
                             "qwen3.5-moe", "qwen3-5-moe")
 
 # The linear-attention hybrids transformers ships that the decoder cannot build yet, each with what it lacks.
-refuse("kimi_linear", "its Kimi Delta Attention layers (per-channel forget gates from the low-rank f_a/f_b "
-       "projections, short convolutions on q, k and v, the g_a/g_b output gate) are not a token mixer of the decoder "
-       "yet; only their chunked delta rule is (core/transformer/gated_delta_net.py kimi_delta_rule)")
-refuse("bailing_hybrid", "its delta-attention layers are Kimi Delta Attention's (see kimi_linear), which is not a token "
+refuse("bailing_hybrid", "its delta-attention layers are not Kimi Linear's KDA (see kimi_linear) and are not a token "
        "mixer of the decoder yet")
 refuse("olmo_hybrid", "its attention layers put their norms after the branches (Olmo3's --post-norm-only) while its "
        "gated DeltaNet layers put them before, and the decoder places norms one way for all layers; its DeltaNet "
