@@ -25,7 +25,9 @@ class MegatronLMSource(MegatronSource):
     TP/PP/VPP layout, ``num_layer_list`` and noop layers come from there too. Names are mapped to
     ours (chunk-local layer numbers to global ones, Transformer Engine norm names to ours,
     ``_extra_state`` entries skipped), and the ``linear_qkv`` rows of the TP ranks (each a contiguous
-    run of query groups) are joined and permuted from the per-group interleaved layout to ours.
+    run of query groups) are joined and permuted from the per-group interleaved layout to ours. A
+    hybrid model's stages are the ``|`` segments of its ``hybrid_layer_pattern`` when it has them
+    (segment ``c * PP + r`` on chunk ``c`` of stage ``r``); its Mamba tensors are split over TP as ours.
     """
 
     def __init__(self, load_dir: str, family_name: Optional[str], vocab_size: Optional[int]) -> None:
@@ -63,10 +65,24 @@ class MegatronLMSource(MegatronSource):
         return config
 
     def _placement(self, first: Dict[str, Any], args: argparse.Namespace) -> Placement:
+        segments = megatron_format.pattern_segments(args)
+        if segments is not None:  # a hybrid pattern's '|' segments: virtual stage c * PP + r each
+            return self._segment_placement(segments)
         layer_list = getattr(args, "num_layer_list", None)
         if isinstance(layer_list, str):  # MindSpeed's flag value, "3,5"
             args = argparse.Namespace(**{**vars(args), "num_layer_list": [int(n) for n in layer_list.split(",")]})
         return super()._placement(first, args)
+
+    def _segment_placement(self, segments: List[str]) -> Placement:
+        chunks = len(segments) // self.pp
+        if chunks * self.pp != len(segments) or not all(segments):
+            raise ConversionError(f"{self.path(0, 0)}: args.hybrid_layer_pattern has {len(segments)} '|'-separated "
+                                  f"segments, which are not non-empty and a multiple of the {self.pp} pipeline "
+                                  "stages; the checkpoint is inconsistent")
+        starts = [sum(len(segment) for segment in segments[:index]) for index in range(len(segments))]
+        return [[list(range(starts[chunk * self.pp + stage], starts[chunk * self.pp + stage]
+                            + len(segments[chunk * self.pp + stage]))) for chunk in range(chunks)]
+                for stage in range(self.pp)]
 
     def _our_names(self, state: Dict[str, Any], stage: int, chunk: int) -> Dict[str, Any]:
         layers = self.placement[stage][chunk]
@@ -112,7 +128,10 @@ class MegatronLMSink(MegatronSink):
     Files as :class:`MegatronSink` writes ours, but with their names (chunk-local layer numbers;
     Transformer Engine norm names and ``_extra_state`` entries with ``--transformer-impl
     transformer_engine``), ``linear_qkv`` rows interleaved per query group and split over TP by
-    whole groups, and ``args`` in their flag names (:func:`megatron_format.args_from_config`).
+    whole groups, and ``args`` in their flag names (:func:`megatron_format.args_from_config`). A hybrid
+    model gets Megatron's ``decoder.final_norm``, the ``_extra_state`` entries of each layer's kind, its
+    pattern with ``|`` between the stages (and chunks) in ``hybrid_layer_pattern``, and needs a TP size
+    that divides its Mamba groups.
     """
 
     def __init__(self, save_dir: str, layout: ModelLayout, family_name: str, hf_config: Optional[Dict[str, Any]],
@@ -123,8 +142,15 @@ class MegatronLMSink(MegatronSink):
             raise ConversionError(f"--target-tensor-parallel-size {layout.tp} does not divide the "
                                   f"{config.num_query_groups} key/value groups: Megatron-LM splits them over TP "
                                   "(it does not replicate them); choose a TP size that divides them")
+        if config.has_mamba_layers and config.mamba_num_groups % layout.tp:
+            raise ConversionError(f"--target-tensor-parallel-size {layout.tp} does not divide the "
+                                  f"{config.mamba_num_groups} Mamba groups: Megatron-LM splits them over TP (it does "
+                                  "not replicate them); choose a TP size that divides them")
         try:
             self.fields = megatron_format.args_from_config(config)
+            if config.hybrid_override_pattern is not None:  # newer Megatron-core places the stages by '|'
+                self.fields["hybrid_layer_pattern"] = megatron_format.staged_pattern(config.hybrid_override_pattern,
+                                                                                     layout.placement)
         except megatron_format.MegatronFormatError as error:
             raise ConversionError(f"--save-model-type megatron: {error}") from None
         self.names: Dict[Tuple[int, int], Dict[str, str]] = {}  # (stage, chunk) -> {ours: theirs}
@@ -135,7 +161,8 @@ class MegatronLMSink(MegatronSink):
 
     def _their_name(self, name: str, local: Dict[int, int]) -> str:
         parts = megatron_format.split_layer(name)
-        return megatron_format.their_name(name, local[parts[0]] if parts else None, self.transformer_impl)
+        return megatron_format.their_name(name, local[parts[0]] if parts else None, self.transformer_impl,
+                                          hybrid=self.layout.config.hybrid_override_pattern is not None)
 
     def _piece(self, name: str, full: torch.Tensor, shard: Optional[TPShard], rank: int) -> torch.Tensor:
         if not megatron_format.is_fused_qkv(name):
@@ -151,9 +178,10 @@ class MegatronLMSink(MegatronSink):
             names = self.names[(stage, chunk)]
             stored: Dict[str, Any] = {names[name]: value for name, value in state.items()}
             if self.transformer_impl == "transformer_engine":
-                noop = set(self.layout.config.noop_layers)
-                layers = [i for i, layer in enumerate(self.layout.placement[stage][chunk]) if layer not in noop]
-                stored.update({key: None for key in megatron_format.extra_state_names(layers)})
+                config = self.layout.config
+                layers = [(i, layer) for i, layer in enumerate(self.layout.placement[stage][chunk])
+                          if layer not in set(config.noop_layers)]
+                stored.update({key: None for key in megatron_format.extra_state_names(layers, config)})
             states.append(stored)
         return states
 

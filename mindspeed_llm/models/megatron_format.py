@@ -21,23 +21,48 @@ On disk they look like ours (``core/checkpointing.py``): ``iter_XXXXXXX`` or
   ``pre_mlp_layernorm.weight``, as ours. Both styles are read; the writer uses
   the one asked for.
 
+Hybrid models (Megatron-core's ``HybridStack`` / ``MambaStack``, e.g. Nemotron-H) convert too, when
+every layer is a Mamba2 ('M'), attention ('*') or MLP ('-') layer:
+
+* the pattern is ``args.hybrid_layer_pattern`` (Megatron-core >= 0.17; ``|`` between pipeline segments,
+  segment ``c * PP + r`` on chunk ``c`` of stage ``r``), else ``hybrid_override_pattern`` (older), else
+  the one ``hybrid_attention_ratio`` / ``hybrid_mlp_ratio`` allocate (:func:`pattern_from_ratios`), else
+  all Mamba when ``is_hybrid_model`` or a Mamba / hybrid stack ``spec`` says so. The writer stores the
+  pattern both ways (``hybrid_layer_pattern`` with ``|`` between its stages and chunks);
+* a Mamba layer is ``norm`` + ``mixer.{in_proj, conv1d, dt_bias, A_log, D, norm, out_proj}``, as ours:
+  TP rank ``t`` holds ``in_proj`` rows ``[z_t; x_t; B_t; C_t; dt_t]`` and conv channels ``[x_t; B_t;
+  C_t]`` (heads and groups split alike). With Transformer Engine its norm is fused into ``in_proj``
+  (``mixer.in_proj.layer_norm_weight``) and ``in_proj`` / ``out_proj`` carry ``_extra_state``;
+  attention-only and MLP-only layers have just their half of a transformer layer's names. The final norm
+  is ``decoder.final_norm``. Megatron-core >= 0.19 stores the conv as ``mixer.conv1d_weight`` /
+  ``conv1d_bias``: read; the writer uses ``conv1d.weight`` / ``conv1d.bias`` (earlier releases,
+  MindSpeed-LLM, and the key of Megatron's own distributed checkpoints);
+* Megatron's mixer is Mamba2 with ``expand`` 2 unless ``mamba_num_heads`` is set, a conv of width 4 with a
+  bias, no in/out biases, ``ngroups % TP == 0`` and a gated norm with eps 1e-5; anything else (Mamba1,
+  another conv, ``add_bias_linear`` with Mamba layers, ``norm_epsilon`` other than 1e-5 with Mamba layers,
+  fewer groups than TP, a dt clamp above, gated DeltaNet 'G' / KDA 'K' / MoE 'E' / MLA / DSA layers, noop
+  layers) is refused. It clamps no dt and runs its kernel in chunks of 128: our dt floor (transformers'
+  ``time_step_min`` for Nemotron-H) and SSD chunk, which it does not read, are kept in ``args`` under our
+  names (:data:`PRESERVED_MAMBA_ARGS`) for the way back; a checkpoint without them reads as Megatron runs.
+
 A setting the decoder cannot model (MoE: ``num_experts``; MLA; learned absolute
-positions; squared ReLU; MindSpeed's sandwich norms, ...) is a
-:class:`MegatronFormatError` naming the ``args`` key.
+positions; MindSpeed's sandwich norms, ...) is a :class:`MegatronFormatError` naming the
+``args`` key.
 """
 from __future__ import annotations
 
 import argparse
 import re
 from dataclasses import fields
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from core.transformer.config import RUNTIME_CONFIG_FIELDS
-from core.transformer.config import (ACTIVATION_SWITCHES, QK_NORM_SWITCHES, TransformerConfig,
-                                     activation_from_switches, activation_switches, pad_vocab_size,
-                                     qk_norm_from_switches, qk_norm_switches)
+from core.transformer.config import (ACTIVATION_SWITCHES, ATTENTION, ATTENTION_MIXER, DENSE_MLP, LAYER_LETTERS,
+                                     MAMBA, MAMBA_MIXER, QK_NORM_SWITCHES, TransformerConfig,
+                                     activation_from_switches, activation_switches, feature_fields,
+                                     pad_vocab_size, qk_norm_from_switches, qk_norm_switches)
 
 TRANSFORMER_IMPLS = ("local", "transformer_engine")
 
@@ -61,7 +86,7 @@ RENAMED_FIELDS = {
 DERIVED_FIELDS = ("num_query_groups", "vocab_size", "position_embedding_type", "noop_layers", "params_dtype",
                   "activation", "qk_norm")
 # The activation switches Megatron-LM / MindSpeed-LLM ``args`` hold (our ``activation`` spelled as they spell it)
-MEGATRON_ACTIVATION_SWITCHES = ("swiglu", "geglu", "gelu_tanh")
+MEGATRON_ACTIVATION_SWITCHES = ("swiglu", "geglu", "gelu_tanh", "squared_relu")
 # The q/k norm switches they hold (our ``qk_norm`` spelled as they spell it: per-head norms or none)
 MEGATRON_QK_NORM_SWITCHES = ("qk_layernorm",)
 
@@ -72,15 +97,13 @@ UNSUPPORTED_ARGS = {
     "num_experts": "a mixture of experts (MoE)",
     "multi_latent_attention": "multi-latent attention (MLA)",
     "multi_head_latent_attention": "multi-latent attention (MLA)",
-    "squared_relu": "a squared-ReLU MLP",
     "apply_residual_connection_post_layernorm": "post-LN residuals",
     "scale_emb": "MiniCPM's embedding and residual scales",
     "dim_model_base": "MiniCPM's logit scale",
     "post_norm": "MindSpeed's sandwich norms (post_attn_norm)",
     "add_dense_bias": "a bias on linear_proj only",
-    "is_hybrid_model": "a hybrid Mamba model",
-    "hybrid_override_pattern": "a hybrid Mamba model",
     "mtp_num_layers": "multi-token prediction layers",
+    "mtp_hybrid_override_pattern": "multi-token prediction layers",
     "num_layers_in_first_pipeline_stage": "an uneven first pipeline stage (use num_layer_list)",
     "num_layers_in_last_pipeline_stage": "an uneven last pipeline stage (use num_layer_list)",
     "decoder_first_pipeline_num_layers": "an uneven first pipeline stage (use num_layer_list)",
@@ -92,6 +115,164 @@ UNSUPPORTED_ARGS = {
 # Megatron-LM's ``--use-rope-scaling`` is Llama 3.1's scaling with these fixed parameters.
 MEGATRON_LLAMA3_ROPE = dict(rope_low_freq_factor=1.0, rope_high_freq_factor=4.0,
                             rope_original_max_position_embeddings=8192)
+
+
+# --------------------------------------------------------------------------- hybrid (Mamba) models
+
+# Megatron's hybrid letters this converter maps (Mamba2, attention, MLP); the others are named when refused
+HYBRID_LETTERS = ("M", "*", "-")
+MEGATRON_HYBRID_LETTERS = {**LAYER_LETTERS, "D": "a DeepSeek sparse attention layer",
+                           "+": "a multi-latent attention layer"}
+PIPE, MTP_SEPARATOR = "|", "/"
+# Megatron's MambaMixer as its MambaLayer builds it: these are fixed there (no args key)
+MEGATRON_MAMBA_FIXED = dict(mamba_version=2, mamba_d_conv=4, mamba_conv_bias=True, mamba_dt_rank=None,
+                            mamba_dt_limit_max=None, mamba_mixer_rms_eps=None, mamba_mixer_rms_weights=False)
+MEGATRON_MAMBA_EXPAND = 2  # d_inner = 2 x hidden unless mamba_num_heads is set
+MEGATRON_MAMBA_NORM_EPS = 1e-5  # its gated norm's eps, whatever norm_epsilon says
+# The ``args`` keys (Megatron's defaults) of the Mamba sizes Megatron-core reads
+MEGATRON_MAMBA_ARGS = dict(mamba_state_dim=128, mamba_head_dim=64, mamba_num_groups=8)
+# Mamba fields Megatron's mixer does not read (it clamps no dt; its kernel runs chunks of 128): kept in ``args``
+# under our names for the way back; absent, the value says what Megatron's mixer does
+PRESERVED_MAMBA_ARGS = dict(mamba_chunk_size=128, mamba_dt_limit_min=0.0)
+# ``args.spec`` naming one of these builds a Mamba / hybrid stack (older pretrain_mamba.py runs)
+MEGATRON_STACK_SPECS = ("mamba_stack_spec", "hybrid_stack_spec")
+
+
+def pattern_from_ratios(num_layers: int, attention_ratio: float, mlp_ratio: float) -> str:
+    """The pattern older Megatron-core allocates from ``--hybrid-attention-ratio`` / ``--hybrid-mlp-ratio``:
+    ``round(L * ratio)`` attention layers spread evenly between runs of Mamba layers (one first and last),
+    then ``round(L * mlp_ratio)`` MLP layers spread evenly over the Mamba layers left."""
+    letters = ["M"] * num_layers
+
+    def spread(letter: str, spacing: float) -> None:
+        budget = spacing  # Mamba layers still owed before the next ``letter``
+        for index in range(num_layers):
+            if letters[index] != "M":
+                continue
+            if budget < 0.5:
+                letters[index] = letter
+                budget += spacing
+            else:
+                budget -= 1
+
+    attention = round(num_layers * attention_ratio)
+    spread("*", (num_layers - attention) / (attention + 1))
+    mlp = round(num_layers * mlp_ratio)
+    if mlp:
+        spread("-", (num_layers - attention - mlp) / mlp)
+    return "".join(letters)
+
+
+def stored_pattern(args: argparse.Namespace) -> Optional[str]:
+    """The hybrid layer pattern a Megatron ``args`` describes, with its ``|`` pipeline separators; None for a
+    GPT model."""
+    for key in ("hybrid_layer_pattern", "hybrid_override_pattern"):
+        pattern = getattr(args, key, None)
+        if pattern:
+            if MTP_SEPARATOR in pattern:
+                raise MegatronFormatError(f"args.{key} = {pattern!r}: its '/' parts are multi-token prediction "
+                                          "layers, which are not supported")
+            return str(pattern)
+    layers = getattr(args, "num_layers", None)
+    attention, mlp = float(_arg(args, "hybrid_attention_ratio", 0.0)), float(_arg(args, "hybrid_mlp_ratio", 0.0))
+    if layers and (attention > 0 or mlp > 0):
+        return pattern_from_ratios(int(layers), attention, mlp)
+    spec = getattr(args, "spec", None)
+    spec_text = " ".join(spec) if isinstance(spec, (list, tuple)) else str(spec or "")
+    if layers and (getattr(args, "is_hybrid_model", False) or any(name in spec_text for name in MEGATRON_STACK_SPECS)):
+        return "M" * int(layers)
+    return None
+
+
+def pattern_segments(args: argparse.Namespace) -> Optional[List[str]]:
+    """The ``|``-separated pipeline segments of the stored pattern (virtual stage ``c * PP + r`` each), or None
+    when it has no separators (Megatron then splits the layers evenly over the stages)."""
+    pattern = stored_pattern(args)
+    return pattern.split(PIPE) if pattern and PIPE in pattern else None
+
+
+def staged_pattern(pattern: str, placement: Sequence[Sequence[Sequence[int]]]) -> str:
+    """``pattern`` with ``|`` between the pipeline segments of ``placement`` (``[stage][chunk]`` -> layers), in
+    Megatron's order (chunk 0 of every stage, then chunk 1, ...); the plain pattern on one stage and chunk."""
+    pp, vpp = len(placement), len(placement[0])
+    if pp * vpp == 1:
+        return pattern
+    segments = [placement[stage][chunk] for chunk in range(vpp) for stage in range(pp)]
+    flat = [layer for segment in segments for layer in segment]
+    if flat != list(range(len(pattern))):
+        raise MegatronFormatError("the pipeline placement does not hold the layers in Megatron's segment order; "
+                                  "a hybrid pattern cannot describe it")
+    return PIPE.join("".join(pattern[layer] for layer in segment) for segment in segments)
+
+
+def _refuse_letters(pattern: str, where: str) -> None:
+    bad = [letter for letter in pattern if letter not in HYBRID_LETTERS]
+    if bad:
+        what = MEGATRON_HYBRID_LETTERS.get(bad[0], "an unknown layer")
+        raise MegatronFormatError(f"{where} = {pattern!r}: {bad[0]!r} is {what}; only Mamba ('M'), attention ('*') "
+                                  "and MLP ('-') layers convert to and from Megatron-LM")
+
+
+def _hybrid_kwargs(args: argparse.Namespace, kwargs: Dict[str, Any]) -> None:
+    """The hybrid pattern and Mamba fields of ``args`` into ``kwargs`` (nothing for a GPT model)."""
+    stored = stored_pattern(args)
+    if stored is None:
+        return
+    pattern = stored.replace(PIPE, "")
+    _refuse_letters(pattern, "args.hybrid_layer_pattern")
+    if kwargs["noop_layers"]:
+        raise MegatronFormatError(f"args.noop_layers = {list(kwargs['noop_layers'])} with a hybrid pattern is not "
+                                  "supported")
+    kwargs.update(hybrid_override_pattern=pattern, num_layers=len(pattern))  # Megatron counts the pattern
+    if "*" not in pattern:  # no layer reads positions
+        kwargs["position_embedding_type"] = "none"
+    if not set(pattern) & {"*", "-"}:  # all Mamba: no attention or MLP field applies
+        for name in feature_fields(ATTENTION):
+            kwargs.pop(name, None)
+    if "M" not in pattern:
+        return
+    if kwargs.get("add_bias_linear"):
+        raise MegatronFormatError("args.add_bias_linear = True with Mamba layers: Megatron's Mamba mixer has no "
+                                  "biases, this decoder's follow add_bias_linear; not supported")
+    eps = kwargs.get("norm_epsilon", MEGATRON_MAMBA_NORM_EPS)
+    if eps != MEGATRON_MAMBA_NORM_EPS:
+        raise MegatronFormatError(f"args.norm_epsilon = {eps!r} with Mamba layers: Megatron's Mamba gated norm "
+                                  f"uses {MEGATRON_MAMBA_NORM_EPS}, this decoder's norm_epsilon; not supported")
+    kwargs.update(MEGATRON_MAMBA_FIXED)
+    kwargs.update({key: _arg(args, key, default) for key, default in MEGATRON_MAMBA_ARGS.items()})
+    kwargs.update({key: _arg(args, key, default) for key, default in PRESERVED_MAMBA_ARGS.items()})
+    heads = getattr(args, "mamba_num_heads", None)
+    if heads is not None:
+        kwargs["mamba_heads"] = int(heads)
+    else:
+        kwargs["mamba_expand"] = MEGATRON_MAMBA_EXPAND
+
+
+def _hybrid_args(config: TransformerConfig) -> Dict[str, Any]:
+    """The hybrid ``args`` of ``config`` (GPT models: the keys that say so); refuses what Megatron's hybrid
+    stack cannot build."""
+    pattern = config.hybrid_override_pattern
+    out: Dict[str, Any] = dict(hybrid_override_pattern=pattern, hybrid_layer_pattern=pattern,
+                               is_hybrid_model=pattern is not None, hybrid_attention_ratio=0.0, hybrid_mlp_ratio=0.0)
+    if pattern is None:
+        return out
+    _refuse_letters(pattern, "this model's hybrid_override_pattern")
+    if config.noop_layers:
+        raise MegatronFormatError(f"this model sets noop_layers = {list(config.noop_layers)} with a hybrid pattern, "
+                                  "which Megatron-LM checkpoints cannot express")
+    if "M" not in pattern:
+        return out
+    fixed = {**MEGATRON_MAMBA_FIXED, "add_bias_linear": False, "norm_epsilon": MEGATRON_MAMBA_NORM_EPS}
+    for name, value in fixed.items():
+        if getattr(config, name) != value:
+            raise MegatronFormatError(f"this model sets {name} = {getattr(config, name)!r} with Mamba layers; "
+                                      f"Megatron-LM's Mamba mixer has {name} = {value!r} (its checkpoints cannot "
+                                      "express it); convert it to hf or mg instead")
+    heads = config.mamba_num_heads
+    default_width = config.mamba_d_inner == MEGATRON_MAMBA_EXPAND * config.hidden_size
+    out.update({key: getattr(config, key) for key in (*MEGATRON_MAMBA_ARGS, *PRESERVED_MAMBA_ARGS)})
+    out["mamba_num_heads"] = None if default_width else heads
+    return out
 
 
 class MegatronFormatError(ValueError):
@@ -158,6 +339,7 @@ def config_from_args(args: argparse.Namespace, vocab_size: Optional[int] = None)
                   hidden_dropout=float(_arg(args, "hidden_dropout", 0.0)),
                   init_method_std=float(_arg(args, "init_method_std", 0.02)))
     kwargs["vocab_size"] = _vocab_size(args, kwargs, vocab_size)
+    _hybrid_kwargs(args, kwargs)
     return kwargs
 
 
@@ -201,8 +383,10 @@ def _vocab_size(args: argparse.Namespace, kwargs: Dict[str, Any], given: Optiona
 def args_from_config(config: TransformerConfig) -> Dict[str, Any]:
     """Megatron-LM / MindSpeed-LLM ``args`` fields describing ``config`` (the inverse of
     :func:`config_from_args`); a field they cannot express is a :class:`MegatronFormatError`."""
+    hybrid = _hybrid_args(config)  # first: a layer kind Megatron lacks is named by its letter
     defaults = {f.name: f.default for f in fields(TransformerConfig)}
-    known = set(SAME_NAME_FIELDS) | set(RENAMED_FIELDS) | set(DERIVED_FIELDS) | set(RUNTIME_CONFIG_FIELDS)
+    known = set(SAME_NAME_FIELDS) | set(RENAMED_FIELDS) | set(DERIVED_FIELDS) | set(RUNTIME_CONFIG_FIELDS) | {
+        "hybrid_override_pattern", *feature_fields(MAMBA)}  # checked by _hybrid_args
     for name in sorted(set(defaults) - known):
         value = getattr(config, name)
         if value not in (defaults[name], ()) and not (value is None and defaults[name] is None):
@@ -230,23 +414,32 @@ def args_from_config(config: TransformerConfig) -> Dict[str, Any]:
         getattr(config, name) == value for name, value in MEGATRON_LLAMA3_ROPE.items())
     out["use_rope_scaling"] = llama3  # Megatron-LM's spelling of the same scaling
     out["add_rmsnorm_offset"] = config.apply_layernorm_1p and config.normalization == "RMSNorm"  # MindSpeed's
+    out.update(hybrid)
     return out
 
 
 # --------------------------------------------------------------------------- parameter names
 
 LAYER = re.compile(r"^decoder\.layers\.(\d+)\.(.*)$")
-# our layer-local name -> the Transformer Engine style name
+# our layer-local name -> the Transformer Engine style name (a Mamba layer's norm is fused into its in_proj)
 TE_NORM_NAMES = {
     "input_layernorm.weight": "self_attention.linear_qkv.layer_norm_weight",
     "input_layernorm.bias": "self_attention.linear_qkv.layer_norm_bias",
     "pre_mlp_layernorm.weight": "mlp.linear_fc1.layer_norm_weight",
     "pre_mlp_layernorm.bias": "mlp.linear_fc1.layer_norm_bias",
+    "norm.weight": "mixer.in_proj.layer_norm_weight",
+    "norm.bias": "mixer.in_proj.layer_norm_bias",
 }
 FROM_TE_NORM_NAMES = {te: ours for ours, te in TE_NORM_NAMES.items()}
-# modules with a Transformer Engine ``_extra_state`` entry in each layer (TE spec)
-TE_EXTRA_STATE_MODULES = ("self_attention.linear_qkv", "self_attention.core_attention", "self_attention.linear_proj",
-                          "mlp.linear_fc1", "mlp.linear_fc2")
+# Megatron-core >= 0.19's names of the Mamba conv (direct mixer parameters) -> ours (and earlier releases')
+FROM_CONV_PARAMETER_NAMES = {"mixer.conv1d_weight": "mixer.conv1d.weight", "mixer.conv1d_bias": "mixer.conv1d.bias"}
+# the final norm: ours (and Megatron's GPT TransformerBlock's) -> Megatron's HybridStack / MambaStack's
+FINAL_NORM, HYBRID_FINAL_NORM = "decoder.final_layernorm.", "decoder.final_norm."
+# modules with a Transformer Engine ``_extra_state`` entry, per part of a layer (TE spec)
+TE_ATTENTION_MODULES = ("self_attention.linear_qkv", "self_attention.core_attention", "self_attention.linear_proj")
+TE_MLP_MODULES = ("mlp.linear_fc1", "mlp.linear_fc2")
+TE_MAMBA_MODULES = ("mixer.in_proj", "mixer.out_proj")  # (its gated norm is mamba_ssm's, without one)
+TE_EXTRA_STATE_MODULES = TE_ATTENTION_MODULES + TE_MLP_MODULES  # a transformer layer's
 QKV_SUFFIXES = ("self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias")
 
 
@@ -261,10 +454,13 @@ def split_layer(name: str) -> Optional[Tuple[int, str]]:
     return (int(match.group(1)), match.group(2)) if match else None
 
 
-def their_name(our_name: str, local_layer: Optional[int], transformer_impl: str) -> str:
-    """The Megatron name of our parameter ``our_name`` in a chunk where its layer is ``local_layer``."""
+def their_name(our_name: str, local_layer: Optional[int], transformer_impl: str, hybrid: bool = False) -> str:
+    """The Megatron name of our parameter ``our_name`` in a chunk where its layer is ``local_layer``;
+    ``hybrid``: of a hybrid model (Megatron's HybridStack, whose final norm is ``final_norm``)."""
     parts = split_layer(our_name)
     if parts is None:
+        if hybrid and our_name.startswith(FINAL_NORM):
+            return HYBRID_FINAL_NORM + our_name[len(FINAL_NORM):]
         return our_name
     suffix = parts[1]
     if transformer_impl == "transformer_engine":
@@ -279,12 +475,23 @@ def our_layer_name(their: str) -> Optional[Tuple[Optional[int], str]]:
         return None
     parts = split_layer(their)
     if parts is None:
+        if their.startswith(HYBRID_FINAL_NORM):
+            return None, FINAL_NORM + their[len(HYBRID_FINAL_NORM):]
         return None, their
     local, suffix = parts
+    suffix = FROM_CONV_PARAMETER_NAMES.get(suffix, suffix)
     return local, "decoder.layers.{i}." + FROM_TE_NORM_NAMES.get(suffix, suffix)
 
 
-def extra_state_names(local_layers: Sequence[int]) -> Tuple[str, ...]:
-    """The ``_extra_state`` entries Transformer Engine adds for the chunk-local layers ``local_layers``."""
-    return tuple(f"decoder.layers.{i}.{module}._extra_state" for i in local_layers
-                 for module in TE_EXTRA_STATE_MODULES)
+def te_modules(config: TransformerConfig, layer: int) -> Tuple[str, ...]:
+    """The Transformer Engine modules (with an ``_extra_state`` each) of global layer ``layer``."""
+    mixer, mlp = config.layer_parts(layer)
+    return ((TE_MAMBA_MODULES if mixer == MAMBA_MIXER else ())
+            + (TE_ATTENTION_MODULES if mixer == ATTENTION_MIXER else ())
+            + (TE_MLP_MODULES if mlp == DENSE_MLP else ()))
+
+
+def extra_state_names(layers: Sequence[Tuple[int, int]], config: TransformerConfig) -> Tuple[str, ...]:
+    """The ``_extra_state`` entries Transformer Engine adds for ``layers``: (chunk-local, global) numbers."""
+    return tuple(f"decoder.layers.{local}.{module}._extra_state" for local, layer in layers
+                 for module in te_modules(config, layer))

@@ -14,7 +14,13 @@ with Transformer Engine, plus ``_extra_state``), ``args`` in Megatron's names,
   files and -> HF is exact; a model trained from Megatron -> mg gives the loss of
   the same model converted from HF;
 * a checkpoint without ``args`` or with MoE / MLA settings, and a target Megatron
-  cannot hold, are one-line errors naming the key.
+  cannot hold, are one-line errors naming the key;
+* hybrid models (a tiny Nemotron-H: Mamba2, attention and squared-ReLU MLP layers): HF -> ours ->
+  Megatron TP2 PP2 (TE and local) gives the files Megatron's rules give, written here from the HF names
+  (layer names of Megatron-core's hybrid specs, ``in_proj`` rows ``[z; x; B; C; dt]`` per TP rank,
+  ``decoder.final_norm``, TE ``_extra_state`` per layer kind, ``|`` stage segments) and -> ours -> HF
+  is exact; Megatron-core 0.19's ``conv1d_weight`` names read; the args round trip, older patterns
+  (ratios) and refusals (gated DeltaNet, MTP, Mamba biases, Mamba1, groups below TP).
 
     python -m pytest tests/unit/test_convert_megatron.py -q
 """
@@ -397,3 +403,305 @@ def test_error_legacy_model(capsys, tmp_path) -> None:
         tracker.write("10")
     expect_error(capsys, ["--load-model-type", "megatron", "--save-model-type", "hf", "--load-dir", root,
                           "--save-dir", str(tmp_path / "out")], "legacy (non-mcore)", "language_model")
+
+
+# --------------------------------------------------------------------------- hybrid (Mamba) models: Nemotron-H
+
+# Every stage of the TP2 PP2 split holds one layer of each kind: 'M*-' and 'M-*'. Mamba2: 8 heads of 16 (d_inner
+# 128 = 2 x hidden, Megatron's default width) in 2 groups of state 8, so each TP rank holds 4 heads and 1 group;
+# attention: 8 heads in 4 groups (two groups a rank, see TP above); squared-ReLU MLP without a gate.
+HYBRID_PATTERN = "M*-M-*"
+HYBRID_HF = dict(hidden_size=64, intermediate_size=96, num_attention_heads=8, num_key_value_heads=4, head_dim=8,
+                 mamba_num_heads=8, mamba_head_dim=16, n_groups=2, ssm_state_size=8, chunk_size=5, conv_kernel=4,
+                 vocab_size=101, max_position_embeddings=256,
+                 layers_block_type=[{"M": "mamba", "*": "attention", "-": "mlp"}[c] for c in HYBRID_PATTERN])
+D_INNER, GROUP_STATE, MAMBA_HEADS = 128, 2 * 8, 8
+# One layer of each kind as Megatron-core's layer specs name it (megatron/core/models/hybrid/hybrid_layer_specs.py:
+# TE's hybrid_stack_spec; the local names of post_training/modelopt/hybrid/model_specs.py), chunk-local layer i.
+MAMBA_MIXER_NAMES = ["mixer.in_proj.weight", "mixer.conv1d.weight", "mixer.conv1d.bias", "mixer.dt_bias",
+                     "mixer.A_log", "mixer.D", "mixer.norm.weight", "mixer.out_proj.weight"]
+MEGATRON_LAYER_NAMES = {
+    ("M", "local"): ["norm.weight", *MAMBA_MIXER_NAMES],
+    ("M", "te"): ["mixer.in_proj.layer_norm_weight", *MAMBA_MIXER_NAMES, "mixer.in_proj._extra_state",
+                  "mixer.out_proj._extra_state"],
+    ("*", "local"): ["input_layernorm.weight", "self_attention.linear_qkv.weight", "self_attention.linear_proj.weight"],
+    ("*", "te"): ["self_attention.linear_qkv.layer_norm_weight", "self_attention.linear_qkv.weight",
+                  "self_attention.linear_proj.weight", "self_attention.linear_qkv._extra_state",
+                  "self_attention.core_attention._extra_state", "self_attention.linear_proj._extra_state"],
+    ("-", "local"): ["pre_mlp_layernorm.weight", "mlp.linear_fc1.weight", "mlp.linear_fc2.weight"],
+    ("-", "te"): ["mlp.linear_fc1.layer_norm_weight", "mlp.linear_fc1.weight", "mlp.linear_fc2.weight",
+                  "mlp.linear_fc1._extra_state", "mlp.linear_fc2._extra_state"],
+}
+
+
+def split_rows(full: torch.Tensor, sizes: List[int], tp: int) -> List[torch.Tensor]:
+    """Megatron's MambaMixer split of a fused tensor: each part chunked over TP, rank t = [part_0 t; part_1 t; ...]."""
+    parts = [part.chunk(tp) for part in full.split(sizes)]
+    return [torch.cat([chunks[rank] for chunks in parts]) for rank in range(tp)]
+
+
+def hybrid_megatron_model(hf: Dict[str, torch.Tensor], style: str, padded: int,
+                          conv_names: str = "conv1d.weight") -> Dict[Tuple[int, int], Dict[str, Any]]:
+    """(tp rank, stage) -> Megatron's state dict of the HF Nemotron-H tensors ``hf``, built from HF's names
+    with Megatron's rules written out (not the converter's); ``conv_names``: Megatron-core 0.19's
+    ``conv1d_weight`` or earlier ``conv1d.weight``."""
+    te, per_stage = style == "te", len(HYBRID_PATTERN) // PP
+    norm_name = {"M": "mixer.in_proj.layer_norm_weight" if te else "norm.weight",
+                 "*": "self_attention.linear_qkv.layer_norm_weight" if te else "input_layernorm.weight",
+                 "-": "mlp.linear_fc1.layer_norm_weight" if te else "pre_mlp_layernorm.weight"}
+    conv = {"conv1d.weight": ("conv1d.weight", "conv1d.bias"), "conv1d_weight": ("conv1d_weight", "conv1d_bias")}
+    models = {(rank, stage): {} for rank in range(TP) for stage in range(PP)}
+
+    def put(stage: int, name: str, pieces: List[torch.Tensor]) -> None:
+        for rank in range(TP):
+            models[(rank, stage)][name] = pieces[rank].clone()
+
+    def vocab(tensor: torch.Tensor) -> List[torch.Tensor]:
+        return list(torch.cat([tensor, tensor.new_zeros(padded - tensor.size(0), tensor.size(1))]).chunk(TP))
+
+    put(0, "embedding.word_embeddings.weight", vocab(hf["backbone.embeddings.weight"]))
+    for layer, kind in enumerate(HYBRID_PATTERN):
+        stage, local = divmod(layer, per_stage)
+        prefix, theirs = f"backbone.layers.{layer}.", f"decoder.layers.{local}."
+        put(stage, theirs + norm_name[kind], [hf[prefix + "norm.weight"]] * TP)
+        if kind == "M":
+            put(stage, theirs + "mixer.in_proj.weight", split_rows(
+                hf[prefix + "mixer.in_proj.weight"], [D_INNER, D_INNER, GROUP_STATE, GROUP_STATE, MAMBA_HEADS], TP))
+            for hf_name, name in zip(("conv1d.weight", "conv1d.bias"), conv[conv_names]):
+                put(stage, theirs + "mixer." + name,
+                    split_rows(hf[prefix + "mixer." + hf_name], [D_INNER, GROUP_STATE, GROUP_STATE], TP))
+            for name in ("dt_bias", "A_log", "D", "norm.weight"):
+                put(stage, theirs + "mixer." + name, list(hf[prefix + "mixer." + name].chunk(TP)))
+            put(stage, theirs + "mixer.out_proj.weight", list(hf[prefix + "mixer.out_proj.weight"].chunk(TP, dim=1)))
+        elif kind == "*":
+            qkv = torch.cat([hf[prefix + f"mixer.{p}_proj.weight"] for p in "qkv"])
+            put(stage, theirs + "self_attention.linear_qkv.weight", list(interleave_by_loop(qkv, 8, 4, 8).chunk(TP)))
+            put(stage, theirs + "self_attention.linear_proj.weight",
+                list(hf[prefix + "mixer.o_proj.weight"].chunk(TP, dim=1)))
+        else:
+            put(stage, theirs + "mlp.linear_fc1.weight", list(hf[prefix + "mixer.up_proj.weight"].chunk(TP)))
+            put(stage, theirs + "mlp.linear_fc2.weight", list(hf[prefix + "mixer.down_proj.weight"].chunk(TP, dim=1)))
+        if te:
+            for name in MEGATRON_LAYER_NAMES[(kind, "te")]:
+                if name.endswith("_extra_state"):
+                    put(stage, theirs + name, [torch.zeros(0, dtype=torch.uint8)] * TP)
+    put(PP - 1, "decoder.final_norm.weight", [hf["backbone.norm_f.weight"]] * TP)
+    put(PP - 1, "output_layer.weight", vocab(hf["lm_head.weight"]))
+    return models
+
+
+def hybrid_args(padded: int, **overrides: Any) -> argparse.Namespace:
+    """``args`` of Megatron-LM's pretrain_hybrid.py for the tiny Nemotron-H (its names and defaults)."""
+    config = dict(num_layers=len(HYBRID_PATTERN), hidden_size=64, ffn_hidden_size=96, num_attention_heads=8,
+                  num_query_groups=4, kv_channels=8, max_position_embeddings=256, norm_epsilon=1e-5,
+                  add_qkv_bias=False, rotary_base=10000, untie_embeddings_and_output_weights=True)
+    values = dict(swiglu=False, squared_relu=True, position_embedding_type="none", hybrid_layer_pattern="M*-|M-*",
+                  hybrid_override_pattern=None, mamba_state_dim=8, mamba_head_dim=16, mamba_num_groups=2,
+                  mamba_num_heads=None, spec=None, hidden_dropout=0.0, attention_dropout=0.0)
+    return megatron_args(config, padded, **{**values, **overrides})
+
+
+def write_hybrid_megatron(root: str, hf: Dict[str, torch.Tensor], style: str, conv_names: str = "conv1d.weight",
+                          **arg_overrides: Any) -> str:
+    padded = -(-HYBRID_HF["vocab_size"] // (DIVISIBLE_BY * TP)) * DIVISIBLE_BY * TP
+    args = hybrid_args(padded, transformer_impl="transformer_engine" if style == "te" else "local", **arg_overrides)
+    for (rank, stage), model in hybrid_megatron_model(hf, style, padded, conv_names).items():
+        path = checkpoint_file(root, 10, rank, stage, PP)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        torch.save({"model": model, "args": args, "checkpoint_version": 3.0, "iteration": 10}, path)
+    with open(os.path.join(root, TRACKER_FILENAME), "w") as tracker:
+        tracker.write("10")
+    return root
+
+
+def hf_config_json(hf_dir: str) -> Dict[str, Any]:
+    import json
+
+    with open(os.path.join(hf_dir, "config.json")) as handle:
+        return {k: v for k, v in json.load(handle).items() if k not in ("transformers_version", "architectures")}
+
+
+@pytest.fixture(scope="module")
+def nemotron_h(tmp_path_factory) -> Dict[str, Any]:
+    """A tiny Nemotron-H with random weights, its HF directory and tensors, ours at TP 1 (mg) and the config.json
+    ours exports."""
+    root = tmp_path_factory.mktemp("nemotron_h")
+    config = transformers.NemotronHConfig(**HYBRID_HF, dtype="float32")
+    torch.manual_seed(0)
+    model = transformers.NemotronHForCausalLM(config).eval()
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn_like(param) * 0.05)
+    hf_dir, mg_dir, exported = str(root / "hf"), str(root / "mg"), str(root / "hf_from_mg")
+    model.save_pretrained(hf_dir)
+    convert("hf", "mg", hf_dir, mg_dir)
+    convert("mg", "hf", mg_dir, exported)  # config.json as the family writes it (its own spellings)
+    return dict(hf_dir=hf_dir, mg_dir=mg_dir, hf=read_safetensors(hf_dir), config_json=hf_config_json(exported))
+
+
+@pytest.mark.parametrize("style", ["local", "te"])
+def test_hybrid_hf_to_megatron_and_back_is_exact(nemotron_h, tmp_path, style: str) -> None:
+    """HF -> ours -> Megatron TP2 PP2 -> ours -> HF: the files are the ones Megatron's rules give (names, in_proj
+    and conv rows per TP rank, per-stage numbering, final_norm, TE extra states) and HF gets its tensors back."""
+    megatron, mg, back = str(tmp_path / "megatron"), str(tmp_path / "mg"), str(tmp_path / "hf")
+    impl = ["--transformer-impl", "transformer_engine"] if style == "te" else []
+    convert("mg", "megatron", nemotron_h["mg_dir"], megatron, "--target-tensor-parallel-size", str(TP),
+            "--target-pipeline-parallel-size", str(PP), "--make-vocab-size-divisible-by", str(DIVISIBLE_BY), *impl)
+    written = megatron_files(megatron)
+    padded = written[(0, 0)]["args"].padded_vocab_size
+    for key, model in hybrid_megatron_model(nemotron_h["hf"], style, padded).items():
+        assert sorted(written[key]["model"]) == sorted(model), key
+        for name, tensor in model.items():
+            if not name.endswith("_extra_state"):
+                assert torch.equal(tensor, written[key]["model"][name]), (key, name)
+    args = written[(0, 0)]["args"]
+    assert (args.hybrid_layer_pattern, args.hybrid_override_pattern, args.is_hybrid_model) == \
+        ("M*-|M-*", HYBRID_PATTERN, True)
+    assert (args.squared_relu, args.swiglu, args.mamba_state_dim, args.mamba_head_dim, args.mamba_num_groups,
+            args.mamba_num_heads) == (True, False, 8, 16, 2, None)
+    convert("megatron", "mg", megatron, mg)
+    convert("mg", "hf", mg, back)
+    original, result = nemotron_h["hf"], read_safetensors(back)
+    assert sorted(original) == sorted(result)
+    for name, tensor in original.items():
+        assert torch.equal(tensor, result[name]), name
+    # the config the family derives, with the dt floor and chunk kept in args (Megatron's files carry no
+    # config.json: the keys HF keeps for itself and time_step_limit, which ours preserves from it, are not there)
+    derived, reference = hf_config_json(back), nemotron_h["config_json"]
+    assert derived["time_step_min"] == 0.001 and derived["chunk_size"] == 5
+    assert {key: value for key, value in derived.items() if key != "time_step_limit"} == \
+        {key: reference[key] for key in derived if key != "time_step_limit"}
+
+
+@pytest.mark.parametrize("style", ["local", "te"])
+def test_hybrid_layer_names_are_megatrons_specs(nemotron_h, tmp_path, style: str) -> None:
+    """One layer of each kind, named as Megatron-core's hybrid layer specs name it; in_proj rows of TP rank t are
+    [z_t; x_t; B_t; C_t; dt_t], conv channels [x_t; B_t; C_t]."""
+    megatron = str(tmp_path / "megatron")
+    impl = ["--transformer-impl", "transformer_engine"] if style == "te" else []
+    convert("hf", "megatron", nemotron_h["hf_dir"], megatron, "--target-tensor-parallel-size", str(TP),
+            "--target-pipeline-parallel-size", str(PP), *impl)
+    files = megatron_files(megatron)
+    first, last = files[(1, 0)]["model"], files[(1, 1)]["model"]
+    for local, kind in enumerate("M*-"):
+        ours = sorted(name.split(".", 3)[3] for name in first if name.startswith(f"decoder.layers.{local}."))
+        assert ours == sorted(MEGATRON_LAYER_NAMES[(kind, style)]), kind
+    assert "decoder.final_norm.weight" in last and not any("final_layernorm" in name for name in last)
+    hf, rank = nemotron_h["hf"], 1
+    z, x, b, c, dt = hf["backbone.layers.0.mixer.in_proj.weight"].split([D_INNER, D_INNER, 16, 16, 8])
+    expected = torch.cat([z[64:], x[64:], b[8:], c[8:], dt[4:]])  # rank 1's halves of each part
+    assert torch.equal(first["decoder.layers.0.mixer.in_proj.weight"], expected)
+    x, b, c = hf["backbone.layers.0.mixer.conv1d.bias"].split([D_INNER, 16, 16])
+    assert torch.equal(first["decoder.layers.0.mixer.conv1d.bias"], torch.cat([x[64:], b[8:], c[8:]]))
+    assert torch.equal(files[(rank, 1)]["model"]["decoder.layers.0.mixer.A_log"],
+                       hf["backbone.layers.3.mixer.A_log"][4:])  # stage 1's layer 0 is layer 3
+
+
+@pytest.mark.parametrize("style, conv_names", [("local", "conv1d.weight"), ("te", "conv1d_weight")])
+def test_hybrid_megatron_checkpoint_to_hf(nemotron_h, tmp_path, style: str, conv_names: str) -> None:
+    """A checkpoint written by Megatron's rules (TE or local; Megatron-core 0.19's conv1d_weight names) -> HF
+    gives the HF tensors; without our preserved args it reads as Megatron runs (no dt clamp, chunks of 128)."""
+    root = write_hybrid_megatron(str(tmp_path / "megatron"), nemotron_h["hf"], style, conv_names)
+    out = str(tmp_path / "hf")
+    convert("megatron", "hf", root, out, "--vocab-size", str(HYBRID_HF["vocab_size"]), "--model-type-hf",
+            "nemotron_h")
+    original, result = nemotron_h["hf"], read_safetensors(out)
+    assert sorted(original) == sorted(result)
+    for name, tensor in original.items():
+        assert torch.equal(tensor, result[name]), name
+    config = hf_config_json(out)
+    assert (config["layers_block_type"], config["chunk_size"], config["time_step_min"]) == \
+        (HYBRID_HF["layers_block_type"], 128, 0.0)
+
+
+def test_hybrid_args_round_trip() -> None:
+    """config -> Megatron args -> config keeps every hybrid and Mamba field; Megatron's own defaults read as its
+    mixer builds them (mamba_num_heads None: d_inner = 2 x hidden)."""
+    from core.transformer.config import TransformerConfig
+    from mindspeed_llm.models import megatron_format
+
+    base = dict(num_layers=4, hidden_size=64, num_attention_heads=4, ffn_hidden_size=96, vocab_size=128,
+                position_embedding_type="none", activation="squared_relu", add_bias_linear=False,
+                mamba_state_dim=8, mamba_head_dim=16, mamba_num_groups=2, mamba_chunk_size=5,
+                mamba_dt_limit_min=0.001)
+    for extra in (dict(hybrid_override_pattern="M*-M"), dict(hybrid_override_pattern="MM-M", mamba_heads=6)):
+        config = TransformerConfig(**base, **extra)
+        args = argparse.Namespace(**megatron_format.args_from_config(config), tensor_model_parallel_size=1)
+        assert args.mamba_num_heads == (6 if "mamba_heads" in extra else None)
+        back = TransformerConfig(**megatron_format.config_from_args(args))
+        for name in ("hybrid_override_pattern", "activation", "position_embedding_type", "mamba_version",
+                     "mamba_state_dim", "mamba_head_dim", "mamba_num_groups", "mamba_d_inner", "mamba_num_heads",
+                     "mamba_d_conv", "mamba_conv_bias", "mamba_chunk_size", "mamba_dt_limit_min", "ffn_hidden_size"):
+            assert getattr(back, name) == getattr(config, name), (extra, name)
+    megatron = argparse.Namespace(num_layers=3, hidden_size=64, num_attention_heads=4, padded_vocab_size=128,
+                                  hybrid_layer_pattern="M|M-", squared_relu=True, position_embedding_type="rope",
+                                  add_bias_linear=False, mamba_num_heads=None, mamba_head_dim=16)
+    read = TransformerConfig(**megatron_format.config_from_args(megatron))
+    assert (read.hybrid_override_pattern, read.mamba_d_inner, read.mamba_num_groups, read.mamba_state_dim) == \
+        ("MM-", 128, 8, 128)
+    assert (read.mamba_chunk_size, read.mamba_dt_limit_min, read.position_embedding_type) == (128, 0.0, "none")
+
+
+def test_hybrid_pattern_from_older_args() -> None:
+    """Older Megatron-core: hybrid_override_pattern, or the pattern its hybrid ratios allocate (the expected
+    strings are what core_v0.12's mamba_hybrid_layer_allocation.allocate_layers returns), or an all-Mamba
+    pretrain_mamba.py run."""
+    from mindspeed_llm.models import megatron_format
+
+    assert megatron_format.pattern_from_ratios(8, 0.25, 0.25) == "MM*-M*M-"
+    assert megatron_format.pattern_from_ratios(10, 0.2, 0.0) == "MMM*MM*MMM"
+    assert megatron_format.pattern_from_ratios(6, 0.0, 0.5) == "M-M-M-"
+    for args, pattern in ((dict(hybrid_override_pattern="M*M-"), "M*M-"),
+                          (dict(hybrid_attention_ratio=0.25, hybrid_mlp_ratio=0.25, num_layers=8), "MM*-M*M-"),
+                          (dict(is_hybrid_model=True), "MMMM"),
+                          (dict(spec=["megatron.core.models.mamba.mamba_layer_specs", "mamba_stack_spec"]), "MMMM"),
+                          (dict(), None)):
+        assert megatron_format.stored_pattern(argparse.Namespace(**{"num_layers": 4, **args})) == pattern
+
+
+@pytest.mark.parametrize("setting, fragments", [
+    (dict(hybrid_layer_pattern="MG*|M-*"), ("args.hybrid_layer_pattern", "'G' is a gated DeltaNet layer")),
+    (dict(hybrid_layer_pattern="M*-|M-*/*"), ("args.hybrid_layer_pattern", "multi-token prediction")),
+    (dict(add_bias_linear=True), ("args.add_bias_linear", "Mamba")),
+    (dict(norm_epsilon=1e-6), ("args.norm_epsilon", "1e-05"))])
+def test_error_unsupported_hybrid_megatron_setting(capsys, nemotron_h, tmp_path, setting, fragments) -> None:
+    root = write_hybrid_megatron(str(tmp_path / "megatron"), nemotron_h["hf"], "local", **setting)
+    expect_error(capsys, ["--load-model-type", "megatron", "--save-model-type", "mg", "--load-dir", root,
+                          "--save-dir", str(tmp_path / "out")], *fragments)
+
+
+def test_error_hybrid_target_megatron_cannot_hold(capsys, nemotron_h, tmp_path) -> None:
+    """A gated DeltaNet layer, Mamba1 and fewer Mamba groups than TP have no Megatron-LM checkpoint: one line each."""
+    from core.transformer.config import TransformerConfig
+    from mindspeed_llm.models import megatron_format
+
+    gdn = TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=128,
+                            hybrid_override_pattern="G*", linear_num_key_heads=2, linear_num_value_heads=2)
+    with pytest.raises(megatron_format.MegatronFormatError, match=r"'G' is a gated DeltaNet layer"):
+        megatron_format.args_from_config(gdn)
+    mamba1 = TransformerConfig(num_layers=1, hidden_size=64, num_attention_heads=4, vocab_size=128,
+                               hybrid_override_pattern="M", position_embedding_type="none", mamba_version=1)
+    with pytest.raises(megatron_format.MegatronFormatError, match="mamba_version = 1"):
+        megatron_format.args_from_config(mamba1)
+    expect_error(capsys, ["--load-model-type", "hf", "--save-model-type", "megatron", "--load-dir",
+                          nemotron_h["hf_dir"], "--save-dir", str(tmp_path / "out"), "--target-tensor-parallel-size",
+                          "4"], "--target-tensor-parallel-size 4", "Mamba groups")
+
+
+def test_hybrid_uneven_stages_are_pattern_segments(nemotron_h, tmp_path) -> None:
+    """--num-layer-list 2,4 is written as Megatron-core places it ('|' between the stages' segments), each stage
+    numbered from 0, and read back from those segments."""
+    megatron, back = str(tmp_path / "megatron"), str(tmp_path / "hf")
+    convert("hf", "megatron", nemotron_h["hf_dir"], megatron, "--target-tensor-parallel-size", str(TP),
+            "--target-pipeline-parallel-size", str(PP), "--num-layer-list", "2,4")
+    files = megatron_files(megatron)
+    assert files[(0, 1)]["args"].hybrid_layer_pattern == "M*|-M-*"
+    for stage, count in enumerate((2, 4)):
+        assert sorted({int(n.split(".")[2]) for n in files[(0, stage)]["model"] if n.startswith("decoder.layers.")}) \
+            == list(range(count))
+    assert "decoder.layers.1.norm.weight" in files[(0, 1)]["model"]  # layer 3, the second of stage 1, is 'M'
+    convert("megatron", "hf", megatron, back)
+    result = read_safetensors(back)
+    assert sorted(result) == sorted(nemotron_h["hf"])
+    for name, tensor in nemotron_h["hf"].items():
+        assert torch.equal(tensor, result[name]), name
