@@ -277,8 +277,9 @@ QWEN3_5_MOE_TEXT = register(Family("qwen3_5_moe_text", "qwen3_5_moe_text", "Qwen
                             "qwen3.5-moe", "qwen3-5-moe")
 
 # The linear-attention hybrids transformers ships that the decoder cannot build yet, each with what it lacks.
-refuse("bailing_hybrid", "its delta-attention layers are not Kimi Linear's KDA (see kimi_linear) and are not a token "
-       "mixer of the decoder yet")
+refuse("bailing_hybrid", "its KDA layers differ from Kimi Linear's (full-rank f_proj/g_proj gates and the bounded "
+       "'safe' forget gate kda_lower_bound * sigmoid), and its MLA layers gate each head's output by sigmoid(g_proj x), "
+       "which the decoder's MLA does not; its MTP layers are a layout of their own")
 refuse("olmo_hybrid", "its attention layers put their norms after the branches (Olmo3's --post-norm-only) while its "
        "gated DeltaNet layers put them before, and the decoder places norms one way for all layers; its DeltaNet "
        "also doubles beta (linear_allow_neg_eigval)")
