@@ -12,6 +12,8 @@ mixers differ), every one at hidden ``h``, micro batch 1, the same small vocabul
 * ``mamba1``: ``'MMMM'`` with ``--mamba-version 1``, expand 2, state 16;
 * ``gated_deltanet``: ``'GGGG'``, ``h / 128`` key heads and ``h / 64`` value heads of 64 (Qwen3-Next's
   1 : 2 ratio), conv width 4, chunk 64.
+* ``kda``: ``'KKKK'``, Kimi Delta Attention with ``h / 64`` key and value heads of 64 (Kimi Linear's 1 : 1),
+  conv width 4, chunk 64: the delta rule with a decay per key channel and low-rank gates.
 
 Defaults: on a GPU (or NPU) bf16 parameters, ``h`` 1024, sequences 1k, 2k, 4k, 8k, 16k; on the CPU fp32,
 ``h`` 256 and sequences 256, 512, 1024 (about 2 CPU-minutes; adding 2048 takes about 6, most of it
@@ -58,10 +60,10 @@ from core.models.gpt_model import build_model, layout_state
 from core.transformer.config import TransformerConfig, field_flag
 
 VOCAB = 1024
-MIXERS = ("attention", "mamba2", "mamba1", "gated_deltanet")
+MIXERS = ("attention", "mamba2", "mamba1", "gated_deltanet", "kda")
 DEFAULT_SEQS = {"device": "1024,2048,4096,8192,16384", "cpu": "256,512,1024", "smoke": "64,128"}
 SLOWER_WHY = ("where a chunked reference is slower than attention: the references run Python loops along the "
-              "sequence (the gated delta rule one step per chunk of 64 tokens, Mamba1's selective scan one step "
+              "sequence (the gated delta rule and KDA one step per chunk of 64 tokens, Mamba1's selective scan one step "
               "per token, Mamba2's SSD a few batched matmuls per chunk plus an inter-chunk pass), each step a "
               "handful of small kernels with autograd bookkeeping, while attention's SDPA is one fused kernel "
               "whose s^2 cost only overtakes those fixed costs at long sequences; on the CPU the small matmuls "
@@ -80,6 +82,11 @@ def mixer_fields(mixer: str, hidden: int) -> Dict[str, object]:
         return dict(hybrid_override_pattern="GGGG", position_embedding_type="none", linear_conv_kernel_dim=4,
                     linear_key_head_dim=64, linear_value_head_dim=64, linear_num_key_heads=max(hidden // 128, 1),
                     linear_num_value_heads=max(hidden // 64, 2), linear_chunk_size=64)
+    if mixer == "kda":
+        heads = max(hidden // 64, 1)
+        return dict(hybrid_override_pattern="KKKK", position_embedding_type="none", linear_conv_kernel_dim=4,
+                    linear_key_head_dim=64, linear_value_head_dim=64, linear_num_key_heads=heads,
+                    linear_num_value_heads=heads, linear_chunk_size=64)
     mamba = dict(hybrid_override_pattern="MMMM", position_embedding_type="none", mamba_expand=2)
     if mixer == "mamba1":
         return dict(mamba, mamba_version=1, mamba_state_dim=16)
