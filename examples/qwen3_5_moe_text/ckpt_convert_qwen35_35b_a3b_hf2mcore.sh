@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Convert Qwen3.5-35B-A3B's text model from Hugging Face safetensors (transformers' Qwen3_5MoeForCausalLM layout,
+# model_type qwen3_5_moe_text) to our Megatron (mcore) layout at TP=1 PP=2 EP=8 (the layout of
+# pretrain_qwen35_35b_a3b_ptd.sh); the layer pattern, DeltaNet, attention and MoE sizes are read from its config.json,
+# the separate DeltaNet projections regrouped into ours.
+# The published Qwen/Qwen3.5-35B-A3B directory is the multimodal Qwen3_5MoeForConditionalGeneration (these fields
+# under config.json's text_config; the text tensors under model.language_model.*, beside model.visual.* and the MTP
+# layer's mtp.*). The converter reads a text-only Qwen3_5MoeForCausalLM directory (model_type qwen3_5_moe_text: that
+# text_config as config.json, the tensors as model.* and lm_head.*, one tensor per expert, no visual or MTP tensors),
+# which this suite does not extract; the multi-token-prediction layer (mtp_num_hidden_layers 1) is not converted or
+# trained.
+#   bash examples/qwen3_5_moe_text/ckpt_convert_qwen35_35b_a3b_hf2mcore.sh
+#   SMOKE=1 bash examples/qwen3_5_moe_text/ckpt_convert_qwen35_35b_a3b_hf2mcore.sh   # a tiny random qwen3_5_moe_text model (3 DeltaNet layers, attention), TP=2 PP=2 EP=2
+#   DRY_RUN=1 bash examples/qwen3_5_moe_text/ckpt_convert_qwen35_35b_a3b_hf2mcore.sh   # print the command only
+source "$(dirname "$0")/../common/recipe.sh"
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_from_hf/Qwen3.5-35B-A3B}    # the text-only directory (see above), tokenizer files beside it
+CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./model_weights/qwen35-35b-a3b-mcore-tp1pp2ep8}
+TP=${TP:-1} PP=${PP:-2} EP=${EP:-8}
+MODEL_TYPE_HF=qwen3_5_moe_text
+
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json (3 DeltaNet
+# layers then one attention layer, as every 4 layers of the real model; value heads twice the key heads). The rotary
+# sections are spelled as the mcore2hf recipe writes them back for head dim 32 ([2, 1, 1] of the 4 rotated
+# frequencies, as [11, 11, 10] of 32 for head dim 256) so that its smoke round trip compares identical configs.
+HF_MODEL_TYPE=qwen3_5_moe_text HF_CONFIG='{"num_hidden_layers": 4, "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"], "head_dim": 32, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16, "linear_num_key_heads": 4, "linear_num_value_heads": 8, "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32, "router_aux_loss_coef": 0.001, "attention_bias": false, "rms_norm_eps": 1e-06, "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25, "mrope_interleaved": true, "mrope_section": [2, 1, 1]}, "tie_word_embeddings": false, "max_position_embeddings": 262144}'
+arg_group LAYOUT_ARGS <<'ARGS'
+    --target-expert-parallel-size "$EP"
+ARGS
+
+recipe_hf2mcore

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Generate text with Qwen3.5-27B (Qwen/Qwen3.5-27B, its text model): 64 layers, every 4th gated softmax attention (full_attention_interval 4: 48 gated DeltaNet, 16 attention), all with a dense SwiGLU MLP of 17408, hidden 5120; attention 24 heads / 4 KV heads of 256, a sigmoid output gate, zero-centred per-head q/k RMSNorm, a quarter of each head rotated (partial_rotary_factor 0.25; the interleaved multimodal sections [11, 11, 10] see one position for text), rope theta 10000000; gated DeltaNet 16 key heads / 48 value heads of 128, conv 4; zero-centred RMSNorm 1e-6, vocab 248320, untied, 262144 positions.
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
+# Layout: 1 node(s) x 8 devices, TP=4 PP=2 (the layout of ckpt_convert_qwen35_27b_hf2mcore.sh), bf16.
+#   bash examples/qwen3_5_text/generate_qwen35_27b_ptd.sh             # the real run (set the paths below)
+#   SMOKE=1 bash examples/qwen3_5_text/generate_qwen35_27b_ptd.sh     # seconds on the CPU: a tiny random qwen3_5_text model with the same behaviour flags, 8 new tokens
+#   DRY_RUN=1 bash examples/qwen3_5_text/generate_qwen35_27b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
+source "$(dirname "$0")/../common/recipe.sh"
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/qwen35-27b-mcore-tp4pp2}    # ckpt_convert_qwen35_27b_hf2mcore.sh
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Qwen3.5-27B}
+
+TP=${TP:-4} PP=${PP:-2}
+
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=qwen3_5_text HF_CONFIG='{"num_hidden_layers": 4, "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"], "head_dim": 32, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16, "linear_num_key_heads": 4, "linear_num_value_heads": 12, "attention_bias": false, "rms_norm_eps": 1e-06, "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25, "mrope_interleaved": true, "mrope_section": [2, 1, 1]}, "tie_word_embeddings": false, "max_position_embeddings": 262144}'
+
+recipe_generate
