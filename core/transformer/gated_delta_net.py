@@ -67,7 +67,7 @@ from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear,
 from core.tensor_parallel.param_meta import Segment, TPShard
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import SequenceLayout
-from core.transformer.mamba_mixer import carried_causal_conv
+from core.transformer.mamba_mixer import carried_causal_conv, split_vector
 from core.transformer.norms import RMSNorm
 from core.transformer.sequence_state import Carry, sequence_scan
 
@@ -316,12 +316,6 @@ def kimi_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.
 # the mixer
 # ---------------------------------------------------------------------------------------------------------
 
-def _init_and_mark_vector(size: int, tp: int, init: str, dtype: Optional[torch.dtype]) -> nn.Parameter:
-    """A per-value-head parameter ``[hv/tp]`` (A_log, dt_bias), split with its heads."""
-    shard = TPShard.even(0, size)
-    return mark_param(nn.Parameter(torch.empty(shard.local_size(tp), dtype=dtype)), init=init, tp_shard=shard)
-
-
 class GatedDeltaNet(nn.Module):
     """Qwen3-Next's gated DeltaNet mixer (module docstring); ``[s, b, h]`` in and out (``[s/tp, b, h]`` under SP).
 
@@ -353,8 +347,9 @@ class GatedDeltaNet(nn.Module):
                                 groups=self.conv_channels, bias=False, dtype=dtype)
         mark_param(self.conv1d.weight, init="normal", tp_shard=conv_shard)
         # Megatron's (Mamba's) initialisation: dt log-uniform in [1e-3, 1e-1] as softplus^-1, A uniform in [1, 16]
-        self.dt_bias = _init_and_mark_vector(value_heads, tp, "mamba_dt_bias", dtype)  # [hv/tp]
-        self.A_log = _init_and_mark_vector(value_heads, tp, "mamba_a_log_uniform", dtype)  # [hv/tp]
+        per_head = TPShard.even(0, value_heads)  # split with their heads
+        self.dt_bias = split_vector(per_head, tp, "mamba_dt_bias", dtype)  # [hv/tp]
+        self.A_log = split_vector(per_head, tp, "mamba_a_log_uniform", dtype)  # [hv/tp]
         # one weight over dv for every head (plain weight, no 1+w offset), used by each rank for its own heads
         self.norm = RMSNorm(value_dim, config.norm_epsilon, grad_partial_over_tp=True, dtype=dtype,
                             fused=config.use_fused_rmsnorm)

@@ -25,8 +25,9 @@ channels, ``dt_bias`` and ``A_log`` split with their heads, ``o_proj`` is row-pa
 weight is replicated with a partial gradient (``grad_partial_over_tp``). Under sequence parallelism
 ``in_proj`` all-gathers the sequence and ``o_proj`` reduce-scatters it.
 
-The converter fuses transformers' ``q_proj``, ``k_proj``, ``v_proj``, ``b_proj``, ``forget_gate.f_a_proj`` and
-``g_a_proj`` into ``in_proj`` (``fuse_rows``); the other tensors keep transformers' names.
+The converter (``mindspeed_llm/models/families/kimi_linear.py``) fuses the checkpoint's ``q_proj``, ``k_proj``,
+``v_proj``, ``b_proj``, ``f_a_proj`` and ``g_a_proj`` into ``in_proj`` and its ``q_conv1d``, ``k_conv1d`` and
+``v_conv1d`` into ``conv1d`` (``fuse_rows``); the other tensors keep their names.
 """
 from __future__ import annotations
 
@@ -42,15 +43,9 @@ from core.tensor_parallel.param_meta import Segment, TPShard
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import SequenceLayout
 from core.transformer.gated_delta_net import kimi_delta_rule
-from core.transformer.mamba_mixer import carried_causal_conv
+from core.transformer.mamba_mixer import carried_causal_conv, split_vector
 from core.transformer.norms import RMSNorm
 from core.transformer.sequence_state import Carry, sequence_scan
-
-
-def _head_param(heads: int, unit: int, tp: int, init: str, dtype: Optional[torch.dtype]) -> nn.Parameter:
-    """A vector of ``heads x unit`` entries split over TP with its heads (``dt_bias``, ``A_log``)."""
-    shard = TPShard(0, (Segment(heads, unit),))
-    return mark_param(nn.Parameter(torch.empty(shard.local_size(tp), dtype=dtype)), init=init, tp_shard=shard)
 
 
 def _up_projection(rank: int, heads: int, unit: int, tp: int, dtype: Optional[torch.dtype]) -> nn.Linear:
@@ -87,8 +82,9 @@ class KimiDeltaAttention(nn.Module):
         self.f_b_proj = _up_projection(key_dim, value_heads, key_dim, tp, dtype)  # [hv/tp * dk, dk]
         self.g_b_proj = _up_projection(value_dim, value_heads, value_dim, tp, dtype)  # [hv/tp * dv, dv]
         # flash-linear-attention's initialisation (Mamba's): dt log-uniform in [1e-3, 1e-1], A uniform in [1, 16]
-        self.dt_bias = _head_param(value_heads, key_dim, tp, "mamba_dt_bias", dtype)  # [hv/tp * dk]
-        self.A_log = _head_param(value_heads, 1, tp, "mamba_a_log_uniform", dtype)  # [hv/tp]
+        self.dt_bias = split_vector(TPShard(0, (Segment(value_heads, key_dim),)), tp, "mamba_dt_bias",
+                                    dtype)  # [hv/tp * dk]
+        self.A_log = split_vector(TPShard.even(0, value_heads), tp, "mamba_a_log_uniform", dtype)  # [hv/tp]
         self.o_norm = RMSNorm(value_dim, config.norm_epsilon, grad_partial_over_tp=True, dtype=dtype,
                               fused=config.use_fused_rmsnorm)
         self.o_proj = RowParallelLinear(value_heads * value_dim, config.hidden_size, group=self.group, bias=False,

@@ -246,9 +246,10 @@ class GatedGroupRMSNorm(nn.Module):
         return self.weight * normed.view_as(gated).to(dtype)
 
 
-def _vector(size: int, shard: TPShard, tp: int, init: str, dtype: Optional[torch.dtype],
-            *extra_dims: int) -> nn.Parameter:
-    """A TP-split parameter of local shape ``[local, *extra_dims]`` (A_log, D, dt_bias)."""
+def split_vector(shard: TPShard, tp: int, init: str, dtype: Optional[torch.dtype],
+                 *extra_dims: int) -> nn.Parameter:
+    """A TP-split parameter of local shape ``[local, *extra_dims]`` (A_log, D, dt_bias of the recurrent
+    mixers), split by ``shard``."""
     return mark_param(nn.Parameter(torch.empty(shard.local_size(tp), *extra_dims, dtype=dtype)), init=init,
                       tp_shard=shard)
 
@@ -299,8 +300,8 @@ class MambaMixer(nn.Module):
         self.dt_proj = nn.Linear(rank, self.local_inner, bias=True, dtype=dtype)  # [d/tp, r]
         mark_param(self.dt_proj.weight, init="normal", tp_shard=channels)
         mark_param(self.dt_proj.bias, init="mamba_dt_bias", tp_shard=channels)
-        self.A_log = _vector(config.mamba_d_inner, channels, tp, "mamba_a_log_arange", dtype, state_dim)  # [d/tp, n]
-        self.D = _vector(config.mamba_d_inner, channels, tp, "ones", dtype)  # [d/tp]
+        self.A_log = split_vector(channels, tp, "mamba_a_log_arange", dtype, state_dim)  # [d/tp, n]
+        self.D = split_vector(channels, tp, "ones", dtype)  # [d/tp]
         if config.mamba_mixer_rms_weights:  # Jamba: replicated, each rank's channels give part of their grads
             eps = config.mamba_mixer_rms_eps
             self.dt_layernorm = RMSNorm(rank, eps, grad_partial_over_tp=True, dtype=dtype)
@@ -309,9 +310,9 @@ class MambaMixer(nn.Module):
 
     def _build_mamba2_params(self, config: TransformerConfig, tp: int, dtype: Optional[torch.dtype]) -> None:
         heads = TPShard.even(0, config.mamba_num_heads)
-        self.dt_bias = _vector(config.mamba_num_heads, heads, tp, "mamba_dt_bias", dtype)  # [h/tp]
-        self.A_log = _vector(config.mamba_num_heads, heads, tp, "mamba_a_log_uniform", dtype)  # [h/tp]
-        self.D = _vector(config.mamba_num_heads, heads, tp, "ones", dtype)  # [h/tp]
+        self.dt_bias = split_vector(heads, tp, "mamba_dt_bias", dtype)  # [h/tp]
+        self.A_log = split_vector(heads, tp, "mamba_a_log_uniform", dtype)  # [h/tp]
+        self.D = split_vector(heads, tp, "ones", dtype)  # [h/tp]
         norm_shard = TPShard(0, (Segment(config.mamba_num_heads, config.mamba_head_dim),))
         self.norm = GatedGroupRMSNorm(config.mamba_d_inner, config.mamba_num_groups, config.norm_epsilon,
                                       norm_shard, self.group, dtype=dtype)

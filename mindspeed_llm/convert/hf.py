@@ -93,8 +93,10 @@ class HFSource:
         """The index under the weight map's names (``Family.hf_tensor_aliases``); ``file_names`` keeps each
         renamed tensor's name in its file."""
         self.file_names: Dict[str, str] = {}
-        for name in [n for n in where if self.family.canonical_hf_name(n) != n]:
-            canonical = self.family.canonical_hf_name(name)
+        renames = {name: self.family.canonical_hf_name(name) for name in where}
+        for name, canonical in renames.items():
+            if canonical == name:
+                continue
             if canonical in where:
                 raise ConversionError(f"{self.listing} holds both {name!r} and {canonical!r}, two spellings of one "
                                       f"{self.family_name} tensor; keep one")

@@ -439,7 +439,6 @@ FINAL_NORM, HYBRID_FINAL_NORM = "decoder.final_layernorm.", "decoder.final_norm.
 TE_ATTENTION_MODULES = ("self_attention.linear_qkv", "self_attention.core_attention", "self_attention.linear_proj")
 TE_MLP_MODULES = ("mlp.linear_fc1", "mlp.linear_fc2")
 TE_MAMBA_MODULES = ("mixer.in_proj", "mixer.out_proj")  # (its gated norm is mamba_ssm's, without one)
-TE_EXTRA_STATE_MODULES = TE_ATTENTION_MODULES + TE_MLP_MODULES  # a transformer layer's
 QKV_SUFFIXES = ("self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias")
 
 

@@ -8,11 +8,11 @@ all of ``linear_attn_config.head_dim`` (``linear_head_dim``): our ``--linear-num
 ``--linear-num-value-heads``, ``--linear-key-head-dim`` and ``--linear-value-head-dim``.
 
     ours (decoder.layers.{i}.*)                           HF (model.layers.{i}.*)
-    self_attention.in_proj   [q; k; v; b; f_a; g_a]       self_attn.{q,k,v,b}_proj, self_attn.forget_gate.f_a_proj,
-                                                          self_attn.g_a_proj   (KDA layers, fused rows)
-    self_attention.{conv1d, g_b_proj, o_norm, o_proj}     self_attn.<same>
-    self_attention.{f_b_proj, dt_bias}                    self_attn.forget_gate.<same>
-    self_attention.A_log     [h]                          self_attn.forget_gate.A_log [1, 1, h, 1]
+    self_attention.in_proj   [q; k; v; b; f_a; g_a]       self_attn.{q,k,v,b,f_a,g_a}_proj   (KDA layers, fused rows)
+    self_attention.conv1d    [q; k; v]                    self_attn.{q,k,v}_conv1d           (fused rows)
+    self_attention.{f_b_proj, dt_bias, g_b_proj,          self_attn.<same>
+                    o_norm, o_proj}
+    self_attention.A_log     [h]                          self_attn.A_log [1, 1, h, 1]
     self_attention.linear_q_proj ... (MLA layers)         self_attn.q_proj, kv_a_proj_with_mqa, ... (mla.MLA_WEIGHTS)
     mlp.router / mlp.experts / mlp.shared_experts         mlp.gate (+ e_score_correction_bias) / mlp.experts
                                                           (fused [E, 2f, h], [E, h, f]) / mlp.shared_experts
@@ -34,17 +34,18 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import torch
 
-from core.transformer.config import KDA_MIXER, TransformerConfig, parse_layer_frequency
+from core.transformer.config import KDA_MIXER, TransformerConfig
 from mindspeed_llm.models.families.hybrid_paired import _without_positions
-from mindspeed_llm.models.families.mla import MLA_WEIGHTS, _mla_config, _mla_hf_config
+from mindspeed_llm.models.families.linear_attention import config_marks, linear_marks
+from mindspeed_llm.models.families.mla import MLA_WEIGHTS, _mla_config
 from mindspeed_llm.models.families.mla_moe import _check_remote_key, _moe_config, _moe_hf_config
-from mindspeed_llm.models.families.moe_common import (check_bias_router_hf, group_routing, group_routing_hf,
-                                                      per_expert_weights, sigmoid_routing)
+from mindspeed_llm.models.families.moe_common import (check_bias_router_hf, dense_run, group_routing,
+                                                      group_routing_hf, mlp_layer_types, per_expert_weights,
+                                                      sigmoid_routing)
 from mindspeed_llm.models.registry import (ROPE_KEYS, TRANSFORMS, Family, RegistryError, TensorContext, WeightRule,
                                            _checked, _layer, register)
 
 FAMILY = "kimi_linear"
-LAYER_TYPES = {"linear_attention": 1, "full_attention": 0}
 # KimiLinearConfig.attribute_map: the alias transformers writes -> the DeepSeek-V3 key our readers take
 ALIASES = {"num_experts": "n_routed_experts", "num_local_experts": "n_routed_experts",
            "num_experts_per_token": "num_experts_per_tok", "moe_renormalize": "norm_topk_prob",
@@ -130,27 +131,13 @@ def _canonical(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 def _kda_layers(hf: Dict[str, Any]) -> Dict[str, Any]:
     """``layer_types`` as the KDA variant with its marks, and KDA's sizes."""
-    types, layers = list(hf["layer_types"]), int(hf["num_hidden_layers"])
-    unknown = sorted(set(map(str, types)) - set(LAYER_TYPES))
-    if unknown or len(types) != layers:
-        raise RegistryError(f"{FAMILY} layer_types must give one of {sorted(LAYER_TYPES)} per layer ({layers}); "
-                            f"got {unknown or len(types)}")
-    marks = [LAYER_TYPES[kind] for kind in types]
+    marks = linear_marks(list(hf["layer_types"]), FAMILY, int(hf["num_hidden_layers"]))
     if not any(marks):
         return {}
     heads, dim = int(hf["linear_num_heads"]), int(hf["linear_head_dim"])
     return dict(experimental_attention_variant="kda", linear_attention_freq=str(marks),
                 linear_conv_kernel_dim=int(hf["linear_conv_kernel_dim"]), linear_key_head_dim=dim,
                 linear_value_head_dim=dim, linear_num_key_heads=heads, linear_num_value_heads=heads)
-
-
-def _leading_dense(hf: Dict[str, Any]) -> Dict[str, Any]:
-    types, layers = list(hf["mlp_layer_types"]), int(hf["num_hidden_layers"])
-    dense = next((i for i, kind in enumerate(types) if kind != "dense"), len(types))
-    if types != ["dense"] * dense + ["sparse"] * (layers - dense):
-        raise RegistryError(f"{FAMILY} mlp_layer_types={types} is not supported (only a leading run of dense "
-                            "layers, --first-k-dense-replace)")
-    return {"first_k_dense_replace": dense} if dense else {}
 
 
 def _kimi_linear_config(hf: Dict[str, Any]) -> Dict[str, Any]:
@@ -161,16 +148,16 @@ def _kimi_linear_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     _check_remote_key(hf, FAMILY, "moe_router_activation_func", "sigmoid")
     _check_remote_key(hf, FAMILY, "num_nextn_predict_layers", 0)
     kwargs = {**_mla_config(hf, FAMILY), **_moe_config(hf, FAMILY),
-              **sigmoid_routing(bool(hf["norm_topk_prob"])), **group_routing(hf, FAMILY), **_leading_dense(hf),
+              **sigmoid_routing(bool(hf["norm_topk_prob"])), **group_routing(hf, FAMILY),
               **_kda_layers(hf)}
-    return _without_positions(kwargs)
+    dense = dense_run(hf["mlp_layer_types"], int(hf["num_hidden_layers"]), FAMILY)
+    return _without_positions({**kwargs, "first_k_dense_replace": dense} if dense else kwargs)
 
 
 # --------------------------------------------------------------------------- ours -> HF
 
 def _kda_layers_hf(cfg: TransformerConfig) -> Dict[str, Any]:
-    marks = (parse_layer_frequency(cfg.linear_attention_freq, cfg.num_layers, "--linear-attention-freq")
-             if cfg.linear_attention_freq is not None else [0] * cfg.num_layers)
+    marks = config_marks(cfg)
     if any(marks) and (cfg.layer_parts(marks.index(1))[0] != KDA_MIXER
                        or cfg.linear_num_key_heads != cfg.linear_num_value_heads
                        or cfg.linear_key_head_dim != cfg.linear_value_head_dim):
@@ -192,7 +179,7 @@ def _kimi_linear_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     out = {**_moe_hf_config(cfg, FAMILY), **group_routing_hf(cfg, FAMILY), "norm_topk_prob": cfg.norm_topk_prob,
            **_kda_layers_hf(cfg)}
     dense = out.pop("first_k_dense_replace")
-    out.update(first_k_dense_replace=dense, mlp_layer_types=["dense"] * dense + ["sparse"] * (cfg.num_layers - dense),
+    out.update(first_k_dense_replace=dense, mlp_layer_types=mlp_layer_types(dense, cfg.num_layers),
                mla_use_nope=True, moe_router_activation_func="sigmoid", num_nextn_predict_layers=0)
     for key in ROPE_KEYS + ("head_dim",):
         out.pop(key, None)

@@ -104,17 +104,29 @@ TRANSFORMS.setdefault("gdn_ba_separate", (_ba_separate_to_ours, _ba_separate_to_
 
 # --------------------------------------------------------------------------- layer types
 
+def linear_marks(types: Sequence[str], family: str, layers: int) -> List[int]:
+    """HF ``layer_types`` as ``--linear-attention-freq`` marks: 1 a linear layer, 0 full attention."""
+    unknown = sorted(set(map(str, types)) - set(LAYER_TYPES))
+    if unknown or len(types) != layers:
+        raise RegistryError(f"{family} layer_types must give one of {sorted(LAYER_TYPES)} per layer ({layers}); "
+                            f"got {unknown or len(types)}")
+    return [LAYER_TYPES[kind] for kind in types]
+
+
+def config_marks(cfg: TransformerConfig) -> List[int]:
+    """The marks of ``cfg``'s ``--linear-attention-freq`` (all 0 without it): the inverse of :func:`linear_marks`."""
+    if cfg.linear_attention_freq is None:
+        return [0] * cfg.num_layers
+    return parse_layer_frequency(cfg.linear_attention_freq, cfg.num_layers, "--linear-attention-freq")
+
+
 def _linear_layers(hf: Dict[str, Any], family: str, layers: int) -> Dict[str, Any]:
     """``layer_types`` (else every ``full_attention_interval``-th layer full) as the GDN variant and its marks."""
     types = hf.get("layer_types")
     if not types:
         interval = int(hf.get("full_attention_interval", 4))
         types = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(layers)]
-    unknown = sorted(set(types) - set(LAYER_TYPES))
-    if unknown or len(types) != layers:
-        raise RegistryError(f"{family} layer_types must give one of {sorted(LAYER_TYPES)} per layer ({layers}); "
-                            f"got {unknown or len(types)}")
-    marks = [LAYER_TYPES[kind] for kind in types]
+    marks = linear_marks(types, family, layers)
     if not any(marks):  # no DeltaNet layer: plain attention layers, no variant
         return {}
     return dict(experimental_attention_variant="gated_delta_net", linear_attention_freq=str(marks),
@@ -126,8 +138,7 @@ def _linear_layers(hf: Dict[str, Any], family: str, layers: int) -> Dict[str, An
 
 
 def _linear_layers_hf(cfg: TransformerConfig) -> Dict[str, Any]:
-    marks = (parse_layer_frequency(cfg.linear_attention_freq, cfg.num_layers, "--linear-attention-freq")
-             if cfg.linear_attention_freq is not None else [0] * cfg.num_layers)
+    marks = config_marks(cfg)
     return dict(layer_types=["linear_attention" if mark else "full_attention" for mark in marks],
                 linear_conv_kernel_dim=cfg.linear_conv_kernel_dim, linear_key_head_dim=cfg.linear_key_head_dim,
                 linear_value_head_dim=cfg.linear_value_head_dim, linear_num_key_heads=cfg.linear_num_key_heads,

@@ -37,8 +37,9 @@ from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _layer, mtp_config, mtp_hf_config,
                                            register, require_config, with_mtp_weights)
 from mindspeed_llm.models.families.mla import MLA_WEIGHTS, _mla_config, _mla_hf_config
-from mindspeed_llm.models.families.moe_common import (check_bias_router_hf, group_routing, group_routing_hf,
-                                                      per_expert_weights, sigmoid_routing)
+from mindspeed_llm.models.families.moe_common import (check_bias_router_hf, dense_run, group_routing,
+                                                      group_routing_hf, mlp_layer_types, per_expert_weights,
+                                                      sigmoid_routing)
 
 # keys our config does not model, kept for the inverse (``ep_size``: the remote code's runtime EP degree)
 _PRESERVED = ("ep_size", "output_router_logits")
@@ -149,11 +150,7 @@ def _glm4_moe_lite_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     _check_remote_key(hf, family, "first_k_dense_replace", _leading_dense_count(hf))
     hf = {**_DEFAULTS[family], **hf}
     layers = int(hf["num_hidden_layers"])
-    types = list(hf.get("mlp_layer_types") or ["dense"] + ["sparse"] * (layers - 1))
-    dense = sum(1 for kind in types if kind == "dense")
-    if types != ["dense"] * dense + ["sparse"] * (layers - dense):
-        raise RegistryError(f"{family} mlp_layer_types={types} is not supported (only a leading run of dense "
-                            "layers, --first-k-dense-replace)")
+    dense = dense_run(hf.get("mlp_layer_types") or mlp_layer_types(1, layers), layers, family)
     kwargs = _sigmoid_config(hf, family)
     return {**kwargs, "first_k_dense_replace": dense} if dense else kwargs
 
@@ -235,7 +232,7 @@ def _deepseek_v3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
 def _glm4_moe_lite_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     out = _sigmoid_hf_config(cfg, "glm4_moe_lite")
     dense = out.pop("first_k_dense_replace")
-    out["mlp_layer_types"] = ["dense"] * dense + ["sparse"] * (cfg.num_layers - dense)
+    out["mlp_layer_types"] = mlp_layer_types(dense, cfg.num_layers)
     return out
 
 

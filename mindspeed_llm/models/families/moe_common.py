@@ -9,7 +9,7 @@ the "stack_experts_gated" transform, which stacks the (gate, up) pairs into our
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.models.registry import LLAMA_WEIGHTS, RegistryError, WeightRule, _layer, require_config
@@ -27,6 +27,22 @@ def per_expert_weights(cfg: TransformerConfig, block: str, gate: str, up: str, d
             _layer("mlp.experts.linear_fc1.weight", gated, "stack_experts_gated"),
             _layer("mlp.experts.linear_fc2.weight", [f"{block}.experts.{e}.{down}.weight" for e in experts],
                    "stack_experts"))
+
+
+def dense_run(types: Sequence[str], layers: int, family: str) -> int:
+    """How many leading layers HF's ``mlp_layer_types`` makes dense (--first-k-dense-replace); anything but a run
+    of ``dense`` then ``sparse``, one per layer, is refused."""
+    types = list(types)
+    dense = types.count("dense")
+    if types != mlp_layer_types(dense, layers):
+        raise RegistryError(f"{family} mlp_layer_types={types} is not supported (only a leading run of dense "
+                            "layers then sparse ones, --first-k-dense-replace)")
+    return dense
+
+
+def mlp_layer_types(dense: int, layers: int) -> List[str]:
+    """HF's ``mlp_layer_types`` of ``dense`` leading dense layers out of ``layers``."""
+    return ["dense"] * dense + ["sparse"] * (layers - dense)
 
 
 def _moe_common(hf: Dict[str, Any], family: str, experts_key: str) -> Dict[str, Any]:

@@ -58,8 +58,9 @@ from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, TRANSFORMS, Family, Re
                                            WeightRule, _common_config, _common_hf_config, _layer, _layer_types,
                                            _layer_windows, mtp_config, mtp_hf_config, register, with_mtp_weights)
 from mindspeed_llm.models.families.llama_like import _biases, _bias_places, _check_common, _no_extras, _refuse
-from mindspeed_llm.models.families.moe_common import (DENSE_ATTENTION_WEIGHTS, check_bias_router_hf, group_routing,
-                                                      group_routing_hf, per_expert_weights, sigmoid_routing)
+from mindspeed_llm.models.families.moe_common import (DENSE_ATTENTION_WEIGHTS, check_bias_router_hf, dense_run,
+                                                      group_routing, group_routing_hf, mlp_layer_types,
+                                                      per_expert_weights, sigmoid_routing)
 
 MAX_NORM_MIN = 1e-6  # ERNIE's moe_norm_min clamp: accepted up to here (never binds on real weights)
 
@@ -402,11 +403,7 @@ MINIMAX_M2 = register(Family("minimax_m2", "minimax_m2", "MiniMaxM2ForCausalLM",
 def _hy_v3_dense_layers(hf: Dict[str, Any]) -> Dict[str, Any]:
     """``mlp_layer_types`` (default: the first layer dense) as --first-k-dense-replace (a leading run only)."""
     layers = int(hf["num_hidden_layers"])
-    types = hf.get("mlp_layer_types") or ["dense"] * min(1, layers) + ["sparse"] * max(layers - 1, 0)
-    dense = types.count("dense")
-    if len(types) != layers or types != ["dense"] * dense + ["sparse"] * (layers - dense):
-        raise RegistryError(f"hy_v3 mlp_layer_types={types} is not supported (a leading run of 'dense' then "
-                            "'sparse' layers, --first-k-dense-replace)")
+    dense = dense_run(hf.get("mlp_layer_types") or mlp_layer_types(min(1, layers), layers), layers, "hy_v3")
     return leading_dense_layers(dense, "hy_v3", "mlp_layer_types")
 
 
@@ -432,7 +429,7 @@ def _hy_v3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**_common_hf_config(cfg), "attention_bias": qkv, "mlp_bias": False, **moe_sizes_hf(cfg),
             "num_experts": cfg.num_experts, "router_scaling_factor": scaling_factor_hf(cfg),
             **shared_experts_hf(cfg, "hy_v3", "num_shared_experts"),
-            "mlp_layer_types": ["dense"] * dense_layers + ["sparse"] * (cfg.num_layers - dense_layers)}
+            "mlp_layer_types": mlp_layer_types(dense_layers, cfg.num_layers)}
 
 
 def _hy_v3_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
