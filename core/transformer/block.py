@@ -17,11 +17,12 @@ from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
-from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, MOE_MLP, SHORT_CONV_MIXER,
-                                     TransformerConfig)
+from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MOE_MLP,
+                                     SHORT_CONV_MIXER, TransformerConfig)
 from core.transformer.context_parallel import SequenceLayout
 from core.transformer.gated_delta_net import GatedDeltaNet
 from core.transformer.kimi_delta_attention import KimiDeltaAttention
+from core.transformer.lightning_attention import LightningAttention
 from core.transformer.mamba_mixer import MambaMixer
 from core.transformer.mla import MultiLatentAttention
 from core.transformer.mlp import MLP
@@ -100,13 +101,22 @@ def to_compute_dtype(x: torch.Tensor, module: nn.Module, config: TransformerConf
     return x.to(compute_dtype(module, config.params_dtype))
 
 
+def residual_skip(config: TransformerConfig, hidden: torch.Tensor, normed: torch.Tensor) -> torch.Tensor:
+    """What a residual add keeps of ``hidden``, whose branch reads ``normed``: ``hidden`` itself, or ``normed``
+    under --apply-residual-connection-post-layernorm, times --residual-alpha when given (MiniMax)."""
+    skip = normed.to(hidden.dtype) if config.apply_residual_connection_post_layernorm else hidden
+    return skip * config.residual_alpha if config.residual_alpha is not None else skip
+
+
 class TransformerLayer(nn.Module):
     """Pre-norm decoder layer: ``x + attn(norm(x))`` then ``x + mlp(norm(x))``.
 
     With ``--post-norm`` the attention and MLP outputs are normed again before
     the residual add (Gemma2's sandwich): ``x + norm(attn(norm(x)))``.
     With ``--post-norm-only`` only those output norms remain (Olmo2): ``x + norm(attn(x))``.
-    ``--residual-multiplier`` scales each branch output before its add (Granite); ``--layer-scalar``
+    ``--residual-multiplier`` scales each branch output before its add (Granite); with
+    ``--apply-residual-connection-post-layernorm`` each add keeps the normed input instead of ``x``
+    and ``--residual-alpha`` scales what it keeps (MiniMax: ``a n + b attn(n)``, ``n = norm(x)``); ``--layer-scalar``
     multiplies the layer's output, residual included, by a learned scalar (Gemma4). With
     ``--no-first-input-layernorm`` layer 0 has no norm before attention (ModernBERT).
     With ``--parallel-residual`` attention and MLP both read the layer input:
@@ -175,8 +185,10 @@ class TransformerLayer(nn.Module):
         return self._call(self.mlp, hidden)
 
     def _layer(self, hidden: torch.Tensor, rotary: Optional[tuple], layout: Optional[SequenceLayout]) -> torch.Tensor:
+        cfg = self.config
         if self.self_attention is None:  # an MLP-only layer of a hybrid pattern ('-', 'E')
-            return hidden + self._branch(self._mlp(self._norm(self.pre_mlp_layernorm, hidden)), self.post_mlp_layernorm)
+            normed = self._norm(self.pre_mlp_layernorm, hidden)
+            return residual_skip(cfg, hidden, normed) + self._branch(self._mlp(normed), self.post_mlp_layernorm)
         normed = self._norm(self.input_layernorm, hidden)
         attn = self._branch(self._call(self.self_attention, normed, rotary, layout), self.post_self_attn_layernorm)
         if self.config.parallel_residual:  # both branches read the layer input
@@ -184,9 +196,9 @@ class TransformerLayer(nn.Module):
             mlp_input = normed if shared else self._norm(self.pre_mlp_layernorm, hidden)
             return hidden + attn + self._branch(self._mlp(mlp_input), self.post_mlp_layernorm)
         if self.mlp is None:  # a mixer-only layer of a hybrid pattern ('*', 'G')
-            return hidden + attn
-        normed, hidden = self._add_and_norm(hidden, attn)
-        return hidden + self._branch(self._mlp(normed), self.post_mlp_layernorm)
+            return residual_skip(cfg, hidden, normed) + attn
+        normed, hidden = self._add_and_norm(residual_skip(cfg, hidden, normed), attn)
+        return residual_skip(cfg, hidden, normed) + self._branch(self._mlp(normed), self.post_mlp_layernorm)
 
     def _add_and_norm(self, hidden: torch.Tensor, attn: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """``(pre-MLP norm of hidden + attn, hidden + attn)``; one fused kernel under --use-fused-rmsnorm."""
@@ -228,7 +240,7 @@ class MambaLayer(nn.Module):
         mixed = self.mixer(normed, layout)
         if cfg.residual_multiplier is not None:  # Granite-4 (granitemoehybrid) scales every branch
             mixed = mixed * cfg.residual_multiplier
-        return hidden + hidden_dropout(mixed, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
+        return residual_skip(cfg, hidden, normed) + hidden_dropout(mixed, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
 
 
 def build_mixer(kind: str, config: TransformerConfig, state: ParallelState, layer_number: int) -> nn.Module:
@@ -241,6 +253,8 @@ def build_mixer(kind: str, config: TransformerConfig, state: ParallelState, laye
         return GatedDeltaNet(config, state, layer_number)
     if kind == KDA_MIXER:
         return KimiDeltaAttention(config, state, layer_number)
+    if kind == LIGHTNING_MIXER:
+        return LightningAttention(config, state, layer_number)
     if kind == SHORT_CONV_MIXER:
         return ShortConv(config, state, layer_number)
     raise ValueError(f"no token mixer {kind!r} in a transformer layer")

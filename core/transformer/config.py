@@ -37,23 +37,26 @@ ROPE_SCALINGS = (None, "linear", "llama3", "yarn", "proportional")
 SOFTMAX_TYPES = ("vanilla", "off-by-one", "learnable")
 # --hybrid-override-pattern (Megatron-core's letters): each letter is one layer with one norm and one branch
 LAYER_LETTERS: Dict[str, str] = {"M": "a Mamba layer", "G": "a gated DeltaNet layer",
-                                 "K": "a Kimi Delta Attention layer", "*": "an attention layer",
+                                 "K": "a Kimi Delta Attention layer", "L": "a lightning-attention layer",
+                                 "*": "an attention layer",
                                  "-": "an MLP layer", "E": "an MoE layer"}
 LAYER_KINDS = tuple(LAYER_LETTERS)
 # what each letter's layer holds: (its token mixer, its MLP); None for the branch it lacks
 MAMBA_MIXER, GDN_MIXER, ATTENTION_MIXER, SHORT_CONV_MIXER = "mamba", "gated_delta_net", "attention", "short_conv"
-KDA_MIXER = "kimi_delta_attention"
+KDA_MIXER, LIGHTNING_MIXER = "kimi_delta_attention", "lightning_attention"
 # the mixers built from the --linear-* sizes (key/value heads and dims, conv width, chunk)
-DELTA_RULE_MIXERS = (GDN_MIXER, KDA_MIXER)
+LINEAR_MIXERS = (GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER)
 DENSE_MLP, MOE_MLP = "dense", "moe"
 LETTER_PARTS: Dict[str, Tuple[Optional[str], Optional[str]]] = {
-    "M": (MAMBA_MIXER, None), "G": (GDN_MIXER, None), "K": (KDA_MIXER, None), "*": (ATTENTION_MIXER, None),
+    "M": (MAMBA_MIXER, None), "G": (GDN_MIXER, None), "K": (KDA_MIXER, None), "L": (LIGHTNING_MIXER, None),
+    "*": (ATTENTION_MIXER, None),
     "-": (None, DENSE_MLP),
     "E": (None, MOE_MLP)}
 # --experimental-attention-variant -> the token mixer of the layers --linear-attention-freq marks (Megatron-core
 # spells the gated DeltaNet both ways; short_conv is LFM2's gated short convolution)
 VARIANT_MIXERS: Dict[str, str] = {"gated_delta_net": GDN_MIXER, "gdn": GDN_MIXER, "kda": KDA_MIXER,
-                                  "kimi_delta_attention": KDA_MIXER, "short_conv": SHORT_CONV_MIXER}
+                                  "kimi_delta_attention": KDA_MIXER, "lightning": LIGHTNING_MIXER,
+                                  "lightning_attention": LIGHTNING_MIXER, "short_conv": SHORT_CONV_MIXER}
 EXPERIMENTAL_ATTENTION_VARIANTS = tuple(VARIANT_MIXERS)
 PREDICTION_HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 # --activation -> (the elementwise function, gated): a gated MLP computes act(gate) * up with a fused [gate; up]
@@ -452,6 +455,16 @@ class ModelConfig:
                                                    "use no position embedding (SmolLM3's NoPE layers)")
     embedding_multiplier: Optional[float] = config_field(None, type=float,
                                                          help="multiply the word embeddings by this (Granite)")
+    # Residual path (MiniMax-Text-01): each add keeps the branch's normed input instead of the layer input
+    # (Megatron's flag; transformers' MiniMax, BLOOM's apply_residual_connection_post_layernorm)
+    # [--apply-residual-connection-post-layernorm]; the kept residual times alpha before the add (MiniMax's
+    # *_alpha_factor, DeepNorm's alpha = (2 N)^(1/4)) [--residual-alpha]; the branch's own scale is
+    # --residual-multiplier (MiniMax's *_beta_factor)
+    apply_residual_connection_post_layernorm: bool = config_field(
+        False, help="each residual add keeps the branch's normed input, not the layer input (Megatron; MiniMax)")
+    residual_alpha: Optional[float] = config_field(None, type=float,
+                                                   help="multiply the residual (skip) path by this before every "
+                                                        "add (MiniMax's *_alpha_factor, DeepNorm's alpha)")
     residual_multiplier: Optional[float] = config_field(None, type=float,
                                                         help="multiply every branch's output (attention, Mamba, MLP) "
                                                              "by this before the residual add (Granite)")
@@ -555,14 +568,17 @@ class ModelConfig:
     # rounding (flash-linear-attention's kernel keeps its own 64) [--linear-chunk-size].
     # Kimi Delta Attention layers (Kimi Linear) take the same sizes and places [--experimental-attention-variant
     # kda] ('K' letters): the delta rule with a decay per key channel and low-rank gates
-    # (core/transformer/kimi_delta_attention.py).
+    # (core/transformer/kimi_delta_attention.py). Lightning-attention layers (MiniMax) too [--experimental-
+    # attention-variant lightning] ('L' letters): linear attention with a fixed per-head decay and no conv
+    # (core/transformer/lightning_attention.py), one head count and head dim (key = value sizes).
     # Short-conv layers (LFM2) are placed the same way [--experimental-attention-variant short_conv]: the marked
     # layers run core/transformer/short_conv.py's gated causal conv of width [--short-conv-kernel-size] (HF's
     # conv_L_cache), with biases on its in_proj, conv and out_proj [--short-conv-bias] (HF's conv_bias).
     experimental_attention_variant: Optional[str] = config_field(
         None, type=str, choices=EXPERIMENTAL_ATTENTION_VARIANTS,
         help="the mixer of the layers --linear-attention-freq marks: gated_delta_net (or gdn) the gated DeltaNet, "
-             "kda (or kimi_delta_attention) Kimi Delta Attention, short_conv LFM2's short convolution")
+             "kda (or kimi_delta_attention) Kimi Delta Attention, lightning (or lightning_attention) MiniMax's "
+             "lightning attention, short_conv LFM2's short convolution")
     linear_attention_freq: Optional[str] = config_field(
         None, type=str,
         help="N: N - 1 layers of --experimental-attention-variant then one attention layer, repeated; or a list "
@@ -1025,13 +1041,13 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             self._validate_mamba()
 
     def _validate_linear_attention(self) -> None:
-        """--experimental-attention-variant with --linear-attention-freq, or 'G' / 'K' letters, and the DeltaNet
-        sizes."""
+        """--experimental-attention-variant with --linear-attention-freq, or 'G' / 'K' / 'L' letters, and the
+        --linear-* sizes."""
         variant, pattern = self.experimental_attention_variant, self.hybrid_override_pattern
         if variant is not None and pattern is not None:
             raise ValueError(f"--experimental-attention-variant {variant} places its layers in a GPT model by "
                              "--linear-attention-freq, --hybrid-override-pattern by its letters ('G' gated "
-                             "DeltaNet, 'K' Kimi Delta Attention); drop one of them")
+                             "DeltaNet, 'K' Kimi Delta Attention, 'L' lightning attention); drop one of them")
         if variant is not None and self.linear_attention_freq is None:
             raise ValueError(f"--experimental-attention-variant {variant} needs --linear-attention-freq (which "
                              f"layers are {variant} layers)")
@@ -1042,9 +1058,10 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             raise ValueError(f"--linear-attention-freq {self.linear_attention_freq!r} marks no layer as a "
                              f"{variant} layer; mark some with 1 or drop --experimental-attention-variant")
         if not self.has_linear_attention_layers:
-            self._refuse_unused(LINEAR_ATTENTION, "applies to gated DeltaNet and Kimi Delta Attention layers; add "
-                                                  "--experimental-attention-variant gated_delta_net (or kda) or 'G' "
-                                                  "('K') letters in --hybrid-override-pattern, or drop it")
+            self._refuse_unused(LINEAR_ATTENTION, "applies to gated DeltaNet, Kimi Delta Attention and lightning "
+                                                  "layers; add --experimental-attention-variant gated_delta_net (or "
+                                                  "kda, lightning) or 'G' ('K', 'L') letters in "
+                                                  "--hybrid-override-pattern, or drop it")
             return
         for flag, value in (("--linear-conv-kernel-dim", self.linear_conv_kernel_dim),
                             ("--linear-key-head-dim", self.linear_key_head_dim),
@@ -1061,6 +1078,11 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if keys % tp:
             raise ValueError(f"--linear-num-key-heads ({keys}) must be divisible by --tensor-model-parallel-size "
                              f"({tp}): TP splits the gated DeltaNet (and KDA) by key heads")
+        lightning = any(self.layer_parts(i)[0] == LIGHTNING_MIXER for i in range(self.num_layers))
+        if lightning and (keys != values or self.linear_key_head_dim != self.linear_value_head_dim):
+            raise ValueError(f"lightning-attention layers have one head count and head dim: --linear-num-key-heads "
+                             f"({keys}) must equal --linear-num-value-heads ({values}) and --linear-key-head-dim "
+                             f"({self.linear_key_head_dim}) --linear-value-head-dim ({self.linear_value_head_dim})")
 
     def _validate_short_conv(self) -> None:
         """The short-conv fields only with short-conv layers, and their sizes against TP."""
@@ -1101,9 +1123,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
 
     @property
     def has_linear_attention_layers(self) -> bool:
-        """Some layer is a gated DeltaNet or Kimi Delta Attention layer ('G', 'K', or marked by
+        """Some layer is a gated DeltaNet, Kimi Delta Attention or lightning layer ('G', 'K', 'L', or marked by
         --linear-attention-freq): the layers the --linear-* sizes describe."""
-        return any(self.layer_parts(i)[0] in DELTA_RULE_MIXERS for i in range(self.num_layers))
+        return any(self.layer_parts(i)[0] in LINEAR_MIXERS for i in range(self.num_layers))
 
     @property
     def has_short_conv_layers(self) -> bool:
@@ -1384,6 +1406,13 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             raise ValueError("--prediction-head-bias needs --prediction-head ACT")
         if self.parallel_residual_shared_norm and not self.parallel_residual:
             raise ValueError("--parallel-residual-shared-norm needs --parallel-residual")
+        if self.parallel_residual and (self.apply_residual_connection_post_layernorm
+                                       or self.residual_alpha is not None):
+            raise ValueError("--parallel-residual adds both branches to one residual; it does not take "
+                             "--apply-residual-connection-post-layernorm or --residual-alpha")
+        if self.post_norm_only and self.apply_residual_connection_post_layernorm:
+            raise ValueError("--apply-residual-connection-post-layernorm keeps the norm before each branch, which "
+                             "--post-norm-only drops; drop one of them")
         if self.parallel_residual and self.post_norm_only:
             raise ValueError("--parallel-residual needs the norms before attention and MLP; drop --post-norm-only")
         if not self.layernorm_bias and (self.normalization != "LayerNorm" or self.non_parametric_norm):

@@ -215,7 +215,8 @@ def ssd_chunked_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torc
 
 
 class GatedGroupRMSNorm(nn.Module):
-    """Mamba2's gated norm: ``weight * g / rms_group(g)`` with ``g = y * silu(z)``, RMS over groups of channels.
+    """Mamba2's gated norm: ``weight * g / rms_group(g)`` with ``g = y * silu(z)`` (``g = y`` without ``z``), RMS
+    over groups of channels.
 
     ``shard`` splits the ``d_inner`` channels over TP by heads. With at least as many groups as TP ranks
     each rank normalises its own groups; with fewer, a group spans ``tp / groups`` ranks and its sum of
@@ -231,10 +232,10 @@ class GatedGroupRMSNorm(nn.Module):
         self.weight = mark_param(nn.Parameter(torch.empty(shard.local_size(tp), dtype=dtype)), init="ones",
                                  tp_shard=shard)
 
-    def forward(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        # y, z [..., d_inner/tp]
+    def forward(self, y: torch.Tensor, z: Optional[torch.Tensor] = None) -> torch.Tensor:
+        # y, z [..., d_inner/tp]; z None: no gate (MiniMax's lightning-attention norm)
         dtype = y.dtype
-        gated = y.float() * F.silu(z.float())
+        gated = y.float() * F.silu(z.float()) if z is not None else y.float()
         grouped = gated.view(*gated.shape[:-1], self.local_groups, -1)  # [..., local groups, channels]
         squares = grouped.pow(2).sum(-1, keepdim=True)  # [..., local groups, 1]
         if self.groups < self.group.size:  # this rank holds part of one group: sum it over the ranks sharing it

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from core.pipeline_parallel.layout import LayoutError, Placement, resolve_virtual_pipeline, stage_layers
 from core.transformer.config import TransformerConfig
@@ -68,25 +68,39 @@ def target_layout(args: argparse.Namespace, source, rules: Sequence[WeightRule])
                      expert_model_parallel_size=ep, expert_tensor_parallel_size=etp,
                      sequence_parallel=source.config.sequence_parallel or (etp == 1 and tp > 1),
                      hybrid_override_pattern=target_pattern(source.config, num_layers, noop),
+                     linear_attention_freq=target_linear_attention_freq(source.config, num_layers, noop),
                      **target_layer_sets(source.config, num_layers, noop))
     return ModelLayout(config, rules, placement)
 
 
-def target_pattern(source: TransformerConfig, num_layers: int, noop: Sequence[int]) -> Optional[str]:
-    """The source's ``--hybrid-override-pattern`` laid over the target's layers: the ``j``-th real layer keeps
-    its kind; a noop layer takes the kind of the real layer after it (the last one's at the end)."""
-    pattern = source.hybrid_override_pattern
-    if pattern is None:
-        return None
-    kinds = [pattern[i] for i in real_layers(source)]
+def _laid_over(kinds: Sequence[Any], num_layers: int, noop: Sequence[int], last: Any) -> List[Any]:
+    """Per-real-layer ``kinds`` laid over the target's layers: the ``j``-th real layer keeps its kind; a noop
+    layer takes the kind of the real layer after it (the last one's, or ``last`` without any, at the end)."""
     result, real = [], iter(kinds)
     noop_set = set(noop)
     for layer in range(num_layers):
         result.append(None if layer in noop_set else next(real))
-    following = kinds[-1] if kinds else "M"
+    following = kinds[-1] if kinds else last
     for layer in reversed(range(num_layers)):
-        following = result[layer] = result[layer] or following
-    return "".join(result)
+        following = result[layer] = following if result[layer] is None else result[layer]
+    return result
+
+
+def target_pattern(source: TransformerConfig, num_layers: int, noop: Sequence[int]) -> Optional[str]:
+    """The source's ``--hybrid-override-pattern`` laid over the target's layers (:func:`_laid_over`)."""
+    pattern = source.hybrid_override_pattern
+    if pattern is None:
+        return None
+    return "".join(_laid_over([pattern[i] for i in real_layers(source)], num_layers, noop, "M"))
+
+
+def target_linear_attention_freq(source: TransformerConfig, num_layers: int, noop: Sequence[int]) -> Optional[str]:
+    """The source's ``--linear-attention-freq`` marks laid over the target's layers (:func:`_laid_over`), as the
+    list expression of one 0 or 1 per target layer."""
+    if source.linear_attention_freq is None:
+        return None
+    marks = [int(source.linear_attention_layers[i]) for i in real_layers(source)]
+    return str(_laid_over(marks, num_layers, noop, 0))
 
 
 # TransformerConfig fields that list global layer numbers

@@ -288,9 +288,11 @@ PHI3_WEIGHTS = _renamed(LLAMA_WEIGHTS, {"self_attention.linear_qkv.weight": "sel
 # A reward model's score head (--stage orm): HF ...ForSequenceClassification's ``score`` (no bias, one label)
 VALUE_HEAD_RULE = WeightRule("value_head.weight", ("score.weight",))
 
-# HF tensors that carry no weights (old checkpoints store the RoPE buffer).
-# Old GPT-NeoX/GPT-J checkpoints also store their causal-mask buffers (attention.bias, attn.masked_bias).
-IGNORED_HF_TENSORS = (re.compile(r".*rotary_emb\.inv_freq$"), re.compile(r".*\.(attention|attn)\.(bias|masked_bias)$"))
+# HF tensors that carry no weights, neither read nor written (old checkpoints store the RoPE buffer).
+# Old GPT-NeoX/GPT-J checkpoints also store their causal-mask buffers (attention.bias, attn.masked_bias);
+# transformers' MiniMax saves the fixed decays of its lightning layers (recomputed from the config on load).
+IGNORED_HF_TENSORS = (re.compile(r".*rotary_emb\.inv_freq$"), re.compile(r".*\.(attention|attn)\.(bias|masked_bias)$"),
+                      re.compile(r".*\.self_attn\.(slope_rate|query_decay|key_decay|diagonal_decay)$"))
 
 
 MTP_OWN_TENSORS = (("enorm", "enorm"), ("hnorm", "hnorm"), ("eh_proj", "eh_proj"),

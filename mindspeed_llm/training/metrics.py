@@ -36,8 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, MAMBA_MIXER, SHORT_CONV_MIXER,
-                                     TransformerConfig)
+from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MAMBA_MIXER,
+                                     SHORT_CONV_MIXER, TransformerConfig)
 
 
 def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
@@ -93,6 +93,14 @@ def kimi_delta_attention_forward_flops_per_token(config: TransformerConfig, seq_
     return 2 * h * in_rows + up + 2 * values * dv * h, 6 * values * dk * dv
 
 
+def lightning_attention_forward_flops_per_token(config: TransformerConfig, seq_length: int
+                                               ) -> Tuple[float, float]:
+    """One lightning-attention mixer (MiniMax): (in_proj to [qkv; gate] and out_proj; the recurrence: per head
+    the state update v k^T and the query read, 2 d^2 each)."""
+    h, heads, d = config.hidden_size, config.linear_num_value_heads, config.linear_value_head_dim
+    return 2 * h * 4 * heads * d + 2 * heads * d * h, 4 * heads * d * d
+
+
 def short_conv_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
     """One short convolution (LFM2): in_proj to [B; C; x], out_proj and the depthwise conv (2 k h, a weight
     with its gradient like the projections); nothing between activations."""
@@ -123,7 +131,7 @@ def mamba_forward_flops_per_token(config: TransformerConfig, seq_length: int = 0
 MIXER_FLOPS: Dict[str, Callable[[TransformerConfig, int], Tuple[float, float]]] = {
     ATTENTION_MIXER: attention_forward_flops_per_token, MAMBA_MIXER: mamba_forward_flops_per_token,
     GDN_MIXER: gated_delta_net_forward_flops_per_token, KDA_MIXER: kimi_delta_attention_forward_flops_per_token,
-    SHORT_CONV_MIXER: short_conv_forward_flops_per_token}
+    LIGHTNING_MIXER: lightning_attention_forward_flops_per_token, SHORT_CONV_MIXER: short_conv_forward_flops_per_token}
 
 
 @dataclass

@@ -6,8 +6,9 @@ Models: pure Mamba2 (a chunk size of 3 that divides no CP run), pure Mamba1, and
 ``M*M-`` (Mamba, attention, Mamba, MLP), the attention layer under the existing CP algorithms; the gated
 DeltaNet alone (``GG``, a delta-rule chunk of 3) and in GPT layers beside gated attention (also with packed
 documents and with TP 2 + SP), the short convolution (LFM2) beside attention (also with documents under
-Ulysses), and Kimi Delta Attention alone (``KK``) and beside multi-latent attention without positions (with
-documents at CP 4, and at CP 2 x TP 2 + SP). Layouts:
+Ulysses), Kimi Delta Attention alone (``KK``) and beside multi-latent attention without positions (with
+documents at CP 4, and at CP 2 x TP 2 + SP), and lightning attention alone (``LL``) and in MiniMax's layout
+beside attention with post-norm, weighed residuals (with documents at CP 4, and at CP 2 x TP 2 + SP). Layouts:
 the ring's load-balanced chunks (at CP 4 a chunk of 2 tokens, shorter than the conv's 3 carried inputs),
 contiguous parts (the ring with ``--attention-mask-type general``), Ulysses and the
 hybrid 2 x 2 (whose chain visits CP ranks 0, 2, 3, 1), CP 2 x TP 2 with sequence parallelism, CP 2 x PP 2,
@@ -56,12 +57,22 @@ KDA_GPT = ["--num-layers", "2", "--experimental-attention-variant", "kda", "--li
            *GDN_SIZES, "--multi-latent-attention", "--kv-lora-rank", "8", "--qk-head-dim", "4",
            "--qk-pos-emb-head-dim", "2", "--v-head-dim", "4", "--ffn-hidden-size", "32", "--swiglu",
            "--position-embedding-type", "none"]
+# lightning attention alone ('L' letters), and MiniMax's layout: GPT layers beside attention with post-norm residuals
+LIGHTNING_SIZES = ["--linear-num-key-heads", "4", "--linear-num-value-heads", "4", "--linear-key-head-dim", "4",
+                   "--linear-value-head-dim", "4", "--linear-chunk-size", "3"]
+LIGHTNING = ["--num-layers", "2", "--hybrid-override-pattern", "LL", *LIGHTNING_SIZES, "--position-embedding-type",
+             "none"]
+LIGHTNING_GPT = ["--num-layers", "2", "--experimental-attention-variant", "lightning", "--linear-attention-freq",
+                 "[1,0]", *LIGHTNING_SIZES, "--apply-residual-connection-post-layernorm", "--residual-alpha", "1.5",
+                 "--residual-multiplier", "0.7", "--ffn-hidden-size", "32", "--swiglu", "--position-embedding-type",
+                 "rope"]
 DOCUMENTS = ["--reset-attention-mask", "--eod-mask-loss"]  # (positions restart too where a layer reads them)
 MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAMBA2 + DOCUMENTS,
           "gdn": GDN, "gdn_gpt": GDN_GPT,
           "gdn_gpt_documents": GDN_GPT + DOCUMENTS + ["--reset-position-ids"], "short_conv": SHORT_CONV,
           "short_conv_documents": SHORT_CONV + DOCUMENTS + ["--reset-position-ids"], "kda": KDA, "kda_gpt": KDA_GPT,
-          "kda_gpt_documents": KDA_GPT + DOCUMENTS}
+          "kda_gpt_documents": KDA_GPT + DOCUMENTS, "lightning": LIGHTNING, "lightning_gpt": LIGHTNING_GPT,
+          "lightning_gpt_documents": LIGHTNING_GPT + DOCUMENTS + ["--reset-position-ids"]}
 RING, ULYSSES, HYBRID_CP = "megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo"
 CONTIGUOUS = ["--attention-mask-type", "general"]  # the ring without load balancing: one part per rank
 
@@ -79,7 +90,8 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "gdn_ring_cp2": ("gdn", _cp(2)),
         "mamba1_ring_cp2": ("mamba1", _cp(2)),
         "short_conv_contiguous_cp2": ("short_conv", _cp(2, RING, *CONTIGUOUS)),
-        "kda_ring_cp2": ("kda", _cp(2))},
+        "kda_ring_cp2": ("kda", _cp(2)),
+        "lightning_ring_cp2": ("lightning", _cp(2))},
     4: {"mamba2_ring_cp4": ("mamba2", _cp(4)),
         "hybrid_2x2": ("hybrid", _cp(4, HYBRID_CP, "--ulysses-degree-in-cp", "2")),
         "mamba2_ring_cp2_tp2_sp": ("mamba2", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
@@ -92,7 +104,10 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "gdn_gpt_ring_cp2_tp2_sp": ("gdn_gpt", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
         "short_conv_documents_ulysses_cp4": ("short_conv_documents", _cp(4, ULYSSES)),
         "kda_gpt_documents_ring_cp4": ("kda_gpt_documents", _cp(4)),
-        "kda_gpt_ring_cp2_tp2_sp": ("kda_gpt", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"])},
+        "kda_gpt_ring_cp2_tp2_sp": ("kda_gpt", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
+        "lightning_gpt_documents_ring_cp4": ("lightning_gpt_documents", _cp(4)),
+        "lightning_gpt_ring_cp2_tp2_sp": ("lightning_gpt", _cp(2) + ["--tensor-model-parallel-size", "2",
+                                                                     "--sequence-parallel"])},
 }
 TOLERANCE = 1e-5
 

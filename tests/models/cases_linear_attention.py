@@ -60,3 +60,20 @@ CASES.update({
                                 layer_types=["full_attention", "linear_attention", "linear_attention"]),
                            "kimi_linear"),
 })
+
+# MiniMax-Text-01: lightning, attention and lightning layers (4 heads of 16, transformers' blocks of 4 tokens so
+# the test's sequence spans several and a partial one), each with 4 experts (top 2 of a softmax, renormalised),
+# residual adds of 1.7 x the normed input and 0.8 x the branch. A second case is attention first, with tied
+# embeddings and transformers' default factors (1 and 1: still post-norm residuals).
+MINIMAX = dict(head_dim=16, num_local_experts=4, num_experts_per_tok=2, intermediate_size=32, block_size=4)
+MINIMAX_FACTORS = {f"{kind}_{which}_factor": value for kind in ("full_attn", "linear_attn", "mlp")
+                   for which, value in (("alpha", 1.7), ("beta", 0.8))}
+CASES.update({
+    "minimax": ("MiniMaxConfig", "MiniMaxForCausalLM",
+                dict(MINIMAX, **MINIMAX_FACTORS,
+                     layer_types=["linear_attention", "full_attention", "linear_attention"]), "minimax"),
+    "minimax_default_factors_tied": ("MiniMaxConfig", "MiniMaxForCausalLM",
+                                     dict(MINIMAX, tie_word_embeddings=True,
+                                          layer_types=["full_attention", "linear_attention", "linear_attention"]),
+                                     "minimax"),
+})

@@ -296,5 +296,3 @@ refuse("olmo_hybrid", "its attention layers put their norms after the branches (
        "also doubles beta (linear_allow_neg_eigval)")
 refuse("qwen4_exp_text", "its QSA indexer (sparse attention over selected keys), gated residuals, n-gram embeddings and "
        "per-layer embeddings have no equivalent in the decoder", "qwen4_exp")
-refuse("minimax", "lightning attention (MiniMax-Text-01's linear attention with a per-head decay) is not a token mixer "
-       "of the decoder, and its layers weigh the residual as well as the branch (*_alpha_factor / *_beta_factor)")
