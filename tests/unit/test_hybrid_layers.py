@@ -88,7 +88,7 @@ def test_layer_frequency_is_megatrons(value: str, expected: list) -> None:
     (dict(hybrid_override_pattern="GG*--", linear_num_value_heads=3), "must be a multiple of --linear-num-key-heads"),
     (dict(hybrid_override_pattern="GG*--", linear_num_key_heads=2, linear_num_value_heads=4,
           tensor_model_parallel_size=4, num_attention_heads=4), "divisible by --tensor-model-parallel-size (4)"),
-    (dict(hybrid_override_pattern="MM*--", linear_num_key_heads=4), "applies to gated DeltaNet and Kimi Delta Attention layers"),
+    (dict(hybrid_override_pattern="MM*--", linear_num_key_heads=4), "applies to gated DeltaNet, Kimi Delta Attention and lightning layers"),
 ])
 def test_bad_layouts_are_one_line(overrides: Dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as error:
