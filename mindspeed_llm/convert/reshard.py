@@ -99,8 +99,10 @@ def target_linear_attention_freq(source: TransformerConfig, num_layers: int, noo
     list expression of one 0 or 1 per target layer."""
     if source.linear_attention_freq is None:
         return None
-    marks = [int(source.linear_attention_layers[i]) for i in real_layers(source)]
-    return str(_laid_over(marks, num_layers, noop, 0))
+    marks = _laid_over([int(source.linear_attention_layers[i]) for i in real_layers(source)], num_layers, noop, 0)
+    if marks == [int(mark) for mark in source.linear_attention_layers]:  # the same layers: the source's spelling
+        return source.linear_attention_freq
+    return str(marks)
 
 
 # TransformerConfig fields that list global layer numbers
