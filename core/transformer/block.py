@@ -240,7 +240,8 @@ class MambaLayer(nn.Module):
         mixed = self.mixer(normed, layout)
         if cfg.residual_multiplier is not None:  # Granite-4 (granitemoehybrid) scales every branch
             mixed = mixed * cfg.residual_multiplier
-        return residual_skip(cfg, hidden, normed) + hidden_dropout(mixed, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
+        mixed = hidden_dropout(mixed, cfg.hidden_dropout, self.training, cfg.sequence_parallel)
+        return residual_skip(cfg, hidden, normed) + mixed
 
 
 def build_mixer(kind: str, config: TransformerConfig, state: ParallelState, layer_number: int) -> nn.Module:

@@ -125,6 +125,8 @@ class LightningAttention(nn.Module):
         ``[b, h/tp, d, d]`` fp32,)."""
         batch, seq = inputs.shape[:2]
         q, k, v = F.silu(inputs).view(batch, seq, self.local_heads, 3 * self.head_dim).split(self.head_dim, -1)
-        out, state = lightning_attention_chunked(q, k, v, self.slopes.to(q.device), self.chunk_size,
+        if self.slopes.device != q.device:  # made on the CPU at build; moved once, not on every call
+            self.slopes = self.slopes.to(q.device)
+        out, state = lightning_attention_chunked(q, k, v, self.slopes, self.chunk_size,
                                                  carry[0] if carry is not None else None)
         return out.reshape(batch, seq, -1), (state,)

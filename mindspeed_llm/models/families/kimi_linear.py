@@ -36,7 +36,7 @@ import torch
 
 from core.transformer.config import KDA_MIXER, TransformerConfig
 from mindspeed_llm.models.families.hybrid_paired import _without_positions
-from mindspeed_llm.models.families.linear_attention import config_marks, linear_marks
+from mindspeed_llm.models.families.linear_attention import config_marks, linear_layer_types, linear_marks
 from mindspeed_llm.models.families.mla import MLA_WEIGHTS, _mla_config
 from mindspeed_llm.models.families.mla_moe import _check_remote_key, _moe_config, _moe_hf_config
 from mindspeed_llm.models.families.moe_common import (check_bias_router_hf, dense_run, group_routing,
@@ -167,7 +167,7 @@ def _kda_layers_hf(cfg: TransformerConfig) -> Dict[str, Any]:
     numbers = {kind: [i + 1 for i, mark in enumerate(marks) if mark == flag] for kind, flag in
                (("kda_layers", 1), ("full_attn_layers", 0))}
     heads, dim, width = cfg.linear_num_key_heads, cfg.linear_key_head_dim, cfg.linear_conv_kernel_dim
-    return dict(layer_types=["linear_attention" if mark else "full_attention" for mark in marks],
+    return dict(layer_types=linear_layer_types(marks),
                 linear_num_heads=heads, linear_head_dim=dim, linear_conv_kernel_dim=width,
                 linear_attn_config={**numbers, "num_heads": heads, "head_dim": dim, "short_conv_kernel_size": width})
 

@@ -113,6 +113,11 @@ def linear_marks(types: Sequence[str], family: str, layers: int) -> List[int]:
     return [LAYER_TYPES[kind] for kind in types]
 
 
+def linear_layer_types(marks: Sequence[int]) -> List[str]:
+    """``--linear-attention-freq`` marks as HF ``layer_types``: the inverse of :func:`linear_marks`."""
+    return ["linear_attention" if mark else "full_attention" for mark in marks]
+
+
 def config_marks(cfg: TransformerConfig) -> List[int]:
     """The marks of ``cfg``'s ``--linear-attention-freq`` (all 0 without it): the inverse of :func:`linear_marks`."""
     if cfg.linear_attention_freq is None:
@@ -138,8 +143,7 @@ def _linear_layers(hf: Dict[str, Any], family: str, layers: int) -> Dict[str, An
 
 
 def _linear_layers_hf(cfg: TransformerConfig) -> Dict[str, Any]:
-    marks = config_marks(cfg)
-    return dict(layer_types=["linear_attention" if mark else "full_attention" for mark in marks],
+    return dict(layer_types=linear_layer_types(config_marks(cfg)),
                 linear_conv_kernel_dim=cfg.linear_conv_kernel_dim, linear_key_head_dim=cfg.linear_key_head_dim,
                 linear_value_head_dim=cfg.linear_value_head_dim, linear_num_key_heads=cfg.linear_num_key_heads,
                 linear_num_value_heads=cfg.linear_num_value_heads)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from core.transformer.config import LIGHTNING_MIXER, TransformerConfig
-from mindspeed_llm.models.families.linear_attention import config_marks, linear_marks
+from mindspeed_llm.models.families.linear_attention import config_marks, linear_layer_types, linear_marks
 from mindspeed_llm.models.families.moe_common import (DENSE_ATTENTION_WEIGHTS, _moe_common, _moe_common_hf,
                                                       per_expert_weights)
 from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _checked, _common_config,
@@ -101,7 +101,7 @@ def _lightning_layers_hf(cfg: TransformerConfig) -> Dict[str, Any]:
         raise RegistryError(f"{FAMILY} linear layers are lightning attention with the attention layers' heads and "
                             "head dim: --experimental-attention-variant lightning with --linear-num-value-heads = "
                             "--num-attention-heads and --linear-value-head-dim = --kv-channels")
-    return dict(layer_types=["linear_attention" if mark else "full_attention" for mark in marks],
+    return dict(layer_types=linear_layer_types(marks),
                 block_size=cfg.linear_chunk_size if any(marks) else 256)
 
 
