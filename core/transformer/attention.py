@@ -17,8 +17,9 @@ after RoPE: Llama 4). With ``--position-embedding-type alibi`` the mask is an ad
 one carrying each local head's ALiBi bias (``core/transformer/alibi.py``). ``--attention-chunk-size``
 limits each token to its chunk (``config.layer_chunk``). ``--attention-output-gate`` projects a gate per
 query channel with q/k/v (a fourth segment, split over TP with the heads) and multiplies the context by its
-sigmoid. ``--softmax-type off-by-one|learnable`` adds one extra logit per row (zero, or a trained one per
-head: attention sinks) that takes probability mass and is then dropped; like softcapping it takes the
+sigmoid; with ``--attention-output-gate-per-head`` the segment has one row per head, whose sigmoid scales all of
+that head's channels (LFM3). ``--softmax-type off-by-one|learnable`` adds one extra logit per row (zero, or a
+trained one per head: attention sinks) that takes probability mass and is then dropped; like softcapping it takes the
 explicit path.
 
 ``--use-flash-attn`` sends plain causal attention over a whole sequence (a sliding window included) through
@@ -191,8 +192,9 @@ class SelfAttention(nn.Module):
         # [Q; K; V] rows, without V when V is K's projection (Gemma4), plus the output gate split with the
         # query heads (--attention-output-gate)
         qkv_segments = (Segment(heads, hn), Segment(groups, hn)) + (() if self.k_eq_v else (Segment(groups, hn),))
-        if config.attention_output_gate:
-            qkv_segments += (Segment(heads, hn),)
+        self.gate_width = (1 if config.attention_output_gate_per_head else hn) if config.attention_output_gate else 0
+        if self.gate_width:  # one gate row per channel (Qwen3-Next) or per head (LFM3)
+            qkv_segments += (Segment(heads, self.gate_width),)
         projection = ColumnParallelLinear(
             config.hidden_size, sum(segment.size for segment in qkv_segments), group=tp_group,
             bias=config.qkv_bias, sequence_parallel=config.sequence_parallel,
@@ -246,8 +248,8 @@ class SelfAttention(nn.Module):
         s, b = qkv.shape[:2]
         hn, nq, nkv = self.head_dim, self.local_heads, self.local_groups
         gate = None
-        if self.config.attention_output_gate:
-            qkv, gate = qkv.split([qkv.size(-1) - nq * hn, nq * hn], dim=-1)  # gate [s, b, np * hn]
+        if self.gate_width:  # gate [s, b, np * hn], or [s, b, np] with one gate per head
+            qkv, gate = qkv.split([qkv.size(-1) - nq * self.gate_width, nq * self.gate_width], dim=-1)
         if self.k_eq_v:  # the values are the keys' projection, before the key norm and RoPE
             q, k = qkv.split([nq * hn, nkv * hn], dim=-1)
             v = k
@@ -281,8 +283,8 @@ class SelfAttention(nn.Module):
             context = checkpoint(self._core_attention, q, k, v, layout)  # [s, b, np * hn]
         else:
             context = self._core_attention(q, k, v, layout)
-        if gate is not None:  # Qwen3-Next
-            context = context * torch.sigmoid(gate)
+        if gate is not None:  # Qwen3-Next per channel, LFM3 per head
+            context = (context.view(s, b, nq, hn) * torch.sigmoid(gate).view(s, b, nq, self.gate_width)).flatten(2)
         if self.sub_layernorm is not None:  # BitNet
             context = self.sub_layernorm(context)
         return self.linear_proj(context)  # [s, b, h] ([s/tp, b, h] under SP)

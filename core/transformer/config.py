@@ -505,7 +505,8 @@ class ModelConfig:
     # Attention variants (Megatron's flags where they exist): tokens attend only within their chunk of this many
     # tokens, Llama 4's chunked layers (layers in --full-attention-layers attend fully) [--attention-chunk-size];
     # the attention output times sigmoid(gate) per channel, the gate a fourth segment of the fused QKV
-    # projection (Qwen3-Next) [--attention-output-gate]; the softmax: vanilla, off-by-one (an extra zero
+    # projection (Qwen3-Next) [--attention-output-gate], or per head (LFM3) [--attention-output-gate-per-head];
+    # the softmax: vanilla, off-by-one (an extra zero
     # logit in every row) or learnable (a trained extra logit per head: GPT-OSS's attention sinks) [--softmax-type]
     attention_chunk_size: Optional[int] = config_field(None, type=int,
                                                        help="tokens attend only within their chunk of this many "
@@ -513,6 +514,9 @@ class ModelConfig:
     attention_output_gate: bool = config_field(False,
                                                help="multiply the attention output by sigmoid of a gate projected "
                                                     "with q/k/v (Qwen3-Next)")
+    attention_output_gate_per_head: bool = config_field(False,
+                                                        help="with --attention-output-gate: one gate per query head "
+                                                             "scaling all its channels (LFM3), not one per channel")
     softmax_type: str = config_field("vanilla", choices=SOFTMAX_TYPES,
                                      help="off-by-one: an extra zero logit per row; learnable: a trained one per "
                                           "head (GPT-OSS attention sinks)")
@@ -967,6 +971,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             self._validate_attention()
         if self.sliding_window is not None and self.sliding_window < 1:
             raise ValueError(f"--sliding-window {self.sliding_window} must be at least 1")
+        if self.attention_output_gate_per_head and not self.attention_output_gate:
+            raise ValueError("--attention-output-gate-per-head sets the gate's granularity: add "
+                             "--attention-output-gate (or drop it)")
         self._validate_mla()
         self._validate_behaviour()
         self._validate_mtp()

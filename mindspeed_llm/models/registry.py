@@ -41,7 +41,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from core.transformer.config import TransformerConfig
+from core.transformer.config import TransformerConfig, parse_layer_frequency
 from mindspeed_llm.models.qkv_layout import (blocked_to_ours, interleaved_to_ours, ours_to_blocked,
                                              ours_to_interleaved)
 
@@ -909,9 +909,13 @@ def _bias_places(values: Dict[str, Any]) -> Dict[str, bool]:
 
 
 def _architecture(values: Dict[str, Any]) -> Dict[str, Any]:
-    """The fields of a config (dict) that change the model's math; biases as places."""
+    """The fields of a config (dict) that change the model's math; biases as places, and the linear layers'
+    marks as one per layer, however ``--linear-attention-freq`` spells them (``4``, ``[1,1,1,0]``, ``[1, 1, 1, 0]``)."""
     arch = {k: v for k, v in values.items() if k not in RUNTIME_FIELDS and k not in BIAS_FIELDS}
     arch["bias_places"] = _bias_places(values)
+    if values.get("linear_attention_freq") is not None:
+        arch["linear_attention_freq"] = parse_layer_frequency(values["linear_attention_freq"], values["num_layers"],
+                                                              "--linear-attention-freq")
     return arch
 
 

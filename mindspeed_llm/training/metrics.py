@@ -63,7 +63,8 @@ def attention_forward_flops_per_token(config: TransformerConfig, seq_length: int
     """One attention branch: (QKV, the output gate and the output projection; scores and context)."""
     h, hn = config.hidden_size, config.kv_channels
     q, kv = config.num_attention_heads * hn, config.num_key_value_heads * hn
-    gate = 2 * h * q if config.attention_output_gate else 0
+    gate_rows = config.num_attention_heads if config.attention_output_gate_per_head else q
+    gate = 2 * h * gate_rows if config.attention_output_gate else 0
     return 2 * h * (q + 2 * kv) + 2 * q * h + gate, 4 * seq_length * q
 
 

@@ -1,9 +1,14 @@
-"""Parity cases of LFM2 and LFM2-MoE (merged into ``test_zoo_parity.CASES``): short-conv and attention layers mixed.
+"""Parity cases of LFM2, LFM2-MoE and LFM3 (merged into ``test_zoo_parity.CASES``): short-conv and attention layers mixed.
 
 ``lfm2``: conv, attention, conv layers (``layer_types``), conv biases, tied embeddings, and the MLP width
 adjusted as Lfm2MLP does (2/3 of 128 rounded up to a multiple of 16: 96). ``lfm2_untied_width4``: the
 attention layers given by ``full_attn_idxs`` (attention, conv, attention), a conv of width 4 without
 biases, untied, the MLP width as given, one KV head (replicated at TP 2).
+
+``lfm3``: conv, sliding, full and conv layers; each kind of attention with its RoPE (default of base 100 on
+the sliding layer, proportional over half the head on the full one), the per-head output gate (g_proj) and the
+sandwich norms on. ``lfm3_plain``: no gate, no sandwich
+norms, conv biases, untied, every attention layer full with default RoPE.
 """
 from __future__ import annotations
 
@@ -24,4 +29,17 @@ CASES.update({
                  dict(layer_types=["conv", "full_attention", "conv"], conv_L_cache=3, conv_bias=True, num_experts=4,
                       num_experts_per_tok=2, moe_intermediate_size=32, num_dense_layers=1, routed_scaling_factor=1.5,
                       norm_eps=1e-5, pad_token_id=0), "lfm2_moe"),
+})
+CASES.update({
+    "lfm3": ("Lfm3Config", "Lfm3ForCausalLM",
+             dict(num_hidden_layers=4, layer_types=["conv", "sliding_attention", "full_attention", "conv"],
+                  head_dim=16, sliding_window=4, conv_L_cache=3, norm_eps=1e-5, pad_token_id=0,
+                  rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                                   "full_attention": {"rope_type": "proportional", "rope_theta": 5000.0,
+                                                      "partial_rotary_factor": 0.5}}), "lfm3"),
+    "lfm3_plain": ("Lfm3Config", "Lfm3ForCausalLM",
+                   dict(layer_types=["full_attention", "conv", "full_attention"], head_dim=24, conv_L_cache=4,
+                        conv_bias=True, use_attention_gate=False, use_sandwich_norm=False, tie_word_embeddings=False,
+                        norm_eps=1e-5, pad_token_id=0, vocab_size=101,
+                        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000.0}}), "lfm3"),
 })

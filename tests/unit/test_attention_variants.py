@@ -3,7 +3,9 @@
 - ``--attention-chunk-size``: the mask equals transformers' chunked causal mask (Llama 4);
 - ``--softmax-type learnable|off-by-one``: ``explicit_attention`` equals GPT-OSS's eager attention with sinks;
 - ``--attention-output-gate``: our ``SelfAttention`` equals transformers' ``Qwen3NextAttention`` (gate
-  per query channel, q/k norms), with the HF projections mapped onto our fused ``[Q; K; V; gate]``;
+  per query channel, q/k norms), with the HF projections mapped onto our fused ``[Q; K; V; gate]``; with
+  ``--attention-output-gate-per-head`` it equals ``Lfm3Attention`` (one gate row per head, ``g_proj``), whose
+  gate the FLOP count takes as one row per head, and the flag alone is refused;
 - all three together in a small model give the same logits and sink gradients at TP=2 and TP=2 with
   sequence parallelism as at TP=1 (one 2-process launch).
 
@@ -88,6 +90,49 @@ def test_output_gate_matches_qwen3_next_attention() -> None:
         expected, _ = theirs(x, identity_rope, causal[None, None].expand(batch, 1, seq, seq))
         got = ours(x.transpose(0, 1), None).transpose(0, 1)  # ours is [s, b, h]
     assert (got - expected).abs().max().item() <= TOLERANCE
+
+
+def test_per_head_output_gate_matches_lfm3_attention() -> None:
+    from transformers import Lfm3Config
+    from transformers.models.lfm3.modeling_lfm3 import Lfm3Attention
+
+    from mindspeed_llm.training.metrics import attention_forward_flops_per_token
+
+    hidden, heads, groups, hn, seq, batch = 32, 4, 2, 8, 7, 2
+    hf_config = Lfm3Config(hidden_size=hidden, num_attention_heads=heads, num_key_value_heads=groups, head_dim=hn,
+                           num_hidden_layers=3, vocab_size=16, pad_token_id=0, norm_eps=1e-6,
+                           layer_types=["conv", "conv", "full_attention"], attn_implementation="eager")
+    torch.manual_seed(0)
+    theirs = Lfm3Attention(hf_config, layer_idx=2).eval()
+    with torch.no_grad():
+        for param in theirs.parameters():
+            param.add_(torch.randn_like(param) * 0.3)
+    config = TransformerConfig(num_layers=1, hidden_size=hidden, num_attention_heads=heads, num_query_groups=groups,
+                               kv_channels=hn, vocab_size=16, normalization="RMSNorm", norm_epsilon=1e-6,
+                               qk_norm="per_head", add_bias_linear=False, attention_output_gate=True,
+                               attention_output_gate_per_head=True, position_embedding_type="none",
+                               attention_dropout=0.0)
+    ours = SelfAttention(config, layout_state(1)).eval()
+    assert ours.linear_qkv.weight.shape == ((heads + 2 * groups) * hn + heads, hidden)  # one gate row per head
+    with torch.no_grad():
+        ours.linear_qkv.weight.copy_(torch.cat([theirs.q_proj.weight, theirs.k_proj.weight, theirs.v_proj.weight,
+                                                theirs.g_proj.weight]))
+        ours.linear_proj.weight.copy_(theirs.o_proj.weight)
+        ours.q_layernorm.weight.copy_(theirs.q_norm.weight)
+        ours.k_layernorm.weight.copy_(theirs.k_norm.weight)
+    x = torch.randn(batch, seq, hidden)
+    identity_rope = (torch.ones(batch, seq, hn), torch.zeros(batch, seq, hn))
+    causal = torch.zeros(seq, seq).masked_fill(~torch.ones(seq, seq, dtype=torch.bool).tril(), float("-inf"))
+    with torch.no_grad():
+        expected, _ = theirs(x, identity_rope, causal[None, None].expand(batch, 1, seq, seq))
+        got = ours(x.transpose(0, 1), None).transpose(0, 1)  # ours is [s, b, h]
+    assert (got - expected).abs().max().item() <= TOLERANCE
+    weights = sum(p.numel() for p in (ours.linear_qkv.weight, ours.linear_proj.weight))
+    assert attention_forward_flops_per_token(config, seq)[0] == 2 * weights
+    with pytest.raises(ValueError, match="--attention-output-gate-per-head sets the gate's granularity: add "
+                                         "--attention-output-gate"):
+        TransformerConfig(num_layers=1, hidden_size=hidden, num_attention_heads=heads, vocab_size=16,
+                          attention_output_gate_per_head=True)
 
 
 VARIANTS = dict(num_layers=3, hidden_size=32, num_attention_heads=4, num_query_groups=2, vocab_size=64,

@@ -157,12 +157,22 @@ def test_flops_per_token_count_the_short_conv_weights() -> None:
 
 
 def test_lfm_family_refusals_are_one_line() -> None:
-    """LFM3 is refused with its reason; a model lfm2 cannot hold (Mamba layers, experts) is not exported as it."""
-    from mindspeed_llm.models.registry import RegistryError, get_family
+    """LFM3 refuses attention biases and, on export, a per-channel gate; a model lfm2 cannot hold (Mamba layers,
+    experts) is not exported as it."""
+    from mindspeed_llm.models.registry import RegistryError, config_from_hf, get_family
 
-    with pytest.raises(RegistryError, match="lfm3 is not supported: .*g_proj") as error:
-        get_family("lfm3")
+    lfm3 = dict(model_type="lfm3", hidden_size=HIDDEN, intermediate_size=32, num_hidden_layers=3,
+                num_attention_heads=2, num_key_value_heads=1, head_dim=8, vocab_size=16,
+                layer_types=["conv", "sliding_attention", "full_attention"])
+    with pytest.raises(RegistryError, match="lfm3 attention_bias=True is not supported: .*g_proj") as error:
+        config_from_hf({**lfm3, "attention_bias": True}, "lfm3")
     assert "\n" not in str(error.value)
+    cfg = config_from_hf(lfm3, "lfm3")
+    assert cfg.attention_output_gate and cfg.attention_output_gate_per_head and cfg.post_norm
+    assert cfg.full_attention_layers == (0, 2) and cfg.sliding_window == 256 and cfg.rotary_percent == 0.5
+    per_channel = dataclasses.replace(cfg, attention_output_gate_per_head=False)
+    with pytest.raises(RegistryError, match="lfm3 cannot express this model's attention_output_gate_per_head=False"):
+        get_family("lfm3").to_hf_config(per_channel)
     mamba = TransformerConfig(num_layers=2, hidden_size=HIDDEN, num_attention_heads=2, vocab_size=16,
                               hybrid_override_pattern="M*", position_embedding_type="rope", mamba_head_dim=8,
                               mamba_num_groups=1)

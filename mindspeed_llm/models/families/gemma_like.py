@@ -224,23 +224,39 @@ def _gemma4_global_shape(hf: Dict[str, Any], types: List[str]) -> Dict[str, Any]
             "global_num_query_groups": global_shape[1] if global_shape[1] != groups else None}
 
 
-def _gemma4_rope(hf: Dict[str, Any], types: List[str]) -> Dict[str, Any]:
-    """RoPE kwargs: the full layers' (default, or proportional: ``--rope-scaling-type proportional`` with its
-    partial_rotary_factor and factor) and the sliding layers' base (default RoPE only)."""
-    params = hf.get("rope_parameters") or GEMMA4_DEFAULT_ROPE
-    full = params.get("full_attention") or GEMMA4_DEFAULT_ROPE["full_attention"]
-    sliding = params.get("sliding_attention") or GEMMA4_DEFAULT_ROPE["sliding_attention"]
+def per_kind_rope(hf: Dict[str, Any], types: List[str], name: str = _G4,
+                  defaults: Dict[str, Dict[str, Any]] = GEMMA4_DEFAULT_ROPE) -> Dict[str, Any]:
+    """RoPE kwargs from HF's per-kind ``rope_parameters`` (Gemma4, LFM3): the full layers' (default, or
+    proportional: ``--rope-scaling-type proportional`` with its partial_rotary_factor and factor) and the sliding
+    layers' base (default RoPE only); ``defaults`` stand for an absent entry."""
+    params = hf.get("rope_parameters") or defaults
+    full = params.get("full_attention") or defaults["full_attention"]
+    sliding = params.get("sliding_attention") or defaults["sliding_attention"]
     if "sliding_attention" in types and sliding.get("rope_type", "default") != "default":
-        raise RegistryError(f"{_G4} rope_parameters['sliding_attention'] {sliding} is not supported (default RoPE)")
+        raise RegistryError(f"{name} rope_parameters['sliding_attention'] {sliding} is not supported (default RoPE)")
     out: Dict[str, Any] = {"rotary_base": float(full["rope_theta"]), "local_rotary_base": float(sliding["rope_theta"])}
     kind = full.get("rope_type", "default")
     if kind == "proportional":
         out.update(rope_scaling_type="proportional", rotary_percent=float(full.get("partial_rotary_factor", 1.0)),
                    rope_scaling_factor=float(full.get("factor", 1.0)))
     elif kind != "default":
-        raise RegistryError(f"{_G4} rope_parameters['full_attention'] rope_type {kind!r} is not supported "
+        raise RegistryError(f"{name} rope_parameters['full_attention'] rope_type {kind!r} is not supported "
                             "(default, proportional)")
     return out
+
+
+def per_kind_rope_hf(cfg: TransformerConfig, name: str = _G4) -> Dict[str, Dict[str, Any]]:
+    """The inverse of :func:`per_kind_rope`: HF's ``rope_parameters`` per layer kind."""
+    if cfg.rope_scaling_type not in (None, "proportional") or (cfg.rope_scaling_type is None and cfg.rotary_percent != 1):
+        raise RegistryError(f"{name} full layers use default or proportional RoPE (--rope-scaling-type proportional "
+                            "for a --rotary-percent below 1)")
+    local = cfg.local_rotary_base if cfg.local_rotary_base is not None else cfg.rotary_base
+    full: Dict[str, Any] = {"rope_type": "default", "rope_theta": cfg.rotary_base}
+    if cfg.rope_scaling_type == "proportional":
+        full = {**full, "rope_type": "proportional", "partial_rotary_factor": cfg.rotary_percent}
+        if cfg.rope_scaling_factor != 1.0:
+            full["factor"] = cfg.rope_scaling_factor
+    return {"sliding_attention": {"rope_type": "default", "rope_theta": local}, "full_attention": full}
 
 
 def _gemma4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
@@ -253,7 +269,7 @@ def _gemma4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
                                             for i in range(layers)])
     types[-1] = "full_attention"  # as transformers forces
     windows = _window_layers(types, hf["sliding_window"], _G4)
-    rope, shape = _gemma4_rope(hf, types), _gemma4_global_shape(hf, types)
+    rope, shape = per_kind_rope(hf, types), _gemma4_global_shape(hf, types)
     if not windows["sliding_window"]:
         rope["local_rotary_base"] = None
         if any(value is not None for value in shape.values()) or hf.get("attention_k_eq_v", False):
@@ -283,26 +299,17 @@ def _gemma4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     types = _layer_types(cfg)
     if types[-1] != "full_attention":
         raise RegistryError(f"{_G4} needs the last layer to attend fully (--full-attention-layers)")
-    if cfg.rope_scaling_type not in (None, "proportional") or (cfg.rope_scaling_type is None and cfg.rotary_percent != 1):
-        raise RegistryError(f"{_G4} full layers use default or proportional RoPE (--rope-scaling-type proportional "
-                            "for a --rotary-percent below 1)")
+    rope_parameters = per_kind_rope_hf(cfg)
     if cfg.global_num_query_groups is not None and not cfg.global_attention_k_eq_v:
         raise RegistryError(f"{_G4} sets the full layers' KV heads only with attention_k_eq_v "
                             "(--global-num-query-groups needs --global-attention-k-eq-v)")
     out = {k: v for k, v in _common_hf_config(cfg).items() if k not in ROPE_KEYS + ("hidden_act",)}
-    local = cfg.local_rotary_base if cfg.local_rotary_base is not None else cfg.rotary_base
-    full: Dict[str, Any] = {"rope_type": "default", "rope_theta": cfg.rotary_base}
-    if cfg.rope_scaling_type == "proportional":
-        full = {**full, "rope_type": "proportional", "partial_rotary_factor": cfg.rotary_percent}
-        if cfg.rope_scaling_factor != 1.0:
-            full["factor"] = cfg.rope_scaling_factor
     shape = {"head_dim": cfg.global_kv_channels or cfg.kv_channels}
     if cfg.global_num_query_groups is not None:
         shape["num_key_value_heads"] = cfg.global_num_query_groups
     return {**out, "hidden_activation": _activation_to_hf(cfg), "layer_types": types,
             "sliding_window": cfg.sliding_window or GEMMA4_DEFAULTS["sliding_window"],
-            "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": local},
-                                "full_attention": full},
+            "rope_parameters": rope_parameters,
             "per_layer_config": {str(i): dict(shape) for i, kind in enumerate(types) if kind == "full_attention"},
             "final_logit_softcapping": cfg.output_logit_softcapping, "attention_bias": cfg.add_qkv_bias,
             "attention_k_eq_v": cfg.global_attention_k_eq_v, "num_kv_shared_layers": 0,

@@ -43,10 +43,25 @@ logit tolerance but not bit-equal. Checkpoints keep one tensor per expert:
     decoder.layers.{i}.mlp.experts.linear_fc1.weight    feed_forward.experts.{e}.w1 / w3 (stacked gate, up)
     decoder.layers.{i}.mlp.experts.linear_fc2.weight    feed_forward.experts.{e}.w2 (stacked)
 
-LFM3 (``lfm3``) is refused: its attention layers scale each head's output by a sigmoid gate of its own
-projection (``g_proj``, one row per head), which the decoder's output gate (one row per channel, fused
-into the QKV projection) could hold only as repeated rows that training would make differ, so the
-model could not be written back.
+LFM3 (``lfm3``) has three layer kinds: ``conv`` (LFM2's), ``sliding_attention`` and ``full_attention``
+(``--sliding-window`` with ``--full-attention-layers``). Each kind of attention has its RoPE
+(``rope_parameters`` per kind, as Gemma4: the sliding layers default RoPE of ``--local-rotary-base``, the full
+ones by default proportional RoPE over half the head, ``--rope-scaling-type proportional --rotary-percent 0.5``).
+Its attention scales each head's output by ``sigmoid(g_proj x)``, one gate per head
+(``--attention-output-gate --attention-output-gate-per-head``: ``g_proj`` is a last segment of the fused QKV
+projection with one row per head, split over TP with the heads); ``use_sandwich_norm`` norms the mixer and MLP
+outputs before their residual adds (``--post-norm``). Checkpoints store the gate as ``self_attn.gate_proj``
+(transformers renames it ``g_proj`` on load); both spellings are read, the stored one written. The MLP is
+``intermediate_size`` wide (no adjustment).
+
+    decoder.layers.{i}.self_attention.linear_qkv        cat(self_attn.q_proj, k_proj, v_proj, gate_proj)
+    decoder.layers.{i}.self_attention.linear_proj       self_attn.o_proj
+    decoder.layers.{i}.self_attention.{q,k}_layernorm   self_attn.{q,k}_norm
+    decoder.layers.{i}.post_self_attn_layernorm         post_operator_norm      (use_sandwich_norm)
+    decoder.layers.{i}.post_mlp_layernorm               post_ffn_norm           (use_sandwich_norm)
+
+(the rest as LFM2's). ``attention_bias`` is refused: a bias on the fused projection would need one on the gate,
+which LFM3 does not have.
 """
 from __future__ import annotations
 
@@ -55,8 +70,9 @@ from typing import Any, Dict, List, Tuple
 from core.transformer.config import SHORT_CONV_MIXER, TransformerConfig
 from mindspeed_llm.models.registry import (
     ROPE_KEYS, Family, RegistryError, WeightRule, _checked, _checked_family, _common_config, _common_hf_config, _layer,
-    refuse, register, require_config,
+    _renamed, _window_layers, register, require_config,
 )
+from mindspeed_llm.models.families.gemma_like import per_kind_rope, per_kind_rope_hf
 from mindspeed_llm.models.families.moe_common import per_expert_weights
 from mindspeed_llm.models.families.moe_sigmoid import scaling_factor, scaling_factor_hf, sigmoid_router
 
@@ -197,5 +213,81 @@ LFM2_MOE = register(Family("lfm2_moe", "lfm2_moe", "Lfm2MoeForCausalLM", _lfm2_m
                            _checked("lfm2_moe", _lfm2_moe_config, _lfm2_moe_hf_config), LFM2_WEIGHTS,
                            preserved_keys=("output_router_logits",), weights_for=_lfm2_moe_weights))
 
-refuse("lfm3", "its attention layers' per-head sigmoid output gate (g_proj) has no equivalent in the decoder, whose "
-       "--attention-output-gate has one gate row per channel")
+LFM3_SLIDING = "sliding_attention"
+LFM3_DEFAULTS = dict(head_dim=128, sliding_window=256, norm_eps=1e-5, tie_word_embeddings=True,
+                     use_sandwich_norm=True, use_attention_gate=True, conv_L_cache=7, conv_bias=False,
+                     max_position_embeddings=128_000)
+LFM3_DEFAULT_ROPE = {LFM3_SLIDING: {"rope_type": "default", "rope_theta": 10_000.0},
+                     ATTENTION: {"rope_type": "proportional", "rope_theta": 1_000_000.0, "partial_rotary_factor": 0.5}}
+LFM3_WEIGHTS = _renamed(LFM2_WEIGHTS, {
+    "self_attention.linear_proj.weight": "self_attn.o_proj.weight",
+    "self_attention.q_layernorm.weight": "self_attn.q_norm.weight",
+    "self_attention.k_layernorm.weight": "self_attn.k_norm.weight"}, (
+    _layer("post_self_attn_layernorm.weight", ["post_operator_norm.weight"]),
+    _layer("post_mlp_layernorm.weight", ["post_ffn_norm.weight"]),
+))
+_LFM3_GATED_QKV = _layer("self_attention.linear_qkv.weight", ["self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                                                "self_attn.v_proj.weight", "self_attn.gate_proj.weight"],
+                         "fuse_rows")
+
+
+def _lfm3_layer_types(hf: Dict[str, Any]) -> List[str]:
+    """``layer_types``, or Lfm3Config's default: layer 2 of every four full, layer 0 of every four after the
+    first sliding, the rest conv."""
+    layers = int(hf["num_hidden_layers"])
+    types = hf.get("layer_types") or [ATTENTION if i % 4 == 2 else LFM3_SLIDING if i % 4 == 0 and i > 0 else CONV
+                                      for i in range(layers)]
+    unknown = sorted(set(types) - {CONV, LFM3_SLIDING, ATTENTION})
+    if unknown or len(types) != layers:
+        raise RegistryError(f"lfm3 layer_types {list(types)} must give one of {CONV!r}, {LFM3_SLIDING!r}, "
+                            f"{ATTENTION!r} per layer ({layers}); {unknown[0] if unknown else 'the count'} is not "
+                            "supported")
+    return list(types)
+
+
+def _lfm3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    hf = {**LFM3_DEFAULTS, **hf}
+    if hf.get("attention_bias", False):
+        raise RegistryError("lfm3 attention_bias=True is not supported: the bias of the fused q/k/v/gate projection "
+                            "would need one on g_proj, which LFM3 does not have")
+    types = _lfm3_layer_types(hf)
+    # a conv layer counts as full for the windows: it has no attention to window
+    attention_kinds = [ATTENTION if kind == CONV else kind for kind in types]
+    windows = _window_layers(attention_kinds, hf["sliding_window"], "lfm3")
+    rope = per_kind_rope(hf, attention_kinds, "lfm3", LFM3_DEFAULT_ROPE)
+    if not windows["sliding_window"]:
+        rope["local_rotary_base"] = None
+    gate = bool(hf["use_attention_gate"])
+    common = _common_config({k: v for k, v in hf.items() if k not in ROPE_KEYS})
+    out = {**common, **windows, **rope, "norm_epsilon": float(hf["norm_eps"]), "qk_norm": "per_head",
+           "post_norm": bool(hf["use_sandwich_norm"]), "attention_output_gate": gate,
+           "attention_output_gate_per_head": gate}
+    marks = [int(kind == CONV) for kind in types]
+    if any(marks):
+        out.update(experimental_attention_variant="short_conv", linear_attention_freq=str(marks).replace(" ", ""),
+                   short_conv_kernel_size=int(hf["conv_L_cache"]), short_conv_bias=bool(hf["conv_bias"]))
+    return out
+
+
+def _lfm3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    """The inverse of :func:`_lfm3_config` (checked: a model it would not rebuild is refused)."""
+    kinds = _lfm2_layer_types_of(cfg, "lfm3")
+    types = [LFM3_SLIDING if kind == ATTENTION and cfg.layer_window(i) is not None else kind
+             for i, kind in enumerate(kinds)]
+    out = {key: value for key, value in _common_hf_config(cfg).items()
+           if key not in ("rms_norm_eps", "hidden_act", "attention_dropout") + ROPE_KEYS}
+    return {**out, "norm_eps": cfg.norm_epsilon, "layer_types": types,
+            "sliding_window": cfg.sliding_window or LFM3_DEFAULTS["sliding_window"],
+            "rope_parameters": per_kind_rope_hf(cfg, "lfm3"), "use_sandwich_norm": cfg.post_norm,
+            "use_attention_gate": cfg.attention_output_gate, "attention_bias": False,
+            "conv_L_cache": cfg.short_conv_kernel_size, "conv_bias": cfg.short_conv_bias}
+
+
+def _lfm3_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
+    """LFM3's rules, g_proj the last segment of the fused projection when the attention is gated."""
+    return ((_LFM3_GATED_QKV,) if cfg.attention_output_gate else ()) + LFM3_WEIGHTS
+
+
+LFM3 = register(Family("lfm3", "lfm3", "Lfm3ForCausalLM", _lfm3_config, _checked("lfm3", _lfm3_config, _lfm3_hf_config),
+                       LFM3_WEIGHTS, weights_for=_lfm3_weights,
+                       hf_tensor_aliases=((r"\.self_attn\.g_proj\.", ".self_attn.gate_proj."),)))
