@@ -105,10 +105,17 @@ def _config_differences(dir_a: str, dir_b: str) -> List[str]:
 
 
 def compare(dir_a: str, dir_b: str) -> None:
-    """Exit non-zero unless the two HF directories hold identical tensors and configurations."""
+    """Exit non-zero unless the two HF directories hold identical tensors and configurations (the tensors that
+    carry no weights, such as MiniMax's stored decays, which the converter recomputes and does not write, aside)."""
     import torch
 
-    a, b = _tensors(dir_a), _tensors(dir_b)
+    from mindspeed_llm.models.registry import IGNORED_HF_TENSORS
+
+    def weights(directory: str) -> Dict[str, Any]:
+        return {name: tensor for name, tensor in _tensors(directory).items()
+                if not any(pattern.match(name) for pattern in IGNORED_HF_TENSORS)}
+
+    a, b = weights(dir_a), weights(dir_b)
     if a.keys() != b.keys():
         sys.exit(f"error: tensor names differ: only in {dir_a}: {sorted(a.keys() - b.keys())}; "
                  f"only in {dir_b}: {sorted(b.keys() - a.keys())}")
