@@ -73,7 +73,7 @@ SAME_NAME_FIELDS = (
     "add_bias_linear", "add_qkv_bias", "untie_embeddings_and_output_weights", "apply_layernorm_1p",
     "rope_scaling_type", "rope_scaling_factor", "input_embeds_norm", "sliding_window",
     "output_multiplier_scale", "attn_logit_softcapping", "output_logit_softcapping", "query_pre_attn_scalar",
-    "fp32_residual_connection",
+    "fp32_residual_connection", "apply_residual_connection_post_layernorm",
 )
 # TransformerConfig field -> the ``args`` name Megatron-LM / MindSpeed-LLM use for it.
 RENAMED_FIELDS = {
@@ -97,7 +97,6 @@ UNSUPPORTED_ARGS = {
     "num_experts": "a mixture of experts (MoE)",
     "multi_latent_attention": "multi-latent attention (MLA)",
     "multi_head_latent_attention": "multi-latent attention (MLA)",
-    "apply_residual_connection_post_layernorm": "post-LN residuals",
     "scale_emb": "MiniCPM's embedding and residual scales",
     "dim_model_base": "MiniCPM's logit scale",
     "post_norm": "MindSpeed's sandwich norms (post_attn_norm)",

@@ -117,3 +117,21 @@ def test_minimax_export_needs_post_norm_residuals() -> None:
     cfg = dataclasses.replace(config_from_hf(HF, "minimax"), apply_residual_connection_post_layernorm=False)
     with pytest.raises(RegistryError, match="apply_residual_connection_post_layernorm"):
         get_family("minimax").to_hf_config_fn(cfg)
+
+
+def test_megatron_args_carry_post_layernorm_residuals_both_ways() -> None:
+    """Megatron-LM's --apply-residual-connection-post-layernorm means ours: read and written under its name; the
+    residual alpha, which Megatron lacks, is refused on export."""
+    from argparse import Namespace
+
+    from mindspeed_llm.models.megatron_format import MegatronFormatError, args_from_config, config_from_args
+
+    base = dict(num_layers=2, hidden_size=32, num_attention_heads=4, vocab_size=64, normalization="RMSNorm")
+    for flag in (True, False):
+        args = args_from_config(TransformerConfig(**base, apply_residual_connection_post_layernorm=flag))
+        assert args["apply_residual_connection_post_layernorm"] is flag
+        read = TransformerConfig(**config_from_args(Namespace(**args)))
+        assert read.apply_residual_connection_post_layernorm is flag
+    weighed = TransformerConfig(**base, apply_residual_connection_post_layernorm=True, residual_alpha=2.0)
+    with pytest.raises(MegatronFormatError, match="residual_alpha = 2.0"):
+        args_from_config(weighed)
