@@ -59,6 +59,24 @@ def test_extra_logit_matches_gpt_oss_sinks(learnable: bool) -> None:
     assert (ours.transpose(1, 2) - expected).abs().max().item() <= TOLERANCE
 
 
+def _max_diff_from_hf(theirs: nn.Module, ours: SelfAttention, fused_qkv: torch.Tensor, batch: int, seq: int) -> float:
+    """Max abs difference of our attention, given HF's weights (``fused_qkv`` our ``[Q; K; V; gate]`` rows), from
+    the HF attention ``theirs`` on random inputs, causal and without rotation."""
+    hidden, hn = fused_qkv.shape[1], ours.head_dim
+    with torch.no_grad():
+        ours.linear_qkv.weight.copy_(fused_qkv)
+        ours.linear_proj.weight.copy_(theirs.o_proj.weight)
+        ours.q_layernorm.weight.copy_(theirs.q_norm.weight)
+        ours.k_layernorm.weight.copy_(theirs.k_norm.weight)
+    x = torch.randn(batch, seq, hidden)
+    identity_rope = (torch.ones(batch, seq, hn), torch.zeros(batch, seq, hn))
+    causal = torch.zeros(seq, seq).masked_fill(~torch.ones(seq, seq, dtype=torch.bool).tril(), float("-inf"))
+    with torch.no_grad():
+        expected, _ = theirs(x, identity_rope, causal[None, None].expand(batch, 1, seq, seq))
+        got = ours(x.transpose(0, 1), None).transpose(0, 1)  # ours is [s, b, h]
+    return (got - expected).abs().max().item()
+
+
 def test_output_gate_matches_qwen3_next_attention() -> None:
     import transformers
     from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextAttention
@@ -76,20 +94,10 @@ def test_output_gate_matches_qwen3_next_attention() -> None:
                                qk_norm="per_head", apply_layernorm_1p=True, add_bias_linear=False,
                                attention_output_gate=True, position_embedding_type="none", attention_dropout=0.0)
     ours = SelfAttention(config, layout_state(1)).eval()
-    with torch.no_grad():
-        q_and_gate = theirs.q_proj.weight.view(heads, 2, hn, hidden)  # per head: [query; gate] rows
-        ours.linear_qkv.weight.copy_(torch.cat([q_and_gate[:, 0].reshape(-1, hidden), theirs.k_proj.weight,
-                                                theirs.v_proj.weight, q_and_gate[:, 1].reshape(-1, hidden)]))
-        ours.linear_proj.weight.copy_(theirs.o_proj.weight)
-        ours.q_layernorm.weight.copy_(theirs.q_norm.weight)
-        ours.k_layernorm.weight.copy_(theirs.k_norm.weight)
-    x = torch.randn(batch, seq, hidden)
-    identity_rope = (torch.ones(batch, seq, hn), torch.zeros(batch, seq, hn))
-    causal = torch.zeros(seq, seq).masked_fill(~torch.ones(seq, seq, dtype=torch.bool).tril(), float("-inf"))
-    with torch.no_grad():
-        expected, _ = theirs(x, identity_rope, causal[None, None].expand(batch, 1, seq, seq))
-        got = ours(x.transpose(0, 1), None).transpose(0, 1)  # ours is [s, b, h]
-    assert (got - expected).abs().max().item() <= TOLERANCE
+    q_and_gate = theirs.q_proj.weight.view(heads, 2, hn, hidden)  # per head: [query; gate] rows
+    fused = torch.cat([q_and_gate[:, 0].reshape(-1, hidden), theirs.k_proj.weight, theirs.v_proj.weight,
+                       q_and_gate[:, 1].reshape(-1, hidden)])
+    assert _max_diff_from_hf(theirs, ours, fused, batch, seq) <= TOLERANCE
 
 
 def test_per_head_output_gate_matches_lfm3_attention() -> None:
@@ -114,19 +122,8 @@ def test_per_head_output_gate_matches_lfm3_attention() -> None:
                                attention_dropout=0.0)
     ours = SelfAttention(config, layout_state(1)).eval()
     assert ours.linear_qkv.weight.shape == ((heads + 2 * groups) * hn + heads, hidden)  # one gate row per head
-    with torch.no_grad():
-        ours.linear_qkv.weight.copy_(torch.cat([theirs.q_proj.weight, theirs.k_proj.weight, theirs.v_proj.weight,
-                                                theirs.g_proj.weight]))
-        ours.linear_proj.weight.copy_(theirs.o_proj.weight)
-        ours.q_layernorm.weight.copy_(theirs.q_norm.weight)
-        ours.k_layernorm.weight.copy_(theirs.k_norm.weight)
-    x = torch.randn(batch, seq, hidden)
-    identity_rope = (torch.ones(batch, seq, hn), torch.zeros(batch, seq, hn))
-    causal = torch.zeros(seq, seq).masked_fill(~torch.ones(seq, seq, dtype=torch.bool).tril(), float("-inf"))
-    with torch.no_grad():
-        expected, _ = theirs(x, identity_rope, causal[None, None].expand(batch, 1, seq, seq))
-        got = ours(x.transpose(0, 1), None).transpose(0, 1)  # ours is [s, b, h]
-    assert (got - expected).abs().max().item() <= TOLERANCE
+    fused = torch.cat([theirs.q_proj.weight, theirs.k_proj.weight, theirs.v_proj.weight, theirs.g_proj.weight])
+    assert _max_diff_from_hf(theirs, ours, fused, batch, seq) <= TOLERANCE
     weights = sum(p.numel() for p in (ours.linear_qkv.weight, ours.linear_proj.weight))
     assert attention_forward_flops_per_token(config, seq)[0] == 2 * weights
     with pytest.raises(ValueError, match="--attention-output-gate-per-head sets the gate's granularity: add "
