@@ -105,11 +105,28 @@ def _lfm2_layer_types(hf: Dict[str, Any]) -> List[str]:
         full = hf.get("full_attn_idxs")
         full = set(range(layers) if full is None else full)
         types = [ATTENTION if i in full else CONV for i in range(layers)]
-    unknown = sorted(set(types) - {CONV, ATTENTION})
+    return _checked_kinds(types, layers, (CONV, ATTENTION), "lfm2")
+
+
+def _checked_kinds(types: List[str], layers: int, allowed: Tuple[str, ...], family: str) -> List[str]:
+    """``types`` if it gives one of ``allowed`` per layer; else a one-line RegistryError naming the first wrong
+    kind (or the count)."""
+    unknown = sorted(set(types) - set(allowed))
     if unknown or len(types) != layers:
-        raise RegistryError(f"lfm2 layer_types {list(types)} must give one of {CONV!r}, {ATTENTION!r} per layer "
-                            f"({layers}); {unknown[0] if unknown else 'the count'} is not supported")
+        raise RegistryError(f"{family} layer_types {list(types)} must give one of "
+                            f"{', '.join(repr(kind) for kind in allowed)} per layer ({layers}); "
+                            f"{unknown[0] if unknown else 'the count'} is not supported")
     return list(types)
+
+
+def _short_conv_layers(types: List[str], kernel: int, bias: bool) -> Dict[str, Any]:
+    """The conv layers of ``types`` as ``--experimental-attention-variant short_conv`` with their
+    ``--linear-attention-freq`` marks and conv settings (nothing when no layer is a conv)."""
+    marks = [int(kind == CONV) for kind in types]
+    if not any(marks):
+        return {}
+    return dict(experimental_attention_variant="short_conv", linear_attention_freq=str(marks).replace(" ", ""),
+                short_conv_kernel_size=kernel, short_conv_bias=bias)
 
 
 def _lfm2_ffn(hf: Dict[str, Any]) -> int:
@@ -136,12 +153,8 @@ def _lfm2_base_config(hf: Dict[str, Any], family: str, ffn: int) -> Dict[str, An
     tied = hf.get("tie_embedding", hf.get("tie_word_embeddings", True))
     out = {**_common_config({**hf, "intermediate_size": ffn, "tie_word_embeddings": tied}),
            "norm_epsilon": float(hf.get("norm_eps", 1e-5)), "qk_norm": "per_head"}
-    marks = [int(kind == CONV) for kind in _lfm2_layer_types(hf)]
-    if any(marks):
-        out.update(experimental_attention_variant="short_conv", linear_attention_freq=str(marks).replace(" ", ""),
-                   short_conv_kernel_size=int(hf.get("conv_L_cache", 3)),
-                   short_conv_bias=bool(hf.get("conv_bias", False)))
-    return out
+    return {**out, **_short_conv_layers(_lfm2_layer_types(hf), int(hf.get("conv_L_cache", 3)),
+                                        bool(hf.get("conv_bias", False)))}
 
 
 def _lfm2_config(hf: Dict[str, Any]) -> Dict[str, Any]:
@@ -237,12 +250,7 @@ def _lfm3_layer_types(hf: Dict[str, Any]) -> List[str]:
     layers = int(hf["num_hidden_layers"])
     types = hf.get("layer_types") or [ATTENTION if i % 4 == 2 else LFM3_SLIDING if i % 4 == 0 and i > 0 else CONV
                                       for i in range(layers)]
-    unknown = sorted(set(types) - {CONV, LFM3_SLIDING, ATTENTION})
-    if unknown or len(types) != layers:
-        raise RegistryError(f"lfm3 layer_types {list(types)} must give one of {CONV!r}, {LFM3_SLIDING!r}, "
-                            f"{ATTENTION!r} per layer ({layers}); {unknown[0] if unknown else 'the count'} is not "
-                            "supported")
-    return list(types)
+    return _checked_kinds(types, layers, (CONV, LFM3_SLIDING, ATTENTION), "lfm3")
 
 
 def _lfm3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
@@ -259,14 +267,10 @@ def _lfm3_config(hf: Dict[str, Any]) -> Dict[str, Any]:
         rope["local_rotary_base"] = None
     gate = bool(hf["use_attention_gate"])
     common = _common_config({k: v for k, v in hf.items() if k not in ROPE_KEYS})
-    out = {**common, **windows, **rope, "norm_epsilon": float(hf["norm_eps"]), "qk_norm": "per_head",
-           "post_norm": bool(hf["use_sandwich_norm"]), "attention_output_gate": gate,
-           "attention_output_gate_per_head": gate}
-    marks = [int(kind == CONV) for kind in types]
-    if any(marks):
-        out.update(experimental_attention_variant="short_conv", linear_attention_freq=str(marks).replace(" ", ""),
-                   short_conv_kernel_size=int(hf["conv_L_cache"]), short_conv_bias=bool(hf["conv_bias"]))
-    return out
+    return {**common, **windows, **rope, "norm_epsilon": float(hf["norm_eps"]), "qk_norm": "per_head",
+            "post_norm": bool(hf["use_sandwich_norm"]), "attention_output_gate": gate,
+            "attention_output_gate_per_head": gate,
+            **_short_conv_layers(types, int(hf["conv_L_cache"]), bool(hf["conv_bias"]))}
 
 
 def _lfm3_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
