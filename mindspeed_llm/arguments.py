@@ -120,9 +120,9 @@ def _flag_options(config_field: Field) -> Dict[str, Any]:
         on_by_default = default and not switches_off(config_field)
         options.update(action=argparse.BooleanOptionalAction if on_by_default else "store_true", default=on_by_default)
         return options
-    if isinstance(default, tuple):  # layer numbers (--no-rope-layers 0 3), or one text of a type of its own
+    if isinstance(default, tuple):  # numbers (--no-rope-layers 0 3, --ssm-multipliers 1 1 1 1 1), or one text
         options.update(type=spec.type or int, default=None)
-        if spec.type is None:
+        if spec.type in (None, int, float):
             options["nargs"] = "*"
     else:
         natural = type(default) if isinstance(default, (int, float, str)) else None

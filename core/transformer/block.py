@@ -18,7 +18,7 @@ from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
 from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MOE_MLP,
-                                     SHORT_CONV_MIXER, TransformerConfig)
+                                     PARALLEL_HYBRID_MIXER, SHORT_CONV_MIXER, TransformerConfig)
 from core.transformer.context_parallel import SequenceLayout
 from core.transformer.gated_delta_net import GatedDeltaNet
 from core.transformer.kimi_delta_attention import KimiDeltaAttention
@@ -28,6 +28,7 @@ from core.transformer.mla import MultiLatentAttention
 from core.transformer.mlp import MLP
 from core.transformer.moe.moe_layer import MoELayer
 from core.transformer.norms import RMSNorm, build_norm
+from core.transformer.parallel_hybrid import MambaAndAttention
 from core.transformer.short_conv import ShortConv
 from core.transformer.swap_attention import (get_activation_swapper, recomputes_mlp, swapped_attributes,
                                           swapping)
@@ -130,7 +131,7 @@ class TransformerLayer(nn.Module):
         mixer, mlp = config.layer_parts(layer_number)
         first_without_norm = layer_number == 0 and not config.first_input_layernorm  # ModernBERT
         self.input_layernorm = self.self_attention = self.post_self_attn_layernorm = None
-        if mixer is not None:  # the token mixer: attention, or a gated DeltaNet (--linear-attention-freq, 'G')
+        if mixer is not None:  # the token mixer: attention, a linear mixer ('G', 'K', 'L'), Mamba + attention ('H')
             self.input_layernorm = (hidden_norm(config) if config.pre_norm and not first_without_norm
                                     else nn.Identity())
             self.self_attention = build_mixer(mixer, config, state, layer_number)
@@ -258,6 +259,8 @@ def build_mixer(kind: str, config: TransformerConfig, state: ParallelState, laye
         return LightningAttention(config, state, layer_number)
     if kind == SHORT_CONV_MIXER:
         return ShortConv(config, state, layer_number)
+    if kind == PARALLEL_HYBRID_MIXER:
+        return MambaAndAttention(config, state, layer_number)
     raise ValueError(f"no token mixer {kind!r} in a transformer layer")
 
 

@@ -39,17 +39,19 @@ SOFTMAX_TYPES = ("vanilla", "off-by-one", "learnable")
 LAYER_LETTERS: Dict[str, str] = {"M": "a Mamba layer", "G": "a gated DeltaNet layer",
                                  "K": "a Kimi Delta Attention layer", "L": "a lightning-attention layer",
                                  "*": "an attention layer",
+                                 "H": "a Mamba2 and an attention side by side on one norm (Falcon-H1)",
                                  "-": "an MLP layer", "E": "an MoE layer"}
 LAYER_KINDS = tuple(LAYER_LETTERS)
 # what each letter's layer holds: (its token mixer, its MLP); None for the branch it lacks
 MAMBA_MIXER, GDN_MIXER, ATTENTION_MIXER, SHORT_CONV_MIXER = "mamba", "gated_delta_net", "attention", "short_conv"
 KDA_MIXER, LIGHTNING_MIXER = "kimi_delta_attention", "lightning_attention"
+PARALLEL_HYBRID_MIXER = "mamba_and_attention"  # 'H': both read the one normed input, their outputs are summed
 # the mixers built from the --linear-* sizes (key/value heads and dims, conv width, chunk)
 LINEAR_MIXERS = (GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER)
 DENSE_MLP, MOE_MLP = "dense", "moe"
 LETTER_PARTS: Dict[str, Tuple[Optional[str], Optional[str]]] = {
     "M": (MAMBA_MIXER, None), "G": (GDN_MIXER, None), "K": (KDA_MIXER, None), "L": (LIGHTNING_MIXER, None),
-    "*": (ATTENTION_MIXER, None),
+    "*": (ATTENTION_MIXER, None), "H": (PARALLEL_HYBRID_MIXER, None),
     "-": (None, DENSE_MLP),
     "E": (None, MOE_MLP)}
 # --experimental-attention-variant -> the token mixer of the layers --linear-attention-freq marks (Megatron-core
@@ -88,6 +90,7 @@ CONTEXT_PARALLEL_ALGORITHMS = ("megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp
 # Features whose layers alone read some fields (FieldSpec.features): such a field set away from its default is
 # refused when the model has no such layer
 MOE, MAMBA, ATTENTION, LINEAR_ATTENTION, SHORT_CONV = "moe", "mamba", "attention", "linear_attention", "short_conv"
+PARALLEL_HYBRID = "parallel_hybrid"  # the 'H' layers (Falcon-H1)
 _OWN_NAME = ""  # FieldSpec.flag before resolution: the flag is the field's name with dashes
 FIELD_DEFAULT = "the field's default"  # FieldSpec.flag_default: the parser's default is the field's
 
@@ -468,6 +471,11 @@ class ModelConfig:
     residual_multiplier: Optional[float] = config_field(None, type=float,
                                                         help="multiply every branch's output (attention, Mamba, MLP) "
                                                              "by this before the residual add (Granite)")
+    # muP scales of the gated MLP (Falcon-H1's mlp_multipliers): the gate times the first before the activation,
+    # the output times the second [--mlp-multipliers]
+    mlp_multipliers: Tuple[float, ...] = config_field((), type=float, features=(ATTENTION,), metavar="SCALE",
+                                                      help="two scales of the gated MLP: its gate before the "
+                                                           "activation and its output (Falcon-H1)")
     softmax_scale: Optional[float] = config_field(None, type=float, features=(ATTENTION,),
                                                   help="attention softmax scale instead of 1/sqrt(head dim) "
                                                        "(Granite's attention_multiplier)")
@@ -533,9 +541,10 @@ class ModelConfig:
     # eps (FalconMamba) [--mamba-mixer-rms-eps]. in/out projections have biases with add_bias_linear.
     hybrid_override_pattern: Optional[str] = config_field(
         None, type=str, aliases=("--hybrid-layer-pattern",),
-        help="one letter per layer (Megatron-core's): M Mamba, G gated DeltaNet, * attention, - MLP, E MoE; each "
-             "layer is its norm, that one branch and the residual add; '|' between pipeline stages (or virtual "
-             "chunks) places them; default: transformer layers")
+        help="one letter per layer (Megatron-core's): M Mamba, G gated DeltaNet, K Kimi Delta Attention, L "
+             "lightning attention, * attention, H Mamba2 beside attention (Falcon-H1), - MLP, E MoE; each layer is "
+             "its norm, that one branch and the residual add; '|' between pipeline stages (or virtual chunks) places "
+             "them; default: transformer layers")
     mamba_version: int = config_field(2, choices=(1, 2), features=(MAMBA,),
                                       help="1: Mamba's selective scan over d_inner channels; 2: Mamba2's SSD over "
                                            "heads and groups")
@@ -561,6 +570,33 @@ class ModelConfig:
     mamba_mixer_rms_weights: bool = config_field(False, features=(MAMBA,),
                                                  help="Mamba1: the dt, B and C norms of --mamba-mixer-rms-eps carry "
                                                       "weights (Jamba's dt/b/c_layernorm)")
+    # Mamba2's output: the gated group norm norm(y silu(z)) (Megatron-core's MambaMixer rmsnorm=True,
+    # norm_before_gate=False); with --mamba-norm-before-gate norm(y) silu(z); without the norm y silu(z)
+    # (Falcon-H1's mamba_rms_norm=False) [--disable-mamba-rmsnorm, --mamba-norm-before-gate]
+    mamba_rmsnorm: bool = config_field(True, flag="--disable-mamba-rmsnorm", features=(MAMBA,),
+                                       help="Mamba2: no gated norm, the scan output times silu(z) goes straight to "
+                                            "out_proj (Falcon-H1's mamba_rms_norm=False)")
+    mamba_norm_before_gate: bool = config_field(False, features=(MAMBA,),
+                                                help="Mamba2: norm the scan output, then gate it: norm(y) silu(z) "
+                                                     "(Megatron-core's norm_before_gate)")
+    # muP scales of the Mamba mixer (Falcon-H1): its input times ssm_in, in_proj's output parts [z; x; B; C; dt]
+    # each times its own of five ssm_multipliers (the muP vector), its output times ssm_out
+    # [--ssm-in-multiplier, --ssm-multipliers, --ssm-out-multiplier]
+    ssm_in_multiplier: Optional[float] = config_field(None, type=float, features=(MAMBA,),
+                                                      help="multiply the Mamba mixer's input by this (Falcon-H1)")
+    ssm_multipliers: Tuple[float, ...] = config_field((), type=float, features=(MAMBA,), metavar="SCALE",
+                                                      help="Mamba2: five scales of in_proj's output parts z, x, B, C "
+                                                           "and dt (Falcon-H1's muP vector)")
+    ssm_out_multiplier: Optional[float] = config_field(None, type=float, features=(MAMBA,),
+                                                       help="multiply the Mamba mixer's output by this (Falcon-H1)")
+    # The attention of an 'H' layer (Falcon-H1): its input times attention_in, its output times attention_out
+    # before the sum with the Mamba mixer's [--attention-in-multiplier, --attention-out-multiplier]
+    attention_in_multiplier: Optional[float] = config_field(None, type=float, features=(PARALLEL_HYBRID,),
+                                                            help="'H' layers: multiply the attention's input by "
+                                                                 "this (Falcon-H1)")
+    attention_out_multiplier: Optional[float] = config_field(None, type=float, features=(PARALLEL_HYBRID,),
+                                                             help="'H' layers: multiply the attention's output by "
+                                                                  "this (Falcon-H1)")
     # Gated DeltaNet layers (Qwen3-Next, Qwen3.5), Megatron-core's flags: in a GPT model the layers that
     # --linear-attention-freq marks run the gated DeltaNet in place of attention, each with its MLP or MoE
     # [--experimental-attention-variant gated_delta_net]; N means N - 1 linear layers then one attention
@@ -1030,8 +1066,15 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                                        "drop it")
         self._validate_linear_attention()
         self._validate_short_conv()
+        if not self.has_parallel_hybrid_layers:
+            self._refuse_unused(PARALLEL_HYBRID, "applies to the 'H' layers of --hybrid-override-pattern (a Mamba2 "
+                                                 "beside an attention, Falcon-H1); add them or drop it")
+        self._validate_mlp_multipliers()
         if pattern is None:
             return
+        if self.has_parallel_hybrid_layers and self.multi_latent_attention:
+            raise ValueError(f"the 'H' layers of --hybrid-override-pattern {pattern!r} pair Mamba2 with standard "
+                             "attention; drop --multi-latent-attention")
         if not self.has_softmax_attention and self.position_embedding_type != "none":
             raise ValueError(f"--hybrid-override-pattern {pattern!r} has no attention layer ('*') to use a "
                              "position embedding; set --position-embedding-type none")
@@ -1126,7 +1169,13 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
 
     @property
     def has_mamba_layers(self) -> bool:
-        return "M" in (self.hybrid_override_pattern or "")
+        """Some layer holds a Mamba mixer ('M', or 'H' beside an attention)."""
+        return bool(set(self.hybrid_override_pattern or "") & {"M", "H"})
+
+    @property
+    def has_parallel_hybrid_layers(self) -> bool:
+        """Some layer runs a Mamba2 and an attention side by side ('H', Falcon-H1)."""
+        return "H" in (self.hybrid_override_pattern or "")
 
     @property
     def has_linear_attention_layers(self) -> bool:
@@ -1142,7 +1191,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
     @property
     def has_softmax_attention(self) -> bool:
         """Some layer attends with softmax attention (the layers that read positions)."""
-        return any(self.layer_parts(i)[0] == ATTENTION_MIXER for i in range(self.num_layers))
+        softmax = (ATTENTION_MIXER, PARALLEL_HYBRID_MIXER)
+        return any(self.layer_parts(i)[0] in softmax for i in range(self.num_layers))
 
     def _validate_moe(self) -> None:
         """The router's settings against the expert count (refused without --num-experts)."""
@@ -1276,6 +1326,19 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         spelled = {"activation": activation_flags(self.activation), "qk_norm": qk_norm_flags(self.qk_norm)}
         return [spelled.get(name) or field_flag(name) for name in names if getattr(self, name) != table[name].default]
 
+    def _validate_mlp_multipliers(self) -> None:
+        """--mlp-multipliers: a gate scale and an output scale of the dense gated MLP."""
+        scales = self.mlp_multipliers
+        if not scales:
+            return
+        if len(scales) != 2:
+            raise ValueError(f"--mlp-multipliers takes two scales (the gate's, the output's); got {len(scales)}")
+        if not self.gated_linear_unit:
+            raise ValueError(f"--mlp-multipliers scales a gated MLP's gate; --activation {self.activation} has none")
+        if self.num_experts is not None:
+            raise ValueError("--mlp-multipliers applies to the dense MLP; the MoE experts do not read it: drop it "
+                             "or --num-experts")
+
     def _validate_mamba(self) -> None:
         tp = self.tensor_model_parallel_size
         if self.mamba_version not in (1, 2):
@@ -1296,6 +1359,10 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if self.mamba_mixer_rms_weights and self.mamba_mixer_rms_eps is None:
             raise ValueError("--mamba-mixer-rms-weights gives weights to the dt/B/C norms; add --mamba-mixer-rms-eps")
         if self.mamba_version == 1:
+            mamba2_only = self._changed(("mamba_rmsnorm", "mamba_norm_before_gate", "ssm_multipliers"))
+            if mamba2_only:
+                raise ValueError(f"{mamba2_only[0]} applies to --mamba-version 2 (Mamba1 has no gated norm or "
+                                 "[z; x; B; C; dt] projection)")
             if self.mamba_heads is not None:
                 raise ValueError("--mamba-num-heads applies to --mamba-version 2 (Mamba1 has no heads); use "
                                  "--mamba-expand")
@@ -1306,6 +1373,12 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if self.mamba_mixer_rms_eps is not None or self.mamba_mixer_rms_weights:
             raise ValueError("--mamba-mixer-rms-eps/--mamba-mixer-rms-weights (norms on dt, B and C) apply to "
                              "--mamba-version 1 only")
+        if self.mamba_norm_before_gate and not self.mamba_rmsnorm:
+            raise ValueError("--mamba-norm-before-gate places the gated norm, which --disable-mamba-rmsnorm removes; "
+                             "drop one of them")
+        if self.ssm_multipliers and len(self.ssm_multipliers) != 5:
+            raise ValueError(f"--ssm-multipliers takes five scales (in_proj's z, x, B, C and dt parts); got "
+                             f"{len(self.ssm_multipliers)}")
         heads, groups = inner // self.mamba_head_dim, self.mamba_num_groups
         if inner % self.mamba_head_dim or heads % groups or heads % tp:
             raise ValueError(f"--mamba-expand x --hidden-size ({inner}) must be a multiple of --mamba-head-dim "
@@ -1527,7 +1600,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
     @property
     def has_attention_layers(self) -> bool:
         """Some layer has softmax attention or an MLP (the layers the attention and MLP fields apply to)."""
-        return self.hybrid_override_pattern is None or bool(set(self.hybrid_override_pattern) & {"*", "-", "E"})
+        return self.hybrid_override_pattern is None or bool(set(self.hybrid_override_pattern) & {"*", "H", "-", "E"})
 
     @property
     def residual_dtype(self) -> torch.dtype:

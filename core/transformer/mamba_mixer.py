@@ -224,10 +224,11 @@ class GatedGroupRMSNorm(nn.Module):
     """
 
     def __init__(self, d_inner: int, groups: int, eps: float, shard: TPShard, group: Group,
-                 dtype: Optional[torch.dtype] = None) -> None:
+                 dtype: Optional[torch.dtype] = None, norm_before_gate: bool = False) -> None:
         super().__init__()
         tp = group.size
         self.eps, self.group, self.groups, self.group_size = eps, group, groups, d_inner // groups
+        self.norm_before_gate = norm_before_gate  # weight * norm(y) * silu(z) (Falcon-H1's norm_before_gate)
         self.local_groups = max(groups // tp, 1)
         self.weight = mark_param(nn.Parameter(torch.empty(shard.local_size(tp), dtype=dtype)), init="ones",
                                  tp_shard=shard)
@@ -235,7 +236,8 @@ class GatedGroupRMSNorm(nn.Module):
     def forward(self, y: torch.Tensor, z: Optional[torch.Tensor] = None) -> torch.Tensor:
         # y, z [..., d_inner/tp]; z None: no gate (MiniMax's lightning-attention norm)
         dtype = y.dtype
-        gated = y.float() * F.silu(z.float()) if z is not None else y.float()
+        gate_first = z is not None and not self.norm_before_gate
+        gated = y.float() * F.silu(z.float()) if gate_first else y.float()
         grouped = gated.view(*gated.shape[:-1], self.local_groups, -1)  # [..., local groups, channels]
         squares = grouped.pow(2).sum(-1, keepdim=True)  # [..., local groups, 1]
         if self.groups < self.group.size:  # this rank holds part of one group: sum it over the ranks sharing it
@@ -243,8 +245,15 @@ class GatedGroupRMSNorm(nn.Module):
             slot = F.one_hot(torch.tensor(mine, device=y.device), self.groups).to(squares.dtype)  # [groups]
             slots = sum_partials_over_tensor_model_parallel_region(squares[..., 0] * slot, self.group)  # [..., groups]
             squares = slots[..., mine:mine + 1, None]  # [..., 1, 1] the whole group's sum
-        normed = grouped * torch.rsqrt(squares / self.group_size + self.eps)
-        return self.weight * normed.view_as(gated).to(dtype)
+        normed = (grouped * torch.rsqrt(squares / self.group_size + self.eps)).view_as(gated)
+        if z is not None and self.norm_before_gate:
+            normed = normed * F.silu(z.float())
+        return self.weight * normed.to(dtype)
+
+
+def scaled(x: torch.Tensor, multiplier: Optional[float]) -> torch.Tensor:
+    """``x`` times a muP ``multiplier`` flag (None: 1, no multiply)."""
+    return x if multiplier is None else x * multiplier
 
 
 def split_vector(shard: TPShard, tp: int, init: str, dtype: Optional[torch.dtype],
@@ -314,22 +323,30 @@ class MambaMixer(nn.Module):
         self.dt_bias = split_vector(heads, tp, "mamba_dt_bias", dtype)  # [h/tp]
         self.A_log = split_vector(heads, tp, "mamba_a_log_uniform", dtype)  # [h/tp]
         self.D = split_vector(heads, tp, "ones", dtype)  # [h/tp]
-        norm_shard = TPShard(0, (Segment(config.mamba_num_heads, config.mamba_head_dim),))
-        self.norm = GatedGroupRMSNorm(config.mamba_d_inner, config.mamba_num_groups, config.norm_epsilon,
-                                      norm_shard, self.group, dtype=dtype)
+        self.norm = None  # --disable-mamba-rmsnorm: y * silu(z) without a norm (Falcon-H1)
+        if config.mamba_rmsnorm:
+            norm_shard = TPShard(0, (Segment(config.mamba_num_heads, config.mamba_head_dim),))
+            self.norm = GatedGroupRMSNorm(config.mamba_d_inner, config.mamba_num_groups, config.norm_epsilon,
+                                          norm_shard, self.group, dtype=dtype,
+                                          norm_before_gate=config.mamba_norm_before_gate)
 
     def forward(self, hidden: torch.Tensor, layout: Optional[SequenceLayout] = None) -> torch.Tensor:
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); layout: this rank's tokens and documents
+        cfg = self.config
+        hidden = scaled(hidden, cfg.ssm_in_multiplier)
         projected = self.in_proj(hidden).transpose(0, 1)  # [b, s, in/tp] over this rank's full sequence
-        if self.config.mamba_version == 1:
+        if cfg.ssm_multipliers:  # Falcon-H1's muP vector: one scale per part [z; x; B; C; dt]
+            projected = projected * torch.cat([projected.new_full((width,), scale) for width, scale
+                                               in zip(self.in_split, cfg.ssm_multipliers)])
+        if cfg.mamba_version == 1:
             x, z = projected.split(self.in_split, dim=-1)  # [b, s, d/tp] each
             y = sequence_scan(self._mamba1_core, x, layout)  # [b, s, d/tp] fp32
             y = (y * F.silu(z.float())).to(projected.dtype)
         else:
             z, xbc_dt = projected.split([self.in_split[0], sum(self.in_split[1:])], dim=-1)
             y = sequence_scan(self._mamba2_core, xbc_dt, layout)  # [b, s, d/tp] fp32
-            y = self.norm(y, z).to(projected.dtype)
-        return self.out_proj(y.transpose(0, 1))  # [s, b, h] ([s/tp, b, h] under SP)
+            y = (self.norm(y, z) if self.norm is not None else y * F.silu(z.float())).to(projected.dtype)
+        return scaled(self.out_proj(y.transpose(0, 1)), cfg.ssm_out_multiplier)  # [s, b, h] ([s/tp, b, h] SP)
 
     def _conv(self, x: torch.Tensor, previous: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
         """SiLU of the causal conv continuing from the ``previous`` inputs; and the last ``d_conv - 1`` inputs."""

@@ -80,11 +80,15 @@ register_fused_op("swiglu", "use_fused_swiglu", swiglu_kernel)
 def gated_activation(intermediate: torch.Tensor, act: Callable[[torch.Tensor], torch.Tensor],
                      config: TransformerConfig) -> torch.Tensor:
     """``act(gate) * (up + offset)`` of a fused ``[..., 2 x ffn/tp]`` ``[gate; up]`` -> ``[..., ffn/tp]``, gate
-    and up clamped first with ``--activation-func-clamp-value``; plain SwiGLU through its kernel."""
-    plain = config.activation_func_clamp_value is None and config.glu_linear_offset == 0.0
+    and up clamped first with ``--activation-func-clamp-value``, the gate scaled by the first of
+    ``--mlp-multipliers``; plain SwiGLU through its kernel."""
+    plain = (config.activation_func_clamp_value is None and config.glu_linear_offset == 0.0
+             and not config.mlp_multipliers)
     if act is F.silu and plain:
         return swiglu_kernel(intermediate.device.type, config.use_fused_swiglu)[1](intermediate)
     gate, up = intermediate.chunk(2, dim=-1)
+    if config.mlp_multipliers:  # Falcon-H1's muP gate scale
+        gate = gate * config.mlp_multipliers[0]
     clamp = config.activation_func_clamp_value
     if clamp is not None:
         gate = gate.clamp(max=clamp)
@@ -165,7 +169,8 @@ class MLP(nn.Module):
         """The second linear of the activation ``[s, b, ffn/tp]`` (after ``--ffn-sub-norm``): ``[s, b, h]``."""
         if self.sub_layernorm is not None:
             activated = self.sub_layernorm(activated)
-        return self.linear_fc2(activated)
+        output = self.linear_fc2(activated)
+        return output * self.config.mlp_multipliers[1] if self.config.mlp_multipliers else output
 
     def _activation(self, intermediate: torch.Tensor) -> torch.Tensor:
         if self.gated:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MAMBA_MIXER,
-                                     SHORT_CONV_MIXER, TransformerConfig)
+                                     PARALLEL_HYBRID_MIXER, SHORT_CONV_MIXER, TransformerConfig)
 
 
 def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
@@ -128,11 +128,19 @@ def mamba_forward_flops_per_token(config: TransformerConfig, seq_length: int = 0
     return 2 * h * in_rows + 2 * inner * h + extra, 7 * inner * n / 3
 
 
+def mamba_and_attention_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
+    """One 'H' mixer (Falcon-H1): its Mamba mixer and its attention, side by side."""
+    mamba, attention = (mamba_forward_flops_per_token(config, seq_length),
+                        attention_forward_flops_per_token(config, seq_length))
+    return mamba[0] + attention[0], mamba[1] + attention[1]
+
+
 # a layer's token mixer (TransformerConfig.layer_parts) -> its forward FLOPs per token (weights, activations)
 MIXER_FLOPS: Dict[str, Callable[[TransformerConfig, int], Tuple[float, float]]] = {
     ATTENTION_MIXER: attention_forward_flops_per_token, MAMBA_MIXER: mamba_forward_flops_per_token,
     GDN_MIXER: gated_delta_net_forward_flops_per_token, KDA_MIXER: kimi_delta_attention_forward_flops_per_token,
-    LIGHTNING_MIXER: lightning_attention_forward_flops_per_token, SHORT_CONV_MIXER: short_conv_forward_flops_per_token}
+    LIGHTNING_MIXER: lightning_attention_forward_flops_per_token, SHORT_CONV_MIXER: short_conv_forward_flops_per_token,
+    PARALLEL_HYBRID_MIXER: mamba_and_attention_forward_flops_per_token}
 
 
 @dataclass

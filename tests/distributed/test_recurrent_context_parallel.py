@@ -8,7 +8,9 @@ DeltaNet alone (``GG``, a delta-rule chunk of 3) and in GPT layers beside gated 
 documents and with TP 2 + SP), the short convolution (LFM2) beside attention (also with documents under
 Ulysses), Kimi Delta Attention alone (``KK``) and beside multi-latent attention without positions (with
 documents at CP 4, and at CP 2 x TP 2 + SP), and lightning attention alone (``LL``) and in MiniMax's layout
-beside attention with post-norm, weighed residuals (with documents at CP 4, and at CP 2 x TP 2 + SP). Layouts:
+beside attention with post-norm, weighed residuals (with documents at CP 4, and at CP 2 x TP 2 + SP), and Falcon-H1's
+``H-H-`` (Mamba2 and attention side by side, every muP scale: under Ulysses, with documents at CP 4, at CP 2 x TP 2
++ SP and at CP 2 x PP 2). Layouts:
 the ring's load-balanced chunks (at CP 4 a chunk of 2 tokens, shorter than the conv's 3 carried inputs),
 contiguous parts (the ring with ``--attention-mask-type general``), Ulysses and the
 hybrid 2 x 2 (whose chain visits CP ranks 0, 2, 3, 1), CP 2 x TP 2 with sequence parallelism, CP 2 x PP 2,
@@ -66,13 +68,22 @@ LIGHTNING_GPT = ["--num-layers", "2", "--experimental-attention-variant", "light
                  "[1,0]", *LIGHTNING_SIZES, "--apply-residual-connection-post-layernorm", "--residual-alpha", "1.5",
                  "--residual-multiplier", "0.7", "--ffn-hidden-size", "32", "--swiglu", "--position-embedding-type",
                  "rope"]
+# Falcon-H1's layers: a Mamba2 and an attention side by side ('H', one group shared by the TP ranks, the norm before
+# the gate), each then an MLP, with every muP scale
+FALCON_H1 = ["--num-layers", "4", "--hybrid-override-pattern", "H-H-", "--mamba-num-heads", "2", "--mamba-head-dim",
+             "8", "--mamba-num-groups", "1", "--mamba-state-dim", "4", "--mamba-chunk-size", "3",
+             "--mamba-norm-before-gate", "--ssm-multipliers", "0.5", "1.5", "0.8", "1.25", "0.9",
+             "--ssm-in-multiplier", "1.2", "--ssm-out-multiplier", "0.6", "--attention-in-multiplier", "0.8",
+             "--attention-out-multiplier", "1.3", "--mlp-multipliers", "0.75", "1.4", "--ffn-hidden-size", "32",
+             "--swiglu", "--position-embedding-type", "rope"]
 DOCUMENTS = ["--reset-attention-mask", "--eod-mask-loss"]  # (positions restart too where a layer reads them)
 MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAMBA2 + DOCUMENTS,
           "gdn": GDN, "gdn_gpt": GDN_GPT,
           "gdn_gpt_documents": GDN_GPT + DOCUMENTS + ["--reset-position-ids"], "short_conv": SHORT_CONV,
           "short_conv_documents": SHORT_CONV + DOCUMENTS + ["--reset-position-ids"], "kda": KDA, "kda_gpt": KDA_GPT,
           "kda_gpt_documents": KDA_GPT + DOCUMENTS, "lightning": LIGHTNING, "lightning_gpt": LIGHTNING_GPT,
-          "lightning_gpt_documents": LIGHTNING_GPT + DOCUMENTS + ["--reset-position-ids"]}
+          "lightning_gpt_documents": LIGHTNING_GPT + DOCUMENTS + ["--reset-position-ids"], "falcon_h1": FALCON_H1,
+          "falcon_h1_documents": FALCON_H1 + DOCUMENTS + ["--reset-position-ids"]}
 RING, ULYSSES, HYBRID_CP = "megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo"
 CONTIGUOUS = ["--attention-mask-type", "general"]  # the ring without load balancing: one part per rank
 
@@ -91,7 +102,8 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "mamba1_ring_cp2": ("mamba1", _cp(2)),
         "short_conv_contiguous_cp2": ("short_conv", _cp(2, RING, *CONTIGUOUS)),
         "kda_ring_cp2": ("kda", _cp(2)),
-        "lightning_ring_cp2": ("lightning", _cp(2))},
+        "lightning_ring_cp2": ("lightning", _cp(2)),
+        "falcon_h1_ulysses_cp2": ("falcon_h1", _cp(2, ULYSSES))},
     4: {"mamba2_ring_cp4": ("mamba2", _cp(4)),
         "hybrid_2x2": ("hybrid", _cp(4, HYBRID_CP, "--ulysses-degree-in-cp", "2")),
         "mamba2_ring_cp2_tp2_sp": ("mamba2", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
@@ -107,7 +119,11 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "kda_gpt_ring_cp2_tp2_sp": ("kda_gpt", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
         "lightning_gpt_documents_ring_cp4": ("lightning_gpt_documents", _cp(4)),
         "lightning_gpt_ring_cp2_tp2_sp": ("lightning_gpt", _cp(2) + ["--tensor-model-parallel-size", "2",
-                                                                     "--sequence-parallel"])},
+                                                                     "--sequence-parallel"]),
+        "falcon_h1_documents_ring_cp4": ("falcon_h1_documents", _cp(4)),
+        "falcon_h1_ring_cp2_tp2_sp": ("falcon_h1", _cp(2) + ["--tensor-model-parallel-size", "2",
+                                                             "--sequence-parallel"]),
+        "falcon_h1_ring_cp2_pp2": ("falcon_h1", _cp(2) + ["--pipeline-model-parallel-size", "2"])},
 }
 TOLERANCE = 1e-5
 

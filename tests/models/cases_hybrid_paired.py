@@ -17,6 +17,9 @@ from typing import Any, Dict, Tuple
 
 MAMBA2 = dict(mamba_n_heads=8, mamba_d_head=16, mamba_n_groups=2, mamba_d_state=8, mamba_chunk_size=5,
               mamba_d_conv=4, initializer_range=0.2)
+# Falcon-H1's Mamba width comes from mamba_d_ssm (not expand x hidden): 4 heads of 12 over a hidden of 64
+FALCON_H1 = dict(mamba_d_ssm=48, mamba_n_heads=4, mamba_n_groups=2, mamba_d_state=8, mamba_chunk_size=5,
+                 mamba_d_conv=4, initializer_range=0.2)
 
 CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
     "bamba": ("BambaConfig", "BambaForCausalLM",
@@ -34,6 +37,18 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
                                               num_local_experts=0, shared_intermediate_size=48, mamba_n_groups=1,
                                               tie_word_embeddings=True, residual_multiplier=0.5, vocab_size=101),
                                          "granitemoehybrid"),
+    "falcon_h1": ("FalconH1Config", "FalconH1ForCausalLM",
+                  dict(FALCON_H1, mamba_rms_norm=True, mamba_norm_before_gate=True, mamba_n_groups=1, time_step_limit=(0.01, 5.0),
+                       embedding_multiplier=2.0, lm_head_multiplier=0.7, key_multiplier=0.5,
+                       attention_in_multiplier=0.8, attention_out_multiplier=1.3, ssm_in_multiplier=1.2,
+                       ssm_out_multiplier=0.6, ssm_multipliers=[0.5, 1.5, 0.8, 1.25, 0.9],
+                       mlp_multipliers=[0.75, 1.4]), "falcon_h1"),
+    "falcon_h1_plain": ("FalconH1Config", "FalconH1ForCausalLM",
+                        dict(FALCON_H1, mamba_rms_norm=False, mamba_n_groups=1, tie_word_embeddings=True,
+                             num_key_value_heads=1, vocab_size=101), "falcon_h1"),
+    "falcon_h1_gate_then_norm": ("FalconH1Config", "FalconH1ForCausalLM",
+                                 dict(FALCON_H1, mamba_rms_norm=True, mamba_norm_before_gate=False,
+                                      ssm_multipliers=[1.1, 0.9, 1.0, 1.0, 0.7]), "falcon_h1"),
     "jamba": ("JambaConfig", "JambaForCausalLM",
               dict(num_hidden_layers=4, attn_layer_period=3, attn_layer_offset=1, expert_layer_period=2,
                    expert_layer_offset=1, num_experts=4, num_experts_per_tok=2, mamba_d_state=8, mamba_dt_rank=6,

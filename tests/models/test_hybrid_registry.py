@@ -188,3 +188,53 @@ def test_kimi_linear_checkpoints_convert_in_moonshots_spelling_and_refuse_both(t
                        moonshot[dense])
     with pytest.raises(ConversionError, match="two spellings of one kimi_linear tensor"):
         HFSource(str(tmp_path / "both"), "kimi_linear")
+
+
+# Falcon-H1-0.5B's config.json (its muP scales and Mamba sizes), shrunk to 2 layers
+FALCON_H1_05B = dict(model_type="falcon_h1", hidden_size=1024, intermediate_size=2048, num_hidden_layers=2,
+                     num_attention_heads=8, num_key_value_heads=2, head_dim=64, vocab_size=32784,
+                     mamba_d_ssm=1536, mamba_n_heads=24, mamba_d_head=64, mamba_d_state=128, mamba_n_groups=1,
+                     mamba_d_conv=4, mamba_expand=2, mamba_chunk_size=128, mamba_rms_norm=False,
+                     mamba_norm_before_gate=False, rope_theta=1e11, rms_norm_eps=1e-5,
+                     embedding_multiplier=5.656854249492381, lm_head_multiplier=0.0390625,
+                     key_multiplier=0.390625, attention_in_multiplier=1.0, attention_out_multiplier=0.9375,
+                     ssm_in_multiplier=1.25, ssm_out_multiplier=0.23570226039551587,
+                     mlp_multipliers=[0.8838834764831844, 0.5859375],
+                     ssm_multipliers=[0.3535533905932738, 0.25, 0.3535533905932738, 0.5, 0.3535533905932738])
+
+
+def test_falcon_h1_reads_its_scales_and_mamba_width() -> None:
+    """Every HF layer is 'H' (Mamba2 beside attention) then '-'; the Mamba width is mamba_d_ssm, not expand x
+    hidden; the key scale is a softmax scale; each muP scale lands on its flag and comes back on export."""
+    cfg = config_from_hf(FALCON_H1_05B, "falcon_h1")
+    assert cfg.hybrid_override_pattern == "H-H-" and cfg.num_layers == 4
+    assert (cfg.mamba_d_inner, cfg.mamba_num_heads, cfg.mamba_head_dim) == (1536, 24, 64) and not cfg.mamba_rmsnorm
+    assert cfg.softmax_scale == pytest.approx(0.390625 / 8) and cfg.output_multiplier_scale == 0.0390625
+    assert cfg.attention_in_multiplier is None and cfg.attention_out_multiplier == 0.9375
+    assert cfg.ssm_multipliers == tuple(FALCON_H1_05B["ssm_multipliers"]) and cfg.mlp_multipliers[1] == 0.5859375
+    exported = get_family("falcon_h1").to_hf_config(cfg)
+    hf = transformers.FalconH1Config(**{key: value for key, value in exported.items()
+                                        if key != "time_step_limit"})  # infinity as config.json spells it
+    for key in ("mamba_d_ssm", "mamba_n_heads", "mamba_d_head", "mamba_rms_norm", "embedding_multiplier",
+                "lm_head_multiplier", "attention_in_multiplier", "attention_out_multiplier", "ssm_in_multiplier",
+                "ssm_out_multiplier", "mlp_multipliers", "ssm_multipliers"):
+        assert getattr(hf, key) == pytest.approx(FALCON_H1_05B[key]), key
+    assert hf.key_multiplier == pytest.approx(0.390625) and hf.layers_block_type == ["hybrid"] * 2
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(projectors_bias=True), "falcon_h1 projectors_bias=True is not supported"),
+    (dict(attention_bias=True), "falcon_h1 attention_bias=True is not supported"),
+    (dict(mamba_d_head=32), "mamba_n_heads x mamba_d_head = 768 is not the Mamba width 1536"),
+    (dict(ssm_multipliers=[1.0, 2.0]), "falcon_h1 needs 5 scales"),
+])
+def test_falcon_h1_refuses_what_it_cannot_build(change: dict, message: str) -> None:
+    with pytest.raises(RegistryError, match=message) as error:
+        config_from_hf({**FALCON_H1_05B, **change}, "falcon_h1")
+    assert "\n" not in str(error.value)
+
+
+def test_falcon_h1_export_needs_its_pairs() -> None:
+    cfg = config_from_hf(FALCON_H1_05B, "falcon_h1")
+    with pytest.raises(RegistryError, match="an H layer then a '-' layer"):
+        get_family("falcon_h1").to_hf_config(dataclasses.replace(cfg, hybrid_override_pattern="H-M-"))

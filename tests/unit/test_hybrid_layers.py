@@ -32,7 +32,7 @@ def _config(**overrides: Any) -> TransformerConfig:
     """A small config; the Mamba and DeltaNet sizes only where the layout has such layers."""
     pattern = overrides.get("hybrid_override_pattern") or ""
     values: Dict[str, Any] = dict(BASE)
-    if "M" in pattern:
+    if "M" in pattern or "H" in pattern:
         values.update(MAMBA_SIZES)
     if "G" in pattern or overrides.get("experimental_attention_variant"):
         values.update(GDN_SIZES)
@@ -89,6 +89,20 @@ def test_layer_frequency_is_megatrons(value: str, expected: list) -> None:
     (dict(hybrid_override_pattern="GG*--", linear_num_key_heads=2, linear_num_value_heads=4,
           tensor_model_parallel_size=4, num_attention_heads=4), "divisible by --tensor-model-parallel-size (4)"),
     (dict(hybrid_override_pattern="MM*--", linear_num_key_heads=4), "applies to gated DeltaNet, Kimi Delta Attention and lightning layers"),
+    # Falcon-H1's 'H' layers and muP scales
+    (dict(hybrid_override_pattern="M*-M-", attention_out_multiplier=0.5),
+     "--attention-out-multiplier applies to the 'H' layers"),
+    (dict(attention_in_multiplier=0.5), "--attention-in-multiplier applies to the 'H' layers"),
+    (dict(hybrid_override_pattern="H-H--", ssm_multipliers=(1.0, 2.0)), "--ssm-multipliers takes five scales"),
+    (dict(hybrid_override_pattern="H-H--", mamba_rmsnorm=False, mamba_norm_before_gate=True),
+     "--mamba-norm-before-gate places the gated norm, which --disable-mamba-rmsnorm removes"),
+    (dict(hybrid_override_pattern="M*-M-", mamba_version=1, mamba_rmsnorm=False),
+     "--disable-mamba-rmsnorm applies to --mamba-version 2"),
+    (dict(ssm_in_multiplier=2.0), "--ssm-in-multiplier applies to Mamba layers"),
+    (dict(mlp_multipliers=(1.0, 2.0, 3.0)), "--mlp-multipliers takes two scales"),
+    (dict(mlp_multipliers=(1.0, 2.0)), "--mlp-multipliers scales a gated MLP's gate"),
+    (dict(mlp_multipliers=(1.0, 2.0), activation="swiglu", num_experts=4), "--mlp-multipliers applies to the dense MLP"),
+    (dict(hybrid_override_pattern="H-H--", multi_latent_attention=True), "drop --multi-latent-attention"),
 ])
 def test_bad_layouts_are_one_line(overrides: Dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as error:
@@ -103,3 +117,22 @@ def test_hybrid_layer_pattern_is_an_alias() -> None:
     for flag in ("--hybrid-override-pattern", "--hybrid-layer-pattern"):
         config = transformer_config_from_args(parse_args(base + [flag, "M*-"]))
         assert config.hybrid_override_pattern == "M*-"
+
+
+def test_falcon_h1_layer_and_its_scale_flags() -> None:
+    """'H' builds a Mamba2 beside an attention on one norm; the muP flags parse as numbers into the config."""
+    base = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
+            "--max-position-embeddings", "16", "--micro-batch-size", "1", "--vocab-size", "64", "--swiglu",
+            "--mamba-head-dim", "16", "--mamba-num-groups", "1", "--hybrid-override-pattern", "H-"]
+    scales = ["--ssm-multipliers", "0.5", "1", "1", "1", "2", "--mlp-multipliers", "0.25", "4",
+              "--attention-in-multiplier", "0.5", "--ssm-out-multiplier", "3", "--disable-mamba-rmsnorm"]
+    config = transformer_config_from_args(parse_args(base + scales))
+    assert config.ssm_multipliers == (0.5, 1.0, 1.0, 1.0, 2.0) and config.mlp_multipliers == (0.25, 4.0)
+    assert config.attention_in_multiplier == 0.5 and config.ssm_out_multiplier == 3.0 and not config.mamba_rmsnorm
+    assert config.layer_parts(0) == ("mamba_and_attention", None) and config.has_mamba_layers
+    model = build_model(config, layout_state(1), torch.device("cpu"), seed=0)
+    mixer = model.decoder.layers["0"].self_attention
+    assert type(mixer).__name__ == "MambaAndAttention" and mixer.mamba.norm is None
+    assert isinstance(mixer.attention, SelfAttention)
+    model.eval()
+    assert torch.isfinite(model(torch.randint(0, 64, (1, 8)))).all()

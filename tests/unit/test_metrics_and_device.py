@@ -148,6 +148,7 @@ def test_flops_per_token_is_six_n_plus_attention_scores():
     assert training_flops_per_token(config, 64) - training_flops_per_token(config, 32) == attention_scores
 
 
+MAMBA_SIZES = ["--mamba-head-dim", "16", "--mamba-num-groups", "2", "--mamba-state-dim", "8"]
 GDN_SIZES = ["--linear-num-key-heads", "2", "--linear-num-value-heads", "4", "--linear-key-head-dim", "8",
              "--linear-value-head-dim", "16"]
 
@@ -156,7 +157,8 @@ GDN_SIZES = ["--linear-num-key-heads", "2", "--linear-num-value-heads", "4", "--
     ["--experimental-attention-variant", "gated_delta_net", "--linear-attention-freq", "2",
      "--attention-output-gate", *GDN_SIZES],  # GPT layers: a DeltaNet then a gated attention, each with its MLP
     ["--hybrid-override-pattern", "G*-", "--num-layers", "3", *GDN_SIZES],  # one branch per layer
-], ids=["gdn_gpt_layers", "hybrid_letters"])
+    ["--hybrid-override-pattern", "H-M", "--num-layers", "3", *MAMBA_SIZES],  # Falcon-H1's side by side, then Mamba
+], ids=["gdn_gpt_layers", "hybrid_letters", "mamba_beside_attention"])
 def test_flops_of_linear_attention_layers_are_six_n_plus_their_scans(extra):
     """Hybrid and DeltaNet layers count the weights they hold (6 x the matmul weights a token meets, the conv
     and the per-head vectors aside) plus 3 x their scores (attention) or delta rule (6 nv dk dv)."""
@@ -165,8 +167,10 @@ def test_flops_of_linear_attention_layers_are_six_n_plus_their_scans(extra):
     matmul = sum(p.numel() for name, p in model.named_parameters()
                  if p.dim() == 2 and "word_embeddings" not in name)
     parts = [config.layer_parts(i)[0] for i in range(config.num_layers)]
-    scans = (parts.count("attention") * 4 * 32 * config.num_attention_heads * config.kv_channels
-             + parts.count("gated_delta_net") * 6 * 4 * 8 * 16)
+    beside = parts.count("mamba_and_attention")  # an attention and a Mamba scan (7/3 d_inner N) each
+    scans = ((parts.count("attention") + beside) * 4 * 32 * config.num_attention_heads * config.kv_channels
+             + parts.count("gated_delta_net") * 6 * 4 * 8 * 16
+             + (parts.count("mamba") + beside) * 7 * config.mamba_d_inner * 8 / 3)
     assert training_flops_per_token(config, 32) == 6 * (matmul + config.hidden_size * 128) + 3 * scans
 
 

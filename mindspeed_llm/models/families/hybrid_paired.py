@@ -1,5 +1,5 @@
 """Hybrids whose HF layer is a token mixer and then an MLP, as registry data: Bamba (``bamba``), Granite-4
-(``granitemoehybrid``) and Jamba (``jamba``).
+(``granitemoehybrid``), Jamba (``jamba``) and Falcon-H1 (``falcon_h1``).
 
 Each HF decoder layer ``j`` is a Mamba mixer (Mamba2; Jamba's Mamba1) or an attention block, then an MLP (Bamba: a
 SwiGLU ``feed_forward``; Granite-4: its MoE plus an ungated shared expert, or the shared expert alone without
@@ -30,6 +30,22 @@ mixer norms dt, B and C with weights (``--mamba-mixer-rms-eps`` = ``rms_norm_eps
 ``--mamba-mixer-rms-weights``); its router takes the top-k of the softmax over all experts, not renormalised.
 Jamba's attention and expert layers are every ``attn_layer_period``-th / ``expert_layer_period``-th layer from
 an offset; a pattern without such a period is refused on export.
+
+Falcon-H1's mixer is a Mamba2 and an attention side by side on the layer's one norm (our letter ``H``,
+:mod:`core.transformer.parallel_hybrid`), so HF layer ``j`` is ``H`` then ``-``::
+
+    decoder.layers.{2j}.self_attention.mamba.<name>             mamba.<name>
+    decoder.layers.{2j}.self_attention.attention.linear_qkv     cat(self_attn.q_proj, k_proj, v_proj)
+    decoder.layers.{2j}.self_attention.attention.linear_proj    self_attn.o_proj
+
+Its Mamba width is ``mamba_d_ssm`` (``--mamba-num-heads`` x head dim, not expand x hidden); its gated norm is
+optional (``mamba_rms_norm``: ``--disable-mamba-rmsnorm`` without it) and may norm before the gate
+(``--mamba-norm-before-gate``). Its muP scales are flags applied in the forward, so training sees them as the
+original does: ``embedding_multiplier``, ``lm_head_multiplier`` (``--output-multiplier-scale``),
+``key_multiplier`` (a factor on the softmax scale: ``q . (m k) = m (q . k)``), ``attention_in/out_multiplier``,
+``ssm_in/out_multiplier``, ``ssm_multipliers`` (one per in_proj part z, x, B, C, dt) and ``mlp_multipliers``
+(the gate before SiLU, the output). Its biases (``attention_bias``, ``mlp_bias``, ``projectors_bias``) are
+refused: every published model has none.
 
 Refused in one line: Mamba projection biases (``mamba_proj_bias``), a non-SiLU activation, Bamba's logit z-loss
 (``z_loss_coefficient``: a training loss the suite does not add) and router jitter.
@@ -72,14 +88,15 @@ def _mixer_letters(hf: Dict[str, Any], family: str) -> str:
     return "".join(letters)
 
 
-def _pairs_of(cfg: TransformerConfig, family: str, mlp: str) -> Tuple[str, str]:
-    """(mixer letters, MLP letters) of the HF layers of ``cfg``'s pattern, which must pair every mixer with a
-    letter of ``mlp``."""
+def _pairs_of(cfg: TransformerConfig, family: str, mlp: str, mixer: str = MIXER_LETTERS) -> Tuple[str, str]:
+    """(mixer letters, MLP letters) of the HF layers of ``cfg``'s pattern, which must pair every mixer (a letter
+    of ``mixer``) with a letter of ``mlp``."""
     pattern = cfg.hybrid_override_pattern or ""
     mixers, mlps = pattern[0::2], pattern[1::2]
-    if not pattern or len(mixers) != len(mlps) or set(mixers) - set(MIXER_LETTERS) or set(mlps) - set(mlp):
-        raise RegistryError(f"{family} needs --hybrid-override-pattern of pairs, an M or * layer then a "
-                            f"{' or '.join(repr(letter) for letter in mlp)} layer (one HF layer each); got {pattern!r}")
+    if not pattern or len(mixers) != len(mlps) or set(mixers) - set(mixer) or set(mlps) - set(mlp):
+        raise RegistryError(f"{family} needs --hybrid-override-pattern of pairs, an {' or '.join(mixer)} layer then "
+                            f"a {' or '.join(repr(letter) for letter in mlp)} layer (one HF layer each); got "
+                            f"{pattern!r}")
     return mixers, mlps
 
 
@@ -112,11 +129,11 @@ def _hybrid_config(hf: Dict[str, Any], family: str, mixers: str, mlps: str) -> D
             "hybrid_override_pattern": "".join(mixer + mlp for mixer, mlp in zip(mixers, mlps))}
 
 
-def _hybrid_hf_config(cfg: TransformerConfig, family: str, mlp: str,
-                      mamba_version: int = 2) -> Tuple[Dict[str, Any], str, str]:
+def _hybrid_hf_config(cfg: TransformerConfig, family: str, mlp: str, mamba_version: int = 2,
+                      mixer: str = MIXER_LETTERS) -> Tuple[Dict[str, Any], str, str]:
     """(the shared HF keys, the HF layers' mixer letters, their MLP letters); refuses what no family's config
     can say."""
-    mixers, mlps = _pairs_of(cfg, family, mlp)
+    mixers, mlps = _pairs_of(cfg, family, mlp, mixer)
     require_config(cfg, family, normalization="RMSNorm", activation="swiglu", qk_norm="none", sliding_window=None,
                    apply_layernorm_1p=False, post_norm=False, post_norm_only=False, mtp_num_layers=None,
                    attention_output_gate=False, softmax_type="vanilla", mamba_version=mamba_version)
@@ -271,6 +288,76 @@ def _jamba_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
             "router_aux_loss_coef": cfg.moe_aux_loss_coeff}
 
 
+# --------------------------------------------------------------------------- Falcon-H1
+
+# FalconH1Config's defaults where a config.json omits a key
+FALCON_H1_DEFAULTS = dict(rms_norm_eps=1e-5, mamba_d_ssm=1024, mamba_n_heads=128, mamba_d_head="auto",
+                          mamba_n_groups=1, mamba_d_state=256, mamba_d_conv=4, mamba_expand=2, mamba_chunk_size=256,
+                          mamba_conv_bias=True, mamba_rms_norm=False, mamba_norm_before_gate=True)
+# FalconH1Config's muP scales -> ours (None: 1, no multiply)
+FALCON_H1_SCALES = dict(embedding_multiplier="embedding_multiplier", lm_head_multiplier="output_multiplier_scale",
+                        attention_in_multiplier="attention_in_multiplier",
+                        attention_out_multiplier="attention_out_multiplier", ssm_in_multiplier="ssm_in_multiplier",
+                        ssm_out_multiplier="ssm_out_multiplier")
+
+
+def _scale(value: Any) -> Any:
+    return None if value is None or float(value) == 1.0 else float(value)
+
+
+def _scales(values: Any, count: int) -> Tuple[float, ...]:
+    """A list of muP scales, () when every one is 1 (or none is given)."""
+    scales = tuple(float(v) for v in (values or ()))
+    if scales and len(scales) != count:
+        raise RegistryError(f"falcon_h1 needs {count} scales, got {list(scales)}")
+    return () if all(v == 1.0 for v in scales) else scales
+
+
+def _falcon_h1_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Falcon-H1: every HF layer a Mamba2 and an attention on one norm ('H'), then a SwiGLU MLP ('-'), with
+    muP scales on the embeddings, both mixers, the MLP and the logits."""
+    hf = {**FALCON_H1_DEFAULTS, **{key: value for key, value in hf.items() if value is not None}}
+    _refuse("falcon_h1", hf, attention_bias=False, mlp_bias=False, projectors_bias=False)
+    layers = int(hf["num_hidden_layers"])
+    kwargs = _hybrid_config(hf, "falcon_h1", "H" * layers, "-" * layers)
+    hidden, heads, expand = int(hf["hidden_size"]), int(hf["mamba_n_heads"]), int(hf["mamba_expand"])
+    inner = int(hf["mamba_d_ssm"]) if hf.get("mamba_d_ssm") is not None else expand * hidden
+    head_dim = inner // heads if hf["mamba_d_head"] == "auto" else int(hf["mamba_d_head"])
+    if heads * head_dim != inner:
+        raise RegistryError(f"falcon_h1 mamba_n_heads x mamba_d_head = {heads * head_dim} is not the Mamba width "
+                            f"{inner} (mamba_d_ssm, else mamba_expand x hidden_size)")
+    rms_norm = bool(hf["mamba_rms_norm"])
+    kwargs.update(mamba_version=2, mamba_heads=heads, mamba_head_dim=head_dim, mamba_expand=expand,
+                  mamba_state_dim=int(hf["mamba_d_state"]), mamba_num_groups=int(hf["mamba_n_groups"]),
+                  mamba_d_conv=int(hf["mamba_d_conv"]), mamba_conv_bias=bool(hf["mamba_conv_bias"]),
+                  mamba_chunk_size=int(hf["mamba_chunk_size"]), mamba_rmsnorm=rms_norm,
+                  mamba_norm_before_gate=rms_norm and bool(hf["mamba_norm_before_gate"]), **dt_limits(hf),
+                  ssm_multipliers=_scales(hf.get("ssm_multipliers"), 5),
+                  mlp_multipliers=_scales(hf.get("mlp_multipliers"), 2),
+                  **{ours: _scale(hf.get(theirs)) for theirs, ours in FALCON_H1_SCALES.items()})
+    key_multiplier = _scale(hf.get("key_multiplier"))
+    if key_multiplier is not None:  # q . (m k) / sqrt(d): the key scale is a softmax scale
+        kwargs["softmax_scale"] = key_multiplier * kwargs["kv_channels"] ** -0.5
+    return kwargs
+
+
+def _falcon_h1_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    out, _, _ = _hybrid_hf_config(cfg, "falcon_h1", "-", mixer="H")
+    require_config(cfg, "falcon_h1", position_embedding_type="rope", add_bias_linear=False, add_qkv_bias=False,
+                   add_dense_bias=False, add_mlp_bias=False)
+    key_multiplier = (cfg.softmax_scale or cfg.kv_channels ** -0.5) * cfg.kv_channels ** 0.5
+    return {**out, "mamba_d_ssm": cfg.mamba_d_inner, "mamba_n_heads": cfg.mamba_num_heads,
+            "mamba_d_head": cfg.mamba_head_dim, "mamba_n_groups": cfg.mamba_num_groups,
+            "mamba_d_state": cfg.mamba_state_dim, "mamba_d_conv": cfg.mamba_d_conv, "mamba_expand": cfg.mamba_expand,
+            "mamba_chunk_size": cfg.mamba_chunk_size, "mamba_conv_bias": cfg.mamba_conv_bias,
+            "mamba_proj_bias": False, "projectors_bias": False, "attention_bias": False, "mlp_bias": False,
+            "mamba_rms_norm": cfg.mamba_rmsnorm, "mamba_norm_before_gate": cfg.mamba_norm_before_gate or
+            not cfg.mamba_rmsnorm, "time_step_limit": dt_limits_hf(cfg), "key_multiplier": key_multiplier,
+            "ssm_multipliers": list(cfg.ssm_multipliers or (1.0,) * 5),
+            "mlp_multipliers": list(cfg.mlp_multipliers or (1.0,) * 2),
+            **{theirs: getattr(cfg, ours) or 1.0 for theirs, ours in FALCON_H1_SCALES.items()}}
+
+
 # --------------------------------------------------------------------------- weight maps
 
 
@@ -322,6 +409,13 @@ def _jamba_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
     return JAMBA_WEIGHTS + tuple(_half(rule, 1) for rule in experts)
 
 
+FALCON_H1_WEIGHTS: Tuple[WeightRule, ...] = (  # the 'H' layer's two mixers, then Bamba's MLP half
+    _mixer("input_layernorm.weight", ["input_layernorm.weight"]),
+    *(_mixer(f"self_attention.mamba.{name}", [f"mamba.{name}"]) for name in MIXER_TENSORS),
+    _mixer("self_attention.attention.linear_qkv.weight", [f"self_attn.{p}_proj.weight" for p in "qkv"], "fuse_rows"),
+    _mixer("self_attention.attention.linear_proj.weight", ["self_attn.o_proj.weight"]),
+) + FEED_FORWARD_WEIGHTS + _ends("model.final_layernorm.weight")
+
 GRANITE4_WEIGHTS: Tuple[WeightRule, ...] = MIXER_WEIGHTS + (
     # without experts the shared MLP is the layer's dense MLP ([2 ffn, h] [gate; up]: our layout)
     _mlp("mlp.linear_fc1.weight", ["shared_mlp.input_linear.weight"]),
@@ -340,3 +434,6 @@ JAMBA = register(Family("jamba", "jamba", "JambaForCausalLM", _jamba_config,
                         _checked("jamba", _jamba_config, _jamba_hf_config), JAMBA_WEIGHTS,
                         preserved_keys=PRESERVED + ("use_mamba_kernels", "use_mambapy", "use_associative_scan"),
                         weights_for=_jamba_weights))
+FALCON_H1 = register(Family("falcon_h1", "falcon_h1", "FalconH1ForCausalLM", _falcon_h1_config,
+                            _checked("falcon_h1", _falcon_h1_config, _falcon_h1_hf_config), FALCON_H1_WEIGHTS,
+                            preserved_keys=("num_logits_to_keep",)), "falcon-h1")

@@ -215,9 +215,6 @@ NEMOTRON_H = register(Family("nemotron_h", "nemotron_h", "NemotronHForCausalLM",
                              weights_for=_nemotron_h_weights), "nemotron-h")
 
 # The Mamba hybrids transformers ships that the decoder cannot build, each with the reason.
-refuse("falcon_h1", "each layer runs attention and a Mamba2 mixer side by side on the same input and sums them, with "
-       "muP multipliers on slices of the Mamba2 projection (ssm_multipliers); a decoder layer has one token mixer",
-       "falcon-h1")
 refuse("zamba", "its shared attention block is one set of weights applied at several depths to the hidden state "
        "concatenated with the word embeddings; the decoder owns every layer's weights once")
 refuse("zamba2", "its shared attention blocks are weights applied at several depths (with per-depth LoRA adapters) to "
