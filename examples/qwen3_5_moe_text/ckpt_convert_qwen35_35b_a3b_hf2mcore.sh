@@ -5,10 +5,11 @@
 # the separate DeltaNet projections regrouped into ours.
 # The published Qwen/Qwen3.5-35B-A3B directory is the multimodal Qwen3_5MoeForConditionalGeneration (these fields
 # under config.json's text_config; the text tensors under model.language_model.*, beside model.visual.* and the MTP
-# layer's mtp.*). The converter reads a text-only Qwen3_5MoeForCausalLM directory (model_type qwen3_5_moe_text: that
-# text_config as config.json, the tensors as model.* and lm_head.*, one tensor per expert, no visual or MTP tensors),
-# which this suite does not extract; the multi-token-prediction layer (mtp_num_hidden_layers 1) is not converted or
-# trained.
+# layer's mtp.*). The converter reads it as it is: text_config and the model.language_model.* tensors as the text
+# model (qwen3_5_moe_text), the vision tower and the MTP layer left out with a note
+# (transformers' text model does not load them either); a text-only Qwen3_5MoeForCausalLM directory converts too.
+# The multi-token-prediction layer (mtp_num_hidden_layers 1) is not converted or trained; mcore2hf writes the text
+# model.
 #   bash examples/qwen3_5_moe_text/ckpt_convert_qwen35_35b_a3b_hf2mcore.sh
 #   SMOKE=1 bash examples/qwen3_5_moe_text/ckpt_convert_qwen35_35b_a3b_hf2mcore.sh   # a tiny random qwen3_5_moe_text model (3 DeltaNet layers, attention), TP=2 PP=2 EP=2
 #   DRY_RUN=1 bash examples/qwen3_5_moe_text/ckpt_convert_qwen35_35b_a3b_hf2mcore.sh   # print the command only

@@ -7,10 +7,11 @@
 # file itself was not read here (see examples/README.md).
 # The published Qwen/Qwen3.5-35B-A3B directory is the multimodal Qwen3_5MoeForConditionalGeneration (these fields
 # under config.json's text_config; the text tensors under model.language_model.*, beside model.visual.* and the MTP
-# layer's mtp.*). The converter reads a text-only Qwen3_5MoeForCausalLM directory (model_type qwen3_5_moe_text: that
-# text_config as config.json, the tensors as model.* and lm_head.*, one tensor per expert, no visual or MTP tensors),
-# which this suite does not extract; the multi-token-prediction layer (mtp_num_hidden_layers 1) is not converted or
-# trained.
+# layer's mtp.*). The converter reads it as it is: text_config and the model.language_model.* tensors as the text
+# model (qwen3_5_moe_text), the vision tower and the MTP layer left out with a note
+# (transformers' text model does not load them either); a text-only Qwen3_5MoeForCausalLM directory converts too.
+# The multi-token-prediction layer (mtp_num_hidden_layers 1) is not converted or trained; mcore2hf writes the text
+# model.
 # Layout: 2 node(s) x 8 devices, TP=1 PP=2 EP=8 (DP8; 20 layers per stage, 32 experts per EP rank), alltoall, grouped GEMM, full recompute.
 #   bash examples/qwen3_5_moe_text/pretrain_qwen35_35b_a3b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/qwen3_5_moe_text/pretrain_qwen35_35b_a3b_ptd.sh     # seconds on the CPU, same behaviour flags

@@ -5,9 +5,10 @@
 # in_proj_b / in_proj_a rows regrouped into our fused DeltaNet projections.
 # The published Qwen/Qwen3.5-27B directory is the multimodal Qwen3_5ForConditionalGeneration (these fields under
 # config.json's text_config; the text tensors under model.language_model.*, beside model.visual.* and the MTP
-# layer's mtp.*). The converter reads a text-only Qwen3_5ForCausalLM directory (model_type qwen3_5_text: that
-# text_config as config.json, the tensors as model.* and lm_head.*, no visual or MTP tensors), which this suite
-# does not extract; the multi-token-prediction layer (mtp_num_hidden_layers 1) is not converted or trained.
+# layer's mtp.*). The converter reads it as it is: text_config and the model.language_model.* tensors as the text
+# model (qwen3_5_text), the vision tower and the MTP layer left out with a note (transformers' text model does not
+# load them either); a text-only Qwen3_5ForCausalLM directory converts too. The multi-token-prediction layer
+# (mtp_num_hidden_layers 1) is not converted or trained; mcore2hf writes the text model.
 #   bash examples/qwen3_5_text/ckpt_convert_qwen35_27b_hf2mcore.sh
 #   SMOKE=1 bash examples/qwen3_5_text/ckpt_convert_qwen35_27b_hf2mcore.sh   # a tiny random qwen3_5_text model (3 DeltaNet layers, attention), TP=2 PP=2
 #   DRY_RUN=1 bash examples/qwen3_5_text/ckpt_convert_qwen35_27b_hf2mcore.sh   # print the command only

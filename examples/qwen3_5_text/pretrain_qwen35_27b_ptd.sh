@@ -7,9 +7,10 @@
 # layers). The Hub file itself was not read here (see examples/README.md).
 # The published Qwen/Qwen3.5-27B directory is the multimodal Qwen3_5ForConditionalGeneration (these fields under
 # config.json's text_config; the text tensors under model.language_model.*, beside model.visual.* and the MTP
-# layer's mtp.*). The converter reads a text-only Qwen3_5ForCausalLM directory (model_type qwen3_5_text: that
-# text_config as config.json, the tensors as model.* and lm_head.*, no visual or MTP tensors), which this suite
-# does not extract; the multi-token-prediction layer (mtp_num_hidden_layers 1) is not converted or trained.
+# layer's mtp.*). The converter reads it as it is: text_config and the model.language_model.* tensors as the text
+# model (qwen3_5_text), the vision tower and the MTP layer left out with a note (transformers' text model does not
+# load them either); a text-only Qwen3_5ForCausalLM directory converts too. The multi-token-prediction layer
+# (mtp_num_hidden_layers 1) is not converted or trained; mcore2hf writes the text model.
 # Layout: 2 node(s) x 8 devices, TP=4 PP=2 (DP2; 32 layers per stage; heads, KV heads and DeltaNet heads split over
 # TP), full recompute.
 #   bash examples/qwen3_5_text/pretrain_qwen35_27b_ptd.sh             # the real run (set the paths below)

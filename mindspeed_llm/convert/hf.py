@@ -22,6 +22,44 @@ from mindspeed_llm.convert.layout import ModelLayout
 from mindspeed_llm.models.registry import (IGNORED_HF_TENSORS, Family, RegistryError, family_for_hf_config,
                                            get_family, to_ours)
 
+@dataclasses.dataclass(frozen=True)
+class MultimodalText:
+    """Where the text model of a multimodal checkpoint sits: its family, the prefix of its tensors (read as the
+    text model's ``model.``) and the prefixes of the towers and projectors the converter leaves out."""
+
+    text_family: str
+    text_prefix: str
+    left_out: Tuple[str, ...]
+
+
+# Multimodal checkpoints (``model_type`` of config.json) whose language model is a registered text family: the
+# converter reads ``text_config`` and the text tensors and leaves the vision tower out; its export is the text model
+MULTIMODAL_TEXT_MODELS: Dict[str, MultimodalText] = {
+    "qwen3_5": MultimodalText("qwen3_5_text", "model.language_model.", ("model.visual.",)),
+    "qwen3_5_moe": MultimodalText("qwen3_5_moe_text", "model.language_model.", ("model.visual.",)),
+}
+
+
+def text_model_config(hf_config: Dict[str, Any], where: str) -> Tuple[Dict[str, Any], Optional[MultimodalText]]:
+    """``config.json`` of the text model, and where its tensors sit (None: not a multimodal checkpoint).
+
+    A multimodal config's ``text_config`` with the text family's ``model_type``; its outer
+    ``tie_word_embeddings`` (what ``*ForConditionalGeneration`` ties) wins, and must not contradict the inner one.
+    """
+    multimodal = MULTIMODAL_TEXT_MODELS.get(hf_config.get("model_type"))
+    if multimodal is None:
+        return hf_config, None
+    text = hf_config.get("text_config")
+    if not isinstance(text, dict):
+        raise ConversionError(f"{where}: model_type {hf_config['model_type']!r} is multimodal but has no text_config; "
+                              "restore the file")
+    outer, inner = hf_config.get("tie_word_embeddings"), text.get("tie_word_embeddings")
+    if outer is not None and inner is not None and bool(outer) != bool(inner):
+        raise ConversionError(f"{where}: tie_word_embeddings is {outer} but text_config says {inner}; make them agree")
+    tied = {"tie_word_embeddings": outer} if outer is not None else {}
+    return {**text, **tied, "model_type": get_family(multimodal.text_family).model_type}, multimodal
+
+
 class HFSource:
     """Reads HF tensors from ``model.safetensors`` or an index of shards, one tensor at a time.
 
@@ -31,8 +69,9 @@ class HFSource:
 
     def __init__(self, load_dir: str, family_name: Optional[str]) -> None:
         self.load_dir = load_dir
-        self.hf_config = read_hf_config(load_dir)
-        self.family: Family = resolve_family(family_name, self.hf_config, os.path.join(load_dir, HF_CONFIG))
+        config_path = os.path.join(load_dir, HF_CONFIG)
+        self.hf_config, self.multimodal = text_model_config(read_hf_config(load_dir), config_path)
+        self.family: Family = resolve_family(family_name, self.hf_config, config_path)
         self.family_name = self.family.name
         try:
             self.config = TransformerConfig(**self.family.to_config(self.hf_config))
@@ -40,6 +79,19 @@ class HFSource:
             raise ConversionError(f"{os.path.join(load_dir, HF_CONFIG)}: {error}") from None
         self.where, self.shapes = self._index()
         self._drop_absent_mtp_layers()
+        if self.multimodal is not None:
+            print(f"convert_ckpt: note: {config_path} is multimodal; converting its text model "
+                  f"({self.multimodal.text_prefix}*) as {self.family_name}", file=sys.stderr)
+        if self.left_out_count:
+            print(f"convert_ckpt: note: leaving out {self.left_out_count} tensor(s) of "
+                  f"{', '.join(p + '*' for p in self._left_out_prefixes())}, which {self.family.architecture} "
+                  "does not load either", file=sys.stderr)
+
+    def _left_out_prefixes(self) -> Tuple[str, ...]:
+        """The prefixes of the tensors no parameter reads: a multimodal checkpoint's towers, the family's unloaded
+        ones (Qwen3-Next's MTP layer)."""
+        towers = self.multimodal.left_out if self.multimodal is not None else ()
+        return towers + self.family.unloaded_hf_prefixes
 
     def _drop_absent_mtp_layers(self) -> None:
         """A config.json with MTP layers (``num_nextn_predict_layers``) over weights without them (transformers
@@ -86,13 +138,32 @@ class HFSource:
         if weight_map is not None:  # trust the index only where the shard agrees
             where = {name: os.path.join(self.load_dir, file) for name, file in weight_map.items()
                      if where.get(name) == os.path.join(self.load_dir, file)}
-        return self._canonical_names(where, shapes)
+        self.file_names: Dict[str, str] = {}
+        self.left_out_count = 0
+        return self._canonical_names(*self._loaded_names(where, shapes))
+
+    def _loaded_names(self, where: Dict[str, str], shapes: Dict[str, Tuple[int, ...]]
+                      ) -> Tuple[Dict[str, str], Dict[str, Tuple[int, ...]]]:
+        """The index without the tensors no parameter reads (counted in ``left_out_count``), a multimodal
+        checkpoint's text tensors under the text model's names (``model.language_model.x`` -> ``model.x``)."""
+        left_out, prefix = self._left_out_prefixes(), self.multimodal.text_prefix if self.multimodal else None
+        kept_where: Dict[str, str] = {}
+        kept_shapes: Dict[str, Tuple[int, ...]] = {}
+        for name, path in where.items():
+            if left_out and name.startswith(left_out):
+                self.left_out_count += 1
+                continue
+            text_name = "model." + name[len(prefix):] if prefix and name.startswith(prefix) else name
+            kept_where[text_name], kept_shapes[text_name] = path, shapes[name]
+            self.dtypes[text_name] = self.dtypes.pop(name)
+            if text_name != name:
+                self.file_names[text_name] = name
+        return kept_where, kept_shapes
 
     def _canonical_names(self, where: Dict[str, str], shapes: Dict[str, Tuple[int, ...]]
                          ) -> Tuple[Dict[str, str], Dict[str, Tuple[int, ...]]]:
         """The index under the weight map's names (``Family.hf_tensor_aliases``); ``file_names`` keeps each
         renamed tensor's name in its file."""
-        self.file_names: Dict[str, str] = {}
         renames = {name: self.family.canonical_hf_name(name) for name in where}
         for name, canonical in renames.items():
             if canonical == name:
@@ -102,7 +173,7 @@ class HFSource:
                                       f"{self.family_name} tensor; keep one")
             where[canonical], shapes[canonical] = where.pop(name), shapes.pop(name)
             self.dtypes[canonical] = self.dtypes.pop(name)
-            self.file_names[canonical] = name
+            self.file_names[canonical] = self.file_names.pop(name, name)
         return where, shapes
 
     def check(self, layout: ModelLayout) -> None:

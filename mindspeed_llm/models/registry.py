@@ -957,6 +957,9 @@ class Family:
     # (regex, replacement): another spelling of a tensor name that checkpoints of the family also use, read as the
     # name the weight map gives (Kimi Linear's dense MLPs, which transformers saves under block_sparse_moe)
     hf_tensor_aliases: Tuple[Tuple[str, str], ...] = ()
+    # prefixes of the HF tensors transformers does not load either (its _keys_to_ignore_on_load_unexpected: the
+    # MTP layer of Qwen3-Next and Qwen3.5): the converter leaves them out with a note
+    unloaded_hf_prefixes: Tuple[str, ...] = ()
 
     def rules(self, cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
         """The weight map of the model built from ``cfg`` (a reward model's score head included)."""

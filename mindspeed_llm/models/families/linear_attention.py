@@ -218,10 +218,13 @@ def _qwen3_next_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
     return QWEN3_NEXT_ATTENTION + _gated_moe_weights(cfg)
 
 
+# the multi-token-prediction layer published Qwen3-Next and Qwen3.5 checkpoints carry (mtp.*), which transformers
+# does not load and the decoder does not build: left out on conversion, with a note
+MTP_LAYER = ("mtp.",)
 QWEN3_NEXT = register(Family("qwen3_next", "qwen3_next", "Qwen3NextForCausalLM", _qwen3_next_config,
                              _checked("qwen3_next", _qwen3_next_config, _qwen3_next_hf_config), QWEN3_NEXT_ATTENTION,
                              preserved_keys=("output_router_logits", "full_attention_interval"),
-                             weights_for=_qwen3_next_weights), "qwen3-next")
+                             weights_for=_qwen3_next_weights, unloaded_hf_prefixes=MTP_LAYER), "qwen3-next")
 
 
 # --------------------------------------------------------------------------- Qwen3.5 (text) and Qwen3.5-MoE (text)
@@ -283,13 +286,15 @@ def _qwen3_5_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
 QWEN3_5_PRESERVED = ("output_router_logits", "full_attention_interval")
 QWEN3_5_TEXT = register(Family("qwen3_5_text", "qwen3_5_text", "Qwen3_5ForCausalLM", _qwen3_5_text_config,
                                _checked("qwen3_5_text", _qwen3_5_text_config, _qwen3_5_text_hf_config),
-                               QWEN3_5_ATTENTION, preserved_keys=QWEN3_5_PRESERVED, weights_for=_qwen3_5_weights),
-                        "qwen3.5", "qwen3-5")
+                               QWEN3_5_ATTENTION, preserved_keys=QWEN3_5_PRESERVED, weights_for=_qwen3_5_weights,
+                               unloaded_hf_prefixes=MTP_LAYER),
+                        "qwen3.5", "qwen3-5", "qwen3_5")
 QWEN3_5_MOE_TEXT = register(Family("qwen3_5_moe_text", "qwen3_5_moe_text", "Qwen3_5MoeForCausalLM",
                                    _qwen3_5_moe_text_config,
                                    _checked("qwen3_5_moe_text", _qwen3_5_moe_text_config, _qwen3_5_moe_text_hf_config),
-                                   QWEN3_5_ATTENTION, preserved_keys=QWEN3_5_PRESERVED, weights_for=_qwen3_5_weights),
-                            "qwen3.5-moe", "qwen3-5-moe")
+                                   QWEN3_5_ATTENTION, preserved_keys=QWEN3_5_PRESERVED, weights_for=_qwen3_5_weights,
+                                   unloaded_hf_prefixes=MTP_LAYER),
+                            "qwen3.5-moe", "qwen3-5-moe", "qwen3_5_moe")
 
 # The linear-attention hybrids transformers ships that the decoder cannot build yet, each with what it lacks.
 refuse("bailing_hybrid", "its KDA layers differ from Kimi Linear's (full-rank f_proj/g_proj gates and the bounded "
