@@ -129,19 +129,19 @@ class TransformerLayer(nn.Module):
         super().__init__()
         self.config = config
         mixer, mlp = config.layer_parts(layer_number)
+        pre_norm, output_norm = config.layer_norms(layer_number)
         first_without_norm = layer_number == 0 and not config.first_input_layernorm  # ModernBERT
         self.input_layernorm = self.self_attention = self.post_self_attn_layernorm = None
         if mixer is not None:  # the token mixer: attention, a linear mixer ('G', 'K', 'L'), Mamba + attention ('H')
-            self.input_layernorm = (hidden_norm(config) if config.pre_norm and not first_without_norm
-                                    else nn.Identity())
+            self.input_layernorm = hidden_norm(config) if pre_norm and not first_without_norm else nn.Identity()
             self.self_attention = build_mixer(mixer, config, state, layer_number)
-            self.post_self_attn_layernorm = hidden_norm(config) if config.output_norm else None
+            self.post_self_attn_layernorm = hidden_norm(config) if output_norm else None
         self.pre_mlp_layernorm = self.mlp = self.post_mlp_layernorm = None
         if mlp is not None:  # absent in a hybrid pattern's mixer-only layers ('*', 'G')
             shared_norm = config.parallel_residual_shared_norm
-            self.pre_mlp_layernorm = hidden_norm(config) if config.pre_norm and not shared_norm else nn.Identity()
+            self.pre_mlp_layernorm = hidden_norm(config) if pre_norm and not shared_norm else nn.Identity()
             self.mlp = MoELayer(config, state) if mlp == MOE_MLP else MLP(config, state)
-            self.post_mlp_layernorm = hidden_norm(config) if config.output_norm else None
+            self.post_mlp_layernorm = hidden_norm(config) if output_norm else None
         # --swap-attention: the sub-modules whose saved activations go to host memory, and the record of
         # this forward's offloads (None when not swapping); recompute_mlp: MindSpeed's MLP recompute
         self._swap_attributes = swapped_attributes(config.swap_modules) if config.swap_attention else ()

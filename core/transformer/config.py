@@ -635,6 +635,20 @@ class ModelConfig:
                                           help="gated DeltaNet: chunk length of the chunked pure-PyTorch delta rule "
                                                "(flash-linear-attention's kernel, used in bf16/fp16 on CUDA, keeps "
                                                "its own 64); the result does not depend on it")
+    # OLMo-Hybrid's gated DeltaNet: beta = 2 sigmoid(b) in (0, 2), so the state update may have negative eigenvalues
+    # (flash-linear-attention's allow_neg_eigval) [--linear-allow-neg-eigval]; its gated output norm's eps when it is
+    # not --norm-epsilon (OLMo-Hybrid: fla's 1e-5 beside rms_norm_eps 1e-6) [--linear-norm-epsilon]; under
+    # --post-norm-only its DeltaNet layers keep Llama's pre-norms while its attention layers have Olmo3's output
+    # norms only [--linear-attention-pre-norm]
+    linear_allow_neg_eigval: bool = config_field(False, features=(LINEAR_ATTENTION,),
+                                                 help="gated DeltaNet: beta = 2 sigmoid(b), in (0, 2) (OLMo-Hybrid; "
+                                                      "flash-linear-attention's allow_neg_eigval)")
+    linear_norm_epsilon: Optional[float] = config_field(None, type=float, features=(LINEAR_ATTENTION,),
+                                                        help="gated DeltaNet: eps of its gated output norm (default "
+                                                             "--norm-epsilon; OLMo-Hybrid: 1e-5)")
+    linear_attention_pre_norm: bool = config_field(False, features=(LINEAR_ATTENTION,),
+                                                   help="with --post-norm-only: the gated DeltaNet layers keep the "
+                                                        "norms before their branches (OLMo-Hybrid)")
     short_conv_kernel_size: int = config_field(3, features=(SHORT_CONV,),
                                                help="short-conv layers: width of the causal depthwise conv")
     short_conv_bias: bool = config_field(False, features=(SHORT_CONV,),
@@ -1128,6 +1142,11 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if keys % tp:
             raise ValueError(f"--linear-num-key-heads ({keys}) must be divisible by --tensor-model-parallel-size "
                              f"({tp}): TP splits the gated DeltaNet (and KDA) by key heads")
+        if not any(self.layer_parts(i)[0] == GDN_MIXER for i in range(self.num_layers)):
+            gdn_only = self._changed(("linear_allow_neg_eigval", "linear_norm_epsilon"))
+            if gdn_only:
+                raise ValueError(f"{gdn_only[0]} applies to gated DeltaNet layers, which this model has none of; "
+                                 "drop it")
         lightning = any(self.layer_parts(i)[0] == LIGHTNING_MIXER for i in range(self.num_layers))
         if lightning and (keys != values or self.linear_key_head_dim != self.linear_value_head_dim):
             raise ValueError(f"lightning-attention layers have one head count and head dim: --linear-num-key-heads "
@@ -1490,6 +1509,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                                        or self.residual_alpha is not None):
             raise ValueError("--parallel-residual adds both branches to one residual; it does not take "
                              "--apply-residual-connection-post-layernorm or --residual-alpha")
+        if self.linear_attention_pre_norm and not self.post_norm_only:
+            raise ValueError("--linear-attention-pre-norm keeps pre-norms in the linear-attention layers of a "
+                             "--post-norm-only model; add --post-norm-only or drop it")
         if self.post_norm_only and self.apply_residual_connection_post_layernorm:
             raise ValueError("--apply-residual-connection-post-layernorm keeps the norm before each branch, which "
                              "--post-norm-only drops; drop one of them")
@@ -1700,6 +1722,14 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
     def mlp_function(self) -> str:
         """The MLP's elementwise function (gelu, gelu_tanh, relu, squared_relu, silu, quick_gelu, xielu)."""
         return ACTIVATIONS[self.activation][0]
+
+    def layer_norms(self, layer_number: int) -> Tuple[bool, bool]:
+        """(norms before the branches, norms on their outputs) of global layer ``layer_number``: the model's
+        (:attr:`pre_norm`, :attr:`output_norm`), but pre-norms only in linear-attention layers under
+        --linear-attention-pre-norm (OLMo-Hybrid)."""
+        if self.linear_attention_pre_norm and self.layer_parts(layer_number)[0] in LINEAR_MIXERS:
+            return True, False
+        return self.pre_norm, self.output_norm
 
     @property
     def pre_norm(self) -> bool:

@@ -35,8 +35,8 @@ parallelism): ``in_proj_qkvz`` and ``in_proj_ba`` project the hidden state in tr
 order, per key head ``[q, k, v-group, z-group]`` and ``[b-group, a-group]`` (a group is the key head's
 ``r`` value heads), so a Qwen3-Next tensor loads by a plain copy; ``[q; k; v]`` (every head's ``q``,
 then ``k``, then ``v``) runs through a short causal depthwise conv (no bias) and SiLU;
-``beta = sigmoid(b)``, ``g = -exp(A_log) softplus(a + dt_bias)``; the delta rule gives one ``dv``
-vector per value head, normalised by a gated RMSNorm over ``dv`` (``weight * rms_norm(o) * silu(z)``,
+``beta = sigmoid(b)`` (``2 sigmoid(b)`` with ``--linear-allow-neg-eigval``, OLMo-Hybrid),
+``g = -exp(A_log) softplus(a + dt_bias)``; the delta rule gives one ``dv`` vector per value head, normalised by a gated RMSNorm over ``dv`` (``weight * rms_norm(o) * silu(z)``,
 one weight shared by every head) and mapped back by ``out_proj``. The conv and the delta rule are the
 *stateful core* (:mod:`core.transformer.sequence_state`): carry = (the conv's last ``k - 1`` inputs
 ``[b, k-1, c]``, the state ``[b, h_v, dk, dv]`` fp32), so packed documents restart at each document.
@@ -351,8 +351,9 @@ class GatedDeltaNet(nn.Module):
         self.dt_bias = split_vector(per_head, tp, "mamba_dt_bias", dtype)  # [hv/tp]
         self.A_log = split_vector(per_head, tp, "mamba_a_log_uniform", dtype)  # [hv/tp]
         # one weight over dv for every head (plain weight, no 1+w offset), used by each rank for its own heads
-        self.norm = RMSNorm(value_dim, config.norm_epsilon, grad_partial_over_tp=True, dtype=dtype,
-                            fused=config.use_fused_rmsnorm)
+        eps = config.linear_norm_epsilon if config.linear_norm_epsilon is not None else config.norm_epsilon
+        self.norm = RMSNorm(value_dim, eps, grad_partial_over_tp=True, dtype=dtype, fused=config.use_fused_rmsnorm)
+        self.beta_scale = 2.0 if config.linear_allow_neg_eigval else 1.0  # OLMo-Hybrid: beta in (0, 2)
         self.out_proj = RowParallelLinear(value_heads * value_dim, config.hidden_size, group=self.group,
                                           bias=config.add_bias_linear, sequence_parallel=config.sequence_parallel,
                                           segments=(Segment(value_heads, value_dim),), dtype=dtype)
@@ -383,7 +384,7 @@ class GatedDeltaNet(nn.Module):
         mixed, conv_past = carried_causal_conv(mixed, self.conv1d.weight, None, conv_past)
         key_width = self.local_key_heads * self.key_dim
         q, k, v = F.silu(mixed).split([key_width, key_width, heads * self.value_dim], dim=-1)
-        beta = torch.sigmoid(beta_logits.float())  # [b, s, hv/tp]
+        beta = torch.sigmoid(beta_logits.float()) * self.beta_scale  # [b, s, hv/tp]
         g = -torch.exp(self.A_log.float()) * F.softplus(a.float() + self.dt_bias.float())  # [b, s, hv/tp]
         out, state = gated_delta_rule(q.reshape(batch, seq, -1, self.key_dim), k.reshape(batch, seq, -1, self.key_dim),
                                       v.reshape(batch, seq, heads, self.value_dim), g, beta, self.chunk_size, state)

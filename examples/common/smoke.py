@@ -109,11 +109,16 @@ def compare(dir_a: str, dir_b: str) -> None:
     carry no weights, such as MiniMax's stored decays, which the converter recomputes and does not write, aside)."""
     import torch
 
-    from mindspeed_llm.models.registry import IGNORED_HF_TENSORS
+    from mindspeed_llm.models.registry import IGNORED_HF_TENSORS, family_for_hf_config
 
     def weights(directory: str) -> Dict[str, Any]:
-        return {name: tensor for name, tensor in _tensors(directory).items()
-                if not any(pattern.match(name) for pattern in IGNORED_HF_TENSORS)}
+        """The weights, laid out as the published checkpoints are (transformers saves some in its own layout)."""
+        with open(os.path.join(directory, "config.json")) as handle:
+            config = json.load(handle)
+        tensors = {name: tensor for name, tensor in _tensors(directory).items()
+                   if not any(pattern.match(name) for pattern in IGNORED_HF_TENSORS)}
+        layout = family_for_hf_config(config).published_layout
+        return layout(tensors, config) if layout is not None else tensors
 
     a, b = weights(dir_a), weights(dir_b)
     if a.keys() != b.keys():

@@ -960,6 +960,10 @@ class Family:
     # prefixes of the HF tensors transformers does not load either (its _keys_to_ignore_on_load_unexpected: the
     # MTP layer of Qwen3-Next and Qwen3.5): the converter leaves them out with a note
     unloaded_hf_prefixes: Tuple[str, ...] = ()
+    # HF tensors (name -> tensor) as transformers' save_pretrained writes them, given config.json -> as the published
+    # checkpoints and the converter lay them out, where the two differ (OLMo-Hybrid's q/k/v convs: transformers
+    # saves even chunks of the fused conv); idempotent, for the round-trip checks
+    published_layout: Optional[Callable[[Dict[str, torch.Tensor], Dict[str, Any]], Dict[str, torch.Tensor]]] = None
 
     def rules(self, cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
         """The weight map of the model built from ``cfg`` (a reward model's score head included)."""

@@ -10,7 +10,8 @@ Ulysses), Kimi Delta Attention alone (``KK``) and beside multi-latent attention 
 documents at CP 4, and at CP 2 x TP 2 + SP), and lightning attention alone (``LL``) and in MiniMax's layout
 beside attention with post-norm, weighed residuals (with documents at CP 4, and at CP 2 x TP 2 + SP), and Falcon-H1's
 ``H-H-`` (Mamba2 and attention side by side, every muP scale: under Ulysses, with documents at CP 4, at CP 2 x TP 2
-+ SP and at CP 2 x PP 2). Layouts:
++ SP and at CP 2 x PP 2), and OLMo-Hybrid's DeltaNet layer (pre-norms, beta in (0, 2)) beside an attention layer
+with output norms only (ring CP 2). Layouts:
 the ring's load-balanced chunks (at CP 4 a chunk of 2 tokens, shorter than the conv's 3 carried inputs),
 contiguous parts (the ring with ``--attention-mask-type general``), Ulysses and the
 hybrid 2 x 2 (whose chain visits CP ranks 0, 2, 3, 1), CP 2 x TP 2 with sequence parallelism, CP 2 x PP 2,
@@ -53,6 +54,11 @@ GDN_GPT = ["--num-layers", "2", "--experimental-attention-variant", "gated_delta
            "--position-embedding-type", "rope"]
 SHORT_CONV = ["--num-layers", "2", "--experimental-attention-variant", "short_conv", "--linear-attention-freq",
               "[1,0]", "--ffn-hidden-size", "32", "--swiglu", "--position-embedding-type", "rope"]
+# OLMo-Hybrid's layers: a DeltaNet layer with pre-norms and beta in (0, 2) beside an attention layer with output
+# norms only and full-width q/k norms
+OLMO_HYBRID = [flag for flag in GDN_GPT if flag != "--attention-output-gate"] + [
+    "--post-norm-only", "--linear-attention-pre-norm", "--linear-allow-neg-eigval", "--linear-norm-epsilon", "1e-5",
+    "--qk-layernorm", "--qk-layernorm-full-width"]
 # Kimi Delta Attention alone ('K' letters), and in GPT layers beside multi-latent attention without positions
 KDA = ["--num-layers", "2", "--hybrid-override-pattern", "KK", *GDN_SIZES, "--position-embedding-type", "none"]
 KDA_GPT = ["--num-layers", "2", "--experimental-attention-variant", "kda", "--linear-attention-freq", "[1,0]",
@@ -82,7 +88,7 @@ MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAM
           "gdn_gpt_documents": GDN_GPT + DOCUMENTS + ["--reset-position-ids"], "short_conv": SHORT_CONV,
           "short_conv_documents": SHORT_CONV + DOCUMENTS + ["--reset-position-ids"], "kda": KDA, "kda_gpt": KDA_GPT,
           "kda_gpt_documents": KDA_GPT + DOCUMENTS, "lightning": LIGHTNING, "lightning_gpt": LIGHTNING_GPT,
-          "lightning_gpt_documents": LIGHTNING_GPT + DOCUMENTS + ["--reset-position-ids"], "falcon_h1": FALCON_H1,
+          "lightning_gpt_documents": LIGHTNING_GPT + DOCUMENTS + ["--reset-position-ids"], "falcon_h1": FALCON_H1, "olmo_hybrid": OLMO_HYBRID,
           "falcon_h1_documents": FALCON_H1 + DOCUMENTS + ["--reset-position-ids"]}
 RING, ULYSSES, HYBRID_CP = "megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo"
 CONTIGUOUS = ["--attention-mask-type", "general"]  # the ring without load balancing: one part per rank
@@ -103,7 +109,8 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "short_conv_contiguous_cp2": ("short_conv", _cp(2, RING, *CONTIGUOUS)),
         "kda_ring_cp2": ("kda", _cp(2)),
         "lightning_ring_cp2": ("lightning", _cp(2)),
-        "falcon_h1_ulysses_cp2": ("falcon_h1", _cp(2, ULYSSES))},
+        "falcon_h1_ulysses_cp2": ("falcon_h1", _cp(2, ULYSSES)),
+        "olmo_hybrid_ring_cp2": ("olmo_hybrid", _cp(2))},
     4: {"mamba2_ring_cp4": ("mamba2", _cp(4)),
         "hybrid_2x2": ("hybrid", _cp(4, HYBRID_CP, "--ulysses-degree-in-cp", "2")),
         "mamba2_ring_cp2_tp2_sp": ("mamba2", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),

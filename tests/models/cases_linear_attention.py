@@ -77,3 +77,21 @@ CASES.update({
                                           layer_types=["full_attention", "linear_attention", "linear_attention"]),
                                      "minimax"),
 })
+
+# OLMo-Hybrid: DeltaNet, attention, DeltaNet (2 key / 4 value heads of 16, beta doubled) with Llama's pre-norms in
+# the DeltaNet layers and Olmo3's output norms and full-width q/k norms in the attention layer, RoPE there; a
+# second case without positions (rope_theta null, as the released checkpoints), beta in (0, 1), transformers'
+# default DeltaNet sizes (4 heads, key dim 12, value dim 24), one KV head and tied embeddings
+OLMO_HYBRID_IDS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+CASES.update({
+    "olmo_hybrid": ("OlmoHybridConfig", "OlmoHybridForCausalLM",
+                    dict(OLMO_HYBRID_IDS, linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
+                         linear_num_value_heads=4, initializer_range=0.2,
+                         layer_types=["linear_attention", "full_attention", "linear_attention"]), "olmo_hybrid"),
+    "olmo_hybrid_nope_tied": ("OlmoHybridConfig", "OlmoHybridForCausalLM",
+                              dict(OLMO_HYBRID_IDS, rope_parameters={"rope_type": "default", "rope_theta": None},
+                                   linear_allow_neg_eigval=False, num_key_value_heads=1, tie_word_embeddings=True,
+                                   initializer_range=0.1,
+                                   layer_types=["full_attention", "linear_attention", "linear_attention"]),
+                              "olmo_hybrid"),
+})

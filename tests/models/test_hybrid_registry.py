@@ -238,3 +238,24 @@ def test_falcon_h1_export_needs_its_pairs() -> None:
     cfg = config_from_hf(FALCON_H1_05B, "falcon_h1")
     with pytest.raises(RegistryError, match="an H layer then a '-' layer"):
         get_family("falcon_h1").to_hf_config(dataclasses.replace(cfg, hybrid_override_pattern="H-M-"))
+
+
+def test_olmo_hybrid_reads_transformers_defaults_and_nope() -> None:
+    """OlmoHybridConfig's defaults (DeltaNet heads = attention heads, key dim 0.75 hidden / heads, value dim twice
+    it, every 4th layer attention, beta doubled); rope_theta null (the released checkpoints) is no positions, and
+    the export writes it back."""
+    hf = dict(model_type="olmo_hybrid", hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+              num_attention_heads=4, vocab_size=128, rope_parameters={"rope_type": "default", "rope_theta": None})
+    cfg = config_from_hf(hf, "olmo_hybrid")
+    assert (cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
+            cfg.linear_value_head_dim) == (4, 4, 12, 24)
+    assert [cfg.layer_parts(i)[0] for i in range(4)] == ["gated_delta_net"] * 3 + ["attention"]
+    assert cfg.position_embedding_type == "none" and cfg.linear_allow_neg_eigval and cfg.norm_epsilon == 1e-6
+    assert cfg.layer_norms(0) == (True, False) and cfg.layer_norms(3) == (False, True)
+    exported = get_family("olmo_hybrid").to_hf_config(cfg)
+    assert exported["rope_parameters"]["rope_theta"] is None and exported["linear_allow_neg_eigval"] is True
+    assert exported["layer_types"] == ["linear_attention"] * 3 + ["full_attention"]
+    with pytest.raises(RegistryError, match="olmo_hybrid attention_bias=True is not supported"):
+        config_from_hf({**hf, "attention_bias": True}, "olmo_hybrid")
+    with pytest.raises(RegistryError, match="olmo_hybrid cannot express linear_attention_pre_norm=False"):
+        get_family("olmo_hybrid").to_hf_config(dataclasses.replace(cfg, linear_attention_pre_norm=False))

@@ -19,6 +19,7 @@ over TP 2 (``--target-expert-tensor-parallel-size 1``) -> mg at EP 1 -> HF, exac
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Dict, List, Tuple
 
@@ -74,10 +75,15 @@ def test_every_family_has_a_case() -> None:
 def saved_as_written(hf_dir: str, case: Tuple[str, str, Dict[str, Any], str]) -> Dict[str, torch.Tensor]:
     """The tensors transformers saved in ``hf_dir``, under the names the converter writes: the family's own
     spelling where transformers saves another one it also reads (``Family.hf_tensor_aliases``), without the
-    buffers that carry no weights (``IGNORED_HF_TENSORS``: MiniMax's fixed decays, recomputed on load)."""
+    buffers that carry no weights (``IGNORED_HF_TENSORS``: MiniMax's fixed decays, recomputed on load), laid out
+    as the published checkpoints are where transformers saves another layout (``Family.published_layout``)."""
     family = get_family(case[3])
-    return {family.canonical_hf_name(name): tensor for name, tensor in read_safetensors(hf_dir).items()
-            if not any(pattern.match(name) for pattern in IGNORED_HF_TENSORS)}
+    saved = {family.canonical_hf_name(name): tensor for name, tensor in read_safetensors(hf_dir).items()
+             if not any(pattern.match(name) for pattern in IGNORED_HF_TENSORS)}
+    if family.published_layout is None:
+        return saved
+    with open(os.path.join(hf_dir, "config.json")) as handle:
+        return family.published_layout(saved, json.load(handle))
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)
@@ -110,7 +116,7 @@ def test_hf_tp2_pp2_hf_round_trip_is_exact(family: str, tmp_path) -> None:
 
 # Families whose config lists layer numbers (a window pattern, NoPE layers, a per-layer bias): inserting
 # noop layers renumbers them, and each layer's behaviour must follow its weights.
-LAYERED = ["gemma2", "smollm3", "gpt_neox_japanese", "cohere2", "minimax", "lfm3"]
+LAYERED = ["gemma2", "smollm3", "gpt_neox_japanese", "cohere2", "minimax", "lfm3", "olmo_hybrid"]
 
 
 @pytest.mark.parametrize("family", LAYERED)

@@ -34,7 +34,7 @@ def _config(**overrides: Any) -> TransformerConfig:
     values: Dict[str, Any] = dict(BASE)
     if "M" in pattern or "H" in pattern:
         values.update(MAMBA_SIZES)
-    if "G" in pattern or overrides.get("experimental_attention_variant"):
+    if set("GK") & set(pattern) or overrides.get("experimental_attention_variant"):
         values.update(GDN_SIZES)
     return TransformerConfig(**{**values, **overrides})
 
@@ -103,6 +103,13 @@ def test_layer_frequency_is_megatrons(value: str, expected: list) -> None:
     (dict(mlp_multipliers=(1.0, 2.0)), "--mlp-multipliers scales a gated MLP's gate"),
     (dict(mlp_multipliers=(1.0, 2.0), activation="swiglu", num_experts=4), "--mlp-multipliers applies to the dense MLP"),
     (dict(hybrid_override_pattern="H-H--", multi_latent_attention=True), "drop --multi-latent-attention"),
+    # OLMo-Hybrid's DeltaNet flags
+    (dict(hybrid_override_pattern="GG*--", linear_attention_pre_norm=True),
+     "--linear-attention-pre-norm keeps pre-norms in the linear-attention layers of a --post-norm-only model"),
+    (dict(hybrid_override_pattern="KK*--", linear_allow_neg_eigval=True),
+     "--linear-allow-neg-eigval applies to gated DeltaNet layers"),
+    (dict(hybrid_override_pattern="KK*--", linear_norm_epsilon=1e-5), "--linear-norm-epsilon applies to gated DeltaNet"),
+    (dict(linear_allow_neg_eigval=True), "--linear-allow-neg-eigval applies to gated DeltaNet, Kimi Delta Attention"),
 ])
 def test_bad_layouts_are_one_line(overrides: Dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as error:
@@ -136,3 +143,14 @@ def test_falcon_h1_layer_and_its_scale_flags() -> None:
     assert isinstance(mixer.attention, SelfAttention)
     model.eval()
     assert torch.isfinite(model(torch.randint(0, 64, (1, 8)))).all()
+
+
+def test_linear_attention_pre_norm_places_norms_by_layer_kind() -> None:
+    """OLMo-Hybrid: under --post-norm-only the DeltaNet layers keep Llama's pre-norms, the attention layers have
+    output norms only."""
+    config = _config(num_layers=2, experimental_attention_variant="gdn", linear_attention_freq="[1,0]",
+                     post_norm_only=True, linear_attention_pre_norm=True, linear_allow_neg_eigval=True)
+    gdn, attention = build_model(config, layout_state(1), torch.device("cpu"), seed=0).decoder.layers.values()
+    assert gdn.post_self_attn_layernorm is None and gdn.post_mlp_layernorm is None
+    assert not isinstance(gdn.input_layernorm, torch.nn.Identity) and gdn.self_attention.beta_scale == 2.0
+    assert isinstance(attention.input_layernorm, torch.nn.Identity) and attention.post_mlp_layernorm is not None

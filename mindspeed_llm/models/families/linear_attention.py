@@ -36,8 +36,8 @@ from core.transformer.gated_delta_net import ba_from_separate, qkvz_from_separat
 from mindspeed_llm.models.families.moe_common import per_expert_weights
 from mindspeed_llm.models.families.moe_softmax import _dense_layers, _pre_softmax_router, _pre_softmax_router_hf
 from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, TRANSFORMS, Family, RegistryError, TensorContext,
-                                           WeightRule, _checked, _common_config, _common_hf_config, _layer, refuse,
-                                           register, require_config)
+                                           WeightRule, _checked, _common_config, _common_hf_config, _layer, _renamed,
+                                           refuse, register, require_config)
 
 LAYER_TYPES = {"linear_attention": 1, "full_attention": 0}
 GDN_TENSORS = ("in_proj_qkvz.weight", "in_proj_ba.weight", "conv1d.weight", "dt_bias", "A_log", "norm.weight",
@@ -296,12 +296,128 @@ QWEN3_5_MOE_TEXT = register(Family("qwen3_5_moe_text", "qwen3_5_moe_text", "Qwen
                                    unloaded_hf_prefixes=MTP_LAYER),
                             "qwen3.5-moe", "qwen3-5-moe", "qwen3_5_moe")
 
+# --------------------------------------------------------------------------- OLMo-Hybrid
+
+
+def _olmo_hybrid_defaults(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """``hf`` with OlmoHybridConfig's defaults where it omits a key (DeltaNet heads = attention heads, key dim
+    0.75 hidden / heads, value dim twice that; every 4th layer attention)."""
+    heads, hidden, layers = int(hf["num_attention_heads"]), int(hf["hidden_size"]), int(hf["num_hidden_layers"])
+    key_heads = int(hf.get("linear_num_key_heads") or heads)
+    key_dim = int(hf.get("linear_key_head_dim") or int(0.75 * hidden / key_heads))
+    types = hf.get("layer_types") or ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(layers)]
+    return {"rms_norm_eps": 1e-6, **hf, "linear_num_key_heads": key_heads,
+            "linear_num_value_heads": int(hf.get("linear_num_value_heads") or heads), "linear_key_head_dim": key_dim,
+            "linear_value_head_dim": int(hf.get("linear_value_head_dim") or 2 * key_dim), "layer_types": types}
+
+
+def _olmo_hybrid_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """OLMo-Hybrid: Olmo3's attention layers (output norms only, q/k RMSNorm over all heads' channels) beside
+    gated DeltaNet layers with Llama's pre-norms, separate q/k/v/g/a/b projections and beta in (0, 2); RoPE on the
+    attention layers, or none when ``rope_theta`` is null (the released checkpoints)."""
+    if hf.get("attention_bias", False):
+        raise RegistryError("olmo_hybrid attention_bias=True is not supported (q/k/v/o biases without MLP biases)")
+    hf = _olmo_hybrid_defaults(hf)
+    rope = hf.get("rope_parameters")
+    nope = isinstance(rope, dict) and rope.get("rope_theta") is None and hf.get("rope_theta") is None
+    kwargs = {**_common_config({k: v for k, v in hf.items() if not (nope and k == "rope_parameters")}),
+              "qk_norm": "full_width", "post_norm_only": True, "linear_attention_pre_norm": True,
+              "linear_allow_neg_eigval": bool(hf.get("linear_allow_neg_eigval", True)),
+              "linear_norm_epsilon": OLMO_HYBRID_GATED_NORM_EPS,
+              **_linear_layers(hf, "olmo_hybrid", int(hf["num_hidden_layers"]))}
+    if nope:
+        kwargs = {key: value for key, value in kwargs.items() if key not in ("rotary_base", "rotary_percent")}
+        kwargs["position_embedding_type"] = "none"
+    return kwargs
+
+
+def _olmo_hybrid_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    require_config(cfg, "olmo_hybrid", qk_norm="full_width", post_norm_only=True, post_norm=False,
+                   linear_attention_pre_norm=True, linear_norm_epsilon=OLMO_HYBRID_GATED_NORM_EPS,
+                   add_bias_linear=False, add_qkv_bias=False, sliding_window=None, activation="swiglu",
+                   attention_output_gate=False, apply_layernorm_1p=False)
+    if cfg.position_embedding_type not in ("rope", "none"):
+        raise RegistryError(f"olmo_hybrid has RoPE or no positions; the config sets --position-embedding-type "
+                            f"{cfg.position_embedding_type}")
+    out = {**_common_hf_config(cfg), **_linear_layers_hf(cfg), "attention_bias": False,
+           "linear_allow_neg_eigval": cfg.linear_allow_neg_eigval}
+    if cfg.position_embedding_type == "none":  # NoPE: what the released checkpoints write
+        out.pop("rope_theta", None)
+        out["rope_parameters"] = {"rope_type": "default", "rope_theta": None}
+    return out
+
+
+def _qkvg_separate_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    """OLMo-Hybrid's q_proj, k_proj, v_proj and g_proj -> our grouped in_proj_qkvz rows."""
+    if tensors[0].is_meta:
+        return _rows(tensors)
+    return qkvz_from_separate(torch.cat(list(tensors[:3]), dim=0), tensors[3], ctx.config)
+
+
+def _qkvg_separate_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    qkv, gate = separate_from_qkvz(tensor, ctx.config)
+    cfg = ctx.config
+    key_rows = cfg.linear_num_key_heads * cfg.linear_key_head_dim
+    q, k, v = qkv.split([key_rows, key_rows, qkv.size(0) - 2 * key_rows], dim=0)
+    return [q.contiguous(), k.contiguous(), v.contiguous(), gate.contiguous()]
+
+
+TRANSFORMS.setdefault("gdn_qkvg_separate", (_qkvg_separate_to_ours, _qkvg_separate_to_hf))
+
+OLMO_HYBRID_GATED_NORM_EPS = 1e-5  # transformers' o_norm eps (flash-linear-attention's FusedRMSNormGated default)
+def _concat_rows_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    """Pieces stacked by rows whatever their split: transformers saves OLMo-Hybrid's q/k/v convs as three even
+    chunks of the fused conv, the published checkpoints at their own widths; both load as their concatenation."""
+    return _rows(tensors) if tensors[0].is_meta else torch.cat(list(tensors), dim=0)
+
+
+TRANSFORMS.setdefault("concat_rows", (_concat_rows_to_ours, TRANSFORMS["fuse_rows"][1]))
+
+OLMO_HYBRID_GATED_NORM_EPS = 1e-5  # transformers' o_norm eps (flash-linear-attention's FusedRMSNormGated default)
+# Tensor names as transformers saves OLMo-Hybrid (its conversion mapping, reversed): a DeltaNet layer's pre-norms
+# are attention_layer_norm and feedforward_layer_norm, and every post_attention_layernorm is feedforward_layer_norm
+# (the attention layers' output norm); the in-memory names are read too (hf_tensor_aliases)
+OLMO_HYBRID_WEIGHTS: Tuple[WeightRule, ...] = _renamed(LLAMA_WEIGHTS, {
+    "input_layernorm.weight": "attention_layer_norm.weight", "pre_mlp_layernorm.weight": "feedforward_layer_norm.weight",
+}, (
+    _layer("post_self_attn_layernorm.weight", ["feedforward_layer_norm.weight"]),  # attention layers' output norms
+    _layer("post_mlp_layernorm.weight", ["post_feedforward_layernorm.weight"]),
+    # DeltaNet layers
+    _layer("self_attention.in_proj_qkvz.weight", [f"linear_attn.{p}_proj.weight" for p in "qkvg"], "gdn_qkvg_separate"),
+    _layer("self_attention.in_proj_ba.weight", ["linear_attn.b_proj.weight", "linear_attn.a_proj.weight"],
+           "gdn_ba_separate"),
+    _layer("self_attention.conv1d.weight", [f"linear_attn.{p}_conv1d.weight" for p in "qkv"], "concat_rows"),
+    *(_layer(f"self_attention.{name}", [f"linear_attn.{name}"]) for name in ("dt_bias", "A_log")),
+    _layer("self_attention.norm.weight", ["linear_attn.o_norm.weight"]),
+    _layer("self_attention.out_proj.weight", ["linear_attn.o_proj.weight"]),
+))
+def _olmo_hybrid_published_convs(tensors: Dict[str, torch.Tensor], hf: Dict[str, Any]) -> Dict[str, torch.Tensor]:
+    """The q/k/v convs of every DeltaNet layer at their own widths (key, key and value channels), as the published
+    checkpoints and the converter write them; transformers saves three even chunks of the fused conv (the reverse
+    of its Concatenate), which load as the same conv."""
+    hf = _olmo_hybrid_defaults(hf)
+    key = int(hf["linear_num_key_heads"]) * int(hf["linear_key_head_dim"])
+    out = dict(tensors)
+    for name in [n for n in tensors if n.endswith("linear_attn.q_conv1d.weight")]:
+        names = [name.replace(".q_conv1d.", f".{p}_conv1d.") for p in "qkv"]
+        fused = torch.cat([tensors[n] for n in names], dim=0)
+        out.update(zip(names, fused.split([key, key, fused.size(0) - 2 * key], dim=0)))
+    return out
+
+
+OLMO_HYBRID_ALIASES = ((r"^(model\.layers\.\d+)\.input_layernorm\.", r"\1.attention_layer_norm."),
+                       (r"^(model\.layers\.\d+)\.post_attention_layernorm\.", r"\1.feedforward_layer_norm."))
+OLMO_HYBRID = register(Family("olmo_hybrid", "olmo_hybrid", "OlmoHybridForCausalLM", _olmo_hybrid_config,
+                              _checked("olmo_hybrid", _olmo_hybrid_config, _olmo_hybrid_hf_config),
+                              OLMO_HYBRID_WEIGHTS,
+                              preserved_keys=("linear_a_log_min", "linear_a_log_max", "linear_dt_min",
+                                              "linear_dt_max", "linear_dt_init_floor"),
+                              hf_tensor_aliases=OLMO_HYBRID_ALIASES, published_layout=_olmo_hybrid_published_convs),
+                       "olmo-hybrid")
+
 # The linear-attention hybrids transformers ships that the decoder cannot build yet, each with what it lacks.
 refuse("bailing_hybrid", "its KDA layers differ from Kimi Linear's (full-rank f_proj/g_proj gates and the bounded "
        "'safe' forget gate kda_lower_bound * sigmoid), and its MLA layers gate each head's output by sigmoid(g_proj x), "
        "which the decoder's MLA does not; its MTP layers are a layout of their own")
-refuse("olmo_hybrid", "its attention layers put their norms after the branches (Olmo3's --post-norm-only) while its "
-       "gated DeltaNet layers put them before, and the decoder places norms one way for all layers; its DeltaNet "
-       "also doubles beta (linear_allow_neg_eigval)")
 refuse("qwen4_exp_text", "its QSA indexer (sparse attention over selected keys), gated residuals, n-gram embeddings and "
        "per-layer embeddings have no equivalent in the decoder", "qwen4_exp")
