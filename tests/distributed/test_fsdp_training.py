@@ -12,7 +12,8 @@ sums the gradient over CP: FSDP2 at CP2 x DP2 (ring, Ulysses, KV all-gather),
 FSDP1 and HSDP at CP2 x DP2, FSDP2 at CP2 x TP2 with sequence parallelism and
 at CP4 hybrid (2 Ulysses x 2 ring; both DP = 1, sharded over CP alone) give
 the single-process losses, grad norms and weights of two steps; an FSDP2
-checkpoint written at CP2 x DP2 resumes exactly.
+checkpoint written at CP2 x DP2 resumes exactly. A hybrid stack (Mamba2, Mamba2 beside attention, gated
+DeltaNet, MLP) under FSDP2 at DP2 and at TP2 with sequence parallelism equals its single-process run.
 """
 from __future__ import annotations
 
@@ -28,6 +29,14 @@ from tests.distributed.test_training_equivalence import BASE
 VOCAB = 100
 FIVE = BASE[:]
 FIVE[FIVE.index("--train-iters") + 1] = "5"
+# a hybrid stack: Mamba2, Falcon-H1's Mamba2 beside attention, a gated DeltaNet, an MLP (one group, replicated at TP 2)
+HYBRID = FIVE[:]
+HYBRID[HYBRID.index("--num-layers") + 1] = "4"
+HYBRID += ["--hybrid-override-pattern", "MHG-", "--mamba-head-dim", "16", "--mamba-num-groups", "1",
+           "--mamba-state-dim", "8", "--mamba-chunk-size", "8", "--linear-num-key-heads", "2",
+           "--linear-num-value-heads", "4", "--linear-key-head-dim", "16", "--linear-value-head-dim", "16"]
+HYBRID_RUNS = {"hybrid_fsdp2": ["--use-torch-fsdp2"],
+               "hybrid_fsdp2_tp2_sp": ["--use-torch-fsdp2", "--tensor-model-parallel-size", "2", "--sequence-parallel"]}
 
 
 def _weights(trainer) -> Optional[Dict[str, torch.Tensor]]:
@@ -74,11 +83,14 @@ def worker(rank: int, world_size: int, tmp: str) -> Dict[str, object]:
     results: Dict[str, object] = {}
     if world_size == 1:
         results["reference"] = _run(FIVE, 5, snapshots=(0, 2, 3))
+        results["hybrid_reference"] = _run(HYBRID, 3, snapshots=(0,))
     elif world_size == 2:
         for name, flags in {"fsdp2": ["--use-torch-fsdp2"], "fsdp1": ["--use-torch-fsdp"],
                             "fsdp2_tp2_sp": ["--use-torch-fsdp2", "--tensor-model-parallel-size", "2",
                                              "--sequence-parallel"]}.items():
             results[name] = _run(FIVE + flags, 3)
+        for name, flags in HYBRID_RUNS.items():
+            results[name] = _run(HYBRID + flags, 3)
         save = os.path.join(tmp, "fsdp2_ckpt")
         _save_after(FIVE + ["--use-torch-fsdp2"], 2, save)
         results["resumed"] = _run(FIVE + ["--use-torch-fsdp2", "--load", save], 3)
@@ -151,6 +163,22 @@ def test_reference_moves_every_weight_beyond_the_tolerance(runs):
 def test_fsdp_training_equals_single_process(runs, name):
     reference = runs["reference"]
     _close(runs[name], reference["losses"][:3], reference["weights_3"])
+
+
+def test_hybrid_reference_moves_every_weight(runs):
+    """Beyond the tolerance, so a weight FSDP failed to update fails the comparison (the Mamba dt biases, at -6,
+    move least: about 1.3 x their tolerance)."""
+    start, end = runs["hybrid_reference"]["weights_0"], runs["hybrid_reference"]["weights"]
+    for name, value in end.items():
+        moved = (value - start[name]).abs().max().item()
+        assert moved > WEIGHT_ATOL + WEIGHT_RTOL * value.abs().max().item(), f"{name} moved only {moved}"
+
+
+@pytest.mark.parametrize("name", list(HYBRID_RUNS))
+def test_fsdp2_of_a_hybrid_stack_equals_single_process(runs, name):
+    """Mamba2, Mamba2 beside attention, gated DeltaNet and MLP layers sharded by FSDP2 (and TP 2 + SP)."""
+    reference = runs["hybrid_reference"]
+    _close(runs[name], reference["losses"], reference["weights"])
 
 
 def test_fsdp2_checkpoint_resumes_the_run(runs):
