@@ -14,6 +14,10 @@ mixers differ), every one at hidden ``h``, micro batch 1, the same small vocabul
   1 : 2 ratio), conv width 4, chunk 64.
 * ``kda``: ``'KKKK'``, Kimi Delta Attention with ``h / 64`` key and value heads of 64 (Kimi Linear's 1 : 1),
   conv width 4, chunk 64: the delta rule with a decay per key channel and low-rank gates.
+* ``lightning``: ``'LLLL'``, MiniMax's lightning attention with ``h / 64`` heads of 64, chunk 256: linear
+  attention with a fixed decay per head, no delta rule.
+* ``mamba_attention``: ``'HHHH'``, Falcon-H1's Mamba2 (as ``mamba2``) and attention (as ``attention``) side by
+  side in every layer: both mixers' costs, so above each.
 
 Defaults: on a GPU (or NPU) bf16 parameters, ``h`` 1024, sequences 1k, 2k, 4k, 8k, 16k; on the CPU fp32,
 ``h`` 256 and sequences 256, 512, 1024 (about 2 CPU-minutes; adding 2048 takes about 6, most of it
@@ -60,7 +64,7 @@ from core.models.gpt_model import build_model, layout_state
 from core.transformer.config import TransformerConfig, field_flag
 
 VOCAB = 1024
-MIXERS = ("attention", "mamba2", "mamba1", "gated_deltanet", "kda")
+MIXERS = ("attention", "mamba2", "mamba1", "gated_deltanet", "kda", "lightning", "mamba_attention")
 DEFAULT_SEQS = {"device": "1024,2048,4096,8192,16384", "cpu": "256,512,1024", "smoke": "64,128"}
 SLOWER_WHY = ("where a chunked reference is slower than attention: the references run Python loops along the "
               "sequence (the gated delta rule and KDA one step per chunk of 64 tokens, Mamba1's selective scan one step "
@@ -87,11 +91,19 @@ def mixer_fields(mixer: str, hidden: int) -> Dict[str, object]:
         return dict(hybrid_override_pattern="KKKK", position_embedding_type="none", linear_conv_kernel_dim=4,
                     linear_key_head_dim=64, linear_value_head_dim=64, linear_num_key_heads=heads,
                     linear_num_value_heads=heads, linear_chunk_size=64)
+    if mixer == "lightning":
+        heads = max(hidden // 64, 1)
+        return dict(hybrid_override_pattern="LLLL", position_embedding_type="none", linear_key_head_dim=64,
+                    linear_value_head_dim=64, linear_num_key_heads=heads, linear_num_value_heads=heads,
+                    linear_chunk_size=256)
     mamba = dict(hybrid_override_pattern="MMMM", position_embedding_type="none", mamba_expand=2)
     if mixer == "mamba1":
         return dict(mamba, mamba_version=1, mamba_state_dim=16)
-    return dict(mamba, mamba_version=2, mamba_state_dim=64, mamba_head_dim=64, mamba_num_groups=1,
-                mamba_chunk_size=256)
+    mamba2 = dict(mamba, mamba_version=2, mamba_state_dim=64, mamba_head_dim=64, mamba_num_groups=1,
+                  mamba_chunk_size=256)
+    if mixer == "mamba_attention":
+        return dict(mamba2, hybrid_override_pattern="HHHH", position_embedding_type="rope")
+    return mamba2
 
 
 def model_config(mixer: str, hidden: int, max_seq: int, dtype: torch.dtype) -> TransformerConfig:
