@@ -18,7 +18,7 @@ from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
 from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MOE_MLP,
-                                     PARALLEL_HYBRID_MIXER, SHORT_CONV_MIXER, TransformerConfig)
+                                     PARALLEL_HYBRID_MIXER, RG_LRU_MIXER, SHORT_CONV_MIXER, TransformerConfig)
 from core.transformer.context_parallel import SequenceLayout
 from core.transformer.gated_delta_net import GatedDeltaNet
 from core.transformer.kimi_delta_attention import KimiDeltaAttention
@@ -29,6 +29,7 @@ from core.transformer.mlp import MLP
 from core.transformer.moe.moe_layer import MoELayer
 from core.transformer.norms import RMSNorm, build_norm
 from core.transformer.parallel_hybrid import MambaAndAttention
+from core.transformer.rg_lru import RecurrentBlock
 from core.transformer.short_conv import ShortConv
 from core.transformer.swap_attention import (get_activation_swapper, recomputes_mlp, swapped_attributes,
                                           swapping)
@@ -261,6 +262,8 @@ def build_mixer(kind: str, config: TransformerConfig, state: ParallelState, laye
         return ShortConv(config, state, layer_number)
     if kind == PARALLEL_HYBRID_MIXER:
         return MambaAndAttention(config, state, layer_number)
+    if kind == RG_LRU_MIXER:
+        return RecurrentBlock(config, state, layer_number)
     raise ValueError(f"no token mixer {kind!r} in a transformer layer")
 
 

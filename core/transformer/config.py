@@ -40,25 +40,28 @@ LAYER_LETTERS: Dict[str, str] = {"M": "a Mamba layer", "G": "a gated DeltaNet la
                                  "K": "a Kimi Delta Attention layer", "L": "a lightning-attention layer",
                                  "*": "an attention layer",
                                  "H": "a Mamba2 and an attention side by side on one norm (Falcon-H1)",
+                                 "R": "a Griffin recurrent block (RG-LRU, RecurrentGemma)",
                                  "-": "an MLP layer", "E": "an MoE layer"}
 LAYER_KINDS = tuple(LAYER_LETTERS)
 # what each letter's layer holds: (its token mixer, its MLP); None for the branch it lacks
 MAMBA_MIXER, GDN_MIXER, ATTENTION_MIXER, SHORT_CONV_MIXER = "mamba", "gated_delta_net", "attention", "short_conv"
 KDA_MIXER, LIGHTNING_MIXER = "kimi_delta_attention", "lightning_attention"
 PARALLEL_HYBRID_MIXER = "mamba_and_attention"  # 'H': both read the one normed input, their outputs are summed
+RG_LRU_MIXER = "rg_lru"  # 'R': Griffin's recurrent block (RecurrentGemma)
 # the mixers built from the --linear-* sizes (key/value heads and dims, conv width, chunk)
 LINEAR_MIXERS = (GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER)
 DENSE_MLP, MOE_MLP = "dense", "moe"
 LETTER_PARTS: Dict[str, Tuple[Optional[str], Optional[str]]] = {
     "M": (MAMBA_MIXER, None), "G": (GDN_MIXER, None), "K": (KDA_MIXER, None), "L": (LIGHTNING_MIXER, None),
-    "*": (ATTENTION_MIXER, None), "H": (PARALLEL_HYBRID_MIXER, None),
+    "*": (ATTENTION_MIXER, None), "H": (PARALLEL_HYBRID_MIXER, None), "R": (RG_LRU_MIXER, None),
     "-": (None, DENSE_MLP),
     "E": (None, MOE_MLP)}
 # --experimental-attention-variant -> the token mixer of the layers --linear-attention-freq marks (Megatron-core
 # spells the gated DeltaNet both ways; short_conv is LFM2's gated short convolution)
 VARIANT_MIXERS: Dict[str, str] = {"gated_delta_net": GDN_MIXER, "gdn": GDN_MIXER, "kda": KDA_MIXER,
                                   "kimi_delta_attention": KDA_MIXER, "lightning": LIGHTNING_MIXER,
-                                  "lightning_attention": LIGHTNING_MIXER, "short_conv": SHORT_CONV_MIXER}
+                                  "lightning_attention": LIGHTNING_MIXER, "short_conv": SHORT_CONV_MIXER,
+                                  "rg_lru": RG_LRU_MIXER}
 EXPERIMENTAL_ATTENTION_VARIANTS = tuple(VARIANT_MIXERS)
 PREDICTION_HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 # --activation -> (the elementwise function, gated): a gated MLP computes act(gate) * up with a fused [gate; up]
@@ -91,6 +94,7 @@ CONTEXT_PARALLEL_ALGORITHMS = ("megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp
 # refused when the model has no such layer
 MOE, MAMBA, ATTENTION, LINEAR_ATTENTION, SHORT_CONV = "moe", "mamba", "attention", "linear_attention", "short_conv"
 PARALLEL_HYBRID = "parallel_hybrid"  # the 'H' layers (Falcon-H1)
+RG_LRU = "rg_lru"  # Griffin's recurrent blocks (RecurrentGemma)
 _OWN_NAME = ""  # FieldSpec.flag before resolution: the flag is the field's name with dashes
 FIELD_DEFAULT = "the field's default"  # FieldSpec.flag_default: the parser's default is the field's
 
@@ -649,6 +653,15 @@ class ModelConfig:
     linear_attention_pre_norm: bool = config_field(False, features=(LINEAR_ATTENTION,),
                                                    help="with --post-norm-only: the gated DeltaNet layers keep the "
                                                         "norms before their branches (OLMo-Hybrid)")
+    # Griffin's recurrent blocks (RecurrentGemma; --experimental-attention-variant rg_lru or pattern letter 'R'): the
+    # recurrence width, default the hidden size [--lru-width], and the width of their causal conv [--lru-conv-width];
+    # their gates are block-diagonal with one block per attention head
+    lru_width: Optional[int] = config_field(None, type=int, features=(RG_LRU,),
+                                            help="Griffin's recurrent blocks: the RG-LRU width (default --hidden-size; "
+                                                 "RecurrentGemma's lru_width)")
+    lru_conv_width: int = config_field(4, features=(RG_LRU,),
+                                       help="Griffin's recurrent blocks: the causal conv's width (RecurrentGemma's "
+                                            "conv1d_width)")
     short_conv_kernel_size: int = config_field(3, features=(SHORT_CONV,),
                                                help="short-conv layers: width of the causal depthwise conv")
     short_conv_bias: bool = config_field(False, features=(SHORT_CONV,),
@@ -1080,6 +1093,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                                        "drop it")
         self._validate_linear_attention()
         self._validate_short_conv()
+        self._validate_rg_lru()
         if not self.has_parallel_hybrid_layers:
             self._refuse_unused(PARALLEL_HYBRID, "applies to the 'H' layers of --hybrid-override-pattern (a Mamba2 "
                                                  "beside an attention, Falcon-H1); add them or drop it")
@@ -1165,6 +1179,24 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if self.hidden_size % tp:
             raise ValueError(f"--hidden-size ({self.hidden_size}) is not divisible by --tensor-model-parallel-size "
                              f"({tp}): TP splits the short conv's channels")
+
+    def _validate_rg_lru(self) -> None:
+        """The RG-LRU fields only with Griffin's recurrent blocks, and their width against the heads and TP."""
+        if not any(self.layer_parts(i)[0] == RG_LRU_MIXER for i in range(self.num_layers)):
+            self._refuse_unused(RG_LRU, "applies to Griffin's recurrent blocks; add --experimental-attention-variant "
+                                        "rg_lru with --linear-attention-freq (or 'R' letters), or drop it")
+            return
+        width, heads, tp = self.lru_width_or_default, self.num_attention_heads, self.tensor_model_parallel_size
+        if self.lru_conv_width < 1 or width < 1:
+            raise ValueError(f"--lru-width ({width}) and --lru-conv-width ({self.lru_conv_width}) must be at least 1")
+        if width % heads or heads % tp:
+            raise ValueError(f"--lru-width ({width}) must be a multiple of --num-attention-heads ({heads}), one gate "
+                             f"block per head, and the heads divisible by --tensor-model-parallel-size ({tp})")
+
+    @property
+    def lru_width_or_default(self) -> int:
+        """The RG-LRU width: --lru-width, else the hidden size."""
+        return self.lru_width if self.lru_width is not None else self.hidden_size
 
     @property
     def linear_attention_layers(self) -> Tuple[bool, ...]:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MAMBA_MIXER,
-                                     PARALLEL_HYBRID_MIXER, SHORT_CONV_MIXER, TransformerConfig)
+                                     PARALLEL_HYBRID_MIXER, RG_LRU_MIXER, SHORT_CONV_MIXER, TransformerConfig)
 
 
 def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
@@ -135,12 +135,20 @@ def mamba_and_attention_forward_flops_per_token(config: TransformerConfig, seq_l
     return mamba[0] + attention[0], mamba[1] + attention[1]
 
 
+def rg_lru_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
+    """One Griffin recurrent block: (linear_y, linear_x, linear_out, the two block-diagonal gates and the conv;
+    nothing between activations: the recurrence is elementwise)."""
+    h, w = config.hidden_size, config.lru_width_or_default
+    block = w // config.num_attention_heads
+    return 2 * h * 2 * w + 2 * w * h + 2 * 2 * w * block + 2 * config.lru_conv_width * w, 0.0
+
+
 # a layer's token mixer (TransformerConfig.layer_parts) -> its forward FLOPs per token (weights, activations)
 MIXER_FLOPS: Dict[str, Callable[[TransformerConfig, int], Tuple[float, float]]] = {
     ATTENTION_MIXER: attention_forward_flops_per_token, MAMBA_MIXER: mamba_forward_flops_per_token,
     GDN_MIXER: gated_delta_net_forward_flops_per_token, KDA_MIXER: kimi_delta_attention_forward_flops_per_token,
     LIGHTNING_MIXER: lightning_attention_forward_flops_per_token, SHORT_CONV_MIXER: short_conv_forward_flops_per_token,
-    PARALLEL_HYBRID_MIXER: mamba_and_attention_forward_flops_per_token}
+    PARALLEL_HYBRID_MIXER: mamba_and_attention_forward_flops_per_token, RG_LRU_MIXER: rg_lru_forward_flops_per_token}
 
 
 @dataclass

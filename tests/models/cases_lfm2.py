@@ -43,3 +43,18 @@ CASES.update({
                         norm_eps=1e-5, pad_token_id=0, vocab_size=101,
                         rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000.0}}), "lfm3"),
 })
+
+# RecurrentGemma (Griffin): recurrent, recurrent, attention (MQA, half-rotated, a window of 5 over 12 tokens),
+# a recurrence width of 96 (not the hidden 64) in 4 gate blocks, a conv of 4, the logits capped, tied; a second case
+# with its attention first, two KV heads, q/k/v biases, the default width and untied embeddings
+GRIFFIN = dict(num_attention_heads=4, intermediate_size=192, attention_window_size=5, logits_soft_cap=5.0,
+               pad_token_id=0, bos_token_id=2, eos_token_id=1, initializer_range=0.2)
+CASES.update({
+    "recurrent_gemma": ("RecurrentGemmaConfig", "RecurrentGemmaForCausalLM",
+                        dict(GRIFFIN, num_key_value_heads=1, lru_width=96), "recurrent_gemma"),
+    "recurrent_gemma_attention_first": ("RecurrentGemmaConfig", "RecurrentGemmaForCausalLM",
+                                        dict(GRIFFIN, num_key_value_heads=2, attention_bias=True,
+                                             tie_word_embeddings=False,
+                                             block_types=["attention", "recurrent", "recurrent"]),
+                                        "recurrent_gemma"),
+})

@@ -259,3 +259,26 @@ def test_olmo_hybrid_reads_transformers_defaults_and_nope() -> None:
         config_from_hf({**hf, "attention_bias": True}, "olmo_hybrid")
     with pytest.raises(RegistryError, match="olmo_hybrid cannot express linear_attention_pre_norm=False"):
         get_family("olmo_hybrid").to_hf_config(dataclasses.replace(cfg, linear_attention_pre_norm=False))
+
+
+def test_recurrent_gemma_reads_its_block_cycle_and_bf16_embedding_scale() -> None:
+    """block_types cycle over the layers and come back as their shortest cycle; the embeddings are scaled by
+    sqrt(hidden) rounded to bf16 (transformers' normalizer buffer: 50.5 for RecurrentGemma-2B's 2560)."""
+    hf = dict(model_type="recurrent_gemma", hidden_size=2560, intermediate_size=15360, num_hidden_layers=5,
+              num_attention_heads=10, num_key_value_heads=1, vocab_size=256000,
+              block_types=["recurrent", "recurrent", "attention"])
+    cfg = config_from_hf(hf, "recurrent_gemma")
+    assert cfg.embedding_multiplier == 50.5 and cfg.ffn_hidden_size == 7680 and cfg.rotary_percent == 0.5
+    assert [cfg.layer_parts(i)[0] for i in range(5)] == ["rg_lru", "rg_lru", "attention", "rg_lru", "rg_lru"]
+    assert cfg.sliding_window == 2048 and cfg.output_logit_softcapping == 30.0 and cfg.lru_width_or_default == 2560
+    exported = get_family("recurrent_gemma").to_hf_config(cfg)
+    assert exported["block_types"] == ["recurrent", "recurrent", "attention"]
+    assert exported["intermediate_size"] == 15360 and exported["attention_window_size"] == 2048
+    with pytest.raises(RegistryError, match="recurrent_gemma rope_type 'linear' is not supported"):
+        config_from_hf({**hf, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}},
+                       "recurrent_gemma")
+    published = {key: value for key, value in hf.items() if key != "block_types"}  # the Hub file's spelling
+    assert config_from_hf({**published, "_block_types": ["recurrent", "attention"]},
+                          "recurrent_gemma").linear_attention_freq == "[1,0,1,0,1]"
+    with pytest.raises(RegistryError, match="recurrent_gemma block_types"):
+        config_from_hf({**hf, "block_types": ["recurrent", "mlp"]}, "recurrent_gemma")
