@@ -17,7 +17,9 @@ This is Mamba2's scalar-decay SSD with one group per head, ``dt = 1``, ``A = -la
 ``C = q``, ``x = v`` and no skip: :func:`lightning_attention_chunked` runs
 :func:`core.transformer.mamba_mixer.ssd_chunked_scan`, ``[chunk, chunk]`` blocks per chunk, so memory
 grows linearly with the sequence (transformers' own loop uses the same blocks of ``block_size``, our
-``--linear-chunk-size``; the result does not depend on it beyond rounding).
+``--linear-chunk-size``; the result does not depend on it beyond rounding). Where flash-linear-attention
+imports, bf16/fp16 runs take its ``chunk_simple_gla`` (the one dispatch of the fused kernels; fp32 keeps the
+reference).
 :func:`lightning_attention_recurrent` is the definition, token by token, for the tests.
 
 The recurrence is the stateful core (:mod:`core.transformer.sequence_state`; carry = the state
@@ -38,6 +40,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from core.device import kernels_by_device
+from core.fused import FusedOp, Kernel, decide_kernel, kernel_choice
 from core.parallel_state import ParallelState
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
 from core.tensor_parallel.param_meta import Segment, TPShard
@@ -85,6 +89,38 @@ def lightning_attention_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     return out.to(q.dtype), state
 
 
+def _fla_simple_gla() -> Optional[Kernel]:
+    """flash-linear-attention's ``chunk_simple_gla`` (a scalar log decay per head, ``g_gamma = -lambda``, no query
+    scaling) under our signature; its state is ``[b, h, dk, dv]``, ours ``[b, h, dv, dk]``. fla refuses fp32
+    inputs: those (the exact path) take the chunked reference."""
+    try:
+        from fla.ops.simple_gla import chunk_simple_gla
+    except ImportError:  # flash-linear-attention is optional
+        return None
+
+    def kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slopes: torch.Tensor, chunk_size: int = 64,
+               initial_state: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        if q.dtype == torch.float32:
+            return lightning_attention_chunked(q, k, v, slopes, chunk_size, initial_state)
+        start = None if initial_state is None else initial_state.float().transpose(-1, -2).contiguous()
+        out, state = chunk_simple_gla(q, k, v, g_gamma=-slopes.float(), scale=1.0, initial_state=start,
+                                      output_final_state=True)
+        return out.to(q.dtype), state.float().transpose(-1, -2)
+    return kernel
+
+
+# fla's kernel whenever it imports (no flag asks for it), else the chunked reference; never torch.compile'd
+LIGHTNING = FusedOp("lightning_attention", "flash-linear-attention", lightning_attention_chunked,
+                    kernels_by_device(fla=("fla", _fla_simple_gla)), reference_name="chunked", compilable=False,
+                    kernels_by_default=True)
+
+
+@kernel_choice
+def lightning_attention_kernel(device_type: str, fused: bool = False) -> Tuple[str, Kernel]:
+    """Lightning attention for tensors on ``device_type``: ("fla" | "chunked", function)."""
+    return decide_kernel(LIGHTNING, device_type, fused)
+
+
 class LightningAttention(nn.Module):
     """MiniMax's lightning-attention mixer (module docstring); ``[s, b, h]`` in and out (``[s/tp, b, h]`` under
     SP). Heads and head dim: ``--linear-num-value-heads`` and ``--linear-value-head-dim`` (equal to the key
@@ -127,6 +163,6 @@ class LightningAttention(nn.Module):
         q, k, v = F.silu(inputs).view(batch, seq, self.local_heads, 3 * self.head_dim).split(self.head_dim, -1)
         if self.slopes.device != q.device:  # made on the CPU at build; moved once, not on every call
             self.slopes = self.slopes.to(q.device)
-        out, state = lightning_attention_chunked(q, k, v, self.slopes, self.chunk_size,
-                                                 carry[0] if carry is not None else None)
+        kernel = lightning_attention_kernel(q.device.type)[1]
+        out, state = kernel(q, k, v, self.slopes, self.chunk_size, carry[0] if carry is not None else None)
         return out.reshape(batch, seq, -1), (state,)

@@ -135,3 +135,48 @@ def test_megatron_args_carry_post_layernorm_residuals_both_ways() -> None:
     weighed = TransformerConfig(**base, apply_residual_connection_post_layernorm=True, residual_alpha=2.0)
     with pytest.raises(MegatronFormatError, match="residual_alpha = 2.0"):
         args_from_config(weighed)
+
+
+def test_dispatch_takes_fla_simple_gla_when_it_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without fla: the chunked reference. With a stand-in ``fla.ops.simple_gla``: on fla's device type, bf16
+    inputs go to ``chunk_simple_gla`` with the per-head log decay -lambda, no query scaling, the state in fla's
+    [b, h, dk, dv] layout and asked for, and come back as the reference gives them; fp32 keeps the reference."""
+    import sys
+    import types
+
+    from core.transformer import lightning_attention as lightning
+
+    assert lightning.lightning_attention_kernel("cpu")[0] == "chunked"
+    calls = []
+
+    def fake_chunk(q, k, v, g_gamma, scale, initial_state, output_final_state):
+        calls.append((q.dtype, g_gamma.dtype, scale, None if initial_state is None else initial_state.shape,
+                      output_final_state))
+        slopes = -g_gamma
+        start = None if initial_state is None else initial_state.transpose(-1, -2)
+        out, state = lightning_attention_recurrent(q, k, v, slopes, start)
+        return out, state.transpose(-1, -2)  # fla's layout
+
+    module = types.ModuleType("fla.ops.simple_gla")
+    module.chunk_simple_gla = fake_chunk
+    for name in ("fla", "fla.ops"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "fla.ops.simple_gla", module)
+    lightning.lightning_attention_kernel.cache_clear()
+    try:
+        fla_device = next(iter(lightning.LIGHTNING.kernels))
+        name, kernel = lightning.lightning_attention_kernel(fla_device)
+        assert name == "fla" and lightning.lightning_attention_kernel("cpu")[0] == "chunked"
+        generator = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(2, 7, 3, 4, generator=generator) * 0.5 for _ in range(3))
+        slopes, start = torch.tensor([0.1, 0.5, 1.0]), torch.randn(2, 3, 4, 4, generator=generator)
+        kernel(q, k, v, slopes, 4, start)  # fp32: the reference, fla not called
+        assert calls == []
+        half = [t.to(torch.bfloat16) for t in (q, k, v)]
+        out, state = kernel(*half, slopes, 4, start)
+        expected_out, expected_state = lightning_attention_recurrent(*half, slopes, start)
+        torch.testing.assert_close(out, expected_out)
+        torch.testing.assert_close(state, expected_state)
+        assert calls == [(torch.bfloat16, torch.float32, 1.0, (2, 3, 4, 4), True)]
+    finally:
+        lightning.lightning_attention_kernel.cache_clear()
