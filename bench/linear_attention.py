@@ -18,6 +18,8 @@ mixers differ), every one at hidden ``h``, micro batch 1, the same small vocabul
   attention with a fixed decay per head, no delta rule.
 * ``rg_lru``: ``'RRRR'``, Griffin's recurrent block (RecurrentGemma) with an RG-LRU of width ``h`` in ``h / 64``
   gate blocks, conv width 4: an elementwise recurrence, in chunks of 64.
+* ``rwkv``: ``'WWWW'``, RWKV-4's time mixing of width ``h``: the token shift and the WKV recurrence, token by
+  token (no chunked form: its running maximum is sequential).
 * ``mamba_attention``: ``'HHHH'``, Falcon-H1's Mamba2 (as ``mamba2``) and attention (as ``attention``) side by
   side in every layer: both mixers' costs, so above each.
 
@@ -66,7 +68,8 @@ from core.models.gpt_model import build_model, layout_state
 from core.transformer.config import TransformerConfig, field_flag
 
 VOCAB = 1024
-MIXERS = ("attention", "mamba2", "mamba1", "gated_deltanet", "kda", "lightning", "rg_lru", "mamba_attention")
+MIXERS = ("attention", "mamba2", "mamba1", "gated_deltanet", "kda", "lightning", "rg_lru", "rwkv",
+          "mamba_attention")
 DEFAULT_SEQS = {"device": "1024,2048,4096,8192,16384", "cpu": "256,512,1024", "smoke": "64,128"}
 SLOWER_WHY = ("where a chunked reference is slower than attention: the references run Python loops along the "
               "sequence (the gated delta rule and KDA one step per chunk of 64 tokens, Mamba1's selective scan one step "
@@ -93,6 +96,8 @@ def mixer_fields(mixer: str, hidden: int) -> Dict[str, object]:
         return dict(hybrid_override_pattern="KKKK", position_embedding_type="none", linear_conv_kernel_dim=4,
                     linear_key_head_dim=64, linear_value_head_dim=64, linear_num_key_heads=heads,
                     linear_num_value_heads=heads, linear_chunk_size=64)
+    if mixer == "rwkv":
+        return dict(hybrid_override_pattern="WWWW", position_embedding_type="none")
     if mixer == "rg_lru":
         return dict(hybrid_override_pattern="RRRR", position_embedding_type="none", lru_conv_width=4)
     if mixer == "lightning":

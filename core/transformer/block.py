@@ -18,7 +18,8 @@ from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
 from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MOE_MLP,
-                                     PARALLEL_HYBRID_MIXER, RG_LRU_MIXER, SHORT_CONV_MIXER, TransformerConfig)
+                                     PARALLEL_HYBRID_MIXER, RG_LRU_MIXER, RWKV_CHANNEL_MIX, RWKV_TIME_MIX,
+                                     SHORT_CONV_MIXER, TransformerConfig)
 from core.transformer.context_parallel import SequenceLayout
 from core.transformer.gated_delta_net import GatedDeltaNet
 from core.transformer.kimi_delta_attention import KimiDeltaAttention
@@ -30,6 +31,7 @@ from core.transformer.moe.moe_layer import MoELayer
 from core.transformer.norms import RMSNorm, build_norm
 from core.transformer.parallel_hybrid import MambaAndAttention
 from core.transformer.rg_lru import RecurrentBlock
+from core.transformer.rwkv import RwkvChannelMix, RwkvTimeMix
 from core.transformer.short_conv import ShortConv
 from core.transformer.swap_attention import (get_activation_swapper, recomputes_mlp, swapped_attributes,
                                           swapping)
@@ -264,6 +266,10 @@ def build_mixer(kind: str, config: TransformerConfig, state: ParallelState, laye
         return MambaAndAttention(config, state, layer_number)
     if kind == RG_LRU_MIXER:
         return RecurrentBlock(config, state, layer_number)
+    if kind == RWKV_TIME_MIX:
+        return RwkvTimeMix(config, state, layer_number)
+    if kind == RWKV_CHANNEL_MIX:
+        return RwkvChannelMix(config, state, layer_number)
     raise ValueError(f"no token mixer {kind!r} in a transformer layer")
 
 

@@ -41,6 +41,7 @@ LAYER_LETTERS: Dict[str, str] = {"M": "a Mamba layer", "G": "a gated DeltaNet la
                                  "*": "an attention layer",
                                  "H": "a Mamba2 and an attention side by side on one norm (Falcon-H1)",
                                  "R": "a Griffin recurrent block (RG-LRU, RecurrentGemma)",
+                                 "W": "an RWKV-4 time-mixing layer", "C": "an RWKV-4 channel-mixing layer",
                                  "-": "an MLP layer", "E": "an MoE layer"}
 LAYER_KINDS = tuple(LAYER_LETTERS)
 # what each letter's layer holds: (its token mixer, its MLP); None for the branch it lacks
@@ -48,12 +49,14 @@ MAMBA_MIXER, GDN_MIXER, ATTENTION_MIXER, SHORT_CONV_MIXER = "mamba", "gated_delt
 KDA_MIXER, LIGHTNING_MIXER = "kimi_delta_attention", "lightning_attention"
 PARALLEL_HYBRID_MIXER = "mamba_and_attention"  # 'H': both read the one normed input, their outputs are summed
 RG_LRU_MIXER = "rg_lru"  # 'R': Griffin's recurrent block (RecurrentGemma)
+RWKV_TIME_MIX, RWKV_CHANNEL_MIX = "rwkv_time_mix", "rwkv_channel_mix"  # 'W', 'C': RWKV-4's two mixers
 # the mixers built from the --linear-* sizes (key/value heads and dims, conv width, chunk)
 LINEAR_MIXERS = (GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER)
 DENSE_MLP, MOE_MLP = "dense", "moe"
 LETTER_PARTS: Dict[str, Tuple[Optional[str], Optional[str]]] = {
     "M": (MAMBA_MIXER, None), "G": (GDN_MIXER, None), "K": (KDA_MIXER, None), "L": (LIGHTNING_MIXER, None),
     "*": (ATTENTION_MIXER, None), "H": (PARALLEL_HYBRID_MIXER, None), "R": (RG_LRU_MIXER, None),
+    "W": (RWKV_TIME_MIX, None), "C": (RWKV_CHANNEL_MIX, None),
     "-": (None, DENSE_MLP),
     "E": (None, MOE_MLP)}
 # --experimental-attention-variant -> the token mixer of the layers --linear-attention-freq marks (Megatron-core
@@ -95,6 +98,7 @@ CONTEXT_PARALLEL_ALGORITHMS = ("megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp
 MOE, MAMBA, ATTENTION, LINEAR_ATTENTION, SHORT_CONV = "moe", "mamba", "attention", "linear_attention", "short_conv"
 PARALLEL_HYBRID = "parallel_hybrid"  # the 'H' layers (Falcon-H1)
 RG_LRU = "rg_lru"  # Griffin's recurrent blocks (RecurrentGemma)
+RWKV = "rwkv"  # RWKV-4's time-mixing layers
 _OWN_NAME = ""  # FieldSpec.flag before resolution: the flag is the field's name with dashes
 FIELD_DEFAULT = "the field's default"  # FieldSpec.flag_default: the parser's default is the field's
 
@@ -662,6 +666,12 @@ class ModelConfig:
     lru_conv_width: int = config_field(4, features=(RG_LRU,),
                                        help="Griffin's recurrent blocks: the causal conv's width (RecurrentGemma's "
                                             "conv1d_width)")
+    # RWKV-4 (pattern letters 'W' time mixing, 'C' channel mixing, the latter --ffn-hidden-size wide): the time
+    # mixing's key/value/receptance width, default the hidden size (transformers' attention_hidden_size)
+    # [--rwkv-attention-size]
+    rwkv_attention_size: Optional[int] = config_field(None, type=int, features=(RWKV,),
+                                                      help="RWKV-4 time mixing: the key/value/receptance width "
+                                                           "(default --hidden-size; attention_hidden_size)")
     short_conv_kernel_size: int = config_field(3, features=(SHORT_CONV,),
                                                help="short-conv layers: width of the causal depthwise conv")
     short_conv_bias: bool = config_field(False, features=(SHORT_CONV,),
@@ -1094,6 +1104,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         self._validate_linear_attention()
         self._validate_short_conv()
         self._validate_rg_lru()
+        self._validate_rwkv()
         if not self.has_parallel_hybrid_layers:
             self._refuse_unused(PARALLEL_HYBRID, "applies to the 'H' layers of --hybrid-override-pattern (a Mamba2 "
                                                  "beside an attention, Falcon-H1); add them or drop it")
@@ -1192,6 +1203,24 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if width % heads or heads % tp:
             raise ValueError(f"--lru-width ({width}) must be a multiple of --num-attention-heads ({heads}), one gate "
                              f"block per head, and the heads divisible by --tensor-model-parallel-size ({tp})")
+
+    def _validate_rwkv(self) -> None:
+        """--rwkv-attention-size only with time-mixing layers; the RWKV widths against TP."""
+        kinds = {self.layer_parts(i)[0] for i in range(self.num_layers)}
+        if RWKV_TIME_MIX not in kinds:
+            self._refuse_unused(RWKV, "applies to RWKV time-mixing layers ('W' in --hybrid-override-pattern); drop it")
+        tp = self.tensor_model_parallel_size
+        if RWKV_TIME_MIX in kinds and self.rwkv_attention_size_or_default % tp:
+            raise ValueError(f"--rwkv-attention-size ({self.rwkv_attention_size_or_default}) is not divisible by "
+                             f"--tensor-model-parallel-size ({tp})")
+        if RWKV_CHANNEL_MIX in kinds and (self.ffn_hidden_size % tp or self.hidden_size % tp):
+            raise ValueError(f"--ffn-hidden-size ({self.ffn_hidden_size}) and --hidden-size ({self.hidden_size}) "
+                             f"must be divisible by --tensor-model-parallel-size ({tp}) for RWKV channel mixing")
+
+    @property
+    def rwkv_attention_size_or_default(self) -> int:
+        """RWKV-4 time mixing's width: --rwkv-attention-size, else the hidden size."""
+        return self.rwkv_attention_size if self.rwkv_attention_size is not None else self.hidden_size
 
     @property
     def lru_width_or_default(self) -> int:

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MAMBA_MIXER,
-                                     PARALLEL_HYBRID_MIXER, RG_LRU_MIXER, SHORT_CONV_MIXER, TransformerConfig)
+                                     PARALLEL_HYBRID_MIXER, RG_LRU_MIXER, RWKV_CHANNEL_MIX, RWKV_TIME_MIX,
+                                     SHORT_CONV_MIXER, TransformerConfig)
 
 
 def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
@@ -143,12 +144,25 @@ def rg_lru_forward_flops_per_token(config: TransformerConfig, seq_length: int) -
     return 2 * h * 2 * w + 2 * w * h + 2 * 2 * w * block + 2 * config.lru_conv_width * w, 0.0
 
 
+def rwkv_time_mix_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
+    """RWKV-4 time mixing: (key, value, receptance and output; the WKV recurrence is elementwise)."""
+    h, a = config.hidden_size, config.rwkv_attention_size_or_default
+    return 2 * h * 3 * a + 2 * a * h, 0.0
+
+
+def rwkv_channel_mix_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
+    """RWKV-4 channel mixing: (key, value and the h x h receptance; nothing between activations)."""
+    h, ffn = config.hidden_size, config.ffn_hidden_size
+    return 2 * h * ffn * 2 + 2 * h * h, 0.0
+
+
 # a layer's token mixer (TransformerConfig.layer_parts) -> its forward FLOPs per token (weights, activations)
 MIXER_FLOPS: Dict[str, Callable[[TransformerConfig, int], Tuple[float, float]]] = {
     ATTENTION_MIXER: attention_forward_flops_per_token, MAMBA_MIXER: mamba_forward_flops_per_token,
     GDN_MIXER: gated_delta_net_forward_flops_per_token, KDA_MIXER: kimi_delta_attention_forward_flops_per_token,
     LIGHTNING_MIXER: lightning_attention_forward_flops_per_token, SHORT_CONV_MIXER: short_conv_forward_flops_per_token,
-    PARALLEL_HYBRID_MIXER: mamba_and_attention_forward_flops_per_token, RG_LRU_MIXER: rg_lru_forward_flops_per_token}
+    PARALLEL_HYBRID_MIXER: mamba_and_attention_forward_flops_per_token, RG_LRU_MIXER: rg_lru_forward_flops_per_token,
+    RWKV_TIME_MIX: rwkv_time_mix_forward_flops_per_token, RWKV_CHANNEL_MIX: rwkv_channel_mix_forward_flops_per_token}
 
 
 @dataclass

@@ -12,7 +12,8 @@ beside attention with post-norm, weighed residuals (with documents at CP 4, and 
 ``H-H-`` (Mamba2 and attention side by side, every muP scale: under Ulysses, with documents at CP 4, at CP 2 x TP 2
 + SP and at CP 2 x PP 2), and OLMo-Hybrid's DeltaNet layer (pre-norms, beta in (0, 2)) beside an attention layer
 with output norms only (ring CP 2), and Griffin's recurrent block beside windowed attention (ring CP 2, with
-documents at CP 4, at CP 2 x TP 2 + SP). Layouts:
+documents at CP 4, at CP 2 x TP 2 + SP), and RWKV-4's time and channel mixing (their token shift and WKV
+state relayed: ring CP 2, with documents at CP 4, at CP 2 x TP 2 + SP). Layouts:
 the ring's load-balanced chunks (at CP 4 a chunk of 2 tokens, shorter than the conv's 3 carried inputs),
 contiguous parts (the ring with ``--attention-mask-type general``), Ulysses and the
 hybrid 2 x 2 (whose chain visits CP ranks 0, 2, 3, 1), CP 2 x TP 2 with sequence parallelism, CP 2 x PP 2,
@@ -88,13 +89,18 @@ FALCON_H1 = ["--num-layers", "4", "--hybrid-override-pattern", "H-H-", "--mamba-
 RG_LRU_GPT = ["--num-layers", "2", "--experimental-attention-variant", "rg_lru", "--linear-attention-freq", "[1,0]",
               "--lru-width", "24", "--lru-conv-width", "3", "--sliding-window", "6", "--ffn-hidden-size", "32",
               "--geglu", "--gelu-tanh", "--position-embedding-type", "rope"]
+# RWKV-4: time mixing (24 wide) and channel mixing, twice, LayerNorm, the embedding norm, no positions
+RWKV = ["--num-layers", "4", "--hybrid-override-pattern", "WCWC", "--rwkv-attention-size", "24", "--ffn-hidden-size",
+        "32", "--position-embedding-type", "none", "--normalization", "LayerNorm", "--embed-layernorm"]
 DOCUMENTS = ["--reset-attention-mask", "--eod-mask-loss"]  # (positions restart too where a layer reads them)
 MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAMBA2 + DOCUMENTS,
           "gdn": GDN, "gdn_gpt": GDN_GPT,
           "gdn_gpt_documents": GDN_GPT + DOCUMENTS + ["--reset-position-ids"], "short_conv": SHORT_CONV,
           "short_conv_documents": SHORT_CONV + DOCUMENTS + ["--reset-position-ids"], "kda": KDA, "kda_gpt": KDA_GPT,
           "kda_gpt_documents": KDA_GPT + DOCUMENTS, "lightning": LIGHTNING, "lightning_gpt": LIGHTNING_GPT,
-          "lightning_gpt_documents": LIGHTNING_GPT + DOCUMENTS + ["--reset-position-ids"], "falcon_h1": FALCON_H1, "olmo_hybrid": OLMO_HYBRID,
+          "lightning_gpt_documents": LIGHTNING_GPT + DOCUMENTS + ["--reset-position-ids"], "falcon_h1": FALCON_H1,
+          "olmo_hybrid": OLMO_HYBRID,
+          "rwkv": RWKV, "rwkv_documents": RWKV + DOCUMENTS,
           "rg_lru_gpt": RG_LRU_GPT, "rg_lru_gpt_documents": RG_LRU_GPT + DOCUMENTS + ["--reset-position-ids"],
           "falcon_h1_documents": FALCON_H1 + DOCUMENTS + ["--reset-position-ids"]}
 RING, ULYSSES, HYBRID_CP = "megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo"
@@ -118,7 +124,8 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "lightning_ring_cp2": ("lightning", _cp(2)),
         "falcon_h1_ulysses_cp2": ("falcon_h1", _cp(2, ULYSSES)),
         "olmo_hybrid_ring_cp2": ("olmo_hybrid", _cp(2)),
-        "rg_lru_gpt_ring_cp2": ("rg_lru_gpt", _cp(2))},
+        "rg_lru_gpt_ring_cp2": ("rg_lru_gpt", _cp(2)),
+        "rwkv_ring_cp2": ("rwkv", _cp(2))},
     4: {"mamba2_ring_cp4": ("mamba2", _cp(4)),
         "hybrid_2x2": ("hybrid", _cp(4, HYBRID_CP, "--ulysses-degree-in-cp", "2")),
         "mamba2_ring_cp2_tp2_sp": ("mamba2", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
@@ -141,7 +148,9 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "falcon_h1_ring_cp2_pp2": ("falcon_h1", _cp(2) + ["--pipeline-model-parallel-size", "2"]),
         "rg_lru_gpt_documents_ring_cp4": ("rg_lru_gpt_documents", _cp(4)),
         "rg_lru_gpt_ring_cp2_tp2_sp": ("rg_lru_gpt", _cp(2) + ["--tensor-model-parallel-size", "2",
-                                                               "--sequence-parallel"])},
+                                                               "--sequence-parallel"]),
+        "rwkv_documents_ring_cp4": ("rwkv_documents", _cp(4)),
+        "rwkv_ring_cp2_tp2_sp": ("rwkv", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"])},
 }
 TOLERANCE = 1e-5
 

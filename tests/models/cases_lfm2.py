@@ -58,3 +58,11 @@ CASES.update({
                                              block_types=["attention", "recurrent", "recurrent"]),
                                         "recurrent_gemma"),
 })
+
+# RWKV-4: 3 blocks (our WCWCWC), time mixing 48 wide (not the hidden 64), channel mixing 96; a second case with the
+# defaults (both widths from the hidden size)
+CASES.update({
+    "rwkv": ("RwkvConfig", "RwkvForCausalLM", dict(attention_hidden_size=48, intermediate_size=96, context_length=64,
+                                                  initializer_range=0.2), "rwkv"),
+    "rwkv_default_widths": ("RwkvConfig", "RwkvForCausalLM", dict(intermediate_size=None, context_length=64), "rwkv"),
+})

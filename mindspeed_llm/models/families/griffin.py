@@ -1,7 +1,8 @@
 """Griffin (RecurrentGemma, ``recurrent_gemma``) as registry data: Griffin's recurrent blocks beside local attention,
 every layer with its gated MLP.
 
-HF's ``block_types`` (the published config.json spells it ``_block_types``; cycled over the layers; ``recurrent`` / ``attention``) become
+HF's ``block_types`` (the published config.json spells it ``_block_types``; cycled over the layers;
+``recurrent`` / ``attention``) become
 ``--experimental-attention-variant rg_lru`` with ``--linear-attention-freq`` marks (1 a recurrent block, 0
 attention); the attention layers all slide (``attention_window_size``: ``--sliding-window``), are multi-query by
 default, rotate half of each head (``partial_rotary_factor`` 0.5) and have a bias on the output projection only.

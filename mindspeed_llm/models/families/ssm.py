@@ -187,7 +187,5 @@ MAMBA2 = register(Family("mamba2", "mamba2", "Mamba2ForCausalLM", _mamba2_config
                          preserved_keys=PRESERVED))
 
 # The recurrent families transformers ships that do not fit the decoder's mixer + MLP layers, with the reason.
-refuse("rwkv", "RWKV's time mixing (the WKV recurrence with per-channel decay) and channel mixing shift the previous "
-       "token into every projection's input; the decoder's mixers and MLPs read the current token only")
 refuse("xlstm", "its mLSTM blocks (exponential input and forget gates with a normaliser state, projections "
        "up and down around the cell) are not a token mixer of the decoder")
