@@ -248,28 +248,20 @@ class MambaLayer(nn.Module):
         return residual_skip(cfg, hidden, normed) + mixed
 
 
+# the token mixers built from (config, state, layer number) alone; attention picks its class from the config
+MIXER_CLASSES = {GDN_MIXER: GatedDeltaNet, KDA_MIXER: KimiDeltaAttention, LIGHTNING_MIXER: LightningAttention,
+                 SHORT_CONV_MIXER: ShortConv, PARALLEL_HYBRID_MIXER: MambaAndAttention, RG_LRU_MIXER: RecurrentBlock,
+                 RWKV_TIME_MIX: RwkvTimeMix, RWKV_CHANNEL_MIX: RwkvChannelMix}
+
+
 def build_mixer(kind: str, config: TransformerConfig, state: ParallelState, layer_number: int) -> nn.Module:
     """A transformer layer's token mixer of ``kind`` (``TransformerConfig.layer_parts``); ``[s, b, h]`` in and out,
     called with (hidden, rotary, layout)."""
     if kind == ATTENTION_MIXER:
         attention = MultiLatentAttention if config.multi_latent_attention else SelfAttention
         return attention(config, state, layer_number)
-    if kind == GDN_MIXER:
-        return GatedDeltaNet(config, state, layer_number)
-    if kind == KDA_MIXER:
-        return KimiDeltaAttention(config, state, layer_number)
-    if kind == LIGHTNING_MIXER:
-        return LightningAttention(config, state, layer_number)
-    if kind == SHORT_CONV_MIXER:
-        return ShortConv(config, state, layer_number)
-    if kind == PARALLEL_HYBRID_MIXER:
-        return MambaAndAttention(config, state, layer_number)
-    if kind == RG_LRU_MIXER:
-        return RecurrentBlock(config, state, layer_number)
-    if kind == RWKV_TIME_MIX:
-        return RwkvTimeMix(config, state, layer_number)
-    if kind == RWKV_CHANNEL_MIX:
-        return RwkvChannelMix(config, state, layer_number)
+    if kind in MIXER_CLASSES:
+        return MIXER_CLASSES[kind](config, state, layer_number)
     raise ValueError(f"no token mixer {kind!r} in a transformer layer")
 
 
