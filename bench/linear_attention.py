@@ -20,6 +20,8 @@ mixers differ), every one at hidden ``h``, micro batch 1, the same small vocabul
   gate blocks, conv width 4: an elementwise recurrence, in chunks of 64.
 * ``rwkv``: ``'WWWW'``, RWKV-4's time mixing of width ``h``: the token shift and the WKV recurrence, token by
   token (no chunked form: its running maximum is sequential).
+* ``mlstm``: ``'XXXX'``, xLSTM's mLSTM as xLSTM-7B shapes it: ``h / 512`` heads (at least one) with q/k
+  ``h / 2`` and v ``h`` wide over the heads, chunk 64: a matrix memory of ``dk x dv`` per head, exponential gates.
 * ``mamba_attention``: ``'HHHH'``, Falcon-H1's Mamba2 (as ``mamba2``) and attention (as ``attention``) side by
   side in every layer: both mixers' costs, so above each.
 
@@ -68,7 +70,7 @@ from core.models.gpt_model import build_model, layout_state
 from core.transformer.config import TransformerConfig, field_flag
 
 VOCAB = 1024
-MIXERS = ("attention", "mamba2", "mamba1", "gated_deltanet", "kda", "lightning", "rg_lru", "rwkv",
+MIXERS = ("attention", "mamba2", "mamba1", "gated_deltanet", "kda", "lightning", "rg_lru", "rwkv", "mlstm",
           "mamba_attention")
 DEFAULT_SEQS = {"device": "1024,2048,4096,8192,16384", "cpu": "256,512,1024", "smoke": "64,128"}
 SLOWER_WHY = ("where a chunked reference is slower than attention: the references run Python loops along the "
@@ -98,6 +100,11 @@ def mixer_fields(mixer: str, hidden: int) -> Dict[str, object]:
                     linear_num_value_heads=heads, linear_chunk_size=64)
     if mixer == "rwkv":
         return dict(hybrid_override_pattern="WWWW", position_embedding_type="none")
+    if mixer == "mlstm":
+        heads = max(hidden // 512, 1)
+        return dict(hybrid_override_pattern="XXXX", position_embedding_type="none", linear_num_key_heads=heads,
+                    linear_num_value_heads=heads, linear_key_head_dim=hidden // (2 * heads),
+                    linear_value_head_dim=hidden // heads, linear_chunk_size=64)
     if mixer == "rg_lru":
         return dict(hybrid_override_pattern="RRRR", position_embedding_type="none", lru_conv_width=4)
     if mixer == "lightning":

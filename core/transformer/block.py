@@ -17,7 +17,7 @@ from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import mark_param
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
-from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MOE_MLP,
+from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MLSTM_MIXER, MOE_MLP,
                                      PARALLEL_HYBRID_MIXER, RG_LRU_MIXER, RWKV_CHANNEL_MIX, RWKV_TIME_MIX,
                                      SHORT_CONV_MIXER, TransformerConfig)
 from core.transformer.context_parallel import SequenceLayout
@@ -27,6 +27,7 @@ from core.transformer.lightning_attention import LightningAttention
 from core.transformer.mamba_mixer import MambaMixer
 from core.transformer.mla import MultiLatentAttention
 from core.transformer.mlp import MLP
+from core.transformer.mlstm import MLstm
 from core.transformer.moe.moe_layer import MoELayer
 from core.transformer.norms import RMSNorm, build_norm
 from core.transformer.parallel_hybrid import MambaAndAttention
@@ -251,7 +252,7 @@ class MambaLayer(nn.Module):
 # the token mixers built from (config, state, layer number) alone; attention picks its class from the config
 MIXER_CLASSES = {GDN_MIXER: GatedDeltaNet, KDA_MIXER: KimiDeltaAttention, LIGHTNING_MIXER: LightningAttention,
                  SHORT_CONV_MIXER: ShortConv, PARALLEL_HYBRID_MIXER: MambaAndAttention, RG_LRU_MIXER: RecurrentBlock,
-                 RWKV_TIME_MIX: RwkvTimeMix, RWKV_CHANNEL_MIX: RwkvChannelMix}
+                 RWKV_TIME_MIX: RwkvTimeMix, RWKV_CHANNEL_MIX: RwkvChannelMix, MLSTM_MIXER: MLstm}
 
 
 def build_mixer(kind: str, config: TransformerConfig, state: ParallelState, layer_number: int) -> nn.Module:

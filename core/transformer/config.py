@@ -42,6 +42,7 @@ LAYER_LETTERS: Dict[str, str] = {"M": "a Mamba layer", "G": "a gated DeltaNet la
                                  "H": "a Mamba2 and an attention side by side on one norm (Falcon-H1)",
                                  "R": "a Griffin recurrent block (RG-LRU, RecurrentGemma)",
                                  "W": "an RWKV-4 time-mixing layer", "C": "an RWKV-4 channel-mixing layer",
+                                 "X": "an mLSTM layer (xLSTM's matrix memory)",
                                  "-": "an MLP layer", "E": "an MoE layer"}
 LAYER_KINDS = tuple(LAYER_LETTERS)
 # what each letter's layer holds: (its token mixer, its MLP); None for the branch it lacks
@@ -50,13 +51,14 @@ KDA_MIXER, LIGHTNING_MIXER = "kimi_delta_attention", "lightning_attention"
 PARALLEL_HYBRID_MIXER = "mamba_and_attention"  # 'H': both read the one normed input, their outputs are summed
 RG_LRU_MIXER = "rg_lru"  # 'R': Griffin's recurrent block (RecurrentGemma)
 RWKV_TIME_MIX, RWKV_CHANNEL_MIX = "rwkv_time_mix", "rwkv_channel_mix"  # 'W', 'C': RWKV-4's two mixers
+MLSTM_MIXER = "mlstm"  # 'X': xLSTM's mLSTM
 # the mixers built from the --linear-* sizes (key/value heads and dims, conv width, chunk)
-LINEAR_MIXERS = (GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER)
+LINEAR_MIXERS = (GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MLSTM_MIXER)
 DENSE_MLP, MOE_MLP = "dense", "moe"
 LETTER_PARTS: Dict[str, Tuple[Optional[str], Optional[str]]] = {
     "M": (MAMBA_MIXER, None), "G": (GDN_MIXER, None), "K": (KDA_MIXER, None), "L": (LIGHTNING_MIXER, None),
     "*": (ATTENTION_MIXER, None), "H": (PARALLEL_HYBRID_MIXER, None), "R": (RG_LRU_MIXER, None),
-    "W": (RWKV_TIME_MIX, None), "C": (RWKV_CHANNEL_MIX, None),
+    "W": (RWKV_TIME_MIX, None), "C": (RWKV_CHANNEL_MIX, None), "X": (MLSTM_MIXER, None),
     "-": (None, DENSE_MLP),
     "E": (None, MOE_MLP)}
 # --experimental-attention-variant -> the token mixer of the layers --linear-attention-freq marks (Megatron-core
@@ -64,7 +66,7 @@ LETTER_PARTS: Dict[str, Tuple[Optional[str], Optional[str]]] = {
 VARIANT_MIXERS: Dict[str, str] = {"gated_delta_net": GDN_MIXER, "gdn": GDN_MIXER, "kda": KDA_MIXER,
                                   "kimi_delta_attention": KDA_MIXER, "lightning": LIGHTNING_MIXER,
                                   "lightning_attention": LIGHTNING_MIXER, "short_conv": SHORT_CONV_MIXER,
-                                  "rg_lru": RG_LRU_MIXER}
+                                  "rg_lru": RG_LRU_MIXER, "mlstm": MLSTM_MIXER}
 EXPERIMENTAL_ATTENTION_VARIANTS = tuple(VARIANT_MIXERS)
 PREDICTION_HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 # --activation -> (the elementwise function, gated): a gated MLP computes act(gate) * up with a fused [gate; up]
@@ -99,6 +101,7 @@ MOE, MAMBA, ATTENTION, LINEAR_ATTENTION, SHORT_CONV = "moe", "mamba", "attention
 PARALLEL_HYBRID = "parallel_hybrid"  # the 'H' layers (Falcon-H1)
 RG_LRU = "rg_lru"  # Griffin's recurrent blocks (RecurrentGemma)
 RWKV = "rwkv"  # RWKV-4's time-mixing layers
+MLSTM = "mlstm"  # xLSTM's mLSTM layers
 _OWN_NAME = ""  # FieldSpec.flag before resolution: the flag is the field's name with dashes
 FIELD_DEFAULT = "the field's default"  # FieldSpec.flag_default: the parser's default is the field's
 
@@ -672,6 +675,13 @@ class ModelConfig:
     rwkv_attention_size: Optional[int] = config_field(None, type=int, features=(RWKV,),
                                                       help="RWKV-4 time mixing: the key/value/receptance width "
                                                            "(default --hidden-size; attention_hidden_size)")
+    # xLSTM's mLSTM (pattern letter 'X'; heads and dims from the --linear-* sizes): the soft cap of its gate
+    # pre-activations (gate_soft_cap; None: uncapped) and the eps of its read's denominator (eps)
+    mlstm_gate_soft_cap: Optional[float] = config_field(15.0, type=float, features=(MLSTM,),
+                                                        help="mLSTM layers: cap * tanh(x / cap) on the input and "
+                                                             "forget gate pre-activations (xLSTM's gate_soft_cap)")
+    mlstm_eps: float = config_field(1e-6, features=(MLSTM,),
+                                    help="mLSTM layers: the eps added to the read's denominator (xLSTM's eps)")
     short_conv_kernel_size: int = config_field(3, features=(SHORT_CONV,),
                                                help="short-conv layers: width of the causal depthwise conv")
     short_conv_bias: bool = config_field(False, features=(SHORT_CONV,),
@@ -1105,6 +1115,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         self._validate_short_conv()
         self._validate_rg_lru()
         self._validate_rwkv()
+        if not any(self.layer_parts(i)[0] == MLSTM_MIXER for i in range(self.num_layers)):
+            self._refuse_unused(MLSTM, "applies to mLSTM layers ('X' in --hybrid-override-pattern, or "
+                                       "--experimental-attention-variant mlstm); add them or drop it")
         if not self.has_parallel_hybrid_layers:
             self._refuse_unused(PARALLEL_HYBRID, "applies to the 'H' layers of --hybrid-override-pattern (a Mamba2 "
                                                  "beside an attention, Falcon-H1); add them or drop it")
@@ -1147,10 +1160,10 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             raise ValueError(f"--linear-attention-freq {self.linear_attention_freq!r} marks no layer as a "
                              f"{variant} layer; mark some with 1 or drop --experimental-attention-variant")
         if not self.has_linear_attention_layers:
-            self._refuse_unused(LINEAR_ATTENTION, "applies to gated DeltaNet, Kimi Delta Attention and lightning "
-                                                  "layers; add --experimental-attention-variant gated_delta_net (or "
-                                                  "kda, lightning) or 'G' ('K', 'L') letters in "
-                                                  "--hybrid-override-pattern, or drop it")
+            self._refuse_unused(LINEAR_ATTENTION, "applies to gated DeltaNet, Kimi Delta Attention, lightning "
+                                                  "and mLSTM layers; add --experimental-attention-variant "
+                                                  "gated_delta_net (or kda, lightning, mlstm) or 'G' ('K', 'L', 'X') "
+                                                  "letters in --hybrid-override-pattern, or drop it")
             return
         for flag, value in (("--linear-conv-kernel-dim", self.linear_conv_kernel_dim),
                             ("--linear-key-head-dim", self.linear_key_head_dim),
@@ -1177,6 +1190,10 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             raise ValueError(f"lightning-attention layers have one head count and head dim: --linear-num-key-heads "
                              f"({keys}) must equal --linear-num-value-heads ({values}) and --linear-key-head-dim "
                              f"({self.linear_key_head_dim}) --linear-value-head-dim ({self.linear_value_head_dim})")
+        mlstm = any(self.layer_parts(i)[0] == MLSTM_MIXER for i in range(self.num_layers))
+        if mlstm and keys != values:
+            raise ValueError(f"mLSTM layers have one head count for q, k and v: --linear-num-key-heads ({keys}) must "
+                             f"equal --linear-num-value-heads ({values})")
 
     def _validate_short_conv(self) -> None:
         """The short-conv fields only with short-conv layers, and their sizes against TP."""
@@ -1259,8 +1276,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
 
     @property
     def has_linear_attention_layers(self) -> bool:
-        """Some layer is a gated DeltaNet, Kimi Delta Attention or lightning layer ('G', 'K', 'L', or marked by
-        --linear-attention-freq): the layers the --linear-* sizes describe."""
+        """Some layer is a gated DeltaNet, Kimi Delta Attention, lightning or mLSTM layer ('G', 'K', 'L', 'X', or
+        marked by --linear-attention-freq): the layers the --linear-* sizes describe."""
         return any(self.layer_parts(i)[0] in LINEAR_MIXERS for i in range(self.num_layers))
 
     @property

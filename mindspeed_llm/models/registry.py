@@ -964,6 +964,9 @@ class Family:
     # checkpoints and the converter lay them out, where the two differ (OLMo-Hybrid's q/k/v convs: transformers
     # saves even chunks of the fused conv); idempotent, for the round-trip checks
     published_layout: Optional[Callable[[Dict[str, torch.Tensor], Dict[str, Any]], Dict[str, torch.Tensor]]] = None
+    # groups of HF keys that spell one of our fields in more than one way (xLSTM's MLP width: a factor rounded up to
+    # a multiple); an export keeps the original's values of a group where they give the same config as ours
+    equivalent_keys: Tuple[Tuple[str, ...], ...] = ()
 
     def rules(self, cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
         """The weight map of the model built from ``cfg`` (a reward model's score head included)."""
@@ -995,6 +998,11 @@ class Family:
         for key in self.preserved_keys:
             if original and key in original:
                 base[key] = original[key]
+        for group in self.equivalent_keys:
+            if original and all(key in original for key in group):
+                spelled = {**base, **{key: original[key] for key in group}}
+                if self.to_config(spelled) == self.to_config(base):
+                    base = spelled
         base["model_type"], base["architectures"] = self.model_type, [self.architecture]
         if cfg.value_head:  # a reward model: HF's sequence classifier with one label (the score)
             base["architectures"] = [self.architecture.replace("ForCausalLM", "ForSequenceClassification")]

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MAMBA_MIXER,
-                                     PARALLEL_HYBRID_MIXER, RG_LRU_MIXER, RWKV_CHANNEL_MIX, RWKV_TIME_MIX,
+                                     MLSTM_MIXER, PARALLEL_HYBRID_MIXER, RG_LRU_MIXER, RWKV_CHANNEL_MIX, RWKV_TIME_MIX,
                                      SHORT_CONV_MIXER, TransformerConfig)
 
 
@@ -156,13 +156,22 @@ def rwkv_channel_mix_forward_flops_per_token(config: TransformerConfig, seq_leng
     return 2 * h * ffn * 2 + 2 * h * h, 0.0
 
 
+def mlstm_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
+    """One mLSTM mixer (xLSTM): (in_proj to [q; k; v; o], the gate projection and out_proj; the cell: per head the
+    memory update k v^T and the query read, 2 dk dv each)."""
+    h, heads = config.hidden_size, config.linear_num_value_heads
+    dk, dv = config.linear_key_head_dim, config.linear_value_head_dim
+    return 2 * h * heads * (2 * dk + 2 * dv) + 2 * h * 2 * heads + 2 * heads * dv * h, 4 * heads * dk * dv
+
+
 # a layer's token mixer (TransformerConfig.layer_parts) -> its forward FLOPs per token (weights, activations)
 MIXER_FLOPS: Dict[str, Callable[[TransformerConfig, int], Tuple[float, float]]] = {
     ATTENTION_MIXER: attention_forward_flops_per_token, MAMBA_MIXER: mamba_forward_flops_per_token,
     GDN_MIXER: gated_delta_net_forward_flops_per_token, KDA_MIXER: kimi_delta_attention_forward_flops_per_token,
     LIGHTNING_MIXER: lightning_attention_forward_flops_per_token, SHORT_CONV_MIXER: short_conv_forward_flops_per_token,
     PARALLEL_HYBRID_MIXER: mamba_and_attention_forward_flops_per_token, RG_LRU_MIXER: rg_lru_forward_flops_per_token,
-    RWKV_TIME_MIX: rwkv_time_mix_forward_flops_per_token, RWKV_CHANNEL_MIX: rwkv_channel_mix_forward_flops_per_token}
+    RWKV_TIME_MIX: rwkv_time_mix_forward_flops_per_token, RWKV_CHANNEL_MIX: rwkv_channel_mix_forward_flops_per_token,
+    MLSTM_MIXER: mlstm_forward_flops_per_token}
 
 
 @dataclass

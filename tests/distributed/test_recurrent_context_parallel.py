@@ -13,7 +13,8 @@ beside attention with post-norm, weighed residuals (with documents at CP 4, and 
 + SP and at CP 2 x PP 2), and OLMo-Hybrid's DeltaNet layer (pre-norms, beta in (0, 2)) beside an attention layer
 with output norms only (ring CP 2), and Griffin's recurrent block beside windowed attention (ring CP 2, with
 documents at CP 4, at CP 2 x TP 2 + SP), and RWKV-4's time and channel mixing (their token shift and WKV
-state relayed: ring CP 2, with documents at CP 4, at CP 2 x TP 2 + SP). Layouts:
+state relayed: ring CP 2, with documents at CP 4, at CP 2 x TP 2 + SP), and xLSTM's mLSTM (its matrix memory,
+normaliser and running maximum relayed: the same three layouts). Layouts:
 the ring's load-balanced chunks (at CP 4 a chunk of 2 tokens, shorter than the conv's 3 carried inputs),
 contiguous parts (the ring with ``--attention-mask-type general``), Ulysses and the
 hybrid 2 x 2 (whose chain visits CP ranks 0, 2, 3, 1), CP 2 x TP 2 with sequence parallelism, CP 2 x PP 2,
@@ -92,6 +93,12 @@ RG_LRU_GPT = ["--num-layers", "2", "--experimental-attention-variant", "rg_lru",
 # RWKV-4: time mixing (24 wide) and channel mixing, twice, LayerNorm, the embedding norm, no positions
 RWKV = ["--num-layers", "4", "--hybrid-override-pattern", "WCWC", "--rwkv-attention-size", "24", "--ffn-hidden-size",
         "32", "--position-embedding-type", "none", "--normalization", "LayerNorm", "--embed-layernorm"]
+# xLSTM's mLSTM in GPT layers, each with its MLP: 2 heads of q/k 4 and v 6 wide, the gates capped, chunks of 3,
+# every layer mLSTM (no positions)
+XLSTM = ["--num-layers", "2", "--experimental-attention-variant", "mlstm", "--linear-attention-freq", "[1,1]",
+         "--linear-num-key-heads", "2", "--linear-num-value-heads", "2", "--linear-key-head-dim", "4",
+         "--linear-value-head-dim", "6", "--linear-chunk-size", "3", "--mlstm-gate-soft-cap", "4",
+         "--ffn-hidden-size", "32", "--swiglu", "--position-embedding-type", "none"]
 DOCUMENTS = ["--reset-attention-mask", "--eod-mask-loss"]  # (positions restart too where a layer reads them)
 MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAMBA2 + DOCUMENTS,
           "gdn": GDN, "gdn_gpt": GDN_GPT,
@@ -100,7 +107,7 @@ MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAM
           "kda_gpt_documents": KDA_GPT + DOCUMENTS, "lightning": LIGHTNING, "lightning_gpt": LIGHTNING_GPT,
           "lightning_gpt_documents": LIGHTNING_GPT + DOCUMENTS + ["--reset-position-ids"], "falcon_h1": FALCON_H1,
           "olmo_hybrid": OLMO_HYBRID,
-          "rwkv": RWKV, "rwkv_documents": RWKV + DOCUMENTS,
+          "rwkv": RWKV, "rwkv_documents": RWKV + DOCUMENTS, "xlstm": XLSTM, "xlstm_documents": XLSTM + DOCUMENTS,
           "rg_lru_gpt": RG_LRU_GPT, "rg_lru_gpt_documents": RG_LRU_GPT + DOCUMENTS + ["--reset-position-ids"],
           "falcon_h1_documents": FALCON_H1 + DOCUMENTS + ["--reset-position-ids"]}
 RING, ULYSSES, HYBRID_CP = "megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo"
@@ -125,7 +132,8 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "falcon_h1_ulysses_cp2": ("falcon_h1", _cp(2, ULYSSES)),
         "olmo_hybrid_ring_cp2": ("olmo_hybrid", _cp(2)),
         "rg_lru_gpt_ring_cp2": ("rg_lru_gpt", _cp(2)),
-        "rwkv_ring_cp2": ("rwkv", _cp(2))},
+        "rwkv_ring_cp2": ("rwkv", _cp(2)),
+        "xlstm_ring_cp2": ("xlstm", _cp(2))},
     4: {"mamba2_ring_cp4": ("mamba2", _cp(4)),
         "hybrid_2x2": ("hybrid", _cp(4, HYBRID_CP, "--ulysses-degree-in-cp", "2")),
         "mamba2_ring_cp2_tp2_sp": ("mamba2", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
@@ -150,7 +158,9 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "rg_lru_gpt_ring_cp2_tp2_sp": ("rg_lru_gpt", _cp(2) + ["--tensor-model-parallel-size", "2",
                                                                "--sequence-parallel"]),
         "rwkv_documents_ring_cp4": ("rwkv_documents", _cp(4)),
-        "rwkv_ring_cp2_tp2_sp": ("rwkv", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"])},
+        "rwkv_ring_cp2_tp2_sp": ("rwkv", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
+        "xlstm_documents_ring_cp4": ("xlstm_documents", _cp(4)),
+        "xlstm_ring_cp2_tp2_sp": ("xlstm", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"])},
 }
 TOLERANCE = 1e-5
 

@@ -145,12 +145,13 @@ def test_greedy_equals_transformers_generate(converted) -> None:
     assert not mismatches, "\n".join(mismatches)
 
 
-# transformers ignores the attention mask of these families in a padded batch (Mamba-1 and RWKV have no masking
-# of left padding); their reference is each prompt generated alone, unpadded
-UNPADDED_REFERENCE = ("falcon_mamba", "rwkv", "rwkv_default_widths")
+# transformers ignores the attention mask of these families in a padded batch (Mamba-1, RWKV and xLSTM have no
+# masking of left padding); their reference is each prompt generated alone, unpadded
+UNPADDED_REFERENCE = ("falcon_mamba", "rwkv", "rwkv_default_widths", "xlstm", "xlstm_wide_keys")
 # transformers' cached decoding of these cases fails (RWKV's cache is sized by hidden_size, not
-# attention_hidden_size): their reference decodes without the cache
-UNCACHED_REFERENCE = ("rwkv",)
+# attention_hidden_size; xLSTM's by the v width rounded up to 64, not the layer's): their reference decodes
+# without the cache
+UNCACHED_REFERENCE = ("rwkv", "xlstm_wide_keys")
 
 
 def test_greedy_equals_transformers_generate_for_every_registry_family(tmp_path) -> None:

@@ -116,7 +116,8 @@ def test_hf_tp2_pp2_hf_round_trip_is_exact(family: str, tmp_path) -> None:
 
 # Families whose config lists layer numbers (a window pattern, NoPE layers, a per-layer bias): inserting
 # noop layers renumbers them, and each layer's behaviour must follow its weights.
-LAYERED = ["gemma2", "smollm3", "gpt_neox_japanese", "cohere2", "minimax", "lfm3", "olmo_hybrid", "recurrent_gemma"]
+LAYERED = ["gemma2", "smollm3", "gpt_neox_japanese", "cohere2", "minimax", "lfm3", "olmo_hybrid", "recurrent_gemma",
+           "xlstm"]
 
 
 @pytest.mark.parametrize("family", LAYERED)

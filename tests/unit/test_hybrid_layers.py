@@ -76,7 +76,7 @@ def test_layer_frequency_is_megatrons(value: str, expected: list) -> None:
 
 @pytest.mark.parametrize("overrides, message", [
     (dict(hybrid_override_pattern="M*-"), "has 3 letters and --num-layers is 5"),
-    (dict(hybrid_override_pattern="M*X-E"), "unknown letter 'X'"),
+    (dict(hybrid_override_pattern="M*Q-E"), "unknown letter 'Q'"),
     (dict(hybrid_override_pattern="M*--E"), "has MoE layers ('E'); add --num-experts"),
     (dict(hybrid_override_pattern="M*--E", num_experts=4, moe_layer_freq=2), "--moe-layer-freq places MoE layers"),
     (dict(hybrid_override_pattern="MG*--", experimental_attention_variant="gdn", linear_attention_freq="2"),
@@ -88,7 +88,7 @@ def test_layer_frequency_is_megatrons(value: str, expected: list) -> None:
     (dict(hybrid_override_pattern="GG*--", linear_num_value_heads=3), "must be a multiple of --linear-num-key-heads"),
     (dict(hybrid_override_pattern="GG*--", linear_num_key_heads=2, linear_num_value_heads=4,
           tensor_model_parallel_size=4, num_attention_heads=4), "divisible by --tensor-model-parallel-size (4)"),
-    (dict(hybrid_override_pattern="MM*--", linear_num_key_heads=4), "applies to gated DeltaNet, Kimi Delta Attention and lightning layers"),
+    (dict(hybrid_override_pattern="MM*--", linear_num_key_heads=4), "applies to gated DeltaNet, Kimi Delta Attention, lightning and mLSTM layers"),
     # Falcon-H1's 'H' layers and muP scales
     (dict(hybrid_override_pattern="M*-M-", attention_out_multiplier=0.5),
      "--attention-out-multiplier applies to the 'H' layers"),

@@ -137,7 +137,7 @@ def test_refusals_are_one_line(name: str, overrides: Dict[str, Any], message: st
 
 
 def test_gated_deltanet_fields_still_refused_without_its_layers() -> None:
-    with pytest.raises(ValueError, match="--linear-num-key-heads applies to gated DeltaNet, Kimi Delta Attention and lightning layers"):
+    with pytest.raises(ValueError, match="--linear-num-key-heads applies to gated DeltaNet, Kimi Delta Attention, lightning and mLSTM layers"):
         dataclasses.replace(short_conv_config(), linear_num_key_heads=4)
 
 

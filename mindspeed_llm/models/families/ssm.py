@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Tuple
 import torch
 
 from core.transformer.config import TransformerConfig
-from mindspeed_llm.models.registry import Family, RegistryError, WeightRule, refuse, register
+from mindspeed_llm.models.registry import Family, RegistryError, WeightRule, register
 
 MIXER_TENSORS = ("in_proj.weight", "in_proj.bias", "conv1d.weight", "conv1d.bias", "x_proj.weight",
                  "dt_proj.weight", "dt_proj.bias", "A_log", "D", "dt_bias", "norm.weight", "out_proj.weight",
@@ -185,7 +185,3 @@ FALCON_MAMBA = register(Family("falcon_mamba", "falcon_mamba", "FalconMambaForCa
                                _falcon_mamba_hf_config, SSM_WEIGHTS, preserved_keys=MAMBA1_PRESERVED), "falcon-mamba")
 MAMBA2 = register(Family("mamba2", "mamba2", "Mamba2ForCausalLM", _mamba2_config, _mamba2_hf_config, SSM_WEIGHTS,
                          preserved_keys=PRESERVED))
-
-# The recurrent families transformers ships that do not fit the decoder's mixer + MLP layers, with the reason.
-refuse("xlstm", "its mLSTM blocks (exponential input and forget gates with a normaliser state, projections "
-       "up and down around the cell) are not a token mixer of the decoder")
