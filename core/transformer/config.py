@@ -657,6 +657,17 @@ class ModelConfig:
     linear_norm_epsilon: Optional[float] = config_field(None, type=float, features=(LINEAR_ATTENTION,),
                                                         help="gated DeltaNet: eps of its gated output norm (default "
                                                              "--norm-epsilon; OLMo-Hybrid: 1e-5)")
+    # Kimi Delta Attention as Bailing's hybrids (Ling) shape it: the forget and output gates projected from the hidden
+    # state at full rank instead of through rank-dk / rank-dv bottlenecks [--kda-full-rank-gates], and the bounded
+    # ("safe") forget gate lower_bound * sigmoid(exp(A_log) (f + dt_bias)) in place of -exp(A_log) softplus(f +
+    # dt_bias) [--kda-gate-lower-bound, a negative log decay]
+    kda_full_rank_gates: bool = config_field(False, features=(LINEAR_ATTENTION,),
+                                             help="Kimi Delta Attention: full-rank forget and output gate projections "
+                                                  "(Bailing's f_proj, g_proj), not low-rank ones (Kimi Linear)")
+    kda_gate_lower_bound: Optional[float] = config_field(None, type=float, features=(LINEAR_ATTENTION,),
+                                                         help="Kimi Delta Attention: the bounded forget gate, its log "
+                                                              "decay bound * sigmoid(...) in (bound, 0) (Bailing's "
+                                                              "kda_lower_bound with kda_safe_gate)")
     linear_attention_pre_norm: bool = config_field(False, features=(LINEAR_ATTENTION,),
                                                    help="with --post-norm-only: the gated DeltaNet layers keep the "
                                                         "norms before their branches (OLMo-Hybrid)")
@@ -1185,6 +1196,13 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             if gdn_only:
                 raise ValueError(f"{gdn_only[0]} applies to gated DeltaNet layers, which this model has none of; "
                                  "drop it")
+        if not any(self.layer_parts(i)[0] == KDA_MIXER for i in range(self.num_layers)):
+            kda_only = self._changed(("kda_full_rank_gates", "kda_gate_lower_bound"))
+            if kda_only:
+                raise ValueError(f"{kda_only[0]} applies to Kimi Delta Attention layers, which this model has none "
+                                 "of; drop it")
+        if self.kda_gate_lower_bound is not None and self.kda_gate_lower_bound >= 0:
+            raise ValueError(f"--kda-gate-lower-bound {self.kda_gate_lower_bound} must be negative (a log decay)")
         lightning = any(self.layer_parts(i)[0] == LIGHTNING_MIXER for i in range(self.num_layers))
         if lightning and (keys != values or self.linear_key_head_dim != self.linear_value_head_dim):
             raise ValueError(f"lightning-attention layers have one head count and head dim: --linear-num-key-heads "
@@ -1657,7 +1675,6 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                              f"--num-query-groups {self.num_query_groups} (or set it to the head count)")
         unsupported = [flag for flag, on in (
             ("--qk-layernorm", self.qk_norm not in ("none", "l2")),
-            ("--attention-output-gate", self.attention_output_gate),
             ("--attn-sub-norm", self.attn_sub_norm), ("--value-norm", self.value_norm),
             ("--global-kv-channels", self.global_kv_channels is not None),
             ("--softmax-type", self.softmax_type != "vanilla"),

@@ -11,13 +11,16 @@ instead of per head, and with low-rank gates. For each token ``x``::
 
 ``W_fa`` and ``W_ga`` are rank-``dk`` / rank-``dv`` down projections (transformers' ``f_a_proj``,
 ``g_a_proj``), ``W_fb`` / ``W_gb`` map them up to every head's channels; ``o_norm`` is an RMSNorm over
-``dv`` with one weight shared by every head. The conv and the delta rule are the stateful core
+``dv`` with one weight shared by every head. Bailing's hybrids (``bailing_hybrid``) project both gates at full
+rank (``--kda-full-rank-gates``: ``W_f x``, ``W_g x``, transformers' ``f_proj``, ``g_proj``) and may bound the forget
+gate (``--kda-gate-lower-bound L``: ``g = L * sigmoid(exp(A_log) * (W_f x + dt_bias))``, in ``(L, 0)``). The conv and the delta rule are the stateful core
 (:mod:`core.transformer.sequence_state`; carry = the conv's last ``k - 1`` inputs and the fp32 state
 ``[b, h_v, dk, dv]``), so packed documents restart at every document and CP ranks pass the state on.
 
 Tensor parallelism splits the key heads with their value-head groups. Every projection of the hidden
 state is one column-parallel ``in_proj`` with rows ``[q; k; v; b; f_a; g_a]``: the first four split by
-heads, the two down projections replicated on every rank (a :class:`Segment` of one unit). A rank's
+heads, the two down projections replicated on every rank (a :class:`Segment` of one unit); full-rank gates
+are rows ``[f; g]`` split with their heads instead, and need no up projections. A rank's
 copy of ``f_a`` / ``g_a`` feeds only its own heads' up projections, so its gradient, and its share of the
 input's gradient, are partial sums over TP: the replicas' gradients are summed as GQA's replicated key
 heads are, and the column-parallel input gradient is all-reduced as usual. The up projections, the conv
@@ -68,8 +71,11 @@ class KimiDeltaAttention(nn.Module):
         self.key_dim, self.value_dim = key_dim, value_dim
         self.local_value_heads = value_heads // tp
         self.chunk_size = config.linear_chunk_size
+        self.full_rank_gates = config.kda_full_rank_gates
+        gates = ((Segment(value_heads, key_dim), Segment(value_heads, value_dim)) if self.full_rank_gates
+                 else (Segment(1, key_dim), Segment(1, value_dim)))  # [f; g] per head, or the shared [f_a; g_a]
         segments = (Segment(key_heads, key_dim), Segment(key_heads, key_dim), Segment(value_heads, value_dim),
-                    Segment(value_heads), Segment(1, key_dim), Segment(1, value_dim))  # [q; k; v; b; f_a; g_a]
+                    Segment(value_heads)) + gates  # [q; k; v; b; f(_a); g(_a)]
         self.in_proj = ColumnParallelLinear(config.hidden_size, sum(seg.size for seg in segments), group=self.group,
                                             bias=False, sequence_parallel=config.sequence_parallel,
                                             segments=segments, dtype=dtype)
@@ -79,8 +85,9 @@ class KimiDeltaAttention(nn.Module):
         self.conv1d = nn.Conv1d(self.conv_channels, self.conv_channels, config.linear_conv_kernel_dim,
                                 groups=self.conv_channels, bias=False, dtype=dtype)
         mark_param(self.conv1d.weight, init="normal", tp_shard=conv_shard)
-        self.f_b_proj = _up_projection(key_dim, value_heads, key_dim, tp, dtype)  # [hv/tp * dk, dk]
-        self.g_b_proj = _up_projection(value_dim, value_heads, value_dim, tp, dtype)  # [hv/tp * dv, dv]
+        if not self.full_rank_gates:
+            self.f_b_proj = _up_projection(key_dim, value_heads, key_dim, tp, dtype)  # [hv/tp * dk, dk]
+            self.g_b_proj = _up_projection(value_dim, value_heads, value_dim, tp, dtype)  # [hv/tp * dv, dv]
         # flash-linear-attention's initialisation (Mamba's): dt log-uniform in [1e-3, 1e-1], A uniform in [1, 16]
         self.dt_bias = split_vector(TPShard(0, (Segment(value_heads, key_dim),)), tp, "mamba_dt_bias",
                                     dtype)  # [hv/tp * dk]
@@ -97,11 +104,12 @@ class KimiDeltaAttention(nn.Module):
         qkv_b_f_g = self.in_proj(hidden)  # [s, b, local rows] over the full sequence
         seq, batch = qkv_b_f_g.shape[:2]
         *core_parts, forget_rank, gate_rank = qkv_b_f_g.split(self.in_split, dim=-1)
-        forget = self.f_b_proj(forget_rank)  # [s, b, hv/tp * dk]
+        forget = forget_rank if self.full_rank_gates else self.f_b_proj(forget_rank)  # [s, b, hv/tp * dk]
         core_in = torch.cat([*core_parts, forget], dim=-1).transpose(0, 1)  # [b, s, c + hv/tp + hv/tp * dk]
         core_out = sequence_scan(self._core, core_in, layout)  # [b, s, hv/tp * dv]
         out = core_out.transpose(0, 1).reshape(seq, batch, self.local_value_heads, self.value_dim)
-        gate = self.g_b_proj(gate_rank).reshape(seq, batch, self.local_value_heads, self.value_dim)
+        gate = (gate_rank if self.full_rank_gates else self.g_b_proj(gate_rank)).reshape(
+            seq, batch, self.local_value_heads, self.value_dim)
         gated = self.o_norm(out.float()) * torch.sigmoid(gate.float())  # the norm in fp32, as transformers
         return self.o_proj(gated.to(qkv_b_f_g.dtype).reshape(seq, batch, -1))  # [s, b, h] ([s/tp, b, h] SP)
 
@@ -116,7 +124,11 @@ class KimiDeltaAttention(nn.Module):
         q, k, v = F.silu(mixed).split(self.in_split[:3], dim=-1)
         beta = torch.sigmoid(beta_logits.float())  # [b, s, hv/tp]
         decay_in = (forget.float() + self.dt_bias.float()).view(batch, seq, heads, self.key_dim)
-        g = -torch.exp(self.A_log.float())[:, None] * F.softplus(decay_in)  # [b, s, hv/tp, dk]
+        rate, bound = torch.exp(self.A_log.float())[:, None], self.config.kda_gate_lower_bound
+        if bound is None:
+            g = -rate * F.softplus(decay_in)  # [b, s, hv/tp, dk]
+        else:  # the bounded gate, in (bound, 0)
+            g = bound * torch.sigmoid(rate * decay_in)
         out, state = kimi_delta_rule(q.reshape(batch, seq, -1, self.key_dim), k.reshape(batch, seq, -1, self.key_dim),
                                      v.reshape(batch, seq, heads, self.value_dim), g, beta, self.chunk_size, state)
         return out.reshape(batch, seq, -1), (conv_past, state)

@@ -83,6 +83,14 @@ class MultiLatentAttention(nn.Module):
             heads * self.v_dim, config.hidden_size, group=self.group,
             bias=config.dense_bias(layer_number),
             sequence_parallel=config.sequence_parallel, segments=(Segment(heads, self.v_dim),), dtype=dtype)
+        # --attention-output-gate: sigmoid(W_gate x) on the attention output, one gate per value channel or, with
+        # --attention-output-gate-per-head, one per head (Bailing's g_proj); column-parallel by head
+        self.gate_width = (1 if config.attention_output_gate_per_head else self.v_dim) \
+            if config.attention_output_gate else 0
+        if self.gate_width:
+            self.linear_gate = ColumnParallelLinear(config.hidden_size, heads * self.gate_width,
+                                                    segments=(Segment(heads, self.gate_width),),
+                                                    **{**up_args, "bias": False})
         self.window = config.layer_window(layer_number)
         self.chunk = config.layer_chunk(layer_number)
         self.use_rope = layer_number not in config.no_rope_layers
@@ -129,6 +137,9 @@ class MultiLatentAttention(nn.Module):
             context = checkpoint(self._core_attention, q, k, v, layout)  # [s, b, np * v]
         else:
             context = self._core_attention(q, k, v, layout)
+        if self.gate_width:  # gate [s, b, np * (v | 1)], its sigmoid in fp32 as transformers'
+            gate = torch.sigmoid(self.linear_gate(hidden).float()).to(context.dtype)
+            context = (context.view(s, b, nq, self.v_dim) * gate.view(s, b, nq, self.gate_width)).flatten(2)
         return self.linear_proj(context)  # [s, b, h] ([s/tp, b, h] under SP)
 
     def _recompute_core_attention(self) -> bool:

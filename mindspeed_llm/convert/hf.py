@@ -91,7 +91,7 @@ class HFSource:
         """The prefixes of the tensors no parameter reads: a multimodal checkpoint's towers, the family's unloaded
         ones (Qwen3-Next's MTP layer)."""
         towers = self.multimodal.left_out if self.multimodal is not None else ()
-        return towers + self.family.unloaded_hf_prefixes
+        return towers + self.family.unloaded_prefixes(self.hf_config)
 
     def _drop_absent_mtp_layers(self) -> None:
         """A config.json with MTP layers (``num_nextn_predict_layers``) over weights without them (transformers

@@ -960,6 +960,8 @@ class Family:
     # prefixes of the HF tensors transformers does not load either (its _keys_to_ignore_on_load_unexpected: the
     # MTP layer of Qwen3-Next and Qwen3.5): the converter leaves them out with a note
     unloaded_hf_prefixes: Tuple[str, ...] = ()
+    # the same prefixes where config.json places them (Bailing's MTP layers: model.layers.{num_hidden_layers + j}.)
+    unloaded_hf_prefixes_for: Optional[Callable[[Dict[str, Any]], Tuple[str, ...]]] = None
     # HF tensors (name -> tensor) as transformers' save_pretrained writes them, given config.json -> as the published
     # checkpoints and the converter lay them out, where the two differ (OLMo-Hybrid's q/k/v convs: transformers
     # saves even chunks of the fused conv); idempotent, for the round-trip checks
@@ -972,6 +974,12 @@ class Family:
         """The weight map of the model built from ``cfg`` (a reward model's score head included)."""
         rules = self.weights_for(cfg) if self.weights_for is not None else self.weights
         return tuple(rules) + (VALUE_HEAD_RULE,) if cfg.value_head else rules
+
+    def unloaded_prefixes(self, hf_config: Dict[str, Any]) -> Tuple[str, ...]:
+        """The prefixes of the checkpoint's tensors transformers does not load (``unloaded_hf_prefixes``, and those
+        ``unloaded_hf_prefixes_for`` finds in ``hf_config``)."""
+        placed = self.unloaded_hf_prefixes_for(hf_config) if self.unloaded_hf_prefixes_for is not None else ()
+        return self.unloaded_hf_prefixes + tuple(placed)
 
     def canonical_hf_name(self, name: str) -> str:
         """The weight map's name of the checkpoint's tensor ``name`` (itself unless an alias spells it)."""

@@ -85,13 +85,17 @@ def gated_delta_net_forward_flops_per_token(config: TransformerConfig, seq_lengt
 
 
 def kimi_delta_attention_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
-    """One Kimi Delta Attention mixer: (its projections, the low-rank gates' up projections; the delta rule as
-    the gated DeltaNet's, the per-channel decay adding one elementwise pass over the state)."""
+    """One Kimi Delta Attention mixer: (its projections, the low-rank gates' up projections, or the full-rank
+    gates; the delta rule as the gated DeltaNet's, the per-channel decay adding one elementwise pass over the
+    state)."""
     h = config.hidden_size
     keys, values = config.linear_num_key_heads, config.linear_num_value_heads
     dk, dv = config.linear_key_head_dim, config.linear_value_head_dim
-    in_rows = 2 * keys * dk + values * dv + values + dk + dv  # [q; k; v; b; f_a; g_a]
-    up = 2 * dk * values * dk + 2 * dv * values * dv  # f_b, g_b
+    if config.kda_full_rank_gates:  # [q; k; v; b; f; g], no up projections
+        in_rows, up = 2 * keys * dk + values * dv + values + values * dk + values * dv, 0
+    else:
+        in_rows = 2 * keys * dk + values * dv + values + dk + dv  # [q; k; v; b; f_a; g_a]
+        up = 2 * dk * values * dk + 2 * dv * values * dv  # f_b, g_b
     return 2 * h * in_rows + up + 2 * values * dv * h, 6 * values * dk * dv
 
 

@@ -14,7 +14,8 @@ beside attention with post-norm, weighed residuals (with documents at CP 4, and 
 with output norms only (ring CP 2), and Griffin's recurrent block beside windowed attention (ring CP 2, with
 documents at CP 4, at CP 2 x TP 2 + SP), and RWKV-4's time and channel mixing (their token shift and WKV
 state relayed: ring CP 2, with documents at CP 4, at CP 2 x TP 2 + SP), and xLSTM's mLSTM (its matrix memory,
-normaliser and running maximum relayed: the same three layouts). Layouts:
+normaliser and running maximum relayed: the same three layouts), and Bailing's KDA (full-rank gates, the bounded
+forget gate) beside MLA gated per head (ring CP 2, with documents at CP 4). Layouts:
 the ring's load-balanced chunks (at CP 4 a chunk of 2 tokens, shorter than the conv's 3 carried inputs),
 contiguous parts (the ring with ``--attention-mask-type general``), Ulysses and the
 hybrid 2 x 2 (whose chain visits CP ranks 0, 2, 3, 1), CP 2 x TP 2 with sequence parallelism, CP 2 x PP 2,
@@ -68,6 +69,9 @@ KDA_GPT = ["--num-layers", "2", "--experimental-attention-variant", "kda", "--li
            *GDN_SIZES, "--multi-latent-attention", "--kv-lora-rank", "8", "--qk-head-dim", "4",
            "--qk-pos-emb-head-dim", "2", "--v-head-dim", "4", "--ffn-hidden-size", "32", "--swiglu",
            "--position-embedding-type", "none"]
+# Bailing's layers: KDA with full-rank gates and the bounded forget gate beside MLA with a sigmoid gate per head
+KDA_BAILING = KDA_GPT + ["--kda-full-rank-gates", "--kda-gate-lower-bound", "-3", "--attention-output-gate",
+                         "--attention-output-gate-per-head"]
 # lightning attention alone ('L' letters), and MiniMax's layout: GPT layers beside attention with post-norm residuals
 LIGHTNING_SIZES = ["--linear-num-key-heads", "4", "--linear-num-value-heads", "4", "--linear-key-head-dim", "4",
                    "--linear-value-head-dim", "4", "--linear-chunk-size", "3"]
@@ -108,6 +112,7 @@ MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAM
           "lightning_gpt_documents": LIGHTNING_GPT + DOCUMENTS + ["--reset-position-ids"], "falcon_h1": FALCON_H1,
           "olmo_hybrid": OLMO_HYBRID,
           "rwkv": RWKV, "rwkv_documents": RWKV + DOCUMENTS, "xlstm": XLSTM, "xlstm_documents": XLSTM + DOCUMENTS,
+          "kda_bailing": KDA_BAILING, "kda_bailing_documents": KDA_BAILING + DOCUMENTS,
           "rg_lru_gpt": RG_LRU_GPT, "rg_lru_gpt_documents": RG_LRU_GPT + DOCUMENTS + ["--reset-position-ids"],
           "falcon_h1_documents": FALCON_H1 + DOCUMENTS + ["--reset-position-ids"]}
 RING, ULYSSES, HYBRID_CP = "megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo"
@@ -133,7 +138,8 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "olmo_hybrid_ring_cp2": ("olmo_hybrid", _cp(2)),
         "rg_lru_gpt_ring_cp2": ("rg_lru_gpt", _cp(2)),
         "rwkv_ring_cp2": ("rwkv", _cp(2)),
-        "xlstm_ring_cp2": ("xlstm", _cp(2))},
+        "xlstm_ring_cp2": ("xlstm", _cp(2)),
+        "kda_bailing_ring_cp2": ("kda_bailing", _cp(2))},
     4: {"mamba2_ring_cp4": ("mamba2", _cp(4)),
         "hybrid_2x2": ("hybrid", _cp(4, HYBRID_CP, "--ulysses-degree-in-cp", "2")),
         "mamba2_ring_cp2_tp2_sp": ("mamba2", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
@@ -160,6 +166,7 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "rwkv_documents_ring_cp4": ("rwkv_documents", _cp(4)),
         "rwkv_ring_cp2_tp2_sp": ("rwkv", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
         "xlstm_documents_ring_cp4": ("xlstm_documents", _cp(4)),
+        "kda_bailing_documents_ring_cp4": ("kda_bailing_documents", _cp(4)),
         "xlstm_ring_cp2_tp2_sp": ("xlstm", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"])},
 }
 TOLERANCE = 1e-5

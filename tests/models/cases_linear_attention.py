@@ -95,3 +95,23 @@ CASES.update({
                                    layer_types=["full_attention", "linear_attention", "linear_attention"]),
                               "olmo_hybrid"),
 })
+
+# Bailing's hybrids (Ling): KDA, MLA (its gate per head, interleaved RoPE), KDA, MLA, and KDA's full-rank gates.
+# ``bailing_hybrid``: the unbounded (softplus) forget gate, q_lora_rank, every layer dense but the last, a conv of 3
+# (the family's training-step case: the bounded gate's sigmoid saturates at transformers' A_log / dt_bias init, so
+# its dt_bias gradient is ~0 there); ``bailing_hybrid_bounded``: the bounded forget gate, layer 0 dense and the rest
+# MoE of 4 experts in 2 groups (top-2 from the best group, sigmoid with the correction bias, renormalised, scaled)
+# with a shared expert
+BAILING = dict(num_hidden_layers=4, head_dim=16, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=8,
+               v_head_dim=16, num_local_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, n_group=2,
+               topk_group=1, routed_scaling_factor=1.5, num_key_value_heads=4, pad_token_id=0, eos_token_id=1,
+               initializer_range=0.1,
+               layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"])
+CASES.update({
+    "bailing_hybrid": ("BailingHybridConfig", "BailingHybridForCausalLM",
+                       dict(BAILING, first_k_dense_replace=3, kda_safe_gate=False, q_lora_rank=24,
+                            short_conv_kernel_size=3, rope_theta=5000.0), "bailing_hybrid"),
+    "bailing_hybrid_bounded": ("BailingHybridConfig", "BailingHybridForCausalLM",
+                               dict(BAILING, first_k_dense_replace=1, kda_lower_bound=-3.0, rope_theta=10000.0),
+                               "bailing_hybrid"),
+})

@@ -282,3 +282,60 @@ def test_recurrent_gemma_reads_its_block_cycle_and_bf16_embedding_scale() -> Non
                           "recurrent_gemma").linear_attention_freq == "[1,0,1,0,1]"
     with pytest.raises(RegistryError, match="recurrent_gemma block_types"):
         config_from_hf({**hf, "block_types": ["recurrent", "mlp"]}, "recurrent_gemma")
+
+
+# Ling-3.0-Flash's layout as transformers' BailingHybridConfig defaults give it, shrunk to 6 layers: every 6th MLA,
+# the first 2 dense, the bounded KDA forget gate
+LING = dict(model_type="bailing_hybrid", hidden_size=256, intermediate_size=512, num_hidden_layers=6,
+            num_attention_heads=4, num_key_value_heads=4, vocab_size=128, num_experts=16, num_experts_per_token=4,
+            num_expert_group=4, topk_group=2, moe_intermediate_size=64, head_dim=64, kv_lora_rank=32,
+            qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32, pad_token_id=0, eos_token_id=1)
+
+
+def test_bailing_hybrid_reads_transformers_defaults_both_ways() -> None:
+    cfg = config_from_hf(LING, "bailing_hybrid")
+    assert [cfg.layer_parts(i) for i in range(6)] == [("kimi_delta_attention", "dense")] * 2 + \
+        [("kimi_delta_attention", "moe")] * 3 + [("attention", "moe")]
+    assert (cfg.kda_full_rank_gates, cfg.kda_gate_lower_bound, cfg.linear_key_head_dim, cfg.linear_conv_kernel_dim) \
+        == (True, -5.0, 64, 4)
+    assert cfg.attention_output_gate and cfg.attention_output_gate_per_head and cfg.rope_interleaved
+    assert (cfg.rotary_base, cfg.moe_router_num_groups, cfg.moe_router_group_topk, cfg.moe_router_topk_scaling_factor) \
+        == (6000000.0, 4, 2, 2.5)
+    exported = get_family("bailing_hybrid").to_hf_config(cfg, {**LING, "num_nextn_predict_layers": 1})
+    assert (exported["num_experts"], exported["kda_safe_gate"], exported["num_nextn_predict_layers"]) == (16, True, 1)
+    theirs = transformers.BailingHybridConfig(**{k: v for k, v in exported.items() if k != "model_type"})
+    assert (theirs.linear_head_dim, theirs.layer_types[-1], theirs.num_local_experts) == (64, "full_attention", 16)
+    unbounded = config_from_hf({**LING, "kda_safe_gate": False}, "bailing_hybrid")
+    assert unbounded.kda_gate_lower_bound is None
+    with pytest.raises(RegistryError, match="linear layers are Kimi Delta Attention with full-rank gates"):
+        get_family("bailing_hybrid").to_hf_config(dataclasses.replace(cfg, kda_full_rank_gates=False))
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(hidden_act="gelu"), "hidden_act='gelu' is not supported"),
+    (dict(linear_num_heads=8), "linear_num_heads=8 differs from num_attention_heads=4"),
+    (dict(mlp_layer_types=["sparse", "dense"] + ["sparse"] * 4), "leading run of dense"),
+])
+def test_bailing_hybrid_refuses_what_it_cannot_build(change: dict, message: str) -> None:
+    with pytest.raises(RegistryError, match=message) as error:
+        config_from_hf({**LING, **change}, "bailing_hybrid")
+    assert "\n" not in str(error.value)
+
+
+def test_bailing_hybrid_mtp_layers_are_left_out_with_a_note(tmp_path, capfd) -> None:
+    """Ling's checkpoints save their MTP layer as model.layers.{num_hidden_layers}: transformers does not load it,
+    and the converter leaves it out, saying so."""
+    from safetensors.torch import load_file, save_file
+
+    from mindspeed_llm.convert.hf import HFSource
+    from tests.models.test_zoo_parity import CASES, build_hf_model
+
+    saved = tmp_path / "saved"
+    build_hf_model(CASES["bailing_hybrid_bounded"]).save_pretrained(saved)
+    tensors = load_file(saved / "model.safetensors")
+    mtp = {name.replace("model.layers.3.", "model.layers.4."): tensor.clone() for name, tensor in tensors.items()
+           if name.startswith("model.layers.3.")}
+    save_file({**tensors, **mtp}, saved / "model.safetensors", metadata={"format": "pt"})
+    source = HFSource(str(saved), "bailing_hybrid")
+    assert source.left_out_count == len(mtp) and not any(n.startswith("model.layers.4.") for n in source.where)
+    assert f"leaving out {len(mtp)} tensor(s) of model.layers.4.*" in capfd.readouterr().err

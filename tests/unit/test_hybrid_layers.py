@@ -110,6 +110,10 @@ def test_layer_frequency_is_megatrons(value: str, expected: list) -> None:
      "--linear-allow-neg-eigval applies to gated DeltaNet layers"),
     (dict(hybrid_override_pattern="KK*--", linear_norm_epsilon=1e-5), "--linear-norm-epsilon applies to gated DeltaNet"),
     (dict(linear_allow_neg_eigval=True), "--linear-allow-neg-eigval applies to gated DeltaNet, Kimi Delta Attention"),
+    # Bailing's KDA flags
+    (dict(hybrid_override_pattern="GG*--", kda_full_rank_gates=True),
+     "--kda-full-rank-gates applies to Kimi Delta Attention layers"),
+    (dict(hybrid_override_pattern="KK*--", kda_gate_lower_bound=2.0), "--kda-gate-lower-bound 2.0 must be negative"),
 ])
 def test_bad_layouts_are_one_line(overrides: Dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as error:

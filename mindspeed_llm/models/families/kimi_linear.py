@@ -1,4 +1,4 @@
-"""Kimi Linear (``kimi_linear``) as registry data: Kimi Delta Attention layers beside multi-latent attention
+"""Kimi Linear (``kimi_linear``) and Bailing's hybrids (``bailing_hybrid``, Ling) as registry data: Kimi Delta Attention layers beside multi-latent attention
 without positions, each with DeepSeek-V3's MoE (or a dense MLP in the leading layers).
 
 HF ``layer_types`` (``linear_attention`` / ``full_attention``; in Moonshot's config.json the 1-based
@@ -27,6 +27,25 @@ with ``moe_renormalize``, times ``routed_scaling_factor``; ``num_shared_experts`
 (else the first ``first_k_dense_replace``), a leading run only. Refused in one line: ``mla_use_nope`` false
 (transformers has no RoPE path), a router activation other than sigmoid, ``moe_layer_freq`` other than 1 and
 MTP layers (``num_nextn_predict_layers``; transformers builds none).
+
+Bailing's hybrids (``BailingHybridForCausalLM``) have the same three parts, shaped differently:
+
+* KDA with full-rank gates (``--kda-full-rank-gates``: ``f_proj`` and ``g_proj`` as rows of ``in_proj``), the
+  ``q/k/v_conv1d`` fused into ``conv1d``, ``A_log`` ``[h]`` and ``dt_bias``,
+  and with ``kda_safe_gate`` the bounded forget gate ``kda_lower_bound * sigmoid(...)``
+  (``--kda-gate-lower-bound``); ``head_dim`` (or the saved ``linear_head_dim``) wide heads, as many as the
+  attention's;
+* MLA with interleaved RoPE and a sigmoid gate per head on its output (``self_attn.g_proj``:
+  ``--attention-output-gate --attention-output-gate-per-head``), whose rope dims are ``qk_rope_head_dim``;
+* DeepSeek-V3's routing (group-limited top-2-sum groups, the selection bias saved as ``gate.expert_bias``) over
+  experts saved one tensor each (``experts.{e}.gate_proj``...), the dense layers ``mlp_layer_types`` (a leading run);
+* the names of Ling's checkpoints, which transformers' ``save_pretrained`` writes too (every mixer is
+  ``attention``, its output projection ``dense``, the embedding ``model.word_embeddings``);
+* ``layer_types`` (default: every ``layer_group_size``-th layer MLA) as the KDA variant's marks. Its MTP layers
+  (``num_nextn_predict_layers``, saved as ``model.layers.{num_hidden_layers + j}``) are left out with a note, as
+  transformers does not load them; ``num_nextn_predict_layers`` and ``mtp_loss_scaling_factor`` are kept for the
+  way back. Refused in one line: a ``hidden_act`` other than SiLU (the conv's activation is fixed), KDA heads other
+  than the attention heads.
 """
 from __future__ import annotations
 
@@ -38,12 +57,13 @@ from core.transformer.config import KDA_MIXER, TransformerConfig
 from mindspeed_llm.models.families.hybrid_paired import _without_positions
 from mindspeed_llm.models.families.linear_attention import config_marks, linear_layer_types, linear_marks
 from mindspeed_llm.models.families.mla import MLA_WEIGHTS, _mla_config
-from mindspeed_llm.models.families.mla_moe import _check_remote_key, _moe_config, _moe_hf_config
+from mindspeed_llm.models.families.mla_moe import (_SHARED_EXPERT_WEIGHTS, _check_remote_key, _moe_config,
+                                                   _moe_hf_config, _rope_dims)
 from mindspeed_llm.models.families.moe_common import (check_bias_router_hf, dense_run, group_routing,
                                                       group_routing_hf, mlp_layer_types, per_expert_weights,
                                                       sigmoid_routing)
 from mindspeed_llm.models.registry import (ROPE_KEYS, TRANSFORMS, Family, RegistryError, TensorContext, WeightRule,
-                                           _checked, _layer, register)
+                                           _checked, _layer, register, require_config)
 
 FAMILY = "kimi_linear"
 # KimiLinearConfig.attribute_map: the alias transformers writes -> the DeepSeek-V3 key our readers take
@@ -191,3 +211,129 @@ KIMI_LINEAR = register(Family(FAMILY, FAMILY, "KimiLinearForCausalLM", _kimi_lin
                               preserved_keys=("output_router_logits",), weights_for=_kimi_linear_weights,
                               hf_tensor_aliases=TENSOR_ALIASES),
                        "kimi-linear")
+
+
+# --------------------------------------------------------------------------- Bailing's hybrids (Ling)
+
+BAILING = "bailing_hybrid"
+# BailingHybridConfig's defaults of the keys read below, under the keys our readers take
+BAILING_DEFAULTS = dict(n_routed_experts=512, num_experts_per_tok=8, moe_intermediate_size=768, n_shared_experts=1,
+                        routed_scaling_factor=2.5, n_group=8, topk_group=4, norm_topk_prob=True, kv_lora_rank=512,
+                        q_lora_rank=None, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+                        tie_word_embeddings=False, head_dim=128, short_conv_kernel_size=4, layer_group_size=6,
+                        kda_safe_gate=True, kda_lower_bound=-5.0, first_k_dense_replace=2, hidden_act="silu",
+                        max_position_embeddings=262144, rms_norm_eps=1e-6, intermediate_size=6144,
+                        rope_theta=6000000.0)
+BAILING_ALIASES = {**ALIASES, "num_nextn_predict_layers": "num_mtp_layers"}
+BAILING_ALIASES_OUT = {ours: alias for alias, ours in BAILING_ALIASES.items() if alias != "num_local_experts"}
+
+
+def _bailing_canonical(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """``hf`` under the DeepSeek-V3 keys with transformers' defaults and its derived lists filled in."""
+    out = dict(BAILING_DEFAULTS)
+    for key, value in hf.items():
+        out[BAILING_ALIASES.get(key, key)] = value
+    layers = int(out["num_hidden_layers"])
+    out["linear_head_dim"] = int(out.get("linear_head_dim") or out["head_dim"])
+    out["linear_num_heads"] = int(out.get("linear_num_heads") or out["num_attention_heads"])
+    out["linear_conv_kernel_dim"] = int(out.get("linear_conv_kernel_dim") or out["short_conv_kernel_size"])
+    group = int(out["layer_group_size"])
+    out["layer_types"] = out.get("layer_types") or [
+        "full_attention" if (i + 1) % group == 0 else "linear_attention" for i in range(layers)]
+    dense = int(out["first_k_dense_replace"])
+    out["mlp_layer_types"] = out.get("mlp_layer_types") or mlp_layer_types(dense, layers)
+    return out
+
+
+def _bailing_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    hf = _bailing_canonical(hf)
+    if hf["hidden_act"] != "silu":
+        raise RegistryError(f"{BAILING} hidden_act={hf['hidden_act']!r} is not supported: its KDA conv activation "
+                            "is SiLU in the decoder")
+    if hf["linear_num_heads"] != int(hf["num_attention_heads"]):
+        raise RegistryError(f"{BAILING} linear_num_heads={hf['linear_num_heads']} differs from num_attention_heads="
+                            f"{hf['num_attention_heads']}: transformers gives KDA the attention's head count")
+    kwargs = {**_mla_config(hf, BAILING), "rope_interleaved": True, **_moe_config(hf, BAILING),
+              **sigmoid_routing(bool(hf["norm_topk_prob"])), **group_routing(hf, BAILING, score_topk=2),
+              **_kda_layers(hf), "attention_output_gate": True, "attention_output_gate_per_head": True}
+    _rope_dims(hf, BAILING, kwargs, int(hf["qk_rope_head_dim"]))
+    if kwargs.get("experimental_attention_variant"):
+        kwargs.update(kda_full_rank_gates=True,
+                      kda_gate_lower_bound=float(hf["kda_lower_bound"]) if hf["kda_safe_gate"] else None)
+    dense = dense_run(hf["mlp_layer_types"], int(hf["num_hidden_layers"]), BAILING)
+    return {**kwargs, "first_k_dense_replace": dense} if dense else kwargs
+
+
+def _bailing_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    marks = config_marks(cfg)
+    require_config(cfg, BAILING, "interleaved RoPE with a sigmoid gate per attention head (--rope-interleaved "
+                   "--attention-output-gate --attention-output-gate-per-head)", position_embedding_type="rope",
+                   rope_interleaved=True, attention_output_gate=True, attention_output_gate_per_head=True)
+    if any(marks):
+        kda_ok = (cfg.layer_parts(marks.index(1))[0] == KDA_MIXER and cfg.kda_full_rank_gates
+                  and cfg.linear_num_key_heads == cfg.linear_num_value_heads == cfg.num_attention_heads
+                  and cfg.linear_key_head_dim == cfg.linear_value_head_dim)
+        if not kda_ok:
+            raise RegistryError(f"{BAILING} linear layers are Kimi Delta Attention with full-rank gates and the "
+                                "attention's head count for keys and values, of one size: --experimental-attention-"
+                                "variant kda --kda-full-rank-gates, --linear-num-key-heads = --linear-num-value-heads "
+                                "= --num-attention-heads, --linear-key-head-dim = --linear-value-head-dim")
+    check_bias_router_hf(cfg, BAILING, fix="--moe-router-score-function sigmoid with --moe-router-enable-expert-bias")
+    out = {**_moe_hf_config(cfg, BAILING), **group_routing_hf(cfg, BAILING, score_topk=2),
+           "norm_topk_prob": cfg.norm_topk_prob}
+    dense = out.pop("first_k_dense_replace")
+    head_dim = cfg.linear_key_head_dim if any(marks) else cfg.qk_pos_emb_head_dim
+    bound = cfg.kda_gate_lower_bound
+    out.update(first_k_dense_replace=dense, mlp_layer_types=mlp_layer_types(dense, cfg.num_layers),
+               layer_types=linear_layer_types(marks), head_dim=head_dim, linear_head_dim=head_dim,
+               linear_num_heads=cfg.num_attention_heads, short_conv_kernel_size=cfg.linear_conv_kernel_dim,
+               linear_conv_kernel_dim=cfg.linear_conv_kernel_dim, kda_safe_gate=bound is not None,
+               kda_lower_bound=bound if bound is not None else BAILING_DEFAULTS["kda_lower_bound"], hidden_act="silu")
+    return {BAILING_ALIASES_OUT.get(key, key): value for key, value in out.items()}
+
+
+def _bailing_mtp_layers(hf: Dict[str, Any]) -> Tuple[str, ...]:
+    """The prefixes of the MTP layers a checkpoint saves after its decoder layers (transformers loads none)."""
+    hf = _bailing_canonical(hf)
+    first = int(hf["num_hidden_layers"])
+    return tuple(f"model.layers.{first + j}." for j in range(int(hf.get("num_mtp_layers") or 0)))
+
+
+_ATT = "attention."  # Ling's checkpoints (and transformers' save_pretrained) name every mixer "attention"
+BAILING_WEIGHTS: Tuple[WeightRule, ...] = (
+    WeightRule("embedding.word_embeddings.weight", ("model.word_embeddings.weight",), "vocab"),
+    _layer("input_layernorm.weight", ["input_layernorm.weight"]),
+    _layer("pre_mlp_layernorm.weight", ["post_attention_layernorm.weight"]),
+    _layer("mlp.linear_fc1.weight", ["mlp.gate_proj.weight", "mlp.up_proj.weight"], "fuse_rows"),
+    _layer("mlp.linear_fc2.weight", ["mlp.down_proj.weight"]),
+    # MLA layers
+    *(_layer(f"self_attention.{ours}", [f"{_ATT}{hf}"]) for ours, hf in (
+        ("linear_q_proj.weight", "q_proj.weight"), ("linear_q_down_proj.weight", "q_a_proj.weight"),
+        ("q_layernorm.weight", "q_a_layernorm.weight"), ("linear_q_up_proj.weight", "q_b_proj.weight"),
+        ("linear_kv_down_proj.weight", "kv_a_proj_with_mqa.weight"), ("kv_layernorm.weight", "kv_a_layernorm.weight"),
+        ("linear_kv_up_proj.weight", "kv_b_proj.weight"), ("linear_proj.weight", "dense.weight"),
+        ("linear_gate.weight", "g_proj.weight"))),
+    # KDA layers
+    _layer("self_attention.in_proj.weight", [f"{_ATT}{name}.weight" for name in (
+        "q_proj", "k_proj", "v_proj", "b_proj", "f_proj", "g_proj")], "fuse_rows"),
+    _layer("self_attention.conv1d.weight", [f"{_ATT}{name}_conv1d.weight" for name in "qkv"], "fuse_rows"),
+    *(_layer(f"self_attention.{name}", [f"{_ATT}{name}"]) for name in ("dt_bias", "A_log", "o_norm.weight")),
+    _layer("self_attention.o_proj.weight", [f"{_ATT}dense.weight"]),
+    # MoE layers: the experts one tensor each, the router and its selection bias, the shared experts
+    _layer("mlp.router.expert_bias", ["mlp.gate.expert_bias"]),
+) + _SHARED_EXPERT_WEIGHTS
+BAILING_FINAL = (WeightRule("decoder.final_layernorm.weight", ("model.norm.weight",)),
+                 WeightRule("output_layer.weight", ("lm_head.weight",), "vocab"))
+
+
+def _bailing_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
+    experts = per_expert_weights(cfg, "mlp", "gate_proj", "up_proj", "down_proj", "gate") if cfg.num_experts else ()
+    return BAILING_WEIGHTS + experts + BAILING_FINAL
+
+
+BAILING_HYBRID = register(Family(BAILING, BAILING, "BailingHybridForCausalLM", _bailing_config,
+                                 _checked(BAILING, _bailing_config, _bailing_hf_config), BAILING_WEIGHTS + BAILING_FINAL,
+                                 preserved_keys=("output_router_logits", "num_nextn_predict_layers",
+                                                 "mtp_loss_scaling_factor", "layer_group_size", "pretraining_tp"),
+                                 weights_for=_bailing_weights, unloaded_hf_prefixes_for=_bailing_mtp_layers),
+                          "bailing-hybrid", "ling")

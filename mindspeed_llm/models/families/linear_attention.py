@@ -416,8 +416,5 @@ OLMO_HYBRID = register(Family("olmo_hybrid", "olmo_hybrid", "OlmoHybridForCausal
                        "olmo-hybrid")
 
 # The linear-attention hybrids transformers ships that the decoder cannot build yet, each with what it lacks.
-refuse("bailing_hybrid", "its KDA layers differ from Kimi Linear's (full-rank f_proj/g_proj gates and the bounded "
-       "'safe' forget gate kda_lower_bound * sigmoid), and its MLA layers gate each head's output by sigmoid(g_proj x), "
-       "which the decoder's MLA does not; its MTP layers are a layout of their own")
 refuse("qwen4_exp_text", "its QSA indexer (sparse attention over selected keys), gated residuals, n-gram embeddings and "
        "per-layer embeddings have no equivalent in the decoder", "qwen4_exp")

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Generate text with Ling-3.0-Flash (inclusionAI/Ling-3.0-Flash): 42 layers in groups of 6, Kimi Delta Attention in the first 5 of each and multi-latent attention in the 6th (layers 6, 12, ..., 42); hidden 2560; KDA 32 heads of 128 (key and value), a short conv of 4, full-rank forget and output gates, the forget gate bounded at -5 (kda_safe_gate); MLA 32 heads, kv_lora_rank 512, q from one projection, nope 128 / rope 64 (interleaved, base 6e6) / v 128, a sigmoid gate per head on its output; the first 2 layers a dense SwiGLU MLP of 6144, then MoE: 512 experts of 768, top-8 of the sigmoid scores with the selection bias from the best 4 of 8 groups, renormalised, times 2.5, one shared expert; RMSNorm 1e-6, vocab 157184, untied, 262144 positions.
+# inference.py takes every architecture flag from the converted checkpoint (--use-checkpoint-args); greedy decoding
+# (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
+# prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
+# Layout: 3 node(s) x 8 devices, TP=1 PP=3 EP=8 (the layout of ckpt_convert_ling_3_flash_hf2mcore.sh), bf16.
+#   bash examples/bailing_hybrid/generate_ling_3_flash_ptd.sh             # the real run (set the paths below)
+#   SMOKE=1 bash examples/bailing_hybrid/generate_ling_3_flash_ptd.sh     # seconds on the CPU: a tiny random bailing_hybrid model with the same behaviour flags, 8 new tokens
+#   DRY_RUN=1 bash examples/bailing_hybrid/generate_ling_3_flash_ptd.sh   # print the command and validate its flags and the checkpoint's settings
+source "$(dirname "$0")/../common/recipe.sh"
+
+NNODES=${NNODES:-3}
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/ling-3-flash-mcore-tp1pp3ep8}    # ckpt_convert_ling_3_flash_hf2mcore.sh
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/Ling-3.0-Flash}
+
+TP=${TP:-1} PP=${PP:-3} EP=${EP:-8}
+
+# SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
+HF_MODEL_TYPE=bailing_hybrid HF_CONFIG='{"num_hidden_layers": 4, "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"], "head_dim": 16, "short_conv_kernel_size": 4, "kda_safe_gate": true, "kda_lower_bound": -5.0, "kv_lora_rank": 32, "q_lora_rank": null, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "num_key_value_heads": 4, "num_experts": 16, "num_experts_per_token": 4, "num_shared_experts": 1, "moe_intermediate_size": 32, "first_k_dense_replace": 1, "moe_renormalize": true, "routed_scaling_factor": 2.5, "num_expert_group": 4, "topk_group": 2, "rope_theta": 6000000.0, "rms_norm_eps": 1e-06, "tie_word_embeddings": false, "model_max_length": 262144, "num_nextn_predict_layers": 1, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}'
+arg_group LAYOUT_ARGS <<'ARGS'
+    --expert-model-parallel-size "$EP"
+ARGS
+
+recipe_generate
