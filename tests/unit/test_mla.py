@@ -3,8 +3,8 @@
 - Our ``MultiLatentAttention`` with the weights of transformers' ``DeepseekV3Attention`` (q latent or a plain
   q projection; interleaved or half-rotation RoPE; YaRN with its mscale on cos/sin and on the softmax scale)
   and ``DeepseekV2Attention`` (complex, interleaved RoPE) gives the same output (fp32, 1e-5);
-- a small MLA model gives the same logits and gradients of every parameter at TP=2 and TP=2 with sequence
-  parallelism as at TP=1 (one 2-process launch);
+- a small MLA model (with a sigmoid output gate per value channel) gives the same logits and gradients of every
+  parameter at TP=2 and TP=2 with sequence parallelism as at TP=1 (one 2-process launch);
 - bad MLA settings are refused with one-line errors.
 
     python -m pytest tests/unit/test_mla.py -q
@@ -104,7 +104,8 @@ MODEL = dict(num_layers=2, hidden_size=HIDDEN, num_attention_heads=HEADS, vocab_
              attention_dropout=0.0, hidden_dropout=0.0, add_bias_linear=False, activation="swiglu", ffn_hidden_size=48,
              multi_latent_attention=True, q_lora_rank=10, kv_lora_rank=KV_RANK, qk_head_dim=NOPE,
              qk_pos_emb_head_dim=ROPE, v_head_dim=V_DIM, rope_interleaved=True, rope_scaling_type="yarn",
-             rope_scaling_factor=4.0, rope_original_max_position_embeddings=4, rope_scaling_mscale_all_dim=0.9)
+             rope_scaling_factor=4.0, rope_original_max_position_embeddings=4, rope_scaling_mscale_all_dim=0.9,
+             attention_output_gate=True)  # a sigmoid gate per value channel, column-parallel by head
 
 
 def _logits_and_grads(state: ParallelState, sequence_parallel: bool,
@@ -137,6 +138,7 @@ def test_mla_tp2_and_sp_equal_tp1() -> None:
     input_ids = torch.randint(0, MODEL["vocab_size"], (2, 8), generator=torch.Generator().manual_seed(1))
     expected_logits, expected_grads = _logits_and_grads(layout_state(1), False, input_ids)
     assert any("linear_kv_down_proj" in name for name in expected_grads)
+    assert expected_grads["decoder.layers.0.self_attention.linear_gate.weight"].shape == (HEADS * V_DIM, HIDDEN)
     assert all(grad.abs().max() > 0 for grad in expected_grads.values())
     for rank_results in run_distributed(2, _tp2_worker, input_ids):
         for sp, (logits, grads) in rank_results.items():
