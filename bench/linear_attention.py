@@ -18,8 +18,8 @@ mixers differ), every one at hidden ``h``, micro batch 1, the same small vocabul
   attention with a fixed decay per head, no delta rule.
 * ``rg_lru``: ``'RRRR'``, Griffin's recurrent block (RecurrentGemma) with an RG-LRU of width ``h`` in ``h / 64``
   gate blocks, conv width 4: an elementwise recurrence, in chunks of 64.
-* ``rwkv``: ``'WWWW'``, RWKV-4's time mixing of width ``h``: the token shift and the WKV recurrence, token by
-  token (no chunked form: its running maximum is sequential).
+* ``rwkv``: ``'WWWW'``, RWKV-4's time mixing of width ``h``: the token shift and the WKV recurrence in chunks of
+  16 tokens (elementwise per channel: no matmul to batch it into).
 * ``mlstm``: ``'XXXX'``, xLSTM's mLSTM as xLSTM-7B shapes it: ``h / 512`` heads (at least one) with q/k
   ``h / 2`` and v ``h`` wide over the heads, chunk 64: a matrix memory of ``dk x dv`` per head, exponential gates.
 * ``mamba_attention``: ``'HHHH'``, Falcon-H1's Mamba2 (as ``mamba2``) and attention (as ``attention``) side by

@@ -10,7 +10,9 @@ channel. Time mixing (``attention`` in transformers)::
     out = output(r * wkv)
 
 with ``w = exp(time_decay)`` and ``u = time_first`` per channel; the recurrence runs in fp32 with the running
-maximum of the exponents, as transformers' CPU path (state: numerator, denominator, maximum, ``[b, a]`` each).
+maximum of the exponents, as transformers' CPU path (state: numerator, denominator, maximum, ``[b, a]`` each):
+:func:`wkv_recurrent` token by token (the reference), :func:`wkv_chunked` (what the layer runs) in chunks of 16
+tokens, each chunk's exponents divided by their maximum.
 Channel mixing (``feed_forward``): ``sigmoid(receptance(mix_r)) * value(relu(key(mix_k))^2)``.
 
 Tensor parallelism: the shift and the mixes read every channel, so each rank mixes the whole hidden state
@@ -92,6 +94,52 @@ def wkv_recurrent(time_decay: torch.Tensor, time_first: torch.Tensor, k: torch.T
     return torch.stack(outputs, dim=1), (numerator, denominator, maximum)
 
 
+WKV_CHUNK = 16  # tokens per chunk of wkv_chunked: its pairwise exponents are [chunk, chunk] per channel
+
+
+def wkv_chunked(time_decay: torch.Tensor, time_first: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                state: Optional[Tuple[torch.Tensor, ...]] = None, chunk: int = WKV_CHUNK
+                ) -> Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """:func:`wkv_recurrent` in chunks of ``chunk`` tokens, same arguments and results. Within a chunk, token ``t``
+    weighs an earlier token ``i`` of it by ``e^{-(t-1-i) w + k_i}``, itself by ``e^{u + k_t}`` and the state entering
+    the chunk by ``e^{p - t w}``; all of them are divided by their maximum, so nothing overflows, and the state
+    leaving the chunk is the entering one decayed ``chunk`` steps plus each token's ``e^{-(L-1-i) w + k_i}``. The
+    decay is per channel, so a chunk's work is elementwise ``[chunk, chunk]`` per channel (no matmul): the chunks
+    trade ``chunk`` x the elementwise work for ``1 / chunk`` of the sequential steps."""
+    k, v = k.float(), v.float()  # [b, s, c]
+    rate, first = torch.exp(time_decay.float()), time_first.float()  # w, u [c]
+    if state is None:
+        numerator, denominator = k.new_zeros(k.size(0), k.size(2)), k.new_zeros(k.size(0), k.size(2))
+        maximum = torch.full_like(numerator, NO_EXPONENT)
+    else:
+        numerator, denominator, maximum = state
+    outputs = []
+    for start in range(0, k.size(1), max(chunk, 1)):
+        keys, values = k[:, start:start + chunk], v[:, start:start + chunk]  # [b, L, c]
+        length = keys.size(1)
+        steps = torch.arange(length, dtype=torch.float32, device=k.device)
+        earlier = steps[None, :] < steps[:, None]  # [t, i]: i < t
+        lag = (steps[:, None] - 1 - steps[None, :])[None, :, :, None]  # [1, t, i, 1]
+        past = torch.where(earlier[None, :, :, None], -lag * rate + keys[:, None],
+                           torch.full((), float("-inf"), device=k.device))  # [b, t, i, c]
+        carried = maximum[:, None] - steps[None, :, None] * rate  # [b, L, c]
+        current = first + keys
+        top = torch.maximum(torch.maximum(carried, current), past.amax(dim=2))  # [b, L, c]
+        past_weight = torch.exp(past - top[:, :, None])
+        carried_weight, current_weight = torch.exp(carried - top), torch.exp(current - top)
+        outputs.append((carried_weight * numerator[:, None] + (past_weight * values[:, None]).sum(2)
+                        + current_weight * values)
+                       / (carried_weight * denominator[:, None] + past_weight.sum(2) + current_weight))
+        to_end = -(length - 1 - steps)[None, :, None] * rate + keys  # each token's exponent after the chunk
+        entering = maximum - length * rate
+        new_maximum = torch.maximum(entering, to_end.amax(dim=1))  # [b, c]
+        written, kept = torch.exp(to_end - new_maximum[:, None]), torch.exp(entering - new_maximum)
+        numerator = kept * numerator + (written * values).sum(1)
+        denominator = kept * denominator + written.sum(1)
+        maximum = new_maximum
+    return torch.cat(outputs, dim=1), (numerator, denominator, maximum)
+
+
 class _ShiftedInputs(nn.Module):
     """What both mixers share: the whole sequence of the layer's normed input and its token shift."""
 
@@ -147,7 +195,7 @@ class RwkvTimeMix(_ShiftedInputs):
     def _core(self, kv: torch.Tensor, carry: Optional[Carry]) -> Tuple[torch.Tensor, Carry]:
         """WKV of ``kv`` ``[b, s, 2 a/tp]`` (k then v) from ``carry`` = its (numerator, denominator, maximum)."""
         k, v = kv.chunk(2, dim=-1)
-        return wkv_recurrent(self.time_decay, self.time_first, k, v, carry)
+        return wkv_chunked(self.time_decay, self.time_first, k, v, carry)
 
 
 class RwkvChannelMix(_ShiftedInputs):

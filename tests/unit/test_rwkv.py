@@ -1,5 +1,5 @@
 """RWKV-4's mixers (core/transformer/rwkv.py): the stable WKV recurrence equals the defining sums, and continues
-from its state; the token shift continues from its carry; the registry maps HF blocks to our 'WC' pairs and
+from its state; the chunked WKV equals it forward and backward; the token shift continues from its carry; the registry maps HF blocks to our 'WC' pairs and
 refuses what it cannot say; bad flags are one-line errors.
 
     python -m pytest -q tests/unit/test_rwkv.py
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from core.transformer.config import TransformerConfig
-from core.transformer.rwkv import token_shift_core, wkv_recurrent
+from core.transformer.rwkv import token_shift_core, wkv_chunked, wkv_recurrent
 from mindspeed_llm.models.registry import RegistryError, config_from_hf, get_family
 
 
@@ -38,6 +38,27 @@ def test_wkv_equals_its_definition_and_continues_from_its_state() -> None:
     head, state = wkv_recurrent(decay, first, k[:, :4], v[:, :4])
     tail, _ = wkv_recurrent(decay, first, k[:, 4:], v[:, 4:], state)
     torch.testing.assert_close(torch.cat([head, tail], dim=1), whole)
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 16])
+def test_chunked_wkv_equals_the_recurrence_forward_and_backward(chunk: int) -> None:
+    generator = torch.Generator().manual_seed(1)
+    k = (torch.randn(2, 19, 5, generator=generator) * 3).requires_grad_()
+    v = torch.randn(2, 19, 5, generator=generator).requires_grad_()
+    decay, first = (torch.randn(5, generator=generator).requires_grad_() for _ in range(2))
+    _, start = wkv_recurrent(decay.detach(), first.detach(), torch.randn(2, 6, 5, generator=generator) * 3,
+                             torch.randn(2, 6, 5, generator=generator))
+    weights = torch.randn(2, 19, 5, generator=generator)
+    results = []
+    for form in (wkv_recurrent, lambda *a: wkv_chunked(*a, chunk=chunk)):
+        out, state = form(decay, first, k, v, start)
+        loss = (out * weights).sum() + state[0].sum() + state[1].sum()
+        results.append((out, state, torch.autograd.grad(loss, (k, v, decay, first))))
+    (out_r, state_r, grads_r), (out_c, state_c, grads_c) = results
+    torch.testing.assert_close(out_c, out_r, rtol=1e-5, atol=1e-5)
+    for chunked, recurrent in zip(state_c + grads_c, state_r + grads_r):
+        assert torch.isfinite(chunked).all()
+        torch.testing.assert_close(chunked, recurrent, rtol=1e-4, atol=1e-5)
 
 
 def test_token_shift_continues_from_its_carry() -> None:
