@@ -158,7 +158,9 @@ GDN_SIZES = ["--linear-num-key-heads", "2", "--linear-num-value-heads", "4", "--
      "--attention-output-gate", *GDN_SIZES],  # GPT layers: a DeltaNet then a gated attention, each with its MLP
     ["--hybrid-override-pattern", "G*-", "--num-layers", "3", *GDN_SIZES],  # one branch per layer
     ["--hybrid-override-pattern", "H-M", "--num-layers", "3", *MAMBA_SIZES],  # Falcon-H1's side by side, then Mamba
-], ids=["gdn_gpt_layers", "hybrid_letters", "mamba_beside_attention"])
+    ["--hybrid-override-pattern", "K*-", "--num-layers", "3", "--kda-full-rank-gates", "--linear-num-key-heads", "4",
+     "--linear-num-value-heads", "4", "--linear-key-head-dim", "8", "--linear-value-head-dim", "16"],  # Bailing's KDA
+], ids=["gdn_gpt_layers", "hybrid_letters", "mamba_beside_attention", "kda_full_rank_gates"])
 def test_flops_of_linear_attention_layers_are_six_n_plus_their_scans(extra):
     """Hybrid and DeltaNet layers count the weights they hold (6 x the matmul weights a token meets, the conv
     and the per-head vectors aside) plus 3 x their scores (attention) or delta rule (6 nv dk dv)."""
@@ -170,6 +172,8 @@ def test_flops_of_linear_attention_layers_are_six_n_plus_their_scans(extra):
     beside = parts.count("mamba_and_attention")  # an attention and a Mamba scan (7/3 d_inner N) each
     scans = ((parts.count("attention") + beside) * 4 * 32 * config.num_attention_heads * config.kv_channels
              + parts.count("gated_delta_net") * 6 * 4 * 8 * 16
+             + parts.count("kimi_delta_attention") * 6 * config.linear_num_value_heads * config.linear_key_head_dim
+             * config.linear_value_head_dim
              + (parts.count("mamba") + beside) * 7 * config.mamba_d_inner * 8 / 3)
     assert training_flops_per_token(config, 32) == 6 * (matmul + config.hidden_size * 128) + 3 * scans
 
