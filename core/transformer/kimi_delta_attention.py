@@ -13,9 +13,10 @@ instead of per head, and with low-rank gates. For each token ``x``::
 ``g_a_proj``), ``W_fb`` / ``W_gb`` map them up to every head's channels; ``o_norm`` is an RMSNorm over
 ``dv`` with one weight shared by every head. Bailing's hybrids (``bailing_hybrid``) project both gates at full
 rank (``--kda-full-rank-gates``: ``W_f x``, ``W_g x``, transformers' ``f_proj``, ``g_proj``) and may bound the forget
-gate (``--kda-gate-lower-bound L``: ``g = L * sigmoid(exp(A_log) * (W_f x + dt_bias))``, in ``(L, 0)``). The conv and the delta rule are the stateful core
-(:mod:`core.transformer.sequence_state`; carry = the conv's last ``k - 1`` inputs and the fp32 state
-``[b, h_v, dk, dv]``), so packed documents restart at every document and CP ranks pass the state on.
+gate (``--kda-gate-lower-bound L``: ``g = L * sigmoid(exp(A_log) * (W_f x + dt_bias))``, in ``(L, 0)``).
+The conv and the delta rule are the stateful core (:mod:`core.transformer.sequence_state`; carry = the conv's
+last ``k - 1`` inputs and the fp32 state ``[b, h_v, dk, dv]``), so packed documents restart at every document
+and CP ranks pass the state on.
 
 Tensor parallelism splits the key heads with their value-head groups. Every projection of the hidden
 state is one column-parallel ``in_proj`` with rows ``[q; k; v; b; f_a; g_a]``: the first four split by

@@ -84,7 +84,8 @@ def mlstm_recurrent(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, igate: to
     for t in range(q.size(1)):
         top = torch.maximum(log_f[:, t] + maximum, log_i[:, t])  # [b, h]
         keep, write = torch.exp(log_f[:, t] + maximum - top), torch.exp(log_i[:, t] - top)
-        memory = keep[..., None, None] * memory + write[..., None, None] * (k32[:, t, :, :, None] * v32[:, t, :, None, :])
+        written = k32[:, t, :, :, None] * v32[:, t, :, None, :]  # k v^T [b, h, dk, dv]
+        memory = keep[..., None, None] * memory + write[..., None, None] * written
         normaliser = keep[..., None] * normaliser + write[..., None] * k32[:, t]
         maximum = top
         numerator = torch.einsum("bhk,bhkv->bhv", q32[:, t], memory)

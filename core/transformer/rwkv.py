@@ -69,6 +69,12 @@ def token_shift_core(x: torch.Tensor, carry: Optional[Carry]) -> Tuple[torch.Ten
     return torch.cat([previous, x[:, :-1]], dim=1), (x[:, -1:],)
 
 
+def _wkv_start(k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The WKV state before a sequence's first token: zero numerator and denominator ``[b, c]``, no exponent yet."""
+    numerator = k.new_zeros(k.size(0), k.size(2))
+    return numerator, torch.zeros_like(numerator), torch.full_like(numerator, NO_EXPONENT)
+
+
 def wkv_recurrent(time_decay: torch.Tensor, time_first: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   state: Optional[Tuple[torch.Tensor, ...]] = None
                   ) -> Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
@@ -77,11 +83,7 @@ def wkv_recurrent(time_decay: torch.Tensor, time_first: torch.Tensor, k: torch.T
     (fp32) and the state after the last token."""
     k, v = k.float(), v.float()
     decay, first = -torch.exp(time_decay.float()), time_first.float()
-    if state is None:
-        numerator, denominator = k.new_zeros(k.size(0), k.size(2)), k.new_zeros(k.size(0), k.size(2))
-        maximum = torch.full_like(numerator, NO_EXPONENT)
-    else:
-        numerator, denominator, maximum = state
+    numerator, denominator, maximum = _wkv_start(k) if state is None else state
     outputs = []
     for t in range(k.size(1)):
         key, value = k[:, t], v[:, t]
@@ -108,11 +110,7 @@ def wkv_chunked(time_decay: torch.Tensor, time_first: torch.Tensor, k: torch.Ten
     trade ``chunk`` x the elementwise work for ``1 / chunk`` of the sequential steps."""
     k, v = k.float(), v.float()  # [b, s, c]
     rate, first = torch.exp(time_decay.float()), time_first.float()  # w, u [c]
-    if state is None:
-        numerator, denominator = k.new_zeros(k.size(0), k.size(2)), k.new_zeros(k.size(0), k.size(2))
-        maximum = torch.full_like(numerator, NO_EXPONENT)
-    else:
-        numerator, denominator, maximum = state
+    numerator, denominator, maximum = _wkv_start(k) if state is None else state
     outputs = []
     for start in range(0, k.size(1), max(chunk, 1)):
         keys, values = k[:, start:start + chunk], v[:, start:start + chunk]  # [b, L, c]

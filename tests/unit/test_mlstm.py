@@ -22,7 +22,8 @@ from mindspeed_llm.models.registry import RegistryError, config_from_hf, get_fam
 def _inputs(seed: int = 0, batch: int = 2, seq: int = 11, heads: int = 3, dk: int = 4, dv: int = 5,
             gate_scale: float = 3.0) -> Tuple[torch.Tensor, ...]:
     generator = torch.Generator().manual_seed(seed)
-    q, k = torch.randn(batch, seq, heads, dk, generator=generator), torch.randn(batch, seq, heads, dk, generator=generator)
+    q = torch.randn(batch, seq, heads, dk, generator=generator)
+    k = torch.randn(batch, seq, heads, dk, generator=generator)
     v = torch.randn(batch, seq, heads, dv, generator=generator)
     igate = torch.randn(batch, seq, heads, generator=generator) * gate_scale
     fgate = torch.randn(batch, seq, heads, generator=generator) * 2 + 1

@@ -1,6 +1,6 @@
 """RWKV-4's mixers (core/transformer/rwkv.py): the stable WKV recurrence equals the defining sums, and continues
-from its state; the chunked WKV equals it forward and backward; the token shift continues from its carry; the registry maps HF blocks to our 'WC' pairs and
-refuses what it cannot say; bad flags are one-line errors.
+from its state; the chunked WKV equals it forward and backward; the token shift continues from its carry; the
+registry maps HF blocks to our 'WC' pairs and refuses what it cannot say; bad flags are one-line errors.
 
     python -m pytest -q tests/unit/test_rwkv.py
 """

@@ -1,5 +1,6 @@
-"""Kimi Linear (``kimi_linear``) and Bailing's hybrids (``bailing_hybrid``, Ling) as registry data: Kimi Delta Attention layers beside multi-latent attention
-without positions, each with DeepSeek-V3's MoE (or a dense MLP in the leading layers).
+"""Kimi Linear (``kimi_linear``) and Bailing's hybrids (``bailing_hybrid``, Ling) as registry data: Kimi Delta
+Attention layers beside multi-latent attention (Kimi Linear's without positions), each with DeepSeek-V3's MoE (or
+a dense MLP in the leading layers).
 
 HF ``layer_types`` (``linear_attention`` / ``full_attention``; in Moonshot's config.json the 1-based
 ``linear_attn_config.kda_layers`` / ``full_attn_layers``) become ``--experimental-attention-variant kda``
@@ -332,7 +333,8 @@ def _bailing_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
 
 
 BAILING_HYBRID = register(Family(BAILING, BAILING, "BailingHybridForCausalLM", _bailing_config,
-                                 _checked(BAILING, _bailing_config, _bailing_hf_config), BAILING_WEIGHTS + BAILING_FINAL,
+                                 _checked(BAILING, _bailing_config, _bailing_hf_config),
+                                 BAILING_WEIGHTS + BAILING_FINAL,
                                  preserved_keys=("output_router_logits", "num_nextn_predict_layers",
                                                  "mtp_loss_scaling_factor", "layer_group_size", "pretraining_tp"),
                                  weights_for=_bailing_weights, unloaded_hf_prefixes_for=_bailing_mtp_layers),

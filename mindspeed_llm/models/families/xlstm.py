@@ -17,9 +17,9 @@ config's rounded ``qk_dim`` property sizes only its cache); the MLP ``hidden * f
 ``ffn_round_up_to_multiple_of``. ``gate_soft_cap`` and ``eps`` are the mLSTM's (``--mlstm-gate-soft-cap``,
 ``--mlstm-eps``), ``output_logit_soft_cap`` caps the logits (``--output-logit-softcapping``), ``norm_eps`` every
 norm's; an export writes the MLP width as its factor over the hidden size unless the original config's factor
-and multiple give the same width (then those). transformers' model always applies ``out_norm`` and never ties the head (``add_out_norm`` and
-``tie_word_embeddings`` are kept for the way back); the kernel, mode and chunk keys choose transformers' kernels,
-not the model (our chunk is ``--linear-chunk-size``).
+and multiple give the same width (then those). transformers' model always applies ``out_norm`` and never ties
+the head (``add_out_norm`` and ``tie_word_embeddings`` are kept for the way back); the kernel, mode and chunk keys
+choose transformers' kernels, not the model (our chunk is ``--linear-chunk-size``).
 
 Refused in one line: ``use_bias`` (its RMSNorms would carry biases, which the decoder's RMSNorm has not) and
 ``weight_mode`` ``fused`` (the same model saved as ``qkv_opreact`` / ``ifgate_preact``; the converter reads the
@@ -31,7 +31,8 @@ from typing import Any, Dict, Tuple
 
 import torch
 
-from core.transformer.config import TransformerConfig, parse_layer_frequency
+from core.transformer.config import TransformerConfig
+from mindspeed_llm.models.families.linear_attention import config_marks
 from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _checked, _dtype_name, register,
                                            require_config)
 
@@ -61,9 +62,10 @@ def _xlstm_config(hf: Dict[str, Any]) -> Dict[str, Any]:
         raise RegistryError(f"xlstm qk_dim ({qk}) and v_dim ({v}) must be divisible by num_heads ({heads})")
     ffn = round_up(hidden * float(hf.get("ffn_proj_factor", 2.667)), int(hf.get("ffn_round_up_to_multiple_of", 64)))
     kwargs = dict(num_layers=layers, hidden_size=hidden, ffn_hidden_size=ffn, num_attention_heads=heads,
-                  vocab_size=int(hf["vocab_size"]), max_position_embeddings=int(hf.get("max_position_embeddings", 4096)),
-                  normalization="RMSNorm", norm_epsilon=float(hf.get("norm_eps", 1e-6)), position_embedding_type="none",
-                  add_bias_linear=False, activation="swiglu", untie_embeddings_and_output_weights=True, attention_dropout=0.0,
+                  vocab_size=int(hf["vocab_size"]),
+                  max_position_embeddings=int(hf.get("max_position_embeddings", 4096)), normalization="RMSNorm",
+                  norm_epsilon=float(hf.get("norm_eps", 1e-6)), position_embedding_type="none", add_bias_linear=False,
+                  activation="swiglu", untie_embeddings_and_output_weights=True, attention_dropout=0.0,
                   hidden_dropout=0.0, init_method_std=float(hf.get("initializer_range", 0.02)),
                   make_vocab_size_divisible_by=1, experimental_attention_variant="mlstm",
                   linear_attention_freq=f"[1]*{layers}", linear_num_key_heads=heads, linear_num_value_heads=heads,
@@ -77,9 +79,7 @@ def _xlstm_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _xlstm_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    marks = parse_layer_frequency(cfg.linear_attention_freq, cfg.num_layers, "--linear-attention-freq") \
-        if cfg.linear_attention_freq is not None else []
-    if cfg.experimental_attention_variant != "mlstm" or not all(marks) or len(marks) != cfg.num_layers:
+    if cfg.experimental_attention_variant != "mlstm" or not all(config_marks(cfg)):
         raise RegistryError("xlstm has mLSTM layers only (--experimental-attention-variant mlstm with every layer "
                             "marked by --linear-attention-freq)")
     require_config(cfg, "xlstm", normalization="RMSNorm", activation="swiglu", add_bias_linear=False,
