@@ -1126,7 +1126,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         self._validate_short_conv()
         self._validate_rg_lru()
         self._validate_rwkv()
-        if not any(self.layer_parts(i)[0] == MLSTM_MIXER for i in range(self.num_layers)):
+        if MLSTM_MIXER not in self.layer_mixers:
             self._refuse_unused(MLSTM, "applies to mLSTM layers ('X' in --hybrid-override-pattern, or "
                                        "--experimental-attention-variant mlstm); add them or drop it")
         if not self.has_parallel_hybrid_layers:
@@ -1191,24 +1191,24 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if keys % tp:
             raise ValueError(f"--linear-num-key-heads ({keys}) must be divisible by --tensor-model-parallel-size "
                              f"({tp}): TP splits the gated DeltaNet (and KDA) by key heads")
-        if not any(self.layer_parts(i)[0] == GDN_MIXER for i in range(self.num_layers)):
+        if GDN_MIXER not in self.layer_mixers:
             gdn_only = self._changed(("linear_allow_neg_eigval", "linear_norm_epsilon"))
             if gdn_only:
                 raise ValueError(f"{gdn_only[0]} applies to gated DeltaNet layers, which this model has none of; "
                                  "drop it")
-        if not any(self.layer_parts(i)[0] == KDA_MIXER for i in range(self.num_layers)):
+        if KDA_MIXER not in self.layer_mixers:
             kda_only = self._changed(("kda_full_rank_gates", "kda_gate_lower_bound"))
             if kda_only:
                 raise ValueError(f"{kda_only[0]} applies to Kimi Delta Attention layers, which this model has none "
                                  "of; drop it")
         if self.kda_gate_lower_bound is not None and self.kda_gate_lower_bound >= 0:
             raise ValueError(f"--kda-gate-lower-bound {self.kda_gate_lower_bound} must be negative (a log decay)")
-        lightning = any(self.layer_parts(i)[0] == LIGHTNING_MIXER for i in range(self.num_layers))
+        lightning = LIGHTNING_MIXER in self.layer_mixers
         if lightning and (keys != values or self.linear_key_head_dim != self.linear_value_head_dim):
             raise ValueError(f"lightning-attention layers have one head count and head dim: --linear-num-key-heads "
                              f"({keys}) must equal --linear-num-value-heads ({values}) and --linear-key-head-dim "
                              f"({self.linear_key_head_dim}) --linear-value-head-dim ({self.linear_value_head_dim})")
-        mlstm = any(self.layer_parts(i)[0] == MLSTM_MIXER for i in range(self.num_layers))
+        mlstm = MLSTM_MIXER in self.layer_mixers
         if mlstm and keys != values:
             raise ValueError(f"mLSTM layers have one head count for q, k and v: --linear-num-key-heads ({keys}) must "
                              f"equal --linear-num-value-heads ({values})")
@@ -1228,7 +1228,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
 
     def _validate_rg_lru(self) -> None:
         """The RG-LRU fields only with Griffin's recurrent blocks, and their width against the heads and TP."""
-        if not any(self.layer_parts(i)[0] == RG_LRU_MIXER for i in range(self.num_layers)):
+        if RG_LRU_MIXER not in self.layer_mixers:
             self._refuse_unused(RG_LRU, "applies to Griffin's recurrent blocks; add --experimental-attention-variant "
                                         "rg_lru with --linear-attention-freq (or 'R' letters), or drop it")
             return
@@ -1241,7 +1241,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
 
     def _validate_rwkv(self) -> None:
         """--rwkv-attention-size only with time-mixing layers; the RWKV widths against TP."""
-        kinds = {self.layer_parts(i)[0] for i in range(self.num_layers)}
+        kinds = self.layer_mixers
         if RWKV_TIME_MIX not in kinds:
             self._refuse_unused(RWKV, "applies to RWKV time-mixing layers ('W' in --hybrid-override-pattern); drop it")
         tp = self.tensor_model_parallel_size
@@ -1296,18 +1296,23 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
     def has_linear_attention_layers(self) -> bool:
         """Some layer is a gated DeltaNet, Kimi Delta Attention, lightning or mLSTM layer ('G', 'K', 'L', 'X', or
         marked by --linear-attention-freq): the layers the --linear-* sizes describe."""
-        return any(self.layer_parts(i)[0] in LINEAR_MIXERS for i in range(self.num_layers))
+        return bool(self.layer_mixers & set(LINEAR_MIXERS))
+
+    @property
+    def layer_mixers(self) -> frozenset:
+        """The token mixers the layers hold (:meth:`layer_parts`' first part; None for a layer without one)."""
+        return frozenset(self.layer_parts(i)[0] for i in range(self.num_layers))
 
     @property
     def has_short_conv_layers(self) -> bool:
         """Some layer is a short-conv layer (--experimental-attention-variant short_conv)."""
-        return any(self.layer_parts(i)[0] == SHORT_CONV_MIXER for i in range(self.num_layers))
+        return SHORT_CONV_MIXER in self.layer_mixers
 
     @property
     def has_softmax_attention(self) -> bool:
         """Some layer attends with softmax attention (the layers that read positions)."""
         softmax = (ATTENTION_MIXER, PARALLEL_HYBRID_MIXER)
-        return any(self.layer_parts(i)[0] in softmax for i in range(self.num_layers))
+        return bool(self.layer_mixers & set(softmax))
 
     def _validate_moe(self) -> None:
         """The router's settings against the expert count (refused without --num-experts)."""

@@ -63,7 +63,7 @@ class Generation:
 def needs_recompute(model: GPTModel) -> bool:
     """Whether ``model`` has layers that cannot decode from the KV cache (see the module docstring)."""
     config = model.config  # the whole model's layers, so every pipeline stage decides alike
-    recurrent = any(config.layer_parts(i)[0] not in (ATTENTION_MIXER, None) for i in range(config.num_layers))
+    recurrent = bool(config.layer_mixers - {ATTENTION_MIXER, None})
     return recurrent or getattr(model.config, "moe_expert_capacity_factor", None) is not None
 
 

@@ -80,8 +80,7 @@ def _recurrent_gemma_config(hf: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _recurrent_gemma_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
-    kinds = [cfg.layer_parts(i)[0] for i in range(cfg.num_layers)]
-    if cfg.hybrid_override_pattern is not None or any(kind not in (RG_LRU_MIXER, "attention") for kind in kinds):
+    if cfg.hybrid_override_pattern is not None or cfg.layer_mixers - {RG_LRU_MIXER, "attention"}:
         raise RegistryError("recurrent_gemma has Griffin's recurrent blocks and attention only "
                             "(--experimental-attention-variant rg_lru with --linear-attention-freq)")
     require_config(cfg, "recurrent_gemma", normalization="RMSNorm", activation="geglu_tanh", apply_layernorm_1p=True,
