@@ -1201,6 +1201,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             if kda_only:
                 raise ValueError(f"{kda_only[0]} applies to Kimi Delta Attention layers, which this model has none "
                                  "of; drop it")
+        if not self.layer_mixers & {GDN_MIXER, KDA_MIXER} and self._changed(("linear_conv_kernel_dim",)):
+            raise ValueError("--linear-conv-kernel-dim applies to the short conv of gated DeltaNet and Kimi Delta "
+                             "Attention layers; lightning and mLSTM layers have none: drop it")
         if self.kda_gate_lower_bound is not None and self.kda_gate_lower_bound >= 0:
             raise ValueError(f"--kda-gate-lower-bound {self.kda_gate_lower_bound} must be negative (a log decay)")
         lightning = LIGHTNING_MIXER in self.layer_mixers

@@ -114,6 +114,9 @@ def test_layer_frequency_is_megatrons(value: str, expected: list) -> None:
     (dict(hybrid_override_pattern="GG*--", kda_full_rank_gates=True),
      "--kda-full-rank-gates applies to Kimi Delta Attention layers"),
     (dict(hybrid_override_pattern="KK*--", kda_gate_lower_bound=2.0), "--kda-gate-lower-bound 2.0 must be negative"),
+    # no conv in lightning (or mLSTM) layers
+    (dict(hybrid_override_pattern="LL*--", linear_conv_kernel_dim=3, linear_num_key_heads=4, linear_num_value_heads=4),
+     "--linear-conv-kernel-dim applies to the short conv of gated DeltaNet and Kimi Delta Attention layers"),
 ])
 def test_bad_layouts_are_one_line(overrides: Dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as error:
