@@ -47,6 +47,7 @@ from torch import nn
 from core.parallel_state import Group, ParallelState
 from core.tensor_parallel.mappings import all_gather_single, all_reduce, reduce_scatter_single
 from core.tensor_parallel.param_meta import param_meta, sum_replicas_over_tp
+from core.transformer.shared_block import sum_shared_block_grads
 
 
 DEFAULT_BUCKET_SIZE = 40_000_000  # elements, as Megatron's default
@@ -133,7 +134,8 @@ def _bucket_ranges(params: List[nn.Parameter], bucket_size: int, pad_to: int) ->
 
     A word-embedding weight shared across pipeline stages (``shared_across_stages``) gets a
     bucket of its own: both stages then cut it into the same DP chunks, so summing its
-    gradient over the embedding group stays right after a reduce-scatter.
+    gradient over the embedding group stays right after a reduce-scatter. So does every
+    parameter of a shared block (``replicated_over_pipeline``), summed over its copies.
     """
     ranges: List[Tuple[int, int, list]] = []
     current: List[nn.Parameter] = []
@@ -147,7 +149,8 @@ def _bucket_ranges(params: List[nn.Parameter], bucket_size: int, pad_to: int) ->
             start, current, size = start + padded, [], 0
 
     for param in params:
-        alone = param_meta(param).shared_across_stages
+        meta = param_meta(param)
+        alone = meta.shared_across_stages or meta.replicated_over_pipeline
         if alone:
             close()
         current.append(param)
@@ -307,6 +310,7 @@ def finalize_model_grads(models: List[nn.Module], buffers: List[GradBuffers], st
             if shard is not None and shard.has_replicas(tp_group.size):
                 sum_replicas_over_tp(param.main_grad.view(-1), shard, param.shape, 0, tp_group)
     _sum_shared_embeddings(params, state)
+    sum_shared_block_grads(models, state)
 
 
 def _sum_shared_embeddings(params: List[nn.Parameter], state: ParallelState) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 import zlib
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -227,16 +227,16 @@ class GPTModel(nn.Module):
             layout = inference_cache.layout(local_len, device)
         if self.context_parallel is not None and position_ids is None:
             position_ids = layout.positions.expand(batch, -1)  # [b, s/cp]
-        hidden = self.embedding(input_ids, position_ids) if self.pre_process else given
+        hidden, embeds = self._stage_input(input_ids, position_ids, given)
         rotary = None
         if self.rotary is not None:
             dtype = self._branch_dtype(hidden)  # cos/sin in the dtype of q and k
             rotary = self.rotary(local_len, hidden.device, dtype, position_ids)
             if self.local_rotary is not None:  # sliding-window layers have their own base (Gemma3)
                 rotary = LocalGlobalRotary(rotary, self.local_rotary(local_len, hidden.device, dtype, position_ids))
-        hidden = self.decoder(hidden, rotary, layout)
-        if not self.post_process:
-            return hidden
+        hidden = self.decoder(hidden, rotary, layout, embeds)
+        if not self.post_process:  # to the next stage: [s, b, h], or [s, b, 2h] with the word embeddings
+            return hidden if embeds is None else torch.cat([hidden, embeds], dim=-1)
         if self.value_head is not None:  # a reward model: a score per token instead of logits
             return self.value_head(hidden)  # [b, s]
         if self.mtp is not None:  # per-token losses of the MTP modules, kept for the task (collect_mtp_losses)
@@ -249,6 +249,18 @@ class GPTModel(nn.Module):
         if labels is not None:
             return self._loss_of_hidden(hidden, labels, label_smoothing)
         return self._logits(hidden).transpose(0, 1)  # [b, s, v/tp]
+
+    def _stage_input(self, input_ids: Optional[torch.Tensor], position_ids: Optional[torch.Tensor],
+                     given: Optional[torch.Tensor]) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """This stage's hidden states ``[s, b, h]`` and, where shared blocks read them, the word embeddings
+        (the first stage's embedding output; a later stage's second half of what the previous one sent)."""
+        if self.pre_process:
+            hidden = self.embedding(input_ids, position_ids)
+            return hidden, (hidden if self.config.has_shared_blocks else None)
+        if self.config.has_shared_blocks:
+            hidden, embeds = given.chunk(2, dim=-1)
+            return hidden, embeds
+        return given, None
 
     def _loss_of_hidden(self, hidden: torch.Tensor, labels: torch.Tensor, label_smoothing: float) -> torch.Tensor:
         """Cross-entropy ``[b, s]`` of the normed hidden states ``[s(/tp), b, h]`` against ``labels`` ``[b, s]``.

@@ -200,7 +200,10 @@ class ParamMeta:
     ``shared_across_stages``: tied word embeddings held by the first and the last
     pipeline stage; the gradients are summed over the embedding group.
     ``excluded_from_grad_norm``: the last stage's copy of those embeddings, left out
-    of the gradient norm (its twin on the first stage is counted).
+    of the gradient norm (its twin on the first stage is counted); likewise every copy but
+    one of a shared block (``replicated_over_pipeline``).
+    ``replicated_over_pipeline``: a parameter of a shared block of 'Z' layers (Zamba), held
+    by every chunk whose layers run it; the copies' gradients are summed (``sum_shared_block_grads``).
     ``init_method``: 'normal', 'scaled_normal' (output layers), 'ones', 'zeros', 'constant' (every
     element ``init_value``: xIELU's alphas) or one of the Mamba mixer's (``core.transformer.mamba_mixer.MAMBA_INITS``);
     ``init_name``: the parameter name whose draws it takes (None: its own);
@@ -216,6 +219,7 @@ class ParamMeta:
     grad_partial_over_tp: bool = False
     shared_across_stages: bool = False
     excluded_from_grad_norm: bool = False
+    replicated_over_pipeline: bool = False
     init_method: str = "normal"
     init_name: Optional[str] = None
     init_shape: Optional[Tuple[int, ...]] = None

@@ -177,7 +177,11 @@ register_fused_op("attention", "use_flash_attn", attention_kernel)
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
+    """Standard self-attention of one layer: ``[s(/tp), b, input_size]`` in (the hidden size unless given: a
+    shared block's ``2h``), ``[s(/tp), b, h]`` out."""
+
+    def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0,
+                 input_size: Optional[int] = None) -> None:
         super().__init__()
         tp_group = state.tp_group
         self.config = config
@@ -196,7 +200,7 @@ class SelfAttention(nn.Module):
         if self.gate_width:  # one gate row per channel (Qwen3-Next) or per head (LFM3)
             qkv_segments += (Segment(heads, self.gate_width),)
         projection = ColumnParallelLinear(
-            config.hidden_size, sum(segment.size for segment in qkv_segments), group=tp_group,
+            input_size or config.hidden_size, sum(segment.size for segment in qkv_segments), group=tp_group,
             bias=config.qkv_bias, sequence_parallel=config.sequence_parallel,
             segments=qkv_segments, dtype=config.params_dtype)
         if self.k_eq_v:
@@ -240,9 +244,12 @@ class SelfAttention(nn.Module):
                            if config.qk_norm == "l2" and self.use_rope else None)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
-                layout: Optional[SequenceLayout] = None) -> torch.Tensor:
-        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); layout None: causal over these tokens
+                layout: Optional[SequenceLayout] = None, qkv_delta: Optional[torch.Tensor] = None) -> torch.Tensor:
+        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); layout None: causal over these tokens;
+        # qkv_delta: added to the local [q; k; v] projection (a shared block's per-layer adapters)
         qkv = self.linear_qk(hidden) if self.k_eq_v else self.linear_qkv(hidden)  # [s, b, (np + 2|1 ng) hn] local
+        if qkv_delta is not None:
+            qkv = qkv + qkv_delta
         if self.config.qkv_clip is not None:  # Olmo
             qkv = qkv.clamp(-self.config.qkv_clip, self.config.qkv_clip)
         s, b = qkv.shape[:2]

@@ -6,6 +6,7 @@ whatever the pipeline layout. Noop layers are parameterless identities.
 """
 from __future__ import annotations
 
+import functools
 from typing import Iterable, List, Optional, Tuple
 
 import torch
@@ -19,7 +20,7 @@ from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import SelfAttention
 from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MLSTM_MIXER, MOE_MLP,
                                      PARALLEL_HYBRID_MIXER, RG_LRU_MIXER, RWKV_CHANNEL_MIX, RWKV_TIME_MIX,
-                                     SHORT_CONV_MIXER, TransformerConfig)
+                                     SHARED_BLOCK_MAMBA_MIXER, SHORT_CONV_MIXER, TransformerConfig)
 from core.transformer.context_parallel import SequenceLayout
 from core.transformer.gated_delta_net import GatedDeltaNet
 from core.transformer.kimi_delta_attention import KimiDeltaAttention
@@ -33,6 +34,7 @@ from core.transformer.norms import RMSNorm, build_norm
 from core.transformer.parallel_hybrid import MambaAndAttention
 from core.transformer.rg_lru import RecurrentBlock
 from core.transformer.rwkv import RwkvChannelMix, RwkvTimeMix
+from core.transformer.shared_block import SharedBlock, SharedBlockMambaAdapters, mark_block_copy
 from core.transformer.short_conv import ShortConv
 from core.transformer.swap_attention import (get_activation_swapper, recomputes_mlp, swapped_attributes,
                                           swapping)
@@ -72,15 +74,21 @@ def recompute_groups(num_layers: int, granularity: Optional[str], method: Option
 
 
 def _run_layers(layers: List[nn.Module], hidden: torch.Tensor, rotary: Optional[tuple],
-                layout: Optional[SequenceLayout] = None) -> torch.Tensor:
+                layout: Optional[SequenceLayout] = None, embeds: Optional[torch.Tensor] = None,
+                shared_blocks: Optional[nn.ModuleDict] = None) -> torch.Tensor:
+    """``layers`` in turn; a 'Z' layer also reads the word embeddings ``embeds`` and runs its shared block."""
     for layer in layers:
-        hidden = layer(hidden, rotary, layout)
+        if isinstance(layer, SharedBlockMambaLayer):
+            hidden = layer(hidden, rotary, layout, embeds, shared_blocks[str(layer.block_index)])
+        else:
+            hidden = layer(hidden, rotary, layout)
     return hidden
 
 
-def hidden_norm(config: TransformerConfig) -> nn.Module:
-    """A norm over the hidden size (``--normalization``); partial gradients over TP under SP."""
-    return build_norm(config.normalization, config.hidden_size, config.norm_epsilon, config.sequence_parallel,
+def hidden_norm(config: TransformerConfig, width: Optional[int] = None) -> nn.Module:
+    """A norm over the hidden size (``--normalization``), or over ``width`` channels; partial gradients over TP
+    under SP."""
+    return build_norm(config.normalization, width or config.hidden_size, config.norm_epsilon, config.sequence_parallel,
                       dtype=config.params_dtype, offset=config.apply_layernorm_1p,
                       parametric=not config.non_parametric_norm, bias=config.layernorm_bias,
                       fused=config.use_fused_rmsnorm)
@@ -249,6 +257,26 @@ class MambaLayer(nn.Module):
         return residual_skip(cfg, hidden, normed) + mixed
 
 
+class SharedBlockMambaLayer(MambaLayer):
+    """Zamba's 'Z' layer: ``x + mamba(norm(x + proj(block([x; e]))))`` with the shared block it runs
+    (:mod:`core.transformer.shared_block`); ``adapters`` hold the layer's own projection and adapters."""
+
+    def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
+        super().__init__(config, state, layer_number)
+        self.block_index = config.shared_block_of(layer_number)
+        self.adapters = SharedBlockMambaAdapters(config, state)
+
+    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple], layout: Optional[SequenceLayout],
+                embeds: torch.Tensor, block: SharedBlock) -> torch.Tensor:
+        # hidden, embeds [s, b, h] ([s/tp, b, h] under sequence parallelism)
+        cfg = self.config
+        block_input = to_compute_dtype(hidden, self, cfg)
+        shared = self.adapters.proj(block(block_input, embeds, rotary, layout, self.adapters))  # [s(/tp), b, h]
+        normed = self.norm(to_compute_dtype(hidden + shared, self, cfg))
+        mixed = hidden_dropout(self.mixer(normed, layout), cfg.hidden_dropout, self.training, cfg.sequence_parallel)
+        return hidden + mixed
+
+
 # the token mixers built from (config, state, layer number) alone; attention picks its class from the config
 MIXER_CLASSES = {GDN_MIXER: GatedDeltaNet, KDA_MIXER: KimiDeltaAttention, LIGHTNING_MIXER: LightningAttention,
                  SHORT_CONV_MIXER: ShortConv, PARALLEL_HYBRID_MIXER: MambaAndAttention, RG_LRU_MIXER: RecurrentBlock,
@@ -270,6 +298,8 @@ def build_layer(config: TransformerConfig, state: ParallelState, layer_number: i
     """The layer of global number ``layer_number``: noop, Mamba ('M' in the hybrid pattern) or transformer."""
     if layer_number in config.noop_layers:
         return NoopTransformerLayer()
+    if config.layer_parts(layer_number)[0] == SHARED_BLOCK_MAMBA_MIXER:
+        return SharedBlockMambaLayer(config, state, layer_number)
     if config.is_mamba_layer(layer_number):
         return MambaLayer(config, state, layer_number)
     return TransformerLayer(config, state, layer_number)
@@ -300,13 +330,25 @@ class TransformerBlock(nn.Module):
         for position, layer in enumerate(self.layers.values()):  # MindSpeed's --swap-attention MLP recompute
             if isinstance(layer, TransformerLayer):
                 layer.recompute_mlp = recomputes_mlp(config, position)
+        self.shared_blocks = self._shared_blocks(config, state)
         self.final_layernorm = None
         if post_process:
             self.final_layernorm = hidden_norm(config)
 
+    def _shared_blocks(self, config: TransformerConfig, state: ParallelState) -> Optional[nn.ModuleDict]:
+        """The shared blocks this chunk's 'Z' layers run (each built by its first 'Z' layer's settings)."""
+        used = sorted({layer.block_index for layer in self.layers.values() if isinstance(layer, SharedBlockMambaLayer)})
+        if not used:
+            return None
+        first_layers = [i for i in range(config.num_layers) if config.layer_parts(i)[0] == SHARED_BLOCK_MAMBA_MIXER]
+        return nn.ModuleDict({str(k): mark_block_copy(
+            SharedBlock(config, state, first_layers[k], functools.partial(hidden_norm, config)),
+            counted=str(first_layers[k]) in self.layers) for k in used})
+
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
-                layout: Optional[SequenceLayout] = None) -> torch.Tensor:
-        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); layout: see context_parallel.py
+                layout: Optional[SequenceLayout] = None, embeds: Optional[torch.Tensor] = None) -> torch.Tensor:
+        # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); layout: see context_parallel.py;
+        # embeds: the word embeddings, same shape, read by the 'Z' layers' shared blocks
         layers = list(self.layers.values())
         cfg = self.config
         granularity = cfg.recompute_granularity if self.training and torch.is_grad_enabled() else None
@@ -316,9 +358,9 @@ class TransformerBlock(nn.Module):
                                                      cfg.recompute_num_layers):
             group = [layers[i] for i in positions]
             if recompute and any(True for layer in group for _ in layer.parameters()):  # not only noop layers
-                hidden = checkpoint(_run_layers, group, hidden, rotary, layout)
+                hidden = checkpoint(_run_layers, group, hidden, rotary, layout, embeds, self.shared_blocks)
             else:
-                hidden = _run_layers(group, hidden, rotary, layout)
+                hidden = _run_layers(group, hidden, rotary, layout, embeds, self.shared_blocks)
         if self.final_layernorm is not None:
             hidden = self.final_layernorm(hidden)
         return hidden

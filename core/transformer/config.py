@@ -43,6 +43,7 @@ LAYER_LETTERS: Dict[str, str] = {"M": "a Mamba layer", "G": "a gated DeltaNet la
                                  "R": "a Griffin recurrent block (RG-LRU, RecurrentGemma)",
                                  "W": "an RWKV-4 time-mixing layer", "C": "an RWKV-4 channel-mixing layer",
                                  "X": "an mLSTM layer (xLSTM's matrix memory)",
+                                 "Z": "a Mamba layer whose input adds a shared attention block's output (Zamba)",
                                  "-": "an MLP layer", "E": "an MoE layer"}
 LAYER_KINDS = tuple(LAYER_LETTERS)
 # what each letter's layer holds: (its token mixer, its MLP); None for the branch it lacks
@@ -52,6 +53,8 @@ PARALLEL_HYBRID_MIXER = "mamba_and_attention"  # 'H': both read the one normed i
 RG_LRU_MIXER = "rg_lru"  # 'R': Griffin's recurrent block (RecurrentGemma)
 RWKV_TIME_MIX, RWKV_CHANNEL_MIX = "rwkv_time_mix", "rwkv_channel_mix"  # 'W', 'C': RWKV-4's two mixers
 MLSTM_MIXER = "mlstm"  # 'X': xLSTM's mLSTM
+# 'Z': a Mamba layer that first runs one of the shared attention blocks on [hidden; word embeddings] (Zamba)
+SHARED_BLOCK_MAMBA_MIXER = "shared_block_mamba"
 # the mixers built from the --linear-* sizes (key/value heads and dims, conv width, chunk)
 LINEAR_MIXERS = (GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MLSTM_MIXER)
 DENSE_MLP, MOE_MLP = "dense", "moe"
@@ -59,7 +62,7 @@ LETTER_PARTS: Dict[str, Tuple[Optional[str], Optional[str]]] = {
     "M": (MAMBA_MIXER, None), "G": (GDN_MIXER, None), "K": (KDA_MIXER, None), "L": (LIGHTNING_MIXER, None),
     "*": (ATTENTION_MIXER, None), "H": (PARALLEL_HYBRID_MIXER, None), "R": (RG_LRU_MIXER, None),
     "W": (RWKV_TIME_MIX, None), "C": (RWKV_CHANNEL_MIX, None), "X": (MLSTM_MIXER, None),
-    "-": (None, DENSE_MLP),
+    "Z": (SHARED_BLOCK_MAMBA_MIXER, None), "-": (None, DENSE_MLP),
     "E": (None, MOE_MLP)}
 # --experimental-attention-variant -> the token mixer of the layers --linear-attention-freq marks (Megatron-core
 # spells the gated DeltaNet both ways; short_conv is LFM2's gated short convolution)
@@ -102,6 +105,7 @@ PARALLEL_HYBRID = "parallel_hybrid"  # the 'H' layers (Falcon-H1)
 RG_LRU = "rg_lru"  # Griffin's recurrent blocks (RecurrentGemma)
 RWKV = "rwkv"  # RWKV-4's time-mixing layers
 MLSTM = "mlstm"  # xLSTM's mLSTM layers
+SHARED_BLOCK = "shared_block"  # Zamba's shared attention blocks (the 'Z' layers)
 _OWN_NAME = ""  # FieldSpec.flag before resolution: the flag is the field's name with dashes
 FIELD_DEFAULT = "the field's default"  # FieldSpec.flag_default: the parser's default is the field's
 
@@ -553,7 +557,8 @@ class ModelConfig:
     hybrid_override_pattern: Optional[str] = config_field(
         None, type=str, aliases=("--hybrid-layer-pattern",),
         help="one letter per layer (Megatron-core's): M Mamba, G gated DeltaNet, K Kimi Delta Attention, L "
-             "lightning attention, * attention, H Mamba2 beside attention (Falcon-H1), - MLP, E MoE; each layer is "
+             "lightning attention, * attention, H Mamba2 beside attention (Falcon-H1), Z Mamba after a shared "
+             "attention block (Zamba), - MLP, E MoE; each layer is "
              "its norm, that one branch and the residual add; '|' between pipeline stages (or virtual chunks) places "
              "them; default: transformer layers")
     mamba_version: int = config_field(2, choices=(1, 2), features=(MAMBA,),
@@ -693,6 +698,23 @@ class ModelConfig:
                                                              "forget gate pre-activations (xLSTM's gate_soft_cap)")
     mlstm_eps: float = config_field(1e-6, features=(MLSTM,),
                                     help="mLSTM layers: the eps added to the read's denominator (xLSTM's eps)")
+    # Zamba's shared blocks (pattern letter 'Z'): num_shared_blocks blocks of attention over [hidden; word
+    # embeddings] (2 x hidden wide, --num-attention-heads heads of --kv-channels) and a gated MLP, each 'Z'
+    # layer running block (its rank among the 'Z' layers) mod N (Zamba2's num_mem_blocks)
+    # [--num-shared-blocks]; with a rank each 'Z' layer adds its own low-rank adapters to the block's MLP input
+    # projection (Zamba2's adapter_rank) [--shared-block-adapter-rank] and, with
+    # --shared-block-attention-adapters, to its q/k/v projections (use_shared_attention_adapter)
+    num_shared_blocks: int = config_field(1, features=(SHARED_BLOCK,),
+                                          help="'Z' layers: how many shared attention blocks they take turns "
+                                               "with (Zamba2's num_mem_blocks)")
+    shared_block_adapter_rank: Optional[int] = config_field(
+        None, type=int, features=(SHARED_BLOCK,),
+        help="'Z' layers: the rank of each layer's own adapters on the shared block's MLP input projection "
+             "(Zamba2's adapter_rank); default none")
+    shared_block_attention_adapters: bool = config_field(
+        False, features=(SHARED_BLOCK,),
+        help="'Z' layers: adapters of --shared-block-adapter-rank on the shared attention's q, k and v too "
+             "(Zamba2's use_shared_attention_adapter)")
     short_conv_kernel_size: int = config_field(3, features=(SHORT_CONV,),
                                                help="short-conv layers: width of the causal depthwise conv")
     short_conv_bias: bool = config_field(False, features=(SHORT_CONV,),
@@ -1126,6 +1148,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         self._validate_short_conv()
         self._validate_rg_lru()
         self._validate_rwkv()
+        self._validate_shared_blocks()
         if MLSTM_MIXER not in self.layer_mixers:
             self._refuse_unused(MLSTM, "applies to mLSTM layers ('X' in --hybrid-override-pattern, or "
                                        "--experimental-attention-variant mlstm); add them or drop it")
@@ -1216,6 +1239,53 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             raise ValueError(f"mLSTM layers have one head count for q, k and v: --linear-num-key-heads ({keys}) must "
                              f"equal --linear-num-value-heads ({values})")
 
+    def _validate_shared_blocks(self) -> None:
+        """The shared-block fields only with 'Z' layers; the adapters' rank."""
+        if not self.has_shared_blocks:
+            self._refuse_unused(SHARED_BLOCK, "applies to the 'Z' layers of --hybrid-override-pattern (Zamba's "
+                                              "shared attention blocks); add them or drop it")
+            return
+        if self.num_shared_blocks < 1:
+            raise ValueError(f"--num-shared-blocks {self.num_shared_blocks} must be at least 1")
+        rank = self.shared_block_adapter_rank
+        if rank is not None and rank < 1:
+            raise ValueError(f"--shared-block-adapter-rank {rank} must be at least 1")
+        if self.shared_block_attention_adapters and rank is None:
+            raise ValueError("--shared-block-attention-adapters needs --shared-block-adapter-rank (the adapters' "
+                             "rank)")
+        if self.multi_latent_attention:
+            raise ValueError("the shared blocks of the 'Z' layers hold standard attention; drop "
+                             "--multi-latent-attention")
+        unsupported = {"--mtp-num-layers": self.mtp_num_layers is not None,
+                       "--residual-multiplier": self.residual_multiplier is not None,
+                       "--residual-alpha": self.residual_alpha is not None,
+                       "--apply-residual-connection-post-layernorm": self.apply_residual_connection_post_layernorm,
+                       "--attention-output-gate": self.attention_output_gate}
+        named = [flag for flag, given in unsupported.items() if given]
+        if named:
+            raise ValueError(f"{named[0]} is not defined for the 'Z' layers of --hybrid-override-pattern (Zamba's "
+                             "shared blocks); drop it")
+
+    @property
+    def has_shared_blocks(self) -> bool:
+        """Some layer is a 'Z' layer: the model holds Zamba's shared blocks and carries the word embeddings."""
+        return "Z" in (self.hybrid_override_pattern or "")
+
+    @property
+    def pipeline_hidden_width(self) -> int:
+        """The last dim of what pipeline stages send: the hidden states, and beside them the word embeddings
+        when the shared blocks of 'Z' layers read them."""
+        return 2 * self.hidden_size if self.has_shared_blocks else self.hidden_size
+
+    def shared_block_of(self, layer_number: int) -> int:
+        """The shared block that 'Z' layer ``layer_number`` runs: its rank among the 'Z' layers mod
+        --num-shared-blocks."""
+        return self.shared_block_depth(layer_number) % self.num_shared_blocks
+
+    def shared_block_depth(self, layer_number: int) -> int:
+        """The rank of 'Z' layer ``layer_number`` among the 'Z' layers (0 for the first)."""
+        return self.hybrid_override_pattern[:layer_number].count("Z")
+
     def _validate_short_conv(self) -> None:
         """The short-conv fields only with short-conv layers, and their sizes against TP."""
         if not self.has_short_conv_layers:
@@ -1287,8 +1357,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
 
     @property
     def has_mamba_layers(self) -> bool:
-        """Some layer holds a Mamba mixer ('M', or 'H' beside an attention)."""
-        return bool(set(self.hybrid_override_pattern or "") & {"M", "H"})
+        """Some layer holds a Mamba mixer ('M'; 'H' beside an attention; 'Z' after a shared block)."""
+        return bool(set(self.hybrid_override_pattern or "") & {"M", "H", "Z"})
 
     @property
     def has_parallel_hybrid_layers(self) -> bool:
@@ -1314,7 +1384,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
     @property
     def has_softmax_attention(self) -> bool:
         """Some layer attends with softmax attention (the layers that read positions)."""
-        softmax = (ATTENTION_MIXER, PARALLEL_HYBRID_MIXER)
+        softmax = (ATTENTION_MIXER, PARALLEL_HYBRID_MIXER, SHARED_BLOCK_MAMBA_MIXER)
         return bool(self.layer_mixers & set(softmax))
 
     def _validate_moe(self) -> None:
@@ -1725,7 +1795,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
     @property
     def has_attention_layers(self) -> bool:
         """Some layer has softmax attention or an MLP (the layers the attention and MLP fields apply to)."""
-        return self.hybrid_override_pattern is None or bool(set(self.hybrid_override_pattern) & {"*", "H", "-", "E"})
+        return self.hybrid_override_pattern is None or bool(set(self.hybrid_override_pattern) & {"*", "H", "Z", "-", "E"})
 
     @property
     def residual_dtype(self) -> torch.dtype:

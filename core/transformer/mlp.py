@@ -159,8 +159,11 @@ class MLP(nn.Module):
             self.sub_layernorm = TensorParallelRMSNorm(Segment(ffn), config.norm_epsilon, tp_group,
                                                        config.params_dtype, config.apply_layernorm_1p)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, fc1_delta: Optional[torch.Tensor] = None) -> torch.Tensor:
+        # fc1_delta: added to the local first projection (a shared block's per-layer adapter)
         intermediate = self.linear_fc1(hidden)  # [s, b, (2) ffn/tp]
+        if fc1_delta is not None:
+            intermediate = intermediate + fc1_delta
         if self.recompute_activation_function and self.training and not inside_checkpoint():
             return recompute_activation(self._activation, intermediate, self._output)  # [s, b, h]
         return self._output(self._activation(intermediate))  # [s, b, h]

@@ -13,6 +13,7 @@ from core.parallel_state import expert_dimension
 from core.pipeline_parallel.layout import Placement, chunk_specs
 from core.tensor_parallel.param_meta import TPShard, full_shape, param_meta
 from core.transformer.config import TransformerConfig
+from core.transformer.shared_block import is_shared_block_param
 from mindspeed_llm.convert.errors import ConversionError
 from mindspeed_llm.models.registry import RegistryError, TensorContext, WeightRule, find_rule
 
@@ -36,7 +37,8 @@ class ModelLayout:
     ``build_model_chunks``), with their local shapes in ``local_shapes``.
     ``locations[name]`` lists where a canonical parameter is stored, its own
     place first; with tied embeddings over several stages the word embeddings
-    also sit on the last stage as ``output_layer.weight``.
+    also sit on the last stage as ``output_layer.weight``, and a shared block of
+    'Z' layers (Zamba) sits, under its one name, on every chunk whose layers run it.
     """
 
     def __init__(self, config: TransformerConfig, rules: Sequence[WeightRule],
@@ -111,6 +113,8 @@ class ModelLayout:
                 copies.append((EMBEDDING_WEIGHT, where))
             elif name in self.locations and not self.locations[name]:
                 self.locations[name].append(where)
+            elif is_shared_block_param(name) and name in self.locations:  # another chunk running the block
+                copies.append((name, where))
             else:
                 raise AssertionError(f"parameter {name} placed twice or unknown")
         return names

@@ -151,7 +151,7 @@ class _Stages:
         dtype = torch.float32 if model.config.fp32_residual_connection else model.config.params_dtype  # the stream's
         hidden = None
         if not model.pre_process:  # the previous stage's activations [s, b, h]
-            shape = (length, batch, model.config.hidden_size)
+            shape = (length, batch, model.config.pipeline_hidden_width)
             hidden = p2p.communicate([p2p.recv(pp.ranks[pp.rank - 1], shape)], pp, dtype, ids.device)[0]
         out = model(ids if model.pre_process else None, hidden_states=hidden, **kwargs)
         if model.post_process:

@@ -17,6 +17,9 @@ attention counted over the full ``s x s`` score matrix, noop layers skipped):
                                                               per token for forward + backward)
     short-conv layer, forward = 2 h 3h + 2 h h + 2 k h  in_proj ([B; C; x]), out_proj and the depthwise conv of width k
                         + 2 h f x (3 | 2)             its MLP
+    'Z' layer (Zamba), forward = the attention above over 2h input channels + the MLP + 2 h h (its projection)
+                        + 2 r (h + fc1 rows) [+ 2 r (6h + q + 2 kv)]   its adapters (rank r; attention ones)
+                        + the Mamba layer
     logits, forward     = 2 h V_padded
     MTP module, forward = 2 (2h) h + per-layer + logits   eh_proj, its transformer layer, the shared output layer
     training FLOPs/token = 3 x (layers x per-layer + logits + mtp_num_layers x MTP module)
@@ -38,7 +41,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MAMBA_MIXER,
                                      MLSTM_MIXER, PARALLEL_HYBRID_MIXER, RG_LRU_MIXER, RWKV_CHANNEL_MIX, RWKV_TIME_MIX,
-                                     SHORT_CONV_MIXER, TransformerConfig)
+                                     SHARED_BLOCK_MAMBA_MIXER, SHORT_CONV_MIXER, TransformerConfig)
 
 
 def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
@@ -60,13 +63,31 @@ def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple
     return weights, activations + mtp * attention_scores
 
 
-def attention_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
-    """One attention branch: (QKV, the output gate and the output projection; scores and context)."""
+def attention_forward_flops_per_token(config: TransformerConfig, seq_length: int,
+                                      input_size: Optional[int] = None) -> Tuple[float, float]:
+    """One attention branch reading ``input_size`` channels (the hidden size unless given): (QKV, the output gate
+    and the output projection; scores and context)."""
     h, hn = config.hidden_size, config.kv_channels
+    width = input_size or h
     q, kv = config.num_attention_heads * hn, config.num_key_value_heads * hn
     gate_rows = config.num_attention_heads if config.attention_output_gate_per_head else q
-    gate = 2 * h * gate_rows if config.attention_output_gate else 0
-    return 2 * h * (q + 2 * kv) + 2 * q * h + gate, 4 * seq_length * q
+    gate = 2 * width * gate_rows if config.attention_output_gate else 0
+    return 2 * width * (q + 2 * kv) + 2 * q * h + gate, 4 * seq_length * q
+
+
+def shared_block_mamba_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
+    """One 'Z' layer (Zamba): its shared block (attention over 2h channels, the MLP), its h x h projection,
+    its adapters (rank r: down and up of the MLP's and, with attention adapters, of q, k and v) and its Mamba."""
+    h, rank = config.hidden_size, config.shared_block_adapter_rank or 0
+    attention = attention_forward_flops_per_token(config, seq_length, input_size=2 * h)
+    mamba = mamba_forward_flops_per_token(config, seq_length)
+    fc1_rows = config.ffn_hidden_size * (2 if config.gated_linear_unit else 1)
+    adapters = 2 * rank * (h + fc1_rows)
+    if config.shared_block_attention_adapters:
+        q, kv = config.num_attention_heads * config.kv_channels, config.num_key_value_heads * config.kv_channels
+        adapters += 2 * rank * (3 * 2 * h + q + 2 * kv)
+    weights = attention[0] + mlp_forward_flops_per_token(config) + 2 * h * h + adapters + mamba[0]
+    return weights, attention[1] + mamba[1]
 
 
 def mlp_forward_flops_per_token(config: TransformerConfig) -> float:
@@ -175,7 +196,7 @@ MIXER_FLOPS: Dict[str, Callable[[TransformerConfig, int], Tuple[float, float]]] 
     LIGHTNING_MIXER: lightning_attention_forward_flops_per_token, SHORT_CONV_MIXER: short_conv_forward_flops_per_token,
     PARALLEL_HYBRID_MIXER: mamba_and_attention_forward_flops_per_token, RG_LRU_MIXER: rg_lru_forward_flops_per_token,
     RWKV_TIME_MIX: rwkv_time_mix_forward_flops_per_token, RWKV_CHANNEL_MIX: rwkv_channel_mix_forward_flops_per_token,
-    MLSTM_MIXER: mlstm_forward_flops_per_token}
+    MLSTM_MIXER: mlstm_forward_flops_per_token, SHARED_BLOCK_MAMBA_MIXER: shared_block_mamba_forward_flops_per_token}
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Three iterations of the real training step (fp32, dropout off) on the same
 mock data and seed. The losses (from the last stage, shared over the pipeline),
-the final gradients (``main_grad``) and the final weights of every stage,
+the gradient norms, the final gradients (``main_grad``) and the final weights of every stage,
 unsharded over TP, must match the single-process run to about 1e-5 relative,
 for every TP rank and DP replica (each one's union of stages), so a replica
 that missed an all-gather or an all-reduce fails.
@@ -49,6 +49,12 @@ VOCAB = 100
 HYBRID = ["--hybrid-override-pattern", "M*-E", "--mamba-head-dim", "16", "--mamba-num-groups", "1",
           "--mamba-state-dim", "8", "--mamba-chunk-size", "8", "--num-experts", "4", "--moe-router-topk", "2"]
 
+# Zamba's 'Z' layers over two shared blocks (ZMZZ: blocks 0, 1, 0) with every adapter: block 0 runs on both
+# stages of pp2 (layers 0 and 3), so its gradient is the sum of the two copies'
+ZAMBA = ["--hybrid-override-pattern", "ZMZZ", "--mamba-head-dim", "16", "--mamba-num-groups", "1",
+         "--mamba-state-dim", "8", "--mamba-chunk-size", "8", "--num-shared-blocks", "2",
+         "--shared-block-adapter-rank", "4", "--shared-block-attention-adapters"]
+
 
 def run_training(argv: List[str]) -> Optional[Dict[str, object]]:
     """Three steps; losses plus this stage's grads and weights, unsharded over TP, and where they come from."""
@@ -56,7 +62,8 @@ def run_training(argv: List[str]) -> Optional[Dict[str, object]]:
 
     trainer = setup(argv)
     iterator = trainer.train_iterator()
-    losses = [trainer.train_step(iterator).loss for _ in range(STEPS)]
+    steps = [trainer.train_step(iterator) for _ in range(STEPS)]
+    losses, grad_norms = [step.loss for step in steps], [step.grad_norm for step in steps]
     trainer.finish_param_sync()  # --overlap-param-gather: the last step's weight all-gathers are in flight
     grads, weights = {}, {}
     for model in trainer.models:
@@ -64,7 +71,8 @@ def run_training(argv: List[str]) -> Optional[Dict[str, object]]:
             grads[name] = gather_full_tensor(param.main_grad, param_meta(param).tp_shard, trainer.state.tp_group)
             weights[name] = gather_full_tensor(param.data, param_meta(param).tp_shard, trainer.state.tp_group)
     replica = (trainer.state.dp_rank, trainer.state.tp_rank)
-    return {"losses": losses, "grads": grads, "weights": weights, "stage": trainer.state.pp_rank, "replica": replica}
+    return {"losses": losses, "grad_norms": grad_norms, "grads": grads, "weights": weights,
+            "stage": trainer.state.pp_rank, "replica": replica}
 
 
 @contextlib.contextmanager
@@ -115,13 +123,17 @@ def _merge(per_rank: List[Dict[str, Dict]]) -> Dict[str, Dict[tuple, Dict]]:
     for results in per_rank:
         for name, result in results.items():
             replicas = merged.setdefault(name, {})
-            entry = replicas.setdefault(result["replica"],
-                                        {"losses": result["losses"], "grads": {}, "weights": {}, "copies": {}})
+            entry = replicas.setdefault(result["replica"], {"losses": result["losses"], "grad_norms": result["grad_norms"],
+                                                            "grads": {}, "weights": {}, "copies": {}})
             torch.testing.assert_close(torch.tensor(result["losses"]), torch.tensor(entry["losses"]))
+            torch.testing.assert_close(torch.tensor(result["grad_norms"]), torch.tensor(entry["grad_norms"]))
             for kind in ("grads", "weights"):
                 for key, value in result[kind].items():
                     if key == "output_layer.weight" and name.endswith("_tied"):
                         entry["copies"][kind] = value  # the last stage's copy of tied embeddings
+                    elif key in entry[kind] and key.startswith("decoder.shared_blocks."):  # copies stay equal
+                        torch.testing.assert_close(value, entry[kind][key], rtol=0, atol=0,
+                                                   msg=lambda m: f"{name}: copies of {kind} {key}: {m}")
                     else:
                         entry[kind][key] = value
     return merged
@@ -135,6 +147,10 @@ def _assert_same(result: Dict, reference: Dict, kinds: tuple = ("grads", "weight
     """Losses, then full gradients and weights. After the distributed optimizer's reduce-scatter a
     rank's buffer holds the reduced gradient of its own DP chunk only: compare weights alone then."""
     torch.testing.assert_close(torch.tensor(result["losses"]), torch.tensor(reference["losses"]), rtol=1e-5, atol=0)
+    # the gradient norm (clipped at 0.5) counts every parameter once: a stage's copy of tied embeddings or of a
+    # shared block is left out
+    torch.testing.assert_close(torch.tensor(result["grad_norms"]), torch.tensor(reference["grad_norms"]), rtol=1e-5,
+                               atol=0, msg=lambda m: f"grad norms: {m}")
     for kind in kinds:
         assert set(result[kind]) == set(reference[kind])
         for name, value in result[kind].items():
@@ -148,6 +164,7 @@ def _assert_same(result: Dict, reference: Dict, kinds: tuple = ("grads", "weight
 
 REFERENCES = {
     "tied": BASE, "untied": BASE + UNTIED, "noop": BASE + NOOP, "tied8": BASE + EIGHT, "hybrid": BASE + UNTIED + HYBRID,
+    "zamba": BASE + ZAMBA,
 }
 WORLD2 = {
     "pp2_tied": (BASE + ["--pipeline-model-parallel-size", "2"], "tied"),
@@ -162,6 +179,9 @@ WORLD2 = {
                           "untied"),
     "pp2_vpp2_hybrid": (BASE + UNTIED + HYBRID + ["--pipeline-model-parallel-size", "2",
                                          "--num-layers-per-virtual-pipeline-stage", "1"], "hybrid"),
+    "pp2_zamba_tied": (BASE + ZAMBA + ["--pipeline-model-parallel-size", "2"], "zamba"),
+    "pp2_vpp2_zamba_tied": (BASE + ZAMBA + ["--pipeline-model-parallel-size", "2",
+                                       "--num-layers-per-virtual-pipeline-stage", "1"], "zamba"),
 }
 WORLD4 = {
     "pp4_tied": (BASE + EIGHT + ["--pipeline-model-parallel-size", "4"], "tied8"),
@@ -181,6 +201,10 @@ WORLD4 = {
                                            "2", "--sequence-parallel", "--num-layer-list", "1,3"], "hybrid"),
     "pp2_dp2_distopt_hybrid": (BASE + UNTIED + HYBRID + ["--pipeline-model-parallel-size", "2",
                                                          "--use-distributed-optimizer"], "hybrid"),
+    "tp2_pp2_sp_zamba_tied": (BASE + ZAMBA + ["--pipeline-model-parallel-size", "2", "--tensor-model-parallel-size", "2",
+                                         "--sequence-parallel", "--num-layer-list", "1,3"], "zamba"),
+    "pp2_dp2_distopt_zamba_tied": (BASE + ZAMBA + ["--pipeline-model-parallel-size", "2", "--use-distributed-optimizer"],
+                              "zamba"),
 }
 WORLD8 = {
     "tp2_pp2_dp2_sp_tied": (BASE + ["--pipeline-model-parallel-size", "2", "--tensor-model-parallel-size", "2",

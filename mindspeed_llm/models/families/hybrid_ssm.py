@@ -41,7 +41,7 @@ from mindspeed_llm.models.families.llama_like import _refuse
 from mindspeed_llm.models.families.moe_common import group_routing, group_routing_hf, sigmoid_routing
 from mindspeed_llm.models.families.moe_sigmoid import scaling_factor, scaling_factor_hf
 from mindspeed_llm.models.families.ssm import INFINITY, MIXER_TENSORS
-from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _checked, _dtype_name, refuse,
+from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _checked, _dtype_name,
                                            register, require_config)
 
 # HF block types (today's names and transformers' legacy ones) -> our pattern letters
@@ -213,9 +213,3 @@ def _nemotron_h_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
 NEMOTRON_H = register(Family("nemotron_h", "nemotron_h", "NemotronHForCausalLM", _nemotron_h_config,
                              _checked("nemotron_h", _nemotron_h_config, _nemotron_h_hf_config), NEMOTRON_H_WEIGHTS, preserved_keys=PRESERVED,
                              weights_for=_nemotron_h_weights), "nemotron-h")
-
-# The Mamba hybrids transformers ships that the decoder cannot build, each with the reason.
-refuse("zamba", "its shared attention block is one set of weights applied at several depths to the hidden state "
-       "concatenated with the word embeddings; the decoder owns every layer's weights once")
-refuse("zamba2", "its shared attention blocks are weights applied at several depths (with per-depth LoRA adapters) to "
-       "the hidden state concatenated with the word embeddings; the decoder owns every layer's weights once")
