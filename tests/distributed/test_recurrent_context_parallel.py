@@ -15,7 +15,9 @@ with output norms only (ring CP 2), and Griffin's recurrent block beside windowe
 documents at CP 4, at CP 2 x TP 2 + SP), and RWKV-4's time and channel mixing (their token shift and WKV
 state relayed: ring CP 2, with documents at CP 4, at CP 2 x TP 2 + SP), and xLSTM's mLSTM (its matrix memory,
 normaliser and running maximum relayed: the same three layouts), and Bailing's KDA (full-rank gates, the bounded
-forget gate) beside MLA gated per head (ring CP 2, with documents at CP 4). Layouts:
+forget gate) beside MLA gated per head (ring CP 2, with documents at CP 4), and Zamba2's 'Z' layers (Mamba2 after the
+shared attention block over [hidden; embeddings]: Ulysses CP 2, with documents at CP 4, at CP 2 x PP 2 with the
+block on both stages, at CP 2 x TP 2 + SP). Layouts:
 the ring's load-balanced chunks (at CP 4 a chunk of 2 tokens, shorter than the conv's 3 carried inputs),
 contiguous parts (the ring with ``--attention-mask-type general``), Ulysses and the
 hybrid 2 x 2 (whose chain visits CP ranks 0, 2, 3, 1), CP 2 x TP 2 with sequence parallelism, CP 2 x PP 2,
@@ -103,6 +105,12 @@ XLSTM = ["--num-layers", "2", "--experimental-attention-variant", "mlstm", "--li
          "--linear-num-key-heads", "2", "--linear-num-value-heads", "2", "--linear-key-head-dim", "4",
          "--linear-value-head-dim", "6", "--linear-chunk-size", "3", "--mlstm-gate-soft-cap", "4",
          "--ffn-hidden-size", "32", "--swiglu", "--position-embedding-type", "none"]
+# Zamba2's 'Z' layers: Mamba2 after the one shared block (attention over [hidden; embeddings] with RoPE and
+# every adapter, then a GeGLU MLP), which both 'Z' layers run (so at PP 2 each stage holds a copy)
+ZAMBA = ["--num-layers", "4", "--hybrid-override-pattern", "ZMZM", "--mamba-head-dim", "8", "--mamba-num-groups", "1",
+         "--mamba-state-dim", "4", "--mamba-chunk-size", "3", "--shared-block-adapter-rank", "2",
+         "--shared-block-attention-adapters", "--ffn-hidden-size", "32", "--geglu", "--position-embedding-type", "rope",
+         "--init-method-std", "0.1"]
 DOCUMENTS = ["--reset-attention-mask", "--eod-mask-loss"]  # (positions restart too where a layer reads them)
 MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAMBA2 + DOCUMENTS,
           "gdn": GDN, "gdn_gpt": GDN_GPT,
@@ -114,7 +122,8 @@ MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAM
           "rwkv": RWKV, "rwkv_documents": RWKV + DOCUMENTS, "xlstm": XLSTM, "xlstm_documents": XLSTM + DOCUMENTS,
           "kda_bailing": KDA_BAILING, "kda_bailing_documents": KDA_BAILING + DOCUMENTS,
           "rg_lru_gpt": RG_LRU_GPT, "rg_lru_gpt_documents": RG_LRU_GPT + DOCUMENTS + ["--reset-position-ids"],
-          "falcon_h1_documents": FALCON_H1 + DOCUMENTS + ["--reset-position-ids"]}
+          "falcon_h1_documents": FALCON_H1 + DOCUMENTS + ["--reset-position-ids"], "zamba": ZAMBA,
+          "zamba_documents": ZAMBA + DOCUMENTS + ["--reset-position-ids"]}
 RING, ULYSSES, HYBRID_CP = "megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo"
 CONTIGUOUS = ["--attention-mask-type", "general"]  # the ring without load balancing: one part per rank
 
@@ -139,7 +148,8 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "rg_lru_gpt_ring_cp2": ("rg_lru_gpt", _cp(2)),
         "rwkv_ring_cp2": ("rwkv", _cp(2)),
         "xlstm_ring_cp2": ("xlstm", _cp(2)),
-        "kda_bailing_ring_cp2": ("kda_bailing", _cp(2))},
+        "kda_bailing_ring_cp2": ("kda_bailing", _cp(2)),
+        "zamba_ulysses_cp2": ("zamba", _cp(2, ULYSSES))},
     4: {"mamba2_ring_cp4": ("mamba2", _cp(4)),
         "hybrid_2x2": ("hybrid", _cp(4, HYBRID_CP, "--ulysses-degree-in-cp", "2")),
         "mamba2_ring_cp2_tp2_sp": ("mamba2", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
@@ -167,7 +177,10 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "rwkv_ring_cp2_tp2_sp": ("rwkv", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
         "xlstm_documents_ring_cp4": ("xlstm_documents", _cp(4)),
         "kda_bailing_documents_ring_cp4": ("kda_bailing_documents", _cp(4)),
-        "xlstm_ring_cp2_tp2_sp": ("xlstm", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"])},
+        "xlstm_ring_cp2_tp2_sp": ("xlstm", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
+        "zamba_documents_ring_cp4": ("zamba_documents", _cp(4)),
+        "zamba_ring_cp2_pp2": ("zamba", _cp(2) + ["--pipeline-model-parallel-size", "2"]),
+        "zamba_ring_cp2_tp2_sp": ("zamba", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"])},
 }
 TOLERANCE = 1e-5
 

@@ -339,3 +339,40 @@ def test_bailing_hybrid_mtp_layers_are_left_out_with_a_note(tmp_path, capfd) -> 
     source = HFSource(str(saved), "bailing_hybrid")
     assert source.left_out_count == len(mtp) and not any(n.startswith("model.layers.4.") for n in source.where)
     assert f"leaving out {len(mtp)} tensor(s) of model.layers.4.*" in capfd.readouterr().err
+
+
+ZAMBA2_DEFAULTS = transformers.Zamba2Config().to_dict()  # transformers' defaults are Zamba2-2.7B's sizes
+
+
+def test_zamba2_reads_transformers_defaults_and_its_shared_blocks() -> None:
+    """54 layers, 9 of them hybrid ('Z') over one shared block; attention heads of 2h / heads channels scaled
+    by (head_dim / 2) ** -0.5 without positions; the MLP adapters of rank 128; Mamba2 of 8 heads over 2 x hidden;
+    an untied config has one block per hybrid layer (transformers ties the blocks only with the embeddings)."""
+    cfg = config_from_hf(ZAMBA2_DEFAULTS, "zamba2")
+    hybrid = [i for i, block in enumerate(ZAMBA2_DEFAULTS["layers_block_type"]) if block == "hybrid"]
+    assert [i for i, letter in enumerate(cfg.hybrid_override_pattern) if letter == "Z"] == hybrid and len(hybrid) == 9
+    assert (cfg.num_shared_blocks, cfg.shared_block_adapter_rank, cfg.shared_block_attention_adapters) == (1, 128, False)
+    assert (cfg.kv_channels, cfg.query_pre_attn_scalar, cfg.position_embedding_type) == (160, 80.0, "none")
+    assert cfg.activation == "geglu" and not cfg.untie_embeddings_and_output_weights
+    assert (cfg.mamba_d_inner, cfg.mamba_num_heads, cfg.mamba_head_dim) == (5120, 8, 640)
+    exported = get_family("zamba2").to_hf_config(cfg)
+    hf = transformers.Zamba2Config(**exported)
+    assert hf.hybrid_layer_ids == hybrid and hf.attention_head_dim == 160 and hf.num_mem_blocks == 1
+    untied = config_from_hf({**ZAMBA2_DEFAULTS, "tie_word_embeddings": False}, "zamba2")
+    assert untied.num_shared_blocks == 9 and untied.untie_embeddings_and_output_weights
+    with pytest.raises(RegistryError, match="use --num-shared-blocks 9"):
+        get_family("zamba2").to_hf_config(dataclasses.replace(untied, num_shared_blocks=1))
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(use_long_context=True), "zamba2 use_long_context=True is not supported"),
+    (dict(add_bias_linear=True), "zamba2 add_bias_linear=True is not supported"),
+    (dict(rms_norm_eps=1e-6), "zamba2 rms_norm_eps=1e-06 is not supported"),
+    (dict(use_shared_attention_adapter=True, num_key_value_heads=8), "use_shared_attention_adapter with "
+                                                                     "num_key_value_heads=8"),
+    (dict(layers_block_type=["mamba", "attention"], num_hidden_layers=2), "zamba2 layers_block_type \\['attention'\\]"),
+])
+def test_zamba2_refuses_what_it_cannot_build(change: dict, message: str) -> None:
+    with pytest.raises(RegistryError, match=message) as error:
+        config_from_hf({**ZAMBA2_DEFAULTS, **change}, "zamba2")
+    assert "\n" not in str(error.value)

@@ -32,7 +32,7 @@ def _config(**overrides: Any) -> TransformerConfig:
     """A small config; the Mamba and DeltaNet sizes only where the layout has such layers."""
     pattern = overrides.get("hybrid_override_pattern") or ""
     values: Dict[str, Any] = dict(BASE)
-    if "M" in pattern or "H" in pattern:
+    if set("MHZ") & set(pattern):
         values.update(MAMBA_SIZES)
     if set("GK") & set(pattern) or overrides.get("experimental_attention_variant"):
         values.update(GDN_SIZES)
@@ -117,6 +117,18 @@ def test_layer_frequency_is_megatrons(value: str, expected: list) -> None:
     # no conv in lightning (or mLSTM) layers
     (dict(hybrid_override_pattern="LL*--", linear_conv_kernel_dim=3, linear_num_key_heads=4, linear_num_value_heads=4),
      "--linear-conv-kernel-dim applies to the short conv of gated DeltaNet and Kimi Delta Attention layers"),
+    # Zamba's shared blocks: their fields only with 'Z' layers, and what the 'Z' layer cannot do
+    (dict(hybrid_override_pattern="MM*--", num_shared_blocks=2), "--num-shared-blocks applies to the 'Z' layers"),
+    (dict(hybrid_override_pattern="MM*--", shared_block_adapter_rank=4),
+     "--shared-block-adapter-rank applies to the 'Z' layers"),
+    (dict(hybrid_override_pattern="ZMZMM", num_shared_blocks=0), "--num-shared-blocks 0 must be at least 1"),
+    (dict(hybrid_override_pattern="ZMZMM", shared_block_adapter_rank=0),
+     "--shared-block-adapter-rank 0 must be at least 1"),
+    (dict(hybrid_override_pattern="ZMZMM", shared_block_attention_adapters=True),
+     "--shared-block-attention-adapters needs --shared-block-adapter-rank"),
+    (dict(hybrid_override_pattern="ZMZMM", residual_multiplier=0.5),
+     "--residual-multiplier is not defined for the 'Z' layers"),
+    (dict(hybrid_override_pattern="ZMZMM", mtp_num_layers=1), "--mtp-num-layers is not defined for the 'Z' layers"),
 ])
 def test_bad_layouts_are_one_line(overrides: Dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as error:
@@ -161,3 +173,28 @@ def test_linear_attention_pre_norm_places_norms_by_layer_kind() -> None:
     assert gdn.post_self_attn_layernorm is None and gdn.post_mlp_layernorm is None
     assert not isinstance(gdn.input_layernorm, torch.nn.Identity) and gdn.self_attention.beta_scale == 2.0
     assert isinstance(attention.input_layernorm, torch.nn.Identity) and attention.post_mlp_layernorm is not None
+
+
+def test_z_layers_run_their_shared_block_on_hidden_and_embeddings() -> None:
+    """'Z' layers d = 0, 1, 2 run blocks 0, 1, 0 (--num-shared-blocks 2), one copy each; a layer's output is
+    x + mamba(norm(x + proj(block([x; e])))) with its own adapters, and the word embeddings reach every block:
+    changing them (the hidden state held) changes the layer's output."""
+    config = _config(hybrid_override_pattern="ZMZZM", num_shared_blocks=2, shared_block_adapter_rank=2,
+                     shared_block_attention_adapters=True, position_embedding_type="none")
+    model = build_model(config, layout_state(1), torch.device("cpu"), seed=0).eval()
+    layers = model.decoder.layers
+    assert [layers[str(i)].block_index for i in (0, 2, 3)] == [0, 1, 0]
+    assert sorted(model.decoder.shared_blocks) == ["0", "1"]
+    block = model.decoder.shared_blocks["0"]
+    assert block.self_attention.linear_qkv.weight.shape[1] == 2 * 32  # attention reads [hidden; embeddings]
+    hidden, embeds = torch.randn(6, 2, 32), torch.randn(6, 2, 32)
+    with torch.no_grad():
+        out = layers["3"](hidden, None, None, embeds, block)
+        adapters = layers["3"].adapters
+        shared = adapters.proj(block(hidden, embeds, None, None, adapters))
+        expected = hidden + layers["3"].mixer(layers["3"].norm(hidden + shared))
+        assert torch.equal(out, expected)
+        assert not torch.allclose(out, layers["3"](hidden, None, None, embeds + 1.0, block))
+        # each layer's adapters change its block's output: layer 0 and layer 3 run block 0 differently
+        assert not torch.allclose(block(hidden, embeds, None, None, layers["0"].adapters),
+                                  block(hidden, embeds, None, None, adapters))

@@ -178,6 +178,20 @@ def test_flops_of_linear_attention_layers_are_six_n_plus_their_scans(extra):
     assert training_flops_per_token(config, 32) == 6 * (matmul + config.hidden_size * 128) + 3 * scans
 
 
+def test_flops_of_z_layers_count_their_shared_block_at_every_depth():
+    """Zamba's 'Z' layers: 6 x the matmul weights each token meets, a shared block's once per 'Z' layer that
+    runs it (ZMZ over one block: twice), plus 3 x (the block's attention scores + each Mamba scan)."""
+    config = _config(["--hybrid-override-pattern", "ZMZ", "--num-layers", "3", "--shared-block-adapter-rank", "4",
+                      "--shared-block-attention-adapters", *MAMBA_SIZES], vocab="128")
+    model = build_model(config, single_process_state(), torch.device("cpu"), 1)
+    runs = 2  # both 'Z' layers run block 0
+    matmul = sum(p.numel() * (runs if name.startswith("decoder.shared_blocks.") else 1)
+                 for name, p in model.named_parameters() if p.dim() == 2 and "word_embeddings" not in name)
+    scans = (runs * 4 * 32 * config.num_attention_heads * config.kv_channels
+             + 3 * 7 * config.mamba_d_inner * 8 / 3)
+    assert training_flops_per_token(config, 32) == 6 * (matmul + config.hidden_size * 128) + 3 * scans
+
+
 def test_frozen_weights_need_no_weight_gradient_and_a_reference_one_forward():
     """LoRA/QLoRA: the weight matmuls count twice (forward, input gradient), the score matmuls three times."""
     from mindspeed_llm.training.metrics import forward_flops_per_token
