@@ -69,7 +69,7 @@ from core.tensor_parallel.mappings import (
     reduce_scatter_to_sequence_parallel_region,
     scatter_to_tensor_model_parallel_region,
 )
-from core.tensor_parallel.param_meta import TPShard, param_meta
+from core.tensor_parallel.param_meta import TPShard, param_meta, update_meta
 from core.tensor_parallel.random import get_rng_tracker
 
 LORA_INIT = "lora_kaiming_uniform"  # PEFT's A: kaiming_uniform_(a=sqrt(5)) == uniform(+-1/sqrt(fan_in))
@@ -127,8 +127,14 @@ class LoraFactor(nn.Module):
         return linear(x, self.weight)  # [..., in] -> [..., out]
 
 
-def _factor(shape: Tuple[int, ...], device: torch.device, **meta: object) -> LoraFactor:
-    return LoraFactor(mark_param(nn.Parameter(torch.empty(shape, dtype=torch.float32, device=device)), **meta))
+def _factor(shape: Tuple[int, ...], device: torch.device, base: nn.Parameter, **meta: object) -> LoraFactor:
+    """A factor of the adapted weight ``base``: a copy of a shared block's (held by several pipeline chunks)
+    where ``base`` is one, its gradients summed over the copies and counted in the grad norm where base's are."""
+    factor = mark_param(nn.Parameter(torch.empty(shape, dtype=torch.float32, device=device)), **meta)
+    if param_meta(base).replicated_over_pipeline:
+        update_meta(factor, replicated_over_pipeline=True,
+                    excluded_from_grad_norm=param_meta(base).excluded_from_grad_norm)
+    return LoraFactor(factor)
 
 
 def _adapter_input(x: torch.Tensor, dropout: float, training: bool) -> torch.Tensor:
@@ -147,9 +153,9 @@ class LoraColumnParallelLinear(ColumnParallelLinear):
     def attach(self, config: LoraConfig, r: int) -> None:
         device = self.weight.device
         self.lora_scaling, self.lora_dropout = config.scaling, config.dropout
-        self.lora_A = _factor((r, self.weight.shape[1]), device, init=LORA_INIT,
+        self.lora_A = _factor((r, self.weight.shape[1]), device, self.weight, init=LORA_INIT,
                               grad_partial_over_tp=self.group.size > 1)
-        self.lora_B = _factor((self.weight.shape[0], r), device, init="zeros",
+        self.lora_B = _factor((self.weight.shape[0], r), device, self.weight, init="zeros",
                               tp_shard=TPShard(0, self.shard.segments))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -178,9 +184,9 @@ class LoraRowParallelLinear(RowParallelLinear):
     def attach(self, config: LoraConfig, r: int) -> None:
         device = self.weight.device
         self.lora_scaling, self.lora_dropout = config.scaling, config.dropout
-        self.lora_A = _factor((r, self.weight.shape[1]), device, init=LORA_INIT,
+        self.lora_A = _factor((r, self.weight.shape[1]), device, self.weight, init=LORA_INIT,
                               tp_shard=TPShard(1, self.shard.segments))
-        self.lora_B = _factor((self.weight.shape[0], r), device, init="zeros",
+        self.lora_B = _factor((self.weight.shape[0], r), device, self.weight, init="zeros",
                               grad_partial_over_tp=self.group.size > 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -72,13 +72,19 @@ def any_rank(flag: bool, group: GroupLike = None, device: Optional[torch.device]
 def first_on_any_rank(value: Optional[Any], group: GroupLike = None) -> Optional[Any]:
     """The lowest rank's non-None ``value`` (a problem to report), on every rank of ``group`` (None: every
     rank of the run, or this process alone when there is none). Collective."""
+    return next((v for v in gather_objects(value, group) if v is not None), None)
+
+
+def gather_objects(value: Any, group: GroupLike = None) -> List[Any]:
+    """Every rank's picklable ``value``, in rank order, on every rank of ``group`` (None: every rank of the
+    run, or this process alone when there is none). Collective."""
     alone = isinstance(group, Group) and group.size == 1
     if alone or not (dist.is_available() and dist.is_initialized()):
-        return value
+        return [value]
     handle = _handle(group)
     every = [None] * dist.get_world_size(handle)
     dist.all_gather_object(every, value, group=handle)
-    return next((v for v in every if v is not None), None)
+    return every
 
 
 def split_along_dim(tensor: torch.Tensor, dim: int, group: Group) -> torch.Tensor:

@@ -1795,7 +1795,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
     @property
     def has_attention_layers(self) -> bool:
         """Some layer has softmax attention or an MLP (the layers the attention and MLP fields apply to)."""
-        return self.hybrid_override_pattern is None or bool(set(self.hybrid_override_pattern) & {"*", "H", "Z", "-", "E"})
+        pattern = self.hybrid_override_pattern
+        return pattern is None or bool(set(pattern) & {"*", "H", "Z", "-", "E"})
 
     @property
     def residual_dtype(self) -> torch.dtype:

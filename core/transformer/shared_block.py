@@ -18,13 +18,13 @@ copies stay equal, and only the copy on the chunk of the block's first 'Z' layer
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
-from core.parallel_state import ParallelState
-from core.tensor_parallel.mappings import all_reduce
+from core.parallel_state import Group, ParallelState
+from core.tensor_parallel.mappings import all_reduce, gather_objects
 from core.tensor_parallel.layers import ColumnParallelLinear
 from core.tensor_parallel.param_meta import Segment, update_meta
 from core.transformer.attention import SelfAttention
@@ -128,54 +128,55 @@ def sum_shared_block_grads(models: Sequence[nn.Module], state: ParallelState) ->
     """Every copy of a shared block gets the sum of all copies' gradients (``main_grad``): over this rank's
     virtual chunks, then over the pipeline group.
 
-    Every pipeline rank takes part, holding the block or not: the blocks' gradients travel as one flat
-    ``[blocks x block size]`` tensor, zero where a rank holds nothing, laid out by the parameter order of one
-    block (every block has the same parameters); frozen parameters add nothing."""
+    Every pipeline rank takes part, holding the block or not: the trained parameters of every block travel as
+    one flat tensor, zero where a rank holds nothing, laid out by a catalog of (block, name, size) that the
+    pipeline ranks agree on once (a model transform such as LoRA may have changed what a block holds)."""
     config = getattr(models[0], "config", None) if models else None
     if config is None or not config.has_shared_blocks:
         return
-    copies = [(int(key), block) for model in models if model.decoder.shared_blocks is not None
+    copies = [(key, block) for model in models if model.decoder.shared_blocks is not None
               for key, block in model.decoder.shared_blocks.items()]
     pp = state.pp_group
     if pp.size == 1 and len({key for key, _ in copies}) == len(copies):  # one copy of each block
         return
-    sizes = _block_param_sizes(config, state)
-    block_numel, blocks = sum(sizes), min(config.num_shared_blocks, config.hybrid_override_pattern.count("Z"))
-    trained = [p for _, block in copies for p in block.parameters() if p.requires_grad]
+    offsets, total, dtype = _catalog(models[0], copies, pp)
     device = next(p.device for model in models for p in model.parameters())
-    flat = torch.zeros(blocks * block_numel, dtype=trained[0].main_grad.dtype if trained else torch.float32,
-                       device=device)
+    flat = torch.zeros(total, dtype=dtype, device=device)
     for key, block in copies:
-        for param, piece in zip(_checked_params(block, sizes), _pieces(flat, key, block_numel, sizes)):
-            if param.requires_grad:
-                piece += param.main_grad.reshape(-1).to(piece.dtype)
+        for name, param in _trained(block):
+            start, size = offsets[(key, name)]
+            flat[start:start + size] += param.main_grad.reshape(-1).to(dtype)
     if pp.size > 1:
         all_reduce(flat, pp)
     for key, block in copies:
-        for param, piece in zip(block.parameters(), _pieces(flat, key, block_numel, sizes)):
-            if param.requires_grad:
-                param.main_grad.copy_(piece.view_as(param.main_grad))
+        for name, param in _trained(block):
+            start, size = offsets[(key, name)]
+            param.main_grad.copy_(flat[start:start + size].view_as(param.main_grad))
 
 
-def _pieces(flat: torch.Tensor, key: int, block_numel: int, sizes: List[int]) -> Sequence[torch.Tensor]:
-    """Block ``key``'s parameter slices of the flat gradient tensor."""
-    return flat[key * block_numel:(key + 1) * block_numel].split(sizes)
+def _trained(block: nn.Module) -> List[Tuple[str, nn.Parameter]]:
+    return [(name, param) for name, param in block.named_parameters() if param.requires_grad]
 
 
-def _checked_params(block: nn.Module, sizes: List[int]) -> List[nn.Parameter]:
-    params = list(block.parameters())
-    if [p.numel() for p in params] != sizes:
-        raise ValueError("a model transform changed the shared blocks' parameters ('Z' layers), whose gradients "
-                         "are summed over their copies by the blocks' own layout; leave decoder.shared_blocks out "
-                         "of the transform's target modules")
-    return params
-
-
-def _block_param_sizes(config: TransformerConfig, state: ParallelState) -> List[int]:
-    """The TP-local sizes of one shared block's parameters, in order (a block built on the meta device)."""
-    from core.transformer.block import hidden_norm  # the model's norm; block.py imports this module
-
-    first = config.hybrid_override_pattern.index("Z")
-    with torch.device("meta"):
-        block = SharedBlock(config, state, first, lambda width: hidden_norm(config, width))
-    return [p.numel() for p in block.parameters()]
+def _catalog(model: nn.Module, copies: Sequence[Tuple[str, nn.Module]],
+             pp: Group) -> Tuple[Dict[Tuple[str, str], Tuple[int, int]], int, torch.dtype]:
+    """Where each (block, parameter) lies in the flat gradient tensor, its total size and dtype; gathered over
+    the pipeline group on the first call and kept on ``model``."""
+    cached = getattr(model, "_shared_block_catalog", None)
+    if cached is not None:
+        return cached
+    mine = {key: [(name, param.numel(), str(param.main_grad.dtype)) for name, param in _trained(block)]
+            for key, block in copies}
+    blocks: Dict[str, list] = {}
+    for held in gather_objects(mine, pp):
+        for key, entries in held.items():
+            blocks.setdefault(key, entries)
+    offsets, total, dtypes = {}, 0, set()
+    for key in sorted(blocks, key=int):
+        for name, size, dtype in blocks[key]:
+            offsets[(key, name)] = (total, size)
+            total += size
+            dtypes.add(dtype)
+    dtype = getattr(torch, dtypes.pop().replace("torch.", "")) if len(dtypes) == 1 else torch.float32
+    model._shared_block_catalog = (offsets, total, dtype)
+    return model._shared_block_catalog

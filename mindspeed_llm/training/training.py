@@ -296,7 +296,8 @@ class Trainer:
         args, state = self.args, self.state
         seq = args.seq_length // state.cp  # this CP rank's tokens
         seq = seq // state.tp if args.sequence_parallel else seq
-        shape = (seq, self.task.micro_batch_rows(args.micro_batch_size), self.config.pipeline_hidden_width)  # in fp32 under --fp32-residual-connection
+        # in fp32 under --fp32-residual-connection; [s, b, 2h] where Zamba's shared blocks read the embeddings too
+        shape = (seq, self.task.micro_batch_rows(args.micro_batch_size), self.config.pipeline_hidden_width)
         return PipelineOptions(state.pp_group, shape, self.config.residual_dtype, self.acc.device,
                                args.variable_seq_lengths, len(self.models), args.schedules_method)
 

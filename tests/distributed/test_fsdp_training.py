@@ -12,8 +12,8 @@ sums the gradient over CP: FSDP2 at CP2 x DP2 (ring, Ulysses, KV all-gather),
 FSDP1 and HSDP at CP2 x DP2, FSDP2 at CP2 x TP2 with sequence parallelism and
 at CP4 hybrid (2 Ulysses x 2 ring; both DP = 1, sharded over CP alone) give
 the single-process losses, grad norms and weights of two steps; an FSDP2
-checkpoint written at CP2 x DP2 resumes exactly. A hybrid stack (Mamba2, Mamba2 beside attention, gated
-DeltaNet, MLP) under FSDP2 at DP2 and at TP2 with sequence parallelism equals its single-process run.
+checkpoint written at CP2 x DP2 resumes exactly. A hybrid stack (Mamba2 after Zamba's shared block, Mamba2
+beside attention, gated DeltaNet, MLP) under FSDP2 at DP2 and at TP2 with sequence parallelism equals its single-process run.
 """
 from __future__ import annotations
 
@@ -29,10 +29,12 @@ from tests.distributed.test_training_equivalence import BASE
 VOCAB = 100
 FIVE = BASE[:]
 FIVE[FIVE.index("--train-iters") + 1] = "5"
-# a hybrid stack: Mamba2, Falcon-H1's Mamba2 beside attention, a gated DeltaNet, an MLP (one group, replicated at TP 2)
+# a hybrid stack: Zamba's Mamba2 after a shared block (attention over [hidden; embeddings] and an MLP, with
+# adapters), Falcon-H1's Mamba2 beside attention, a gated DeltaNet, an MLP (one group, replicated at TP 2)
 HYBRID = FIVE[:]
 HYBRID[HYBRID.index("--num-layers") + 1] = "4"
-HYBRID += ["--hybrid-override-pattern", "MHG-", "--mamba-head-dim", "16", "--mamba-num-groups", "1",
+HYBRID += ["--hybrid-override-pattern", "ZHG-", "--shared-block-adapter-rank", "4", "--mamba-head-dim", "16",
+           "--mamba-num-groups", "1",
            "--mamba-state-dim", "8", "--mamba-chunk-size", "8", "--linear-num-key-heads", "2",
            "--linear-num-value-heads", "4", "--linear-key-head-dim", "16", "--linear-value-head-dim", "16"]
 HYBRID_RUNS = {"hybrid_fsdp2": ["--use-torch-fsdp2"],

@@ -4,7 +4,8 @@ LoRA r=4 on linear_qkv, linear_proj, linear_fc1 and linear_fc2 of a GQA (4 heads
 model with the (tied) word embeddings trained beside them (--lora-modules-to-save), three SGD steps (the adapters' B starts at zero, so A's gradients appear from step 2 on). One
 4-process launch runs TP 2 x DP 2 with sequence parallelism, TP 4 (the KV heads replicated: B's K/V rows
 are replicas), TP 2 x PP 2 (also zero-bubble: the adapters' weight gradients deferred; and with two virtual
-stages per rank on a 4-layer model), CP 2 x TP 2 with SP and CP 2 x DP 2 (ring attention), and TP 2 x DP 2
+stages per rank on a 4-layer model; and Zamba's 'Z' layers, LoRA inside the shared block that both stages hold),
+CP 2 x TP 2 with SP and CP 2 x DP 2 (ring attention), and TP 2 x DP 2
 with the distributed optimizer and --bf16 base weights (losses only, loosely), and a TP 2 x DP 2 SP run with
 Adam under the distributed optimizer that saves its adapters after step 1 and resumes them with --lora-load (one
 file per TP rank, the optimizer state sharded over DP); each is compared with one process. The full adapter gradients (the ranks' pieces unsharded by their TP shard spec) of the last step
@@ -47,6 +48,12 @@ DEEP = ["--num-layers", "4", "--lr", "0.1"]
 DEEP_LAYOUTS: Dict[str, List[str]] = {
     "tp2_pp2_vpp2": [TP, "2", "--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"],
 }
+# Zamba's 'Z' layers: LoRA on the shared block's linears (one block run by both 'Z' layers, held by both stages
+# at PP 2, its adapters' gradients summed over the copies), lr 0.1 as the deeper model above
+ZAMBA = ["--num-layers", "4", "--lr", "0.1", "--hybrid-override-pattern", "ZMZM", "--mamba-head-dim", "8",
+         "--mamba-num-groups", "1", "--mamba-state-dim", "4", "--mamba-chunk-size", "3",
+         "--shared-block-adapter-rank", "2", "--shared-block-attention-adapters", "--init-method-std", "0.1"]
+ZAMBA_LAYOUTS: Dict[str, List[str]] = {"zamba_tp2_pp2": [TP, "2", "--pipeline-model-parallel-size", "2"]}
 ADAM = ["--optimizer", "adam", "--lr", "0.01"]  # its moments are sharded over DP and checkpointed
 BF16 = ["--bf16", "--use-distributed-optimizer"]  # DP 2: the adapters' optimizer state sharded over DP
 Steps = List[Dict[str, float]]
@@ -89,6 +96,7 @@ def _resumed(argv: List[str], directory: str) -> Tuple[Steps, Dict[str, torch.Te
 def _worker(rank: int, world: int, directory: str) -> Dict[str, tuple]:
     results = {name: _run(ARGV + flags) for name, flags in LAYOUTS.items()}
     results.update({name: _run(ARGV + DEEP + flags) for name, flags in DEEP_LAYOUTS.items()})
+    results.update({name: _run(ARGV + ZAMBA + flags) for name, flags in ZAMBA_LAYOUTS.items()})
     results["tp2_dp2_bf16_distributed_optimizer"] = _run(ARGV + [TP, "2"] + BF16, gradients=False)
     results["resume_tp2_sp_distributed_optimizer"] = _resumed(
         ARGV + ADAM + LAYOUTS["tp2_sp"] + ["--use-distributed-optimizer"], directory)
@@ -109,6 +117,7 @@ def test_lora_at_tp_2_and_4_equals_one_process(tmp_path) -> None:
     assert ref_grads and all(g.abs().max() > 0 for g in ref_grads.values())  # step 3: A and B both learn
     references = {name: (ref_steps, ref_grads) for name in LAYOUTS}
     references.update(dict.fromkeys(DEEP_LAYOUTS, _run(ARGV + DEEP)))
+    references.update(dict.fromkeys(ZAMBA_LAYOUTS, _run(ARGV + ZAMBA)))
     bf16_steps, _ = _run(ARGV + ["--bf16"], gradients=False)
     adam_steps, _ = _run(ARGV + ADAM, gradients=False)
     per_rank = run_distributed(4, _worker, str(tmp_path / "adapters"))

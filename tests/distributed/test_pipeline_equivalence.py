@@ -123,8 +123,9 @@ def _merge(per_rank: List[Dict[str, Dict]]) -> Dict[str, Dict[tuple, Dict]]:
     for results in per_rank:
         for name, result in results.items():
             replicas = merged.setdefault(name, {})
-            entry = replicas.setdefault(result["replica"], {"losses": result["losses"], "grad_norms": result["grad_norms"],
-                                                            "grads": {}, "weights": {}, "copies": {}})
+            entry = replicas.setdefault(result["replica"], {"losses": result["losses"],
+                                                            "grad_norms": result["grad_norms"], "grads": {},
+                                                            "weights": {}, "copies": {}})
             torch.testing.assert_close(torch.tensor(result["losses"]), torch.tensor(entry["losses"]))
             torch.testing.assert_close(torch.tensor(result["grad_norms"]), torch.tensor(entry["grad_norms"]))
             for kind in ("grads", "weights"):
@@ -201,10 +202,11 @@ WORLD4 = {
                                            "2", "--sequence-parallel", "--num-layer-list", "1,3"], "hybrid"),
     "pp2_dp2_distopt_hybrid": (BASE + UNTIED + HYBRID + ["--pipeline-model-parallel-size", "2",
                                                          "--use-distributed-optimizer"], "hybrid"),
-    "tp2_pp2_sp_zamba_tied": (BASE + ZAMBA + ["--pipeline-model-parallel-size", "2", "--tensor-model-parallel-size", "2",
-                                         "--sequence-parallel", "--num-layer-list", "1,3"], "zamba"),
-    "pp2_dp2_distopt_zamba_tied": (BASE + ZAMBA + ["--pipeline-model-parallel-size", "2", "--use-distributed-optimizer"],
-                              "zamba"),
+    "tp2_pp2_sp_zamba_tied": (BASE + ZAMBA + ["--pipeline-model-parallel-size", "2",
+                                              "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                                              "--num-layer-list", "1,3"], "zamba"),
+    "pp2_dp2_distopt_zamba_tied": (BASE + ZAMBA + ["--pipeline-model-parallel-size", "2",
+                                                   "--use-distributed-optimizer"], "zamba"),
 }
 WORLD8 = {
     "tp2_pp2_dp2_sp_tied": (BASE + ["--pipeline-model-parallel-size", "2", "--tensor-model-parallel-size", "2",

@@ -12,8 +12,10 @@ it, indexed by the hybrid layer's rank::
     decoder.layers.{i}.norm  (M | Z)                     input_layernorm | mamba_decoder.input_layernorm
     decoder.layers.{i}.mixer.<name>                      mamba.<name> | mamba_decoder.mamba.<name>
     decoder.layers.{i}.adapters.proj (Z)                 linear
-    decoder.layers.{i}.adapters.mlp_adapter.down | up    {s}.shared_transformer.feed_forward.gate_up_proj_adapter_list.{d}.0 | .1
-    decoder.layers.{i}.adapters.q/k/v_adapter.down | up  {s}.shared_transformer.self_attn.linear_q/k/v_adapter_list.{d}.0 | .1
+    decoder.layers.{i}.adapters.mlp_adapter.down | up    {s}.shared_transformer.feed_forward
+                                                         .gate_up_proj_adapter_list.{d}.0 | .1
+    decoder.layers.{i}.adapters.q/k/v_adapter.down | up  {s}.shared_transformer.self_attn
+                                                         .linear_q/k/v_adapter_list.{d}.0 | .1
     decoder.shared_blocks.{k}.input_layernorm            {s}.shared_transformer.input_layernorm
     decoder.shared_blocks.{k}.self_attention.linear_qkv  cat({s}.shared_transformer.self_attn.q_proj, k_proj, v_proj)
     decoder.shared_blocks.{k}.self_attention.linear_proj {s}.shared_transformer.self_attn.o_proj
@@ -156,8 +158,8 @@ def _shared_block_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
                    softmax_type="vanilla", post_norm=False, post_norm_only=False)
     hybrid = cfg.hybrid_override_pattern.count("Z")
     if cfg.untie_embeddings_and_output_weights and cfg.num_shared_blocks < hybrid:
-        raise RegistryError(f"zamba2 ties its shared blocks only with tied embeddings: with "
-                            f"--untie-embeddings-and-output-weights use --num-shared-blocks {hybrid} (one per 'Z' layer)")
+        raise RegistryError(f"zamba2 ties its shared blocks only with tied embeddings: with --untie-embeddings-"
+                            f"and-output-weights use --num-shared-blocks {hybrid} (one per 'Z' layer)")
     if cfg.shared_block_attention_adapters and cfg.num_query_groups != heads:
         raise RegistryError("zamba2's attention adapters need as many KV heads as query heads")
     hidden_act = {value: key for key, value in GATED_ACTIVATIONS.items() if key not in ("swish", "gelu_new")}
