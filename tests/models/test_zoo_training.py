@@ -101,21 +101,29 @@ def _unpad(name: str, tensor: torch.Tensor, vocab: int) -> torch.Tensor:
     return tensor
 
 
+def grad_atol(reference_grad: torch.Tensor) -> float:
+    """ATOL, or 1% of the gradient's largest entry where that is below 100 * ATOL: a small gradient (Zamba2's
+    Mamba decay parameters take ~1e-5 at this size) is compared as tightly, relative to its size, as a large one."""
+    return min(ATOL, 0.01 * reference_grad.abs().max().item())
+
+
 def assert_same_step(result: Dict[str, Any], reference: Dict[str, Any]) -> None:
     torch.testing.assert_close(torch.tensor(result["loss"]), torch.tensor(reference["loss"]), rtol=RTOL, atol=0)
     vocab = reference["vocab"]
     for kind in ("grads", "weights"):
         assert set(result[kind]) == set(reference[kind])
         for name, value in result[kind].items():
-            torch.testing.assert_close(_unpad(name, value, vocab), _unpad(name, reference[kind][name], vocab),
-                                       rtol=RTOL, atol=ATOL, msg=lambda m: f"{kind} {name}: {m}")
+            expected = _unpad(name, reference[kind][name], vocab)
+            atol = grad_atol(expected) if kind == "grads" else ATOL
+            torch.testing.assert_close(_unpad(name, value, vocab), expected,
+                                       rtol=RTOL, atol=atol, msg=lambda m: f"{kind} {name}: {m}")
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_tp2_training_step_equals_tp1(family: str, checkpoints, tp2_results) -> None:
     reference = one_step(TRAINING + ["--load", checkpoints[(family, 1)]])
     for name, grad in reference["grads"].items():  # every parameter takes part, so a missed sum shows
-        assert grad.abs().max().item() > 100 * ATOL, f"{family}: reference gradient of {name} is ~0"
+        assert grad.abs().max().item() > ATOL, f"{family}: reference gradient of {name} is ~0"
     for sp in (False, True):
         for rank, result in enumerate(tp2_results[(family, sp)]):
             try:

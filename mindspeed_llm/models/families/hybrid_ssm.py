@@ -24,7 +24,9 @@ sigmoid with the expert bias, groups, ``norm_topk_prob`` and ``routed_scaling_fa
 transformers' model ties nothing whatever ``tie_word_embeddings`` says (its ``lm_head`` is saved and used
 on its own), so the output layer is always untied here and a tied model is refused on export. The
 Mamba2 mixer is the one of :mod:`~mindspeed_llm.models.families.ssm` with ``mamba_num_heads x mamba_head_dim``
-channels; transformers clamps its dt below at ``time_step_min`` (``--mamba-dt-limit-min``).
+channels; dt is clamped to ``time_step_limit`` (``--mamba-dt-limit-min`` / ``--mamba-dt-limit-max``), as
+transformers does since 5.25 (5.24 and older clamped below at ``time_step_min`` instead, which NVIDIA's own
+Mamba2 layers never did; ``time_step_min`` is only an initialisation bound).
 
 Mamba channels that are not an integer multiple of the hidden size are ``--mamba-num-heads`` heads.
 Refused in one line: a latent MoE projection (``moe_latent_size``), MTP layers (``num_nextn_predict_layers``),
@@ -40,7 +42,7 @@ from core.transformer.config import ATTENTION, TransformerConfig, feature_fields
 from mindspeed_llm.models.families.llama_like import _refuse
 from mindspeed_llm.models.families.moe_common import group_routing, group_routing_hf, sigmoid_routing
 from mindspeed_llm.models.families.moe_sigmoid import scaling_factor, scaling_factor_hf
-from mindspeed_llm.models.families.ssm import INFINITY, MIXER_TENSORS
+from mindspeed_llm.models.families.ssm import MIXER_TENSORS, dt_limits, dt_limits_hf
 from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _checked, _dtype_name,
                                            register, require_config)
 
@@ -49,7 +51,7 @@ BLOCK_LETTERS = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_
                  "moe": "E"}
 LETTER_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 # initialisation-only keys and keys transformers reads but that change nothing (kept for the inverse)
-PRESERVED = ("rescale_prenorm_residual", "time_step_max", "time_step_floor", "time_step_limit", "use_mamba_kernels",
+PRESERVED = ("rescale_prenorm_residual", "time_step_min", "time_step_max", "time_step_floor", "use_mamba_kernels",
              "mamba_ssm_cache_dtype", "n_shared_experts", "moe_shared_expert_overlap", "attention_bias",
              "num_logits_to_keep", "mtp_layers_block_type", "tie_word_embeddings")
 
@@ -84,8 +86,7 @@ def _mamba_fields(hf: Dict[str, Any], hidden: int) -> Dict[str, Any]:
     return dict(mamba_version=2, mamba_state_dim=int(hf.get("ssm_state_size", 128)), mamba_head_dim=head_dim,
                 mamba_num_groups=int(hf.get("n_groups", 8)), **width,
                 mamba_d_conv=int(hf.get("conv_kernel", 4)), mamba_conv_bias=bool(hf.get("use_conv_bias", True)),
-                mamba_chunk_size=int(hf.get("chunk_size", 128)),
-                mamba_dt_limit_min=float(hf.get("time_step_min", 0.001)))
+                mamba_chunk_size=int(hf.get("chunk_size", 128)), **dt_limits(hf))
 
 
 def _moe_fields(hf: Dict[str, Any]) -> Dict[str, Any]:
@@ -131,7 +132,7 @@ def _check_exportable(cfg: TransformerConfig) -> None:
     if set(cfg.hybrid_override_pattern) & {"-", "E"}:  # an all-Mamba stack keeps the default (unused) activation
         require_config(cfg, "nemotron_h", activation="squared_relu")
     require_config(cfg, "nemotron_h", normalization="RMSNorm", position_embedding_type="none", add_bias_linear=False,
-                   add_qkv_bias=False, add_dense_bias=False, qk_norm="none", mamba_version=2, mamba_dt_limit_max=None, sliding_window=None,
+                   add_qkv_bias=False, add_dense_bias=False, qk_norm="none", mamba_version=2, sliding_window=None,
                    apply_layernorm_1p=False, post_norm=False, post_norm_only=False, mtp_num_layers=None,
                    attention_output_gate=False, softmax_type="vanilla")
     if "E" in cfg.hybrid_override_pattern:
@@ -159,7 +160,7 @@ def _nemotron_h_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
         out.update(ssm_state_size=cfg.mamba_state_dim, mamba_num_heads=cfg.mamba_num_heads,
                    mamba_head_dim=cfg.mamba_head_dim, n_groups=cfg.mamba_num_groups, conv_kernel=cfg.mamba_d_conv,
                    use_conv_bias=cfg.mamba_conv_bias, chunk_size=cfg.mamba_chunk_size, mamba_hidden_act="silu",
-                   time_step_min=cfg.mamba_dt_limit_min, time_step_limit=[cfg.mamba_dt_limit_min, INFINITY])
+                   time_step_limit=dt_limits_hf(cfg))
     if "E" in pattern:
         out.update(n_routed_experts=cfg.num_experts, num_experts_per_tok=cfg.moe_router_topk,
                    moe_intermediate_size=cfg.moe_expert_ffn_hidden_size,
