@@ -41,8 +41,8 @@ every layer is a Mamba2 ('M'), attention ('*') or MLP ('-') layer:
   bias, no in/out biases, ``ngroups % TP == 0`` and a gated norm with eps 1e-5; anything else (Mamba1,
   another conv, ``add_bias_linear`` with Mamba layers, ``norm_epsilon`` other than 1e-5 with Mamba layers,
   fewer groups than TP, a dt clamp above, gated DeltaNet 'G' / KDA 'K' / MoE 'E' / MLA / DSA layers, noop
-  layers) is refused. It clamps no dt and runs its kernel in chunks of 128: our dt floor (transformers'
-  ``time_step_min`` for Nemotron-H) and SSD chunk, which it does not read, are kept in ``args`` under our
+  layers) is refused. It clamps no dt and runs its kernel in chunks of 128: our dt floor (the low bound of
+  transformers' ``time_step_limit``) and SSD chunk, which it does not read, are kept in ``args`` under our
   names (:data:`PRESERVED_MAMBA_ARGS`) for the way back; a checkpoint without them reads as Megatron runs.
 
 A setting the decoder cannot model (MoE: ``num_experts``; MLA; learned absolute

@@ -413,7 +413,7 @@ def test_error_legacy_model(capsys, tmp_path) -> None:
 HYBRID_PATTERN = "M*-M-*"
 HYBRID_HF = dict(hidden_size=64, intermediate_size=96, num_attention_heads=8, num_key_value_heads=4, head_dim=8,
                  mamba_num_heads=8, mamba_head_dim=16, n_groups=2, ssm_state_size=8, chunk_size=5, conv_kernel=4,
-                 vocab_size=101, max_position_embeddings=256,
+                 vocab_size=101, max_position_embeddings=256, time_step_limit=(0.001, float("inf")),
                  layers_block_type=[{"M": "mamba", "*": "attention", "-": "mlp"}[c] for c in HYBRID_PATTERN])
 D_INNER, GROUP_STATE, MAMBA_HEADS = 128, 2 * 8, 8
 # One layer of each kind as Megatron-core's layer specs name it (megatron/core/models/hybrid/hybrid_layer_specs.py:
@@ -565,12 +565,11 @@ def test_hybrid_hf_to_megatron_and_back_is_exact(nemotron_h, tmp_path, style: st
     assert sorted(original) == sorted(result)
     for name, tensor in original.items():
         assert torch.equal(tensor, result[name]), name
-    # the config the family derives, with the dt floor and chunk kept in args (Megatron's files carry no
-    # config.json: the keys HF keeps for itself and time_step_limit, which ours preserves from it, are not there)
+    # the config the family derives, with the dt floor (time_step_limit's low bound) and chunk kept in args
+    # (Megatron's files carry no config.json: the keys HF keeps for itself are not there)
     derived, reference = hf_config_json(back), nemotron_h["config_json"]
-    assert derived["time_step_min"] == 0.001 and derived["chunk_size"] == 5
-    assert {key: value for key, value in derived.items() if key != "time_step_limit"} == \
-        {key: reference[key] for key in derived if key != "time_step_limit"}
+    assert derived["time_step_limit"][0] == 0.001 and derived["chunk_size"] == 5
+    assert derived == {key: reference[key] for key in derived}
 
 
 @pytest.mark.parametrize("style", ["local", "te"])
@@ -610,7 +609,7 @@ def test_hybrid_megatron_checkpoint_to_hf(nemotron_h, tmp_path, style: str, conv
     for name, tensor in original.items():
         assert torch.equal(tensor, result[name]), name
     config = hf_config_json(out)
-    assert (config["layers_block_type"], config["chunk_size"], config["time_step_min"]) == \
+    assert (config["layers_block_type"], config["chunk_size"], config["time_step_limit"][0]) == \
         (HYBRID_HF["layers_block_type"], 128, 0.0)
 
 
