@@ -7,7 +7,8 @@ MLP; a sigmoid router with 2 groups (one kept), a scaling factor and a shared ex
 ``initializer_range`` 0.2 makes B, C and the dt projection large enough that dt (transformers 5.25 initialises
 dt_bias to the inverse softplus of 0.001..0.1) spreads over the clamp and visibly moves the loss, so the
 training test sees every gradient. A second case says tie_word_embeddings (which transformers ignores for
-this family), has one Mamba group (replicated at TP 2), no MoE, and 6 Mamba heads of 16: 96 channels, not a multiple of the hidden 64 (``--mamba-num-heads``).
+this family), has one Mamba group (replicated at TP 2), no MoE, and 6 Mamba heads of 16: 96 channels, not a
+multiple of the hidden 64 (``--mamba-num-heads``).
 """
 from __future__ import annotations
 
