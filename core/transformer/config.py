@@ -565,12 +565,16 @@ class ModelConfig:
                                       help="1: Mamba's selective scan over d_inner channels; 2: Mamba2's SSD over "
                                            "heads and groups")
     mamba_state_dim: int = config_field(128, features=(MAMBA,), help="SSM state size N")
-    mamba_head_dim: int = config_field(64, features=(MAMBA,), help="Mamba2 head dim (heads = d_inner / head dim)")
+    mamba_head_dim: int = config_field(64, features=(MAMBA,), help="Mamba2 head dim (heads = d_inner / head "
+                                                                   "dim); Mamba1 with --mamba-num-heads: channels "
+                                                                   "per SSM")
     mamba_num_groups: int = config_field(8, features=(MAMBA,), help="Mamba2 B/C groups")
     mamba_expand: int = config_field(2, features=(MAMBA,), help="d_inner = expand x hidden")
     mamba_heads: Optional[int] = config_field(None, type=int, flag="--mamba-num-heads", features=(MAMBA,),
                                               help="Mamba2 heads; d_inner = heads x --mamba-head-dim instead of "
-                                                   "--mamba-expand x hidden (Megatron-core's --mamba-num-heads)")
+                                                   "--mamba-expand x hidden (Megatron-core's --mamba-num-heads); "
+                                                   "Mamba1: that many independent SSMs, each with its own x_proj "
+                                                   "and dt_proj (Zamba)")
     mamba_d_conv: int = config_field(4, features=(MAMBA,), help="width of the causal depthwise conv")
     mamba_conv_bias: bool = config_field(True, flag="--disable-mamba-conv-bias", features=(MAMBA,),
                                          help="the depthwise conv has no bias")
@@ -1556,9 +1560,12 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             if mamba2_only:
                 raise ValueError(f"{mamba2_only[0]} applies to --mamba-version 2 (Mamba1 has no gated norm or "
                                  "[z; x; B; C; dt] projection)")
-            if self.mamba_heads is not None:
-                raise ValueError("--mamba-num-heads applies to --mamba-version 2 (Mamba1 has no heads); use "
-                                 "--mamba-expand")
+            if self.mamba_heads is not None and self.mamba_heads % tp:
+                raise ValueError(f"--mamba-num-heads {self.mamba_heads} (Mamba1's independent SSMs) is not "
+                                 f"divisible by --tensor-model-parallel-size ({tp})")
+            if self.mamba1_heads > 1 and self.mamba_mixer_rms_eps is not None:
+                raise ValueError("--mamba-mixer-rms-eps (norms on dt, B and C) with a multi-head Mamba1 "
+                                 "(--mamba-num-heads) is not supported: no published model has both")
             if inner % tp:
                 raise ValueError(f"--mamba-expand x --hidden-size ({inner} Mamba channels) is not divisible by "
                                  f"--tensor-model-parallel-size ({tp})")
@@ -1818,6 +1825,11 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
     def mamba_num_heads(self) -> int:
         """Mamba2's heads: d_inner / head_dim."""
         return self.mamba_d_inner // self.mamba_head_dim
+
+    @property
+    def mamba1_heads(self) -> int:
+        """Mamba1's independent SSMs (Zamba's ``n_mamba_heads``): --mamba-num-heads, else one over d_inner."""
+        return self.mamba_heads if self.mamba_version == 1 and self.mamba_heads is not None else 1
 
     @property
     def mamba_dt_rank_or_default(self) -> int:

@@ -8,7 +8,9 @@ Two versions, chosen by ``--mamba-version`` (``TransformerConfig.mamba_version``
   to the channels; the selective scan runs per channel with a state of ``N``
   (``--mamba-state-dim``); the output is gated by ``silu(z)`` and ``out_proj``
   maps it back. FalconMamba adds weightless RMS norms on ``dt``, ``B`` and ``C``
-  (``--mamba-mixer-rms-eps``).
+  (``--mamba-mixer-rms-eps``). With ``--mamba-num-heads H`` (Zamba) the ``d_inner = H x
+  --mamba-head-dim`` channels are H independent SSMs: each head has its own block of
+  ``x_proj`` (``[H (r+2n), p]``) and ``dt_proj`` and so its own dt, B and C.
 * **Mamba2 (2)**: ``in_proj`` gives ``[z; x; B; C; dt]`` with ``x`` in heads of
   ``--mamba-head-dim`` channels, ``B``/``C`` in ``--mamba-num-groups`` groups of
   ``N`` and one ``dt`` per head; ``[x; B; C]`` runs through the conv and SiLU; the
@@ -24,12 +26,12 @@ row-parallel. Mamba1's ``x_proj`` reads all ``d_inner`` channels: each rank
 multiplies its own channels and the partial products are summed over TP in the
 forward and the backward (:func:`sum_partials_over_tensor_model_parallel_region`),
 so every rank holds the full ``dt``/``B``/``C`` and its gradient sums every
-rank's use of them. Mamba2's gated norm is local when each rank holds whole
-groups; with fewer groups than TP a group's sum of squares is summed over the
-ranks that share it. Under sequence parallelism the layer input is
-``[s/tp, b, h]``: ``in_proj`` all-gathers the sequence and ``out_proj``
-reduce-scatters it, as attention does; the conv and the scan run along the
-full sequence on each rank's channels.
+rank's use of them; with heads, TP splits whole heads and ``x_proj`` is local.
+Mamba2's gated norm is local when each rank holds whole groups; with fewer
+groups than TP a group's sum of squares is summed over the ranks that share it.
+Under sequence parallelism the layer input is ``[s/tp, b, h]``: ``in_proj``
+all-gathers the sequence and ``out_proj`` reduce-scatters it, as attention
+does; the conv and the scan run along the full sequence on each rank's channels.
 
 The scans are pure-PyTorch references in fp32 that follow the math of
 ``transformers``' non-kernel paths (Mamba: the sequential recurrence; Mamba2:
@@ -305,8 +307,15 @@ class MambaMixer(nn.Module):
     def _build_mamba1_params(self, config: TransformerConfig, tp: int, dtype: Optional[torch.dtype]) -> None:
         channels = TPShard.even(0, config.mamba_d_inner)
         rank, state_dim = config.mamba_dt_rank_or_default, config.mamba_state_dim
-        self.x_proj = nn.Linear(self.local_inner, rank + 2 * state_dim, bias=False, dtype=dtype)  # [r+2n, d/tp]
-        mark_param(self.x_proj.weight, init="normal", tp_shard=TPShard.even(1, config.mamba_d_inner))
+        self.ssm_heads = config.mamba1_heads // tp if config.mamba1_heads > 1 else 1  # this rank's SSMs
+        if config.mamba1_heads > 1:  # Zamba: a block per head, [h/tp * (r+2n), p], heads split over TP
+            self.x_proj = nn.Linear(config.mamba_head_dim, self.ssm_heads * (rank + 2 * state_dim), bias=False,
+                                    dtype=dtype)
+            x_proj_shard = TPShard(0, (Segment(config.mamba1_heads, rank + 2 * state_dim),))
+        else:  # one SSM over every channel: [r+2n, d/tp], the channels split over TP
+            self.x_proj = nn.Linear(self.local_inner, rank + 2 * state_dim, bias=False, dtype=dtype)
+            x_proj_shard = TPShard.even(1, config.mamba_d_inner)
+        mark_param(self.x_proj.weight, init="normal", tp_shard=x_proj_shard)
         self.dt_proj = nn.Linear(rank, self.local_inner, bias=True, dtype=dtype)  # [d/tp, r]
         mark_param(self.dt_proj.weight, init="normal", tp_shard=channels)
         mark_param(self.dt_proj.bias, init="mamba_dt_bias", tp_shard=channels)
@@ -367,6 +376,9 @@ class MambaMixer(nn.Module):
         cfg = self.config
         previous, state = carry if carry is not None else (None, None)
         x, last_inputs = self._conv(x, previous)
+        if cfg.mamba1_heads > 1:
+            y, state = self._mamba1_heads_scan(x, state)
+            return y, (last_inputs, state)
         # every rank's channels contribute to dt, B and C: sum the partial products over TP
         dt_b_c = sum_partials_over_tensor_model_parallel_region(linear(x, self.x_proj.weight), self.group)
         rank, state_dim = cfg.mamba_dt_rank_or_default, cfg.mamba_state_dim
@@ -379,6 +391,33 @@ class MambaMixer(nn.Module):
         A = -torch.exp(self.A_log.float())  # [d/tp, n]
         y, state = selective_scan(x, dt, A, B, C, self.D, state)  # [b, s, d/tp], [b, d/tp, n]
         return y, (last_inputs, state)
+
+    def _mamba1_heads_scan(self, x: torch.Tensor,
+                           state: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Zamba's multi-head Mamba1 on this rank's heads: each head's ``p`` channels make their own dt, B and
+        C (its block of ``x_proj`` and ``dt_proj``) and run their own scan. x ``[b, s, d/tp]`` (after the conv);
+        state ``[b, d/tp, n]`` fp32 or None. Returns y ``[b, s, d/tp]`` and the new state."""
+        cfg = self.config
+        rank, state_dim = cfg.mamba_dt_rank_or_default, cfg.mamba_state_dim
+        head_dim, heads = cfg.mamba_head_dim, self.ssm_heads
+        batch, seq = x.shape[:2]
+        x_heads = x.reshape(batch, seq, heads, head_dim)  # [b, s, h/tp, p]
+        x_proj = self.x_proj.weight.reshape(heads, rank + 2 * state_dim, head_dim)  # [h/tp, r+2n, p]
+        dt_b_c = torch.einsum("bshp,hkp->bshk", x_heads, x_proj)  # [b, s, h/tp, r+2n]
+        dt, B, C = dt_b_c.split([rank, state_dim, state_dim], dim=-1)  # [b, s, h/tp, r], [b, s, h/tp, n] x 2
+        dt_proj = self.dt_proj.weight.reshape(heads, head_dim, rank)  # [h/tp, p, r]
+        dt = self._dt(torch.einsum("bshr,hpr->bshp", dt, dt_proj).reshape(batch, seq, -1),
+                      self.dt_proj.bias)  # [b, s, d/tp]
+        A = -torch.exp(self.A_log.float())  # [d/tp, n]
+        states = state.split(head_dim, dim=1) if state is not None else [None] * heads
+        outputs, finals = [], []
+        for head, channels in enumerate(range(0, heads * head_dim, head_dim)):
+            part = slice(channels, channels + head_dim)
+            y, final = selective_scan(x[..., part], dt[..., part], A[part], B[:, :, head], C[:, :, head],
+                                      self.D[part], states[head])  # [b, s, p], [b, p, n]
+            outputs.append(y)
+            finals.append(final)
+        return torch.cat(outputs, dim=-1), torch.cat(finals, dim=1)  # [b, s, d/tp], [b, d/tp, n]
 
     def _mamba2_core(self, xbc_dt: torch.Tensor, carry: Optional[Carry]) -> Tuple[torch.Tensor, Carry]:
         """Mamba2's sequence work (conv, SSD scan) on ``[x; B; C; dt]`` ``[b, s, .]`` from ``carry`` =

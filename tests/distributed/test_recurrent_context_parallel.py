@@ -111,6 +111,11 @@ ZAMBA = ["--num-layers", "4", "--hybrid-override-pattern", "ZMZM", "--mamba-head
          "--mamba-state-dim", "4", "--mamba-chunk-size", "3", "--shared-block-adapter-rank", "2",
          "--shared-block-attention-adapters", "--ffn-hidden-size", "32", "--geglu", "--position-embedding-type", "rope",
          "--init-method-std", "0.1"]
+# Zamba's 'Z' layers: Mamba1 of 2 independent SSMs (16 channels each, their own x_proj / dt_proj) after one
+# shared block without adapters or positions
+ZAMBA1 = ["--num-layers", "4", "--hybrid-override-pattern", "ZMZM", "--mamba-version", "1", "--mamba-num-heads", "2",
+          "--mamba-head-dim", "16", "--mamba-state-dim", "4", "--mamba-dt-rank", "2", "--ffn-hidden-size", "32",
+          "--geglu", "--position-embedding-type", "none", "--init-method-std", "0.1"]
 DOCUMENTS = ["--reset-attention-mask", "--eod-mask-loss"]  # (positions restart too where a layer reads them)
 MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAMBA2 + DOCUMENTS,
           "gdn": GDN, "gdn_gpt": GDN_GPT,
@@ -123,7 +128,8 @@ MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAM
           "kda_bailing": KDA_BAILING, "kda_bailing_documents": KDA_BAILING + DOCUMENTS,
           "rg_lru_gpt": RG_LRU_GPT, "rg_lru_gpt_documents": RG_LRU_GPT + DOCUMENTS + ["--reset-position-ids"],
           "falcon_h1_documents": FALCON_H1 + DOCUMENTS + ["--reset-position-ids"], "zamba": ZAMBA,
-          "zamba_documents": ZAMBA + DOCUMENTS + ["--reset-position-ids"]}
+          "zamba_documents": ZAMBA + DOCUMENTS + ["--reset-position-ids"], "zamba1": ZAMBA1,
+          "zamba1_documents": ZAMBA1 + DOCUMENTS}
 RING, ULYSSES, HYBRID_CP = "megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo"
 CONTIGUOUS = ["--attention-mask-type", "general"]  # the ring without load balancing: one part per rank
 
@@ -180,7 +186,9 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "xlstm_ring_cp2_tp2_sp": ("xlstm", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
         "zamba_documents_ring_cp4": ("zamba_documents", _cp(4)),
         "zamba_ring_cp2_pp2": ("zamba", _cp(2) + ["--pipeline-model-parallel-size", "2"]),
-        "zamba_ring_cp2_tp2_sp": ("zamba", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"])},
+        "zamba_ring_cp2_tp2_sp": ("zamba", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
+        "zamba1_documents_ring_cp4": ("zamba1_documents", _cp(4)),
+        "zamba1_ring_cp2_tp2_sp": ("zamba1", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"])},
 }
 TOLERANCE = 1e-5
 

@@ -376,3 +376,43 @@ def test_zamba2_refuses_what_it_cannot_build(change: dict, message: str) -> None
     with pytest.raises(RegistryError, match=message) as error:
         config_from_hf({**ZAMBA2_DEFAULTS, **change}, "zamba2")
     assert "\n" not in str(error.value)
+
+
+ZAMBA_DEFAULTS = transformers.ZambaConfig().to_dict()  # transformers' defaults are Zamba-7B's sizes
+
+
+def test_zamba_reads_transformers_defaults_and_its_shared_block() -> None:
+    """76 layers, 13 of them hybrid ('Z') over the one shared block (heads of 2h / heads channels scaled by
+    (head_dim / 2) ** -0.5, no positions, no adapters); Mamba1 of 2 independent SSMs over 2 x hidden, dt rank
+    ceil(h / 16); an untied config has one block per hybrid layer."""
+    cfg = config_from_hf(ZAMBA_DEFAULTS, "zamba")
+    hybrid = [i for i, block in enumerate(ZAMBA_DEFAULTS["layers_block_type"]) if block == "hybrid"]
+    assert [i for i, letter in enumerate(cfg.hybrid_override_pattern) if letter == "Z"] == hybrid and len(hybrid) == 13
+    assert (cfg.num_shared_blocks, cfg.shared_block_adapter_rank) == (1, None)
+    assert not cfg.shared_block_attention_adapters
+    assert (cfg.kv_channels, cfg.query_pre_attn_scalar, cfg.position_embedding_type) == (464, 232.0, "none")
+    assert (cfg.mamba_version, cfg.mamba1_heads, cfg.mamba_head_dim, cfg.mamba_d_inner) == (1, 2, 3712, 7424)
+    assert cfg.mamba_dt_rank_or_default == 232 and cfg.activation == "geglu"
+    exported = get_family("zamba").to_hf_config(cfg)
+    hf = transformers.ZambaConfig(**exported)
+    assert hf.layers_block_type == ZAMBA_DEFAULTS["layers_block_type"] and hf.attention_head_dim == 464
+    assert (hf.n_mamba_heads, hf.mamba_dt_rank, hf.intermediate_size) == (2, 232, 14848)
+    untied = config_from_hf({**ZAMBA_DEFAULTS, "tie_word_embeddings": False}, "zamba")
+    assert untied.num_shared_blocks == 13
+    with pytest.raises(RegistryError, match="use --num-shared-blocks 13"):
+        get_family("zamba").to_hf_config(dataclasses.replace(untied, num_shared_blocks=1))
+    with pytest.raises(RegistryError, match="zamba's shared block has no adapters"):
+        get_family("zamba").to_hf_config(dataclasses.replace(cfg, shared_block_adapter_rank=4))
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(mamba_proj_bias=True), "zamba mamba_proj_bias=True is not supported"),
+    (dict(hidden_mamba_act="gelu"), "zamba hidden_mamba_act='gelu' is not supported"),
+    (dict(attention_hidden_size=1000), "zamba attention_hidden_size=1000 is not supported"),
+    (dict(n_mamba_heads=3), "zamba mamba_expand x hidden_size = 7424 is not a multiple of n_mamba_heads=3"),
+    (dict(layers_block_type=["mamba", "attention"], num_hidden_layers=2), "zamba layers_block_type \\['attention'\\]"),
+])
+def test_zamba_refuses_what_it_cannot_build(change: dict, message: str) -> None:
+    with pytest.raises(RegistryError, match=message) as error:
+        config_from_hf({**ZAMBA_DEFAULTS, **change}, "zamba")
+    assert "\n" not in str(error.value)

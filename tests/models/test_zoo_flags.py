@@ -76,9 +76,11 @@ BAD: List[tuple] = [
     (dict(hybrid_override_pattern="MM", position_embedding_type="none", mamba_mixer_rms_eps=1e-6),
      ["--hybrid-override-pattern", "MM", "--position-embedding-type", "none", "--mamba-mixer-rms-eps", "1e-6"],
      "--mamba-mixer-rms-eps/--mamba-mixer-rms-weights (norms on dt, B and C) apply to --mamba-version 1 only"),
-    (dict(hybrid_override_pattern="MM", position_embedding_type="none", mamba_version=1, mamba_heads=4),
+    (dict(hybrid_override_pattern="MM", position_embedding_type="none", mamba_version=1, mamba_heads=4,
+          mamba_mixer_rms_eps=1e-6),
      ["--hybrid-override-pattern", "MM", "--position-embedding-type", "none", "--mamba-version", "1",
-      "--mamba-num-heads", "4"], "--mamba-num-heads applies to --mamba-version 2 (Mamba1 has no heads)"),
+      "--mamba-num-heads", "4", "--mamba-mixer-rms-eps", "1e-6"],
+     "--mamba-mixer-rms-eps (norms on dt, B and C) with a multi-head Mamba1 (--mamba-num-heads) is not supported"),
     (dict(hybrid_override_pattern="MM", position_embedding_type="none", mamba_dt_limit_min=0.5,
           mamba_dt_limit_max=0.1),
      ["--hybrid-override-pattern", "MM", "--position-embedding-type", "none", "--mamba-dt-limit-min", "0.5",
@@ -308,6 +310,11 @@ def test_mamba_sizes_must_split_over_tp() -> None:
         TransformerConfig(**mamba2, mamba_expand=3, mamba_num_groups=2, tensor_model_parallel_size=3)  # 6 heads
     with pytest.raises(ValueError, match=r"\(192 Mamba channels\) is not divisible"):
         TransformerConfig(**mamba2, mamba_version=1, mamba_expand=3, tensor_model_parallel_size=5)
+    with pytest.raises(ValueError, match=r"--mamba-num-heads 2 \(Mamba1's independent SSMs\) is not divisible by "
+                                         r"--tensor-model-parallel-size \(4\)"):
+        TransformerConfig(**mamba2, mamba_version=1, mamba_heads=2, tensor_model_parallel_size=4)
+    heads = TransformerConfig(**mamba2, mamba_version=1, mamba_heads=4, tensor_model_parallel_size=4)
+    assert heads.mamba1_heads == 4 and heads.mamba_d_inner == 4 * 32
     config = TransformerConfig(**mamba2, mamba_num_groups=1, tensor_model_parallel_size=4)  # B/C replicated
     assert config.mamba_num_heads == 4 and not config.has_attention_layers
     assert TransformerConfig.from_dict(config.to_dict()) == config
