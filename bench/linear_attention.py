@@ -10,6 +10,7 @@ mixers differ), every one at hidden ``h``, micro batch 1, the same small vocabul
 * ``attention``: ``--hybrid-override-pattern '****'``, ``h / 64`` heads of 64, RoPE (the baseline);
 * ``mamba2``: ``'MMMM'``, expand 2, heads of 64, state 64, one B/C group, SSD chunk 256;
 * ``mamba1``: ``'MMMM'`` with ``--mamba-version 1``, expand 2, state 16;
+* ``mamba1_heads``: the same channels as Zamba's 2 independent SSMs (``--mamba-num-heads 2``);
 * ``gated_deltanet``: ``'GGGG'``, ``h / 128`` key heads and ``h / 64`` value heads of 64 (Qwen3-Next's
   1 : 2 ratio), conv width 4, chunk 64.
 * ``kda``: ``'KKKK'``, Kimi Delta Attention with ``h / 64`` key and value heads of 64 (Kimi Linear's 1 : 1),
@@ -70,8 +71,8 @@ from core.models.gpt_model import build_model, layout_state
 from core.transformer.config import TransformerConfig, field_flag
 
 VOCAB = 1024
-MIXERS = ("attention", "mamba2", "mamba1", "gated_deltanet", "kda", "lightning", "rg_lru", "rwkv", "mlstm",
-          "mamba_attention")
+MIXERS = ("attention", "mamba2", "mamba1", "mamba1_heads", "gated_deltanet", "kda", "lightning", "rg_lru", "rwkv",
+          "mlstm", "mamba_attention")
 DEFAULT_SEQS = {"device": "1024,2048,4096,8192,16384", "cpu": "256,512,1024", "smoke": "64,128"}
 SLOWER_WHY = ("where a chunked reference is slower than attention: the references run Python loops along the "
               "sequence (the gated delta rule and KDA one step per chunk of 64 tokens, Mamba1's selective scan one step "
@@ -115,6 +116,8 @@ def mixer_fields(mixer: str, hidden: int) -> Dict[str, object]:
     mamba = dict(hybrid_override_pattern="MMMM", position_embedding_type="none", mamba_expand=2)
     if mixer == "mamba1":
         return dict(mamba, mamba_version=1, mamba_state_dim=16)
+    if mixer == "mamba1_heads":  # Zamba's: the 2 x hidden channels as 2 independent SSMs
+        return dict(mamba, mamba_version=1, mamba_state_dim=16, mamba_heads=2, mamba_head_dim=hidden)
     mamba2 = dict(mamba, mamba_version=2, mamba_state_dim=64, mamba_head_dim=64, mamba_num_groups=1,
                   mamba_chunk_size=256)
     if mixer == "mamba_attention":

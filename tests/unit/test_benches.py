@@ -80,8 +80,8 @@ def test_linear_attention_bench_rows_ratios_and_slopes() -> None:
     saved bytes that grow with the sequence (every mixer keeps per-token activations), slopes from the shortest
     to the longest length, and the CP 2 rows whose ranks each keep about half of CP 1's activations."""
     record = smoke_record(ROOT / "bench" / "linear_attention.py")
-    mixers = {"attention", "mamba2", "mamba1", "gated_deltanet", "kda", "lightning", "rg_lru", "rwkv", "mlstm",
-              "mamba_attention"}
+    mixers = {"attention", "mamba2", "mamba1", "mamba1_heads", "gated_deltanet", "kda", "lightning", "rg_lru", "rwkv",
+              "mlstm", "mamba_attention"}
     assert record["seqs"] == [64, 128] and set(record["table"]) == {"64", "128"}, record["seqs"]
     for seq, rows in record["table"].items():
         assert set(rows) == mixers, (seq, rows)
