@@ -139,20 +139,28 @@ def selective_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.
     """Mamba's recurrence, sequentially in fp32: ``h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t``,
     ``y_t = C_t h_t + D x_t``, from ``h_0 = initial_state`` (None: zeros).
 
-    x, dt ``[b, s, d]`` (dt after softplus); A ``[d, n]``; B, C ``[b, s, n]``; D ``[d]``; initial_state
-    ``[b, d, n]``. Returns ``y`` ``[b, s, d]`` and the final state ``[b, d, n]`` (fp32).
+    x, dt ``[b, s, d]`` (dt after softplus); A ``[d, n]``; B, C ``[b, s, n]``, or ``[b, s, h, n]`` for ``h``
+    independent SSMs of ``d / h`` channels each (Zamba's heads); D ``[d]``; initial_state ``[b, d, n]``.
+    Returns ``y`` ``[b, s, d]`` and the final state ``[b, d, n]`` (fp32).
     """
     x, dt, B, C = x.float(), dt.float(), B.float(), C.float()
+    batch, seq, channels = x.shape
+    if B.dim() == 3:  # one SSM: every channel reads the same B and C
+        B, C = B[:, :, None], C[:, :, None]  # [b, s, 1, n]
+    heads = B.size(2)
     if initial_state is None:
-        state = x.new_zeros(x.size(0), x.size(2), A.size(1))  # [b, d, n]
+        state = x.new_zeros(batch, channels, A.size(1))  # [b, d, n]
     else:
         state = initial_state.float()
+    state = state.view(batch, heads, channels // heads, -1)  # [b, h, d/h, n]
+    decay_rate = A.view(heads, channels // heads, -1)  # [h, d/h, n]
+    x_heads, dt_heads = (t.view(batch, seq, heads, channels // heads) for t in (x, dt))  # [b, s, h, d/h]
     outputs = []
-    for t in range(x.size(1)):
-        decay = torch.exp(A[None] * dt[:, t, :, None])  # [b, d, n]
-        state = decay * state + (dt[:, t, :, None] * B[:, t, None, :]) * x[:, t, :, None]
-        outputs.append(torch.matmul(state, C[:, t, :, None])[..., 0])  # [b, d]
-    return torch.stack(outputs, dim=1) + x * D.float(), state  # [b, s, d], [b, d, n]
+    for t in range(seq):
+        step_dt = dt_heads[:, t, :, :, None]  # [b, h, d/h, 1]
+        state = torch.exp(decay_rate * step_dt) * state + (step_dt * B[:, t, :, None, :]) * x_heads[:, t, :, :, None]
+        outputs.append(torch.matmul(state, C[:, t, :, :, None])[..., 0].reshape(batch, channels))  # [b, d]
+    return torch.stack(outputs, dim=1) + x * D.float(), state.reshape(batch, channels, -1)  # [b, s, d], [b, d, n]
 
 
 def segment_sums(a: torch.Tensor) -> torch.Tensor:
@@ -395,8 +403,9 @@ class MambaMixer(nn.Module):
     def _mamba1_heads_scan(self, x: torch.Tensor,
                            state: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
         """Zamba's multi-head Mamba1 on this rank's heads: each head's ``p`` channels make their own dt, B and
-        C (its block of ``x_proj`` and ``dt_proj``) and run their own scan. x ``[b, s, d/tp]`` (after the conv);
-        state ``[b, d/tp, n]`` fp32 or None. Returns y ``[b, s, d/tp]`` and the new state."""
+        C (its block of ``x_proj`` and ``dt_proj``) and scan with them (one scan over every head). x
+        ``[b, s, d/tp]`` (after the conv); state ``[b, d/tp, n]`` fp32 or None. Returns y ``[b, s, d/tp]`` and
+        the new state."""
         cfg = self.config
         rank, state_dim = cfg.mamba_dt_rank_or_default, cfg.mamba_state_dim
         head_dim, heads = cfg.mamba_head_dim, self.ssm_heads
@@ -409,15 +418,7 @@ class MambaMixer(nn.Module):
         dt = self._dt(torch.einsum("bshr,hpr->bshp", dt, dt_proj).reshape(batch, seq, -1),
                       self.dt_proj.bias)  # [b, s, d/tp]
         A = -torch.exp(self.A_log.float())  # [d/tp, n]
-        states = state.split(head_dim, dim=1) if state is not None else [None] * heads
-        outputs, finals = [], []
-        for head, channels in enumerate(range(0, heads * head_dim, head_dim)):
-            part = slice(channels, channels + head_dim)
-            y, final = selective_scan(x[..., part], dt[..., part], A[part], B[:, :, head], C[:, :, head],
-                                      self.D[part], states[head])  # [b, s, p], [b, p, n]
-            outputs.append(y)
-            finals.append(final)
-        return torch.cat(outputs, dim=-1), torch.cat(finals, dim=1)  # [b, s, d/tp], [b, d/tp, n]
+        return selective_scan(x, dt, A, B, C, self.D, state)  # [b, s, d/tp], [b, d/tp, n]
 
     def _mamba2_core(self, xbc_dt: torch.Tensor, carry: Optional[Carry]) -> Tuple[torch.Tensor, Carry]:
         """Mamba2's sequence work (conv, SSD scan) on ``[x; B; C; dt]`` ``[b, s, .]`` from ``carry`` =
