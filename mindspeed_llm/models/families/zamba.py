@@ -163,20 +163,15 @@ def _shared_block_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
                             "--query-pre-attn-scalar kv_channels / 2")
     if cfg.shared_block_adapter_rank is None:
         raise RegistryError("zamba2's shared MLP always has adapters: add --shared-block-adapter-rank")
-    if cfg.activation not in ("geglu", "swiglu", "geglu_tanh"):
-        raise RegistryError(f"zamba2's shared MLP is gated (geglu or swiglu), not {cfg.activation}")
-    require_config(cfg, "zamba2", add_qkv_bias=False, add_dense_bias=False, qk_norm="none", sliding_window=None,
-                   softmax_type="vanilla", post_norm=False, post_norm_only=False)
+    block = _shared_block_fields(cfg, "zamba2")
     hybrid = cfg.hybrid_override_pattern.count("Z")
     if cfg.untie_embeddings_and_output_weights and cfg.num_shared_blocks < hybrid:
         raise RegistryError(f"zamba2 ties its shared blocks only with tied embeddings: with --untie-embeddings-"
                             f"and-output-weights use --num-shared-blocks {hybrid} (one per 'Z' layer)")
     if cfg.shared_block_attention_adapters and cfg.num_query_groups != heads:
         raise RegistryError("zamba2's attention adapters need as many KV heads as query heads")
-    hidden_act = {value: key for key, value in GATED_ACTIVATIONS.items() if key not in ("swish", "gelu_new")}
     out: Dict[str, Any] = dict(
-        intermediate_size=cfg.ffn_hidden_size, num_attention_heads=heads, num_key_value_heads=cfg.num_query_groups,
-        hidden_act=hidden_act[cfg.activation], num_mem_blocks=cfg.num_shared_blocks,
+        block, num_mem_blocks=cfg.num_shared_blocks,
         adapter_rank=cfg.shared_block_adapter_rank, use_shared_attention_adapter=cfg.shared_block_attention_adapters,
         use_mem_rope=cfg.position_embedding_type == "rope")
     if out["use_mem_rope"]:
@@ -188,6 +183,18 @@ def _shared_block_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return out
 
 
+def _shared_block_fields(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
+    """The HF fields of a shared block both Zambas spell alike (its MLP, heads and activation); refuses what
+    neither block has."""
+    if cfg.activation not in ("geglu", "swiglu", "geglu_tanh"):
+        raise RegistryError(f"{family}'s shared MLP is gated (geglu or swiglu), not {cfg.activation}")
+    require_config(cfg, family, add_qkv_bias=False, add_dense_bias=False, qk_norm="none", sliding_window=None,
+                   softmax_type="vanilla", post_norm=False, post_norm_only=False)
+    hidden_act = {value: key for key, value in GATED_ACTIVATIONS.items() if key not in ("swish", "gelu_new")}
+    return dict(intermediate_size=cfg.ffn_hidden_size, num_attention_heads=cfg.num_attention_heads,
+                num_key_value_heads=cfg.num_query_groups, hidden_act=hidden_act[cfg.activation])
+
+
 # --------------------------------------------------------------------------- weight maps
 
 
@@ -195,12 +202,24 @@ def _hybrid_layers(cfg: TransformerConfig) -> List[int]:
     return [i for i, letter in enumerate(cfg.hybrid_override_pattern or "") if letter == "Z"]
 
 
-def _layer_rules(layer: int, letter: str) -> Tuple[WeightRule, ...]:
-    """The rules of our layer ``layer`` (its norm and Mamba mixer; a 'Z' layer's own projection)."""
+# our mixer tensor, its HF name under ``mamba.``, the transform: Zamba2's Mamba2 (the names of ours) and Zamba's
+# multi-head Mamba1 (HF keeps a tensor per head, ``[heads, ...]``, and ``in_proj``'s x and gate rows interleaved)
+ZAMBA2_MIXER = tuple((name, name, "copy") for name in MIXER_TENSORS)
+ZAMBA_MIXER = (("in_proj.weight", "in_proj.weight", "zamba_in_proj"), ("conv1d.weight", "conv1d.weight", "copy"),
+               ("conv1d.bias", "conv1d.bias", "copy"), ("x_proj.weight", "x_proj_weight", "zamba_heads"),
+               ("dt_proj.weight", "dt_proj_weight", "zamba_heads"), ("dt_proj.bias", "dt_proj_bias", "zamba_heads"),
+               ("A_log", "A_log", "zamba_heads"), ("D", "D", "zamba_heads"),
+               ("out_proj.weight", "out_proj.weight", "copy"))
+
+
+def _layer_rules(layer: int, letter: str, mixer: Tuple[Tuple[str, str, str], ...]) -> Tuple[WeightRule, ...]:
+    """The rules of our layer ``layer`` (its norm and Mamba mixer, by the ``mixer`` table; a 'Z' layer's own
+    projection)."""
     ours, hf = f"decoder.layers.{layer}.", f"model.layers.{layer}."
     mamba = hf + ("mamba_decoder." if letter == "Z" else "")
     rules = [WeightRule(ours + "norm.weight", (mamba + "input_layernorm.weight",)),
-             *(WeightRule(ours + f"mixer.{name}", (mamba + f"mamba.{name}",)) for name in MIXER_TENSORS)]
+             *(WeightRule(ours + f"mixer.{name}", (mamba + f"mamba.{theirs}",), transform)
+               for name, theirs, transform in mixer)]
     if letter == "Z":
         rules.append(WeightRule(ours + "adapters.proj.weight", (hf + "linear.weight",)))
     return tuple(rules)
@@ -215,14 +234,18 @@ def _adapter_rules(layer: int, depth: int, source: int) -> Tuple[WeightRule, ...
                  for name, theirs in names for part, index in (("down", 0), ("up", 1)))
 
 
-def _block_rules(block: int, source: int) -> Tuple[WeightRule, ...]:
-    ours, hf = f"decoder.shared_blocks.{block}.", f"model.layers.{source}.shared_transformer."
+def _block_rules(block: int, source: int, module: str = "shared_transformer",
+                 mlp_fc1: Tuple[str, ...] = ("gate_up_proj",)) -> Tuple[WeightRule, ...]:
+    """Shared block ``block``, saved under hybrid layer ``source``'s ``module`` (Zamba2's ``shared_transformer``,
+    Zamba's ``shared_transf``); ``mlp_fc1``: the MLP's input projection(s), fused in order when several."""
+    ours, hf = f"decoder.shared_blocks.{block}.", f"model.layers.{source}.{module}."
+    fc1 = tuple(hf + f"feed_forward.{name}.weight" for name in mlp_fc1)
     return (WeightRule(ours + "input_layernorm.weight", (hf + "input_layernorm.weight",)),
             WeightRule(ours + "self_attention.linear_qkv.weight",
                        tuple(hf + f"self_attn.{p}_proj.weight" for p in "qkv"), "fuse_rows"),
             WeightRule(ours + "self_attention.linear_proj.weight", (hf + "self_attn.o_proj.weight",)),
             WeightRule(ours + "pre_mlp_layernorm.weight", (hf + "pre_ff_layernorm.weight",)),
-            WeightRule(ours + "mlp.linear_fc1.weight", (hf + "feed_forward.gate_up_proj.weight",)),
+            WeightRule(ours + "mlp.linear_fc1.weight", fc1, "fuse_rows" if len(fc1) > 1 else "copy"),
             WeightRule(ours + "mlp.linear_fc2.weight", (hf + "feed_forward.down_proj.weight",)))
 
 
@@ -238,7 +261,7 @@ def _zamba2_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
     pattern = cfg.hybrid_override_pattern or ""
     hybrid = _hybrid_layers(cfg)
     blocks = cfg.num_shared_blocks if hybrid else 0
-    rules = [rule for i, letter in enumerate(pattern) for rule in _layer_rules(i, letter)]
+    rules = [rule for i, letter in enumerate(pattern) for rule in _layer_rules(i, letter, ZAMBA2_MIXER)]
     rules += [rule for depth, layer in enumerate(hybrid)
               for rule in _adapter_rules(layer, depth, hybrid[depth % blocks])]
     rules += [rule for k in range(min(blocks, len(hybrid))) for rule in _block_rules(k, hybrid[k])]
@@ -322,7 +345,7 @@ def _zamba_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
                             "--mamba-head-dim must equal it")
     out: Dict[str, Any] = dict(
         vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
-        layers_block_type=[{"M": "mamba", "Z": "hybrid"}[letter] for letter in pattern],
+        layers_block_type=[LETTER_BLOCKS[letter] for letter in pattern],
         max_position_embeddings=cfg.max_position_embeddings, rms_norm_eps=cfg.norm_epsilon,
         tie_word_embeddings=not cfg.untie_embeddings_and_output_weights, initializer_range=cfg.init_method_std,
         n_mamba_heads=cfg.mamba1_heads, mamba_d_state=cfg.mamba_state_dim, mamba_d_conv=cfg.mamba_d_conv,
@@ -342,51 +365,15 @@ def _zamba_block_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     if cfg.shared_block_adapter_rank is not None or cfg.shared_block_attention_adapters:
         raise RegistryError("zamba's shared block has no adapters (that is zamba2): drop --shared-block-adapter-rank "
                             "and --shared-block-attention-adapters")
-    if cfg.activation not in ("geglu", "swiglu", "geglu_tanh"):
-        raise RegistryError(f"zamba's shared MLP is gated (geglu or swiglu), not {cfg.activation}")
+    block = _shared_block_fields(cfg, "zamba")
     if cfg.position_embedding_type != "none":
         raise RegistryError("zamba's attention has no positions: use --position-embedding-type none")
-    require_config(cfg, "zamba", add_qkv_bias=False, add_dense_bias=False, qk_norm="none", sliding_window=None,
-                   softmax_type="vanilla", post_norm=False, post_norm_only=False)
     hybrid = cfg.hybrid_override_pattern.count("Z")
     blocks = 1 if not cfg.untie_embeddings_and_output_weights else hybrid
     if cfg.num_shared_blocks != blocks:
         raise RegistryError(f"zamba shares one block over its 'Z' layers (one per 'Z' layer with untied "
                             f"embeddings, as transformers ties them): use --num-shared-blocks {blocks}")
-    hidden_act = {value: key for key, value in GATED_ACTIVATIONS.items() if key not in ("swish", "gelu_new")}
-    return dict(intermediate_size=cfg.ffn_hidden_size, num_attention_heads=cfg.num_attention_heads,
-                num_key_value_heads=cfg.num_query_groups, attention_head_dim=cfg.kv_channels,
-                hidden_act=hidden_act[cfg.activation])
-
-
-def _zamba_layer_rules(layer: int, letter: str) -> Tuple[WeightRule, ...]:
-    """Our layer ``layer``'s norm and multi-head Mamba1 mixer (HF keeps a tensor per head: ``[heads, ...]``, and
-    ``in_proj``'s x and gate rows interleaved); a 'Z' layer's own projection."""
-    ours, hf = f"decoder.layers.{layer}.", f"model.layers.{layer}."
-    mamba = hf + ("mamba_decoder." if letter == "Z" else "")
-    names = [("in_proj.weight", "in_proj.weight", "zamba_in_proj"), ("conv1d.weight", "conv1d.weight", "copy"),
-             ("conv1d.bias", "conv1d.bias", "copy"), ("x_proj.weight", "x_proj_weight", "zamba_heads"),
-             ("dt_proj.weight", "dt_proj_weight", "zamba_heads"), ("dt_proj.bias", "dt_proj_bias", "zamba_heads"),
-             ("A_log", "A_log", "zamba_heads"), ("D", "D", "zamba_heads"), ("out_proj.weight", "out_proj.weight",
-                                                                           "copy")]
-    rules = [WeightRule(ours + "norm.weight", (mamba + "input_layernorm.weight",)),
-             *(WeightRule(ours + f"mixer.{name}", (mamba + f"mamba.{theirs}",), transform)
-               for name, theirs, transform in names)]
-    if letter == "Z":
-        rules.append(WeightRule(ours + "adapters.proj.weight", (hf + "linear.weight",)))
-    return tuple(rules)
-
-
-def _zamba_block_rules(block: int, source: int) -> Tuple[WeightRule, ...]:
-    ours, hf = f"decoder.shared_blocks.{block}.", f"model.layers.{source}.shared_transf."
-    return (WeightRule(ours + "input_layernorm.weight", (hf + "input_layernorm.weight",)),
-            WeightRule(ours + "self_attention.linear_qkv.weight",
-                       tuple(hf + f"self_attn.{p}_proj.weight" for p in "qkv"), "fuse_rows"),
-            WeightRule(ours + "self_attention.linear_proj.weight", (hf + "self_attn.o_proj.weight",)),
-            WeightRule(ours + "pre_mlp_layernorm.weight", (hf + "pre_ff_layernorm.weight",)),
-            WeightRule(ours + "mlp.linear_fc1.weight",
-                       (hf + "feed_forward.gate_proj.weight", hf + "feed_forward.up_proj.weight"), "fuse_rows"),
-            WeightRule(ours + "mlp.linear_fc2.weight", (hf + "feed_forward.down_proj.weight",)))
+    return dict(block, attention_head_dim=cfg.kv_channels)
 
 
 def _zamba_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
@@ -394,8 +381,9 @@ def _zamba_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
     pattern = cfg.hybrid_override_pattern or ""
     hybrid = _hybrid_layers(cfg)
     blocks = min(cfg.num_shared_blocks, len(hybrid)) if hybrid else 0
-    rules = [rule for i, letter in enumerate(pattern) for rule in _zamba_layer_rules(i, letter)]
-    rules += [rule for k in range(blocks) for rule in _zamba_block_rules(k, hybrid[k])]
+    rules = [rule for i, letter in enumerate(pattern) for rule in _layer_rules(i, letter, ZAMBA_MIXER)]
+    rules += [rule for k in range(blocks) for rule in _block_rules(k, hybrid[k], "shared_transf",
+                                                                  ("gate_proj", "up_proj"))]
     return tuple(rules) + ENDS
 
 
