@@ -393,20 +393,22 @@ class GatedDeltaNet(nn.Module):
 
 # ---------------------------------------------------------------------------------------------------------
 # checkpoint layouts: Qwen3.5 projects [q; k; v], z, b and a separately, every head's rows in turn; ours
-# (Qwen3-Next's) groups them per key head. Row permutations of dim 0, for the converter's transforms.
+# (Qwen3-Next's) groups them per key head. Row permutations of dim 0, for the converter's transforms; with
+# ``tp``, of the rows one of ``tp`` TP ranks holds (its heads: Megatron-core's in_proj is, per rank, the
+# separate layout of that rank's heads).
 # ---------------------------------------------------------------------------------------------------------
 
-def _head_sizes(config: TransformerConfig) -> Tuple[int, int, int, int]:
-    """(key heads, key dim, value heads per key head, value dim)."""
+def _head_sizes(config: TransformerConfig, tp: int = 1) -> Tuple[int, int, int, int]:
+    """(key heads of one of ``tp`` ranks, key dim, value heads per key head, value dim)."""
     key_heads = config.linear_num_key_heads
-    return (key_heads, config.linear_key_head_dim, config.linear_num_value_heads // key_heads,
+    return (key_heads // tp, config.linear_key_head_dim, config.linear_num_value_heads // key_heads,
             config.linear_value_head_dim)
 
 
-def qkvz_from_separate(qkv: torch.Tensor, z: torch.Tensor, config: TransformerConfig) -> torch.Tensor:
+def qkvz_from_separate(qkv: torch.Tensor, z: torch.Tensor, config: TransformerConfig, tp: int = 1) -> torch.Tensor:
     """``in_proj_qkvz`` rows (per key head ``[q, k, v-group, z-group]``) from Qwen3.5's ``in_proj_qkv``
     (``[q; k; v]``) and ``in_proj_z`` rows; any trailing dims (a weight's input columns) ride along."""
-    heads, key_dim, ratio, value_dim = _head_sizes(config)
+    heads, key_dim, ratio, value_dim = _head_sizes(config, tp)
     rest = qkv.shape[1:]
     q, k, v = qkv.split([heads * key_dim, heads * key_dim, heads * ratio * value_dim], dim=0)
     grouped = [q.reshape(heads, key_dim, *rest), k.reshape(heads, key_dim, *rest),
@@ -414,26 +416,26 @@ def qkvz_from_separate(qkv: torch.Tensor, z: torch.Tensor, config: TransformerCo
     return torch.cat(grouped, dim=1).reshape(-1, *rest)
 
 
-def separate_from_qkvz(qkvz: torch.Tensor, config: TransformerConfig) -> Tuple[torch.Tensor, torch.Tensor]:
+def separate_from_qkvz(qkvz: torch.Tensor, config: TransformerConfig, tp: int = 1) -> Tuple[torch.Tensor, torch.Tensor]:
     """Qwen3.5's ``(in_proj_qkv, in_proj_z)`` rows from ``in_proj_qkvz``'s (the inverse of
     :func:`qkvz_from_separate`)."""
-    heads, key_dim, ratio, value_dim = _head_sizes(config)
+    heads, key_dim, ratio, value_dim = _head_sizes(config, tp)
     rest = qkvz.shape[1:]
     q, k, v, z = qkvz.reshape(heads, -1, *rest).split([key_dim, key_dim, ratio * value_dim, ratio * value_dim],
                                                       dim=1)
     return torch.cat([x.reshape(-1, *rest) for x in (q, k, v)], dim=0), z.reshape(-1, *rest)
 
 
-def ba_from_separate(b: torch.Tensor, a: torch.Tensor, config: TransformerConfig) -> torch.Tensor:
+def ba_from_separate(b: torch.Tensor, a: torch.Tensor, config: TransformerConfig, tp: int = 1) -> torch.Tensor:
     """``in_proj_ba`` rows (per key head ``[b-group, a-group]``) from Qwen3.5's ``in_proj_b`` and ``in_proj_a``."""
-    heads, _, ratio, _ = _head_sizes(config)
+    heads, _, ratio, _ = _head_sizes(config, tp)
     rest = b.shape[1:]
     return torch.cat([b.reshape(heads, ratio, *rest), a.reshape(heads, ratio, *rest)], dim=1).reshape(-1, *rest)
 
 
-def separate_from_ba(ba: torch.Tensor, config: TransformerConfig) -> Tuple[torch.Tensor, torch.Tensor]:
+def separate_from_ba(ba: torch.Tensor, config: TransformerConfig, tp: int = 1) -> Tuple[torch.Tensor, torch.Tensor]:
     """Qwen3.5's ``(in_proj_b, in_proj_a)`` rows from ``in_proj_ba``'s."""
-    heads, _, ratio, _ = _head_sizes(config)
+    heads, _, ratio, _ = _head_sizes(config, tp)
     rest = ba.shape[1:]
     b, a = ba.reshape(heads, 2 * ratio, *rest).split([ratio, ratio], dim=1)
     return b.reshape(-1, *rest), a.reshape(-1, *rest)

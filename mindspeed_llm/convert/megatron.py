@@ -13,10 +13,13 @@ from core.pipeline_parallel.layout import Placement
 from core.tensor_parallel.param_meta import TPShard
 from core.transformer.config import TransformerConfig
 from mindspeed_llm.convert.errors import ConversionError
-from mindspeed_llm.convert.layout import ModelLayout
+from mindspeed_llm.convert.layout import Location, ModelLayout
 from mindspeed_llm.convert.native import MegatronSink, MegatronSource, checkpoint_args
 from mindspeed_llm.models import megatron_format
 from mindspeed_llm.models.qkv_layout import interleaved_to_ours, ours_to_interleaved
+
+ABSORBED = object()  # a sink's entry for a parameter written inside another's tensor (a GDN in_proj part)
+
 
 class MegatronLMSource(MegatronSource):
     """A checkpoint written by Megatron-LM or MindSpeed-LLM (``--load-model-type megatron``).
@@ -101,14 +104,37 @@ class MegatronLMSource(MegatronSource):
                     raise ConversionError(f"{self.path(0, stage)}: {their!r} is layer {local} of a chunk of "
                                           f"{len(layers)} layers; the checkpoint does not match its args")
                 name = name.replace("{i}", str(layers[local]))
+            if megatron_format.is_gdn_in_proj(their):  # two of ours: [qkvz part; ba part]
+                prefix = name[:-len(megatron_format.GDN_IN_PROJ)]
+                for part in megatron_format.GDN_IN_PROJ_PARTS:
+                    ours[prefix + part], names[prefix + part] = self._gdn_part(value, part), their
+                continue
             ours[name], names[name] = value, their
         self.stored_names[(stage, chunk)] = names
         return ours
+
+    def _gdn_part(self, in_proj: Any, part: str) -> Any:
+        """The rows of Megatron's GDN ``in_proj`` (one TP rank's) that hold our ``part`` (a view)."""
+        qkvz, ba = megatron_format.gdn_in_proj_rows(self.config, self.tp)
+        if not isinstance(in_proj, torch.Tensor) or in_proj.dim() < 1 or in_proj.size(0) != qkvz + ba:
+            shape = tuple(in_proj.shape) if isinstance(in_proj, torch.Tensor) else type(in_proj).__name__
+            raise ConversionError(f"{self.path(0, 0)}: a gated DeltaNet in_proj of shape {shape} does not hold the "
+                                  f"{qkvz} + {ba} rows its args give a TP rank; the checkpoint does not match its args")
+        first = part == megatron_format.GDN_IN_PROJ_PARTS[0]
+        return in_proj.narrow(0, 0 if first else qkvz, qkvz if first else ba)
+
+    def _stored_piece(self, state: Dict[str, Any], stage: int, chunk: int, local: str) -> torch.Tensor:
+        value = state[self._stored_name(stage, chunk, local)]
+        if megatron_format.is_gdn_in_proj_part(local):
+            return self._gdn_part(value, local[local.index("self_attention."):])
+        return value
 
     def _stored_name(self, stage: int, chunk: int, local: str) -> str:
         return self.stored_names[(stage, chunk)][local]
 
     def _place(self, name: str, shard: TPShard, piece: torch.Tensor, rank: int, full: torch.Tensor) -> None:
+        if megatron_format.is_gdn_in_proj_part(name):  # the rank's [q; k; v; z] / [b; a] rows, grouped as ours
+            piece = megatron_format.gdn_part_from_megatron(name, piece, self.config, self.tp)
         if not megatron_format.is_fused_qkv(name):
             super()._place(name, shard, piece, rank, full)
             return
@@ -116,10 +142,14 @@ class MegatronLMSource(MegatronSource):
         full.narrow(0, rank * rows, rows).copy_(piece)
 
     def _to_our_layout(self, name: str, full: torch.Tensor) -> torch.Tensor:
+        config = self.config
+        if megatron_format.is_gdn_norm(name) and config.apply_layernorm_1p:
+            return full + 1  # Megatron's out_norm is zero-centred with the model's norms: (1 + w)
         if not megatron_format.is_fused_qkv(name):
             return full
-        config = self.config  # full: [groups * (q/g + 2) * hd, ...] interleaved
-        return interleaved_to_ours(full, config.num_attention_heads, config.num_query_groups, config.kv_channels)
+        # full: [groups * (q/g (+ q/g gates) + 2) * hd, ...] interleaved
+        return interleaved_to_ours(full, config.num_attention_heads, config.num_query_groups, config.kv_channels,
+                                   gated=config.attention_output_gate)
 
 
 class MegatronLMSink(MegatronSink):
@@ -154,6 +184,8 @@ class MegatronLMSink(MegatronSink):
         except megatron_format.MegatronFormatError as error:
             raise ConversionError(f"--save-model-type megatron: {error}") from None
         self.names: Dict[Tuple[int, int], Dict[str, str]] = {}  # (stage, chunk) -> {ours: theirs}
+        # (rank, stage, chunk, Megatron's name) -> {our part: its rows} of a GDN in_proj still missing a part
+        self.pending_parts: Dict[Tuple[int, int, int, str], Dict[str, torch.Tensor]] = {}
         for stage, chunks in enumerate(layout.chunk_names):
             for chunk, names in enumerate(chunks):
                 local = {layer: index for index, layer in enumerate(layout.placement[stage][chunk])}
@@ -161,22 +193,51 @@ class MegatronLMSink(MegatronSink):
 
     def _their_name(self, name: str, local: Dict[int, int]) -> str:
         parts = megatron_format.split_layer(name)
+        config = self.layout.config
         return megatron_format.their_name(name, local[parts[0]] if parts else None, self.transformer_impl,
-                                          hybrid=self.layout.config.hybrid_override_pattern is not None)
+                                          hybrid=config.hybrid_override_pattern is not None,
+                                          mixer=config.layer_parts(parts[0])[0] if parts else None)
 
     def _piece(self, name: str, full: torch.Tensor, shard: Optional[TPShard], rank: int) -> torch.Tensor:
+        config = self.layout.config
+        if megatron_format.is_gdn_norm(name) and config.apply_layernorm_1p:
+            return full - 1  # Megatron's out_norm is zero-centred with the model's norms: (1 + w)
+        if megatron_format.is_gdn_in_proj_part(name):  # our rank's rows, in Megatron's order for that rank
+            return megatron_format.gdn_part_to_megatron(name, super()._piece(name, full, shard, rank), config,
+                                                        self.layout.tp)
         if not megatron_format.is_fused_qkv(name):
             return super()._piece(name, full, shard, rank)
-        config = self.layout.config
         interleaved = ours_to_interleaved(full, config.num_attention_heads, config.num_query_groups,
-                                          config.kv_channels)  # [groups * (q/g + 2) * hd, ...]
+                                          config.kv_channels, gated=config.attention_output_gate)
         return interleaved.chunk(self.layout.tp, dim=0)[rank].clone()  # a contiguous run of groups
+
+    def write(self, name: str, pieces: List[Tuple[int, Location, torch.Tensor]]) -> None:
+        """As :class:`MegatronSink` writes, except that the two parts of a gated DeltaNet's ``in_proj`` are held
+        until both have come and written as Megatron's one tensor (``in_proj_qkvz``'s rows, then
+        ``in_proj_ba``'s), under the first part's name; the second is recorded as absorbed."""
+        if not megatron_format.is_gdn_in_proj_part(name):
+            super().write(name, pieces)
+            return
+        whole = []
+        for rank, (stage, chunk, local), value in pieces:
+            key = (rank, stage, chunk, self.names[(stage, chunk)][local])
+            parts = self.pending_parts.setdefault(key, {})
+            parts[local] = value
+            if len(parts) < len(megatron_format.GDN_IN_PROJ_PARTS):
+                continue
+            del self.pending_parts[key]
+            first, second = sorted(parts, key=lambda part: not part.endswith(megatron_format.GDN_IN_PROJ_PARTS[0]))
+            self.per_file.setdefault((rank, stage), [{} for _ in range(self.layout.vpp)])[chunk][second] = ABSORBED
+            self.missing[(rank, stage)].discard((chunk, second))
+            whole.append((rank, (stage, chunk, first), torch.cat([parts[first], parts[second]])))
+        if whole:
+            super().write(name, whole)
 
     def _stored_states(self, stage: int, chunks: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
         states = []
         for chunk, state in enumerate(chunks):
             names = self.names[(stage, chunk)]
-            stored: Dict[str, Any] = {names[name]: value for name, value in state.items()}
+            stored: Dict[str, Any] = {names[name]: value for name, value in state.items() if value is not ABSORBED}
             if self.transformer_impl == "transformer_engine":
                 config = self.layout.config
                 layers = [(i, layer) for i, layer in enumerate(self.layout.placement[stage][chunk])

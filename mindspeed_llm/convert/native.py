@@ -180,6 +180,11 @@ class MegatronSource:
         """The key in the file of our parameter ``local`` of chunk ``chunk`` on ``stage`` (ours: the same)."""
         return local
 
+    def _stored_piece(self, state: Dict[str, Any], stage: int, chunk: int, local: str) -> torch.Tensor:
+        """One rank's stored piece of our parameter ``local`` from that rank's chunk ``state`` (ours: the entry
+        itself; a format that fuses several of ours into one entry gives its part)."""
+        return state[self._stored_name(stage, chunk, local)]
+
     def _place(self, name: str, shard: TPShard, piece: torch.Tensor, rank: int, full: torch.Tensor) -> None:
         """Copy TP rank ``rank``'s piece of parameter ``name`` into its place in the full tensor."""
         shard.place(piece, rank, self.tp, full)
@@ -247,7 +252,7 @@ class MegatronSource:
             stage, chunk, local = layout.locations[name][0]
             key, stored = layout.chunk_keys[chunk], self._stored_name(stage, chunk, local)
             for rank in self._ranks_holding(layout.shards[name], name in layout.experts, layout):
-                if finite or non_finite_count(self._map(rank, stage)[key][stored]):
+                if finite or non_finite_count(self._stored_piece(self._map(rank, stage)[key], stage, chunk, local)):
                     return stored, self.path(rank, stage)
         return name, f"{self.load_dir} merged with its --lora-load adapters"
 
@@ -257,7 +262,7 @@ class MegatronSource:
             return [tensor.to("meta") for tensor in self.read(name, hf_names, layout)]
         stage, chunk, local = layout.locations[name][0]
         rank = self._ranks_holding(layout.shards[name], name in layout.experts, layout)[0]
-        dtype = self._map(rank, stage)[layout.chunk_keys[chunk]][self._stored_name(stage, chunk, local)].dtype
+        dtype = self._stored_piece(self._map(rank, stage)[layout.chunk_keys[chunk]], stage, chunk, local).dtype
         full = self._to_our_layout(name, torch.empty(layout.full_shapes[name], dtype=dtype, device="meta"))
         return to_hf(layout.rules[name][0], full, layout.context(name))
 
@@ -266,13 +271,13 @@ class MegatronSource:
         if name in self.supplied:  # not in the files: the overlay's tensor
             return to_hf(layout.rules[name][0], self.overlay(name, None), layout.context(name))
         stage, chunk, local = layout.locations[name][0]  # (the tied copy on the last stage is not read)
-        key, stored = layout.chunk_keys[chunk], self._stored_name(stage, chunk, local)
+        key = layout.chunk_keys[chunk]
         shard = layout.shards[name]
         expert = name in layout.experts
         full: Optional[torch.Tensor] = None
         for rank in self._ranks_holding(shard, expert, layout):
             mapped = self._map(rank, stage)
-            piece = mapped[key][stored]
+            piece = self._stored_piece(mapped[key], stage, chunk, local)
             if full is None:
                 full = piece.new_empty(layout.full_shapes[name])
             experts = expert_slice(full, layout.expert_index(rank), layout.ep) if expert else full

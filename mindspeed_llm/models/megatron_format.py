@@ -59,8 +59,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from core.transformer.config import RUNTIME_CONFIG_FIELDS
-from core.transformer.config import (ACTIVATION_SWITCHES, ATTENTION, ATTENTION_MIXER, DENSE_MLP, LAYER_LETTERS,
-                                     MAMBA, MAMBA_MIXER, QK_NORM_SWITCHES, TransformerConfig,
+from core.transformer.gated_delta_net import ba_from_separate, qkvz_from_separate, separate_from_ba, separate_from_qkvz
+from core.transformer.config import (ACTIVATION_SWITCHES, ATTENTION, ATTENTION_MIXER, DENSE_MLP, GDN_MIXER,
+                                     LAYER_LETTERS, MAMBA, MAMBA_MIXER, QK_NORM_SWITCHES, VARIANT_MIXERS,
+                                     TransformerConfig,
                                      activation_from_switches, activation_switches, feature_fields,
                                      pad_vocab_size, qk_norm_from_switches, qk_norm_switches)
 
@@ -73,7 +75,7 @@ SAME_NAME_FIELDS = (
     "add_bias_linear", "add_qkv_bias", "untie_embeddings_and_output_weights", "apply_layernorm_1p",
     "rope_scaling_type", "rope_scaling_factor", "input_embeds_norm", "sliding_window",
     "output_multiplier_scale", "attn_logit_softcapping", "output_logit_softcapping", "query_pre_attn_scalar",
-    "fp32_residual_connection", "apply_residual_connection_post_layernorm",
+    "fp32_residual_connection", "apply_residual_connection_post_layernorm", "attention_output_gate",
 )
 # TransformerConfig field -> the ``args`` name Megatron-LM / MindSpeed-LLM use for it.
 RENAMED_FIELDS = {
@@ -118,8 +120,9 @@ MEGATRON_LLAMA3_ROPE = dict(rope_low_freq_factor=1.0, rope_high_freq_factor=4.0,
 
 # --------------------------------------------------------------------------- hybrid (Mamba) models
 
-# Megatron's hybrid letters this converter maps (Mamba2, attention, MLP); the others are named when refused
-HYBRID_LETTERS = ("M", "*", "-")
+# Megatron's hybrid letters this converter maps (Mamba2, gated DeltaNet, attention, MLP); the others are named
+# when refused
+HYBRID_LETTERS = ("M", "G", "*", "-")
 MEGATRON_HYBRID_LETTERS = {**LAYER_LETTERS, "D": "a DeepSeek sparse attention layer",
                            "+": "a multi-latent attention layer"}
 PIPE, MTP_SEPARATOR = "|", "/"
@@ -208,8 +211,8 @@ def _refuse_letters(pattern: str, where: str) -> None:
     bad = [letter for letter in pattern if letter not in HYBRID_LETTERS]
     if bad:
         what = MEGATRON_HYBRID_LETTERS.get(bad[0], "an unknown layer")
-        raise MegatronFormatError(f"{where} = {pattern!r}: {bad[0]!r} is {what}; only Mamba ('M'), attention ('*') "
-                                  "and MLP ('-') layers convert to and from Megatron-LM")
+        raise MegatronFormatError(f"{where} = {pattern!r}: {bad[0]!r} is {what}; only Mamba ('M'), gated DeltaNet "
+                                  "('G'), attention ('*') and MLP ('-') layers convert to and from Megatron-LM")
 
 
 def _hybrid_kwargs(args: argparse.Namespace, kwargs: Dict[str, Any]) -> None:
@@ -272,6 +275,72 @@ def _hybrid_args(config: TransformerConfig) -> Dict[str, Any]:
     out.update({key: getattr(config, key) for key in (*MEGATRON_MAMBA_ARGS, *PRESERVED_MAMBA_ARGS)})
     out["mamba_num_heads"] = None if default_width else heads
     return out
+
+
+# --------------------------------------------------------------------------- gated DeltaNet layers
+
+# Megatron-core's spellings of its GatedDeltaNet in ``experimental_attention_variant`` ('gdn'; 'gated_delta_net'
+# before 0.17 and its alias since); its 'gdn2' and 'dsa' are other layers
+MEGATRON_GDN_VARIANTS = ("gdn", "gated_delta_net")
+MEGATRON_GDN_VARIANT = "gated_delta_net"  # the spelling written: every Megatron-core release with GDN reads it
+# the GDN sizes Megatron-core's args hold under our names, with its defaults
+MEGATRON_GDN_ARGS = dict(linear_conv_kernel_dim=4, linear_key_head_dim=128, linear_value_head_dim=128,
+                         linear_num_key_heads=16, linear_num_value_heads=32)
+# GDN fields Megatron's layer does not read (its kernel runs chunks of 64): kept in args under our names
+PRESERVED_GDN_ARGS = dict(linear_chunk_size=64)
+GDN_FIELDS = ("experimental_attention_variant", "linear_attention_freq", *MEGATRON_GDN_ARGS, *PRESERVED_GDN_ARGS)
+
+
+def _gdn_kwargs(args: argparse.Namespace, kwargs: Dict[str, Any]) -> None:
+    """The gated DeltaNet fields of ``args`` into ``kwargs``: a GPT model's variant and its layer marks
+    (``linear_attention_freq``, 1 a GDN layer), or the sizes of a hybrid pattern's 'G' layers."""
+    variant = getattr(args, "experimental_attention_variant", None)
+    if variant is not None and variant not in MEGATRON_GDN_VARIANTS:
+        raise MegatronFormatError(f"args.experimental_attention_variant = {variant!r}: only Megatron-core's gated "
+                                  f"DeltaNet ({' / '.join(MEGATRON_GDN_VARIANTS)}) converts")
+    hybrid = kwargs.get("hybrid_override_pattern")
+    if hybrid is None and variant is not None:  # a GPT model: the variant on the layers marked 1
+        freq = getattr(args, "linear_attention_freq", None)
+        if freq is None:
+            raise MegatronFormatError(f"args.experimental_attention_variant = {variant!r} without "
+                                      "args.linear_attention_freq: which layers are gated DeltaNet is unknown")
+        marks = str([int(mark) for mark in freq]) if isinstance(freq, (list, tuple)) else str(freq)
+        kwargs.update(experimental_attention_variant=MEGATRON_GDN_VARIANT, linear_attention_freq=marks)
+    elif "G" not in (hybrid or ""):
+        return
+    if kwargs.get("add_bias_linear"):
+        raise MegatronFormatError("args.add_bias_linear = True with gated DeltaNet layers: Megatron's GatedDeltaNet "
+                                  "has no biases, this decoder's follow add_bias_linear; not supported")
+    kwargs.update({key: int(_arg(args, key, default)) for key, default in MEGATRON_GDN_ARGS.items()})
+    kwargs.update({key: _arg(args, key, default) for key, default in PRESERVED_GDN_ARGS.items()})
+
+
+def _gdn_args(config: TransformerConfig) -> Dict[str, Any]:
+    """The gated DeltaNet ``args`` of ``config``; refuses what Megatron's GatedDeltaNet cannot build."""
+    out: Dict[str, Any] = dict(experimental_attention_variant=None, linear_attention_freq=None)
+    variant = config.experimental_attention_variant
+    if variant is not None and config.hybrid_override_pattern is None:
+        if VARIANT_MIXERS[variant] != GDN_MIXER:
+            raise MegatronFormatError(f"this model sets experimental_attention_variant = {variant!r}, which "
+                                      "Megatron-LM checkpoints cannot express (of the linear mixers only gated "
+                                      "DeltaNet converts); convert it to hf or mg instead")
+        out.update(experimental_attention_variant=MEGATRON_GDN_VARIANT,
+                   linear_attention_freq=[int(mark) for mark in config.linear_attention_layers])
+    if GDN_MIXER not in config.layer_mixers:
+        return out
+    if config.add_bias_linear:
+        raise MegatronFormatError("this model sets add_bias_linear = True with gated DeltaNet layers; Megatron-LM's "
+                                  "GatedDeltaNet has no biases (its checkpoints cannot express them); convert it to "
+                                  "hf or mg instead")
+    out.update({key: getattr(config, key) for key in (*MEGATRON_GDN_ARGS, *PRESERVED_GDN_ARGS)})
+    return out
+
+
+def gdn_in_proj_rows(config: TransformerConfig, tp: int) -> Tuple[int, int]:
+    """The rows of one TP rank's ``in_proj_qkvz`` and ``in_proj_ba`` (the two parts of Megatron's ``in_proj``)."""
+    key_rows = 2 * config.linear_num_key_heads * config.linear_key_head_dim
+    value_rows = 2 * config.linear_num_value_heads * config.linear_value_head_dim
+    return (key_rows + value_rows) // tp, 2 * config.linear_num_value_heads // tp
 
 
 class MegatronFormatError(ValueError):
@@ -339,6 +408,7 @@ def config_from_args(args: argparse.Namespace, vocab_size: Optional[int] = None)
                   init_method_std=float(_arg(args, "init_method_std", 0.02)))
     kwargs["vocab_size"] = _vocab_size(args, kwargs, vocab_size)
     _hybrid_kwargs(args, kwargs)
+    _gdn_kwargs(args, kwargs)
     return kwargs
 
 
@@ -383,9 +453,10 @@ def args_from_config(config: TransformerConfig) -> Dict[str, Any]:
     """Megatron-LM / MindSpeed-LLM ``args`` fields describing ``config`` (the inverse of
     :func:`config_from_args`); a field they cannot express is a :class:`MegatronFormatError`."""
     hybrid = _hybrid_args(config)  # first: a layer kind Megatron lacks is named by its letter
+    gdn = _gdn_args(config)
     defaults = {f.name: f.default for f in fields(TransformerConfig)}
     known = set(SAME_NAME_FIELDS) | set(RENAMED_FIELDS) | set(DERIVED_FIELDS) | set(RUNTIME_CONFIG_FIELDS) | {
-        "hybrid_override_pattern", *feature_fields(MAMBA)}  # checked by _hybrid_args
+        "hybrid_override_pattern", *feature_fields(MAMBA), *GDN_FIELDS}  # checked by _hybrid_args, _gdn_args
     for name in sorted(set(defaults) - known):
         value = getattr(config, name)
         if value not in (defaults[name], ()) and not (value is None and defaults[name] is None):
@@ -414,6 +485,7 @@ def args_from_config(config: TransformerConfig) -> Dict[str, Any]:
     out["use_rope_scaling"] = llama3  # Megatron-LM's spelling of the same scaling
     out["add_rmsnorm_offset"] = config.apply_layernorm_1p and config.normalization == "RMSNorm"  # MindSpeed's
     out.update(hybrid)
+    out.update(gdn)
     return out
 
 
@@ -429,7 +501,10 @@ TE_NORM_NAMES = {
     "norm.weight": "mixer.in_proj.layer_norm_weight",
     "norm.bias": "mixer.in_proj.layer_norm_bias",
 }
-FROM_TE_NORM_NAMES = {te: ours for ours, te in TE_NORM_NAMES.items()}
+# a gated DeltaNet layer fuses its input norm into the GDN's in_proj instead
+GDN_TE_NORM_NAMES = {"input_layernorm.weight": "self_attention.in_proj.layer_norm_weight",
+                     "input_layernorm.bias": "self_attention.in_proj.layer_norm_bias"}
+FROM_TE_NORM_NAMES = {te: ours for names in (TE_NORM_NAMES, GDN_TE_NORM_NAMES) for ours, te in names.items()}
 # Megatron-core >= 0.19's names of the Mamba conv (direct mixer parameters) -> ours (and earlier releases')
 FROM_CONV_PARAMETER_NAMES = {"mixer.conv1d_weight": "mixer.conv1d.weight", "mixer.conv1d_bias": "mixer.conv1d.bias"}
 # the final norm: ours (and Megatron's GPT TransformerBlock's) -> Megatron's HybridStack / MambaStack's
@@ -438,7 +513,17 @@ FINAL_NORM, HYBRID_FINAL_NORM = "decoder.final_layernorm.", "decoder.final_norm.
 TE_ATTENTION_MODULES = ("self_attention.linear_qkv", "self_attention.core_attention", "self_attention.linear_proj")
 TE_MLP_MODULES = ("mlp.linear_fc1", "mlp.linear_fc2")
 TE_MAMBA_MODULES = ("mixer.in_proj", "mixer.out_proj")  # (its gated norm is mamba_ssm's, without one)
+TE_GDN_MODULES = ("self_attention.in_proj", "self_attention.out_proj")
 QKV_SUFFIXES = ("self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias")
+# A gated DeltaNet layer (Megatron-core's GatedDeltaNet): its one ``in_proj`` holds, on TP rank t, the rows
+# ``[q_t; k_t; v_t; z_t; b_t; a_t]`` (each part the rank's heads in order); ours are two projections grouped per
+# key head, ``in_proj_qkvz`` (the first four parts) and ``in_proj_ba`` (the last two). Its ``out_norm`` is our
+# gated norm, zero-centred ((1 + w), stored w - 1) when the model's norms are (``apply_layernorm_1p``).
+GDN_IN_PROJ = "self_attention.in_proj.weight"
+GDN_IN_PROJ_PARTS = ("self_attention.in_proj_qkvz.weight", "self_attention.in_proj_ba.weight")  # Megatron's order
+GDN_OUT_NORM, GDN_NORM = "self_attention.out_norm.weight", "self_attention.norm.weight"
+GDN_RENAMED = {GDN_NORM: GDN_OUT_NORM, **{part: GDN_IN_PROJ for part in GDN_IN_PROJ_PARTS}}
+FROM_GDN_NAMES = {GDN_OUT_NORM: GDN_NORM}
 
 
 def is_fused_qkv(name: str) -> bool:
@@ -452,15 +537,22 @@ def split_layer(name: str) -> Optional[Tuple[int, str]]:
     return (int(match.group(1)), match.group(2)) if match else None
 
 
-def their_name(our_name: str, local_layer: Optional[int], transformer_impl: str, hybrid: bool = False) -> str:
+def their_name(our_name: str, local_layer: Optional[int], transformer_impl: str, hybrid: bool = False,
+               mixer: Optional[str] = None) -> str:
     """The Megatron name of our parameter ``our_name`` in a chunk where its layer is ``local_layer``;
-    ``hybrid``: of a hybrid model (Megatron's HybridStack, whose final norm is ``final_norm``)."""
+    ``hybrid``: of a hybrid model (Megatron's HybridStack, whose final norm is ``final_norm``); ``mixer``: the
+    layer's token mixer (a gated DeltaNet's parameters are named and fused as Megatron-core's GatedDeltaNet; both
+    parts of its ``in_proj`` get that one name)."""
     parts = split_layer(our_name)
     if parts is None:
         if hybrid and our_name.startswith(FINAL_NORM):
             return HYBRID_FINAL_NORM + our_name[len(FINAL_NORM):]
         return our_name
     suffix = parts[1]
+    if mixer == GDN_MIXER:
+        suffix = GDN_RENAMED.get(suffix, suffix)
+        if transformer_impl == "transformer_engine":
+            suffix = GDN_TE_NORM_NAMES.get(suffix, suffix)
     if transformer_impl == "transformer_engine":
         suffix = TE_NORM_NAMES.get(suffix, suffix)
     return f"decoder.layers.{local_layer}.{suffix}"
@@ -468,7 +560,8 @@ def their_name(our_name: str, local_layer: Optional[int], transformer_impl: str,
 
 def our_layer_name(their: str) -> Optional[Tuple[Optional[int], str]]:
     """(chunk-local layer number or None, our name with that number left as ``{i}``) of a Megatron
-    parameter name; None for entries that carry no weights (``_extra_state``)."""
+    parameter name; None for entries that carry no weights (``_extra_state``). A gated DeltaNet's
+    ``in_proj`` keeps its name: it holds two of ours (:func:`gdn_in_proj_rows`)."""
     if their.endswith("._extra_state") or their == "_extra_state":
         return None
     parts = split_layer(their)
@@ -477,14 +570,49 @@ def our_layer_name(their: str) -> Optional[Tuple[Optional[int], str]]:
             return None, FINAL_NORM + their[len(HYBRID_FINAL_NORM):]
         return None, their
     local, suffix = parts
-    suffix = FROM_CONV_PARAMETER_NAMES.get(suffix, suffix)
+    suffix = FROM_CONV_PARAMETER_NAMES.get(suffix, FROM_GDN_NAMES.get(suffix, suffix))
     return local, "decoder.layers.{i}." + FROM_TE_NORM_NAMES.get(suffix, suffix)
+
+
+def is_gdn_in_proj(their: str) -> bool:
+    """Whether Megatron's ``their`` is a gated DeltaNet's fused ``in_proj`` (two of our parameters)."""
+    return their.endswith("." + GDN_IN_PROJ)
+
+
+def is_gdn_in_proj_part(our_name: str) -> bool:
+    """Whether our ``our_name`` is one of the two projections a Megatron GatedDeltaNet fuses into ``in_proj``."""
+    return our_name.endswith(GDN_IN_PROJ_PARTS)
+
+
+def gdn_part_to_megatron(our_name: str, piece: torch.Tensor, config: TransformerConfig, tp: int) -> torch.Tensor:
+    """A TP rank's piece of ``in_proj_qkvz`` / ``in_proj_ba`` (grouped per key head) as the rows of its part of
+    Megatron's ``in_proj`` on that rank: ``[q; k; v; z]`` / ``[b; a]``, each over the rank's heads in order."""
+    if our_name.endswith(GDN_IN_PROJ_PARTS[0]):
+        return torch.cat(separate_from_qkvz(piece, config, tp))
+    return torch.cat(separate_from_ba(piece, config, tp))
+
+
+def gdn_part_from_megatron(our_name: str, rows: torch.Tensor, config: TransformerConfig, tp: int) -> torch.Tensor:
+    """The inverse of :func:`gdn_part_to_megatron`: a rank's ``[q; k; v; z]`` or ``[b; a]`` rows grouped per key
+    head as our TP piece."""
+    if our_name.endswith(GDN_IN_PROJ_PARTS[0]):
+        z_rows = config.linear_num_value_heads * config.linear_value_head_dim // tp
+        qkv, z = rows.split([rows.size(0) - z_rows, z_rows])
+        return qkvz_from_separate(qkv, z, config, tp)
+    b, a = rows.chunk(2)
+    return ba_from_separate(b, a, config, tp)
+
+
+def is_gdn_norm(our_name: str) -> bool:
+    """Whether our ``our_name`` is a gated DeltaNet's gated norm (Megatron's ``out_norm``)."""
+    return our_name.endswith("." + GDN_NORM)
 
 
 def te_modules(config: TransformerConfig, layer: int) -> Tuple[str, ...]:
     """The Transformer Engine modules (with an ``_extra_state`` each) of global layer ``layer``."""
     mixer, mlp = config.layer_parts(layer)
     return ((TE_MAMBA_MODULES if mixer == MAMBA_MIXER else ())
+            + (TE_GDN_MODULES if mixer == GDN_MIXER else ())
             + (TE_ATTENTION_MODULES if mixer == ATTENTION_MIXER else ())
             + (TE_MLP_MODULES if mlp == DENSE_MLP else ()))
 

@@ -20,7 +20,8 @@ with Transformer Engine, plus ``_extra_state``), ``args`` in Megatron's names,
   (layer names of Megatron-core's hybrid specs, ``in_proj`` rows ``[z; x; B; C; dt]`` per TP rank,
   ``decoder.final_norm``, TE ``_extra_state`` per layer kind, ``|`` stage segments) and -> ours -> HF
   is exact; Megatron-core 0.19's ``conv1d_weight`` names read; the args round trip, older patterns
-  (ratios) and refusals (gated DeltaNet, MTP, Mamba biases, Mamba1, groups below TP).
+  (ratios) and refusals (Kimi Delta Attention, MTP, Mamba biases, Mamba1, groups below TP);
+* gated DeltaNet models: ``tests/unit/test_convert_megatron_gdn.py``.
 
     python -m pytest tests/unit/test_convert_megatron.py -q
 """
@@ -659,7 +660,7 @@ def test_hybrid_pattern_from_older_args() -> None:
 
 
 @pytest.mark.parametrize("setting, fragments", [
-    (dict(hybrid_layer_pattern="MG*|M-*"), ("args.hybrid_layer_pattern", "'G' is a gated DeltaNet layer")),
+    (dict(hybrid_layer_pattern="MK*|M-*"), ("args.hybrid_layer_pattern", "'K' is a Kimi Delta Attention layer")),
     (dict(hybrid_layer_pattern="M*-|M-*/*"), ("args.hybrid_layer_pattern", "multi-token prediction")),
     (dict(add_bias_linear=True), ("args.add_bias_linear", "Mamba")),
     (dict(norm_epsilon=1e-6), ("args.norm_epsilon", "1e-05"))])
@@ -670,14 +671,15 @@ def test_error_unsupported_hybrid_megatron_setting(capsys, nemotron_h, tmp_path,
 
 
 def test_error_hybrid_target_megatron_cannot_hold(capsys, nemotron_h, tmp_path) -> None:
-    """A gated DeltaNet layer, Mamba1 and fewer Mamba groups than TP have no Megatron-LM checkpoint: one line each."""
+    """A Kimi Delta Attention layer, Mamba1 and fewer Mamba groups than TP have no Megatron-LM checkpoint: one line
+    each."""
     from core.transformer.config import TransformerConfig
     from mindspeed_llm.models import megatron_format
 
-    gdn = TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=128,
-                            hybrid_override_pattern="G*", linear_num_key_heads=2, linear_num_value_heads=2)
-    with pytest.raises(megatron_format.MegatronFormatError, match=r"'G' is a gated DeltaNet layer"):
-        megatron_format.args_from_config(gdn)
+    kda = TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=128,
+                            hybrid_override_pattern="K*", linear_num_key_heads=2, linear_num_value_heads=2)
+    with pytest.raises(megatron_format.MegatronFormatError, match=r"'K' is a Kimi Delta Attention layer"):
+        megatron_format.args_from_config(kda)
     mamba1 = TransformerConfig(num_layers=1, hidden_size=64, num_attention_heads=4, vocab_size=128,
                                hybrid_override_pattern="M", position_embedding_type="none", mamba_version=1)
     with pytest.raises(megatron_format.MegatronFormatError, match="mamba_version = 1"):
