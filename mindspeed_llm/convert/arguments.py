@@ -34,8 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--target-tensor-parallel-size", type=int, default=1)
     parser.add_argument("--target-pipeline-parallel-size", type=int, default=1)
     parser.add_argument("--target-expert-parallel-size", type=int, default=1,
-                        help="EP of an mg target: each file mp_rank_TT[_PPP]_EEE holds 1/EP of every MoE layer's "
-                             "experts")
+                        help="EP of an mg or megatron target: each file mp_rank_TT[_PPP]_EEE holds 1/EP of every "
+                             "MoE layer's experts")
     parser.add_argument("--target-expert-tensor-parallel-size", type=int, default=None,
                         help="expert TP of an mg target: the target TP (default; experts split like the MLP) or 1 "
                              "(whole experts spread over TP x EP / TP ranks, EP a multiple of TP)")
@@ -57,6 +57,11 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
                         help="layer naming of a megatron target: local (MindSpeed-LLM; input_layernorm, "
                              "pre_mlp_layernorm; the default) or transformer_engine (Megatron-LM's default; norms "
                              "fused into linear_qkv / linear_fc1 as layer_norm_weight, plus _extra_state)")
+    parser.add_argument("--moe-grouped-gemm", action="store_true",
+                        help="experts of a megatron target as the grouped-GEMM modules hold them: TEGroupedMLP's "
+                             "linear_fc1.weight<i> with --transformer-impl transformer_engine, the legacy "
+                             "GroupedMLP's weight1 / weight2 (MindSpeed-LLM) with local layers; default: "
+                             "SequentialMLP's local_experts.<i> (a megatron source is read in any of them)")
     parser.add_argument("--vocab-size", type=int, default=None,
                         help="the real (unpadded) vocabulary of a megatron source whose args do not record it "
                              "(Megatron keeps only padded_vocab_size); default: args.vocab_size, else the padded size")
@@ -117,9 +122,12 @@ def validate_args(args: argparse.Namespace) -> None:
         raise ConversionError("--target-expert-tensor-parallel-size must be 1 or the target TP")
     if args.target_expert_tensor_parallel_size is not None and args.save_model_type != "mg":
         raise ConversionError("--target-expert-tensor-parallel-size lays out the experts of an mg target; drop it")
-    if args.target_expert_parallel_size > 1 and args.save_model_type != "mg":
-        raise ConversionError(f"--target-expert-parallel-size shards the experts of an mg target; a "
+    if args.target_expert_parallel_size > 1 and args.save_model_type not in ("mg", "megatron"):
+        raise ConversionError(f"--target-expert-parallel-size shards the experts of an mg or megatron target; a "
                               f"{args.save_model_type} target holds all experts, drop it")
+    if args.moe_grouped_gemm and args.save_model_type != "megatron":
+        raise ConversionError("--moe-grouped-gemm lays out the experts of a megatron target; drop it or pass "
+                              "--save-model-type megatron")
     if args.transformer_impl is not None and args.save_model_type != "megatron":
         raise ConversionError("--transformer-impl names the layers of a megatron target; drop it or pass "
                               "--save-model-type megatron")

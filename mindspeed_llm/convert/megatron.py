@@ -4,7 +4,7 @@ per query group (``mindspeed_llm/models/megatron_format.py``, ``mindspeed_llm/mo
 from __future__ import annotations
 
 import argparse
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -19,6 +19,14 @@ from mindspeed_llm.models import megatron_format
 from mindspeed_llm.models.qkv_layout import interleaved_to_ours, ours_to_interleaved
 
 ABSORBED = object()  # a sink's entry for a parameter written inside another's tensor (a GDN in_proj part)
+
+
+class ExpertEntries(NamedTuple):
+    """Where a rank file holds one of our stacked expert tensors: Megatron's layout and its entries' names."""
+
+    layout: str  # megatron_format.SEQUENTIAL_EXPERTS, TE_GROUPED_EXPERTS or GROUPED_EXPERTS
+    which: str  # "fc1" or "fc2"
+    names: Tuple[str, ...]  # the entries' keys in the chunk's state dict, in expert order
 
 
 class MegatronLMSource(MegatronSource):
@@ -59,7 +67,8 @@ class MegatronLMSource(MegatronSource):
                                   f"directories give {self.pp}; the checkpoint is incomplete or inconsistent")
         try:
             kwargs = megatron_format.config_from_args(args, self.vocab_size_flag)
-            config = TransformerConfig(**{**kwargs, "tensor_model_parallel_size": self.tp})
+            config = TransformerConfig(**{**kwargs, "tensor_model_parallel_size": self.tp,
+                                          "expert_model_parallel_size": self.ep if kwargs.get("num_experts") else 1})
         except ValueError as error:  # MegatronFormatError included
             raise ConversionError(f"{path}: {error}") from None
         if config.num_query_groups % self.tp:
@@ -90,7 +99,8 @@ class MegatronLMSource(MegatronSource):
     def _our_names(self, state: Dict[str, Any], stage: int, chunk: int) -> Dict[str, Any]:
         layers = self.placement[stage][chunk]
         ours: Dict[str, Any] = {}
-        names: Dict[str, str] = {}
+        names: Dict[str, Any] = {}
+        experts: Dict[str, Dict[Tuple[str, str, Optional[int]], str]] = {}  # our stacked name -> its entries
         for their, value in state.items():
             if their.split(".")[0] == "language_model":
                 raise ConversionError(f"{self.path(0, stage)} holds a legacy (non-mcore) GPT model ({their!r}); "
@@ -104,14 +114,46 @@ class MegatronLMSource(MegatronSource):
                     raise ConversionError(f"{self.path(0, stage)}: {their!r} is layer {local} of a chunk of "
                                           f"{len(layers)} layers; the checkpoint does not match its args")
                 name = name.replace("{i}", str(layers[local]))
+            entry = megatron_format.expert_entry(their.split(".", 3)[3]) if local is not None else None
+            if entry is not None:  # one of a rank's experts (or all of them): stacked into our tensor below
+                layout, which, _ = entry
+                experts.setdefault(name.replace(name.split(".", 3)[3], f"mlp.experts.linear_{which}.weight"),
+                                   {})[entry] = their
+                continue
             if megatron_format.is_gdn_in_proj(their):  # two of ours: [qkvz part; ba part]
                 prefix = name[:-len(megatron_format.GDN_IN_PROJ)]
                 for part in megatron_format.GDN_IN_PROJ_PARTS:
                     ours[prefix + part], names[prefix + part] = self._gdn_part(value, part), their
                 continue
             ours[name], names[name] = value, their
+        for name, entries in experts.items():
+            names[name] = self._expert_entries(name, entries)
+            ours[name] = self._stacked_experts(state, names[name], meta=True)
         self.stored_names[(stage, chunk)] = names
         return ours
+
+    def _expert_entries(self, name: str, entries: Dict[Tuple[str, str, Optional[int]], str]) -> ExpertEntries:
+        """The Megatron entries of our stacked expert tensor ``name`` in expert order; one layout, every local
+        expert once."""
+        layouts = {layout for layout, _, _ in entries}
+        local = self.config.num_experts // self.ep
+        ordered = sorted(entries.items(), key=lambda item: item[0][2] or 0)
+        layout, which, _ = ordered[0][0]
+        indices = [index for (_, _, index), _ in ordered]
+        expected = [None] if layout == megatron_format.GROUPED_EXPERTS else list(range(local))
+        if len(layouts) > 1 or indices != expected:
+            raise ConversionError(f"{self.path(0, 0)}: the experts of {name!r} are stored as "
+                                  f"{sorted(their for _, their in ordered)[:4]}...; expected the {local} local experts "
+                                  "of one Megatron layout (local_experts.i, linear_fc1.weight<i> or weight1/weight2)")
+        return ExpertEntries(layout, which, tuple(their for _, their in ordered))
+
+    def _stacked_experts(self, state: Dict[str, Any], entries: ExpertEntries, meta: bool = False) -> torch.Tensor:
+        """A rank's experts as our ``[E, rows, cols]`` piece (``meta``: its shape only)."""
+        tensors = [state[name] for name in entries.names]
+        if meta:
+            tensors = [torch.empty(tuple(t.shape), dtype=t.dtype, device="meta") for t in tensors]
+        return megatron_format.experts_from_megatron(entries.layout, entries.which, tensors,
+                                                     self.config.num_experts // self.ep)
 
     def _gdn_part(self, in_proj: Any, part: str) -> Any:
         """The rows of Megatron's GDN ``in_proj`` (one TP rank's) that hold our ``part`` (a view)."""
@@ -123,14 +165,18 @@ class MegatronLMSource(MegatronSource):
         first = part == megatron_format.GDN_IN_PROJ_PARTS[0]
         return in_proj.narrow(0, 0 if first else qkvz, qkvz if first else ba)
 
+    def _stored_name(self, stage: int, chunk: int, local: str) -> str:
+        stored = self.stored_names[(stage, chunk)][local]
+        return stored.names[0] if isinstance(stored, ExpertEntries) else stored
+
     def _stored_piece(self, state: Dict[str, Any], stage: int, chunk: int, local: str) -> torch.Tensor:
-        value = state[self._stored_name(stage, chunk, local)]
+        stored = self.stored_names[(stage, chunk)][local]
+        if isinstance(stored, ExpertEntries):
+            return self._stacked_experts(state, stored)
+        value = state[stored]
         if megatron_format.is_gdn_in_proj_part(local):
             return self._gdn_part(value, local[local.index("self_attention."):])
         return value
-
-    def _stored_name(self, stage: int, chunk: int, local: str) -> str:
-        return self.stored_names[(stage, chunk)][local]
 
     def _place(self, name: str, shard: TPShard, piece: torch.Tensor, rank: int, full: torch.Tensor) -> None:
         if megatron_format.is_gdn_in_proj_part(name):  # the rank's [q; k; v; z] / [b; a] rows, grouped as ours
@@ -165,9 +211,14 @@ class MegatronLMSink(MegatronSink):
     """
 
     def __init__(self, save_dir: str, layout: ModelLayout, family_name: str, hf_config: Optional[Dict[str, Any]],
-                 transformer_impl: str) -> None:
+                 transformer_impl: str, grouped_gemm: bool = False) -> None:
         super().__init__(save_dir, layout, family_name, hf_config)
         config, self.transformer_impl = layout.config, transformer_impl
+        self.experts = megatron_format.expert_layout(transformer_impl, grouped_gemm)
+        self.local_experts = config.num_experts // layout.ep if config.num_experts else 0
+        if layout.whole_experts:
+            raise ConversionError("--save-model-type megatron splits each expert over TP as the dense MLP (Megatron's "
+                                  "default expert TP); whole experts (expert TP 1) are not supported there")
         if config.num_query_groups % layout.tp:
             raise ConversionError(f"--target-tensor-parallel-size {layout.tp} does not divide the "
                                   f"{config.num_query_groups} key/value groups: Megatron-LM splits them over TP "
@@ -178,6 +229,8 @@ class MegatronLMSink(MegatronSink):
                                   "not replicate them); choose a TP size that divides them")
         try:
             self.fields = megatron_format.args_from_config(config)
+            self.fields.update(moe_grouped_gemm=grouped_gemm,
+                               expert_tensor_parallel_size=layout.tp if config.num_experts else None)
             if config.hybrid_override_pattern is not None:  # newer Megatron-core places the stages by '|'
                 self.fields["hybrid_layer_pattern"] = megatron_format.staged_pattern(config.hybrid_override_pattern,
                                                                                      layout.placement)
@@ -194,9 +247,21 @@ class MegatronLMSink(MegatronSink):
     def _their_name(self, name: str, local: Dict[int, int]) -> str:
         parts = megatron_format.split_layer(name)
         config = self.layout.config
+        mixer, mlp = config.layer_parts(parts[0]) if parts else (None, None)
         return megatron_format.their_name(name, local[parts[0]] if parts else None, self.transformer_impl,
-                                          hybrid=config.hybrid_override_pattern is not None,
-                                          mixer=config.layer_parts(parts[0])[0] if parts else None)
+                                          hybrid=config.hybrid_override_pattern is not None, mixer=mixer, mlp=mlp)
+
+    def _add(self, rank: int, stage: int, chunk: int, local: str, value: torch.Tensor) -> Any:
+        """A rank's stacked experts ``[E, rows, cols]`` go in as Megatron's entries (one per expert, or the
+        grouped layout's one tensor): a dict of their placeholders by Megatron name."""
+        which = next((which for ours, which in megatron_format.EXPERT_PARTS.items() if local.endswith(ours)), None)
+        if which is None:
+            return super()._add(rank, stage, chunk, local, value)
+        prefix = self.names[(stage, chunk)][local].rsplit(".mlp.experts.", 1)[0] + "."
+        names = megatron_format.expert_entry_names(self.experts, which, value.size(0))
+        tensors = megatron_format.experts_to_megatron(self.experts, which, value)
+        return {prefix + name: super(MegatronLMSink, self)._add(rank, stage, chunk, local, tensor.contiguous())
+                for name, tensor in zip(names, tensors)}
 
     def _piece(self, name: str, full: torch.Tensor, shard: Optional[TPShard], rank: int) -> torch.Tensor:
         config = self.layout.config
@@ -237,12 +302,18 @@ class MegatronLMSink(MegatronSink):
         states = []
         for chunk, state in enumerate(chunks):
             names = self.names[(stage, chunk)]
-            stored: Dict[str, Any] = {names[name]: value for name, value in state.items() if value is not ABSORBED}
+            stored: Dict[str, Any] = {}
+            for name, value in state.items():
+                if isinstance(value, dict):  # a rank's experts: Megatron's entries
+                    stored.update(value)
+                elif value is not ABSORBED:
+                    stored[names[name]] = value
             if self.transformer_impl == "transformer_engine":
                 config = self.layout.config
                 layers = [(i, layer) for i, layer in enumerate(self.layout.placement[stage][chunk])
                           if layer not in set(config.noop_layers)]
-                stored.update({key: None for key in megatron_format.extra_state_names(layers, config)})
+                stored.update({key: None for key in megatron_format.extra_state_names(
+                    layers, config, self.experts, self.local_experts)})
             states.append(stored)
         return states
 

@@ -360,10 +360,15 @@ class MegatronSink:
         for rank, (stage, chunk, local), value in pieces:
             file = (rank, stage)
             self.per_file.setdefault(file, [{} for _ in range(self.layout.vpp)])[chunk][local] = \
-                self._file(rank, stage).add(value)  # written now; the file keeps a placeholder
+                self._add(rank, stage, chunk, local, value)  # written now; the file keeps a placeholder
             self.missing[file].discard((chunk, local))
             if not self.missing[file]:
                 self._save(rank, stage)
+
+    def _add(self, rank: int, stage: int, chunk: int, local: str, value: torch.Tensor) -> Any:
+        """Write ``rank``'s piece ``value`` of our parameter ``local`` into its file now; what the chunk's state
+        dict keeps for it until the file is closed (ours: the file's placeholder)."""
+        return self._file(rank, stage).add(value)
 
     def _piece(self, name: str, full: torch.Tensor, shard: Optional[TPShard], rank: int) -> torch.Tensor:
         """TP rank ``rank``'s piece of the full tensor of parameter ``name`` (our layout)."""

@@ -61,7 +61,7 @@ def target_layout(args: argparse.Namespace, source, rules: Sequence[WeightRule])
         if divisible_by is None:
             divisible_by = 1 if args.load_model_type == "hf" else source.config.make_vocab_size_divisible_by
         placement = target_placement(args, num_layers, noop, num_layers - len(noop))
-    ep = args.target_expert_parallel_size if args.save_model_type == "mg" else 1
+    ep = args.target_expert_parallel_size if args.save_model_type in ("mg", "megatron") else 1
     etp = args.target_expert_tensor_parallel_size if args.save_model_type == "mg" else None
     check_ep(source.config, ep, args.load_dir)
     config = with_tp(source.config, tp, divisible_by, dtype, args.load_dir, num_layers=num_layers, noop_layers=noop,

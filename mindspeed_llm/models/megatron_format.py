@@ -61,10 +61,11 @@ import torch
 from core.transformer.config import RUNTIME_CONFIG_FIELDS
 from core.transformer.gated_delta_net import ba_from_separate, qkvz_from_separate, separate_from_ba, separate_from_qkvz
 from core.transformer.config import (ACTIVATION_SWITCHES, ATTENTION, ATTENTION_MIXER, DENSE_MLP, GDN_MIXER,
-                                     LAYER_LETTERS, MAMBA, MAMBA_MIXER, QK_NORM_SWITCHES, VARIANT_MIXERS,
+                                     LAYER_LETTERS, MAMBA, MAMBA_MIXER, MOE_MLP, QK_NORM_SWITCHES, VARIANT_MIXERS,
                                      TransformerConfig,
                                      activation_from_switches, activation_switches, feature_fields,
-                                     pad_vocab_size, qk_norm_from_switches, qk_norm_switches)
+                                     pad_vocab_size, parse_layer_frequency, qk_norm_from_switches,
+                                     qk_norm_switches)
 
 TRANSFORMER_IMPLS = ("local", "transformer_engine")
 
@@ -96,7 +97,6 @@ MEGATRON_QK_NORM_SWITCHES = ("qk_layernorm",)
 # whose Megatron / MindSpeed default is unset or False: Megatron-LM keeps e.g. moe_layer_freq=1 and
 # kv_lora_rank=32 in every checkpoint.)
 UNSUPPORTED_ARGS = {
-    "num_experts": "a mixture of experts (MoE)",
     "multi_latent_attention": "multi-latent attention (MLA)",
     "multi_head_latent_attention": "multi-latent attention (MLA)",
     "scale_emb": "MiniCPM's embedding and residual scales",
@@ -343,6 +343,188 @@ def gdn_in_proj_rows(config: TransformerConfig, tp: int) -> Tuple[int, int]:
     return (key_rows + value_rows) // tp, 2 * config.linear_num_value_heads // tp
 
 
+# --------------------------------------------------------------------------- mixture-of-experts layers
+
+# MoE fields Megatron-core's args hold under our names and meanings
+MOE_SAME_NAME_FIELDS = (
+    "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_router_score_function", "moe_router_dtype",
+    "moe_router_num_groups", "moe_router_group_topk", "moe_router_topk_scaling_factor",
+    "moe_router_enable_expert_bias", "moe_router_bias_update_rate", "moe_router_load_balancing_type",
+    "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_expert_capacity_factor", "moe_shared_expert_intermediate_size",
+    "moe_apply_probs_on_input",
+)
+# the MoE fields written specially (_moe_args), and the runtime ones Megatron's args hold under our names
+MOE_FIELDS = (*MOE_SAME_NAME_FIELDS, "shared_expert_gate", "moe_router_pre_softmax", "norm_topk_prob",
+              "moe_layer_freq", "first_k_dense_replace", "moe_router_group_score_topk")
+# Megatron's layouts of a rank's experts (E of them): SequentialMLP (``local_experts.{i}.linear_fc1.weight``, the
+# local spec, or TE without grouped GEMM), TEGroupedMLP (``linear_fc1.weight{i}``, TE with --moe-grouped-gemm) and
+# the legacy GroupedMLP of local layers with --moe-grouped-gemm (MindSpeed-LLM's: ``weight1`` [h, E x fc1 rows]
+# whose memory is the E matrices fc1_i^T, ``weight2`` [E x fc2 columns, h] of fc2_i^T)
+SEQUENTIAL_EXPERTS, TE_GROUPED_EXPERTS, GROUPED_EXPERTS = "sequential", "te_grouped", "grouped"
+EXPERT_PARTS = {"mlp.experts.linear_fc1.weight": "fc1", "mlp.experts.linear_fc2.weight": "fc2"}  # ours -> which
+EXPERT_ENTRY = (  # Megatron's name of one expert entry -> (layout, which, local expert or None)
+    (re.compile(r"^mlp\.experts\.local_experts\.(\d+)\.linear_(fc1|fc2)\.weight$"), SEQUENTIAL_EXPERTS),
+    (re.compile(r"^mlp\.experts\.linear_(fc1|fc2)\.weight(\d+)$"), TE_GROUPED_EXPERTS),
+    (re.compile(r"^mlp\.experts\.weight([12])$"), GROUPED_EXPERTS),
+)
+SHARED_EXPERT_GATE, MEGATRON_SHARED_EXPERT_GATE = "mlp.shared_expert_gate", "mlp.shared_experts.gate_weight"
+TE_SHARED_EXPERT_MODULES = ("mlp.shared_experts.linear_fc1", "mlp.shared_experts.linear_fc2")
+
+
+def expert_layout(transformer_impl: str, grouped_gemm: bool) -> str:
+    """The expert layout Megatron builds for a run's ``transformer_impl`` and ``--moe-grouped-gemm``."""
+    if not grouped_gemm:
+        return SEQUENTIAL_EXPERTS
+    return TE_GROUPED_EXPERTS if transformer_impl == "transformer_engine" else GROUPED_EXPERTS
+
+
+def expert_entry(suffix: str) -> Optional[Tuple[str, str, Optional[int]]]:
+    """(layout, 'fc1' or 'fc2', local expert or None for the grouped layout's one tensor) of a layer-local
+    Megatron name, else None."""
+    for pattern, layout in EXPERT_ENTRY:
+        match = pattern.match(suffix)
+        if match is None:
+            continue
+        if layout == SEQUENTIAL_EXPERTS:
+            return layout, match.group(2), int(match.group(1))
+        if layout == TE_GROUPED_EXPERTS:
+            return layout, match.group(1), int(match.group(2))
+        return layout, f"fc{match.group(1)}", None
+    return None
+
+
+def expert_entry_names(layout: str, which: str, local_experts: int) -> List[str]:
+    """The layer-local Megatron names holding a rank's ``local_experts`` experts' ``which`` ('fc1' or 'fc2')."""
+    if layout == SEQUENTIAL_EXPERTS:
+        return [f"mlp.experts.local_experts.{i}.linear_{which}.weight" for i in range(local_experts)]
+    if layout == TE_GROUPED_EXPERTS:
+        return [f"mlp.experts.linear_{which}.weight{i}" for i in range(local_experts)]
+    return [f"mlp.experts.weight{which[-1]}"]
+
+
+def experts_to_megatron(layout: str, which: str, piece: torch.Tensor) -> List[torch.Tensor]:
+    """A rank's stacked expert piece ``[E, rows, cols]`` (ours) as the tensors of :func:`expert_entry_names`."""
+    if layout != GROUPED_EXPERTS:
+        return [expert.clone() for expert in piece.unbind(0)]  # [rows, cols] each
+    transposed = piece.transpose(1, 2).contiguous()  # [E, cols, rows]: fc_i^T in turn
+    if which == "fc1":
+        return [transposed.reshape(piece.size(2), -1)]  # [h, E x fc1 rows]
+    return [transposed.reshape(-1, piece.size(1))]  # [E x fc2 columns, h]
+
+
+def experts_from_megatron(layout: str, which: str, entries: Sequence[torch.Tensor],
+                          local_experts: int) -> torch.Tensor:
+    """The inverse of :func:`experts_to_megatron`: ``[E, rows, cols]``."""
+    if layout != GROUPED_EXPERTS:
+        return torch.stack(list(entries))
+    weight = entries[0]
+    if which == "fc1":  # [h, E x rows] whose memory is [E, h, rows]
+        return weight.reshape(local_experts, weight.size(0), -1).transpose(1, 2)
+    return weight.reshape(local_experts, -1, weight.size(1)).transpose(1, 2)  # [E x cols, h] -> [E, h, cols]
+
+
+def _layer_marks(freq: Any, num_layers: int) -> List[int]:
+    """Megatron's ``moe_layer_freq`` (N: layer i when i % N == 0; a list of 0/1; its list text) per layer."""
+    if isinstance(freq, str):  # N, or a list expression (the N of parse_layer_frequency means another thing)
+        freq = int(freq) if freq.strip().isdigit() else parse_layer_frequency(freq, num_layers, "args.moe_layer_freq")
+    if isinstance(freq, int):
+        return [int(layer % freq == 0) for layer in range(num_layers)]
+    marks = [int(mark) for mark in freq]
+    if len(marks) != num_layers:
+        raise MegatronFormatError(f"args.moe_layer_freq {marks} has {len(marks)} entries for {num_layers} layers")
+    return marks
+
+
+def _moe_placement(marks: Sequence[int]) -> Tuple[int, int]:
+    """(moe_layer_freq, first_k_dense_replace) giving the per-layer MoE ``marks``; refused when none does."""
+    first = marks.index(1) if 1 in marks else len(marks)
+    for freq in range(1, len(marks) + 1):
+        if all(mark == int(layer >= first and layer % freq == 0) for layer, mark in enumerate(marks)):
+            return freq, first
+    raise MegatronFormatError(f"args.moe_layer_freq {list(marks)}: this decoder places MoE layers every N-th layer "
+                              "after the first K dense ones, which cannot give this pattern")
+
+
+def _moe_kwargs(args: argparse.Namespace, kwargs: Dict[str, Any]) -> None:
+    """The mixture-of-experts fields of ``args`` into ``kwargs`` (nothing without ``num_experts``)."""
+    pattern = kwargs.get("hybrid_override_pattern")
+    if not getattr(args, "num_experts", None):
+        if "E" in (pattern or ""):
+            raise MegatronFormatError(f"args.hybrid_layer_pattern {pattern!r} has MoE ('E') layers but args has no "
+                                      "num_experts; the checkpoint does not describe its experts")
+        return
+    if kwargs.get("add_bias_linear"):
+        raise MegatronFormatError("args.add_bias_linear = True with experts: Megatron's routers and experts then "
+                                  "have biases, which this converter does not map; not supported")
+    etp = getattr(args, "expert_tensor_parallel_size", None)
+    if etp is not None and int(etp) != int(_arg(args, "tensor_model_parallel_size", 1)):
+        raise MegatronFormatError(f"args.expert_tensor_parallel_size = {etp} differs from the tensor parallel size: "
+                                  "only experts split like the dense MLP (ETP = TP) are supported")
+    kwargs.update({name: getattr(args, name) for name in MOE_SAME_NAME_FIELDS if getattr(args, name, None) is not None})
+    kwargs["shared_expert_gate"] = bool(_arg(args, "moe_shared_expert_gate", False))
+    score = kwargs.get("moe_router_score_function", "softmax")
+    if score == "softmax":
+        if kwargs.get("moe_router_enable_expert_bias"):
+            raise MegatronFormatError("args.moe_router_enable_expert_bias = True with softmax scores: Megatron "
+                                      "ignores the expert bias there, this decoder selects with it; not supported")
+        # softmax over all experts then the top-k renormalised (MindSpeed's norm_topk_prob) is a softmax over
+        # the top-k logits, Megatron's default: read as ours spells it
+        norm = bool(_arg(args, "norm_topk_prob", False))
+        kwargs.update(moe_router_pre_softmax=norm or bool(_arg(args, "moe_router_pre_softmax", False)),
+                      norm_topk_prob=norm)
+    elif score == "sigmoid":  # Megatron renormalises the top-k sigmoid weights exactly when it keeps several
+        kwargs.update(moe_router_pre_softmax=False, norm_topk_prob=int(kwargs.get("moe_router_topk", 2)) > 1)
+    else:
+        raise MegatronFormatError(f"args.moe_router_score_function = {score!r} is not supported (softmax or sigmoid)")
+    if pattern is None:
+        first_k = getattr(args, "first_k_dense_replace", None)  # MindSpeed's, beside an int moe_layer_freq
+        marks = _layer_marks(_arg(args, "moe_layer_freq", 1), int(kwargs["num_layers"]))
+        if first_k:
+            marks = [mark if layer >= int(first_k) else 0 for layer, mark in enumerate(marks)]
+        kwargs["moe_layer_freq"], kwargs["first_k_dense_replace"] = _moe_placement(marks)
+
+
+def _moe_args(config: TransformerConfig) -> Dict[str, Any]:
+    """The mixture-of-experts ``args`` of ``config``; refuses routing Megatron's router does not compute."""
+    if config.num_experts is None:
+        return dict(num_experts=None)
+    if config.add_bias_linear or config.add_router_bias:
+        raise MegatronFormatError("this model has biases on its router or experts; Megatron-LM's MoE layers have "
+                                  "them only with add_bias_linear everywhere, which this converter does not map; "
+                                  "convert it to hf or mg instead")
+    score, topk = config.moe_router_score_function, config.moe_router_topk
+    grouped = config.moe_router_num_groups is not None
+    if score == "softmax":
+        refusal = ("expert_bias" if config.moe_router_enable_expert_bias else
+                   "groups" if grouped and config.moe_router_pre_softmax and config.norm_topk_prob else None)
+        if refusal:
+            what = {"expert_bias": "selects without the expert bias",
+                    "groups": "ranks groups by their top logits, not by renormalised softmax scores"}[refusal]
+            raise MegatronFormatError(f"this model's softmax routing differs from Megatron-LM's, which {what}; "
+                                      "convert it to hf or mg instead")
+        pre_softmax = config.moe_router_pre_softmax and not config.norm_topk_prob
+    elif score == "sigmoid":
+        if config.norm_topk_prob != (topk > 1):
+            raise MegatronFormatError(f"this model sets norm_topk_prob = {config.norm_topk_prob} with sigmoid scores "
+                                      f"and top-{topk}; Megatron-LM renormalises them exactly when top-k > 1; "
+                                      "convert it to hf or mg instead")
+        pre_softmax = False
+    else:
+        raise MegatronFormatError(f"this model sets moe_router_score_function = {score!r}, which Megatron-LM "
+                                  "checkpoints cannot express; convert it to hf or mg instead")
+    score_topk = config.moe_router_group_score_topk
+    if grouped and score_topk is not None and score_topk != topk // config.moe_router_group_topk:
+        raise MegatronFormatError(f"this model sets moe_router_group_score_topk = {score_topk}; Megatron-LM scores "
+                                  f"a group by its best top-k / group-topk = {topk // config.moe_router_group_topk} "
+                                  "experts; convert it to hf or mg instead")
+    out = {name: getattr(config, name) for name in MOE_SAME_NAME_FIELDS}
+    hybrid = config.hybrid_override_pattern is not None
+    out.update(moe_shared_expert_gate=config.shared_expert_gate, moe_router_pre_softmax=pre_softmax,
+               norm_topk_prob=config.norm_topk_prob, first_k_dense_replace=None,
+               moe_layer_freq=1 if hybrid else [int(config.is_moe_layer(i)) for i in range(config.num_layers)])
+    return out
+
+
 class MegatronFormatError(ValueError):
     """A Megatron checkpoint (or a target for one) this converter cannot represent; one line, naming the key."""
 
@@ -409,6 +591,7 @@ def config_from_args(args: argparse.Namespace, vocab_size: Optional[int] = None)
     kwargs["vocab_size"] = _vocab_size(args, kwargs, vocab_size)
     _hybrid_kwargs(args, kwargs)
     _gdn_kwargs(args, kwargs)
+    _moe_kwargs(args, kwargs)
     return kwargs
 
 
@@ -453,10 +636,11 @@ def args_from_config(config: TransformerConfig) -> Dict[str, Any]:
     """Megatron-LM / MindSpeed-LLM ``args`` fields describing ``config`` (the inverse of
     :func:`config_from_args`); a field they cannot express is a :class:`MegatronFormatError`."""
     hybrid = _hybrid_args(config)  # first: a layer kind Megatron lacks is named by its letter
-    gdn = _gdn_args(config)
+    gdn, moe = _gdn_args(config), _moe_args(config)
     defaults = {f.name: f.default for f in fields(TransformerConfig)}
     known = set(SAME_NAME_FIELDS) | set(RENAMED_FIELDS) | set(DERIVED_FIELDS) | set(RUNTIME_CONFIG_FIELDS) | {
-        "hybrid_override_pattern", *feature_fields(MAMBA), *GDN_FIELDS}  # checked by _hybrid_args, _gdn_args
+        "hybrid_override_pattern", *feature_fields(MAMBA), *GDN_FIELDS,
+        *MOE_FIELDS}  # checked by _hybrid_args, _gdn_args, _moe_args
     for name in sorted(set(defaults) - known):
         value = getattr(config, name)
         if value not in (defaults[name], ()) and not (value is None and defaults[name] is None):
@@ -479,13 +663,14 @@ def args_from_config(config: TransformerConfig) -> Dict[str, Any]:
                noop_layers=list(config.noop_layers) or None, params_dtype=config.params_dtype,
                bf16=config.params_dtype == torch.bfloat16, fp16=config.params_dtype == torch.float16,
                attention_dropout=config.attention_dropout, hidden_dropout=config.hidden_dropout,
-               init_method_std=config.init_method_std, num_experts=None, multi_latent_attention=False)
+               init_method_std=config.init_method_std, multi_latent_attention=False)
     llama3 = config.rope_scaling_type == "llama3" and all(
         getattr(config, name) == value for name, value in MEGATRON_LLAMA3_ROPE.items())
     out["use_rope_scaling"] = llama3  # Megatron-LM's spelling of the same scaling
     out["add_rmsnorm_offset"] = config.apply_layernorm_1p and config.normalization == "RMSNorm"  # MindSpeed's
     out.update(hybrid)
     out.update(gdn)
+    out.update(moe)
     return out
 
 
@@ -538,11 +723,12 @@ def split_layer(name: str) -> Optional[Tuple[int, str]]:
 
 
 def their_name(our_name: str, local_layer: Optional[int], transformer_impl: str, hybrid: bool = False,
-               mixer: Optional[str] = None) -> str:
+               mixer: Optional[str] = None, mlp: Optional[str] = None) -> str:
     """The Megatron name of our parameter ``our_name`` in a chunk where its layer is ``local_layer``;
-    ``hybrid``: of a hybrid model (Megatron's HybridStack, whose final norm is ``final_norm``); ``mixer``: the
-    layer's token mixer (a gated DeltaNet's parameters are named and fused as Megatron-core's GatedDeltaNet; both
-    parts of its ``in_proj`` get that one name)."""
+    ``hybrid``: of a hybrid model (Megatron's HybridStack, whose final norm is ``final_norm``); ``mixer`` and
+    ``mlp``: the layer's parts (a gated DeltaNet's parameters are named and fused as Megatron-core's
+    GatedDeltaNet, both parts of its ``in_proj`` getting that one name; an MoE layer's norm is not fused with
+    Transformer Engine, and its experts' names are :func:`expert_entry_names`)."""
     parts = split_layer(our_name)
     if parts is None:
         if hybrid and our_name.startswith(FINAL_NORM):
@@ -553,7 +739,9 @@ def their_name(our_name: str, local_layer: Optional[int], transformer_impl: str,
         suffix = GDN_RENAMED.get(suffix, suffix)
         if transformer_impl == "transformer_engine":
             suffix = GDN_TE_NORM_NAMES.get(suffix, suffix)
-    if transformer_impl == "transformer_engine":
+    if suffix == SHARED_EXPERT_GATE:
+        suffix = MEGATRON_SHARED_EXPERT_GATE
+    if transformer_impl == "transformer_engine" and not (mlp == MOE_MLP and suffix.startswith("pre_mlp_layernorm")):
         suffix = TE_NORM_NAMES.get(suffix, suffix)
     return f"decoder.layers.{local_layer}.{suffix}"
 
@@ -571,6 +759,8 @@ def our_layer_name(their: str) -> Optional[Tuple[Optional[int], str]]:
         return None, their
     local, suffix = parts
     suffix = FROM_CONV_PARAMETER_NAMES.get(suffix, FROM_GDN_NAMES.get(suffix, suffix))
+    if suffix == MEGATRON_SHARED_EXPERT_GATE:
+        suffix = SHARED_EXPERT_GATE
     return local, "decoder.layers.{i}." + FROM_TE_NORM_NAMES.get(suffix, suffix)
 
 
@@ -608,16 +798,25 @@ def is_gdn_norm(our_name: str) -> bool:
     return our_name.endswith("." + GDN_NORM)
 
 
-def te_modules(config: TransformerConfig, layer: int) -> Tuple[str, ...]:
-    """The Transformer Engine modules (with an ``_extra_state`` each) of global layer ``layer``."""
+def te_modules(config: TransformerConfig, layer: int, experts: str = TE_GROUPED_EXPERTS,
+               local_experts: int = 1) -> Tuple[str, ...]:
+    """The Transformer Engine modules (with an ``_extra_state`` each) of global layer ``layer``; an MoE layer's
+    experts in the ``experts`` layout, ``local_experts`` of them on a rank."""
     mixer, mlp = config.layer_parts(layer)
+    moe: Tuple[str, ...] = ()
+    if config.is_moe_layer(layer):
+        moe = (("mlp.experts.linear_fc1", "mlp.experts.linear_fc2") if experts == TE_GROUPED_EXPERTS else
+               tuple(f"mlp.experts.local_experts.{i}.linear_{which}" for i in range(local_experts)
+                     for which in ("fc1", "fc2")))
+        moe += TE_SHARED_EXPERT_MODULES if config.moe_shared_expert_intermediate_size else ()
     return ((TE_MAMBA_MODULES if mixer == MAMBA_MIXER else ())
             + (TE_GDN_MODULES if mixer == GDN_MIXER else ())
             + (TE_ATTENTION_MODULES if mixer == ATTENTION_MIXER else ())
-            + (TE_MLP_MODULES if mlp == DENSE_MLP else ()))
+            + (TE_MLP_MODULES if mlp == DENSE_MLP and not config.is_moe_layer(layer) else ()) + moe)
 
 
-def extra_state_names(layers: Sequence[Tuple[int, int]], config: TransformerConfig) -> Tuple[str, ...]:
+def extra_state_names(layers: Sequence[Tuple[int, int]], config: TransformerConfig, experts: str = TE_GROUPED_EXPERTS,
+                      local_experts: int = 1) -> Tuple[str, ...]:
     """The ``_extra_state`` entries Transformer Engine adds for ``layers``: (chunk-local, global) numbers."""
     return tuple(f"decoder.layers.{local}.{module}._extra_state" for local, layer in layers
-                 for module in te_modules(config, layer))
+                 for module in te_modules(config, layer, experts, local_experts))
