@@ -4,6 +4,7 @@ per query group (``mindspeed_llm/models/megatron_format.py``, ``mindspeed_llm/mo
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
@@ -16,6 +17,7 @@ from mindspeed_llm.convert.errors import ConversionError
 from mindspeed_llm.convert.layout import Location, ModelLayout
 from mindspeed_llm.convert.native import MegatronSink, MegatronSource, checkpoint_args
 from mindspeed_llm.models import megatron_format
+from mindspeed_llm.models.registry import RegistryError
 from mindspeed_llm.models.qkv_layout import interleaved_to_ours, ours_to_interleaved
 
 ABSORBED = object()  # a sink's entry for a parameter written inside another's tensor (a GDN in_proj part)
@@ -43,8 +45,32 @@ class MegatronLMSource(MegatronSource):
 
     def __init__(self, load_dir: str, family_name: Optional[str], vocab_size: Optional[int]) -> None:
         self.vocab_size_flag = vocab_size
-        self.stored_names: Dict[Tuple[int, int], Dict[str, str]] = {}  # (stage, chunk) -> {ours: theirs}
+        self.stored_names: Dict[Tuple[int, int], Dict[str, Any]] = {}  # (stage, chunk) -> {ours: theirs}
         super().__init__(load_dir, family_name)
+        self.config = self._family_routing(self.config)
+
+    def _family_routing(self, config: TransformerConfig) -> TransformerConfig:
+        """Of our spellings of the routing Megatron computes, the one the family's HF config can say: Megatron's
+        softmax over the top-k logits is also a softmax over every expert whose top-k is renormalised (our
+        ``--moe-router-pre-softmax --norm-topk-prob``: Qwen's MoE families say only that one, Mixtral-like ones
+        the first), and its group score, the sum of a group's best top-k / group-topk, is our default or that
+        number written out (DeepSeek-V3-like families say the second). ``config`` when no spelling fits."""
+        if not config.num_experts:
+            return config
+        candidates = [config]
+        if (config.moe_router_score_function == "softmax" and not config.moe_router_pre_softmax
+                and config.moe_router_num_groups is None and not config.moe_router_enable_expert_bias):
+            candidates.append(replace(config, moe_router_pre_softmax=True, norm_topk_prob=True))
+        if config.moe_router_num_groups is not None and config.moe_router_group_score_topk is None:
+            candidates.append(replace(config, moe_router_group_score_topk=config.moe_router_topk
+                                      // config.moe_router_group_topk))
+        for candidate in candidates:
+            try:
+                self.family.to_hf_config(candidate)
+            except (RegistryError, ValueError):
+                continue
+            return candidate
+        return config  # the family refuses something else: an HF target says what
 
     def _load(self, path: str) -> Dict[str, Any]:
         """One rank file of Megatron's, memory-mapped; its foreign objects load as inert placeholders."""

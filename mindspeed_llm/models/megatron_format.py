@@ -120,9 +120,9 @@ MEGATRON_LLAMA3_ROPE = dict(rope_low_freq_factor=1.0, rope_high_freq_factor=4.0,
 
 # --------------------------------------------------------------------------- hybrid (Mamba) models
 
-# Megatron's hybrid letters this converter maps (Mamba2, gated DeltaNet, attention, MLP); the others are named
-# when refused
-HYBRID_LETTERS = ("M", "G", "*", "-")
+# Megatron's hybrid letters this converter maps (Mamba2, gated DeltaNet, attention, MLP, MoE); the others are
+# named when refused
+HYBRID_LETTERS = ("M", "G", "*", "-", "E")
 MEGATRON_HYBRID_LETTERS = {**LAYER_LETTERS, "D": "a DeepSeek sparse attention layer",
                            "+": "a multi-latent attention layer"}
 PIPE, MTP_SEPARATOR = "|", "/"
@@ -212,7 +212,8 @@ def _refuse_letters(pattern: str, where: str) -> None:
     if bad:
         what = MEGATRON_HYBRID_LETTERS.get(bad[0], "an unknown layer")
         raise MegatronFormatError(f"{where} = {pattern!r}: {bad[0]!r} is {what}; only Mamba ('M'), gated DeltaNet "
-                                  "('G'), attention ('*') and MLP ('-') layers convert to and from Megatron-LM")
+                                  "('G'), attention ('*'), MLP ('-') and MoE ('E') layers convert to and from "
+                                  "Megatron-LM")
 
 
 def _hybrid_kwargs(args: argparse.Namespace, kwargs: Dict[str, Any]) -> None:
