@@ -31,7 +31,7 @@ import transformers
 from core.checkpointing import TRACKER_FILENAME, checkpoint_file, map_foreign_file
 from tests.unit.test_convert_ckpt import read_safetensors
 from tests.unit.test_convert_errors import expect_error
-from tests.unit.test_convert_megatron import DIVISIBLE_BY, PP, TP, convert, megatron_args
+from tests.unit.test_convert_megatron import DIVISIBLE_BY, PP, TP, convert, hf_config_json, megatron_args
 from tests.unit.test_convert_megatron_gdn import assert_same_tensors, gated_qkv
 
 EP = 2
@@ -316,6 +316,10 @@ def test_hybrid_moe_hf_to_megatron_and_back_is_exact(tmp_path) -> None:
             args.moe_router_topk_scaling_factor) == ("ME|*E", 4, "sigmoid", True, True, 2, 1, 2.5)
     convert("megatron", "hf", megatron, back)
     assert_same_tensors(hf, read_safetensors(back))
+    derived = hf_config_json(back)  # the routing as transformers reads it
+    for key in ("norm_topk_prob", "n_group", "topk_group", "routed_scaling_factor", "num_experts_per_tok",
+                "n_routed_experts", "moe_shared_expert_intermediate_size", "layers_block_type"):
+        assert derived[key] == NEMOTRON_MOE[key], key
 
 
 # --------------------------------------------------------------------------- args, layouts and refusals
