@@ -41,6 +41,9 @@ class MegatronLMSource(MegatronSource):
     run of query groups) are joined and permuted from the per-group interleaved layout to ours. A
     hybrid model's stages are the ``|`` segments of its ``hybrid_layer_pattern`` when it has them
     (segment ``c * PP + r`` on chunk ``c`` of stage ``r``); its Mamba tensors are split over TP as ours.
+    A gated DeltaNet's ``in_proj`` is read as our two projections (views of its rows); a rank's experts,
+    in any of Megatron's three layouts, as our stacked ``[E, rows, cols]`` piece, and the EP rank files
+    hold the expert slices.
     """
 
     def __init__(self, load_dir: str, family_name: Optional[str], vocab_size: Optional[int]) -> None:
@@ -233,7 +236,9 @@ class MegatronLMSink(MegatronSink):
     whole groups, and ``args`` in their flag names (:func:`megatron_format.args_from_config`). A hybrid
     model gets Megatron's ``decoder.final_norm``, the ``_extra_state`` entries of each layer's kind, its
     pattern with ``|`` between the stages (and chunks) in ``hybrid_layer_pattern``, and needs a TP size
-    that divides its Mamba groups.
+    that divides its Mamba groups. A gated DeltaNet's two projections are written as Megatron's one
+    ``in_proj`` once both have come; the experts of a rank as the entries of the layout
+    ``--moe-grouped-gemm`` and ``--transformer-impl`` select, one file per TP, PP and EP rank.
     """
 
     def __init__(self, save_dir: str, layout: ModelLayout, family_name: str, hf_config: Optional[Dict[str, Any]],

@@ -22,7 +22,7 @@ On disk they look like ours (``core/checkpointing.py``): ``iter_XXXXXXX`` or
   the one asked for.
 
 Hybrid models (Megatron-core's ``HybridStack`` / ``MambaStack``, e.g. Nemotron-H) convert too, when
-every layer is a Mamba2 ('M'), attention ('*') or MLP ('-') layer:
+every layer is a Mamba2 ('M'), gated DeltaNet ('G'), attention ('*'), MLP ('-') or MoE ('E') layer:
 
 * the pattern is ``args.hybrid_layer_pattern`` (Megatron-core >= 0.17; ``|`` between pipeline segments,
   segment ``c * PP + r`` on chunk ``c`` of stage ``r``), else ``hybrid_override_pattern`` (older), else
@@ -40,14 +40,34 @@ every layer is a Mamba2 ('M'), attention ('*') or MLP ('-') layer:
 * Megatron's mixer is Mamba2 with ``expand`` 2 unless ``mamba_num_heads`` is set, a conv of width 4 with a
   bias, no in/out biases, ``ngroups % TP == 0`` and a gated norm with eps 1e-5; anything else (Mamba1,
   another conv, ``add_bias_linear`` with Mamba layers, ``norm_epsilon`` other than 1e-5 with Mamba layers,
-  fewer groups than TP, a dt clamp above, gated DeltaNet 'G' / KDA 'K' / MoE 'E' / MLA / DSA layers, noop
-  layers) is refused. It clamps no dt and runs its kernel in chunks of 128: our dt floor (the low bound of
+  fewer groups than TP, a dt clamp above, KDA 'K' / MLA '+' / DSA 'D' layers, noop layers) is refused. It clamps no dt and runs its kernel in chunks of 128: our dt floor (the low bound of
   transformers' ``time_step_limit``) and SSD chunk, which it does not read, are kept in ``args`` under our
   names (:data:`PRESERVED_MAMBA_ARGS`) for the way back; a checkpoint without them reads as Megatron runs.
 
-A setting the decoder cannot model (MoE: ``num_experts``; MLA; learned absolute
-positions; MindSpeed's sandwich norms, ...) is a :class:`MegatronFormatError` naming the
-``args`` key.
+Gated DeltaNet layers (Megatron-core's ``GatedDeltaNet``: ``--experimental-attention-variant gdn`` /
+``gated_delta_net`` on the layers ``linear_attention_freq`` marks 1, Qwen3.5 / Qwen3-Next, or hybrid 'G'
+letters) are ``self_attention.{in_proj, conv1d, A_log, dt_bias, out_norm, out_proj}``: TP rank ``t``'s
+``in_proj`` rows are ``[q_t; k_t; v_t; z_t; b_t; a_t]`` (our ``in_proj_qkvz`` and ``in_proj_ba``, grouped
+per key head, are its two parts), its conv channels ``[q_t; k_t; v_t]``; with Transformer Engine the
+layer's norm is fused into ``in_proj`` (``self_attention.in_proj.layer_norm_weight``). ``out_norm`` is a
+norm of the model's kind, so zero-centred ((1 + w), stored w - 1) when the model's norms are
+(``apply_layernorm_1p``), where our gated norm keeps a plain w. Megatron's layer has no biases, SiLU
+everywhere, L2-normed q/k and ``beta = sigmoid(b)``; OLMo-Hybrid's ``2 sigmoid(b)``, KDA and the other linear
+mixers are refused. ``attention_output_gate`` puts each group's gate heads after its query heads in
+``linear_qkv`` (``[q; gate; k; v]`` per group).
+
+Mixture-of-experts layers (``num_experts``; GPT models place them by ``moe_layer_freq``, written as the
+per-layer list, hybrids by 'E') are ``mlp.router.weight`` (and its ``expert_bias`` buffer),
+``mlp.shared_experts.{linear_fc1, linear_fc2, gate_weight}`` and the experts of one expert-parallel rank
+(its files ``mp_rank_TT_PPP_EEE``), each split over TP like the dense MLP (Megatron's default expert TP), in
+one of three layouts (:func:`expert_entry_names`): SequentialMLP, TEGroupedMLP or the legacy GroupedMLP.
+Their norm is never fused. Routing is mapped to what Megatron's router computes (softmax over the top-k
+logits, or over all experts with ``moe_router_pre_softmax``; sigmoid renormalised when top-k > 1; groups
+scored by their best top-k / group-topk; the expert bias with sigmoid only); our softmax over all experts
+with a renormalised top-k is its default, and other routing is refused.
+
+A setting the decoder cannot model (MLA; MTP; learned absolute positions; MindSpeed's sandwich norms, ...)
+is a :class:`MegatronFormatError` naming the ``args`` key.
 """
 from __future__ import annotations
 
