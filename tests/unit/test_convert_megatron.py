@@ -506,8 +506,16 @@ def write_hybrid_megatron(root: str, hf: Dict[str, torch.Tensor], style: str, co
                           **arg_overrides: Any) -> str:
     padded = -(-HYBRID_HF["vocab_size"] // (DIVISIBLE_BY * TP)) * DIVISIBLE_BY * TP
     args = hybrid_args(padded, transformer_impl="transformer_engine" if style == "te" else "local", **arg_overrides)
-    for (rank, stage), model in hybrid_megatron_model(hf, style, padded, conv_names).items():
-        path = checkpoint_file(root, 10, rank, stage, PP)
+    return save_megatron_files(root, hybrid_megatron_model(hf, style, padded, conv_names), args)
+
+
+def save_megatron_files(root: str, models: Dict[Tuple[int, ...], Dict[str, Any]], args: argparse.Namespace,
+                        ep: int = 1) -> str:
+    """Megatron's iteration-10 rank files of ``models`` ((tp rank, stage[, ep rank]) -> state dict) and its
+    tracker under ``root``; returns ``root``."""
+    for key, model in models.items():
+        rank, stage, ep_rank = (*key, 0)[:3]
+        path = checkpoint_file(root, 10, rank, stage, PP, ep_rank=ep_rank, ep_size=ep)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         torch.save({"model": model, "args": args, "checkpoint_version": 3.0, "iteration": 10}, path)
     with open(os.path.join(root, TRACKER_FILENAME), "w") as tracker:

@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 import torch
 import transformers
 
-from core.checkpointing import TRACKER_FILENAME, checkpoint_file
 from tests.unit.test_convert_ckpt import read_safetensors
 from tests.unit.test_convert_errors import expect_error
-from tests.unit.test_convert_megatron import DIVISIBLE_BY, PP, TP, convert, megatron_args, megatron_files
+from tests.unit.test_convert_megatron import (DIVISIBLE_BY, PP, TP, convert, megatron_args, megatron_files,
+                                             save_megatron_files)
 
 LAYER_TYPES = ["linear_attention", "full_attention", "linear_attention", "linear_attention"]
 MARKS = [1, 0, 1, 1]  # Megatron's linear_attention_freq: 1 a gated DeltaNet layer
@@ -44,18 +44,24 @@ GDN_NAMES = ["self_attention.in_proj.weight", "self_attention.conv1d.weight", "s
              "self_attention.dt_bias", "self_attention.out_norm.weight", "self_attention.out_proj.weight"]
 
 
-@pytest.fixture(scope="module")
-def qwen3_5(tmp_path_factory) -> Dict[str, Any]:
-    root = tmp_path_factory.mktemp("qwen3_5")
-    config = transformers.Qwen3_5TextConfig(**HF_CONFIG, dtype="float32")
+def saved_hf_model(root: str, config_class: str, model_class: str, hf_config: Dict[str, Any]) -> Dict[str, Any]:
+    """A random fp32 ``transformers`` model (seed 0, weights moved off their init), saved under ``root/hf``: the
+    model, its directory and its saved tensors."""
+    config = getattr(transformers, config_class)(**hf_config, dtype="float32")
     torch.manual_seed(0)
-    model = transformers.Qwen3_5ForCausalLM(config).eval()
+    model = getattr(transformers, model_class)(config).eval()
     with torch.no_grad():
         for param in model.parameters():
             param.add_(torch.randn_like(param) * 0.05)
-    hf_dir = str(root / "hf")
+    hf_dir = os.path.join(root, "hf")
     model.save_pretrained(hf_dir)
     return dict(model=model, hf_dir=hf_dir, hf=read_safetensors(hf_dir))
+
+
+@pytest.fixture(scope="module")
+def qwen3_5(tmp_path_factory) -> Dict[str, Any]:
+    return saved_hf_model(str(tmp_path_factory.mktemp("qwen3_5")), "Qwen3_5TextConfig", "Qwen3_5ForCausalLM",
+                          HF_CONFIG)
 
 
 # --------------------------------------------------------------------------- Megatron-core's rules, from HF names
@@ -81,6 +87,50 @@ def gated_qkv(hf: Dict[str, torch.Tensor], prefix: str) -> torch.Tensor:
     return torch.cat(rows)
 
 
+Put = Callable[[int, str, List[torch.Tensor]], None]  # (stage, Megatron name, a piece per TP rank)
+
+
+def put_mixer(put: Put, hf: Dict[str, torch.Tensor], layer: int, stage: int, theirs: str, kind: str, te: bool,
+              in_proj: Callable[[Dict[str, torch.Tensor], str, int], torch.Tensor]) -> List[str]:
+    """A Qwen3.5 / Qwen3-Next layer's norm and token mixer (a GatedDeltaNet, whose rank t ``in_proj`` rows
+    ``in_proj`` gives, or gated attention) as Megatron holds them; returns its TE modules."""
+    hf_prefix = f"model.layers.{layer}."
+    if kind == "linear_attention":
+        prefix = hf_prefix + "linear_attn."
+        put(stage, theirs + ("self_attention.in_proj.layer_norm_weight" if te else "input_layernorm.weight"),
+            [hf[hf_prefix + "input_layernorm.weight"]] * TP)
+        put(stage, theirs + "self_attention.in_proj.weight", [in_proj(hf, prefix, r) for r in range(TP)])
+        q, k, v = hf[prefix + "conv1d.weight"].split([KEY_HEADS * KEY_DIM, KEY_HEADS * KEY_DIM,
+                                                      VALUE_HEADS * VALUE_DIM])
+        put(stage, theirs + "self_attention.conv1d.weight",
+            [torch.cat([q.chunk(TP)[r], k.chunk(TP)[r], v.chunk(TP)[r]]) for r in range(TP)])
+        for name in ("A_log", "dt_bias"):
+            put(stage, theirs + "self_attention." + name, list(hf[prefix + name].chunk(TP)))
+        # the model's norms are (1 + w) and so Megatron's out_norm (TENorm, zero_centered_gamma); HF's gated
+        # norm is a plain w
+        put(stage, theirs + "self_attention.out_norm.weight", [hf[prefix + "norm.weight"] - 1] * TP)
+        put(stage, theirs + "self_attention.out_proj.weight", list(hf[prefix + "out_proj.weight"].chunk(TP, 1)))
+        return ["self_attention.in_proj", "self_attention.out_proj"]
+    prefix = hf_prefix + "self_attn."
+    put(stage, theirs + ("self_attention.linear_qkv.layer_norm_weight" if te else "input_layernorm.weight"),
+        [hf[hf_prefix + "input_layernorm.weight"]] * TP)
+    put(stage, theirs + "self_attention.linear_qkv.weight", list(gated_qkv(hf, prefix).chunk(TP)))
+    put(stage, theirs + "self_attention.linear_proj.weight", list(hf[prefix + "o_proj.weight"].chunk(TP, 1)))
+    put(stage, theirs + "self_attention.q_layernorm.weight", [hf[prefix + "q_norm.weight"]] * TP)
+    put(stage, theirs + "self_attention.k_layernorm.weight", [hf[prefix + "k_norm.weight"]] * TP)
+    return ["self_attention.linear_qkv", "self_attention.core_attention", "self_attention.linear_proj"]
+
+
+def gated_fc1(gate: torch.Tensor, up: torch.Tensor) -> List[torch.Tensor]:
+    """A gated MLP's fc1 per TP rank: ``[gate_t; up_t]``."""
+    return [torch.cat([g, u]) for g, u in zip(gate.chunk(TP), up.chunk(TP))]
+
+
+def padded_vocab(tensor: torch.Tensor, padded: int) -> List[torch.Tensor]:
+    """An embedding or output layer padded with zero rows to ``padded`` and split over TP."""
+    return list(torch.cat([tensor, tensor.new_zeros(padded - tensor.size(0), tensor.size(1))]).chunk(TP))
+
+
 def megatron_model(hf: Dict[str, torch.Tensor], te: bool, padded: int) -> Dict[Tuple[int, int], Dict[str, Any]]:
     """(tp rank, stage) -> the state dict Megatron-core holds for the HF Qwen3.5 tensors ``hf`` (TP2 PP2)."""
     models = {(rank, stage): {} for rank in range(TP) for stage in range(PP)}
@@ -90,48 +140,21 @@ def megatron_model(hf: Dict[str, torch.Tensor], te: bool, padded: int) -> Dict[T
         for rank in range(TP):
             models[(rank, stage)][name] = pieces[rank].clone()
 
-    def vocab(tensor: torch.Tensor) -> List[torch.Tensor]:
-        return list(torch.cat([tensor, tensor.new_zeros(padded - tensor.size(0), tensor.size(1))]).chunk(TP))
-
-    put(0, "embedding.word_embeddings.weight", vocab(hf["model.embed_tokens.weight"]))
+    put(0, "embedding.word_embeddings.weight", padded_vocab(hf["model.embed_tokens.weight"], padded))
     for layer, kind in enumerate(LAYER_TYPES):
         stage, local = divmod(layer, per_stage)
         hf_prefix, theirs = f"model.layers.{layer}.", f"decoder.layers.{local}."
-        if kind == "linear_attention":
-            prefix = hf_prefix + "linear_attn."
-            put(stage, theirs + ("self_attention.in_proj.layer_norm_weight" if te else "input_layernorm.weight"),
-                [hf[hf_prefix + "input_layernorm.weight"]] * TP)
-            put(stage, theirs + "self_attention.in_proj.weight", [gdn_in_proj(hf, prefix, r) for r in range(TP)])
-            q, k, v = hf[prefix + "conv1d.weight"].split([KEY_HEADS * KEY_DIM, KEY_HEADS * KEY_DIM,
-                                                          VALUE_HEADS * VALUE_DIM])
-            put(stage, theirs + "self_attention.conv1d.weight",
-                [torch.cat([q.chunk(TP)[r], k.chunk(TP)[r], v.chunk(TP)[r]]) for r in range(TP)])
-            for name in ("A_log", "dt_bias"):
-                put(stage, theirs + "self_attention." + name, list(hf[prefix + name].chunk(TP)))
-            # Qwen3.5's norms are (1 + w) and so Megatron's out_norm (TENorm, zero_centered_gamma); HF's gated
-            # norm is a plain w
-            put(stage, theirs + "self_attention.out_norm.weight", [hf[prefix + "norm.weight"] - 1] * TP)
-            put(stage, theirs + "self_attention.out_proj.weight", list(hf[prefix + "out_proj.weight"].chunk(TP, 1)))
-            modules = ["self_attention.in_proj", "self_attention.out_proj"]
-        else:
-            prefix = hf_prefix + "self_attn."
-            put(stage, theirs + ("self_attention.linear_qkv.layer_norm_weight" if te else "input_layernorm.weight"),
-                [hf[hf_prefix + "input_layernorm.weight"]] * TP)
-            put(stage, theirs + "self_attention.linear_qkv.weight", list(gated_qkv(hf, prefix).chunk(TP)))
-            put(stage, theirs + "self_attention.linear_proj.weight", list(hf[prefix + "o_proj.weight"].chunk(TP, 1)))
-            put(stage, theirs + "self_attention.q_layernorm.weight", [hf[prefix + "q_norm.weight"]] * TP)
-            put(stage, theirs + "self_attention.k_layernorm.weight", [hf[prefix + "k_norm.weight"]] * TP)
-            modules = ["self_attention.linear_qkv", "self_attention.core_attention", "self_attention.linear_proj"]
+        modules = put_mixer(put, hf, layer, stage, theirs, kind, te, gdn_in_proj)
         put(stage, theirs + ("mlp.linear_fc1.layer_norm_weight" if te else "pre_mlp_layernorm.weight"),
             [hf[hf_prefix + "post_attention_layernorm.weight"]] * TP)
-        gate, up = (hf[hf_prefix + f"mlp.{p}_proj.weight"].chunk(TP) for p in ("gate", "up"))
-        put(stage, theirs + "mlp.linear_fc1.weight", [torch.cat([gate[r], up[r]]) for r in range(TP)])
+        put(stage, theirs + "mlp.linear_fc1.weight", gated_fc1(hf[hf_prefix + "mlp.gate_proj.weight"],
+                                                                hf[hf_prefix + "mlp.up_proj.weight"]))
         put(stage, theirs + "mlp.linear_fc2.weight", list(hf[hf_prefix + "mlp.down_proj.weight"].chunk(TP, 1)))
         if te:
             for module in modules + ["mlp.linear_fc1", "mlp.linear_fc2"]:
                 put(stage, theirs + module + "._extra_state", [torch.zeros(0, dtype=torch.uint8)] * TP)
     put(PP - 1, "decoder.final_layernorm.weight", [hf["model.norm.weight"]] * TP)
-    put(PP - 1, "output_layer.weight", vocab(hf["lm_head.weight"]))
+    put(PP - 1, "output_layer.weight", padded_vocab(hf["lm_head.weight"], padded))
     return models
 
 
@@ -150,19 +173,25 @@ def gdn_megatron_args(padded: int, **overrides: Any) -> argparse.Namespace:
 def write_gdn_megatron(root: str, hf: Dict[str, torch.Tensor], te: bool, **arg_overrides: Any) -> str:
     padded = -(-HF_CONFIG["vocab_size"] // (DIVISIBLE_BY * TP)) * DIVISIBLE_BY * TP
     args = gdn_megatron_args(padded, transformer_impl="transformer_engine" if te else "local", **arg_overrides)
-    for (rank, stage), model in megatron_model(hf, te, padded).items():
-        path = checkpoint_file(root, 10, rank, stage, PP)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        torch.save({"model": model, "args": args, "checkpoint_version": 3.0, "iteration": 10}, path)
-    with open(os.path.join(root, TRACKER_FILENAME), "w") as tracker:
-        tracker.write("10")
-    return root
+    return save_megatron_files(root, megatron_model(hf, te, padded), args)
 
 
 def assert_same_tensors(expected: Dict[str, torch.Tensor], result: Dict[str, torch.Tensor]) -> None:
     assert sorted(expected) == sorted(result)
     for name, tensor in expected.items():
         assert torch.equal(tensor, result[name]), name
+
+
+def assert_converted_like(original: Dict[str, Any], out: str) -> None:
+    """The HF directory ``out`` holds the ``original`` model's tensors, and transformers loads it with the same
+    logits."""
+    assert_same_tensors(original["hf"], read_safetensors(out))
+    converted = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    vocab = converted.config.vocab_size
+    input_ids = torch.randint(0, vocab, (2, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected, logits = original["model"](input_ids).logits, converted(input_ids).logits
+    assert (logits - expected).abs().max().item() <= 1e-5
 
 
 # --------------------------------------------------------------------------- conversions
@@ -200,12 +229,7 @@ def test_megatron_checkpoint_to_hf_gives_transformers_logits(qwen3_5, tmp_path, 
     out = str(tmp_path / "hf")
     convert("megatron", "hf", root, out, "--vocab-size", str(HF_CONFIG["vocab_size"]), "--model-type-hf",
             "qwen3_5_text")
-    assert_same_tensors(qwen3_5["hf"], read_safetensors(out))
-    converted = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
-    input_ids = torch.randint(0, HF_CONFIG["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        expected, logits = qwen3_5["model"](input_ids).logits, converted(input_ids).logits
-    assert (logits - expected).abs().max().item() <= 1e-5
+    assert_converted_like(qwen3_5, out)
 
 
 def test_megatron_to_mg_to_megatron_reproduces_the_files(qwen3_5, tmp_path) -> None:

@@ -1,6 +1,6 @@
 """Megatron-LM checkpoints of mixture-of-experts models, with expert-parallel rank files (``mp_rank_TT_PPP_EEE``).
 
-A tiny Qwen3-Next (gated DeltaNet and gated attention layers; a dense first layer, then MoE layers of 4 experts, top
+A tiny Qwen3-Next (the gated DeltaNet and gated attention layers of ``test_convert_megatron_gdn``; a dense first layer, then MoE layers of 4 experts, top
 2 renormalised, with a gated shared expert) is written by this file's own writer from the HF tensors, by
 Megatron-core's rules, at TP2 PP2 EP2: ``mlp.router.weight``, each EP rank's two experts as SequentialMLP
 (``local_experts.i.linear_fc1.weight``), TEGroupedMLP (``linear_fc1.weight<i>``) or the legacy GroupedMLP of
@@ -31,12 +31,13 @@ import transformers
 from core.checkpointing import TRACKER_FILENAME, checkpoint_file, map_foreign_file
 from tests.unit.test_convert_ckpt import read_safetensors
 from tests.unit.test_convert_errors import expect_error
-from tests.unit.test_convert_megatron import DIVISIBLE_BY, PP, TP, convert, hf_config_json, megatron_args
-from tests.unit.test_convert_megatron_gdn import assert_same_tensors, gated_qkv
+from tests.unit.test_convert_megatron import (DIVISIBLE_BY, PP, TP, convert, hf_config_json, megatron_args,
+                                             save_megatron_files)
+from tests.unit.test_convert_megatron_gdn import (KEY_DIM, KEY_HEADS, LAYER_TYPES, VALUE_DIM, VALUE_HEADS,
+                                                  assert_converted_like, assert_same_tensors, gated_fc1, padded_vocab, put_mixer,
+                                                  saved_hf_model)
 
 EP = 2
-LAYER_TYPES = ["linear_attention", "full_attention", "linear_attention", "linear_attention"]
-KEY_HEADS, VALUE_HEADS, KEY_DIM, VALUE_DIM = 4, 8, 16, 8
 EXPERTS, EXPERT_FFN, SHARED_FFN = 4, 32, 48
 HF_CONFIG = dict(hidden_size=64, intermediate_size=96, num_attention_heads=8, num_key_value_heads=4, head_dim=16,
                  linear_conv_kernel_dim=4, linear_key_head_dim=KEY_DIM, linear_value_head_dim=VALUE_DIM,
@@ -52,16 +53,8 @@ LAYOUTS = {  # id -> (transformer_impl, --moe-grouped-gemm)
 
 @pytest.fixture(scope="module")
 def qwen3_next(tmp_path_factory) -> Dict[str, Any]:
-    root = tmp_path_factory.mktemp("qwen3_next")
-    config = transformers.Qwen3NextConfig(**HF_CONFIG, dtype="float32")
-    torch.manual_seed(0)
-    model = transformers.Qwen3NextForCausalLM(config).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            param.add_(torch.randn_like(param) * 0.05)
-    hf_dir = str(root / "hf")
-    model.save_pretrained(hf_dir)
-    return dict(model=model, hf_dir=hf_dir, hf=read_safetensors(hf_dir))
+    return saved_hf_model(str(tmp_path_factory.mktemp("qwen3_next")), "Qwen3NextConfig", "Qwen3NextForCausalLM",
+                          HF_CONFIG)
 
 
 # --------------------------------------------------------------------------- Megatron-core's rules, from HF names
@@ -103,40 +96,11 @@ def megatron_model(hf: Dict[str, torch.Tensor], layout: str, padded: int) -> Dic
             for ep in range(EP):
                 models[(rank, stage, ep)][name] = pieces[ep * TP + rank if by_ep else rank].clone()
 
-    def vocab(tensor: torch.Tensor) -> List[torch.Tensor]:
-        return list(torch.cat([tensor, tensor.new_zeros(padded - tensor.size(0), tensor.size(1))]).chunk(TP))
-
-    def gated_fc1(gate: torch.Tensor, up: torch.Tensor) -> List[torch.Tensor]:  # rank t: [gate_t; up_t]
-        return [torch.cat([g, u]) for g, u in zip(gate.chunk(TP), up.chunk(TP))]
-
-    put(0, "embedding.word_embeddings.weight", vocab(hf["model.embed_tokens.weight"]))
+    put(0, "embedding.word_embeddings.weight", padded_vocab(hf["model.embed_tokens.weight"], padded))
     for layer, kind in enumerate(LAYER_TYPES):
         stage, local = divmod(layer, per_stage)
         hf_prefix, theirs = f"model.layers.{layer}.", f"decoder.layers.{local}."
-        modules = []
-        if kind == "linear_attention":
-            prefix = hf_prefix + "linear_attn."
-            put(stage, theirs + ("self_attention.in_proj.layer_norm_weight" if te else "input_layernorm.weight"),
-                [hf[hf_prefix + "input_layernorm.weight"]] * TP)
-            put(stage, theirs + "self_attention.in_proj.weight", [gdn_in_proj(hf, prefix, r) for r in range(TP)])
-            q, k, v = hf[prefix + "conv1d.weight"].split([KEY_HEADS * KEY_DIM, KEY_HEADS * KEY_DIM,
-                                                          VALUE_HEADS * VALUE_DIM])
-            put(stage, theirs + "self_attention.conv1d.weight",
-                [torch.cat([q.chunk(TP)[r], k.chunk(TP)[r], v.chunk(TP)[r]]) for r in range(TP)])
-            for name in ("A_log", "dt_bias"):
-                put(stage, theirs + "self_attention." + name, list(hf[prefix + name].chunk(TP)))
-            put(stage, theirs + "self_attention.out_norm.weight", [hf[prefix + "norm.weight"] - 1] * TP)
-            put(stage, theirs + "self_attention.out_proj.weight", list(hf[prefix + "out_proj.weight"].chunk(TP, 1)))
-            modules += ["self_attention.in_proj", "self_attention.out_proj"]
-        else:
-            prefix = hf_prefix + "self_attn."
-            put(stage, theirs + ("self_attention.linear_qkv.layer_norm_weight" if te else "input_layernorm.weight"),
-                [hf[hf_prefix + "input_layernorm.weight"]] * TP)
-            put(stage, theirs + "self_attention.linear_qkv.weight", list(gated_qkv(hf, prefix).chunk(TP)))
-            put(stage, theirs + "self_attention.linear_proj.weight", list(hf[prefix + "o_proj.weight"].chunk(TP, 1)))
-            put(stage, theirs + "self_attention.q_layernorm.weight", [hf[prefix + "q_norm.weight"]] * TP)
-            put(stage, theirs + "self_attention.k_layernorm.weight", [hf[prefix + "k_norm.weight"]] * TP)
-            modules += ["self_attention.linear_qkv", "self_attention.core_attention", "self_attention.linear_proj"]
+        modules = put_mixer(put, hf, layer, stage, theirs, kind, te, gdn_in_proj)
         mlp = hf_prefix + "mlp."
         if not MOE_MARKS[layer]:
             put(stage, theirs + ("mlp.linear_fc1.layer_norm_weight" if te else "pre_mlp_layernorm.weight"),
@@ -172,7 +136,7 @@ def megatron_model(hf: Dict[str, torch.Tensor], layout: str, padded: int) -> Dic
             for module in modules:
                 put(stage, theirs + module + "._extra_state", [torch.zeros(0, dtype=torch.uint8)] * TP)
     put(PP - 1, "decoder.final_layernorm.weight", [hf["model.norm.weight"]] * TP)
-    put(PP - 1, "output_layer.weight", vocab(hf["lm_head.weight"]))
+    put(PP - 1, "output_layer.weight", padded_vocab(hf["lm_head.weight"], padded))
     return models
 
 
@@ -196,13 +160,7 @@ def write_moe_megatron(root: str, hf: Dict[str, torch.Tensor], layout: str, **ar
     padded = -(-HF_CONFIG["vocab_size"] // (DIVISIBLE_BY * TP)) * DIVISIBLE_BY * TP
     impl, grouped = LAYOUTS[layout]
     args = moe_megatron_args(padded, transformer_impl=impl, moe_grouped_gemm=grouped, **arg_overrides)
-    for (rank, stage, ep), model in megatron_model(hf, layout, padded).items():
-        path = checkpoint_file(root, 10, rank, stage, PP, ep_rank=ep, ep_size=EP)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        torch.save({"model": model, "args": args, "checkpoint_version": 3.0, "iteration": 10}, path)
-    with open(os.path.join(root, TRACKER_FILENAME), "w") as tracker:
-        tracker.write("10")
-    return root
+    return save_megatron_files(root, megatron_model(hf, layout, padded), args, ep=EP)
 
 
 def ep_files(root: str) -> Dict[Tuple[int, int, int], Dict[str, Any]]:
@@ -253,12 +211,7 @@ def test_megatron_checkpoint_to_hf_gives_transformers_logits(qwen3_next, tmp_pat
     out = str(tmp_path / "hf")
     convert("megatron", "hf", root, out, "--vocab-size", str(HF_CONFIG["vocab_size"]), "--model-type-hf",
             "qwen3_next")
-    assert_same_tensors(qwen3_next["hf"], read_safetensors(out))
-    converted = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
-    input_ids = torch.randint(0, HF_CONFIG["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        expected, logits = qwen3_next["model"](input_ids).logits, converted(input_ids).logits
-    assert (logits - expected).abs().max().item() <= 1e-5
+    assert_converted_like(qwen3_next, out)
 
 
 def test_megatron_to_mg_at_another_ep_and_back(qwen3_next, tmp_path) -> None:
