@@ -62,6 +62,11 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
                              "linear_fc1.weight<i> with --transformer-impl transformer_engine, the legacy "
                              "GroupedMLP's weight1 / weight2 (MindSpeed-LLM) with local layers; default: "
                              "SequentialMLP's local_experts.<i> (a megatron source is read in any of them)")
+    parser.add_argument("--megatron-mtp-layer-name", choices=megatron_format.MTP_LAYER_NAMES,
+                        default=megatron_format.MTP_LAYER,
+                        help="the name of an MTP module's layer in a megatron target: mtp_model_layer (current "
+                             "megatron-core; the default) or transformer_layer (megatron-core 0.16 and earlier, "
+                             "MindSpeed-LLM); a megatron source is read with either")
     parser.add_argument("--vocab-size", type=int, default=None,
                         help="the real (unpadded) vocabulary of a megatron source whose args do not record it "
                              "(Megatron keeps only padded_vocab_size); default: args.vocab_size, else the padded size")
@@ -125,6 +130,9 @@ def validate_args(args: argparse.Namespace) -> None:
     if args.target_expert_parallel_size > 1 and args.save_model_type not in ("mg", "megatron"):
         raise ConversionError(f"--target-expert-parallel-size shards the experts of an mg or megatron target; a "
                               f"{args.save_model_type} target holds all experts, drop it")
+    if args.megatron_mtp_layer_name != megatron_format.MTP_LAYER and args.save_model_type != "megatron":
+        raise ConversionError("--megatron-mtp-layer-name names the MTP layers of a megatron target; drop it or pass "
+                              "--save-model-type megatron")
     if args.moe_grouped_gemm and args.save_model_type != "megatron":
         raise ConversionError("--moe-grouped-gemm lays out the experts of a megatron target; drop it or pass "
                               "--save-model-type megatron")

@@ -64,7 +64,7 @@ def open_sink(args: argparse.Namespace, source, source_layout: ModelLayout, layo
         return MegatronSink(directory, layout, source.family_name, source.hf_config)
     if args.save_model_type == "megatron":
         return MegatronLMSink(directory, layout, source.family_name, source.hf_config,
-                              args.transformer_impl or "local", args.moe_grouped_gemm)
+                              args.transformer_impl or "local", args.moe_grouped_gemm, args.megatron_mtp_layer_name)
     try:
         hf_config = source.family.to_hf_config(layout.config, source.hf_config)
     except RegistryError as error:

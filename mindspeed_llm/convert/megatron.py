@@ -49,6 +49,7 @@ class MegatronLMSource(MegatronSource):
     def __init__(self, load_dir: str, family_name: Optional[str], vocab_size: Optional[int]) -> None:
         self.vocab_size_flag = vocab_size
         self.stored_names: Dict[Tuple[int, int], Dict[str, Any]] = {}  # (stage, chunk) -> {ours: theirs}
+        self.split_names: set = set()  # our MLA down projections whose rows the files split over TP
         super().__init__(load_dir, family_name)
         self.config = self._family_routing(self.config)
 
@@ -143,17 +144,22 @@ class MegatronLMSource(MegatronSource):
                     raise ConversionError(f"{self.path(0, stage)}: {their!r} is layer {local} of a chunk of "
                                           f"{len(layers)} layers; the checkpoint does not match its args")
                 name = name.replace("{i}", str(layers[local]))
-            entry = megatron_format.expert_entry(their.split(".", 3)[3]) if local is not None else None
-            if entry is not None:  # one of a rank's experts (or all of them): stacked into our tensor below
-                layout, which, _ = entry
-                experts.setdefault(name.replace(name.split(".", 3)[3], f"mlp.experts.linear_{which}.weight"),
-                                   {})[entry] = their
+            entry = megatron_format.expert_entry("mlp.experts." + their.split(".mlp.experts.", 1)[-1])
+            if ".mlp.experts." in their and entry is not None:  # a rank's experts: stacked into ours below
+                stacked = their.split(".mlp.experts.", 1)[0] + f".mlp.experts.linear_{entry[1]}.weight"
+                ours_stacked = megatron_format.our_layer_name(stacked)[1]
+                if local is not None:
+                    ours_stacked = ours_stacked.replace("{i}", str(layers[local]))
+                experts.setdefault(ours_stacked, {})[entry] = their
                 continue
             if megatron_format.is_gdn_in_proj(their):  # two of ours: [qkvz part; ba part]
                 prefix = name[:-len(megatron_format.GDN_IN_PROJ)]
                 for part in megatron_format.GDN_IN_PROJ_PARTS:
                     ours[prefix + part], names[prefix + part] = self._gdn_part(value, part), their
                 continue
+            if self._split_rows(name, value):  # a local MLA down projection: rows split over TP, shape as ours
+                value = torch.empty((value.size(0) * self.tp, *value.shape[1:]), dtype=value.dtype, device="meta")
+                self.split_names.add(name)
             ours[name], names[name] = value, their
         for name, entries in experts.items():
             names[name] = self._expert_entries(name, entries)
@@ -193,6 +199,18 @@ class MegatronLMSource(MegatronSource):
                                   f"{qkvz} + {ba} rows its args give a TP rank; the checkpoint does not match its args")
         first = part == megatron_format.GDN_IN_PROJ_PARTS[0]
         return in_proj.narrow(0, 0 if first else qkvz, qkvz if first else ba)
+
+    def _split_rows(self, name: str, value: Any) -> bool:
+        """Whether ``value`` is a TP rank's rows of an MLA down projection (megatron-core's local layers build them
+        as ColumnParallelLinear and gather their output; Transformer Engine's keep them whole)."""
+        if not name.endswith(megatron_format.MLA_DOWN_PROJECTIONS) or not isinstance(value, torch.Tensor):
+            return False
+        return self.tp > 1 and value.size(0) * self.tp == megatron_format.mla_down_rows(self.config, name)
+
+    def _stored_shard(self, name: str, layout: ModelLayout) -> Optional[TPShard]:
+        if name.endswith(megatron_format.MLA_DOWN_PROJECTIONS) and name in self.split_names:
+            return TPShard.even(0, megatron_format.mla_down_rows(self.config, name))
+        return super()._stored_shard(name, layout)
 
     def _stored_name(self, stage: int, chunk: int, local: str) -> str:
         stored = self.stored_names[(stage, chunk)][local]
@@ -242,9 +260,19 @@ class MegatronLMSink(MegatronSink):
     """
 
     def __init__(self, save_dir: str, layout: ModelLayout, family_name: str, hf_config: Optional[Dict[str, Any]],
-                 transformer_impl: str, grouped_gemm: bool = False) -> None:
+                 transformer_impl: str, grouped_gemm: bool = False,
+                 mtp_layer: str = megatron_format.MTP_LAYER) -> None:
         super().__init__(save_dir, layout, family_name, hf_config)
-        config, self.transformer_impl = layout.config, transformer_impl
+        config, self.transformer_impl, self.mtp_layer = layout.config, transformer_impl, mtp_layer
+        # megatron-core's local MLA layers split the down projections' rows over TP (TE keeps them whole)
+        self.split_down = config.multi_latent_attention and transformer_impl == "local" and layout.tp > 1
+        for name in megatron_format.MLA_DOWN_PROJECTIONS if self.split_down else ():
+            rows = megatron_format.mla_down_rows(config, name)
+            if rows and rows % layout.tp:
+                raise ConversionError(f"--target-tensor-parallel-size {layout.tp} does not divide the {rows} rows of "
+                                      f"MLA's {name.split('.')[1]}, which megatron-core's local layers split over TP; "
+                                      "choose a TP size that divides them or pass --transformer-impl "
+                                      "transformer_engine")
         self.experts = megatron_format.expert_layout(transformer_impl, grouped_gemm)
         self.local_experts = config.num_experts // layout.ep if config.num_experts else 0
         if layout.whole_experts:
@@ -278,9 +306,11 @@ class MegatronLMSink(MegatronSink):
     def _their_name(self, name: str, local: Dict[int, int]) -> str:
         parts = megatron_format.split_layer(name)
         config = self.layout.config
-        mixer, mlp = config.layer_parts(parts[0]) if parts else (None, None)
+        layer = parts[0] if parts else (config.num_layers - 1)  # an MTP module's layer is built as the last one
+        mixer, mlp = config.layer_parts(layer)
         return megatron_format.their_name(name, local[parts[0]] if parts else None, self.transformer_impl,
-                                          hybrid=config.hybrid_override_pattern is not None, mixer=mixer, mlp=mlp)
+                                          hybrid=config.hybrid_override_pattern is not None, mixer=mixer, mlp=mlp,
+                                          mla=config.multi_latent_attention, mtp_layer=self.mtp_layer)
 
     def _add(self, rank: int, stage: int, chunk: int, local: str, value: torch.Tensor) -> Any:
         """A rank's stacked experts ``[E, rows, cols]`` go in as Megatron's entries (one per expert, or the
@@ -296,6 +326,8 @@ class MegatronLMSink(MegatronSink):
 
     def _piece(self, name: str, full: torch.Tensor, shard: Optional[TPShard], rank: int) -> torch.Tensor:
         config = self.layout.config
+        if self.split_down and name.endswith(megatron_format.MLA_DOWN_PROJECTIONS):
+            return full.chunk(self.layout.tp)[rank].clone()
         if megatron_format.is_gdn_norm(name) and config.apply_layernorm_1p:
             return full - 1  # Megatron's out_norm is zero-centred with the model's norms: (1 + w)
         if megatron_format.is_gdn_in_proj_part(name):  # our rank's rows, in Megatron's order for that rank
@@ -343,8 +375,9 @@ class MegatronLMSink(MegatronSink):
                 config = self.layout.config
                 layers = [(i, layer) for i, layer in enumerate(self.layout.placement[stage][chunk])
                           if layer not in set(config.noop_layers)]
+                mtp = self.mtp_layer if any(name.startswith("mtp.") for name in state) else None
                 stored.update({key: None for key in megatron_format.extra_state_names(
-                    layers, config, self.experts, self.local_experts)})
+                    layers, config, self.experts, self.local_experts, mtp)})
             states.append(stored)
         return states
 

@@ -189,6 +189,10 @@ class MegatronSource:
         """Copy TP rank ``rank``'s piece of parameter ``name`` into its place in the full tensor."""
         shard.place(piece, rank, self.tp, full)
 
+    def _stored_shard(self, name: str, layout: ModelLayout) -> Optional[TPShard]:
+        """How the files split our parameter ``name`` over TP (ours: as our model does)."""
+        return layout.shards[name]
+
     def _to_our_layout(self, name: str, full: torch.Tensor) -> torch.Tensor:
         """The full tensor as our model lays it out (ours: as stored)."""
         return full
@@ -272,7 +276,7 @@ class MegatronSource:
             return to_hf(layout.rules[name][0], self.overlay(name, None), layout.context(name))
         stage, chunk, local = layout.locations[name][0]  # (the tied copy on the last stage is not read)
         key = layout.chunk_keys[chunk]
-        shard = layout.shards[name]
+        shard = self._stored_shard(name, layout)
         expert = name in layout.experts
         full: Optional[torch.Tensor] = None
         for rank in self._ranks_holding(shard, expert, layout):

@@ -117,14 +117,11 @@ MEGATRON_QK_NORM_SWITCHES = ("qk_layernorm",)
 # whose Megatron / MindSpeed default is unset or False: Megatron-LM keeps e.g. moe_layer_freq=1 and
 # kv_lora_rank=32 in every checkpoint.)
 UNSUPPORTED_ARGS = {
-    "multi_latent_attention": "multi-latent attention (MLA)",
-    "multi_head_latent_attention": "multi-latent attention (MLA)",
     "scale_emb": "MiniCPM's embedding and residual scales",
     "dim_model_base": "MiniCPM's logit scale",
     "post_norm": "MindSpeed's sandwich norms (post_attn_norm)",
     "add_dense_bias": "a bias on linear_proj only",
-    "mtp_num_layers": "multi-token prediction layers",
-    "mtp_hybrid_override_pattern": "multi-token prediction layers",
+    "mtp_hybrid_override_pattern": "multi-token prediction layers of a hybrid model",
     "num_layers_in_first_pipeline_stage": "an uneven first pipeline stage (use num_layer_list)",
     "num_layers_in_last_pipeline_stage": "an uneven last pipeline stage (use num_layer_list)",
     "decoder_first_pipeline_num_layers": "an uneven first pipeline stage (use num_layer_list)",
@@ -546,6 +543,76 @@ def _moe_args(config: TransformerConfig) -> Dict[str, Any]:
     return out
 
 
+# --------------------------------------------------------------------------- multi-latent attention and MTP
+
+# MLA sizes Megatron-core's args hold under our names, with its defaults
+MEGATRON_MLA_ARGS = dict(q_lora_rank=None, kv_lora_rank=32, qk_head_dim=128, qk_pos_emb_head_dim=64, v_head_dim=128)
+# our YaRN fields -> Megatron's MLA names (its ``rope_type`` says whether they apply), with its defaults
+MEGATRON_YARN_ARGS = {"rope_scaling_factor": ("rotary_scaling_factor", 1.0),
+                      "rope_scaling_mscale": ("mscale", 1.0), "rope_scaling_mscale_all_dim": ("mscale_all_dim", 0.0),
+                      "rope_scaling_beta_fast": ("beta_fast", 32.0), "rope_scaling_beta_slow": ("beta_slow", 1.0),
+                      "rope_original_max_position_embeddings": ("original_max_position_embeddings", 4096)}
+# megatron-core's local MLA layers build the down projections as ColumnParallelLinear (rows split over TP)
+MLA_DOWN_PROJECTIONS = ("self_attention.linear_q_down_proj.weight", "self_attention.linear_kv_down_proj.weight")
+MLA_FIELDS = ("multi_latent_attention", *MEGATRON_MLA_ARGS, "rope_scaling_beta_fast", "rope_scaling_beta_slow",
+              "rope_scaling_mscale", "rope_scaling_mscale_all_dim")
+MTP_FIELDS = ("mtp_num_layers",)
+
+
+def mla_down_rows(config: TransformerConfig, name: str) -> int:
+    """The rows of the MLA down projection ``name`` (our parameter name) in ``config``."""
+    if name.endswith(MLA_DOWN_PROJECTIONS[0]):
+        return config.q_lora_rank or 0
+    return config.kv_lora_rank + config.qk_pos_emb_head_dim
+
+
+def _mla_kwargs(args: argparse.Namespace, kwargs: Dict[str, Any]) -> None:
+    """The multi-latent attention fields of ``args`` into ``kwargs``: its sizes, its latent norms (Megatron's
+    ``qk_layernorm`` with MLA), its RoPE on de-interleaved rope channels (our ``rope_interleaved``) and YaRN by
+    Megatron's ``rope_type`` (MLA's default)."""
+    if not (getattr(args, "multi_latent_attention", False) or getattr(args, "multi_head_latent_attention", False)):
+        return
+    if not _arg(args, "qk_layernorm", False):
+        raise MegatronFormatError("args.multi_latent_attention without args.qk_layernorm: Megatron's MLA then has no "
+                                  "q/kv latent norms, which this decoder's MLA always has; not supported")
+    kwargs.update({key: _arg(args, key, default) for key, default in MEGATRON_MLA_ARGS.items()})
+    kwargs.update(multi_latent_attention=True, qk_norm="none", rope_interleaved=True)
+    if _arg(args, "rotary_interleaved", False):
+        raise MegatronFormatError("args.rotary_interleaved = True with multi-latent attention: Megatron then "
+                                  "rotates the de-interleaved rope channels as pairs again; not supported")
+    rope_type = _arg(args, "rope_type", "yarn")
+    if rope_type == "yarn":
+        kwargs["rope_scaling_type"] = "yarn"
+        kwargs.update({ours: type(default)(_arg(args, theirs, default))
+                       for ours, (theirs, default) in MEGATRON_YARN_ARGS.items()})
+    elif rope_type != "rope":
+        raise MegatronFormatError(f"args.rope_type = {rope_type!r} is not supported (rope or yarn)")
+
+
+def _mla_args(config: TransformerConfig) -> Dict[str, Any]:
+    """The multi-latent attention ``args`` of ``config``; refuses what Megatron's MLA does not compute."""
+    if not config.multi_latent_attention:
+        return dict(multi_latent_attention=False)
+    refusals = {"rope_interleaved": (False, "its MLA rotates the rope channels de-interleaved (DeepSeek's layout)"),
+                "mla_latent_norm_epsilon": (None, "its latent norms use norm_epsilon"),
+                "qkv_bias": (False, "its MLA projections have no biases"),
+                "attention_scale": (None, "its MLA softmax scale is 1/sqrt(head dim) times YaRN's mscale^2")}
+    for name, (value, why) in refusals.items():
+        ours = getattr(config, name)
+        if (ours != value) if name != "rope_interleaved" else not ours:
+            raise MegatronFormatError(f"this model sets {name} = {ours!r} with multi-latent attention; Megatron-LM "
+                                      f"cannot express it ({why}); convert it to hf or mg instead")
+    if config.rope_scaling_type not in (None, "yarn"):
+        raise MegatronFormatError(f"this model sets rope_scaling_type = {config.rope_scaling_type!r} with "
+                                  "multi-latent attention; Megatron-LM's MLA has rope or yarn only; convert it to hf "
+                                  "or mg instead")
+    out: Dict[str, Any] = {key: getattr(config, key) for key in MEGATRON_MLA_ARGS}
+    out.update(multi_latent_attention=True, qk_layernorm=True, rotary_interleaved=False,
+               rope_type="yarn" if config.rope_scaling_type == "yarn" else "rope")
+    out.update({theirs: getattr(config, ours) for ours, (theirs, _) in MEGATRON_YARN_ARGS.items()})
+    return out
+
+
 class MegatronFormatError(ValueError):
     """A Megatron checkpoint (or a target for one) this converter cannot represent; one line, naming the key."""
 
@@ -613,6 +680,9 @@ def config_from_args(args: argparse.Namespace, vocab_size: Optional[int] = None)
     _hybrid_kwargs(args, kwargs)
     _gdn_kwargs(args, kwargs)
     _moe_kwargs(args, kwargs)
+    _mla_kwargs(args, kwargs)
+    if getattr(args, "mtp_num_layers", None):
+        kwargs["mtp_num_layers"] = int(args.mtp_num_layers)
     return kwargs
 
 
@@ -657,11 +727,12 @@ def args_from_config(config: TransformerConfig) -> Dict[str, Any]:
     """Megatron-LM / MindSpeed-LLM ``args`` fields describing ``config`` (the inverse of
     :func:`config_from_args`); a field they cannot express is a :class:`MegatronFormatError`."""
     hybrid = _hybrid_args(config)  # first: a layer kind Megatron lacks is named by its letter
-    gdn, moe = _gdn_args(config), _moe_args(config)
+    gdn, moe, mla = _gdn_args(config), _moe_args(config), _mla_args(config)
     defaults = {f.name: f.default for f in fields(TransformerConfig)}
     known = set(SAME_NAME_FIELDS) | set(RENAMED_FIELDS) | set(DERIVED_FIELDS) | set(RUNTIME_CONFIG_FIELDS) | {
         "hybrid_override_pattern", *feature_fields(MAMBA), *GDN_FIELDS,
-        *MOE_FIELDS}  # checked by _hybrid_args, _gdn_args, _moe_args
+        *MOE_FIELDS, *MTP_FIELDS, *(MLA_FIELDS if config.multi_latent_attention else ("multi_latent_attention",)),
+    }  # checked by _hybrid_args, _gdn_args, _moe_args, _mla_args
     for name in sorted(set(defaults) - known):
         value = getattr(config, name)
         if value not in (defaults[name], ()) and not (value is None and defaults[name] is None):
@@ -684,7 +755,7 @@ def args_from_config(config: TransformerConfig) -> Dict[str, Any]:
                noop_layers=list(config.noop_layers) or None, params_dtype=config.params_dtype,
                bf16=config.params_dtype == torch.bfloat16, fp16=config.params_dtype == torch.float16,
                attention_dropout=config.attention_dropout, hidden_dropout=config.hidden_dropout,
-               init_method_std=config.init_method_std, multi_latent_attention=False)
+               init_method_std=config.init_method_std, multi_latent_attention=False, rope_type=None)
     llama3 = config.rope_scaling_type == "llama3" and all(
         getattr(config, name) == value for name, value in MEGATRON_LLAMA3_ROPE.items())
     out["use_rope_scaling"] = llama3  # Megatron-LM's spelling of the same scaling
@@ -692,6 +763,9 @@ def args_from_config(config: TransformerConfig) -> Dict[str, Any]:
     out.update(hybrid)
     out.update(gdn)
     out.update(moe)
+    if mla["multi_latent_attention"]:  # the latent norms are Megatron's qk_layernorm with MLA
+        out.update(mla)
+    out["mtp_num_layers"] = config.mtp_num_layers
     return out
 
 
@@ -710,7 +784,17 @@ TE_NORM_NAMES = {
 # a gated DeltaNet layer fuses its input norm into the GDN's in_proj instead
 GDN_TE_NORM_NAMES = {"input_layernorm.weight": "self_attention.in_proj.layer_norm_weight",
                      "input_layernorm.bias": "self_attention.in_proj.layer_norm_bias"}
-FROM_TE_NORM_NAMES = {te: ours for names in (TE_NORM_NAMES, GDN_TE_NORM_NAMES) for ours, te in names.items()}
+# an MLA layer's latent norms, fused into its up projections
+MLA_TE_NORM_NAMES = {"self_attention.q_layernorm.weight": "self_attention.linear_q_up_proj.layer_norm_weight",
+                     "self_attention.kv_layernorm.weight": "self_attention.linear_kv_up_proj.layer_norm_weight"}
+FROM_TE_NORM_NAMES = {te: ours for names in (TE_NORM_NAMES, GDN_TE_NORM_NAMES, MLA_TE_NORM_NAMES)
+                      for ours, te in names.items()}
+# An MTP module's layer: ours ``mtp.layers.{k}.transformer_layer.*`` (megatron-core <= 0.16's name, and
+# MindSpeed-LLM's); later megatron-core names it ``mtp_model_layer``. Both are read; --megatron-mtp-layer-name
+# picks the one written.
+MTP_LAYER, MTP_LAYER_NAMES = "mtp_model_layer", ("mtp_model_layer", "transformer_layer")
+MTP_OURS = re.compile(r"^mtp\.layers\.(\d+)\.transformer_layer\.(.*)$")
+MTP_THEIRS = re.compile(r"^mtp\.layers\.(\d+)\.(?:transformer_layer|mtp_model_layer)\.(.*)$")
 # Megatron-core >= 0.19's names of the Mamba conv (direct mixer parameters) -> ours (and earlier releases')
 FROM_CONV_PARAMETER_NAMES = {"mixer.conv1d_weight": "mixer.conv1d.weight", "mixer.conv1d_bias": "mixer.conv1d.bias"}
 # the final norm: ours (and Megatron's GPT TransformerBlock's) -> Megatron's HybridStack / MambaStack's
@@ -744,27 +828,45 @@ def split_layer(name: str) -> Optional[Tuple[int, str]]:
 
 
 def their_name(our_name: str, local_layer: Optional[int], transformer_impl: str, hybrid: bool = False,
-               mixer: Optional[str] = None, mlp: Optional[str] = None) -> str:
+               mixer: Optional[str] = None, mlp: Optional[str] = None, mla: bool = False,
+               mtp_layer: str = MTP_LAYER) -> str:
     """The Megatron name of our parameter ``our_name`` in a chunk where its layer is ``local_layer``;
-    ``hybrid``: of a hybrid model (Megatron's HybridStack, whose final norm is ``final_norm``); ``mixer`` and
-    ``mlp``: the layer's parts (a gated DeltaNet's parameters are named and fused as Megatron-core's
-    GatedDeltaNet, both parts of its ``in_proj`` getting that one name; an MoE layer's norm is not fused with
-    Transformer Engine, and its experts' names are :func:`expert_entry_names`)."""
+    ``hybrid``: of a hybrid model (Megatron's HybridStack, whose final norm is ``final_norm``); ``mixer``,
+    ``mlp`` and ``mla``: the layer's parts (see :func:`their_layer_suffix`; an MTP module's layer has the last
+    decoder layer's), ``mtp_layer``: the name of an MTP module's layer (:data:`MTP_LAYER_NAMES`)."""
+    mtp = MTP_OURS.match(our_name)
+    if mtp:
+        suffix = their_layer_suffix(mtp.group(2), transformer_impl, mixer, mlp, mla)
+        return f"mtp.layers.{mtp.group(1)}.{mtp_layer}.{suffix}"
     parts = split_layer(our_name)
     if parts is None:
         if hybrid and our_name.startswith(FINAL_NORM):
             return HYBRID_FINAL_NORM + our_name[len(FINAL_NORM):]
         return our_name
-    suffix = parts[1]
+    return f"decoder.layers.{local_layer}.{their_layer_suffix(parts[1], transformer_impl, mixer, mlp, mla)}"
+
+
+def their_layer_suffix(suffix: str, transformer_impl: str, mixer: Optional[str], mlp: Optional[str],
+                       mla: bool) -> str:
+    """Megatron's name of our layer-local ``suffix``: a gated DeltaNet's parameters are named and fused as
+    Megatron-core's GatedDeltaNet (both parts of its ``in_proj`` get that one name), and Transformer Engine fuses
+    norms into the next linear, except an MoE layer's and an MLA layer's input norm (whose latent norms it fuses
+    into the up projections instead)."""
     if mixer == GDN_MIXER:
         suffix = GDN_RENAMED.get(suffix, suffix)
         if transformer_impl == "transformer_engine":
             suffix = GDN_TE_NORM_NAMES.get(suffix, suffix)
     if suffix == SHARED_EXPERT_GATE:
         suffix = MEGATRON_SHARED_EXPERT_GATE
-    if transformer_impl == "transformer_engine" and not (mlp == MOE_MLP and suffix.startswith("pre_mlp_layernorm")):
-        suffix = TE_NORM_NAMES.get(suffix, suffix)
-    return f"decoder.layers.{local_layer}.{suffix}"
+    if transformer_impl != "transformer_engine":
+        return suffix
+    if mla:
+        if suffix.startswith("input_layernorm"):
+            return suffix
+        suffix = MLA_TE_NORM_NAMES.get(suffix, suffix)
+    if mlp == MOE_MLP and suffix.startswith("pre_mlp_layernorm"):
+        return suffix
+    return TE_NORM_NAMES.get(suffix, suffix)
 
 
 def our_layer_name(their: str) -> Optional[Tuple[Optional[int], str]]:
@@ -773,16 +875,24 @@ def our_layer_name(their: str) -> Optional[Tuple[Optional[int], str]]:
     ``in_proj`` keeps its name: it holds two of ours (:func:`gdn_in_proj_rows`)."""
     if their.endswith("._extra_state") or their == "_extra_state":
         return None
+    mtp = MTP_THEIRS.match(their)
+    if mtp:
+        return None, f"mtp.layers.{mtp.group(1)}.transformer_layer.{our_layer_suffix(mtp.group(2))}"
     parts = split_layer(their)
     if parts is None:
         if their.startswith(HYBRID_FINAL_NORM):
             return None, FINAL_NORM + their[len(HYBRID_FINAL_NORM):]
         return None, their
     local, suffix = parts
+    return local, "decoder.layers.{i}." + our_layer_suffix(suffix)
+
+
+def our_layer_suffix(suffix: str) -> str:
+    """Our layer-local name of Megatron's ``suffix`` (the inverse of :func:`their_layer_suffix`)."""
     suffix = FROM_CONV_PARAMETER_NAMES.get(suffix, FROM_GDN_NAMES.get(suffix, suffix))
     if suffix == MEGATRON_SHARED_EXPERT_GATE:
         suffix = SHARED_EXPERT_GATE
-    return local, "decoder.layers.{i}." + FROM_TE_NORM_NAMES.get(suffix, suffix)
+    return FROM_TE_NORM_NAMES.get(suffix, suffix)
 
 
 def is_gdn_in_proj(their: str) -> bool:
@@ -830,14 +940,26 @@ def te_modules(config: TransformerConfig, layer: int, experts: str = TE_GROUPED_
                tuple(f"mlp.experts.local_experts.{i}.linear_{which}" for i in range(local_experts)
                      for which in ("fc1", "fc2")))
         moe += TE_SHARED_EXPERT_MODULES if config.moe_shared_expert_intermediate_size else ()
+    attention = TE_ATTENTION_MODULES
+    if config.multi_latent_attention:
+        queries = ("linear_q_proj",) if config.q_lora_rank is None else ("linear_q_down_proj", "linear_q_up_proj")
+        attention = tuple(f"self_attention.{name}" for name in (
+            *queries, "linear_kv_down_proj", "linear_kv_up_proj", "core_attention", "linear_proj"))
     return ((TE_MAMBA_MODULES if mixer == MAMBA_MIXER else ())
             + (TE_GDN_MODULES if mixer == GDN_MIXER else ())
-            + (TE_ATTENTION_MODULES if mixer == ATTENTION_MIXER else ())
+            + (attention if mixer == ATTENTION_MIXER else ())
             + (TE_MLP_MODULES if mlp == DENSE_MLP and not config.is_moe_layer(layer) else ()) + moe)
 
 
 def extra_state_names(layers: Sequence[Tuple[int, int]], config: TransformerConfig, experts: str = TE_GROUPED_EXPERTS,
-                      local_experts: int = 1) -> Tuple[str, ...]:
-    """The ``_extra_state`` entries Transformer Engine adds for ``layers``: (chunk-local, global) numbers."""
-    return tuple(f"decoder.layers.{local}.{module}._extra_state" for local, layer in layers
-                 for module in te_modules(config, layer, experts, local_experts))
+                      local_experts: int = 1, mtp_layer: Optional[str] = None) -> Tuple[str, ...]:
+    """The ``_extra_state`` entries Transformer Engine adds for ``layers``: (chunk-local, global) numbers; with
+    ``mtp_layer`` (the chunk holds the MTP modules) those of each MTP module, whose layer is built as the last
+    decoder layer."""
+    names = [f"decoder.layers.{local}.{module}._extra_state" for local, layer in layers
+             for module in te_modules(config, layer, experts, local_experts)]
+    if mtp_layer is not None:
+        last = te_modules(config, config.num_layers - 1, experts, local_experts)
+        names += [f"mtp.layers.{k}.{module}._extra_state" for k in range(config.mtp_num_layers or 0)
+                  for module in ("eh_proj", *(f"{mtp_layer}.{inner}" for inner in last))]
+    return tuple(names)

@@ -326,7 +326,7 @@ def test_error_checkpoint_without_args(capsys, cases, tmp_path) -> None:
                           "--save-dir", str(tmp_path / "out")], CHECKPOINT_FILENAME, "no 'args'")
 
 
-@pytest.mark.parametrize("setting, key", [(dict(mtp_num_layers=1), "args.mtp_num_layers"),
+@pytest.mark.parametrize("setting, key", [(dict(post_norm=True), "args.post_norm"),
                                           (dict(multi_latent_attention=True), "args.multi_latent_attention"),
                                           (dict(position_embedding_type="learned_absolute"),
                                            "args.position_embedding_type")])
