@@ -66,8 +66,20 @@ logits, or over all experts with ``moe_router_pre_softmax``; sigmoid renormalise
 scored by their best top-k / group-topk; the expert bias with sigmoid only); our softmax over all experts
 with a renormalised top-k is its default, and other routing is refused.
 
-A setting the decoder cannot model (MLA; MTP; learned absolute positions; MindSpeed's sandwich norms, ...)
-is a :class:`MegatronFormatError` naming the ``args`` key.
+Multi-latent attention (``multi_latent_attention`` with ``qk_layernorm``, its latent norms) has our names:
+``linear_q_down_proj`` / ``linear_q_proj``, ``q_layernorm``, ``linear_q_up_proj``, ``linear_kv_down_proj``,
+``kv_layernorm``, ``linear_kv_up_proj``, ``linear_proj``. megatron-core's local layers build the down
+projections as ColumnParallelLinear (rows split over TP, gathered); Transformer Engine keeps them whole
+(``TELinear``, duplicated), fuses the latent norms into the up projections (``layer_norm_weight``) and keeps the
+input norm apart. Its RoPE de-interleaves the rope channels (DeepSeek's layout: our ``rope_interleaved``);
+YaRN is ``rope_type`` yarn (MLA's default) with ``rotary_scaling_factor``, ``mscale``, ``mscale_all_dim``,
+``beta_fast``, ``beta_slow`` and ``original_max_position_embeddings``. MTP modules (``mtp_num_layers``) are
+``mtp.layers.{k}.{enorm, hnorm, eh_proj, final_layernorm}`` and their layer (built as the last decoder layer)
+under ``mtp_model_layer`` (current megatron-core) or ``transformer_layer`` (0.16 and earlier, MindSpeed-LLM),
+on the last pipeline stage, which then holds the word embeddings too.
+
+A setting the decoder cannot model (MTP in hybrid patterns; learned absolute positions; MindSpeed's sandwich
+norms, ...) is a :class:`MegatronFormatError` naming the ``args`` key.
 """
 from __future__ import annotations
 
