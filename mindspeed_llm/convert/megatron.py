@@ -43,7 +43,8 @@ class MegatronLMSource(MegatronSource):
     (segment ``c * PP + r`` on chunk ``c`` of stage ``r``); its Mamba tensors are split over TP as ours.
     A gated DeltaNet's ``in_proj`` is read as our two projections (views of its rows); a rank's experts,
     in any of Megatron's three layouts, as our stacked ``[E, rows, cols]`` piece, and the EP rank files
-    hold the expert slices.
+    hold the expert slices. MLA down projections whose rows the files split over TP (megatron-core's local
+    layers) are joined; MTP layers are read under either of megatron-core's names.
     """
 
     def __init__(self, load_dir: str, family_name: Optional[str], vocab_size: Optional[int]) -> None:
@@ -256,7 +257,9 @@ class MegatronLMSink(MegatronSink):
     pattern with ``|`` between the stages (and chunks) in ``hybrid_layer_pattern``, and needs a TP size
     that divides its Mamba groups. A gated DeltaNet's two projections are written as Megatron's one
     ``in_proj`` once both have come; the experts of a rank as the entries of the layout
-    ``--moe-grouped-gemm`` and ``--transformer-impl`` select, one file per TP, PP and EP rank.
+    ``--moe-grouped-gemm`` and ``--transformer-impl`` select, one file per TP, PP and EP rank. With local
+    layers the MLA down projections' rows are split over TP (megatron-core builds them as ColumnParallelLinear);
+    MTP layers are named as ``--megatron-mtp-layer-name`` says.
     """
 
     def __init__(self, save_dir: str, layout: ModelLayout, family_name: str, hf_config: Optional[Dict[str, Any]],
