@@ -14,7 +14,7 @@ The tests fail on
 - a device name (``"cuda"``, ``"npu"``, ``torch.cuda``, ``torch_npu``) outside ``core/device.py``.
 
 Core's layers, lowest first: leaves that know nothing of the others (the device, timers, the fused-kernel
-dispatch, the launcher); the process groups; tensor parallelism (mappings, parallel layers, the loss);
+dispatch, the launcher); the memory probe (which asks the device for its allocator); the process groups; tensor parallelism (mappings, parallel layers, the loss);
 what builds on those without knowing a model (pipeline schedules, datasets, the layout-independent
 checkpoint format, NF4 quantisation); checkpoint files; the transformer's layers and block; the models;
 data-parallel wrapping (DDP buckets, FSDP); the optimizers that step those wrappers; and on top the object
@@ -35,6 +35,7 @@ PACKAGES = ("core", "mindspeed_llm")
 
 CORE_LAYERS: Tuple[Tuple[str, ...], ...] = (
     ("core", "core.device", "core.timers", "core.fused", "core.launcher"),
+    ("core.memory_probe",),
     ("core.parallel_state",),
     ("core.tensor_parallel",),
     ("core.pipeline_parallel", "core.datasets", "core.dist_checkpointing", "core.quantization"),
