@@ -255,7 +255,7 @@ class MegatronSource:
         if name not in self.supplied:
             stage, chunk, local = layout.locations[name][0]
             key, stored = layout.chunk_keys[chunk], self._stored_name(stage, chunk, local)
-            for rank in self._ranks_holding(layout.shards[name], name in layout.experts, layout):
+            for rank in self._ranks_holding(self._stored_shard(name, layout), name in layout.experts, layout):
                 if finite or non_finite_count(self._stored_piece(self._map(rank, stage)[key], stage, chunk, local)):
                     return stored, self.path(rank, stage)
         return name, f"{self.load_dir} merged with its --lora-load adapters"

@@ -284,3 +284,16 @@ def test_error_mla_megatron_files(capsys, deepseek, tmp_path) -> None:
     expect_error(capsys, ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", deepseek["hf_dir"],
                           "--save-dir", str(tmp_path / "out"), "--megatron-mtp-layer-name", "transformer_layer"],
                  "--megatron-mtp-layer-name")
+
+
+def test_non_finite_split_down_projection_is_named_in_its_rank_file(capsys, deepseek, tmp_path) -> None:
+    """A NaN in TP rank 1's rows of a local MLA down projection is refused naming that tensor in rank 1's file."""
+    padded = -(-HF_CONFIG["vocab_size"] // (DIVISIBLE_BY * TP)) * DIVISIBLE_BY * TP
+    models = megatron_model(deepseek["hf"], "local", padded)
+    poisoned = "decoder.layers.1.self_attention.linear_q_down_proj.weight"
+    models[(1, 0, 0)][poisoned][0, 0] = float("nan")
+    root = save_megatron_files(str(tmp_path / "megatron"), models, mla_megatron_args(padded), ep=EP)
+    line = expect_error(capsys, ["--load-model-type", "megatron", "--save-model-type", "hf", "--load-dir", root,
+                                 "--save-dir", str(tmp_path / "out"), "--model-type-hf", "deepseek_v3"],
+                        f"tensor '{poisoned}'", "holds 1 NaN/Inf")
+    assert "mp_rank_01_000_000" in line, line
