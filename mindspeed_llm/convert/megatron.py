@@ -276,6 +276,12 @@ class MegatronLMSink(MegatronSink):
                                       f"MLA's {name.split('.')[1]}, which megatron-core's local layers split over TP; "
                                       "choose a TP size that divides them or pass --transformer-impl "
                                       "transformer_engine")
+        if grouped_gemm and not config.num_experts:
+            raise ConversionError("--moe-grouped-gemm lays out experts, and this model has none (a dense model); "
+                                  "drop it")
+        if mtp_layer != megatron_format.MTP_LAYER and not config.mtp_num_layers:
+            raise ConversionError(f"--megatron-mtp-layer-name {mtp_layer} names MTP layers, and this model has none; "
+                                  "drop it")
         self.experts = megatron_format.expert_layout(transformer_impl, grouped_gemm)
         self.local_experts = config.num_experts // layout.ep if config.num_experts else 0
         if layout.whole_experts:

@@ -312,3 +312,12 @@ def test_error_gdn_target_megatron_cannot_hold() -> None:
                                   attention_output_gate_per_head=True), "attention_output_gate_per_head = True")):
         with pytest.raises(megatron_format.MegatronFormatError, match=fragment):
             megatron_format.args_from_config(TransformerConfig(**base, **extra))
+
+
+def test_error_megatron_flags_the_model_has_nothing_for(capsys, qwen3_5, tmp_path) -> None:
+    """A dense model without MTP refuses --moe-grouped-gemm and --megatron-mtp-layer-name instead of ignoring them."""
+    base = ["--load-model-type", "hf", "--save-model-type", "megatron", "--load-dir", qwen3_5["hf_dir"],
+            "--save-dir", str(tmp_path / "out")]
+    expect_error(capsys, base + ["--moe-grouped-gemm"], "--moe-grouped-gemm", "has none")
+    expect_error(capsys, base + ["--megatron-mtp-layer-name", "transformer_layer"],
+                 "--megatron-mtp-layer-name transformer_layer", "has none")
