@@ -145,9 +145,10 @@ class MegatronLMSource(MegatronSource):
                     raise ConversionError(f"{self.path(0, stage)}: {their!r} is layer {local} of a chunk of "
                                           f"{len(layers)} layers; the checkpoint does not match its args")
                 name = name.replace("{i}", str(layers[local]))
-            entry = megatron_format.expert_entry("mlp.experts." + their.split(".mlp.experts.", 1)[-1])
-            if ".mlp.experts." in their and entry is not None:  # a rank's experts: stacked into ours below
-                stacked = their.split(".mlp.experts.", 1)[0] + f".mlp.experts.linear_{entry[1]}.weight"
+            layer_prefix, experts_marker, entry_name = their.partition(".mlp.experts.")
+            entry = megatron_format.expert_entry("mlp.experts." + entry_name) if experts_marker else None
+            if entry is not None:  # a rank's experts: stacked into ours below
+                stacked = f"{layer_prefix}.mlp.experts.linear_{entry[1]}.weight"
                 ours_stacked = megatron_format.our_layer_name(stacked)[1]
                 if local is not None:
                     ours_stacked = ours_stacked.replace("{i}", str(layers[local]))
@@ -209,7 +210,7 @@ class MegatronLMSource(MegatronSource):
         return self.tp > 1 and value.size(0) * self.tp == megatron_format.mla_down_rows(self.config, name)
 
     def _stored_shard(self, name: str, layout: ModelLayout) -> Optional[TPShard]:
-        if name.endswith(megatron_format.MLA_DOWN_PROJECTIONS) and name in self.split_names:
+        if name in self.split_names:
             return TPShard.even(0, megatron_format.mla_down_rows(self.config, name))
         return super()._stored_shard(name, layout)
 

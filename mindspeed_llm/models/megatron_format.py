@@ -525,11 +525,10 @@ def _moe_args(config: TransformerConfig) -> Dict[str, Any]:
     score, topk = config.moe_router_score_function, config.moe_router_topk
     grouped = config.moe_router_num_groups is not None
     if score == "softmax":
-        refusal = ("expert_bias" if config.moe_router_enable_expert_bias else
-                   "groups" if grouped and config.moe_router_pre_softmax and config.norm_topk_prob else None)
-        if refusal:
-            what = {"expert_bias": "selects without the expert bias",
-                    "groups": "ranks groups by their top logits, not by renormalised softmax scores"}[refusal]
+        what = ("selects without the expert bias" if config.moe_router_enable_expert_bias else
+                "ranks groups by their top logits, not by renormalised softmax scores"
+                if grouped and config.moe_router_pre_softmax and config.norm_topk_prob else None)
+        if what:
             raise MegatronFormatError(f"this model's softmax routing differs from Megatron-LM's, which {what}; "
                                       "convert it to hf or mg instead")
         pre_softmax = config.moe_router_pre_softmax and not config.norm_topk_prob
@@ -605,13 +604,13 @@ def _mla_args(config: TransformerConfig) -> Dict[str, Any]:
     """The multi-latent attention ``args`` of ``config``; refuses what Megatron's MLA does not compute."""
     if not config.multi_latent_attention:
         return dict(multi_latent_attention=False)
-    refusals = {"rope_interleaved": (False, "its MLA rotates the rope channels de-interleaved (DeepSeek's layout)"),
+    required = {"rope_interleaved": (True, "its MLA rotates the rope channels de-interleaved (DeepSeek's layout)"),
                 "mla_latent_norm_epsilon": (None, "its latent norms use norm_epsilon"),
                 "qkv_bias": (False, "its MLA projections have no biases"),
                 "attention_scale": (None, "its MLA softmax scale is 1/sqrt(head dim) times YaRN's mscale^2")}
-    for name, (value, why) in refusals.items():
+    for name, (value, why) in required.items():
         ours = getattr(config, name)
-        if (ours != value) if name != "rope_interleaved" else not ours:
+        if ours != value:
             raise MegatronFormatError(f"this model sets {name} = {ours!r} with multi-latent attention; Megatron-LM "
                                       f"cannot express it ({why}); convert it to hf or mg instead")
     if config.rope_scaling_type not in (None, "yarn"):
