@@ -33,7 +33,7 @@ from core.tensor_parallel.mappings import gather_from_sequence_parallel_region, 
 from core.tensor_parallel.param_meta import TPShard, copy_meta, full_shape, local_tensor, param_meta, update_meta
 from core.transformer.block import TransformerBlock, compute_dtype, hidden_dropout, hidden_norm
 from core.transformer.config import TransformerConfig
-from core.transformer.context_parallel import context_parallel_for, sequence_layout
+from core.transformer.context_parallel import SequenceLayout, context_parallel_for, sequence_layout
 from core.transformer.mamba_mixer import MAMBA_INITS
 from core.transformer.multi_token_prediction import MultiTokenPredictionBlock
 from core.transformer.position_embedding import PositionEmbedding
@@ -225,6 +225,8 @@ class GPTModel(nn.Module):
         layout = sequence_layout(self.context_parallel, local_len, device, document_ids)
         if inference_cache is not None:
             layout = inference_cache.layout(local_len, device)
+        if layout is None and self.config.is_dsa:  # DSA's layers pass their top-k on in the layout
+            layout = SequenceLayout(local_len, torch.arange(local_len, device=device))
         if self.context_parallel is not None and position_ids is None:
             position_ids = layout.positions.expand(batch, -1)  # [b, s/cp]
         hidden, embeds = self._stage_input(input_ids, position_ids, given)

@@ -60,6 +60,20 @@ def mark_param(param: nn.Parameter, *, init: str, tp_shard: Optional[TPShard] = 
                                      init_value=init_value))
 
 
+class ReplicatedLinear(nn.Module):
+    """``Y = X A^T + b`` with the whole weight ``[out, in]`` on every TP rank (whole gradients)."""
+
+    def __init__(self, input_size: int, output_size: int, bias: bool, dtype: Optional[torch.dtype]) -> None:
+        super().__init__()
+        self.weight = mark_param(nn.Parameter(torch.empty(output_size, input_size, dtype=dtype)), init="normal")
+        self.bias = None
+        if bias:
+            self.bias = mark_param(nn.Parameter(torch.empty(output_size, dtype=dtype)), init="zeros")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
+
+
 class DeferredGrad(NamedTuple):
     """One deferred weight-gradient computation: ``weight`` and/or ``bias`` (None when not deferred)."""
 

@@ -305,6 +305,20 @@ def build_layer(config: TransformerConfig, state: ParallelState, layer_number: i
     return TransformerLayer(config, state, layer_number)
 
 
+def check_dsa_sharing(config: TransformerConfig, layer_numbers: List[int]) -> None:
+    """A DSA layer that reuses another's top-k (--dsa-indexer-topk-freq) must find it in its own pipeline chunk."""
+    if not config.is_dsa:
+        return
+    for layer in layer_numbers:
+        source = config.dsa_topk_source(layer)
+        if layer not in config.noop_layers and (source not in layer_numbers or source in config.noop_layers):
+            raise ValueError(f"DSA layer {layer} reuses layer {source}'s top-k (--dsa-indexer-topk-freq "
+                             f"{config.dsa_indexer_topk_freq}, --dsa-indexer-skip-topk-offset "
+                             f"{config.dsa_indexer_skip_topk_offset}), which is not a computing layer of its "
+                             "pipeline stage: start every stage (and virtual chunk) on a layer that computes its "
+                             "own top-k")
+
+
 def transformer_layers(model: nn.Module) -> List[nn.Module]:
     """The decoder layers that hold parameters (noop layers are skipped)."""
     layers = model.decoder.layers.values()
@@ -326,6 +340,8 @@ class TransformerBlock(nn.Module):
                  post_process: bool) -> None:
         super().__init__()
         self.config = config
+        layer_numbers = list(layer_numbers)
+        check_dsa_sharing(config, layer_numbers)
         self.layers = nn.ModuleDict({str(i): build_layer(config, state, i) for i in layer_numbers})
         for position, layer in enumerate(self.layers.values()):  # MindSpeed's --swap-attention MLP recompute
             if isinstance(layer, TransformerLayer):

@@ -70,7 +70,9 @@ VARIANT_MIXERS: Dict[str, str] = {"gated_delta_net": GDN_MIXER, "gdn": GDN_MIXER
                                   "kimi_delta_attention": KDA_MIXER, "lightning": LIGHTNING_MIXER,
                                   "lightning_attention": LIGHTNING_MIXER, "short_conv": SHORT_CONV_MIXER,
                                   "rg_lru": RG_LRU_MIXER, "mlstm": MLSTM_MIXER}
-EXPERIMENTAL_ATTENTION_VARIANTS = tuple(VARIANT_MIXERS)
+# 'dsa' is not a mixer of marked layers: it makes every MLA layer DeepSeek Sparse Attention (Megatron-core's spelling)
+DSA_VARIANT = "dsa"
+EXPERIMENTAL_ATTENTION_VARIANTS = tuple(VARIANT_MIXERS) + (DSA_VARIANT,)
 PREDICTION_HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 # --activation -> (the elementwise function, gated): a gated MLP computes act(gate) * up with a fused [gate; up]
 ACTIVATIONS: Dict[str, Tuple[str, bool]] = {
@@ -106,8 +108,19 @@ RG_LRU = "rg_lru"  # Griffin's recurrent blocks (RecurrentGemma)
 RWKV = "rwkv"  # RWKV-4's time-mixing layers
 MLSTM = "mlstm"  # xLSTM's mLSTM layers
 SHARED_BLOCK = "shared_block"  # Zamba's shared attention blocks (the 'Z' layers)
+DSA = "dsa"  # DeepSeek Sparse Attention's indexer and top-k (--experimental-attention-variant dsa)
 _OWN_NAME = ""  # FieldSpec.flag before resolution: the flag is the field's name with dashes
 FIELD_DEFAULT = "the field's default"  # FieldSpec.flag_default: the parser's default is the field's
+
+
+def dsa_topk_source(layer_number: int, freq: int, offset: int) -> int:
+    """The 0-based layer whose DSA top-k layer ``layer_number`` (0-based) attends with: itself when it computes
+    one, else the last computing layer before it. Megatron-core's rule on 1-based L: L computes when
+    ``max(L - max(offset, 1), 0)`` is a multiple of ``freq`` (--dsa-indexer-topk-freq/-skip-topk-offset)."""
+    layer, offset = layer_number + 1, max(offset, 1)
+    if layer <= offset:
+        return layer_number
+    return layer - (layer - offset) % freq - 1
 
 
 def parse_layer_frequency(value: str, num_layers: int, flag: str) -> List[int]:
@@ -638,7 +651,8 @@ class ModelConfig:
         None, type=str, choices=EXPERIMENTAL_ATTENTION_VARIANTS,
         help="the mixer of the layers --linear-attention-freq marks: gated_delta_net (or gdn) the gated DeltaNet, "
              "kda (or kimi_delta_attention) Kimi Delta Attention, lightning (or lightning_attention) MiniMax's "
-             "lightning attention, short_conv LFM2's short convolution")
+             "lightning attention, short_conv LFM2's short convolution; dsa makes every MLA layer DeepSeek Sparse "
+             "Attention (no --linear-attention-freq)")
     linear_attention_freq: Optional[str] = config_field(
         None, type=str,
         help="N: N - 1 layers of --experimental-attention-variant then one attention layer, repeated; or a list "
@@ -812,6 +826,32 @@ class ModelConfig:
     mla_latent_norm_epsilon: Optional[float] = config_field(None, type=float,
                                                             help="MLA: eps of the q/kv latent norms (default "
                                                                  "--norm-epsilon)")
+    # DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5; core/transformer/sparse_attention.py), Megatron-core's flags:
+    # every MLA layer runs a lightning indexer and attends to each query's top-k keys only
+    # [--experimental-attention-variant dsa]. The indexer's heads and head dim [--dsa-indexer-n-heads,
+    # --dsa-indexer-head-dim], the keys kept per query [--dsa-indexer-topk]; cross-layer sharing (GLM-5): layer L
+    # (1-based) computes its own top-k when max(L - max(offset, 1), 0) is a multiple of freq, else reuses the last
+    # computing layer's [--dsa-indexer-topk-freq, --dsa-indexer-skip-topk-offset]; the indexer's RoPE on pairs
+    # (2i, 2i + 1) rather than half-split [--dsa-indexer-rope-interleaved] (GLM-5; DeepSeek-V3.2: half-split); the
+    # eps of its key LayerNorm (None: --norm-epsilon) [--dsa-indexer-k-norm-epsilon]
+    dsa_indexer_n_heads: Optional[int] = config_field(None, type=int, features=(DSA,),
+                                                      help="DSA: the lightning indexer's heads")
+    dsa_indexer_head_dim: Optional[int] = config_field(None, type=int, features=(DSA,),
+                                                       help="DSA: the lightning indexer's head dim")
+    dsa_indexer_topk: Optional[int] = config_field(None, type=int, features=(DSA,),
+                                                   help="DSA: the keys each query attends to")
+    dsa_indexer_topk_freq: int = config_field(1, features=(DSA,),
+                                              help="DSA: every N-th layer computes the top-k, the others reuse it "
+                                                   "(GLM-5's cross-layer sharing)")
+    dsa_indexer_skip_topk_offset: int = config_field(0, features=(DSA,),
+                                                     help="DSA: the 1-based layer the --dsa-indexer-topk-freq "
+                                                          "pattern counts from (0 acts as 1)")
+    dsa_indexer_rope_interleaved: bool = config_field(False, features=(DSA,),
+                                                      help="DSA: the indexer rotates pairs (2i, 2i + 1) (GLM-5), "
+                                                           "not half-split ones (DeepSeek-V3.2)")
+    dsa_indexer_k_norm_epsilon: Optional[float] = config_field(None, type=float, features=(DSA,),
+                                                               help="DSA: eps of the indexer's key LayerNorm "
+                                                                    "(default --norm-epsilon)")
     # The residual stream in fp32 while parameters and branch compute keep params_dtype (Megatron; HF Mamba's
     # residual_in_fp32): the embedding output is cast to fp32; norms read the fp32 stream and their outputs (a
     # Mamba layer's input, as HF and Megatron cast it before its norm) are cast to the parameters' dtype; branch
@@ -948,6 +988,20 @@ class RuntimeConfig:
     hidden_dropout: float = config_field(0.1, group="regularization")
     init_method_std: float = config_field(0.02, group="initialization")
     params_dtype: torch.dtype = config_field(torch.float32, flag=None)
+    # DSA's two training stages (DeepSeek-V3.2): the indexer learns the KL divergence from the main attention's
+    # distribution (summed over heads, normalised) to its own, times the coefficient [--dsa-indexer-loss-coeff,
+    # Megatron's]; over the selected keys only in the sparse stage [--dsa-indexer-use-sparse-loss], over every
+    # causal key in the dense warm-up, where attention stays dense and only the indexer trains
+    # [--dsa-dense-warmup]. The indexer's inputs are detached: the LM loss never reaches it.
+    dsa_indexer_loss_coeff: float = config_field(0.0, group="training", features=(DSA,),
+                                                 help="DSA: coefficient of the indexer's KL loss (0: no indexer loss, "
+                                                      "the indexer does not train)")
+    dsa_indexer_use_sparse_loss: bool = config_field(False, group="training", features=(DSA,),
+                                                     help="DSA: the indexer loss over each query's selected keys "
+                                                          "only (V3.2's sparse stage)")
+    dsa_dense_warmup: bool = config_field(False, group="training", features=(DSA,),
+                                          help="DSA: V3.2's dense warm-up stage: dense attention, every parameter "
+                                               "but the indexers' frozen, the indexer loss over all causal keys")
     tensor_model_parallel_size: int = config_field(1, group="distributed")
     sequence_parallel: bool = config_field(False, group="distributed")
     # Context parallelism (runtime settings, not architecture; core/transformer/context_parallel.py): the
@@ -1184,6 +1238,12 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         """--experimental-attention-variant with --linear-attention-freq, or 'G' / 'K' / 'L' letters, and the
         --linear-* sizes."""
         variant, pattern = self.experimental_attention_variant, self.hybrid_override_pattern
+        if variant == DSA_VARIANT:
+            self._validate_dsa()
+            variant = None  # no layer of a linear-attention variant
+        else:
+            self._refuse_unused(DSA, "applies to DeepSeek Sparse Attention; add --experimental-attention-variant "
+                                     "dsa (with --multi-latent-attention) or drop it")
         if variant is not None and pattern is not None:
             raise ValueError(f"--experimental-attention-variant {variant} places its layers in a GPT model by "
                              "--linear-attention-freq, --hybrid-override-pattern by its letters ('G' gated "
@@ -1733,6 +1793,60 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if self.add_bias_linear or self.add_dense_bias:
             raise ValueError("--dense-bias-layers has no effect when every layer's attention output has a bias "
                              "(--add-bias-linear or --add-dense-bias); drop one")
+
+    def _validate_dsa(self) -> None:
+        """--experimental-attention-variant dsa: MLA layers, the indexer's sizes, the sharing pattern, the stages."""
+        if self.linear_attention_freq is not None or self.hybrid_override_pattern is not None:
+            raise ValueError("--experimental-attention-variant dsa makes every MLA layer sparse: drop "
+                             "--linear-attention-freq / --hybrid-override-pattern")
+        if not self.multi_latent_attention:
+            raise ValueError("--experimental-attention-variant dsa attends on top of multi-latent attention: add "
+                             "--multi-latent-attention (with its ranks and head dims)")
+        if self.position_embedding_type != "rope":
+            raise ValueError("--experimental-attention-variant dsa: the indexer rotates its queries and keys; it needs "
+                             f"--position-embedding-type rope (got {self.position_embedding_type})")
+        sizes = (("--dsa-indexer-n-heads", self.dsa_indexer_n_heads), ("--dsa-indexer-head-dim",
+                 self.dsa_indexer_head_dim), ("--dsa-indexer-topk", self.dsa_indexer_topk))
+        for flag, value in sizes:
+            if value is None or value < 1:
+                raise ValueError(f"--experimental-attention-variant dsa needs a positive {flag} (got {value})")
+        if self.dsa_indexer_head_dim < self.qk_pos_emb_head_dim:
+            raise ValueError(f"--dsa-indexer-head-dim {self.dsa_indexer_head_dim} must hold the "
+                             f"{self.qk_pos_emb_head_dim} rotary dims of --qk-pos-emb-head-dim")
+        if self.dsa_indexer_topk_freq < 1 or self.dsa_indexer_skip_topk_offset < 0:
+            raise ValueError(f"--dsa-indexer-topk-freq ({self.dsa_indexer_topk_freq}) must be at least 1 and "
+                             f"--dsa-indexer-skip-topk-offset ({self.dsa_indexer_skip_topk_offset}) at least 0")
+        if self.dsa_indexer_k_norm_epsilon is not None and self.dsa_indexer_k_norm_epsilon <= 0:
+            raise ValueError(f"--dsa-indexer-k-norm-epsilon {self.dsa_indexer_k_norm_epsilon} must be positive")
+        for flag, on in (("--add-bias-linear", self.add_bias_linear), ("--sliding-window", self.sliding_window),
+                         ("--attention-output-gate", self.attention_output_gate),
+                         (f"--attention-dropout {self.attention_dropout}", self.attention_dropout > 0)):
+            if on:
+                raise ValueError(f"--experimental-attention-variant dsa does not support {flag}: drop it")
+        self._validate_dsa_training()
+
+    def _validate_dsa_training(self) -> None:
+        """The indexer loss and the two stages."""
+        coeff = self.dsa_indexer_loss_coeff
+        if coeff < 0:
+            raise ValueError(f"--dsa-indexer-loss-coeff {coeff} must be 0 or more")
+        if coeff == 0 and (self.dsa_dense_warmup or self.dsa_indexer_use_sparse_loss):
+            flag = "--dsa-dense-warmup" if self.dsa_dense_warmup else "--dsa-indexer-use-sparse-loss"
+            raise ValueError(f"{flag} shapes the indexer loss, and --dsa-indexer-loss-coeff is 0: give it a "
+                             "positive coefficient")
+        if self.dsa_dense_warmup and self.dsa_indexer_use_sparse_loss:
+            raise ValueError("--dsa-dense-warmup trains the indexer on every causal key; "
+                             "--dsa-indexer-use-sparse-loss is the sparse stage's: drop one")
+
+    def dsa_topk_source(self, layer_number: int) -> int:
+        """The 0-based layer whose top-k selection layer ``layer_number`` (0-based) attends with
+        (:func:`dsa_topk_source`)."""
+        return dsa_topk_source(layer_number, self.dsa_indexer_topk_freq, self.dsa_indexer_skip_topk_offset)
+
+    @property
+    def is_dsa(self) -> bool:
+        """Every MLA layer is DeepSeek Sparse Attention (--experimental-attention-variant dsa)."""
+        return self.experimental_attention_variant == DSA_VARIANT
 
     def _validate_mla(self) -> None:
         """Multi-latent attention's ranks and head dims (--multi-latent-attention)."""

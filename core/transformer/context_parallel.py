@@ -27,7 +27,7 @@ document number of each token of the full sequence.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -128,6 +128,9 @@ class SequenceLayout:
     # generation: a KV cache (mindspeed_llm/inference/kv_cache.py) that attention layers write this step's
     # keys/values into and attend over; ``positions`` are then this step's cache slots
     cache: Optional[Any] = None
+    # DeepSeek Sparse Attention: each computing layer's (indices, valid, rule) of this forward, for the layers
+    # that share its top-k (core/transformer/mla.py)
+    dsa_selections: Dict[int, Any] = field(default_factory=dict)
 
 
 def sequence_layout(cp: Optional[ContextParallel], local_len: int, device: torch.device,

@@ -8,6 +8,14 @@ RoPE (the model's tables, sized ``qk_pos_emb_head_dim``) rotates ``q_pe`` and ``
 ``k = [k_nope; k_pe]``. The softmax scale is ``config.mla_softmax_scale`` (YaRN's mscale squared); with
 ``--attn-temperature-beta`` the whole query is scaled per position after RoPE (Mistral4).
 
+DeepSeek Sparse Attention (``--experimental-attention-variant dsa``, ``core/transformer/sparse_attention.py``):
+the layer's lightning indexer reads the detached hidden state and query latent (the hidden state without
+``--q-lora-rank``) and picks each query's top-k keys; attention runs over those only (dense under
+``--dsa-dense-warmup``). A layer that shares (``--dsa-indexer-topk-freq``) attends with its source layer's
+selection, which travels with the micro-batch in ``SequenceLayout.dsa_selections``. In training with
+``--dsa-indexer-loss-coeff`` the indexer's KL loss joins the loss through ``attach_aux_loss`` and is logged as
+``indexer loss``. Under generation the indexer's keys are cached beside the layer's keys and values.
+
 Tensor parallelism: the down projections and the latent norms are replicated (their outputs are needed
 whole on every rank), the up projections are column-parallel by heads and the output projection is
 row-parallel. The up projections' input copy all-reduces the latents' gradients over TP and ``k_pe``'s
@@ -18,7 +26,7 @@ backward that only splits.
 from __future__ import annotations
 
 import contextlib
-from typing import Optional
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -26,29 +34,29 @@ from torch import nn
 
 from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
-from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, Segment, linear, mark_param
+from core.tensor_parallel.layers import ColumnParallelLinear, ReplicatedLinear, RowParallelLinear, Segment
 from core.tensor_parallel.mappings import copy_to_tensor_model_parallel_region, gather_from_sequence_parallel_region
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import sliding_window_mask
 from core.transformer.attention_mask import attention_allowed
+from core.tensor_parallel.checkpoint import is_recomputing
 from core.transformer.context_parallel import SequenceLayout, attend
 from core.transformer.config import TransformerConfig
+from core.transformer.moe.aux_losses import DSA_INDEXER_LOSS, attach_aux_loss
 from core.transformer.norms import build_norm
 from core.transformer.rope import apply_rope, layer_rotary
+from core.transformer.sparse_attention import (KeyRule, LightningIndexer, indexer_kl_loss, indexer_rotary,
+                                               select_topk, sparse_attention)
 
 
-class ReplicatedLinear(nn.Module):
-    """``Y = X A^T + b`` with the whole weight ``[out, in]`` on every TP rank (whole gradients)."""
-
-    def __init__(self, input_size: int, output_size: int, bias: bool, dtype: Optional[torch.dtype]) -> None:
-        super().__init__()
-        self.weight = mark_param(nn.Parameter(torch.empty(output_size, input_size, dtype=dtype)), init="normal")
-        self.bias = None
-        if bias:
-            self.bias = mark_param(nn.Parameter(torch.empty(output_size, dtype=dtype)), init="zeros")
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)
+class DsaSelection(NamedTuple):
+    """One DSA layer's keys per query: ``indices``/``valid`` [b, sq, k], the rule they were chosen under, and
+    (a computing layer's) the indexer's outputs for its loss: q_index [sq, b, H, d], k_index [sk, b, d], weights
+    [sq, b, H]."""
+    indices: torch.Tensor
+    valid: torch.Tensor
+    rule: KeyRule
+    index: Optional[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = None
 
 
 class MultiLatentAttention(nn.Module):
@@ -94,6 +102,15 @@ class MultiLatentAttention(nn.Module):
         self.window = config.layer_window(layer_number)
         self.chunk = config.layer_chunk(layer_number)
         self.use_rope = layer_number not in config.no_rope_layers
+        self.dsa_source = config.dsa_topk_source(layer_number) if config.is_dsa else None
+        self.indexer = None
+        if config.is_dsa and self.dsa_source == layer_number:  # a computing layer (not one that shares)
+            eps = config.dsa_indexer_k_norm_epsilon
+            self.indexer = LightningIndexer(config.hidden_size, config.q_lora_rank or config.hidden_size,
+                                            config.dsa_indexer_n_heads, config.dsa_indexer_head_dim, self.rope_dim,
+                                            eps if eps is not None else config.norm_epsilon,
+                                            config.dsa_indexer_rope_interleaved, dtype)
+        self.tracked_aux_losses: Dict[str, torch.Tensor] = {}  # the indexer loss of training forwards (the log)
 
     def _latent_norm(self, size: int) -> nn.Module:
         cfg = self.config
@@ -110,9 +127,11 @@ class MultiLatentAttention(nn.Module):
         s, b = hidden.shape[:2]
         nq = self.local_heads
         if self.config.q_lora_rank is None:
+            q_latent = hidden  # what the DSA indexer reads
             q = self.linear_q_proj(hidden)  # [s, b, np * (nope + rope)]
         else:
-            q = self.linear_q_up_proj(self.q_layernorm(self.linear_q_down_proj(hidden)))
+            q_latent = self.q_layernorm(self.linear_q_down_proj(hidden))  # [s, b, q_lora_rank]
+            q = self.linear_q_up_proj(q_latent)
         q = q.view(s, b, nq, self.nope_dim + self.rope_dim)
         q_nope, q_pe = q.split([self.nope_dim, self.rope_dim], dim=-1)
         latent = self.linear_kv_down_proj(hidden)  # [s, b, kv_lora_rank + rope]
@@ -133,25 +152,82 @@ class MultiLatentAttention(nn.Module):
         if query_scale:
             q = q * query_scale[0]  # Llama-4 attention temperature on the whole query (Mistral4)
         k = torch.cat([k_nope, k_pe.expand(s, b, nq, self.rope_dim)], dim=-1)  # [s, b, np, nope + rope]
+        selection = None
+        if self.dsa_source is not None:
+            selection = self._dsa_select(hidden, q_latent, rotary, layout)
+        if self.config.is_dsa and layout is not None and layout.cache is not None:  # generation
+            k, v = layout.cache.update(self.layer_number, k, v)  # [sk, b, np, nope + rope | v]
         if self._recompute_core_attention():
-            context = checkpoint(self._core_attention, q, k, v, layout)  # [s, b, np * v]
+            context = checkpoint(self._core_attention, q, k, v, layout, selection)  # [s, b, np * v]
         else:
-            context = self._core_attention(q, k, v, layout)
+            context = self._core_attention(q, k, v, layout, selection)
         if self.gate_width:  # gate [s, b, np * (v | 1)], its sigmoid in fp32 as transformers'
             gate = torch.sigmoid(self.linear_gate(hidden).float()).to(context.dtype)
             context = (context.view(s, b, nq, self.v_dim) * gate.view(s, b, nq, self.gate_width)).flatten(2)
-        return self.linear_proj(context)  # [s, b, h] ([s/tp, b, h] under SP)
+        output = self.linear_proj(context)  # [s, b, h] ([s/tp, b, h] under SP)
+        if selection is not None and selection.index is not None and self._trains_indexer():
+            output = attach_aux_loss(output, self._indexer_loss(q, k, selection))
+        return output
+
+    # ---- DeepSeek Sparse Attention -------------------------------------------------------------------------
+
+    def _trains_indexer(self) -> bool:
+        return self.config.dsa_indexer_loss_coeff > 0 and self.training and torch.is_grad_enabled()
+
+    def _dsa_select(self, hidden: torch.Tensor, q_latent: torch.Tensor, rotary: Optional[tuple],
+                    layout: Optional[SequenceLayout]) -> DsaSelection:
+        """This layer's keys per query: its indexer's top-k, or (a sharing layer) its source layer's."""
+        if self.indexer is None:
+            if layout is None or self.dsa_source not in layout.dsa_selections:
+                raise RuntimeError(f"DSA layer {self.layer_number} reuses layer {self.dsa_source}'s top-k, which did "
+                                   "not run before it in this forward")
+            indices, valid, rule = layout.dsa_selections[self.dsa_source]
+            return DsaSelection(indices, valid, rule)
+        cfg = self.config
+        cos, sin = layer_rotary(rotary, False)[:2]
+        cos, sin = indexer_rotary(cos, sin, cfg.rope_interleaved, cfg.dsa_indexer_rope_interleaved)
+        with torch.enable_grad() if self._trains_indexer() else torch.no_grad():  # detached inputs: the indexer only
+            q_index, k_index, weights = self.indexer(hidden.detach(), q_latent.detach(), cos, sin)
+        rule = KeyRule()
+        if layout is not None and layout.cache is not None:
+            k_index = layout.cache.update_index_keys(self.layer_number, k_index)  # [sk, b, d]
+            rule = KeyRule(mask=layout.cache.allowed(None, None))
+        elif layout is not None:
+            rule = KeyRule(layout.positions, layout.positions, layout.documents)
+        indices, valid = select_topk(q_index, k_index, weights, cfg.dsa_indexer_topk, rule)
+        if layout is not None:
+            layout.dsa_selections[self.layer_number] = (indices, valid, rule)
+        return DsaSelection(indices, valid, rule, (q_index, k_index, weights))
+
+    def _indexer_loss(self, q: torch.Tensor, k: torch.Tensor, selection: DsaSelection) -> torch.Tensor:
+        """The indexer's KL loss times --dsa-indexer-loss-coeff (dense under --dsa-dense-warmup), tracked."""
+        cfg = self.config
+        scale = cfg.mla_softmax_scale or q.size(-1) ** -0.5
+        loss = indexer_kl_loss(q, k, *selection.index, scale, selection.indices, selection.valid,
+                               sparse=cfg.dsa_indexer_use_sparse_loss, rule=selection.rule,
+                               group=self.group) * cfg.dsa_indexer_loss_coeff
+        if not is_recomputing():
+            value = loss.detach().float()
+            self.tracked_aux_losses[DSA_INDEXER_LOSS] = self.tracked_aux_losses.get(DSA_INDEXER_LOSS, 0.0) + value
+        return loss
 
     def _recompute_core_attention(self) -> bool:
         return (self.config.recompute_granularity == "selective" and self.training and torch.is_grad_enabled()
                 and not inside_checkpoint())
 
     def _core_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                        layout: Optional[SequenceLayout] = None) -> torch.Tensor:
+                        layout: Optional[SequenceLayout] = None,
+                        selection: Optional[DsaSelection] = None) -> torch.Tensor:
         """q/k [s, b, np, nope + rope], v [s, b, np, v] -> [s, b, np * v] (across CP ranks / within documents
-        as ``layout`` says)."""
+        as ``layout`` says; over ``selection``'s keys under DSA, whose k/v a generation cache has given)."""
         s, b = q.shape[:2]
-        if layout is None:
+        if selection is not None and not self.config.dsa_dense_warmup:
+            scale = self.config.mla_softmax_scale or q.size(-1) ** -0.5
+            out = sparse_attention(q, k, v, selection.indices, selection.valid, scale)
+        elif selection is not None and layout is not None and layout.cache is not None:  # dense, k/v cached already
+            out = self._local_attention(q, k, v, layout.positions, layout.cache.key_slots(),
+                                        allowed=layout.cache.allowed(self.window, self.chunk))
+        elif layout is None:
             out = self._local_attention(q, k, v)
         elif layout.cache is not None:  # generation: the cache keeps the per-head k/v this layer attends with
             k, v = layout.cache.update(self.layer_number, k, v)  # [sk, b, np, nope + rope | v]

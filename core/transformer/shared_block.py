@@ -25,12 +25,11 @@ from torch import nn
 
 from core.parallel_state import Group, ParallelState
 from core.tensor_parallel.mappings import all_reduce, gather_objects
-from core.tensor_parallel.layers import ColumnParallelLinear
+from core.tensor_parallel.layers import ColumnParallelLinear, ReplicatedLinear
 from core.tensor_parallel.param_meta import Segment, update_meta
 from core.transformer.attention import SelfAttention
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import SequenceLayout
-from core.transformer.mla import ReplicatedLinear
 from core.transformer.mlp import MLP
 
 SHARED_BLOCKS_PREFIX = "decoder.shared_blocks."

@@ -1,19 +1,23 @@
-"""DeepSeek Sparse Attention (DSA: DeepSeek-V3.2, GLM-5): the lightning indexer, each query's top-k keys, and
-attention over those keys only.
+"""DeepSeek Sparse Attention (DSA: DeepSeek-V3.2, GLM-5): the lightning indexer, each query's top-k keys,
+attention over those keys only, and the indexer's KL loss.
 
-**The lightning indexer** scores every causal (query ``t``, key ``j``) pair with a few small heads::
+**The lightning indexer** scores every allowed (query ``t``, key ``j``) pair with a few small heads::
 
     I[t, j] = sum_h w[t, h] * relu(scale * q_I[t, h] . k_I[j])          scale = d_I^-1/2
 
 ``q_I`` (``[H, d_I]`` per token) is projected from MLA's query latent, ``k_I`` (one ``d_I`` vector per token, shared
 by the heads) from the hidden state through a LayerNorm, and ``w`` (``[H]`` per token, times ``H^-1/2``) from the
-hidden state; both carry RoPE on their first rope channels (half-split pairs, whatever MLA's own layout).
-DeepSeek's kernels rotate q and k by a Hadamard transform and score in FP8; the transform is orthogonal, so
-``q . k`` is unchanged, and FP8 is a precision choice: neither is reproduced.
+hidden state; both carry RoPE on their first rope channels, half-split (DeepSeek-V3.2) or on pairs (2i, 2i + 1)
+(GLM-5), whatever MLA's own layout (:func:`indexer_rotary`). DeepSeek's kernels rotate q and k by a Hadamard
+transform and score in FP8; the transform is orthogonal, so ``q . k`` is unchanged, and FP8 is a precision
+choice: neither is reproduced.
 
-**Selection** (:func:`select_topk`): each query keeps the ``top_k`` causal keys of highest ``I`` (all of them when
-it has fewer). The scores are built a block of queries at a time (``[b, block, s]``) and only the indices kept,
-so the selection needs ``O(s k)`` memory besides one block's scores.
+**Which keys a query may select** (:class:`KeyRule`): the causal ones (by sequence index), within its document
+with packed sequences, or a given mask (a generation KV cache's, with its padding).
+
+**Selection** (:func:`select_topk`): each query keeps the ``top_k`` allowed keys of highest ``I`` (all of them
+when it has fewer). The scores are built a block of queries at a time (``[b, block, sk]``) and only the indices
+kept, so the selection needs ``O(s k)`` memory besides one block's scores.
 
 **Sparse attention** (:func:`sparse_attention`): ``softmax(scale q k_sel^T) v_sel`` over the selected keys, per
 head. A block of queries gathers the key and value rows of its selections (``[b, block, k, heads, d]``) and runs
@@ -21,94 +25,143 @@ under activation checkpointing, so the forward holds one block's gathered rows a
 only the indices and the block's inputs: memory grows as ``s k``, not ``s^2``. :func:`dense_masked_attention` is
 the reference: full scores masked to the same selections.
 
+**The indexer loss** (:func:`indexer_kl_loss`, DeepSeek-V3.2 section 2.1, Megatron-core's reduction): the target
+is the main attention's distribution summed over all heads (TP ranks hold some each: summed over the group) and
+L1-normalised, ``p``; the prediction is ``softmax(I)`` over the same keys; the loss is the mean over queries of
+``KL(p || softmax(I))``. Dense (the warm-up stage): over every allowed key; sparse: over the selected keys only,
+computed from the selected rows alone (``O(s k)``). Both targets are detached and the indexer's inputs are
+detached by the caller, so the loss trains the indexer alone. Each block of queries runs under checkpointing.
+
 Shapes follow the decoder's: ``[s, b, heads, dim]`` in and out.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from core.parallel_state import Group
+from core.tensor_parallel.layers import ReplicatedLinear
+from core.tensor_parallel.mappings import all_reduce
+from core.transformer.attention_mask import attention_allowed
+from core.transformer.norms import LayerNorm
 from core.transformer.rope import apply_rotary
 
-DEFAULT_BLOCK = 128  # queries per block of the selection and of the sparse attention
-INDEXER_NORM_EPS = 1e-6  # the LayerNorm of the indexer's keys (DeepSeek-V3.2's)
+DEFAULT_BLOCK = 128  # queries per block of the selection, the sparse attention and the indexer loss
+KL_EPS = 1e-10  # the floor of the target's log (Megatron-core's INDEXER_LOSS_EPS)
 
 
 class LightningIndexer(nn.Module):
     """DSA's indexer of one layer: ``forward(hidden [s, b, h], q_latent [s, b, r], cos, sin)`` -> (q_index
     [s, b, H, d], k_index [s, b, d], weights [s, b, H]) for :func:`select_topk`. ``wq_b`` reads MLA's normed
-    query latent, ``wk`` and ``weights_proj`` the hidden state; cos/sin ``[s, b|1, 1, rope]`` in the half-split
-    layout (:func:`half_split_rotary`). Its weights are whole on every TP rank: every rank selects the same keys
-    for its own heads."""
+    query latent, ``wk`` and ``weights_proj`` the hidden state; cos/sin ``[s, b|1, 1, rope]`` in the indexer's
+    layout (:func:`indexer_rotary`). Its weights are whole on every TP rank (Megatron-core's "duplicated"):
+    every rank selects the same keys for its own heads."""
 
     def __init__(self, hidden_size: int, q_lora_rank: int, heads: int, head_dim: int, rope_dim: int,
+                 norm_eps: float = 1e-6, rope_interleaved: bool = False,
                  dtype: Optional[torch.dtype] = None) -> None:
         super().__init__()
         if rope_dim > head_dim:
             raise ValueError(f"the indexer's head dim {head_dim} is narrower than the rope channels {rope_dim}")
-        self.heads, self.head_dim, self.rope_dim = heads, head_dim, rope_dim
-        self.wq_b = nn.Linear(q_lora_rank, heads * head_dim, bias=False, dtype=dtype)
-        self.wk = nn.Linear(hidden_size, head_dim, bias=False, dtype=dtype)
-        self.k_norm = nn.LayerNorm(head_dim, eps=INDEXER_NORM_EPS, dtype=dtype)
-        self.weights_proj = nn.Linear(hidden_size, heads, bias=False, dtype=dtype)
+        self.heads, self.head_dim, self.rope_interleaved = heads, head_dim, rope_interleaved
+        self.wq_b = ReplicatedLinear(q_lora_rank, heads * head_dim, False, dtype)
+        self.wk = ReplicatedLinear(hidden_size, head_dim, False, dtype)
+        self.k_norm = LayerNorm(head_dim, norm_eps, dtype=dtype)
+        self.weights_proj = ReplicatedLinear(hidden_size, heads, False, dtype)
 
     def forward(self, hidden: torch.Tensor, q_latent: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
                 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         s, b = hidden.shape[:2]
-        q_index = apply_rotary(self.wq_b(q_latent).view(s, b, self.heads, self.head_dim), cos, sin)
-        k_index = apply_rotary(self.k_norm(self.wk(hidden)).unsqueeze(2), cos, sin).squeeze(2)  # [s, b, d]
+        rotate = self.rope_interleaved
+        q_index = apply_rotary(self.wq_b(q_latent).view(s, b, self.heads, self.head_dim), cos, sin, rotate)
+        k_index = apply_rotary(self.k_norm(self.wk(hidden)).unsqueeze(2), cos, sin, rotate).squeeze(2)  # [s, b, d]
         weights = self.weights_proj(hidden) * self.heads ** -0.5  # [s, b, H]
         return q_index, k_index, weights
 
 
-def half_split_rotary(cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The model's rotary tables in the half-split layout the indexer rotates with (MLA's may be interleaved:
-    each angle twice in a row)."""
-    if not interleaved:
+def indexer_rotary(cos: torch.Tensor, sin: torch.Tensor, model_interleaved: bool, indexer_interleaved: bool
+                   ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The model's rotary tables ``[s, b|1, 1, rd]`` in the indexer's layout: angle i on dims (i, i + rd/2)
+    (half-split) or on (2i, 2i + 1) (interleaved: each angle twice in a row)."""
+    if model_interleaved == indexer_interleaved:
         return cos, sin
-    return tuple(torch.cat([t[..., 0::2], t[..., 0::2]], dim=-1) for t in (cos, sin))
+    if model_interleaved:  # -> half-split
+        return tuple(torch.cat([t[..., 0::2], t[..., 0::2]], dim=-1) for t in (cos, sin))
+    return tuple(t[..., :t.size(-1) // 2].repeat_interleave(2, dim=-1) for t in (cos, sin))
 
 
-def indexer_scores(q_index: torch.Tensor, k_index: torch.Tensor, weights: torch.Tensor, first_query: int = 0
-                   ) -> torch.Tensor:
-    """The lightning indexer's causal scores of a block of queries: ``q_index`` [sq, b, H, d] (queries
-    ``first_query ..``), ``k_index`` [sk, b, d] (every key), ``weights`` [sq, b, H] -> [b, sq, sk] fp32, ``-inf``
-    at the keys after each query."""
+def half_split_rotary(cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The model's rotary tables in the half-split layout (MLA's may be interleaved: each angle twice in a row)."""
+    return indexer_rotary(cos, sin, interleaved, False)
+
+
+@dataclass
+class KeyRule:
+    """Which keys each query may select. ``mask`` [b, 1, sq, sk] (True = allowed): a given one (a KV cache's);
+    else causal by ``query_positions`` [sq] / ``key_positions`` [sk] (sequence indices; None: 0 .. s - 1) and,
+    with ``documents`` [b, s], within each query's document."""
+
+    query_positions: Optional[torch.Tensor] = None
+    key_positions: Optional[torch.Tensor] = None
+    documents: Optional[torch.Tensor] = None
+    mask: Optional[torch.Tensor] = None
+
+    def block(self, start: int, stop: int, keys: int, device: torch.device) -> torch.Tensor:
+        """Allowed keys of queries ``start .. stop - 1``: ``[b|1, stop - start, keys]`` bool."""
+        if self.mask is not None:
+            return self.mask[:, 0, start:stop]
+        queries = self.query_positions if self.query_positions is not None else torch.arange(stop, device=device)
+        key_positions = self.key_positions if self.key_positions is not None else torch.arange(keys, device=device)
+        allowed = attention_allowed(queries[start:stop], key_positions, documents=self.documents)
+        return allowed[:, 0] if allowed.dim() == 4 else allowed[None]  # [b|1, blk, sk]
+
+
+def indexer_scores(q_index: torch.Tensor, k_index: torch.Tensor, weights: torch.Tensor,
+                   allowed: torch.Tensor) -> torch.Tensor:
+    """The lightning indexer's scores of a block of queries: ``q_index`` [sq, b, H, d], ``k_index`` [sk, b, d],
+    ``weights`` [sq, b, H], ``allowed`` [b|1, sq, sk] -> [b, sq, sk] fp32, ``-inf`` where not allowed."""
     scale = q_index.size(-1) ** -0.5
-    per_head = torch.einsum("qbhd,kbd->bqhk", q_index.float(), k_index.float()).mul_(scale).relu_()
+    per_head = torch.einsum("qbhd,kbd->bqhk", q_index.float(), k_index.float()).mul(scale).relu()
     scores = torch.einsum("bqhk,qbh->bqk", per_head, weights.float())  # [b, sq, sk]
-    queries = torch.arange(first_query, first_query + q_index.size(0), device=scores.device)
-    future = torch.arange(k_index.size(0), device=scores.device)[None, :] > queries[:, None]  # [sq, sk]
-    return scores.masked_fill_(future, float("-inf"))
+    return scores.masked_fill(~allowed, float("-inf"))
 
 
 @torch.no_grad()
 def select_topk(q_index: torch.Tensor, k_index: torch.Tensor, weights: torch.Tensor, top_k: int,
-                block: int = DEFAULT_BLOCK) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Each query's ``top_k`` causal keys by the indexer's scores: (indices [b, s, k] int64, valid [b, s, k] bool)
-    with ``k = min(top_k, s)``; ``valid`` is False where a query has fewer causal keys than ``k`` (its indices
-    there point at future keys, to be masked)."""
+                rule: Optional[KeyRule] = None, block: int = DEFAULT_BLOCK) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Each query's ``top_k`` allowed keys by the indexer's scores: (indices [b, sq, k] int64, valid [b, sq, k]
+    bool) with ``k = min(top_k, sk)``; ``valid`` is False where a query has fewer allowed keys than ``k`` (its
+    indices there point at keys it may not see, to be masked)."""
     if top_k < 1:
         raise ValueError(f"the indexer's top-k must be >= 1 (got {top_k})")
-    s = q_index.size(0)
-    k = min(top_k, s)
+    rule = rule or KeyRule()
+    sq, sk = q_index.size(0), k_index.size(0)
+    k = min(top_k, sk)
     indices, valid = [], []
-    for start in range(0, s, block):
-        scores = indexer_scores(q_index[start:start + block], k_index, weights[start:start + block], start)
+    for start in range(0, sq, block):
+        stop = min(start + block, sq)
+        allowed = rule.block(start, stop, sk, q_index.device)
+        scores = indexer_scores(q_index[start:stop], k_index, weights[start:stop], allowed)
         best, chosen = scores.topk(k, dim=-1)  # [b, blk, k]
         indices.append(chosen)
         valid.append(best > float("-inf"))
     return torch.cat(indices, dim=1), torch.cat(valid, dim=1)
 
 
+def _gather_rows(x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """x [b, sk, ...], indices [b, blk, kk] -> [b, blk, kk, ...]: each query's selected rows."""
+    batch = torch.arange(x.size(0), device=x.device)[:, None, None]
+    return x[batch, indices]
+
+
 def _attend_block(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, indices: torch.Tensor, valid: torch.Tensor,
                   scale: float) -> torch.Tensor:
-    """q [b, blk, n, d], k/v [b, s, n, d|dv], indices/valid [b, blk, kk] -> [b, blk, n, dv] over the selected keys."""
-    batch = torch.arange(q.size(0), device=q.device)[:, None, None]
-    keys, values = k[batch, indices], v[batch, indices]  # [b, blk, kk, n, d|dv]
+    """q [b, blk, n, d], k/v [b, sk, n, d|dv], indices/valid [b, blk, kk] -> [b, blk, n, dv] over the selected keys."""
+    keys, values = _gather_rows(k, indices), _gather_rows(v, indices)  # [b, blk, kk, n, d|dv]
     scores = torch.einsum("bqnd,bqknd->bnqk", q.float(), keys.float()) * scale
     scores = scores.masked_fill(~valid[:, None], float("-inf"))
     probs = scores.softmax(dim=-1)  # [b, n, blk, kk]
@@ -117,8 +170,9 @@ def _attend_block(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, indices: to
 
 def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, indices: torch.Tensor, valid: torch.Tensor,
                      scale: float, block: int = DEFAULT_BLOCK) -> torch.Tensor:
-    """Attention of each query over its selected keys: q/k [s, b, n, d], v [s, b, n, dv], indices/valid [b, s, kk]
-    -> [s, b, n, dv]; fp32 scores and softmax, ``O(s kk)`` memory (see the module docstring)."""
+    """Attention of each query over its selected keys: q [sq, b, n, d], k [sk, b, n, d], v [sk, b, n, dv],
+    indices/valid [b, sq, kk] -> [sq, b, n, dv]; fp32 scores and softmax, ``O(s kk)`` memory (see the module
+    docstring)."""
     qb, kb, vb = (t.transpose(0, 1) for t in (q, k, v))  # [b, s, n, d]
     outputs = []
     for start in range(0, q.size(0), block):
@@ -127,16 +181,85 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, indices:
             outputs.append(checkpoint(_attend_block, *args, scale, use_reentrant=False))
         else:
             outputs.append(_attend_block(*args, scale))
-    return torch.cat(outputs, dim=1).transpose(0, 1)  # [s, b, n, dv]
+    return torch.cat(outputs, dim=1).transpose(0, 1)  # [sq, b, n, dv]
 
 
 def dense_masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, indices: torch.Tensor,
                            valid: torch.Tensor, scale: float) -> torch.Tensor:
-    """The reference of :func:`sparse_attention`: full ``[b, n, s, s]`` scores, masked to each query's valid
+    """The reference of :func:`sparse_attention`: full ``[b, n, sq, sk]`` scores, masked to each query's valid
     selections."""
-    b, s = indices.shape[:2]
-    allowed = torch.zeros(b, s, k.size(0), dtype=torch.bool, device=q.device)
-    allowed.scatter_(2, indices, valid)  # [b, s, s]
+    b, sq = indices.shape[:2]
+    allowed = torch.zeros(b, sq, k.size(0), dtype=torch.bool, device=q.device)
+    allowed.scatter_(2, indices, valid)  # [b, sq, sk]
     scores = torch.einsum("qbnd,kbnd->bnqk", q.float(), k.float()) * scale
     probs = scores.masked_fill(~allowed[:, None], float("-inf")).softmax(dim=-1)
     return torch.einsum("bnqk,kbnv->qbnv", probs, v.float()).to(q.dtype)
+
+
+# --------------------------------------------------------------------------- the indexer loss
+
+
+def _kl_rows(target: torch.Tensor, log_predicted: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """sum over keys of ``target (log target - log_predicted)`` where ``valid``: [b, blk, keys] -> a scalar."""
+    terms = target * (target.clamp_min(KL_EPS).log() - log_predicted)
+    return terms.masked_fill(~valid, 0.0).sum()
+
+
+def _head_summed_target(scores: torch.Tensor, valid: torch.Tensor, group: Optional[Group]) -> torch.Tensor:
+    """Attention probabilities ``softmax(scores)`` [b, n, blk, keys] over ``valid`` [b, blk, keys], summed over all
+    heads (this rank's, then the TP group's) and L1-normalised per query: [b, blk, keys]."""
+    probs = scores.masked_fill(~valid[:, None], float("-inf")).softmax(dim=-1).sum(dim=1)
+    if group is not None and group.size > 1:
+        probs = all_reduce(probs.contiguous(), group)
+    return probs / probs.sum(dim=-1, keepdim=True).clamp_min(KL_EPS)
+
+
+def _dense_kl_block(q: torch.Tensor, k: torch.Tensor, q_index: torch.Tensor, k_index: torch.Tensor,
+                    weights: torch.Tensor, allowed: torch.Tensor, scale: float, group: Optional[Group]) -> torch.Tensor:
+    """The KL sum of a block of queries over every allowed key: q [blk, b, n, d], k [sk, b, n, d], the indexer's
+    block, ``allowed`` [b|1, blk, sk]."""
+    with torch.no_grad():
+        scores = torch.einsum("qbnd,kbnd->bnqk", q.float(), k.float()) * scale  # [b, n, blk, sk]
+        allowed = allowed.expand(scores.size(0), -1, -1)
+        target = _head_summed_target(scores, allowed, group)
+    predicted = indexer_scores(q_index, k_index, weights, allowed).log_softmax(dim=-1)  # [b, blk, sk]
+    return _kl_rows(target, predicted, allowed)
+
+
+def _sparse_kl_block(q: torch.Tensor, k: torch.Tensor, q_index: torch.Tensor, k_index: torch.Tensor,
+                     weights: torch.Tensor, indices: torch.Tensor, valid: torch.Tensor, scale: float,
+                     group: Optional[Group]) -> torch.Tensor:
+    """The KL sum of a block of queries over their selected keys only (``indices``/``valid`` [b, blk, kk]): the
+    selected rows are gathered, nothing ``[blk, sk]`` is built."""
+    with torch.no_grad():
+        keys = _gather_rows(k.transpose(0, 1), indices)  # [b, blk, kk, n, d]
+        scores = torch.einsum("qbnd,bqknd->bnqk", q.float(), keys.float()) * scale  # [b, n, blk, kk]
+        target = _head_summed_target(scores, valid, group)
+    index_keys = _gather_rows(k_index.transpose(0, 1), indices)  # [b, blk, kk, d]
+    per_head = torch.einsum("qbhd,bqkd->bqhk", q_index.float(), index_keys.float()).mul(q_index.size(-1) ** -0.5)
+    predicted = torch.einsum("bqhk,qbh->bqk", per_head.relu(), weights.float())  # [b, blk, kk]
+    predicted = predicted.masked_fill(~valid, float("-inf")).log_softmax(dim=-1)
+    return _kl_rows(target, predicted, valid)
+
+
+def indexer_kl_loss(q: torch.Tensor, k: torch.Tensor, q_index: torch.Tensor, k_index: torch.Tensor,
+                    weights: torch.Tensor, scale: float, indices: torch.Tensor, valid: torch.Tensor, sparse: bool,
+                    rule: Optional[KeyRule] = None, group: Optional[Group] = None,
+                    block: int = DEFAULT_BLOCK) -> torch.Tensor:
+    """The mean over queries of ``KL(attention || softmax(indexer))`` (see the module docstring): q [sq, b, n, d]
+    and k [sk, b, n, d] the main attention's (this rank's heads; detached here), the indexer's outputs, the
+    selections [b, sq, kk]; ``sparse``: over the selected keys, else over every key ``rule`` allows. A scalar
+    whose gradient reaches the indexer's outputs only."""
+    q, k = q.detach(), k.detach()
+    rule = rule or KeyRule()
+    total = q_index.new_zeros((), dtype=torch.float32)
+    for start in range(0, q.size(0), block):
+        stop = min(start + block, q.size(0))
+        part = (q[start:stop], k, q_index[start:stop], k_index, weights[start:stop])
+        if sparse:
+            args = part + (indices[:, start:stop], valid[:, start:stop], scale, group)
+            total = total + checkpoint(_sparse_kl_block, *args, use_reentrant=False)
+        else:
+            allowed = rule.block(start, stop, k.size(0), q.device)
+            total = total + checkpoint(_dense_kl_block, *part, allowed, scale, group, use_reentrant=False)
+    return total / (q.size(0) * q.size(1))

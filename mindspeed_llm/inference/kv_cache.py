@@ -2,7 +2,7 @@
 
 Every row of the batch occupies the same cache *slots* ``0 .. max_len - 1``; prompts are left-padded, so a
 row's real tokens start at its first valid slot and its *positions* (what RoPE and learned position
-embeddings see) count from 0 there. Each slot records whether it holds a real token and that token's
+embeddings see) count from 0 there. DSA layers also keep their indexer's keys, one vector per slot. Each slot records whether it holds a real token and that token's
 position. A forward pass over ``sq`` new tokens (the prompt at prefill, one token per decode step) writes
 their keys/values into slots ``length .. length + sq - 1`` and attends over slots ``0 .. length + sq - 1``
 with the one mask rule of ``core/transformer/attention_mask.py`` applied to per-row positions (causal,
@@ -37,6 +37,7 @@ class KVCache:
         self._keys: Dict[int, torch.Tensor] = {}  # layer -> [b, heads, max_len, dk]
         self._values: Dict[int, torch.Tensor] = {}  # layer -> [b, heads, max_len, dv]
         self._masks: Dict[Tuple[Optional[int], Optional[int]], torch.Tensor] = {}
+        self._index_keys: Dict[int, torch.Tensor] = {}  # DSA layer -> its indexer's keys [b, max_len, d]
 
     def begin_step(self, valid: torch.Tensor, positions: torch.Tensor) -> None:
         """Record the next step's tokens: ``valid`` [b, sq] (False = padding) and their ``positions`` [b, sq]."""
@@ -80,6 +81,14 @@ class KVCache:
         values[:, :, self.length:end] = value.permute(1, 2, 0, 3)
         return keys[:, :, :end].permute(2, 0, 1, 3), values[:, :, :end].permute(2, 0, 1, 3)  # [sk, b, n, d]
 
+    def update_index_keys(self, layer: int, keys: torch.Tensor) -> torch.Tensor:
+        """Store this step's DSA indexer keys ``[sq, b, d]`` of ``layer``; return every attended slot's ``[sk, b, d]``."""
+        if layer not in self._index_keys:
+            self._index_keys[layer] = keys.new_zeros(keys.size(1), self.max_len, keys.size(2))
+        cached, end = self._index_keys[layer], self.length + self.step_len
+        cached[:, self.length:end] = keys.transpose(0, 1)
+        return cached[:, :end].transpose(0, 1)
+
     def allowed(self, window: Optional[int], chunk: Optional[int]) -> torch.Tensor:
         """Boolean mask ``[b, 1, sq, sk]`` (True = attend) of the current step for a layer's window/chunk."""
         key = (window, chunk)
@@ -101,6 +110,8 @@ class KVCache:
         for layer in self._keys:
             self._keys[layer] = self._keys[layer][rows]
             self._values[layer] = self._values[layer][rows]
+        for layer in self._index_keys:
+            self._index_keys[layer] = self._index_keys[layer][rows]
 
     @property
     def layers(self) -> Tuple[int, ...]:

@@ -54,7 +54,7 @@ from core.transformer.compile import CompileReport, compile_failure, compile_lay
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import context_parallel_for, split_batch
 from core.fused import fused_kernels_line
-from core.transformer.moe.aux_losses import aux_loss_names, take_tracked_aux_losses
+from core.transformer.moe.aux_losses import aux_loss_layers, aux_loss_names, take_tracked_aux_losses
 from core.transformer.moe.router import update_expert_biases
 from mindspeed_llm.arguments import (ArgumentError, parse_and_validate,
                                      transformer_config_from_args)
@@ -276,7 +276,8 @@ class Trainer:
         return {name: float(value) / self.state.dp for name, value in zip(names, values)}, values[-1]
 
     def reduce_aux_losses(self) -> Dict[str, float]:
-        """The MoE routers' losses of the step (Megatron's log): per layer, micro-batch and DP rank, the mean."""
+        """The layers' auxiliary losses of the step (MoE routers', DSA indexers'; Megatron's log): per layer,
+        micro-batch and DP rank, the mean."""
         names = aux_loss_names(self.config)
         if not names:
             return {}
@@ -285,11 +286,9 @@ class Trainer:
                               for name in names])  # [names] summed over this rank's layers and micro-batches
         all_reduce(totals, self.state.dp_group)
         all_reduce(totals, self.state.pp_group)  # every stage's layers
-        moe_layers = sum(self.config.is_moe_layer(i) for i in range(self.config.num_layers))
-        if self.config.mtp_num_layers and self.config.is_moe_layer(self.config.num_layers - 1):
-            moe_layers += self.config.mtp_num_layers  # MTP layers are built as the last decoder layer
-        scale = self.state.dp * self.num_microbatches * max(moe_layers, 1)
-        return {name: float(value) / scale for name, value in zip(names, totals.tolist())}
+        scale = self.state.dp * self.num_microbatches
+        return {name: float(value) / (scale * max(aux_loss_layers(self.config, name), 1))
+                for name, value in zip(names, totals.tolist())}
 
     def pipeline_options(self) -> PipelineOptions:
         """The pipeline group and the activations' shape ``[s, b, h]`` (``[s/tp, b, h]`` under SP)."""

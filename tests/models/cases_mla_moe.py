@@ -12,6 +12,9 @@ weights, so the biased selection differs from the unbiased one.
   scaled by 2.5, interleaved RoPE; ``deepseek_v3_half_rotation``: rope_interleave false, one group,
   no renormalisation, no q latent, attention biases.
 * ``glm4_moe_lite``: mlp_layer_types with two leading dense layers, sigmoid with the bias.
+* ``deepseek_v32``: DeepSeek-V3 with DSA: an indexer of 4 heads of 16 keeping the top-5 of the 12 tokens
+  (half-split indexer RoPE), YaRN, a dense first layer; ``glm_moe_dsa``: GLM-5's interleaved indexer RoPE and
+  cross-layer sharing (layers 0 and 1 compute, 2 reuses 1's top-k: indexer_types full, full, shared).
 * ``mistral4``: softmax top-2 within 2 groups of 2 (top-2 sum), YaRN over partial_rotary_factor of the
   q/k head and the Llama-4 query temperature over 4 positions, fused 3-D experts.
 """
@@ -44,6 +47,13 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
     "glm4_moe_lite": ("Glm4MoeLiteConfig", "Glm4MoeLiteForCausalLM",
                       dict(_MOE, mlp_layer_types=["dense", "dense", "sparse"], routed_scaling_factor=1.8),
                       "glm4_moe_lite"),
+    "deepseek_v32": ("DeepseekV32Config", "DeepseekV32ForCausalLM",
+                     dict(_MOE, n_routed_experts=8, n_group=4, topk_group=2, first_k_dense_replace=1,
+                          routed_scaling_factor=2.5, rope_parameters=_YARN, index_topk=5, index_head_dim=16,
+                          index_n_heads=4), "deepseek32"),
+    "glm_moe_dsa": ("GlmMoeDsaConfig", "GlmMoeDsaForCausalLM",
+                    dict(_MOE, first_k_dense_replace=1, routed_scaling_factor=1.8, index_topk=4, index_head_dim=12,
+                         index_n_heads=2, indexer_types=["full", "full", "shared"]), "glm_moe_dsa"),
     "mistral4": ("Mistral4Config", "Mistral4ForCausalLM",
                  dict(_MOE, n_group=2, topk_group=1, first_k_dense_replace=1,
                       rope_parameters={**_YARN, "original_max_position_embeddings": 4,

@@ -43,6 +43,7 @@ def test_indexer_selects_what_transformers_deepseek_v32_selects() -> None:
         for param in reference.parameters():
             param.copy_(torch.randn_like(param) * 0.3)
     ours = LightningIndexer(32, 24, 4, 16, 8)
+    # ours: the replicated linears' weights and a LayerNorm with weight and bias, under transformers' names
     ours.load_state_dict(reference.state_dict())
     s, b = 11, 2
     hidden, q_latent = torch.randn(b, s, 32), torch.randn(b, s, 24)
@@ -71,7 +72,8 @@ def test_half_split_rotary_is_the_interleaved_tables_angles() -> None:
 def test_blocked_selection_equals_the_full_score_matrix(block: int) -> None:
     _, _, _, index = inputs(13)
     indices, valid = select_topk(*index, top_k=6, block=block)
-    scores = indexer_scores(*index)  # [b, s, s]
+    causal = torch.ones(13, 13, dtype=torch.bool).tril()[None]
+    scores = indexer_scores(*index, causal)  # [b, s, s]
     best, expected = scores.topk(6, dim=-1)
     assert torch.equal(indices, expected) and torch.equal(valid, best > float("-inf"))
     assert valid.sum(-1).tolist() == [[min(q + 1, 6) for q in range(13)]] * 2  # a query's causal keys, at most 6

@@ -1,14 +1,16 @@
-"""The MoE router's auxiliary losses: their gradient, and their values for the training log.
+"""The auxiliary losses of layers (the MoE router's load balancing and z-loss, DSA's indexer loss): their
+gradient, and their values for the training log.
 
-The losses (load balancing, z-loss; already times their coefficients) are not added to the
-task's loss. Each MoE layer hands its loss to :func:`attach_aux_loss`, an identity on the layer's
+The losses (already times their coefficients) are not added to the task's loss. Each MoE or DSA layer hands
+its loss to :func:`attach_aux_loss`, an identity on the layer's
 output whose backward also starts the loss's own backward with the gradient the main loss gets
 (Megatron's MoEAuxLossAutoScaler): ``loss scale / micro-batches``, which the schedules set in
 ``core/pipeline_parallel/loss_scale.py``. So the losses act on every pipeline stage, inside activation
 recompute and with any schedule, as if added to the loss of the micro-batch.
 
-For the log each layer adds the loss values of its training forwards into ``tracked`` (not
-when recompute runs the forward again); :func:`take_tracked_aux_losses` sums and clears them.
+For the log each layer adds the loss values of its training forwards into ``tracked_aux_losses`` (not
+when recompute runs the forward again); :func:`take_tracked_aux_losses` sums and clears them, and
+:func:`aux_loss_layers` says how many layers of the model add to each name (the log's mean is per layer).
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from torch import nn
 
 from core.pipeline_parallel.loss_scale import microbatch_loss_scale
 from core.transformer.config import TransformerConfig
+
+DSA_INDEXER_LOSS = "indexer loss"  # Megatron-core's name in the log
 
 
 class _AttachAuxLoss(torch.autograd.Function):
@@ -55,12 +59,25 @@ def take_tracked_aux_losses(modules: Iterable[nn.Module]) -> Dict[str, torch.Ten
 
 
 def aux_loss_names(config: TransformerConfig) -> Tuple[str, ...]:
-    """The router losses a model trains with and logs (Megatron's names); none for a dense model."""
-    if config.num_experts is None:
-        return ()
+    """The auxiliary losses a model trains with and logs (Megatron's names); none for a dense model without an
+    indexer loss."""
     names: Tuple[str, ...] = ()
-    if config.moe_router_load_balancing_type != "none" and config.moe_aux_loss_coeff > 0:
-        names += ("load_balancing_loss",)
-    if config.moe_z_loss_coeff is not None:
-        names += ("z_loss",)
+    if config.num_experts is not None:
+        if config.moe_router_load_balancing_type != "none" and config.moe_aux_loss_coeff > 0:
+            names += ("load_balancing_loss",)
+        if config.moe_z_loss_coeff is not None:
+            names += ("z_loss",)
+    if config.is_dsa and config.dsa_indexer_loss_coeff > 0:
+        names += (DSA_INDEXER_LOSS,)
     return names
+
+
+def aux_loss_layers(config: TransformerConfig, name: str) -> int:
+    """How many layers of the whole model (MTP layers included, built as the last decoder layer) add to the loss
+    ``name`` in one forward."""
+    if name == DSA_INDEXER_LOSS:  # the layers that compute their own top-k
+        counts = [config.dsa_topk_source(i) == i for i in range(config.num_layers)]
+    else:
+        counts = [config.is_moe_layer(i) for i in range(config.num_layers)]
+    decoder = sum(count and i not in config.noop_layers for i, count in enumerate(counts))
+    return decoder + (config.mtp_num_layers or 0) * counts[-1]

@@ -1,5 +1,6 @@
 """Multi-latent-attention MoE families: DeepSeek-V2 (``deepseek_v2``), DeepSeek-V3 (``deepseek_v3``),
-GLM-4.7-Flash (``glm4_moe_lite``) and Mistral 4 (``mistral4``).
+GLM-4.7-Flash (``glm4_moe_lite``), Mistral 4 (``mistral4``), and the sparse-attention ones, DeepSeek-V3.2
+(``deepseek_v32``) and GLM-5 (``glm_moe_dsa``).
 
 All four are MLA layers (``mla.MLA_WEIGHTS``, ``core/transformer/mla.py``) whose MLP is a dense SwiGLU
 MLP in the first ``first_k_dense_replace`` layers (``intermediate_size``, ``--first-k-dense-replace``) and an
@@ -25,15 +26,25 @@ of ``n_shared_experts * moe_intermediate_size`` (``--n-shared-experts``), the to
   Llama-4 query temperature (``llama_4_scaling_beta`` over ``original_max_position_embeddings``:
   ``--attn-temperature-beta``/``--attn-temperature-length``).
 
+* ``deepseek_v32`` / ``glm_moe_dsa``: DeepSeek-V3's layers (``mlp_layer_types`` or ``first_k_dense_replace`` for
+  the dense ones; a q latent always) with DeepSeek Sparse Attention (``--experimental-attention-variant dsa``):
+  ``index_n_heads``, ``index_head_dim``, ``index_topk`` are ``--dsa-indexer-n-heads/-head-dim/-topk``, the
+  indexer's weights ``self_attn.indexer.{wq_b, wk, k_norm, weights_proj}`` and its key LayerNorm's eps 1e-6.
+  MLA's RoPE is interleaved; the indexer's is half-split in V3.2 and interleaved in GLM-5
+  (``--dsa-indexer-rope-interleaved``). GLM-5's ``indexer_types`` ("full" computes the top-k, "shared" reuses the
+  last full layer's) must be Megatron-core's pattern of some ``--dsa-indexer-topk-freq`` and
+  ``--dsa-indexer-skip-topk-offset``. The published checkpoints are FP8: their dequantisation is the
+  low-precision issue's (the converter refuses a ``quantization_config``).
+
 The remote-code keys transformers does not read are refused unless they agree with what it computes
 (``moe_layer_freq`` 1, ``scoring_func``, ``topk_method``); ``aux_loss_alpha`` / ``seq_aux`` set the training
 loss (``--moe-aux-loss-coeff``, ``--moe-router-load-balancing-type seq_aux_loss``).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from core.transformer.config import TransformerConfig
+from core.transformer.config import TransformerConfig, dsa_topk_source
 from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _layer, mtp_config, mtp_hf_config,
                                            register, require_config, with_mtp_weights)
 from mindspeed_llm.models.families.mla import MLA_WEIGHTS, _mla_config, _mla_hf_config
@@ -186,6 +197,70 @@ def _mistral4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     return kwargs
 
 
+_DSA_DEFAULTS: Dict[str, Dict[str, Any]] = {  # transformers' defaults of the DSA families' keys read below
+    "deepseek_v32": dict(_DEFAULTS["deepseek_v3"], index_topk=2048, index_head_dim=128, index_n_heads=64),
+    "glm_moe_dsa": dict(_DEFAULTS["deepseek_v3"], n_group=1, topk_group=1, q_lora_rank=2048, qk_nope_head_dim=192,
+                        v_head_dim=256, rms_norm_eps=1e-5, index_topk=2048, index_head_dim=128, index_n_heads=32),
+}
+HF_INDEXER_NORM_EPS = 1e-6  # transformers' indexer k_norm ignores rms_norm_eps
+
+
+def _glm_indexer_types(hf: Dict[str, Any]) -> List[str]:
+    """GLM-5's per-layer indexer kinds as transformers derives them (``indexer_types``, else
+    ``index_topk_pattern``, else ``index_topk_freq`` / ``index_skip_topk_offset``)."""
+    if hf.get("indexer_types"):
+        return list(hf["indexer_types"])
+    pattern = hf.get("index_topk_pattern")
+    if pattern is not None:
+        return [{"F": "full", "S": "shared"}[c] for c in pattern] if isinstance(pattern, str) else list(pattern)
+    freq, offset = max(int(hf.get("index_topk_freq", 1)), 1), int(hf.get("index_skip_topk_offset", 2))
+    return ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(int(hf["num_hidden_layers"]))]
+
+
+def _dsa_kinds(cfg: TransformerConfig, layers: int) -> List[str]:
+    return ["full" if cfg.dsa_topk_source(i) == i else "shared" for i in range(layers)]
+
+
+def _dsa_sharing(kinds: List[str], family: str) -> Dict[str, int]:
+    """The (--dsa-indexer-topk-freq, --dsa-indexer-skip-topk-offset) whose pattern is ``kinds``; refused if none."""
+    layers = len(kinds)
+    for freq in range(1, layers + 1):
+        for offset in range(0, layers + 1):
+            if ["full" if dsa_topk_source(i, freq, offset) == i else "shared" for i in range(layers)] == kinds:
+                return {"dsa_indexer_topk_freq": freq, "dsa_indexer_skip_topk_offset": offset}
+    raise RegistryError(f"{family} indexer_types={kinds} is not a pattern of every N-th layer computing its top-k "
+                        "(--dsa-indexer-topk-freq with --dsa-indexer-skip-topk-offset)")
+
+
+def _dsa_config(hf: Dict[str, Any], family: str) -> Dict[str, Any]:
+    """DeepSeek-V3's layers with sparse attention: dense layers by ``mlp_layer_types``, the indexer's sizes."""
+    hf = {**_DSA_DEFAULTS[family], **hf}
+    if hf.get("q_lora_rank") is None:
+        raise RegistryError(f"{family} needs q_lora_rank: transformers' attention always has a query latent")
+    layers = int(hf["num_hidden_layers"])
+    dense = dense_run(hf.get("mlp_layer_types") or mlp_layer_types(int(hf["first_k_dense_replace"] or 0), layers),
+                      layers, family)
+    kwargs = {**_sigmoid_config({**hf, "rope_interleave": True}, "deepseek_v3"), **mtp_config(hf),
+              "experimental_attention_variant": "dsa", "dsa_indexer_n_heads": int(hf["index_n_heads"]),
+              "dsa_indexer_head_dim": int(hf["index_head_dim"]), "dsa_indexer_topk": int(hf["index_topk"]),
+              "dsa_indexer_rope_interleaved": family == "glm_moe_dsa"}
+    if dense:
+        kwargs["first_k_dense_replace"] = dense
+    if kwargs["norm_epsilon"] != HF_INDEXER_NORM_EPS:
+        kwargs["dsa_indexer_k_norm_epsilon"] = HF_INDEXER_NORM_EPS
+    if family == "glm_moe_dsa":
+        kwargs.update(_dsa_sharing(_glm_indexer_types(hf)[:layers], family))
+    return kwargs
+
+
+def _deepseek_v32_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    return _dsa_config(hf, "deepseek_v32")
+
+
+def _glm_moe_dsa_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    return _dsa_config(hf, "glm_moe_dsa")
+
+
 # --------------------------------------------------------------------------- ours -> HF
 
 
@@ -256,6 +331,36 @@ def _mistral4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     return {**out, "rope_parameters": rope}
 
 
+def _dsa_hf_config(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
+    """The DSA families' config.json: DeepSeek-V3's keys without rope_interleave, mlp_layer_types, the indexer."""
+    if not cfg.is_dsa or cfg.q_lora_rank is None:
+        raise RegistryError(f"{family} needs --experimental-attention-variant dsa with a --q-lora-rank")
+    require_config(cfg, family, "--rope-interleaved, and --dsa-indexer-rope-interleaved only for glm_moe_dsa",
+                   rope_interleaved=True, dsa_indexer_rope_interleaved=family == "glm_moe_dsa")
+    eps = cfg.dsa_indexer_k_norm_epsilon if cfg.dsa_indexer_k_norm_epsilon is not None else cfg.norm_epsilon
+    if eps != HF_INDEXER_NORM_EPS:
+        raise RegistryError(f"{family}'s indexer key norm uses eps {HF_INDEXER_NORM_EPS}; set "
+                            f"--dsa-indexer-k-norm-epsilon {HF_INDEXER_NORM_EPS} (it is {eps})")
+    out = {**_sigmoid_hf_config(cfg, family), **mtp_hf_config(cfg), "index_n_heads": cfg.dsa_indexer_n_heads,
+           "index_head_dim": cfg.dsa_indexer_head_dim, "index_topk": cfg.dsa_indexer_topk}
+    out.pop("rope_interleave")  # transformers' DSA attention always interleaves
+    out["mlp_layer_types"] = mlp_layer_types(out["first_k_dense_replace"], cfg.num_layers)
+    if family == "glm_moe_dsa":
+        out["indexer_types"] = _dsa_kinds(cfg, cfg.num_layers)
+    elif cfg.dsa_indexer_topk_freq != 1:
+        raise RegistryError(f"{family} computes the top-k in every layer: drop --dsa-indexer-topk-freq "
+                            f"{cfg.dsa_indexer_topk_freq} (GLM-5, glm_moe_dsa, shares it)")
+    return out
+
+
+def _deepseek_v32_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    return _dsa_hf_config(cfg, "deepseek_v32")
+
+
+def _glm_moe_dsa_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    return _dsa_hf_config(cfg, "glm_moe_dsa")
+
+
 # --------------------------------------------------------------------------- weights and registration
 
 
@@ -263,6 +368,16 @@ def _per_expert_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
     """MLA + dense MLP rules (dense layers), per-expert and shared-expert rules (MoE layers)."""
     return (MLA_WEIGHTS + per_expert_weights(cfg, "mlp", "gate_proj", "up_proj", "down_proj", "gate")
             + _SHARED_EXPERT_WEIGHTS + (_EXPERT_BIAS_WEIGHT,))
+
+
+# DSA's lightning indexer (core/transformer/sparse_attention.py), whole on every TP rank
+DSA_INDEXER_WEIGHTS: Tuple[WeightRule, ...] = tuple(
+    _layer(f"self_attention.indexer.{name}", [f"self_attn.indexer.{name}"])
+    for name in ("wq_b.weight", "wk.weight", "k_norm.weight", "k_norm.bias", "weights_proj.weight"))
+
+
+def _dsa_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
+    return _per_expert_weights(cfg) + DSA_INDEXER_WEIGHTS
 
 
 def _fused_expert_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
@@ -280,3 +395,9 @@ GLM4_MOE_LITE = register(Family("glm4_moe_lite", "glm4_moe_lite", "Glm4MoeLiteFo
                                 weights_for=_per_expert_weights))
 MISTRAL4 = register(Family("mistral4", "mistral4", "Mistral4ForCausalLM", _mistral4_config, _mistral4_hf_config,
                            MLA_WEIGHTS, preserved_keys=_PRESERVED, weights_for=_fused_expert_weights))
+DEEPSEEK_V32 = register(Family("deepseek_v32", "deepseek_v32", "DeepseekV32ForCausalLM", _deepseek_v32_config,
+                               _deepseek_v32_hf_config, MLA_WEIGHTS + DSA_INDEXER_WEIGHTS, preserved_keys=_PRESERVED,
+                               weights_for=with_mtp_weights(_dsa_weights)), "deepseek32")
+GLM_MOE_DSA = register(Family("glm_moe_dsa", "glm_moe_dsa", "GlmMoeDsaForCausalLM", _glm_moe_dsa_config,
+                              _glm_moe_dsa_hf_config, MLA_WEIGHTS + DSA_INDEXER_WEIGHTS, preserved_keys=_PRESERVED,
+                              weights_for=with_mtp_weights(_dsa_weights)), "glm5")
