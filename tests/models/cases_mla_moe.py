@@ -14,7 +14,7 @@ weights, so the biased selection differs from the unbiased one.
 * ``glm4_moe_lite``: mlp_layer_types with two leading dense layers, sigmoid with the bias.
 * ``deepseek_v32``: DeepSeek-V3 with DSA: an indexer of 4 heads of 16 keeping the top-5 of the 12 tokens
   (half-split indexer RoPE), YaRN, a dense first layer; ``glm_moe_dsa``: GLM-5's interleaved indexer RoPE and
-  cross-layer sharing (layers 0 and 1 compute, 2 reuses 1's top-k: indexer_types full, full, shared).
+  cross-layer sharing (layer 1 reuses layer 0's top-k: indexer_types full, shared, full).
 * ``mistral4``: softmax top-2 within 2 groups of 2 (top-2 sum), YaRN over partial_rotary_factor of the
   q/k head and the Llama-4 query temperature over 4 positions, fused 3-D experts.
 """
@@ -53,7 +53,7 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
                           index_n_heads=4), "deepseek32"),
     "glm_moe_dsa": ("GlmMoeDsaConfig", "GlmMoeDsaForCausalLM",
                     dict(_MOE, first_k_dense_replace=1, routed_scaling_factor=1.8, index_topk=4, index_head_dim=12,
-                         index_n_heads=2, indexer_types=["full", "full", "shared"]), "glm_moe_dsa"),
+                         index_n_heads=2, indexer_types=["full", "shared", "full"]), "glm_moe_dsa"),
     "mistral4": ("Mistral4Config", "Mistral4ForCausalLM",
                  dict(_MOE, n_group=2, topk_group=1, first_k_dense_replace=1,
                       rope_parameters={**_YARN, "original_max_position_embeddings": 4,
