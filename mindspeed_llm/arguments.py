@@ -855,6 +855,8 @@ def _check_context_parallel(args: argparse.Namespace) -> None:
 def _refuse_context_parallel_features(args: argparse.Namespace, algo: str) -> None:
     """Model features context parallelism does not run (yet): one line naming the feature."""
     refused = [("--num-experts (MoE layers)", args.num_experts is not None, ""),
+               ("--experimental-attention-variant dsa (sparse attention)",
+                getattr(args, "experimental_attention_variant", None) == "dsa", ""),
                ("--mtp-num-layers (multi-token prediction)", args.mtp_num_layers is not None, "")]
     if algo in (RING, HYBRID):
         other = f" with ring attention ({algo}); use kvallgather_cp_algo or ulysses_cp_algo"
@@ -867,6 +869,16 @@ def _refuse_context_parallel_features(args: argparse.Namespace, algo: str) -> No
         if wanted:
             raise ArgumentError(f"{feature} is not supported with --context-parallel-size "
                                 f"{args.context_parallel_size} yet{hint}")
+
+
+def _check_sparse_attention(args: argparse.Namespace) -> None:
+    """DSA whose top-k keeps every key of a training sequence would train dense attention under its name."""
+    if getattr(args, "experimental_attention_variant", None) != "dsa" or args.dsa_indexer_topk is None:
+        return
+    if args.dsa_indexer_topk >= args.seq_length:
+        raise ArgumentError(f"--dsa-indexer-topk {args.dsa_indexer_topk} keeps every key of --seq-length "
+                            f"{args.seq_length}: attention would stay dense; choose a top-k below the sequence "
+                            "length (DeepSeek-V3.2: 2048 of 128k)")
 
 
 def _check_learning_rate(args: argparse.Namespace) -> None:
@@ -1220,6 +1232,7 @@ def validate_args(args: argparse.Namespace, world_size: int) -> None:
     _check_interleaving(args)
     _check_sequence_parallel(args)
     _check_context_parallel(args)
+    _check_sparse_attention(args)
     _check_learning_rate(args)
     _check_opt_param_scheduler(args)
     _check_tokenizer(args)

@@ -2,6 +2,7 @@
 
 ``base.py`` holds the protocol and the registry; ``registry.py`` builds the run's transforms from the flags
 (the trainer and the runtime know only these two modules). The built-in transforms are ``lora.py`` (adapters
-on the targeted linears) and ``qlora.py`` (LoRA over an NF4-stored base); ``peft_format.py`` reads and writes
-PEFT adapter directories for them and for ``tools/convert_ckpt.py``.
+on the targeted linears), ``qlora.py`` (LoRA over an NF4-stored base) and ``dsa_warmup.py`` (DeepSeek-V3.2's
+dense warm-up: the indexers alone train); ``peft_format.py`` reads and writes PEFT adapter directories for LoRA
+and QLoRA and for ``tools/convert_ckpt.py``.
 """
