@@ -223,3 +223,30 @@ def test_sharing_across_a_pipeline_stage_is_refused() -> None:
         TransformerBlock(config, layout_state(1), [1, 2], post_process=True)
     with torch.device("meta"):
         TransformerBlock(dataclasses.replace(config), layout_state(1), [2], post_process=True)
+
+
+WARMUP_RUN = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--ffn-hidden-size", "48",
+              "--seq-length", "12", "--max-position-embeddings", "64", "--vocab-size", "64", "--swiglu",
+              "--normalization", "RMSNorm", "--disable-bias-linear", "--position-embedding-type", "rope",
+              "--multi-latent-attention", "--q-lora-rank", "16", "--kv-lora-rank", "12", "--qk-head-dim", "8",
+              "--qk-pos-emb-head-dim", "4", "--v-head-dim", "8", "--experimental-attention-variant", "dsa",
+              "--dsa-indexer-n-heads", "2", "--dsa-indexer-head-dim", "8", "--dsa-indexer-topk", "4",
+              "--dsa-indexer-loss-coeff", "1.0", "--micro-batch-size", "2", "--global-batch-size", "4",
+              "--train-iters", "1", "--lr", "0.01", "--weight-decay", "0.1", "--mock-data",
+              "--tokenizer-type", "NullTokenizer", "--seed", "3", "--device", "cpu", "--distributed-backend",
+              "gloo", "--eval-iters", "0", "--hidden-dropout", "0", "--attention-dropout", "0"]
+
+
+@pytest.mark.parametrize("warmup", [True, False])
+def test_a_training_step_of_each_stage(warmup: bool) -> None:
+    """Through the trainer: the warm-up step (AdamW with weight decay) moves the indexers' parameters and nothing
+    else; the sparse step moves every parameter. Both log the indexer loss beside the LM loss."""
+    from mindspeed_llm.training.training import setup
+
+    trainer = setup(WARMUP_RUN + (["--dsa-dense-warmup"] if warmup else []))
+    before = {name: param.detach().clone() for name, param in trainer.model.named_parameters()}
+    stats = trainer.train_step(trainer.train_iterator()).stats
+    assert stats["indexer loss"] > 0 and stats["lm loss"] > 0
+    for name, param in trainer.model.named_parameters():
+        moved = not torch.equal(param.detach(), before[name])
+        assert moved == (".indexer." in name or not warmup), (name, moved)
