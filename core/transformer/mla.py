@@ -172,7 +172,9 @@ class MultiLatentAttention(nn.Module):
     # ---- DeepSeek Sparse Attention -------------------------------------------------------------------------
 
     def _trains_indexer(self) -> bool:
-        return self.config.dsa_indexer_loss_coeff > 0 and self.training and torch.is_grad_enabled()
+        """A training forward with an indexer loss: computed (and logged) even without grad, as in the first pass
+        of full recompute, whose recomputation then attaches it."""
+        return self.config.dsa_indexer_loss_coeff > 0 and self.training
 
     def _dsa_select(self, hidden: torch.Tensor, q_latent: torch.Tensor, rotary: Optional[tuple],
                     layout: Optional[SequenceLayout]) -> DsaSelection:
@@ -186,7 +188,7 @@ class MultiLatentAttention(nn.Module):
         cfg = self.config
         cos, sin = layer_rotary(rotary, False)[:2]
         cos, sin = indexer_rotary(cos, sin, cfg.rope_interleaved, cfg.dsa_indexer_rope_interleaved)
-        with torch.enable_grad() if self._trains_indexer() else torch.no_grad():  # detached inputs: the indexer only
+        with contextlib.nullcontext() if self._trains_indexer() else torch.no_grad():  # detached inputs: indexer only
             q_index, k_index, weights = self.indexer(hidden.detach(), q_latent.detach(), cos, sin)
         rule = KeyRule()
         if layout is not None and layout.cache is not None:

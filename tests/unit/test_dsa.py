@@ -39,9 +39,10 @@ def dsa_config(**overrides) -> TransformerConfig:
 
 def dsa_model(config: TransformerConfig, seed: int = 0) -> torch.nn.Module:
     model = build_model(config, layout_state(1), torch.device("cpu"), seed=seed)
+    generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():  # norms and indexer LayerNorms away from ones/zeros
         for param in model.parameters():
-            param.add_(torch.randn_like(param) * 0.1)
+            param.add_(torch.randn(param.shape, generator=generator) * 0.1)
     return model
 
 
