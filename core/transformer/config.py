@@ -1819,8 +1819,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if self.dsa_indexer_k_norm_epsilon is not None and self.dsa_indexer_k_norm_epsilon <= 0:
             raise ValueError(f"--dsa-indexer-k-norm-epsilon {self.dsa_indexer_k_norm_epsilon} must be positive")
         for flag, on in (("--add-bias-linear", self.add_bias_linear), ("--sliding-window", self.sliding_window),
-                         ("--attention-output-gate", self.attention_output_gate),
-                         (f"--attention-dropout {self.attention_dropout}", self.attention_dropout > 0)):
+                         ("--attention-output-gate", self.attention_output_gate)):
             if on:
                 raise ValueError(f"--experimental-attention-variant dsa does not support {flag}: drop it")
         self._validate_dsa_training()

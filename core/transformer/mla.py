@@ -225,7 +225,9 @@ class MultiLatentAttention(nn.Module):
         s, b = q.shape[:2]
         if selection is not None and not self.config.dsa_dense_warmup:
             scale = self.config.mla_softmax_scale or q.size(-1) ** -0.5
-            out = sparse_attention(q, k, v, selection.indices, selection.valid, scale)
+            dropout = self.config.attention_dropout if self.training else 0.0
+            with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():  # heads differ per rank
+                out = sparse_attention(q, k, v, selection.indices, selection.valid, scale, dropout=dropout)
         elif selection is not None and layout is not None and layout.cache is not None:  # dense, k/v cached already
             out = self._local_attention(q, k, v, layout.positions, layout.cache.key_slots(),
                                         allowed=layout.cache.allowed(self.window, self.chunk))

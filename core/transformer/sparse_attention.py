@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -159,28 +160,31 @@ def _gather_rows(x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
 
 
 def _attend_block(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, indices: torch.Tensor, valid: torch.Tensor,
-                  scale: float) -> torch.Tensor:
-    """q [b, blk, n, d], k/v [b, sk, n, d|dv], indices/valid [b, blk, kk] -> [b, blk, n, dv] over the selected keys."""
+                  scale: float, dropout: float = 0.0) -> torch.Tensor:
+    """q [b, blk, n, d], k/v [b, sk, n, d|dv], indices/valid [b, blk, kk] -> [b, blk, n, dv] over the selected keys
+    (``dropout`` on the probabilities)."""
     keys, values = _gather_rows(k, indices), _gather_rows(v, indices)  # [b, blk, kk, n, d|dv]
     scores = torch.einsum("bqnd,bqknd->bnqk", q.float(), keys.float()) * scale
     scores = scores.masked_fill(~valid[:, None], float("-inf"))
     probs = scores.softmax(dim=-1)  # [b, n, blk, kk]
+    if dropout > 0:
+        probs = F.dropout(probs, dropout)
     return torch.einsum("bnqk,bqknv->bqnv", probs, values.float()).to(q.dtype)
 
 
 def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, indices: torch.Tensor, valid: torch.Tensor,
-                     scale: float, block: int = DEFAULT_BLOCK) -> torch.Tensor:
+                     scale: float, block: int = DEFAULT_BLOCK, dropout: float = 0.0) -> torch.Tensor:
     """Attention of each query over its selected keys: q [sq, b, n, d], k [sk, b, n, d], v [sk, b, n, dv],
     indices/valid [b, sq, kk] -> [sq, b, n, dv]; fp32 scores and softmax, ``O(s kk)`` memory (see the module
-    docstring)."""
+    docstring). ``dropout`` on the probabilities draws from the current RNG state; checkpointing replays it."""
     qb, kb, vb = (t.transpose(0, 1) for t in (q, k, v))  # [b, s, n, d]
     outputs = []
     for start in range(0, q.size(0), block):
         args = (qb[:, start:start + block], kb, vb, indices[:, start:start + block], valid[:, start:start + block])
         if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-            outputs.append(checkpoint(_attend_block, *args, scale, use_reentrant=False))
+            outputs.append(checkpoint(_attend_block, *args, scale, dropout, use_reentrant=False))
         else:
-            outputs.append(_attend_block(*args, scale))
+            outputs.append(_attend_block(*args, scale, dropout))
     return torch.cat(outputs, dim=1).transpose(0, 1)  # [sq, b, n, dv]
 
 

@@ -204,7 +204,7 @@ def test_a_sharing_layer_attends_with_its_source_selection() -> None:
     (dict(multi_latent_attention=False, q_lora_rank=None, kv_lora_rank=None), "attends on top of multi-latent"),
     (dict(dsa_indexer_topk=None), "needs a positive --dsa-indexer-topk"),
     (dict(dsa_indexer_head_dim=2), "must hold the 4 rotary dims"),
-    (dict(attention_dropout=0.1), "does not support --attention-dropout 0.1"),
+    (dict(sliding_window=4), "does not support --sliding-window"),
     (dict(dsa_dense_warmup=True), "--dsa-dense-warmup shapes the indexer loss"),
     (dict(dsa_indexer_use_sparse_loss=True, dsa_dense_warmup=True, dsa_indexer_loss_coeff=1.0), "drop one"),
     (dict(experimental_attention_variant=None), "--dsa-indexer-n-heads applies to DeepSeek Sparse Attention"),
