@@ -2,7 +2,7 @@
 # Convert DeepSeek-V3.2-Exp from Hugging Face safetensors to our Megatron (mcore) layout at TP=4 PP=8 EP=32 (whole experts, ETP=1), 8,8,8,8,8,7,7,7 layers per stage
 # (the layout of pretrain_deepseek32_671b_ptd.sh).
 #   bash examples/deepseek32/ckpt_convert_deepseek32_671b_hf2mcore.sh
-#   SMOKE=1 bash examples/deepseek32/ckpt_convert_deepseek32_671b_hf2mcore.sh   # a tiny random deepseek_v3 model, TP=2 PP=2 EP=2
+#   SMOKE=1 bash examples/deepseek32/ckpt_convert_deepseek32_671b_hf2mcore.sh   # a tiny random deepseek_v32 model, TP=2 PP=2 EP=2
 #   DRY_RUN=1 bash examples/deepseek32/ckpt_convert_deepseek32_671b_hf2mcore.sh   # print the command only
 source "$(dirname "$0")/../common/recipe.sh"
 

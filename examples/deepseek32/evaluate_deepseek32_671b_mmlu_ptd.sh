@@ -7,7 +7,7 @@
 # subject (default: every question).
 # Layout: 4 node(s) x 8 devices, TP=1 PP=1 EP=32 ETP=1 (ckpt_convert_deepseek32_671b_hf2mcore.sh at TP=1 PP=1 NUM_LAYER_LIST=: inference.py loads a TP 1 conversion: whole experts over TP ranks (ETP=1) need sequence parallelism, which a one-token decode step cannot split; evaluation.py runs at PP 1), bf16.
 #   bash examples/deepseek32/evaluate_deepseek32_671b_mmlu_ptd.sh             # the real run (set the paths below)
-#   SMOKE=1 bash examples/deepseek32/evaluate_deepseek32_671b_mmlu_ptd.sh     # seconds on the CPU: a tiny random deepseek_v3 model with the same behaviour flags, a tiny MMLU in its published layout
+#   SMOKE=1 bash examples/deepseek32/evaluate_deepseek32_671b_mmlu_ptd.sh     # seconds on the CPU: a tiny random deepseek_v32 model with the same behaviour flags, a tiny MMLU in its published layout
 #   DRY_RUN=1 bash examples/deepseek32/evaluate_deepseek32_671b_mmlu_ptd.sh   # print the command and validate its flags, the checkpoint's settings and the benchmark's files
 source "$(dirname "$0")/../common/recipe.sh"
 

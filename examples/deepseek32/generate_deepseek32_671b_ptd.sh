@@ -5,7 +5,7 @@
 # prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # Layout: 32 node(s) x 8 devices, TP=1 PP=8 EP=32 ETP=1 NUM_LAYER_LIST=8,8,8,8,8,7,7,7 (ckpt_convert_deepseek32_671b_hf2mcore.sh at TP=1: inference.py loads a TP 1 conversion: whole experts over TP ranks (ETP=1) need sequence parallelism, which a one-token decode step cannot split), bf16.
 #   bash examples/deepseek32/generate_deepseek32_671b_ptd.sh             # the real run (set the paths below)
-#   SMOKE=1 bash examples/deepseek32/generate_deepseek32_671b_ptd.sh     # seconds on the CPU: a tiny random deepseek_v3 model with the same behaviour flags, 8 new tokens
+#   SMOKE=1 bash examples/deepseek32/generate_deepseek32_671b_ptd.sh     # seconds on the CPU: a tiny random deepseek_v32 model with the same behaviour flags, 8 new tokens
 #   DRY_RUN=1 bash examples/deepseek32/generate_deepseek32_671b_ptd.sh   # print the command and validate its flags and the checkpoint's settings
 source "$(dirname "$0")/../common/recipe.sh"
 
