@@ -988,11 +988,13 @@ class Family:
         return name
 
     def to_config(self, hf: Dict[str, Any]) -> Dict[str, Any]:
-        """:class:`TransformerConfig` kwargs from an HF ``config.json`` dict."""
+        """:class:`TransformerConfig` kwargs from an HF ``config.json`` dict; a quantised checkpoint is refused."""
         try:
-            return self.to_config_fn(hf)
+            kwargs = self.to_config_fn(hf)
         except KeyError as missing:
             raise RegistryError(f"config.json lacks {missing} needed by family {self.name!r}") from None
+        refuse_quantized(hf, self.name)
+        return kwargs
 
     def to_hf_config(self, cfg: TransformerConfig, original: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         """An HF ``config.json`` dict equivalent to ``cfg``.
@@ -1128,6 +1130,19 @@ def get_family(name: str) -> Family:
     if family is None:
         raise RegistryError(f"--model-type-hf {name!r} is unknown; known: {', '.join(known_families())}")
     return family
+
+
+def refuse_quantized(hf: Dict[str, Any], family: str) -> None:
+    """A ``quantization_config`` (DeepSeek-V3/V3.2's FP8 blocks with their scales, GLM-5's FP8) means stored
+    values that are not the weights: refused until the converter dequantises them (the low-precision issue)."""
+    quantization = hf.get("quantization_config")
+    if not quantization:
+        return
+    method = quantization.get("quant_method") if isinstance(quantization, dict) else quantization
+    raise RegistryError(f"{family} config.json has a quantization_config (quant_method {method!r}): its tensors are "
+                        "quantised values and scales, not weights, and the converter does not dequantise them yet; "
+                        "convert a bf16 copy (e.g. DeepSeek's fp8_cast_bf16.py, or transformers' dequantize=True then "
+                        "save_pretrained)")
 
 
 def family_for_hf_config(hf: Dict[str, Any], where: str = "config.json") -> Family:

@@ -251,3 +251,33 @@ def test_a_training_step_of_each_stage(warmup: bool) -> None:
     for name, param in trainer.model.named_parameters():
         moved = not torch.equal(param.detach(), before[name])
         assert moved == (".indexer." in name or not warmup), (name, moved)
+
+
+@pytest.mark.parametrize("config_class, model_type", [("DeepseekV32Config", "deepseek32"),
+                                                      ("GlmMoeDsaConfig", "glm_moe_dsa"),
+                                                      ("DeepseekV3Config", "deepseek3")])
+def test_an_fp8_checkpoint_is_refused_in_one_line(config_class: str, model_type: str, tmp_path, capsys) -> None:
+    """The published DeepSeek-V3/V3.2 and GLM-5 checkpoints are FP8 blocks with scales (``quantization_config``):
+    the converter refuses them in one line, naming the fix, and writes nothing."""
+    import json
+    import os
+
+    import transformers
+
+    from tools.convert_ckpt import main as convert_main
+
+    hf_dir, save = tmp_path / "hf", tmp_path / "mg"
+    config = getattr(transformers, config_class)(num_hidden_layers=2, hidden_size=32, intermediate_size=48,
+                                                 moe_intermediate_size=16, n_routed_experts=4, num_experts_per_tok=2,
+                                                 n_group=1, topk_group=1, num_attention_heads=4, num_key_value_heads=4,
+                                                 q_lora_rank=16, kv_lora_rank=12, qk_nope_head_dim=8,
+                                                 qk_rope_head_dim=4, v_head_dim=8, vocab_size=64)
+    getattr(transformers, config_class.replace("Config", "ForCausalLM"))(config).save_pretrained(hf_dir)
+    settings = json.load(open(hf_dir / "config.json"))
+    settings["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+    json.dump(settings, open(hf_dir / "config.json", "w"))
+    code = convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(hf_dir),
+                         "--save-dir", str(save), "--model-type-hf", model_type])
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert code != 0 and len(errors) == 1 and "quantization_config (quant_method 'fp8')" in errors[0]
+    assert "bf16 copy" in errors[0] and not os.path.exists(save)
