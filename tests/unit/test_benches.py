@@ -165,3 +165,18 @@ def test_train_throughput_emulates_an_avx2_cpu(tmp_path) -> None:
     assert record["cpu_capability"] in ("AVX2", "DEFAULT") and record["cpu_bf16_units"] is False
     assert record["emulated_avx2"]
     assert record["fp32"]["ours_tokens_per_s"] > 0
+
+
+def test_sparse_attention_bench_rows_and_ratios() -> None:
+    """bench/sparse_attention.py: dense MLA, DSA and DSA's warm-up at every length, ratios to dense MLA of the same
+    length, the memory slopes, and no CP rows while DSA-CP is refused."""
+    record = smoke_record(ROOT / "bench" / "sparse_attention.py")
+    assert record["topk"] < min(record["seqs"]) and record["cp"] is None
+    for seq in record["seqs"]:
+        rows = record["table"][str(seq)]
+        assert set(rows) == {"attention", "dsa", "dsa_warmup"}, rows
+        assert rows["attention"]["speed_ratio"] == rows["attention"]["peak_ratio"] == 1.0
+        for row in rows.values():
+            assert row["tokens_per_s"] > 0 and row["peak_mb"] > 0 and row["saved_mb"] > 0, row
+            assert abs(row["peak_ratio"] - row["peak_mb"] / rows["attention"]["peak_mb"]) < 0.01, row
+    assert set(record["memory_slope"]) == {"attention", "dsa", "dsa_warmup"}
