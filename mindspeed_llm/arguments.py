@@ -855,8 +855,6 @@ def _check_context_parallel(args: argparse.Namespace) -> None:
 def _refuse_context_parallel_features(args: argparse.Namespace, algo: str) -> None:
     """Model features context parallelism does not run (yet): one line naming the feature."""
     refused = [("--num-experts (MoE layers)", args.num_experts is not None, ""),
-               ("--experimental-attention-variant dsa (sparse attention)",
-                getattr(args, "experimental_attention_variant", None) == "dsa", ""),
                ("--mtp-num-layers (multi-token prediction)", args.mtp_num_layers is not None, "")]
     if algo in (RING, HYBRID):
         other = f" with ring attention ({algo}); use kvallgather_cp_algo or ulysses_cp_algo"

@@ -16,6 +16,10 @@ and nothing else. Each takes the :class:`Group` it communicates over.
   (``relay_token`` from the mixer's input, ``end_relay`` onto its output), so that autograd runs their backward
   in reverse order (``core/transformer/sequence_state.py``).
 
+- ``fetch_rows``: the rows of other ranks that this rank asks for by index (DeepSeek Sparse Attention's selected
+  keys): a variable all-to-all of the requests, then of the rows; the backward returns their gradients to the
+  owners (the reverse all-to-all, summed where two requesters asked for one row).
+
 The K/V all-gather of ``kvallgather_cp_algo`` is sequence parallelism's all-gather
 (``mappings.gather_from_sequence_parallel_region``), whose backward reduce-scatters.
 """
@@ -27,6 +31,7 @@ import torch
 import torch.distributed as dist
 
 from core.parallel_state import Group
+from core.tensor_parallel.expert_mappings import all_to_all_tokens, exchange_token_counts
 
 
 class RingExchange:
@@ -236,3 +241,15 @@ def recv_carry(token: torch.Tensor, peer: int, group: Group) -> Tuple[Tuple[torc
 def end_relay(output: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
     """``output`` with the last token of a rank's relay chain tied to it (see :class:`_ChainEnd`)."""
     return _ChainEnd.apply(output, token)
+
+
+def fetch_rows(rows: torch.Tensor, wanted: torch.Tensor, group: Group) -> torch.Tensor:
+    """Rows of the concatenation of every rank's ``rows`` ``[n, ...]`` (rank-major: rank r's row i is ``r n + i``)
+    at the sorted indices ``wanted`` ``[m]`` (each rank its own) -> ``[m, ...]``. Only the asked rows travel: the
+    requests go to their owners, the rows come back, a gradient returns the same way (summed at its owner)."""
+    n = rows.size(0)
+    owners = torch.div(wanted, n, rounding_mode="floor")
+    asked = torch.bincount(owners, minlength=group.size)  # [ranks] rows this rank asks from each
+    asked_of_me = exchange_token_counts(asked, group)  # [ranks] rows each rank asks from this one
+    requests = all_to_all_tokens(wanted - owners * n, asked_of_me.tolist(), asked.tolist(), group)  # my row numbers
+    return all_to_all_tokens(rows.index_select(0, requests), asked.tolist(), asked_of_me.tolist(), group)

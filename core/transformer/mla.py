@@ -35,7 +35,9 @@ from torch import nn
 from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import ColumnParallelLinear, ReplicatedLinear, RowParallelLinear, Segment
-from core.tensor_parallel.mappings import copy_to_tensor_model_parallel_region, gather_from_sequence_parallel_region
+from core.tensor_parallel.cp_mappings import fetch_rows
+from core.tensor_parallel.mappings import (all_gather_along_dim, all_reduce, copy_to_tensor_model_parallel_region,
+                                           gather_from_sequence_parallel_region)
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import sliding_window_mask
 from core.transformer.attention_mask import attention_allowed
@@ -50,13 +52,23 @@ from core.transformer.sparse_attention import (KeyRule, LightningIndexer, indexe
 
 
 class DsaSelection(NamedTuple):
-    """One DSA layer's keys per query: ``indices``/``valid`` [b, sq, k], the rule they were chosen under, and
-    (a computing layer's) the indexer's outputs for its loss: q_index [sq, b, H, d], k_index [sk, b, d], weights
-    [sq, b, H]."""
+    """One DSA layer's keys per query: ``indices``/``valid`` [b, sq, k] into the keys ``rule`` orders (the whole
+    sequence; under CP every rank's tokens in CP-rank order), and (a computing layer's) the indexer's outputs for
+    its loss: q_index [sq, b, H, d], k_index [sk, b, d], weights [sq, b, H]. Under CP the keys are every rank's in
+    sequence order (so that ties break as on one process), ``key_order`` [s] maps a sequence position to its row
+    in CP-rank order, ``fetched`` [m] lists the selected keys this rank fetches (sorted CP-rank-order rows) and
+    ``fetched_indices`` the selections as rows of those."""
     indices: torch.Tensor
     valid: torch.Tensor
     rule: KeyRule
     index: Optional[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = None
+    key_order: Optional[torch.Tensor] = None
+    fetched: Optional[torch.Tensor] = None
+    fetched_indices: Optional[torch.Tensor] = None
+
+    def shared(self) -> "DsaSelection":
+        """What a layer reusing this selection needs (not the indexer's outputs)."""
+        return self._replace(index=None)
 
 
 class MultiLatentAttention(nn.Module):
@@ -137,8 +149,7 @@ class MultiLatentAttention(nn.Module):
         latent = self.linear_kv_down_proj(hidden)  # [s, b, kv_lora_rank + rope]
         compressed, k_pe = latent.split([self.config.kv_lora_rank, self.rope_dim], dim=-1)
         k_pe = copy_to_tensor_model_parallel_region(k_pe, self.group)  # local heads' gradients summed over TP
-        kv = self.linear_kv_up_proj(self.kv_layernorm(compressed)).view(s, b, nq, self.nope_dim + self.v_dim)
-        k_nope, v = kv.split([self.nope_dim, self.v_dim], dim=-1)  # [s, b, np, nope], [s, b, np, v]
+        normed = self.kv_layernorm(compressed)  # [s, b, kv_lora_rank]
         k_pe = k_pe.unsqueeze(2)  # [s, b, 1, rope]
         rotary = layer_rotary(rotary, self.window is not None)
         query_scale = None
@@ -151,10 +162,13 @@ class MultiLatentAttention(nn.Module):
         q = torch.cat([q_nope, q_pe], dim=-1)  # [s, b, np, nope + rope]
         if query_scale:
             q = q * query_scale[0]  # Llama-4 attention temperature on the whole query (Mistral4)
-        k = torch.cat([k_nope, k_pe.expand(s, b, nq, self.rope_dim)], dim=-1)  # [s, b, np, nope + rope]
         selection = None
         if self.dsa_source is not None:
             selection = self._dsa_select(hidden, q_latent, rotary, layout)
+        latents = (normed, k_pe)
+        if selection is not None and selection.fetched is not None:  # DSA under CP: the selected keys' latents
+            latents = self._fetch_latents(normed, k_pe, selection.fetched, layout)  # [m, b, ...]
+        k, v = self._keys_and_values(*latents)  # [sk, b, np, nope + rope], [sk, b, np, v]
         if self.config.is_dsa and layout is not None and layout.cache is not None:  # generation
             k, v = layout.cache.update(self.layer_number, k, v)  # [sk, b, np, nope + rope | v]
         if self._recompute_core_attention():
@@ -166,8 +180,16 @@ class MultiLatentAttention(nn.Module):
             context = (context.view(s, b, nq, self.v_dim) * gate.view(s, b, nq, self.gate_width)).flatten(2)
         output = self.linear_proj(context)  # [s, b, h] ([s/tp, b, h] under SP)
         if selection is not None and selection.index is not None and self._trains_indexer():
-            output = attach_aux_loss(output, self._indexer_loss(q, k, selection))
+            output = attach_aux_loss(output, self._indexer_loss(q, k, selection, (normed, k_pe), layout))
         return output
+
+    def _keys_and_values(self, normed: torch.Tensor, k_pe: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Each head's key and value from the normed kv latent [sk, b, r] and the rotated rope key [sk, b, 1, rope]:
+        k [sk, b, np, nope + rope], v [sk, b, np, v]."""
+        sk, b, nq = normed.size(0), normed.size(1), self.local_heads
+        kv = self.linear_kv_up_proj(normed).view(sk, b, nq, self.nope_dim + self.v_dim)
+        k_nope, v = kv.split([self.nope_dim, self.v_dim], dim=-1)  # [sk, b, np, nope], [sk, b, np, v]
+        return torch.cat([k_nope, k_pe.expand(sk, b, nq, self.rope_dim)], dim=-1), v
 
     # ---- DeepSeek Sparse Attention -------------------------------------------------------------------------
 
@@ -183,33 +205,75 @@ class MultiLatentAttention(nn.Module):
             if layout is None or self.dsa_source not in layout.dsa_selections:
                 raise RuntimeError(f"DSA layer {self.layer_number} reuses layer {self.dsa_source}'s top-k, which did "
                                    "not run before it in this forward")
-            indices, valid, rule = layout.dsa_selections[self.dsa_source]
-            return DsaSelection(indices, valid, rule)
+            return layout.dsa_selections[self.dsa_source]
         cfg = self.config
         cos, sin = layer_rotary(rotary, False)[:2]
         cos, sin = indexer_rotary(cos, sin, cfg.rope_interleaved, cfg.dsa_indexer_rope_interleaved)
         with contextlib.nullcontext() if self._trains_indexer() else torch.no_grad():  # detached inputs: indexer only
             q_index, k_index, weights = self.indexer(hidden.detach(), q_latent.detach(), cos, sin)
-        rule = KeyRule()
-        if layout is not None and layout.cache is not None:
-            k_index = layout.cache.update_index_keys(self.layer_number, k_index)  # [sk, b, d]
-            rule = KeyRule(mask=layout.cache.allowed(None, None))
-        elif layout is not None:
-            rule = KeyRule(layout.positions, layout.positions, layout.documents)
+        k_index, rule, key_order = self._selectable_keys(k_index, layout)
         indices, valid = select_topk(q_index, k_index, weights, cfg.dsa_indexer_topk, rule)
+        selection = DsaSelection(indices, valid, rule, (q_index, k_index, weights), key_order)
+        if key_order is not None and not cfg.dsa_dense_warmup:
+            rows = key_order[indices]  # [b, sq, k] CP-rank-order rows of the selected keys
+            fetched = torch.unique(rows[valid])  # [m] sorted: the keys this rank's queries attend to
+            rows = torch.searchsorted(fetched, rows).clamp_(max=fetched.numel() - 1)  # (invalid ones masked)
+            selection = selection._replace(fetched=fetched, fetched_indices=rows)
         if layout is not None:
-            layout.dsa_selections[self.layer_number] = (indices, valid, rule)
-        return DsaSelection(indices, valid, rule, (q_index, k_index, weights))
+            layout.dsa_selections[self.layer_number] = selection.shared()
+        return selection
 
-    def _indexer_loss(self, q: torch.Tensor, k: torch.Tensor, selection: DsaSelection) -> torch.Tensor:
-        """The indexer's KL loss times --dsa-indexer-loss-coeff (dense under --dsa-dense-warmup), tracked."""
+    def _selectable_keys(self, k_index: torch.Tensor, layout: Optional[SequenceLayout]
+                         ) -> Tuple[torch.Tensor, KeyRule, Optional[torch.Tensor]]:
+        """The indexer keys the queries select from (the cached ones in generation; every CP rank's, gathered, in
+        sequence order), the rule of which they may select, and under CP the CP-rank-order row of each position."""
+        if layout is None:
+            return k_index, KeyRule(), None
+        if layout.cache is not None:
+            return (layout.cache.update_index_keys(self.layer_number, k_index),  # [sk, b, d]
+                    KeyRule(mask=layout.cache.allowed(None, None)), None)
+        if layout.cp is None:
+            return k_index, KeyRule(layout.positions, layout.positions, layout.documents), None
+        key_order = torch.argsort(layout.cp.all_positions(layout.seq_len, k_index.device))  # [s]
+        every = gather_from_sequence_parallel_region(k_index, layout.cp.group)  # [s, b, d]: the compact exchange
+        return every.index_select(0, key_order), KeyRule(layout.positions, None, layout.documents), key_order
+
+    def _fetch_latents(self, normed: torch.Tensor, k_pe: torch.Tensor, fetched: torch.Tensor,
+                       layout: SequenceLayout) -> Tuple[torch.Tensor, torch.Tensor]:
+        """DSA under CP: the normed kv latents [m, b, r] and rotated rope keys [m, b, 1, rope] of the ``fetched``
+        keys, from the CP ranks that hold them (only those rows travel; each rank up-projects them itself)."""
+        rows = torch.cat([normed, k_pe.squeeze(2)], dim=-1)  # [s_local, b, r + rope]
+        arrived = fetch_rows(rows, fetched, layout.cp.group)  # [m, b, r + rope]
+        normed, k_pe = arrived.split([self.config.kv_lora_rank, self.rope_dim], dim=-1)
+        return normed, k_pe.unsqueeze(2)
+
+    def _indexer_loss(self, q: torch.Tensor, k: torch.Tensor, selection: DsaSelection,
+                      latents: Tuple[torch.Tensor, torch.Tensor], layout: Optional[SequenceLayout]) -> torch.Tensor:
+        """The indexer's KL loss times --dsa-indexer-loss-coeff (dense under --dsa-dense-warmup), tracked. Under CP
+        each rank's loss is its queries' share of the sequence's mean (the gradient reduction over CP adds them):
+        the sparse loss over the fetched keys, the dense one over every rank's keys (gathered without grad)."""
         cfg = self.config
         scale = cfg.mla_softmax_scale or q.size(-1) ** -0.5
-        loss = indexer_kl_loss(q, k, *selection.index, scale, selection.indices, selection.valid,
-                               sparse=cfg.dsa_indexer_use_sparse_loss, rule=selection.rule,
-                               group=self.group) * cfg.dsa_indexer_loss_coeff
+        q_index, k_index, weights = selection.index
+        indices, sparse = selection.indices, cfg.dsa_indexer_use_sparse_loss
+        cp = layout.cp if layout is not None else None
+        if cp is not None and sparse:  # k holds the fetched keys: index them, and the indexer's keys, as rows
+            positions = torch.argsort(selection.key_order).index_select(0, selection.fetched)  # [m] in the sequence
+            k_index, indices = k_index.index_select(0, positions), selection.fetched_indices
+        elif cp is not None:
+            with torch.no_grad():
+                rows = torch.cat([latents[0], latents[1].squeeze(2)], dim=-1).detach()
+                every = all_gather_along_dim(rows, 0, cp.group).index_select(0, selection.key_order)  # [s, b, c]
+                normed, k_pe = every.split([cfg.kv_lora_rank, self.rope_dim], dim=-1)
+                k = self._keys_and_values(normed, k_pe.unsqueeze(2))[0]  # every key, this rank's heads
+        loss = indexer_kl_loss(q, k, q_index, k_index, weights, scale, indices, selection.valid, sparse=sparse,
+                               rule=selection.rule, group=self.group) * cfg.dsa_indexer_loss_coeff
+        if cp is not None:
+            loss = loss / cp.group.size  # this rank's share of the mean over the whole sequence's queries
         if not is_recomputing():
             value = loss.detach().float()
+            if cp is not None:
+                value = all_reduce(value.clone(), cp.group)  # the log shows the sequence's loss
             self.tracked_aux_losses[DSA_INDEXER_LOSS] = self.tracked_aux_losses.get(DSA_INDEXER_LOSS, 0.0) + value
         return loss
 
@@ -226,8 +290,9 @@ class MultiLatentAttention(nn.Module):
         if selection is not None and not self.config.dsa_dense_warmup:
             scale = self.config.mla_softmax_scale or q.size(-1) ** -0.5
             dropout = self.config.attention_dropout if self.training else 0.0
+            indices = selection.indices if selection.fetched is None else selection.fetched_indices
             with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():  # heads differ per rank
-                out = sparse_attention(q, k, v, selection.indices, selection.valid, scale, dropout=dropout)
+                out = sparse_attention(q, k, v, indices, selection.valid, scale, dropout=dropout)
         elif selection is not None and layout is not None and layout.cache is not None:  # dense, k/v cached already
             out = self._local_attention(q, k, v, layout.positions, layout.cache.key_slots(),
                                         allowed=layout.cache.allowed(self.window, self.chunk))

@@ -116,6 +116,15 @@ ZAMBA = ["--num-layers", "4", "--hybrid-override-pattern", "ZMZM", "--mamba-head
 ZAMBA1 = ["--num-layers", "4", "--hybrid-override-pattern", "ZMZM", "--mamba-version", "1", "--mamba-num-heads", "2",
           "--mamba-head-dim", "16", "--mamba-state-dim", "4", "--mamba-dt-rank", "2", "--ffn-hidden-size", "32",
           "--geglu", "--position-embedding-type", "none", "--init-method-std", "0.1"]
+# DeepSeek Sparse Attention on MLA (not recurrent: its CP gathers the indexer's keys and fetches the selected keys'
+# latents from their ranks): the sparse stage with the indexer's sparse KL loss, and the dense warm-up (the ring's
+# dense attention, the KL over every key gathered), a top-5 of 16 keys
+DSA = ["--num-layers", "2", "--multi-latent-attention", "--q-lora-rank", "8", "--kv-lora-rank", "8", "--qk-head-dim",
+       "4", "--qk-pos-emb-head-dim", "2", "--v-head-dim", "4", "--rope-interleaved", "--experimental-attention-variant",
+       "dsa", "--dsa-indexer-n-heads", "2", "--dsa-indexer-head-dim", "4", "--dsa-indexer-topk", "5",
+       "--dsa-indexer-loss-coeff", "0.5", "--ffn-hidden-size", "32", "--swiglu", "--position-embedding-type", "rope"]
+DSA_SPARSE = DSA + ["--dsa-indexer-use-sparse-loss"]
+DSA_WARMUP = DSA + ["--dsa-dense-warmup"]
 DOCUMENTS = ["--reset-attention-mask", "--eod-mask-loss"]  # (positions restart too where a layer reads them)
 MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAMBA2 + DOCUMENTS,
           "gdn": GDN, "gdn_gpt": GDN_GPT,
@@ -129,7 +138,9 @@ MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAM
           "rg_lru_gpt": RG_LRU_GPT, "rg_lru_gpt_documents": RG_LRU_GPT + DOCUMENTS + ["--reset-position-ids"],
           "falcon_h1_documents": FALCON_H1 + DOCUMENTS + ["--reset-position-ids"], "zamba": ZAMBA,
           "zamba_documents": ZAMBA + DOCUMENTS + ["--reset-position-ids"], "zamba1": ZAMBA1,
-          "zamba1_documents": ZAMBA1 + DOCUMENTS}
+          "zamba1_documents": ZAMBA1 + DOCUMENTS, "dsa": DSA_SPARSE, "dsa_warmup": DSA_WARMUP,
+          "dsa_documents": DSA_SPARSE + DOCUMENTS + ["--reset-position-ids"],
+          "dsa_warmup_documents": DSA_WARMUP + DOCUMENTS + ["--reset-position-ids"]}
 RING, ULYSSES, HYBRID_CP = "megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo"
 CONTIGUOUS = ["--attention-mask-type", "general"]  # the ring without load balancing: one part per rank
 
@@ -155,7 +166,9 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "rwkv_ring_cp2": ("rwkv", _cp(2)),
         "xlstm_ring_cp2": ("xlstm", _cp(2)),
         "kda_bailing_ring_cp2": ("kda_bailing", _cp(2)),
-        "zamba_ulysses_cp2": ("zamba", _cp(2, ULYSSES))},
+        "zamba_ulysses_cp2": ("zamba", _cp(2, ULYSSES)),
+        "dsa_cp2": ("dsa", _cp(2)),
+        "dsa_warmup_cp2": ("dsa_warmup", _cp(2))},
     4: {"mamba2_ring_cp4": ("mamba2", _cp(4)),
         "hybrid_2x2": ("hybrid", _cp(4, HYBRID_CP, "--ulysses-degree-in-cp", "2")),
         "mamba2_ring_cp2_tp2_sp": ("mamba2", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
@@ -188,7 +201,10 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "zamba_ring_cp2_pp2": ("zamba", _cp(2) + ["--pipeline-model-parallel-size", "2"]),
         "zamba_ring_cp2_tp2_sp": ("zamba", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
         "zamba1_documents_ring_cp4": ("zamba1_documents", _cp(4)),
-        "zamba1_ring_cp2_tp2_sp": ("zamba1", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"])},
+        "zamba1_ring_cp2_tp2_sp": ("zamba1", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
+        "dsa_documents_cp4": ("dsa_documents", _cp(4)),
+        "dsa_warmup_documents_cp4": ("dsa_warmup_documents", _cp(4)),
+        "dsa_cp2_tp2_sp": ("dsa", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"])},
 }
 TOLERANCE = 1e-5
 
@@ -205,7 +221,7 @@ def _train(argv: List[str], documents: Optional[List[torch.Tensor]] = None) -> D
         iterator = _recorded(iterator, documents)
     losses = [trainer.train_step(iterator).loss]
     grads = {name: gather_full_tensor(param.main_grad, param_meta(param).tp_shard, trainer.state.tp_group)
-             for name, param in trainer.model.named_parameters()}
+             for name, param in trainer.model.named_parameters() if param.requires_grad}  # (DSA's warm-up freezes)
     return {"losses": losses, "grads": grads}
 
 
