@@ -24,8 +24,15 @@ What to expect: the sparse path keeps O(s k) for the backward (the indices, the 
 at a time), so its slope stays flat in s while the selection's blocked indexer scores cost O(s^2 H_I) time.
 On the CPU the per-block gathers and the indexer's score pass are slower than SDPA's fused dense kernel at
 these lengths; DSA's speed win needs a fused sparse kernel (FlashMLA's) and sequences far above k.
-DSA-CP rows: context parallelism for DSA is not built yet (``--context-parallel-size`` > 1 is refused with
-DSA), so there are none; the bench says so in its JSON (``"cp": null``).
+DSA-CP traffic (``--no-cp`` skips it): the bytes each CP rank receives in one forward at CP 2 and CP 4 for the
+longest length, from the selections the ``dsa`` model makes there (one forward at CP 1 gives every layer's
+top-k; the load-balanced chunks say which rank holds which queries and keys): DSA's CP gathers every rank's
+indexer keys (``index_head_dim`` values per token) and fetches the MLA latents (``kv_lora_rank + rope`` values
+per token) of the keys its queries selected from their owners (``core/transformer/mla.py``); the baseline is the
+K/V all-gather of ``kvallgather_cp_algo`` (every head's key and value of every other rank's token). The backward
+sends the same amounts back (the gradients). ``ratio``: DSA's largest rank over the all-gather. At random
+initialisation the indexer's picks are spread over the sequence, so a rank's queries select most keys; a
+trained indexer's locality lowers the fetch. CP 2 and 4 equal CP 1 in ``tests/distributed/``.
 
 A line per length as it finishes and readable tables go to stderr, one JSON line to stdout.
 """
@@ -38,7 +45,7 @@ from typing import Dict, List, Optional
 
 import torch
 
-from activation_memory import MB  # noqa: F401  (the same megabyte as the other benches)
+from activation_memory import MB  # the same megabyte as the other benches
 from core.device import accelerator
 from core.models.gpt_model import build_model, layout_state
 from core.transformer.config import TransformerConfig
@@ -68,6 +75,50 @@ def model_config(name: str, hidden: int, max_seq: int, topk: int, dtype: torch.d
                              qk_pos_emb_head_dim=16, v_head_dim=32, rope_interleaved=True, **dsa)
 
 
+def layer_selections(model: torch.nn.Module, seq: int, device: torch.device) -> List[torch.Tensor]:
+    """Every computing DSA layer's selections in one forward at CP 1: per layer the selected positions
+    ``[b, s, k]`` with -1 where a query has fewer keys."""
+    layouts = []
+    handle = model.decoder.register_forward_pre_hook(lambda _, args: layouts.append(args[2]))
+    tokens = torch.randint(0, VOCAB, (1, seq), generator=torch.Generator().manual_seed(seq)).to(device)
+    with torch.no_grad():
+        model.eval()(tokens)
+    handle.remove()
+    model.train()
+    return [chosen.indices.masked_fill(~chosen.valid, -1) for chosen in layouts[0].dsa_selections.values()]
+
+
+def cp_traffic(config: TransformerConfig, selections: List[torch.Tensor], seq: int, element: int
+               ) -> Dict[str, Dict[str, float]]:
+    """Per CP size: megabytes the busiest rank receives in one forward, DSA's (indexer keys + fetched latents)
+    against the K/V all-gather's, summed over the layers."""
+    from core.transformer.context_parallel import token_positions
+
+    batch, latent = selections[0].size(0), config.kv_lora_rank + config.qk_pos_emb_head_dim
+    per_head = config.qk_head_dim + config.qk_pos_emb_head_dim + config.v_head_dim
+    rows = {}
+    for cp in (2, 4):
+        local = seq // cp
+        index_gather = (cp - 1) * local * batch * config.dsa_indexer_head_dim * element * len(selections)
+        kv_gather = (cp - 1) * local * batch * config.num_attention_heads * per_head * element * len(selections)
+        fetch = []
+        for rank in range(cp):
+            mine = token_positions(seq, cp, rank)
+            owned = torch.zeros(seq, dtype=torch.bool)
+            owned[mine] = True
+            remote = 0
+            for chosen in selections:
+                picked = chosen[:, mine].flatten().unique()
+                picked = picked[picked >= 0]
+                remote += int((~owned[picked]).sum())
+            fetch.append(remote * batch * latent * element)
+        dsa = index_gather + max(fetch)
+        rows[f"cp{cp}"] = {"dsa_mb": round(dsa / MB, 3), "index_keys_mb": round(index_gather / MB, 3),
+                           "fetched_latents_mb": round(max(fetch) / MB, 3), "kv_allgather_mb": round(kv_gather / MB, 3),
+                           "ratio": round(dsa / kv_gather, 3)}
+    return rows
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seqs", default=None, help="comma-separated sequence lengths (default: by device)")
@@ -77,6 +128,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--steps", type=int, default=1, help="timed steps per model per round")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds")
     parser.add_argument("--smoke", action="store_true", help="hidden 64, sequences 64 and 128, top-k 16: seconds")
+    parser.add_argument("--no-cp", dest="cp", action="store_false", help="skip the DSA-CP traffic rows")
     args = parser.parse_args(argv)
     acc = accelerator()
     size = "smoke" if args.smoke else ("device" if acc.type != "cpu" else "cpu")
@@ -96,10 +148,20 @@ def main(argv: Optional[List[str]] = None) -> None:
               f"{acc.type}, {torch.get_num_threads()} threads, sequences {seqs}, DSA top-k {topk} (indexer 4 x 32). "
               "tok/s: forward + backward; saved MB: kept for the backward in the decoder; peak MB: above the start; "
               "x attn: ratio to dense MLA at that length, this run")
-    print_table(table, slopes, header, ["note: " + WHY, "DSA-CP: not built yet (refused), no rows"])
+    print_table(table, slopes, header, ["note: " + WHY])
+    cp = None
+    if args.cp and "dsa" in models:
+        seq = max(seqs)
+        element = torch.finfo(dtype).bits // 8
+        cp = {"seq": seq, "rows": cp_traffic(models["dsa"].config, layer_selections(models["dsa"], seq, acc.device),
+                                             seq, element)}
+        for name, row in cp["rows"].items():
+            print(f"DSA-CP {name} at {seq} tokens, busiest rank receives per forward: {row['dsa_mb']:.2f} MB (indexer "
+                  f"keys {row['index_keys_mb']:.2f} + fetched latents {row['fetched_latents_mb']:.2f}) against the K/V "
+                  f"all-gather's {row['kv_allgather_mb']:.2f} MB: x{row['ratio']:.3f}", file=sys.stderr)
     print(json.dumps({"bench": "sparse_attention", "device": acc.type, "dtype": str(dtype)[6:], "hidden": hidden,
                       "seqs": seqs, "topk": topk, "layers": 4,
-                      "table": {str(seq): rows for seq, rows in table.items()}, "memory_slope": slopes, "cp": None}))
+                      "table": {str(seq): rows for seq, rows in table.items()}, "memory_slope": slopes, "cp": cp}))
 
 
 if __name__ == "__main__":

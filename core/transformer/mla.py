@@ -15,6 +15,12 @@ the layer's lightning indexer reads the detached hidden state and query latent (
 selection, which travels with the micro-batch in ``SequenceLayout.dsa_selections``. In training with
 ``--dsa-indexer-loss-coeff`` the indexer's KL loss joins the loss through ``attach_aux_loss`` and is logged as
 ``indexer loss``. Under generation the indexer's keys are cached beside the layer's keys and values.
+Under context parallelism (any ``--context-parallel-algo``: DSA has its own exchange) each rank all-gathers the
+indexer's keys (``index_head_dim`` values per token, the compact exchange), selects its queries' top-k over the
+whole sequence in sequence order, and fetches from their owners only the MLA latents (``kv_lora_rank`` +
+rope values per token) of the keys its queries selected (``cp_mappings.fetch_rows``), which it up-projects itself;
+their gradients travel back the same way. Every rank's indexer loss is its queries' share of the sequence's
+mean. The dense warm-up attends with the chosen CP algorithm and gathers every key for its KL target.
 
 Tensor parallelism: the down projections and the latent norms are replicated (their outputs are needed
 whole on every rank), the up projections are column-parallel by heads and the output projection is

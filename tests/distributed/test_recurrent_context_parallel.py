@@ -17,7 +17,10 @@ state relayed: ring CP 2, with documents at CP 4, at CP 2 x TP 2 + SP), and xLST
 normaliser and running maximum relayed: the same three layouts), and Bailing's KDA (full-rank gates, the bounded
 forget gate) beside MLA gated per head (ring CP 2, with documents at CP 4), and Zamba2's 'Z' layers (Mamba2 after the
 shared attention block over [hidden; embeddings]: Ulysses CP 2, with documents at CP 4, at CP 2 x PP 2 with the
-block on both stages, at CP 2 x TP 2 + SP). Layouts:
+block on both stages, at CP 2 x TP 2 + SP), and DeepSeek Sparse Attention on MLA (not recurrent: the indexer's keys
+gathered, the selected keys' latents fetched from their ranks), both stages with the indexer's KL loss (the sparse
+loss at ring CP 2, with documents at CP 4 and at CP 2 x TP 2 + SP; the dense warm-up, its indexers alone trained, at
+CP 2 and with documents at CP 4). Layouts:
 the ring's load-balanced chunks (at CP 4 a chunk of 2 tokens, shorter than the conv's 3 carried inputs),
 contiguous parts (the ring with ``--attention-mask-type general``), Ulysses and the
 hybrid 2 x 2 (whose chain visits CP ranks 0, 2, 3, 1), CP 2 x TP 2 with sequence parallelism, CP 2 x PP 2,

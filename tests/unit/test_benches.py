@@ -169,9 +169,13 @@ def test_train_throughput_emulates_an_avx2_cpu(tmp_path) -> None:
 
 def test_sparse_attention_bench_rows_and_ratios() -> None:
     """bench/sparse_attention.py: dense MLA, DSA and DSA's warm-up at every length, ratios to dense MLA of the same
-    length, the memory slopes, and no CP rows while DSA-CP is refused."""
+    length, the memory slopes, and the DSA-CP traffic rows (indexer keys plus fetched latents against the K/V
+    all-gather, each part within its bound)."""
     record = smoke_record(ROOT / "bench" / "sparse_attention.py")
-    assert record["topk"] < min(record["seqs"]) and record["cp"] is None
+    assert record["topk"] < min(record["seqs"]) and record["cp"]["seq"] == max(record["seqs"])
+    for name, row in record["cp"]["rows"].items():
+        assert abs(row["dsa_mb"] - row["index_keys_mb"] - row["fetched_latents_mb"]) < 0.01, (name, row)
+        assert 0 < row["fetched_latents_mb"] and 0 < row["ratio"] < 1, (name, row)
     for seq in record["seqs"]:
         rows = record["table"][str(seq)]
         assert set(rows) == {"attention", "dsa", "dsa_warmup"}, rows
