@@ -277,6 +277,9 @@ class MegatronLMSink(MegatronSink):
                                       f"MLA's {name.split('.')[1]}, which megatron-core's local layers split over TP; "
                                       "choose a TP size that divides them or pass --transformer-impl "
                                       "transformer_engine")
+        if config.is_dsa and transformer_impl != "transformer_engine":
+            raise ConversionError("--save-model-type megatron: megatron-core builds DeepSeek Sparse Attention from "
+                                  "Transformer Engine's layers only; pass --transformer-impl transformer_engine")
         if grouped_gemm and not config.num_experts:
             raise ConversionError("--moe-grouped-gemm lays out experts, and this model has none (a dense model); "
                                   "drop it")
@@ -320,7 +323,8 @@ class MegatronLMSink(MegatronSink):
         mixer, mlp = config.layer_parts(layer)
         return megatron_format.their_name(name, local[parts[0]] if parts else None, self.transformer_impl,
                                           hybrid=config.hybrid_override_pattern is not None, mixer=mixer, mlp=mlp,
-                                          mla=config.multi_latent_attention, mtp_layer=self.mtp_layer)
+                                          mla=config.multi_latent_attention, mtp_layer=self.mtp_layer,
+                                          dsa=config.is_dsa)
 
     def _add(self, rank: int, stage: int, chunk: int, local: str, value: torch.Tensor) -> Any:
         """A rank's stacked experts ``[E, rows, cols]`` go in as Megatron's entries (one per expert, or the

@@ -92,7 +92,8 @@ import torch
 
 from core.transformer.config import RUNTIME_CONFIG_FIELDS
 from core.transformer.gated_delta_net import ba_from_separate, qkvz_from_separate, separate_from_ba, separate_from_qkvz
-from core.transformer.config import (ACTIVATION_SWITCHES, ATTENTION, ATTENTION_MIXER, DENSE_MLP, GDN_MIXER,
+from core.transformer.config import (ACTIVATION_SWITCHES, ATTENTION, ATTENTION_MIXER, DENSE_MLP, DSA, DSA_VARIANT,
+                                     GDN_MIXER,
                                      LAYER_LETTERS, MAMBA, MAMBA_MIXER, MOE_MLP, QK_NORM_SWITCHES, VARIANT_MIXERS,
                                      TransformerConfig,
                                      activation_from_switches, activation_switches, feature_fields,
@@ -325,9 +326,11 @@ def _gdn_kwargs(args: argparse.Namespace, kwargs: Dict[str, Any]) -> None:
     """The gated DeltaNet fields of ``args`` into ``kwargs``: a GPT model's variant and its layer marks
     (``linear_attention_freq``, 1 a GDN layer), or the sizes of a hybrid pattern's 'G' layers."""
     variant = getattr(args, "experimental_attention_variant", None)
+    if variant == DSA_VARIANT:
+        return _dsa_kwargs(args, kwargs)
     if variant is not None and variant not in MEGATRON_GDN_VARIANTS:
         raise MegatronFormatError(f"args.experimental_attention_variant = {variant!r}: only Megatron-core's gated "
-                                  f"DeltaNet ({' / '.join(MEGATRON_GDN_VARIANTS)}) converts")
+                                  f"DeltaNet ({' / '.join(MEGATRON_GDN_VARIANTS)}) and DSA convert")
     hybrid = kwargs.get("hybrid_override_pattern")
     if hybrid is None and variant is not None:  # a GPT model: the variant on the layers marked 1
         freq = getattr(args, "linear_attention_freq", None)
@@ -349,6 +352,8 @@ def _gdn_args(config: TransformerConfig) -> Dict[str, Any]:
     """The gated DeltaNet ``args`` of ``config``; refuses what Megatron's GatedDeltaNet cannot build."""
     out: Dict[str, Any] = dict(experimental_attention_variant=None, linear_attention_freq=None)
     variant = config.experimental_attention_variant
+    if config.is_dsa:
+        return {**out, **_dsa_args(config)}
     if variant is not None and config.hybrid_override_pattern is None:
         if VARIANT_MIXERS[variant] != GDN_MIXER:
             raise MegatronFormatError(f"this model sets experimental_attention_variant = {variant!r}, which "
@@ -364,6 +369,51 @@ def _gdn_args(config: TransformerConfig) -> Dict[str, Any]:
                                   "hf or mg instead")
     out.update({key: getattr(config, key) for key in (*MEGATRON_GDN_ARGS, *PRESERVED_GDN_ARGS)})
     return out
+
+
+# --------------------------------------------------------------------------- DeepSeek Sparse Attention
+
+# Megatron-core's DSA (experimental_attention_variant 'dsa', on MLA): its args are our fields' names; the layer is
+# AbsorbedMLASelfAttention with unfused latent and input norms and Transformer Engine's whole (duplicated) down
+# projections, and the indexer lives in the core attention: ours ``self_attention.indexer.X`` is its
+# ``self_attention.core_attention.indexer.{linear_wq_b, linear_wk, k_norm, linear_weights_proj}``
+MEGATRON_DSA_ARGS = ("dsa_indexer_n_heads", "dsa_indexer_head_dim", "dsa_indexer_topk", "dsa_indexer_topk_freq",
+                     "dsa_indexer_skip_topk_offset", "dsa_indexer_rope_interleaved", "dsa_indexer_k_norm_epsilon")
+DSA_INDEXER, MEGATRON_DSA_INDEXER = "self_attention.indexer.", "self_attention.core_attention.indexer."
+DSA_INDEXER_NAMES = {"wq_b": "linear_wq_b", "wk": "linear_wk", "k_norm": "k_norm", "weights_proj": "linear_weights_proj"}
+FROM_DSA_INDEXER_NAMES = {theirs: ours for ours, theirs in DSA_INDEXER_NAMES.items()}
+TE_DSA_INDEXER_MODULES = tuple(MEGATRON_DSA_INDEXER + name for name in ("linear_wq_b", "linear_wk",
+                                                                         "linear_weights_proj"))
+
+
+def _dsa_kwargs(args: argparse.Namespace, kwargs: Dict[str, Any]) -> None:
+    """DSA's fields of ``args`` (Megatron-core's names are ours) into ``kwargs``; refuses the scoring it varies."""
+    if not (getattr(args, "multi_latent_attention", False) or getattr(args, "multi_head_latent_attention", False)):
+        raise MegatronFormatError("args.experimental_attention_variant = 'dsa' without multi_latent_attention: "
+                                  "Megatron-core's DSA runs on MLA only")
+    if not _arg(args, "dsa_indexer_scoring_relu", True):
+        raise MegatronFormatError("args.dsa_indexer_scoring_relu = False: this decoder's indexer always applies ReLU "
+                                  "to its head scores (DeepSeek-V3.2's); not supported")
+    kwargs["experimental_attention_variant"] = DSA_VARIANT
+    kwargs.update({name: getattr(args, name) for name in MEGATRON_DSA_ARGS if getattr(args, name, None) is not None})
+
+
+def _dsa_args(config: TransformerConfig) -> Dict[str, Any]:
+    """DSA's ``args`` (its Hadamard rotation of q and k is orthogonal: the scores are ours with or without it)."""
+    return dict(experimental_attention_variant=DSA_VARIANT, dsa_indexer_scoring_relu=True,
+                **{name: getattr(config, name) for name in MEGATRON_DSA_ARGS})
+
+
+def dsa_their_suffix(suffix: str) -> str:
+    """Megatron's name of our DSA indexer parameter ``suffix`` (layer-local)."""
+    module, _, rest = suffix[len(DSA_INDEXER):].partition(".")
+    return f"{MEGATRON_DSA_INDEXER}{DSA_INDEXER_NAMES[module]}.{rest}"
+
+
+def dsa_our_suffix(suffix: str) -> str:
+    """Our name of Megatron's DSA indexer parameter ``suffix`` (layer-local)."""
+    module, _, rest = suffix[len(MEGATRON_DSA_INDEXER):].partition(".")
+    return f"{DSA_INDEXER}{FROM_DSA_INDEXER_NAMES.get(module, module)}.{rest}"
 
 
 def gdn_in_proj_rows(config: TransformerConfig, tp: int) -> Tuple[int, int]:
@@ -741,7 +791,7 @@ def args_from_config(config: TransformerConfig) -> Dict[str, Any]:
     gdn, moe, mla = _gdn_args(config), _moe_args(config), _mla_args(config)
     defaults = {f.name: f.default for f in fields(TransformerConfig)}
     known = set(SAME_NAME_FIELDS) | set(RENAMED_FIELDS) | set(DERIVED_FIELDS) | set(RUNTIME_CONFIG_FIELDS) | {
-        "hybrid_override_pattern", *feature_fields(MAMBA), *GDN_FIELDS,
+        "hybrid_override_pattern", *feature_fields(MAMBA), *GDN_FIELDS, *feature_fields(DSA),
         *MOE_FIELDS, *MTP_FIELDS, *(MLA_FIELDS if config.multi_latent_attention else ("multi_latent_attention",)),
     }  # checked by _hybrid_args, _gdn_args, _moe_args, _mla_args
     for name in sorted(set(defaults) - known):
@@ -840,29 +890,34 @@ def split_layer(name: str) -> Optional[Tuple[int, str]]:
 
 def their_name(our_name: str, local_layer: Optional[int], transformer_impl: str, hybrid: bool = False,
                mixer: Optional[str] = None, mlp: Optional[str] = None, mla: bool = False,
-               mtp_layer: str = MTP_LAYER) -> str:
+               mtp_layer: str = MTP_LAYER, dsa: bool = False) -> str:
     """The Megatron name of our parameter ``our_name`` in a chunk where its layer is ``local_layer``;
     ``hybrid``: of a hybrid model (Megatron's HybridStack, whose final norm is ``final_norm``); ``mixer``,
     ``mlp`` and ``mla``: the layer's parts (see :func:`their_layer_suffix`; an MTP module's layer has the last
-    decoder layer's), ``mtp_layer``: the name of an MTP module's layer (:data:`MTP_LAYER_NAMES`)."""
+    decoder layer's), ``mtp_layer``: the name of an MTP module's layer (:data:`MTP_LAYER_NAMES`); ``dsa``: the
+    model's MLA layers are DeepSeek Sparse Attention."""
     mtp = MTP_OURS.match(our_name)
     if mtp:
-        suffix = their_layer_suffix(mtp.group(2), transformer_impl, mixer, mlp, mla)
+        suffix = their_layer_suffix(mtp.group(2), transformer_impl, mixer, mlp, mla, dsa)
         return f"mtp.layers.{mtp.group(1)}.{mtp_layer}.{suffix}"
     parts = split_layer(our_name)
     if parts is None:
         if hybrid and our_name.startswith(FINAL_NORM):
             return HYBRID_FINAL_NORM + our_name[len(FINAL_NORM):]
         return our_name
-    return f"decoder.layers.{local_layer}.{their_layer_suffix(parts[1], transformer_impl, mixer, mlp, mla)}"
+    return f"decoder.layers.{local_layer}.{their_layer_suffix(parts[1], transformer_impl, mixer, mlp, mla, dsa)}"
 
 
 def their_layer_suffix(suffix: str, transformer_impl: str, mixer: Optional[str], mlp: Optional[str],
-                       mla: bool) -> str:
+                       mla: bool, dsa: bool = False) -> str:
     """Megatron's name of our layer-local ``suffix``: a gated DeltaNet's parameters are named and fused as
-    Megatron-core's GatedDeltaNet (both parts of its ``in_proj`` get that one name), and Transformer Engine fuses
-    norms into the next linear, except an MoE layer's and an MLA layer's input norm (whose latent norms it fuses
-    into the up projections instead)."""
+    Megatron-core's GatedDeltaNet (both parts of its ``in_proj`` get that one name), a DSA indexer's as its core
+    attention's, and Transformer Engine fuses norms into the next linear, except an MoE layer's and an MLA layer's
+    input norm (whose latent norms it fuses into the up projections instead; a DSA layer fuses none of them)."""
+    if suffix.startswith(DSA_INDEXER):
+        return dsa_their_suffix(suffix)
+    if dsa and suffix.startswith(("input_layernorm", "self_attention.")):
+        return suffix
     if mixer == GDN_MIXER:
         suffix = GDN_RENAMED.get(suffix, suffix)
         if transformer_impl == "transformer_engine":
@@ -900,6 +955,8 @@ def our_layer_name(their: str) -> Optional[Tuple[Optional[int], str]]:
 
 def our_layer_suffix(suffix: str) -> str:
     """Our layer-local name of Megatron's ``suffix`` (the inverse of :func:`their_layer_suffix`)."""
+    if suffix.startswith(MEGATRON_DSA_INDEXER):
+        return dsa_our_suffix(suffix)
     suffix = FROM_CONV_PARAMETER_NAMES.get(suffix, FROM_GDN_NAMES.get(suffix, suffix))
     if suffix == MEGATRON_SHARED_EXPERT_GATE:
         suffix = SHARED_EXPERT_GATE
@@ -954,8 +1011,11 @@ def te_modules(config: TransformerConfig, layer: int, experts: str = TE_GROUPED_
     attention = TE_ATTENTION_MODULES
     if config.multi_latent_attention:
         queries = ("linear_q_proj",) if config.q_lora_rank is None else ("linear_q_down_proj", "linear_q_up_proj")
+        core = () if config.is_dsa else ("core_attention",)  # DSA's core attention is not a TE module
         attention = tuple(f"self_attention.{name}" for name in (
-            *queries, "linear_kv_down_proj", "linear_kv_up_proj", "core_attention", "linear_proj"))
+            *queries, "linear_kv_down_proj", "linear_kv_up_proj", *core, "linear_proj"))
+        if config.is_dsa and config.dsa_topk_source(layer) == layer:  # a sharing layer builds no indexer
+            attention += TE_DSA_INDEXER_MODULES
     return ((TE_MAMBA_MODULES if mixer == MAMBA_MIXER else ())
             + (TE_GDN_MODULES if mixer == GDN_MIXER else ())
             + (attention if mixer == ATTENTION_MIXER else ())

@@ -1,0 +1,142 @@
+"""Megatron-LM checkpoints of DeepSeek Sparse Attention models (DeepSeek-V3.2: MoE + MLA + MTP + DSA).
+
+A tiny DeepSeek-V3.2 (the DeepSeek-V3 of ``test_convert_megatron_mla.py`` with a lightning indexer in every layer,
+its MTP module added the same way) is written by this file's own writer from the HF tensors, by megatron-core's DSA
+layer spec (``get_dsa_module_spec_for_backend``: AbsorbedMLASelfAttention built from Transformer Engine's layers,
+whose latent norms ``q_layernorm`` / ``kv_layernorm`` and input norm stay apart, the down projections whole on
+every TP rank, and the indexer inside the core attention:
+``self_attention.core_attention.indexer.{linear_wq_b, linear_wk, k_norm, linear_weights_proj}``, whole on every TP
+rank), at TP2 PP2 EP2. HF -> Megatron gives exactly those files (the args name the variant and its indexer) and
+-> HF is exact; those files -> HF give transformers' logits; the local layers are refused in one line (megatron-core
+builds DSA from TE's layers only). Not checked against megatron-core itself: its DSA needs Transformer Engine,
+which this CPU machine does not have.
+
+    python -m pytest tests/unit/test_convert_megatron_dsa.py -q
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Tuple
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from tests.unit.test_convert_ckpt import read_safetensors
+from tests.unit.test_convert_errors import expect_error
+from tests.unit.test_convert_megatron import DIVISIBLE_BY, PP, TP, convert, save_megatron_files
+from tests.unit.test_convert_megatron_gdn import assert_converted_like, assert_same_tensors, saved_hf_model
+from tests.unit.test_convert_megatron_mla import HF_CONFIG, LAYERS, MTP_OWN, megatron_model, mla_megatron_args
+from tests.unit.test_convert_megatron_moe import EP, ep_files
+
+INDEX_HEADS, INDEX_DIM, INDEX_TOPK = 2, 12, 5
+DSA_CONFIG = dict(HF_CONFIG, index_n_heads=INDEX_HEADS, index_head_dim=INDEX_DIM, index_topk=INDEX_TOPK)
+INDEXER = {"wq_b": "linear_wq_b", "wk": "linear_wk", "k_norm": "k_norm", "weights_proj": "linear_weights_proj"}
+
+
+@pytest.fixture(scope="module")
+def deepseek32(tmp_path_factory) -> Dict[str, Any]:
+    """The HF model, directory and tensors, its MTP module added as DeepSeek publishes it (transformers saves none)."""
+    case = saved_hf_model(str(tmp_path_factory.mktemp("deepseek_v32")), "DeepseekV32Config",
+                          "DeepseekV32ForCausalLM", DSA_CONFIG)
+    tensors, mtp, generator = case["hf"], f"model.layers.{LAYERS}.", torch.Generator().manual_seed(3)
+    last = f"model.layers.{LAYERS - 1}."
+    for name, tensor in list(tensors.items()):
+        if name.startswith(last):
+            tensors[mtp + name[len(last):]] = tensor + 0.01 * torch.randn(tensor.shape, generator=generator)
+    for name, shape in MTP_OWN.items():
+        tensors[mtp + name] = torch.randn(shape, generator=generator) * (0.1 if "norm" not in name else 1.0)
+    tensors[mtp + "embed_tokens.weight"] = tensors["model.embed_tokens.weight"].clone()
+    tensors[mtp + "shared_head.head.weight"] = tensors["lm_head.weight"].clone()
+    for file in os.listdir(case["hf_dir"]):
+        if file.endswith(".safetensors") or file.endswith(".index.json"):
+            os.remove(os.path.join(case["hf_dir"], file))
+    save_file(tensors, os.path.join(case["hf_dir"], "model.safetensors"), metadata={"format": "pt"})
+    return case
+
+
+def dsa_megatron_model(hf: Dict[str, torch.Tensor], padded: int) -> Dict[Tuple[int, int, int], Dict]:
+    """(tp rank, stage, ep rank) -> Megatron's state dict by the DSA spec: the TE MLA layout of DeepSeek-V3's test
+    with its latent norms unfused, no TE state for the core attention, and each layer's indexer (whole on every
+    rank, with TE state for its three linears)."""
+    models = megatron_model(hf, "te", padded)
+    per_stage = LAYERS // PP
+    for (_, stage, _), model in models.items():
+        for name in list(model):
+            for which in ("q", "kv"):
+                if name.endswith(f"self_attention.linear_{which}_up_proj.layer_norm_weight"):
+                    model[name.replace(f"linear_{which}_up_proj.layer_norm_weight", f"{which}_layernorm.weight")] = \
+                        model.pop(name)
+            if name.endswith("self_attention.core_attention._extra_state"):
+                model.pop(name)
+        prefixes = {f"decoder.layers.{local}.": stage * per_stage + local for local in range(per_stage)}
+        if stage == PP - 1:
+            prefixes["mtp.layers.0.mtp_model_layer."] = LAYERS
+        for prefix, hf_layer in prefixes.items():
+            for ours, theirs in INDEXER.items():
+                for field in ("weight", "bias"):
+                    key = f"model.layers.{hf_layer}.self_attn.indexer.{ours}.{field}"
+                    if key in hf:
+                        model[f"{prefix}self_attention.core_attention.indexer.{theirs}.{field}"] = hf[key].clone()
+                if theirs != "k_norm":
+                    model[f"{prefix}self_attention.core_attention.indexer.{theirs}._extra_state"] = \
+                        torch.zeros(0, dtype=torch.uint8)
+    return models
+
+
+def padded_size() -> int:
+    return -(-HF_CONFIG["vocab_size"] // (DIVISIBLE_BY * TP)) * DIVISIBLE_BY * TP
+
+
+def dsa_args(padded: int, **overrides: Any):
+    return mla_megatron_args(padded, transformer_impl="transformer_engine", moe_grouped_gemm=True,
+                             experimental_attention_variant="dsa",
+                             dsa_indexer_n_heads=INDEX_HEADS, dsa_indexer_head_dim=INDEX_DIM,
+                             dsa_indexer_topk=INDEX_TOPK, dsa_indexer_k_norm_epsilon=1e-6, **overrides)
+
+
+def test_hf_to_megatron_is_megatron_cores_dsa_layout_and_back_is_exact(deepseek32, tmp_path) -> None:
+    megatron, back = str(tmp_path / "megatron"), str(tmp_path / "hf")
+    convert("hf", "megatron", deepseek32["hf_dir"], megatron, "--target-tensor-parallel-size", str(TP),
+            "--target-pipeline-parallel-size", str(PP), "--target-expert-parallel-size", str(EP),
+            "--make-vocab-size-divisible-by", str(DIVISIBLE_BY), "--transformer-impl", "transformer_engine",
+            "--moe-grouped-gemm")
+    written = ep_files(megatron)
+    args = written[(0, 0, 0)]["args"]
+    for key, model in dsa_megatron_model(deepseek32["hf"], args.padded_vocab_size).items():
+        assert sorted(written[key]["model"]) == sorted(model), key
+        for name, tensor in model.items():
+            if not name.endswith("_extra_state"):
+                assert torch.equal(tensor, written[key]["model"][name]), (key, name)
+    assert (args.experimental_attention_variant, args.dsa_indexer_n_heads, args.dsa_indexer_head_dim,
+            args.dsa_indexer_topk, args.dsa_indexer_topk_freq, args.dsa_indexer_rope_interleaved,
+            args.dsa_indexer_k_norm_epsilon, args.dsa_indexer_scoring_relu) == \
+        ("dsa", INDEX_HEADS, INDEX_DIM, INDEX_TOPK, 1, False, None, True)  # the k norm eps: norm_epsilon (1e-6)
+    convert("megatron", "hf", megatron, back)
+    assert_same_tensors(deepseek32["hf"], read_safetensors(back))
+
+
+def test_megatron_dsa_checkpoint_to_hf_gives_transformers_logits(deepseek32, tmp_path) -> None:
+    """Files written by megatron-core's DSA spec -> HF: every tensor, the indexers' and MTP's included, and
+    transformers' logits (whose top-5 of the inputs drops keys)."""
+    padded = padded_size()
+    root = save_megatron_files(str(tmp_path / "megatron"), dsa_megatron_model(deepseek32["hf"], padded),
+                               dsa_args(padded), ep=EP)
+    out = str(tmp_path / "hf")
+    convert("megatron", "hf", root, out, "--vocab-size", str(HF_CONFIG["vocab_size"]), "--model-type-hf",
+            "deepseek_v32")
+    assert_converted_like(deepseek32, out)
+
+
+def test_error_dsa_megatron(capsys, deepseek32, tmp_path) -> None:
+    """Megatron-core builds DSA from Transformer Engine's layers only: the local layers are refused; an indexer
+    without ReLU scoring is refused."""
+    expect_error(capsys, ["--load-model-type", "hf", "--save-model-type", "megatron", "--load-dir",
+                          deepseek32["hf_dir"], "--save-dir", str(tmp_path / "out"), "--transformer-impl", "local"],
+                 "DeepSeek Sparse Attention", "--transformer-impl transformer_engine")
+    padded = padded_size()
+    root = save_megatron_files(str(tmp_path / "megatron"), dsa_megatron_model(deepseek32["hf"], padded),
+                               dsa_args(padded, dsa_indexer_scoring_relu=False), ep=EP)
+    expect_error(capsys, ["--load-model-type", "megatron", "--save-model-type", "hf", "--load-dir", root,
+                          "--save-dir", str(tmp_path / "out2"), "--model-type-hf", "deepseek_v32"],
+                 "args.dsa_indexer_scoring_relu = False")
