@@ -13,7 +13,9 @@ losses) for two SGD steps (the second sees the first's update), micro-batch 1, g
   with both dispatchers, grouped GEMM, capacity and biases;
 - a hybrid stack (``M*-E``: Mamba2, attention, MLP and MoE layers) at EP2 with the distributed optimizer;
 - a DeepSeek-V3-shaped model (MLA, group-limited sigmoid routing with the expert bias, a dense first
-  layer, one MTP module whose ``mtp_1 loss`` is compared too) under PP2 x EP2.
+  layer, one MTP module whose ``mtp_1 loss`` is compared too) under PP2 x EP2, and its DeepSeek-V3.2 form
+  (DeepSeek Sparse Attention, top-3 of 8 keys, with the indexer's sparse KL loss, whose ``indexer loss`` is compared
+  too) under PP2 x EP2 and TP2 + SP x EP2.
 
 Each compares with the single-process run of the same flags (minus the parallel ones): the step's
 ``lm loss``, ``load_balancing_loss``, ``z_loss`` and gradient norm within 1e-5 (relative), and, for
@@ -72,6 +74,10 @@ DEEPSEEK_V3 = ["--num-layers", "4", "--multi-latent-attention", "--q-lora-rank",
                "--qk-head-dim", "4", "--qk-pos-emb-head-dim", "4", "--v-head-dim", "4",
                "--moe-router-num-groups", "2", "--moe-router-group-topk", "1",
                "--moe-router-topk-scaling-factor", "2.5", "--mtp-num-layers", "1", "--untie-embeddings-and-output-weights"]
+# DeepSeek-V3.2: the same with DeepSeek Sparse Attention (top-3 of 8 keys) and its sparse-stage indexer loss
+DEEPSEEK_V32 = DEEPSEEK_V3 + ["--rope-interleaved", "--experimental-attention-variant", "dsa", "--dsa-indexer-n-heads",
+                              "2", "--dsa-indexer-head-dim", "4", "--dsa-indexer-topk", "3", "--dsa-indexer-loss-coeff",
+                              "0.5", "--dsa-indexer-use-sparse-loss"]
 WHOLE_EXPERTS_TP2 = ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-tensor-parallel-size", "1"]
 # a hybrid stack (Mamba2, attention, MLP and MoE layers, Megatron-core's letters); BASE's leading dense layer
 # is the pattern's business there, so --first-k-dense-replace goes back to its default
@@ -101,6 +107,10 @@ JOBS: Dict[str, Tuple[List[str], List[str], bool]] = {
     "ep4_capacity": (_ep(4, "alltoall", *CAPACITY), CAPACITY, True),
     "deepseek_v3_mtp_pp2_ep2": (_ep(2, "alltoall", "--pipeline-model-parallel-size", "2", *DEEPSEEK_V3), DEEPSEEK_V3,
                             False),
+    "deepseek_v32_dsa_mtp_pp2_ep2": (_ep(2, "alltoall", "--pipeline-model-parallel-size", "2", *DEEPSEEK_V32),
+                                     DEEPSEEK_V32, False),
+    "deepseek_v32_dsa_mtp_tp2_sp_ep2": (_ep(2, "alltoall", "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                                            *DEEPSEEK_V32), DEEPSEEK_V32, False),
     "etp1_tp2_sp_ep2": (_ep(2, "alltoall", *WHOLE_EXPERTS_TP2), [], False),
     "etp1_tp2_sp_ep4_allgather_grouped": (_ep(4, "allgather", "--moe-grouped-gemm", *WHOLE_EXPERTS_TP2), [], False),
     "etp1_tp2_sp_ep4_capacity_biases": (_ep(4, "alltoall", *WHOLE_EXPERTS_TP2, *CAPACITY, *BIASES),
@@ -213,6 +223,7 @@ def test_expert_parallel_layout_equals_ep1(results, name: str) -> None:
     _, reference_flags, weights = JOBS[name]
     reference = results["references"][tuple(reference_flags)]
     expected = {"lm loss", "load_balancing_loss", "z_loss", "grad_norm"} | ({"mtp_1 loss"} if "mtp" in name else set())
+    expected |= {"indexer loss"} if "dsa" in name else set()
     assert set(reference["steps"][0]) == expected
     assert reference["steps"][1]["lm loss"] != reference["steps"][0]["lm loss"]
     for rank, per_rank in enumerate(results["per_rank"]):
