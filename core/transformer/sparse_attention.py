@@ -20,9 +20,10 @@ when it has fewer). The scores are built a block of queries at a time (``[b, blo
 kept, so the selection needs ``O(s k)`` memory besides one block's scores.
 
 **Sparse attention** (:func:`sparse_attention`): ``softmax(scale q k_sel^T) v_sel`` over the selected keys, per
-head. A block of queries gathers the key and value rows of its selections (``[b, block, k, heads, d]``) and runs
-under activation checkpointing, so the forward holds one block's gathered rows and scores and the backward keeps
-only the indices and the block's inputs: memory grows as ``s k``, not ``s^2``. :func:`dense_masked_attention` is
+head. A block of queries gathers the key and value rows of its selections (``[b, block, k, heads, d]``), or, when
+the selection is a large share of the keys, scores the block against all of them in one GEMM and masks (the
+cheaper of the two on memory traffic), under activation checkpointing: the forward holds one block's tensors and
+the backward keeps only the indices and the block's inputs, so the memory kept grows as ``s k``, not ``s^2``. :func:`dense_masked_attention` is
 the reference: full scores masked to the same selections.
 
 **The indexer loss** (:func:`indexer_kl_loss`, DeepSeek-V3.2 section 2.1, Megatron-core's reduction): the target
@@ -154,22 +155,35 @@ def select_topk(q_index: torch.Tensor, k_index: torch.Tensor, weights: torch.Ten
 
 
 def _gather_rows(x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
-    """x [b, sk, ...], indices [b, blk, kk] -> [b, blk, kk, ...]: each query's selected rows."""
-    batch = torch.arange(x.size(0), device=x.device)[:, None, None]
-    return x[batch, indices]
+    """x [b, sk, ...], indices [b, blk, kk] -> [b, blk, kk, ...]: each query's selected rows (one index_select over
+    the flattened rows: its backward is an index_add, not advanced indexing's scatter)."""
+    b, sk = x.shape[:2]
+    offsets = torch.arange(b, device=x.device)[:, None, None] * sk
+    rows = x.reshape(b * sk, -1).index_select(0, (indices + offsets).reshape(-1))  # [b blk kk, ...]
+    return rows.view(*indices.shape, *x.shape[2:])
+
+
+GATHER_BELOW_DENSITY = 1 / 32  # a block gathers its selected rows when k / sk is below this, else scores all keys
 
 
 def _attend_block(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, indices: torch.Tensor, valid: torch.Tensor,
                   scale: float, dropout: float = 0.0) -> torch.Tensor:
     """q [b, blk, n, d], k/v [b, sk, n, d|dv], indices/valid [b, blk, kk] -> [b, blk, n, dv] over the selected keys
-    (``dropout`` on the probabilities)."""
-    keys, values = _gather_rows(k, indices), _gather_rows(v, indices)  # [b, blk, kk, n, d|dv]
-    scores = torch.einsum("bqnd,bqknd->bnqk", q.float(), keys.float()) * scale
-    scores = scores.masked_fill(~valid[:, None], float("-inf"))
-    probs = scores.softmax(dim=-1)  # [b, n, blk, kk]
-    if dropout > 0:
-        probs = F.dropout(probs, dropout)
-    return torch.einsum("bnqk,bqknv->bqnv", probs, values.float()).to(q.dtype)
+    (``dropout`` on the probabilities). Sparse selections gather their rows (``[b, blk, kk, n, d]``); dense ones
+    (``kk / sk`` at least :data:`GATHER_BELOW_DENSITY`) score the block against every key in one GEMM and mask to
+    the selection, which moves less memory. Either way the block's tensors live only while it runs."""
+    if indices.size(-1) < GATHER_BELOW_DENSITY * k.size(1):
+        keys, values = _gather_rows(k, indices), _gather_rows(v, indices)  # [b, blk, kk, n, d|dv]
+        scores = torch.einsum("bqnd,bqknd->bnqk", q.float(), keys.float()) * scale
+        probs = scores.masked_fill(~valid[:, None], float("-inf")).softmax(dim=-1)  # [b, n, blk, kk]
+        probs = F.dropout(probs, dropout) if dropout > 0 else probs
+        return torch.einsum("bnqk,bqknv->bqnv", probs, values.float()).to(q.dtype)
+    selected = torch.zeros(*indices.shape[:2], k.size(1), dtype=torch.bool, device=q.device)
+    selected.scatter_(2, indices, valid)  # [b, blk, sk]
+    scores = torch.einsum("bqnd,bknd->bnqk", q.float(), k.float()) * scale  # [b, n, blk, sk]
+    probs = scores.masked_fill(~selected[:, None], float("-inf")).softmax(dim=-1)
+    probs = F.dropout(probs, dropout) if dropout > 0 else probs
+    return torch.einsum("bnqk,bknv->bqnv", probs, v.float()).to(q.dtype)
 
 
 def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, indices: torch.Tensor, valid: torch.Tensor,

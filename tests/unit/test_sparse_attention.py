@@ -3,7 +3,8 @@
 * the lightning indexer selects the keys transformers' DeepSeek-V3.2 indexer selects, from the same weights;
 * the blocked top-k selection equals one over the full score matrix, at any block size;
 * sparse attention over the selections equals dense attention masked to them, forward and backward, at any block
-  size; with every causal key selected it is causal attention;
+  size, whether a block gathers its selected rows or scores every key and masks; with every causal key selected it
+  is causal attention;
 * its memory grows linearly in the sequence at a fixed top-k (the probe's peak over a forward and backward at two
   lengths), the dense reference's quadratically.
 
@@ -81,8 +82,14 @@ def test_blocked_selection_equals_the_full_score_matrix(block: int) -> None:
         select_topk(*index, top_k=0)
 
 
+@pytest.mark.parametrize("path", ["gather", "score_all"])
 @pytest.mark.parametrize("block", [1, 5, 64])
-def test_sparse_attention_equals_the_masked_dense_reference(block: int) -> None:
+def test_sparse_attention_equals_the_masked_dense_reference(block: int, path: str, monkeypatch) -> None:
+    """Both ways a block attends (gathering its selected rows, or scoring every key and masking) equal the
+    reference, forward and backward."""
+    import core.transformer.sparse_attention as module
+
+    monkeypatch.setattr(module, "GATHER_BELOW_DENSITY", 2.0 if path == "gather" else 0.0)
     q, k, v, index = inputs(17)
     indices, valid = select_topk(*index, top_k=6)
     grads = []
