@@ -163,6 +163,13 @@ def _gather_rows(x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     return rows.view(*indices.shape, *x.shape[2:])
 
 
+def _selected_keys(indices: torch.Tensor, valid: torch.Tensor, keys: int) -> torch.Tensor:
+    """indices/valid [b, sq, kk] -> [b, sq, keys] bool, True at the valid selections (an invalid entry may repeat a
+    valid one's index: it adds nothing rather than overwriting it)."""
+    counts = torch.zeros(*indices.shape[:2], keys, dtype=torch.int32, device=indices.device)
+    return counts.scatter_add_(2, indices, valid.to(torch.int32)) > 0
+
+
 GATHER_BELOW_DENSITY = 1 / 32  # a block gathers its selected rows when k / sk is below this, else scores all keys
 
 
@@ -178,8 +185,7 @@ def _attend_block(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, indices: to
         probs = scores.masked_fill(~valid[:, None], float("-inf")).softmax(dim=-1)  # [b, n, blk, kk]
         probs = F.dropout(probs, dropout) if dropout > 0 else probs
         return torch.einsum("bnqk,bqknv->bqnv", probs, values.float()).to(q.dtype)
-    selected = torch.zeros(*indices.shape[:2], k.size(1), dtype=torch.bool, device=q.device)
-    selected.scatter_(2, indices, valid)  # [b, blk, sk]
+    selected = _selected_keys(indices, valid, k.size(1))  # [b, blk, sk]
     scores = torch.einsum("bqnd,bknd->bnqk", q.float(), k.float()) * scale  # [b, n, blk, sk]
     probs = scores.masked_fill(~selected[:, None], float("-inf")).softmax(dim=-1)
     probs = F.dropout(probs, dropout) if dropout > 0 else probs
@@ -206,9 +212,7 @@ def dense_masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, in
                            valid: torch.Tensor, scale: float) -> torch.Tensor:
     """The reference of :func:`sparse_attention`: full ``[b, n, sq, sk]`` scores, masked to each query's valid
     selections."""
-    b, sq = indices.shape[:2]
-    allowed = torch.zeros(b, sq, k.size(0), dtype=torch.bool, device=q.device)
-    allowed.scatter_(2, indices, valid)  # [b, sq, sk]
+    allowed = _selected_keys(indices, valid, k.size(0))  # [b, sq, sk]
     scores = torch.einsum("qbnd,kbnd->bnqk", q.float(), k.float()) * scale
     probs = scores.masked_fill(~allowed[:, None], float("-inf")).softmax(dim=-1)
     return torch.einsum("bnqk,kbnv->qbnv", probs, v.float()).to(q.dtype)

@@ -140,3 +140,26 @@ def test_error_dsa_megatron(capsys, deepseek32, tmp_path) -> None:
     expect_error(capsys, ["--load-model-type", "megatron", "--save-model-type", "hf", "--load-dir", root,
                           "--save-dir", str(tmp_path / "out2"), "--model-type-hf", "deepseek_v32"],
                  "args.dsa_indexer_scoring_relu = False")
+
+
+def test_glm5_shared_top_k_layers_convert_without_indexers(tmp_path_factory, tmp_path) -> None:
+    """GLM-5's cross-layer sharing (indexer_types full, shared, full, shared: Megatron-core's topk_freq 2): the
+    sharing layers have no indexer tensors and no indexer TE state in the Megatron files, the args carry the
+    pattern, and HF -> Megatron (TP2 PP2 EP2, each stage starting on a computing layer) -> HF is exact."""
+    config = {key: value for key, value in DSA_CONFIG.items() if key != "num_nextn_predict_layers"}
+    case = saved_hf_model(str(tmp_path_factory.mktemp("glm_moe_dsa")), "GlmMoeDsaConfig", "GlmMoeDsaForCausalLM",
+                          dict(config, rms_norm_eps=1e-6, indexer_types=["full", "shared", "full", "shared"]))
+    megatron, back = str(tmp_path / "megatron"), str(tmp_path / "hf")
+    convert("hf", "megatron", case["hf_dir"], megatron, "--target-tensor-parallel-size", str(TP),
+            "--target-pipeline-parallel-size", str(PP), "--target-expert-parallel-size", str(EP),
+            "--make-vocab-size-divisible-by", str(DIVISIBLE_BY), "--transformer-impl", "transformer_engine",
+            "--moe-grouped-gemm")
+    written = ep_files(megatron)
+    args = written[(0, 0, 0)]["args"]
+    assert (args.dsa_indexer_topk_freq, args.dsa_indexer_rope_interleaved) == (2, True)
+    for (_, stage, _), files in written.items():
+        names = files["model"]
+        assert any(name.startswith("decoder.layers.0.self_attention.core_attention.indexer.") for name in names)
+        assert not any(name.startswith("decoder.layers.1.self_attention.core_attention.indexer") for name in names)
+    convert("megatron", "hf", megatron, back)
+    assert_same_tensors(case["hf"], read_safetensors(back))

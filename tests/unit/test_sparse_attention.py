@@ -154,3 +154,20 @@ def test_dropout_is_replayed_by_the_checkpoint() -> None:
     for ours, reference in zip(*runs):
         assert torch.equal(ours, reference)
     assert (runs[0][0] - sparse_attention(q, k, v, indices, valid, 0.3)).abs().max() > 0.1
+
+
+@pytest.mark.parametrize("path", ["gather", "score_all"])
+def test_an_invalid_entry_repeating_a_valid_index_changes_nothing(path: str, monkeypatch) -> None:
+    """Under CP the invalid entries' indices are remapped and may repeat a valid entry's: the result is that of
+    the valid entries alone (a scatter that let the invalid one win dropped the key, and a row could turn NaN)."""
+    import core.transformer.sparse_attention as module
+
+    monkeypatch.setattr(module, "GATHER_BELOW_DENSITY", 2.0 if path == "gather" else 0.0)
+    q, k, v, index = inputs(9)
+    indices, valid = select_topk(*index, top_k=4)
+    expected = sparse_attention(q, k, v, indices, valid, 0.3)
+    repeated = torch.where(valid, indices, indices[..., :1])  # every invalid entry points at the first selection
+    assert (~valid).any()
+    for attention in (sparse_attention, dense_masked_attention):
+        out = attention(q, k, v, repeated, valid, 0.3)
+        assert torch.isfinite(out).all() and (out - expected).abs().max() <= 1e-6
