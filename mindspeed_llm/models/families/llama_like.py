@@ -389,32 +389,42 @@ def _granite_swa_rope(hf: Dict[str, Any], types: Sequence[str]) -> Dict[str, Any
     return out
 
 
-def _granite_swa_config(hf: Dict[str, Any]) -> Dict[str, Any]:
-    """GraniteSWA: Granite with sliding-window layers, attention sinks and per-layer RoPE bases."""
+def granite_swa_fields(hf: Dict[str, Any], family: str) -> Dict[str, Any]:
+    """GraniteSWA's attention (GraniteMoeSWA's too): sliding-window layers by ``layer_types``, learnable sinks and
+    per-layer RoPE bases (``layer_rope_theta``)."""
     types = _granite_swa_layer_types(hf)
     window = hf.get("sliding_window", 128)
     if window is None and "sliding_attention" in types:
-        raise RegistryError("granite_swa sliding_attention layers without sliding_window are not supported")
-    out = {**_granite_config({k: v for k, v in hf.items() if k != "layer_rope_theta"}),
-           **_granite_swa_rope(hf, types), "softmax_type": "learnable",
-           "untie_embeddings_and_output_weights": not hf.get("tie_word_embeddings", True)}
+        raise RegistryError(f"{family} sliding_attention layers without sliding_window are not supported")
+    out = {**_granite_swa_rope(hf, types), "softmax_type": "learnable"}
     if window is not None and "sliding_attention" in types:
         out.update(sliding_window=int(window),
                    full_attention_layers=tuple(i for i, kind in enumerate(types) if kind != "sliding_attention"))
     return out
 
 
-def _granite_swa_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+def granite_swa_hf_fields(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
+    """The inverse of :func:`granite_swa_fields`: ``sliding_window``, ``layer_types``, ``layer_rope_theta``."""
     if cfg.softmax_type != "learnable" or cfg.sliding_window_pattern is not None:
-        raise RegistryError("granite_swa needs --softmax-type learnable and its full layers as --full-attention-layers")
+        raise RegistryError(f"{family} needs --softmax-type learnable and its full layers as --full-attention-layers")
     types = _layer_types(cfg)
     if cfg.local_rotary_base is not None and cfg.rope_scaling_type is not None:
-        raise RegistryError("granite_swa with --local-rotary-base and rope scaling is not supported")
+        raise RegistryError(f"{family} with --local-rotary-base and rope scaling is not supported")
     thetas = [0.0 if i in cfg.no_rope_layers else
               (cfg.local_rotary_base or cfg.rotary_base) if kind == "sliding_attention" else cfg.rotary_base
               for i, kind in enumerate(types)]
-    return {**_granite_hf_config(cfg), "sliding_window": cfg.sliding_window or 128, "layer_types": types,
-            "layer_rope_theta": thetas}
+    return {"sliding_window": cfg.sliding_window or 128, "layer_types": types, "layer_rope_theta": thetas}
+
+
+def _granite_swa_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """GraniteSWA: Granite with sliding-window layers, attention sinks and per-layer RoPE bases."""
+    return {**_granite_config({k: v for k, v in hf.items() if k != "layer_rope_theta"}),
+            **granite_swa_fields(hf, "granite_swa"),
+            "untie_embeddings_and_output_weights": not hf.get("tie_word_embeddings", True)}
+
+
+def _granite_swa_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    return {**_granite_hf_config(cfg), **granite_swa_hf_fields(cfg, "granite_swa")}
 
 
 _GRANITE_SWA = register(Family("granite_swa", "granite_swa", "GraniteSWAForCausalLM", _granite_swa_config,

@@ -57,7 +57,8 @@ from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, OLMO2_WEIGHTS, ROPE_KE
                                            RegistryError, TensorContext, WeightRule, _common_config,
                                            _common_hf_config, _granite_scales, _granite_scales_hf, _layer,
                                            _reject_biases, _rope_settings, refuse, register, require_config)
-from mindspeed_llm.models.families.llama_like import HUNYUAN_WEIGHTS, _hunyuan_rope, _hunyuan_rope_to_hf, _refuse
+from mindspeed_llm.models.families.llama_like import (HUNYUAN_WEIGHTS, _hunyuan_rope, _hunyuan_rope_to_hf, _refuse,
+                                                      granite_swa_fields, granite_swa_hf_fields)
 from mindspeed_llm.models.families.moe_common import (DENSE_ATTENTION_WEIGHTS, _moe_common, _moe_common_hf,
                                                       per_expert_weights)
 
@@ -266,9 +267,10 @@ def _granitemoe_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     return kwargs
 
 
-def _granite_moe_hf(cfg: TransformerConfig, family: str) -> Dict[str, Any]:
+def _granite_moe_hf(cfg: TransformerConfig, family: str, windows: bool = False) -> Dict[str, Any]:
+    """GraniteMoe's keys; ``windows``: the family has sliding-window layers (GraniteMoeSWA)."""
     require_config(cfg, family, moe_router_score_function="softmax", moe_router_pre_softmax=False,
-                   sliding_window=None, **NO_ROUTING_EXTRAS)
+                   **({} if windows else {"sliding_window": None}), **NO_ROUTING_EXTRAS)
     return {**_common_hf_config(cfg), "attention_bias": _attention_bias_hf(cfg, family), **_granite_scales_hf(cfg),
             "num_local_experts": cfg.num_experts, "num_experts_per_tok": cfg.moe_router_topk,
             "intermediate_size": cfg.moe_expert_ffn_hidden_size, "router_aux_loss_coef": cfg.moe_aux_loss_coeff}
@@ -292,10 +294,35 @@ GRANITEMOE_WEIGHTS = _without_mlp(LLAMA_WEIGHTS) + (
     _layer("mlp.shared_experts.linear_fc2.weight", ["shared_mlp.output_linear.weight"]),
 )
 
+def _granitemoe_swa_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """GraniteMoeSWA: GraniteMoeShared's layers with GraniteSWA's attention (windows, sinks, per-layer bases)."""
+    return {**_granitemoe_config({k: v for k, v in hf.items() if k != "layer_rope_theta"}),
+            **granite_swa_fields(hf, "granitemoe_swa")}
+
+
+def _granitemoe_swa_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    return {**_granite_moe_hf(cfg, "granitemoe_swa", windows=True),
+            "shared_intermediate_size": cfg.moe_shared_expert_intermediate_size or 0,
+            **granite_swa_hf_fields(cfg, "granitemoe_swa")}
+
+
+# GraniteMoeSWA names its experts' fused tensors as transformers holds them (the same [E, 2 ffn, h] gate-then-up and
+# [E, h, ffn] layouts as GraniteMoe's input_linear / output_linear) and its router weight directly
+GRANITEMOE_SWA_WEIGHTS = _without_mlp(LLAMA_WEIGHTS) + (
+    _layer("mlp.router.weight", ["block_sparse_moe.router.weight"]),
+    _layer("mlp.experts.linear_fc1.weight", ["block_sparse_moe.experts.gate_up_proj"]),
+    _layer("mlp.experts.linear_fc2.weight", ["block_sparse_moe.experts.down_proj"]),
+    _layer("mlp.shared_experts.linear_fc1.weight", ["shared_mlp.input_linear.weight"]),
+    _layer("mlp.shared_experts.linear_fc2.weight", ["shared_mlp.output_linear.weight"]),
+    _layer("self_attention.softmax_offset", ["self_attn.sinks"]),
+)
+
 register(Family("granitemoe", "granitemoe", "GraniteMoeForCausalLM", _granitemoe_config, _granitemoe_hf_config,
                 GRANITEMOE_WEIGHTS, preserved_keys=("output_router_logits",)))
 register(Family("granitemoeshared", "granitemoeshared", "GraniteMoeSharedForCausalLM", _granitemoe_config,
                 _granitemoeshared_hf_config, GRANITEMOE_WEIGHTS, preserved_keys=("output_router_logits",)))
+register(Family("granitemoe_swa", "granitemoe_swa", "GraniteMoeSWAForCausalLM", _granitemoe_swa_config,
+                _granitemoe_swa_hf_config, GRANITEMOE_SWA_WEIGHTS, preserved_keys=("output_router_logits",)))
 
 
 # --------------------------------------------------------------------------- FlexOlmo

@@ -97,7 +97,6 @@ NOT_YET: Dict[str, str] = {
     "exaone_moe": "not covered yet: EXAONE MoE's router with per-layer sliding windows (EXAONE 4 attention)",
     "flint": "not covered yet: Flint's MoE with GPT-OSS style attention sinks",
     "gemma3n_text": "not covered yet: Gemma 3n's AltUp, Laurel blocks, per-layer embeddings and activation sparsity",
-    "granitemoe_swa": "not covered yet: GraniteMoE with sliding-window layers",
     "hy_v4": "not covered yet: HY-V4's DSA indexer with hyper-connections (DeepSeek-V4 elements)",
     "kolibri1": "not covered yet: Kolibri's attention and MoE (EXAONE 4 / Qwen3-MoE elements)",
     "kolibri1_1": "not covered yet: Kolibri 1.1's DSA-style indexer",
