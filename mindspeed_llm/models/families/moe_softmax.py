@@ -28,6 +28,8 @@ downs into ``mlp.experts.linear_fc2.weight`` [experts, h, ffn]; ``block_sparse_m
   ``block_sparse_moe.router.layer``.
 * ``granitemoeshared``: GraniteMoe plus an ungated shared expert of ``shared_intermediate_size``
   (``--moe-shared-expert-intermediate-size``; 0: none), ``shared_mlp.input_linear`` = fused ``[gate; up]``.
+* ``granitemoe_swa``: GraniteMoeShared with GraniteSWA's attention (sliding-window layers by ``layer_types``,
+  learnable sinks, per-layer RoPE bases), its experts under transformers' ``gate_up_proj`` / ``down_proj`` names.
 * ``flex_olmo``: Olmo2's attention and post-only norms (``--qk-layernorm --qk-layernorm-full-width
   --post-norm-only``) with OLMoE's routing (softmax over all experts, ``norm_topk_prob``).
 * ``hunyuan_v1_moe``: HunYuan dense attention (q/k norms after RoPE, NTK-alpha RoPE) and pre-softmax
