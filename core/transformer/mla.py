@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import ParallelState
-from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
+from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint, is_recomputing
 from core.tensor_parallel.layers import ColumnParallelLinear, ReplicatedLinear, RowParallelLinear, Segment
 from core.tensor_parallel.cp_mappings import fetch_rows
 from core.tensor_parallel.mappings import (all_gather_along_dim, all_reduce, copy_to_tensor_model_parallel_region,
@@ -47,10 +47,9 @@ from core.tensor_parallel.mappings import (all_gather_along_dim, all_reduce, cop
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import sliding_window_mask
 from core.transformer.attention_mask import attention_allowed
-from core.tensor_parallel.checkpoint import is_recomputing
 from core.transformer.context_parallel import SequenceLayout, attend
 from core.transformer.config import TransformerConfig
-from core.transformer.moe.aux_losses import DSA_INDEXER_LOSS, attach_aux_loss
+from core.transformer.moe.aux_losses import DSA_INDEXER_LOSS, attach_aux_loss, track_aux_losses
 from core.transformer.norms import build_norm
 from core.transformer.rope import apply_rope, layer_rotary
 from core.transformer.sparse_attention import (KeyRule, LightningIndexer, indexer_kl_loss, indexer_rotary,
@@ -175,7 +174,7 @@ class MultiLatentAttention(nn.Module):
         if selection is not None and selection.fetched is not None:  # DSA under CP: the selected keys' latents
             latents = self._fetch_latents(normed, k_pe, selection.fetched, layout)  # [m, b, ...]
         k, v = self._keys_and_values(*latents)  # [sk, b, np, nope + rope], [sk, b, np, v]
-        if self.config.is_dsa and layout is not None and layout.cache is not None:  # generation
+        if layout is not None and layout.cache is not None:  # generation: attend over every cached key
             k, v = layout.cache.update(self.layer_number, k, v)  # [sk, b, np, nope + rope | v]
         if self._recompute_core_attention():
             context = checkpoint(self._core_attention, q, k, v, layout, selection)  # [s, b, np * v]
@@ -248,9 +247,16 @@ class MultiLatentAttention(nn.Module):
                        layout: SequenceLayout) -> Tuple[torch.Tensor, torch.Tensor]:
         """DSA under CP: the normed kv latents [m, b, r] and rotated rope keys [m, b, 1, rope] of the ``fetched``
         keys, from the CP ranks that hold them (only those rows travel; each rank up-projects them itself)."""
-        rows = torch.cat([normed, k_pe.squeeze(2)], dim=-1)  # [s_local, b, r + rope]
-        arrived = fetch_rows(rows, fetched, layout.cp.group)  # [m, b, r + rope]
-        normed, k_pe = arrived.split([self.config.kv_lora_rank, self.rope_dim], dim=-1)
+        return self._latents_of(fetch_rows(self._latent_rows(normed, k_pe), fetched, layout.cp.group))
+
+    @staticmethod
+    def _latent_rows(normed: torch.Tensor, k_pe: torch.Tensor) -> torch.Tensor:
+        """One row per token, [s, b, r + rope]: what DSA's CP exchanges of a key."""
+        return torch.cat([normed, k_pe.squeeze(2)], dim=-1)
+
+    def _latents_of(self, rows: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The inverse of :meth:`_latent_rows`: (normed [m, b, r], k_pe [m, b, 1, rope])."""
+        normed, k_pe = rows.split([self.config.kv_lora_rank, self.rope_dim], dim=-1)
         return normed, k_pe.unsqueeze(2)
 
     def _indexer_loss(self, q: torch.Tensor, k: torch.Tensor, selection: DsaSelection,
@@ -264,23 +270,19 @@ class MultiLatentAttention(nn.Module):
         indices, sparse = selection.indices, cfg.dsa_indexer_use_sparse_loss
         cp = layout.cp if layout is not None else None
         if cp is not None and sparse:  # k holds the fetched keys: index them, and the indexer's keys, as rows
-            positions = torch.argsort(selection.key_order).index_select(0, selection.fetched)  # [m] in the sequence
+            positions = cp.all_positions(layout.seq_len, k.device).index_select(0, selection.fetched)  # [m]
             k_index, indices = k_index.index_select(0, positions), selection.fetched_indices
         elif cp is not None:
             with torch.no_grad():
-                rows = torch.cat([latents[0], latents[1].squeeze(2)], dim=-1).detach()
-                every = all_gather_along_dim(rows, 0, cp.group).index_select(0, selection.key_order)  # [s, b, c]
-                normed, k_pe = every.split([cfg.kv_lora_rank, self.rope_dim], dim=-1)
-                k = self._keys_and_values(normed, k_pe.unsqueeze(2))[0]  # every key, this rank's heads
+                rows = all_gather_along_dim(self._latent_rows(*latents).detach(), 0, cp.group)  # CP-rank order
+                k = self._keys_and_values(*self._latents_of(rows.index_select(0, selection.key_order)))[0]
         loss = indexer_kl_loss(q, k, q_index, k_index, weights, scale, indices, selection.valid, sparse=sparse,
                                rule=selection.rule, group=self.group) * cfg.dsa_indexer_loss_coeff
         if cp is not None:
             loss = loss / cp.group.size  # this rank's share of the mean over the whole sequence's queries
-        if not is_recomputing():
-            value = loss.detach().float()
-            if cp is not None:
-                value = all_reduce(value.clone(), cp.group)  # the log shows the sequence's loss
-            self.tracked_aux_losses[DSA_INDEXER_LOSS] = self.tracked_aux_losses.get(DSA_INDEXER_LOSS, 0.0) + value
+        if not is_recomputing():  # the log shows the sequence's loss: every CP rank's share summed
+            logged = loss if cp is None else all_reduce(loss.detach().clone(), cp.group)
+            track_aux_losses(self.tracked_aux_losses, {DSA_INDEXER_LOSS: logged})
         return loss
 
     def _recompute_core_attention(self) -> bool:
@@ -291,7 +293,7 @@ class MultiLatentAttention(nn.Module):
                         layout: Optional[SequenceLayout] = None,
                         selection: Optional[DsaSelection] = None) -> torch.Tensor:
         """q/k [s, b, np, nope + rope], v [s, b, np, v] -> [s, b, np * v] (across CP ranks / within documents
-        as ``layout`` says; over ``selection``'s keys under DSA, whose k/v a generation cache has given)."""
+        as ``layout`` says; over ``selection``'s keys under DSA); in generation k/v are the cache's [sk, ...]."""
         s, b = q.shape[:2]
         if selection is not None and not self.config.dsa_dense_warmup:
             scale = self.config.mla_softmax_scale or q.size(-1) ** -0.5
@@ -299,13 +301,9 @@ class MultiLatentAttention(nn.Module):
             indices = selection.indices if selection.fetched is None else selection.fetched_indices
             with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():  # heads differ per rank
                 out = sparse_attention(q, k, v, indices, selection.valid, scale, dropout=dropout)
-        elif selection is not None and layout is not None and layout.cache is not None:  # dense, k/v cached already
-            out = self._local_attention(q, k, v, layout.positions, layout.cache.key_slots(),
-                                        allowed=layout.cache.allowed(self.window, self.chunk))
         elif layout is None:
             out = self._local_attention(q, k, v)
-        elif layout.cache is not None:  # generation: the cache keeps the per-head k/v this layer attends with
-            k, v = layout.cache.update(self.layer_number, k, v)  # [sk, b, np, nope + rope | v]
+        elif layout.cache is not None:  # generation: k/v are every cached slot's (the forward updated the cache)
             out = self._local_attention(q, k, v, layout.positions, layout.cache.key_slots(),
                                         allowed=layout.cache.allowed(self.window, self.chunk))
         else:

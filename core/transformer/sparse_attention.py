@@ -96,11 +96,6 @@ def indexer_rotary(cos: torch.Tensor, sin: torch.Tensor, model_interleaved: bool
     return tuple(t[..., :t.size(-1) // 2].repeat_interleave(2, dim=-1) for t in (cos, sin))
 
 
-def half_split_rotary(cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The model's rotary tables in the half-split layout (MLA's may be interleaved: each angle twice in a row)."""
-    return indexer_rotary(cos, sin, interleaved, False)
-
-
 @dataclass
 class KeyRule:
     """Which keys each query may select. ``mask`` [b, 1, sq, sk] (True = allowed): a given one (a KV cache's);

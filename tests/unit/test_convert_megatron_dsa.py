@@ -15,18 +15,17 @@ which this CPU machine does not have.
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, Tuple
 
 import pytest
 import torch
-from safetensors.torch import save_file
 
 from tests.unit.test_convert_ckpt import read_safetensors
 from tests.unit.test_convert_errors import expect_error
 from tests.unit.test_convert_megatron import DIVISIBLE_BY, PP, TP, convert, save_megatron_files
 from tests.unit.test_convert_megatron_gdn import assert_converted_like, assert_same_tensors, saved_hf_model
-from tests.unit.test_convert_megatron_mla import HF_CONFIG, LAYERS, MTP_OWN, megatron_model, mla_megatron_args
+from tests.unit.test_convert_megatron_mla import (HF_CONFIG, LAYERS, megatron_model, mla_megatron_args,
+                                                  with_mtp_module)
 from tests.unit.test_convert_megatron_moe import EP, ep_files
 
 INDEX_HEADS, INDEX_DIM, INDEX_TOPK = 2, 12, 5
@@ -37,22 +36,15 @@ INDEXER = {"wq_b": "linear_wq_b", "wk": "linear_wk", "k_norm": "k_norm", "weight
 @pytest.fixture(scope="module")
 def deepseek32(tmp_path_factory) -> Dict[str, Any]:
     """The HF model, directory and tensors, its MTP module added as DeepSeek publishes it (transformers saves none)."""
-    case = saved_hf_model(str(tmp_path_factory.mktemp("deepseek_v32")), "DeepseekV32Config",
-                          "DeepseekV32ForCausalLM", DSA_CONFIG)
-    tensors, mtp, generator = case["hf"], f"model.layers.{LAYERS}.", torch.Generator().manual_seed(3)
-    last = f"model.layers.{LAYERS - 1}."
-    for name, tensor in list(tensors.items()):
-        if name.startswith(last):
-            tensors[mtp + name[len(last):]] = tensor + 0.01 * torch.randn(tensor.shape, generator=generator)
-    for name, shape in MTP_OWN.items():
-        tensors[mtp + name] = torch.randn(shape, generator=generator) * (0.1 if "norm" not in name else 1.0)
-    tensors[mtp + "embed_tokens.weight"] = tensors["model.embed_tokens.weight"].clone()
-    tensors[mtp + "shared_head.head.weight"] = tensors["lm_head.weight"].clone()
-    for file in os.listdir(case["hf_dir"]):
-        if file.endswith(".safetensors") or file.endswith(".index.json"):
-            os.remove(os.path.join(case["hf_dir"], file))
-    save_file(tensors, os.path.join(case["hf_dir"], "model.safetensors"), metadata={"format": "pt"})
-    return case
+    return with_mtp_module(saved_hf_model(str(tmp_path_factory.mktemp("deepseek_v32")), "DeepseekV32Config",
+                                          "DeepseekV32ForCausalLM", DSA_CONFIG))
+
+
+def to_megatron(hf_dir: str, out: str) -> None:
+    """HF -> Megatron at TP2 PP2 EP2 with Transformer Engine's layers and grouped experts (DSA's spec)."""
+    convert("hf", "megatron", hf_dir, out, "--target-tensor-parallel-size", str(TP), "--target-pipeline-parallel-size",
+            str(PP), "--target-expert-parallel-size", str(EP), "--make-vocab-size-divisible-by", str(DIVISIBLE_BY),
+            "--transformer-impl", "transformer_engine", "--moe-grouped-gemm")
 
 
 def dsa_megatron_model(hf: Dict[str, torch.Tensor], padded: int) -> Dict[Tuple[int, int, int], Dict]:
@@ -97,10 +89,7 @@ def dsa_args(padded: int, **overrides: Any):
 
 def test_hf_to_megatron_is_megatron_cores_dsa_layout_and_back_is_exact(deepseek32, tmp_path) -> None:
     megatron, back = str(tmp_path / "megatron"), str(tmp_path / "hf")
-    convert("hf", "megatron", deepseek32["hf_dir"], megatron, "--target-tensor-parallel-size", str(TP),
-            "--target-pipeline-parallel-size", str(PP), "--target-expert-parallel-size", str(EP),
-            "--make-vocab-size-divisible-by", str(DIVISIBLE_BY), "--transformer-impl", "transformer_engine",
-            "--moe-grouped-gemm")
+    to_megatron(deepseek32["hf_dir"], megatron)
     written = ep_files(megatron)
     args = written[(0, 0, 0)]["args"]
     for key, model in dsa_megatron_model(deepseek32["hf"], args.padded_vocab_size).items():
@@ -150,10 +139,7 @@ def test_glm5_shared_top_k_layers_convert_without_indexers(tmp_path_factory, tmp
     case = saved_hf_model(str(tmp_path_factory.mktemp("glm_moe_dsa")), "GlmMoeDsaConfig", "GlmMoeDsaForCausalLM",
                           dict(config, rms_norm_eps=1e-6, indexer_types=["full", "shared", "full", "shared"]))
     megatron, back = str(tmp_path / "megatron"), str(tmp_path / "hf")
-    convert("hf", "megatron", case["hf_dir"], megatron, "--target-tensor-parallel-size", str(TP),
-            "--target-pipeline-parallel-size", str(PP), "--target-expert-parallel-size", str(EP),
-            "--make-vocab-size-divisible-by", str(DIVISIBLE_BY), "--transformer-impl", "transformer_engine",
-            "--moe-grouped-gemm")
+    to_megatron(case["hf_dir"], megatron)
     written = ep_files(megatron)
     args = written[(0, 0, 0)]["args"]
     assert (args.dsa_indexer_topk_freq, args.dsa_indexer_rope_interleaved) == (2, True)

@@ -47,10 +47,15 @@ STYLES = {"local": ("local", False, "transformer_layer"), "te": ("transformer_en
 
 @pytest.fixture(scope="module")
 def deepseek(tmp_path_factory) -> Dict[str, Any]:
-    """The HF model, directory and tensors, its MTP module added (layer ``LAYERS``: its own tensors, a transformer
-    layer like the last decoder layer's, copies of the embeddings and head)."""
-    case = saved_hf_model(str(tmp_path_factory.mktemp("deepseek_v3")), "DeepseekV3Config", "DeepseekV3ForCausalLM",
-                          HF_CONFIG)
+    """The HF model, directory and tensors, its MTP module added."""
+    return with_mtp_module(saved_hf_model(str(tmp_path_factory.mktemp("deepseek_v3")), "DeepseekV3Config",
+                                          "DeepseekV3ForCausalLM", HF_CONFIG))
+
+
+def with_mtp_module(case: Dict[str, Any]) -> Dict[str, Any]:
+    """``case`` (a :func:`saved_hf_model`) with an MTP module in its tensors and its directory, as DeepSeek publishes
+    it (transformers saves none): layer ``LAYERS``, its own tensors, a transformer layer like the last decoder
+    layer's, copies of the embeddings and head."""
     tensors, mtp, generator = case["hf"], f"model.layers.{LAYERS}.", torch.Generator().manual_seed(3)
     last = f"model.layers.{LAYERS - 1}."
     for name, tensor in list(tensors.items()):

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 import transformers
 
 from core.memory_probe import MemoryProbe
-from core.transformer.sparse_attention import (LightningIndexer, dense_masked_attention, half_split_rotary,
+from core.transformer.sparse_attention import (LightningIndexer, dense_masked_attention, indexer_rotary,
                                                indexer_scores, select_topk, sparse_attention)
 
 
@@ -61,12 +61,15 @@ def test_indexer_selects_what_transformers_deepseek_v32_selects() -> None:
             assert torch.equal(mine, theirs[theirs <= query].sort().values), (batch, query)
 
 
-def test_half_split_rotary_is_the_interleaved_tables_angles() -> None:
+def test_indexer_rotary_converts_between_the_table_layouts() -> None:
     angles = torch.randn(4, 1, 1, 3)
     interleaved = torch.repeat_interleave(angles, 2, dim=-1)  # each angle twice in a row
-    cos, sin = half_split_rotary(interleaved.cos(), interleaved.sin(), interleaved=True)
-    assert torch.equal(cos, torch.cat([angles, angles], dim=-1).cos())
-    assert torch.equal(sin, torch.cat([angles, angles], dim=-1).sin())
+    half = torch.cat([angles, angles], dim=-1)  # angle i on dims i and i + 3
+    cos, sin = indexer_rotary(interleaved.cos(), interleaved.sin(), model_interleaved=True, indexer_interleaved=False)
+    assert torch.equal(cos, half.cos())
+    assert torch.equal(sin, half.sin())
+    cos, sin = indexer_rotary(half.cos(), half.sin(), model_interleaved=False, indexer_interleaved=True)
+    assert torch.equal(cos, interleaved.cos()) and torch.equal(sin, interleaved.sin())
 
 
 @pytest.mark.parametrize("block", [1, 4, 64])

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from core.pipeline_parallel.loss_scale import microbatch_loss_scale
+from core.tensor_parallel.checkpoint import is_recomputing
 from core.transformer.config import TransformerConfig
 
 DSA_INDEXER_LOSS = "indexer loss"  # Megatron-core's name in the log
@@ -43,6 +44,15 @@ def attach_aux_loss(output: torch.Tensor, aux_loss: torch.Tensor) -> torch.Tenso
     if not (torch.is_grad_enabled() and aux_loss.requires_grad):
         return output
     return _AttachAuxLoss.apply(output, aux_loss)
+
+
+def track_aux_losses(tracked: Dict[str, torch.Tensor], losses: Dict[str, torch.Tensor]) -> None:
+    """Add a forward's loss values (detached, fp32) into a layer's ``tracked`` (its ``tracked_aux_losses``), unless
+    the forward is activation recompute running it again."""
+    if is_recomputing():
+        return
+    for name, loss in losses.items():
+        tracked[name] = tracked.get(name, 0.0) + loss.detach().float()
 
 
 def take_tracked_aux_losses(modules: Iterable[nn.Module]) -> Dict[str, torch.Tensor]:

@@ -25,14 +25,13 @@ import torch
 from torch import nn
 
 from core.parallel_state import ParallelState
-from core.tensor_parallel.checkpoint import is_recomputing
 from core.tensor_parallel.layers import linear, mark_param
 from core.tensor_parallel.mappings import (copy_to_tensor_model_parallel_region, gather_from_sequence_parallel_region,
                                            reduce_from_tensor_model_parallel_region,
                                            reduce_scatter_to_sequence_parallel_region)
 from core.transformer.config import TransformerConfig
 from core.transformer.mlp import MLP
-from core.transformer.moe.aux_losses import attach_aux_loss
+from core.transformer.moe.aux_losses import attach_aux_loss, track_aux_losses
 from core.transformer.moe.experts import ExpertMLPs
 from core.transformer.moe.router import TopKRouter
 from core.transformer.moe.token_dispatcher import DISPATCHERS, capacity_keep_mask, expert_capacity
@@ -116,7 +115,5 @@ class MoELayer(nn.Module):
 
     def _track(self, losses: Dict[str, torch.Tensor]) -> None:
         """Add this training forward's loss values to ``tracked_aux_losses`` (for the log)."""
-        if self.training and not is_recomputing():
-            for name, loss in losses.items():
-                value = loss.detach().float()
-                self.tracked_aux_losses[name] = self.tracked_aux_losses.get(name, 0.0) + value
+        if self.training:
+            track_aux_losses(self.tracked_aux_losses, losses)
