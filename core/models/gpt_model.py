@@ -37,6 +37,8 @@ from core.transformer.context_parallel import SequenceLayout, context_parallel_f
 from core.transformer.mamba_mixer import MAMBA_INITS
 from core.transformer.multi_token_prediction import MultiTokenPredictionBlock
 from core.transformer.position_embedding import PositionEmbedding
+from core.transformer.hyper_connection import expand_streams
+from core.transformer.moe.router import fill_hash_tables
 from core.transformer.rope import LocalGlobalRotary, RotaryEmbedding
 
 EMBEDDING_WEIGHT = "embedding.word_embeddings.weight"
@@ -225,8 +227,11 @@ class GPTModel(nn.Module):
         layout = sequence_layout(self.context_parallel, local_len, device, document_ids)
         if inference_cache is not None:
             layout = inference_cache.layout(local_len, device)
-        if layout is None and self.config.is_dsa:  # DSA's layers pass their top-k on in the layout
+        if layout is None and (self.config.is_dsa or self.config.moe_hash_layers):
+            # DSA's layers pass their top-k on in the layout; hash-routed MoE layers read the token ids from it
             layout = SequenceLayout(local_len, torch.arange(local_len, device=device))
+        if layout is not None:
+            layout.token_ids = input_ids  # [b, s(/cp)]
         if self.context_parallel is not None and position_ids is None:
             position_ids = layout.positions.expand(batch, -1)  # [b, s/cp]
         hidden, embeds = self._stage_input(input_ids, position_ids, given)
@@ -258,6 +263,8 @@ class GPTModel(nn.Module):
         (the first stage's embedding output; a later stage's second half of what the previous one sent)."""
         if self.pre_process:
             hidden = self.embedding(input_ids, position_ids)
+            if self.config.enable_mhc_connections:  # [s, b, h] -> the hyper-connection streams [s, b, n h]
+                return expand_streams(hidden, self.config.mhc_num_residual_streams), None
             return hidden, (hidden if self.config.has_shared_blocks else None)
         if self.config.has_shared_blocks:
             hidden, embeds = given.chunk(2, dim=-1)
@@ -392,6 +399,7 @@ def materialize(model: nn.Module, device: torch.device, seed: int, config: Trans
         param.copy_(local.to(param.dtype))
     for buffer in model.buffers():  # to_empty() leaves them unset; all start at zero (MoE router's expert bias)
         buffer.zero_()
+    fill_hash_tables(model)  # but the hash-routed layers' token-id tables (--moe-hash-layers)
     return model
 
 

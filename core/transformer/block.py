@@ -22,7 +22,9 @@ from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGH
                                      PARALLEL_HYBRID_MIXER, RG_LRU_MIXER, RWKV_CHANNEL_MIX, RWKV_TIME_MIX,
                                      SHARED_BLOCK_MAMBA_MIXER, SHORT_CONV_MIXER, TransformerConfig)
 from core.transformer.context_parallel import SequenceLayout
+from core.transformer.compressed_attention import CompressedAttention
 from core.transformer.gated_delta_net import GatedDeltaNet
+from core.transformer.hyper_connection import HyperConnection, HyperHead
 from core.transformer.kimi_delta_attention import KimiDeltaAttention
 from core.transformer.lightning_attention import LightningAttention
 from core.transformer.mamba_mixer import MambaMixer
@@ -152,7 +154,7 @@ class TransformerLayer(nn.Module):
         if mlp is not None:  # absent in a hybrid pattern's mixer-only layers ('*', 'G')
             shared_norm = config.parallel_residual_shared_norm
             self.pre_mlp_layernorm = hidden_norm(config) if pre_norm and not shared_norm else nn.Identity()
-            self.mlp = MoELayer(config, state) if mlp == MOE_MLP else MLP(config, state)
+            self.mlp = MoELayer(config, state, layer_number) if mlp == MOE_MLP else MLP(config, state)
             self.post_mlp_layernorm = hidden_norm(config) if output_norm else None
         # --swap-attention: the sub-modules whose saved activations go to host memory, and the record of
         # this forward's offloads (None when not swapping); recompute_mlp: MindSpeed's MLP recompute
@@ -162,6 +164,9 @@ class TransformerLayer(nn.Module):
         # --use-fused-rmsnorm: the residual add before the MLP and its pre-norm run as one kernel
         self.fused_add_norm = (isinstance(self.pre_mlp_layernorm, RMSNorm) and self.pre_mlp_layernorm.fused
                                and "pre_mlp_layernorm" not in self._swap_attributes)
+        self.attn_hc = self.mlp_hc = None  # --enable-mhc-connections: the mixing around each branch
+        if config.enable_mhc_connections:
+            self.attn_hc, self.mlp_hc = HyperConnection(config), HyperConnection(config)
         self.layer_scalar = None  # Gemma4: the layer's output times a scalar of its own
         if config.layer_scalar:  # replicated; fed a sequence shard under SP, hence a partial gradient there
             self.layer_scalar = mark_param(nn.Parameter(torch.empty(1, dtype=config.params_dtype)), init="ones",
@@ -191,27 +196,46 @@ class TransformerLayer(nn.Module):
         with get_activation_swapper().saving(record):
             return module(*args)
 
-    def _mlp(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The MLP (or MoE) branch; recomputed in the backward under MindSpeed's swap + recompute rule."""
+    def _mlp(self, hidden: torch.Tensor, layout: Optional[SequenceLayout] = None) -> torch.Tensor:
+        """The MLP (or MoE) branch; recomputed in the backward under MindSpeed's swap + recompute rule. A
+        hash-routed MoE layer (--moe-hash-layers) also reads the micro-batch's token ids from ``layout``."""
+        args = (hidden,)
+        if isinstance(self.mlp, MoELayer) and self.mlp.router.hashed:
+            args += (layout.token_ids,)
         if self.recompute_mlp and self.training and torch.is_grad_enabled() and not inside_checkpoint():
-            return checkpoint(self.mlp, hidden)
-        return self._call(self.mlp, hidden)
+            return checkpoint(self.mlp, *args)
+        return self._call(self.mlp, *args)
+
+    def _hyper_layer(self, streams: torch.Tensor, rotary: Optional[tuple],
+                     layout: Optional[SequenceLayout]) -> torch.Tensor:
+        """A layer under hyper-connections: each branch reads a mix of the streams [s(/tp), b, n h] and is written
+        back into all of them (core/transformer/hyper_connection.py)."""
+        post, comb, collapsed = self.attn_hc(streams)
+        attn = self._branch(self._call(self.self_attention, self._norm(self.input_layernorm, collapsed), rotary,
+                                       layout), None)
+        streams = self.attn_hc.merge(streams, attn, post, comb)
+        post, comb, collapsed = self.mlp_hc(streams)
+        mlp = self._branch(self._mlp(self._norm(self.pre_mlp_layernorm, collapsed), layout), None)
+        return self.mlp_hc.merge(streams, mlp, post, comb)
 
     def _layer(self, hidden: torch.Tensor, rotary: Optional[tuple], layout: Optional[SequenceLayout]) -> torch.Tensor:
         cfg = self.config
+        if self.attn_hc is not None:
+            return self._hyper_layer(hidden, rotary, layout)
         if self.self_attention is None:  # an MLP-only layer of a hybrid pattern ('-', 'E')
             normed = self._norm(self.pre_mlp_layernorm, hidden)
-            return residual_skip(cfg, hidden, normed) + self._branch(self._mlp(normed), self.post_mlp_layernorm)
+            return residual_skip(cfg, hidden, normed) + self._branch(self._mlp(normed, layout),
+                                                                     self.post_mlp_layernorm)
         normed = self._norm(self.input_layernorm, hidden)
         attn = self._branch(self._call(self.self_attention, normed, rotary, layout), self.post_self_attn_layernorm)
         if self.config.parallel_residual:  # both branches read the layer input
             shared = self.config.parallel_residual_shared_norm
             mlp_input = normed if shared else self._norm(self.pre_mlp_layernorm, hidden)
-            return hidden + attn + self._branch(self._mlp(mlp_input), self.post_mlp_layernorm)
+            return hidden + attn + self._branch(self._mlp(mlp_input, layout), self.post_mlp_layernorm)
         if self.mlp is None:  # a mixer-only layer of a hybrid pattern ('*', 'G')
             return residual_skip(cfg, hidden, normed) + attn
         normed, hidden = self._add_and_norm(residual_skip(cfg, hidden, normed), attn)
-        return residual_skip(cfg, hidden, normed) + self._branch(self._mlp(normed), self.post_mlp_layernorm)
+        return residual_skip(cfg, hidden, normed) + self._branch(self._mlp(normed, layout), self.post_mlp_layernorm)
 
     def _add_and_norm(self, hidden: torch.Tensor, attn: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """``(pre-MLP norm of hidden + attn, hidden + attn)``; one fused kernel under --use-fused-rmsnorm."""
@@ -288,6 +312,8 @@ def build_mixer(kind: str, config: TransformerConfig, state: ParallelState, laye
     called with (hidden, rotary, layout)."""
     if kind == ATTENTION_MIXER:
         attention = MultiLatentAttention if config.multi_latent_attention else SelfAttention
+        if config.compressed_attention_pattern is not None:
+            attention = CompressedAttention
         return attention(config, state, layer_number)
     if kind in MIXER_CLASSES:
         return MIXER_CLASSES[kind](config, state, layer_number)
@@ -347,9 +373,11 @@ class TransformerBlock(nn.Module):
             if isinstance(layer, TransformerLayer):
                 layer.recompute_mlp = recomputes_mlp(config, position)
         self.shared_blocks = self._shared_blocks(config, state)
-        self.final_layernorm = None
+        self.final_layernorm = self.hc_head = None
         if post_process:
             self.final_layernorm = hidden_norm(config)
+            if config.enable_mhc_connections:  # collapses the hyper-connection streams before the final norm
+                self.hc_head = HyperHead(config)
 
     def _shared_blocks(self, config: TransformerConfig, state: ParallelState) -> Optional[nn.ModuleDict]:
         """The shared blocks this chunk's 'Z' layers run (each built by its first 'Z' layer's settings)."""
@@ -377,6 +405,8 @@ class TransformerBlock(nn.Module):
                 hidden = checkpoint(_run_layers, group, hidden, rotary, layout, embeds, self.shared_blocks)
             else:
                 hidden = _run_layers(group, hidden, rotary, layout, embeds, self.shared_blocks)
+        if self.hc_head is not None:
+            hidden = self.hc_head(hidden)  # [s, b, n h] -> [s, b, h]
         if self.final_layernorm is not None:
             hidden = self.final_layernorm(hidden)
         return hidden

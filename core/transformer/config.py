@@ -96,7 +96,7 @@ QK_NORM_SWITCHES = ("qk_layernorm", "qk_layernorm_full_width", "qk_layernorm_per
 # the switch that, with --qk-layernorm, selects each kind but per_head
 _QK_NORM_SWITCH_OF = {"full_width": "qk_layernorm_full_width", "per_head_weights": "qk_layernorm_per_head_weights",
                       "non_parametric": "non_parametric_qk_norm"}
-MOE_SCORE_FUNCTIONS = ("softmax", "sigmoid", "sparsemixer")
+MOE_SCORE_FUNCTIONS = ("softmax", "sigmoid", "sqrtsoftplus", "sparsemixer")
 MOE_LOAD_BALANCING_TYPES = ("aux_loss", "seq_aux_loss", "none")
 MOE_TOKEN_DISPATCHER_TYPES = ("allgather", "alltoall")
 CONTEXT_PARALLEL_ALGORITHMS = ("megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo", "kvallgather_cp_algo")
@@ -109,6 +109,12 @@ RWKV = "rwkv"  # RWKV-4's time-mixing layers
 MLSTM = "mlstm"  # xLSTM's mLSTM layers
 SHARED_BLOCK = "shared_block"  # Zamba's shared attention blocks (the 'Z' layers)
 DSA = "dsa"  # DeepSeek Sparse Attention's indexer and top-k (--experimental-attention-variant dsa)
+COMPRESSED = "compressed_attention"  # DeepSeek-V4's attention (--compressed-attention-pattern)
+MHC = "mhc"  # manifold-constrained hyper-connections (--enable-mhc-connections)
+# --compressed-attention-pattern letters: sliding window only, compressed sparse (CSA), heavily compressed (HCA)
+SLIDING_LETTER, CSA_LETTER, HCA_LETTER = "S", "C", "H"
+COMPRESSED_LETTERS = {SLIDING_LETTER: "sliding window only", CSA_LETTER: "compressed sparse attention (CSA)",
+                      HCA_LETTER: "heavily compressed attention (HCA)"}
 _OWN_NAME = ""  # FieldSpec.flag before resolution: the flag is the field's name with dashes
 FIELD_DEFAULT = "the field's default"  # FieldSpec.flag_default: the parser's default is the field's
 
@@ -852,6 +858,37 @@ class ModelConfig:
     dsa_indexer_k_norm_epsilon: Optional[float] = config_field(None, type=float, features=(DSA,),
                                                                help="DSA: eps of the indexer's key LayerNorm "
                                                                     "(default --norm-epsilon)")
+    # DeepSeek-V4's attention (core/transformer/compressed_attention.py) in every layer, one letter per layer
+    # [--compressed-attention-pattern]: 'S' a sliding window only, 'C' CSA (the window plus the top-k
+    # [--dsa-indexer-topk] of overlapping windows of --csa-compress-ratio tokens compressed into one entry each,
+    # picked by a lightning indexer of --dsa-indexer-n-heads x --dsa-indexer-head-dim), 'H' HCA (the window plus
+    # every entry of non-overlapping windows of --hca-compress-ratio tokens). One shared key/value head of
+    # --kv-channels, RoPE on its trailing --rotary-percent (interleaved pairs; the 'S' layers use
+    # --local-rotary-base, the others --rotary-base with its scaling), a per-head sink logit, and the grouped
+    # output projection: --o-groups groups of heads each projected to --o-lora-rank, then mixed to the hidden size
+    compressed_attention_pattern: Optional[str] = config_field(
+        None, features=(ATTENTION,), help="DeepSeek-V4's attention: a letter per layer, S sliding window only, C "
+                                          "compressed sparse (CSA), H heavily compressed (HCA)")
+    csa_compress_ratio: int = config_field(4, features=(COMPRESSED,),
+                                           help="DeepSeek-V4: tokens per compressed entry of the CSA layers")
+    hca_compress_ratio: int = config_field(128, features=(COMPRESSED,),
+                                           help="DeepSeek-V4: tokens per compressed entry of the HCA layers")
+    o_groups: Optional[int] = config_field(None, type=int, features=(COMPRESSED,),
+                                           help="DeepSeek-V4: head groups of the grouped output projection")
+    o_lora_rank: Optional[int] = config_field(None, type=int, features=(COMPRESSED,),
+                                              help="DeepSeek-V4: each head group's projected width")
+    # Manifold-constrained hyper-connections (DeepSeek-V4; Megatron-core's flags): the residual stream is
+    # --mhc-num-residual-streams copies of the hidden state ([s, b, n h] between layers and pipeline stages); each
+    # attention and MLP branch reads a learned mix of them and writes back through a learned expansion, the streams
+    # mixed by a doubly stochastic matrix (--mhc-sinkhorn-iterations Sinkhorn-Knopp steps, --mhc-eps its floor);
+    # a last learned mix (the hyper head) collapses them before the final norm. DeepSeek-V4's formulation
+    # (transformers' DeepseekV4HyperConnection), not Megatron-core's HyperConnectionModule
+    enable_mhc_connections: bool = config_field(False, help="DeepSeek-V4's manifold-constrained hyper-connections "
+                                                            "in place of the residual")
+    mhc_num_residual_streams: int = config_field(4, features=(MHC,), help="mHC: the residual streams")
+    mhc_sinkhorn_iterations: int = config_field(20, features=(MHC,),
+                                                help="mHC: Sinkhorn-Knopp iterations of the stream mixing")
+    mhc_eps: float = config_field(1e-6, features=(MHC,), help="mHC: the floor added to the mixing weights")
     # The residual stream in fp32 while parameters and branch compute keep params_dtype (Megatron; HF Mamba's
     # residual_in_fp32): the embedding output is cast to fp32; norms read the fp32 stream and their outputs (a
     # Mamba layer's input, as HF and Megatron cast it before its norm) are cast to the parameters' dtype; branch
@@ -895,6 +932,11 @@ class ModelConfig:
                                                      "over the top-k logits)")
     norm_topk_prob: bool = config_field(False, group="mixture of experts", features=(MOE,),
                                         help="divide the top-k weights by their sum")
+    # DeepSeek-V4's hash routing: layers 0 .. N - 1 (MoE layers) pick each token's experts from a fixed table indexed by
+    # its token id (the router's ``tid2eid`` buffer [vocab, topk]); their router weighs the picks by its scores
+    moe_hash_layers: int = config_field(0, group="mixture of experts", features=(MOE,),
+                                        help="layers 0..N-1 (MoE) route by a fixed token-id -> experts table "
+                                             "(DeepSeek-V4's hash routing)")
     moe_router_sparsemixer_eps: float = config_field(0.01, group="mixture of experts", features=(MOE,),
                                                      help="SparseMixer: experts within this relative distance (x 2) "
                                                           "of the pick share its softmax")
@@ -1149,6 +1191,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             raise ValueError("--attention-output-gate-per-head sets the gate's granularity: add "
                              "--attention-output-gate (or drop it)")
         self._validate_mla()
+        self._validate_compressed_attention()
+        self._validate_mhc()
         self._validate_behaviour()
         self._validate_mtp()
         self._validate_fused_kernels()
@@ -1241,7 +1285,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if variant == DSA_VARIANT:
             self._validate_dsa()
             variant = None  # no layer of a linear-attention variant
-        else:
+        elif CSA_LETTER not in (self.compressed_attention_pattern or ""):  # CSA's indexer reads them too
             self._refuse_unused(DSA, "applies to DeepSeek Sparse Attention; add --experimental-attention-variant "
                                      "dsa (with --multi-latent-attention) or drop it")
         if variant is not None and pattern is not None:
@@ -1339,7 +1383,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
     def pipeline_hidden_width(self) -> int:
         """The last dim of what pipeline stages send: the hidden states, and beside them the word embeddings
         when the shared blocks of 'Z' layers read them."""
-        return 2 * self.hidden_size if self.has_shared_blocks else self.hidden_size
+        return 2 * self.hidden_size if self.has_shared_blocks else self.pipeline_stream_width
 
     def shared_block_of(self, layer_number: int) -> int:
         """The shared block that 'Z' layer ``layer_number`` runs: its rank among the 'Z' layers mod
@@ -1479,6 +1523,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                              "--moe-router-group-topk or drop it")
         if self.moe_router_dtype not in (None, "fp32", "fp64"):
             raise ValueError(f"--moe-router-dtype {self.moe_router_dtype!r} is not one of fp32, fp64")
+        if self.moe_hash_layers:
+            self._validate_hash_layers()
         if self.moe_router_score_function == "sparsemixer":
             self._validate_sparsemixer()
         elif self._changed(("moe_router_sparsemixer_eps",)):
@@ -1492,6 +1538,20 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if self.moe_aux_loss_coeff < 0 or self.moe_router_bias_update_rate < 0:
             raise ValueError("--moe-aux-loss-coeff and --moe-router-bias-update-rate must be 0 or more")
         self._validate_experts()
+
+    def _validate_hash_layers(self) -> None:
+        """--moe-hash-layers N: layers 0 .. N - 1 are MoE layers, routed by the token-id table."""
+        hashed = self.moe_hash_layers
+        if not 0 < hashed <= self.num_layers or any(self.layer_parts(i)[1] != MOE_MLP for i in range(hashed)):
+            raise ValueError(f"--moe-hash-layers {hashed} must count leading MoE layers (between 1 and --num-layers "
+                             f"{self.num_layers}, none of them dense: see --first-k-dense-replace/--moe-layer-freq)")
+        if self.moe_router_score_function == "sparsemixer" or self.moe_expert_capacity_factor is not None:
+            raise ValueError("--moe-hash-layers picks experts from a table: drop --moe-router-score-function "
+                             "sparsemixer and --moe-expert-capacity-factor")
+
+    def is_hash_routed(self, layer_number: int) -> bool:
+        """Layer ``layer_number``'s MoE picks its experts by token id (--moe-hash-layers)."""
+        return layer_number < self.moe_hash_layers
 
     def _validate_sparsemixer(self) -> None:
         """SparseMixer picks and weights by itself: the other selection and weighting options do not apply."""
@@ -1850,8 +1910,13 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
     def _validate_mla(self) -> None:
         """Multi-latent attention's ranks and head dims (--multi-latent-attention)."""
         if not self.multi_latent_attention:
-            if self.q_lora_rank is not None or self.kv_lora_rank is not None:
-                raise ValueError("--q-lora-rank/--kv-lora-rank need --multi-latent-attention")
+            compressed = self.compressed_attention_pattern is not None  # DeepSeek-V4's queries come from a latent
+            if (self.q_lora_rank is not None and not compressed) or self.kv_lora_rank is not None:
+                raise ValueError("--q-lora-rank/--kv-lora-rank need --multi-latent-attention (--q-lora-rank also "
+                                 "serves --compressed-attention-pattern)")
+            if compressed and (self.q_lora_rank is None or self.q_lora_rank < 1):
+                raise ValueError("--compressed-attention-pattern (DeepSeek-V4) reads its queries from a latent: set "
+                                 "a positive --q-lora-rank")
             if self.mla_latent_norm_epsilon is not None:
                 raise ValueError("--mla-latent-norm-epsilon needs --multi-latent-attention")
             return
@@ -1894,6 +1959,109 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             mscale = 0.1 * self.rope_scaling_mscale_all_dim * math.log(self.rope_scaling_factor) + 1.0
             scale *= mscale * mscale
         return scale
+
+    def _validate_compressed_attention(self) -> None:
+        """DeepSeek-V4's attention (--compressed-attention-pattern): the letters, the shared KV head, the grouped
+        output projection against TP, the indexer of the CSA layers."""
+        pattern = self.compressed_attention_pattern
+        if pattern is None:
+            self._refuse_unused(COMPRESSED, "applies to DeepSeek-V4's attention; add --compressed-attention-pattern "
+                                            "or drop it")
+            return
+        bad = sorted(set(pattern) - set(COMPRESSED_LETTERS))
+        if bad or len(pattern) != self.num_layers:
+            letters = ", ".join(f"{letter} {what}" for letter, what in COMPRESSED_LETTERS.items())
+            raise ValueError(f"--compressed-attention-pattern {pattern!r} needs one letter per layer "
+                             f"(--num-layers {self.num_layers}) out of {letters}")
+        others = [flag for flag, on in (
+            ("--multi-latent-attention", self.multi_latent_attention),
+            ("--experimental-attention-variant", self.experimental_attention_variant is not None),
+            ("--hybrid-override-pattern", self.hybrid_override_pattern is not None),
+            ("--qk-layernorm", self.qk_norm != "none"),
+            ("linear biases (add --disable-bias-linear, no --add-qkv-bias)", self.qkv_bias),
+            ("--softmax-type", self.softmax_type != "vanilla"), ("--attention-output-gate", self.attention_output_gate),
+            ("--attn-logit-softcapping", self.attn_logit_softcapping is not None),
+            ("--position-embedding-type " + self.position_embedding_type, self.position_embedding_type != "rope"))
+            if on]
+        if others:
+            raise ValueError(f"--compressed-attention-pattern (DeepSeek-V4's attention) does not support {others[0]}; "
+                             "drop it")
+        if self.num_query_groups != 1:
+            raise ValueError(f"--compressed-attention-pattern shares one key/value head among all heads: set "
+                             f"--num-query-groups 1 (it is {self.num_query_groups})")
+        if self.sliding_window is None:
+            raise ValueError("--compressed-attention-pattern: every layer attends to a --sliding-window of recent "
+                             "tokens; set it")
+        rope = self.rope_dims(local=False)
+        if rope < 2 or rope % 2 or rope > self.kv_channels:
+            raise ValueError(f"--compressed-attention-pattern rotates {rope} trailing dims of each head "
+                             f"(--kv-channels {self.kv_channels} x --rotary-percent {self.rotary_percent}): they "
+                             "must be positive, even and within the head")
+        self._validate_output_groups()
+        if min(self.csa_compress_ratio, self.hca_compress_ratio) < 1:
+            raise ValueError(f"--csa-compress-ratio ({self.csa_compress_ratio}) and --hca-compress-ratio "
+                             f"({self.hca_compress_ratio}) must be at least 1")
+        if CSA_LETTER in pattern:
+            for flag, value in (("--dsa-indexer-n-heads", self.dsa_indexer_n_heads),
+                                ("--dsa-indexer-head-dim", self.dsa_indexer_head_dim),
+                                ("--dsa-indexer-topk", self.dsa_indexer_topk)):
+                if value is None or value < 1:
+                    raise ValueError(f"--compressed-attention-pattern's CSA layers ('C') pick entries with a "
+                                     f"lightning indexer: set a positive {flag}")
+            if self.dsa_indexer_head_dim < rope:
+                raise ValueError(f"--dsa-indexer-head-dim {self.dsa_indexer_head_dim} must hold the {rope} rotated "
+                                 "dims of DeepSeek-V4's indexer")
+            shared = self._changed(("dsa_indexer_topk_freq", "dsa_indexer_skip_topk_offset",
+                                    "dsa_indexer_rope_interleaved", "dsa_indexer_k_norm_epsilon"))
+            if shared:
+                raise ValueError(f"{shared[0]} applies to DeepSeek-V3.2's sparse attention, not to the CSA layers "
+                                 "of --compressed-attention-pattern; drop it")
+
+    def _validate_output_groups(self) -> None:
+        """DeepSeek-V4's grouped output projection: --o-groups divides the heads and is split over TP."""
+        groups, rank, tp = self.o_groups, self.o_lora_rank, self.tensor_model_parallel_size
+        if groups is None or rank is None or groups < 1 or rank < 1:
+            raise ValueError("--compressed-attention-pattern needs positive --o-groups and --o-lora-rank (the grouped "
+                             "output projection)")
+        if self.num_attention_heads % groups or groups % tp:
+            raise ValueError(f"--o-groups {groups} must divide --num-attention-heads ({self.num_attention_heads}) "
+                             f"and be divisible by --tensor-model-parallel-size ({tp}): each TP rank projects whole "
+                             "groups of its heads")
+
+    def compressed_layer_kind(self, layer_number: int) -> str:
+        """The --compressed-attention-pattern letter of global layer ``layer_number``."""
+        return self.compressed_attention_pattern[layer_number]
+
+    def compress_ratio(self, layer_number: int) -> Optional[int]:
+        """Tokens per compressed entry of a DeepSeek-V4 layer (None: a sliding-window-only layer)."""
+        kind = self.compressed_layer_kind(layer_number)
+        return {CSA_LETTER: self.csa_compress_ratio, HCA_LETTER: self.hca_compress_ratio}.get(kind)
+
+    def _validate_mhc(self) -> None:
+        """Hyper-connections: their sizes, and the residual variants and layers they cannot take."""
+        if not self.enable_mhc_connections:
+            self._refuse_unused(MHC, "applies to hyper-connections; add --enable-mhc-connections or drop it")
+            return
+        if self.mhc_num_residual_streams < 1 or self.mhc_sinkhorn_iterations < 1 or self.mhc_eps <= 0:
+            raise ValueError(f"--mhc-num-residual-streams ({self.mhc_num_residual_streams}) and "
+                             f"--mhc-sinkhorn-iterations ({self.mhc_sinkhorn_iterations}) must be at least 1 and "
+                             f"--mhc-eps ({self.mhc_eps}) positive")
+        unsupported = [flag for flag, on in (
+            ("--hybrid-override-pattern", self.hybrid_override_pattern is not None),
+            ("--parallel-residual", self.parallel_residual), ("--post-norm", self.output_norm or self.post_norm_only),
+            ("--apply-residual-connection-post-layernorm", self.apply_residual_connection_post_layernorm),
+            ("--residual-multiplier", self.residual_multiplier is not None),
+            ("--layer-scalar", self.layer_scalar), ("--fp32-residual-connection", self.fp32_residual_connection),
+            ("--mtp-num-layers", self.mtp_num_layers is not None), ("--noop-layers", bool(self.noop_layers)),
+            ("--experimental-attention-variant", self.experimental_attention_variant not in (None, DSA_VARIANT)))
+            if on]
+        if unsupported:
+            raise ValueError(f"--enable-mhc-connections does not support {unsupported[0]}; drop it")
+
+    @property
+    def pipeline_stream_width(self) -> int:
+        """The last dim of the residual stream between layers: the hidden size, times the streams under mHC."""
+        return self.hidden_size * (self.mhc_num_residual_streams if self.enable_mhc_connections else 1)
 
     def _validate_mtp(self) -> None:
         """Multi-token prediction: D >= 1, a non-negative scale, and only the embeddings it can roll."""

@@ -131,6 +131,8 @@ class SequenceLayout:
     # DeepSeek Sparse Attention: each computing layer's (indices, valid, rule) of this forward, for the layers
     # that share its top-k (core/transformer/mla.py)
     dsa_selections: Dict[int, Any] = field(default_factory=dict)
+    # the micro-batch's token ids [b, s_local], read by hash-routed MoE layers (--moe-hash-layers)
+    token_ids: Optional[torch.Tensor] = None
 
 
 def sequence_layout(cp: Optional[ContextParallel], local_len: int, device: torch.device,

@@ -235,7 +235,7 @@ class MultiLatentAttention(nn.Module):
         if layout is None:
             return k_index, KeyRule(), None
         if layout.cache is not None:
-            return (layout.cache.update_index_keys(self.layer_number, k_index),  # [sk, b, d]
+            return (layout.cache.update_rows(self.layer_number, "index_keys", k_index),  # [sk, b, d]
                     KeyRule(mask=layout.cache.allowed(None, None)), None)
         if layout.cp is None:
             return k_index, KeyRule(layout.positions, layout.positions, layout.documents), None

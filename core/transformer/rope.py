@@ -161,6 +161,10 @@ class RotaryEmbedding(nn.Module):
         positions = torch.arange(seq_len, device=device, dtype=torch.float32)[:, None]  # [s, 1]
         return self._with_temperature((cos[:seq_len].to(dtype), sin[:seq_len].to(dtype)), positions, dtype)
 
+    def at(self, positions: torch.Tensor, dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` ``[n, b|1, 1, rd]`` of arbitrary positions ``[n, b|1]`` (DeepSeek-V4's compressed entries)."""
+        return self._cos_sin(positions.float(), positions.device, dtype)
+
     def _with_temperature(self, cos_sin: Tuple[torch.Tensor, torch.Tensor], positions: torch.Tensor,
                           dtype: torch.dtype) -> Tuple[torch.Tensor, ...]:
         """``cos_sin``, plus the query scale ``[s, b|1, 1, 1]`` with ``--attn-temperature-beta``."""

@@ -2,7 +2,8 @@
 
 Every row of the batch occupies the same cache *slots* ``0 .. max_len - 1``; prompts are left-padded, so a
 row's real tokens start at its first valid slot and its *positions* (what RoPE and learned position
-embeddings see) count from 0 there. DSA layers also keep their indexer's keys, one vector per slot. Each slot records whether it holds a real token and that token's
+embeddings see) count from 0 there. Layers may keep more per-token rows by name (:meth:`update_rows`: DSA's
+indexer keys, DeepSeek-V4's compressor projections). Each slot records whether it holds a real token and that token's
 position. A forward pass over ``sq`` new tokens (the prompt at prefill, one token per decode step) writes
 their keys/values into slots ``length .. length + sq - 1`` and attends over slots ``0 .. length + sq - 1``
 with the one mask rule of ``core/transformer/attention_mask.py`` applied to per-row positions (causal,
@@ -37,7 +38,7 @@ class KVCache:
         self._keys: Dict[int, torch.Tensor] = {}  # layer -> [b, heads, max_len, dk]
         self._values: Dict[int, torch.Tensor] = {}  # layer -> [b, heads, max_len, dv]
         self._masks: Dict[Tuple[Optional[int], Optional[int]], torch.Tensor] = {}
-        self._index_keys: Dict[int, torch.Tensor] = {}  # DSA layer -> its indexer's keys [b, max_len, d]
+        self._rows: Dict[Tuple[int, str], torch.Tensor] = {}  # (layer, name) -> per-token rows [b, max_len, d]
 
     def begin_step(self, valid: torch.Tensor, positions: torch.Tensor) -> None:
         """Record the next step's tokens: ``valid`` [b, sq] (False = padding) and their ``positions`` [b, sq]."""
@@ -81,12 +82,14 @@ class KVCache:
         values[:, :, self.length:end] = value.permute(1, 2, 0, 3)
         return keys[:, :, :end].permute(2, 0, 1, 3), values[:, :, :end].permute(2, 0, 1, 3)  # [sk, b, n, d]
 
-    def update_index_keys(self, layer: int, keys: torch.Tensor) -> torch.Tensor:
-        """Store this step's DSA indexer keys ``[sq, b, d]`` of ``layer``; return every attended slot's ``[sk, b, d]``."""
-        if layer not in self._index_keys:
-            self._index_keys[layer] = keys.new_zeros(keys.size(1), self.max_len, keys.size(2))
-        cached, end = self._index_keys[layer], self.length + self.step_len
-        cached[:, self.length:end] = keys.transpose(0, 1)
+    def update_rows(self, layer: int, name: str, rows: torch.Tensor) -> torch.Tensor:
+        """Store this step's per-token ``rows`` ``[sq, b, d]`` of ``layer`` under ``name``; return every attended
+        slot's ``[sk, b, d]``."""
+        key = (layer, name)
+        if key not in self._rows:
+            self._rows[key] = rows.new_zeros(rows.size(1), self.max_len, rows.size(2))
+        cached, end = self._rows[key], self.length + self.step_len
+        cached[:, self.length:end] = rows.transpose(0, 1)
         return cached[:, :end].transpose(0, 1)
 
     def allowed(self, window: Optional[int], chunk: Optional[int]) -> torch.Tensor:
@@ -110,8 +113,8 @@ class KVCache:
         for layer in self._keys:
             self._keys[layer] = self._keys[layer][rows]
             self._values[layer] = self._values[layer][rows]
-        for layer in self._index_keys:
-            self._index_keys[layer] = self._index_keys[layer][rows]
+        for key in self._rows:
+            self._rows[key] = self._rows[key][rows]
 
     @property
     def layers(self) -> Tuple[int, ...]:

@@ -45,6 +45,9 @@ BASE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_atte
 # persistent buffers the converter carries like weights (a sigmoid router's selection bias, zero when built):
 # perturbed too, so a dropped or misplaced one changes the logits
 PERTURBED_BUFFERS = ("e_score_correction_bias",)
+# DeepSeek-V4's hash-routed layers' token id -> experts tables (zero when built): drawn, so each token's experts
+# differ and a dropped or transposed table changes the logits
+HASH_TABLES = ("tid2eid",)
 
 # name -> (HF config class, HF model class, config overrides, --model-type-hf)
 CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
@@ -115,6 +118,9 @@ def build_hf_model(case: Tuple[str, str, Dict[str, Any], str], seed: int = 0) ->
         for name, buffer in model.named_buffers():
             if name.endswith(PERTURBED_BUFFERS):
                 buffer.add_(torch.randn_like(buffer) * 0.1)
+            if name.endswith(HASH_TABLES):  # [vocab, k]: k distinct experts per token id, drawn
+                experts = config.n_routed_experts
+                buffer.copy_(torch.stack([torch.randperm(experts)[:buffer.size(1)] for _ in range(buffer.size(0))]))
     return model
 
 

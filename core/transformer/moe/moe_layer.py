@@ -40,11 +40,11 @@ from core.transformer.moe.token_dispatcher import DISPATCHERS, capacity_keep_mas
 class MoELayer(nn.Module):
     """``[s(/tp), b, h] -> [s(/tp), b, h]``: the weighted sum of each token's top-k experts (+ shared expert)."""
 
-    def __init__(self, config: TransformerConfig, state: ParallelState) -> None:
+    def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
         super().__init__()
         self.config = config
         self.tp_group = state.tp_group
-        self.router = TopKRouter(config)
+        self.router = TopKRouter(config, hashed=config.is_hash_routed(layer_number))
         self.experts = ExpertMLPs(config, state)
         self.shared_experts = None
         self.shared_expert_gate = None
@@ -60,12 +60,13 @@ class MoELayer(nn.Module):
         self.dispatcher = DISPATCHERS[config.moe_token_dispatcher_type](config.num_experts, state.expert_group)
         self.tracked_aux_losses: Dict[str, torch.Tensor] = {}
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, token_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+        # token_ids [b, s]: the micro-batch's tokens, read by a hash-routed layer (--moe-hash-layers)
         sequence_parallel = self.config.sequence_parallel
         # [s, b, h] on every TP rank; its gradient (router's, complete) is split back under SP
         tokens = (gather_from_sequence_parallel_region(hidden, self.tp_group, output_grad_is_partial=False)
                   if sequence_parallel else hidden)
-        routed = self.router(tokens)
+        routed = self.router(tokens, token_ids)
         keep = None
         if self.config.moe_expert_capacity_factor is not None:
             capacity = expert_capacity(routed.indices.shape[0], self.config.moe_router_topk, self.config.num_experts,

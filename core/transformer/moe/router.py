@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import Dict, NamedTuple, Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import Group
@@ -119,10 +120,11 @@ def z_loss(logits: torch.Tensor) -> torch.Tensor:
 class TopKRouter(nn.Module):
     """Scores, top-k selection, weights and balancing losses of one MoE layer."""
 
-    def __init__(self, config: TransformerConfig) -> None:
+    def __init__(self, config: TransformerConfig, hashed: bool = False) -> None:
         super().__init__()
         self.config = config
         self.dtype = ROUTER_DTYPES[config.moe_router_dtype]
+        self.hashed = hashed  # --moe-hash-layers: the experts come from the token-id table ``tid2eid``
         experts = config.num_experts
         self.weight = mark_param(nn.Parameter(torch.empty(experts, config.hidden_size, dtype=config.params_dtype)),
                                  init="normal")
@@ -130,7 +132,9 @@ class TopKRouter(nn.Module):
         self.bias = None
         if config.router_bias:  # replicated; it sees every token on every TP rank, so its gradient is complete
             self.bias = mark_param(nn.Parameter(torch.zeros(experts, dtype=config.params_dtype)), init="zeros")
-        if config.moe_router_enable_expert_bias:
+        if hashed:  # [vocab, topk] expert ids per token id (a checkpoint's, or hash_table() when built)
+            self.register_buffer("tid2eid", torch.zeros(config.vocab_size, config.moe_router_topk, dtype=torch.long))
+        if config.moe_router_enable_expert_bias and not hashed:
             # fp32 buffers: the selection bias, and the tokens each expert got since the last update
             self.register_buffer("expert_bias", torch.zeros(experts, dtype=torch.float32))
             self.register_buffer("local_tokens_per_expert", torch.zeros(experts, dtype=torch.float32),
@@ -138,11 +142,17 @@ class TopKRouter(nn.Module):
         else:
             self.expert_bias = None
 
-    def forward(self, hidden: torch.Tensor) -> RouterOutput:
-        """``hidden`` [s, b, h] -> weights and indices [s * b, topk] in [s, b] token order."""
+    def forward(self, hidden: torch.Tensor, token_ids: Optional[torch.Tensor] = None) -> RouterOutput:
+        """``hidden`` [s, b, h] -> weights and indices [s * b, topk] in [s, b] token order (``token_ids`` [b, s]:
+        a hash-routed layer's tokens)."""
         seq_length = hidden.shape[0]
         logits = self._logits(hidden.reshape(-1, hidden.shape[-1]))  # [t, e]
-        scores, weights, indices = self._route(logits)
+        picked = None
+        if self.hashed:
+            if token_ids is None:
+                raise RuntimeError("a hash-routed MoE layer (--moe-hash-layers) needs the micro-batch's token ids")
+            picked = self.tid2eid[token_ids.t().reshape(-1)]  # [t, k] in [s, b] order
+        scores, weights, indices = self._route(logits, picked)
         routing_map = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, indices, True)  # [t, e]
         if self.expert_bias is not None and self.training and not is_recomputing():  # counted once per forward
             with torch.no_grad():
@@ -157,8 +167,9 @@ class TopKRouter(nn.Module):
         bias = self.bias.to(self.dtype) if self.bias is not None else None
         return linear(flat.to(self.dtype), self.weight.to(self.dtype), bias, defer_weight_grad=False)
 
-    def _route(self, logits: torch.Tensor):
-        """(normalised scores over all experts [t, e] for the aux loss, weights [t, k], indices [t, k])."""
+    def _route(self, logits: torch.Tensor, picked: Optional[torch.Tensor] = None):
+        """(normalised scores over all experts [t, e] for the aux loss, weights [t, k], indices [t, k]);
+        ``picked`` [t, k]: the experts a hash-routed layer's table chose."""
         config = self.config
         if config.moe_router_score_function == "sparsemixer":
             weights, indices = sparsemixer_route(logits, config.moe_router_topk, config.moe_router_sparsemixer_eps)
@@ -167,11 +178,13 @@ class TopKRouter(nn.Module):
             return torch.softmax(logits, dim=-1), weights, indices
         if config.moe_router_score_function == "sigmoid":
             scores = torch.sigmoid(logits)
+        elif config.moe_router_score_function == "sqrtsoftplus":  # DeepSeek-V4
+            scores = torch.sqrt(F.softplus(logits))
         elif config.moe_router_pre_softmax:
             scores = torch.softmax(logits, dim=-1)
         else:
             scores = logits  # the top-k of the logits, softmaxed below
-        indices = self._select(scores)
+        indices = picked if picked is not None else self._select(scores)
         weights = scores.gather(1, indices)  # [t, k]
         if config.moe_router_score_function == "softmax" and not config.moe_router_pre_softmax:
             weights = torch.softmax(weights, dim=-1)
@@ -179,7 +192,7 @@ class TopKRouter(nn.Module):
             weights = weights / (weights.sum(dim=-1, keepdim=True) + NORM_EPSILON)
         if config.moe_router_topk_scaling_factor is not None:
             weights = weights * config.moe_router_topk_scaling_factor
-        if config.moe_router_score_function == "sigmoid":
+        if config.moe_router_score_function in ("sigmoid", "sqrtsoftplus"):
             balance_scores = scores / (scores.sum(dim=-1, keepdim=True) + NORM_EPSILON)
         else:
             balance_scores = torch.softmax(logits, dim=-1)
@@ -219,6 +232,24 @@ class TopKRouter(nn.Module):
         offset = counts.mean() - counts  # under-used experts (positive offset) get a higher bias
         self.expert_bias += torch.sign(offset) * self.config.moe_router_bias_update_rate
         counts.zero_()
+
+
+HASH_TABLE_MULTIPLIER = 7919  # spreads consecutive token ids over the experts
+
+
+def hash_table(vocab_size: int, topk: int, experts: int) -> torch.Tensor:
+    """A hash-routed layer's table for a model built from scratch: ``[vocab, topk]`` distinct experts per token
+    id, ``(id * 7919 + j * (experts // topk)) mod experts`` (a checkpoint brings its own)."""
+    start = torch.arange(vocab_size)[:, None] * HASH_TABLE_MULTIPLIER  # [v, 1]
+    return (start + torch.arange(topk)[None, :] * (experts // topk)) % experts  # [v, k]
+
+
+def fill_hash_tables(model: nn.Module) -> None:
+    """Give every hash-routed router of ``model`` its from-scratch table (after materialisation zeroed it)."""
+    for module in model.modules():
+        if isinstance(module, TopKRouter) and module.hashed:
+            cfg = module.config
+            module.tid2eid.copy_(hash_table(cfg.vocab_size, cfg.moe_router_topk, cfg.num_experts))
 
 
 def update_expert_biases(model: nn.Module, group: Optional[Group] = None) -> None:

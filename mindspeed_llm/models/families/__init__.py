@@ -16,6 +16,7 @@ so a new module needs no edit elsewhere. What each module holds:
 * ``moe_sigmoid``: sigmoid or expert-bias routed mixtures of experts (DeepSeek-V3's router on Llama attention);
 * ``moe_fused_experts``: mixtures of experts whose experts are stored as transposed 3-D tensors;
 * ``mla_moe``: multi-latent attention with DeepSeek's mixture of experts;
+* ``deepseek_v4``: DeepSeek-V4's compressed attention, hyper-connections and hash-routed experts;
 * ``minimax``: MiniMax-Text-01's lightning-attention layers beside attention, with post-norm residuals;
 * ``ssm``: state-space models (Mamba, Mamba2).
 """

@@ -90,8 +90,6 @@ NOT_YET: Dict[str, str] = {
     "beam": "not covered yet: Beam's attention and MoE router (DeepSeek-V3.2 and Olmo3 elements)",
     "cohere2_moe": "not covered yet: Cohere's parallel layer with a top-k MoE MLP",
     "ctrl": "not covered yet: CTRL's sinusoidal positions on sqrt(d)-scaled embeddings under its own tensor names",
-    "deepseek_v4": "not covered yet: DeepSeek-V4's compressed sparse attention (CSA/HCA), hyper-connections, hash "
-                   "routing and grouped output projections (issue 28, item 2)",
     "dots3_note_text": "not covered yet: dots3's text model with a DSA-style indexer beside its MoE",
     "ergo": "not covered yet: Ergo's expert norms, fp32-output router and residual gates",
     "exaone_moe": "not covered yet: EXAONE MoE's router with per-layer sliding windows (EXAONE 4 attention)",

@@ -1,0 +1,267 @@
+"""DeepSeek-V4's attention (``--compressed-attention-pattern``): a sliding window plus compressed entries.
+
+Every layer attends with one key/value head shared by all query heads (the key is the value). Queries come from a
+latent: ``q = norm_head(W_q_up norm(W_q_down x))`` (an unweighted RMS norm per head); the key/value is
+``norm(W_kv x)``. RoPE rotates the *trailing* ``rope_dims`` of each head (interleaved pairs in DeepSeek-V4), and
+the attention output's rope dims are rotated back by the query's angle, so each value enters by its relative
+distance. The softmax has a learned sink logit per head. The layer's kind is its pattern letter:
+
+* ``S``: the ``--sliding-window`` of recent tokens only (RoPE table of ``--local-rotary-base`` when given);
+* ``H`` (HCA): the window plus every compressed entry the query may see. A :class:`Compressor` pools each
+  window of ``--hca-compress-ratio`` tokens into one entry: a softmax over the window's tokens of the gate
+  ``W_gate x + position_bias`` weighs their ``W_kv x``, then an RMS norm and RoPE at the window's first position;
+* ``C`` (CSA): entries of ``--csa-compress-ratio`` tokens whose windows overlap (entry w pools the first half of
+  the projections of window w - 1 with the second half of window w's), and of those only the top-k
+  (``--dsa-indexer-topk``) that a lightning indexer picks per query: its own overlapping compressor at
+  ``--dsa-indexer-head-dim``, its queries from the query latent, scores ``sum_h w_h relu(q_h . k)``.
+  The indexer has no gradient (its picks are discrete), as in transformers.
+
+Query t may see entry w once the entry's window has ended: ``w < (t + 1) // ratio``. Windows are counted in
+positions, so a left-padded generation row compresses its own tokens. The output projection is grouped: the
+``--o-groups`` groups of heads are each projected to ``--o-lora-rank`` (one block-diagonal product), and those
+are mixed to the hidden size.
+
+Tensor parallelism: heads (and so groups and sinks) split over TP; the down projections, the key/value, the
+compressors and the indexer are replicated, and the keys' copy into the heads all-reduces their gradient, so
+every replicated weight gets its whole gradient (under sequence parallelism the input is gathered first, as in
+MLA). Generation keeps each token's compressor projections in the KV cache and pools them again each step.
+Attention here is dense over the window and the entries (memory ``O(s (s + s / ratio))``); context parallelism and
+packed documents are refused.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import NamedTuple, Optional, Tuple
+
+import torch
+from torch import nn
+
+from core.parallel_state import ParallelState
+from core.tensor_parallel.layers import ColumnParallelLinear, ReplicatedLinear, RowParallelLinear, Segment, mark_param
+from core.tensor_parallel.mappings import copy_to_tensor_model_parallel_region, gather_from_sequence_parallel_region
+from core.tensor_parallel.param_meta import TPShard
+from core.tensor_parallel.random import get_rng_tracker
+from core.transformer.attention import explicit_attention
+from core.transformer.attention_mask import attention_allowed
+from core.transformer.config import CSA_LETTER, SLIDING_LETTER, TransformerConfig
+from core.transformer.context_parallel import SequenceLayout
+from core.transformer.norms import NonParametricNorm, build_norm
+from core.transformer.rope import RotaryEmbedding, apply_rope, layer_rotary
+
+
+def rotate_trailing(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool,
+                    inverse: bool = False) -> torch.Tensor:
+    """RoPE on the last ``rd = cos.size(-1)`` dims of ``x`` [s, b, heads, d] (cos/sin [s, b|1, 1, rd]); the leading
+    dims pass. ``inverse``: rotate by minus the angle."""
+    rd = cos.size(-1)
+    rotated = apply_rope(x[..., -rd:], cos, -sin if inverse else sin, interleaved)
+    return torch.cat([x[..., :-rd], rotated], dim=-1)
+
+
+class TokenPlaces(NamedTuple):
+    """Where the keys and queries of one forward sit: key ``positions``/``valid`` [b, sk] (False: padding) and the
+    queries' ``query_positions`` [b, sq]."""
+    positions: torch.Tensor
+    valid: torch.Tensor
+    query_positions: torch.Tensor
+
+
+def entry_visible(query_positions: torch.Tensor, entries: int, ratio: int) -> torch.Tensor:
+    """``[b, sq, W]``: query at position t sees entry w once its window has ended, ``w < (t + 1) // ratio``."""
+    ready = torch.div(query_positions + 1, ratio, rounding_mode="floor")  # [b, sq]
+    return torch.arange(entries, device=query_positions.device) < ready.unsqueeze(-1)
+
+
+def with_previous_window(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """CSA's overlap: ``[b, W, ratio, ...]`` halves -> ``[b, W, 2 ratio, ...]``, window w - 1's ``first`` then window
+    w's ``second`` (zeros / False before window 0)."""
+    previous = torch.cat([torch.zeros_like(first[:, :1]), first[:, :-1]], dim=1)
+    return torch.cat([previous, second], dim=2)
+
+
+class Compressor(nn.Module):
+    """Pools each window of ``ratio`` tokens into one entry of ``dim`` values (replicated over TP).
+
+    ``overlap`` (CSA): the projections are ``2 dim`` wide; entry w pools the first half of window w - 1's with
+    the second half of window w's, ``2 ratio`` tokens in all."""
+
+    def __init__(self, config: TransformerConfig, dim: int, ratio: int, overlap: bool) -> None:
+        super().__init__()
+        self.dim, self.ratio, self.overlap = dim, ratio, overlap
+        width = 2 * dim if overlap else dim
+        dtype = config.params_dtype
+        self.linear_kv = ReplicatedLinear(config.hidden_size, width, False, dtype)
+        self.linear_gate = ReplicatedLinear(config.hidden_size, width, False, dtype)
+        self.position_bias = mark_param(nn.Parameter(torch.empty(ratio, width, dtype=dtype)), init="zeros")
+        self.kv_layernorm = build_norm("RMSNorm", dim, config.norm_epsilon, grad_partial_over_tp=False, dtype=dtype)
+
+    def rows(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Each token's ``[kv; gate]`` projections ``[s, b, 2 width]`` (what generation caches)."""
+        return torch.cat([self.linear_kv(hidden), self.linear_gate(hidden)], dim=-1)
+
+    def pool(self, rows: torch.Tensor, places: TokenPlaces) -> torch.Tensor:
+        """Entries ``[W, b, dim]`` (normed, not rotated) of the tokens' ``rows`` [sk, b, 2 width] at their places;
+        W covers the highest position. Windows missing tokens give finite entries no query may see yet."""
+        sk, b, _ = rows.shape
+        ratio = self.ratio
+        entries = int(places.positions.max().item()) // ratio + 1 if sk else 0
+        slots = entries * ratio
+        index = torch.where(places.valid, places.positions, slots)  # [b, sk]: padding to a dropped extra slot
+        placed = rows.new_zeros(b, slots + 1, rows.size(-1)).scatter(
+            1, index.unsqueeze(-1).expand(b, sk, rows.size(-1)), rows.transpose(0, 1))[:, :slots]
+        filled = torch.zeros(b, slots + 1, dtype=torch.bool, device=rows.device).scatter(
+            1, index, places.valid)[:, :slots].view(b, entries, ratio)
+        kv, gate = placed.view(b, entries, ratio, -1).chunk(2, dim=-1)  # [b, W, ratio, width] each
+        logits = gate + self.position_bias
+        if self.overlap:  # entry w: first halves of window w - 1, second halves of window w
+            dim = self.dim
+            kv = with_previous_window(kv[..., :dim], kv[..., dim:])
+            logits = with_previous_window(logits[..., :dim], logits[..., dim:])
+            filled = with_previous_window(filled, filled)
+        logits = logits.masked_fill(~filled.unsqueeze(-1), float("-inf"))
+        logits = logits.masked_fill(~filled.any(dim=2)[:, :, None, None], 0.0)  # empty windows stay finite
+        weights = torch.softmax(logits, dim=2, dtype=torch.float32).to(kv.dtype)  # [b, W, slots, dim]
+        pooled = (kv * weights).sum(dim=2)  # [b, W, dim]
+        return self.kv_layernorm(pooled).transpose(0, 1)  # [W, b, dim]
+
+
+class CompressedIndexer(nn.Module):
+    """CSA's lightning indexer: its own overlapping compressor at ``head_dim`` and per-head queries from the
+    query latent; picks each query's top-k entries (replicated over TP, no gradient)."""
+
+    def __init__(self, config: TransformerConfig, ratio: int) -> None:
+        super().__init__()
+        self.heads, self.head_dim, self.topk = (config.dsa_indexer_n_heads, config.dsa_indexer_head_dim,
+                                                config.dsa_indexer_topk)
+        dtype = config.params_dtype
+        self.compressor = Compressor(config, self.head_dim, ratio, overlap=True)
+        self.linear_q_up_proj = ReplicatedLinear(config.q_lora_rank, self.heads * self.head_dim, False, dtype)
+        self.linear_weights_proj = ReplicatedLinear(config.hidden_size, self.heads, False, dtype)
+
+    def select(self, hidden: torch.Tensor, q_latent: torch.Tensor, keys: torch.Tensor, cos: torch.Tensor,
+               sin: torch.Tensor, visible: torch.Tensor, interleaved: bool) -> torch.Tensor:
+        """Boolean ``[b, sq, W]``: each query's top-k of the visible entries; ``keys`` [W, b, d] rotated, cos/sin
+        the queries' angles."""
+        s, b = hidden.shape[:2]
+        q = self.linear_q_up_proj(q_latent).view(s, b, self.heads, self.head_dim)
+        q = rotate_trailing(q, cos, sin, interleaved)  # [s, b, H, d]
+        scores = torch.relu(torch.einsum("sbhd,wbd->bshw", q.float(), keys.float())) * self.head_dim ** -0.5
+        weights = self.linear_weights_proj(hidden).float() * self.heads ** -0.5  # [s, b, H]
+        scores = torch.einsum("bshw,sbh->bsw", scores, weights).masked_fill(~visible, float("-inf"))  # [b, s, W]
+        picked = scores.topk(min(self.topk, scores.size(-1)), dim=-1).indices  # [b, s, k]
+        return torch.zeros_like(visible).scatter(-1, picked, True) & visible
+
+
+class CompressedAttention(nn.Module):
+    """DeepSeek-V4's attention of one layer: ``[s(/tp), b, h]`` in and out (see the module docstring)."""
+
+    def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
+        super().__init__()
+        if state.cp > 1:
+            raise ValueError("--compressed-attention-pattern (DeepSeek-V4's attention) has no context parallelism "
+                             "yet: drop --context-parallel-size")
+        self.config, self.group, self.layer_number = config, state.tp_group, layer_number
+        tp, heads, dim, dtype = self.group.size, config.num_attention_heads, config.kv_channels, config.params_dtype
+        self.local_heads, self.head_dim = heads // tp, dim
+        self.kind = config.compressed_layer_kind(layer_number)
+        self.window = config.layer_window(layer_number)
+        self.linear_q_down_proj = ReplicatedLinear(config.hidden_size, config.q_lora_rank, False, dtype)
+        self.q_layernorm = build_norm("RMSNorm", config.q_lora_rank, config.norm_epsilon, grad_partial_over_tp=False,
+                                      dtype=dtype)
+        self.linear_q_up_proj = ColumnParallelLinear(config.q_lora_rank, heads * dim, group=self.group, bias=False,
+                                                     sequence_parallel=False, segments=(Segment(heads, dim),),
+                                                     dtype=dtype)
+        self.q_head_norm = NonParametricNorm("RMSNorm", config.norm_epsilon)
+        self.linear_kv_proj = ReplicatedLinear(config.hidden_size, dim, False, dtype)
+        self.kv_layernorm = build_norm("RMSNorm", dim, config.norm_epsilon, grad_partial_over_tp=False, dtype=dtype)
+        self.sinks = mark_param(nn.Parameter(torch.empty(self.local_heads, dtype=dtype)), init="zeros",
+                                tp_shard=TPShard(0, (Segment(heads, 1),)))
+        groups, rank = config.o_groups, config.o_lora_rank
+        self.local_groups, self.group_width = groups // tp, heads * dim // groups
+        self.o_group_proj = mark_param(  # block-diagonal: group g's [rank, heads * dim / groups]
+            nn.Parameter(torch.empty(self.local_groups * rank, self.group_width, dtype=dtype)), init="normal",
+            tp_shard=TPShard(0, (Segment(groups, rank),)))
+        self.linear_proj = RowParallelLinear(groups * rank, config.hidden_size, group=self.group, bias=False,
+                                             sequence_parallel=config.sequence_parallel,
+                                             segments=(Segment(groups, rank),), dtype=dtype)
+        ratio = config.compress_ratio(layer_number)
+        self.compressor = Compressor(config, dim, ratio, overlap=self.kind == CSA_LETTER) if ratio else None
+        self.indexer = CompressedIndexer(config, ratio) if self.kind == CSA_LETTER else None
+        self.entry_rotary = RotaryEmbedding(config) if ratio else None  # the entries' angles (the global table)
+
+    def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
+                layout: Optional[SequenceLayout] = None) -> torch.Tensor:
+        # hidden [s, b, h] ([s/tp, b, h] under SP); its gradient below is whole per rank
+        cfg = self.config
+        if cfg.sequence_parallel:
+            hidden = gather_from_sequence_parallel_region(hidden, self.group, output_grad_is_partial=False)
+        s, b = hidden.shape[:2]
+        cache = layout.cache if layout is not None else None
+        places = self._places(layout, s, b, hidden.device)
+        cos, sin = layer_rotary(rotary, self.kind == SLIDING_LETTER)[:2]
+        interleaved = cfg.rope_interleaved
+        q_latent = self.q_layernorm(self.linear_q_down_proj(hidden))  # [s, b, q_lora_rank]
+        q = self.q_head_norm(self.linear_q_up_proj(q_latent).view(s, b, self.local_heads, self.head_dim))
+        q = rotate_trailing(q, cos, sin, interleaved)  # [s, b, np, d]
+        kv = self.kv_layernorm(self.linear_kv_proj(hidden)).unsqueeze(2)  # [s, b, 1, d]
+        kv = rotate_trailing(kv, cos, sin, interleaved)
+        if cache is not None:  # generation: every cached slot, attended by the cache's mask
+            keys = cache.update(self.layer_number, kv, kv)[0]  # [sk, b, 1, d]
+            allowed = cache.allowed(self.window, None)  # [b, 1, sq, sk]
+        else:
+            allowed = attention_allowed(places.query_positions[:1], places.positions[:1], self.window, None)
+            keys, allowed = kv, allowed.expand(b, s, s).unsqueeze(1)  # [b, 1, s, s]
+        if self.compressor is not None:
+            entries, seen = self._entries(hidden, q_latent, cos, sin, places, cache)  # [W, b, d], [b, sq, W]
+            keys = torch.cat([keys, entries.unsqueeze(2)], dim=0)
+            allowed = torch.cat([allowed, seen.unsqueeze(1)], dim=-1)
+        keys = copy_to_tensor_model_parallel_region(keys, self.group)  # the local heads' gradients summed over TP
+        context = rotate_trailing(self._attend(q, keys, allowed), cos, sin, interleaved, inverse=True)
+        grouped = torch.bmm(context.reshape(s * b, self.local_groups, self.group_width).transpose(0, 1),
+                            self.o_group_proj.view(self.local_groups, -1, self.group_width).transpose(1, 2))
+        return self.linear_proj(grouped.transpose(0, 1).reshape(s, b, -1))  # [s, b, h] ([s/tp, b, h] under SP)
+
+    def _places(self, layout: Optional[SequenceLayout], s: int, b: int, device: torch.device) -> TokenPlaces:
+        """Key and query positions: the cache's (generation), else 0 .. s - 1 for every row."""
+        if layout is not None and layout.cache is not None:
+            cache = layout.cache
+            end = cache.length + cache.step_len
+            return TokenPlaces(cache.positions[:, :end], cache.valid[:, :end], cache.positions[:, cache.length:end])
+        if layout is not None and (layout.cp is not None or layout.documents is not None):
+            raise ValueError("DeepSeek-V4's compressed attention does not take packed documents (--reset-attention-"
+                             "mask) or context parallelism yet")
+        positions = torch.arange(s, device=device).expand(b, s)
+        return TokenPlaces(positions, torch.ones(b, s, dtype=torch.bool, device=device), positions)
+
+    def _entries(self, hidden: torch.Tensor, q_latent: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                 places: TokenPlaces, cache: Optional[object]) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The compressed entries ``[W, b, d]`` (rotated) and which of them each query attends to ``[b, sq, W]``."""
+        entries = self._pooled(self.compressor, "compressor", hidden, places, cache)
+        seen = entry_visible(places.query_positions, entries.size(0), self.compressor.ratio)
+        if self.indexer is not None:
+            with torch.no_grad():  # discrete picks: the indexer gets no gradient
+                keys = self._pooled(self.indexer.compressor, "indexer", hidden, places, cache)
+                seen = self.indexer.select(hidden, q_latent, keys, cos, sin, seen, self.config.rope_interleaved)
+        return entries, seen
+
+    def _pooled(self, compressor: Compressor, name: str, hidden: torch.Tensor, places: TokenPlaces,
+                cache: Optional[object]) -> torch.Tensor:
+        """``compressor``'s entries over every key (the cached rows too), rotated at their windows' first
+        positions."""
+        rows = compressor.rows(hidden)  # [s, b, 2 width]
+        if cache is not None:
+            rows = cache.update_rows(self.layer_number, name, rows)  # [sk, b, 2 width]
+        entries = compressor.pool(rows, places)  # [W, b, dim]
+        starts = torch.arange(entries.size(0), device=entries.device)[:, None] * compressor.ratio  # [W, 1]
+        cos, sin = self.entry_rotary.at(starts, entries.dtype)
+        return rotate_trailing(entries.unsqueeze(2), cos, sin, self.config.rope_interleaved).squeeze(2)
+
+    def _attend(self, q: torch.Tensor, keys: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        """Softmax attention with the sinks: q [s, b, np, d] over keys = values [sk, b, 1, d] -> [s, b, np, d]."""
+        cfg = self.config
+        dropout = cfg.attention_dropout if self.training else 0.0
+        scale = cfg.attention_scale if cfg.attention_scale is not None else self.head_dim ** -0.5
+        qh, kh = q.permute(1, 2, 0, 3), keys.permute(1, 2, 0, 3)  # [b, np, s, d], [b, 1, sk, d]
+        with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():  # heads differ per TP rank
+            out = explicit_attention(qh, kh, kh, allowed, scale, None, self.sinks, dropout)  # [b, np, s, d]
+        return out.permute(2, 0, 1, 3)
