@@ -14,7 +14,10 @@ distance. The softmax has a learned sink logit per head. The layer's kind is its
   the projections of window w - 1 with the second half of window w's), and of those only the top-k
   (``--dsa-indexer-topk``) that a lightning indexer picks per query: its own overlapping compressor at
   ``--dsa-indexer-head-dim``, its queries from the query latent, scores ``sum_h w_h relu(q_h . k)``.
-  The indexer has no gradient (its picks are discrete), as in transformers.
+  Its picks are discrete, so the LM loss never reaches it (as in transformers); with ``--dsa-indexer-loss-coeff``
+  it learns, as DeepSeek-V3.2's indexer, the KL divergence from the main attention's distribution over the
+  entries (summed over heads, normalised) to its softmax, over every visible entry or, with
+  ``--dsa-indexer-use-sparse-loss``, over its picks; its inputs are detached. The loss is logged as ``indexer loss``.
 
 Query t may see entry w once the entry's window has ended: ``w < (t + 1) // ratio``. Windows are counted in
 positions, so a left-padded generation row compresses its own tokens. The output projection is grouped: the
@@ -31,12 +34,13 @@ packed documents are refused.
 from __future__ import annotations
 
 import contextlib
-from typing import NamedTuple, Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
 
-from core.parallel_state import ParallelState
+from core.parallel_state import Group, ParallelState
+from core.tensor_parallel.checkpoint import is_recomputing
 from core.tensor_parallel.layers import ColumnParallelLinear, ReplicatedLinear, RowParallelLinear, Segment, mark_param
 from core.tensor_parallel.mappings import copy_to_tensor_model_parallel_region, gather_from_sequence_parallel_region
 from core.tensor_parallel.param_meta import TPShard
@@ -45,8 +49,10 @@ from core.transformer.attention import explicit_attention
 from core.transformer.attention_mask import attention_allowed
 from core.transformer.config import CSA_LETTER, SLIDING_LETTER, TransformerConfig
 from core.transformer.context_parallel import SequenceLayout
+from core.transformer.moe.aux_losses import DSA_INDEXER_LOSS, attach_aux_loss, track_aux_losses
 from core.transformer.norms import NonParametricNorm, build_norm
 from core.transformer.rope import RotaryEmbedding, apply_rope, layer_rotary
+from core.transformer.sparse_attention import head_summed_target, kl_rows
 
 
 def rotate_trailing(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool,
@@ -138,18 +144,35 @@ class CompressedIndexer(nn.Module):
         self.linear_q_up_proj = ReplicatedLinear(config.q_lora_rank, self.heads * self.head_dim, False, dtype)
         self.linear_weights_proj = ReplicatedLinear(config.hidden_size, self.heads, False, dtype)
 
-    def select(self, hidden: torch.Tensor, q_latent: torch.Tensor, keys: torch.Tensor, cos: torch.Tensor,
-               sin: torch.Tensor, visible: torch.Tensor, interleaved: bool) -> torch.Tensor:
-        """Boolean ``[b, sq, W]``: each query's top-k of the visible entries; ``keys`` [W, b, d] rotated, cos/sin
-        the queries' angles."""
+    def scores(self, hidden: torch.Tensor, q_latent: torch.Tensor, keys: torch.Tensor, cos: torch.Tensor,
+               sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
+        """``[b, sq, W]`` fp32: ``sum_h w_h relu(q_h . k) / sqrt(d)`` of each query and entry; ``keys`` [W, b, d]
+        rotated, cos/sin the queries' angles."""
         s, b = hidden.shape[:2]
         q = self.linear_q_up_proj(q_latent).view(s, b, self.heads, self.head_dim)
         q = rotate_trailing(q, cos, sin, interleaved)  # [s, b, H, d]
         scores = torch.relu(torch.einsum("sbhd,wbd->bshw", q.float(), keys.float())) * self.head_dim ** -0.5
         weights = self.linear_weights_proj(hidden).float() * self.heads ** -0.5  # [s, b, H]
-        scores = torch.einsum("bshw,sbh->bsw", scores, weights).masked_fill(~visible, float("-inf"))  # [b, s, W]
-        picked = scores.topk(min(self.topk, scores.size(-1)), dim=-1).indices  # [b, s, k]
+        return torch.einsum("bshw,sbh->bsw", scores, weights)
+
+    @torch.no_grad()
+    def select(self, scores: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+        """Boolean ``[b, sq, W]``: each query's top-k of its visible entries."""
+        picked = scores.masked_fill(~visible, float("-inf")).topk(min(self.topk, scores.size(-1)), dim=-1).indices
         return torch.zeros_like(visible).scatter(-1, picked, True) & visible
+
+
+def indexer_kl_loss(q: torch.Tensor, entries: torch.Tensor, scores: torch.Tensor, allowed: torch.Tensor, scale: float,
+                    group: Optional[Group]) -> torch.Tensor:
+    """Mean over queries of KL(the main attention over the ``allowed`` entries, summed over all heads and
+    normalised || softmax of the indexer's ``scores``): q [s, b, np, d] and entries [W, b, d] (detached here),
+    scores/allowed [b, s, W]. Queries that see no entry add nothing."""
+    rows = allowed | ~allowed.any(dim=-1, keepdim=True)  # no all-masked softmax (those rows' terms are dropped)
+    with torch.no_grad():
+        logits = torch.einsum("sbnd,wbd->bnsw", q.detach().float(), entries.detach().float()) * scale
+        target = head_summed_target(logits, rows, group)  # [b, s, W]
+    predicted = scores.masked_fill(~rows, float("-inf")).log_softmax(dim=-1)
+    return kl_rows(target, predicted, allowed) / (q.size(0) * q.size(1))
 
 
 class CompressedAttention(nn.Module):
@@ -188,6 +211,7 @@ class CompressedAttention(nn.Module):
         self.compressor = Compressor(config, dim, ratio, overlap=self.kind == CSA_LETTER) if ratio else None
         self.indexer = CompressedIndexer(config, ratio) if self.kind == CSA_LETTER else None
         self.entry_rotary = RotaryEmbedding(config) if ratio else None  # the entries' angles (the global table)
+        self.tracked_aux_losses: Dict[str, torch.Tensor] = {}  # the indexer loss of training forwards (the log)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
                 layout: Optional[SequenceLayout] = None) -> torch.Tensor:
@@ -211,15 +235,19 @@ class CompressedAttention(nn.Module):
         else:
             allowed = attention_allowed(places.query_positions[:1], places.positions[:1], self.window, None)
             keys, allowed = kv, allowed.expand(b, s, s).unsqueeze(1)  # [b, 1, s, s]
-        if self.compressor is not None:
-            entries, seen = self._entries(hidden, q_latent, cos, sin, places, cache)  # [W, b, d], [b, sq, W]
+        index = None
+        if self.compressor is not None:  # entries [W, b, d], seen [b, sq, W]
+            entries, seen, index = self._entries(hidden, q_latent, cos, sin, places, cache)
             keys = torch.cat([keys, entries.unsqueeze(2)], dim=0)
             allowed = torch.cat([allowed, seen.unsqueeze(1)], dim=-1)
         keys = copy_to_tensor_model_parallel_region(keys, self.group)  # the local heads' gradients summed over TP
         context = rotate_trailing(self._attend(q, keys, allowed), cos, sin, interleaved, inverse=True)
         grouped = torch.bmm(context.reshape(s * b, self.local_groups, self.group_width).transpose(0, 1),
                             self.o_group_proj.view(self.local_groups, -1, self.group_width).transpose(1, 2))
-        return self.linear_proj(grouped.transpose(0, 1).reshape(s, b, -1))  # [s, b, h] ([s/tp, b, h] under SP)
+        output = self.linear_proj(grouped.transpose(0, 1).reshape(s, b, -1))  # [s, b, h] ([s/tp, b, h] under SP)
+        if index is not None and self._trains_indexer():
+            output = attach_aux_loss(output, self._indexer_loss(q, entries, *index))
+        return output
 
     def _places(self, layout: Optional[SequenceLayout], s: int, b: int, device: torch.device) -> TokenPlaces:
         """Key and query positions: the cache's (generation), else 0 .. s - 1 for every row."""
@@ -234,15 +262,34 @@ class CompressedAttention(nn.Module):
         return TokenPlaces(positions, torch.ones(b, s, dtype=torch.bool, device=device), positions)
 
     def _entries(self, hidden: torch.Tensor, q_latent: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                 places: TokenPlaces, cache: Optional[object]) -> Tuple[torch.Tensor, torch.Tensor]:
-        """The compressed entries ``[W, b, d]`` (rotated) and which of them each query attends to ``[b, sq, W]``."""
+                 places: TokenPlaces, cache: Optional[object]
+                 ) -> Tuple[torch.Tensor, torch.Tensor, Optional[Tuple[torch.Tensor, torch.Tensor]]]:
+        """The compressed entries ``[W, b, d]`` (rotated), which of them each query attends to ``[b, sq, W]`` and, in
+        a CSA layer, the indexer's scores with the entries its loss runs over (both ``[b, sq, W]``)."""
         entries = self._pooled(self.compressor, "compressor", hidden, places, cache)
         seen = entry_visible(places.query_positions, entries.size(0), self.compressor.ratio)
-        if self.indexer is not None:
-            with torch.no_grad():  # discrete picks: the indexer gets no gradient
-                keys = self._pooled(self.indexer.compressor, "indexer", hidden, places, cache)
-                seen = self.indexer.select(hidden, q_latent, keys, cos, sin, seen, self.config.rope_interleaved)
-        return entries, seen
+        if self.indexer is None:
+            return entries, seen, None
+        with contextlib.nullcontext() if self._trains_indexer() else torch.no_grad():  # detached inputs
+            keys = self._pooled(self.indexer.compressor, "indexer", hidden.detach(), places, cache)
+            scores = self.indexer.scores(hidden.detach(), q_latent.detach(), keys, cos, sin,
+                                         self.config.rope_interleaved)  # [b, sq, W]
+        picked = self.indexer.select(scores, seen)
+        return entries, picked, (scores, picked if self.config.dsa_indexer_use_sparse_loss else seen)
+
+    def _trains_indexer(self) -> bool:
+        """A training forward with an indexer loss (--dsa-indexer-loss-coeff)."""
+        return self.config.dsa_indexer_loss_coeff > 0 and self.training
+
+    def _indexer_loss(self, q: torch.Tensor, entries: torch.Tensor, scores: torch.Tensor,
+                      allowed: torch.Tensor) -> torch.Tensor:
+        """The CSA indexer's KL loss times --dsa-indexer-loss-coeff, tracked for the log."""
+        cfg = self.config
+        scale = cfg.attention_scale if cfg.attention_scale is not None else self.head_dim ** -0.5
+        loss = indexer_kl_loss(q, entries, scores, allowed, scale, self.group) * cfg.dsa_indexer_loss_coeff
+        if not is_recomputing():
+            track_aux_losses(self.tracked_aux_losses, {DSA_INDEXER_LOSS: loss})
+        return loss
 
     def _pooled(self, compressor: Compressor, name: str, hidden: torch.Tensor, places: TokenPlaces,
                 cache: Optional[object]) -> torch.Tensor:

@@ -1902,6 +1902,18 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         (:func:`dsa_topk_source`)."""
         return dsa_topk_source(layer_number, self.dsa_indexer_topk_freq, self.dsa_indexer_skip_topk_offset)
 
+    def computes_topk(self, layer_number: int) -> bool:
+        """Layer ``layer_number`` runs a lightning indexer of its own (a DSA layer that does not share, or a CSA
+        layer of --compressed-attention-pattern): the layers that add to the indexer loss."""
+        if self.is_dsa:
+            return self.dsa_topk_source(layer_number) == layer_number
+        return (self.compressed_attention_pattern or "")[layer_number:layer_number + 1] == CSA_LETTER
+
+    @property
+    def has_lightning_indexer(self) -> bool:
+        """Some layer picks its keys with a lightning indexer (DSA, or DeepSeek-V4's CSA layers)."""
+        return self.is_dsa or CSA_LETTER in (self.compressed_attention_pattern or "")
+
     @property
     def is_dsa(self) -> bool:
         """Every MLA layer is DeepSeek Sparse Attention (--experimental-attention-variant dsa)."""
@@ -2012,10 +2024,11 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                 raise ValueError(f"--dsa-indexer-head-dim {self.dsa_indexer_head_dim} must hold the {rope} rotated "
                                  "dims of DeepSeek-V4's indexer")
             shared = self._changed(("dsa_indexer_topk_freq", "dsa_indexer_skip_topk_offset",
-                                    "dsa_indexer_rope_interleaved", "dsa_indexer_k_norm_epsilon"))
+                                    "dsa_indexer_rope_interleaved", "dsa_indexer_k_norm_epsilon", "dsa_dense_warmup"))
             if shared:
                 raise ValueError(f"{shared[0]} applies to DeepSeek-V3.2's sparse attention, not to the CSA layers "
                                  "of --compressed-attention-pattern; drop it")
+            self._validate_dsa_training()
 
     def _validate_output_groups(self) -> None:
         """DeepSeek-V4's grouped output projection: --o-groups divides the heads and is split over TP."""

@@ -216,13 +216,13 @@ def dense_masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, in
 # --------------------------------------------------------------------------- the indexer loss
 
 
-def _kl_rows(target: torch.Tensor, log_predicted: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+def kl_rows(target: torch.Tensor, log_predicted: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """sum over keys of ``target (log target - log_predicted)`` where ``valid``: [b, blk, keys] -> a scalar."""
     terms = target * (target.clamp_min(KL_EPS).log() - log_predicted)
     return terms.masked_fill(~valid, 0.0).sum()
 
 
-def _head_summed_target(scores: torch.Tensor, valid: torch.Tensor, group: Optional[Group]) -> torch.Tensor:
+def head_summed_target(scores: torch.Tensor, valid: torch.Tensor, group: Optional[Group]) -> torch.Tensor:
     """Attention probabilities ``softmax(scores)`` [b, n, blk, keys] over ``valid`` [b, blk, keys], summed over all
     heads (this rank's, then the TP group's) and L1-normalised per query: [b, blk, keys]."""
     probs = scores.masked_fill(~valid[:, None], float("-inf")).softmax(dim=-1).sum(dim=1)
@@ -238,9 +238,9 @@ def _dense_kl_block(q: torch.Tensor, k: torch.Tensor, q_index: torch.Tensor, k_i
     with torch.no_grad():
         scores = torch.einsum("qbnd,kbnd->bnqk", q.float(), k.float()) * scale  # [b, n, blk, sk]
         allowed = allowed.expand(scores.size(0), -1, -1)
-        target = _head_summed_target(scores, allowed, group)
+        target = head_summed_target(scores, allowed, group)
     predicted = indexer_scores(q_index, k_index, weights, allowed).log_softmax(dim=-1)  # [b, blk, sk]
-    return _kl_rows(target, predicted, allowed)
+    return kl_rows(target, predicted, allowed)
 
 
 def _sparse_kl_block(q: torch.Tensor, k: torch.Tensor, q_index: torch.Tensor, k_index: torch.Tensor,
@@ -251,12 +251,12 @@ def _sparse_kl_block(q: torch.Tensor, k: torch.Tensor, q_index: torch.Tensor, k_
     with torch.no_grad():
         keys = _gather_rows(k.transpose(0, 1), indices)  # [b, blk, kk, n, d]
         scores = torch.einsum("qbnd,bqknd->bnqk", q.float(), keys.float()) * scale  # [b, n, blk, kk]
-        target = _head_summed_target(scores, valid, group)
+        target = head_summed_target(scores, valid, group)
     index_keys = _gather_rows(k_index.transpose(0, 1), indices)  # [b, blk, kk, d]
     per_head = torch.einsum("qbhd,bqkd->bqhk", q_index.float(), index_keys.float()).mul(q_index.size(-1) ** -0.5)
     predicted = torch.einsum("bqhk,qbh->bqk", per_head.relu(), weights.float())  # [b, blk, kk]
     predicted = predicted.masked_fill(~valid, float("-inf")).log_softmax(dim=-1)
-    return _kl_rows(target, predicted, valid)
+    return kl_rows(target, predicted, valid)
 
 
 def indexer_kl_loss(q: torch.Tensor, k: torch.Tensor, q_index: torch.Tensor, k_index: torch.Tensor,

@@ -46,10 +46,12 @@ TRAINING = ["--seq-length", "16", "--micro-batch-size", "2", "--global-batch-siz
             "--attention-dropout", "0", "--finetune", "--use-checkpoint-args"]
 RTOL, ATOL = 1e-5, 1e-6
 # flags a family trains with beside TRAINING: the DSA families train their indexers (the KL loss over every causal
-# key for DeepSeek-V3.2, over the selected keys for GLM-5), so the indexers' gradients take part too
+# key for DeepSeek-V3.2 and over every visible compressed entry for DeepSeek-V4, over the selected keys for GLM-5),
+# so the indexers' gradients take part too
 FAMILY_FLAGS: Dict[str, List[str]] = {
     "deepseek_v32": ["--dsa-indexer-loss-coeff", "0.5"],
     "glm_moe_dsa": ["--dsa-indexer-loss-coeff", "0.5", "--dsa-indexer-use-sparse-loss"],
+    "deepseek_v4": ["--dsa-indexer-loss-coeff", "0.5"],  # its CSA layer's indexer, over every visible entry
 }
 
 

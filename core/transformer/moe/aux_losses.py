@@ -77,7 +77,7 @@ def aux_loss_names(config: TransformerConfig) -> Tuple[str, ...]:
             names += ("load_balancing_loss",)
         if config.moe_z_loss_coeff is not None:
             names += ("z_loss",)
-    if config.is_dsa and config.dsa_indexer_loss_coeff > 0:
+    if config.has_lightning_indexer and config.dsa_indexer_loss_coeff > 0:
         names += (DSA_INDEXER_LOSS,)
     return names
 
@@ -86,7 +86,7 @@ def aux_loss_layers(config: TransformerConfig, name: str) -> int:
     """How many layers of the whole model (MTP layers included, built as the last decoder layer) add to the loss
     ``name`` in one forward."""
     if name == DSA_INDEXER_LOSS:  # the layers that compute their own top-k
-        counts = [config.dsa_topk_source(i) == i for i in range(config.num_layers)]
+        counts = [config.computes_topk(i) for i in range(config.num_layers)]
     else:
         counts = [config.is_moe_layer(i) for i in range(config.num_layers)]
     decoder = sum(count and i not in config.noop_layers for i, count in enumerate(counts))

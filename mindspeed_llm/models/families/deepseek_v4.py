@@ -182,7 +182,7 @@ def _deepseek_v4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
                             "--num-experts")
     require_config(cfg, FAMILY, "--moe-router-enable-expert-bias with --norm-topk-prob, --rope-interleaved, and "
                    "MoE in every layer", moe_router_enable_expert_bias=True, norm_topk_prob=True,
-                   rope_interleaved=True, moe_layer_freq=1, first_k_dense_replace=None, moe_router_num_groups=None,
+                   rope_interleaved=True, moe_layer_freq=1, first_k_dense_replace=0, moe_router_num_groups=None,
                    moe_expert_capacity_factor=None, shared_expert_gate=False, moe_router_pre_softmax=False)
     if cfg.moe_router_score_function not in SCORE_FUNCTIONS:
         raise RegistryError(f"{FAMILY} scores experts with {' or '.join(SCORE_FUNCTIONS)}, not "
