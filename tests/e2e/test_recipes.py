@@ -84,6 +84,9 @@ SHRUNK_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size"
                 "--first-k-dense-replace", "--moe-ffn-hidden-size", "--q-lora-rank", "--kv-lora-rank",
                 "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim",  # MoE/MLA sizes
                 "--dsa-indexer-n-heads", "--dsa-indexer-head-dim", "--dsa-indexer-topk",  # DSA indexer sizes
+                # DeepSeek-V4: the pattern follows the layers, the output groups the heads, one hash-routed layer
+                "--compressed-attention-pattern", "--o-groups", "--o-lora-rank", "--hca-compress-ratio",
+                "--moe-hash-layers",
                 "--mamba-head-dim",  # Zamba's Mamba1 SSMs are each expand x hidden / heads wide: they follow it
                 # linear-attention heads where they follow the attention heads (MiniMax's lightning layers)
                 "--linear-num-key-heads", "--linear-num-value-heads", "--linear-key-head-dim", "--linear-value-head-dim",

@@ -78,26 +78,32 @@ def _hash_layers(hf: Dict[str, Any], layers: int) -> int:
 
 
 def _rope_config(hf: Dict[str, Any]) -> Dict[str, Any]:
-    """``main`` -> the sliding layers' --local-rotary-base; ``compress`` -> --rotary-base with its scaling."""
+    """``main`` -> the sliding layers' --local-rotary-base; ``compress`` -> --rotary-base with its scaling. A flat
+    config (DeepSeek's release: ``rope_theta``, ``compress_rope_theta``, ``rope_scaling`` and ``qk_rope_head_dim``)
+    means the same: its scaling is the compressed layers'."""
     params = hf.get("rope_parameters") or {}
-    partial = float(hf.get("partial_rotary_factor") or _DEFAULTS["partial_rotary_factor"])
+    partial = hf.get("partial_rotary_factor")
+    if partial is None:
+        partial = int(hf["qk_rope_head_dim"]) / int(hf["head_dim"]) if hf.get("qk_rope_head_dim") else \
+            _DEFAULTS["partial_rotary_factor"]
     main = params.get("main") or {"rope_theta": hf["rope_theta"]}
     compress = params.get("compress")
     if compress is None:  # a flat config: its rope parameters are the compressed layers'
-        compress = {**{k: v for k, v in params.items() if k not in ("main", "compress")},
+        flat = {**(hf.get("rope_scaling") or {}), **params}
+        compress = {**{k: v for k, v in flat.items() if k not in ("main", "compress", "rope_theta")},
                     "rope_theta": hf["compress_rope_theta"]}
-    if main.get("rope_type", "default") != "default":
-        raise RegistryError(f"{FAMILY} main rope_type={main['rope_type']!r} is not supported (the sliding layers' "
-                            "RoPE is plain)")
+    if main.get("rope_type", main.get("type", "default")) != "default":
+        raise RegistryError(f"{FAMILY} main rope_type={main.get('rope_type', main.get('type'))!r} is not supported "
+                            "(the sliding layers' RoPE is plain)")
     compress = {k: v for k, v in compress.items() if k != "partial_rotary_factor"}
     factor = compress.pop("attention_factor", None)
-    yarn = compress.get("rope_type") == "yarn"
+    yarn = compress.get("rope_type", compress.get("type")) == "yarn"
     if factor is not None and (not yarn or float(factor) != 1.0):
         raise RegistryError(f"{FAMILY} compress rope attention_factor={factor!r} is not supported (1.0 with yarn)")
     kwargs = _rope_settings({"max_position_embeddings": hf["max_position_embeddings"], "rope_parameters": compress})
     if yarn:  # transformers' V4 applies no YaRN attention factor: mscale / mscale_all_dim = 1
         kwargs.update(rope_scaling_mscale=1.0, rope_scaling_mscale_all_dim=1.0)
-    return {**kwargs, "rotary_percent": partial, "local_rotary_base": float(main["rope_theta"])}
+    return {**kwargs, "rotary_percent": float(partial), "local_rotary_base": float(main["rope_theta"])}
 
 
 def _moe_config(hf: Dict[str, Any], layers: int) -> Dict[str, Any]:
@@ -137,17 +143,18 @@ def _deepseek_v4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     rates = {**_DEFAULT_RATES, **(hf.get("compress_rates") or {})}
     common = _common_config({**hf, "intermediate_size": hf["moe_intermediate_size"], "rope_parameters": None,
                              "rope_scaling": None, "partial_rotary_factor": None})
+    pattern = "".join(LAYER_TYPE_LETTERS[t] for t in types)
+    indexer = {"dsa_indexer_n_heads": int(hf["index_n_heads"]), "dsa_indexer_head_dim": int(hf["index_head_dim"]),
+               "dsa_indexer_topk": int(hf["index_topk"])} if CSA_LETTER in pattern else {}
     for key in ("rotary_base", "rotary_percent", "rope_scaling_type"):
         common.pop(key, None)
     return {**common, **_rope_config(hf), **_moe_config(hf, layers),
             "num_query_groups": 1, "kv_channels": int(hf["head_dim"]), "q_lora_rank": int(hf["q_lora_rank"]),
             "rope_interleaved": True, "sliding_window": int(hf["sliding_window"]),
-            "compressed_attention_pattern": "".join(LAYER_TYPE_LETTERS[t] for t in types),
+            "compressed_attention_pattern": pattern, **indexer,
             "csa_compress_ratio": int(rates["compressed_sparse_attention"]),
             "hca_compress_ratio": int(rates["heavily_compressed_attention"]),
-            "o_groups": int(hf["o_groups"]), "o_lora_rank": int(hf["o_lora_rank"]),
-            "dsa_indexer_n_heads": int(hf["index_n_heads"]), "dsa_indexer_head_dim": int(hf["index_head_dim"]),
-            "dsa_indexer_topk": int(hf["index_topk"]), "enable_mhc_connections": True,
+            "o_groups": int(hf["o_groups"]), "o_lora_rank": int(hf["o_lora_rank"]), "enable_mhc_connections": True,
             "mhc_num_residual_streams": int(hf["hc_mult"]), "mhc_sinkhorn_iterations": int(hf["hc_sinkhorn_iters"]),
             "mhc_eps": float(hf["hc_eps"]), "attention_dropout": float(hf.get("attention_dropout") or 0.0)}
 
@@ -194,13 +201,15 @@ def _deepseek_v4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
     out = _common_hf_config(cfg)
     out.pop("intermediate_size")
     letters = {letter: kind for kind, letter in LAYER_TYPE_LETTERS.items()}
-    return {**out, **_rope_hf(cfg, out), "q_lora_rank": cfg.q_lora_rank, "sliding_window": cfg.sliding_window,
+    rope = _rope_hf(cfg, out)  # takes the flat rope keys out of ``out``
+    return {**out, **rope, "q_lora_rank": cfg.q_lora_rank, "sliding_window": cfg.sliding_window,
             "layer_types": [letters[c] for c in cfg.compressed_attention_pattern],
             "compress_rates": {"compressed_sparse_attention": cfg.csa_compress_ratio,
                                "heavily_compressed_attention": cfg.hca_compress_ratio},
             "o_groups": cfg.o_groups, "o_lora_rank": cfg.o_lora_rank,
-            "index_n_heads": cfg.dsa_indexer_n_heads or 1, "index_head_dim": cfg.dsa_indexer_head_dim or 1,
-            "index_topk": cfg.dsa_indexer_topk or 1, "hc_mult": cfg.mhc_num_residual_streams,
+            "index_n_heads": cfg.dsa_indexer_n_heads or _DEFAULTS["index_n_heads"],
+            "index_head_dim": cfg.dsa_indexer_head_dim or _DEFAULTS["index_head_dim"],
+            "index_topk": cfg.dsa_indexer_topk or _DEFAULTS["index_topk"], "hc_mult": cfg.mhc_num_residual_streams,
             "hc_sinkhorn_iters": cfg.mhc_sinkhorn_iterations, "hc_eps": cfg.mhc_eps,
             "n_routed_experts": cfg.num_experts, "num_experts_per_tok": cfg.moe_router_topk,
             "moe_intermediate_size": moe_ffn, "n_shared_experts": shared // moe_ffn,
@@ -266,4 +275,7 @@ def _weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
 DEEPSEEK_V4 = register(Family(FAMILY, FAMILY, "DeepseekV4ForCausalLM", _deepseek_v4_config, _deepseek_v4_hf_config,
                               _GLOBAL_WEIGHTS + _LAYER_WEIGHTS + _ATTENTION_WEIGHTS, preserved_keys=_PRESERVED,
                               weights_for=_weights, hf_tensor_aliases=TENSOR_ALIASES,
+                              # the indexer sizes of a model without CSA layers, and YaRN's mscale keys (read as 1)
+                              equivalent_keys=(("index_n_heads", "index_head_dim", "index_topk"),
+                                               ("rope_parameters",)),
                               unloaded_hf_prefixes=("mtp.", "model.mtp.")), "deepseek4")
