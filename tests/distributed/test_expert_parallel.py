@@ -15,7 +15,9 @@ losses) for two SGD steps (the second sees the first's update), micro-batch 1, g
 - a DeepSeek-V3-shaped model (MLA, group-limited sigmoid routing with the expert bias, a dense first
   layer, one MTP module whose ``mtp_1 loss`` is compared too) under PP2 x EP2, and its DeepSeek-V3.2 form
   (DeepSeek Sparse Attention, top-3 of 8 keys, with the indexer's sparse KL loss, whose ``indexer loss`` is compared
-  too) under PP2 x EP2 and TP2 + SP x EP2.
+  too) under PP2 x EP2 and TP2 + SP x EP2;
+- a DeepSeek-V4-shaped model (compressed attention of every kind with the CSA indexer's loss, hyper-connections, a
+  hash-routed layer, sqrtsoftplus scores) under PP2 x EP2 and TP2 + SP x PP2 x EP2 (whole experts).
 
 Each compares with the single-process run of the same flags (minus the parallel ones): the step's
 ``lm loss``, ``load_balancing_loss``, ``z_loss`` and gradient norm within 1e-5 (relative), and, for
@@ -78,6 +80,17 @@ DEEPSEEK_V3 = ["--num-layers", "4", "--multi-latent-attention", "--q-lora-rank",
 DEEPSEEK_V32 = DEEPSEEK_V3 + ["--rope-interleaved", "--experimental-attention-variant", "dsa", "--dsa-indexer-n-heads",
                               "2", "--dsa-indexer-head-dim", "4", "--dsa-indexer-topk", "3", "--dsa-indexer-loss-coeff",
                               "0.5", "--dsa-indexer-use-sparse-loss"]
+# DeepSeek-V4: compressed attention (CSA, HCA, sliding, CSA; one shared KV head, grouped output projection, the CSA
+# indexer's dense KL loss), two hyper-connection streams, a hash-routed first layer, sqrtsoftplus scores, a clamped
+# SwiGLU; every layer MoE
+DEEPSEEK_V4 = ["--num-layers", "4", "--first-k-dense-replace", "0", "--group-query-attention", "--num-query-groups",
+               "1", "--kv-channels", "8", "--rotary-percent", "0.5", "--rope-interleaved", "--local-rotary-base", "500",
+               "--q-lora-rank", "8", "--compressed-attention-pattern", "CHSC", "--sliding-window", "3",
+               "--csa-compress-ratio", "2", "--hca-compress-ratio", "4", "--o-groups", "2", "--o-lora-rank", "4",
+               "--dsa-indexer-n-heads", "2", "--dsa-indexer-head-dim", "4", "--dsa-indexer-topk", "2",
+               "--dsa-indexer-loss-coeff", "0.5", "--enable-mhc-connections", "--mhc-num-residual-streams", "2",
+               "--mhc-sinkhorn-iterations", "3", "--moe-hash-layers", "1", "--moe-router-score-function", "sqrtsoftplus",
+               "--activation-func-clamp-value", "2", "--untie-embeddings-and-output-weights"]
 WHOLE_EXPERTS_TP2 = ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-tensor-parallel-size", "1"]
 # a hybrid stack (Mamba2, attention, MLP and MoE layers, Megatron-core's letters); BASE's leading dense layer
 # is the pattern's business there, so --first-k-dense-replace goes back to its default
@@ -111,6 +124,10 @@ JOBS: Dict[str, Tuple[List[str], List[str], bool]] = {
                                      DEEPSEEK_V32, False),
     "deepseek_v32_dsa_mtp_tp2_sp_ep2": (_ep(2, "alltoall", "--tensor-model-parallel-size", "2", "--sequence-parallel",
                                             *DEEPSEEK_V32), DEEPSEEK_V32, False),
+    "deepseek_v4_pp2_ep2": (_ep(2, "alltoall", "--pipeline-model-parallel-size", "2", *DEEPSEEK_V4), DEEPSEEK_V4,
+                            False),
+    "deepseek_v4_tp2_sp_pp2_ep2": (_ep(2, "alltoall", *WHOLE_EXPERTS_TP2, "--pipeline-model-parallel-size", "2",
+                                       *DEEPSEEK_V4), DEEPSEEK_V4, False),
     "etp1_tp2_sp_ep2": (_ep(2, "alltoall", *WHOLE_EXPERTS_TP2), [], False),
     "etp1_tp2_sp_ep4_allgather_grouped": (_ep(4, "allgather", "--moe-grouped-gemm", *WHOLE_EXPERTS_TP2), [], False),
     "etp1_tp2_sp_ep4_capacity_biases": (_ep(4, "alltoall", *WHOLE_EXPERTS_TP2, *CAPACITY, *BIASES),
@@ -223,7 +240,7 @@ def test_expert_parallel_layout_equals_ep1(results, name: str) -> None:
     _, reference_flags, weights = JOBS[name]
     reference = results["references"][tuple(reference_flags)]
     expected = {"lm loss", "load_balancing_loss", "z_loss", "grad_norm"} | ({"mtp_1 loss"} if "mtp" in name else set())
-    expected |= {"indexer loss"} if "dsa" in name else set()
+    expected |= {"indexer loss"} if "dsa" in name or "deepseek_v4" in name else set()
     assert set(reference["steps"][0]) == expected
     assert reference["steps"][1]["lm loss"] != reference["steps"][0]["lm loss"]
     for rank, per_rank in enumerate(results["per_rank"]):
