@@ -1,0 +1,172 @@
+"""DeepSeek-V4's pieces beside the zoo's parity (``cases_deepseek_v4.py``): the family's reading of DeepSeek's own
+config.json and its refusals, the config's one-line refusals, the compressor against a loop over windows (and a
+left-padded row against the same tokens unpadded), the hyper-connections' Sinkhorn projection, the hash table, and
+the CSA indexer's loss reaching the indexer only.
+
+    python -m pytest tests/models/test_deepseek_v4.py -q
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict
+
+import pytest
+import torch
+
+from core.models.gpt_model import build_model, layout_state
+from core.transformer.compressed_attention import Compressor, TokenPlaces, entry_visible
+from core.transformer.config import TransformerConfig
+from core.transformer.hyper_connection import sinkhorn
+from core.transformer.moe.router import hash_table
+from mindspeed_llm.models.registry import RegistryError, get_family
+
+# DeepSeek-V4-Flash's config.json as DeepSeek publishes it: flat rope keys, compress_ratios (with the MTP layer's
+# trailing 0), num_hash_layers
+FLASH: Dict[str, Any] = {
+    "architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4", "hidden_size": 4096, "head_dim": 512,
+    "num_hidden_layers": 43, "num_attention_heads": 64, "num_key_value_heads": 1, "q_lora_rank": 1024,
+    "qk_rope_head_dim": 64, "o_groups": 8, "o_lora_rank": 1024, "index_n_heads": 64, "index_head_dim": 128,
+    "index_topk": 512, "sliding_window": 128, "hc_mult": 4, "hc_sinkhorn_iters": 20, "hc_eps": 1e-6,
+    "n_routed_experts": 256, "num_experts_per_tok": 6, "n_shared_experts": 1, "moe_intermediate_size": 2048,
+    "scoring_func": "sqrtsoftplus", "routed_scaling_factor": 1.5, "num_hash_layers": 3, "swiglu_limit": 10.0,
+    "rope_theta": 10000, "compress_rope_theta": 160000, "max_position_embeddings": 1048576, "vocab_size": 129280,
+    "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 16, "original_max_position_embeddings": 65536,
+                     "type": "yarn"},
+    "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "num_nextn_predict_layers": 1,
+    "compress_ratios": [0, 0] + [4, 128] * 20 + [4, 0]}
+
+
+def test_flash_config_json_reads_as_its_fields() -> None:
+    config = TransformerConfig(**get_family("deepseek4").to_config(FLASH))
+    assert config.compressed_attention_pattern == "SS" + "CH" * 20 + "C"
+    assert (config.csa_compress_ratio, config.hca_compress_ratio, config.sliding_window) == (4, 128, 128)
+    assert (config.kv_channels, config.num_query_groups, config.rope_dims(False)) == (512, 1, 64)
+    assert (config.rotary_base, config.local_rotary_base, config.rope_scaling_type) == (160000.0, 10000.0, "yarn")
+    assert (config.rope_scaling_factor, config.rope_original_max_position_embeddings) == (16.0, 65536)
+    assert (config.o_groups, config.o_lora_rank, config.dsa_indexer_topk) == (8, 1024, 512)
+    assert (config.mhc_num_residual_streams, config.mhc_sinkhorn_iterations) == (4, 20)
+    assert (config.moe_hash_layers, config.moe_router_score_function, config.activation_func_clamp_value) == \
+        (3, "sqrtsoftplus", 10.0)
+    assert config.moe_router_topk_scaling_factor == 1.5 and config.norm_topk_prob and config.mtp_num_layers is None
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"num_key_value_heads": 2}, "one key/value head"),
+    ({"scoring_func": "softmax"}, "scoring_func='softmax'"),
+    ({"mlp_layer_types": ["moe", "hash_moe"] + ["moe"] * 41}, "leading run of hash_moe"),
+    ({"compress_ratios": None, "layer_types": ["full_attention"] * 43}, "layer_types"),
+    ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+])
+def test_family_refuses_in_one_line(change: Dict[str, Any], fragment: str) -> None:
+    with pytest.raises(RegistryError, match=None) as error:
+        get_family("deepseek_v4").to_config({**FLASH, **change})
+    assert fragment in str(error.value) and "\n" not in str(error.value)
+
+
+TINY = dict(num_layers=3, hidden_size=32, num_attention_heads=4, vocab_size=64, add_bias_linear=False,
+            compressed_attention_pattern="CHS", num_query_groups=1, kv_channels=8, rotary_percent=0.5,
+            rope_interleaved=True, q_lora_rank=8, sliding_window=3, csa_compress_ratio=2, hca_compress_ratio=4,
+            o_groups=2, o_lora_rank=4, dsa_indexer_n_heads=2, dsa_indexer_head_dim=4, dsa_indexer_topk=2,
+            enable_mhc_connections=True, mhc_num_residual_streams=2, num_experts=4, moe_router_topk=2,
+            moe_hash_layers=1, moe_router_score_function="sqrtsoftplus", ffn_hidden_size=16, attention_dropout=0.0,
+            hidden_dropout=0.0)
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"dsa_indexer_topk": None}, "--dsa-indexer-topk"),
+    ({"o_groups": 3}, "--o-groups 3"),
+    ({"o_groups": 1, "tensor_model_parallel_size": 2}, "--o-groups 1"),
+    ({"num_query_groups": 2}, "--num-query-groups 1"),
+    ({"sliding_window": None}, "--sliding-window"),
+    ({"multi_latent_attention": True, "kv_lora_rank": 4}, "--multi-latent-attention"),
+    ({"dsa_dense_warmup": True, "dsa_indexer_loss_coeff": 1.0}, "--dsa-dense-warmup"),
+    ({"moe_hash_layers": 4}, "--moe-hash-layers 4"),
+    ({"first_k_dense_replace": 1}, "--moe-hash-layers 1"),
+    ({"mtp_num_layers": 1}, "--enable-mhc-connections does not support --mtp-num-layers"),
+    ({"compressed_attention_pattern": "CHX"}, "one letter per layer"),
+])
+def test_config_refuses_in_one_line(change: Dict[str, Any], fragment: str) -> None:
+    with pytest.raises(ValueError) as error:
+        TransformerConfig(**{**TINY, **change})
+    assert fragment in str(error.value) and "\n" not in str(error.value)
+
+
+def _loop_pool(compressor: Compressor, rows: torch.Tensor) -> torch.Tensor:
+    """The entries ``[W, b, d]`` of one contiguous row set ``rows`` [s, b, 2 width], window by window."""
+    ratio, dim = compressor.ratio, compressor.dim
+    kv, gate = rows.chunk(2, dim=-1)
+    bias = compressor.position_bias[:, None, :]  # [ratio, 1, width]
+    entries = []
+    for w in range(rows.size(0) // ratio):
+        window = slice(w * ratio, (w + 1) * ratio)
+        values, logits = kv[window], gate[window] + bias  # [ratio, b, width]
+        if compressor.overlap:
+            previous = slice((w - 1) * ratio, w * ratio)
+            values = values[..., dim:]
+            logits = logits[..., dim:]
+            if w > 0:
+                values = torch.cat([kv[previous][..., :dim], values])
+                logits = torch.cat([(gate[previous] + bias)[..., :dim], logits])
+        weights = torch.softmax(logits, dim=0)
+        entries.append(compressor.kv_layernorm((weights * values).sum(0)))
+    return torch.stack(entries)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_compressor_pools_each_window_as_a_loop_does(overlap: bool) -> None:
+    torch.manual_seed(0)
+    config = TransformerConfig(**TINY)
+    compressor = Compressor(config, 8, 3, overlap)
+    with torch.no_grad():
+        for param in compressor.parameters():
+            param.normal_()
+    rows = torch.randn(9, 2, 4 * compressor.dim if overlap else 2 * compressor.dim)  # [s, b, 2 width]
+    positions = torch.arange(9).expand(2, 9)
+    pooled = compressor.pool(rows, TokenPlaces(positions, torch.ones(2, 9, dtype=torch.bool), positions))
+    torch.testing.assert_close(pooled, _loop_pool(compressor, rows))
+    # the same tokens left-padded by two slots in row 1: its entries are the unpadded ones
+    padded = torch.cat([torch.randn(2, 2, rows.size(-1)), rows], dim=0)  # [11, b, 2 width]
+    valid = torch.ones(2, 11, dtype=torch.bool)
+    valid[1, :2] = False
+    valid[0, 9:] = False  # row 0 holds its 9 tokens first, then two padding slots
+    padded[:9, 0] = rows[:, 0]
+    places = torch.stack([torch.cat([torch.arange(9), torch.zeros(2, dtype=torch.long)]),
+                          torch.cat([torch.zeros(2, dtype=torch.long), torch.arange(9)])])
+    torch.testing.assert_close(compressor.pool(padded, TokenPlaces(places, valid, places)), pooled)
+
+
+def test_entries_become_visible_when_their_window_ends() -> None:
+    seen = entry_visible(torch.arange(8)[None], 4, 2)[0]  # [s, W]
+    assert seen.sum(-1).tolist() == [0, 1, 1, 2, 2, 3, 3, 4]
+
+
+def test_sinkhorn_tends_to_doubly_stochastic() -> None:
+    comb = torch.rand(5, 4, 4) + 0.1
+    projected = sinkhorn(comb, 50, 1e-9)
+    torch.testing.assert_close(projected.sum(-1), torch.ones(5, 4), atol=1e-5, rtol=0)
+    torch.testing.assert_close(projected.sum(-2), torch.ones(5, 4), atol=1e-5, rtol=0)
+
+
+def test_hash_table_gives_distinct_experts_per_token() -> None:
+    table = hash_table(1000, 6, 256)
+    assert table.shape == (1000, 6) and all(len(set(row.tolist())) == 6 for row in table)
+    assert len({tuple(row.tolist()) for row in table[:100]}) > 50 and int(table.max()) < 256
+
+
+def _grads(config: TransformerConfig, tokens: torch.Tensor) -> Dict[str, torch.Tensor]:
+    model = build_model(config, layout_state(), torch.device("cpu"), seed=3).train()
+    model(tokens, labels=tokens.roll(-1, 1)).mean().backward()
+    return {name: param.grad for name, param in model.named_parameters()}
+
+
+def test_indexer_loss_reaches_the_indexer_only() -> None:
+    """The LM loss never reaches the CSA indexer (its picks are discrete); its KL loss reaches only it."""
+    tokens = torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(0))
+    plain = _grads(TransformerConfig(**TINY), tokens)
+    trained = _grads(dataclasses.replace(TransformerConfig(**TINY), dsa_indexer_loss_coeff=0.5), tokens)
+    indexer = [name for name in plain if ".indexer." in name]
+    assert indexer and all(plain[name] is None for name in indexer)
+    assert all(trained[name] is not None and trained[name].abs().max() > 0 for name in indexer)
+    for name, grad in plain.items():
+        if name not in indexer:
+            torch.testing.assert_close(trained[name], grad, msg=name)
