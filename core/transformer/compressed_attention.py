@@ -37,12 +37,16 @@ import contextlib
 from typing import Dict, NamedTuple, Optional, Tuple
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from core.parallel_state import Group, ParallelState
 from core.tensor_parallel.checkpoint import is_recomputing
 from core.tensor_parallel.layers import ColumnParallelLinear, ReplicatedLinear, RowParallelLinear, Segment, mark_param
-from core.tensor_parallel.mappings import copy_to_tensor_model_parallel_region, gather_from_sequence_parallel_region
+from core.tensor_parallel.cp_mappings import fetch_rows
+from core.tensor_parallel.mappings import (all_reduce, copy_to_tensor_model_parallel_region,
+                                           gather_from_sequence_parallel_region,
+                                           sum_partials_over_tensor_model_parallel_region)
 from core.tensor_parallel.param_meta import TPShard
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import explicit_attention
@@ -65,11 +69,14 @@ def rotate_trailing(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, inter
 
 
 class TokenPlaces(NamedTuple):
-    """Where the keys and queries of one forward sit: key ``positions``/``valid`` [b, sk] (False: padding) and the
-    queries' ``query_positions`` [b, sq]."""
+    """Where the keys and queries of one forward sit: key ``positions``/``valid`` [b, sk] (False: padding), the
+    queries' ``query_positions`` [b, sq], the sequence's ``length`` (one past its last position: the entries span
+    it) and, under context parallelism, the CP ``group`` whose ranks hold the other keys."""
     positions: torch.Tensor
     valid: torch.Tensor
     query_positions: torch.Tensor
+    length: int
+    group: Optional[Group] = None
 
 
 def entry_visible(query_positions: torch.Tensor, entries: int, ratio: int) -> torch.Tensor:
@@ -105,12 +112,14 @@ class Compressor(nn.Module):
         """Each token's ``[kv; gate]`` projections ``[s, b, 2 width]`` (what generation caches)."""
         return torch.cat([self.linear_kv(hidden), self.linear_gate(hidden)], dim=-1)
 
-    def pool(self, rows: torch.Tensor, places: TokenPlaces) -> torch.Tensor:
-        """Entries ``[W, b, dim]`` (normed, not rotated) of the tokens' ``rows`` [sk, b, 2 width] at their places;
-        W covers the highest position. Windows missing tokens give finite entries no query may see yet."""
+    def pool(self, rows: torch.Tensor, places: TokenPlaces, entries: int, group: Optional[Group] = None
+             ) -> torch.Tensor:
+        """Entries ``[entries, b, dim]`` (normed, not rotated) of the tokens' ``rows`` [sk, b, 2 width] at their
+        places. Windows missing tokens give finite entries no query may see yet. ``group``: context parallelism,
+        each rank holding some of the tokens: the softmax pooling's numerator and denominator are summed over it
+        (shifted by the group's maximum), so every rank gets every entry."""
         sk, b, _ = rows.shape
         ratio = self.ratio
-        entries = int(places.positions.max().item()) // ratio + 1 if sk else 0
         slots = entries * ratio
         index = torch.where(places.valid, places.positions, slots)  # [b, sk]: padding to a dropped extra slot
         placed = rows.new_zeros(b, slots + 1, rows.size(-1)).scatter(
@@ -124,10 +133,18 @@ class Compressor(nn.Module):
             kv = with_previous_window(kv[..., :dim], kv[..., dim:])
             logits = with_previous_window(logits[..., :dim], logits[..., dim:])
             filled = with_previous_window(filled, filled)
-        logits = logits.masked_fill(~filled.unsqueeze(-1), float("-inf"))
-        logits = logits.masked_fill(~filled.any(dim=2)[:, :, None, None], 0.0)  # empty windows stay finite
-        weights = torch.softmax(logits, dim=2, dtype=torch.float32).to(kv.dtype)  # [b, W, slots, dim]
-        pooled = (kv * weights).sum(dim=2)  # [b, W, dim]
+        logits = logits.float().masked_fill(~filled.unsqueeze(-1), float("-inf"))  # [b, W, slots, dim]
+        with torch.no_grad():  # the shift cancels in the ratio: no gradient through it
+            shift = logits.amax(dim=2, keepdim=True)
+            if group is not None and group.size > 1:
+                shift = all_reduce(shift, group, dist.ReduceOp.MAX)
+            shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))  # windows no rank fills
+        weights = torch.exp(logits - shift)  # [b, W, slots, dim], 0 where not filled
+        numerator, denominator = (kv.float() * weights).sum(dim=2), weights.sum(dim=2)  # [b, W, dim]
+        if group is not None and group.size > 1:  # each rank's tokens' share, every rank's entries
+            numerator = sum_partials_over_tensor_model_parallel_region(numerator, group)
+            denominator = sum_partials_over_tensor_model_parallel_region(denominator, group)
+        pooled = (numerator / denominator.clamp_min(torch.finfo(torch.float32).tiny)).to(rows.dtype)
         return self.kv_layernorm(pooled).transpose(0, 1)  # [W, b, dim]
 
 
@@ -180,9 +197,6 @@ class CompressedAttention(nn.Module):
 
     def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
         super().__init__()
-        if state.cp > 1:
-            raise ValueError("--compressed-attention-pattern (DeepSeek-V4's attention) has no context parallelism "
-                             "yet: drop --context-parallel-size")
         self.config, self.group, self.layer_number = config, state.tp_group, layer_number
         tp, heads, dim, dtype = self.group.size, config.num_attention_heads, config.kv_channels, config.params_dtype
         self.local_heads, self.head_dim = heads // tp, dim
@@ -212,6 +226,7 @@ class CompressedAttention(nn.Module):
         self.indexer = CompressedIndexer(config, ratio) if self.kind == CSA_LETTER else None
         self.entry_rotary = RotaryEmbedding(config) if ratio else None  # the entries' angles (the global table)
         self.tracked_aux_losses: Dict[str, torch.Tensor] = {}  # the indexer loss of training forwards (the log)
+        self._cp_group: Optional[Group] = None  # this forward's CP group (None without context parallelism)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
                 layout: Optional[SequenceLayout] = None) -> torch.Tensor:
@@ -232,10 +247,12 @@ class CompressedAttention(nn.Module):
         if cache is not None:  # generation: every cached slot, attended by the cache's mask
             keys = cache.update(self.layer_number, kv, kv)[0]  # [sk, b, 1, d]
             allowed = cache.allowed(self.window, None)  # [b, 1, sq, sk]
+        elif places.group is not None:  # context parallelism: the window's keys, fetched from their ranks
+            keys, allowed = self._window_keys(kv, layout)
         else:
             allowed = attention_allowed(places.query_positions[:1], places.positions[:1], self.window, None)
             keys, allowed = kv, allowed.expand(b, s, s).unsqueeze(1)  # [b, 1, s, s]
-        index = None
+        index, self._cp_group = None, places.group
         if self.compressor is not None:  # entries [W, b, d], seen [b, sq, W]
             entries, seen, index = self._entries(hidden, q_latent, cos, sin, places, cache)
             keys = torch.cat([keys, entries.unsqueeze(2)], dim=0)
@@ -250,16 +267,36 @@ class CompressedAttention(nn.Module):
         return output
 
     def _places(self, layout: Optional[SequenceLayout], s: int, b: int, device: torch.device) -> TokenPlaces:
-        """Key and query positions: the cache's (generation), else 0 .. s - 1 for every row."""
+        """Key and query positions: the cache's (generation), this CP rank's, else 0 .. s - 1 for every row."""
         if layout is not None and layout.cache is not None:
             cache = layout.cache
             end = cache.length + cache.step_len
-            return TokenPlaces(cache.positions[:, :end], cache.valid[:, :end], cache.positions[:, cache.length:end])
-        if layout is not None and (layout.cp is not None or layout.documents is not None):
+            positions = cache.positions[:, :end]
+            return TokenPlaces(positions, cache.valid[:, :end], cache.positions[:, cache.length:end],
+                               int(positions.max().item()) + 1)
+        if layout is not None and layout.documents is not None:
             raise ValueError("DeepSeek-V4's compressed attention does not take packed documents (--reset-attention-"
-                             "mask) or context parallelism yet")
+                             "mask, packed SFT samples) yet: its windows would pool across documents")
+        if layout is not None and layout.cp is not None:  # this rank's tokens, scattered over the sequence
+            positions = layout.positions.expand(b, s)
+            return TokenPlaces(positions, torch.ones(b, s, dtype=torch.bool, device=device), positions,
+                               layout.seq_len, layout.cp.group)
         positions = torch.arange(s, device=device).expand(b, s)
-        return TokenPlaces(positions, torch.ones(b, s, dtype=torch.bool, device=device), positions)
+        return TokenPlaces(positions, torch.ones(b, s, dtype=torch.bool, device=device), positions, s)
+
+    def _window_keys(self, kv: torch.Tensor, layout: SequenceLayout) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Under CP: the keys of this rank's queries' windows ``[m, b, 1, d]`` (only those rows travel, from the
+        ranks that hold them) and the mask ``[b, 1, sq, m]``."""
+        cp, queries = layout.cp, layout.positions  # [sq] sequence positions
+        order = cp.all_positions(layout.seq_len, kv.device)  # [s]: the position of each CP-rank-order row
+        row_of = torch.empty_like(order)
+        row_of[order] = torch.arange(order.numel(), device=kv.device)
+        candidates = torch.arange(layout.seq_len, device=kv.device)
+        needed = attention_allowed(queries, candidates, self.window).any(dim=0)  # [s]
+        wanted = torch.sort(row_of[needed]).values  # [m] CP-rank-order rows
+        keys = fetch_rows(kv, wanted, cp.group)  # [m, b, 1, d]
+        allowed = attention_allowed(queries, order[wanted], self.window)  # [sq, m]
+        return keys, allowed.expand(kv.size(1), -1, -1).unsqueeze(1)
 
     def _entries(self, hidden: torch.Tensor, q_latent: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                  places: TokenPlaces, cache: Optional[object]
@@ -287,8 +324,12 @@ class CompressedAttention(nn.Module):
         cfg = self.config
         scale = cfg.attention_scale if cfg.attention_scale is not None else self.head_dim ** -0.5
         loss = indexer_kl_loss(q, entries, scores, allowed, scale, self.group) * cfg.dsa_indexer_loss_coeff
+        cp = self._cp_group
+        if cp is not None:  # this rank's queries' share of the sequence's mean; the log shows their sum
+            loss = loss / cp.size
         if not is_recomputing():
-            track_aux_losses(self.tracked_aux_losses, {DSA_INDEXER_LOSS: loss})
+            logged = loss if cp is None else all_reduce(loss.detach().clone(), cp)
+            track_aux_losses(self.tracked_aux_losses, {DSA_INDEXER_LOSS: logged})
         return loss
 
     def _pooled(self, compressor: Compressor, name: str, hidden: torch.Tensor, places: TokenPlaces,
@@ -298,7 +339,8 @@ class CompressedAttention(nn.Module):
         rows = compressor.rows(hidden)  # [s, b, 2 width]
         if cache is not None:
             rows = cache.update_rows(self.layer_number, name, rows)  # [sk, b, 2 width]
-        entries = compressor.pool(rows, places)  # [W, b, dim]
+        count = -(-places.length // compressor.ratio)  # entries spanning the sequence
+        entries = compressor.pool(rows, places, count, places.group)  # [W, b, dim]
         starts = torch.arange(entries.size(0), device=entries.device)[:, None] * compressor.ratio  # [W, 1]
         cos, sin = self.entry_rotary.at(starts, entries.dtype)
         return rotate_trailing(entries.unsqueeze(2), cos, sin, self.config.rope_interleaved).squeeze(2)

@@ -20,7 +20,10 @@ shared attention block over [hidden; embeddings]: Ulysses CP 2, with documents a
 block on both stages, at CP 2 x TP 2 + SP), and DeepSeek Sparse Attention on MLA (not recurrent: the indexer's keys
 gathered, the selected keys' latents fetched from their ranks), both stages with the indexer's KL loss (the sparse
 loss at ring CP 2, with documents at CP 4 and at CP 2 x TP 2 + SP; the dense warm-up, its indexers alone trained, at
-CP 2 and with documents at CP 4). Layouts:
+CP 2 and with documents at CP 4), and DeepSeek-V4's compressed attention (each query chunk's window of keys fetched
+from its ranks, every rank's share of each compressed entry's pooling summed over CP; CSA, HCA and sliding layers with
+the indexer's dense loss at ring CP 2, at CP 2 x TP 2 + SP and at CP 2 x PP 2, its sparse loss contiguous at CP 2 and
+at ring CP 4, hyper-connections throughout). Layouts:
 the ring's load-balanced chunks (at CP 4 a chunk of 2 tokens, shorter than the conv's 3 carried inputs),
 contiguous parts (the ring with ``--attention-mask-type general``), Ulysses and the
 hybrid 2 x 2 (whose chain visits CP ranks 0, 2, 3, 1), CP 2 x TP 2 with sequence parallelism, CP 2 x PP 2,
@@ -128,6 +131,17 @@ DSA = ["--num-layers", "2", "--multi-latent-attention", "--q-lora-rank", "8", "-
        "--dsa-indexer-loss-coeff", "0.5", "--ffn-hidden-size", "32", "--swiglu", "--position-embedding-type", "rope"]
 DSA_SPARSE = DSA + ["--dsa-indexer-use-sparse-loss"]
 DSA_WARMUP = DSA + ["--dsa-dense-warmup"]
+# DeepSeek-V4's compressed attention (not recurrent: its CP fetches each query chunk's window of keys from their ranks
+# and sums every rank's share of each compressed entry's softmax pooling): CSA (entries of 2 overlapping tokens, a
+# top-3), HCA (entries of 4) and a sliding layer, the CSA indexer's dense or sparse KL loss, two hyper-connection
+# streams (dense MLPs: MoE layers do not take context parallelism yet)
+DEEPSEEK_V4 = ["--num-layers", "3", "--group-query-attention", "--num-query-groups", "1", "--kv-channels", "8",
+               "--rotary-percent", "0.5", "--rope-interleaved", "--local-rotary-base", "500", "--q-lora-rank", "8",
+               "--compressed-attention-pattern", "CHS", "--sliding-window", "5", "--csa-compress-ratio", "2",
+               "--hca-compress-ratio", "4", "--o-groups", "2", "--o-lora-rank", "4", "--dsa-indexer-n-heads", "2",
+               "--dsa-indexer-head-dim", "4", "--dsa-indexer-topk", "3", "--dsa-indexer-loss-coeff", "0.5",
+               "--enable-mhc-connections", "--mhc-num-residual-streams", "2", "--ffn-hidden-size", "32", "--swiglu",
+               "--position-embedding-type", "rope"]
 DOCUMENTS = ["--reset-attention-mask", "--eod-mask-loss"]  # (positions restart too where a layer reads them)
 MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAMBA2 + DOCUMENTS,
           "gdn": GDN, "gdn_gpt": GDN_GPT,
@@ -143,7 +157,8 @@ MODELS = {"mamba2": MAMBA2, "mamba1": MAMBA1, "hybrid": HYBRID, "documents": MAM
           "zamba_documents": ZAMBA + DOCUMENTS + ["--reset-position-ids"], "zamba1": ZAMBA1,
           "zamba1_documents": ZAMBA1 + DOCUMENTS, "dsa": DSA_SPARSE, "dsa_warmup": DSA_WARMUP,
           "dsa_documents": DSA_SPARSE + DOCUMENTS + ["--reset-position-ids"],
-          "dsa_warmup_documents": DSA_WARMUP + DOCUMENTS + ["--reset-position-ids"]}
+          "dsa_warmup_documents": DSA_WARMUP + DOCUMENTS + ["--reset-position-ids"],
+          "deepseek_v4": DEEPSEEK_V4, "deepseek_v4_sparse": DEEPSEEK_V4 + ["--dsa-indexer-use-sparse-loss"]}
 RING, ULYSSES, HYBRID_CP = "megatron_cp_algo", "ulysses_cp_algo", "hybrid_cp_algo"
 CONTIGUOUS = ["--attention-mask-type", "general"]  # the ring without load balancing: one part per rank
 
@@ -171,7 +186,9 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "kda_bailing_ring_cp2": ("kda_bailing", _cp(2)),
         "zamba_ulysses_cp2": ("zamba", _cp(2, ULYSSES)),
         "dsa_cp2": ("dsa", _cp(2)),
-        "dsa_warmup_cp2": ("dsa_warmup", _cp(2))},
+        "dsa_warmup_cp2": ("dsa_warmup", _cp(2)),
+        "deepseek_v4_cp2": ("deepseek_v4", _cp(2)),
+        "deepseek_v4_sparse_contiguous_cp2": ("deepseek_v4_sparse", _cp(2, RING, *CONTIGUOUS))},
     4: {"mamba2_ring_cp4": ("mamba2", _cp(4)),
         "hybrid_2x2": ("hybrid", _cp(4, HYBRID_CP, "--ulysses-degree-in-cp", "2")),
         "mamba2_ring_cp2_tp2_sp": ("mamba2", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
@@ -207,7 +224,12 @@ LAYOUTS: Dict[int, Dict[str, Tuple[str, List[str]]]] = {
         "zamba1_ring_cp2_tp2_sp": ("zamba1", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
         "dsa_documents_cp4": ("dsa_documents", _cp(4)),
         "dsa_warmup_documents_cp4": ("dsa_warmup_documents", _cp(4)),
-        "dsa_cp2_tp2_sp": ("dsa", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"])},
+        "dsa_cp2_tp2_sp": ("dsa", _cp(2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
+        "deepseek_v4_sparse_cp4": ("deepseek_v4_sparse", _cp(4)),
+        "deepseek_v4_cp2_tp2_sp": ("deepseek_v4", _cp(2) + ["--tensor-model-parallel-size", "2",
+                                                           "--sequence-parallel"]),
+        "deepseek_v4_cp2_pp2": ("deepseek_v4", _cp(2) + ["--pipeline-model-parallel-size", "2",
+                                                        "--num-layer-list", "2,1"])},
 }
 TOLERANCE = 1e-5
 

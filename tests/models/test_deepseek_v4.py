@@ -122,7 +122,7 @@ def test_compressor_pools_each_window_as_a_loop_does(overlap: bool) -> None:
             param.normal_()
     rows = torch.randn(9, 2, 4 * compressor.dim if overlap else 2 * compressor.dim)  # [s, b, 2 width]
     positions = torch.arange(9).expand(2, 9)
-    pooled = compressor.pool(rows, TokenPlaces(positions, torch.ones(2, 9, dtype=torch.bool), positions))
+    pooled = compressor.pool(rows, TokenPlaces(positions, torch.ones(2, 9, dtype=torch.bool), positions, 9), 3)
     torch.testing.assert_close(pooled, _loop_pool(compressor, rows))
     # the same tokens left-padded by two slots in row 1: its entries are the unpadded ones
     padded = torch.cat([torch.randn(2, 2, rows.size(-1)), rows], dim=0)  # [11, b, 2 width]
@@ -132,7 +132,7 @@ def test_compressor_pools_each_window_as_a_loop_does(overlap: bool) -> None:
     padded[:9, 0] = rows[:, 0]
     places = torch.stack([torch.cat([torch.arange(9), torch.zeros(2, dtype=torch.long)]),
                           torch.cat([torch.zeros(2, dtype=torch.long), torch.arange(9)])])
-    torch.testing.assert_close(compressor.pool(padded, TokenPlaces(places, valid, places)), pooled)
+    torch.testing.assert_close(compressor.pool(padded, TokenPlaces(places, valid, places, 9), 3), pooled)
 
 
 def test_entries_become_visible_when_their_window_ends() -> None:
