@@ -28,8 +28,15 @@ Tensor parallelism: heads (and so groups and sinks) split over TP; the down proj
 compressors and the indexer are replicated, and the keys' copy into the heads all-reduces their gradient, so
 every replicated weight gets its whole gradient (under sequence parallelism the input is gathered first, as in
 MLA). Generation keeps each token's compressor projections in the KV cache and pools them again each step.
-Attention here is dense over the window and the entries (memory ``O(s (s + s / ratio))``); context parallelism and
-packed documents are refused.
+
+Context parallelism (any ``--context-parallel-algo``: the layer has its own exchange): each rank keeps its queries,
+fetches from their owners only the keys of its query chunks' windows (``cp_mappings.fetch_rows``: the window's halo,
+not an all-gather), and pools every compressed entry from its own tokens' share: each rank's softmax numerator and
+denominator of every entry, shifted by the group's maximum, are summed over CP (``[s / ratio, dim]`` per compressor,
+a fraction of the keys' size), so every rank holds every entry. The indexer scores its queries against all of them;
+its loss is each rank's share of the sequence's mean.
+Attention here is dense over the window and the entries (memory ``O(s (s + s / ratio))``); packed documents are
+refused (a window would pool across documents).
 """
 from __future__ import annotations
 
