@@ -777,6 +777,10 @@ class ModelConfig:
     # token j reads row position_j + offset (OPT, BioGpt, XGLM: 2) [--position-embedding-offset]
     position_embedding_offset: int = config_field(
         0, help="absolute positions read table row position + offset (OPT, BioGpt, XGLM: 2)")
+    # the sinusoidal table's frequencies 10000^(-k / (d/2)) of tensor2tensor (CTRL) instead of fairseq's
+    # 10000^(-k / (d/2 - 1)) [--sinusoidal-t2t-frequencies]
+    sinusoidal_t2t_frequencies: bool = config_field(False, help="sinusoidal positions at tensor2tensor's frequencies "
+                                                                "10000^(-k/(d/2)) (CTRL), not fairseq's")
     # False: layer 0 has no norm before attention (ModernBERT) [--no-first-input-layernorm]
     first_input_layernorm: bool = config_field(True, flag="--no-first-input-layernorm",
                                                help="layer 0 has no norm before attention (ModernBERT: the "
@@ -2189,6 +2193,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if rope and (absolute or kind == "alibi"):
             raise ValueError(f"--position-embedding-type {kind} has no rotary embedding for {', '.join(rope)}; "
                              "drop them or use --position-embedding-type rope")
+        if self.sinusoidal_t2t_frequencies and kind != "sinusoidal":
+            raise ValueError("--sinusoidal-t2t-frequencies sets the sinusoidal table's frequencies: it needs "
+                             "--position-embedding-type sinusoidal")
         if self.position_embedding_type == "sinusoidal" and self.hidden_size < 4:
             raise ValueError(f"--position-embedding-type sinusoidal needs --hidden-size of 4 or more, "
                              f"got {self.hidden_size}")

@@ -42,10 +42,11 @@ def local_position_ids(seq_len: int, position_ids: Optional[torch.Tensor], group
     return positions
 
 
-def sinusoidal_embedding(positions: torch.Tensor, dim: int) -> torch.Tensor:
-    """fairseq's fixed embedding ``[..., dim]`` (fp32) of integer ``positions`` (the table's row numbers)."""
+def sinusoidal_embedding(positions: torch.Tensor, dim: int, t2t: bool = False) -> torch.Tensor:
+    """fairseq's fixed embedding ``[..., dim]`` (fp32) of integer ``positions`` (the table's row numbers);
+    ``t2t``: tensor2tensor's frequencies ``10000^(-k / (dim / 2))`` (CTRL) instead of ``10000^(-k / (dim / 2 - 1))``."""
     half = dim // 2
-    step = math.log(10000) / (half - 1)
+    step = math.log(10000) / (half if t2t else half - 1)
     freqs = torch.exp(torch.arange(half, dtype=torch.int64, device=positions.device).float() * -step)  # [d]
     angles = positions.float().unsqueeze(-1) * freqs  # [..., d]
     table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)  # [..., 2d]
@@ -73,4 +74,4 @@ class PositionEmbedding(nn.Module):
         rows = rows + cfg.position_embedding_offset  # [s, b|1] table rows
         if self.learned:
             return F.embedding(rows, self.weight).to(dtype)  # [s, b|1, h]
-        return sinusoidal_embedding(rows, cfg.hidden_size).to(dtype)  # [s, b|1, h]
+        return sinusoidal_embedding(rows, cfg.hidden_size, cfg.sinusoidal_t2t_frequencies).to(dtype)  # [s, b|1, h]

@@ -4,7 +4,7 @@ Merged into ``tests/models/test_zoo_parity.CASES``; ``BASE`` there gives
 hidden 64, 4 heads, 3 layers, vocabulary 128 and 256 positions (the keys a
 family does not use are ignored by its HF config). In transformers 5.x OPT's
 positions come from the attention mask (all ones here: 0..s-1), BioGpt's and
-XGLM's from ``arange``, so the random tokens may contain ``pad_token_id``
+XGLM's and CTRL's from ``arange``, so the random tokens may contain ``pad_token_id``
 without moving any position; XGLM zeroes sinusoidal row ``pad_token_id`` (1 by
 default), below the offset 2, so no position reads it.
 """
@@ -26,6 +26,7 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
     "opt": ("OPTConfig", "OPTForCausalLM", dict(ffn_dim=96), "opt"),
     "biogpt": ("BioGptConfig", "BioGptForCausalLM", dict(intermediate_size=96), "biogpt"),
     "xglm": ("XGLMConfig", "XGLMForCausalLM", dict(ffn_dim=96), "xglm"),
+    "ctrl": ("CTRLConfig", "CTRLLMHeadModel", dict(dff=96), "ctrl"),
 }
 # Variants: OPT without linear biases and with weightless LayerNorms (--disable-bias-linear --non-parametric-norm)
 CASES["opt_no_bias_no_affine"] = ("OPTConfig", "OPTForCausalLM",
@@ -35,3 +36,5 @@ CASES["biogpt_unscaled_untied"] = ("BioGptConfig", "BioGptForCausalLM",
                                    dict(intermediate_size=96, scale_embedding=False, tie_word_embeddings=False), "biogpt")
 CASES["xglm_untied_relu"] = ("XGLMConfig", "XGLMForCausalLM",
                              dict(ffn_dim=96, tie_word_embeddings=False, activation_function="relu"), "xglm")
+# CTRL untied (its lm_head keeps its bias)
+CASES["ctrl_untied"] = ("CTRLConfig", "CTRLLMHeadModel", dict(dff=96, tie_word_embeddings=False), "ctrl")

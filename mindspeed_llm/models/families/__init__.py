@@ -14,6 +14,9 @@ so a new module needs no edit elsewhere. What each module holds:
 * ``moe_common``: the pieces the mixture-of-experts modules share (expert weight rules, routing keys);
 * ``moe_softmax``: softmax-routed mixtures of experts, one tensor per expert or fused;
 * ``moe_sigmoid``: sigmoid or expert-bias routed mixtures of experts (DeepSeek-V3's router on Llama attention);
+* ``gated_attention_moe``: mixtures of experts with a sigmoid-gated attention output and NoPE full layers (AFMoE);
+* ``kolibri_mellum_flint``: Qwen3-MoE-style experts with sliding-window layers (Mellum, Flint);
+* ``moe_variants``: MoE versions of covered decoders (EXAONE-MoE, Cohere2-MoE, MiniCPM5-MoE);
 * ``moe_fused_experts``: mixtures of experts whose experts are stored as transposed 3-D tensors;
 * ``mla_moe``: multi-latent attention with DeepSeek's mixture of experts;
 * ``deepseek_v4``: DeepSeek-V4's compressed attention, hyper-connections and hash-routed experts;

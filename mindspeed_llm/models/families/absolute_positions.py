@@ -1,6 +1,6 @@
-"""Families with absolute position embeddings: GPT-2, GPTBigCode, GPT-Neo, OPT, BioGpt and XGLM.
+"""Families with absolute position embeddings: GPT-2, GPTBigCode, GPT-Neo, OPT, BioGpt, XGLM and CTRL.
 
-All six are pre-norm LayerNorm decoders with a non-gated MLP and absolute
+All seven are pre-norm LayerNorm decoders with a non-gated MLP and absolute
 positions added to the word embeddings:
 
 * GPT-2 (``gpt2``): learned positions (``--position-embedding-type
@@ -22,6 +22,11 @@ positions added to the word embeddings:
   1e-5 whatever ``layer_norm_eps`` says (transformers ignores that key).
 * XGLM (``xglm``): fixed sinusoidal positions with offset 2
   (``--position-embedding-type sinusoidal``), GELU, embeddings times sqrt(d_model).
+* CTRL (``ctrl``): sinusoidal positions at tensor2tensor's frequencies (``--sinusoidal-t2t-frequencies``, no
+  offset) added to the word embeddings times sqrt(n_embd), ReLU, LayerNorms of eps 1e-6 (transformers hard-codes it
+  in the layers: ``layer_norm_epsilon`` must say so), ``lm_head`` tied with a bias of its own
+  (``--add-output-layer-bias``); tensors ``transformer.w``, ``transformer.h.{i}.multi_head_attention.W{q,k,v}`` /
+  ``dense``, ``layernorm1`` / ``layernorm2``, ``ffn.0`` / ``ffn.2``, ``transformer.layernorm``.
 
 The HF configs written back keep the source's dropout keys (and BioGpt's unused ``layer_norm_eps``).
 Each tied family ties ``lm_head`` (BioGpt: ``output_projection``) to the word embeddings by default.
@@ -336,6 +341,44 @@ def _xglm_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
             "add_cross_attention": False}
 
 
+CTRL_EPS = 1e-6  # transformers' CTRL layers' LayerNorm eps, whatever layer_norm_epsilon says
+
+
+def _ctrl_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    eps = float(hf.get("layer_norm_epsilon", CTRL_EPS))
+    if eps != CTRL_EPS:
+        raise RegistryError(f"ctrl layer_norm_epsilon={eps} is not supported: transformers' CTRL layers use "
+                            f"{CTRL_EPS} and only its final norm reads the key")
+    hidden = int(hf["n_embd"])
+    kwargs = _absolute_config(hf, layers=int(hf["n_layer"]), hidden=hidden, heads=int(hf["n_head"]),
+                              ffn=int(hf["dff"]), positions=int(hf["n_positions"]), eps=CTRL_EPS,
+                              init_std=float(hf.get("initializer_range", 0.02)))
+    return {**kwargs, "activation": "relu", "position_embedding_type": "sinusoidal",
+            "sinusoidal_t2t_frequencies": True, "input_embeds_norm": True, "add_output_layer_bias": True}
+
+
+def _ctrl_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    _expect(cfg, "ctrl", **{**PLAIN, "add_output_layer_bias": True}, add_bias_linear=True, norm_epsilon=CTRL_EPS,
+            position_embedding_type="sinusoidal", sinusoidal_t2t_frequencies=True, position_embedding_offset=0,
+            input_embeds_norm=True, activation="relu", num_query_groups=cfg.num_attention_heads, softmax_scale=None)
+    return {**_base_hf(cfg), "n_embd": cfg.hidden_size, "n_layer": cfg.num_layers, "n_head": cfg.num_attention_heads,
+            "dff": cfg.ffn_hidden_size, "n_positions": cfg.max_position_embeddings,
+            "initializer_range": cfg.init_method_std, "layer_norm_epsilon": CTRL_EPS}
+
+
+CTRL_WEIGHTS = _rules("transformer.h.", "{i}.", _with_biases([
+    ("input_layernorm", "layernorm1", "copy"), ("self_attention.linear_proj", "multi_head_attention.dense", "copy"),
+    ("pre_mlp_layernorm", "layernorm2", "copy"), ("mlp.linear_fc1", "ffn.0", "copy"),
+    ("mlp.linear_fc2", "ffn.2", "copy")]),
+    *(WeightRule(f"decoder.layers.{{i}}.self_attention.linear_qkv.{kind}",
+                 tuple(f"transformer.h.{{i}}.multi_head_attention.W{p}.{kind}" for p in "qkv"), "fuse_rows")
+      for kind in ("weight", "bias")),
+    WeightRule("embedding.word_embeddings.weight", ("transformer.w.weight",), "vocab"),
+    WeightRule("output_layer_bias", ("lm_head.bias",), "vocab"),  # tied: the bias beside the shared embeddings
+    WeightRule("output_layer.bias", ("lm_head.bias",), "vocab"),  # untied: the output layer's own
+    WeightRule("output_layer.weight", ("lm_head.weight",), "vocab"),
+    WeightRule("decoder.final_layernorm.weight", ("transformer.layernorm.weight",)),
+    WeightRule("decoder.final_layernorm.bias", ("transformer.layernorm.bias",)))
 OPT_WEIGHTS = _fairseq_layer("model.decoder.") + _fairseq_top("model.decoder.", "final_layer_norm", "lm_head.weight")
 BIOGPT_WEIGHTS = _fairseq_layer("biogpt.") + _fairseq_top("biogpt.", "layer_norm", "output_projection.weight")
 XGLM_WEIGHTS = _fairseq_layer("model.") + _fairseq_top("model.", "layer_norm", "lm_head.weight", positions=False)
@@ -349,3 +392,4 @@ GPT_NEO = register(Family("gpt_neo", "gpt_neo", "GPTNeoForCausalLM", _gpt_neo_co
 OPT = register(Family("opt", "opt", "OPTForCausalLM", _opt_config, _opt_hf_config, OPT_WEIGHTS))
 BIOGPT = register(Family("biogpt", "biogpt", "BioGptForCausalLM", _biogpt_config, _biogpt_hf_config, BIOGPT_WEIGHTS))
 XGLM = register(Family("xglm", "xglm", "XGLMForCausalLM", _xglm_config, _xglm_hf_config, XGLM_WEIGHTS))
+CTRL = register(Family("ctrl", "ctrl", "CTRLLMHeadModel", _ctrl_config, _ctrl_hf_config, CTRL_WEIGHTS))

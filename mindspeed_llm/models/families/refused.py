@@ -81,29 +81,47 @@ NOT_EXPRESSIBLE: Dict[str, str] = {
               "no equivalent",
     "openai-gpt": "GPT-1's post-norm residuals LayerNorm(x + f(x)) have no equivalent (the decoder norms before or "
                   "after each branch, inside the residual)",
+    "axk1": ("A.X-K1's post_mlp_layernorm: an RMSNorm on the MoE block's output before the residual add, on MoE "
+             "layers only and none on attention, which the decoder lacks (--post-norm norms both branches of every "
+             "layer)"),
+    "axk2": ("A.X-K2's gated RMSNorms (the input norms, and the pre-MLP norm of MoE layers, times sigmoid of a "
+             "rank-r SiLU MLP of the normed output) and its MLA query/output-gate projection over the [normed; raw] "
+             "query latent have no equivalent in the decoder"),
+    "beam": ("Beam's depth-scaled residual adds (branch / sqrt(k) + residual * sqrt((k - 1) / k), k = 2 (layer + 1) "
+             "for attention and one more for the MLP), its NoPE layers' query scale (1 + (p + 1) / 2048)^0.1 and its "
+             "attention gate's per-head bias have no equivalent in the decoder"),
+    "dots3_note_text": ("dots3's text model: an RMSNorm on MLA's shared rope key, sliding-window MLA layers with their "
+                        "own heads, latent ranks, head dims and RoPE base beside DSA layers (the decoder's DSA indexes "
+                        "every MLA layer, all of one shape) and a per-head output gate on the indexer's layers have no "
+                        "equivalent in the decoder"),
+    "ergo": ("Ergo's residual gates (each add is sigmoid(w) branch + sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2) "
+             "residual with a learned per-channel w) and per-expert RMSNorms on each routed expert's output before "
+             "the weighted sum have no equivalent in the decoder"),
+    "hy_v4": ("HY-V4's hyper-connections without stream mixing (new streams post * y + X: no comb or Sinkhorn, post "
+              "hc_magnitude * sigmoid + hc_eps), MLA with learnable sinks and a sigmoid output gate on its DSA layers, "
+              "and a SwiGLU clamp on the routed experts only have no equivalent in the decoder"),
+    "kolibri1": ("Kolibri-1's router picks the top-k of the raw logits plus e_score_correction_bias (the bias added "
+                 "before the sigmoid); the decoder's expert-bias router adds it to the sigmoid scores"),
+    "kolibri1_1": ("Kolibri 1.1's weightless sparse attention (keys picked by ReLU scores of the first query heads "
+                   "against KV head 0 from a block-averaged candidate pool, plus sink and local tokens, on "
+                   "NVFP4-rounded keys/values) and its layers reading another layer's keys/values have no equivalent "
+                   "(the decoder's DSA is MLA with a learned lightning indexer)"),
+    "laguna": ("Laguna's attention output gate is softplus(g_proj x) (the decoder's --attention-output-gate is a "
+               "sigmoid), with per-layer query head counts (num_attention_heads_per_layer) and a partial_rotary_factor "
+               "per layer kind, which the decoder's one head count and one --rotary-percent cannot hold"),
+    "lara_mini": ("Lara-Mini checkpoints fuse the gated DeltaNet's input projections into one linear_attn.in_proj "
+                  "(rows [q|k|v|z|b|a]); one HF tensor feeding two of our parameters (in_proj_qkvz, in_proj_ba) is "
+                  "something the weight map can read but not write back"),
+    "longcat_flash": ("LongCat-Flash's shortcut MoE (each layer's MoE reads the first sub-block's MLP input and is "
+                      "added after the second sub-block) and its zero-computation experts (the router may pick an "
+                      "identity expert) have no slot in the decoder's layers or MoE"),
+    "mimo_v2_flash": ("MiMo-V2-Flash's value heads are narrower than its query/key heads (v_head_dim 128 vs head_dim "
+                      "192; the decoder's attention has one head dim outside MLA), its attention sinks are on the "
+                      "sliding-window layers only and its values are scaled by attention_value_scale"),
     "zaya": "Zaya's compressed cross-attention projections (CCA) and residual scaling have no equivalent",
 }
 NOT_YET: Dict[str, str] = {
-    "afmoe": "not covered yet: AFMoE's token-choice router and gated attention with per-layer sliding windows",
-    "axk1": "not covered yet: AXK1's MLA attention with its own top-k router (DeepSeek-V3 / GLM-4.7-Flash layers)",
-    "axk2": "not covered yet: AXK2's DSA indexer with gated MLPs beside its MoE",
-    "beam": "not covered yet: Beam's attention and MoE router (DeepSeek-V3.2 and Olmo3 elements)",
-    "cohere2_moe": "not covered yet: Cohere's parallel layer with a top-k MoE MLP",
-    "ctrl": "not covered yet: CTRL's sinusoidal positions on sqrt(d)-scaled embeddings under its own tensor names",
-    "dots3_note_text": "not covered yet: dots3's text model with a DSA-style indexer beside its MoE",
-    "ergo": "not covered yet: Ergo's expert norms, fp32-output router and residual gates",
-    "exaone_moe": "not covered yet: EXAONE MoE's router with per-layer sliding windows (EXAONE 4 attention)",
-    "flint": "not covered yet: Flint's MoE with GPT-OSS style attention sinks",
     "gemma3n_text": "not covered yet: Gemma 3n's AltUp, Laurel blocks, per-layer embeddings and activation sparsity",
-    "hy_v4": "not covered yet: HY-V4's DSA indexer with hyper-connections (DeepSeek-V4 elements)",
-    "kolibri1": "not covered yet: Kolibri's attention and MoE (EXAONE 4 / Qwen3-MoE elements)",
-    "kolibri1_1": "not covered yet: Kolibri 1.1's DSA-style indexer",
-    "laguna": "not covered yet: Laguna's MoE with gated attention and per-layer head counts",
-    "lara_mini": "not covered yet: Lara-Mini's gated DeltaNet with MoE and Flint-style attention",
-    "longcat_flash": "not covered yet: LongCat-Flash's zero-computation experts and two MLA blocks per layer",
-    "mellum": "not covered yet: Mellum's MoE attention (Laguna / Qwen3-MoE elements)",
-    "mimo_v2_flash": "not covered yet: MiMo-V2-Flash's hybrid sliding/full attention with sinks and its MoE",
-    "minicpm5_moe": "not covered yet: MiniCPM5's MoE on DeepSeek-V3 style attention with MiniCPM's scales",
 }
 
 
