@@ -988,6 +988,12 @@ class ModelConfig:
     shared_expert_gate: bool = config_field(False, group="mixture of experts", features=(MOE,),
                                             help="the shared expert's output times sigmoid(x . w) per token "
                                                  "(Qwen2-MoE)")
+    # the shared expert's output times a constant (Cohere2-MoE's "average" combination: (routed + shared) / 2 is
+    # this 0.5 with --moe-router-topk-scaling-factor 0.5) [--moe-shared-expert-scale]
+    moe_shared_expert_scale: Optional[float] = config_field(None, group="mixture of experts", type=float,
+                                                            features=(MOE,),
+                                                            help="the shared expert's output times this constant "
+                                                                 "(Cohere2-MoE's average: 0.5)")
     moe_layer_freq: int = config_field(1, group="mixture of experts", features=(MOE,),
                                        help="every Nth layer (0, N, 2N, ...) is an MoE layer")
     first_k_dense_replace: int = config_field(0, group="mixture of experts", features=(MOE,),
@@ -1534,6 +1540,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         elif self._changed(("moe_router_sparsemixer_eps",)):
             raise ValueError("--moe-router-sparsemixer-eps applies to --moe-router-score-function sparsemixer; "
                              "add it or drop the eps")
+        if self.moe_shared_expert_scale is not None and self.moe_shared_expert_intermediate_size is None:
+            raise ValueError("--moe-shared-expert-scale scales the shared expert's output: add "
+                             "--moe-shared-expert-intermediate-size (or --n-shared-experts) or drop it")
         for flag, value in (("--moe-ffn-hidden-size", self.moe_ffn_hidden_size),
                             ("--moe-router-topk-scaling-factor", self.moe_router_topk_scaling_factor),
                             ("--moe-z-loss-coeff", self.moe_z_loss_coeff)):

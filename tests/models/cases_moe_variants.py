@@ -7,8 +7,9 @@ one leading dense layer, a sliding window with the full layer NoPE, a small RoPE
 ``cohere2_moe``: LayerNorm, softmax over the top-k logits, a shared expert added ("sum"), a dense first layer
 of its own FFN size that attends fully with RoPE (``prefix_dense_sliding_window_pattern`` 1), then a sliding
 layer and a NoPE full layer; ``head_dim`` other than hidden / heads, attention biases, a logit scale;
-``cohere2_moe_sigmoid``: RMSNorm, renormalised sigmoid routing, no shared expert, untied, two dense layers
-whose full one is NoPE (prefix pattern 2).
+``cohere2_moe_sigmoid``: RMSNorm, renormalised sigmoid routing, a shared expert averaged with the routed ones
+(transformers' default "average": both halves times 0.5), untied, two dense layers whose full one is NoPE (prefix
+pattern 2).
 ``minicpm5_moe``: the gated attention with biases, 8 experts in 4 groups, two shared experts, a dense first
 layer, a small RoPE base; ``minicpm5_moe_mqa``: one KV head, every layer MoE, top-k not renormalised.
 """
@@ -38,6 +39,7 @@ CASES: Dict[str, Tuple[str, str, Dict[str, Any], str]] = {
     "cohere2_moe_sigmoid": ("Cohere2MoeConfig", "Cohere2MoeForCausalLM",
                             dict(**SMALL_ROPE, num_experts=4, num_experts_per_tok=2, intermediate_size=32,
                                  head_dim=16, expert_selection_fn="sigmoid", norm_topk_prob=True, rms_norm_eps=1e-6,
+                                 num_shared_experts=1, shared_expert_combination_strategy="average",
                                  first_k_dense_replace=2, prefix_dense_sliding_window_pattern=2,
                                  prefix_dense_intermediate_size=48, sliding_window=4, tie_word_embeddings=False,
                                  pad_token_id=0, bos_token_id=1, eos_token_id=2), "cohere2_moe"),

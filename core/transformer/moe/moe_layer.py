@@ -83,6 +83,8 @@ class MoELayer(nn.Module):
             shared = self.shared_experts(hidden)  # [s(/tp), b, h]
             if self.shared_expert_gate is not None:
                 shared = shared * torch.sigmoid(linear(hidden, self.shared_expert_gate, defer_weight_grad=False))
+            if self.config.moe_shared_expert_scale is not None:  # Cohere2-MoE's average of routed and shared
+                shared = shared * self.config.moe_shared_expert_scale
             output = output + shared
         self._track(routed.losses)
         return attach_aux_loss(output, sum(routed.losses.values())) if routed.losses else output

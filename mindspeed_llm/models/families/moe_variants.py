@@ -26,8 +26,8 @@ one tensor per expert (``mlp.experts.{e}.gate_proj/up_proj/down_proj``, stacked 
   logits (Mixtral's, our default) or ``sigmoid`` of the top-k logits, renormalised with ``norm_topk_prob``
   (``--moe-router-score-function sigmoid``, no expert bias). Experts of ``intermediate_size``; dense layers of
   ``prefix_dense_intermediate_size`` (``--ffn-hidden-size``); ``num_shared_experts`` x ``intermediate_size``
-  shared experts added with ``shared_expert_combination_strategy`` "sum" (or none); "average" with shared
-  experts, ``(routed + shared) / 2``, is refused: the MoE layer has no scale for the shared expert's output.
+  shared experts added with ``shared_expert_combination_strategy`` "sum", or "average" ``(routed + shared) / 2``:
+  both halves times 0.5 (``--moe-router-topk-scaling-factor 0.5 --moe-shared-expert-scale 0.5``).
 * ``minicpm5_moe``: Llama's attention with a sigmoid output gate per channel (``--attention-output-gate``;
   transformers' ``q_gate_proj`` is saved as ``q_proj``, per head ``[q_h; g_h]``, regrouped by the
   "qkv_output_gate" transform); ``attention_bias`` on q/gate/k/v and o; GLM-4.5's router (as ``exaone_moe``,
@@ -182,10 +182,11 @@ def _cohere2_moe_router(hf: Dict[str, Any]) -> Dict[str, Any]:
     else:
         raise RegistryError(f"cohere2_moe expert_selection_fn {selection!r} is not supported (softmax, sigmoid)")
     strategy = hf["shared_expert_combination_strategy"]
-    if shared and strategy != "sum":
-        raise RegistryError(f"cohere2_moe shared_expert_combination_strategy={strategy!r} with shared experts is not "
-                            "supported (only 'sum'): the MoE layer adds the shared expert's output unscaled and has "
-                            "no scale for (routed + shared) / 2")
+    if strategy not in ("sum", "average"):
+        raise RegistryError(f"cohere2_moe shared_expert_combination_strategy={strategy!r} is not supported (sum, "
+                            "average)")
+    if shared and strategy == "average":  # (routed + shared) / 2: both halves times 0.5
+        out.update(moe_router_topk_scaling_factor=0.5, moe_shared_expert_scale=0.5)
     return out
 
 
@@ -258,9 +259,21 @@ def _cohere2_moe_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
             "num_experts_per_tok": cfg.moe_router_topk, "expert_selection_fn": cfg.moe_router_score_function,
             "norm_topk_prob": cfg.norm_topk_prob if not softmax else True,
             "num_shared_experts": shared // cfg.moe_expert_ffn_hidden_size,
-            "shared_expert_combination_strategy": "sum", "sliding_window": cfg.sliding_window,
+            "shared_expert_combination_strategy": _cohere2_moe_combination(cfg), "sliding_window": cfg.sliding_window,
             "layer_types": _layer_types(cfg), "prefix_dense_sliding_window_pattern": _cohere2_moe_rope_hf(cfg),
             "mlp_layer_types": mlp_layer_types(cfg.first_k_dense_replace, cfg.num_layers)}
+
+
+def _cohere2_moe_combination(cfg: TransformerConfig) -> str:
+    """``shared_expert_combination_strategy``: "average" is both halves times 0.5, "sum" neither scaled."""
+    scales = (cfg.moe_router_topk_scaling_factor, cfg.moe_shared_expert_scale)
+    if scales == (0.5, 0.5) and cfg.moe_shared_expert_intermediate_size:
+        return "average"
+    if scales != (None, None):
+        raise RegistryError("cohere2_moe adds the routed and shared experts (sum) or averages them (average: "
+                            "--moe-router-topk-scaling-factor 0.5 with --moe-shared-expert-scale 0.5); drop the scales "
+                            "or set both to 0.5")
+    return "sum"
 
 
 def _cohere2_moe_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
