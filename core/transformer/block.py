@@ -155,7 +155,8 @@ class TransformerLayer(nn.Module):
             shared_norm = config.parallel_residual_shared_norm
             self.pre_mlp_layernorm = hidden_norm(config) if pre_norm and not shared_norm else nn.Identity()
             self.mlp = MoELayer(config, state, layer_number) if mlp == MOE_MLP else MLP(config, state)
-            self.post_mlp_layernorm = hidden_norm(config) if output_norm else None
+            moe_norm = config.moe_output_norm and mlp == MOE_MLP  # A.X-K1: on the MoE layers' outputs only
+            self.post_mlp_layernorm = hidden_norm(config) if output_norm or moe_norm else None
         # --swap-attention: the sub-modules whose saved activations go to host memory, and the record of
         # this forward's offloads (None when not swapping); recompute_mlp: MindSpeed's MLP recompute
         self._swap_attributes = swapped_attributes(config.swap_modules) if config.swap_attention else ()

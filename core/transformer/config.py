@@ -964,6 +964,15 @@ class ModelConfig:
     moe_router_enable_expert_bias: bool = config_field(False, group="mixture of experts", features=(MOE,),
                                                        help="aux-loss-free balancing: a per-expert selection bias "
                                                             "updated from token counts")
+    # the expert bias added to the router's logits, before the sigmoid, for the choice (Kolibri-1), not to the
+    # sigmoid scores (DeepSeek-V3) [--moe-router-expert-bias-on-logits]
+    moe_router_expert_bias_on_logits: bool = config_field(False, group="mixture of experts", features=(MOE,),
+                                                          help="choose the experts by logits + expert bias (Kolibri-1) "
+                                                               "instead of sigmoid scores + expert bias")
+    # an RMSNorm/LayerNorm on the MoE block's output (routed + shared) before the residual add, on MoE layers only
+    # (A.X-K1) [--moe-output-norm]
+    moe_output_norm: bool = config_field(False, group="mixture of experts", features=(MOE,),
+                                         help="a norm on each MoE layer's output before the residual add (A.X-K1)")
     moe_router_bias_update_rate: float = config_field(1e-3, group="mixture of experts", features=(MOE,),
                                                       help="the expert bias moves by this much per optimizer step")
     moe_router_load_balancing_type: str = config_field("aux_loss", group="mixture of experts",
@@ -1540,6 +1549,13 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         elif self._changed(("moe_router_sparsemixer_eps",)):
             raise ValueError("--moe-router-sparsemixer-eps applies to --moe-router-score-function sparsemixer; "
                              "add it or drop the eps")
+        if self.moe_router_expert_bias_on_logits and not (self.moe_router_enable_expert_bias
+                                                          and self.moe_router_score_function == "sigmoid"
+                                                          and self.moe_router_num_groups is None):
+            raise ValueError("--moe-router-expert-bias-on-logits moves the expert bias onto the logits: it needs "
+                             "--moe-router-score-function sigmoid with --moe-router-enable-expert-bias and no groups")
+        if self.moe_output_norm and self.output_norm:
+            raise ValueError("--moe-output-norm norms the MoE layers' outputs, which --post-norm already norms; drop one")
         if self.moe_shared_expert_scale is not None and self.moe_shared_expert_intermediate_size is None:
             raise ValueError("--moe-shared-expert-scale scales the shared expert's output: add "
                              "--moe-shared-expert-intermediate-size (or --n-shared-experts) or drop it")

@@ -184,7 +184,10 @@ class TopKRouter(nn.Module):
             scores = torch.softmax(logits, dim=-1)
         else:
             scores = logits  # the top-k of the logits, softmaxed below
-        indices = picked if picked is not None else self._select(scores)
+        if picked is not None:
+            indices = picked
+        else:  # Kolibri-1 ranks logits + expert bias; DeepSeek-V3 scores + expert bias
+            indices = self._select(logits if config.moe_router_expert_bias_on_logits else scores)
         weights = scores.gather(1, indices)  # [t, k]
         if config.moe_router_score_function == "softmax" and not config.moe_router_pre_softmax:
             weights = torch.softmax(weights, dim=-1)
@@ -199,7 +202,8 @@ class TopKRouter(nn.Module):
         return balance_scores, weights, indices
 
     def _select(self, scores: torch.Tensor) -> torch.Tensor:
-        """The chosen experts [t, k]: top-k of the scores (plus the expert bias), within the best groups."""
+        """The chosen experts [t, k]: top-k of the scores (plus the expert bias), within the best groups; under
+        --moe-router-expert-bias-on-logits ``scores`` are the logits."""
         config = self.config
         biased = scores.detach()
         if self.expert_bias is not None:
