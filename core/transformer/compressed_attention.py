@@ -29,19 +29,21 @@ compressors and the indexer are replicated, and the keys' copy into the heads al
 every replicated weight gets its whole gradient (under sequence parallelism the input is gathered first, as in
 MLA). Generation keeps each token's compressor projections in the KV cache and pools them again each step.
 
-Context parallelism (any ``--context-parallel-algo``: the layer has its own exchange): each rank keeps its queries,
-fetches from their owners only the keys of its query chunks' windows (``cp_mappings.fetch_rows``: the window's halo,
-not an all-gather), and pools every compressed entry from its own tokens' share: each rank's softmax numerator and
-denominator of every entry, shifted by the group's maximum, are summed over CP (``[s / ratio, dim]`` per compressor,
-a fraction of the keys' size), so every rank holds every entry. The indexer scores its queries against all of them;
-its loss is each rank's share of the sequence's mean.
+Context parallelism (any ``--context-parallel-algo``: the layer has its own exchange): each rank keeps its queries
+and fetches from their owners only the keys of its query chunks' windows (``cp_mappings.fetch_rows``: the window's
+halo, not an all-gather). Compressed entries: when every run of a rank's positions starts and ends on a window
+boundary (the usual case: CP chunks of s / 2CP tokens and a ratio that divides them), each rank pools the entries
+of its own windows (a CSA run's first one with the previous window's rows fetched) and one all-gather of the
+entries (``dim`` values per window) gives every rank all of them; otherwise each rank's softmax numerator and
+denominator of every entry, shifted by the group's maximum, are summed over CP. The indexer scores its queries
+against every entry; its loss is each rank's share of the sequence's mean.
 Attention here is dense over the window and the entries (memory ``O(s (s + s / ratio))``); packed documents are
 refused (a window would pool across documents).
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -84,6 +86,19 @@ class TokenPlaces(NamedTuple):
     query_positions: torch.Tensor
     length: int
     group: Optional[Group] = None
+
+
+def aligned_runs(positions: torch.Tensor, ratio: int) -> Optional[List[Tuple[int, int]]]:
+    """This rank's maximal runs of consecutive positions ``[(start, length)]`` (in the order it holds them) when
+    every one starts and ends on a window boundary, else None. Under CP every rank's runs are equally long, so all
+    ranks decide alike."""
+    values = positions.tolist()
+    runs, start = [], 0
+    for i in range(1, len(values) + 1):
+        if i == len(values) or values[i] != values[i - 1] + 1:
+            runs.append((values[start], i - start))
+            start = i
+    return runs if all(first % ratio == 0 and length % ratio == 0 for first, length in runs) else None
 
 
 def entry_visible(query_positions: torch.Tensor, entries: int, ratio: int) -> torch.Tensor:
@@ -234,6 +249,7 @@ class CompressedAttention(nn.Module):
         self.entry_rotary = RotaryEmbedding(config) if ratio else None  # the entries' angles (the global table)
         self.tracked_aux_losses: Dict[str, torch.Tensor] = {}  # the indexer loss of training forwards (the log)
         self._cp_group: Optional[Group] = None  # this forward's CP group (None without context parallelism)
+        self._layout: Optional[SequenceLayout] = None  # this forward's layout
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
                 layout: Optional[SequenceLayout] = None) -> torch.Tensor:
@@ -259,7 +275,7 @@ class CompressedAttention(nn.Module):
         else:
             allowed = attention_allowed(places.query_positions[:1], places.positions[:1], self.window, None)
             keys, allowed = kv, allowed.expand(b, s, s).unsqueeze(1)  # [b, 1, s, s]
-        index, self._cp_group = None, places.group
+        index, self._cp_group, self._layout = None, places.group, layout
         if self.compressor is not None:  # entries [W, b, d], seen [b, sq, W]
             entries, seen, index = self._entries(hidden, q_latent, cos, sin, places, cache)
             keys = torch.cat([keys, entries.unsqueeze(2)], dim=0)
@@ -347,10 +363,58 @@ class CompressedAttention(nn.Module):
         if cache is not None:
             rows = cache.update_rows(self.layer_number, name, rows)  # [sk, b, 2 width]
         count = -(-places.length // compressor.ratio)  # entries spanning the sequence
-        entries = compressor.pool(rows, places, count, places.group)  # [W, b, dim]
+        runs = aligned_runs(places.positions[0], compressor.ratio) if places.group is not None else None
+        if runs is not None:  # CP, every window on one rank: each pools its own, one all-gather of the entries
+            entries = self._gathered_entries(compressor, rows, runs, places)
+        else:  # one process, a cache, or CP with windows split over ranks: every rank's share summed over CP
+            entries = compressor.pool(rows, places, count, places.group)  # [W, b, dim]
         starts = torch.arange(entries.size(0), device=entries.device)[:, None] * compressor.ratio  # [W, 1]
         cos, sin = self.entry_rotary.at(starts, entries.dtype)
         return rotate_trailing(entries.unsqueeze(2), cos, sin, self.config.rope_interleaved).squeeze(2)
+
+    def _gathered_entries(self, compressor: Compressor, rows: torch.Tensor, runs: List[Tuple[int, int]],
+                          places: TokenPlaces) -> torch.Tensor:
+        """Under CP with this rank's runs of positions aligned to windows: the entries of its own windows (a CSA
+        run's first entry with the previous window's rows fetched from their rank), all-gathered over CP and put
+        in sequence order ``[W, b, dim]``."""
+        group, ratio, layout = places.group, compressor.ratio, self._layout
+        cp = layout.cp
+        prefixes = self._previous_windows(rows, runs, layout, ratio) if compressor.overlap else {}
+        own, offset = [], 0
+        for start, length in runs:
+            part, base = rows[offset:offset + length], start
+            if start in prefixes:
+                part, base = torch.cat([prefixes[start], part]), start - ratio
+            elif None in prefixes:  # a rank that fetched nothing still joins the fetch's backward
+                part = torch.cat([prefixes.pop(None), part])
+            positions = torch.arange(part.size(0), device=rows.device).expand(rows.size(1), -1)  # from ``base``
+            local = TokenPlaces(positions, torch.ones_like(positions, dtype=torch.bool), positions, part.size(0))
+            own.append(compressor.pool(part, local, part.size(0) // ratio)[(start - base) // ratio:])
+            offset += length
+        gathered = gather_from_sequence_parallel_region(torch.cat(own), group)  # [W, b, dim] in CP-rank order
+        windows = torch.cat([cp.rank_positions(layout.seq_len, rank, rows.device) for rank in range(group.size)])
+        windows = windows[windows % ratio == 0] // ratio  # each gathered entry's window, CP-rank order
+        return gathered.index_select(0, torch.argsort(windows))
+
+    @staticmethod
+    def _previous_windows(rows: torch.Tensor, runs: List[Tuple[int, int]], layout: SequenceLayout,
+                          ratio: int) -> Dict[Optional[int], torch.Tensor]:
+        """CSA's overlap under CP: for each run not at the sequence start, the rows ``[ratio, b, 2 width]`` of the
+        window before it, fetched from the rank that holds them (by run start); a rank with none gets the empty
+        fetch under the key None (its backward is a collective every rank must join)."""
+        cp = layout.cp
+        starts = [start for start, _ in runs if start > 0]
+        order = cp.all_positions(layout.seq_len, rows.device)  # the position of each CP-rank-order row
+        row_of = torch.empty_like(order)
+        row_of[order] = torch.arange(order.numel(), device=rows.device)
+        wanted = torch.cat([torch.arange(start - ratio, start, device=rows.device) for start in starts]) if starts \
+            else order.new_zeros(0)
+        sorted_rows, back = torch.sort(row_of[wanted])
+        fetched = fetch_rows(rows, sorted_rows, cp.group)  # [m, b, 2 width], sorted by row
+        fetched = fetched.index_select(0, torch.argsort(back))  # in ``wanted`` order
+        if not starts:  # nothing fetched: an empty tensor still ties this rank into the collective's backward
+            return {None: fetched}
+        return {start: fetched[i * ratio:(i + 1) * ratio] for i, start in enumerate(starts)}
 
     def _attend(self, q: torch.Tensor, keys: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
         """Softmax attention with the sinks: q [s, b, np, d] over keys = values [sk, b, 1, d] -> [s, b, np, d]."""

@@ -4,18 +4,18 @@
 # (--task greedy) of PROMPT for up to MAX_NEW_TOKENS tokens, the response streamed to stdout as it is generated (more
 # prompts: PROMPT_FILE, a jsonl with a "prompt" field per line; OUTPUT_FILE: the responses and token ids as jsonl).
 # The cache keeps each token's compressor projections and pools them again each step.
-# Layout: 8 node(s) x 8 devices, TP=1 PP=4 EP=16 ETP=1 NUM_LAYER_LIST=11,11,11,10 (ckpt_convert_deepseek4_flash_hf2mcore.sh at TP=1 EP=16: inference.py loads a TP 1 conversion: whole experts over TP ranks (ETP=1) need sequence parallelism, which a one-token decode step cannot split), bf16.
+# Layout: 16 node(s) x 8 devices, TP=1 PP=4 EP=32 ETP=1 NUM_LAYER_LIST=11,11,11,10 (ckpt_convert_deepseek4_flash_hf2mcore.sh at TP=1: inference.py loads a TP 1 conversion: whole experts over TP ranks (ETP=1) need sequence parallelism, which a one-token decode step cannot split), bf16.
 #   bash examples/deepseek4/generate_deepseek4_flash_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/deepseek4/generate_deepseek4_flash_ptd.sh     # seconds on the CPU: a tiny random deepseek_v4 model with the same behaviour flags, 8 new tokens
 #   DRY_RUN=1 bash examples/deepseek4/generate_deepseek4_flash_ptd.sh   # print the command and validate its flags and the checkpoint's settings
 source "$(dirname "$0")/../common/recipe.sh"
 
-NNODES=${NNODES:-8}
+NNODES=${NNODES:-16}
 
-CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/deepseek4-flash-mcore-tp1pp4ep16}    # ckpt_convert_deepseek4_flash_hf2mcore.sh run with TP=1 EP=16 CKPT_SAVE_DIR=./model_weights/deepseek4-flash-mcore-tp1pp4ep16
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-./model_weights/deepseek4-flash-mcore-tp1pp4ep32}    # ckpt_convert_deepseek4_flash_hf2mcore.sh run with TP=1 CKPT_SAVE_DIR=./model_weights/deepseek4-flash-mcore-tp1pp4ep32
 TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/DeepSeek-V4-Flash-Base}
 
-TP=${TP:-1} PP=${PP:-4} EP=${EP:-16} ETP=1 NUM_LAYER_LIST=11,11,11,10
+TP=${TP:-1} PP=${PP:-4} EP=${EP:-32} ETP=1 NUM_LAYER_LIST=11,11,11,10
 
 # SMOKE=1: a tiny random model of transformers' HF_MODEL_TYPE with the behaviour fields of its config.json
 HF_MODEL_TYPE=deepseek_v4 HF_CONFIG='{"n_routed_experts": 256, "num_experts_per_tok": 6, "n_shared_experts": 1, "moe_intermediate_size": 32, "head_dim": 32, "q_lora_rank": 48, "num_key_value_heads": 1, "partial_rotary_factor": 0.125, "sliding_window": 8, "o_groups": 2, "o_lora_rank": 16, "index_n_heads": 4, "index_head_dim": 16, "index_topk": 8, "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8}, "hc_mult": 4, "hc_sinkhorn_iters": 20, "scoring_func": "sqrtsoftplus", "routed_scaling_factor": 1.5, "swiglu_limit": 10.0, "num_hash_layers": 1, "rms_norm_eps": 1e-06, "tie_word_embeddings": false, "max_position_embeddings": 1048576, "rope_theta": 10000.0, "compress_rope_theta": 160000.0, "rope_parameters": {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 65536, "beta_fast": 32.0, "beta_slow": 1.0}}'

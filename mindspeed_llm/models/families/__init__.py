@@ -15,7 +15,8 @@ so a new module needs no edit elsewhere. What each module holds:
 * ``moe_softmax``: softmax-routed mixtures of experts, one tensor per expert or fused;
 * ``moe_sigmoid``: sigmoid or expert-bias routed mixtures of experts (DeepSeek-V3's router on Llama attention);
 * ``gated_attention_moe``: mixtures of experts with a sigmoid-gated attention output and NoPE full layers (AFMoE);
-* ``kolibri_mellum_flint``: Qwen3-MoE-style experts with sliding-window layers (Mellum, Flint);
+* ``kolibri_mellum_flint``: Qwen3-MoE-style experts with sliding-window layers (Mellum, Flint, Kolibri-1);
+* ``axk1``: DeepSeek-V3's layers with a norm on the MoE layers' outputs (A.X-K1);
 * ``moe_variants``: MoE versions of covered decoders (EXAONE-MoE, Cohere2-MoE, MiniCPM5-MoE);
 * ``moe_fused_experts``: mixtures of experts whose experts are stored as transposed 3-D tensors;
 * ``mla_moe``: multi-latent attention with DeepSeek's mixture of experts;

@@ -1,7 +1,5 @@
-"""Qwen3-MoE-style mixtures of experts with sliding-window layers: Mellum (``mellum``, JetBrains' Mellum2) and
-Flint (``flint``, Recursive's). Kolibri-1 (``kolibri1``) is refused (``refused.py``): its router picks the top-k
-of the raw logits plus ``e_score_correction_bias`` (the bias in logit space, before the sigmoid), where the
-decoder's expert-bias router adds it to the sigmoid scores.
+"""Qwen3-MoE-style mixtures of experts with sliding-window layers: Mellum (``mellum``, JetBrains' Mellum2), Flint
+(``flint``, Recursive's) and Kolibri-1 (``kolibri1``, Aleph Alpha's).
 
 Both are Llama's layout with per-head q/k RMSNorms before RoPE (``--qk-layernorm``), ``attention_bias`` on
 q/k/v and o (``--add-qkv-bias --add-dense-bias``), and MoE layers of experts saved one tensor per expert
@@ -40,6 +38,29 @@ Flint, what each HF key maps to:
 Flint's RMSNorm multiplies by its weight before casting back to the activation dtype (GPT-OSS's), ours after:
 the same in fp32, one rounding apart in bf16. Its router weight and sinks are fp32 in transformers; ours keep
 the model's dtype (the router's logits are fp32 either way).
+
+Kolibri-1 (MindSpeed-style alias ``kolibri``) is Qwen3-MoE's attention without biases, what each HF key maps to:
+
+* ``layer_types`` (default: every 5th layer full) with ``sliding_window``: EXAONE 4's attention,
+  ``--sliding-window`` with ``--sliding-window-pattern`` or ``--full-attention-layers``, the full-attention
+  layers NoPE (``--no-rope-layers``; every layer when none slides). ``sliding_window: null`` is refused
+  (transformers' Kolibri-1 then fails building its sliding mask). ``rope_parameters``: one RoPE (any type ours
+  has); ``partial_rotary_factor`` is refused (transformers' Kolibri-1 rotates the whole head);
+* GLM-4's sandwich norms (``--post-norm``): ``post_self_attn_layernorm`` and ``post_mlp_layernorm``, saved as
+  ``post_attn_norm`` and ``post_ffn_norm`` (the in-memory names are read too);
+* every layer MoE (no dense layer; ``--ffn-hidden-size`` is ``moe_intermediate_size``), experts saved one tensor
+  per expert; ``num_experts`` (saved ``num_local_experts``), ``num_experts_per_tok``, ``moe_intermediate_size``;
+* the router (``mlp.gate``): the top-k of the raw logits + ``e_score_correction_bias``, weighed by
+  sigmoid(logit) (``--moe-router-score-function sigmoid --moe-router-enable-expert-bias
+  --moe-router-expert-bias-on-logits``), divided by their sum with ``norm_topk_prob`` (default off); the bias,
+  our ``mlp.router.expert_bias``, is saved as ``moe.router.expert_bias`` (in memory
+  ``mlp.gate.e_score_correction_bias``). Its config has no aux-loss key: ``--moe-aux-loss-coeff`` is not
+  exported;
+* ``shared_expert_intermediate_size``: an ungated shared expert added in full
+  (``--moe-shared-expert-intermediate-size``), tensors ``mlp.shared_experts.{gate,up,down}_proj``; zero is refused.
+
+Its router computes the logits in fp32 from an fp32 copy of the weight; ours runs the linear in the model dtype
+(``--moe-router-dtype fp32`` matches it in bf16).
 """
 from __future__ import annotations
 
@@ -50,7 +71,8 @@ from mindspeed_llm.models.registry import (LLAMA_WEIGHTS, ROPE_KEYS, Family, Reg
                                            _common_config, _common_hf_config, _layer, _layer_types, _layer_windows,
                                            _rope_settings, _rope_to_hf, register, require_config)
 from mindspeed_llm.models.families.llama_like import _check_common, _no_extras
-from mindspeed_llm.models.families.moe_common import _moe_common, dense_run, mlp_layer_types, per_expert_weights
+from mindspeed_llm.models.families.moe_common import (DENSE_ATTENTION_WEIGHTS, _moe_common, dense_run, mlp_layer_types,
+                                                      per_expert_weights)
 from mindspeed_llm.models.families.moe_softmax import _attention_bias_hf, _attention_biases, _dense_layers
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -235,3 +257,112 @@ FLINT_FAMILY = register(Family(FLINT, FLINT, "FlintForCausalLM", _flint_config,
                                _checked(FLINT, _flint_config, _flint_hf_config), FLINT_WEIGHTS,
                                preserved_keys=("output_router_logits",), weights_for=_flint_weights,
                                hf_tensor_aliases=((r"\.self_attn\.sinks$", ".self_attn.softmax_offset"),)))
+
+
+# --------------------------------------------------------------------------- Kolibri-1
+
+KOLIBRI1 = "kolibri1"
+# Kolibri1Config's defaults for the keys a config.json may leave out
+KOLIBRI1_DEFAULTS: Dict[str, Any] = dict(head_dim=128, num_key_value_heads=4, max_position_embeddings=262144,
+                                         sliding_window=513, norm_topk_prob=False, num_experts_per_tok=6,
+                                         rms_norm_eps=1e-6, tie_word_embeddings=False, moe_intermediate_size=512,
+                                         shared_expert_intermediate_size=512)
+KOLIBRI1_FULL_EVERY = 5  # Kolibri1Config's layer_types when unset: every 5th layer full, the others sliding
+# Kolibri-1's router as ours: top-k of logits + expert bias, weighed by sigmoid(logit); no groups or scaling
+KOLIBRI1_ROUTER = dict(moe_router_score_function="sigmoid", moe_router_enable_expert_bias=True,
+                       moe_router_expert_bias_on_logits=True)
+
+
+def kolibri1_layer_types(layers: int) -> List[str]:
+    """Kolibri1Config's default ``layer_types``: every 5th layer full attention, the others sliding."""
+    return [FULL if (i + 1) % KOLIBRI1_FULL_EVERY == 0 else SLIDING for i in range(layers)]
+
+
+def _kolibri1_windows(types: Sequence[str], window: Optional[int], layers: int) -> Dict[str, Any]:
+    """EXAONE 4's attention pattern with a window: the sliding layers slide and rotate, the full layers are NoPE
+    (every layer, when none slides). Without a window (EXAONE 4's RoPE on every layer) transformers' Kolibri-1
+    fails: it builds the sliding mask on every forward."""
+    if window is None or int(window) <= 0:
+        raise RegistryError(f"{KOLIBRI1} sliding_window={window} is not supported (a positive window: transformers' "
+                            "Kolibri-1 builds a sliding-window mask on every forward)")
+    full = tuple(i for i, kind in enumerate(types) if kind == FULL)
+    windows = _layer_windows(types, int(window), layers)
+    if windows["sliding_window"] is None:  # no sliding layer: the window only switches RoPE off everywhere
+        windows = {"sliding_window": int(window), "sliding_window_pattern": None, "full_attention_layers": full}
+    return {**windows, "no_rope_layers": full}
+
+
+def _kolibri1_experts(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Experts, top-k, their FFN (also ``--ffn-hidden-size``: no dense layer), the ungated shared expert."""
+    experts = hf.get("num_experts", hf.get("num_local_experts", 384))  # transformers saves num_local_experts
+    shared = int(hf["shared_expert_intermediate_size"] or 0)
+    if shared <= 0:
+        raise RegistryError(f"{KOLIBRI1} shared_expert_intermediate_size={shared} is not supported (every layer "
+                            "has a shared expert; a zero-width one is saved as empty tensors)")
+    moe_ffn = int(hf["moe_intermediate_size"])
+    return dict(num_experts=int(experts), moe_router_topk=int(hf["num_experts_per_tok"]), moe_ffn_hidden_size=moe_ffn,
+                ffn_hidden_size=moe_ffn, moe_shared_expert_intermediate_size=shared)
+
+
+def _kolibri1_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+    """Kolibri-1: EXAONE 4's attention (per-head q/k norms, NoPE full layers beside sliding ones) in GLM-4's
+    sandwich-norm layer, every layer MoE: sigmoid router choosing by logits + bias, an ungated shared expert."""
+    hf = {**KOLIBRI1_DEFAULTS, **hf}
+    layers = int(hf["num_hidden_layers"])
+    types = list(hf.get("layer_types") or kolibri1_layer_types(layers))
+    out = _common_config({**hf, "intermediate_size": hf["moe_intermediate_size"]})
+    if out.get("rotary_percent", 1.0) != 1.0:
+        raise RegistryError(f"{KOLIBRI1} partial_rotary_factor={out['rotary_percent']} is not supported "
+                            "(transformers' Kolibri-1 rotates the whole head)")
+    return {**out, **_attention_biases({}), "qk_norm": "per_head", "post_norm": True,
+            **_kolibri1_windows(types, hf.get("sliding_window"), layers), **_kolibri1_experts(hf), **KOLIBRI1_ROUTER,
+            "norm_topk_prob": bool(hf["norm_topk_prob"])}
+
+
+def _kolibri1_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
+    if _check_attention(cfg, KOLIBRI1, "post_norm", "no_rope_layers"):
+        raise RegistryError(f"{KOLIBRI1} has no linear biases; the config sets attention biases")
+    require_config(cfg, KOLIBRI1, "--post-norm --moe-router-score-function sigmoid --moe-router-enable-expert-bias "
+                   "--moe-router-expert-bias-on-logits, MoE in every layer with a shared expert",
+                   rotary_percent=1.0, post_norm=True, moe_router_pre_softmax=False, first_k_dense_replace=0,
+                   **{**NO_ROUTING_EXTRAS, **KOLIBRI1_ROUTER})
+    if cfg.moe_shared_expert_intermediate_size is None:
+        raise RegistryError(f"{KOLIBRI1} has a shared expert in every MoE layer: needs "
+                            "--moe-shared-expert-intermediate-size")
+    if cfg.sliding_window is None:
+        raise RegistryError(f"{KOLIBRI1} needs --sliding-window (transformers' Kolibri-1 builds a sliding-window "
+                            "mask on every forward; its full-attention layers are NoPE)")
+    types = _layer_types(cfg)
+    nope = tuple(i for i, kind in enumerate(types) if kind == FULL)
+    if tuple(cfg.no_rope_layers) != nope:
+        raise RegistryError(f"{KOLIBRI1} skips RoPE exactly on the full-attention layers when a window is set "
+                            f"(--no-rope-layers {list(nope)}, not {list(cfg.no_rope_layers)})")
+    out = {k: v for k, v in _common_hf_config(cfg).items() if k != "intermediate_size"}  # no dense MLP
+    return {**out, "num_experts": cfg.num_experts, "num_experts_per_tok": cfg.moe_router_topk,
+            "moe_intermediate_size": cfg.moe_expert_ffn_hidden_size, "norm_topk_prob": cfg.norm_topk_prob,
+            "shared_expert_intermediate_size": cfg.moe_shared_expert_intermediate_size,
+            "sliding_window": cfg.sliding_window, "layer_types": types}
+
+
+# Tensor names as transformers saves Kolibri-1 (its conversion mapping, reversed); the in-memory names are read too
+KOLIBRI1_NORMS = (_layer("post_self_attn_layernorm.weight", ["post_attn_norm.weight"]),
+                  _layer("post_mlp_layernorm.weight", ["post_ffn_norm.weight"]))
+KOLIBRI1_ALIASES = ((r"\.mlp\.gate\.e_score_correction_bias$", ".moe.router.expert_bias"),
+                    (r"\.post_self_attn_layernorm\.", ".post_attn_norm."),
+                    (r"\.post_mlp_layernorm\.", ".post_ffn_norm."))
+
+
+def _kolibri1_weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
+    """Llama's attention and norms, the sandwich norms, the experts, the router bias and the shared expert."""
+    moe = (_layer("mlp.router.expert_bias", ["moe.router.expert_bias"]),
+           _layer("mlp.shared_experts.linear_fc1.weight",
+                  ["mlp.shared_experts.gate_proj.weight", "mlp.shared_experts.up_proj.weight"], "fuse_rows"),
+           _layer("mlp.shared_experts.linear_fc2.weight", ["mlp.shared_experts.down_proj.weight"]))
+    return (DENSE_ATTENTION_WEIGHTS + KOLIBRI1_NORMS
+            + per_expert_weights(cfg, "mlp", "gate_proj", "up_proj", "down_proj", "gate") + moe)
+
+
+KOLIBRI1_FAMILY = register(Family(KOLIBRI1, KOLIBRI1, "Kolibri1ForCausalLM", _kolibri1_config,
+                                  _checked(KOLIBRI1, _kolibri1_config, _kolibri1_hf_config),
+                                  DENSE_ATTENTION_WEIGHTS + KOLIBRI1_NORMS, preserved_keys=("output_router_logits",),
+                                  weights_for=_kolibri1_weights, hf_tensor_aliases=KOLIBRI1_ALIASES), "kolibri")

@@ -81,9 +81,6 @@ NOT_EXPRESSIBLE: Dict[str, str] = {
               "no equivalent",
     "openai-gpt": "GPT-1's post-norm residuals LayerNorm(x + f(x)) have no equivalent (the decoder norms before or "
                   "after each branch, inside the residual)",
-    "axk1": ("A.X-K1's post_mlp_layernorm: an RMSNorm on the MoE block's output before the residual add, on MoE "
-             "layers only and none on attention, which the decoder lacks (--post-norm norms both branches of every "
-             "layer)"),
     "axk2": ("A.X-K2's gated RMSNorms (the input norms, and the pre-MLP norm of MoE layers, times sigmoid of a "
              "rank-r SiLU MLP of the normed output) and its MLA query/output-gate projection over the [normed; raw] "
              "query latent have no equivalent in the decoder"),
@@ -100,8 +97,6 @@ NOT_EXPRESSIBLE: Dict[str, str] = {
     "hy_v4": ("HY-V4's hyper-connections without stream mixing (new streams post * y + X: no comb or Sinkhorn, post "
               "hc_magnitude * sigmoid + hc_eps), MLA with learnable sinks and a sigmoid output gate on its DSA layers, "
               "and a SwiGLU clamp on the routed experts only have no equivalent in the decoder"),
-    "kolibri1": ("Kolibri-1's router picks the top-k of the raw logits plus e_score_correction_bias (the bias added "
-                 "before the sigmoid); the decoder's expert-bias router adds it to the sigmoid scores"),
     "kolibri1_1": ("Kolibri 1.1's weightless sparse attention (keys picked by ReLU scores of the first query heads "
                    "against KV head 0 from a block-averaged candidate pool, plus sink and local tokens, on "
                    "NVFP4-rounded keys/values) and its layers reading another layer's keys/values have no equivalent "
