@@ -34,12 +34,20 @@ sends the same amounts back (the gradients). ``ratio``: DSA's largest rank over 
 initialisation the indexer's picks are spread over the sequence, so a rank's queries select most keys; a
 trained indexer's locality lowers the fetch. CP 2 and 4 equal CP 1 in ``tests/distributed/``.
 
+DeepSeek-V4-CP traffic (``v4_cp``, counted, no model run): the bytes each CP rank receives in one forward of
+DeepSeek-V4-Flash's 43 attention layers (one shared key/value head of 512, a window of 128, CSA entries of 4 tokens
+with an indexer of 128 dims, HCA entries of 128) at 4x the longest length (at least 2048), at CP 2, 4 and 8 with load-balanced
+chunks (``core/transformer/compressed_attention.py``): the window's halo of keys before each chunk, a CSA run's
+previous window of compressor rows, and the all-gather of every compressed entry (compressor and indexer), against
+an all-gather of the key/value head (already a single head: MQA's, the smallest K/V all-gather there is).
+
 A line per length as it finishes and readable tables go to stderr, one JSON line to stdout.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Dict, List, Optional
 
@@ -119,6 +127,39 @@ def cp_traffic(config: TransformerConfig, selections: List[torch.Tensor], seq: i
     return rows
 
 
+V4_FLASH = dict(dim=512, window=128, csa=4, hca=128, index_dim=128, pattern="SS" + "CH" * 20 + "C")
+
+
+def compressed_cp_traffic(seq: int, element: int, dim: int, window: int, csa: int, hca: int, index_dim: int,
+                          pattern: str) -> Dict[str, Dict[str, float]]:
+    """Per CP size: megabytes the busiest rank receives in one forward of DeepSeek-V4's attention layers
+    (``pattern``), its exchange (window halo, CSA prefixes, entry all-gathers) against an all-gather of the keys."""
+    from core.transformer.compressed_attention import aligned_runs
+    from core.transformer.context_parallel import token_positions
+
+    layers = {kind: pattern.count(kind) for kind in "SCH"}
+    rows = {}
+    for cp in (2, 4, 8):
+        local = seq // cp
+        kv_gather = (cp - 1) * local * dim * element * len(pattern)
+        received = []
+        for rank in range(cp):
+            runs = aligned_runs(token_positions(seq, cp, rank), csa * hca // math.gcd(csa, hca))
+            if runs is None:
+                raise ValueError(f"{seq} tokens at CP {cp} split windows of {hca} over ranks: use a multiple of "
+                                 f"{2 * cp * hca}")
+            later = sum(1 for start, _ in runs if start > 0)
+            halo = later * (window - 1) * dim * element * len(pattern)
+            prefixes = later * csa * (4 * dim + 4 * index_dim) * element * layers["C"]  # [kv; gate], both halves
+            entries = (cp - 1) * local * element * (layers["C"] * (dim + index_dim) // csa + layers["H"] * dim // hca)
+            received.append((halo + prefixes + entries, halo, prefixes, entries))
+        total, halo, prefixes, entries = max(received)
+        rows[f"cp{cp}"] = {"v4_mb": round(total / MB, 3), "halo_mb": round(halo / MB, 3),
+                           "prefix_mb": round(prefixes / MB, 3), "entries_mb": round(entries / MB, 3),
+                           "kv_allgather_mb": round(kv_gather / MB, 3), "ratio": round(total / kv_gather, 3)}
+    return rows
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seqs", default=None, help="comma-separated sequence lengths (default: by device)")
@@ -159,9 +200,17 @@ def main(argv: Optional[List[str]] = None) -> None:
             print(f"DSA-CP {name} at {seq} tokens, busiest rank receives per forward: {row['dsa_mb']:.2f} MB (indexer "
                   f"keys {row['index_keys_mb']:.2f} + fetched latents {row['fetched_latents_mb']:.2f}) against the K/V "
                   f"all-gather's {row['kv_allgather_mb']:.2f} MB: x{row['ratio']:.3f}", file=sys.stderr)
+    v4_seq = max(4 * max(seqs), 16 * V4_FLASH["hca"])  # CP 8's chunks hold whole HCA windows
+    v4 = {"seq": v4_seq, "rows": compressed_cp_traffic(v4_seq, torch.finfo(dtype).bits // 8, **V4_FLASH)}
+    for name, row in v4["rows"].items():
+        print(f"DeepSeek-V4-CP {name} at {v4_seq} tokens, busiest rank receives per forward: {row['v4_mb']:.2f} MB "
+              f"(window halo {row['halo_mb']:.2f} + CSA prefixes {row['prefix_mb']:.2f} + entries "
+              f"{row['entries_mb']:.2f}) against the key/value all-gather's {row['kv_allgather_mb']:.2f} MB: "
+              f"x{row['ratio']:.3f}", file=sys.stderr)
     print(json.dumps({"bench": "sparse_attention", "device": acc.type, "dtype": str(dtype)[6:], "hidden": hidden,
                       "seqs": seqs, "topk": topk, "layers": 4,
-                      "table": {str(seq): rows for seq, rows in table.items()}, "memory_slope": slopes, "cp": cp}))
+                      "table": {str(seq): rows for seq, rows in table.items()}, "memory_slope": slopes, "cp": cp,
+                      "v4_cp": v4}))
 
 
 if __name__ == "__main__":

@@ -184,3 +184,6 @@ def test_sparse_attention_bench_rows_and_ratios() -> None:
             assert row["tokens_per_s"] > 0 and row["peak_mb"] > 0 and row["saved_mb"] > 0, row
             assert abs(row["peak_ratio"] - row["peak_mb"] / rows["attention"]["peak_mb"]) < 0.01, row
     assert set(record["memory_slope"]) == {"attention", "dsa", "dsa_warmup"}
+    for name, row in record["v4_cp"]["rows"].items():  # DeepSeek-V4's exchange: its parts, below the K/V all-gather
+        assert abs(row["v4_mb"] - row["halo_mb"] - row["prefix_mb"] - row["entries_mb"]) < 0.01, (name, row)
+        assert 0 < row["halo_mb"] and 0 < row["entries_mb"] and 0 < row["ratio"] < 1, (name, row)
