@@ -89,9 +89,8 @@ class TokenPlaces(NamedTuple):
 
 
 def aligned_runs(positions: torch.Tensor, ratio: int) -> Optional[List[Tuple[int, int]]]:
-    """This rank's maximal runs of consecutive positions ``[(start, length)]`` (in the order it holds them) when
-    every one starts and ends on a window boundary, else None. Under CP every rank's runs are equally long, so all
-    ranks decide alike."""
+    """The maximal runs of consecutive ``positions`` ``[(start, length)]`` (in their order) when every one starts
+    and ends on a window boundary, else None."""
     values = positions.tolist()
     runs, start = [], 0
     for i in range(1, len(values) + 1):
@@ -363,7 +362,7 @@ class CompressedAttention(nn.Module):
         if cache is not None:
             rows = cache.update_rows(self.layer_number, name, rows)  # [sk, b, 2 width]
         count = -(-places.length // compressor.ratio)  # entries spanning the sequence
-        runs = aligned_runs(places.positions[0], compressor.ratio) if places.group is not None else None
+        runs = self._own_windows(compressor.ratio) if places.group is not None else None
         if runs is not None:  # CP, every window on one rank: each pools its own, one all-gather of the entries
             entries = self._gathered_entries(compressor, rows, runs, places)
         else:  # one process, a cache, or CP with windows split over ranks: every rank's share summed over CP
@@ -371,6 +370,14 @@ class CompressedAttention(nn.Module):
         starts = torch.arange(entries.size(0), device=entries.device)[:, None] * compressor.ratio  # [W, 1]
         cos, sin = self.entry_rotary.at(starts, entries.dtype)
         return rotate_trailing(entries.unsqueeze(2), cos, sin, self.config.rope_interleaved).squeeze(2)
+
+    def _own_windows(self, ratio: int) -> Optional[List[Tuple[int, int]]]:
+        """Under CP: this rank's runs of positions when every rank's runs are aligned to windows of ``ratio`` (so
+        that all ranks take the same path), else None."""
+        cp, seq_len = self._layout.cp, self._layout.seq_len
+        runs = [aligned_runs(cp.rank_positions(seq_len, rank, torch.device("cpu")), ratio)
+                for rank in range(cp.group.size)]
+        return runs[cp.group.rank] if all(run is not None for run in runs) else None
 
     def _gathered_entries(self, compressor: Compressor, rows: torch.Tensor, runs: List[Tuple[int, int]],
                           places: TokenPlaces) -> torch.Tensor:

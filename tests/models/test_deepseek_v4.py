@@ -170,3 +170,14 @@ def test_indexer_loss_reaches_the_indexer_only() -> None:
     for name, grad in plain.items():
         if name not in indexer:
             torch.testing.assert_close(trained[name], grad, msg=name)
+
+
+def test_aligned_runs_decide_the_cp_path() -> None:
+    """Window-aligned runs per rank (each pools its own entries) or None (every rank's share summed over CP)."""
+    from core.transformer.compressed_attention import aligned_runs
+    from core.transformer.context_parallel import token_positions
+
+    assert aligned_runs(token_positions(16, 2, 0), 4) == [(0, 4), (12, 4)]
+    assert aligned_runs(token_positions(16, 2, 1), 4) == [(4, 8)]  # its two chunks meet
+    # CP 3, chunks of 2: rank 2's merged run (4, 4) aligns, rank 0's (0, 2) does not -- all ranks must fall back
+    assert [aligned_runs(token_positions(12, 3, r), 4) is None for r in range(3)] == [True, True, False]

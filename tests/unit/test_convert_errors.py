@@ -77,9 +77,9 @@ def test_unsupported_model_type(capsys, hf_dir: str, tmp_path) -> None:
     expect_error(capsys, HF_MG + ["--load-dir", src, "--save-dir", str(tmp_path / "out")],
                  "model_type 'made_up_lm' is not supported; supported model types: ", "llama", "mistral", "qwen2",
                  "config.json")
-    json.dump({**config, "model_type": "ctrl"}, open(os.path.join(src, "config.json"), "w"))
+    json.dump({**config, "model_type": "gemma3n_text"}, open(os.path.join(src, "config.json"), "w"))
     expect_error(capsys, HF_MG + ["--load-dir", src, "--save-dir", str(tmp_path / "out")],
-                 "config.json: ctrl is not supported: not covered yet")
+                 "config.json: gemma3n_text is not supported: not covered yet")
 
 
 def test_index_names_a_missing_shard(capsys, hf_dir: str, tmp_path) -> None:
