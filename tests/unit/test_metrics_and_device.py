@@ -307,3 +307,30 @@ def test_cpu_accelerator_reuses_freed_host_memory():
     assert faults < 1000
     applied, faults = _reused_tensor_faults(MALLOC_MMAP_MAX_="65536")
     assert not applied and faults > 4 * 8000
+
+
+def test_deepseek_v4_attention_flops_follow_each_layer_kind() -> None:
+    """DeepSeek-V4's layers count their own projections and the keys they read: the window, every HCA entry, the
+    CSA top-k and its indexer's scores; not the dense s x s attention of 4 heads of 8."""
+    from core.transformer.config import TransformerConfig
+    from mindspeed_llm.training.metrics import compressed_attention_forward_flops_per_token as flops
+
+    config = TransformerConfig(num_layers=3, hidden_size=32, num_attention_heads=4, vocab_size=64,
+                               add_bias_linear=False, compressed_attention_pattern="CHS", num_query_groups=1,
+                               kv_channels=8, rotary_percent=0.5, q_lora_rank=8, sliding_window=3,
+                               csa_compress_ratio=2, hca_compress_ratio=4, o_groups=2, o_lora_rank=4,
+                               dsa_indexer_n_heads=2, dsa_indexer_head_dim=4, dsa_indexer_topk=2)
+    h, d, q, s = 32, 8, 32, 16
+    shared = 2 * h * 8 + 2 * 8 * q + 2 * h * d + 2 * q * 4 + 2 * 2 * 4 * h  # q latent, q, kv, grouped out
+    sliding = flops(config, s, 2)
+    assert sliding == (shared, 4 * 3 * q)
+    hca = flops(config, s, 1)
+    assert hca == (shared + 2 * h * 2 * d, 4 * (3 + s // 4) * q)
+    csa = flops(config, s, 0)
+    indexer = 2 * h * 2 * 2 * 4 + 2 * 8 * 2 * 4 + 2 * h * 2
+    assert csa == (shared + 2 * h * 2 * d * 2 + indexer, 4 * (3 + 2) * q + 2 * 2 * 4 * (s // 2))
+    from mindspeed_llm.training.metrics import forward_flops_per_token, mlp_forward_flops_per_token
+    layers = [flops(config, s, layer) for layer in range(3)]  # the model's count is the layers' sum
+    expected = (sum(w for w, _ in layers) + 3 * mlp_forward_flops_per_token(config) + 2 * h * config.padded_vocab_size,
+                sum(a for _, a in layers))
+    assert forward_flops_per_token(config, s) == expected
