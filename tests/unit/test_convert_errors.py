@@ -79,7 +79,7 @@ def test_unsupported_model_type(capsys, hf_dir: str, tmp_path) -> None:
                  "config.json")
     json.dump({**config, "model_type": "gemma3n_text"}, open(os.path.join(src, "config.json"), "w"))
     expect_error(capsys, HF_MG + ["--load-dir", src, "--save-dir", str(tmp_path / "out")],
-                 "config.json: gemma3n_text is not supported: not covered yet")
+                 "config.json: gemma3n_text is not supported: Gemma 3n's AltUp")
 
 
 def test_index_names_a_missing_shard(capsys, hf_dir: str, tmp_path) -> None:

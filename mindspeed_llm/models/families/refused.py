@@ -3,14 +3,13 @@
 ``tools/model_coverage.py`` lists every type of the installed transformers with its status (a registered family,
 or one of these reasons) into ``examples/README.md``; ``tests/unit/test_model_coverage.py`` fails when a type is
 neither, so a transformers upgrade that adds one asks for a decision. Converting one of these gives the reason in
-one line (``registry.refuse``). Four kinds:
+one line (``registry.refuse``). Three kinds:
 
 * not decoder-only: BERT-style encoders that transformers can run as decoders, and the decoders of
   encoder-decoder models (cross-attention to an encoder);
 * audio and multimodal-only: speech and music models; vision-language wrappers whose language model is its own
   ``text_config`` (its model type, covered or not, is named; the towers are the vision-language issue's);
-* text decoders with a layer the decoder cannot express exactly (named);
-* text decoders not yet checked against the decoder: the layers that differ from covered families are named.
+* text decoders with a layer the decoder cannot express exactly (named, and what it would take).
 """
 from __future__ import annotations
 
@@ -64,7 +63,8 @@ MULTIMODAL: Dict[str, str] = {
     "blt": ("BLT (Byte Latent Transformer): byte-level local encoder and decoder with cross-attention around a "
             "global patch transformer; not a token decoder"),
     "apertus1p5_text": "multimodal-only: Apertus 1.5's text model reads its own vision and audio tokenizers' codes",
-    "minimax_m3_vl_text": "MiniMax-M3's text model: a sparse-attention indexer with its own sparse cache; not covered yet",
+    "minimax_m3_vl_text": ("MiniMax-M3's text model: a sparse-attention indexer with its own sparse cache, and its "
+                           "checkpoints are multimodal (vision-language) only"),
 }
 NOT_EXPRESSIBLE: Dict[str, str] = {
     "diffllama": "differential attention (two softmax maps subtracted with a learned lambda per layer) has no "
@@ -114,14 +114,15 @@ NOT_EXPRESSIBLE: Dict[str, str] = {
                       "192; the decoder's attention has one head dim outside MLA), its attention sinks are on the "
                       "sliding-window layers only and its values are scaled by attention_value_scale"),
     "zaya": "Zaya's compressed cross-attention projections (CCA) and residual scaling have no equivalent",
-}
-NOT_YET: Dict[str, str] = {
-    "gemma3n_text": "not covered yet: Gemma 3n's AltUp, Laurel blocks, per-layer embeddings and activation sparsity",
+    "gemma3n_text": ("Gemma 3n's AltUp (several residual streams predicted and corrected around each layer), Laurel "
+                     "low-rank residual blocks, per-layer input embeddings, the last layers reusing earlier layers' "
+                     "keys/values and the statistical top-k activation sparsity of its MLPs have no equivalent in "
+                     "the decoder"),
 }
 
 
 def _register() -> None:
-    for table in (NOT_DECODER_ONLY, AUDIO, MULTIMODAL, NOT_EXPRESSIBLE, NOT_YET):
+    for table in (NOT_DECODER_ONLY, AUDIO, MULTIMODAL, NOT_EXPRESSIBLE):
         for model_type, reason in table.items():
             refuse(model_type, reason)
 
