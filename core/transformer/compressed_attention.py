@@ -77,6 +77,31 @@ def rotate_trailing(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, inter
     return torch.cat([x[..., :-rd], rotated], dim=-1)
 
 
+def compressed_attention_flops(config: TransformerConfig, seq_length: int, layer: int) -> Tuple[float, float]:
+    """Forward FLOPs per token of layer ``layer`` (``mindspeed_llm/training/metrics.py``'s convention: matrix
+    multiplies, 2 per multiply-add): (by weights: the query latent and its up projection, the shared key/value head,
+    the grouped output projection, the compressor's and the indexer's projections; between activations: the scores
+    and context over the window and the entries a query reads -- every one of an HCA layer's, the top-k of a CSA
+    layer's -- and the indexer's scores over every entry). ``2 h r + 2 r q + 2 h d + 2 q d_o + 2 G d_o h`` +
+    ``2 h (kv + gate rows)`` [+ the indexer's], and ``4 q (min(window, s) + keys)`` [+ ``2 H_I d_I s / m``]."""
+    h, d, heads = config.hidden_size, config.kv_channels, config.num_attention_heads
+    q, rank, groups = heads * d, config.q_lora_rank, config.o_groups
+    weights = 2 * h * rank + 2 * rank * q + 2 * h * d + 2 * q * config.o_lora_rank + 2 * groups * config.o_lora_rank * h
+    keys = min(config.sliding_window, seq_length)
+    ratio = config.compress_ratio(layer)
+    activations = 0.0
+    if ratio:
+        entries = seq_length // ratio
+        overlap = config.compressed_layer_kind(layer) == CSA_LETTER
+        weights += 2 * h * 2 * d * (2 if overlap else 1)  # kv and gate rows
+        keys += min(config.dsa_indexer_topk, entries) if overlap else entries
+        if overlap:  # the indexer: its compressor, queries, head weights; its scores over every entry
+            index_heads, index_dim = config.dsa_indexer_n_heads, config.dsa_indexer_head_dim
+            weights += 2 * h * 2 * 2 * index_dim + 2 * rank * index_heads * index_dim + 2 * h * index_heads
+            activations += 2 * index_heads * index_dim * entries
+    return weights, activations + 4 * keys * q
+
+
 class TokenPlaces(NamedTuple):
     """Where the keys and queries of one forward sit: key ``positions``/``valid`` [b, sk] (False: padding), the
     queries' ``query_positions`` [b, sq], the sequence's ``length`` (one past its last position: the entries span

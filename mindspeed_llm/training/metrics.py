@@ -9,10 +9,8 @@ attention counted over the full ``s x s`` score matrix, noop layers skipped):
                         + 4 s q                 scores QK^T and context x V
                         + 2 h f x (3 | 2)       MLP: SwiGLU has three h x f matrices, GELU two
     (a hybrid pattern's layer counts only the branch it has: '*' attention, '-'/'E' the MLP)
-    DeepSeek-V4 attention, forward = 2 h r + 2 r q + 2 h d + 2 q d_o + 2 G d_o h   q latent, q, key/value, grouped out
-                        + 2 h (kv + gate rows) [+ the CSA indexer's projections]   compressor(s)
-                        + 4 q (min(window, s) + keys)        keys: every entry s / m (HCA), the top-k (CSA)
-                        [+ 2 H_I d_I s / m]                  the CSA indexer's scores
+    DeepSeek-V4 attention: its projections, the window and entries each query reads, the CSA indexer's scores
+                        (``compressed_attention_flops`` in core/transformer/compressed_attention.py)
     gated DeltaNet, forward = 2 h (2 nk dk + 2 nv dv + 2 nv) + 2 nv dv h   in/out projections
                         + 6 nv dk dv                          the delta rule (state reads and update)
     Mamba layer, forward = 2 h (in_proj rows) + 2 d_inner h           in/out projections
@@ -43,7 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from core.transformer.config import (ATTENTION_MIXER, CSA_LETTER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MAMBA_MIXER,
+from core.transformer.compressed_attention import compressed_attention_flops
+from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MAMBA_MIXER,
                                      MLSTM_MIXER, PARALLEL_HYBRID_MIXER, RG_LRU_MIXER, RWKV_CHANNEL_MIX, RWKV_TIME_MIX,
                                      SHARED_BLOCK_MAMBA_MIXER, SHORT_CONV_MIXER, TransformerConfig)
 
@@ -59,7 +58,7 @@ def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple
         mixer, mlp = config.layer_parts(layer)
         mixer_weights, mixer_activations = MIXER_FLOPS[mixer](config, seq_length) if mixer else (0.0, 0.0)
         if mixer == ATTENTION_MIXER and config.compressed_attention_pattern is not None:
-            mixer_weights, mixer_activations = compressed_attention_forward_flops_per_token(config, seq_length, layer)
+            mixer_weights, mixer_activations = compressed_attention_flops(config, seq_length, layer)
         weights += mixer_weights + (mlp_forward_flops_per_token(config) if mlp else 0.0)
         activations += mixer_activations
     logits = 2 * h * config.padded_vocab_size  # the output layer multiplies the padded vocabulary
@@ -79,30 +78,6 @@ def attention_forward_flops_per_token(config: TransformerConfig, seq_length: int
     gate_rows = config.num_attention_heads if config.attention_output_gate_per_head else q
     gate = 2 * width * gate_rows if config.attention_output_gate else 0
     return 2 * width * (q + 2 * kv) + 2 * q * h + gate, 4 * seq_length * q
-
-
-def compressed_attention_forward_flops_per_token(config: TransformerConfig, seq_length: int,
-                                                 layer: int) -> Tuple[float, float]:
-    """DeepSeek-V4's attention in layer ``layer``: (the query latent and its up projection, the shared key/value
-    head, the grouped output projection, the compressor's and the indexer's projections; the scores and context
-    over the window and the entries a query reads -- every one of an HCA layer's, the top-k of a CSA layer's --
-    and the indexer's scores over every entry)."""
-    h, d, heads = config.hidden_size, config.kv_channels, config.num_attention_heads
-    q, rank, groups = heads * d, config.q_lora_rank, config.o_groups
-    weights = 2 * h * rank + 2 * rank * q + 2 * h * d + 2 * q * config.o_lora_rank + 2 * groups * config.o_lora_rank * h
-    keys = min(config.sliding_window, seq_length)
-    ratio = config.compress_ratio(layer)
-    activations = 0.0
-    if ratio:
-        entries = seq_length // ratio
-        overlap = config.compressed_layer_kind(layer) == CSA_LETTER
-        weights += 2 * h * 2 * d * (2 if overlap else 1)  # kv and gate rows
-        keys += min(config.dsa_indexer_topk, entries) if overlap else entries
-        if overlap:  # the indexer: its compressor, queries, head weights; its scores over every entry
-            index_heads, index_dim = config.dsa_indexer_n_heads, config.dsa_indexer_head_dim
-            weights += 2 * h * 2 * 2 * index_dim + 2 * rank * index_heads * index_dim + 2 * h * index_heads
-            activations += 2 * index_heads * index_dim * entries
-    return weights, activations + 4 * keys * q
 
 
 def shared_block_mamba_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:

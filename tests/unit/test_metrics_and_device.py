@@ -313,7 +313,7 @@ def test_deepseek_v4_attention_flops_follow_each_layer_kind() -> None:
     """DeepSeek-V4's layers count their own projections and the keys they read: the window, every HCA entry, the
     CSA top-k and its indexer's scores; not the dense s x s attention of 4 heads of 8."""
     from core.transformer.config import TransformerConfig
-    from mindspeed_llm.training.metrics import compressed_attention_forward_flops_per_token as flops
+    from core.transformer.compressed_attention import compressed_attention_flops as flops
 
     config = TransformerConfig(num_layers=3, hidden_size=32, num_attention_heads=4, vocab_size=64,
                                add_bias_linear=False, compressed_attention_pattern="CHS", num_query_groups=1,
