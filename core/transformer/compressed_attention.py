@@ -61,7 +61,7 @@ from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import explicit_attention
 from core.transformer.attention_mask import attention_allowed
 from core.transformer.config import CSA_LETTER, SLIDING_LETTER, TransformerConfig
-from core.transformer.context_parallel import SequenceLayout
+from core.transformer.context_parallel import ContextParallel, SequenceLayout
 from core.transformer.moe.aux_losses import DSA_INDEXER_LOSS, attach_aux_loss, track_aux_losses
 from core.transformer.norms import NonParametricNorm, build_norm
 from core.transformer.rope import RotaryEmbedding, apply_rope, layer_rotary
@@ -105,12 +105,24 @@ def compressed_attention_flops(config: TransformerConfig, seq_length: int, layer
 class TokenPlaces(NamedTuple):
     """Where the keys and queries of one forward sit: key ``positions``/``valid`` [b, sk] (False: padding), the
     queries' ``query_positions`` [b, sq], the sequence's ``length`` (one past its last position: the entries span
-    it) and, under context parallelism, the CP ``group`` whose ranks hold the other keys."""
+    it) and, under context parallelism, the ``cp`` whose ranks hold the other keys."""
     positions: torch.Tensor
     valid: torch.Tensor
     query_positions: torch.Tensor
     length: int
-    group: Optional[Group] = None
+    cp: Optional[ContextParallel] = None
+
+    @property
+    def group(self) -> Optional[Group]:
+        """The CP group (None without context parallelism)."""
+        return self.cp.group if self.cp is not None else None
+
+
+def cp_row_order(cp: ContextParallel, seq_len: int, device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``(order, row_of)`` ``[s]``: the sequence position of each CP-rank-order row (an all-gather's order), and the
+    row of each position (its inverse)."""
+    order = cp.all_positions(seq_len, device)
+    return order, torch.argsort(order)
 
 
 def aligned_runs(positions: torch.Tensor, ratio: int) -> Optional[List[Tuple[int, int]]]:
@@ -123,6 +135,15 @@ def aligned_runs(positions: torch.Tensor, ratio: int) -> Optional[List[Tuple[int
             runs.append((values[start], i - start))
             start = i
     return runs if all(first % ratio == 0 and length % ratio == 0 for first, length in runs) else None
+
+
+def own_windows(places: TokenPlaces, ratio: int) -> Optional[List[Tuple[int, int]]]:
+    """Under CP: this rank's runs of positions when every rank's runs are aligned to windows of ``ratio`` (so that
+    all ranks take the same path), else None."""
+    cp = places.cp
+    runs = [aligned_runs(cp.rank_positions(places.length, rank, torch.device("cpu")), ratio)
+            for rank in range(cp.group.size)]
+    return runs[cp.group.rank] if all(run is not None for run in runs) else None
 
 
 def entry_visible(query_positions: torch.Tensor, entries: int, ratio: int) -> torch.Tensor:
@@ -272,8 +293,6 @@ class CompressedAttention(nn.Module):
         self.indexer = CompressedIndexer(config, ratio) if self.kind == CSA_LETTER else None
         self.entry_rotary = RotaryEmbedding(config) if ratio else None  # the entries' angles (the global table)
         self.tracked_aux_losses: Dict[str, torch.Tensor] = {}  # the indexer loss of training forwards (the log)
-        self._cp_group: Optional[Group] = None  # this forward's CP group (None without context parallelism)
-        self._layout: Optional[SequenceLayout] = None  # this forward's layout
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
                 layout: Optional[SequenceLayout] = None) -> torch.Tensor:
@@ -295,11 +314,11 @@ class CompressedAttention(nn.Module):
             keys = cache.update(self.layer_number, kv, kv)[0]  # [sk, b, 1, d]
             allowed = cache.allowed(self.window, None)  # [b, 1, sq, sk]
         elif places.group is not None:  # context parallelism: the window's keys, fetched from their ranks
-            keys, allowed = self._window_keys(kv, layout)
+            keys, allowed = self._window_keys(kv, places)
         else:
             allowed = attention_allowed(places.query_positions[:1], places.positions[:1], self.window, None)
             keys, allowed = kv, allowed.expand(b, s, s).unsqueeze(1)  # [b, 1, s, s]
-        index, self._cp_group, self._layout = None, places.group, layout
+        index = None
         if self.compressor is not None:  # entries [W, b, d], seen [b, sq, W]
             entries, seen, index = self._entries(hidden, q_latent, cos, sin, places, cache)
             keys = torch.cat([keys, entries.unsqueeze(2)], dim=0)
@@ -310,7 +329,7 @@ class CompressedAttention(nn.Module):
                             self.o_group_proj.view(self.local_groups, -1, self.group_width).transpose(1, 2))
         output = self.linear_proj(grouped.transpose(0, 1).reshape(s, b, -1))  # [s, b, h] ([s/tp, b, h] under SP)
         if index is not None and self._trains_indexer():
-            output = attach_aux_loss(output, self._indexer_loss(q, entries, *index))
+            output = attach_aux_loss(output, self._indexer_loss(q, entries, *index, places.group))
         return output
 
     def _places(self, layout: Optional[SequenceLayout], s: int, b: int, device: torch.device) -> TokenPlaces:
@@ -327,18 +346,16 @@ class CompressedAttention(nn.Module):
         if layout is not None and layout.cp is not None:  # this rank's tokens, scattered over the sequence
             positions = layout.positions.expand(b, s)
             return TokenPlaces(positions, torch.ones(b, s, dtype=torch.bool, device=device), positions,
-                               layout.seq_len, layout.cp.group)
+                               layout.seq_len, layout.cp)
         positions = torch.arange(s, device=device).expand(b, s)
         return TokenPlaces(positions, torch.ones(b, s, dtype=torch.bool, device=device), positions, s)
 
-    def _window_keys(self, kv: torch.Tensor, layout: SequenceLayout) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _window_keys(self, kv: torch.Tensor, places: TokenPlaces) -> Tuple[torch.Tensor, torch.Tensor]:
         """Under CP: the keys of this rank's queries' windows ``[m, b, 1, d]`` (only those rows travel, from the
         ranks that hold them) and the mask ``[b, 1, sq, m]``."""
-        cp, queries = layout.cp, layout.positions  # [sq] sequence positions
-        order = cp.all_positions(layout.seq_len, kv.device)  # [s]: the position of each CP-rank-order row
-        row_of = torch.empty_like(order)
-        row_of[order] = torch.arange(order.numel(), device=kv.device)
-        candidates = torch.arange(layout.seq_len, device=kv.device)
+        cp, queries = places.cp, places.query_positions[0]  # [sq] sequence positions (alike in every row)
+        order, row_of = cp_row_order(cp, places.length, kv.device)
+        candidates = torch.arange(places.length, device=kv.device)
         needed = attention_allowed(queries, candidates, self.window).any(dim=0)  # [s]
         wanted = torch.sort(row_of[needed]).values  # [m] CP-rank-order rows
         keys = fetch_rows(kv, wanted, cp.group)  # [m, b, 1, d]
@@ -365,13 +382,12 @@ class CompressedAttention(nn.Module):
         """A training forward with an indexer loss (--dsa-indexer-loss-coeff)."""
         return self.config.dsa_indexer_loss_coeff > 0 and self.training
 
-    def _indexer_loss(self, q: torch.Tensor, entries: torch.Tensor, scores: torch.Tensor,
-                      allowed: torch.Tensor) -> torch.Tensor:
-        """The CSA indexer's KL loss times --dsa-indexer-loss-coeff, tracked for the log."""
+    def _indexer_loss(self, q: torch.Tensor, entries: torch.Tensor, scores: torch.Tensor, allowed: torch.Tensor,
+                      cp: Optional[Group]) -> torch.Tensor:
+        """The CSA indexer's KL loss times --dsa-indexer-loss-coeff, tracked for the log (``cp``: the CP group)."""
         cfg = self.config
         scale = cfg.attention_scale if cfg.attention_scale is not None else self.head_dim ** -0.5
         loss = indexer_kl_loss(q, entries, scores, allowed, scale, self.group) * cfg.dsa_indexer_loss_coeff
-        cp = self._cp_group
         if cp is not None:  # this rank's queries' share of the sequence's mean; the log shows their sum
             loss = loss / cp.size
         if not is_recomputing():
@@ -387,7 +403,7 @@ class CompressedAttention(nn.Module):
         if cache is not None:
             rows = cache.update_rows(self.layer_number, name, rows)  # [sk, b, 2 width]
         count = -(-places.length // compressor.ratio)  # entries spanning the sequence
-        runs = self._own_windows(compressor.ratio) if places.group is not None else None
+        runs = own_windows(places, compressor.ratio) if places.cp is not None else None
         if runs is not None:  # CP, every window on one rank: each pools its own, one all-gather of the entries
             entries = self._gathered_entries(compressor, rows, runs, places)
         else:  # one process, a cache, or CP with windows split over ranks: every rank's share summed over CP
@@ -396,22 +412,13 @@ class CompressedAttention(nn.Module):
         cos, sin = self.entry_rotary.at(starts, entries.dtype)
         return rotate_trailing(entries.unsqueeze(2), cos, sin, self.config.rope_interleaved).squeeze(2)
 
-    def _own_windows(self, ratio: int) -> Optional[List[Tuple[int, int]]]:
-        """Under CP: this rank's runs of positions when every rank's runs are aligned to windows of ``ratio`` (so
-        that all ranks take the same path), else None."""
-        cp, seq_len = self._layout.cp, self._layout.seq_len
-        runs = [aligned_runs(cp.rank_positions(seq_len, rank, torch.device("cpu")), ratio)
-                for rank in range(cp.group.size)]
-        return runs[cp.group.rank] if all(run is not None for run in runs) else None
-
     def _gathered_entries(self, compressor: Compressor, rows: torch.Tensor, runs: List[Tuple[int, int]],
                           places: TokenPlaces) -> torch.Tensor:
         """Under CP with this rank's runs of positions aligned to windows: the entries of its own windows (a CSA
         run's first entry with the previous window's rows fetched from their rank), all-gathered over CP and put
         in sequence order ``[W, b, dim]``."""
-        group, ratio, layout = places.group, compressor.ratio, self._layout
-        cp = layout.cp
-        prefixes = self._previous_windows(rows, runs, layout, ratio) if compressor.overlap else {}
+        cp, ratio = places.cp, compressor.ratio
+        prefixes = self._previous_windows(rows, runs, places, ratio) if compressor.overlap else {}
         own, offset = [], 0
         for start, length in runs:
             part, base = rows[offset:offset + length], start
@@ -423,26 +430,23 @@ class CompressedAttention(nn.Module):
             local = TokenPlaces(positions, torch.ones_like(positions, dtype=torch.bool), positions, part.size(0))
             own.append(compressor.pool(part, local, part.size(0) // ratio)[(start - base) // ratio:])
             offset += length
-        gathered = gather_from_sequence_parallel_region(torch.cat(own), group)  # [W, b, dim] in CP-rank order
-        windows = torch.cat([cp.rank_positions(layout.seq_len, rank, rows.device) for rank in range(group.size)])
+        gathered = gather_from_sequence_parallel_region(torch.cat(own), cp.group)  # [W, b, dim] in CP-rank order
+        windows = cp.all_positions(places.length, rows.device)
         windows = windows[windows % ratio == 0] // ratio  # each gathered entry's window, CP-rank order
         return gathered.index_select(0, torch.argsort(windows))
 
     @staticmethod
-    def _previous_windows(rows: torch.Tensor, runs: List[Tuple[int, int]], layout: SequenceLayout,
+    def _previous_windows(rows: torch.Tensor, runs: List[Tuple[int, int]], places: TokenPlaces,
                           ratio: int) -> Dict[Optional[int], torch.Tensor]:
         """CSA's overlap under CP: for each run not at the sequence start, the rows ``[ratio, b, 2 width]`` of the
         window before it, fetched from the rank that holds them (by run start); a rank with none gets the empty
         fetch under the key None (its backward is a collective every rank must join)."""
-        cp = layout.cp
         starts = [start for start, _ in runs if start > 0]
-        order = cp.all_positions(layout.seq_len, rows.device)  # the position of each CP-rank-order row
-        row_of = torch.empty_like(order)
-        row_of[order] = torch.arange(order.numel(), device=rows.device)
+        order, row_of = cp_row_order(places.cp, places.length, rows.device)
         wanted = torch.cat([torch.arange(start - ratio, start, device=rows.device) for start in starts]) if starts \
             else order.new_zeros(0)
         sorted_rows, back = torch.sort(row_of[wanted])
-        fetched = fetch_rows(rows, sorted_rows, cp.group)  # [m, b, 2 width], sorted by row
+        fetched = fetch_rows(rows, sorted_rows, places.group)  # [m, b, 2 width], sorted by row
         fetched = fetched.index_select(0, torch.argsort(back))  # in ``wanted`` order
         if not starts:  # nothing fetched: an empty tensor still ties this rank into the collective's backward
             return {None: fetched}

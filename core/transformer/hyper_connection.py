@@ -34,6 +34,11 @@ def _normed_flat(streams: torch.Tensor, eps: float) -> torch.Tensor:
     return flat * torch.rsqrt(flat.square().mean(-1, keepdim=True) + eps)
 
 
+def split_streams(streams: torch.Tensor, count: int) -> torch.Tensor:
+    """The flat streams ``[s, b, n h]`` as ``[s, b, n, h]``."""
+    return streams.unflatten(-1, (count, -1))
+
+
 def sinkhorn(comb: torch.Tensor, iterations: int, eps: float) -> torch.Tensor:
     """DeepSeek-V4's projection of positive ``comb`` ``[..., n, n]`` towards a doubly stochastic matrix: a column
     normalisation, then ``iterations - 1`` row-then-column normalisations (each sum plus ``eps``)."""
@@ -51,7 +56,7 @@ class HyperConnection(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         n, dtype, partial = config.mhc_num_residual_streams, config.params_dtype, config.sequence_parallel
-        self.streams, self.hidden_size = n, config.hidden_size
+        self.streams = n
         self.norm_eps, self.eps, self.iterations = config.norm_epsilon, config.mhc_eps, config.mhc_sinkhorn_iterations
         self.fn = mark_param(nn.Parameter(torch.empty((2 + n) * n, n * config.hidden_size, dtype=dtype)),
                              init="normal", grad_partial_over_tp=partial)
@@ -71,18 +76,15 @@ class HyperConnection(nn.Module):
         post = 2 * torch.sigmoid(post * scale[1] + base_post)
         comb = torch.softmax((comb * scale[2] + base_comb).unflatten(-1, (n, n)), dim=-1) + self.eps
         comb = sinkhorn(comb, self.iterations, self.eps)  # [s, b, n, n]
-        collapsed = (pre.unsqueeze(-1) * self._split(streams)).sum(dim=2)  # [s, b, h]
+        collapsed = (pre.unsqueeze(-1) * split_streams(streams, n)).sum(dim=2)  # [s, b, h]
         return post, comb, collapsed.to(streams.dtype)
 
     def merge(self, streams: torch.Tensor, output: torch.Tensor, post: torch.Tensor,
               comb: torch.Tensor) -> torch.Tensor:
         """The new streams ``post y + comb^T X`` ``[s, b, n h]`` from the branch output ``y`` [s, b, h]."""
         dtype = streams.dtype
-        mixed = torch.matmul(comb.to(dtype).transpose(-1, -2), self._split(streams))  # [s, b, n, h]
+        mixed = torch.matmul(comb.to(dtype).transpose(-1, -2), split_streams(streams, self.streams))  # [s, b, n, h]
         return (post.to(dtype).unsqueeze(-1) * output.unsqueeze(-2) + mixed).flatten(-2)
-
-    def _split(self, streams: torch.Tensor) -> torch.Tensor:
-        return streams.unflatten(-1, (self.streams, self.hidden_size))  # [s, b, n, h]
 
 
 class HyperHead(nn.Module):
@@ -91,8 +93,7 @@ class HyperHead(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         n, dtype, partial = config.mhc_num_residual_streams, config.params_dtype, config.sequence_parallel
-        self.streams, self.hidden_size, self.norm_eps, self.eps = n, config.hidden_size, config.norm_epsilon, \
-            config.mhc_eps
+        self.streams, self.norm_eps, self.eps = n, config.norm_epsilon, config.mhc_eps
         self.fn = mark_param(nn.Parameter(torch.empty(n, n * config.hidden_size, dtype=dtype)), init="normal",
                              grad_partial_over_tp=partial)
         self.base = mark_param(nn.Parameter(torch.empty(n, dtype=dtype)), init="zeros", grad_partial_over_tp=partial)
@@ -101,8 +102,7 @@ class HyperHead(nn.Module):
     def forward(self, streams: torch.Tensor) -> torch.Tensor:
         mixes = F.linear(_normed_flat(streams, self.norm_eps), self.fn.float())  # [s, b, n]
         pre = torch.sigmoid(mixes * self.scale.float() + self.base.float()) + self.eps
-        split = streams.unflatten(-1, (self.streams, self.hidden_size))  # [s, b, n, h]
-        return (pre.unsqueeze(-1) * split).sum(dim=2).to(streams.dtype)
+        return (pre.unsqueeze(-1) * split_streams(streams, self.streams)).sum(dim=2).to(streams.dtype)
 
 
 def expand_streams(hidden: torch.Tensor, streams: int) -> torch.Tensor:
