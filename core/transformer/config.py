@@ -2027,6 +2027,12 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if others:
             raise ValueError(f"--compressed-attention-pattern (DeepSeek-V4's attention) does not support {others[0]}; "
                              "drop it")
+        idle = [field_flag(name) for name, letter in (("csa_compress_ratio", CSA_LETTER),
+                                                      ("hca_compress_ratio", HCA_LETTER))
+                if letter not in pattern and self._changed((name,))]
+        if idle:
+            raise ValueError(f"{idle[0]} sizes the entries of layers --compressed-attention-pattern {pattern!r} has "
+                             "none of; drop it")
         if self.num_query_groups != 1:
             raise ValueError(f"--compressed-attention-pattern shares one key/value head among all heads: set "
                              f"--num-query-groups 1 (it is {self.num_query_groups})")

@@ -152,11 +152,17 @@ def _deepseek_v4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
             "num_query_groups": 1, "kv_channels": int(hf["head_dim"]), "q_lora_rank": int(hf["q_lora_rank"]),
             "rope_interleaved": True, "sliding_window": int(hf["sliding_window"]),
             "compressed_attention_pattern": pattern, **indexer,
-            "csa_compress_ratio": int(rates["compressed_sparse_attention"]),
-            "hca_compress_ratio": int(rates["heavily_compressed_attention"]),
+            **_compress_ratios(pattern, rates),
             "o_groups": int(hf["o_groups"]), "o_lora_rank": int(hf["o_lora_rank"]), "enable_mhc_connections": True,
             "mhc_num_residual_streams": int(hf["hc_mult"]), "mhc_sinkhorn_iterations": int(hf["hc_sinkhorn_iters"]),
             "mhc_eps": float(hf["hc_eps"]), "attention_dropout": float(hf.get("attention_dropout") or 0.0)}
+
+
+def _compress_ratios(pattern: str, rates: Dict[str, Any]) -> Dict[str, int]:
+    """``compress_rates`` of the layer kinds the pattern has (an absent kind's rate sizes nothing)."""
+    fields = (("csa_compress_ratio", CSA_LETTER, "compressed_sparse_attention"),
+              ("hca_compress_ratio", HCA_LETTER, "heavily_compressed_attention"))
+    return {name: int(rates[kind]) for name, letter, kind in fields if letter in pattern}
 
 
 # --------------------------------------------------------------------------- ours -> HF
@@ -275,7 +281,8 @@ def _weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
 DEEPSEEK_V4 = register(Family(FAMILY, FAMILY, "DeepseekV4ForCausalLM", _deepseek_v4_config, _deepseek_v4_hf_config,
                               _GLOBAL_WEIGHTS + _LAYER_WEIGHTS + _ATTENTION_WEIGHTS, preserved_keys=_PRESERVED,
                               weights_for=_weights, hf_tensor_aliases=TENSOR_ALIASES,
-                              # the indexer sizes of a model without CSA layers, and YaRN's mscale keys (read as 1)
-                              equivalent_keys=(("index_n_heads", "index_head_dim", "index_topk"),
+                              # an absent kind's rate; the indexer sizes of a model without CSA layers; YaRN's mscale
+                              # keys (read as 1)
+                              equivalent_keys=(("compress_rates",), ("index_n_heads", "index_head_dim", "index_topk"),
                                                ("rope_parameters",)),
                               unloaded_hf_prefixes=("mtp.", "model.mtp.")), "deepseek4")
