@@ -2033,6 +2033,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if idle:
             raise ValueError(f"{idle[0]} sizes the entries of layers --compressed-attention-pattern {pattern!r} has "
                              "none of; drop it")
+        if self.local_rotary_base is not None and SLIDING_LETTER not in pattern:
+            raise ValueError(f"--local-rotary-base is the RoPE base of the sliding-window-only layers ('S'), which "
+                             f"--compressed-attention-pattern {pattern!r} has none of; drop it")
         if self.num_query_groups != 1:
             raise ValueError(f"--compressed-attention-pattern shares one key/value head among all heads: set "
                              f"--num-query-groups 1 (it is {self.num_query_groups})")

@@ -13,7 +13,8 @@
 #               from hidden / heads = 16, so the explicit-head-dim path stays exercised. MoE/MLA recipes'
 #               MOE_FFN_HIDDEN_SIZE, FIRST_K_DENSE (1: one dense layer before the MoE one), KV_LORA_RANK,
 #               Q_LORA_RANK, the MLA head dims and DSA's indexer (DSA_N_HEADS, DSA_HEAD_DIM, DSA_TOPK) shrink too;
-#               DeepSeek-V4's COMPRESSED_PATTERN follows the layers (O_GROUPS, O_LORA_RANK, HCA_RATIO, HASH_LAYERS). EP (expert parallelism, default 1) shrinks
+#               DeepSeek-V4's COMPRESSED_PATTERN gets 3 layers per stage, one of each kind (O_GROUPS, O_LORA_RANK,
+#               HCA_RATIO, HASH_LAYERS shrink too). EP (expert parallelism, default 1) shrinks
 #               to the largest divisor of the recipe's EP that the smoke data-parallel size allows (a multiple
 #               of TP when the recipe sets ETP=1: whole experts spread over TP x EP ranks); NUM_LAYER_LIST
 #               becomes 2 layers per stage.
@@ -150,10 +151,11 @@ pretrain_setup() {
         if [[ -n ${KV_LORA_RANK:-} ]]; then KV_LORA_RANK=32 QK_HEAD_DIM=16 QK_POS_EMB_HEAD_DIM=8 V_HEAD_DIM=16; fi
         if [[ -n ${Q_LORA_RANK:-} ]]; then Q_LORA_RANK=48; fi
         if [[ -n ${DSA_TOPK:-} ]]; then DSA_N_HEADS=4 DSA_HEAD_DIM=16 DSA_TOPK=8; fi
-        # DeepSeek-V4: a CSA, HCA, sliding pattern over the smoke layers, 2 output groups, HCA entries of 8 tokens,
-        # one hash-routed layer
+        # DeepSeek-V4: 3 layers per stage, CSA, HCA and sliding (each kind its flags read), 2 output groups, HCA
+        # entries of 8 tokens, one hash-routed layer
         if [[ -n ${COMPRESSED_PATTERN:-} ]]; then
-            COMPRESSED_PATTERN=$(printf 'CHS%.0s' $(seq "$NUM_LAYERS")) COMPRESSED_PATTERN=${COMPRESSED_PATTERN:0:$NUM_LAYERS}
+            NUM_LAYERS=$(( 3 * PP )) COMPRESSED_PATTERN=$(printf 'CHS%.0s' $(seq "$PP"))
+            if [[ -n ${NUM_LAYER_LIST:-} ]]; then NUM_LAYER_LIST=$(printf '3%.0s,' $(seq "$PP")); NUM_LAYER_LIST=${NUM_LAYER_LIST%,}; fi
             O_GROUPS=2 O_LORA_RANK=16 HCA_RATIO=8 HASH_LAYERS=1
         fi
         PRECISION=()

@@ -85,6 +85,8 @@ TINY = dict(num_layers=3, hidden_size=32, num_attention_heads=4, vocab_size=64, 
     ({"mtp_num_layers": 1}, "--enable-mhc-connections does not support --mtp-num-layers"),
     ({"compressed_attention_pattern": "CHX"}, "one letter per layer"),
     ({"compressed_attention_pattern": "CSS"}, "--hca-compress-ratio sizes the entries"),
+    ({"compressed_attention_pattern": "CHC", "hca_compress_ratio": 4, "local_rotary_base": 500.0},
+     "--local-rotary-base is the RoPE base"),
 ])
 def test_config_refuses_in_one_line(change: Dict[str, Any], fragment: str) -> None:
     with pytest.raises(ValueError) as error:

@@ -77,7 +77,7 @@ def _hash_layers(hf: Dict[str, Any], layers: int) -> int:
     return hashed
 
 
-def _rope_config(hf: Dict[str, Any]) -> Dict[str, Any]:
+def _rope_config(hf: Dict[str, Any], pattern: str) -> Dict[str, Any]:
     """``main`` -> the sliding layers' --local-rotary-base; ``compress`` -> --rotary-base with its scaling. A flat
     config (DeepSeek's release: ``rope_theta``, ``compress_rope_theta``, ``rope_scaling`` and ``qk_rope_head_dim``)
     means the same: its scaling is the compressed layers'."""
@@ -103,7 +103,8 @@ def _rope_config(hf: Dict[str, Any]) -> Dict[str, Any]:
     kwargs = _rope_settings({"max_position_embeddings": hf["max_position_embeddings"], "rope_parameters": compress})
     if yarn:  # transformers' V4 applies no YaRN attention factor: mscale / mscale_all_dim = 1
         kwargs.update(rope_scaling_mscale=1.0, rope_scaling_mscale_all_dim=1.0)
-    return {**kwargs, "rotary_percent": float(partial), "local_rotary_base": float(main["rope_theta"])}
+    local = {"local_rotary_base": float(main["rope_theta"])} if SLIDING_LETTER in pattern else {}  # 'S' layers only
+    return {**kwargs, "rotary_percent": float(partial), **local}
 
 
 def _moe_config(hf: Dict[str, Any], layers: int) -> Dict[str, Any]:
@@ -148,7 +149,7 @@ def _deepseek_v4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
                "dsa_indexer_topk": int(hf["index_topk"])} if CSA_LETTER in pattern else {}
     for key in ("rotary_base", "rotary_percent", "rope_scaling_type"):
         common.pop(key, None)
-    return {**common, **_rope_config(hf), **_moe_config(hf, layers),
+    return {**common, **_rope_config(hf, pattern), **_moe_config(hf, layers),
             "num_query_groups": 1, "kv_channels": int(hf["head_dim"]), "q_lora_rank": int(hf["q_lora_rank"]),
             "rope_interleaved": True, "sliding_window": int(hf["sliding_window"]),
             "compressed_attention_pattern": pattern, **indexer,
@@ -282,7 +283,7 @@ DEEPSEEK_V4 = register(Family(FAMILY, FAMILY, "DeepseekV4ForCausalLM", _deepseek
                               _GLOBAL_WEIGHTS + _LAYER_WEIGHTS + _ATTENTION_WEIGHTS, preserved_keys=_PRESERVED,
                               weights_for=_weights, hf_tensor_aliases=TENSOR_ALIASES,
                               # an absent kind's rate; the indexer sizes of a model without CSA layers; YaRN's mscale
-                              # keys (read as 1)
+                              # keys (read as 1) and the sliding layers' base of a model without them
                               equivalent_keys=(("compress_rates",), ("index_n_heads", "index_head_dim", "index_topk"),
-                                               ("rope_parameters",)),
+                                               ("rope_parameters", "rope_theta")),
                               unloaded_hf_prefixes=("mtp.", "model.mtp.")), "deepseek4")
