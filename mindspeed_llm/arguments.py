@@ -854,8 +854,7 @@ def _check_context_parallel(args: argparse.Namespace) -> None:
 
 def _refuse_context_parallel_features(args: argparse.Namespace, algo: str) -> None:
     """Model features context parallelism does not run (yet): one line naming the feature."""
-    refused = [("--num-experts (MoE layers)", args.num_experts is not None, ""),
-               ("--mtp-num-layers (multi-token prediction)", args.mtp_num_layers is not None, "")]
+    refused = []
     if algo in (RING, HYBRID):
         other = f" with ring attention ({algo}); use kvallgather_cp_algo or ulysses_cp_algo"
         refused += [("--position-embedding-type alibi", args.position_embedding_type == "alibi", other),

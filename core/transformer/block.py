@@ -198,11 +198,11 @@ class TransformerLayer(nn.Module):
             return module(*args)
 
     def _mlp(self, hidden: torch.Tensor, layout: Optional[SequenceLayout] = None) -> torch.Tensor:
-        """The MLP (or MoE) branch; recomputed in the backward under MindSpeed's swap + recompute rule. A
-        hash-routed MoE layer (--moe-hash-layers) also reads the micro-batch's token ids from ``layout``."""
+        """The MLP (or MoE) branch; recomputed in the backward under MindSpeed's swap + recompute rule. A MoE
+        layer also reads ``layout``: the token ids of a hash-routed layer (--moe-hash-layers), the CP layout."""
         args = (hidden,)
-        if isinstance(self.mlp, MoELayer) and self.mlp.router.hashed:
-            args += (layout.token_ids,)
+        if isinstance(self.mlp, MoELayer) and layout is not None:
+            args += (layout,)
         if self.recompute_mlp and self.training and torch.is_grad_enabled() and not inside_checkpoint():
             return checkpoint(self.mlp, *args)
         return self._call(self.mlp, *args)

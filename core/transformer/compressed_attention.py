@@ -50,7 +50,6 @@ import torch.distributed as dist
 from torch import nn
 
 from core.parallel_state import Group, ParallelState
-from core.tensor_parallel.checkpoint import is_recomputing
 from core.tensor_parallel.layers import ColumnParallelLinear, ReplicatedLinear, RowParallelLinear, Segment, mark_param
 from core.tensor_parallel.cp_mappings import fetch_rows
 from core.tensor_parallel.mappings import (all_reduce, copy_to_tensor_model_parallel_region,
@@ -388,11 +387,9 @@ class CompressedAttention(nn.Module):
         cfg = self.config
         scale = cfg.attention_scale if cfg.attention_scale is not None else self.head_dim ** -0.5
         loss = indexer_kl_loss(q, entries, scores, allowed, scale, self.group) * cfg.dsa_indexer_loss_coeff
-        if cp is not None:  # this rank's queries' share of the sequence's mean; the log shows their sum
+        if cp is not None:  # this rank's queries' share of the sequence's mean (the log sums the shares)
             loss = loss / cp.size
-        if not is_recomputing():
-            logged = loss if cp is None else all_reduce(loss.detach().clone(), cp)
-            track_aux_losses(self.tracked_aux_losses, {DSA_INDEXER_LOSS: logged})
+        track_aux_losses(self.tracked_aux_losses, {DSA_INDEXER_LOSS: loss})
         return loss
 
     def _pooled(self, compressor: Compressor, name: str, hidden: torch.Tensor, places: TokenPlaces,

@@ -144,12 +144,18 @@ def sequence_layout(cp: Optional[ContextParallel], local_len: int, device: torch
             return None
         return SequenceLayout(local_len, torch.arange(local_len, device=device), document_ids)
     seq_len = local_len * cp.group.size
-    documents = None
-    if document_ids is not None:  # every rank's document numbers, put back in sequence order
-        gathered = all_gather_along_dim(document_ids.contiguous(), 1, cp.group)  # [b, s] in CP-rank order
-        documents = torch.empty_like(gathered)
-        documents[:, cp.all_positions(seq_len, device)] = gathered
+    # every rank's document numbers [b, s], in sequence order
+    documents = None if document_ids is None else in_sequence_order(document_ids, 1, cp, seq_len)
     return SequenceLayout(seq_len, cp.rank_positions(seq_len, cp.group.rank, device), documents, cp)
+
+
+def in_sequence_order(local: torch.Tensor, dim: int, cp: ContextParallel, seq_len: int) -> torch.Tensor:
+    """Every CP rank's ``local`` (this rank's tokens along ``dim``) gathered and put in sequence order: the
+    tensor one process would hold, ``seq_len`` long along ``dim``. Data only (no gradient flows back)."""
+    gathered = all_gather_along_dim(local.contiguous(), dim, cp.group)  # CP-rank order along dim
+    ordered = torch.empty_like(gathered)
+    ordered.index_copy_(dim, cp.all_positions(seq_len, local.device), gathered)
+    return ordered
 
 
 def split_batch(batch: Dict[str, torch.Tensor], cp: ContextParallel) -> Dict[str, torch.Tensor]:

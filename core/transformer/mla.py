@@ -39,10 +39,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.parallel_state import ParallelState
-from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint, is_recomputing
+from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import ColumnParallelLinear, ReplicatedLinear, RowParallelLinear, Segment
 from core.tensor_parallel.cp_mappings import fetch_rows
-from core.tensor_parallel.mappings import (all_gather_along_dim, all_reduce, copy_to_tensor_model_parallel_region,
+from core.tensor_parallel.mappings import (all_gather_along_dim, copy_to_tensor_model_parallel_region,
                                            gather_from_sequence_parallel_region)
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import sliding_window_mask
@@ -278,11 +278,9 @@ class MultiLatentAttention(nn.Module):
                 k = self._keys_and_values(*self._latents_of(rows.index_select(0, selection.key_order)))[0]
         loss = indexer_kl_loss(q, k, q_index, k_index, weights, scale, indices, selection.valid, sparse=sparse,
                                rule=selection.rule, group=self.group) * cfg.dsa_indexer_loss_coeff
-        if cp is not None:
-            loss = loss / cp.group.size  # this rank's share of the mean over the whole sequence's queries
-        if not is_recomputing():  # the log shows the sequence's loss: every CP rank's share summed
-            logged = loss if cp is None else all_reduce(loss.detach().clone(), cp.group)
-            track_aux_losses(self.tracked_aux_losses, {DSA_INDEXER_LOSS: logged})
+        if cp is not None:  # this rank's share of the mean over the whole sequence's queries (the log sums them)
+            loss = loss / cp.group.size
+        track_aux_losses(self.tracked_aux_losses, {DSA_INDEXER_LOSS: loss})
         return loss
 
     def _recompute_core_attention(self) -> bool:

@@ -9,7 +9,9 @@ module k-1's output) and the embeddings of the input tokens shifted left by k, a
 
 The shared output layer turns ``h^k`` into logits that predict the tokens shifted by k + 1, i.e.
 the labels shifted left by k. Shifting fills the tail with token 0; the loss mask, shifted the
-same way, is 0 there (Megatron's ``roll_tensor``). The transformer layer is built as the last
+same way, is 0 there (Megatron's ``roll_tensor``). Under context parallelism the shift is along the whole
+sequence: each CP rank gathers the token ids, labels and mask (data, no activations), shifts them in sequence
+order and keeps its positions; the module means run over every CP rank's tokens (the task's ``mean``). The transformer layer is built as the last
 decoder layer is (Megatron builds it from the decoder's last layer spec): an MoE layer when that
 one is, with the same attention variant. The rotary embedding is the decoder's (positions are not
 shifted). The MTP loss added to the LM loss is ``scaling / D * sum_k mean_k`` where ``mean_k`` is
@@ -34,19 +36,31 @@ from core.tensor_parallel.layers import ColumnParallelLinear
 from core.tensor_parallel.mappings import scatter_to_sequence_parallel_region
 from core.transformer.block import TransformerLayer, hidden_norm
 from core.transformer.config import TransformerConfig
-from core.transformer.context_parallel import SequenceLayout
+from core.transformer.context_parallel import ContextParallel, SequenceLayout, in_sequence_order
 
 # hidden [s(/tp), b, h] -> per-token loss [b, s] against labels [b, s]
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 # token ids [b, s] -> embeddings [s(/tp), b, h]
 EmbedFn = Callable[[torch.Tensor], torch.Tensor]
+# values [b, s], mask [b, s] -> the masked mean (a scalar)
+MeanFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def roll_left(tensor: torch.Tensor) -> torch.Tensor:
-    """``[b, s]`` shifted left by one position along the sequence, the last position set to 0."""
-    rolled = torch.roll(tensor, shifts=-1, dims=-1)
-    rolled[..., -1] = 0
-    return rolled
+def roll_left(tensor: torch.Tensor, cp: Optional[ContextParallel] = None) -> torch.Tensor:
+    """``[b, s]`` shifted left by one position along the sequence, the last position set to 0. Under context
+    parallelism (``cp``) ``tensor`` holds this rank's positions of the sequence and so does the result."""
+    if cp is None:
+        rolled = torch.roll(tensor, shifts=-1, dims=-1)
+        rolled[..., -1] = 0
+        return rolled
+    seq_len = tensor.size(1) * cp.group.size
+    whole = roll_left(in_sequence_order(tensor, 1, cp, seq_len))  # [b, S] in sequence order
+    return whole.index_select(1, cp.rank_positions(seq_len, cp.group.rank, tensor.device))
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The mean of ``values`` over ``mask`` (both [b, s]); 0 where the mask is empty."""
+    return (values * mask).sum() / mask.sum().clamp(min=1)
 
 
 class MultiTokenPredictionLayer(nn.Module):
@@ -91,8 +105,9 @@ class MultiTokenPredictionBlock(nn.Module):
         ``input_ids``, ``labels`` ``[b, s]``; ``hidden`` ``[s(/tp), b, h]`` is the decoder's normed output.
         """
         losses = []
+        cp = layout.cp if layout is not None else None
         for layer in self.layers:
-            input_ids, labels = roll_left(input_ids), roll_left(labels)
+            input_ids, labels = roll_left(input_ids, cp), roll_left(labels, cp)
             hidden = layer(hidden, embed(input_ids), rotary, layout)
             losses.append(per_token_loss(hidden, labels))
         return losses
@@ -106,13 +121,15 @@ def collect_mtp_losses(model: nn.Module) -> List[torch.Tensor]:
     return []
 
 
-def mtp_loss(per_token_losses: Sequence[torch.Tensor], loss_mask: torch.Tensor,
-             scaling_factor: float) -> Tuple[torch.Tensor, List[torch.Tensor]]:
-    """``(scaling / D * sum_k mean_k, [mean_1 .. mean_D])``; ``mean_k`` over ``loss_mask`` ``[b, s]`` shifted by k."""
+def mtp_loss(per_token_losses: Sequence[torch.Tensor], loss_mask: torch.Tensor, scaling_factor: float,
+             cp: Optional[ContextParallel] = None,
+             mean: MeanFn = masked_mean) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+    """``(scaling / D * sum_k mean_k, [mean_1 .. mean_D])``; ``mean_k`` over ``loss_mask`` ``[b, s]`` shifted by k
+    (along the whole sequence under context parallelism, ``cp``; ``mean`` then sums over every CP rank)."""
     means = []
     for per_token in per_token_losses:  # [b, s] each
-        loss_mask = roll_left(loss_mask)
-        means.append((per_token * loss_mask).sum() / loss_mask.sum().clamp(min=1))
+        loss_mask = roll_left(loss_mask, cp)
+        means.append(mean(per_token, loss_mask))
     return scaling_factor / len(means) * torch.stack(means).sum(), means
 
 

@@ -138,7 +138,9 @@ class PretrainTask(TrainingTask):
         stats = {"lm loss": loss.detach()}
         mtp_losses = collect_mtp_losses(model)
         if mtp_losses:
-            added, means = mtp_loss(mtp_losses, mask, self.args.mtp_loss_scaling_factor)
+            added, means = mtp_loss(mtp_losses, mask, self.args.mtp_loss_scaling_factor,
+                                    cp=getattr(model, "context_parallel", None),
+                                    mean=lambda values, shifted: token_mean(values, shifted, model))
             loss = loss + added
             stats.update((name, mean.detach()) for name, mean in zip(mtp_loss_names(len(means)), means))
         return loss, stats

@@ -277,14 +277,15 @@ class Trainer:
 
     def reduce_aux_losses(self) -> Dict[str, float]:
         """The layers' auxiliary losses of the step (MoE routers', DSA indexers'; Megatron's log): per layer,
-        micro-batch and DP rank, the mean."""
+        micro-batch and DP rank, the mean. Under context parallelism each CP rank tracked its share of every
+        sequence's loss: the sum over DP x CP adds the shares up."""
         names = aux_loss_names(self.config)
         if not names:
             return {}
         tracked = take_tracked_aux_losses(m for model in self.models for m in model.modules())
         totals = torch.stack([tracked.get(name, torch.zeros(())).float().reshape(()).to(self.acc.device)
                               for name in names])  # [names] summed over this rank's layers and micro-batches
-        all_reduce(totals, self.state.dp_group)
+        all_reduce(totals, self.state.group("dp_cp"))
         all_reduce(totals, self.state.pp_group)  # every stage's layers
         scale = self.state.dp * self.num_microbatches
         return {name: float(value) / (scale * max(aux_loss_layers(self.config, name), 1))
@@ -333,8 +334,8 @@ class Trainer:
         timers.update(self.region_timers.take() if self.region_timers is not None else {})
         if applied:
             self.scheduler.step(1)
-            for model in self.models:  # --moe-router-enable-expert-bias: the step's token counts over DP
-                update_expert_biases(model, self.state.dp_group)
+            for model in self.models:  # --moe-router-enable-expert-bias: the step's token counts over DP x CP
+                update_expert_biases(model, self.state.group("dp_cp"))
         else:
             self.skipped_iterations += 1
         if not math.isfinite(loss):

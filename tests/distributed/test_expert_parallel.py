@@ -97,6 +97,15 @@ WHOLE_EXPERTS_TP2 = ["--tensor-model-parallel-size", "2", "--sequence-parallel",
 HYBRID = ["--num-layers", "4", "--hybrid-override-pattern", "M*-E", "--first-k-dense-replace", "0",
           "--mamba-head-dim", "8", "--mamba-num-groups", "1", "--mamba-state-dim", "4", "--mamba-chunk-size", "4"]
 RECOMPUTE = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+# the sequence-wise loss differs from the micro-batch's only with two sequences per micro-batch
+SEQ_AUX = ["--moe-router-load-balancing-type", "seq_aux_loss", "--micro-batch-size", "2"]
+# two MTP modules over packed documents (a vocabulary of 8 puts end-of-document tokens in the mock data)
+MTP2_DOCUMENTS = ["--mtp-num-layers", "2", "--reset-attention-mask", "--reset-position-ids", "--eod-mask-loss",
+                  "--vocab-size", "8"]
+
+
+def _cp(size: int, algo: str = "megatron_cp_algo") -> List[str]:
+    return ["--context-parallel-size", str(size), "--context-parallel-algo", algo]
 
 
 def _ep(size: int, dispatcher: str, *extra: str) -> List[str]:
@@ -136,6 +145,17 @@ JOBS: Dict[str, Tuple[List[str], List[str], bool]] = {
     "ep4_biases": (_ep(4, "alltoall", *BIASES), BIASES, True),
     "ep2_capacity_allgather": (_ep(2, "allgather", *CAPACITY), CAPACITY, True),
     "hybrid_ep2_distopt": (_ep(2, "alltoall", "--use-distributed-optimizer", *HYBRID), HYBRID, True),
+    # context parallelism: each CP rank routes its part of the sequences; the router losses count every CP rank's
+    # tokens, the capacity is the whole sequence's, MTP shifts along the whole sequence
+    "cp2_ep2": (_ep(2, "alltoall", *_cp(2)), [], True),
+    "cp4_capacity": (_cp(4) + CAPACITY, CAPACITY, True),
+    "cp2_ulysses_tp2_sp_seq_aux": (_cp(2, "ulysses_cp_algo") + ["--tensor-model-parallel-size", "2",
+                                                                "--sequence-parallel", *SEQ_AUX], SEQ_AUX, False),
+    "cp4_mtp2_documents": (_cp(4) + MTP2_DOCUMENTS, MTP2_DOCUMENTS, True),
+    "deepseek_v3_mtp_cp2_ep2": (_ep(2, "alltoall", *_cp(2), *DEEPSEEK_V3), DEEPSEEK_V3, True),
+    "deepseek_v32_dsa_mtp_cp2_ep2": (_ep(2, "allgather", *_cp(2, "kvallgather_cp_algo"), *DEEPSEEK_V32),
+                                     DEEPSEEK_V32, True),
+    "deepseek_v4_cp2_ep2": (_ep(2, "alltoall", *_cp(2), *DEEPSEEK_V4), DEEPSEEK_V4, True),
 }
 
 
@@ -239,7 +259,11 @@ def _close(ours: float, reference: float) -> bool:
 def test_expert_parallel_layout_equals_ep1(results, name: str) -> None:
     _, reference_flags, weights = JOBS[name]
     reference = results["references"][tuple(reference_flags)]
-    expected = {"lm loss", "load_balancing_loss", "z_loss", "grad_norm"} | ({"mtp_1 loss"} if "mtp" in name else set())
+    mtp_layers = 1 if "mtp" in name else 0
+    if "--mtp-num-layers" in reference_flags:
+        mtp_layers = int(reference_flags[reference_flags.index("--mtp-num-layers") + 1])
+    expected = {"lm loss", "load_balancing_loss", "z_loss", "grad_norm"} | {f"mtp_{k} loss" for k in
+                                                                            range(1, mtp_layers + 1)}
     expected |= {"indexer loss"} if "dsa" in name or "deepseek_v4" in name else set()
     assert set(reference["steps"][0]) == expected
     assert reference["steps"][1]["lm loss"] != reference["steps"][0]["lm loss"]

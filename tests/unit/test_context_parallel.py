@@ -236,7 +236,6 @@ BAD = {
     "sequence parallel": (["--context-parallel-size", "4", "--context-parallel-algo", "ulysses_cp_algo",
                            "--tensor-model-parallel-size", "2", "--sequence-parallel", "--seq-length", "20",
                            "--num-attention-heads", "8"], "make --seq-length a multiple of CP x TP"),
-    "moe": (["--context-parallel-size", "2", "--num-experts", "4"], "--num-experts (MoE layers) is not supported"),
     "alibi on the ring": (["--context-parallel-size", "2", "--position-embedding-type", "alibi"],
                           "alibi is not supported with --context-parallel-size 2 yet with ring attention"),
     "dropout on the ring": (["--context-parallel-size", "2", "--attention-dropout", "0.1"],

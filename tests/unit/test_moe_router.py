@@ -197,7 +197,7 @@ def test_aux_losses_are_one_for_uniform_routing() -> None:
     scores = torch.full((8, 4), 0.25)
     routing_map = torch.tensor([[1, 1, 0, 0], [0, 0, 1, 1]] * 4, dtype=torch.bool)
     assert switch_load_balancing_loss(scores, routing_map, 2).item() == pytest.approx(1.0)
-    assert sequence_load_balancing_loss(scores, routing_map, 2, seq_length=4).item() == pytest.approx(1.0)
+    assert sequence_load_balancing_loss(scores, routing_map, 2, local_length=4).item() == pytest.approx(1.0)
 
 
 def test_no_losses_without_coefficients() -> None:

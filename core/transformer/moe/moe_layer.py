@@ -30,6 +30,7 @@ from core.tensor_parallel.mappings import (copy_to_tensor_model_parallel_region,
                                            reduce_from_tensor_model_parallel_region,
                                            reduce_scatter_to_sequence_parallel_region)
 from core.transformer.config import TransformerConfig
+from core.transformer.context_parallel import SequenceLayout, in_sequence_order
 from core.transformer.mlp import MLP
 from core.transformer.moe.aux_losses import attach_aux_loss, track_aux_losses
 from core.transformer.moe.experts import ExpertMLPs
@@ -60,18 +61,19 @@ class MoELayer(nn.Module):
         self.dispatcher = DISPATCHERS[config.moe_token_dispatcher_type](config.num_experts, state.expert_group)
         self.tracked_aux_losses: Dict[str, torch.Tensor] = {}
 
-    def forward(self, hidden: torch.Tensor, token_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
-        # token_ids [b, s]: the micro-batch's tokens, read by a hash-routed layer (--moe-hash-layers)
+    def forward(self, hidden: torch.Tensor, layout: Optional[SequenceLayout] = None) -> torch.Tensor:
+        # layout: the micro-batch's token ids [b, s] (read by a hash-routed layer, --moe-hash-layers) and, under
+        # context parallelism, where this rank's tokens sit in the sequences
         sequence_parallel = self.config.sequence_parallel
         # [s, b, h] on every TP rank; its gradient (router's, complete) is split back under SP
         tokens = (gather_from_sequence_parallel_region(hidden, self.tp_group, output_grad_is_partial=False)
                   if sequence_parallel else hidden)
-        routed = self.router(tokens, token_ids)
+        cp = layout.cp if layout is not None else None
+        routed = self.router(tokens, layout.token_ids if layout is not None else None,
+                             cp.group if cp is not None else None)
         keep = None
         if self.config.moe_expert_capacity_factor is not None:
-            capacity = expert_capacity(routed.indices.shape[0], self.config.moe_router_topk, self.config.num_experts,
-                                       self.config.moe_expert_capacity_factor)
-            keep = capacity_keep_mask(routed.weights, routed.indices, self.config.num_experts, capacity)
+            keep = self._capacity_keep_mask(routed.weights, routed.indices, layout)
         # the weights scale TP-partial expert outputs (or a TP rank's share of the tokens): their gradient is
         # all-reduced over TP
         weights = copy_to_tensor_model_parallel_region(routed.weights, self.tp_group)  # [t, k]
@@ -88,6 +90,24 @@ class MoELayer(nn.Module):
             output = output + shared
         self._track(routed.losses)
         return attach_aux_loss(output, sum(routed.losses.values())) if routed.losses else output
+
+    def _capacity_keep_mask(self, weights: torch.Tensor, indices: torch.Tensor,
+                            layout: Optional[SequenceLayout]) -> torch.Tensor:
+        """[t, k] the (token, expert) pairs within --moe-expert-capacity-factor, for ``weights``/``indices`` [t, k]
+        in [s, b] order. The capacity counts the whole sequences: under context parallelism every CP rank's
+        choices are gathered in sequence order, the mask computed as one process would, and this rank's rows kept."""
+        cfg = self.config
+        cp = layout.cp if layout is not None else None
+        if cp is not None:
+            local_length, topk = layout.positions.numel(), indices.shape[1]
+            weights, indices = (in_sequence_order(x.detach().view(local_length, -1, topk), 0, cp, layout.seq_len)
+                                .flatten(0, 1) for x in (weights, indices))  # [S * b, k]
+        capacity = expert_capacity(indices.shape[0], cfg.moe_router_topk, cfg.num_experts,
+                                   cfg.moe_expert_capacity_factor)
+        keep = capacity_keep_mask(weights, indices, cfg.num_experts, capacity)  # [t, k]
+        if cp is not None:  # this rank's tokens, in its [s/cp, b] order
+            keep = keep.view(layout.seq_len, -1, keep.shape[1]).index_select(0, layout.positions).flatten(0, 1)
+        return keep
 
     def _experts_split_over_tp(self, tokens: torch.Tensor, weights: torch.Tensor, indices: torch.Tensor,
                                keep: Optional[torch.Tensor]) -> torch.Tensor:

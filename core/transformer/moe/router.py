@@ -26,7 +26,8 @@ Losses (returned already times their coefficients, for the MoE layer to collect)
 
 The router reads the whole sequence ``[s, b, h]`` (under sequence parallelism the MoE
 layer gathers the tokens first), so every TP rank routes the same tokens and the
-router weight's gradient is complete on each rank.
+router weight's gradient is complete on each rank. Under context parallelism it reads this CP rank's part
+of the sequences: the losses take their token counts over every CP rank and return this rank's share.
 """
 from __future__ import annotations
 
@@ -87,34 +88,52 @@ def sparsemixer_route(logits: torch.Tensor, topk: int, eps: float) -> Tuple[torc
     return torch.cat(weights, dim=-1), torch.cat(indices, dim=-1)
 
 
-def switch_load_balancing_loss(scores: torch.Tensor, routing_map: torch.Tensor, topk: int) -> torch.Tensor:
+def sequence_counts(routing_map: torch.Tensor, dim: int, cp: Optional[Group], dtype: torch.dtype) -> torch.Tensor:
+    """Tokens routed to each expert, summed over ``dim`` of ``routing_map`` and over the CP ranks (``cp``: every
+    rank holds a part of the same sequences): the counts one process would see. A statistic: no gradient."""
+    counts = routing_map.sum(dim=dim).to(dtype)
+    return all_reduce(counts, cp) if cp is not None else counts
+
+
+def switch_load_balancing_loss(scores: torch.Tensor, routing_map: torch.Tensor, topk: int,
+                               cp: Optional[Group] = None) -> torch.Tensor:
     """Switch/GShard aux loss: experts x sum_e f_e P_e, f_e = count_e / (tokens x topk) the share of the
     routed copies expert e got, P_e = mean_t p_te its mean score (Megatron's switch_load_balancing_loss_func).
 
     ``scores`` [tokens, experts]: each token's normalised scores over all experts;
     ``routing_map`` [tokens, experts]: the chosen experts. Equals 1 when routing is uniform.
+    Under context parallelism (``cp``) the tokens are this rank's part of the sequences: the counts are the
+    whole sequences', and the loss is this rank's share (linear in its scores), the CP ranks' shares summing
+    to the loss of one process.
     """
     tokens, experts = scores.shape
-    counts = routing_map.sum(dim=0).to(scores.dtype)  # [experts]
-    return (scores.sum(dim=0) * counts).sum() * experts / (tokens * tokens * topk)
+    total = tokens * (cp.size if cp is not None else 1)
+    counts = sequence_counts(routing_map, 0, cp, scores.dtype)  # [experts]
+    return (scores.sum(dim=0) * counts).sum() * experts / (total * total * topk)
 
 
 def sequence_load_balancing_loss(scores: torch.Tensor, routing_map: torch.Tensor, topk: int,
-                                 seq_length: int) -> torch.Tensor:
+                                 local_length: int, cp: Optional[Group] = None) -> torch.Tensor:
     """The Switch loss per sequence, averaged over the batch (DeepSeek-V3's sequence-wise loss).
 
-    ``scores``/``routing_map`` [s * b, experts] in the decoder's [s, b] token order.
+    ``scores``/``routing_map`` [s * b, experts] in the decoder's [s, b] token order, ``local_length`` = s; under
+    context parallelism (``cp``) s is this rank's part of each sequence and the loss this rank's share, as in
+    :func:`switch_load_balancing_loss`.
     """
     experts = scores.shape[-1]
-    scores = scores.view(seq_length, -1, experts)  # [s, b, e]
-    counts = routing_map.view(seq_length, -1, experts).sum(dim=0).to(scores.dtype)  # [b, e]
-    per_sequence = (counts * experts / (seq_length * topk) * scores.mean(dim=0)).sum(dim=-1)  # [b]
+    seq_length = local_length * (cp.size if cp is not None else 1)
+    scores = scores.view(local_length, -1, experts)  # [s, b, e]
+    counts = sequence_counts(routing_map.view(local_length, -1, experts), 0, cp, scores.dtype)  # [b, e]
+    mean_scores = scores.sum(dim=0) / seq_length  # [b, e]
+    per_sequence = (counts * experts / (seq_length * topk) * mean_scores).sum(dim=-1)  # [b]
     return per_sequence.mean()
 
 
-def z_loss(logits: torch.Tensor) -> torch.Tensor:
-    """ST-MoE's router z-loss: mean over tokens of logsumexp(logits)^2."""
-    return torch.logsumexp(logits, dim=-1).square().mean()
+def z_loss(logits: torch.Tensor, cp: Optional[Group] = None) -> torch.Tensor:
+    """ST-MoE's router z-loss: mean over tokens of logsumexp(logits)^2 (under context parallelism, ``cp``, this
+    rank's share of the mean over the whole sequences)."""
+    total = logits.shape[0] * (cp.size if cp is not None else 1)
+    return torch.logsumexp(logits, dim=-1).square().sum() / total
 
 
 class TopKRouter(nn.Module):
@@ -142,9 +161,11 @@ class TopKRouter(nn.Module):
         else:
             self.expert_bias = None
 
-    def forward(self, hidden: torch.Tensor, token_ids: Optional[torch.Tensor] = None) -> RouterOutput:
+    def forward(self, hidden: torch.Tensor, token_ids: Optional[torch.Tensor] = None,
+                cp: Optional[Group] = None) -> RouterOutput:
         """``hidden`` [s, b, h] -> weights and indices [s * b, topk] in [s, b] token order (``token_ids`` [b, s]:
-        a hash-routed layer's tokens)."""
+        a hash-routed layer's tokens; ``cp``: the context-parallel group when ``s`` is this rank's part of the
+        sequences, for the losses' statistics)."""
         seq_length = hidden.shape[0]
         logits = self._logits(hidden.reshape(-1, hidden.shape[-1]))  # [t, e]
         picked = None
@@ -157,7 +178,7 @@ class TopKRouter(nn.Module):
         if self.expert_bias is not None and self.training and not is_recomputing():  # counted once per forward
             with torch.no_grad():
                 self.local_tokens_per_expert += routing_map.sum(dim=0)
-        losses = self._losses(logits, scores, routing_map, seq_length)
+        losses = self._losses(logits, scores, routing_map, seq_length, cp)
         return RouterOutput(weights.to(self.dtype or hidden.dtype), indices, losses)
 
     def _logits(self, flat: torch.Tensor) -> torch.Tensor:
@@ -214,17 +235,18 @@ class TopKRouter(nn.Module):
         return biased.topk(config.moe_router_topk, dim=-1).indices
 
     def _losses(self, logits: torch.Tensor, scores: torch.Tensor, routing_map: torch.Tensor,
-                seq_length: int) -> Dict[str, torch.Tensor]:
+                seq_length: int, cp: Optional[Group]) -> Dict[str, torch.Tensor]:
+        """Each loss times its coefficient; under context parallelism (``cp``) this rank's share."""
         config = self.config
         losses: Dict[str, torch.Tensor] = {}
         if config.moe_router_load_balancing_type != "none" and config.moe_aux_loss_coeff > 0:
             if config.moe_router_load_balancing_type == "seq_aux_loss":
-                loss = sequence_load_balancing_loss(scores, routing_map, config.moe_router_topk, seq_length)
+                loss = sequence_load_balancing_loss(scores, routing_map, config.moe_router_topk, seq_length, cp)
             else:
-                loss = switch_load_balancing_loss(scores, routing_map, config.moe_router_topk)
+                loss = switch_load_balancing_loss(scores, routing_map, config.moe_router_topk, cp)
             losses["load_balancing_loss"] = loss * config.moe_aux_loss_coeff
         if config.moe_z_loss_coeff is not None:
-            losses["z_loss"] = z_loss(logits) * config.moe_z_loss_coeff
+            losses["z_loss"] = z_loss(logits, cp) * config.moe_z_loss_coeff
         return losses
 
     @torch.no_grad()
@@ -259,7 +281,8 @@ def fill_hash_tables(model: nn.Module) -> None:
 def update_expert_biases(model: nn.Module, group: Optional[Group] = None) -> None:
     """The trainer's hook after each optimizer step: update every router's expert bias from the step's counts.
 
-    ``group``: the ranks whose tokens count together (Megatron: TP x CP x DP); None for one process.
+    ``group``: the ranks whose tokens count together (DP x CP: every TP rank routes the same tokens); None for one
+    process.
     """
     for module in model.modules():
         if isinstance(module, TopKRouter) and module.expert_bias is not None:
