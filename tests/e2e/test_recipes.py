@@ -7,7 +7,7 @@
 - every MoE pretrain recipe lays its experts out with ``EP`` and its hf2mcore sibling converts to the same
   TP/PP/EP; ``SMOKE=1`` keeps EP above 1 where the two smoke processes leave a data-parallel pair;
 - the long-context recipe (Llama-3-8B at 32k, CP 4) is valid with every ``CP_ALGO`` and keeps CP 2 under
-  ``SMOKE=1``; a recipe that does not pass ``CP_ARGS`` refuses ``CP`` > 1;
+  ``SMOKE=1``; so does DeepSeek-V3.2 at 128k (CP 8, DSA with MoE and EP); a recipe that does not pass ``CP_ARGS`` refuses ``CP`` > 1;
 - every full fine-tuning recipe (``tune_*_full_ptd.sh``, posttrain_gpt.py --stage sft) passes validation at
   full size against a checkpoint with the architecture of its pretrain sibling (``--use-checkpoint-args``
   takes every architecture flag from it), loading what its hf2mcore sibling writes in that layout, training on
@@ -278,7 +278,8 @@ def test_moe_recipe_lays_out_experts_as_its_checkpoint(recipe: Path) -> None:
     smoke = _flags(smoke_argv)
     tp, pp = int(smoke["--tensor-model-parallel-size"][0]), int(smoke["--pipeline-model-parallel-size"][0])
     expert_tp = smoke.get("--expert-tensor-parallel-size", ["0"])[0]
-    if int(layout["EP"]) > 1 and (tp * pp == 1 or expert_tp == "1"):
+    cp = int(smoke.get("--context-parallel-size", ["1"])[0])  # CP 2 takes both smoke processes: no DP pair
+    if int(layout["EP"]) > 1 and cp == 1 and (tp * pp == 1 or expert_tp == "1"):
         assert int(smoke["--expert-model-parallel-size"][0]) == 2
 
 
@@ -516,6 +517,17 @@ def test_long_context_recipe_runs_every_cp_algorithm(algo: str) -> None:
     assert smoke.use_cp_send_recv_overlap == args.use_cp_send_recv_overlap
 
 
+def test_sparse_attention_long_context_recipe_keeps_context_parallelism() -> None:
+    """DeepSeek-V3.2 at 128k: CP 8 with the MoE layers, DSA and expert parallelism; CP 2 under SMOKE=1."""
+    recipe = REPO / "examples" / "deepseek32" / "pretrain_deepseek32_671b_128k_ptd.sh"
+    for smoke, expected in ((False, (131072, 8, 32)), (True, (32, 2, 1))):
+        world_size, argv = _argv(recipe, smoke=smoke)
+        args = parse_args(argv, _entry(recipe, argv))
+        validate_args(args, world_size)
+        assert (args.seq_length, args.context_parallel_size, args.expert_model_parallel_size) == expected
+        assert args.experimental_attention_variant == "dsa" and args.num_experts == 256
+
+
 def test_recipe_without_cp_args_refuses_cp() -> None:
     run = _run(REPO / "examples" / "mistral" / "pretrain_mistral01_7b_ptd.sh", {"DRY_RUN": "argv", "CP": "2"})
     assert run.returncode != 0 and "CP_ARGS" in run.stderr, run.stderr
@@ -524,7 +536,8 @@ def test_recipe_without_cp_args_refuses_cp() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["mistral/pretrain_mistral01_7b_ptd",  # sliding window, GQA, TP=2
                                   "olmoe/pretrain_olmoe_1b_7b_ptd",  # MoE, EP=2, alltoall, grouped GEMM
-                                  "llama3/pretrain_llama31_8b_32k_ptd"])  # ring CP=2, overlap, full recompute
+                                  "llama3/pretrain_llama31_8b_32k_ptd",  # ring CP=2, overlap, full recompute
+                                  "deepseek32/pretrain_deepseek32_671b_128k_ptd"])  # DSA + MoE at CP=2
 def test_smoke_pretrain_recipe_trains_and_saves(tmp_path: Path, name: str) -> None:
     recipe = REPO / "examples" / f"{name}.sh"
     run = _run(recipe, {"SMOKE": "1", "SMOKE_DIR": str(tmp_path / "smoke"), "LOG_DIR": str(tmp_path / "logs")})

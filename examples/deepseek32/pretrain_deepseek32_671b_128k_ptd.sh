@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Long-context continued pretraining of DeepSeek-V3.2-Exp at 128k tokens with context parallelism (deepseek-ai/DeepSeek-V3.2-Exp config.json; see examples/README.md and pretrain_deepseek32_671b_ptd.sh for the architecture): DeepSeek Sparse Attention keeps each query's top-2048 keys, so attention costs O(s k) and 128k is affordable.
+# Layout: 256 node(s) x 8 devices, TP=4 PP=8 CP=8 EP=32 ETP=1 (DP8): each 131072-token sample is split over 8 CP
+# ranks (16384 tokens each, causally load-balanced chunks). DSA's own context parallelism: every CP rank
+# all-gathers the indexer's compact keys (128 values per token), picks its queries' top-2048 over the whole
+# sequence and fetches only the selected keys' MLA latents (576 values per token) from their owners, instead of an
+# all-gather of K/V; the MoE layers route each CP rank's tokens (their balancing losses count the whole sequence)
+# and full recompute keeps only the layer inputs. CP_ALGO (default megatron_cp_algo) is the attention of the dense
+# warm-up (--dsa-dense-warmup). The checkpoint is the TP=4 PP=8 EP=32 one of ckpt_convert_deepseek32_671b_hf2mcore.sh
+# (CP splits tokens, not weights).
+#   bash examples/deepseek32/pretrain_deepseek32_671b_128k_ptd.sh             # the real run (set the paths below)
+#   SMOKE=1 bash examples/deepseek32/pretrain_deepseek32_671b_128k_ptd.sh     # seconds on the CPU: CP=2, same behaviour flags
+#   DRY_RUN=1 bash examples/deepseek32/pretrain_deepseek32_671b_128k_ptd.sh   # print the command and validate its flags only
+source "$(dirname "$0")/../common/recipe.sh"
+
+NNODES=${NNODES:-256}
+
+CKPT_LOAD_DIR=${CKPT_LOAD_DIR:-}    # e.g. ./model_weights/deepseek32-671b-mcore (ckpt_convert_deepseek32_671b_hf2mcore.sh)
+CKPT_SAVE_DIR=${CKPT_SAVE_DIR:-./ckpt/deepseek32-671b-128k}
+DATA_PATH=${DATA_PATH:-./dataset/deepseek32_text_document}    # data_convert_deepseek32_pretrain.sh
+TOKENIZER_PATH=${TOKENIZER_PATH:-./model_from_hf/DeepSeek-V3.2-Exp}
+
+TP=${TP:-4} PP=${PP:-8} CP=${CP:-8} CP_ALGO=${CP_ALGO:-megatron_cp_algo} EP=${EP:-32} ETP=1 NUM_LAYER_LIST=8,8,8,8,8,7,7,7
+NUM_LAYERS=61 HIDDEN_SIZE=7168 FFN_HIDDEN_SIZE=18432 NUM_HEADS=128 VOCAB_SIZE=129280 NUM_KV_HEADS=128
+Q_LORA_RANK=1536 KV_LORA_RANK=512 QK_HEAD_DIM=128 QK_POS_EMB_HEAD_DIM=64 V_HEAD_DIM=128
+MOE_FFN_HIDDEN_SIZE=2048 FIRST_K_DENSE=3
+DSA_N_HEADS=64 DSA_HEAD_DIM=128 DSA_TOPK=2048
+SEQ_LENGTH=${SEQ_LENGTH:-131072} MBS=${MBS:-1} GBS=${GBS:-64} TRAIN_ITERS=${TRAIN_ITERS:-1000}
+
+arg_group MODEL_ARGS <<'ARGS'
+    "${CP_ARGS[@]}"
+    --expert-model-parallel-size "$EP" --expert-tensor-parallel-size "$ETP" --num-layer-list "$NUM_LAYER_LIST"
+    --moe-token-dispatcher-type alltoall --moe-grouped-gemm --sequence-parallel --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+    --num-layers "$NUM_LAYERS" --hidden-size "$HIDDEN_SIZE" --ffn-hidden-size "$FFN_HIDDEN_SIZE"
+    --num-attention-heads "$NUM_HEADS"
+    --multi-latent-attention ${Q_LORA_RANK:+--q-lora-rank "$Q_LORA_RANK"} --kv-lora-rank "$KV_LORA_RANK"
+    --qk-head-dim "$QK_HEAD_DIM" --qk-pos-emb-head-dim "$QK_POS_EMB_HEAD_DIM" --v-head-dim "$V_HEAD_DIM"
+    --experimental-attention-variant dsa --dsa-indexer-n-heads "$DSA_N_HEADS" --dsa-indexer-head-dim "$DSA_HEAD_DIM"
+    --dsa-indexer-topk "$DSA_TOPK" --dsa-indexer-loss-coeff 0.01 --dsa-indexer-use-sparse-loss
+    --seq-length "$SEQ_LENGTH" --max-position-embeddings 163840
+    --position-embedding-type rope
+    --rotary-base 10000 --rope-interleaved
+    --rope-scaling-type yarn --rope-scaling-factor 40 --original-max-position-embeddings 4096
+    --rope-scaling-beta-fast 32 --rope-scaling-beta-slow 1 --rope-scaling-mscale 1 --rope-scaling-mscale-all-dim 1
+    --normalization RMSNorm --norm-epsilon 1e-6 --swiglu --disable-bias-linear
+    --untie-embeddings-and-output-weights
+    --num-experts 256 --moe-router-topk 8 --n-shared-experts 1
+    --moe-router-score-function sigmoid --moe-router-enable-expert-bias --norm-topk-prob
+    --moe-router-num-groups 8 --moe-router-group-topk 4 --moe-router-group-score-topk 2
+    --moe-router-topk-scaling-factor 2.5
+    --moe-aux-loss-coeff 0.001 --moe-router-load-balancing-type seq_aux_loss
+    --moe-ffn-hidden-size "$MOE_FFN_HIDDEN_SIZE" --first-k-dense-replace "$FIRST_K_DENSE"
+ARGS
+
+recipe_pretrain
