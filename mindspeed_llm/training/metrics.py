@@ -9,6 +9,17 @@ attention counted over the full ``s x s`` score matrix, noop layers skipped):
                         + 4 s q                 scores QK^T and context x V
                         + 2 h f x (3 | 2)       MLP: SwiGLU has three h x f matrices, GELU two
     (a hybrid pattern's layer counts only the branch it has: '*' attention, '-'/'E' the MLP)
+    MoE layer's MLP, forward = 2 h E                           the router's scores over E experts
+                        + k x 2 h f_e x (3 | 2)               the top-k experts a token visits (f_e: an expert's FFN)
+                        + 2 h f_s x (3 | 2) [+ 2 h]            the shared expert (and its gate)
+    MLA attention, forward = 2 h q_r + 2 q_r H (d + r)        queries through the latent (2 h H (d + r) without one)
+                        + 2 h (c + r) + 2 c H (d + v)         the KV latent and its up projection
+                        + 2 H v h                             output projection
+                        + 2 s' H (d + r) + 2 s' H v           scores and context over s' keys (s' = s, or under
+                                                              DSA the top-k, except in the dense warm-up)
+                        (H heads, d/r/v: the nope/rope/value head dims, q_r/c: the q/kv latent ranks)
+    DSA lightning indexer, forward = 2 q_r n_i d_i + 2 h d_i + 2 h n_i   its projections (layers that select)
+                        + 2 s n_i d_i                          its scores over every key
     DeepSeek-V4 attention: its projections, the window and entries each query reads, the CSA indexer's scores
                         (``compressed_attention_flops`` in core/transformer/compressed_attention.py)
     gated DeltaNet, forward = 2 h (2 nk dk + 2 nv dv + 2 nv) + 2 nv dv h   in/out projections
@@ -44,7 +55,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from core.transformer.compressed_attention import compressed_attention_flops
 from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MAMBA_MIXER,
                                      MLSTM_MIXER, PARALLEL_HYBRID_MIXER, RG_LRU_MIXER, RWKV_CHANNEL_MIX, RWKV_TIME_MIX,
-                                     SHARED_BLOCK_MAMBA_MIXER, SHORT_CONV_MIXER, TransformerConfig)
+                                     MOE_MLP, SHARED_BLOCK_MAMBA_MIXER, SHORT_CONV_MIXER, TransformerConfig)
 
 
 def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
@@ -56,16 +67,35 @@ def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple
         if layer in set(config.noop_layers):
             continue
         mixer, mlp = config.layer_parts(layer)
-        mixer_weights, mixer_activations = MIXER_FLOPS[mixer](config, seq_length) if mixer else (0.0, 0.0)
-        if mixer == ATTENTION_MIXER and config.compressed_attention_pattern is not None:
-            mixer_weights, mixer_activations = compressed_attention_flops(config, seq_length, layer)
-        weights += mixer_weights + (mlp_forward_flops_per_token(config) if mlp else 0.0)
+        mixer_weights, mixer_activations = mixer_flops(config, seq_length, layer, mixer)
+        weights += mixer_weights + branch_mlp_flops(config, mlp)
         activations += mixer_activations
     logits = 2 * h * config.padded_vocab_size  # the output layer multiplies the padded vocabulary
     mtp = config.mtp_num_layers or 0  # --mtp-num-layers modules: eh_proj, a transformer layer, the output layer
-    attention_weights, attention_scores = attention_forward_flops_per_token(config, seq_length)
-    weights += logits + mtp * (2 * 2 * h * h + attention_weights + mlp_forward_flops_per_token(config) + logits)
-    return weights, activations + mtp * attention_scores
+    last = config.num_layers - 1  # an MTP module's layer is built as the last decoder layer
+    mixer, mlp = config.layer_parts(last)
+    mtp_weights, mtp_activations = mixer_flops(config, seq_length, last, mixer)
+    weights += logits + mtp * (2 * 2 * h * h + mtp_weights + branch_mlp_flops(config, mlp) + logits)
+    return weights, activations + mtp * mtp_activations
+
+
+def mixer_flops(config: TransformerConfig, seq_length: int, layer: int, mixer: Optional[str]) -> Tuple[float, float]:
+    """Layer ``layer``'s token mixer (``TransformerConfig.layer_parts``): (weights, activations) per token; an
+    attention layer by its kind (compressed attention, MLA with DSA, or standard)."""
+    if mixer is None:
+        return 0.0, 0.0
+    if mixer == ATTENTION_MIXER and config.compressed_attention_pattern is not None:
+        return compressed_attention_flops(config, seq_length, layer)
+    if mixer == ATTENTION_MIXER and config.multi_latent_attention:
+        return mla_forward_flops_per_token(config, seq_length, layer)
+    return MIXER_FLOPS[mixer](config, seq_length)
+
+
+def branch_mlp_flops(config: TransformerConfig, mlp: Optional[str]) -> float:
+    """A layer's MLP branch (``TransformerConfig.layer_parts``): dense, MoE or none."""
+    if mlp is None:
+        return 0.0
+    return moe_forward_flops_per_token(config) if mlp == MOE_MLP else mlp_forward_flops_per_token(config)
 
 
 def attention_forward_flops_per_token(config: TransformerConfig, seq_length: int,
@@ -95,9 +125,44 @@ def shared_block_mamba_forward_flops_per_token(config: TransformerConfig, seq_le
     return weights, attention[1] + mamba[1]
 
 
+def ffn_flops(config: TransformerConfig, ffn_hidden_size: int) -> float:
+    """One feed-forward network of ``ffn_hidden_size``: three h x f matrices gated (SwiGLU), two otherwise."""
+    return 2 * config.hidden_size * ffn_hidden_size * (3 if config.gated_linear_unit else 2)
+
+
 def mlp_forward_flops_per_token(config: TransformerConfig) -> float:
-    """One MLP branch (an MoE layer counted as the dense MLP of --ffn-hidden-size, as before hybrids)."""
-    return 2 * config.hidden_size * config.ffn_hidden_size * (3 if config.gated_linear_unit else 2)
+    """One dense MLP branch (--ffn-hidden-size)."""
+    return ffn_flops(config, config.ffn_hidden_size)
+
+
+def moe_forward_flops_per_token(config: TransformerConfig) -> float:
+    """One MoE branch per token: the router, the top-k experts it visits, the shared expert and its gate."""
+    h = config.hidden_size
+    flops = 2 * h * config.num_experts + config.moe_router_topk * ffn_flops(config, config.moe_expert_ffn_hidden_size)
+    if config.moe_shared_expert_intermediate_size is not None:
+        flops += ffn_flops(config, config.moe_shared_expert_intermediate_size)
+        flops += 2 * h if config.shared_expert_gate else 0
+    return flops
+
+
+def mla_forward_flops_per_token(config: TransformerConfig, seq_length: int, layer: int) -> Tuple[float, float]:
+    """One MLA attention branch (with DSA: over each query's top-k keys, plus the indexer of a selecting layer)."""
+    h, heads = config.hidden_size, config.num_attention_heads
+    nope, rope, value = config.qk_head_dim, config.qk_pos_emb_head_dim, config.v_head_dim
+    q_rank, kv_rank = config.q_lora_rank, config.kv_lora_rank
+    queries = 2 * h * heads * (nope + rope) if q_rank is None else 2 * h * q_rank + 2 * q_rank * heads * (nope + rope)
+    latent = 2 * h * (kv_rank + rope) + 2 * kv_rank * heads * (nope + value)
+    gate_width = (1 if config.attention_output_gate_per_head else value) if config.attention_output_gate else 0
+    weights = queries + latent + 2 * heads * value * h + 2 * h * heads * gate_width
+    keys = seq_length
+    if config.is_dsa and not config.dsa_dense_warmup:
+        keys = min(config.dsa_indexer_topk, seq_length)
+    activations = 2 * keys * heads * (nope + rope) + 2 * keys * heads * value
+    if config.is_dsa and config.computes_topk(layer):
+        index_heads, index_dim = config.dsa_indexer_n_heads, config.dsa_indexer_head_dim
+        weights += 2 * (q_rank or h) * index_heads * index_dim + 2 * h * index_dim + 2 * h * index_heads
+        activations += 2 * seq_length * index_heads * index_dim
+    return weights, activations
 
 
 def gated_delta_net_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:

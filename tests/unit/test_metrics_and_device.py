@@ -334,3 +334,37 @@ def test_deepseek_v4_attention_flops_follow_each_layer_kind() -> None:
     expected = (sum(w for w, _ in layers) + 3 * mlp_forward_flops_per_token(config) + 2 * h * config.padded_vocab_size,
                 sum(a for _, a in layers))
     assert forward_flops_per_token(config, s) == expected
+
+
+def test_moe_mla_and_dsa_flops_are_the_weights_a_token_meets() -> None:
+    """A DeepSeek-V3.2-shaped model (a dense MLA layer, then MoE layers, DSA top-5, one MTP module): the weight FLOPs
+    are twice the weights one token meets in the built model (the router, its top-2 of 4 experts and the shared
+    expert, not every expert; MLA's latent projections; the indexer), and the activation FLOPs read the top-k keys
+    in attention and every key in the indexer (the dense warm-up reads every key in attention too)."""
+    from mindspeed_llm.training.metrics import forward_flops_per_token
+
+    argv = ["--multi-latent-attention", "--q-lora-rank", "24", "--kv-lora-rank", "16", "--qk-head-dim", "8",
+            "--qk-pos-emb-head-dim", "4", "--v-head-dim", "12", "--num-query-groups", "4", "--rope-interleaved",
+            "--position-embedding-type", "rope", "--experimental-attention-variant", "dsa",
+            "--dsa-indexer-n-heads", "2", "--dsa-indexer-head-dim", "8", "--dsa-indexer-topk", "5",
+            "--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "24", "--n-shared-experts", "1",
+            "--shared-expert-gate", "--first-k-dense-replace", "1", "--mtp-num-layers", "1",
+            "--untie-embeddings-and-output-weights", "--disable-bias-linear"]
+    config = _config(argv, vocab="128")
+    model = build_model(config, single_process_state(), torch.device("cpu"), 1)
+    met = 0
+    for name, param in model.named_parameters():
+        if "word_embeddings" in name or param.dim() < 2:
+            continue
+        share = config.moe_router_topk / config.num_experts if param.dim() == 3 else 1  # [experts, ...]
+        met += param.numel() * share
+    met += model.output_layer.weight.numel()  # the MTP module's logits go through the shared output layer again
+    s, heads, keys = 32, 4, 5
+    attention = 2 * keys * heads * (8 + 4) + 2 * keys * heads * 12
+    indexer = 2 * s * 2 * 8
+    layers = config.num_layers + 1  # the MTP module's layer is the last decoder layer again
+    weights, activations = forward_flops_per_token(config, s)
+    assert weights == 2 * met
+    assert activations == layers * (attention + indexer)
+    warmup = _config(argv + ["--dsa-dense-warmup", "--dsa-indexer-loss-coeff", "0.1"], vocab="128")
+    assert forward_flops_per_token(warmup, s)[1] == layers * (attention * s // keys + indexer)
