@@ -47,7 +47,9 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from core.parallel_state import Group, ParallelState
 from core.tensor_parallel.layers import ColumnParallelLinear, ReplicatedLinear, RowParallelLinear, Segment, mark_param
@@ -57,14 +59,13 @@ from core.tensor_parallel.mappings import (all_reduce, copy_to_tensor_model_para
                                            sum_partials_over_tensor_model_parallel_region)
 from core.tensor_parallel.param_meta import TPShard
 from core.tensor_parallel.random import get_rng_tracker
-from core.transformer.attention import explicit_attention
 from core.transformer.attention_mask import attention_allowed
 from core.transformer.config import CSA_LETTER, SLIDING_LETTER, TransformerConfig
 from core.transformer.context_parallel import ContextParallel, SequenceLayout
 from core.transformer.moe.aux_losses import DSA_INDEXER_LOSS, attach_aux_loss, track_aux_losses
 from core.transformer.norms import NonParametricNorm, build_norm
 from core.transformer.rope import RotaryEmbedding, apply_rope, layer_rotary
-from core.transformer.sparse_attention import head_summed_target, kl_rows
+from core.transformer.sparse_attention import DEFAULT_BLOCK, gather_rows, head_summed_target, kl_rows
 
 
 def rotate_trailing(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool,
@@ -239,15 +240,21 @@ class CompressedIndexer(nn.Module):
         return torch.einsum("bshw,sbh->bsw", scores, weights)
 
     @torch.no_grad()
-    def select(self, scores: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
-        """Boolean ``[b, sq, W]``: each query's top-k of its visible entries."""
+    def pick(self, scores: torch.Tensor, visible: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Each query's top-k of its visible entries: (indices, valid) ``[b, sq, k]``, ``k = min(topk, W)``; ``valid``
+        is False where a query sees fewer than k entries (its index there points at an entry it may not see)."""
         picked = scores.masked_fill(~visible, float("-inf")).topk(min(self.topk, scores.size(-1)), dim=-1).indices
-        return torch.zeros_like(visible).scatter(-1, picked, True) & visible
+        return picked, visible.gather(-1, picked)
+
+    def select(self, scores: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+        """Boolean ``[b, sq, W]``: each query's top-k of its visible entries (:meth:`pick` as a mask)."""
+        picked, valid = self.pick(scores, visible)
+        return torch.zeros_like(visible).scatter(-1, picked, valid)
 
 
-def indexer_kl_loss(q: torch.Tensor, entries: torch.Tensor, scores: torch.Tensor, allowed: torch.Tensor, scale: float,
-                    group: Optional[Group]) -> torch.Tensor:
-    """Mean over queries of KL(the main attention over the ``allowed`` entries, summed over all heads and
+def entry_kl_sum(q: torch.Tensor, entries: torch.Tensor, scores: torch.Tensor, allowed: torch.Tensor, scale: float,
+                 group: Optional[Group]) -> torch.Tensor:
+    """The sum over queries of KL(the main attention over the ``allowed`` entries, summed over all heads and
     normalised || softmax of the indexer's ``scores``): q [s, b, np, d] and entries [W, b, d] (detached here),
     scores/allowed [b, s, W]. Queries that see no entry add nothing."""
     rows = allowed | ~allowed.any(dim=-1, keepdim=True)  # no all-masked softmax (those rows' terms are dropped)
@@ -255,7 +262,56 @@ def indexer_kl_loss(q: torch.Tensor, entries: torch.Tensor, scores: torch.Tensor
         logits = torch.einsum("sbnd,wbd->bnsw", q.detach().float(), entries.detach().float()) * scale
         target = head_summed_target(logits, rows, group)  # [b, s, W]
     predicted = scores.masked_fill(~rows, float("-inf")).log_softmax(dim=-1)
-    return kl_rows(target, predicted, allowed) / (q.size(0) * q.size(1))
+    return kl_rows(target, predicted, allowed)
+
+
+def sink_attention(q: torch.Tensor, shared: torch.Tensor, shared_allowed: torch.Tensor, sinks: torch.Tensor,
+                   scale: float, dropout: float, own: Optional[torch.Tensor] = None,
+                   own_valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Softmax attention with a sink logit per head over keys that are also the values: q [sq, b, np, d] over the
+    ``shared`` keys [sk, b, d] every query may read (``shared_allowed`` [b|1, sq, sk]) and, for CSA's picks, each
+    query's ``own`` keys [b, sq, k, d] (``own_valid`` [b, sq, k]), one softmax over both -> [sq, b, np, d]. Scores
+    in q's dtype, the softmax in fp32 (as ``explicit_attention``); ``dropout`` on the probabilities."""
+    qh = q.permute(1, 2, 0, 3)  # [b, np, sq, d]
+    keys = shared.permute(1, 0, 2).unsqueeze(1)  # [b, 1, sk, d]
+    logits = [torch.matmul(qh, keys.transpose(-1, -2)).mul(scale).masked_fill(~shared_allowed.unsqueeze(1),
+                                                                             float("-inf"))]  # [b, np, sq, sk]
+    if own is not None:  # [b, np, sq, k]
+        logits.append(torch.einsum("bnqd,bqkd->bnqk", qh, own).mul(scale).masked_fill(~own_valid.unsqueeze(1),
+                                                                                      float("-inf")))
+    b, heads, sq, _ = logits[0].shape
+    logits.append(sinks.to(logits[0].dtype).view(1, heads, 1, 1).expand(b, heads, sq, 1))
+    probs = torch.softmax(torch.cat(logits, dim=-1), dim=-1, dtype=torch.float32)[..., :-1].to(q.dtype)
+    if dropout > 0:
+        probs = F.dropout(probs, dropout, training=True)
+    width = keys.size(2)
+    out = torch.matmul(probs[..., :width], keys)  # [b, np, sq, d]
+    if own is not None:
+        out = out + torch.einsum("bnqk,bqkd->bnqd", probs[..., width:], own)
+    return out.permute(2, 0, 1, 3)
+
+
+class Band(NamedTuple):
+    """A block of queries (rows ``start`` .. ``stop``) and the keys its windows may reach (rows ``lo`` .. ``hi`` of
+    the keys sorted by position)."""
+    start: int
+    stop: int
+    lo: int
+    hi: int
+
+
+def window_bands(queries: torch.Tensor, key_positions: torch.Tensor, window: Optional[int],
+                 block: int) -> List[Band]:
+    """Blocks of ``block`` queries (positions ``queries`` [sq]) with the range of ``key_positions`` [sk] (ascending)
+    their windows reach: from the block's first position minus ``window - 1`` (0 without a window) to its last."""
+    starts = list(range(0, queries.numel(), block))
+    firsts = torch.stack([queries[start:start + block].min() for start in starts])
+    lasts = torch.stack([queries[start:start + block].max() for start in starts])
+    reach = firsts - window + 1 if window is not None else torch.zeros_like(firsts)
+    lows = torch.searchsorted(key_positions, reach).tolist()
+    highs = torch.searchsorted(key_positions, lasts, right=True).tolist()
+    return [Band(start, min(start + block, queries.numel()), lo, hi)
+            for start, lo, hi in zip(starts, lows, highs)]
 
 
 class CompressedAttention(nn.Module):
@@ -292,6 +348,7 @@ class CompressedAttention(nn.Module):
         self.indexer = CompressedIndexer(config, ratio) if self.kind == CSA_LETTER else None
         self.entry_rotary = RotaryEmbedding(config) if ratio else None  # the entries' angles (the global table)
         self.tracked_aux_losses: Dict[str, torch.Tensor] = {}  # the indexer loss of training forwards (the log)
+        self.block = DEFAULT_BLOCK  # queries per block of the attention (_blocked)
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
                 layout: Optional[SequenceLayout] = None) -> torch.Tensor:
@@ -309,27 +366,97 @@ class CompressedAttention(nn.Module):
         q = rotate_trailing(q, cos, sin, interleaved)  # [s, b, np, d]
         kv = self.kv_layernorm(self.linear_kv_proj(hidden)).unsqueeze(2)  # [s, b, 1, d]
         kv = rotate_trailing(kv, cos, sin, interleaved)
+        loss = None
         if cache is not None:  # generation: every cached slot, attended by the cache's mask
-            keys = cache.update(self.layer_number, kv, kv)[0]  # [sk, b, 1, d]
-            allowed = cache.allowed(self.window, None)  # [b, 1, sq, sk]
-        elif places.group is not None:  # context parallelism: the window's keys, fetched from their ranks
-            keys, allowed = self._window_keys(kv, places)
-        else:
-            allowed = attention_allowed(places.query_positions[:1], places.positions[:1], self.window, None)
-            keys, allowed = kv, allowed.expand(b, s, s).unsqueeze(1)  # [b, 1, s, s]
-        index = None
-        if self.compressor is not None:  # entries [W, b, d], seen [b, sq, W]
-            entries, seen, index = self._entries(hidden, q_latent, cos, sin, places, cache)
-            keys = torch.cat([keys, entries.unsqueeze(2)], dim=0)
-            allowed = torch.cat([allowed, seen.unsqueeze(1)], dim=-1)
-        keys = copy_to_tensor_model_parallel_region(keys, self.group)  # the local heads' gradients summed over TP
-        context = rotate_trailing(self._attend(q, keys, allowed), cos, sin, interleaved, inverse=True)
+            context = self._generation_step(q, kv, hidden, q_latent, cos, sin, places, cache)
+        else:  # training and scoring: blocks of queries over their windows' keys and their entries
+            context, loss = self._blocked(q, kv, hidden, q_latent, cos, sin, places)
+        context = rotate_trailing(context, cos, sin, interleaved, inverse=True)
         grouped = torch.bmm(context.reshape(s * b, self.local_groups, self.group_width).transpose(0, 1),
                             self.o_group_proj.view(self.local_groups, -1, self.group_width).transpose(1, 2))
         output = self.linear_proj(grouped.transpose(0, 1).reshape(s, b, -1))  # [s, b, h] ([s/tp, b, h] under SP)
-        if index is not None and self._trains_indexer():
-            output = attach_aux_loss(output, self._indexer_loss(q, entries, *index, places.group))
+        if loss is not None:
+            output = attach_aux_loss(output, self._indexer_loss(loss, s * b, places.group))
         return output
+
+    def _generation_step(self, q: torch.Tensor, kv: torch.Tensor, hidden: torch.Tensor, q_latent: torch.Tensor,
+                         cos: torch.Tensor, sin: torch.Tensor, places: TokenPlaces, cache: object) -> torch.Tensor:
+        """Generation: this step's queries over every cached slot (the cache's mask) and every entry they see (a
+        CSA layer's picks); a step is a few tokens (or the prompt), so the scores are built whole."""
+        keys = cache.update(self.layer_number, kv, kv)[0].squeeze(2)  # [sk, b, d]
+        allowed = cache.allowed(self.window, None).squeeze(1)  # [b, sq, sk]
+        if self.compressor is not None:  # entries [W, b, d], seen [b, sq, W]
+            entries = self._pooled(self.compressor, "compressor", hidden, places, cache)
+            seen = entry_visible(places.query_positions, entries.size(0), self.compressor.ratio)
+            if self.indexer is not None:
+                with torch.no_grad():
+                    index_keys = self._pooled(self.indexer.compressor, "indexer", hidden, places, cache)
+                    scores = self.indexer.scores(hidden, q_latent, index_keys, cos, sin, self.config.rope_interleaved)
+                seen = self.indexer.select(scores, seen)
+            keys, allowed = torch.cat([keys, entries]), torch.cat([allowed, seen], dim=-1)
+        return self._attend(q, copy_to_tensor_model_parallel_region(keys, self.group), allowed)
+
+    def _blocked(self, q: torch.Tensor, kv: torch.Tensor, hidden: torch.Tensor, q_latent: torch.Tensor,
+                 cos: torch.Tensor, sin: torch.Tensor, places: TokenPlaces
+                 ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """The attention of every query, ``block`` queries at a time, each block under checkpointing: its window's
+        keys (a band of the keys sorted by position), an HCA layer's visible entries, a CSA layer's picks (the
+        indexer scores the block against every entry). Memory ``O(s (window + block + entries))`` for HCA and
+        ``O(s (window + block + k))`` for CSA, not ``O(s^2)``. Returns the context [s, b, np, d] and, when the indexer
+        trains, its KL loss summed over the queries."""
+        keys, key_positions = kv.squeeze(2), places.positions[0]  # [s, b, d] at positions 0 .. s - 1
+        if places.group is not None:  # context parallelism: the windows' keys, fetched from their ranks
+            keys, key_positions = self._window_keys(keys, places)
+        keys = copy_to_tensor_model_parallel_region(keys, self.group)  # the local heads' gradients summed over TP
+        entries = index_keys = None
+        if self.compressor is not None:
+            entries = copy_to_tensor_model_parallel_region(
+                self._pooled(self.compressor, "compressor", hidden, places, None), self.group)  # [W, b, d]
+        trains_indexer = self.indexer is not None and self._trains_indexer()
+        if self.indexer is not None:
+            with contextlib.nullcontext() if trains_indexer else torch.no_grad():  # detached inputs
+                index_keys = self._pooled(self.indexer.compressor, "indexer", hidden.detach(), places, None)
+        queries = places.query_positions[0]  # [s], alike in every row
+        dropout = self.config.attention_dropout if self.training else 0.0
+        needs_grad = torch.is_grad_enabled() and (q.requires_grad or trains_indexer)
+        contexts, loss = [], None
+        with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():  # heads differ per TP rank
+            for band in window_bands(queries, key_positions, self.window, self.block):
+                rows = slice(band.start, band.stop)
+                args = (q[rows], keys[band.lo:band.hi], key_positions[band.lo:band.hi], queries[rows], entries,
+                        index_keys, hidden[rows].detach(), q_latent[rows].detach(), cos[rows], sin[rows], dropout)
+                context, kl = (checkpoint(self._attend_block, *args, use_reentrant=False) if needs_grad
+                               else self._attend_block(*args))
+                contexts.append(context)
+                if kl is not None:
+                    loss = kl if loss is None else loss + kl
+        return torch.cat(contexts), loss
+
+    def _attend_block(self, q: torch.Tensor, keys: torch.Tensor, key_positions: torch.Tensor, queries: torch.Tensor,
+                      entries: Optional[torch.Tensor], index_keys: Optional[torch.Tensor], hidden: torch.Tensor,
+                      q_latent: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, dropout: float
+                      ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """One block of queries q [B, b, np, d] at ``queries`` [B] over its band of ``keys`` [L, b, d] (at
+        ``key_positions`` [L]) and the entries [W, b, d]: (context [B, b, np, d], the indexer's KL sum or None)."""
+        b = q.size(1)
+        allowed = attention_allowed(queries, key_positions, self.window).unsqueeze(0)  # [1, B, L]
+        own = own_valid = kl = None
+        if entries is not None:
+            seen = entry_visible(queries.expand(b, -1), entries.size(0), self.compressor.ratio)  # [b, B, W]
+            if self.indexer is None:  # HCA: every entry the block's queries see
+                keys, allowed = torch.cat([keys, entries]), torch.cat([allowed.expand(b, -1, -1), seen], dim=-1)
+            else:  # CSA: each query's top-k entries by the indexer
+                with contextlib.nullcontext() if self._trains_indexer() else torch.no_grad():
+                    scores = self.indexer.scores(hidden, q_latent, index_keys, cos, sin,
+                                                 self.config.rope_interleaved)  # [b, B, W]
+                picked, own_valid = self.indexer.pick(scores, seen)  # [b, B, k]
+                own = gather_rows(entries.transpose(0, 1), picked)  # [b, B, k, d]
+                if self._trains_indexer():
+                    over = (torch.zeros_like(seen).scatter(-1, picked, own_valid)
+                            if self.config.dsa_indexer_use_sparse_loss else seen)
+                    kl = entry_kl_sum(q, entries, scores, over, self._scale(), self.group)
+        context = sink_attention(q, keys, allowed, self.sinks, self._scale(), dropout, own, own_valid)
+        return context, kl
 
     def _places(self, layout: Optional[SequenceLayout], s: int, b: int, device: torch.device) -> TokenPlaces:
         """Key and query positions: the cache's (generation), this CP rank's, else 0 .. s - 1 for every row."""
@@ -350,43 +477,33 @@ class CompressedAttention(nn.Module):
         return TokenPlaces(positions, torch.ones(b, s, dtype=torch.bool, device=device), positions, s)
 
     def _window_keys(self, kv: torch.Tensor, places: TokenPlaces) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Under CP: the keys of this rank's queries' windows ``[m, b, 1, d]`` (only those rows travel, from the
-        ranks that hold them) and the mask ``[b, 1, sq, m]``."""
+        """Under CP: the keys of this rank's queries' windows ``[m, b, d]`` (only those rows travel, from the ranks
+        that hold them), sorted by their positions ``[m]``."""
         cp, queries = places.cp, places.query_positions[0]  # [sq] sequence positions (alike in every row)
         order, row_of = cp_row_order(cp, places.length, kv.device)
-        candidates = torch.arange(places.length, device=kv.device)
-        needed = attention_allowed(queries, candidates, self.window).any(dim=0)  # [s]
+        needed = torch.zeros(places.length, dtype=torch.bool, device=kv.device)  # positions some window reaches
+        reach = torch.arange(self.window, device=kv.device) if self.window is not None else None
+        if reach is None:
+            needed[:int(queries.max()) + 1] = True
+        else:
+            needed[(queries[:, None] - reach[None, :]).clamp_min(0).flatten()] = True
         wanted = torch.sort(row_of[needed]).values  # [m] CP-rank-order rows
-        keys = fetch_rows(kv, wanted, cp.group)  # [m, b, 1, d]
-        allowed = attention_allowed(queries, order[wanted], self.window)  # [sq, m]
-        return keys, allowed.expand(kv.size(1), -1, -1).unsqueeze(1)
-
-    def _entries(self, hidden: torch.Tensor, q_latent: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                 places: TokenPlaces, cache: Optional[object]
-                 ) -> Tuple[torch.Tensor, torch.Tensor, Optional[Tuple[torch.Tensor, torch.Tensor]]]:
-        """The compressed entries ``[W, b, d]`` (rotated), which of them each query attends to ``[b, sq, W]`` and, in
-        a CSA layer, the indexer's scores with the entries its loss runs over (both ``[b, sq, W]``)."""
-        entries = self._pooled(self.compressor, "compressor", hidden, places, cache)
-        seen = entry_visible(places.query_positions, entries.size(0), self.compressor.ratio)
-        if self.indexer is None:
-            return entries, seen, None
-        with contextlib.nullcontext() if self._trains_indexer() else torch.no_grad():  # detached inputs
-            keys = self._pooled(self.indexer.compressor, "indexer", hidden.detach(), places, cache)
-            scores = self.indexer.scores(hidden.detach(), q_latent.detach(), keys, cos, sin,
-                                         self.config.rope_interleaved)  # [b, sq, W]
-        picked = self.indexer.select(scores, seen)
-        return entries, picked, (scores, picked if self.config.dsa_indexer_use_sparse_loss else seen)
+        keys = fetch_rows(kv, wanted, cp.group)  # [m, b, d]
+        positions, by_position = torch.sort(order[wanted])
+        return keys.index_select(0, by_position), positions
 
     def _trains_indexer(self) -> bool:
         """A training forward with an indexer loss (--dsa-indexer-loss-coeff)."""
         return self.config.dsa_indexer_loss_coeff > 0 and self.training
 
-    def _indexer_loss(self, q: torch.Tensor, entries: torch.Tensor, scores: torch.Tensor, allowed: torch.Tensor,
-                      cp: Optional[Group]) -> torch.Tensor:
-        """The CSA indexer's KL loss times --dsa-indexer-loss-coeff, tracked for the log (``cp``: the CP group)."""
+    def _scale(self) -> float:
         cfg = self.config
-        scale = cfg.attention_scale if cfg.attention_scale is not None else self.head_dim ** -0.5
-        loss = indexer_kl_loss(q, entries, scores, allowed, scale, self.group) * cfg.dsa_indexer_loss_coeff
+        return cfg.attention_scale if cfg.attention_scale is not None else self.head_dim ** -0.5
+
+    def _indexer_loss(self, kl_sum: torch.Tensor, queries: int, cp: Optional[Group]) -> torch.Tensor:
+        """The CSA indexer's KL loss (the mean over the ``queries`` rows of ``kl_sum``) times
+        --dsa-indexer-loss-coeff, tracked for the log (``cp``: the CP group)."""
+        loss = kl_sum / queries * self.config.dsa_indexer_loss_coeff
         if cp is not None:  # this rank's queries' share of the sequence's mean (the log sums the shares)
             loss = loss / cp.size
         track_aux_losses(self.tracked_aux_losses, {DSA_INDEXER_LOSS: loss})
@@ -450,11 +567,7 @@ class CompressedAttention(nn.Module):
         return {start: fetched[i * ratio:(i + 1) * ratio] for i, start in enumerate(starts)}
 
     def _attend(self, q: torch.Tensor, keys: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        """Softmax attention with the sinks: q [s, b, np, d] over keys = values [sk, b, 1, d] -> [s, b, np, d]."""
-        cfg = self.config
-        dropout = cfg.attention_dropout if self.training else 0.0
-        scale = cfg.attention_scale if cfg.attention_scale is not None else self.head_dim ** -0.5
-        qh, kh = q.permute(1, 2, 0, 3), keys.permute(1, 2, 0, 3)  # [b, np, s, d], [b, 1, sk, d]
+        """Softmax attention with the sinks, whole: q [s, b, np, d] over keys = values [sk, b, d] -> [s, b, np, d]."""
+        dropout = self.config.attention_dropout if self.training else 0.0
         with get_rng_tracker().fork() if dropout > 0 else contextlib.nullcontext():  # heads differ per TP rank
-            out = explicit_attention(qh, kh, kh, allowed, scale, None, self.sinks, dropout)  # [b, np, s, d]
-        return out.permute(2, 0, 1, 3)
+            return sink_attention(q, keys, allowed, self.sinks, self._scale(), dropout)

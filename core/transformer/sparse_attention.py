@@ -149,7 +149,7 @@ def select_topk(q_index: torch.Tensor, k_index: torch.Tensor, weights: torch.Ten
     return torch.cat(indices, dim=1), torch.cat(valid, dim=1)
 
 
-def _gather_rows(x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+def gather_rows(x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     """x [b, sk, ...], indices [b, blk, kk] -> [b, blk, kk, ...]: each query's selected rows (one index_select over
     the flattened rows: its backward is an index_add, not advanced indexing's scatter)."""
     b, sk = x.shape[:2]
@@ -175,7 +175,7 @@ def _attend_block(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, indices: to
     (``kk / sk`` at least :data:`GATHER_BELOW_DENSITY`) score the block against every key in one GEMM and mask to
     the selection, which moves less memory. Either way the block's tensors live only while it runs."""
     if indices.size(-1) < GATHER_BELOW_DENSITY * k.size(1):
-        keys, values = _gather_rows(k, indices), _gather_rows(v, indices)  # [b, blk, kk, n, d|dv]
+        keys, values = gather_rows(k, indices), gather_rows(v, indices)  # [b, blk, kk, n, d|dv]
         scores = torch.einsum("bqnd,bqknd->bnqk", q.float(), keys.float()) * scale
         probs = scores.masked_fill(~valid[:, None], float("-inf")).softmax(dim=-1)  # [b, n, blk, kk]
         probs = F.dropout(probs, dropout) if dropout > 0 else probs
@@ -249,10 +249,10 @@ def _sparse_kl_block(q: torch.Tensor, k: torch.Tensor, q_index: torch.Tensor, k_
     """The KL sum of a block of queries over their selected keys only (``indices``/``valid`` [b, blk, kk]): the
     selected rows are gathered, nothing ``[blk, sk]`` is built."""
     with torch.no_grad():
-        keys = _gather_rows(k.transpose(0, 1), indices)  # [b, blk, kk, n, d]
+        keys = gather_rows(k.transpose(0, 1), indices)  # [b, blk, kk, n, d]
         scores = torch.einsum("qbnd,bqknd->bnqk", q.float(), keys.float()) * scale  # [b, n, blk, kk]
         target = head_summed_target(scores, valid, group)
-    index_keys = _gather_rows(k_index.transpose(0, 1), indices)  # [b, blk, kk, d]
+    index_keys = gather_rows(k_index.transpose(0, 1), indices)  # [b, blk, kk, d]
     per_head = torch.einsum("qbhd,bqkd->bqhk", q_index.float(), index_keys.float()).mul(q_index.size(-1) ** -0.5)
     predicted = torch.einsum("bqhk,qbh->bqk", per_head.relu(), weights.float())  # [b, blk, kk]
     predicted = predicted.masked_fill(~valid, float("-inf")).log_softmax(dim=-1)

@@ -23,7 +23,8 @@ loss at ring CP 2, with documents at CP 4 and at CP 2 x TP 2 + SP; the dense war
 CP 2 and with documents at CP 4), and DeepSeek-V4's compressed attention (each query chunk's window of keys fetched
 from its ranks, every rank's share of each compressed entry's pooling summed over CP; CSA, HCA and sliding layers with
 the indexer's dense loss at ring CP 2, at CP 2 x TP 2 + SP and at CP 2 x PP 2, its sparse loss contiguous at CP 2 and
-at ring CP 4, hyper-connections throughout). Layouts:
+at ring CP 4, hyper-connections throughout; the CP ranks run the attention in blocks of 3 queries, the reference
+in one block). Layouts:
 the ring's load-balanced chunks (at CP 4 a chunk of 2 tokens, shorter than the conv's 3 carried inputs),
 contiguous parts (the ring with ``--attention-mask-type general``), Ulysses and the
 hybrid 2 x 2 (whose chain visits CP ranks 0, 2, 3, 1), CP 2 x TP 2 with sequence parallelism, CP 2 x PP 2,
@@ -285,6 +286,9 @@ def _conv_relay(cp_size: int, balanced: bool) -> Dict[str, torch.Tensor]:
 
 
 def _worker(rank: int, world: int, jobs: Dict[str, List[str]]) -> Dict[str, Dict[str, object]]:
+    from core.transformer import compressed_attention
+
+    compressed_attention.DEFAULT_BLOCK = 3  # DeepSeek-V4's queries in blocks of 3, some straddling two CP chunks
     results = {name: _train(argv) for name, argv in jobs.items()}
     results.update((f"conv_balanced_{b}", _conv_relay(world, b)) for b in (True, False))
     return results

@@ -184,3 +184,60 @@ def test_aligned_runs_decide_the_cp_path() -> None:
     assert aligned_runs(token_positions(16, 2, 1), 4) == [(4, 8)]  # its two chunks meet
     # CP 3, chunks of 2: rank 2's merged run (4, 4) aligns, rank 0's (0, 2) does not -- all ranks must fall back
     assert [aligned_runs(token_positions(12, 3, r), 4) is None for r in range(3)] == [True, True, False]
+
+
+def _blocked_run(config: TransformerConfig, tokens: torch.Tensor, block: int) -> Dict[str, torch.Tensor]:
+    """Loss and every gradient with the compressed attention run ``block`` queries at a time."""
+    from core.transformer.compressed_attention import CompressedAttention
+
+    model = build_model(config, layout_state(), torch.device("cpu"), seed=3).train()
+    layers = [m for m in model.modules() if isinstance(m, CompressedAttention)]
+    assert len(layers) == config.num_layers
+    for layer in layers:
+        layer.block = block
+    loss = model(tokens, labels=tokens.roll(-1, 1)).mean()
+    loss.backward()
+    return {"loss": loss.detach(), **{name: param.grad for name, param in model.named_parameters()
+                                      if param.grad is not None}}
+
+
+@pytest.mark.parametrize("indexer", ["none", "dense", "sparse"])
+def test_blocks_of_queries_equal_one_block(indexer: str) -> None:
+    """The attention run in blocks of 5 queries (a window band, HCA's visible entries, CSA's gathered picks per
+    block, each block under checkpointing) gives the loss and gradients of one block over the whole sequence, which
+    the zoo's parity holds to transformers; with the indexer's dense or sparse KL loss too."""
+    change = {"none": {}, "dense": {"dsa_indexer_loss_coeff": 0.5},
+              "sparse": {"dsa_indexer_loss_coeff": 0.5, "dsa_indexer_use_sparse_loss": True}}[indexer]
+    config = dataclasses.replace(TransformerConfig(**TINY), sliding_window=4, **change)
+    tokens = torch.randint(0, 64, (2, 23), generator=torch.Generator().manual_seed(1))
+    whole, blocked = _blocked_run(config, tokens, 1024), _blocked_run(config, tokens, 5)
+    assert set(whole) == set(blocked)
+    for name, value in whole.items():
+        torch.testing.assert_close(blocked[name], value, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_compressed_attention_memory_grows_linearly() -> None:
+    """Doubling the sequence (blocks of 32 queries, a window of 16, CSA top-8 of entries of 4, HCA entries of 64)
+    doubles the model's peak in the forward and backward; one block over the whole sequence (s x s scores) grows
+    about four times and is over 8 times larger at 1024 tokens."""
+    from core.memory_probe import MemoryProbe
+
+    dense = {key: value for key, value in TINY.items() if not key.startswith(("moe_", "num_experts", "enable_mhc",
+                                                                             "mhc_"))}
+    config = TransformerConfig(**{**dense, "sliding_window": 16, "csa_compress_ratio": 4, "hca_compress_ratio": 64,
+                                  "dsa_indexer_topk": 8})
+    peaks = {}
+    for block in (32, 4096):  # 4096: one block, the whole s x (s + entries) scores at once
+        for length in (512, 1024):
+            tokens = torch.randint(0, 64, (1, length), generator=torch.Generator().manual_seed(0))
+            model = build_model(config, layout_state(), torch.device("cpu"), seed=3).train()
+            for module in model.modules():
+                if hasattr(module, "block"):
+                    module.block = block
+            probe = MemoryProbe()
+            with probe.measuring():
+                model(tokens, labels=tokens.roll(-1, 1)).mean().backward()
+            peaks[block, length] = probe.peak_above_start()
+    assert peaks[32, 1024] / peaks[32, 512] < 2.3, peaks
+    assert peaks[4096, 1024] / peaks[4096, 512] > 3.5, peaks
+    assert peaks[32, 1024] < peaks[4096, 1024] / 8, peaks
