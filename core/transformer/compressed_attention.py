@@ -37,8 +37,12 @@ of its own windows (a CSA run's first one with the previous window's rows fetche
 entries (``dim`` values per window) gives every rank all of them; otherwise each rank's softmax numerator and
 denominator of every entry, shifted by the group's maximum, are summed over CP. The indexer scores its queries
 against every entry; its loss is each rank's share of the sequence's mean.
-Attention here is dense over the window and the entries (memory ``O(s (s + s / ratio))``); packed documents are
-refused (a window would pool across documents).
+Attention runs in blocks of queries (``DEFAULT_BLOCK``), each under checkpointing: a block reads the band of keys its
+windows reach, an HCA layer's visible entries and a CSA layer's picks gathered per query, with one softmax over
+them and the sinks (:func:`sink_attention`); the CSA indexer scores a block against every entry. Memory grows
+linearly in the sequence (``O(s (window + block + s / ratio))`` for HCA, ``O(s (window + block + k))`` for CSA, plus
+the indexer's block of scores); generation attends whole (a step is a few queries). Packed documents are refused (a
+window would pool across documents).
 """
 from __future__ import annotations
 
