@@ -11,7 +11,10 @@ h / 4), micro batch 1, vocabulary 1024:
 * ``dsa``: the same layers with DeepSeek Sparse Attention (``--experimental-attention-variant dsa``): an
   indexer of 4 heads of 32 keeping each query's top ``--topk`` keys (a fixed k, as V3.2's 2048 at 128k);
 * ``dsa_warmup``: DSA under ``--dsa-dense-warmup`` with its indexer loss: dense attention, and the indexer's
-  scores and KL over every causal key (V3.2's first stage, O(s^2) by design), for scale.
+  scores and KL over every causal key (V3.2's first stage, O(s^2) by design), for scale;
+* ``v4``: DeepSeek-V4's compressed attention in its layout ``CHSC`` (CSA with entries of 4 and the indexer's
+  top ``--topk``, HCA with entries of 128, a sliding layer; a window of 128, one shared key/value head of 64, two
+  output groups), run in blocks of queries (``core/transformer/compressed_attention.py``).
 
 Defaults: on a GPU bf16, ``h`` 1024, sequences 4k, 8k, 16k, 32k and top-k 2048; on the CPU fp32, ``h`` 256,
 sequences 1k, 2k, 4k and top-k 256 (the issue's 2048 of 32k scaled to s/16 of the longest length, about 3
@@ -60,7 +63,7 @@ from core.transformer.config import TransformerConfig
 from linear_attention import memory_slopes, print_table, run_length, with_ratios
 
 VOCAB = 1024
-MODELS = ("attention", "dsa", "dsa_warmup")
+MODELS = ("attention", "dsa", "dsa_warmup", "v4")
 DEFAULTS = {"device": ("4096,8192,16384,32768", 1024, 2048), "cpu": ("1024,2048,4096", 256, 256),
             "smoke": ("64,128", 64, 16)}
 WHY = ("the sparse path's per-block gathers and the indexer's blocked score pass against SDPA's one fused kernel: "
@@ -69,8 +72,19 @@ WHY = ("the sparse path's per-block gathers and the indexer's blocked score pass
 
 
 def model_config(name: str, hidden: int, max_seq: int, topk: int, dtype: torch.dtype) -> TransformerConfig:
-    """Four MLA layers; ``dsa``/``dsa_warmup`` add the indexer of 4 heads of 32 keeping ``topk`` keys."""
+    """Four MLA layers; ``dsa``/``dsa_warmup`` add the indexer of 4 heads of 32 keeping ``topk`` keys; ``v4``: four
+    layers of DeepSeek-V4's compressed attention instead."""
     heads = max(hidden // 64, 1)
+    if name == "v4":
+        return TransformerConfig(num_layers=4, hidden_size=hidden, num_attention_heads=heads, ffn_hidden_size=hidden,
+                                 vocab_size=VOCAB, make_vocab_size_divisible_by=1, max_position_embeddings=max_seq,
+                                 normalization="RMSNorm", activation="swiglu", hidden_dropout=0.0,
+                                 attention_dropout=0.0, add_bias_linear=False, params_dtype=dtype,
+                                 compressed_attention_pattern="CHSC", num_query_groups=1, kv_channels=64,
+                                 rotary_percent=0.25, rope_interleaved=True, q_lora_rank=hidden // 2,
+                                 sliding_window=128, csa_compress_ratio=4, hca_compress_ratio=128,
+                                 o_groups=min(2, heads), o_lora_rank=hidden // 4, dsa_indexer_n_heads=4,
+                                 dsa_indexer_head_dim=32, dsa_indexer_topk=topk)
     dsa = {} if name == "attention" else dict(
         experimental_attention_variant="dsa", dsa_indexer_n_heads=4, dsa_indexer_head_dim=32, dsa_indexer_topk=topk)
     if name == "dsa_warmup":

@@ -168,8 +168,8 @@ def test_train_throughput_emulates_an_avx2_cpu(tmp_path) -> None:
 
 
 def test_sparse_attention_bench_rows_and_ratios() -> None:
-    """bench/sparse_attention.py: dense MLA, DSA and DSA's warm-up at every length, ratios to dense MLA of the same
-    length, the memory slopes, and the DSA-CP traffic rows (indexer keys plus fetched latents against the K/V
+    """bench/sparse_attention.py: dense MLA, DSA, DSA's warm-up and DeepSeek-V4's compressed attention at every length,
+    ratios to dense MLA of the same length, the memory slopes, and the DSA-CP traffic rows (indexer keys plus fetched latents against the K/V
     all-gather, each part within its bound)."""
     record = smoke_record(ROOT / "bench" / "sparse_attention.py")
     assert record["topk"] < min(record["seqs"]) and record["cp"]["seq"] == max(record["seqs"])
@@ -178,12 +178,12 @@ def test_sparse_attention_bench_rows_and_ratios() -> None:
         assert 0 < row["fetched_latents_mb"] and 0 < row["ratio"] < 1, (name, row)
     for seq in record["seqs"]:
         rows = record["table"][str(seq)]
-        assert set(rows) == {"attention", "dsa", "dsa_warmup"}, rows
+        assert set(rows) == {"attention", "dsa", "dsa_warmup", "v4"}, rows
         assert rows["attention"]["speed_ratio"] == rows["attention"]["peak_ratio"] == 1.0
         for row in rows.values():
             assert row["tokens_per_s"] > 0 and row["peak_mb"] > 0 and row["saved_mb"] > 0, row
             assert abs(row["peak_ratio"] - row["peak_mb"] / rows["attention"]["peak_mb"]) < 0.01, row
-    assert set(record["memory_slope"]) == {"attention", "dsa", "dsa_warmup"}
+    assert set(record["memory_slope"]) == {"attention", "dsa", "dsa_warmup", "v4"}
     for name, row in record["v4_cp"]["rows"].items():  # DeepSeek-V4's exchange: its parts, below the K/V all-gather
         assert abs(row["v4_mb"] - row["halo_mb"] - row["prefix_mb"] - row["entries_mb"]) < 0.01, (name, row)
         assert 0 < row["halo_mb"] and 0 < row["entries_mb"] and 0 < row["ratio"] < 1, (name, row)
