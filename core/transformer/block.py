@@ -139,7 +139,9 @@ class TransformerLayer(nn.Module):
     ``x + attn(norm(x)) + mlp(norm(x))`` (``--parallel-residual-shared-norm``: GPT-J, Phi, Cohere).
     """
 
-    def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
+    def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0,
+                 attention_kind: Optional[str] = None) -> None:
+        # attention_kind: DeepSeek-V4's attention letter when not the pattern's (an MTP module's layer)
         super().__init__()
         self.config = config
         mixer, mlp = config.layer_parts(layer_number)
@@ -148,7 +150,7 @@ class TransformerLayer(nn.Module):
         self.input_layernorm = self.self_attention = self.post_self_attn_layernorm = None
         if mixer is not None:  # the token mixer: attention, a linear mixer ('G', 'K', 'L'), Mamba + attention ('H')
             self.input_layernorm = hidden_norm(config) if pre_norm and not first_without_norm else nn.Identity()
-            self.self_attention = build_mixer(mixer, config, state, layer_number)
+            self.self_attention = build_mixer(mixer, config, state, layer_number, attention_kind)
             self.post_self_attn_layernorm = hidden_norm(config) if output_norm else None
         self.pre_mlp_layernorm = self.mlp = self.post_mlp_layernorm = None
         if mlp is not None:  # absent in a hybrid pattern's mixer-only layers ('*', 'G')
@@ -308,13 +310,14 @@ MIXER_CLASSES = {GDN_MIXER: GatedDeltaNet, KDA_MIXER: KimiDeltaAttention, LIGHTN
                  RWKV_TIME_MIX: RwkvTimeMix, RWKV_CHANNEL_MIX: RwkvChannelMix, MLSTM_MIXER: MLstm}
 
 
-def build_mixer(kind: str, config: TransformerConfig, state: ParallelState, layer_number: int) -> nn.Module:
+def build_mixer(kind: str, config: TransformerConfig, state: ParallelState, layer_number: int,
+                attention_kind: Optional[str] = None) -> nn.Module:
     """A transformer layer's token mixer of ``kind`` (``TransformerConfig.layer_parts``); ``[s, b, h]`` in and out,
-    called with (hidden, rotary, layout)."""
+    called with (hidden, rotary, layout). ``attention_kind``: a compressed attention's letter (else the pattern's)."""
     if kind == ATTENTION_MIXER:
-        attention = MultiLatentAttention if config.multi_latent_attention else SelfAttention
         if config.compressed_attention_pattern is not None:
-            attention = CompressedAttention
+            return CompressedAttention(config, state, layer_number, attention_kind)
+        attention = MultiLatentAttention if config.multi_latent_attention else SelfAttention
         return attention(config, state, layer_number)
     if kind in MIXER_CLASSES:
         return MIXER_CLASSES[kind](config, state, layer_number)
@@ -391,9 +394,11 @@ class TransformerBlock(nn.Module):
             counted=str(first_layers[k]) in self.layers) for k in used})
 
     def forward(self, hidden: torch.Tensor, rotary: Optional[tuple],
-                layout: Optional[SequenceLayout] = None, embeds: Optional[torch.Tensor] = None) -> torch.Tensor:
+                layout: Optional[SequenceLayout] = None, embeds: Optional[torch.Tensor] = None,
+                keep_streams: bool = False) -> "torch.Tensor | Tuple[torch.Tensor, torch.Tensor]":
         # hidden [s, b, h] ([s/tp, b, h] under sequence parallelism); layout: see context_parallel.py;
-        # embeds: the word embeddings, same shape, read by the 'Z' layers' shared blocks
+        # embeds: the word embeddings, same shape, read by the 'Z' layers' shared blocks; keep_streams: also return
+        # the hyper-connection streams [s, b, n h] before the head (what DeepSeek-V4's MTP module reads)
         layers = list(self.layers.values())
         cfg = self.config
         granularity = cfg.recompute_granularity if self.training and torch.is_grad_enabled() else None
@@ -406,8 +411,9 @@ class TransformerBlock(nn.Module):
                 hidden = checkpoint(_run_layers, group, hidden, rotary, layout, embeds, self.shared_blocks)
             else:
                 hidden = _run_layers(group, hidden, rotary, layout, embeds, self.shared_blocks)
+        streams = hidden
         if self.hc_head is not None:
             hidden = self.hc_head(hidden)  # [s, b, n h] -> [s, b, h]
         if self.final_layernorm is not None:
             hidden = self.final_layernorm(hidden)
-        return hidden
+        return (hidden, streams) if keep_streams else hidden

@@ -81,7 +81,8 @@ def rotate_trailing(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, inter
     return torch.cat([x[..., :-rd], rotated], dim=-1)
 
 
-def compressed_attention_flops(config: TransformerConfig, seq_length: int, layer: int) -> Tuple[float, float]:
+def compressed_attention_flops(config: TransformerConfig, seq_length: int, layer: int,
+                               kind: Optional[str] = None) -> Tuple[float, float]:
     """Forward FLOPs per token of layer ``layer`` (``mindspeed_llm/training/metrics.py``'s convention: matrix
     multiplies, 2 per multiply-add): (by weights: the query latent and its up projection, the shared key/value head,
     the grouped output projection, the compressor's and the indexer's projections; between activations: the scores
@@ -92,11 +93,12 @@ def compressed_attention_flops(config: TransformerConfig, seq_length: int, layer
     q, rank, groups = heads * d, config.q_lora_rank, config.o_groups
     weights = 2 * h * rank + 2 * rank * q + 2 * h * d + 2 * q * config.o_lora_rank + 2 * groups * config.o_lora_rank * h
     keys = min(config.sliding_window, seq_length)
-    ratio = config.compress_ratio(layer)
+    kind = kind or config.compressed_layer_kind(layer)  # ``kind``: an MTP module's layer's letter
+    ratio = config.compress_ratio(layer, kind)
     activations = 0.0
     if ratio:
         entries = seq_length // ratio
-        overlap = config.compressed_layer_kind(layer) == CSA_LETTER
+        overlap = kind == CSA_LETTER
         weights += 2 * h * 2 * d * (2 if overlap else 1)  # kv and gate rows
         keys += min(config.dsa_indexer_topk, entries) if overlap else entries
         if overlap:  # the indexer: its compressor, queries, head weights; its scores over every entry
@@ -321,12 +323,14 @@ def window_bands(queries: torch.Tensor, key_positions: torch.Tensor, window: Opt
 class CompressedAttention(nn.Module):
     """DeepSeek-V4's attention of one layer: ``[s(/tp), b, h]`` in and out (see the module docstring)."""
 
-    def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0) -> None:
+    def __init__(self, config: TransformerConfig, state: ParallelState, layer_number: int = 0,
+                 kind: Optional[str] = None) -> None:
+        # kind: the layer's letter when not the pattern's (an MTP module's layer: TransformerConfig.mtp_attention_kind)
         super().__init__()
         self.config, self.group, self.layer_number = config, state.tp_group, layer_number
         tp, heads, dim, dtype = self.group.size, config.num_attention_heads, config.kv_channels, config.params_dtype
         self.local_heads, self.head_dim = heads // tp, dim
-        self.kind = config.compressed_layer_kind(layer_number)
+        self.kind = kind or config.compressed_layer_kind(layer_number)
         self.window = config.layer_window(layer_number)
         self.linear_q_down_proj = ReplicatedLinear(config.hidden_size, config.q_lora_rank, False, dtype)
         self.q_layernorm = build_norm("RMSNorm", config.q_lora_rank, config.norm_epsilon, grad_partial_over_tp=False,
@@ -347,7 +351,7 @@ class CompressedAttention(nn.Module):
         self.linear_proj = RowParallelLinear(groups * rank, config.hidden_size, group=self.group, bias=False,
                                              sequence_parallel=config.sequence_parallel,
                                              segments=(Segment(groups, rank),), dtype=dtype)
-        ratio = config.compress_ratio(layer_number)
+        ratio = config.compress_ratio(layer_number, self.kind)
         self.compressor = Compressor(config, dim, ratio, overlap=self.kind == CSA_LETTER) if ratio else None
         self.indexer = CompressedIndexer(config, ratio) if self.kind == CSA_LETTER else None
         self.entry_rotary = RotaryEmbedding(config) if ratio else None  # the entries' angles (the global table)

@@ -2033,9 +2033,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if idle:
             raise ValueError(f"{idle[0]} sizes the entries of layers --compressed-attention-pattern {pattern!r} has "
                              "none of; drop it")
-        if self.local_rotary_base is not None and SLIDING_LETTER not in pattern:
+        if self.local_rotary_base is not None and SLIDING_LETTER not in pattern and not self.mtp_num_layers:
             raise ValueError(f"--local-rotary-base is the RoPE base of the sliding-window-only layers ('S'), which "
-                             f"--compressed-attention-pattern {pattern!r} has none of; drop it")
+                             f"--compressed-attention-pattern {pattern!r} has none of (nor MTP layers); drop it")
         if self.num_query_groups != 1:
             raise ValueError(f"--compressed-attention-pattern shares one key/value head among all heads: set "
                              f"--num-query-groups 1 (it is {self.num_query_groups})")
@@ -2083,10 +2083,17 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         """The --compressed-attention-pattern letter of global layer ``layer_number``."""
         return self.compressed_attention_pattern[layer_number]
 
-    def compress_ratio(self, layer_number: int) -> Optional[int]:
-        """Tokens per compressed entry of a DeepSeek-V4 layer (None: a sliding-window-only layer)."""
-        kind = self.compressed_layer_kind(layer_number)
+    def compress_ratio(self, layer_number: int, kind: Optional[str] = None) -> Optional[int]:
+        """Tokens per compressed entry of a DeepSeek-V4 layer (None: a sliding-window-only layer); ``kind``: the
+        layer's letter when it is not the pattern's (an MTP module's layer, :attr:`mtp_attention_kind`)."""
+        kind = kind or self.compressed_layer_kind(layer_number)
         return {CSA_LETTER: self.csa_compress_ratio, HCA_LETTER: self.hca_compress_ratio}.get(kind)
+
+    @property
+    def mtp_attention_kind(self) -> Optional[str]:
+        """The attention of an MTP module's layer when it is not the last decoder layer's: under a compressed
+        pattern a sliding-window-only layer ('S'), as DeepSeek-V4's MTP layer (its compress ratio 0)."""
+        return SLIDING_LETTER if self.compressed_attention_pattern is not None else None
 
     def _validate_mhc(self) -> None:
         """Hyper-connections: their sizes, and the residual variants and layers they cannot take."""
@@ -2103,7 +2110,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             ("--apply-residual-connection-post-layernorm", self.apply_residual_connection_post_layernorm),
             ("--residual-multiplier", self.residual_multiplier is not None),
             ("--layer-scalar", self.layer_scalar), ("--fp32-residual-connection", self.fp32_residual_connection),
-            ("--mtp-num-layers", self.mtp_num_layers is not None), ("--noop-layers", bool(self.noop_layers)),
+            ("--noop-layers", bool(self.noop_layers)),
             ("--experimental-attention-variant", self.experimental_attention_variant not in (None, DSA_VARIANT)))
             if on]
         if unsupported:

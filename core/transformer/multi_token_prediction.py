@@ -18,6 +18,12 @@ shifted). The MTP loss added to the LM loss is ``scaling / D * sum_k mean_k`` wh
 module k's cross-entropy averaged over its shifted mask; each ``mean_k`` is logged apart as
 ``mtp_k loss`` (Megatron's names).
 
+Under hyper-connections (DeepSeek-V4) module k reads the streams ``H^{k-1}`` ``[s, b, n h]`` (k = 1: the decoder's,
+before its head), each stream normed by ``hnorm`` and projected with the embeddings (eh_proj's columns are V4's
+``e_proj`` and ``h_proj``), runs its layer over the streams, and its own :class:`HyperHead` then
+``final_layernorm`` give the hidden state its loss reads; module k + 1 reads its streams. Its layer's attention is
+a sliding-window layer (``TransformerConfig.mtp_attention_kind``), as V4's.
+
 Tensor parallelism: eh_proj is a column-parallel linear whose output is gathered over TP (and
 scattered back over the sequence under sequence parallelism), as Megatron's; the norms are
 replicated (partial gradients under SP). With ``--recompute-granularity full`` the transformer layer
@@ -37,6 +43,7 @@ from core.tensor_parallel.mappings import scatter_to_sequence_parallel_region
 from core.transformer.block import TransformerLayer, hidden_norm
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import ContextParallel, SequenceLayout, in_sequence_order
+from core.transformer.hyper_connection import HyperHead, split_streams
 
 # hidden [s(/tp), b, h] -> per-token loss [b, s] against labels [b, s]
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -75,19 +82,37 @@ class MultiTokenPredictionLayer(nn.Module):
         # [s(/tp), b, 2h] -> [s, b, h/tp], gathered to [s, b, h]; weight [h, 2h] over [embedding; hidden] inputs
         self.eh_proj = ColumnParallelLinear(2 * h, h, group=state.tp_group, bias=False, gather_output=True,
                                             sequence_parallel=config.sequence_parallel, dtype=config.params_dtype)
-        self.transformer_layer = TransformerLayer(config, state, config.num_layers - 1)
+        self.transformer_layer = TransformerLayer(config, state, config.num_layers - 1, config.mtp_attention_kind)
+        self.hc_head = HyperHead(config) if config.enable_mhc_connections else None
         self.final_layernorm = hidden_norm(config)
 
     def forward(self, hidden: torch.Tensor, embedded: torch.Tensor, rotary: object,
                 layout: Optional[SequenceLayout] = None) -> torch.Tensor:
-        # hidden, embedded [s, b, h] ([s/tp, b, h] under sequence parallelism)
-        combined = torch.cat([self.enorm(embedded), self.hnorm(hidden)], dim=-1)  # [s(/tp), b, 2h]
-        projected = self.eh_proj(combined)  # [s, b, h] on every TP rank
+        """What module k + 1 reads: the normed hidden state [s(/tp), b, h], or under hyper-connections the streams
+        [s(/tp), b, n h] before this module's head (:meth:`head` gives the hidden state its loss reads)."""
+        # hidden [s, b, h] or the streams [s, b, n h]; embedded [s, b, h] ([s/tp, ...] under sequence parallelism)
+        projected = self._project(hidden, self.enorm(embedded))  # [s, b, h | n h] on every TP rank
         if self.config.sequence_parallel:
-            projected = scatter_to_sequence_parallel_region(projected, self.tp_group)  # [s/tp, b, h]
+            projected = scatter_to_sequence_parallel_region(projected, self.tp_group)  # [s/tp, b, ...]
         if self.config.recompute_granularity == "full" and self.training and torch.is_grad_enabled():
-            return self.final_layernorm(checkpoint(self.transformer_layer, projected, rotary, layout))  # as Megatron's
-        return self.final_layernorm(self.transformer_layer(projected, rotary, layout))
+            output = checkpoint(self.transformer_layer, projected, rotary, layout)  # as Megatron's
+        else:
+            output = self.transformer_layer(projected, rotary, layout)
+        return output if self.hc_head is not None else self.final_layernorm(output)
+
+    def head(self, output: torch.Tensor) -> torch.Tensor:
+        """The hidden state [s(/tp), b, h] the module's loss reads from its :meth:`forward` output."""
+        return self.final_layernorm(self.hc_head(output)) if self.hc_head is not None else output
+
+    def _project(self, hidden: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
+        """eh_proj of [normed embeddings; hnorm(hidden)]: [s, b, h], or per hyper-connection stream [s, b, n h]."""
+        if self.hc_head is None:
+            return self.eh_proj(torch.cat([embeds, self.hnorm(hidden)], dim=-1))  # [s(/tp), b, 2h] -> [s, b, h]
+        streams = split_streams(hidden, self.hc_head.streams)  # [s(/tp), b, n, h]
+        s, b, n, h = streams.shape
+        combined = torch.cat([embeds.unsqueeze(2).expand(s, b, n, h), self.hnorm(streams)], dim=-1)  # [.., n, 2h]
+        projected = self.eh_proj(combined.flatten(1, 2))  # [s, b n, h]
+        return projected.view(projected.size(0), b, n * h)
 
 
 class MultiTokenPredictionBlock(nn.Module):
@@ -102,14 +127,15 @@ class MultiTokenPredictionBlock(nn.Module):
                 embed: EmbedFn, per_token_loss: LossFn, layout: Optional[SequenceLayout] = None) -> List[torch.Tensor]:
         """Per-token losses ``[b, s]`` of modules 1..D against ``labels`` shifted left by 1..D.
 
-        ``input_ids``, ``labels`` ``[b, s]``; ``hidden`` ``[s(/tp), b, h]`` is the decoder's normed output.
+        ``input_ids``, ``labels`` ``[b, s]``; ``hidden`` ``[s(/tp), b, h]`` is the decoder's normed output (under
+        hyper-connections its streams ``[s(/tp), b, n h]`` before the head).
         """
         losses = []
         cp = layout.cp if layout is not None else None
         for layer in self.layers:
             input_ids, labels = roll_left(input_ids, cp), roll_left(labels, cp)
             hidden = layer(hidden, embed(input_ids), rotary, layout)
-            losses.append(per_token_loss(hidden, labels))
+            losses.append(per_token_loss(layer.head(hidden), labels))
         return losses
 
 

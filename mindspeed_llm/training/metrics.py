@@ -34,7 +34,8 @@ attention counted over the full ``s x s`` score matrix, noop layers skipped):
                         + 2 r (h + fc1 rows) [+ 2 r (6h + q + 2 kv)]   its adapters (rank r; attention ones)
                         + the Mamba layer
     logits, forward     = 2 h V_padded
-    MTP module, forward = 2 (2h) h + per-layer + logits   eh_proj, its transformer layer, the shared output layer
+    MTP module, forward = 2 (2h) h n + per-layer + logits  eh_proj (per hyper-connection stream: n, else 1), its
+                                                          transformer layer, the shared output layer
     training FLOPs/token = 3 x (layers x per-layer + logits + mtp_num_layers x MTP module)
 
 With the base weights frozen (a model transform that trains adapters) the weight matmuls need no weight
@@ -74,18 +75,20 @@ def forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple
     mtp = config.mtp_num_layers or 0  # --mtp-num-layers modules: eh_proj, a transformer layer, the output layer
     last = config.num_layers - 1  # an MTP module's layer is built as the last decoder layer
     mixer, mlp = config.layer_parts(last)
-    mtp_weights, mtp_activations = mixer_flops(config, seq_length, last, mixer)
-    weights += logits + mtp * (2 * 2 * h * h + mtp_weights + branch_mlp_flops(config, mlp) + logits)
+    mtp_weights, mtp_activations = mixer_flops(config, seq_length, last, mixer, config.mtp_attention_kind)
+    streams = config.mhc_num_residual_streams if config.enable_mhc_connections else 1  # eh_proj reads each stream
+    weights += logits + mtp * (2 * 2 * h * h * streams + mtp_weights + branch_mlp_flops(config, mlp) + logits)
     return weights, activations + mtp * mtp_activations
 
 
-def mixer_flops(config: TransformerConfig, seq_length: int, layer: int, mixer: Optional[str]) -> Tuple[float, float]:
+def mixer_flops(config: TransformerConfig, seq_length: int, layer: int, mixer: Optional[str],
+                kind: Optional[str] = None) -> Tuple[float, float]:
     """Layer ``layer``'s token mixer (``TransformerConfig.layer_parts``): (weights, activations) per token; an
-    attention layer by its kind (compressed attention, MLA with DSA, or standard)."""
+    attention layer by its kind (compressed attention, of the letter ``kind`` when given; MLA with DSA; standard)."""
     if mixer is None:
         return 0.0, 0.0
     if mixer == ATTENTION_MIXER and config.compressed_attention_pattern is not None:
-        return compressed_attention_flops(config, seq_length, layer)
+        return compressed_attention_flops(config, seq_length, layer, kind)
     if mixer == ATTENTION_MIXER and config.multi_latent_attention:
         return mla_forward_flops_per_token(config, seq_length, layer)
     return MIXER_FLOPS[mixer](config, seq_length)

@@ -82,7 +82,6 @@ TINY = dict(num_layers=3, hidden_size=32, num_attention_heads=4, vocab_size=64, 
     ({"dsa_dense_warmup": True, "dsa_indexer_loss_coeff": 1.0}, "--dsa-dense-warmup"),
     ({"moe_hash_layers": 4}, "--moe-hash-layers 4"),
     ({"first_k_dense_replace": 1}, "--moe-hash-layers 1"),
-    ({"mtp_num_layers": 1}, "--enable-mhc-connections does not support --mtp-num-layers"),
     ({"compressed_attention_pattern": "CHX"}, "one letter per layer"),
     ({"compressed_attention_pattern": "CSS"}, "--hca-compress-ratio sizes the entries"),
     ({"compressed_attention_pattern": "CHC", "hca_compress_ratio": 4, "local_rotary_base": 500.0},
@@ -241,3 +240,62 @@ def test_compressed_attention_memory_grows_linearly() -> None:
     assert peaks[32, 1024] / peaks[32, 512] < 2.3, peaks
     assert peaks[4096, 1024] / peaks[4096, 512] > 3.5, peaks
     assert peaks[32, 1024] < peaks[4096, 1024] / 8, peaks
+
+
+def _v4_mtp_reference(model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor) -> list:
+    """DeepSeek-V4's MTP as its inference code writes it (sglang's DeepseekV4ModelNextN), on our modules' weights:
+    ``e_proj(enorm(embed)) + h_proj(hnorm(stream))`` for every stream of the previous module's pre-head state, its
+    decoder layer, then its own hyper head (``sigmoid(mixes * scale + base) + eps`` weights), ``shared_head.norm``
+    and the shared output layer; module k predicts the tokens k + 1 ahead."""
+    import torch.nn.functional as F
+
+    captured = {}
+
+    def keep(name, pick):
+        def hook(_, args):
+            captured.setdefault(name, pick(args))  # returns None: the arguments stay
+        return hook
+
+    handles = [model.decoder.hc_head.register_forward_pre_hook(keep("streams", lambda args: args[0])),
+               model.mtp.layers[0].transformer_layer.register_forward_pre_hook(keep("rotary", lambda args: args[1:]))]
+    model(tokens, labels=labels)
+    for handle in handles:
+        handle.remove()
+    cfg, streams, losses = model.config, captured["streams"], []
+    n, h = cfg.mhc_num_residual_streams, cfg.hidden_size
+    ids, targets = tokens, labels
+    for layer in model.mtp.layers:
+        ids, targets = ids.roll(-1, 1), targets.roll(-1, 1)
+        ids[:, -1], targets[:, -1] = 0, 0
+        e_proj, h_proj = layer.eh_proj.weight.split(h, dim=1)
+        embeds = F.linear(layer.enorm(model.embedding(ids, None)), e_proj)  # [s, b, h]
+        per_stream = F.linear(layer.hnorm(streams.unflatten(-1, (n, h))), h_proj)  # [s, b, n, h]
+        streams = layer.transformer_layer((embeds.unsqueeze(2) + per_stream).flatten(-2), *captured["rotary"])
+        flat = streams.float()
+        mixes = F.linear(flat, layer.hc_head.fn) * torch.rsqrt(flat.square().mean(-1, keepdim=True) + cfg.norm_epsilon)
+        pre = torch.sigmoid(mixes * layer.hc_head.scale + layer.hc_head.base) + cfg.mhc_eps  # [s, b, n]
+        hidden = layer.final_layernorm((pre.unsqueeze(-1) * streams.unflatten(-1, (n, h))).sum(2))
+        logits = F.linear(hidden, model.output_layer.weight)[..., :cfg.vocab_size]  # [s, b, v] (not the padding)
+        losses.append(F.cross_entropy(logits.transpose(0, 1).flatten(0, 1), targets.flatten(), reduction="none")
+                      .view_as(targets))
+    return losses
+
+
+def test_mtp_under_hyper_connections_is_deepseek_v4s() -> None:
+    """Two MTP modules on DeepSeek-V4's layers: each reads the previous state's hyper-connection streams (the
+    decoder's before its head), its layer is a sliding-window one, and its losses equal the reference's."""
+    from core.transformer.multi_token_prediction import collect_mtp_losses
+
+    config = TransformerConfig(**{**TINY, "mtp_num_layers": 2, "untie_embeddings_and_output_weights": True,
+                                  "local_rotary_base": 500.0, "normalization": "RMSNorm"})
+    model = build_model(config, layout_state(), torch.device("cpu"), seed=3).eval()
+    assert all(layer.transformer_layer.self_attention.kind == "S" for layer in model.mtp.layers)
+    tokens = torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(2))
+    labels = tokens.roll(-1, 1)
+    with torch.no_grad():
+        expected = _v4_mtp_reference(model, tokens, labels)
+        model(tokens, labels=labels)
+        ours = collect_mtp_losses(model)
+    assert len(ours) == 2
+    for mine, theirs in zip(ours, expected):
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-5)
