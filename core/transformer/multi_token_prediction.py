@@ -112,7 +112,7 @@ class MultiTokenPredictionLayer(nn.Module):
         s, b, n, h = streams.shape
         combined = torch.cat([embeds.unsqueeze(2).expand(s, b, n, h), self.hnorm(streams)], dim=-1)  # [.., n, 2h]
         projected = self.eh_proj(combined.flatten(1, 2))  # [s, b n, h]
-        return projected.view(projected.size(0), b, n * h)
+        return projected.reshape(projected.size(0), b, n * h)
 
 
 class MultiTokenPredictionBlock(nn.Module):

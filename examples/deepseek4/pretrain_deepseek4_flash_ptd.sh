@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Pretrain DeepSeek-V4-Flash (deepseek-ai/DeepSeek-V4-Flash-Base config.json; see examples/README.md): compressed attention in 43 layers (2 sliding-window-only, then CSA and HCA alternating: entries of 4 overlapping tokens picked top-512 by a lightning indexer of 64 heads of 128, or of 128 tokens all kept; a window of 128), hidden 4096, 64 heads sharing one key/value head of 512 (q latent 1024, RoPE on its last 64 dims, interleaved), grouped output projection (8 groups of rank 1024), per-head attention sinks, 4 hyper-connection streams (20 Sinkhorn steps), vocab 129280, RoPE 10000 on the sliding layers and 160000 with YaRN (factor 16, original 65536) on the compressed ones, RMSNorm 1e-6, untied; 256 experts of FFN 2048, top-6 (sqrtsoftplus with the aux-loss-free expert bias, renormalised, times 1.5; the first 3 layers hash-routed by token id), 1 shared expert, SwiGLU clamped at 10, aux loss 0.001.
+# Pretrain DeepSeek-V4-Flash (deepseek-ai/DeepSeek-V4-Flash-Base config.json; see examples/README.md): compressed attention in 43 layers (2 sliding-window-only, then CSA and HCA alternating: entries of 4 overlapping tokens picked top-512 by a lightning indexer of 64 heads of 128, or of 128 tokens all kept; a window of 128), hidden 4096, 64 heads sharing one key/value head of 512 (q latent 1024, RoPE on its last 64 dims, interleaved), grouped output projection (8 groups of rank 1024), per-head attention sinks, 4 hyper-connection streams (20 Sinkhorn steps), vocab 129280, RoPE 10000 on the sliding layers and 160000 with YaRN (factor 16, original 65536) on the compressed ones, RMSNorm 1e-6, untied; 256 experts of FFN 2048, top-6 (sqrtsoftplus with the aux-loss-free expert bias, renormalised, times 1.5; the first 3 layers hash-routed by token id), 1 shared expert, SwiGLU clamped at 10, aux loss 0.001; one MTP module (over the hyper-connection streams, its layer sliding-window-only), its loss scaled by 0.1 (Megatron's default).
 # Continued pretraining from a converted checkpoint (CKPT_LOAD_DIR); the CSA layers' indexers learn the KL loss to
 # the attention over their compressed entries (coefficient 0.01, their inputs detached), logged as indexer loss.
-# Layout: 16 node(s) x 8 devices, TP=4 PP=4 EP=32 ETP=1 (DP8; whole experts (--expert-tensor-parallel-size 1), 8 per rank; 43 layers as 11,11,11,10 per stage; hyper-connections send 4 x 4096 values per token between stages; long sequences: add CP, the compressed layers' own exchange; MoE layers do not take CP yet).
+# Layout: 16 node(s) x 8 devices, TP=4 PP=4 EP=32 ETP=1 (DP8; whole experts (--expert-tensor-parallel-size 1), 8 per rank; 43 layers as 11,11,11,10 per stage; hyper-connections send 4 x 4096 values per token between stages; long sequences: add CP, the compressed layers' own exchange, the MoE layers routing each CP rank's tokens).
 #   bash examples/deepseek4/pretrain_deepseek4_flash_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/deepseek4/pretrain_deepseek4_flash_ptd.sh     # seconds on the CPU, same behaviour flags
 #   DRY_RUN=1 bash examples/deepseek4/pretrain_deepseek4_flash_ptd.sh   # print the command and validate its flags only
@@ -43,7 +43,7 @@ arg_group MODEL_ARGS <<'ARGS'
     --num-experts 256 --moe-router-topk 6 --n-shared-experts 1 --moe-hash-layers "$HASH_LAYERS"
     --moe-router-score-function sqrtsoftplus --moe-router-enable-expert-bias --norm-topk-prob
     --moe-router-topk-scaling-factor 1.5 --moe-aux-loss-coeff 0.001
-    --moe-ffn-hidden-size "$MOE_FFN_HIDDEN_SIZE"
+    --moe-ffn-hidden-size "$MOE_FFN_HIDDEN_SIZE" --mtp-num-layers 1
 ARGS
 
 recipe_pretrain

@@ -20,7 +20,7 @@ from mindspeed_llm.convert.errors import ConversionError, check_shape
 from mindspeed_llm.convert.files import HF_CONFIG, SAFETENSORS_INDEX, SAFETENSORS_SINGLE, write_json
 from mindspeed_llm.convert.layout import ModelLayout
 from mindspeed_llm.models.registry import (IGNORED_HF_TENSORS, Family, RegistryError, family_for_hf_config,
-                                           get_family, to_ours)
+                                           find_rule, get_family, to_ours)
 
 @dataclasses.dataclass(frozen=True)
 class MultimodalText:
@@ -95,14 +95,18 @@ class HFSource:
 
     def _drop_absent_mtp_layers(self) -> None:
         """A config.json with MTP layers (``num_nextn_predict_layers``) over weights without them (transformers
-        drops them when it saves DeepSeek-V3 or GLM-4.5): convert the model transformers sees, without MTP."""
+        drops them when it saves DeepSeek-V3, GLM-4.5 or DeepSeek-V4): convert the model transformers sees, without
+        MTP. Where the first module's tensors live comes from the family's weight map."""
         depth = self.config.mtp_num_layers
-        if not depth or any(n.startswith(f"model.layers.{self.config.num_layers}.") for n in self.where):
+        if not depth:
+            return
+        _, names = find_rule(self.family.rules(self.config), "mtp.layers.0.enorm.weight")
+        if any(name in self.where for name in names):
             return
         print(f"convert_ckpt: note: {self.load_dir} has no tensors of its {depth} MTP layer(s) "
-              f"(model.layers.{self.config.num_layers}.*); converting without multi-token prediction",
-              file=sys.stderr)
-        self.config = dataclasses.replace(self.config, mtp_num_layers=None)
+              f"({names[0].rsplit('.', 2)[0]}.*); converting without multi-token prediction", file=sys.stderr)
+        # the family's reading of the config without MTP (fields only the MTP layers use go too: V4's sliding base)
+        self.config = TransformerConfig(**self.family.to_config({**self.hf_config, "num_nextn_predict_layers": 0}))
 
     def _index(self) -> Tuple[Dict[str, str], Dict[str, Tuple[int, ...]]]:
         """Tensor name -> shard path, and tensor name -> shape (from the shard headers)."""

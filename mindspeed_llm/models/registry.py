@@ -207,6 +207,16 @@ def _experts_gate_up_interleaved_to_hf(tensor: torch.Tensor, ctx: TensorContext)
     return [(interleaved.transpose(1, 2) if interleaved.dim() == 3 else interleaved).contiguous()]
 
 
+def _column_halves_to_ours(tensors: Sequence[torch.Tensor], ctx: TensorContext) -> torch.Tensor:
+    if tensors[0].is_meta:  # shapes only (see _fuse_rows_to_ours)
+        return tensors[0].new_empty((tensors[0].size(0), sum(t.size(1) for t in tensors)))
+    return torch.cat(list(tensors), dim=1)  # [out, in_1 + in_2]
+
+
+def _column_halves_to_hf(tensor: torch.Tensor, ctx: TensorContext) -> List[torch.Tensor]:
+    return [piece.contiguous() for piece in tensor.chunk(2, dim=1)]
+
+
 # name -> (HF tensors -> ours, ours -> HF tensors)
 TRANSFORMS: Dict[str, Tuple[Callable[..., torch.Tensor], Callable[..., List[torch.Tensor]]]] = {
     "copy": (_copy_to_ours, _copy_to_hf),
@@ -229,6 +239,9 @@ TRANSFORMS: Dict[str, Tuple[Callable[..., torch.Tensor], Callable[..., List[torc
     # MoE experts stored fused and transposed, [experts, in, out], gate/up interleaved along the last dim
     # (GPT-OSS's gate_up_proj [experts, h, 2 ffn] and its bias [experts, 2 ffn]) -> [experts, 2 ffn(, h)]
     "experts_gate_up_interleaved": (_experts_gate_up_interleaved_to_ours, _experts_gate_up_interleaved_to_hf),
+    # two HF matrices reading the two halves of our input, as our columns [first | second] (DeepSeek-V4's MTP e_proj
+    # and h_proj, our eh_proj over [embeddings; hidden])
+    "column_halves": (_column_halves_to_ours, _column_halves_to_hf),
 }
 
 
@@ -1008,10 +1021,13 @@ class Family:
         for key in self.preserved_keys:
             if original and key in original:
                 base[key] = original[key]
+        # the groups are judged for the model exported: one whose MTP layers were dropped (transformers' saves keep
+        # num_nextn_predict_layers) without them, or a field only they read would tell the spellings apart
+        judged = {"num_nextn_predict_layers": cfg.mtp_num_layers or 0} if "num_nextn_predict_layers" in base else {}
         for group in self.equivalent_keys:
             if original and all(key in original for key in group):
                 spelled = {**base, **{key: original[key] for key in group}}
-                if self.to_config(spelled) == self.to_config(base):
+                if self.to_config({**spelled, **judged}) == self.to_config({**base, **judged}):
                     base = spelled
         base["model_type"], base["architectures"] = self.model_type, [self.architecture]
         if cfg.value_head:  # a reward model: HF's sequence classifier with one label (the score)

@@ -17,7 +17,7 @@ losses) for two SGD steps (the second sees the first's update), micro-batch 1, g
   (DeepSeek Sparse Attention, top-3 of 8 keys, with the indexer's sparse KL loss, whose ``indexer loss`` is compared
   too) under PP2 x EP2 and TP2 + SP x EP2;
 - a DeepSeek-V4-shaped model (compressed attention of every kind with the CSA indexer's loss, hyper-connections, a
-  hash-routed layer, sqrtsoftplus scores) under PP2 x EP2 and TP2 + SP x PP2 x EP2 (whole experts);
+  hash-routed layer, sqrtsoftplus scores, an MTP module over the streams) under PP2 x EP2 and TP2 + SP x PP2 x EP2 (whole experts);
 - context parallelism with MoE: CP2 x EP2 (the expert bias counted over DP x CP), CP4 with a capacity factor (the
   whole sequence's capacity), Ulysses CP2 x TP2 + SP with the sequence-wise loss (two sequences per micro-batch),
   CP4 with two MTP modules over packed documents (the shift runs along the whole sequence), and DeepSeek-V3 (ring),
@@ -86,7 +86,7 @@ DEEPSEEK_V32 = DEEPSEEK_V3 + ["--rope-interleaved", "--experimental-attention-va
                               "0.5", "--dsa-indexer-use-sparse-loss"]
 # DeepSeek-V4: compressed attention (CSA, HCA, sliding, CSA; one shared KV head, grouped output projection, the CSA
 # indexer's dense KL loss), two hyper-connection streams, a hash-routed first layer, sqrtsoftplus scores, a clamped
-# SwiGLU; every layer MoE
+# SwiGLU; every layer MoE; one MTP module over the streams (its layer sliding-window)
 DEEPSEEK_V4 = ["--num-layers", "4", "--first-k-dense-replace", "0", "--group-query-attention", "--num-query-groups",
                "1", "--kv-channels", "8", "--rotary-percent", "0.5", "--rope-interleaved", "--local-rotary-base", "500",
                "--q-lora-rank", "8", "--compressed-attention-pattern", "CHSC", "--sliding-window", "3",
@@ -94,7 +94,7 @@ DEEPSEEK_V4 = ["--num-layers", "4", "--first-k-dense-replace", "0", "--group-que
                "--dsa-indexer-n-heads", "2", "--dsa-indexer-head-dim", "4", "--dsa-indexer-topk", "2",
                "--dsa-indexer-loss-coeff", "0.5", "--enable-mhc-connections", "--mhc-num-residual-streams", "2",
                "--mhc-sinkhorn-iterations", "3", "--moe-hash-layers", "1", "--moe-router-score-function", "sqrtsoftplus",
-               "--activation-func-clamp-value", "2", "--untie-embeddings-and-output-weights"]
+               "--activation-func-clamp-value", "2", "--untie-embeddings-and-output-weights", "--mtp-num-layers", "1"]
 WHOLE_EXPERTS_TP2 = ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-tensor-parallel-size", "1"]
 # a hybrid stack (Mamba2, attention, MLP and MoE layers, Megatron-core's letters); BASE's leading dense layer
 # is the pattern's business there, so --first-k-dense-replace goes back to its default

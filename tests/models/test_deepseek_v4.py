@@ -47,7 +47,7 @@ def test_flash_config_json_reads_as_its_fields() -> None:
     assert (config.mhc_num_residual_streams, config.mhc_sinkhorn_iterations) == (4, 20)
     assert (config.moe_hash_layers, config.moe_router_score_function, config.activation_func_clamp_value) == \
         (3, "sqrtsoftplus", 10.0)
-    assert config.moe_router_topk_scaling_factor == 1.5 and config.norm_topk_prob and config.mtp_num_layers is None
+    assert config.moe_router_topk_scaling_factor == 1.5 and config.norm_topk_prob and config.mtp_num_layers == 1
 
 
 @pytest.mark.parametrize("change, fragment", [

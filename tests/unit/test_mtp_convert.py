@@ -130,3 +130,57 @@ def test_deepseek_v3_layout_mtp_layers_round_trip_at_tp2_pp2_ep2(case_name: str,
     (without / "config.json").write_text(json.dumps(hf_config))
     assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(without),
                          "--save-dir", str(tmp_path / "mg_without")]) == 0
+
+
+def test_deepseek_v4_mtp_layer_round_trips_at_tp2_pp2_ep2(tmp_path) -> None:
+    """DeepSeek-V4's MTP module in DeepSeek's layout (``mtp.0.*``: enorm, hnorm, e_proj, h_proj, norm, hc_head_* and a
+    sliding-window layer's tensors, taken from a transformers model one layer deeper): HF -> mg TP 2 x PP 2 x EP 2 ->
+    HF is exact, e_proj and h_proj are the columns of eh_proj, and the weights without ``mtp.*`` (as transformers
+    saves them) convert without MTP."""
+    from safetensors.torch import save_file as save
+    from tests.models.test_zoo_parity import CASES, build_hf_model
+
+    config_cls, model_cls, overrides, name = CASES["deepseek_v4"]
+    layers = len(overrides["layer_types"])
+    deeper = {**overrides, "num_hidden_layers": layers + 1, "layer_types": overrides["layer_types"] + ["sliding_attention"],
+              "mlp_layer_types": overrides["mlp_layer_types"] + ["moe"]}
+    model = build_hf_model((config_cls, model_cls, deeper, name))
+    model.save_pretrained(str(tmp_path / "deeper"))
+    saved = read_safetensors(str(tmp_path / "deeper"))
+    layer = f"model.layers.{layers}."
+    tensors = {("mtp.0." + key[len(layer):] if key.startswith(layer) else key): value for key, value in saved.items()}
+    hidden, streams = model.config.hidden_size, model.config.hc_mult
+    generator = torch.Generator().manual_seed(7)
+    for norm in ("enorm", "hnorm", "norm"):
+        tensors[f"mtp.0.{norm}.weight"] = 1 + 0.1 * torch.randn(hidden, generator=generator)
+    for proj in ("e_proj", "h_proj"):
+        tensors[f"mtp.0.{proj}.weight"] = 0.05 * torch.randn(hidden, hidden, generator=generator)
+    tensors["mtp.0.hc_head_fn"] = 0.05 * torch.randn(streams, streams * hidden, generator=generator)
+    tensors["mtp.0.hc_head_base"] = 0.1 * torch.randn(streams, generator=generator)
+    tensors["mtp.0.hc_head_scale"] = torch.ones(1)
+    hf_config = {**model.config.to_dict(), "num_hidden_layers": layers, "layer_types": overrides["layer_types"],
+                 "mlp_layer_types": overrides["mlp_layer_types"], "num_nextn_predict_layers": 1}
+    source = tmp_path / "hf"
+    os.makedirs(source)
+    save(tensors, str(source / "model.safetensors"))
+    (source / "config.json").write_text(json.dumps(hf_config))
+    mg, back = str(tmp_path / "mg"), str(tmp_path / "back")
+    assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(source),
+                         "--save-dir", mg, "--target-tensor-parallel-size", "2", "--target-pipeline-parallel-size",
+                         "2", "--num-layer-list", "1,2", "--target-expert-parallel-size", "2"]) == 0
+    last = torch.load(os.path.join(mg, "release", "mp_rank_00_001_001", "model_optim_rng.pt"), weights_only=True)
+    eh_proj = last["model"]["mtp.layers.0.eh_proj.weight"]  # [h / tp, 2h]: TP rank 0's rows of [e_proj | h_proj]
+    fused = torch.cat([tensors["mtp.0.e_proj.weight"], tensors["mtp.0.h_proj.weight"]], dim=1)  # [h, 2h]
+    assert eh_proj.shape == (hidden // 2, 2 * hidden) and torch.equal(eh_proj, fused[:hidden // 2])
+    assert "mtp.layers.0.hc_head.fn" in last["model"] and last["transformer_config"]["mtp_num_layers"] == 1
+    assert convert_main(["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", mg,
+                         "--save-dir", back]) == 0
+    written = read_safetensors(back)
+    assert sorted(written) == sorted(tensors)
+    assert all(torch.equal(written[k], v) for k, v in tensors.items())
+    without = tmp_path / "hf_without_mtp"
+    os.makedirs(without)
+    save({k: v for k, v in tensors.items() if not k.startswith("mtp.")}, str(without / "model.safetensors"))
+    (without / "config.json").write_text(json.dumps(hf_config))
+    assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(without),
+                         "--save-dir", str(tmp_path / "mg_without")]) == 0

@@ -18,8 +18,11 @@
   and the shared expert's gate and up (``--activation-func-clamp-value``). Experts are saved fused
   (``gate_up_proj`` [E, 2f, h], ``down_proj`` [E, h, f]), as our stacked layout.
 
-transformers does not build the MTP layer (``num_nextn_predict_layers``, ``mtp.*`` tensors): the converter leaves
-it out and keeps the key for the way back. The published checkpoints are FP8/FP4 (``quantization_config``): the
+* MTP (``num_nextn_predict_layers`` -> ``--mtp-num-layers``): transformers does not build it; the converter carries
+  DeepSeek's ``mtp.{k}.*`` tensors both ways (:func:`_mtp_weights`): ``enorm``, ``hnorm``, ``e_proj`` and
+  ``h_proj`` (the columns of our ``eh_proj``), ``norm`` (our ``final_layernorm``), ``hc_head_{fn,base,scale}`` and
+  the layer's tensors under the decoder layers' names. A checkpoint without them (transformers drops them when it
+  saves) converts without MTP. The published checkpoints are FP8/FP4 (``quantization_config``): the
 converter refuses them until the low-precision issue dequantises them.
 """
 from __future__ import annotations
@@ -28,7 +31,8 @@ from typing import Any, Dict, List, Tuple
 
 from core.transformer.config import CSA_LETTER, HCA_LETTER, SLIDING_LETTER, TransformerConfig
 from mindspeed_llm.models.registry import (Family, RegistryError, WeightRule, _common_config,
-                                           _common_hf_config, _layer, _rope_settings, register, require_config)
+                                           _common_hf_config, _layer, _rope_settings, mtp_config, mtp_hf_config,
+                                           register, require_config)
 
 FAMILY = "deepseek_v4"
 LAYER_TYPE_LETTERS = {"sliding_attention": SLIDING_LETTER, "compressed_sparse_attention": CSA_LETTER,
@@ -45,8 +49,7 @@ _DEFAULTS: Dict[str, Any] = dict(
     partial_rotary_factor=64 / 512)
 _DEFAULT_RATES = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
 # keys our config does not model, kept for the inverse
-_PRESERVED = ("num_nextn_predict_layers", "output_router_logits", "router_jitter_noise", "bos_token_id",
-              "eos_token_id", "pad_token_id")
+_PRESERVED = ("output_router_logits", "router_jitter_noise", "bos_token_id", "eos_token_id", "pad_token_id")
 
 
 # --------------------------------------------------------------------------- HF -> ours
@@ -103,7 +106,8 @@ def _rope_config(hf: Dict[str, Any], pattern: str) -> Dict[str, Any]:
     kwargs = _rope_settings({"max_position_embeddings": hf["max_position_embeddings"], "rope_parameters": compress})
     if yarn:  # transformers' V4 applies no YaRN attention factor: mscale / mscale_all_dim = 1
         kwargs.update(rope_scaling_mscale=1.0, rope_scaling_mscale_all_dim=1.0)
-    local = {"local_rotary_base": float(main["rope_theta"])} if SLIDING_LETTER in pattern else {}  # 'S' layers only
+    sliding = SLIDING_LETTER in pattern or mtp_config(hf)  # the 'S' layers, and the MTP layers (sliding too)
+    local = {"local_rotary_base": float(main["rope_theta"])} if sliding else {}
     return {**kwargs, "rotary_percent": float(partial), **local}
 
 
@@ -156,7 +160,8 @@ def _deepseek_v4_config(hf: Dict[str, Any]) -> Dict[str, Any]:
             **_compress_ratios(pattern, rates),
             "o_groups": int(hf["o_groups"]), "o_lora_rank": int(hf["o_lora_rank"]), "enable_mhc_connections": True,
             "mhc_num_residual_streams": int(hf["hc_mult"]), "mhc_sinkhorn_iterations": int(hf["hc_sinkhorn_iters"]),
-            "mhc_eps": float(hf["hc_eps"]), "attention_dropout": float(hf.get("attention_dropout") or 0.0)}
+            "mhc_eps": float(hf["hc_eps"]), "attention_dropout": float(hf.get("attention_dropout") or 0.0),
+            **mtp_config(hf)}
 
 
 def _compress_ratios(pattern: str, rates: Dict[str, Any]) -> Dict[str, int]:
@@ -224,7 +229,7 @@ def _deepseek_v4_hf_config(cfg: TransformerConfig) -> Dict[str, Any]:
             "routed_scaling_factor": cfg.moe_router_topk_scaling_factor or 1.0,
             "mlp_layer_types": ["hash_moe" if cfg.is_hash_routed(i) else "moe" for i in range(cfg.num_layers)],
             "swiglu_limit": cfg.activation_func_clamp_value, "router_aux_loss_coef": cfg.moe_aux_loss_coeff,
-            "attention_bias": False, "mlp_bias": False}
+            "attention_bias": False, "mlp_bias": False, **mtp_hf_config(cfg)}
 
 
 # --------------------------------------------------------------------------- weights
@@ -268,15 +273,35 @@ _LAYER_WEIGHTS: Tuple[WeightRule, ...] = (
            "fuse_rows"),
     _layer("mlp.shared_experts.linear_fc2.weight", ["ffn.shared_experts.w2.weight"]))
 TENSOR_ALIASES = ((r"^embed\.weight$", "model.embed_tokens.weight"), (r"^norm\.weight$", "model.norm.weight"),
-                  (r"^hc_head_(fn|base|scale)$", r"model.hc_head.hc_\1"), (r"^layers\.", "model.layers."))
+                  (r"^hc_head_(fn|base|scale)$", r"model.hc_head.hc_\1"), (r"^layers\.", "model.layers."),
+                  (r"^model\.mtp\.", "mtp."))
 
 
 def _weights(cfg: TransformerConfig) -> Tuple[WeightRule, ...]:
     experts = range(cfg.num_experts)
     gated = [f"ffn.experts.{e}.{name}.weight" for e in experts for name in ("w1", "w3")]
-    return _GLOBAL_WEIGHTS + _LAYER_WEIGHTS + _ATTENTION_WEIGHTS + (
+    rules = _GLOBAL_WEIGHTS + _LAYER_WEIGHTS + _ATTENTION_WEIGHTS + (
         _layer("mlp.experts.linear_fc1.weight", gated, "stack_experts_gated"),
         _layer("mlp.experts.linear_fc2.weight", [f"ffn.experts.{e}.w2.weight" for e in experts], "stack_experts"))
+    return _mtp_weights(cfg, rules) + rules
+
+
+def _mtp_weights(cfg: TransformerConfig, rules: Tuple[WeightRule, ...]) -> Tuple[WeightRule, ...]:
+    """The MTP modules in DeepSeek's layout, ``mtp.{k}.*``: their own tensors, and their layer's under the decoder
+    layers' names (the embeddings and the output layer are the model's, not copied)."""
+    layer_rules = [rule for rule in rules if rule.ours.startswith("decoder.layers.{i}.")]
+    out: List[WeightRule] = []
+    for k in range(cfg.mtp_num_layers or 0):
+        ours, hf = f"mtp.layers.{k}.", f"mtp.{k}."
+        out += [WeightRule(ours + "enorm.weight", (hf + "enorm.weight",)),
+                WeightRule(ours + "hnorm.weight", (hf + "hnorm.weight",)),
+                WeightRule(ours + "eh_proj.weight", (hf + "e_proj.weight", hf + "h_proj.weight"), "column_halves"),
+                WeightRule(ours + "final_layernorm.weight", (hf + "norm.weight",)),
+                *(WeightRule(ours + f"hc_head.{name}", (hf + f"hc_head_{name}",)) for name in ("fn", "base", "scale"))]
+        out += [WeightRule(rule.ours.replace("decoder.layers.{i}.", ours + "transformer_layer."),
+                           tuple(name.replace("model.layers.{i}.", hf) for name in rule.hf), rule.transform)
+                for rule in layer_rules]
+    return tuple(out)
 
 
 DEEPSEEK_V4 = register(Family(FAMILY, FAMILY, "DeepseekV4ForCausalLM", _deepseek_v4_config, _deepseek_v4_hf_config,
@@ -285,5 +310,4 @@ DEEPSEEK_V4 = register(Family(FAMILY, FAMILY, "DeepseekV4ForCausalLM", _deepseek
                               # an absent kind's rate; the indexer sizes of a model without CSA layers; YaRN's mscale
                               # keys (read as 1) and the sliding layers' base of a model without them
                               equivalent_keys=(("compress_rates",), ("index_n_heads", "index_head_dim", "index_topk"),
-                                               ("rope_parameters", "rope_theta")),
-                              unloaded_hf_prefixes=("mtp.", "model.mtp.")), "deepseek4")
+                                               ("rope_parameters", "rope_theta"))), "deepseek4")
