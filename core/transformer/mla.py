@@ -56,6 +56,29 @@ from core.transformer.sparse_attention import (KeyRule, LightningIndexer, indexe
                                                select_topk, sparse_attention)
 
 
+def mla_attention_flops(config: TransformerConfig, seq_length: int, layer: int) -> Tuple[float, float]:
+    """Forward FLOPs per token of layer ``layer``'s MLA branch (``mindspeed_llm/training/metrics.py``'s convention:
+    matrix multiplies, 2 per multiply-add): (by weights: the query path, the KV latent and its up projection, the
+    output projection and gate, a selecting DSA layer's indexer; between activations: scores and context over every
+    key, or under DSA the top-k (every key in the dense warm-up), and the indexer's scores over every key)."""
+    h, heads = config.hidden_size, config.num_attention_heads
+    nope, rope, value = config.qk_head_dim, config.qk_pos_emb_head_dim, config.v_head_dim
+    q_rank, kv_rank = config.q_lora_rank, config.kv_lora_rank
+    queries = 2 * h * heads * (nope + rope) if q_rank is None else 2 * h * q_rank + 2 * q_rank * heads * (nope + rope)
+    latent = 2 * h * (kv_rank + rope) + 2 * kv_rank * heads * (nope + value)
+    gate_width = (1 if config.attention_output_gate_per_head else value) if config.attention_output_gate else 0
+    weights = queries + latent + 2 * heads * value * h + 2 * h * heads * gate_width
+    keys = seq_length
+    if config.is_dsa and not config.dsa_dense_warmup:
+        keys = min(config.dsa_indexer_topk, seq_length)
+    activations = 2 * keys * heads * (nope + rope) + 2 * keys * heads * value
+    if config.is_dsa and config.computes_topk(layer):
+        index_heads, index_dim = config.dsa_indexer_n_heads, config.dsa_indexer_head_dim
+        weights += 2 * (q_rank or h) * index_heads * index_dim + 2 * h * index_dim + 2 * h * index_heads
+        activations += 2 * seq_length * index_heads * index_dim
+    return weights, activations
+
+
 class DsaSelection(NamedTuple):
     """One DSA layer's keys per query: ``indices``/``valid`` [b, sq, k] into the keys ``rule`` orders (the whole
     sequence; under CP every rank's tokens in CP-rank order), and (a computing layer's) the indexer's outputs for

@@ -12,7 +12,8 @@ attention counted over the full ``s x s`` score matrix, noop layers skipped):
     MoE layer's MLP, forward = 2 h E                           the router's scores over E experts
                         + k x 2 h f_e x (3 | 2)               the top-k experts a token visits (f_e: an expert's FFN)
                         + 2 h f_s x (3 | 2) [+ 2 h]            the shared expert (and its gate)
-    MLA attention, forward = 2 h q_r + 2 q_r H (d + r)        queries through the latent (2 h H (d + r) without one)
+    MLA attention (``mla_attention_flops`` in core/transformer/mla.py), forward
+                        = 2 h q_r + 2 q_r H (d + r)           queries through the latent (2 h H (d + r) without one)
                         + 2 h (c + r) + 2 c H (d + v)         the KV latent and its up projection
                         + 2 H v h                             output projection
                         + 2 s' H (d + r) + 2 s' H v           scores and context over s' keys (s' = s, or under
@@ -54,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from core.transformer.compressed_attention import compressed_attention_flops
+from core.transformer.mla import mla_attention_flops
 from core.transformer.config import (ATTENTION_MIXER, GDN_MIXER, KDA_MIXER, LIGHTNING_MIXER, MAMBA_MIXER,
                                      MLSTM_MIXER, PARALLEL_HYBRID_MIXER, RG_LRU_MIXER, RWKV_CHANNEL_MIX, RWKV_TIME_MIX,
                                      MOE_MLP, SHARED_BLOCK_MAMBA_MIXER, SHORT_CONV_MIXER, TransformerConfig)
@@ -90,7 +92,7 @@ def mixer_flops(config: TransformerConfig, seq_length: int, layer: int, mixer: O
     if mixer == ATTENTION_MIXER and config.compressed_attention_pattern is not None:
         return compressed_attention_flops(config, seq_length, layer, kind)
     if mixer == ATTENTION_MIXER and config.multi_latent_attention:
-        return mla_forward_flops_per_token(config, seq_length, layer)
+        return mla_attention_flops(config, seq_length, layer)
     return MIXER_FLOPS[mixer](config, seq_length)
 
 
@@ -146,26 +148,6 @@ def moe_forward_flops_per_token(config: TransformerConfig) -> float:
         flops += ffn_flops(config, config.moe_shared_expert_intermediate_size)
         flops += 2 * h if config.shared_expert_gate else 0
     return flops
-
-
-def mla_forward_flops_per_token(config: TransformerConfig, seq_length: int, layer: int) -> Tuple[float, float]:
-    """One MLA attention branch (with DSA: over each query's top-k keys, plus the indexer of a selecting layer)."""
-    h, heads = config.hidden_size, config.num_attention_heads
-    nope, rope, value = config.qk_head_dim, config.qk_pos_emb_head_dim, config.v_head_dim
-    q_rank, kv_rank = config.q_lora_rank, config.kv_lora_rank
-    queries = 2 * h * heads * (nope + rope) if q_rank is None else 2 * h * q_rank + 2 * q_rank * heads * (nope + rope)
-    latent = 2 * h * (kv_rank + rope) + 2 * kv_rank * heads * (nope + value)
-    gate_width = (1 if config.attention_output_gate_per_head else value) if config.attention_output_gate else 0
-    weights = queries + latent + 2 * heads * value * h + 2 * h * heads * gate_width
-    keys = seq_length
-    if config.is_dsa and not config.dsa_dense_warmup:
-        keys = min(config.dsa_indexer_topk, seq_length)
-    activations = 2 * keys * heads * (nope + rope) + 2 * keys * heads * value
-    if config.is_dsa and config.computes_topk(layer):
-        index_heads, index_dim = config.dsa_indexer_n_heads, config.dsa_indexer_head_dim
-        weights += 2 * (q_rank or h) * index_heads * index_dim + 2 * h * index_dim + 2 * h * index_heads
-        activations += 2 * seq_length * index_heads * index_dim
-    return weights, activations
 
 
 def gated_delta_net_forward_flops_per_token(config: TransformerConfig, seq_length: int) -> Tuple[float, float]:
