@@ -92,7 +92,6 @@ def test_deepseek_v3_layout_mtp_layers_round_trip_at_tp2_pp2_ep2(case_name: str,
     the MTP layer's decoder tensors, plus enorm / hnorm / eh_proj / shared_head and the embedding copies; HF ->
     mg TP 2 x PP 2 x EP 2 -> HF is exact, the mg files hold the MTP module, and the same weights without the MTP
     layer (as transformers saves them) convert without MTP."""
-    from safetensors.torch import save_file as save
     from tests.models.test_zoo_parity import CASES, build_hf_model
 
     config_cls, model_cls, overrides, name = CASES[case_name]
@@ -109,16 +108,24 @@ def test_deepseek_v3_layout_mtp_layers_round_trip_at_tp2_pp2_ep2(case_name: str,
     tensors[mtp + "embed_tokens.weight"] = tensors["model.embed_tokens.weight"].clone()
     tensors[mtp + "shared_head.head.weight"] = tensors["lm_head.weight"].clone()
     hf_config = {**model.config.to_dict(), "num_hidden_layers": layers, "num_nextn_predict_layers": 1}
+    last = _round_trip_with_and_without_mtp(tensors, hf_config, mtp, tmp_path)
+    assert "mtp.layers.0.eh_proj.weight" in last["model"]
+
+
+def _round_trip_with_and_without_mtp(tensors: Dict[str, torch.Tensor], hf_config: Dict[str, Any], mtp: str,
+                                     tmp_path) -> Dict[str, Any]:
+    """HF (``tensors``, ``hf_config`` with one MTP layer) -> mg TP 2 x PP 2 x EP 2 -> HF must be exact; the tensors
+    without those under ``mtp`` convert (without MTP). Returns the last stage's mg file of TP rank 0, EP rank 1."""
     source = tmp_path / "hf"
     os.makedirs(source)
-    save(tensors, str(source / "model.safetensors"))
+    save_file(tensors, str(source / "model.safetensors"))
     (source / "config.json").write_text(json.dumps(hf_config))
     mg, back = str(tmp_path / "mg"), str(tmp_path / "back")
     assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(source),
                          "--save-dir", mg, "--target-tensor-parallel-size", "2", "--target-pipeline-parallel-size",
                          "2", "--num-layer-list", "1,2", "--target-expert-parallel-size", "2"]) == 0
     last = torch.load(os.path.join(mg, "release", "mp_rank_00_001_001", "model_optim_rng.pt"), weights_only=True)
-    assert "mtp.layers.0.eh_proj.weight" in last["model"] and last["transformer_config"]["mtp_num_layers"] == 1
+    assert last["transformer_config"]["mtp_num_layers"] == 1
     assert convert_main(["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", mg,
                          "--save-dir", back]) == 0
     written = read_safetensors(back)
@@ -126,10 +133,11 @@ def test_deepseek_v3_layout_mtp_layers_round_trip_at_tp2_pp2_ep2(case_name: str,
     assert all(torch.equal(written[k], v) for k, v in tensors.items())
     without = tmp_path / "hf_without_mtp"
     os.makedirs(without)
-    save({k: v for k, v in tensors.items() if not k.startswith(mtp)}, str(without / "model.safetensors"))
+    save_file({k: v for k, v in tensors.items() if not k.startswith(mtp)}, str(without / "model.safetensors"))
     (without / "config.json").write_text(json.dumps(hf_config))
     assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(without),
                          "--save-dir", str(tmp_path / "mg_without")]) == 0
+    return last
 
 
 def test_deepseek_v4_mtp_layer_round_trips_at_tp2_pp2_ep2(tmp_path) -> None:
@@ -137,7 +145,6 @@ def test_deepseek_v4_mtp_layer_round_trips_at_tp2_pp2_ep2(tmp_path) -> None:
     sliding-window layer's tensors, taken from a transformers model one layer deeper): HF -> mg TP 2 x PP 2 x EP 2 ->
     HF is exact, e_proj and h_proj are the columns of eh_proj, and the weights without ``mtp.*`` (as transformers
     saves them) convert without MTP."""
-    from safetensors.torch import save_file as save
     from tests.models.test_zoo_parity import CASES, build_hf_model
 
     config_cls, model_cls, overrides, name = CASES["deepseek_v4"]
@@ -160,27 +167,8 @@ def test_deepseek_v4_mtp_layer_round_trips_at_tp2_pp2_ep2(tmp_path) -> None:
     tensors["mtp.0.hc_head_scale"] = torch.ones(1)
     hf_config = {**model.config.to_dict(), "num_hidden_layers": layers, "layer_types": overrides["layer_types"],
                  "mlp_layer_types": overrides["mlp_layer_types"], "num_nextn_predict_layers": 1}
-    source = tmp_path / "hf"
-    os.makedirs(source)
-    save(tensors, str(source / "model.safetensors"))
-    (source / "config.json").write_text(json.dumps(hf_config))
-    mg, back = str(tmp_path / "mg"), str(tmp_path / "back")
-    assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(source),
-                         "--save-dir", mg, "--target-tensor-parallel-size", "2", "--target-pipeline-parallel-size",
-                         "2", "--num-layer-list", "1,2", "--target-expert-parallel-size", "2"]) == 0
-    last = torch.load(os.path.join(mg, "release", "mp_rank_00_001_001", "model_optim_rng.pt"), weights_only=True)
+    last = _round_trip_with_and_without_mtp(tensors, hf_config, "mtp.", tmp_path)
     eh_proj = last["model"]["mtp.layers.0.eh_proj.weight"]  # [h / tp, 2h]: TP rank 0's rows of [e_proj | h_proj]
     fused = torch.cat([tensors["mtp.0.e_proj.weight"], tensors["mtp.0.h_proj.weight"]], dim=1)  # [h, 2h]
     assert eh_proj.shape == (hidden // 2, 2 * hidden) and torch.equal(eh_proj, fused[:hidden // 2])
-    assert "mtp.layers.0.hc_head.fn" in last["model"] and last["transformer_config"]["mtp_num_layers"] == 1
-    assert convert_main(["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", mg,
-                         "--save-dir", back]) == 0
-    written = read_safetensors(back)
-    assert sorted(written) == sorted(tensors)
-    assert all(torch.equal(written[k], v) for k, v in tensors.items())
-    without = tmp_path / "hf_without_mtp"
-    os.makedirs(without)
-    save({k: v for k, v in tensors.items() if not k.startswith("mtp.")}, str(without / "model.safetensors"))
-    (without / "config.json").write_text(json.dumps(hf_config))
-    assert convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(without),
-                         "--save-dir", str(tmp_path / "mg_without")]) == 0
+    assert "mtp.layers.0.hc_head.fn" in last["model"]
