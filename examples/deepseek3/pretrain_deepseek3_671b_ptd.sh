@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pretrain DeepSeek-V3 (deepseek-ai/DeepSeek-V3 config.json; see examples/README.md): 61 layers, hidden 7168, dense FFN 18432 (first 3 layers), 128 heads (MLA: q latent 1536, kv latent 512, q/k 128 + rope 64, v 128), vocab 129280, rope theta 10000 with YaRN (factor 40, original 4096, mscale 1 / 1), interleaved RoPE, RMSNorm 1e-6, untied; 256 experts of FFN 2048, top-8 (sigmoid with the aux-loss-free expert bias, 8 groups of which 4 are kept, a group scored by its best two, renormalised, times 2.5), 1 shared expert, sequence aux loss 0.001. The checkpoint's MTP layer (num_nextn_predict_layers 1) is not converted yet.
+# Pretrain DeepSeek-V3 (deepseek-ai/DeepSeek-V3 config.json; see examples/README.md): 61 layers, hidden 7168, dense FFN 18432 (first 3 layers), 128 heads (MLA: q latent 1536, kv latent 512, q/k 128 + rope 64, v 128), vocab 129280, rope theta 10000 with YaRN (factor 40, original 4096, mscale 1 / 1), interleaved RoPE, RMSNorm 1e-6, untied; 256 experts of FFN 2048, top-8 (sigmoid with the aux-loss-free expert bias, 8 groups of which 4 are kept, a group scored by its best two, renormalised, times 2.5), 1 shared expert, sequence aux loss 0.001. Its MTP layer (num_nextn_predict_layers 1, converted by ckpt_convert_deepseek3_671b_hf2mcore.sh) trains as --mtp-num-layers 1 (loss scale 0.1, Megatron's default).
 # Layout: 64 node(s) x 8 devices, TP=4 PP=8 EP=32 ETP=1 (DP16; whole experts (--expert-tensor-parallel-size 1), 8 per rank; 61 layers as 8,8,8,8,8,7,7,7 per stage, as MindSpeed-LLM's deepseek3 recipe (TP4 PP8 EP32, 64 layers with 3 noop layers)).
 #   bash examples/deepseek3/pretrain_deepseek3_671b_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/deepseek3/pretrain_deepseek3_671b_ptd.sh     # seconds on the CPU, same behaviour flags
@@ -38,7 +38,7 @@ arg_group MODEL_ARGS <<'ARGS'
     --moe-router-num-groups 8 --moe-router-group-topk 4 --moe-router-group-score-topk 2
     --moe-router-topk-scaling-factor 2.5
     --moe-aux-loss-coeff 0.001 --moe-router-load-balancing-type seq_aux_loss
-    --moe-ffn-hidden-size "$MOE_FFN_HIDDEN_SIZE" --first-k-dense-replace "$FIRST_K_DENSE"
+    --moe-ffn-hidden-size "$MOE_FFN_HIDDEN_SIZE" --first-k-dense-replace "$FIRST_K_DENSE" --mtp-num-layers 1
 ARGS
 
 recipe_pretrain

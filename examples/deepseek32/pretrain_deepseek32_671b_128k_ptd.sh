@@ -4,9 +4,9 @@
 # ranks (16384 tokens each, causally load-balanced chunks). DSA's own context parallelism: every CP rank
 # all-gathers the indexer's compact keys (128 values per token), picks its queries' top-2048 over the whole
 # sequence and fetches only the selected keys' MLA latents (576 values per token) from their owners, instead of an
-# all-gather of K/V; the MoE layers route each CP rank's tokens (their balancing losses count the whole sequence)
-# and full recompute keeps only the layer inputs. CP_ALGO (default megatron_cp_algo) is the attention of the dense
-# warm-up (--dsa-dense-warmup). The checkpoint is the TP=4 PP=8 EP=32 one of ckpt_convert_deepseek32_671b_hf2mcore.sh
+# all-gather of K/V; the MoE layers route each CP rank's tokens (their balancing losses count the whole sequence),
+# the MTP module shifts along the whole sequence, and full recompute keeps only the layer inputs. CP_ALGO (default
+# megatron_cp_algo) is the attention of the dense warm-up (--dsa-dense-warmup). The checkpoint is the TP=4 PP=8 EP=32 one of ckpt_convert_deepseek32_671b_hf2mcore.sh
 # (CP splits tokens, not weights).
 #   bash examples/deepseek32/pretrain_deepseek32_671b_128k_ptd.sh             # the real run (set the paths below)
 #   SMOKE=1 bash examples/deepseek32/pretrain_deepseek32_671b_128k_ptd.sh     # seconds on the CPU: CP=2, same behaviour flags
@@ -49,7 +49,7 @@ arg_group MODEL_ARGS <<'ARGS'
     --moe-router-num-groups 8 --moe-router-group-topk 4 --moe-router-group-score-topk 2
     --moe-router-topk-scaling-factor 2.5
     --moe-aux-loss-coeff 0.001 --moe-router-load-balancing-type seq_aux_loss
-    --moe-ffn-hidden-size "$MOE_FFN_HIDDEN_SIZE" --first-k-dense-replace "$FIRST_K_DENSE"
+    --moe-ffn-hidden-size "$MOE_FFN_HIDDEN_SIZE" --first-k-dense-replace "$FIRST_K_DENSE" --mtp-num-layers 1
 ARGS
 
 recipe_pretrain

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pretrain DeepSeek-V3.2-Exp (deepseek-ai/DeepSeek-V3.2-Exp config.json; see examples/README.md): DeepSeek-V3 with DeepSeek Sparse Attention (a lightning indexer of 64 heads of 128 keeps each query's top-2048 keys; half-split indexer RoPE); 61 layers, hidden 7168, dense FFN 18432 (first 3 layers), 128 heads (MLA: q latent 1536, kv latent 512, q/k 128 + rope 64, v 128), vocab 129280, rope theta 10000 with YaRN (factor 40, original 4096, mscale 1 / 1), interleaved RoPE, RMSNorm 1e-6, untied; 256 experts of FFN 2048, top-8 (sigmoid with the aux-loss-free expert bias, 8 groups of which 4 are kept, a group scored by its best two, renormalised, times 2.5), 1 shared expert, sequence aux loss 0.001.
+# Pretrain DeepSeek-V3.2-Exp (deepseek-ai/DeepSeek-V3.2-Exp config.json; see examples/README.md): DeepSeek-V3 with DeepSeek Sparse Attention (a lightning indexer of 64 heads of 128 keeps each query's top-2048 keys; half-split indexer RoPE); 61 layers, hidden 7168, dense FFN 18432 (first 3 layers), 128 heads (MLA: q latent 1536, kv latent 512, q/k 128 + rope 64, v 128), vocab 129280, rope theta 10000 with YaRN (factor 40, original 4096, mscale 1 / 1), interleaved RoPE, RMSNorm 1e-6, untied; 256 experts of FFN 2048, top-8 (sigmoid with the aux-loss-free expert bias, 8 groups of which 4 are kept, a group scored by its best two, renormalised, times 2.5), 1 shared expert, sequence aux loss 0.001; its MTP layer (num_nextn_predict_layers 1) trains as --mtp-num-layers 1.
 # Continued pretraining in V3.2's sparse stage (the indexer's KL loss over the selected keys, coefficient 0.01 as
 # Megatron-core's DSA test; its inputs detached); add --dsa-dense-warmup (and drop --dsa-indexer-use-sparse-loss)
 # for the dense warm-up that starts DSA from a V3.1 checkpoint.
@@ -44,7 +44,7 @@ arg_group MODEL_ARGS <<'ARGS'
     --moe-router-num-groups 8 --moe-router-group-topk 4 --moe-router-group-score-topk 2
     --moe-router-topk-scaling-factor 2.5
     --moe-aux-loss-coeff 0.001 --moe-router-load-balancing-type seq_aux_loss
-    --moe-ffn-hidden-size "$MOE_FFN_HIDDEN_SIZE" --first-k-dense-replace "$FIRST_K_DENSE"
+    --moe-ffn-hidden-size "$MOE_FFN_HIDDEN_SIZE" --first-k-dense-replace "$FIRST_K_DENSE" --mtp-num-layers 1
 ARGS
 
 recipe_pretrain
