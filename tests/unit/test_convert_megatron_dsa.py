@@ -8,8 +8,10 @@ every TP rank, and the indexer inside the core attention:
 ``self_attention.core_attention.indexer.{linear_wq_b, linear_wk, k_norm, linear_weights_proj}``, whole on every TP
 rank), at TP2 PP2 EP2. HF -> Megatron gives exactly those files (the args name the variant and its indexer) and
 -> HF is exact; those files -> HF give transformers' logits; the local layers are refused in one line (megatron-core
-builds DSA from TE's layers only). Not checked against megatron-core itself: its DSA needs Transformer Engine,
-which this CPU machine does not have.
+builds DSA from TE's layers only). The indexer's module names and shapes were checked against megatron-core 0.16.1's
+DSAIndexer (built on the CPU with a stand-in for TE's Linear); its files, whose args lack
+``dsa_indexer_rope_interleaved`` (0.16 rotates the indexer's last rope channels as its MLA does), are refused. The
+files follow the current megatron-core's indexer (``dsa_indexer_rope_interleaved``, the rope channels first).
 
     python -m pytest tests/unit/test_convert_megatron_dsa.py -q
 """
@@ -84,7 +86,8 @@ def dsa_args(padded: int, **overrides: Any):
     return mla_megatron_args(padded, transformer_impl="transformer_engine", moe_grouped_gemm=True,
                              experimental_attention_variant="dsa",
                              dsa_indexer_n_heads=INDEX_HEADS, dsa_indexer_head_dim=INDEX_DIM,
-                             dsa_indexer_topk=INDEX_TOPK, dsa_indexer_k_norm_epsilon=1e-6, **overrides)
+                             dsa_indexer_topk=INDEX_TOPK, dsa_indexer_k_norm_epsilon=1e-6,
+                             **{"dsa_indexer_rope_interleaved": False, **overrides})
 
 
 def test_hf_to_megatron_is_megatron_cores_dsa_layout_and_back_is_exact(deepseek32, tmp_path) -> None:
@@ -129,6 +132,13 @@ def test_error_dsa_megatron(capsys, deepseek32, tmp_path) -> None:
     expect_error(capsys, ["--load-model-type", "megatron", "--save-model-type", "hf", "--load-dir", root,
                           "--save-dir", str(tmp_path / "out2"), "--model-type-hf", "deepseek_v32"],
                  "args.dsa_indexer_scoring_relu = False")
+    # megatron-core 0.16's indexer rotates its last rope channels as its MLA does (checked in its dsa.py): its files,
+    # whose args do not name the indexer's RoPE, are refused rather than read with another rotation
+    old = save_megatron_files(str(tmp_path / "megatron_016"), dsa_megatron_model(deepseek32["hf"], padded),
+                              dsa_args(padded, dsa_indexer_rope_interleaved=None), ep=EP)
+    expect_error(capsys, ["--load-model-type", "megatron", "--save-model-type", "hf", "--load-dir", old,
+                          "--save-dir", str(tmp_path / "out3"), "--model-type-hf", "deepseek_v32"],
+                 "args.dsa_indexer_rope_interleaved is missing")
 
 
 def test_glm5_shared_top_k_layers_convert_without_indexers(tmp_path_factory, tmp_path) -> None:
