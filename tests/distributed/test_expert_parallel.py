@@ -18,10 +18,11 @@ losses) for two SGD steps (the second sees the first's update), micro-batch 1, g
   too) under PP2 x EP2 and TP2 + SP x EP2;
 - a DeepSeek-V4-shaped model (compressed attention of every kind with the CSA indexer's loss, hyper-connections, a
   hash-routed layer, sqrtsoftplus scores, an MTP module over the streams) under PP2 x EP2 and TP2 + SP x PP2 x EP2 (whole experts);
-- context parallelism with MoE: CP2 x EP2 (the expert bias counted over DP x CP), CP4 with a capacity factor (the
-  whole sequence's capacity), Ulysses CP2 x TP2 + SP with the sequence-wise loss (two sequences per micro-batch),
-  CP4 with two MTP modules over packed documents (the shift runs along the whole sequence), and DeepSeek-V3 (ring),
-  V3.2 (DSA, K/V all-gather algorithm) and V4 (compressed attention, hash routing) at CP2 x EP2.
+- context parallelism with MoE: CP2 x EP2 with the distributed optimizer (the expert bias counted over DP x CP),
+  CP4 with a capacity factor (the whole sequence's capacity), Ulysses CP2 x TP2 + SP with the sequence-wise loss
+  (two sequences per micro-batch), CP4 with two MTP modules over packed documents (the shift runs along the whole
+  sequence), DeepSeek-V3 with MTP at Ulysses CP2 x PP2, and DeepSeek-V3 (ring), V3.2 (DSA, K/V all-gather
+  algorithm) and V4 (compressed attention, hash routing) at CP2 x EP2.
 
 Each compares with the single-process run of the same flags (minus the parallel ones): the step's
 ``lm loss``, ``load_balancing_loss``, ``z_loss`` and gradient norm within 1e-5 (relative), and, for
@@ -151,12 +152,14 @@ JOBS: Dict[str, Tuple[List[str], List[str], bool]] = {
     "hybrid_ep2_distopt": (_ep(2, "alltoall", "--use-distributed-optimizer", *HYBRID), HYBRID, True),
     # context parallelism: each CP rank routes its part of the sequences; the router losses count every CP rank's
     # tokens, the capacity is the whole sequence's, MTP shifts along the whole sequence
-    "cp2_ep2": (_ep(2, "alltoall", *_cp(2)), [], True),
+    "cp2_ep2_distopt": (_ep(2, "alltoall", *_cp(2), "--use-distributed-optimizer"), [], True),
     "cp4_capacity": (_cp(4) + CAPACITY, CAPACITY, True),
     "cp2_ulysses_tp2_sp_seq_aux": (_cp(2, "ulysses_cp_algo") + ["--tensor-model-parallel-size", "2",
                                                                 "--sequence-parallel", *SEQ_AUX], SEQ_AUX, False),
     "cp4_mtp2_documents": (_cp(4) + MTP2_DOCUMENTS, MTP2_DOCUMENTS, True),
     "deepseek_v3_mtp_cp2_ep2": (_ep(2, "alltoall", *_cp(2), *DEEPSEEK_V3), DEEPSEEK_V3, True),
+    "deepseek_v3_mtp_cp2_pp2": (_cp(2, "ulysses_cp_algo") + ["--pipeline-model-parallel-size", "2", *DEEPSEEK_V3],
+                                DEEPSEEK_V3, False),
     "deepseek_v32_dsa_mtp_cp2_ep2": (_ep(2, "allgather", *_cp(2, "kvallgather_cp_algo"), *DEEPSEEK_V32),
                                      DEEPSEEK_V32, True),
     "deepseek_v4_cp2_ep2": (_ep(2, "alltoall", *_cp(2), *DEEPSEEK_V4), DEEPSEEK_V4, True),
