@@ -13,6 +13,10 @@ conv channels ``[q_t; k_t; v_t]``, ``out_norm`` zero-centred with the model's no
 * those files, with Megatron's own spelling ``gdn``, -> HF give the HF tensors and transformers' logits;
 * the args round trip (GPT route and hybrid 'G'), and one-line refusals of what Megatron's layer lacks.
 
+Those rules were read in megatron-core 0.16.1's ``GatedDeltaNet.forward`` and its module built on the CPU (its fla
+import flag set, its CUDA-RNG init skipped): the names and shapes (``in_proj`` of 2 qk + 2 v + 2 heads rows,
+``conv1d`` ``[2 qk + v, 1, k]``, ``A_log``, ``dt_bias``, ``out_norm``, ``out_proj``) are the ones written here.
+
     python -m pytest tests/unit/test_convert_megatron_gdn.py -q
 """
 from __future__ import annotations
