@@ -242,8 +242,7 @@ class GPTModel(nn.Module):
             if self.local_rotary is not None:  # sliding-window layers have their own base (Gemma3)
                 rotary = LocalGlobalRotary(rotary, self.local_rotary(local_len, hidden.device, dtype, position_ids))
         mtp_streams = self.post_process and self.mtp is not None and self.config.enable_mhc_connections
-        hidden = self.decoder(hidden, rotary, layout, embeds, keep_streams=mtp_streams)
-        mtp_input = None
+        hidden = mtp_input = self.decoder(hidden, rotary, layout, embeds, keep_streams=mtp_streams)
         if mtp_streams:  # DeepSeek-V4's MTP reads the hyper-connection streams before the decoder's head
             hidden, mtp_input = hidden
         if not self.post_process:  # to the next stage: [s, b, h], or [s, b, 2h] with the word embeddings
@@ -252,7 +251,7 @@ class GPTModel(nn.Module):
             return self.value_head(hidden)  # [b, s]
         if self.mtp is not None:  # per-token losses of the MTP modules, kept for the task (collect_mtp_losses)
             self.mtp.last_losses = [] if labels is None else self.mtp(
-                input_ids, labels, hidden if mtp_input is None else mtp_input, rotary, embed=lambda ids: self.embedding(ids, position_ids),
+                input_ids, labels, mtp_input, rotary, embed=lambda ids: self.embedding(ids, position_ids),
                 per_token_loss=lambda h, ids: self._loss_of_hidden(h, ids, label_smoothing),
                 layout=layout)
         if inference_cache is not None:  # generation reads the last token's logits only

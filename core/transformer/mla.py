@@ -42,12 +42,12 @@ from core.parallel_state import ParallelState
 from core.tensor_parallel.checkpoint import checkpoint, inside_checkpoint
 from core.tensor_parallel.layers import ColumnParallelLinear, ReplicatedLinear, RowParallelLinear, Segment
 from core.tensor_parallel.cp_mappings import fetch_rows
-from core.tensor_parallel.mappings import (all_gather_along_dim, copy_to_tensor_model_parallel_region,
+from core.tensor_parallel.mappings import (copy_to_tensor_model_parallel_region,
                                            gather_from_sequence_parallel_region)
 from core.tensor_parallel.random import get_rng_tracker
 from core.transformer.attention import sliding_window_mask
 from core.transformer.attention_mask import attention_allowed
-from core.transformer.context_parallel import SequenceLayout, attend
+from core.transformer.context_parallel import SequenceLayout, attend, in_sequence_order
 from core.transformer.config import TransformerConfig
 from core.transformer.moe.aux_losses import DSA_INDEXER_LOSS, attach_aux_loss, track_aux_losses
 from core.transformer.norms import build_norm
@@ -297,8 +297,8 @@ class MultiLatentAttention(nn.Module):
             k_index, indices = k_index.index_select(0, positions), selection.fetched_indices
         elif cp is not None:
             with torch.no_grad():
-                rows = all_gather_along_dim(self._latent_rows(*latents).detach(), 0, cp.group)  # CP-rank order
-                k = self._keys_and_values(*self._latents_of(rows.index_select(0, selection.key_order)))[0]
+                rows = in_sequence_order(self._latent_rows(*latents).detach(), 0, cp, layout.seq_len)  # [s, b, ...]
+                k = self._keys_and_values(*self._latents_of(rows))[0]
         loss = indexer_kl_loss(q, k, q_index, k_index, weights, scale, indices, selection.valid, sparse=sparse,
                                rule=selection.rule, group=self.group) * cfg.dsa_indexer_loss_coeff
         if cp is not None:  # this rank's share of the mean over the whole sequence's queries (the log sums them)

@@ -11,11 +11,11 @@ The shared output layer turns ``h^k`` into logits that predict the tokens shifte
 the labels shifted left by k. Shifting fills the tail with token 0; the loss mask, shifted the
 same way, is 0 there (Megatron's ``roll_tensor``). Under context parallelism the shift is along the whole
 sequence: each CP rank gathers the token ids, labels and mask (data, no activations), shifts them in sequence
-order and keeps its positions; the module means run over every CP rank's tokens (the task's ``mean``). The transformer layer is built as the last
-decoder layer is (Megatron builds it from the decoder's last layer spec): an MoE layer when that
-one is, with the same attention variant. The rotary embedding is the decoder's (positions are not
-shifted). The MTP loss added to the LM loss is ``scaling / D * sum_k mean_k`` where ``mean_k`` is
-module k's cross-entropy averaged over its shifted mask; each ``mean_k`` is logged apart as
+order and keeps its positions; the module means run over every CP rank's tokens (the task's ``mean``).
+The transformer layer is built as the last decoder layer is (Megatron builds it from the decoder's last
+layer spec): an MoE layer when that one is, with the same attention variant. The rotary embedding is the
+decoder's (positions are not shifted). The MTP loss added to the LM loss is ``scaling / D * sum_k mean_k``
+where ``mean_k`` is module k's cross-entropy averaged over its shifted mask; each ``mean_k`` is logged apart as
 ``mtp_k loss`` (Megatron's names).
 
 Under hyper-connections (DeepSeek-V4) module k reads the streams ``H^{k-1}`` ``[s, b, n h]`` (k = 1: the decoder's,

@@ -396,8 +396,9 @@ def _dsa_kwargs(args: argparse.Namespace, kwargs: Dict[str, Any]) -> None:
                                   "to its head scores (DeepSeek-V3.2's); not supported")
     if getattr(args, "dsa_indexer_rope_interleaved", None) is None:
         raise MegatronFormatError("args.dsa_indexer_rope_interleaved is missing: the file comes from a megatron-core "
-                                  "(0.16 or earlier) whose indexer rotates its last rope channels as MLA does, which "
-                                  "this decoder's indexer (the rope channels first, DeepSeek's) does not; not supported")
+                                  "(0.16 or earlier) whose indexer rotates its last rope channels as MLA does, "
+                                  "which this decoder's indexer (the rope channels first, DeepSeek's) does not; "
+                                  "not supported")
     kwargs["experimental_attention_variant"] = DSA_VARIANT
     kwargs.update({name: getattr(args, name) for name in MEGATRON_DSA_ARGS if getattr(args, name, None) is not None})
 

@@ -17,7 +17,8 @@ losses) for two SGD steps (the second sees the first's update), micro-batch 1, g
   (DeepSeek Sparse Attention, top-3 of 8 keys, with the indexer's sparse KL loss, whose ``indexer loss`` is compared
   too) under PP2 x EP2 and TP2 + SP x EP2;
 - a DeepSeek-V4-shaped model (compressed attention of every kind with the CSA indexer's loss, hyper-connections, a
-  hash-routed layer, sqrtsoftplus scores, an MTP module over the streams) under PP2 x EP2 and TP2 + SP x PP2 x EP2 (whole experts);
+  hash-routed layer, sqrtsoftplus scores, an MTP module over the streams) under PP2 x EP2 and TP2 + SP x PP2 x EP2
+  (whole experts);
 - context parallelism with MoE: CP2 x EP2 with the distributed optimizer (the expert bias counted over DP x CP),
   CP4 with a capacity factor (the whole sequence's capacity), Ulysses CP2 x TP2 + SP with the sequence-wise loss
   (two sequences per micro-batch), CP4 with two MTP modules over packed documents (the shift runs along the whole

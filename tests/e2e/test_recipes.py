@@ -7,7 +7,8 @@
 - every MoE pretrain recipe lays its experts out with ``EP`` and its hf2mcore sibling converts to the same
   TP/PP/EP; ``SMOKE=1`` keeps EP above 1 where the two smoke processes leave a data-parallel pair;
 - the long-context recipe (Llama-3-8B at 32k, CP 4) is valid with every ``CP_ALGO`` and keeps CP 2 under
-  ``SMOKE=1``; so does DeepSeek-V3.2 at 128k (CP 8, DSA with MoE and EP); a recipe that does not pass ``CP_ARGS`` refuses ``CP`` > 1;
+  ``SMOKE=1``; so does DeepSeek-V3.2 at 128k (CP 8, DSA with MoE and EP); a recipe that does not pass
+  ``CP_ARGS`` refuses ``CP`` > 1;
 - every full fine-tuning recipe (``tune_*_full_ptd.sh``, posttrain_gpt.py --stage sft) passes validation at
   full size against a checkpoint with the architecture of its pretrain sibling (``--use-checkpoint-args``
   takes every architecture flag from it), loading what its hf2mcore sibling writes in that layout, training on

@@ -168,9 +168,9 @@ def test_train_throughput_emulates_an_avx2_cpu(tmp_path) -> None:
 
 
 def test_sparse_attention_bench_rows_and_ratios() -> None:
-    """bench/sparse_attention.py: dense MLA, DSA, DSA's warm-up and DeepSeek-V4's compressed attention at every length,
-    ratios to dense MLA of the same length, the memory slopes, and the DSA-CP traffic rows (indexer keys plus fetched latents against the K/V
-    all-gather, each part within its bound)."""
+    """bench/sparse_attention.py: dense MLA, DSA, DSA's warm-up and DeepSeek-V4's compressed attention at every
+    length, ratios to dense MLA of the same length, the memory slopes, and the DSA-CP traffic rows (indexer keys plus
+    fetched latents against the K/V all-gather, each part within its bound)."""
     record = smoke_record(ROOT / "bench" / "sparse_attention.py")
     assert record["topk"] < min(record["seqs"]) and record["cp"]["seq"] == max(record["seqs"])
     for name, row in record["cp"]["rows"].items():

@@ -149,7 +149,8 @@ def test_deepseek_v4_mtp_layer_round_trips_at_tp2_pp2_ep2(tmp_path) -> None:
 
     config_cls, model_cls, overrides, name = CASES["deepseek_v4"]
     layers = len(overrides["layer_types"])
-    deeper = {**overrides, "num_hidden_layers": layers + 1, "layer_types": overrides["layer_types"] + ["sliding_attention"],
+    deeper = {**overrides, "num_hidden_layers": layers + 1,
+              "layer_types": overrides["layer_types"] + ["sliding_attention"],
               "mlp_layer_types": overrides["mlp_layer_types"] + ["moe"]}
     model = build_hf_model((config_cls, model_cls, deeper, name))
     model.save_pretrained(str(tmp_path / "deeper"))
