@@ -41,5 +41,7 @@ setup(
         "tensorboard": ["tensorboard>=2.10"],  # --tensorboard-dir, tools/plot_loss.py on event files
         "wandb": ["wandb>=0.15"],              # --wandb-project
         "plot": ["matplotlib>=3.5"],           # tools/plot_loss.py
+        # the recurrent mixers' CUDA kernels (core/transformer/gated_delta_net.py, mamba_mixer.py); CUDA only
+        "kernels": ["flash-linear-attention>=0.3", "mamba-ssm>=2.2", "causal-conv1d>=1.4"],
     },
 )

@@ -240,7 +240,7 @@ def profiler_activity(device_type: str) -> Optional[Any]:
 
 # The package of optional fused kernels -> the device type whose tensors it takes ("vendor": torch_npu).
 _KERNEL_PACKAGE_DEVICE = {"vendor": "npu", "apex": "cuda", "flash_attn": "cuda", "bitsandbytes": "cuda",
-                         "fla": "cuda"}
+                         "fla": "cuda", "mamba_ssm": "cuda", "causal_conv1d": "cuda"}
 VENDOR_KERNEL = "npu"  # the log line's name of a kernel from the vendor's library ("rmsnorm=npu")
 
 
@@ -251,8 +251,8 @@ def vendor_kernel_name(operation: str = "") -> str:
 
 def kernels_by_device(**by_package: Tuple[Any, ...]) -> Dict[str, Tuple[Any, ...]]:
     """``{device type: entry}`` from ``{package: entry}``; packages: ``vendor``, ``apex``, ``flash_attn``,
-    ``bitsandbytes``, ``fla`` (flash-linear-attention) (an entry is whatever the caller's table holds, e.g.
-    ``(kernel name, loader)``)."""
+    ``bitsandbytes``, ``fla`` (flash-linear-attention), ``mamba_ssm``, ``causal_conv1d`` (an entry is whatever
+    the caller's table holds, e.g. ``(kernel name, loader)``)."""
     unknown = sorted(set(by_package) - set(_KERNEL_PACKAGE_DEVICE))
     if unknown:
         raise ValueError(f"unknown kernel package(s) {unknown}; known: {sorted(_KERNEL_PACKAGE_DEVICE)}")

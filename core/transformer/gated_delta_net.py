@@ -381,9 +381,9 @@ class GatedDeltaNet(nn.Module):
         heads = self.local_value_heads
         mixed, beta_logits, a = inputs.split([self.conv_channels, heads, heads], dim=-1)
         conv_past, state = carry if carry is not None else (None, None)
-        mixed, conv_past = carried_causal_conv(mixed, self.conv1d.weight, None, conv_past)
+        mixed, conv_past = carried_causal_conv(mixed, self.conv1d.weight, None, conv_past, silu=True)
         key_width = self.local_key_heads * self.key_dim
-        q, k, v = F.silu(mixed).split([key_width, key_width, heads * self.value_dim], dim=-1)
+        q, k, v = mixed.split([key_width, key_width, heads * self.value_dim], dim=-1)
         beta = torch.sigmoid(beta_logits.float()) * self.beta_scale  # [b, s, hv/tp]
         g = -torch.exp(self.A_log.float()) * F.softplus(a.float() + self.dt_bias.float())  # [b, s, hv/tp]
         out, state = gated_delta_rule(q.reshape(batch, seq, -1, self.key_dim), k.reshape(batch, seq, -1, self.key_dim),

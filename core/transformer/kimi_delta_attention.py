@@ -121,8 +121,8 @@ class KimiDeltaAttention(nn.Module):
         heads = self.local_value_heads
         mixed, beta_logits, forget = inputs.split([self.conv_channels, heads, heads * self.key_dim], dim=-1)
         conv_past, state = carry if carry is not None else (None, None)
-        mixed, conv_past = carried_causal_conv(mixed, self.conv1d.weight, None, conv_past)
-        q, k, v = F.silu(mixed).split(self.in_split[:3], dim=-1)
+        mixed, conv_past = carried_causal_conv(mixed, self.conv1d.weight, None, conv_past, silu=True)
+        q, k, v = mixed.split(self.in_split[:3], dim=-1)
         beta = torch.sigmoid(beta_logits.float())  # [b, s, hv/tp]
         decay_in = (forget.float() + self.dt_bias.float()).view(batch, seq, heads, self.key_dim)
         rate, bound = torch.exp(self.A_log.float())[:, None], self.config.kda_gate_lower_bound

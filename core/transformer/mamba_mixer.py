@@ -35,7 +35,10 @@ does; the conv and the scan run along the full sequence on each rank's channels.
 
 The scans are pure-PyTorch references in fp32 that follow the math of
 ``transformers``' non-kernel paths (Mamba: the sequential recurrence; Mamba2:
-the chunked SSD), so converted models give the same logits.
+the chunked SSD), so converted models give the same logits. Where mamba_ssm and
+causal-conv1d import (CUDA), their kernels run the scans and the conv behind one
+dispatch each (:data:`SSD_SCAN`, :data:`SELECTIVE_SCAN`, :data:`CAUSAL_CONV`),
+for the calls they can serve.
 
 What runs along the sequence (the conv, dt/B/C, the scan) is the mixer's stateful
 core (``_mamba1_core`` / ``_mamba2_core``, the contract of
@@ -48,6 +51,7 @@ between context-parallel ranks.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
@@ -55,6 +59,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from core.device import kernels_by_device
+from core.fused import FusedOp, Kernel, decide_kernel, kernel_choice
 from core.parallel_state import Group, ParallelState
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, linear, mark_param
 from core.tensor_parallel.mappings import sum_partials_over_tensor_model_parallel_region
@@ -62,7 +68,7 @@ from core.tensor_parallel.param_meta import Segment, TPShard
 from core.transformer.config import TransformerConfig
 from core.transformer.context_parallel import SequenceLayout
 from core.transformer.norms import RMSNorm
-from core.transformer.sequence_state import Carry, StatefulCore, sequence_scan
+from core.transformer.sequence_state import Carry, StatefulCore, carries_across_ranks, sequence_scan
 
 
 # Megatron's / Mamba's initialisation of the SSM parameters: dt drawn log-uniformly in [DT_MIN, DT_MAX]
@@ -97,19 +103,27 @@ MAMBA_INITS: Dict[str, Callable[[Sequence[int], torch.Generator], torch.Tensor]]
 
 
 def carried_causal_conv(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
-                        previous: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Each channel convolved with its own kernel over past positions only, continuing from ``previous``.
+                        previous: Optional[torch.Tensor] = None,
+                        silu: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Each channel convolved with its own kernel over past positions only, continuing from ``previous``
+    (then SiLU when ``silu``), through causal-conv1d's kernel where it serves the call (:data:`CAUSAL_CONV`).
 
     x ``[b, s, c]``; weight ``[c, 1, k]``; previous ``[b, k - 1, c]``, the inputs just before ``x`` (None: zeros,
     a sequence start). Returns the output ``[b, s, c]`` and the last ``k - 1`` inputs ``[b, k - 1, c]`` (older
     carried ones where ``s < k - 1``), the ``previous`` of the tokens that follow.
     """
+    return causal_conv_kernel(x.device.type)[1](x, weight, bias, previous, silu)
+
+
+def reference_causal_conv(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                          previous: Optional[torch.Tensor], silu: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`carried_causal_conv` in PyTorch: one ``conv1d`` over ``[previous; x]``."""
     history = weight.size(-1) - 1
     if previous is None:
         previous = x.new_zeros(x.size(0), history, x.size(2))
     full = torch.cat([previous.to(x.dtype), x], dim=1)  # [b, k-1+s, c]
-    out = F.conv1d(full.transpose(1, 2), weight, bias, groups=x.size(-1))  # [b, c, s]
-    return out.transpose(1, 2), full[:, full.size(1) - history:]
+    out = F.conv1d(full.transpose(1, 2), weight, bias, groups=x.size(-1)).transpose(1, 2)  # [b, s, c]
+    return (F.silu(out) if silu else out), full[:, full.size(1) - history:]
 
 
 def causal_conv_core(weight: torch.Tensor, bias: Optional[torch.Tensor]) -> StatefulCore:
@@ -222,6 +236,152 @@ def ssd_chunked_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torc
     y_off = torch.einsum("bclhn,bchpn,bhcl->bclhp", C, entering, torch.exp(a_cum))  # [b, c, l, h, p]
     y = (y_diag + y_off).reshape(x.size(0), -1, *x.shape[2:])[:, :seq]  # [b, s, h, p]
     return y + x * D.float()[:, None], final_state
+
+
+# --------------------------------------------------------------------------- fast kernels
+# causal-conv1d's conv and mamba_ssm's scans whenever they import (CUDA; no flag asks for them, as for fla's
+# delta rules), each behind one FusedOp of DESIGN.md principle 7; the references above everywhere else and for
+# the calls a kernel cannot serve (said at each adapter). A kernel gives the reference's numbers up to the
+# order of its fp32 accumulation; the conv runs in the inputs' dtype as the reference does, the scans return
+# fp32 outputs and states as the references do.
+
+CONV_KERNEL_WIDTHS = (2, 3, 4)  # the widths causal-conv1d's kernel compiles
+CHANNEL_LAST_ALIGN = 8  # its channel-last layout (the only one that takes and returns states) needs c % 8 == 0
+
+
+def _causal_conv1d_adapter(function: Kernel, reference: Kernel) -> Kernel:
+    """:func:`carried_causal_conv`'s signature over ``causal_conv1d_fn`` (x ``[b, c, s]`` channel-last, weight
+    ``[c, k]``, states ``[b, c, k - 1]`` channel-last, in x's dtype); other widths, channel counts and a bias
+    whose dtype differs from the weight's take ``reference``."""
+    def kernel(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], previous: Optional[torch.Tensor],
+               silu: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+        channels, width = weight.size(0), weight.size(-1)
+        if (width not in CONV_KERNEL_WIDTHS or channels % CHANNEL_LAST_ALIGN
+                or (bias is not None and bias.dtype != weight.dtype)):
+            return reference(x, weight, bias, previous, silu)
+        x_last = x.contiguous().transpose(1, 2)  # [b, c, s], channels contiguous
+        initial = None if previous is None else previous.to(x.dtype).contiguous().transpose(1, 2)  # [b, c, k-1]
+        out, final = function(x_last, weight[:, 0], bias, initial_states=initial, return_final_states=True,
+                              activation="silu" if silu else None)
+        return out.transpose(1, 2), final.transpose(1, 2)  # [b, s, c], [b, k-1, c]
+    return kernel
+
+
+def _causal_conv1d() -> Optional[Kernel]:
+    try:
+        from causal_conv1d import causal_conv1d_fn
+    except ImportError:  # causal-conv1d is optional
+        return None
+    return _causal_conv1d_adapter(causal_conv1d_fn, reference_causal_conv)
+
+
+def grouped_ssd_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
+                     D: torch.Tensor, chunk: int,
+                     initial_state: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`ssd_chunked_scan` with B, C ``[b, s, g, n]`` in ``g`` groups of ``h / g`` heads each (Mamba2's
+    B/C groups), through mamba_ssm's kernel where it imports (:data:`SSD_SCAN`)."""
+    return ssd_scan_kernel(x.device.type)[1](x, dt, A, B, C, D, chunk, initial_state)
+
+
+def _reference_grouped_ssd(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
+                           D: torch.Tensor, chunk: int,
+                           initial_state: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+    per_group = x.size(2) // B.size(2)
+    B, C = (t.repeat_interleave(per_group, dim=2) for t in (B, C))  # [b, s, h, n]
+    return ssd_chunked_scan(x, dt, A, B, C, D, chunk, initial_state)
+
+
+def _mamba_chunk_scan_adapter(function: Kernel, reference: Kernel) -> Kernel:
+    """:func:`grouped_ssd_scan`'s signature over ``mamba_chunk_scan_combined`` (which takes the groups as they
+    are, the initial state and the final state's gradient); a chunk that is not a power of two (its Triton
+    blocks) takes ``reference``."""
+    def kernel(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
+               D: torch.Tensor, chunk: int,
+               initial_state: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+        if chunk & (chunk - 1):
+            return reference(x, dt, A, B, C, D, chunk, initial_state)
+        out, final = function(x, dt, A, B, C, chunk, D=D, initial_states=initial_state,
+                              return_final_states=True)  # [b, s, h, p] in x's dtype, [b, h, p, n]
+        return out.float(), final.float()
+    return kernel
+
+
+def _mamba_chunk_scan() -> Optional[Kernel]:
+    try:
+        from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
+    except ImportError:  # mamba_ssm is optional
+        return None
+    return _mamba_chunk_scan_adapter(mamba_chunk_scan_combined, _reference_grouped_ssd)
+
+
+def selective_scan_dispatch(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
+                            D: torch.Tensor, initial_state: Optional[torch.Tensor] = None,
+                            state_leaves: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`selective_scan` through mamba_ssm's kernel where it serves the call (:data:`SELECTIVE_SCAN`);
+    ``state_leaves``: the final state goes on to another rank's tokens (a CP chain), so its gradient counts."""
+    return selective_scan_kernel(x.device.type)[1](x, dt, A, B, C, D, initial_state, state_leaves)
+
+
+def _reference_selective_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
+                              D: torch.Tensor, initial_state: Optional[torch.Tensor],
+                              state_leaves: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    return selective_scan(x, dt, A, B, C, D, initial_state)
+
+
+def _selective_scan_adapter(function: Kernel, reference: Kernel) -> Kernel:
+    """:func:`selective_scan_dispatch`'s signature over ``selective_scan_fn`` (u, delta ``[b, d, s]`` in one
+    dtype, B/C ``[b, n, s]`` or ``[b, g, n, s]`` in it too, A and D fp32). The kernel starts from zeros and
+    drops its final state's gradient: a call with an initial state, or whose state leaves under autograd, takes
+    ``reference``."""
+    def kernel(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
+               D: torch.Tensor, initial_state: Optional[torch.Tensor],
+               state_leaves: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+        if initial_state is not None or (state_leaves and torch.is_grad_enabled()):
+            return reference(x, dt, A, B, C, D, initial_state, state_leaves)
+        dtype = x.dtype
+        along_seq = (lambda t: t.to(dtype).transpose(1, 2)) if B.dim() == 3 else (
+            lambda t: t.to(dtype).permute(0, 2, 3, 1))  # [b, n, s] / [b, g, n, s]
+        y, state = function(x.transpose(1, 2), dt.to(dtype).transpose(1, 2), A.float(), along_seq(B), along_seq(C),
+                            D.float(), return_last_state=True)  # [b, d, s], [b, d, n]
+        return y.transpose(1, 2).float(), state.float()
+    return kernel
+
+
+def _mamba_selective_scan() -> Optional[Kernel]:
+    try:
+        from mamba_ssm.ops.selective_scan_interface import selective_scan_fn
+    except ImportError:
+        return None
+    return _selective_scan_adapter(selective_scan_fn, _reference_selective_scan)
+
+
+CAUSAL_CONV = FusedOp("causal_conv1d", "causal-conv1d", reference_causal_conv,
+                      kernels_by_device(causal_conv1d=("causal_conv1d", _causal_conv1d)),
+                      compilable=False, kernels_by_default=True)
+SSD_SCAN = FusedOp("ssd_scan", "mamba_ssm", _reference_grouped_ssd,
+                   kernels_by_device(mamba_ssm=("mamba_ssm", _mamba_chunk_scan)), reference_name="chunked",
+                   compilable=False, kernels_by_default=True)
+SELECTIVE_SCAN = FusedOp("selective_scan", "mamba_ssm", _reference_selective_scan,
+                         kernels_by_device(mamba_ssm=("mamba_ssm", _mamba_selective_scan)),
+                         reference_name="sequential", compilable=False, kernels_by_default=True)
+
+
+@kernel_choice
+def causal_conv_kernel(device_type: str, fused: bool = False) -> Tuple[str, Kernel]:
+    """The causal conv for tensors on ``device_type``: ("causal_conv1d" | "reference", function)."""
+    return decide_kernel(CAUSAL_CONV, device_type, fused)
+
+
+@kernel_choice
+def ssd_scan_kernel(device_type: str, fused: bool = False) -> Tuple[str, Kernel]:
+    """Mamba2's scan for tensors on ``device_type``: ("mamba_ssm" | "chunked", function)."""
+    return decide_kernel(SSD_SCAN, device_type, fused)
+
+
+@kernel_choice
+def selective_scan_kernel(device_type: str, fused: bool = False) -> Tuple[str, Kernel]:
+    """Mamba's scan for tensors on ``device_type``: ("mamba_ssm" | "sequential", function)."""
+    return decide_kernel(SELECTIVE_SCAN, device_type, fused)
 
 
 class GatedGroupRMSNorm(nn.Module):
@@ -357,7 +517,8 @@ class MambaMixer(nn.Module):
                                                in zip(self.in_split, cfg.ssm_multipliers)])
         if cfg.mamba_version == 1:
             x, z = projected.split(self.in_split, dim=-1)  # [b, s, d/tp] each
-            y = sequence_scan(self._mamba1_core, x, layout)  # [b, s, d/tp] fp32
+            core = functools.partial(self._mamba1_core, state_leaves=carries_across_ranks(layout))
+            y = sequence_scan(core, x, layout)  # [b, s, d/tp] fp32
             y = (y * F.silu(z.float())).to(projected.dtype)
         else:
             z, xbc_dt = projected.split([self.in_split[0], sum(self.in_split[1:])], dim=-1)
@@ -367,8 +528,7 @@ class MambaMixer(nn.Module):
 
     def _conv(self, x: torch.Tensor, previous: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
         """SiLU of the causal conv continuing from the ``previous`` inputs; and the last ``d_conv - 1`` inputs."""
-        out, last_inputs = carried_causal_conv(x, self.conv1d.weight, self.conv1d.bias, previous)
-        return F.silu(out), last_inputs  # [b, s, c], [b, d_conv-1, c]
+        return carried_causal_conv(x, self.conv1d.weight, self.conv1d.bias, previous, silu=True)  # [b, s, c], [b, d_conv-1, c]
 
     def _dt(self, dt: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """softplus(dt + bias) in fp32, clamped to ``--mamba-dt-limit-min/max``."""
@@ -378,14 +538,16 @@ class MambaMixer(nn.Module):
             dt = dt.clamp(min=cfg.mamba_dt_limit_min, max=cfg.mamba_dt_limit_max)
         return dt
 
-    def _mamba1_core(self, x: torch.Tensor, carry: Optional[Carry]) -> Tuple[torch.Tensor, Carry]:
+    def _mamba1_core(self, x: torch.Tensor, carry: Optional[Carry],
+                     state_leaves: bool = False) -> Tuple[torch.Tensor, Carry]:
         """Mamba's sequence work (conv, dt/B/C, scan) on ``x`` ``[b, s, d/tp]`` (before the conv) from
-        ``carry`` = (conv inputs ``[b, d_conv-1, d/tp]``, state ``[b, d/tp, n]`` fp32); None: a start."""
+        ``carry`` = (conv inputs ``[b, d_conv-1, d/tp]``, state ``[b, d/tp, n]`` fp32); None: a start.
+        ``state_leaves``: the carry goes on to another CP rank (the scan's kernel cannot backpropagate it)."""
         cfg = self.config
         previous, state = carry if carry is not None else (None, None)
         x, last_inputs = self._conv(x, previous)
         if cfg.mamba1_heads > 1:
-            y, state = self._mamba1_heads_scan(x, state)
+            y, state = self._mamba1_heads_scan(x, state, state_leaves)
             return y, (last_inputs, state)
         # every rank's channels contribute to dt, B and C: sum the partial products over TP
         dt_b_c = sum_partials_over_tensor_model_parallel_region(linear(x, self.x_proj.weight), self.group)
@@ -397,11 +559,11 @@ class MambaMixer(nn.Module):
             dt, B, C = (weightless_rms_norm(t, cfg.mamba_mixer_rms_eps) for t in (dt, B, C))
         dt = self._dt(linear(dt, self.dt_proj.weight), self.dt_proj.bias)  # [b, s, d/tp]
         A = -torch.exp(self.A_log.float())  # [d/tp, n]
-        y, state = selective_scan(x, dt, A, B, C, self.D, state)  # [b, s, d/tp], [b, d/tp, n]
+        y, state = selective_scan_dispatch(x, dt, A, B, C, self.D, state, state_leaves)  # [b, s, d/tp], [b, d/tp, n]
         return y, (last_inputs, state)
 
-    def _mamba1_heads_scan(self, x: torch.Tensor,
-                           state: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _mamba1_heads_scan(self, x: torch.Tensor, state: Optional[torch.Tensor],
+                           state_leaves: bool) -> Tuple[torch.Tensor, torch.Tensor]:
         """Zamba's multi-head Mamba1 on this rank's heads: each head's ``p`` channels make their own dt, B and
         C (its block of ``x_proj`` and ``dt_proj``) and scan with them (one scan over every head). x
         ``[b, s, d/tp]`` (after the conv); state ``[b, d/tp, n]`` fp32 or None. Returns y ``[b, s, d/tp]`` and
@@ -418,7 +580,7 @@ class MambaMixer(nn.Module):
         dt = self._dt(torch.einsum("bshr,hpr->bshp", dt, dt_proj).reshape(batch, seq, -1),
                       self.dt_proj.bias)  # [b, s, d/tp]
         A = -torch.exp(self.A_log.float())  # [d/tp, n]
-        return selective_scan(x, dt, A, B, C, self.D, state)  # [b, s, d/tp], [b, d/tp, n]
+        return selective_scan_dispatch(x, dt, A, B, C, self.D, state, state_leaves)  # [b, s, d/tp], [b, d/tp, n]
 
     def _mamba2_core(self, xbc_dt: torch.Tensor, carry: Optional[Carry]) -> Tuple[torch.Tensor, Carry]:
         """Mamba2's sequence work (conv, SSD scan) on ``[x; B; C; dt]`` ``[b, s, .]`` from ``carry`` =
@@ -431,9 +593,8 @@ class MambaMixer(nn.Module):
         x, B, C = conv_out.split(self.conv_split, dim=-1)  # [b, s, d/tp], [b, s, g_local * n] x 2
         batch, seq = x.shape[:2]
         heads = dt.size(-1)
-        per_group = heads // (B.size(-1) // cfg.mamba_state_dim)  # this rank's heads per local group
-        B, C = (t.reshape(batch, seq, -1, cfg.mamba_state_dim).repeat_interleave(per_group, dim=2) for t in (B, C))
-        y, state = ssd_chunked_scan(x.reshape(batch, seq, heads, cfg.mamba_head_dim), self._dt(dt, self.dt_bias),
+        B, C = (t.reshape(batch, seq, -1, cfg.mamba_state_dim) for t in (B, C))  # [b, s, g/tp, n] (g < tp: 1)
+        y, state = grouped_ssd_scan(x.reshape(batch, seq, heads, cfg.mamba_head_dim), self._dt(dt, self.dt_bias),
                                     -torch.exp(self.A_log.float()), B, C, self.D, cfg.mamba_chunk_size,
                                     state)  # [b, s, h/tp, p], [b, h/tp, p, n]
         return y.reshape(batch, seq, -1), (last_inputs, state)

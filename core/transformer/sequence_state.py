@@ -152,9 +152,15 @@ def _relay(core: StatefulCore, inputs: torch.Tensor, layout: SequenceLayout) -> 
     return end_relay(torch.cat([outputs[start] for start in sorted(outputs)], dim=1), token)  # [b, s_local, c_out]
 
 
+def carries_across_ranks(layout: Optional[SequenceLayout]) -> bool:
+    """The sequence is split over several CP ranks: a core's final carry goes on to another rank's tokens
+    (and its gradient comes back)."""
+    return layout is not None and layout.cp is not None and layout.cp.group.size > 1
+
+
 def sequence_scan(core: StatefulCore, inputs: torch.Tensor, layout: Optional[SequenceLayout]) -> torch.Tensor:
     """``core`` over this rank's tokens ``inputs`` ``[b, s_local, c_in]`` -> ``[b, s_local, c_out]``."""
-    if layout is not None and layout.cp is not None and layout.cp.group.size > 1:
+    if carries_across_ranks(layout):
         return _relay(core, inputs, layout)
     if layout is None or layout.documents is None:
         return core(inputs, None)[0]
