@@ -33,9 +33,10 @@ setup(
     extras_require={
         # peft: tests/unit/test_lora_peft.py (0.17 does not import under transformers 5; 0.21.2 tested);
         # bitsandbytes: tests/unit/test_nf4.py compares its NF4 kernels (CPU backend) with ours (0.50.2 tested);
-        # transformers 5.25: the parity tests follow its modeling code (NemotronH's dt clamp to time_step_limit)
+        # transformers 5.25: the parity tests follow its modeling code (NemotronH's dt clamp to time_step_limit);
+        # torchao: tests/unit/test_formats.py compares the MX and NVFP4 casts with its references (0.18 tested)
         "test": ["transformers>=5.25", "pytest>=7", "pytest-xdist>=3.5", "pyarrow>=14", "tensorboard>=2.10",
-                 "matplotlib>=3.5", "peft>=0.21", "bitsandbytes>=0.48"],
+                 "matplotlib>=3.5", "peft>=0.21", "bitsandbytes>=0.48", "torchao>=0.15"],
         "parquet": ["pyarrow>=14"],
         "npu": ["torch_npu"],
         "tensorboard": ["tensorboard>=2.10"],  # --tensorboard-dir, tools/plot_loss.py on event files

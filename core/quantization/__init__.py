@@ -1,4 +1,5 @@
-"""Weight quantisation for frozen base weights (QLoRA's NF4 storage)."""
+"""Quantisation: NF4 storage of frozen base weights (QLoRA) and the low-precision number formats
+(:mod:`core.quantization.formats`: FP8 E4M3/E5M2, E8M0, FP4 E2M1, MXFP8/MXFP4, NVFP4, HiF8)."""
 from core.quantization.nf4 import (
     ABSMAX_BLOCKSIZE,
     NF4_BLOCKSIZE,
