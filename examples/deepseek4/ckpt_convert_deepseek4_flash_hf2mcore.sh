@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Convert DeepSeek-V4-Flash from Hugging Face safetensors to our Megatron (mcore) layout at TP=4 PP=4 EP=32 (whole experts, ETP=1), 11,11,11,10 layers per stage
 # (the layout of pretrain_deepseek4_flash_ptd.sh). The released checkpoint is FP8/FP4 (quantization_config): the
-# converter refuses it until the low-precision issue dequantises it; a bf16 export converts. Its MTP layer (mtp.*,
+# converter dequantises it to fp32 on import, tensor by tensor; a bf16 export converts too. Its MTP layer (mtp.*,
 # num_nextn_predict_layers 1) converts as --mtp-num-layers 1; a copy saved by transformers (which drops mtp.*)
 # converts without it.
 #   bash examples/deepseek4/ckpt_convert_deepseek4_flash_hf2mcore.sh

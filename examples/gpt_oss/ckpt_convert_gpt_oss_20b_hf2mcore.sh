@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Convert gpt-oss-20b from Hugging Face safetensors to our Megatron (mcore) layout at TP=2 PP=1 EP=4
 # (the layout of pretrain_gpt_oss_20b_ptd.sh). The published checkpoint stores the experts in MXFP4
-# (quantization_config): convert a bf16 copy (transformers: load with Mxfp4Config(dequantize=True), then
-# save_pretrained), which has the fused gate_up_proj / down_proj tensors the converter reads.
+# (quantization_config: *_blocks / *_scales): the converter dequantises them on import, exactly, as transformers'
+# Mxfp4Config(dequantize=True) does; a bf16 copy converts too.
 #   bash examples/gpt_oss/ckpt_convert_gpt_oss_20b_hf2mcore.sh
 #   SMOKE=1 bash examples/gpt_oss/ckpt_convert_gpt_oss_20b_hf2mcore.sh   # a tiny random gpt_oss model, TP=2 PP=2 EP=2
 #   DRY_RUN=1 bash examples/gpt_oss/ckpt_convert_gpt_oss_20b_hf2mcore.sh   # print the command only

@@ -19,8 +19,9 @@ from core.transformer.config import TransformerConfig
 from mindspeed_llm.convert.errors import ConversionError, check_shape
 from mindspeed_llm.convert.files import HF_CONFIG, SAFETENSORS_INDEX, SAFETENSORS_SINGLE, write_json
 from mindspeed_llm.convert.layout import ModelLayout
+from mindspeed_llm.convert.quantized import dequantize, plan_dequantization
 from mindspeed_llm.models.registry import (IGNORED_HF_TENSORS, Family, RegistryError, family_for_hf_config,
-                                           find_rule, get_family, to_ours)
+                                           find_rule, get_family, quantization_method, to_ours)
 
 @dataclasses.dataclass(frozen=True)
 class MultimodalText:
@@ -78,6 +79,7 @@ class HFSource:
         except (RegistryError, ValueError) as error:
             raise ConversionError(f"{os.path.join(load_dir, HF_CONFIG)}: {error}") from None
         self.where, self.shapes = self._index()
+        self._plan_dequantization()
         self._drop_absent_mtp_layers()
         if self.multimodal is not None:
             print(f"convert_ckpt: note: {config_path} is multimodal; converting its text model "
@@ -92,6 +94,27 @@ class HFSource:
         ones (Qwen3-Next's MTP layer)."""
         towers = self.multimodal.left_out if self.multimodal is not None else ()
         return towers + self.family.unloaded_prefixes(self.hf_config)
+
+    def _plan_dequantization(self) -> None:
+        """A quantised checkpoint (``quantization_config``): each quantised weight is listed under the name the
+        weight map knows, with its dequantised shape, and read from its stored values and scales
+        (:mod:`mindspeed_llm.convert.quantized`); an 8-bit tensor without its scale is refused."""
+        self.dequantized = plan_dequantization(quantization_method(self.hf_config), self.shapes, self.dtypes)
+        self.stored_where = dict(self.where)  # the stored tensors' files, scales included
+        for name, entry in self.dequantized.items():
+            for source in entry.sources:
+                self.where.pop(source, None)
+                self.shapes.pop(source, None)
+            self.where[name], self.shapes[name] = self.stored_where[entry.sources[0]], entry.shape
+            self.dtypes[name] = "F32"
+        for name in self.where:
+            if self.dtypes[name] not in TORCH_DTYPES:
+                raise ConversionError(f"tensor {name!r} in {self.listing} is stored as {self.dtypes[name]} without the "
+                                      "scales that make it a weight (quantization_config "
+                                      f"{self.hf_config.get('quantization_config')!r}); convert a bf16 copy")
+        if self.dequantized:
+            print(f"convert_ckpt: note: dequantising {len(self.dequantized)} {quantization_method(self.hf_config)} "
+                  f"tensor(s) of {self.listing} to fp32", file=sys.stderr)
 
     def _drop_absent_mtp_layers(self) -> None:
         """A config.json with MTP layers (``num_nextn_predict_layers``) over weights without them (transformers
@@ -201,8 +224,11 @@ class HFSource:
             check_shape(name, full, layout.full_shapes[name])
 
     def locate(self, name: str, hf_name: str, layout: ModelLayout, finite: bool = False) -> Tuple[str, str]:
-        """(the name in the file, the file) of HF tensor ``hf_name``, read for our ``name``."""
-        return self.file_names.get(hf_name, hf_name), self.where[hf_name]
+        """(the name in the file, the file) of HF tensor ``hf_name``, read for our ``name`` (a dequantised weight:
+        its stored values)."""
+        if hf_name in self.dequantized:
+            hf_name = self.dequantized[hf_name].sources[0]
+        return self.file_names.get(hf_name, hf_name), self.stored_where[hf_name]
 
     def describe(self, name: str, hf_names: Sequence[str], layout: ModelLayout) -> List[torch.Tensor]:
         """What :meth:`read` gives, on the meta device (from the shard headers)."""
@@ -212,13 +238,22 @@ class HFSource:
         """The HF tensors ``hf_names`` of our parameter ``name``, read from their shards."""
         tensors = []
         for hf_name in hf_names:
-            try:
-                with safe_open(self.where[hf_name], framework="pt") as handle:
-                    tensors.append(handle.get_tensor(self.file_names.get(hf_name, hf_name)))
-            except (SafetensorError, OSError) as error:
-                raise ConversionError(f"{self.where[hf_name]}: tensor {hf_name!r} cannot be read ({error}); the file "
-                                      "is truncated or damaged, copy the complete checkpoint again") from None
+            entry = self.dequantized.get(hf_name)
+            if entry is None:
+                tensors.append(self._stored(hf_name))
+            else:
+                tensors.append(dequantize(entry, [self._stored(source) for source in entry.sources], self.hf_config))
         return tensors
+
+    def _stored(self, hf_name: str) -> torch.Tensor:
+        """The tensor ``hf_name`` as its shard stores it."""
+        path = self.stored_where[hf_name]
+        try:
+            with safe_open(path, framework="pt") as handle:
+                return handle.get_tensor(self.file_names.get(hf_name, hf_name))
+        except (SafetensorError, OSError) as error:
+            raise ConversionError(f"{path}: tensor {hf_name!r} cannot be read ({error}); the file is truncated or "
+                                  "damaged, copy the complete checkpoint again") from None
 
 
 def _ignorable(name: str, layout: ModelLayout) -> bool:

@@ -392,6 +392,7 @@ def to_hf(rule: WeightRule, tensor: torch.Tensor, ctx: TensorContext) -> List[to
 
 ROPE_KEYS = ("rope_theta", "rope_scaling", "rope_parameters")
 DTYPE_KEYS = ("torch_dtype", "dtype")
+QUANTIZATION_KEYS = ("quantization_config",)  # an export writes the dequantised weights
 
 
 def _rope_settings(hf: Dict[str, Any]) -> Dict[str, Any]:
@@ -1016,7 +1017,7 @@ class Family:
         ``preserved_keys``) are kept; the
         architecture fields always come from ``cfg``.
         """
-        base = {k: v for k, v in (original or {}).items() if k not in ROPE_KEYS + DTYPE_KEYS}
+        base = {k: v for k, v in (original or {}).items() if k not in ROPE_KEYS + DTYPE_KEYS + QUANTIZATION_KEYS}
         base.update(self.to_hf_config_fn(cfg))
         for key in self.preserved_keys:
             if original and key in original:
@@ -1148,17 +1149,37 @@ def get_family(name: str) -> Family:
     return family
 
 
-def refuse_quantized(hf: Dict[str, Any], family: str) -> None:
-    """A ``quantization_config`` (DeepSeek-V3/V3.2's FP8 blocks with their scales, GLM-5's FP8) means stored
-    values that are not the weights: refused until the converter dequantises them (the low-precision issue)."""
+# the quant_method values whose checkpoints the converter dequantises on import (mindspeed_llm/convert/quantized.py)
+DEQUANTIZED_METHODS = ("fp8", "mxfp4")
+DEFAULT_FP8_BLOCK = (128, 128)
+
+
+def quantization_method(hf: Dict[str, Any]) -> Optional[str]:
+    """``quantization_config``'s ``quant_method`` (None: the checkpoint holds plain weights)."""
     quantization = hf.get("quantization_config")
     if not quantization:
+        return None
+    return quantization.get("quant_method") if isinstance(quantization, dict) else str(quantization)
+
+
+def fp8_block(hf: Dict[str, Any]) -> Tuple[int, ...]:
+    """``weight_block_size`` of an FP8 checkpoint: (rows, columns) per scale."""
+    return tuple(hf["quantization_config"].get("weight_block_size") or DEFAULT_FP8_BLOCK)
+
+
+def refuse_quantized(hf: Dict[str, Any], family: str) -> None:
+    """A ``quantization_config`` whose tensors the converter cannot turn back into weights: DeepSeek's and GLM-5's
+    block FP8 (E4M3 with 2-D blocks) and gpt-oss's MXFP4 experts are dequantised on import, any other is refused."""
+    method = quantization_method(hf)
+    if method is None:
         return
-    method = quantization.get("quant_method") if isinstance(quantization, dict) else quantization
-    raise RegistryError(f"{family} config.json has a quantization_config (quant_method {method!r}): its tensors are "
-                        "quantised values and scales, not weights, and the converter does not dequantise them yet; "
-                        "convert a bf16 copy (e.g. DeepSeek's fp8_cast_bf16.py, or transformers' dequantize=True then "
-                        "save_pretrained)")
+    quantization = hf["quantization_config"]
+    if method == "mxfp4" or (method == "fp8" and quantization.get("fmt", "e4m3") == "e4m3"
+                             and len(fp8_block(hf)) == 2):
+        return
+    raise RegistryError(f"{family} config.json has a quantization_config (quant_method {method!r}) the converter "
+                        "does not dequantise (it reads 'fp8' with fmt e4m3 and 2-D weight_block_size, and 'mxfp4'); "
+                        "convert a bf16 copy (transformers: load with dequantize=True, then save_pretrained)")
 
 
 def family_for_hf_config(hf: Dict[str, Any], where: str = "config.json") -> Family:

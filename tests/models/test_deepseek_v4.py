@@ -55,7 +55,7 @@ def test_flash_config_json_reads_as_its_fields() -> None:
     ({"scoring_func": "softmax"}, "scoring_func='softmax'"),
     ({"mlp_layer_types": ["moe", "hash_moe"] + ["moe"] * 41}, "leading run of hash_moe"),
     ({"compress_ratios": None, "layer_types": ["full_attention"] * 43}, "layer_types"),
-    ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+    ({"quantization_config": {"quant_method": "fp8", "fmt": "e5m2"}}, "quantization_config"),
 ])
 def test_family_refuses_in_one_line(change: Dict[str, Any], fragment: str) -> None:
     with pytest.raises(RegistryError, match=None) as error:

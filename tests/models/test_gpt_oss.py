@@ -54,8 +54,8 @@ def test_config_maps_biases_and_activation() -> None:
 @pytest.mark.parametrize("settings, message", [
     (dict(swiglu_alpha=1.5), "gpt_oss swiglu_alpha=1.5 is not supported (only quick GELU's 1.702)"),
     (dict(swiglu_limit=0.0), "gpt_oss swiglu_limit=0.0 is not supported"),
-    (dict(quantization_config={"quant_method": "mxfp4"}), "gpt_oss quantization_config (quant_method 'mxfp4') is "
-                                                          "not supported: convert a dequantized checkpoint"),
+    (dict(quantization_config={"quant_method": "awq"}), "gpt_oss config.json has a quantization_config (quant_method "
+                                                        "'awq') the converter does not dequantise"),
 ])
 def test_unsupported_hf_settings_are_one_line(settings, message) -> None:
     hf = dict(transformers.GptOssConfig(**SIZES).to_dict(), **settings)

@@ -256,9 +256,10 @@ def test_a_training_step_of_each_stage(warmup: bool) -> None:
 @pytest.mark.parametrize("config_class, model_type", [("DeepseekV32Config", "deepseek32"),
                                                       ("GlmMoeDsaConfig", "glm_moe_dsa"),
                                                       ("DeepseekV3Config", "deepseek3")])
-def test_an_fp8_checkpoint_is_refused_in_one_line(config_class: str, model_type: str, tmp_path, capsys) -> None:
-    """The published DeepSeek-V3/V3.2 and GLM-5 checkpoints are FP8 blocks with scales (``quantization_config``):
-    the converter refuses them in one line, naming the fix, and writes nothing."""
+def test_an_unread_quantisation_is_refused_in_one_line(config_class: str, model_type: str, tmp_path, capsys) -> None:
+    """The published DeepSeek-V3/V3.2 and GLM-5 checkpoints are E4M3 blocks with scales, which the converter
+    dequantises (tests/unit/test_convert_quantized.py); a quantisation it does not read (E5M2 here) is refused in
+    one line, naming the fix, and nothing is written."""
     import json
     import os
 
@@ -274,7 +275,7 @@ def test_an_fp8_checkpoint_is_refused_in_one_line(config_class: str, model_type:
                                                  qk_rope_head_dim=4, v_head_dim=8, vocab_size=64)
     getattr(transformers, config_class.replace("Config", "ForCausalLM"))(config).save_pretrained(hf_dir)
     settings = json.load(open(hf_dir / "config.json"))
-    settings["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+    settings["quantization_config"] = {"quant_method": "fp8", "fmt": "e5m2", "weight_block_size": [128, 128]}
     json.dump(settings, open(hf_dir / "config.json", "w"))
     code = convert_main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(hf_dir),
                          "--save-dir", str(save), "--model-type-hf", model_type])

@@ -23,7 +23,7 @@
   ``h_proj`` (the columns of our ``eh_proj``), ``norm`` (our ``final_layernorm``), ``hc_head_{fn,base,scale}`` and
   the layer's tensors under the decoder layers' names. A checkpoint without them (transformers drops them when it
   saves) converts without MTP. The published checkpoints are FP8/FP4 (``quantization_config``): the
-converter refuses them until the low-precision issue dequantises them.
+converter dequantises them on import (mindspeed_llm/convert/quantized.py).
 """
 from __future__ import annotations
 

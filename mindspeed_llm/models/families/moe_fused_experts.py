@@ -41,8 +41,8 @@ and ``linear_fc2.weight`` [experts, h, ffn].
   [gate; up] rows; its bias [E, 2 ffn] likewise) and ``down_proj`` [E, ffn, h] ("experts_transposed" -> our
   fc2 [E, h, ffn]); ``self_attn.sinks`` [heads] is our ``softmax_offset``.
 
-  Refused (RegistryError): ``quantization_config`` (the published MXFP4 experts: convert a dequantized copy),
-  ``swiglu_alpha`` other than quick GELU's 1.702 (Megatron's ``--quick-geglu`` fixes
+  The published MXFP4 experts (``quantization_config``) are dequantised on import (mindspeed_llm/convert/quantized.py).
+  Refused (RegistryError): ``swiglu_alpha`` other than quick GELU's 1.702 (Megatron's ``--quick-geglu`` fixes
   it), router jitter; our side: settings GPT-OSS has no key for (dense layers, shared experts, other routing).
 """
 from __future__ import annotations
@@ -276,12 +276,6 @@ def _gpt_oss_biases(attention_bias: bool) -> Dict[str, Any]:
 
 
 def _gpt_oss_config(hf: Dict[str, Any]) -> Dict[str, Any]:
-    quantization = hf.get("quantization_config")
-    if quantization:
-        method = quantization.get("quant_method") if isinstance(quantization, dict) else quantization
-        raise RegistryError(f"{GPT_OSS_NAME} quantization_config (quant_method {method!r}) is not supported: convert a "
-                            "dequantized checkpoint (transformers: load with Mxfp4Config(dequantize=True), then "
-                            "save_pretrained)")
     hf = {**GPT_OSS_DEFAULTS, **hf}
     if not any(hf.get(key) for key in ("rope_parameters", "rope_scaling", "rope_theta")):
         hf["rope_parameters"] = GPT_OSS_DEFAULT_ROPE
