@@ -304,6 +304,7 @@ def _add_mixed_precision_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--min-loss-scale", type=float, default=1.0)
     group.add_argument("--loss-scale-window", type=int, default=1000)
     group.add_argument("--hysteresis", type=int, default=2)
+    add_config_flags(group)
 
 
 def _add_distributed_args(parser: argparse.ArgumentParser) -> None:

@@ -291,9 +291,17 @@ class ColumnParallelLinear(nn.Module):
             self.bias = mark_param(nn.Parameter(torch.empty(local_out, dtype=dtype, device=device)),
                                    init="zeros", tp_shard=self.shard)
 
+    fp8 = None  # an Fp8Recipe (core/quantization/fp8.py) set by the FP8 transform: the product in FP8
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return column_parallel_linear(x, self.weight, self.bias, self.group,
-                                      sequence_parallel=self.sequence_parallel, gather_output=self.gather_output)
+        if self.fp8 is None:
+            return column_parallel_linear(x, self.weight, self.bias, self.group,
+                                          sequence_parallel=self.sequence_parallel, gather_output=self.gather_output)
+        from core.quantization.fp8 import SPLIT_OUT, fp8_linear
+        y = fp8_linear(column_parallel_input(x, self.group, self.sequence_parallel), self.weight, self.fp8,
+                       SPLIT_OUT if self.group.size > 1 else None, self.group)  # [s, b, out/tp]
+        y = y + self.bias if self.bias is not None else y
+        return gather_from_tensor_model_parallel_region(y, self.group) if self.gather_output else y
 
 
 class RowParallelLinear(nn.Module):
@@ -319,10 +327,16 @@ class RowParallelLinear(nn.Module):
             self.bias = mark_param(nn.Parameter(torch.empty(output_size, dtype=dtype, device=device)),
                                    init="zeros", grad_partial_over_tp=sequence_parallel)
 
+    fp8 = None  # an Fp8Recipe (core/quantization/fp8.py) set by the FP8 transform: the product in FP8
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.input_is_parallel:
             x = scatter_to_tensor_model_parallel_region(x, self.group)
-        y = linear(x, self.weight)  # [s, b, out], a partial sum over TP
+        if self.fp8 is None:
+            y = linear(x, self.weight)  # [s, b, out], a partial sum over TP
+        else:
+            from core.quantization.fp8 import SPLIT_IN, fp8_linear
+            y = fp8_linear(x, self.weight, self.fp8, SPLIT_IN if self.group.size > 1 else None, self.group)
         if self.sequence_parallel:
             y = reduce_scatter_to_sequence_parallel_region(y, self.group)  # [s/tp, b, out]
         else:

@@ -1049,6 +1049,27 @@ class RuntimeConfig:
     hidden_dropout: float = config_field(0.1, group="regularization")
     init_method_std: float = config_field(0.02, group="initialization")
     params_dtype: torch.dtype = config_field(torch.float32, flag=None)
+    # FP8 linears (core/quantization/fp8.py, applied by mindspeed_llm/transforms/fp8.py; Megatron-core's flags): the
+    # element format [--fp8-format: e4m3, hybrid = E4M3 forward and E5M2 gradients, hif8 = HiFloat8] and how scales
+    # are taken [--fp8-recipe: tensorwise, rowwise, blockwise, mxfp8]; the decoder layers' linears quantise their
+    # inputs, weights and output gradients, the embeddings and output layer stay in high precision, and so do the
+    # first and last layers with --first-last-layers-bf16 [--num-layers-at-start-in-bf16, --num-layers-at-end-in-bf16]
+    fp8_format: Optional[str] = config_field(None, group="mixed precision", choices=("e4m3", "hybrid", "hif8"),
+                                             help="FP8 linears in this format (with --fp8-recipe): e4m3; hybrid (E4M3 "
+                                                  "forward, E5M2 gradients); hif8 (HiFloat8)")
+    fp8_recipe: Optional[str] = config_field(None, group="mixed precision",
+                                             choices=("tensorwise", "rowwise", "blockwise", "mxfp8", "delayed"),
+                                             help="FP8 scaling: tensorwise (current per-tensor amax), rowwise "
+                                                  "(per row along each GEMM's reduction, power-of-two scales), "
+                                                  "blockwise (1x128 tiles, 128x128 weight blocks), mxfp8 (32-element "
+                                                  "blocks, E8M0 scales)")
+    first_last_layers_bf16: bool = config_field(False, group="mixed precision",
+                                                help="with --fp8-format: keep the first and last decoder layers' "
+                                                     "linears in high precision")
+    num_layers_at_start_in_bf16: int = config_field(1, group="mixed precision",
+                                                    help="with --first-last-layers-bf16: how many first layers")
+    num_layers_at_end_in_bf16: int = config_field(1, group="mixed precision",
+                                                  help="with --first-last-layers-bf16: how many last layers")
     # DSA's two training stages (DeepSeek-V3.2): the indexer learns the KL divergence from the main attention's
     # distribution (summed over heads, normalised) to its own, times the coefficient [--dsa-indexer-loss-coeff,
     # Megatron's]; over the selected keys only in the sparse stage [--dsa-indexer-use-sparse-loss], over every
@@ -1193,6 +1214,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
     def validate(self) -> None:
         """Reject inconsistent settings; messages name the flags."""
         self._validate_swap_attention()
+        self._validate_fp8()
         if self.normalization not in NORMALIZATIONS:
             raise ValueError(f"--normalization {self.normalization!r} is not one of {NORMALIZATIONS}")
         if self.position_embedding_type not in POSITION_EMBEDDINGS:
@@ -2193,6 +2215,31 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if (self.attn_sub_norm or self.ffn_sub_norm) and (self.normalization != "RMSNorm" or self.non_parametric_norm):
             raise ValueError("--attn-sub-norm/--ffn-sub-norm need --normalization RMSNorm with weights "
                              "(no --non-parametric-norm)")
+
+    def _validate_fp8(self) -> None:
+        """--fp8-format and --fp8-recipe together, over bf16/fp32 weights; the bf16 layer counts only with
+        --first-last-layers-bf16 and within the model."""
+        if (self.fp8_format is None) != (self.fp8_recipe is None):
+            given, missing = (("--fp8-format", "--fp8-recipe") if self.fp8_format is not None
+                              else ("--fp8-recipe", "--fp8-format"))
+            raise ValueError(f"{given} needs {missing} (e.g. --fp8-format e4m3 --fp8-recipe tensorwise)")
+        counts_given = (self.num_layers_at_start_in_bf16, self.num_layers_at_end_in_bf16) != (1, 1)
+        if counts_given and not self.first_last_layers_bf16:
+            raise ValueError("--num-layers-at-start-in-bf16/--num-layers-at-end-in-bf16 count the layers "
+                             "--first-last-layers-bf16 keeps in high precision: add it or drop them")
+        if self.first_last_layers_bf16 and self.fp8_format is None:
+            raise ValueError("--first-last-layers-bf16 keeps layers out of FP8: add --fp8-format and --fp8-recipe")
+        if self.fp8_format is None:
+            return
+        if self.fp8_recipe == "delayed":
+            raise ValueError("--fp8-recipe delayed (amax history) is not implemented; use tensorwise, the current "
+                             "per-tensor scaling that delayed scaling approximates")
+        if self.params_dtype == torch.float16:
+            raise ValueError("--fp8-format runs over bf16 or fp32 weights: drop --fp16 (use --bf16)")
+        if self.fp8_format == "hif8" and self.fp8_recipe != "tensorwise":
+            raise ValueError(f"--fp8-format hif8 scales per tensor (--fp8-recipe tensorwise), not {self.fp8_recipe}")
+        if min(self.num_layers_at_start_in_bf16, self.num_layers_at_end_in_bf16) < 0:
+            raise ValueError("--num-layers-at-start-in-bf16/--num-layers-at-end-in-bf16 must be at least 0")
 
     def _validate_swap_attention(self) -> None:
         from core.transformer.swap_attention import check_swap_modules

@@ -16,7 +16,7 @@ from torch import nn
 
 from core.models.gpt_model import GPTModel, layout_state
 from core.transformer.config import TransformerConfig
-from mindspeed_llm.transforms import dsa_warmup, lora, qlora  # noqa: F401  (the built-ins register themselves)
+from mindspeed_llm.transforms import dsa_warmup, fp8, lora, qlora  # noqa: F401  (the built-ins register themselves)
 from mindspeed_llm.transforms.base import REGISTRY, ModelTransform, TransformEntry
 
 

@@ -1,0 +1,222 @@
+"""FP8 linears: each GEMM of a linear's forward and backward on quantised operands, as Megatron-core's (Transformer
+Engine's) and TorchTitan's recipes define them (``--fp8-format``, ``--fp8-recipe``).
+
+A linear ``y = x w^T`` (x ``[tokens, K]``, w ``[N, K]``) runs three GEMMs, each reducing over one dimension:
+
+====================  ================  ====================================
+GEMM                  reduces over      operands quantised along it
+====================  ================  ====================================
+forward ``x w^T``     K (in)            x per row, w per row
+dgrad ``g w``         N (out)           g per row, w per column
+wgrad ``g^T x``       tokens            g per column, x per column
+====================  ================  ====================================
+
+Recipes (the scale of a group of elements is ``fmax / amax`` of the group, ``fmax`` the format's largest value;
+elements are cast ``round(v * scale)`` with saturation and multiplied back by ``1 / scale``):
+
+* ``tensorwise`` (TE's current scaling, TorchTitan's ``tensorwise``): one scale per tensor, from its amax now.
+* ``rowwise`` (TorchTitan's ``rowwise``): one scale per row along the GEMM's reduction dimension, rounded down to
+  a power of two as TorchTitan rounds it; every operand in E4M3.
+* ``blockwise`` (TE's Float8BlockScaling, DeepSeek-V3's recipe): inputs and gradients in 1 x 128 tiles along the
+  reduction dimension, weights in 128 x 128 blocks (the same blocks serve the forward and dgrad); power-of-two
+  scales, as TE's default.
+* ``mxfp8`` (OCP MX): blocks of 32 along the reduction dimension with E8M0 scales (the spec's floor rule).
+
+Formats: ``e4m3`` everywhere; ``hybrid`` (E4M3 forward, E5M2 gradients); ``hif8`` (HiFloat8 everywhere, per
+tensor, Ascend's half-away rounding; the amax goes to 15, the top of HiF8's 3-mantissa-bit binades, not to its
+largest value 2^15 where one mantissa bit is left: our choice, MindSpeed documents none).
+
+The GEMM itself multiplies the dequantised operands in fp32 (the emulation: the numbers an FP8 GEMM with fp32
+accumulation produces, up to the order of its sums). Scales whose group a tensor-parallel split cuts (a per-tensor
+scale of a split tensor, a per-row scale along a split reduction dimension) take their amax over the TP group, so
+the quantised numbers, and the run, do not depend on the layout; block recipes need every rank's piece to hold
+whole blocks (checked when the model is built).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import torch
+import torch.distributed as dist
+
+from core.parallel_state import Group
+from core.quantization.formats import (E4M3, E5M2, MX_BLOCK, FloatFormat, hif8_quantize, mx_dequantize,
+                                      mx_quantize)
+from core.tensor_parallel.mappings import all_reduce
+
+FP8_FORMATS = ("e4m3", "hybrid", "hif8")
+FP8_RECIPES = ("tensorwise", "rowwise", "blockwise", "mxfp8")
+BLOCKWISE_TILE = 128  # elements per 1 x 128 tile, per side of a 128 x 128 weight block
+AMAX_EPS = 1e-12  # an all-zero group keeps a finite scale (torchao's EPS)
+HIF8_SCALE_TARGET = 15.0  # 1.875 x 2^3, HiF8's largest value with a 3-bit mantissa
+INPUT, WEIGHT, GRAD = "input", "weight", "grad"
+# the row and column (local GEMM operand dimensions) that a tensor-parallel split cuts: column-parallel splits
+# N (the weight's rows, the output's columns), row-parallel splits K
+SPLIT_OUT, SPLIT_IN = "out", "in"
+
+
+@dataclass(frozen=True)
+class Fp8Recipe:
+    """One run's FP8 settings: the format (``e4m3`` | ``hybrid`` | ``hif8``) and the recipe."""
+
+    format: str
+    recipe: str
+
+    def __post_init__(self) -> None:
+        if self.format not in FP8_FORMATS:
+            raise ValueError(f"--fp8-format {self.format!r} is not one of {FP8_FORMATS}")
+        if self.recipe not in FP8_RECIPES:
+            raise ValueError(f"--fp8-recipe {self.recipe!r} is not one of {FP8_RECIPES}")
+
+    def element(self, role: str) -> Optional[FloatFormat]:
+        """The OCP format of ``role``'s elements (None: HiF8)."""
+        if self.format == "hif8":
+            return None
+        return E5M2 if self.format == "hybrid" and role == GRAD else E4M3
+
+    def block(self, role: str) -> int:
+        """Elements per scale along the reduction dimension (0: the whole dimension)."""
+        return {"blockwise": BLOCKWISE_TILE, "mxfp8": MX_BLOCK}.get(self.recipe, 0)
+
+
+def _cast(values: torch.Tensor, fmt: Optional[FloatFormat]) -> torch.Tensor:
+    """``values`` (already scaled) on the format's grid, saturating."""
+    return hif8_quantize(values, saturate=True) if fmt is None else fmt.quantize(values)
+
+
+def _scale_target(fmt: Optional[FloatFormat]) -> float:
+    """What a group's amax is scaled to: the format's largest value; HiF8's largest with 3 mantissa bits (its
+    tapered precision is finest for |e| <= 3, and the binades below keep small values down to 2^-22)."""
+    return HIF8_SCALE_TARGET if fmt is None else fmt.max_value
+
+
+def _power_of_two_below(scale: torch.Tensor) -> torch.Tensor:
+    return torch.exp2(torch.floor(torch.log2(scale)))
+
+
+def _scaled_cast(t: torch.Tensor, amax: torch.Tensor, fmt: Optional[FloatFormat], power_of_two: bool) -> torch.Tensor:
+    """``t`` cast with the scale ``fmax / amax`` (broadcast over ``t``) and multiplied back."""
+    scale = _scale_target(fmt) / amax.clamp(min=AMAX_EPS)
+    if power_of_two:
+        scale = _power_of_two_below(scale)
+    return _cast(t * scale, fmt) / scale
+
+
+def _max_over(amax: torch.Tensor, group: Optional[Group]) -> torch.Tensor:
+    """The amax over the ranks that share its group of elements (a tensor-parallel split cuts it)."""
+    if group is not None and group.size > 1:
+        all_reduce(amax, group, op=dist.ReduceOp.MAX)
+    return amax
+
+
+def _tiles(t: torch.Tensor, tile: int) -> Tuple[torch.Tensor, int]:
+    """``t`` ``[rows, n]`` zero-padded along its last dimension to whole tiles: ``[rows, n / tile, tile]``."""
+    pad = (-t.size(-1)) % tile
+    if pad:
+        t = torch.cat([t, t.new_zeros(t.size(0), pad)], dim=-1)
+    return t.reshape(t.size(0), -1, tile), pad
+
+
+def quantize_along(t: torch.Tensor, reduce_dim: int, recipe: Fp8Recipe, role: str,
+                   tensor_split: Optional[int] = None, group: Optional[Group] = None) -> torch.Tensor:
+    """The dequantised fp32 values of a 2-D GEMM operand ``t`` quantised for a GEMM reducing over ``reduce_dim``.
+
+    ``tensor_split``: the dimension of ``t`` a tensor-parallel split cuts over ``group`` (None: ``t`` is whole on
+    every rank), so that the scales of the groups of elements it cuts take their amax over ``group``.
+    """
+    fmt = recipe.element(role)
+    t = t.float()
+    if recipe.recipe == "tensorwise":
+        amax = _max_over(t.abs().amax(), group if tensor_split is not None else None)
+        return _scaled_cast(t, amax, fmt, power_of_two=False)
+    moved = t if reduce_dim == 1 else t.t()  # [rows, reduction]
+    if recipe.recipe == "rowwise":
+        amax = _max_over(moved.abs().amax(dim=1, keepdim=True), group if tensor_split == reduce_dim else None)
+        out = _scaled_cast(moved, amax, fmt, power_of_two=True)
+    elif recipe.recipe == "mxfp8":  # the tokens of a wgrad may end in a partial block: zeros fill it
+        blocks, pad = _tiles(moved, MX_BLOCK)
+        elements, scales = mx_quantize(blocks.reshape(moved.size(0), -1), fmt)
+        out = mx_dequantize(elements, scales)
+        out = out[:, :out.size(1) - pad] if pad else out
+    else:  # blockwise: 1 x 128 tiles of inputs and gradients, 128 x 128 blocks of weights
+        out = _blockwise(moved, fmt, weight=role == WEIGHT)
+    return out if reduce_dim == 1 else out.t()
+
+
+def _blockwise(t: torch.Tensor, fmt: Optional[FloatFormat], weight: bool) -> torch.Tensor:
+    """``t`` ``[rows, reduction]`` in 1 x 128 tiles (``weight``: 128 x 128 blocks), power-of-two scales."""
+    rows = t.size(0)
+    tiles, pad = _tiles(t, BLOCKWISE_TILE)  # [rows, n/128, 128]
+    amax = tiles.abs().amax(dim=-1, keepdim=True)  # [rows, n/128, 1]
+    if weight:  # one amax per 128 rows of a tile column
+        row_pad = (-rows) % BLOCKWISE_TILE
+        padded = torch.cat([amax, amax.new_zeros(row_pad, *amax.shape[1:])]) if row_pad else amax
+        block = padded.reshape(-1, BLOCKWISE_TILE, *amax.shape[1:]).amax(dim=1, keepdim=True)
+        amax = block.expand(-1, BLOCKWISE_TILE, -1, -1).reshape(-1, *amax.shape[1:])[:rows]
+    out = _scaled_cast(tiles, amax, fmt, power_of_two=True).reshape(rows, -1)
+    return out[:, :out.size(1) - pad] if pad else out
+
+
+def check_blocks(recipe: Fp8Recipe, shape: Tuple[int, int], split: Optional[str], pieces: Tuple[int, ...],
+                 name: str) -> None:
+    """The block recipes' constraints on a linear's weight ``shape`` ``[N, K]``: MXFP8's blocks of 32 need both
+    dimensions in multiples of 32; under a TP split (``split``) every rank's piece of each fused segment
+    (``pieces``, the per-rank sizes along the split dimension) must hold whole blocks, so that a rank's blocks are
+    the blocks of one process. One line naming the linear and the fix."""
+    block = recipe.block(WEIGHT)
+    if not block:
+        return
+    if recipe.recipe == "mxfp8" and any(size % MX_BLOCK for size in shape):
+        raise ValueError(f"--fp8-recipe mxfp8: {name} is [{shape[0]}, {shape[1]}], a dimension not divisible by "
+                         f"{MX_BLOCK} (the MX block); pick sizes in multiples of {MX_BLOCK} or another recipe")
+    broken = [piece for piece in pieces if piece % block]
+    if split is not None and broken:
+        raise ValueError(f"--fp8-recipe {recipe.recipe}: {name}'s {'output' if split == SPLIT_OUT else 'input'} "
+                         f"dimension gives each tensor-parallel rank pieces of {broken[0]}, not a multiple of the "
+                         f"{block}-element blocks; change --tensor-model-parallel-size or the model's sizes")
+
+
+class Fp8Linear(torch.autograd.Function):
+    """``x w^T`` with each GEMM on quantised operands (see the module docstring); fp32 products."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, recipe: Fp8Recipe, split: Optional[str],
+                group: Optional[Group]) -> torch.Tensor:
+        # x [..., K], weight [N, K] -> [..., N]
+        ctx.save_for_backward(x, weight)
+        ctx.recipe, ctx.split, ctx.group = recipe, split, group
+        rows = x.reshape(-1, x.size(-1))  # [tokens, K]
+        x_split = 1 if split == SPLIT_IN else None
+        x_q = quantize_along(rows, 1, recipe, INPUT, x_split, group)
+        w_q = quantize_along(weight, 1, recipe, WEIGHT, _weight_split(split), group)
+        return (x_q @ w_q.t()).to(x.dtype).view(*x.shape[:-1], weight.size(0))
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        x, weight = ctx.saved_tensors
+        recipe, split, group = ctx.recipe, ctx.split, ctx.group
+        grad = grad_output.reshape(-1, grad_output.size(-1))  # [tokens, N]
+        grad_split = 1 if split == SPLIT_OUT else None
+        grad_x = grad_w = None
+        if ctx.needs_input_grad[0]:  # reduces over N
+            g_q = quantize_along(grad, 1, recipe, GRAD, grad_split, group)
+            w_q = quantize_along(weight, 0, recipe, WEIGHT, _weight_split(split), group)
+            grad_x = (g_q @ w_q).to(x.dtype).view(x.shape)  # [..., K]
+        if ctx.needs_input_grad[1]:  # reduces over the tokens, never split by TP
+            rows = x.reshape(-1, x.size(-1))
+            g_q = quantize_along(grad, 0, recipe, GRAD, grad_split, group)
+            x_q = quantize_along(rows, 0, recipe, INPUT, 1 if split == SPLIT_IN else None, group)
+            grad_w = (g_q.t() @ x_q).to(weight.dtype)  # [N, K]
+        return grad_x, grad_w, None, None, None
+
+
+def _weight_split(split: Optional[str]) -> Optional[int]:
+    """The dimension of the local weight ``[N, K]`` a TP split cuts."""
+    return {SPLIT_OUT: 0, SPLIT_IN: 1}.get(split)
+
+
+def fp8_linear(x: torch.Tensor, weight: torch.Tensor, recipe: Fp8Recipe, split: Optional[str] = None,
+               group: Optional[Group] = None) -> torch.Tensor:
+    """``x w^T`` through :class:`Fp8Linear` (``split``: how TP splits this linear over ``group``)."""
+    return Fp8Linear.apply(x, weight, recipe, split, group)

@@ -1,0 +1,94 @@
+"""FP8 linears as a model transform: ``--fp8-format F --fp8-recipe R`` (Megatron-core's flags).
+
+The build hook gives every column- and row-parallel linear of the decoder layers (attention and MLA projections,
+the MLP, the recurrent mixers' in/out projections) the run's :class:`~core.quantization.fp8.Fp8Recipe`, except in
+the layers ``--first-last-layers-bf16`` keeps in high precision; the embeddings, the output layer, the MTP layers
+and the small projections that are plain ``nn.Linear`` (Mamba's ``x_proj``/``dt_proj``, the routers) stay in
+the run's dtype. The weights, their master copies and the checkpoints do not change: an FP8 run saves what a bf16
+run saves, and either resumes the other.
+
+The checks refuse, one line each, what this does not cover yet: the routed experts' grouped GEMMs (a MoE model),
+the zero-bubble schedule (its deferred weight gradients), and block sizes a TP split would cut. The GEMMs are
+emulated (quantise, dequantise, fp32 product) on every device today; the run says so once.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import Callable, Iterator, Optional, Tuple
+
+from torch import nn
+
+from core.quantization.fp8 import SPLIT_IN, SPLIT_OUT, Fp8Recipe, check_blocks
+from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
+from core.tensor_parallel.param_meta import param_meta
+from mindspeed_llm.arguments import ArgumentError
+from mindspeed_llm.transforms.base import ModelTransform, register_transform
+
+DECODER_LAYER = re.compile(r"^decoder\.layers\.(\d+)\.")
+
+
+class Fp8Linears(ModelTransform):
+    """Quantise the decoder layers' column/row-parallel products per the run's FP8 recipe."""
+
+    name = "fp8"
+
+    def __init__(self, recipe: Fp8Recipe, num_layers: int, bf16_start: int, bf16_end: int) -> None:
+        self.recipe, self.num_layers, self.bf16_start, self.bf16_end = recipe, num_layers, bf16_start, bf16_end
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Optional["Fp8Linears"]:
+        if getattr(args, "fp8_format", None) is None or getattr(args, "fp8_recipe", None) is None:
+            return None
+        first_last = getattr(args, "first_last_layers_bf16", False)
+        return cls(Fp8Recipe(args.fp8_format, args.fp8_recipe), args.num_layers,
+                   args.num_layers_at_start_in_bf16 if first_last else 0,
+                   args.num_layers_at_end_in_bf16 if first_last else 0)
+
+    def quantised(self, layer_number: int) -> bool:
+        """Decoder layer ``layer_number`` (0-based) runs its linears in FP8."""
+        return self.bf16_start <= layer_number < self.num_layers - self.bf16_end
+
+    def linears(self, model: nn.Module) -> Iterator[Tuple[str, nn.Module]]:
+        """The column/row-parallel linears this transform quantises, by name."""
+        for name, module in model.named_modules():
+            match = DECODER_LAYER.match(name)
+            if (isinstance(module, (ColumnParallelLinear, RowParallelLinear)) and match is not None
+                    and self.quantised(int(match.group(1)))):
+                yield name, module
+
+    def check(self, args: argparse.Namespace, meta_model: Callable[[], nn.Module]) -> None:
+        recipe = f"--fp8-recipe {self.recipe.recipe}"
+        if getattr(args, "num_experts", None):
+            raise ArgumentError(f"{recipe}: the routed experts' GEMMs are not quantised yet, so a MoE model would "
+                                "train them in high precision; drop --fp8-format/--fp8-recipe")
+        if getattr(args, "schedules_method", None) == "zero-bubble":
+            raise ArgumentError(f"{recipe} with --schedules-method zero-bubble: FP8 linears do not defer their "
+                                "weight gradients; use 1F1B")
+        tp = args.tensor_model_parallel_size
+        linears = list(self.linears(meta_model()))
+        if not linears:
+            raise ArgumentError(f"{recipe}: no decoder layer is left in FP8 (--num-layers-at-start-in-bf16/"
+                                "--num-layers-at-end-in-bf16 cover them all)")
+        for name, module in linears:
+            split = (SPLIT_OUT if isinstance(module, ColumnParallelLinear) else SPLIT_IN) if tp > 1 else None
+            try:
+                check_blocks(self.recipe, tuple(module.weight.shape), split, self._pieces(module, tp), name)
+            except ValueError as error:
+                raise ArgumentError(str(error)) from None
+        print(f"fp8: {self.recipe.format} {self.recipe.recipe} on {len(linears)} linears; the GEMMs are emulated "
+              "(quantise, dequantise, fp32 product): no FP8 GEMM path is wired yet", file=sys.stderr)
+
+    @staticmethod
+    def _pieces(module: nn.Module, tp: int) -> Tuple[int, ...]:
+        """Each fused segment's per-rank size along the TP-split dimension (a replicated segment: whole)."""
+        shard = param_meta(module.weight).tp_shard
+        return tuple(segment.local_units(tp) * segment.unit_size for segment in shard.segments)
+
+    def on_meta_model(self, model: nn.Module) -> None:
+        for _, module in self.linears(model):
+            module.fp8 = self.recipe
+
+
+register_transform(Fp8Linears.name, Fp8Linears.from_args)
