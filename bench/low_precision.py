@@ -1,0 +1,91 @@
+"""Low-precision training against bf16 in the same run: the loss gap and the step time of each FP8 recipe.
+
+    python bench/low_precision.py [--iters 200] [--recipes tensorwise,blockwise,mxfp8,hif8]
+    python bench/low_precision.py --smoke      # 10 iterations on mock data: seconds
+
+The quick-start model (examples/quickstart.sh: 2 layers, hidden 128, GQA, SwiGLU, seq 128) trains ``--iters``
+iterations on the quick-start corpus (``outputs/quickstart/data``; run the quick start once to make it, else the
+bench trains on mock data and says so), one process, bf16 weights, the same seed and batches, once in bf16 and
+once per FP8 recipe (``--fp8-format``/``--fp8-recipe``). Each row (stderr) gives the mean of the last 50
+iterations' losses, its gap to bf16's in percent, and the median step time as a ratio to bf16's; stdout gets one
+JSON line with the same rows. On the CPU the FP8 GEMMs are emulated (quantise, dequantise, fp32 product), so FP8 is
+slower there: the time ratio that matters is a GPU's.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from typing import Dict, List, Tuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "outputs", "quickstart", "data", "stdlib_text_document")
+TOKENIZER = os.path.join(ROOT, "outputs", "quickstart", "tokenizer")
+MODEL = ["--num-layers", "2", "--hidden-size", "128", "--ffn-hidden-size", "352", "--num-attention-heads", "4",
+         "--group-query-attention", "--num-query-groups", "2", "--seq-length", "128", "--max-position-embeddings",
+         "128", "--position-embedding-type", "rope", "--normalization", "RMSNorm", "--swiglu", "--disable-bias-linear",
+         "--untie-embeddings-and-output-weights", "--attention-dropout", "0", "--hidden-dropout", "0",
+         "--make-vocab-size-divisible-by", "1"]
+RECIPES: Dict[str, List[str]] = {
+    "bf16": [],
+    "tensorwise": ["--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"],
+    "rowwise": ["--fp8-format", "e4m3", "--fp8-recipe", "rowwise"],
+    "blockwise": ["--fp8-format", "e4m3", "--fp8-recipe", "blockwise"],
+    "mxfp8": ["--fp8-format", "hybrid", "--fp8-recipe", "mxfp8"],
+    "hif8": ["--fp8-format", "hif8", "--fp8-recipe", "tensorwise"],
+}
+LOSS = re.compile(r"iteration\s+(\d+)/.*?elapsed time per iteration \(ms\): ([0-9.]+).*?\| lm loss: ([0-9.E+-]+) \|")
+
+
+def data_args(iters: int, smoke: bool) -> Tuple[List[str], str]:
+    """The corpus flags (the quick start's data when present) and what the run trains on."""
+    if not smoke and os.path.exists(DATA + ".bin"):
+        return (["--data-path", DATA, "--split", "100,0,0", "--tokenizer-type", "PretrainedFromHF",
+                 "--tokenizer-name-or-path", TOKENIZER], "the quick-start corpus")
+    return ["--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "4000"], "mock data"
+
+
+def train(recipe: List[str], iters: int, data: List[str]) -> Tuple[List[float], List[float]]:
+    """Per-iteration losses and step times (ms) of one run."""
+    argv = [sys.executable, os.path.join(ROOT, "pretrain_gpt.py"), *MODEL, *data, "--micro-batch-size", "8",
+            "--global-batch-size", "16", "--train-iters", str(iters), "--lr", "1.5e-3", "--min-lr", "1.5e-4",
+            "--lr-warmup-iters", str(max(iters // 15, 1)), "--lr-decay-style", "cosine", "--weight-decay", "0.01",
+            "--clip-grad", "1.0", "--seed", "1234", "--device", "cpu", "--bf16", "--log-interval", "1",
+            "--eval-iters", "0", *recipe]
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"bench/low_precision.py: {' '.join(recipe) or 'bf16'} failed:\n{done.stderr[-2000:]}")
+    rows = [(float(ms), float(loss)) for _, ms, loss in LOSS.findall(done.stdout)]
+    return [loss for _, loss in rows], [ms for ms, _ in rows]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--iters", type=int, default=200)
+    parser.add_argument("--recipes", default=",".join(name for name in RECIPES if name != "bf16"))
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args()
+    iters = 10 if args.smoke else args.iters
+    data, what = data_args(iters, args.smoke)
+    tail = min(50, iters)
+    print(f"quick-start model, {iters} iterations on {what}, one process, bf16 weights; loss = mean of the last "
+          f"{tail} iterations; FP8 GEMMs emulated on the CPU", file=sys.stderr)
+    rows: Dict[str, Dict[str, float]] = {}
+    for name in ["bf16"] + args.recipes.split(","):
+        losses, times = train(RECIPES[name], iters, data)
+        loss, step = statistics.mean(losses[-tail:]), statistics.median(times[1:] or times)
+        base = rows.get("bf16", {"loss": loss, "step_ms": step})
+        rows[name] = {"loss": round(loss, 4), "gap_percent": round(100 * (loss - base["loss"]) / base["loss"], 3),
+                      "step_ms": round(step, 1), "time_vs_bf16": round(step / base["step_ms"], 3)}
+        print(f"{name:<11} loss {loss:.4f}  gap {rows[name]['gap_percent']:+6.2f}%  step {step:7.1f} ms  "
+              f"x{rows[name]['time_vs_bf16']:.2f}", file=sys.stderr)
+    print(json.dumps({"iters": iters, "data": what, "gemm": "emulated", "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
