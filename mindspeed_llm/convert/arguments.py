@@ -81,6 +81,10 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--save-lora-to-hf", action="store_true",
                         help="with --lora-load: write the adapters alone in PEFT's format (adapter_config.json, "
                              "adapter_model.safetensors) instead of the merged model")
+    parser.add_argument("--save-hf-fp8", action="store_true",
+                        help="with --save-model-type hf: write the linear weights as DeepSeek's block FP8 (E4M3 and "
+                             "weight_scale_inv per 128 x 128 block, quantization_config fp8), as inference servers "
+                             "load DeepSeek-V3/V3.2 and GLM-5; embeddings, norms, routers and lm_head stay as they are")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace what --save-dir already holds of the target format (a tracker, release/ or "
                              "iter_* directories; config.json or *.safetensors); without it such a --save-dir is "
@@ -157,6 +161,7 @@ def validate_args(args: argparse.Namespace) -> None:
     if args.model_type_hf is not None:
         get_family(args.model_type_hf)
     _validate_lora_args(args)
+    _validate_fp8_export(args)
 
 
 def _validate_dist_target(args: argparse.Namespace) -> None:
@@ -177,6 +182,13 @@ def _validate_dist_target(args: argparse.Namespace) -> None:
     if given:
         raise ConversionError(f"{', '.join(given)} lay(s) out a per-rank checkpoint; a torch_dist checkpoint loads "
                               "at any layout (training's flags choose it): drop the flag(s)")
+
+
+def _validate_fp8_export(args: argparse.Namespace) -> None:
+    """``--save-hf-fp8`` writes an HF model."""
+    if args.save_hf_fp8 and (args.save_model_type != "hf" or args.save_lora_to_hf):
+        raise ConversionError("--save-hf-fp8 writes an HF model's weights in FP8: pass --save-model-type hf (without "
+                              "--save-lora-to-hf)")
 
 
 def _validate_lora_args(args: argparse.Namespace) -> None:

@@ -73,7 +73,7 @@ def open_sink(args: argparse.Namespace, source, source_layout: ModelLayout, layo
     described = [(targets[name], [meta.to(dtype) if dtype else meta
                                   for meta in source.describe(name, source_layout.rules[name][1], source_layout)])
                  for name in source_layout.names]  # (the HF sink's order: the model's)
-    return HFWeightSink(directory, parse_size(args.max_shard_size), hf_config, layout, described)
+    return HFWeightSink(directory, parse_size(args.max_shard_size), hf_config, layout, described, args.save_hf_fp8)
 
 
 def convert(args: argparse.Namespace) -> None:

@@ -19,7 +19,8 @@ from core.transformer.config import TransformerConfig
 from mindspeed_llm.convert.errors import ConversionError, check_shape
 from mindspeed_llm.convert.files import HF_CONFIG, SAFETENSORS_INDEX, SAFETENSORS_SINGLE, write_json
 from mindspeed_llm.convert.layout import ModelLayout
-from mindspeed_llm.convert.quantized import dequantize, plan_dequantization
+from mindspeed_llm.convert.quantized import (FP8_EXPORT_CONFIG, FP8_SCALE_SUFFIX, dequantize, fp8_exported,
+                                             fp8_scale_shape, plan_dequantization, quantize_fp8_blocks)
 from mindspeed_llm.models.registry import (IGNORED_HF_TENSORS, Family, RegistryError, family_for_hf_config,
                                            find_rule, get_family, quantization_method, to_ours)
 
@@ -108,7 +109,7 @@ class HFSource:
             self.where[name], self.shapes[name] = self.stored_where[entry.sources[0]], entry.shape
             self.dtypes[name] = "F32"
         for name in self.where:
-            if self.dtypes[name] not in TORCH_DTYPES:
+            if self.dtypes[name] not in TORCH_DTYPES or self.dtypes[name].startswith("F8_"):
                 raise ConversionError(f"tensor {name!r} in {self.listing} is stored as {self.dtypes[name]} without the "
                                       "scales that make it a weight (quantization_config "
                                       f"{self.hf_config.get('quantization_config')!r}); convert a bf16 copy")
@@ -289,7 +290,7 @@ def resolve_family(name: Optional[str], hf_config: Optional[Dict[str, Any]], whe
 
 SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64",
                       torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
-                      torch.uint8: "U8", torch.bool: "BOOL"}
+                      torch.uint8: "U8", torch.bool: "BOOL", torch.float8_e4m3fn: "F8_E4M3"}
 TORCH_DTYPES = {name: dtype for dtype, name in SAFETENSORS_DTYPES.items()}
 
 
@@ -407,12 +408,25 @@ class HFWeightSink:
     target's HF names (a reward model has HF's score head and no ``lm_head``)."""
 
     def __init__(self, directory: str, max_shard_size: int, hf_config: Dict[str, Any], layout: ModelLayout,
-                 described: Sequence[Tuple[str, Sequence[torch.Tensor]]]) -> None:
-        """``described``: (our target name, its HF tensors on the meta device) in the order they will come."""
-        self.layout = layout
-        plan = [(hf_name, meta.dtype, tuple(meta.shape)) for name, metas in described if self._kept(name)
-                for hf_name, meta in zip(layout.rules[name][1], metas)]
+                 described: Sequence[Tuple[str, Sequence[torch.Tensor]]], fp8: bool = False) -> None:
+        """``described``: (our target name, its HF tensors on the meta device) in the order they will come;
+        ``fp8``: the linear weights in DeepSeek's block FP8 (``--save-hf-fp8``)."""
+        self.layout, self.fp8 = layout, fp8
+        plan: List[Planned] = []
+        for name, metas in described:
+            if self._kept(name):
+                for hf_name, meta in zip(layout.rules[name][1], metas):
+                    plan += self._planned(hf_name, meta.dtype, tuple(meta.shape))
+        if fp8:
+            hf_config = {**hf_config, "quantization_config": dict(FP8_EXPORT_CONFIG)}
         self.sink = HFSink(directory, max_shard_size, hf_config, plan)
+
+    def _planned(self, hf_name: str, dtype: torch.dtype, shape: Tuple[int, ...]) -> List[Planned]:
+        """The file entries of one HF tensor: itself, or its E4M3 values and block scales."""
+        if not (self.fp8 and fp8_exported(hf_name, shape)):
+            return [(hf_name, dtype, shape)]
+        return [(hf_name, torch.float8_e4m3fn, shape), (hf_name + FP8_SCALE_SUFFIX, torch.float32,
+                                                        fp8_scale_shape(shape))]
 
     def _kept(self, name: str) -> bool:
         """Whether our parameter ``name`` is written (a reward model's ``output_layer`` is not)."""
@@ -427,7 +441,14 @@ class HFWeightSink:
         model's ``output_layer``)."""
         if not self._kept(name):
             return []
-        return [(hf_name, tensor.contiguous()) for hf_name, tensor in zip(self.layout.rules[name][1], tensors)]
+        prepared = []
+        for hf_name, tensor in zip(self.layout.rules[name][1], tensors):
+            if self.fp8 and fp8_exported(hf_name, tensor.shape):
+                values, scale_inv = quantize_fp8_blocks(tensor)
+                prepared += [(hf_name, values), (hf_name + FP8_SCALE_SUFFIX, scale_inv)]
+            else:
+                prepared.append((hf_name, tensor.contiguous()))
+        return prepared
 
     def write(self, name: str, prepared: List[Tuple[str, torch.Tensor]]) -> None:
         """Add the :meth:`prepare` d tensors of ``name`` to the shards."""

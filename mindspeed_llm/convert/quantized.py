@@ -15,6 +15,9 @@ Two published layouts are dequantised on import, tensor by tensor, as transforme
   elements); the weight transformers builds is ``[E, G * 32, rows]`` (its ``gate_up_proj`` / ``down_proj``).
 
 Any other method (or FP8 other than E4M3 blocks) is refused in one line by the registry's ``refuse_quantized``.
+
+``--save-hf-fp8`` writes the same block FP8 (:func:`quantize_fp8_blocks`, :func:`fp8_exported` picks the linear
+weights), so the export loads where DeepSeek's checkpoints load, and reads back as ``fp8 * scale_inv`` exactly.
 """
 from __future__ import annotations
 
@@ -29,6 +32,11 @@ from mindspeed_llm.convert.errors import ConversionError
 from mindspeed_llm.models.registry import fp8_block
 
 FP8_SCALE_SUFFIX = "_scale_inv"  # X.weight -> X.weight_scale_inv
+FP8_EXPORT_BLOCK = (128, 128)  # DeepSeek's weight_block_size
+FP8_EXPORT_CONFIG = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                     "weight_block_size": list(FP8_EXPORT_BLOCK)}
+KEPT_IN_HIGH_PRECISION = ("embed", "norm", "lm_head")  # name parts of weights an FP8 export leaves as they are
+ROUTER_MODULES = ("gate", "router")  # a MoE router's module (mlp.gate, block_sparse_moe.gate): high precision
 MXFP4_BLOCKS, MXFP4_SCALES = "_blocks", "_scales"  # P -> P_blocks, P_scales
 PACKED_FP4_DTYPES = ("I8", "U8")  # safetensors dtypes of weights stored as packed FP4 beside FP8 ones
 
@@ -118,3 +126,31 @@ def dequantize(entry: Dequantized, tensors: List[torch.Tensor], hf_config: Dict[
     if entry.kind == "fp8":
         return dequantize_scaled_blocks(tensors[0], tensors[1], fp8_block(hf_config))
     return dequantize_mxfp4_experts(tensors[0], tensors[1])
+
+
+def fp8_exported(hf_name: str, shape: Sequence[int]) -> bool:
+    """An HF tensor an FP8 export writes as block FP8: a linear's 2-D ``.weight``, not an embedding, norm, router
+    or ``lm_head`` (DeepSeek's choice)."""
+    if len(shape) != 2 or not hf_name.endswith(".weight") or any(part in hf_name for part in KEPT_IN_HIGH_PRECISION):
+        return False
+    return hf_name.rsplit(".", 2)[-2] not in ROUTER_MODULES
+
+
+def fp8_scale_shape(shape: Sequence[int], block: Sequence[int] = FP8_EXPORT_BLOCK) -> Tuple[int, int]:
+    """The ``weight_scale_inv`` grid of a ``[rows, cols]`` weight: one fp32 per (partial) block."""
+    return math.ceil(shape[0] / block[0]), math.ceil(shape[1] / block[1])
+
+
+def quantize_fp8_blocks(weight: torch.Tensor, block: Sequence[int] = FP8_EXPORT_BLOCK
+                        ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """DeepSeek's block FP8 of ``weight`` ``[rows, cols]``: E4M3 values (``weight / scale_inv``, rounded to
+    nearest even with saturation) and ``scale_inv`` = the block's amax / 448 (1 for an all-zero block)."""
+    rows, cols = weight.shape
+    grid = fp8_scale_shape(weight.shape, block)
+    padded = weight.new_zeros(grid[0] * block[0], grid[1] * block[1], dtype=torch.float32)
+    padded[:rows, :cols] = weight.float()
+    amax = padded.reshape(grid[0], block[0], grid[1], block[1]).abs().amax(dim=(1, 3))  # [gr, gc]
+    scale_inv = torch.where(amax > 0, amax / torch.finfo(torch.float8_e4m3fn).max, torch.ones_like(amax))
+    spread = scale_inv.repeat_interleave(block[0], dim=0)[:rows].repeat_interleave(block[1], dim=1)[:, :cols]
+    values = (weight.float() / spread).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    return values, scale_inv

@@ -8,7 +8,10 @@
 * Converting the quantised checkpoint gives exactly the Megatron checkpoint that converting a plain one holding
   those dequantised weights gives (TP 2), and its HF export carries no ``quantization_config``.
 * DeepSeek-V4's packed FP4 experts (int8, two codes per byte, E8M0 scales per 32) beside FP8 layers.
-* Bad input, one line each: an unsupported quantisation, an 8-bit tensor without its scale.
+* ``--save-hf-fp8`` writes DeepSeek's block FP8, which transformers loads to the weights our import reads back,
+  and which exports again to the same values.
+* Bad input, one line each: an unsupported quantisation, an 8-bit tensor without its scale, an FP8 export to a
+  non-HF target.
 
     python -m pytest tests/unit/test_convert_quantized.py -q
 """
@@ -211,3 +214,49 @@ def test_an_fp8_tensor_without_its_scale_is_one_line(deepseek_fp8, tmp_path, cap
                               read_json(os.path.join(deepseek_fp8["fp8"], "config.json")))
     expect_error(capsys, str(tmp_path / "out"), [*HF_MG, "--load-dir", source], dropped[:-len("_scale_inv")],
                  "F8_E4M3 without the scales")
+
+
+def test_an_fp8_export_reads_back_exactly(deepseek_fp8, tmp_path) -> None:
+    """``--save-hf-fp8``: the linear weights as E4M3 with 128 x 128 ``weight_scale_inv`` (embeddings, norms, the
+    router and ``lm_head`` as they were), within FP8's rounding of the weights; transformers loads the export
+    (``FineGrainedFP8Config(dequantize=True)``) to the same weights our import gives, ``fp8 * scale_inv`` exactly,
+    and exporting that again writes the same values."""
+    hf_to_mg(deepseek_fp8["plain"], str(tmp_path / "mg"), 2)
+    mg_to("hf", str(tmp_path / "mg"), str(tmp_path / "fp8"), "--save-hf-fp8")
+    exported, plain = read_safetensors(str(tmp_path / "fp8")), read_safetensors(deepseek_fp8["plain"])
+    assert read_json(str(tmp_path / "fp8" / "config.json"))["quantization_config"] == {
+        "quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+    quantised = sorted(name for name in exported if name + "_scale_inv" in exported)
+    assert "model.layers.0.self_attn.kv_a_proj_with_mqa.weight" in quantised
+    assert not [name for name in quantised if any(part in name for part in ("embed", "norm", "lm_head", "gate."))]
+    assert "model.layers.1.mlp.gate.weight" in exported and exported["model.layers.1.mlp.gate.weight"].dtype == \
+        torch.float32
+    dequantised = {}
+    for name in quantised:
+        assert exported[name].dtype == torch.float8_e4m3fn
+        assert exported[name].float().abs().max() == 448.0  # a block's amax maps to E4M3's largest value
+        dequantised[name] = quantized.dequantize_scaled_blocks(exported[name], exported[name + "_scale_inv"],
+                                                               (128, 128))
+        assert (dequantised[name] - plain[name]).abs().max() <= plain[name].abs().max() * 2.0 ** -4, name
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(  # as transformers (and servers) read the export
+        str(tmp_path / "fp8"), quantization_config=transformers.FineGrainedFP8Config(dequantize=True),
+        dtype=torch.float32).state_dict()
+    compared = [name for name in quantised if name in loaded]  # transformers fuses the experts under other names
+    assert len(compared) >= 10
+    for name in compared:
+        assert torch.equal(loaded[name], dequantised[name]), name
+    hf_to_mg(str(tmp_path / "fp8"), str(tmp_path / "mg2"), 1)
+    mg_to("hf", str(tmp_path / "mg2"), str(tmp_path / "hf2"))
+    again = read_safetensors(str(tmp_path / "hf2"))
+    for name, value in dequantised.items():
+        assert torch.equal(again[name], value), name
+    mg_to("hf", str(tmp_path / "mg2"), str(tmp_path / "fp8_again"), "--save-hf-fp8")
+    second = read_safetensors(str(tmp_path / "fp8_again"))
+    for name in quantised:
+        assert torch.equal(second[name].view(torch.uint8), exported[name].view(torch.uint8)), name
+        torch.testing.assert_close(second[name + "_scale_inv"], exported[name + "_scale_inv"], rtol=1.2e-7, atol=0)
+
+
+def test_fp8_export_needs_an_hf_target(deepseek_fp8, tmp_path, capsys) -> None:
+    expect_error(capsys, str(tmp_path / "out"), [*HF_MG, "--load-dir", deepseek_fp8["plain"], "--save-hf-fp8"],
+                 "--save-hf-fp8", "--save-model-type hf")
