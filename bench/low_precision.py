@@ -32,6 +32,8 @@ MODEL = ["--num-layers", "2", "--hidden-size", "128", "--ffn-hidden-size", "352"
          "--make-vocab-size-divisible-by", "1"]
 RECIPES: Dict[str, List[str]] = {
     "bf16": [],
+    "delayed": ["--fp8-format", "hybrid", "--fp8-recipe", "delayed", "--fp8-amax-history-len", "16",
+                "--fp8-amax-compute-algo", "max"],
     "tensorwise": ["--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"],
     "rowwise": ["--fp8-format", "e4m3", "--fp8-recipe", "rowwise"],
     "blockwise": ["--fp8-format", "e4m3", "--fp8-recipe", "blockwise"],

@@ -14,6 +14,12 @@ wgrad ``g^T x``       tokens            g per column, x per column
 Recipes (the scale of a group of elements is ``fmax / amax`` of the group, ``fmax`` the format's largest value;
 elements are cast ``round(v * scale)`` with saturation and multiplied back by ``1 / scale``):
 
+* ``delayed`` (TE's DelayedScaling, Megatron-core's default): one scale per tensor from the amax history of earlier
+  steps, ``fmax / amax / 2^margin`` with amax the history's newest entry or its max (``--fp8-amax-compute-algo``)
+  over ``--fp8-amax-history-len`` steps (the first step scales each tensor by its own amax, as tensorwise does). Each
+  step records every tensor's amax;
+  after the optimizer step the amaxes are reduced over TP and DP x CP (so every rank, and every layout, holds the
+  same history) and the scales updated (:class:`DelayedScaling`). The history travels in the checkpoint.
 * ``tensorwise`` (TE's current scaling, TorchTitan's ``tensorwise``): one scale per tensor, from its amax now.
 * ``rowwise`` (TorchTitan's ``rowwise``): one scale per row along the GEMM's reduction dimension, rounded down to
   a power of two as TorchTitan rounds it; every operand in E4M3.
@@ -35,7 +41,7 @@ whole blocks (checked when the model is built).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -46,7 +52,8 @@ from core.quantization.formats import (E4M3, E5M2, MX_BLOCK, FloatFormat, hif8_q
 from core.tensor_parallel.mappings import all_reduce
 
 FP8_FORMATS = ("e4m3", "hybrid", "hif8")
-FP8_RECIPES = ("tensorwise", "rowwise", "blockwise", "mxfp8")
+FP8_RECIPES = ("delayed", "tensorwise", "rowwise", "blockwise", "mxfp8")
+AMAX_ALGOS = ("most_recent", "max")
 BLOCKWISE_TILE = 128  # elements per 1 x 128 tile, per side of a 128 x 128 weight block
 AMAX_EPS = 1e-12  # an all-zero group keeps a finite scale (torchao's EPS)
 HIF8_SCALE_TARGET = 15.0  # 1.875 x 2^3, HiF8's largest value with a 3-bit mantissa
@@ -58,16 +65,24 @@ SPLIT_OUT, SPLIT_IN = "out", "in"
 
 @dataclass(frozen=True)
 class Fp8Recipe:
-    """One run's FP8 settings: the format (``e4m3`` | ``hybrid`` | ``hif8``) and the recipe."""
+    """One run's FP8 settings: the format (``e4m3`` | ``hybrid`` | ``hif8``), the recipe and, for ``delayed``, the
+    amax history's length, how it gives the amax (``most_recent`` | ``max``) and the margin (powers of two)."""
 
     format: str
     recipe: str
+    amax_history_len: int = 1
+    amax_compute_algo: str = "most_recent"
+    margin: int = 0
 
     def __post_init__(self) -> None:
         if self.format not in FP8_FORMATS:
             raise ValueError(f"--fp8-format {self.format!r} is not one of {FP8_FORMATS}")
         if self.recipe not in FP8_RECIPES:
             raise ValueError(f"--fp8-recipe {self.recipe!r} is not one of {FP8_RECIPES}")
+
+    def target(self, role: str) -> float:
+        """What a per-tensor scale maps ``role``'s amax to."""
+        return _scale_target(self.element(role))
 
     def element(self, role: str) -> Optional[FloatFormat]:
         """The OCP format of ``role``'s elements (None: HiF8)."""
@@ -158,6 +173,84 @@ def _blockwise(t: torch.Tensor, fmt: Optional[FloatFormat], weight: bool) -> tor
     return out[:, :out.size(1) - pad] if pad else out
 
 
+ROLES = (INPUT, WEIGHT, GRAD)
+
+
+class DelayedScaling:
+    """One linear's delayed-scaling state: per role (input, weight, gradient) the amax history ``[3, length]``, the
+    scale in use ``[3]`` and the step's running amax ``[3]`` (this rank's, reduced when the step ends). fp32, on the
+    device of the first product; not parameters: saved by the FP8 transform beside the weights."""
+
+    def __init__(self, recipe: Fp8Recipe) -> None:
+        self.recipe = recipe
+        self.history = self.scale = self.step_amax = None  # created on the first product, on its device
+        self.updates = 0  # steps whose amaxes entered the history
+
+    def ensure(self, device: torch.device) -> None:
+        if self.history is None:
+            self.history = torch.zeros(len(ROLES), self.recipe.amax_history_len, device=device)
+            self.scale = torch.ones(len(ROLES), device=device)
+            self.step_amax = torch.zeros(len(ROLES), device=device)
+
+    def quantize(self, t: torch.Tensor, role: str, record: bool = True,
+                 group: Optional[Group] = None) -> torch.Tensor:
+        """``t`` cast with ``role``'s scale and multiplied back; with ``record`` its amax joins the step's (the
+        backward re-quantises the saved input and weight without recording them again). Before the first update
+        the scale is the tensor's own, as tensorwise takes it (its amax over ``group``, given when a TP split cuts
+        ``t``): TE starts from scale 1 instead, which rounds tiny gradients to zero and makes the first step depend
+        on how DP averages them."""
+        index = ROLES.index(role)
+        t = t.float()
+        amax = t.abs().amax()
+        if record:
+            with torch.no_grad():
+                self.step_amax[index] = torch.maximum(self.step_amax[index], amax)
+        if self.updates == 0:
+            return _scaled_cast(t, _max_over(amax.detach().clone(), group), self.recipe.element(role),
+                                power_of_two=False)
+        scale = self.scale[index]
+        return _cast(t * scale, self.recipe.element(role)) / scale
+
+    def update(self, step_amax: torch.Tensor) -> None:
+        """The step's amax (reduced over the ranks) enters the history; the scales follow (an amax of 0, or one
+        that is not finite, keeps the old scale)."""
+        recipe = self.recipe
+        self.history = torch.roll(self.history, 1, dims=1)
+        self.history[:, 0] = step_amax
+        amax = self.history[:, 0] if recipe.amax_compute_algo == "most_recent" else self.history.amax(dim=1)
+        targets = torch.tensor([recipe.target(role) for role in ROLES], device=amax.device)
+        fresh = targets / amax / 2.0 ** recipe.margin
+        self.scale = torch.where((amax > 0) & torch.isfinite(fresh), fresh, self.scale)
+        self.step_amax.zero_()
+        self.updates += 1
+
+    def state_dict(self) -> Dict[str, torch.Tensor]:
+        return {"amax_history": self.history.clone(), "scale": self.scale.clone(),
+                "updates": torch.tensor(self.updates)}
+
+    def load_state_dict(self, saved: Dict[str, torch.Tensor], device: torch.device) -> None:
+        self.ensure(device)
+        if tuple(saved["amax_history"].shape) != tuple(self.history.shape):
+            raise ValueError(f"the checkpoint's amax history is {list(saved['amax_history'].shape)}, this run's "
+                             f"{list(self.history.shape)} (--fp8-amax-history-len)")
+        self.history.copy_(saved["amax_history"])
+        self.scale.copy_(saved["scale"])
+        self.updates = int(saved["updates"])
+
+
+def update_delayed_scaling(states: Sequence[DelayedScaling], groups: Sequence[Group]) -> None:
+    """End of a step: every linear's step amax reduced over ``groups`` (TP, DP x CP; one all-reduce each for all
+    linears), then each history and scale updated."""
+    live = [state for state in states if state.history is not None]
+    if not live:
+        return
+    amax = torch.stack([state.step_amax for state in live])  # [linears, 3]
+    for group in groups:
+        _max_over(amax, group)
+    for state, reduced in zip(live, amax):
+        state.update(reduced)
+
+
 def check_blocks(recipe: Fp8Recipe, shape: Tuple[int, int], split: Optional[str], pieces: Tuple[int, ...],
                  name: str) -> None:
     """The block recipes' constraints on a linear's weight ``shape`` ``[N, K]``: MXFP8's blocks of 32 need both
@@ -182,21 +275,33 @@ class Fp8Linear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, recipe: Fp8Recipe, split: Optional[str],
-                group: Optional[Group]) -> torch.Tensor:
+                group: Optional[Group], delayed: Optional[DelayedScaling]) -> torch.Tensor:
         # x [..., K], weight [N, K] -> [..., N]
         ctx.save_for_backward(x, weight)
-        ctx.recipe, ctx.split, ctx.group = recipe, split, group
+        ctx.recipe, ctx.split, ctx.group, ctx.delayed = recipe, split, group, delayed
         rows = x.reshape(-1, x.size(-1))  # [tokens, K]
-        x_split = 1 if split == SPLIT_IN else None
-        x_q = quantize_along(rows, 1, recipe, INPUT, x_split, group)
+        if delayed is not None:  # per-tensor scales of earlier steps, the same for every GEMM of this step
+            delayed.ensure(x.device)
+            x_q = delayed.quantize(rows, INPUT, group=group if split == SPLIT_IN else None)
+            w_q = delayed.quantize(weight, WEIGHT, group=group if split is not None else None)
+            return (x_q @ w_q.t()).to(x.dtype).view(*x.shape[:-1], weight.size(0))
+        x_q = quantize_along(rows, 1, recipe, INPUT, 1 if split == SPLIT_IN else None, group)
         w_q = quantize_along(weight, 1, recipe, WEIGHT, _weight_split(split), group)
         return (x_q @ w_q.t()).to(x.dtype).view(*x.shape[:-1], weight.size(0))
 
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor):
         x, weight = ctx.saved_tensors
-        recipe, split, group = ctx.recipe, ctx.split, ctx.group
         grad = grad_output.reshape(-1, grad_output.size(-1))  # [tokens, N]
+        if ctx.delayed is not None:
+            delayed, split, group = ctx.delayed, ctx.split, ctx.group
+            g_q = delayed.quantize(grad, GRAD, group=group if split == SPLIT_OUT else None)
+            x_q = delayed.quantize(x.reshape(-1, x.size(-1)), INPUT, False, group if split == SPLIT_IN else None)
+            w_q = delayed.quantize(weight, WEIGHT, False, group if split is not None else None)
+            grad_x = (g_q @ w_q).to(x.dtype).view(x.shape) if ctx.needs_input_grad[0] else None
+            grad_w = (g_q.t() @ x_q).to(weight.dtype) if ctx.needs_input_grad[1] else None
+            return grad_x, grad_w, None, None, None, None
+        recipe, split, group = ctx.recipe, ctx.split, ctx.group
         grad_split = 1 if split == SPLIT_OUT else None
         grad_x = grad_w = None
         if ctx.needs_input_grad[0]:  # reduces over N
@@ -208,7 +313,7 @@ class Fp8Linear(torch.autograd.Function):
             g_q = quantize_along(grad, 0, recipe, GRAD, grad_split, group)
             x_q = quantize_along(rows, 0, recipe, INPUT, 1 if split == SPLIT_IN else None, group)
             grad_w = (g_q.t() @ x_q).to(weight.dtype)  # [N, K]
-        return grad_x, grad_w, None, None, None
+        return grad_x, grad_w, None, None, None, None
 
 
 def _weight_split(split: Optional[str]) -> Optional[int]:
@@ -217,6 +322,7 @@ def _weight_split(split: Optional[str]) -> Optional[int]:
 
 
 def fp8_linear(x: torch.Tensor, weight: torch.Tensor, recipe: Fp8Recipe, split: Optional[str] = None,
-               group: Optional[Group] = None) -> torch.Tensor:
-    """``x w^T`` through :class:`Fp8Linear` (``split``: how TP splits this linear over ``group``)."""
-    return Fp8Linear.apply(x, weight, recipe, split, group)
+               group: Optional[Group] = None, delayed: Optional[DelayedScaling] = None) -> torch.Tensor:
+    """``x w^T`` through :class:`Fp8Linear` (``split``: how TP splits this linear over ``group``; ``delayed``: the
+    linear's state under the delayed recipe)."""
+    return Fp8Linear.apply(x, weight, recipe, split, group, delayed)

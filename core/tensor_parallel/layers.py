@@ -292,6 +292,7 @@ class ColumnParallelLinear(nn.Module):
                                    init="zeros", tp_shard=self.shard)
 
     fp8 = None  # an Fp8Recipe (core/quantization/fp8.py) set by the FP8 transform: the product in FP8
+    fp8_state = None  # its DelayedScaling under --fp8-recipe delayed
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fp8 is None:
@@ -299,7 +300,7 @@ class ColumnParallelLinear(nn.Module):
                                           sequence_parallel=self.sequence_parallel, gather_output=self.gather_output)
         from core.quantization.fp8 import SPLIT_OUT, fp8_linear
         y = fp8_linear(column_parallel_input(x, self.group, self.sequence_parallel), self.weight, self.fp8,
-                       SPLIT_OUT if self.group.size > 1 else None, self.group)  # [s, b, out/tp]
+                       SPLIT_OUT if self.group.size > 1 else None, self.group, self.fp8_state)  # [s, b, out/tp]
         y = y + self.bias if self.bias is not None else y
         return gather_from_tensor_model_parallel_region(y, self.group) if self.gather_output else y
 
@@ -328,6 +329,7 @@ class RowParallelLinear(nn.Module):
                                    init="zeros", grad_partial_over_tp=sequence_parallel)
 
     fp8 = None  # an Fp8Recipe (core/quantization/fp8.py) set by the FP8 transform: the product in FP8
+    fp8_state = None  # its DelayedScaling under --fp8-recipe delayed
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.input_is_parallel:
@@ -336,7 +338,8 @@ class RowParallelLinear(nn.Module):
             y = linear(x, self.weight)  # [s, b, out], a partial sum over TP
         else:
             from core.quantization.fp8 import SPLIT_IN, fp8_linear
-            y = fp8_linear(x, self.weight, self.fp8, SPLIT_IN if self.group.size > 1 else None, self.group)
+            y = fp8_linear(x, self.weight, self.fp8, SPLIT_IN if self.group.size > 1 else None, self.group,
+                           self.fp8_state)
         if self.sequence_parallel:
             y = reduce_scatter_to_sequence_parallel_region(y, self.group)  # [s/tp, b, out]
         else:

@@ -1051,18 +1051,27 @@ class RuntimeConfig:
     params_dtype: torch.dtype = config_field(torch.float32, flag=None)
     # FP8 linears (core/quantization/fp8.py, applied by mindspeed_llm/transforms/fp8.py; Megatron-core's flags): the
     # element format [--fp8-format: e4m3, hybrid = E4M3 forward and E5M2 gradients, hif8 = HiFloat8] and how scales
-    # are taken [--fp8-recipe: tensorwise, rowwise, blockwise, mxfp8]; the decoder layers' linears quantise their
+    # are taken [--fp8-recipe: delayed (its history: --fp8-amax-history-len, --fp8-amax-compute-algo, --fp8-margin),
+    # tensorwise, rowwise, blockwise, mxfp8]; the decoder layers' linears quantise their
     # inputs, weights and output gradients, the embeddings and output layer stay in high precision, and so do the
     # first and last layers with --first-last-layers-bf16 [--num-layers-at-start-in-bf16, --num-layers-at-end-in-bf16]
     fp8_format: Optional[str] = config_field(None, group="mixed precision", choices=("e4m3", "hybrid", "hif8"),
                                              help="FP8 linears in this format (with --fp8-recipe): e4m3; hybrid (E4M3 "
                                                   "forward, E5M2 gradients); hif8 (HiFloat8)")
     fp8_recipe: Optional[str] = config_field(None, group="mixed precision",
-                                             choices=("tensorwise", "rowwise", "blockwise", "mxfp8", "delayed"),
-                                             help="FP8 scaling: tensorwise (current per-tensor amax), rowwise "
+                                             choices=("delayed", "tensorwise", "rowwise", "blockwise", "mxfp8"),
+                                             help="FP8 scaling: delayed (per tensor, from the amax history of "
+                                                  "earlier steps), tensorwise (current per-tensor amax), rowwise "
                                                   "(per row along each GEMM's reduction, power-of-two scales), "
                                                   "blockwise (1x128 tiles, 128x128 weight blocks), mxfp8 (32-element "
                                                   "blocks, E8M0 scales)")
+    fp8_amax_history_len: int = config_field(1, group="mixed precision",
+                                             help="--fp8-recipe delayed: steps of amax history per tensor")
+    fp8_amax_compute_algo: str = config_field("most_recent", group="mixed precision", choices=("most_recent", "max"),
+                                              help="--fp8-recipe delayed: the amax a scale uses, the newest entry of "
+                                                   "the history or its max")
+    fp8_margin: int = config_field(0, group="mixed precision",
+                                   help="--fp8-recipe delayed: scale down by 2^margin below the format's range")
     first_last_layers_bf16: bool = config_field(False, group="mixed precision",
                                                 help="with --fp8-format: keep the first and last decoder layers' "
                                                      "linears in high precision")
@@ -2231,13 +2240,20 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             raise ValueError("--first-last-layers-bf16 keeps layers out of FP8: add --fp8-format and --fp8-recipe")
         if self.fp8_format is None:
             return
-        if self.fp8_recipe == "delayed":
-            raise ValueError("--fp8-recipe delayed (amax history) is not implemented; use tensorwise, the current "
-                             "per-tensor scaling that delayed scaling approximates")
+        delayed_flags = [flag for flag, given in (
+            ("--fp8-amax-history-len", self.fp8_amax_history_len != 1),
+            ("--fp8-amax-compute-algo", self.fp8_amax_compute_algo != "most_recent"),
+            ("--fp8-margin", self.fp8_margin != 0)) if given]
+        if delayed_flags and self.fp8_recipe != "delayed":
+            raise ValueError(f"{', '.join(delayed_flags)} shape(s) --fp8-recipe delayed's scales; this run's recipe "
+                             f"is {self.fp8_recipe}: drop them or use --fp8-recipe delayed")
+        if self.fp8_amax_history_len < 1 or self.fp8_margin < 0:
+            raise ValueError("--fp8-amax-history-len must be at least 1 and --fp8-margin at least 0")
         if self.params_dtype == torch.float16:
             raise ValueError("--fp8-format runs over bf16 or fp32 weights: drop --fp16 (use --bf16)")
-        if self.fp8_format == "hif8" and self.fp8_recipe != "tensorwise":
-            raise ValueError(f"--fp8-format hif8 scales per tensor (--fp8-recipe tensorwise), not {self.fp8_recipe}")
+        if self.fp8_format == "hif8" and self.fp8_recipe not in ("tensorwise", "delayed"):
+            raise ValueError(f"--fp8-format hif8 scales per tensor (--fp8-recipe tensorwise or delayed), not "
+                             f"{self.fp8_recipe}")
         if min(self.num_layers_at_start_in_bf16, self.num_layers_at_end_in_bf16) < 0:
             raise ValueError("--num-layers-at-start-in-bf16/--num-layers-at-end-in-bf16 must be at least 0")
 

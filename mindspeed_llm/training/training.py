@@ -338,6 +338,8 @@ class Trainer:
                 update_expert_biases(model, self.state.group("dp_cp"))
         else:
             self.skipped_iterations += 1
+        for transform in self.transforms:  # e.g. FP8's delayed scales from this step's amaxes
+            transform.after_step(self.models, self.state, applied)
         if not math.isfinite(loss):
             self.nan_iterations += 1
         self._count_non_finite(loss, grad_norm, applied, stats)

@@ -1,7 +1,7 @@
 """The model-transform protocol and its registry (TorchTitan's model converters are the pattern).
 
 A transform is built from the flags before any process group (:class:`TransformEntry`'s factory returns None
-when its flags are absent) and then takes part in the model's life through four hooks, each a no-op by
+when its flags are absent) and then takes part in the model's life through five hooks, each a no-op by
 default:
 
 * :meth:`ModelTransform.check` (before any process group): refuse flags that cannot work, one line each;
@@ -10,7 +10,8 @@ default:
 * :meth:`ModelTransform.save_state` and :meth:`ModelTransform.load_base` (the state-dict filter): what a
   checkpoint of the run holds, and how the ``--load`` checkpoint's weights go into the transformed model;
 * :meth:`ModelTransform.after_load` (the load hook): after ``--load``, e.g. read the transform's own
-  checkpoint or quantise the loaded base; it may name a checkpoint to resume the run's state from.
+  checkpoint or quantise the loaded base; it may name a checkpoint to resume the run's state from;
+* :meth:`ModelTransform.after_step` (the step hook): after each optimizer step, e.g. FP8's delayed scales.
 
 A new transform registers with :func:`register_transform` from its own module and is listed in
 ``registry.py``; the trainer iterates the built transforms and never names one.
@@ -64,6 +65,10 @@ class ModelTransform:
     def after_load(self, context: TransformContext) -> Optional[LoadedCheckpoint]:
         """The load hook, after ``--load``: a checkpoint to resume the run's state from, or None."""
         return None
+
+    def after_step(self, models: Sequence[nn.Module], state: ParallelState, applied: bool) -> None:
+        """The step hook, after each training step's optimizer step (``applied``: the update was not skipped).
+        Collective when it communicates: every rank calls it."""
 
 
 Factory = Callable[[argparse.Namespace], Optional[ModelTransform]]

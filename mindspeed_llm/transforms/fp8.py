@@ -7,26 +7,34 @@ and the small projections that are plain ``nn.Linear`` (Mamba's ``x_proj``/``dt_
 the run's dtype. The weights, their master copies and the checkpoints do not change: an FP8 run saves what a bf16
 run saves, and either resumes the other.
 
+Under ``--fp8-recipe delayed`` each quantised linear also gets a :class:`~core.quantization.fp8.DelayedScaling`:
+the step hook reduces the step's amaxes over TP and DP x CP and updates the scales after every optimizer step, and
+the histories and scales travel in the run's checkpoints (``fp8_delayed_scaling``, by linear name), so a resumed
+run continues with the scales it had; a checkpoint without them (a bf16 run's) starts from scale 1.
+
 The checks refuse, one line each, what this does not cover yet: the routed experts' grouped GEMMs (a MoE model),
-the zero-bubble schedule (its deferred weight gradients), and block sizes a TP split would cut. The GEMMs are
-emulated (quantise, dequantise, fp32 product) on every device today; the run says so once.
+the zero-bubble schedule (its deferred weight gradients), block sizes a TP split would cut, and delayed scaling
+with ``--ckpt-format torch_dist`` (whose files do not carry the histories yet). The GEMMs are emulated (quantise,
+dequantise, fp32 product) on every device today; the run says so once.
 """
 from __future__ import annotations
 
 import argparse
 import re
 import sys
-from typing import Callable, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from torch import nn
 
-from core.quantization.fp8 import SPLIT_IN, SPLIT_OUT, Fp8Recipe, check_blocks
+from core.parallel_state import ParallelState
+from core.quantization.fp8 import SPLIT_IN, SPLIT_OUT, DelayedScaling, Fp8Recipe, check_blocks, update_delayed_scaling
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
 from core.tensor_parallel.param_meta import param_meta
 from mindspeed_llm.arguments import ArgumentError
 from mindspeed_llm.transforms.base import ModelTransform, register_transform
 
 DECODER_LAYER = re.compile(r"^decoder\.layers\.(\d+)\.")
+DELAYED_RECORD = "fp8_delayed_scaling"  # the checkpoint entry: {chunk: {linear name: history and scale}}
 
 
 class Fp8Linears(ModelTransform):
@@ -42,7 +50,9 @@ class Fp8Linears(ModelTransform):
         if getattr(args, "fp8_format", None) is None or getattr(args, "fp8_recipe", None) is None:
             return None
         first_last = getattr(args, "first_last_layers_bf16", False)
-        return cls(Fp8Recipe(args.fp8_format, args.fp8_recipe), args.num_layers,
+        recipe = Fp8Recipe(args.fp8_format, args.fp8_recipe, args.fp8_amax_history_len, args.fp8_amax_compute_algo,
+                           args.fp8_margin)
+        return cls(recipe, args.num_layers,
                    args.num_layers_at_start_in_bf16 if first_last else 0,
                    args.num_layers_at_end_in_bf16 if first_last else 0)
 
@@ -66,6 +76,9 @@ class Fp8Linears(ModelTransform):
         if getattr(args, "schedules_method", None) == "zero-bubble":
             raise ArgumentError(f"{recipe} with --schedules-method zero-bubble: FP8 linears do not defer their "
                                 "weight gradients; use 1F1B")
+        if self.recipe.recipe == "delayed" and getattr(args, "ckpt_format", "torch") == "torch_dist":
+            raise ArgumentError(f"{recipe} keeps amax histories that --ckpt-format torch_dist does not save yet; use "
+                                "--ckpt-format torch or another recipe")
         tp = args.tensor_model_parallel_size
         linears = list(self.linears(meta_model()))
         if not linears:
@@ -89,6 +102,50 @@ class Fp8Linears(ModelTransform):
     def on_meta_model(self, model: nn.Module) -> None:
         for _, module in self.linears(model):
             module.fp8 = self.recipe
+            if self.recipe.recipe == "delayed":
+                module.fp8_state = DelayedScaling(self.recipe)
+
+    def _states(self, models: Sequence[nn.Module]) -> List[Tuple[str, str, DelayedScaling]]:
+        """(chunk, linear name, state) of every delayed-scaling linear, in model order."""
+        return [(str(chunk), name, module.fp8_state) for chunk, model in enumerate(models)
+                for name, module in model.named_modules() if getattr(module, "fp8_state", None) is not None]
+
+    def after_step(self, models: Sequence[nn.Module], state: ParallelState, applied: bool) -> None:
+        """Delayed scaling: the step's amaxes over TP and DP x CP into the histories, new scales (a skipped update
+        keeps the scales and forgets the step's amaxes, which may not be finite)."""
+        states = [linear_state for _, _, linear_state in self._states(models)]
+        if not applied:
+            for linear_state in states:
+                if linear_state.step_amax is not None:
+                    linear_state.step_amax.zero_()
+            return
+        update_delayed_scaling(states, (state.tp_group, state.group("dp_cp")))
+
+    def save_state(self, payload: Dict[str, Any], models: Sequence[nn.Module]) -> Dict[str, Any]:
+        record: Dict[str, Dict[str, Any]] = {}
+        for chunk, name, linear_state in self._states(models):
+            if linear_state.history is not None:
+                record.setdefault(chunk, {})[name] = linear_state.state_dict()
+        if record:
+            payload[DELAYED_RECORD] = record
+        return payload
+
+    def load_base(self, models: Sequence[nn.Module], content: Dict[str, Any], path: str) -> bool:
+        """The checkpoint's delayed-scaling histories into this run's linears (the weights: the trainer's)."""
+        record = content.get(DELAYED_RECORD)
+        if record is None:
+            return False
+        for chunk, name, linear_state in self._states(models):
+            saved = record.get(chunk, {}).get(name)
+            if saved is None:
+                raise ArgumentError(f"{path}: no FP8 amax history for {name}; resume with the run's layers in FP8 "
+                                    "(--first-last-layers-bf16 and its counts as saved)")
+            device = next(models[int(chunk)].parameters()).device
+            try:
+                linear_state.load_state_dict(saved, device)
+            except ValueError as error:
+                raise ArgumentError(f"{path}: {name}: {error}") from None
+        return False
 
 
 register_transform(Fp8Linears.name, Fp8Linears.from_args)

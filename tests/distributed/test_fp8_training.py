@@ -22,7 +22,7 @@ import torch
 
 from core.launcher import run_distributed
 from core.parallel_state import initialize
-from core.quantization.fp8 import SPLIT_IN, SPLIT_OUT, Fp8Recipe, fp8_linear
+from core.quantization.fp8 import SPLIT_IN, SPLIT_OUT, DelayedScaling, Fp8Recipe, fp8_linear, update_delayed_scaling
 from core.tensor_parallel.mappings import all_gather_along_dim, all_reduce
 from core.tensor_parallel.param_meta import gather_full_tensor, param_meta
 from tests.distributed.test_training_equivalence import by_config
@@ -43,6 +43,8 @@ RECIPES = {
     "blockwise": ["--fp8-format", "e4m3", "--fp8-recipe", "blockwise"],
     "mxfp8": ["--fp8-format", "hybrid", "--fp8-recipe", "mxfp8"],
     "hif8": ["--fp8-format", "hif8", "--fp8-recipe", "tensorwise"],
+    "delayed": ["--fp8-format", "hybrid", "--fp8-recipe", "delayed", "--fp8-amax-history-len", "2",
+                "--fp8-amax-compute-algo", "max"],
 }
 TP2_SP = ["--tensor-model-parallel-size", "2", "--sequence-parallel"]
 STEPS = 3
@@ -61,8 +63,10 @@ def run_training(argv: List[str]) -> Dict[str, object]:
     for name, param in trainer.model.named_parameters():
         grads[name] = gather_full_tensor(param.main_grad, param_meta(param).tp_shard, group)
         weights[name] = gather_full_tensor(param.detach(), param_meta(param).tp_shard, group)
+    scales = {name: module.fp8_state.scale.clone() for name, module in trainer.model.named_modules()
+              if getattr(module, "fp8_state", None) is not None}  # delayed: the scales step 2 uses
     losses += [trainer.train_step(iterator).loss for _ in range(STEPS - 1)]
-    return {"losses": losses, "grads": grads, "weights": weights}
+    return {"losses": losses, "grads": grads, "weights": weights, "scales": scales}
 
 
 def worker(rank: int, world_size: int, configs: Dict[str, List[str]]) -> Dict[str, object]:
@@ -81,6 +85,7 @@ def world2() -> Dict[str, List[Dict]]:
     configs = {f"{name}_tp2_sp": MODEL + flags + TP2_SP for name, flags in RECIPES.items()}
     configs["tensorwise_dp2_distopt"] = MODEL + RECIPES["tensorwise"] + ["--use-distributed-optimizer"]
     configs["blockwise_pp2"] = MODEL + RECIPES["blockwise"] + ["--pipeline-model-parallel-size", "2"]
+    configs["delayed_dp2"] = MODEL + RECIPES["delayed"]
     return by_config(run_distributed(2, worker, configs))
 
 
@@ -89,7 +94,8 @@ def test_each_recipe_changes_the_run(references) -> None:
     assert len(set(losses.values())) == len(losses), losses
 
 
-@pytest.mark.parametrize("config, recipe", [("tensorwise_dp2_distopt", "tensorwise"), ("blockwise_pp2", "blockwise")])
+@pytest.mark.parametrize("config, recipe", [("tensorwise_dp2_distopt", "tensorwise"), ("blockwise_pp2", "blockwise"),
+                                            ("delayed_dp2", "delayed")])
 def test_dp2_distributed_optimizer_and_pp2_equal_one_process(references, world2, config: str, recipe: str) -> None:
     reference = references[recipe]
     kinds = ("weights",) if "distopt" in config else ("grads", "weights")
@@ -111,7 +117,7 @@ def test_tp2_with_sequence_parallelism_trains_as_one_process(references, world2,
 
 LINEAR_CASES: List[Tuple[str, str]] = [("e4m3", "tensorwise"), ("hybrid", "tensorwise"), ("hif8", "tensorwise"),
                                        ("e4m3", "rowwise"), ("e4m3", "blockwise"), ("hybrid", "blockwise"),
-                                       ("e4m3", "mxfp8"), ("hybrid", "mxfp8")]
+                                       ("e4m3", "mxfp8"), ("hybrid", "mxfp8"), ("hybrid", "delayed")]
 
 
 def linear_worker(rank: int, world_size: int) -> Dict[Tuple[str, str], Dict[str, torch.Tensor]]:
@@ -119,18 +125,24 @@ def linear_worker(rank: int, world_size: int) -> Dict[Tuple[str, str], Dict[str,
     group = initialize(tp=world_size).tp_group
     results = {}
     for fmt, recipe_name in LINEAR_CASES:
-        recipe = Fp8Recipe(fmt, recipe_name)
-        generator = torch.Generator().manual_seed(0)
-        x, weight = torch.randn(72, 256, generator=generator), torch.randn(384, 256, generator=generator) * 0.1
-        grad_y = torch.randn(72, 384, generator=generator)
-        column_w = weight.chunk(world_size, 0)[group.rank].clone().requires_grad_(True)
-        column_x = x.clone().requires_grad_(True)
-        column_y = fp8_linear(column_x, column_w, recipe, SPLIT_OUT if world_size > 1 else None, group)
-        column_y.backward(grad_y.chunk(world_size, 1)[group.rank])
-        row_w = weight.t().contiguous().chunk(world_size, 1)[group.rank].clone().requires_grad_(True)  # [256, 384/tp]
-        row_x = grad_y.chunk(world_size, 1)[group.rank].clone().requires_grad_(True)  # [72, 384/tp]
-        row_y = fp8_linear(row_x, row_w, recipe, SPLIT_IN if world_size > 1 else None, group)
-        row_y.backward(x)
+        recipe = Fp8Recipe(fmt, recipe_name, amax_history_len=2, amax_compute_algo="max")
+        delayed = recipe_name == "delayed"
+        states = (DelayedScaling(recipe), DelayedScaling(recipe)) if delayed else (None, None)
+        for step in range(2 if delayed else 1):  # delayed: step 2 quantises with the scales step 1 reduced over TP
+            generator = torch.Generator().manual_seed(step)
+            x, weight = torch.randn(72, 256, generator=generator), torch.randn(384, 256, generator=generator) * 0.1
+            grad_y = torch.randn(72, 384, generator=generator)
+            column_w = weight.chunk(world_size, 0)[group.rank].clone().requires_grad_(True)
+            column_x = x.clone().requires_grad_(True)
+            column_y = fp8_linear(column_x, column_w, recipe, SPLIT_OUT if world_size > 1 else None, group,
+                                  states[0])
+            column_y.backward(grad_y.chunk(world_size, 1)[group.rank])
+            row_w = weight.t().contiguous().chunk(world_size, 1)[group.rank].clone().requires_grad_(True)
+            row_x = grad_y.chunk(world_size, 1)[group.rank].clone().requires_grad_(True)  # [72, 384/tp]
+            row_y = fp8_linear(row_x, row_w, recipe, SPLIT_IN if world_size > 1 else None, group, states[1])
+            row_y.backward(x)
+            if delayed:
+                update_delayed_scaling(list(states), (group,))
         results[(fmt, recipe_name)] = {
             "column_y": all_gather_along_dim(column_y.detach().contiguous(), 1, group),
             "column_dx": all_reduce(column_x.grad.clone(), group),
@@ -148,3 +160,57 @@ def test_the_fp8_linear_at_tp2_equals_one_process() -> None:
             for key, value in tensors.items():  # row_y and column_dx sum the ranks' partial products
                 torch.testing.assert_close(value, one[case][key], rtol=1e-5, atol=1e-5,
                                            msg=lambda text, case=case, key=key: f"{case} {key}: {text}")
+
+
+@pytest.mark.parametrize("config, dp", [("delayed_dp2", 2)])
+def test_delayed_scales_are_reduced_as_one_process_sees_them(references, world2, config: str, dp: int) -> None:
+    """After step 1 every rank holds the scales one process computed from all of the step's tensors (the
+    amaxes reduced over DP). A DP rank's gradients are DP times one process's (DP averages them after), so its
+    gradient scale is 1/DP of one process's: the same quantised numbers. (TP's reduction of the amaxes is checked
+    on the linear, where the inputs are the same: see test_the_fp8_linear_at_tp2_equals_one_process.)"""
+    reference = references["delayed"]["scales"]
+    assert len(reference) == 8 and all(not torch.equal(scale, torch.ones(3)) for scale in reference.values())
+    for result in world2[config]:
+        assert result["scales"].keys() == reference.keys()
+        for name, scale in result["scales"].items():
+            torch.testing.assert_close(scale * torch.tensor([1.0, 1.0, dp]), reference[name], rtol=1e-6, atol=0)
+
+
+def resume_worker(rank: int, world_size: int, ckpt: str) -> Dict[str, object]:
+    from mindspeed_llm.training.training import setup, train
+
+    argv = MODEL + RECIPES["delayed"] + ["--train-iters", "4"]
+    full = setup(argv)
+    iterator = full.train_iterator()
+    for _ in range(4):
+        full.train_step(iterator)
+    first = train(setup(argv + ["--save", ckpt, "--save-interval", "2", "--exit-interval", "2"]))
+    resumed = setup(argv + ["--load", ckpt])
+    iterator = resumed.train_iterator()
+    for _ in range(2):
+        resumed.train_step(iterator)
+
+    def histories(trainer):
+        return {name: module.fp8_state.history.clone() for name, module in trainer.model.named_modules()
+                if getattr(module, "fp8_state", None) is not None}
+
+    return {"full": full.losses, "first": first.losses, "resumed": resumed.losses,
+            "full_history": histories(full), "resumed_history": histories(resumed)}
+
+
+def test_a_delayed_run_resumes_exactly(tmp_path) -> None:
+    """Two steps, a checkpoint, two more from it: the losses and amax histories of four uninterrupted steps."""
+    result = run_distributed(1, resume_worker, str(tmp_path / "ckpt"))[0]
+    assert result["first"] + result["resumed"] == result["full"]
+    assert result["full_history"].keys() == result["resumed_history"].keys() and result["full_history"]
+    for name, history in result["full_history"].items():
+        assert torch.equal(history, result["resumed_history"][name]), name
+
+
+def test_delayed_weight_scales_at_tp2_are_the_whole_weights(references, world2) -> None:
+    """The weights are the same before step 1 at any layout: after it, each TP rank's weight scale is the one
+    of the whole weight (its amax reduced over TP), as one process computes it."""
+    reference = references["delayed"]["scales"]
+    for result in world2["delayed_tp2_sp"]:
+        for name, scale in result["scales"].items():
+            assert scale[1] == reference[name][1], name

@@ -3,6 +3,7 @@
 * Each recipe and format: the forward and both backward GEMMs equal a quantise -> dequantise -> fp32 GEMM
   reference written out here element group by element group (scales per tensor, per row, per 1 x 128 tile and
   128 x 128 block with power-of-two scales, per MX block of 32), bit for bit.
+* Delayed scaling over three steps: each step's scales come from the amax history of the steps before.
 * torchao's emulated Float8 training linear (its ``tensorwise`` recipe, E5M2 gradients, and ``rowwise``): equal.
 * The transform quantises the decoder layers' column/row-parallel linears only, minus the layers
   ``--first-last-layers-bf16`` keeps.
@@ -20,7 +21,7 @@ import pytest
 import torch
 
 from core.quantization import formats
-from core.quantization.fp8 import Fp8Recipe, fp8_linear
+from core.quantization.fp8 import DelayedScaling, Fp8Recipe, fp8_linear, update_delayed_scaling
 from mindspeed_llm.arguments import ArgumentError, parse_args, transformer_config_from_args, validate_args
 from mindspeed_llm.transforms.registry import build_transforms, whole_meta_model
 
@@ -162,7 +163,9 @@ def test_the_transform_quantises_the_decoder_linears_minus_the_bf16_layers(capsy
     (["--fp8-format", "e4m3"], 1, "--fp8-format needs --fp8-recipe"),
     (["--fp8-recipe", "tensorwise"], 1, "--fp8-recipe needs --fp8-format"),
     (["--fp8-format", "e4m3", "--fp8-recipe", "tensorwise", "--fp16"], 1, "drop --fp16"),
-    (["--fp8-format", "e4m3", "--fp8-recipe", "delayed"], 1, "--fp8-recipe delayed (amax history) is not"),
+    (["--fp8-format", "e4m3", "--fp8-recipe", "tensorwise", "--fp8-amax-history-len", "4"], 1,
+     "--fp8-amax-history-len shape(s) --fp8-recipe delayed's scales"),
+    (["--fp8-format", "e4m3", "--fp8-recipe", "delayed", "--ckpt-format", "torch_dist"], 1, "torch_dist"),
     (["--fp8-format", "hif8", "--fp8-recipe", "rowwise"], 1, "--fp8-format hif8 scales per tensor"),
     (["--first-last-layers-bf16"], 1, "--first-last-layers-bf16 keeps layers out of FP8"),
     (["--fp8-format", "e4m3", "--fp8-recipe", "tensorwise", "--num-layers-at-start-in-bf16", "2"], 1,
@@ -178,3 +181,39 @@ def test_bad_fp8_flags_are_one_line(extra: List[str], world_size: int, fragment:
     with pytest.raises((ArgumentError, ValueError)) as error:
         transforms_for(extra, world_size)
     assert fragment in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("fmt, algo, margin", [("hybrid", "most_recent", 0), ("e4m3", "max", 1), ("hif8", "max", 0)])
+def test_delayed_scaling_follows_the_amax_history(fmt: str, algo: str, margin: int) -> None:
+    """Three steps of one linear under --fp8-recipe delayed with a history of 2: the first step scales each tensor
+    by its own amax (tensorwise), later steps by the history so far, ``target / amax / 2^margin``, the amax the
+    newest entry or the history's max; the step's amaxes (forward and backward) enter the history after it."""
+    recipe = Fp8Recipe(fmt, "delayed", amax_history_len=2, amax_compute_algo=algo, margin=margin)
+    state = DelayedScaling(recipe)
+    weight = (torch.randn(48, 64, generator=torch.Generator().manual_seed(1)) * 0.3).requires_grad_(True)
+    history = {role: [] for role in ("input", "weight", "grad")}
+    for step, scale_x in enumerate((1.0, 4.0, 0.25)):  # the activations' range moves from step to step
+        generator = torch.Generator().manual_seed(10 + step)
+        x = (torch.randn(32, 64, generator=generator) * scale_x).requires_grad_(True)
+        grad_y = torch.randn(32, 48, generator=generator) * 1e-3
+        expected = {}
+        for role in history:
+            seen = history[role][-2:]
+            if not seen:  # the first step: each tensor's own scale, as tensorwise
+                expected[role] = lambda t, role=role: scaled(t, cast_for(fmt, role), fmax(fmt, role), False)
+                continue
+            amax = seen[-1] if algo == "most_recent" else max(seen)
+            scale = torch.tensor(fmax(fmt, role)) / torch.tensor(amax) / 2.0 ** margin  # fp32, as the state
+            expected[role] = lambda t, role=role, scale=scale: cast_for(fmt, role)(t * scale) / scale
+        weight.grad = None
+        y = fp8_linear(x, weight, recipe, delayed=state)
+        y.backward(grad_y)
+        torch.testing.assert_close(y, expected["input"](x) @ expected["weight"](weight).t(), rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(x.grad, expected["grad"](grad_y) @ expected["weight"](weight), rtol=1e-6,
+                                   atol=1e-9)
+        torch.testing.assert_close(weight.grad, expected["grad"](grad_y).t() @ expected["input"](x), rtol=1e-6,
+                                   atol=1e-9)
+        for role, tensor in (("input", x), ("weight", weight), ("grad", grad_y)):
+            history[role].append(tensor.detach().abs().max().item())
+        update_delayed_scaling([state], ())
+    assert state.history.shape == (3, 2)
