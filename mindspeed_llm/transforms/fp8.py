@@ -20,6 +20,7 @@ dequantise, fp32 product) on every device today; the run says so once.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -90,8 +91,9 @@ class Fp8Linears(ModelTransform):
                 check_blocks(self.recipe, tuple(module.weight.shape), split, self._pieces(module, tp), name)
             except ValueError as error:
                 raise ArgumentError(str(error)) from None
-        print(f"fp8: {self.recipe.format} {self.recipe.recipe} on {len(linears)} linears; the GEMMs are emulated "
-              "(quantise, dequantise, fp32 product): no FP8 GEMM path is wired yet", file=sys.stderr)
+        if int(os.environ.get("RANK", "0")) == 0:  # before any process group: torchrun's rank
+            print(f"fp8: {self.recipe.format} {self.recipe.recipe} on {len(linears)} linears; the GEMMs are emulated "
+                  "(quantise, dequantise, fp32 product): no FP8 GEMM path is wired yet", file=sys.stderr)
 
     @staticmethod
     def _pieces(module: nn.Module, tp: int) -> Tuple[int, ...]:
