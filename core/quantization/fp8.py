@@ -46,9 +46,12 @@ from typing import Dict, Optional, Sequence, Tuple
 import torch
 import torch.distributed as dist
 
+from torch import nn
+
 from core.parallel_state import Group
 from core.quantization.formats import (E4M3, E5M2, MX_BLOCK, FloatFormat, hif8_quantize, mx_dequantize,
                                       mx_quantize)
+from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
 from core.tensor_parallel.mappings import all_reduce
 
 FP8_FORMATS = ("e4m3", "hybrid", "hif8")
@@ -326,3 +329,37 @@ def fp8_linear(x: torch.Tensor, weight: torch.Tensor, recipe: Fp8Recipe, split: 
     """``x w^T`` through :class:`Fp8Linear` (``split``: how TP splits this linear over ``group``; ``delayed``: the
     linear's state under the delayed recipe)."""
     return Fp8Linear.apply(x, weight, recipe, split, group, delayed)
+
+
+class Fp8ColumnParallelLinear(ColumnParallelLinear):
+    """A column-parallel linear whose product runs through :class:`Fp8Linear` (made by :func:`to_fp8`)."""
+
+    fp8: Fp8Recipe
+    fp8_state: Optional[DelayedScaling] = None
+
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        y = fp8_linear(x, self.weight, self.fp8, SPLIT_OUT if self.group.size > 1 else None, self.group,
+                       self.fp8_state)  # [s, b, out/tp]
+        return y + self.bias if self.bias is not None else y
+
+
+class Fp8RowParallelLinear(RowParallelLinear):
+    """A row-parallel linear whose product runs through :class:`Fp8Linear` (made by :func:`to_fp8`)."""
+
+    fp8: Fp8Recipe
+    fp8_state: Optional[DelayedScaling] = None
+
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        return fp8_linear(x, self.weight, self.fp8, SPLIT_IN if self.group.size > 1 else None, self.group,
+                          self.fp8_state)  # [s, b, out], a partial sum over TP
+
+
+FP8_CLASSES = {ColumnParallelLinear: Fp8ColumnParallelLinear, RowParallelLinear: Fp8RowParallelLinear}
+
+
+def to_fp8(linear: nn.Module, recipe: Fp8Recipe) -> None:
+    """Make a column- or row-parallel linear (its own class, not a subclass such as LoRA's) compute in FP8 under
+    ``recipe``, in place: same parameters, names and state dict."""
+    linear.__class__ = FP8_CLASSES[type(linear)]
+    linear.fp8 = recipe
+    linear.fp8_state = DelayedScaling(recipe) if recipe.recipe == "delayed" else None

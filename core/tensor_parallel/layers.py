@@ -291,18 +291,14 @@ class ColumnParallelLinear(nn.Module):
             self.bias = mark_param(nn.Parameter(torch.empty(local_out, dtype=dtype, device=device)),
                                    init="zeros", tp_shard=self.shard)
 
-    fp8 = None  # an Fp8Recipe (core/quantization/fp8.py) set by the FP8 transform: the product in FP8
-    fp8_state = None  # its DelayedScaling under --fp8-recipe delayed
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.fp8 is None:
-            return column_parallel_linear(x, self.weight, self.bias, self.group,
-                                          sequence_parallel=self.sequence_parallel, gather_output=self.gather_output)
-        from core.quantization.fp8 import SPLIT_OUT, fp8_linear
-        y = fp8_linear(column_parallel_input(x, self.group, self.sequence_parallel), self.weight, self.fp8,
-                       SPLIT_OUT if self.group.size > 1 else None, self.group, self.fp8_state)  # [s, b, out/tp]
-        y = y + self.bias if self.bias is not None else y
+        y = self.product(column_parallel_input(x, self.group, self.sequence_parallel))  # [s, b, out/tp]
         return gather_from_tensor_model_parallel_region(y, self.group) if self.gather_output else y
+
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        """The local GEMM and bias on the whole sequence ``[s, b, in]`` -> ``[s, b, out/tp]`` (FP8 linears,
+        core/quantization/fp8.py, replace it)."""
+        return linear(x, self.weight, self.bias)
 
 
 class RowParallelLinear(nn.Module):
@@ -328,23 +324,21 @@ class RowParallelLinear(nn.Module):
             self.bias = mark_param(nn.Parameter(torch.empty(output_size, dtype=dtype, device=device)),
                                    init="zeros", grad_partial_over_tp=sequence_parallel)
 
-    fp8 = None  # an Fp8Recipe (core/quantization/fp8.py) set by the FP8 transform: the product in FP8
-    fp8_state = None  # its DelayedScaling under --fp8-recipe delayed
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.input_is_parallel:
             x = scatter_to_tensor_model_parallel_region(x, self.group)
-        if self.fp8 is None:
-            y = linear(x, self.weight)  # [s, b, out], a partial sum over TP
-        else:
-            from core.quantization.fp8 import SPLIT_IN, fp8_linear
-            y = fp8_linear(x, self.weight, self.fp8, SPLIT_IN if self.group.size > 1 else None, self.group,
-                           self.fp8_state)
+        y = self.product(x)  # [s, b, out], a partial sum over TP
         if self.sequence_parallel:
             y = reduce_scatter_to_sequence_parallel_region(y, self.group)  # [s/tp, b, out]
         else:
             y = reduce_from_tensor_model_parallel_region(y, self.group)
         return add_bias(y, self.bias) if self.bias is not None else y
+
+
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        """The local GEMM ``[s, b, in/tp]`` -> ``[s, b, out]`` before the reduction over TP (FP8 linears,
+        core/quantization/fp8.py, replace it)."""
+        return linear(x, self.weight)
 
 
 class VocabParallelEmbedding(nn.Module):

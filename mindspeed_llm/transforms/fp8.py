@@ -28,8 +28,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 from torch import nn
 
 from core.parallel_state import ParallelState
-from core.quantization.fp8 import SPLIT_IN, SPLIT_OUT, DelayedScaling, Fp8Recipe, check_blocks, update_delayed_scaling
-from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
+from core.quantization.fp8 import (FP8_CLASSES, SPLIT_IN, SPLIT_OUT, DelayedScaling, Fp8Recipe, check_blocks,
+                                   to_fp8, update_delayed_scaling)
+from core.tensor_parallel.layers import ColumnParallelLinear
 from core.tensor_parallel.param_meta import param_meta
 from mindspeed_llm.arguments import ArgumentError
 from mindspeed_llm.transforms.base import ModelTransform, register_transform
@@ -65,8 +66,7 @@ class Fp8Linears(ModelTransform):
         """The column/row-parallel linears this transform quantises, by name."""
         for name, module in model.named_modules():
             match = DECODER_LAYER.match(name)
-            if (isinstance(module, (ColumnParallelLinear, RowParallelLinear)) and match is not None
-                    and self.quantised(int(match.group(1)))):
+            if type(module) in FP8_CLASSES and match is not None and self.quantised(int(match.group(1))):
                 yield name, module
 
     def check(self, args: argparse.Namespace, meta_model: Callable[[], nn.Module]) -> None:
@@ -74,6 +74,8 @@ class Fp8Linears(ModelTransform):
         if getattr(args, "num_experts", None):
             raise ArgumentError(f"{recipe}: the routed experts' GEMMs are not quantised yet, so a MoE model would "
                                 "train them in high precision; drop --fp8-format/--fp8-recipe")
+        if getattr(args, "lora_target_modules", None) or getattr(args, "qlora", False):
+            raise ArgumentError(f"{recipe} with LoRA/QLoRA: the adapters' linears are not FP8 linears yet; drop one")
         if getattr(args, "schedules_method", None) == "zero-bubble":
             raise ArgumentError(f"{recipe} with --schedules-method zero-bubble: FP8 linears do not defer their "
                                 "weight gradients; use 1F1B")
@@ -102,10 +104,8 @@ class Fp8Linears(ModelTransform):
         return tuple(segment.local_units(tp) * segment.unit_size for segment in shard.segments)
 
     def on_meta_model(self, model: nn.Module) -> None:
-        for _, module in self.linears(model):
-            module.fp8 = self.recipe
-            if self.recipe.recipe == "delayed":
-                module.fp8_state = DelayedScaling(self.recipe)
+        for _, module in list(self.linears(model)):
+            to_fp8(module, self.recipe)
 
     def _states(self, models: Sequence[nn.Module]) -> List[Tuple[str, str, DelayedScaling]]:
         """(chunk, linear name, state) of every delayed-scaling linear, in model order."""

@@ -174,6 +174,8 @@ def test_the_transform_quantises_the_decoder_linears_minus_the_bf16_layers(capsy
     (["--fp8-format", "e4m3", "--fp8-recipe", "blockwise", "--tensor-model-parallel-size", "2"], 2,
      "not a multiple of the 128-element blocks"),
     (["--fp8-format", "e4m3", "--fp8-recipe", "tensorwise", "--num-experts", "4"], 1, "routed experts' GEMMs"),
+    (["--fp8-format", "e4m3", "--fp8-recipe", "tensorwise", "--lora-target-modules", "linear_qkv"], 1,
+     "with LoRA/QLoRA"),
     (["--fp8-format", "e4m3", "--fp8-recipe", "tensorwise", "--pipeline-model-parallel-size", "2",
       "--schedules-method", "zero-bubble"], 2, "zero-bubble"),
 ])
