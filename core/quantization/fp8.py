@@ -45,7 +45,6 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
-
 from torch import nn
 
 from core.parallel_state import Group
