@@ -2238,15 +2238,15 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                              "--first-last-layers-bf16 keeps in high precision: add it or drop them")
         if self.first_last_layers_bf16 and self.fp8_format is None:
             raise ValueError("--first-last-layers-bf16 keeps layers out of FP8: add --fp8-format and --fp8-recipe")
-        if self.fp8_format is None:
-            return
         delayed_flags = [flag for flag, given in (
             ("--fp8-amax-history-len", self.fp8_amax_history_len != 1),
             ("--fp8-amax-compute-algo", self.fp8_amax_compute_algo != "most_recent"),
             ("--fp8-margin", self.fp8_margin != 0)) if given]
         if delayed_flags and self.fp8_recipe != "delayed":
             raise ValueError(f"{', '.join(delayed_flags)} shape(s) --fp8-recipe delayed's scales; this run's recipe "
-                             f"is {self.fp8_recipe}: drop them or use --fp8-recipe delayed")
+                             f"is {self.fp8_recipe or 'none (no FP8)'}: drop them or use --fp8-recipe delayed")
+        if self.fp8_format is None:
+            return
         if self.fp8_amax_history_len < 1 or self.fp8_margin < 0:
             raise ValueError("--fp8-amax-history-len must be at least 1 and --fp8-margin at least 0")
         if self.params_dtype == torch.float16:
