@@ -223,7 +223,8 @@ def hif8_quantize(x: torch.Tensor, saturate: bool = False, rounding: str = "away
     spacing = torch.ldexp(torch.ones_like(magnitude), exponent - hif8_mantissa_bits(exponent))
     scaled = magnitude / spacing
     if rounding == "hybrid":
-        rounded = torch.where(exponent.abs() >= 4, _round(scaled, "stochastic", generator), _round(scaled, "away", None))
+        rounded = torch.where(exponent.abs() >= 4, _round(scaled, "stochastic", generator),
+                              _round(scaled, "away", None))
     else:
         rounded = _round(scaled, rounding, generator)
     rounded = rounded * spacing

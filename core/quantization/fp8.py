@@ -55,7 +55,6 @@ from core.tensor_parallel.mappings import all_reduce
 
 FP8_FORMATS = ("e4m3", "hybrid", "hif8")
 FP8_RECIPES = ("delayed", "tensorwise", "rowwise", "blockwise", "mxfp8")
-AMAX_ALGOS = ("most_recent", "max")
 BLOCKWISE_TILE = 128  # elements per 1 x 128 tile, per side of a 128 x 128 weight block
 AMAX_EPS = 1e-12  # an all-zero group keeps a finite scale (torchao's EPS)
 HIF8_SCALE_TARGET = 15.0  # 1.875 x 2^3, HiF8's largest value with a 3-bit mantissa
@@ -92,9 +91,15 @@ class Fp8Recipe:
             return None
         return E5M2 if self.format == "hybrid" and role == GRAD else E4M3
 
-    def block(self, role: str) -> int:
+    @property
+    def block(self) -> int:
         """Elements per scale along the reduction dimension (0: the whole dimension)."""
         return {"blockwise": BLOCKWISE_TILE, "mxfp8": MX_BLOCK}.get(self.recipe, 0)
+
+    @property
+    def per_tensor(self) -> bool:
+        """One scale per tensor: one quantisation serves every GEMM the tensor enters."""
+        return self.recipe in ("delayed", "tensorwise")
 
 
 def _cast(values: torch.Tensor, fmt: Optional[FloatFormat]) -> torch.Tensor:
@@ -112,12 +117,17 @@ def _power_of_two_below(scale: torch.Tensor) -> torch.Tensor:
     return torch.exp2(torch.floor(torch.log2(scale)))
 
 
+def _cast_with(t: torch.Tensor, scale: torch.Tensor, fmt: Optional[FloatFormat]) -> torch.Tensor:
+    """``t`` times ``scale`` (broadcast over ``t``) on the format's grid, divided back."""
+    return _cast(t * scale, fmt) / scale
+
+
 def _scaled_cast(t: torch.Tensor, amax: torch.Tensor, fmt: Optional[FloatFormat], power_of_two: bool) -> torch.Tensor:
     """``t`` cast with the scale ``fmax / amax`` (broadcast over ``t``) and multiplied back."""
     scale = _scale_target(fmt) / amax.clamp(min=AMAX_EPS)
     if power_of_two:
         scale = _power_of_two_below(scale)
-    return _cast(t * scale, fmt) / scale
+    return _cast_with(t, scale, fmt)
 
 
 def _max_over(amax: torch.Tensor, group: Optional[Group]) -> torch.Tensor:
@@ -194,24 +204,21 @@ class DelayedScaling:
             self.scale = torch.ones(len(ROLES), device=device)
             self.step_amax = torch.zeros(len(ROLES), device=device)
 
-    def quantize(self, t: torch.Tensor, role: str, record: bool = True,
-                 group: Optional[Group] = None) -> torch.Tensor:
-        """``t`` cast with ``role``'s scale and multiplied back; with ``record`` its amax joins the step's (the
-        backward re-quantises the saved input and weight without recording them again). Before the first update
-        the scale is the tensor's own, as tensorwise takes it (its amax over ``group``, given when a TP split cuts
-        ``t``): TE starts from scale 1 instead, which rounds tiny gradients to zero and makes the first step depend
-        on how DP averages them."""
+    def quantize(self, t: torch.Tensor, role: str, group: Optional[Group] = None) -> torch.Tensor:
+        """``t`` cast with ``role``'s scale and multiplied back; its amax joins the step's (the backward's second
+        look at the saved input and weight adds the same amax again). Before the first update the scale is the
+        tensor's own, as tensorwise takes it (its amax over ``group``, given when a TP split cuts ``t``): TE starts
+        from scale 1 instead, which rounds tiny gradients to zero and makes the first step depend on how DP
+        averages them."""
         index = ROLES.index(role)
         t = t.float()
         amax = t.abs().amax()
-        if record:
-            with torch.no_grad():
-                self.step_amax[index] = torch.maximum(self.step_amax[index], amax)
+        with torch.no_grad():
+            self.step_amax[index] = torch.maximum(self.step_amax[index], amax)
         if self.updates == 0:
             return _scaled_cast(t, _max_over(amax.detach().clone(), group), self.recipe.element(role),
                                 power_of_two=False)
-        scale = self.scale[index]
-        return _cast(t * scale, self.recipe.element(role)) / scale
+        return _cast_with(t, self.scale[index], self.recipe.element(role))
 
     def update(self, step_amax: torch.Tensor) -> None:
         """The step's amax (reduced over the ranks) enters the history; the scales follow (an amax of 0, or one
@@ -259,7 +266,7 @@ def check_blocks(recipe: Fp8Recipe, shape: Tuple[int, int], split: Optional[str]
     dimensions in multiples of 32; under a TP split (``split``) every rank's piece of each fused segment
     (``pieces``, the per-rank sizes along the split dimension) must hold whole blocks, so that a rank's blocks are
     the blocks of one process. One line naming the linear and the fix."""
-    block = recipe.block(WEIGHT)
+    block = recipe.block
     if not block:
         return
     if recipe.recipe == "mxfp8" and any(size % MX_BLOCK for size in shape):
@@ -272,6 +279,36 @@ def check_blocks(recipe: Fp8Recipe, shape: Tuple[int, int], split: Optional[str]
                          f"{block}-element blocks; change --tensor-model-parallel-size or the model's sizes")
 
 
+class _Operands:
+    """The quantised operands of one pass (forward or backward) of a linear, each made once: under a per-tensor
+    recipe one quantisation of a tensor serves every GEMM it enters, otherwise one per reduction dimension."""
+
+    def __init__(self, recipe: Fp8Recipe, split: Optional[str], group: Optional[Group],
+                 delayed: Optional[DelayedScaling]) -> None:
+        self.recipe, self.split, self.group, self.delayed = recipe, split, group, delayed
+        self.made: Dict[Tuple[str, Optional[int]], torch.Tensor] = {}
+
+    def __call__(self, t: torch.Tensor, role: str, reduce_dim: int) -> torch.Tensor:
+        """``t`` (2-D) quantised as ``role`` for a GEMM reducing over ``reduce_dim``, dequantised to fp32."""
+        key = (role, None if self.recipe.per_tensor else reduce_dim)
+        if key not in self.made:
+            tensor_split = _tensor_split(role, self.split)
+            if self.delayed is not None:
+                self.made[key] = self.delayed.quantize(t, role, self.group if tensor_split is not None else None)
+            else:
+                self.made[key] = quantize_along(t, reduce_dim, self.recipe, role, tensor_split, self.group)
+        return self.made[key]
+
+
+def _tensor_split(role: str, split: Optional[str]) -> Optional[int]:
+    """The dimension of ``role``'s 2-D operand (x ``[tokens, K]``, w ``[N, K]``, g ``[tokens, N]``) a TP split
+    cuts: column-parallel splits N, row-parallel K."""
+    if split is None:
+        return None
+    return {(INPUT, SPLIT_IN): 1, (WEIGHT, SPLIT_OUT): 0, (WEIGHT, SPLIT_IN): 1, (GRAD, SPLIT_OUT): 1}.get(
+        (role, split))
+
+
 class Fp8Linear(torch.autograd.Function):
     """``x w^T`` with each GEMM on quantised operands (see the module docstring); fp32 products."""
 
@@ -281,46 +318,25 @@ class Fp8Linear(torch.autograd.Function):
         # x [..., K], weight [N, K] -> [..., N]
         ctx.save_for_backward(x, weight)
         ctx.recipe, ctx.split, ctx.group, ctx.delayed = recipe, split, group, delayed
-        rows = x.reshape(-1, x.size(-1))  # [tokens, K]
-        if delayed is not None:  # per-tensor scales of earlier steps, the same for every GEMM of this step
+        if delayed is not None:
             delayed.ensure(x.device)
-            x_q = delayed.quantize(rows, INPUT, group=group if split == SPLIT_IN else None)
-            w_q = delayed.quantize(weight, WEIGHT, group=group if split is not None else None)
-            return (x_q @ w_q.t()).to(x.dtype).view(*x.shape[:-1], weight.size(0))
-        x_q = quantize_along(rows, 1, recipe, INPUT, 1 if split == SPLIT_IN else None, group)
-        w_q = quantize_along(weight, 1, recipe, WEIGHT, _weight_split(split), group)
-        return (x_q @ w_q.t()).to(x.dtype).view(*x.shape[:-1], weight.size(0))
+        operand = _Operands(recipe, split, group, delayed)
+        rows = x.reshape(-1, x.size(-1))  # [tokens, K]
+        y = operand(rows, INPUT, 1) @ operand(weight, WEIGHT, 1).t()  # reduces over K
+        return y.to(x.dtype).view(*x.shape[:-1], weight.size(0))
 
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor):
         x, weight = ctx.saved_tensors
+        operand = _Operands(ctx.recipe, ctx.split, ctx.group, ctx.delayed)
         grad = grad_output.reshape(-1, grad_output.size(-1))  # [tokens, N]
-        if ctx.delayed is not None:
-            delayed, split, group = ctx.delayed, ctx.split, ctx.group
-            g_q = delayed.quantize(grad, GRAD, group=group if split == SPLIT_OUT else None)
-            x_q = delayed.quantize(x.reshape(-1, x.size(-1)), INPUT, False, group if split == SPLIT_IN else None)
-            w_q = delayed.quantize(weight, WEIGHT, False, group if split is not None else None)
-            grad_x = (g_q @ w_q).to(x.dtype).view(x.shape) if ctx.needs_input_grad[0] else None
-            grad_w = (g_q.t() @ x_q).to(weight.dtype) if ctx.needs_input_grad[1] else None
-            return grad_x, grad_w, None, None, None, None
-        recipe, split, group = ctx.recipe, ctx.split, ctx.group
-        grad_split = 1 if split == SPLIT_OUT else None
         grad_x = grad_w = None
         if ctx.needs_input_grad[0]:  # reduces over N
-            g_q = quantize_along(grad, 1, recipe, GRAD, grad_split, group)
-            w_q = quantize_along(weight, 0, recipe, WEIGHT, _weight_split(split), group)
-            grad_x = (g_q @ w_q).to(x.dtype).view(x.shape)  # [..., K]
+            grad_x = (operand(grad, GRAD, 1) @ operand(weight, WEIGHT, 0)).to(x.dtype).view(x.shape)  # [..., K]
         if ctx.needs_input_grad[1]:  # reduces over the tokens, never split by TP
             rows = x.reshape(-1, x.size(-1))
-            g_q = quantize_along(grad, 0, recipe, GRAD, grad_split, group)
-            x_q = quantize_along(rows, 0, recipe, INPUT, 1 if split == SPLIT_IN else None, group)
-            grad_w = (g_q.t() @ x_q).to(weight.dtype)  # [N, K]
+            grad_w = (operand(grad, GRAD, 0).t() @ operand(rows, INPUT, 0)).to(weight.dtype)  # [N, K]
         return grad_x, grad_w, None, None, None, None
-
-
-def _weight_split(split: Optional[str]) -> Optional[int]:
-    """The dimension of the local weight ``[N, K]`` a TP split cuts."""
-    return {SPLIT_OUT: 0, SPLIT_IN: 1}.get(split)
 
 
 def fp8_linear(x: torch.Tensor, weight: torch.Tensor, recipe: Fp8Recipe, split: Optional[str] = None,

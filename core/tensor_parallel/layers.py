@@ -334,7 +334,6 @@ class RowParallelLinear(nn.Module):
             y = reduce_from_tensor_model_parallel_region(y, self.group)
         return add_bias(y, self.bias) if self.bias is not None else y
 
-
     def product(self, x: torch.Tensor) -> torch.Tensor:
         """The local GEMM ``[s, b, in/tp]`` -> ``[s, b, out]`` before the reduction over TP (FP8 linears,
         core/quantization/fp8.py, replace it)."""

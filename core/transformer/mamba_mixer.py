@@ -528,7 +528,8 @@ class MambaMixer(nn.Module):
 
     def _conv(self, x: torch.Tensor, previous: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
         """SiLU of the causal conv continuing from the ``previous`` inputs; and the last ``d_conv - 1`` inputs."""
-        return carried_causal_conv(x, self.conv1d.weight, self.conv1d.bias, previous, silu=True)  # [b, s, c], [b, d_conv-1, c]
+        # [b, s, c], [b, d_conv-1, c]
+        return carried_causal_conv(x, self.conv1d.weight, self.conv1d.bias, previous, silu=True)
 
     def _dt(self, dt: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """softplus(dt + bias) in fp32, clamped to ``--mamba-dt-limit-min/max``."""

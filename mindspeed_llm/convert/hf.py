@@ -100,7 +100,8 @@ class HFSource:
         """A quantised checkpoint (``quantization_config``): each quantised weight is listed under the name the
         weight map knows, with its dequantised shape, and read from its stored values and scales
         (:mod:`mindspeed_llm.convert.quantized`); an 8-bit tensor without its scale is refused."""
-        self.dequantized = plan_dequantization(quantization_method(self.hf_config), self.shapes, self.dtypes)
+        method = quantization_method(self.hf_config)
+        self.dequantized = plan_dequantization(method, self.shapes, self.dtypes)
         self.stored_where = dict(self.where)  # the stored tensors' files, scales included
         for name, entry in self.dequantized.items():
             for source in entry.sources:
@@ -114,7 +115,7 @@ class HFSource:
                                       "scales that make it a weight (quantization_config "
                                       f"{self.hf_config.get('quantization_config')!r}); convert a bf16 copy")
         if self.dequantized:
-            print(f"convert_ckpt: note: dequantising {len(self.dequantized)} {quantization_method(self.hf_config)} "
+            print(f"convert_ckpt: note: dequantising {len(self.dequantized)} {method} "
                   f"tensor(s) of {self.listing} to fp32", file=sys.stderr)
 
     def _drop_absent_mtp_layers(self) -> None:

@@ -4,13 +4,14 @@ The build hook gives every column- and row-parallel linear of the decoder layers
 the MLP, the recurrent mixers' in/out projections) the run's :class:`~core.quantization.fp8.Fp8Recipe`, except in
 the layers ``--first-last-layers-bf16`` keeps in high precision; the embeddings, the output layer, the MTP layers
 and the small projections that are plain ``nn.Linear`` (Mamba's ``x_proj``/``dt_proj``, the routers) stay in
-the run's dtype. The weights, their master copies and the checkpoints do not change: an FP8 run saves what a bf16
-run saves, and either resumes the other.
+the run's dtype. The weights and their master copies do not change: an FP8 run saves the weights a bf16 run
+saves (plus the delayed recipe's histories), and either resumes the other.
 
 Under ``--fp8-recipe delayed`` each quantised linear also gets a :class:`~core.quantization.fp8.DelayedScaling`:
 the step hook reduces the step's amaxes over TP and DP x CP and updates the scales after every optimizer step, and
 the histories and scales travel in the run's checkpoints (``fp8_delayed_scaling``, by linear name), so a resumed
-run continues with the scales it had; a checkpoint without them (a bf16 run's) starts from scale 1.
+run continues with the scales it had; a checkpoint without them (a bf16 run's) starts as a new run does, each
+tensor scaled by its own amax in the first step.
 
 The checks refuse, one line each, what this does not cover yet: the routed experts' grouped GEMMs (a MoE model),
 the zero-bubble schedule (its deferred weight gradients), block sizes a TP split would cut, and delayed scaling
