@@ -35,7 +35,8 @@ from core.distributed.fsdp import (clean_name, finalize_fsdp_grads, fsdp_info, f
 from core.distributed.grad_buffer import GradBuffers, finalize_model_grads
 from core.optimizer.distrib_optimizer import DistributedOptimizer
 from core.optimizer.fsdp_optimizer import FSDPOptimizer, full_optimizer_state_dict, load_full_optimizer_state_dict
-from core.optimizer.optimizer import GradScaler, LossScalingOptimizer, MixedPrecisionOptimizer, OptimizerConfig
+from core.optimizer.optimizer import (GradScaler, LossScalingOptimizer, MixedPrecisionOptimizer, OptimizerConfig,
+                                      state_keys)
 from core.parallel_state import ParallelState
 from core.tensor_parallel.param_meta import ParamMeta, param_meta
 
@@ -381,7 +382,8 @@ class FSDPModels(DataParallelModels):
             state = self.optimizer.optimizer.state[param]
             entries = {}
             for kind in kinds:
-                if kind != "fp32_param":  # FSDP's parameters are the fp32 masters, loaded as the model
+                # FSDP's parameters are the fp32 masters, loaded as the model; each parameter takes its own moments
+                if kind != "fp32_param" and kind in state_keys(self.optimizer.optimizer, param):
                     state[kind] = torch.zeros_like(param.detach())
                     entries[kind] = _local(state[kind]).reshape(-1)
             windows.append((name, shape, start, entries))

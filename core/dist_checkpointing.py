@@ -538,7 +538,7 @@ def load_into(directory: str, dp: Any, where: RankCoordinates, tied: bool, kinds
             request.add("model", name, key, spec.shape, spec.dtype, spec.meta)
         for kind in (kinds or []) if spec.trains and not dp.windowed_optimizer else []:
             key = checkpoint_key(optimizer_prefix(kind), name, tied)
-            if kind != FP32_PARAM or key in stored:
+            if key in stored:  # masters only from a bf16/fp16 run; each parameter has its own optimizer's moments
                 request.add(kind, name, key, spec.shape, torch.float32, spec.meta)
     state = request.state()
     for prefix, (name, shape, start, entries) in in_place:

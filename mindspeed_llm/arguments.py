@@ -68,6 +68,7 @@ import torch
 import yaml
 
 from core.device import BACKEND_FOR_DEVICE, DEVICE_TYPES, device_for_backend
+from core.optimizer.muon import MUON_MATMUL_PRECISIONS, MUON_SCALE_MODES, MUON_TP_MODES
 from core.parallel_state import expert_dimension, validate_degrees
 from core.pipeline_parallel.layout import LayoutError, resolve_virtual_pipeline, stage_layers
 from core.transformer.config import (ACTIVATION_SWITCHES, FIELD_DEFAULT, QK_NORM_SWITCHES, TransformerConfig,
@@ -96,7 +97,11 @@ INSTALL_HINT = "pip install -e .[{extra}]"
 
 
 def _flag(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
+    """The flag that sets ``dest``: its spelling, or the one flag of another spelling (``--muon-no-split-qkv``)."""
+    return _FLAGS_SPELLED_OTHERWISE.get(dest, "--" + dest.replace("_", "-"))
+
+
+_FLAGS_SPELLED_OTHERWISE = {"muon_split_qkv": "--muon-no-split-qkv"}
 
 
 # --------------------------------------------------------------------------- the config table's flags
@@ -242,8 +247,32 @@ def _add_training_args(parser: argparse.ArgumentParser) -> None:
                        action="store_false", help="apply such updates (Megatron's switch)")
     group.add_argument("--max-skipped-iterations", type=int, default=10, metavar="N",
                        help="stop with an error after N steps in a row skipped for a non-finite loss or grad norm")
-    group.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
+    group.add_argument("--optimizer", choices=("adam", "sgd", "muon"), default="adam",
+                       help="muon: orthogonalised momentum for the hidden matrices, AdamW (--adam-*) for embeddings, "
+                            "the output layer, norms and biases (core/optimizer/muon.py)")
     add_config_flags(group)
+
+
+def _add_muon_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("muon (Megatron-core's flags)")
+    group.add_argument("--muon-momentum", type=float, default=0.9, help="momentum of Muon's internal SGD")
+    group.add_argument("--muon-use-nesterov", action="store_true", help="Nesterov momentum in Muon's internal SGD")
+    group.add_argument("--muon-no-split-qkv", dest="muon_split_qkv", action="store_false", default=True,
+                       help="orthogonalise a fused QKV weight as one matrix instead of as Q, K and V")
+    group.add_argument("--muon-scale-mode", choices=MUON_SCALE_MODES, default="spectral",
+                       help="the update's factor from the matrix shape: spectral sqrt(max(out, in)), unit_rms_norm "
+                            "sqrt(out / in), shape_scaling sqrt(max(1, out / in))")
+    group.add_argument("--muon-extra-scale-factor", type=float, default=1.0,
+                       help="times the scale mode's factor (0.2 with spectral matches AdamW's update RMS, so AdamW's "
+                            "learning rate carries over: Moonlight's rule)")
+    group.add_argument("--muon-fp32-matmul-prec", choices=tuple(MUON_MATMUL_PRECISIONS), default="medium",
+                       help="fp32 matmul precision of the Newton-Schulz products: high = IEEE fp32, medium = torch's "
+                            "'high' (TF32 on GPUs), low = torch's 'medium' (bf16)")
+    group.add_argument("--muon-num-ns-steps", type=int, default=5, help="Newton-Schulz iterations per update")
+    group.add_argument("--muon-tp-mode", choices=MUON_TP_MODES, default="duplicated",
+                       help="a TP-split matrix: duplicated gathers it (equal to one process), distributed sums the "
+                            "Newton-Schulz products over TP, blockwise orthogonalises each rank's slice (Megatron's "
+                            "default; depends on the TP size)")
 
 
 def _add_learning_rate_args(parser: argparse.ArgumentParser) -> None:
@@ -404,7 +433,7 @@ def _add_logging_args(parser: argparse.ArgumentParser) -> None:
 
 
 SHARED_GROUPS = (_add_network_size_args, _add_initialization_args, _add_regularization_args, _add_training_args,
-                 _add_learning_rate_args, _add_checkpointing_args, _add_mixed_precision_args, _add_distributed_args,
+                 _add_muon_args, _add_learning_rate_args, _add_checkpointing_args, _add_mixed_precision_args, _add_distributed_args,
                  _add_data_parallel_args, _add_data_args, _add_logging_args)
 
 
@@ -1060,8 +1089,11 @@ DEPENDENT_FLAGS: Tuple[Tuple[str, Callable[[argparse.Namespace], bool], str], ..
     ("qlora", lambda args: bool(args.lora_target_modules), "--lora-target-modules"),
     ("qlora_save_dequantize", lambda args: args.qlora, "--qlora"),
     ("sgd_momentum", lambda args: args.optimizer == "sgd", "--optimizer sgd"),
-    *((dest, lambda args: args.optimizer == "adam", "--optimizer adam")
+    *((dest, lambda args: args.optimizer in ("adam", "muon"), "--optimizer adam or muon")
       for dest in ("adam_beta1", "adam_beta2", "adam_eps")),
+    *((dest, lambda args: args.optimizer == "muon", "--optimizer muon")
+      for dest in ("muon_momentum", "muon_use_nesterov", "muon_split_qkv", "muon_scale_mode",
+                   "muon_extra_scale_factor", "muon_fp32_matmul_prec", "muon_num_ns_steps", "muon_tp_mode")),
     ("lr_warmup_init", lambda args: args.lr_warmup_iters > 0, "a warmup (--lr-warmup-iters or --lr-warmup-fraction)"),
     ("min_lr", lambda args: args.lr_decay_style != "constant",
      "a decaying --lr-decay-style (linear, cosine, inverse-square-root or WSD)"),
@@ -1289,12 +1321,25 @@ def _check_data_parallel(args: argparse.Namespace) -> None:
                             "--overlap-param-gather")
     if args.hsdp_replicate_size > 1 and not (args.use_torch_fsdp2 or args.use_torch_fsdp):
         raise ArgumentError("--hsdp-replicate-size needs --use-torch-fsdp2 or --use-torch-fsdp")
+    if args.optimizer == "muon":
+        _check_muon(args)
     if args.ddp_bucket_size is not None and args.ddp_bucket_size <= 0:
         raise ArgumentError(f"--ddp-bucket-size {args.ddp_bucket_size} must be positive")
     try:
         validate_fsdp_args(args)
     except FSDPArgumentError as error:
         raise ArgumentError(str(error)) from None
+
+
+def _check_muon(args: argparse.Namespace) -> None:
+    """What --optimizer muon cannot be combined with."""
+    if args.use_torch_fsdp:
+        raise ArgumentError("--optimizer muon needs whole matrices, which FSDP1's flat shards do not give; use "
+                            "--use-torch-fsdp2 instead of --use-torch-fsdp")
+    if args.swap_optimizer:
+        raise ArgumentError("--swap-optimizer streams AdamW's moments; --optimizer muon keeps its own: drop one")
+    if args.muon_num_ns_steps < 1:
+        raise ArgumentError(f"--muon-num-ns-steps {args.muon_num_ns_steps} must be at least 1")
 
 
 def parse_and_validate(argv: Optional[Sequence[str]] = None, world_size: Optional[int] = None,

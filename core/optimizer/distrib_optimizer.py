@@ -21,19 +21,19 @@ state (master weight, Adam moments) for DP rank 0 to save as
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
 
 from core.distributed.grad_buffer import Bucket, GradBuffers
 from core.optimizer.clip_grads import any_non_finite, norm_squared_of_range
+from core.optimizer.muon import ADAM_KEYS, MUON_KEYS, Muon, orthogonalize_local, split_muon_groups, uses_muon
 from core.optimizer.optimizer import (GradScaler, LossScalingOptimizer, OptimizerConfig, build_torch_optimizer,
                                       flat_fp32_copies, no_weight_decay)
 from core.parallel_state import ParallelState
 from core.tensor_parallel.mappings import all_gather_single, all_reduce, any_rank
-
-STATE_KEYS = ("exp_avg", "exp_avg_sq")
+from core.tensor_parallel.param_meta import param_meta
 
 
 @dataclass
@@ -84,15 +84,51 @@ class DistributedOptimizer(LossScalingOptimizer):
         self.mixed = any(piece.param.dtype != torch.float32 for piece in self.pieces)
         decay = [p.master for p in self.pieces if not no_weight_decay(p.name, p.param)]
         no_decay = [p.master for p in self.pieces if no_weight_decay(p.name, p.param)]
-        groups = [{"params": decay, "wd_mult": 1.0, "lr_mult": 1.0},
-                  {"params": no_decay, "wd_mult": 0.0, "lr_mult": 1.0}]
-        self.optimizer = build_torch_optimizer([g for g in groups if g["params"]] or
-                                               [{"params": [], "wd_mult": 1.0, "lr_mult": 1.0}], config)
+        groups = [g for g in ({"params": decay, "wd_mult": 1.0, "lr_mult": 1.0},
+                              {"params": no_decay, "wd_mult": 0.0, "lr_mult": 1.0}) if g["params"]]
+        self._piece_of = {id(piece.master): piece for piece in self.pieces}
+        if config.optimizer == "muon":
+            groups = split_muon_groups(groups, lambda master: self._is_matrix(self._piece_of[id(master)].name,
+                                                                              self._piece_of[id(master)].param))
+        self.optimizer = build_torch_optimizer(groups or [{"params": [], "wd_mult": 1.0, "lr_mult": 1.0}], config)
+        if isinstance(self.optimizer, Muon):
+            self.optimizer.orthogonalize_batch = self._orthogonalize
         self._pending_gathers: Dict[int, object] = {}
         self._hooks = [m.register_forward_pre_hook(self._wait_for_params) for model in models
                        for m in model.modules() if any(True for _ in m.parameters(recurse=False))]
         self._hooks += [m.register_forward_pre_hook(self._wait_for_direct_reads) for model in models
                         for m in model.modules() if hasattr(m, "params_read_directly")]
+
+    @staticmethod
+    def _is_matrix(name: str, param: nn.Parameter) -> bool:
+        return uses_muon(name, param)
+
+    def _keys_of(self, name: str, param: nn.Parameter) -> Tuple[str, ...]:
+        """The moment tensors a parameter's pieces keep: the same answer on every rank, pieces held or not."""
+        if self.config.optimizer == "sgd" or (self.config.optimizer == "muon" and self._is_matrix(name, param)):
+            return MUON_KEYS
+        return ADAM_KEYS
+
+    @property
+    def _all_keys(self) -> Tuple[str, ...]:
+        return {"sgd": MUON_KEYS, "muon": ADAM_KEYS + MUON_KEYS}.get(self.config.optimizer, ADAM_KEYS)
+
+    def _orthogonalize(self, masters: List[torch.Tensor], updates: List[torch.Tensor]) -> List[torch.Tensor]:
+        """Muon's directions for this rank's pieces: each piece's update is gathered over DP into its parameter's
+        TP-local tensor (bucket by bucket, the buckets that hold a matrix), orthogonalised once per parameter,
+        and cut back into the piece."""
+        pieces = [self._piece_of[id(master)] for master in masters]
+        values = {(id(piece.param), piece.start): update for piece, update in zip(pieces, updates)}
+        full = self._gather_pieces(values, lambda name, param: self._is_matrix(name, param), to_host=False)
+        directions: Dict[str, torch.Tensor] = {}
+        result = []
+        for piece in pieces:
+            if piece.name not in directions:
+                local = full[piece.name].view(piece.param.shape)
+                directions[piece.name] = orthogonalize_local(local, piece.name, param_meta(piece.param),
+                                                             self.config.muon, self.state.tp_group).reshape(-1)
+            result.append(directions[piece.name][piece.start:piece.end])
+        return result
 
     # ---- the step ----------------------------------------------------------------------------
     def _attach_grads(self) -> List[torch.Tensor]:
@@ -184,7 +220,8 @@ class DistributedOptimizer(LossScalingOptimizer):
         result = []
         for piece in self.pieces:
             state = self.optimizer.state.get(piece.master, {})
-            entries = {key: state[key] if key in state else torch.zeros_like(piece.master) for key in STATE_KEYS}
+            entries = {key: state[key] if key in state else torch.zeros_like(piece.master)
+                       for key in self._keys_of(piece.name, piece.param)}
             if self.mixed:
                 entries["fp32_param"] = piece.master.detach()
             result.append((piece.name, tuple(piece.param.shape), piece.start, entries))
@@ -201,7 +238,7 @@ class DistributedOptimizer(LossScalingOptimizer):
                 if kind == "fp32_param":
                     if self.mixed:
                         entries[kind] = piece.master.data
-                else:
+                elif kind in self._keys_of(piece.name, piece.param):
                     state[kind] = torch.zeros_like(piece.master, dtype=torch.float32)
                     entries[kind] = state[kind]
             result.append((piece.name, tuple(piece.param.shape), piece.start, entries))
@@ -223,8 +260,10 @@ class DistributedOptimizer(LossScalingOptimizer):
     def sharded_state(self) -> Dict[str, Dict[str, torch.Tensor]]:
         """Full per-parameter master weights and moments, assembled over DP (every rank gets it)."""
         result: Dict[str, Dict[str, torch.Tensor]] = {}
-        for key in ("param",) + STATE_KEYS:
-            for name, full in self._gather_flat(key).items():
+        for key in ("param",) + self._all_keys:
+            values = {(id(p.param), p.start): self._piece_value(p, key) for p in self.pieces}
+            wanted = (lambda name, param, key=key: key == "param" or key in self._keys_of(name, param))
+            for name, full in self._gather_pieces(values, wanted).items():
                 result.setdefault(name, {})[key] = full
         return result
 
@@ -234,16 +273,21 @@ class DistributedOptimizer(LossScalingOptimizer):
         state = self.optimizer.state.get(piece.master, {})
         return state[key].float() if key in state else torch.zeros_like(piece.master, dtype=torch.float32)
 
-    def _gather_flat(self, key: str) -> Dict[str, torch.Tensor]:
-        """Gather one state over DP, bucket by bucket, and cut it into parameters."""
-        values = {(id(p.param), p.start): self._piece_value(p, key) for p in self.pieces}
+    def _gather_pieces(self, values: Dict[Tuple[int, int], torch.Tensor], wanted: Callable[[str, nn.Parameter], bool],
+                       to_host: bool = True) -> Dict[str, torch.Tensor]:
+        """Gather per-piece values (keyed ``(id(param), start)``, fp32) over DP into whole flat tensors by parameter
+        name, for the parameters ``wanted(name, param)`` says (every rank must answer alike: a bucket with none is
+        skipped by all). ``to_host``: copies on the CPU (a checkpoint) rather than views on the device."""
         result = {}
         for model_buffers in self.buffers:
             for buffer in model_buffers.buffers:
                 for bucket in buffer.buckets:
+                    chosen = [p for p in bucket.params if wanted(self.names[id(p)], p)]
+                    if not chosen:
+                        continue
                     chunk = torch.zeros(bucket.shard_size, dtype=torch.float32, device=buffer.data.device)
                     base = bucket.offset + bucket.dp_group.rank * bucket.shard_size
-                    for param in bucket.params:
+                    for param in chosen:
                         first, last = buffer.param_ranges[id(param)]
                         lo, hi = max(first, base), min(last, base + bucket.shard_size)
                         if lo < hi:
@@ -254,9 +298,10 @@ class DistributedOptimizer(LossScalingOptimizer):
                         all_gather_single(full, chunk, group=bucket.dp_group.handle)
                     else:
                         full.copy_(chunk)
-                    for param in bucket.params:
+                    for param in chosen:
                         first, last = buffer.param_ranges[id(param)]
-                        result[self.names[id(param)]] = full[first - bucket.offset:last - bucket.offset].clone().cpu()
+                        flat = full[first - bucket.offset:last - bucket.offset]
+                        result[self.names[id(param)]] = flat.clone().cpu() if to_host else flat
         return result
 
     @torch.no_grad()
@@ -271,6 +316,6 @@ class DistributedOptimizer(LossScalingOptimizer):
             if self.mixed:
                 piece.param.data.view(-1)[piece.start:piece.end].copy_(piece.master)
             state = self.optimizer.state[piece.master]
-            for key in STATE_KEYS:
+            for key in self._keys_of(piece.name, piece.param):
                 state[key] = saved[key][piece.start:piece.end].to(piece.master.device).clone()
             state["step"] = step.clone()

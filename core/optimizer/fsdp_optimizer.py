@@ -14,6 +14,7 @@ from torch import nn
 
 from core.distributed.fsdp import cpu_copy, fsdp_info, local_grad, named_fsdp_params
 from core.optimizer.clip_grads import norm_squared_of_range
+from core.optimizer.muon import Muon, orthogonalize_local, split_muon_groups, uses_muon
 from core.optimizer.optimizer import LossScalingOptimizer, OptimizerConfig, build_torch_optimizer
 from core.parallel_state import ParallelState
 from core.tensor_parallel.mappings import all_reduce
@@ -40,8 +41,9 @@ def fsdp_grad_norm(model: nn.Module, state: ParallelState) -> float:
     return float(total.sqrt().item())
 
 
-def fsdp_param_groups(model: nn.Module) -> List[Dict]:
-    """Megatron's groups: no weight decay on biases and 1-D parameters (TP-local shapes)."""
+def fsdp_param_groups(model: nn.Module, muon: bool = False) -> List[Dict]:
+    """Megatron's groups: no weight decay on biases and 1-D parameters (TP-local shapes); with ``muon`` the
+    matrices Muon steps in groups of their own."""
     info = fsdp_info(model)
     decay, no_decay = [], []
     for name, param in named_fsdp_params(model):
@@ -51,7 +53,11 @@ def fsdp_param_groups(model: nn.Module) -> List[Dict]:
         (no_decay if name.endswith(".bias") or one_d else decay).append(param)
     groups = [{"params": decay, "wd_mult": 1.0, "lr_mult": 1.0},
               {"params": no_decay, "wd_mult": 0.0, "lr_mult": 1.0}]
-    return [g for g in groups if g["params"]]
+    groups = [g for g in groups if g["params"]]
+    if not muon:
+        return groups
+    names = {id(param): name for name, param in named_fsdp_params(model)}
+    return split_muon_groups(groups, lambda p: uses_muon(names[id(p)], p, info.specs[names[id(p)]].shape))
 
 
 class FSDPOptimizer(LossScalingOptimizer):
@@ -63,7 +69,28 @@ class FSDPOptimizer(LossScalingOptimizer):
 
     def __init__(self, model: nn.Module, config: OptimizerConfig, state: ParallelState) -> None:
         self.model, self.config, self.state = model, config, state
-        self.optimizer = build_torch_optimizer(fsdp_param_groups(model), config, allow_fused=False)
+        self.optimizer = build_torch_optimizer(fsdp_param_groups(model, muon=config.optimizer == "muon"), config,
+                                               allow_fused=False)
+        if isinstance(self.optimizer, Muon):
+            if fsdp_info(model).kind != "fsdp2":
+                raise ValueError("--optimizer muon shards matrices with FSDP2 only; use --use-torch-fsdp2 instead of "
+                                 "--use-torch-fsdp")
+            self.optimizer.orthogonalize_batch = self._orthogonalize
+
+    def _orthogonalize(self, params: List[torch.Tensor], updates: List[torch.Tensor]) -> List[torch.Tensor]:
+        """Muon's directions: each update (a DTensor sharded over DP x CP) gathered into the TP-local tensor,
+        orthogonalised, and this rank's flat window of it written back into the update's local shard."""
+        info = fsdp_info(self.model)
+        names = {id(param): name for name, param in named_fsdp_params(self.model)}
+        for param, update in zip(params, updates):
+            spec = info.specs[names[id(param)]]
+            whole = update.full_tensor() if hasattr(update, "full_tensor") else update  # [TP-local shape]
+            direction = orthogonalize_local(whole.view(spec.shape), spec.name, spec.meta, self.config.muon,
+                                            self.state.tp_group)
+            local = update.to_local() if hasattr(update, "to_local") else update
+            window = direction.reshape(-1)[spec.flat_start:spec.flat_start + local.numel()]
+            local.copy_(window.view_as(local))
+        return updates
 
     def _attach_grads(self) -> List[torch.Tensor]:
         """The gradient shards FSDP left on the parameters (clipped in place)."""

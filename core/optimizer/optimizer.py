@@ -21,9 +21,11 @@ from torch import nn
 
 from core.optimizer.clip_grads import any_non_finite, clip_grads, global_grad_norm
 from core.optimizer.grad_scaler import ConstantGradScaler, DynamicGradScaler
+from core.optimizer.muon import (ADAM_KEYS, MUON_KEYS, Muon, MuonSettings, orthogonalize_local, split_muon_groups,
+                                 uses_muon)
 from core.optimizer.swap import SwapAdamW
 from core.parallel_state import ParallelState
-from core.tensor_parallel.param_meta import copy_meta
+from core.tensor_parallel.param_meta import copy_meta, param_meta
 
 GradScaler = Union[ConstantGradScaler, DynamicGradScaler]
 
@@ -41,6 +43,7 @@ class OptimizerConfig:
     swap_optimizer: bool = False  # Adam moments in host memory, streamed in chunks
     swap_chunk_elements: int = 1 << 24
     skip_non_finite_grad_norm: bool = True  # a NaN/Inf grad norm skips the update [--check-for-nan-in-loss-and-grad]
+    muon: MuonSettings = MuonSettings()  # --optimizer muon: the --muon-* flags
 
 
 def no_weight_decay(name: str, param: torch.Tensor) -> bool:
@@ -48,17 +51,29 @@ def no_weight_decay(name: str, param: torch.Tensor) -> bool:
     return name.endswith(".bias") or param.dim() == 1
 
 
-def param_groups(models: List[nn.Module]) -> List[Dict]:
-    """Decay and no-decay groups, with the multipliers the lr scheduler reads."""
-    decay, no_decay = [], []
+def param_groups(models: List[nn.Module], muon: bool = False) -> List[Dict]:
+    """Decay and no-decay groups, with the multipliers the lr scheduler reads; with ``muon`` the matrices Muon
+    steps in groups of their own."""
+    decay, no_decay, names = [], [], {}
     for model in models:
         for name, param in model.named_parameters():
             if not param.requires_grad:
                 continue
             (no_decay if no_weight_decay(name, param) else decay).append(param)
+            names[id(param)] = name
     groups = [{"params": decay, "wd_mult": 1.0, "lr_mult": 1.0},
               {"params": no_decay, "wd_mult": 0.0, "lr_mult": 1.0}]
-    return [g for g in groups if g["params"]]
+    groups = [g for g in groups if g["params"]]
+    return split_muon_groups(groups, lambda p: uses_muon(names[id(p)], p)) if muon else groups
+
+
+def state_keys(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> Tuple[str, ...]:
+    """The per-element state tensors ``optimizer`` keeps for ``param`` (besides its step count)."""
+    if isinstance(optimizer, Muon):
+        return optimizer.state_keys(param)
+    if isinstance(optimizer, torch.optim.SGD):
+        return MUON_KEYS  # torch's SGD names its momentum as Muon does
+    return ADAM_KEYS
 
 
 def flat_fp32_copies(tensors: List[torch.Tensor]) -> List[nn.Parameter]:
@@ -85,14 +100,17 @@ def _master_copies(params: List[nn.Parameter]) -> List[nn.Parameter]:
 
 def build_torch_optimizer(groups: List[Dict], config: OptimizerConfig,
                           allow_fused: bool = True) -> torch.optim.Optimizer:
-    """SGD, AdamW (fused kernel when the device has one and ``allow_fused``) or SwapAdamW."""
+    """SGD, AdamW (fused kernel when the device has one and ``allow_fused``), SwapAdamW or Muon (``groups`` from
+    :func:`param_groups` with ``muon=True`` or :func:`~core.optimizer.muon.split_muon_groups`)."""
     if config.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=config.lr, momentum=config.sgd_momentum,
                                weight_decay=config.weight_decay)
-    if config.optimizer != "adam":
-        raise ValueError(f"--optimizer {config.optimizer!r} is not one of ('adam', 'sgd')")
+    if config.optimizer not in ("adam", "muon"):
+        raise ValueError(f"--optimizer {config.optimizer!r} is not one of ('adam', 'sgd', 'muon')")
     kwargs = dict(lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps,
                   weight_decay=config.weight_decay)
+    if config.optimizer == "muon":
+        return Muon(groups, settings=config.muon, **kwargs)
     if config.swap_optimizer:
         return SwapAdamW(groups, chunk_elements=config.swap_chunk_elements, **kwargs)
     if not allow_fused:  # e.g. DTensor parameters (FSDP2)
@@ -188,7 +206,7 @@ class MixedPrecisionOptimizer(LossScalingOptimizer):
     def __init__(self, models: List[nn.Module], config: OptimizerConfig, state: ParallelState,
                  grad_scaler: Optional[GradScaler] = None) -> None:
         self.config, self.state, self.grad_scaler = config, state, grad_scaler
-        groups = param_groups(models)
+        groups = param_groups(models, muon=config.optimizer == "muon")
         self.model_params: List[nn.Parameter] = [p for g in groups for p in g["params"]]
         self.mixed = any(p.dtype != torch.float32 for p in self.model_params)
         if self.mixed:
@@ -197,6 +215,15 @@ class MixedPrecisionOptimizer(LossScalingOptimizer):
                 group["params"] = [next(masters) for _ in group["params"]]
         self.master_params: List[nn.Parameter] = [p for g in groups for p in g["params"]]
         self.optimizer = build_torch_optimizer(groups, config)
+        if isinstance(self.optimizer, Muon):
+            names = {id(p): name for model in models for name, p in model.named_parameters()}
+            self._names = {id(m): names[id(p)] for p, m in zip(self.model_params, self.master_params)}
+            self.optimizer.orthogonalize_batch = self._orthogonalize
+
+    def _orthogonalize(self, masters: List[torch.Tensor], updates: List[torch.Tensor]) -> List[torch.Tensor]:
+        """Muon's directions: each master is this TP rank's whole slice of its parameter."""
+        return [orthogonalize_local(update, self._names[id(master)], param_meta(master), self.config.muon,
+                                    self.state.tp_group) for master, update in zip(masters, updates)]
 
     def _attach_grads(self) -> List[torch.Tensor]:
         grads = []

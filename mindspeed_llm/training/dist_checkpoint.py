@@ -18,6 +18,7 @@ import argparse
 from typing import Any, Dict, List, Optional, Protocol
 
 import torch
+import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 
 from core import checkpointing
@@ -71,6 +72,15 @@ def _rng_bytes() -> bytes:
     return buffer.getvalue()
 
 
+def _on_any_rank(kinds: List[str]) -> List[str]:
+    """The optimizer state kinds some rank saves (collective)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return kinds
+    every_rank: List[List[str]] = [[] for _ in range(dist.get_world_size())]
+    dist.all_gather_object(every_rank, kinds)
+    return sorted({kind for listed in every_rank for kind in listed})
+
+
 def _common(trainer: CheckpointedRun, kinds: list, with_optimizer: bool) -> Dict[str, Any]:
     args = trainer.args
     return {"args": checkpointing.namespace_for_checkpoint(args),
@@ -89,6 +99,7 @@ def save(trainer: CheckpointedRun) -> str:
     with_optimizer = not args.no_save_optim
     host = trainer.async_saves.host if args.async_save else None  # a synchronous save writes the tensors as they are
     pieces, kinds = dcp_format.state_to_save(trainer.dp, _where(trainer), _tied(trainer), with_optimizer, host)
+    kinds = _on_any_rank(kinds)  # rank 0 writes the list; another rank may hold kinds it has none of (Muon)
     if not args.no_save_rng:
         pieces[_rng_key(trainer)] = dcp_format.bytes_pieces(_rng_bytes())
     directory = checkpointing.iteration_dir(args.save, trainer.iteration)

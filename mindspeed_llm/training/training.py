@@ -43,6 +43,7 @@ from core.device import Accelerator, peak_tflops
 from core.data_parallel import DataParallelModels, DDPModels, DDPOptions, FSDPModels, FSDPOptions
 from core.distributed.fsdp import uses_fsdp
 from core.models.gpt_model import build_model
+from core.optimizer.muon import MuonSettings
 from core.optimizer.optimizer import OptimizerConfig, build_grad_scaler
 from core.parallel_state import ParallelState
 from core.pipeline_parallel.schedules import PipelineOptions, get_forward_backward_func
@@ -112,7 +113,12 @@ def optimizer_config_from_args(args: argparse.Namespace) -> OptimizerConfig:
                            adam_beta1=args.adam_beta1, adam_beta2=args.adam_beta2, adam_eps=args.adam_eps,
                            sgd_momentum=args.sgd_momentum, clip_grad=args.clip_grad,
                            swap_optimizer=args.swap_optimizer, swap_chunk_elements=args.swap_optimizer_chunk_size,
-                           skip_non_finite_grad_norm=args.check_for_nan_in_loss_and_grad)
+                           skip_non_finite_grad_norm=args.check_for_nan_in_loss_and_grad,
+                           muon=MuonSettings(momentum=args.muon_momentum, use_nesterov=args.muon_use_nesterov,
+                                             num_ns_steps=args.muon_num_ns_steps, scale_mode=args.muon_scale_mode,
+                                             extra_scale_factor=args.muon_extra_scale_factor,
+                                             tp_mode=args.muon_tp_mode, split_qkv=args.muon_split_qkv,
+                                             fp32_matmul_prec=args.muon_fp32_matmul_prec))
 
 
 def _grad_dtype(args: argparse.Namespace) -> torch.dtype:
