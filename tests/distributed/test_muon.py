@@ -27,7 +27,7 @@ from core.tensor_parallel.mappings import all_gather_along_dim
 from core.tensor_parallel.param_meta import gather_full_tensor, param_meta
 from tests.distributed.test_training_equivalence import by_config
 
-DENSE = [
+MODEL = [
     "--num-layers", "2", "--hidden-size", "64", "--ffn-hidden-size", "96", "--num-attention-heads", "4",
     "--group-query-attention", "--num-query-groups", "2",
     "--seq-length", "16", "--max-position-embeddings", "16", "--position-embedding-type", "rope",
@@ -37,8 +37,8 @@ DENSE = [
     "--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "128", "--seed", "11", "--device", "cpu",
     "--distributed-backend", "gloo", "--eval-iters", "0", "--log-interval", "1",
     "--untie-embeddings-and-output-weights", "--make-vocab-size-divisible-by", "64",
-    "--optimizer", "muon", "--muon-fp32-matmul-prec", "high",
 ]
+DENSE = MODEL + ["--optimizer", "muon", "--muon-fp32-matmul-prec", "high"]
 MOE = DENSE + ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "48"]
 TP2 = ["--tensor-model-parallel-size", "2"]
 # small buckets: DP rank 1's chunk of each starts inside a matrix, whose pieces must be gathered to orthogonalise it
@@ -122,6 +122,8 @@ def world2(tmp_path_factory) -> Dict[str, List[Dict]]:
         "resume_distopt": ("resume", DENSE + DISTOPT, str(ckpt / "dist"), "torch_dist"),
         "resume_distopt_legacy": ("resume", DENSE + DISTOPT, str(ckpt / "legacy"), "torch"),
         "resume_tp2_legacy": ("resume", DENSE + TP2, str(ckpt / "tp2"), "torch"),
+        # the distributed optimizer saves each parameter's own moments: SGD's momentum too
+        "resume_sgd_distopt": ("resume", MODEL + DISTOPT + ["--optimizer", "sgd"], str(ckpt / "sgd"), "torch_dist"),
     }
     return by_config(run_distributed(2, worker, configs))
 
@@ -219,7 +221,8 @@ def test_blockwise_depends_on_the_tp_size(one_process, world2) -> None:
     torch.testing.assert_close(world2["dense_tp2"][0]["weights"][name], reference[name], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("config", ["resume_distopt", "resume_distopt_legacy", "resume_tp2_legacy"])
+@pytest.mark.parametrize("config", ["resume_distopt", "resume_distopt_legacy", "resume_tp2_legacy",
+                                    "resume_sgd_distopt"])
 def test_a_run_resumes_exactly(world2, config: str) -> None:
     """Two steps, a checkpoint (torch_dist or the legacy files), two more: four uninterrupted steps' losses and
     weights (Muon's momenta and AdamW's moments come back)."""
