@@ -11,6 +11,9 @@ Optional fused kernels come from packages that serve one device type each: the a
 operator library (``torch_npu``, whose operations :func:`vendor_op` returns), NVIDIA apex, flash-attn and
 bitsandbytes on CUDA. A layer declares its kernels by package; :func:`kernels_by_device` turns that into
 the per-device-type table its ``FusedOp`` (``core/fused.py``) reads, so no other module names a device.
+
+FP8 GEMMs ask :func:`fp8_matmul` whether ``torch._scaled_mm`` runs on the device and on FP8 matrix units (CUDA
+compute capability 8.9+), and :func:`rowwise_scaled_mm_in_fp32` how its per-row scaled product is written.
 """
 from __future__ import annotations
 
@@ -362,3 +365,51 @@ def peak_tflops(override: Optional[float] = None, half_precision: bool = True) -
         if key in name:
             return value
     return 100.0
+
+
+# --------------------------------------------------------------------------- FP8 GEMMs
+
+FP8_MATMUL_CAPABILITY = (8, 9)  # CUDA compute capability of the first FP8 tensor cores (Ada; Hopper is 9.0)
+
+
+@dataclass(frozen=True)
+class Fp8Matmul:
+    """What a device type offers an FP8 GEMM through ``torch._scaled_mm`` (``--fp8-gemm``).
+
+    ``runs``: torch has a ``_scaled_mm`` kernel for it; ``fast``: on FP8 matrix units, faster than an fp32
+    product; ``device``: the device in words; ``why_not_fast``: when not ``fast``, why, in words.
+    """
+
+    runs: bool
+    fast: bool
+    device: str
+    why_not_fast: str = ""
+
+
+def _scaled_mm_in_torch() -> bool:
+    return hasattr(torch, "_scaled_mm") and hasattr(torch, "float8_e4m3fn") and hasattr(torch, "float8_e5m2")
+
+
+def fp8_matmul(device_type: Optional[str] = None) -> Fp8Matmul:
+    """The FP8 GEMM facts of ``device_type`` (None: detected); for CUDA, of this process's device
+    (``LOCAL_RANK``), read before any process group."""
+    chosen = device_type or detect_device_type()
+    in_torch = _scaled_mm_in_torch()
+    if chosen == "cuda" and torch.cuda.is_available():
+        index = min(int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count() - 1)
+        capability = torch.cuda.get_device_capability(index)
+        device = f"{torch.cuda.get_device_name(index)} (compute capability {capability[0]}.{capability[1]})"
+        fast = in_torch and tuple(capability) >= FP8_MATMUL_CAPABILITY
+        return Fp8Matmul(fast, fast, device, "" if fast else "FP8 GEMMs need compute capability 8.9 or newer")
+    if chosen == "npu":
+        return Fp8Matmul(False, False, "the NPU", "torch._scaled_mm has no NPU kernel, and torch_npu's quantised "
+                         "matmul is not wired here")
+    return Fp8Matmul(in_torch, False, "the CPU", "no FP8 matrix units (its torch._scaled_mm is slower than the "
+                     "fp32 product)")
+
+
+def rowwise_scaled_mm_in_fp32(device_type: str) -> bool:
+    """Whether ``torch._scaled_mm`` with per-row scales writes an fp32 product on ``device_type``: on the CPU; on
+    CUDA only with cuBLAS 12.9+ on compute capability 9.0 (its CUTLASS kernel, used elsewhere, writes bf16 only),
+    so never counted on there."""
+    return device_type == "cpu"

@@ -32,8 +32,10 @@ Formats: ``e4m3`` everywhere; ``hybrid`` (E4M3 forward, E5M2 gradients); ``hif8`
 tensor, Ascend's half-away rounding; the amax goes to 15, the top of HiF8's 3-mantissa-bit binades, not to its
 largest value 2^15 where one mantissa bit is left: our choice, MindSpeed documents none).
 
-The GEMM itself multiplies the dequantised operands in fp32 (the emulation: the numbers an FP8 GEMM with fp32
-accumulation produces, up to the order of its sums). Scales whose group a tensor-parallel split cuts (a per-tensor
+Each GEMM runs through the run's backend (``Fp8Recipe.gemm``, chosen once per run by :func:`choose_gemm` from
+``--fp8-gemm``; :mod:`core.quantization.fp8_gemm`): ``torch._scaled_mm`` on the FP8 bytes and their scales, or the
+emulation, which multiplies the dequantised operands in fp32 (the numbers an FP8 GEMM with fp32 accumulation
+produces, up to the order of its sums). Scales whose group a tensor-parallel split cuts (a per-tensor
 scale of a split tensor, a per-row scale along a split reduction dimension) take their amax over the TP group, so
 the quantised numbers, and the run, do not depend on the layout; block recipes need every rank's piece to hold
 whole blocks (checked when the model is built).
@@ -50,6 +52,8 @@ from torch import nn
 from core.parallel_state import Group
 from core.quantization.formats import (E4M3, E5M2, MX_BLOCK, FloatFormat, hif8_quantize, mx_dequantize,
                                       mx_quantize)
+from core.quantization.fp8_gemm import (AUTO, EMULATED, GEMM_BACKENDS, PRODUCTS, SCALED_MM, GemmChoice, Pair,
+                                        Quantised, choose_backend, scaled_mm_refusal, scaled_mm_refused)
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
 from core.tensor_parallel.mappings import all_reduce
 
@@ -67,19 +71,26 @@ SPLIT_OUT, SPLIT_IN = "out", "in"
 @dataclass(frozen=True)
 class Fp8Recipe:
     """One run's FP8 settings: the format (``e4m3`` | ``hybrid`` | ``hif8``), the recipe and, for ``delayed``, the
-    amax history's length, how it gives the amax (``most_recent`` | ``max``) and the margin (powers of two)."""
+    amax history's length, how it gives the amax (``most_recent`` | ``max``) and the margin (powers of two); the
+    GEMM backend (``scaled_mm`` | ``emulated``, :func:`choose_gemm`)."""
 
     format: str
     recipe: str
     amax_history_len: int = 1
     amax_compute_algo: str = "most_recent"
     margin: int = 0
+    gemm: str = EMULATED
 
     def __post_init__(self) -> None:
         if self.format not in FP8_FORMATS:
             raise ValueError(f"--fp8-format {self.format!r} is not one of {FP8_FORMATS}")
         if self.recipe not in FP8_RECIPES:
             raise ValueError(f"--fp8-recipe {self.recipe!r} is not one of {FP8_RECIPES}")
+        if self.gemm not in GEMM_BACKENDS:
+            raise ValueError(f"an FP8 GEMM backend is one of {GEMM_BACKENDS}, not {self.gemm!r}")
+        refusal = self.scaled_mm_refusal() if self.gemm == SCALED_MM else None
+        if refusal is not None:
+            raise ValueError(scaled_mm_refused(refusal))
 
     def target(self, role: str) -> float:
         """What a per-tensor scale maps ``role``'s amax to."""
@@ -101,6 +112,21 @@ class Fp8Recipe:
         """One scale per tensor: one quantisation serves every GEMM the tensor enters."""
         return self.recipe in ("delayed", "tensorwise")
 
+    def gemm_pairs(self) -> Tuple[Pair, ...]:
+        """The element formats each GEMM multiplies: forward (input, weight), dgrad (gradient, weight), wgrad
+        (gradient, input)."""
+        return tuple((self.element(a), self.element(b)) for a, b in ((INPUT, WEIGHT), (GRAD, WEIGHT), (GRAD, INPUT)))
+
+    def scaled_mm_refusal(self) -> Optional[str]:
+        """Why ``torch._scaled_mm`` cannot serve this recipe's GEMMs (None: it can)."""
+        return scaled_mm_refusal(self.recipe, self.gemm_pairs())
+
+
+def choose_gemm(recipe: Fp8Recipe, request: str = AUTO, device_type: Optional[str] = None) -> GemmChoice:
+    """The run's GEMM backend for ``recipe`` from ``--fp8-gemm`` (``auto`` | ``scaled_mm`` | ``emulated``) on
+    ``device_type`` (None: detected); a forced backend that cannot serve is refused (ValueError, one line)."""
+    return choose_backend(request, recipe.scaled_mm_refusal(), device_type)
+
 
 def _cast(values: torch.Tensor, fmt: Optional[FloatFormat]) -> torch.Tensor:
     """``values`` (already scaled) on the format's grid, saturating."""
@@ -117,13 +143,13 @@ def _power_of_two_below(scale: torch.Tensor) -> torch.Tensor:
     return torch.exp2(torch.floor(torch.log2(scale)))
 
 
-def _cast_with(t: torch.Tensor, scale: torch.Tensor, fmt: Optional[FloatFormat]) -> torch.Tensor:
-    """``t`` times ``scale`` (broadcast over ``t``) on the format's grid, divided back."""
-    return _cast(t * scale, fmt) / scale
+def _cast_with(t: torch.Tensor, scale: torch.Tensor, fmt: Optional[FloatFormat]) -> Quantised:
+    """``t`` times ``scale`` (broadcast over ``t``) on the format's grid, with the scale that divides it back."""
+    return Quantised(_cast(t * scale, fmt), scale, fmt)
 
 
-def _scaled_cast(t: torch.Tensor, amax: torch.Tensor, fmt: Optional[FloatFormat], power_of_two: bool) -> torch.Tensor:
-    """``t`` cast with the scale ``fmax / amax`` (broadcast over ``t``) and multiplied back."""
+def _scaled_cast(t: torch.Tensor, amax: torch.Tensor, fmt: Optional[FloatFormat], power_of_two: bool) -> Quantised:
+    """``t`` cast with the scale ``fmax / amax`` (broadcast over ``t``)."""
     scale = _scale_target(fmt) / amax.clamp(min=AMAX_EPS)
     if power_of_two:
         scale = _power_of_two_below(scale)
@@ -146,28 +172,28 @@ def _tiles(t: torch.Tensor, tile: int) -> Tuple[torch.Tensor, int]:
 
 
 def quantize_along(t: torch.Tensor, reduce_dim: int, recipe: Fp8Recipe, role: str,
-                   tensor_split: Optional[int] = None, group: Optional[Group] = None) -> torch.Tensor:
-    """The dequantised fp32 values of a 2-D GEMM operand ``t`` quantised for a GEMM reducing over ``reduce_dim``.
+                   tensor_split: Optional[int] = None, group: Optional[Group] = None) -> Quantised:
+    """A 2-D GEMM operand ``t`` quantised for a GEMM reducing over ``reduce_dim`` (the block recipes: dequantised).
 
     ``tensor_split``: the dimension of ``t`` a tensor-parallel split cuts over ``group`` (None: ``t`` is whole on
     every rank), so that the scales of the groups of elements it cuts take their amax over ``group``.
     """
     fmt = recipe.element(role)
     t = t.float()
-    if recipe.recipe == "tensorwise":
+    if recipe.per_tensor:  # tensorwise; delayed without its state (DelayedScaling) takes its first step's scale
         amax = _max_over(t.abs().amax(), group if tensor_split is not None else None)
         return _scaled_cast(t, amax, fmt, power_of_two=False)
     moved = t if reduce_dim == 1 else t.t()  # [rows, reduction]
     if recipe.recipe == "rowwise":
         amax = _max_over(moved.abs().amax(dim=1, keepdim=True), group if tensor_split == reduce_dim else None)
-        out = _scaled_cast(moved, amax, fmt, power_of_two=True)
+        out = _scaled_cast(moved, amax, fmt, power_of_two=True)  # scales [rows, 1]
     elif recipe.recipe == "mxfp8":  # the tokens of a wgrad may end in a partial block: zeros fill it
         blocks, pad = _tiles(moved, MX_BLOCK)
         elements, scales = mx_quantize(blocks.reshape(moved.size(0), -1), fmt)
-        out = mx_dequantize(elements, scales)
-        out = out[:, :out.size(1) - pad] if pad else out
+        values = mx_dequantize(elements, scales)
+        out = Quantised(values[:, :values.size(1) - pad] if pad else values, None, fmt)
     else:  # blockwise: 1 x 128 tiles of inputs and gradients, 128 x 128 blocks of weights
-        out = _blockwise(moved, fmt, weight=role == WEIGHT)
+        out = Quantised(_blockwise(moved, fmt, weight=role == WEIGHT), None, fmt)
     return out if reduce_dim == 1 else out.t()
 
 
@@ -181,7 +207,7 @@ def _blockwise(t: torch.Tensor, fmt: Optional[FloatFormat], weight: bool) -> tor
         padded = torch.cat([amax, amax.new_zeros(row_pad, *amax.shape[1:])]) if row_pad else amax
         block = padded.reshape(-1, BLOCKWISE_TILE, *amax.shape[1:]).amax(dim=1, keepdim=True)
         amax = block.expand(-1, BLOCKWISE_TILE, -1, -1).reshape(-1, *amax.shape[1:])[:rows]
-    out = _scaled_cast(tiles, amax, fmt, power_of_two=True).reshape(rows, -1)
+    out = _scaled_cast(tiles, amax, fmt, power_of_two=True).dequantised().reshape(rows, -1)
     return out[:, :out.size(1) - pad] if pad else out
 
 
@@ -204,8 +230,8 @@ class DelayedScaling:
             self.scale = torch.ones(len(ROLES), device=device)
             self.step_amax = torch.zeros(len(ROLES), device=device)
 
-    def quantize(self, t: torch.Tensor, role: str, group: Optional[Group] = None) -> torch.Tensor:
-        """``t`` cast with ``role``'s scale and multiplied back; its amax joins the step's (the backward's second
+    def quantize(self, t: torch.Tensor, role: str, group: Optional[Group] = None) -> Quantised:
+        """``t`` cast with ``role``'s scale; its amax joins the step's (the backward's second
         look at the saved input and weight adds the same amax again). Before the first update the scale is the
         tensor's own, as tensorwise takes it (its amax over ``group``, given when a TP split cuts ``t``): TE starts
         from scale 1 instead, which rounds tiny gradients to zero and makes the first step depend on how DP
@@ -286,10 +312,10 @@ class _Operands:
     def __init__(self, recipe: Fp8Recipe, split: Optional[str], group: Optional[Group],
                  delayed: Optional[DelayedScaling]) -> None:
         self.recipe, self.split, self.group, self.delayed = recipe, split, group, delayed
-        self.made: Dict[Tuple[str, Optional[int]], torch.Tensor] = {}
+        self.made: Dict[Tuple[str, Optional[int]], Quantised] = {}
 
-    def __call__(self, t: torch.Tensor, role: str, reduce_dim: int) -> torch.Tensor:
-        """``t`` (2-D) quantised as ``role`` for a GEMM reducing over ``reduce_dim``, dequantised to fp32."""
+    def __call__(self, t: torch.Tensor, role: str, reduce_dim: int) -> Quantised:
+        """``t`` (2-D) quantised as ``role`` for a GEMM reducing over ``reduce_dim``."""
         key = (role, None if self.recipe.per_tensor else reduce_dim)
         if key not in self.made:
             tensor_split = _tensor_split(role, self.split)
@@ -310,7 +336,8 @@ def _tensor_split(role: str, split: Optional[str]) -> Optional[int]:
 
 
 class Fp8Linear(torch.autograd.Function):
-    """``x w^T`` with each GEMM on quantised operands (see the module docstring); fp32 products."""
+    """``x w^T`` with each GEMM on quantised operands through the recipe's backend (see the module docstring);
+    fp32 products."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, recipe: Fp8Recipe, split: Optional[str],
@@ -320,22 +347,22 @@ class Fp8Linear(torch.autograd.Function):
         ctx.recipe, ctx.split, ctx.group, ctx.delayed = recipe, split, group, delayed
         if delayed is not None:
             delayed.ensure(x.device)
-        operand = _Operands(recipe, split, group, delayed)
+        operand, product = _Operands(recipe, split, group, delayed), PRODUCTS[recipe.gemm]
         rows = x.reshape(-1, x.size(-1))  # [tokens, K]
-        y = operand(rows, INPUT, 1) @ operand(weight, WEIGHT, 1).t()  # reduces over K
+        y = product(operand(rows, INPUT, 1), operand(weight, WEIGHT, 1).t())  # [tokens, N], reduces over K
         return y.to(x.dtype).view(*x.shape[:-1], weight.size(0))
 
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor):
         x, weight = ctx.saved_tensors
-        operand = _Operands(ctx.recipe, ctx.split, ctx.group, ctx.delayed)
+        operand, product = _Operands(ctx.recipe, ctx.split, ctx.group, ctx.delayed), PRODUCTS[ctx.recipe.gemm]
         grad = grad_output.reshape(-1, grad_output.size(-1))  # [tokens, N]
         grad_x = grad_w = None
-        if ctx.needs_input_grad[0]:  # reduces over N
-            grad_x = (operand(grad, GRAD, 1) @ operand(weight, WEIGHT, 0)).to(x.dtype).view(x.shape)  # [..., K]
-        if ctx.needs_input_grad[1]:  # reduces over the tokens, never split by TP
+        if ctx.needs_input_grad[0]:  # [tokens, N] @ [N, K], reduces over N
+            grad_x = product(operand(grad, GRAD, 1), operand(weight, WEIGHT, 0)).to(x.dtype).view(x.shape)
+        if ctx.needs_input_grad[1]:  # [N, tokens] @ [tokens, K], reduces over the tokens, never split by TP
             rows = x.reshape(-1, x.size(-1))
-            grad_w = (operand(grad, GRAD, 0).t() @ operand(rows, INPUT, 0)).to(weight.dtype)  # [N, K]
+            grad_w = product(operand(grad, GRAD, 0).t(), operand(rows, INPUT, 0)).to(weight.dtype)  # [N, K]
         return grad_x, grad_w, None, None, None, None
 
 
