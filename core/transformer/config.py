@@ -30,6 +30,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from core.parallel_state import expert_dimension
+from core.quantization.fp8 import Fp8Recipe
+from core.quantization.fp8_gemm import AUTO, GEMM_CHOICES
 
 NORMALIZATIONS = ("RMSNorm", "LayerNorm")
 POSITION_EMBEDDINGS = ("rope", "none", "alibi", "learned_absolute", "sinusoidal")
@@ -1054,7 +1056,8 @@ class RuntimeConfig:
     # are taken [--fp8-recipe: delayed (its history: --fp8-amax-history-len, --fp8-amax-compute-algo, --fp8-margin),
     # tensorwise, rowwise, blockwise, mxfp8]; the decoder layers' linears quantise their
     # inputs, weights and output gradients, the embeddings and output layer stay in high precision, and so do the
-    # first and last layers with --first-last-layers-bf16 [--num-layers-at-start-in-bf16, --num-layers-at-end-in-bf16]
+    # first and last layers with --first-last-layers-bf16 [--num-layers-at-start-in-bf16, --num-layers-at-end-in-bf16];
+    # the GEMMs run through one backend [--fp8-gemm: core/quantization/fp8_gemm.py]
     fp8_format: Optional[str] = config_field(None, group="mixed precision", choices=("e4m3", "hybrid", "hif8"),
                                              help="FP8 linears in this format (with --fp8-recipe): e4m3; hybrid (E4M3 "
                                                   "forward, E5M2 gradients); hif8 (HiFloat8)")
@@ -1065,6 +1068,11 @@ class RuntimeConfig:
                                                   "(per row along each GEMM's reduction, power-of-two scales), "
                                                   "blockwise (1x128 tiles, 128x128 weight blocks), mxfp8 (32-element "
                                                   "blocks, E8M0 scales)")
+    fp8_gemm: str = config_field(AUTO, group="mixed precision", choices=GEMM_CHOICES,
+                                 help="the FP8 linears' GEMMs: auto (torch._scaled_mm on a CUDA device of compute "
+                                      "capability 8.9+ for the delayed, tensorwise and rowwise recipes in e4m3/"
+                                      "hybrid, else emulated), scaled_mm (forced, also on the CPU), emulated "
+                                      "(quantise, dequantise, fp32 product)")
     fp8_amax_history_len: int = config_field(1, group="mixed precision",
                                              help="--fp8-recipe delayed: steps of amax history per tensor")
     fp8_amax_compute_algo: str = config_field("most_recent", group="mixed precision", choices=("most_recent", "max"),
@@ -2238,6 +2246,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                              "--first-last-layers-bf16 keeps in high precision: add it or drop them")
         if self.first_last_layers_bf16 and self.fp8_format is None:
             raise ValueError("--first-last-layers-bf16 keeps layers out of FP8: add --fp8-format and --fp8-recipe")
+        if self.fp8_gemm != AUTO and self.fp8_format is None:
+            raise ValueError(f"--fp8-gemm {self.fp8_gemm} picks the FP8 linears' GEMMs; this run has no FP8 recipe: "
+                             "drop it or add --fp8-format and --fp8-recipe")
         delayed_flags = [flag for flag, given in (
             ("--fp8-amax-history-len", self.fp8_amax_history_len != 1),
             ("--fp8-amax-compute-algo", self.fp8_amax_compute_algo != "most_recent"),
@@ -2256,6 +2267,8 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
                              f"{self.fp8_recipe}")
         if min(self.num_layers_at_start_in_bf16, self.num_layers_at_end_in_bf16) < 0:
             raise ValueError("--num-layers-at-start-in-bf16/--num-layers-at-end-in-bf16 must be at least 0")
+        if self.fp8_gemm != AUTO:  # a backend that cannot serve the recipe is refused (the device: at build)
+            Fp8Recipe(self.fp8_format, self.fp8_recipe, gemm=self.fp8_gemm)
 
     def _validate_swap_attention(self) -> None:
         from core.transformer.swap_attention import check_swap_modules

@@ -15,12 +15,17 @@ tensor scaled by its own amax in the first step.
 
 The checks refuse, one line each, what this does not cover yet: the routed experts' grouped GEMMs (a MoE model),
 the zero-bubble schedule (its deferred weight gradients), block sizes a TP split would cut, and delayed scaling
-with ``--ckpt-format torch_dist`` (whose files do not carry the histories yet). The GEMMs are emulated (quantise,
-dequantise, fp32 product) on every device today; the run says so once.
+with ``--ckpt-format torch_dist`` (whose files do not carry the histories yet).
+
+The GEMMs run through one backend, chosen here once per run from ``--fp8-gemm`` and the device
+(:func:`~core.quantization.fp8.choose_gemm`): ``torch._scaled_mm`` where the device has FP8 matrix units and the
+recipe is per tensor or per row in E4M3/E5M2, else the emulation (quantise, dequantise, fp32 product); a forced
+backend that cannot serve is refused in one line. The run names the choice once (rank 0).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import sys
@@ -28,9 +33,11 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from torch import nn
 
+from core.device import device_for_backend
 from core.parallel_state import ParallelState
 from core.quantization.fp8 import (FP8_CLASSES, SPLIT_IN, SPLIT_OUT, DelayedScaling, Fp8Recipe, check_blocks,
-                                   to_fp8, update_delayed_scaling)
+                                   choose_gemm, to_fp8, update_delayed_scaling)
+from core.quantization.fp8_gemm import AUTO, GemmChoice
 from core.tensor_parallel.layers import ColumnParallelLinear
 from core.tensor_parallel.param_meta import param_meta
 from mindspeed_llm.arguments import ArgumentError
@@ -45,8 +52,10 @@ class Fp8Linears(ModelTransform):
 
     name = "fp8"
 
-    def __init__(self, recipe: Fp8Recipe, num_layers: int, bf16_start: int, bf16_end: int) -> None:
+    def __init__(self, recipe: Fp8Recipe, num_layers: int, bf16_start: int, bf16_end: int, gemm: GemmChoice) -> None:
+        """``gemm``: the GEMM backend chosen for the run (``recipe.gemm``) and why."""
         self.recipe, self.num_layers, self.bf16_start, self.bf16_end = recipe, num_layers, bf16_start, bf16_end
+        self.gemm = gemm
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Optional["Fp8Linears"]:
@@ -55,9 +64,14 @@ class Fp8Linears(ModelTransform):
         first_last = getattr(args, "first_last_layers_bf16", False)
         recipe = Fp8Recipe(args.fp8_format, args.fp8_recipe, args.fp8_amax_history_len, args.fp8_amax_compute_algo,
                            args.fp8_margin)
-        return cls(recipe, args.num_layers,
+        device_type = getattr(args, "device", None) or device_for_backend(getattr(args, "distributed_backend", None))
+        try:
+            gemm = choose_gemm(recipe, getattr(args, "fp8_gemm", AUTO), device_type)
+        except ValueError as error:
+            raise ArgumentError(str(error)) from None
+        return cls(dataclasses.replace(recipe, gemm=gemm.name), args.num_layers,
                    args.num_layers_at_start_in_bf16 if first_last else 0,
-                   args.num_layers_at_end_in_bf16 if first_last else 0)
+                   args.num_layers_at_end_in_bf16 if first_last else 0, gemm)
 
     def quantised(self, layer_number: int) -> bool:
         """Decoder layer ``layer_number`` (0-based) runs its linears in FP8."""
@@ -95,8 +109,8 @@ class Fp8Linears(ModelTransform):
             except ValueError as error:
                 raise ArgumentError(str(error)) from None
         if int(os.environ.get("RANK", "0")) == 0:  # before any process group: torchrun's rank
-            print(f"fp8: {self.recipe.format} {self.recipe.recipe} on {len(linears)} linears; the GEMMs are emulated "
-                  "(quantise, dequantise, fp32 product): no FP8 GEMM path is wired yet", file=sys.stderr)
+            print(f"fp8: {self.recipe.format} {self.recipe.recipe} on {len(linears)} linears; {self.gemm.notice()}",
+                  file=sys.stderr)
 
     @staticmethod
     def _pieces(module: nn.Module, tp: int) -> Tuple[int, ...]:
