@@ -267,7 +267,8 @@ def _add_muon_args(parser: argparse.ArgumentParser) -> None:
                             "learning rate carries over: Moonlight's rule)")
     group.add_argument("--muon-fp32-matmul-prec", choices=tuple(MUON_MATMUL_PRECISIONS), default="medium",
                        help="fp32 matmul precision of the Newton-Schulz products: high = IEEE fp32, medium = torch's "
-                            "'high' (TF32 on GPUs), low = torch's 'medium' (bf16)")
+                            "'high' (TF32 on GPUs), low = torch's 'medium' (bf16); IEEE fp32 on a CPU without AMX, "
+                            "where the reduced ones are emulated and slower")
     group.add_argument("--muon-num-ns-steps", type=int, default=5, help="Newton-Schulz iterations per update")
     group.add_argument("--muon-tp-mode", choices=MUON_TP_MODES, default="duplicated",
                        help="a TP-split matrix: duplicated gathers it (equal to one process), distributed sums the "
@@ -1323,6 +1324,9 @@ def _check_data_parallel(args: argparse.Namespace) -> None:
         raise ArgumentError("--hsdp-replicate-size needs --use-torch-fsdp2 or --use-torch-fsdp")
     if args.optimizer == "muon":
         _check_muon(args)
+    if args.qk_clip and args.context_parallel_size > 1 and args.context_parallel_algo in (RING, HYBRID):
+        raise ArgumentError(f"--qk-clip records each head's largest logit, which the ring of --context-parallel-algo "
+                            f"{args.context_parallel_algo} does not give; use ulysses_cp_algo or kvallgather_cp_algo")
     if args.ddp_bucket_size is not None and args.ddp_bucket_size <= 0:
         raise ArgumentError(f"--ddp-bucket-size {args.ddp_bucket_size} must be positive")
     try:

@@ -29,8 +29,8 @@ from torch import nn
 from core.distributed.grad_buffer import Bucket, GradBuffers
 from core.optimizer.clip_grads import any_non_finite, norm_squared_of_range
 from core.optimizer.muon import ADAM_KEYS, MUON_KEYS, Muon, orthogonalize_local, split_muon_groups, uses_muon
-from core.optimizer.optimizer import (GradScaler, LossScalingOptimizer, OptimizerConfig, build_torch_optimizer,
-                                      flat_fp32_copies, no_weight_decay)
+from core.optimizer.optimizer import (GradScaler, LossScalingOptimizer, OptimizerConfig, build_qk_clip,
+                                      build_torch_optimizer, flat_fp32_copies, no_weight_decay)
 from core.parallel_state import ParallelState
 from core.tensor_parallel.mappings import all_gather_single, all_reduce, any_rank
 from core.tensor_parallel.param_meta import param_meta
@@ -91,6 +91,7 @@ class DistributedOptimizer(LossScalingOptimizer):
             groups = split_muon_groups(groups, lambda master: self._is_matrix(self._piece_of[id(master)].name,
                                                                               self._piece_of[id(master)].param))
         self.optimizer = build_torch_optimizer(groups or [{"params": [], "wd_mult": 1.0, "lr_mult": 1.0}], config)
+        self.qk_clip = build_qk_clip(models, config, state)
         if isinstance(self.optimizer, Muon):
             self.optimizer.orthogonalize_batch = self._orthogonalize
         self._pending_gathers: Dict[int, object] = {}
@@ -165,6 +166,14 @@ class DistributedOptimizer(LossScalingOptimizer):
             for piece in self.pieces:
                 piece.param.data.view(-1)[piece.start:piece.end].copy_(piece.master.data)
         self._gather_params()
+
+    def _scale_rows(self, param: nn.Parameter, factors: torch.Tensor) -> None:
+        """Scale this rank's pieces of ``param`` (the gather after the step spreads them)."""
+        columns = param.numel() // param.shape[0]
+        for piece in self.pieces:
+            if piece.param is param:
+                per_element = factors.to(piece.master.dtype).repeat_interleave(columns)  # [rows * columns]
+                piece.master.mul_(per_element[piece.start:piece.end])
 
     def _gather_params(self) -> None:
         for model_buffers in self.buffers:

@@ -15,7 +15,7 @@ from torch import nn
 from core.distributed.fsdp import cpu_copy, fsdp_info, local_grad, named_fsdp_params
 from core.optimizer.clip_grads import norm_squared_of_range
 from core.optimizer.muon import Muon, orthogonalize_local, split_muon_groups, uses_muon
-from core.optimizer.optimizer import LossScalingOptimizer, OptimizerConfig, build_torch_optimizer
+from core.optimizer.optimizer import LossScalingOptimizer, OptimizerConfig, build_qk_clip, build_torch_optimizer
 from core.parallel_state import ParallelState
 from core.tensor_parallel.mappings import all_reduce
 
@@ -71,6 +71,7 @@ class FSDPOptimizer(LossScalingOptimizer):
         self.model, self.config, self.state = model, config, state
         self.optimizer = build_torch_optimizer(fsdp_param_groups(model, muon=config.optimizer == "muon"), config,
                                                allow_fused=False)
+        self.qk_clip = build_qk_clip([model], config, state)
         if isinstance(self.optimizer, Muon):
             if fsdp_info(model).kind != "fsdp2":
                 raise ValueError("--optimizer muon shards matrices with FSDP2 only; use --use-torch-fsdp2 instead of "
@@ -102,6 +103,17 @@ class FSDPOptimizer(LossScalingOptimizer):
 
     def _drop_grads(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
+
+    def _scale_rows(self, param: nn.Parameter, factors: torch.Tensor) -> None:
+        """Scale the rows of ``param``'s DP shard (its flat window of whole rows of the TP-local tensor)."""
+        info = fsdp_info(self.model)
+        name = next(n for n, p in named_fsdp_params(self.model) if p is param)
+        spec = info.specs[name]
+        local = param.to_local() if hasattr(param, "to_local") else param
+        columns = spec.numel // spec.shape[0]
+        per_element = factors.to(local.dtype).repeat_interleave(columns)[spec.flat_start:spec.flat_start
+                                                                           + local.numel()]
+        local.detach().view(-1).mul_(per_element)
 
     def zero_grad(self) -> None:
         self._drop_grads()

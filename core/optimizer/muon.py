@@ -44,6 +44,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
+from core.device import reduced_fp32_matmul_pays
 from core.parallel_state import Group
 from core.tensor_parallel.mappings import all_gather_along_dim, all_reduce
 from core.tensor_parallel.param_meta import ParamMeta, TPShard, param_meta
@@ -99,10 +100,13 @@ def muon_scale(rows: int, cols: int, settings: MuonSettings) -> float:
 
 
 @contextlib.contextmanager
-def matmul_precision(setting: str) -> Iterator[None]:
-    """``--muon-fp32-matmul-prec`` for the products inside (torch's fp32 matmul precision, restored after)."""
+def matmul_precision(setting: str, device_type: str) -> Iterator[None]:
+    """``--muon-fp32-matmul-prec`` for the products inside (torch's fp32 matmul precision, restored after). Where
+    reduced-precision fp32 products are emulated, slower than IEEE ones (a CPU without AMX), every setting runs
+    IEEE fp32: the setting trades accuracy for speed, and there it would buy none."""
     before = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(MUON_MATMUL_PRECISIONS[setting])
+    wanted = MUON_MATMUL_PRECISIONS[setting] if reduced_fp32_matmul_pays(device_type) else "highest"
+    torch.set_float32_matmul_precision(wanted)
     try:
         yield
     finally:
@@ -163,7 +167,7 @@ def orthogonalize_local(update: torch.Tensor, name: str, meta: ParamMeta, settin
     shard = meta.tp_shard
     tp = tp_group.size if tp_group is not None else 1
     row_dim, col_dim = _matrix_dims(update)
-    with matmul_precision(settings.fp32_matmul_prec):
+    with matmul_precision(settings.fp32_matmul_prec, update.device.type):
         if shard is None or tp == 1:
             return _orthogonalize_blocks(update, _blocks(meta, name, settings, update.shape[row_dim], False, 1),
                                          _blocks(meta, name, settings, update.shape[row_dim], False, 1),

@@ -26,6 +26,7 @@ from core.optimizer.muon import (ADAM_KEYS, MUON_KEYS, Muon, MuonSettings, ortho
 from core.optimizer.swap import SwapAdamW
 from core.parallel_state import ParallelState
 from core.tensor_parallel.param_meta import copy_meta, param_meta
+from core.transformer.qk_clip import QkClip
 
 GradScaler = Union[ConstantGradScaler, DynamicGradScaler]
 
@@ -44,6 +45,8 @@ class OptimizerConfig:
     swap_chunk_elements: int = 1 << 24
     skip_non_finite_grad_norm: bool = True  # a NaN/Inf grad norm skips the update [--check-for-nan-in-loss-and-grad]
     muon: MuonSettings = MuonSettings()  # --optimizer muon: the --muon-* flags
+    qk_clip_threshold: Optional[float] = None  # --qk-clip: rescale q/k projections past this logit after each step
+    qk_clip_alpha: float = 0.5  # --qk-clip-alpha
 
 
 def no_weight_decay(name: str, param: torch.Tensor) -> bool:
@@ -121,23 +124,39 @@ def build_torch_optimizer(groups: List[Dict], config: OptimizerConfig,
         return torch.optim.AdamW(groups, foreach=True, **kwargs)
 
 
+def build_qk_clip(models: List[nn.Module], config: OptimizerConfig, state: ParallelState) -> Optional[QkClip]:
+    """--qk-clip's clipping over ``models``' attention (None without it)."""
+    if config.qk_clip_threshold is None:
+        return None
+    return QkClip(models, config.qk_clip_threshold, config.qk_clip_alpha, state.group("dp_cp"), state.tp_group)
+
+
 class LossScalingOptimizer:
     """What every optimizer of the suite shares: the torch optimizer's groups, loss scaling and
     the template of :meth:`step`.
 
     A subclass provides the hooks: :meth:`_attach_grads` (the fp32 gradients the
     torch optimizer steps with), :meth:`_found_non_finite` (only with a scaler),
-    :meth:`_grad_norm`, :meth:`_drop_grads` and :meth:`_publish_params` (write the
-    updated master weights into the model / gather them).
+    :meth:`_grad_norm`, :meth:`_drop_grads`, :meth:`_scale_rows` (``--qk-clip``'s rescaling of
+    master weights) and :meth:`_publish_params` (write the updated master weights into the model /
+    gather them).
     """
 
     optimizer: torch.optim.Optimizer
     config: OptimizerConfig
     grad_scaler: Optional[GradScaler] = None
+    qk_clip: Optional[QkClip] = None
 
     @torch.no_grad()
     def step(self) -> Tuple[bool, Optional[float]]:
         """One update. Returns (applied, grad norm); an fp16 step with inf/nan grads is skipped."""
+        try:
+            return self._step()
+        finally:
+            if self.qk_clip is not None:  # a skipped step's records go too
+                self.qk_clip.reset()
+
+    def _step(self) -> Tuple[bool, Optional[float]]:
         grads = self._attach_grads()
         if self.grad_scaler is not None:
             torch._foreach_mul_(grads, 1.0 / self.grad_scaler.scale)
@@ -153,6 +172,9 @@ class LossScalingOptimizer:
         clip_grads(grads, norm, self.config.clip_grad)
         self.optimizer.step()
         self._drop_grads()
+        if self.qk_clip is not None:  # MuonClip: after the update, before the model sees the weights
+            for param, factors in self.qk_clip.factors():
+                self._scale_rows(param, factors)
         self._publish_params()
         return True, norm
 
@@ -170,6 +192,10 @@ class LossScalingOptimizer:
 
     def _publish_params(self) -> None:
         """Nothing to publish by default: the stepped parameters are the model's."""
+
+    def _scale_rows(self, param: nn.Parameter, factors: torch.Tensor) -> None:
+        """Multiply each TP-local row of model parameter ``param``'s master weight by ``factors`` [rows]."""
+        raise NotImplementedError(f"{type(self).__name__} does not support --qk-clip")
 
     @property
     def param_groups(self) -> List[Dict]:
@@ -215,6 +241,7 @@ class MixedPrecisionOptimizer(LossScalingOptimizer):
                 group["params"] = [next(masters) for _ in group["params"]]
         self.master_params: List[nn.Parameter] = [p for g in groups for p in g["params"]]
         self.optimizer = build_torch_optimizer(groups, config)
+        self.qk_clip = build_qk_clip(models, config, state)
         if isinstance(self.optimizer, Muon):
             names = {id(p): name for model in models for name, p in model.named_parameters()}
             self._names = {id(m): names[id(p)] for p, m in zip(self.model_params, self.master_params)}
@@ -247,6 +274,11 @@ class MixedPrecisionOptimizer(LossScalingOptimizer):
     def _publish_params(self) -> None:
         if self.mixed:
             torch._foreach_copy_([p.data for p in self.model_params], [m.data for m in self.master_params])
+
+    def _scale_rows(self, param: nn.Parameter, factors: torch.Tensor) -> None:
+        index = next(i for i, p in enumerate(self.model_params) if p is param)
+        master = self.master_params[index]
+        master.mul_(factors.to(master.dtype).view(-1, *([1] * (master.dim() - 1))))
 
     def state_dict(self) -> Dict:
         result = {"optimizer": self.optimizer.state_dict()}

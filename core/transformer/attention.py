@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Callable, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -51,6 +51,7 @@ from core.transformer.attention_mask import attention_allowed
 from core.transformer.config import PER_HEAD_QK_NORMS, TransformerConfig
 from core.transformer.context_parallel import SequenceLayout, attend
 from core.transformer.norms import NonParametricNorm, PerHeadNorm, TensorParallelRMSNorm, build_norm
+from core.transformer.qk_clip import group_eta, local_rows, record_max_logits, unit_factors
 from core.transformer.rope import apply_rope, layer_rotary
 
 
@@ -217,6 +218,8 @@ class SelfAttention(nn.Module):
             self.softmax_offset = mark_param(nn.Parameter(torch.empty(self.local_heads, dtype=config.params_dtype)),
                                              init="zeros", tp_shard=TPShard(0, (Segment(heads, 1),)))
         self.first_head = tp_group.rank * self.local_heads  # global number of this rank's first query head
+        self.tp_group = tp_group
+        self.max_logits: Optional[torch.Tensor] = None  # --qk-clip: this step's largest logit per local head
         self.use_rope = layer_number not in config.no_rope_layers  # NoPE layers (SmolLM3)
         self.q_layernorm = self.k_layernorm = None
         if config.qk_norm == "full_width":  # one weight per q/k channel, split over TP with the heads
@@ -300,6 +303,21 @@ class SelfAttention(nn.Module):
         return (self.config.recompute_granularity == "selective" and self.training and torch.is_grad_enabled()
                 and not inside_checkpoint())
 
+    def qk_clip_rows(self, eta_heads: torch.Tensor, alpha: float) -> List[Tuple[nn.Parameter, torch.Tensor]]:
+        """--qk-clip: the [Q; K; V (; gate)] projection's TP-local row factors (weight and bias) from each head's
+        eta [heads]: per KV group, its query heads' rows times eta^alpha, its key rows times eta^(1 - alpha)."""
+        groups = self.config.layer_query_groups(self.layer_number)
+        eta = group_eta(eta_heads, groups)  # [groups]
+        hn, heads = self.head_dim, eta_heads.numel()
+        parts = [unit_factors(eta.repeat_interleave(heads // groups), [(hn, alpha)]),
+                 unit_factors(eta, [(hn, 1.0 - alpha)]), unit_factors(eta, [(hn, 0.0)])]
+        if self.gate_width:
+            parts.append(torch.ones(heads * self.gate_width, device=eta.device))
+        full = torch.cat(parts)  # [full rows]
+        tp = self.tp_group
+        return [(param, local_rows(full, param, tp.rank, tp.size))
+                for param in (self.linear_qkv.weight, self.linear_qkv.bias) if param is not None]
+
     def _core_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                         layout: Optional[SequenceLayout] = None) -> torch.Tensor:
         """q [s, b, np, hn], k/v [s, b, ng, hn] -> context [s, b, np * hn] (across CP ranks / within documents
@@ -341,6 +359,10 @@ class SelfAttention(nn.Module):
             repeat = nq // k.size(1)
             k = k.repeat_interleave(repeat, dim=1)
             v = v.repeat_interleave(repeat, dim=1)
+        if cfg.qk_clip and self.training:
+            mask = self._mask(q, query_positions, key_positions, documents, first_head, allowed)
+            record_max_logits(self, q, k, mask if mask is None or mask.dtype == torch.bool else torch.isfinite(mask),
+                              self._scale(), first_head)
         dropout = cfg.attention_dropout if self.training else 0.0
         fused = self._fused_attention(q, k, v, dropout, query_positions is None and allowed is None and not explicit)
         if fused is not None:

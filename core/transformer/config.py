@@ -1101,6 +1101,17 @@ class RuntimeConfig:
     dsa_dense_warmup: bool = config_field(False, group="training", features=(DSA,),
                                           help="DSA: V3.2's dense warm-up stage: dense attention, every parameter "
                                                "but the indexers' frozen, the indexer loss over all causal keys")
+    # QK-clip (MuonClip, Kimi K2; Megatron-core's flags): each step the attention records every head's largest
+    # logit; after the optimizer step a head (a KV group under GQA) whose largest logit S passed the threshold has
+    # its query rows scaled by eta^alpha and its key rows by eta^(1 - alpha), eta = threshold / S (MLA: the rope
+    # query by eta, the shared rope key untouched) [--qk-clip, --qk-clip-threshold, --qk-clip-alpha]
+    qk_clip: bool = config_field(False, group="training",
+                                 help="rescale the query and key projections of heads whose largest attention logit "
+                                      "passes --qk-clip-threshold, after each optimizer step (MuonClip)")
+    qk_clip_threshold: float = config_field(100.0, group="training", help="--qk-clip: the largest logit allowed")
+    qk_clip_alpha: float = config_field(0.5, group="training",
+                                        help="--qk-clip: the share of the rescaling on the queries (the keys get "
+                                             "the rest)")
     tensor_model_parallel_size: int = config_field(1, group="distributed")
     sequence_parallel: bool = config_field(False, group="distributed")
     # Context parallelism (runtime settings, not architecture; core/transformer/context_parallel.py): the
@@ -1232,6 +1243,7 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         """Reject inconsistent settings; messages name the flags."""
         self._validate_swap_attention()
         self._validate_fp8()
+        self._validate_qk_clip()
         if self.normalization not in NORMALIZATIONS:
             raise ValueError(f"--normalization {self.normalization!r} is not one of {NORMALIZATIONS}")
         if self.position_embedding_type not in POSITION_EMBEDDINGS:
@@ -2232,6 +2244,29 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if (self.attn_sub_norm or self.ffn_sub_norm) and (self.normalization != "RMSNorm" or self.non_parametric_norm):
             raise ValueError("--attn-sub-norm/--ffn-sub-norm need --normalization RMSNorm with weights "
                              "(no --non-parametric-norm)")
+
+    def _validate_qk_clip(self) -> None:
+        """--qk-clip's settings, and the attention kinds it rescales: plain and MLA attention whose logits are
+        bilinear in the query and key projections."""
+        if (self.qk_clip_threshold, self.qk_clip_alpha) != (100.0, 0.5) and not self.qk_clip:
+            raise ValueError("--qk-clip-threshold/--qk-clip-alpha shape --qk-clip's rescaling: add --qk-clip or "
+                             "drop them")
+        if not self.qk_clip:
+            return
+        if self.qk_clip_threshold <= 0 or not 0.0 <= self.qk_clip_alpha <= 1.0:
+            raise ValueError("--qk-clip-threshold must be positive and --qk-clip-alpha within [0, 1]")
+        reasons = [(self.qk_norm not in (None, "none"), f"--qk-norm {self.qk_norm} normalises the queries and keys, so "
+                                              "scaling their projections does not change the logits"),
+                   (self.qkv_clip is not None, "--qkv-clip clamps the projections"),
+                   (self.is_dsa or bool(self.compressed_attention_pattern),
+                    "sparse and compressed attention's logits are not recorded"),
+                   (SHARED_BLOCK_MAMBA_MIXER in self.layer_mixers, "Zamba's shared blocks add per-layer adapters "
+                                                                   "to the projections"),
+                   (any(self.layer_k_eq_v(layer) for layer in range(self.num_layers)),
+                    "the keys are the values' projection")]
+        for refused, why in reasons:
+            if refused:
+                raise ValueError(f"--qk-clip: {why}; drop --qk-clip")
 
     def _validate_fp8(self) -> None:
         """--fp8-format and --fp8-recipe together, over bf16/fp32 weights; the bf16 layer counts only with

@@ -32,7 +32,7 @@ backward that only splits.
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -51,6 +51,7 @@ from core.transformer.context_parallel import SequenceLayout, attend, in_sequenc
 from core.transformer.config import TransformerConfig
 from core.transformer.moe.aux_losses import DSA_INDEXER_LOSS, attach_aux_loss, track_aux_losses
 from core.transformer.norms import build_norm
+from core.transformer.qk_clip import local_rows, record_max_logits, unit_factors
 from core.transformer.rope import apply_rope, layer_rotary
 from core.transformer.sparse_attention import (KeyRule, LightningIndexer, indexer_kl_loss, indexer_rotary,
                                                select_topk, sparse_attention)
@@ -108,6 +109,7 @@ class MultiLatentAttention(nn.Module):
         self.layer_number = layer_number  # keys this layer's entry of a generation KV cache
         heads, tp = config.num_attention_heads, self.group.size
         self.local_heads = heads // tp
+        self.max_logits: Optional[torch.Tensor] = None  # --qk-clip: this step's largest logit per local head
         self.nope_dim, self.rope_dim, self.v_dim = config.qk_head_dim, config.qk_pos_emb_head_dim, config.v_head_dim
         q_head = self.nope_dim + self.rope_dim
         down_bias = config.qkv_bias
@@ -210,6 +212,18 @@ class MultiLatentAttention(nn.Module):
         if selection is not None and selection.index is not None and self._trains_indexer():
             output = attach_aux_loss(output, self._indexer_loss(q, k, selection, (normed, k_pe), layout))
         return output
+
+    def qk_clip_rows(self, eta_heads: torch.Tensor, alpha: float) -> List[Tuple[nn.Parameter, torch.Tensor]]:
+        """--qk-clip: TP-local row factors from each head's eta [heads]: the query projection's no-rope rows times
+        eta^alpha and rope rows times eta (the rope key is shared by the heads), the KV up projection's key rows
+        times eta^(1 - alpha), values untouched."""
+        query = self.linear_q_proj if self.config.q_lora_rank is None else self.linear_q_up_proj
+        q_full = unit_factors(eta_heads, [(self.nope_dim, alpha), (self.rope_dim, 1.0)])
+        kv_full = unit_factors(eta_heads, [(self.nope_dim, 1.0 - alpha), (self.v_dim, 0.0)])
+        tp = self.group
+        return [(param, local_rows(full, param, tp.rank, tp.size))
+                for linear, full in ((query, q_full), (self.linear_kv_up_proj, kv_full))
+                for param in (linear.weight, linear.bias) if param is not None]
 
     def _keys_and_values(self, normed: torch.Tensor, k_pe: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Each head's key and value from the normed kv latent [sk, b, r] and the rotated rope key [sk, b, 1, rope]:
@@ -348,6 +362,9 @@ class MultiLatentAttention(nn.Module):
                 mask = allowed
             else:
                 mask = attention_allowed(query_positions, key_positions, self.window, self.chunk, documents)
+            if self.config.qk_clip and self.training:
+                scale = self.config.mla_softmax_scale or q.size(-1) ** -0.5
+                record_max_logits(self, q, k, mask, scale, first_head)
             causal = dict(is_causal=True) if mask is None else dict(attn_mask=mask)
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=self.config.mla_softmax_scale,
                                                  **causal)  # [b, np, s, v]

@@ -118,7 +118,9 @@ def optimizer_config_from_args(args: argparse.Namespace) -> OptimizerConfig:
                                              num_ns_steps=args.muon_num_ns_steps, scale_mode=args.muon_scale_mode,
                                              extra_scale_factor=args.muon_extra_scale_factor,
                                              tp_mode=args.muon_tp_mode, split_qkv=args.muon_split_qkv,
-                                             fp32_matmul_prec=args.muon_fp32_matmul_prec))
+                                             fp32_matmul_prec=args.muon_fp32_matmul_prec),
+                           qk_clip_threshold=args.qk_clip_threshold if args.qk_clip else None,
+                           qk_clip_alpha=args.qk_clip_alpha)
 
 
 def _grad_dtype(args: argparse.Namespace) -> torch.dtype:

@@ -15,8 +15,8 @@
 """
 from __future__ import annotations
 
+import itertools
 import math
-import os
 from typing import Dict, List, Tuple
 
 import pytest
@@ -40,6 +40,11 @@ MODEL = [
 ]
 DENSE = MODEL + ["--optimizer", "muon", "--muon-fp32-matmul-prec", "high"]
 MOE = DENSE + ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "48"]
+# MuonClip: a threshold below the initial logits (about 0.1 here), so heads are clipped every step
+CLIP = DENSE + ["--qk-clip", "--qk-clip-threshold", "0.06", "--qk-clip-alpha", "0.3"]
+MLA_CLIP = DENSE + ["--qk-clip", "--qk-clip-threshold", "0.02", "--qk-clip-alpha", "0.3", "--multi-latent-attention",
+                    "--num-query-groups", "4", "--q-lora-rank", "16", "--kv-lora-rank", "16", "--qk-head-dim", "8",
+                    "--qk-pos-emb-head-dim", "8", "--v-head-dim", "8"]
 TP2 = ["--tensor-model-parallel-size", "2"]
 # small buckets: DP rank 1's chunk of each starts inside a matrix, whose pieces must be gathered to orthogonalise it
 DISTOPT = ["--use-distributed-optimizer", "--ddp-bucket-size", "3000"]
@@ -94,16 +99,31 @@ def resume(argv: List[str], ckpt: str, ckpt_format: str) -> Dict[str, object]:
             "full_weights": full_weights(full), "resumed_weights": full_weights(resumed)}
 
 
+def probe(argv: List[str]) -> Dict[str, object]:
+    """Learning rate 0, one batch twice: the first step records the logits and clips; the second records the
+    logits of the clipped weights on the same tokens. Also the query and key weights around the first step."""
+    from mindspeed_llm.training.training import setup
+
+    trainer = setup(argv + ["--lr", "0", "--weight-decay", "0"])
+    batch = next(trainer.train_iterator())
+    same = itertools.repeat(batch)
+    before = full_weights(trainer)
+    trainer.train_step(same)
+    first, after = trainer.optimizer.qk_clip.last_max_logits.clone(), full_weights(trainer)
+    trainer.train_step(same)
+    return {"first": first, "second": trainer.optimizer.qk_clip.last_max_logits.clone(), "before": before,
+            "after": after}
+
+
 def worker(rank: int, world_size: int, configs: Dict[str, Tuple]) -> Dict[str, object]:
-    results = {}
-    for name, (kind, argv, *extra) in configs.items():
-        results[name] = train(argv, *extra) if kind == "train" else resume(argv, *extra)
-    return results
+    runs = {"train": train, "resume": resume, "probe": probe}
+    return {name: runs[kind](argv, *extra) for name, (kind, argv, *extra) in configs.items()}
 
 
 @pytest.fixture(scope="module")
 def one_process() -> Dict[str, Dict]:
-    configs = {"dense": ("train", DENSE, True), "moe": ("train", MOE)}
+    configs = {"dense": ("train", DENSE, True), "moe": ("train", MOE), "clip": ("train", CLIP),
+               "mla_clip": ("train", MLA_CLIP), "clip_probe": ("probe", CLIP), "mla_clip_probe": ("probe", MLA_CLIP)}
     return run_distributed(1, worker, configs)[0]
 
 
@@ -119,6 +139,14 @@ def world2(tmp_path_factory) -> Dict[str, List[Dict]]:
         "dense_pp2": ("train", DENSE + ["--pipeline-model-parallel-size", "2"]),
         "moe_ep2": ("train", MOE + ["--expert-model-parallel-size", "2"]),
         "moe_tp2": ("train", MOE + TP2),
+        "clip_tp2": ("train", CLIP + TP2),
+        "clip_dp2_distopt": ("train", CLIP + DISTOPT),
+        "clip_fsdp2": ("train", CLIP + ["--use-torch-fsdp2"]),
+        "clip_cp2_ulysses": ("train", CLIP + ["--context-parallel-size", "2", "--context-parallel-algo",
+                                              "ulysses_cp_algo"]),
+        "clip_cp2_kv_allgather": ("train", CLIP + ["--context-parallel-size", "2", "--context-parallel-algo",
+                                                   "kvallgather_cp_algo"]),
+        "mla_clip_tp2": ("train", MLA_CLIP + TP2),
         "resume_distopt": ("resume", DENSE + DISTOPT, str(ckpt / "dist"), "torch_dist"),
         "resume_distopt_legacy": ("resume", DENSE + DISTOPT, str(ckpt / "legacy"), "torch"),
         "resume_tp2_legacy": ("resume", DENSE + TP2, str(ckpt / "tp2"), "torch"),
@@ -197,7 +225,10 @@ def test_one_process_steps_as_the_written_out_muon(one_process) -> None:
 
 @pytest.mark.parametrize("config, model", [("dense_tp2", "dense"), ("dense_tp2_distributed", "dense"),
                                            ("dense_dp2_distopt", "dense"), ("dense_fsdp2", "dense"),
-                                           ("dense_pp2", "dense"), ("moe_ep2", "moe"), ("moe_tp2", "moe")])
+                                           ("dense_pp2", "dense"), ("moe_ep2", "moe"), ("moe_tp2", "moe"),
+                                           ("clip_tp2", "clip"), ("clip_dp2_distopt", "clip"), ("clip_fsdp2", "clip"),
+                                           ("clip_cp2_ulysses", "clip"), ("clip_cp2_kv_allgather", "clip"),
+                                           ("mla_clip_tp2", "mla_clip")])
 def test_every_layout_equals_one_process(one_process, world2, config: str, model: str) -> None:
     reference = one_process[model]
     for rank, result in enumerate(world2[config]):
@@ -230,3 +261,38 @@ def test_a_run_resumes_exactly(world2, config: str) -> None:
         assert result["first"] + result["resumed"] == result["full"]
         for name, value in result["full_weights"].items():
             assert torch.equal(value, result["resumed_weights"][name]), name
+
+
+# ---- QK-clip (MuonClip) --------------------------------------------------------------------------------------
+
+def test_qk_clip_changes_the_run(one_process) -> None:
+    assert one_process["clip"]["losses"][1:] != one_process["dense"]["losses"][1:]
+    assert (one_process["clip_probe"]["first"] > 0.06).any()
+
+
+@pytest.mark.parametrize("config, groups, threshold", [("clip_probe", 2, 0.06), ("mla_clip_probe", 4, 0.02)])
+def test_clipped_heads_score_the_threshold_on_the_same_tokens(one_process, config: str, groups: int,
+                                                              threshold: float) -> None:
+    """With nothing else moving the weights, the first layer's KV groups' (MLA: heads') largest logit becomes the
+    threshold, each head's logit scaled by its group's eta (the query share times the key share). (Later layers'
+    inputs change with the layers before them.)"""
+    result = one_process[config]
+    first, second = result["first"][:4], result["second"][:4]  # layer 0's 4 heads
+    per_group = first.view(groups, -1).amax(dim=1)  # [groups]
+    assert (per_group > threshold).all()
+    eta = torch.clamp(threshold / per_group, max=1.0).repeat_interleave(4 // groups)
+    torch.testing.assert_close(second, first * eta, rtol=1e-5, atol=0)
+    torch.testing.assert_close(second.view(groups, -1).amax(dim=1), torch.full((groups,), threshold), rtol=1e-5,
+                               atol=0)
+
+
+def test_the_query_and_key_rows_take_their_shares(one_process) -> None:
+    """alpha 0.3: each group's query rows times eta^0.3, key rows times eta^0.7, value rows unchanged."""
+    result = one_process["clip_probe"]
+    first, before, after = result["first"], result["before"], result["after"]
+    name = "decoder.layers.0.self_attention.linear_qkv.weight"
+    eta = torch.clamp(0.06 / first[:4].view(2, 2).amax(dim=1), max=1.0)  # layer 0's 2 groups of 2 heads
+    q, k, v = (after[name] / before[name]).split([64, 32, 32])  # rows: 4 heads, 2 groups, 2 groups of 16
+    torch.testing.assert_close(q, eta.pow(0.3).repeat_interleave(32)[:, None].expand_as(q), rtol=1e-5, atol=0)
+    torch.testing.assert_close(k, eta.pow(0.7).repeat_interleave(16)[:, None].expand_as(k), rtol=1e-5, atol=0)
+    torch.testing.assert_close(v, torch.ones_like(v))

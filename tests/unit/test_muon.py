@@ -11,9 +11,11 @@ import math
 import pytest
 import torch
 
+from core.device import reduced_fp32_matmul_pays
 from core.optimizer.muon import (Muon, MuonSettings, matmul_precision, muon_scale, newton_schulz,
                                  orthogonalize_local, uses_muon)
 from core.tensor_parallel.param_meta import ParamMeta, Segment, TPShard, set_meta
+from core.transformer.qk_clip import max_logits
 from mindspeed_llm.arguments import ArgumentError, parse_args, validate_args
 from mindspeed_llm.training.training import optimizer_config_from_args
 
@@ -49,6 +51,39 @@ def test_bad_combinations_are_refused_in_one_line(extra, expected) -> None:
     with pytest.raises(ArgumentError) as info:
         validate_args(parse_args(BASE + extra), 2)
     assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (["--qk-clip-threshold", "50"], "add --qk-clip or drop them"),
+    (["--qk-clip", "--qk-clip-alpha", "1.5"], "--qk-clip-alpha within [0, 1]"),
+    (["--qk-clip", "--qk-clip-threshold", "0"], "--qk-clip-threshold must be positive"),
+    (["--qk-clip", "--qk-layernorm"], "--qk-clip: --qk-norm per_head normalises the queries and keys"),
+    (["--qk-clip", "--context-parallel-size", "2", "--attention-dropout", "0"],
+     "use ulysses_cp_algo or kvallgather_cp_algo"),
+])
+def test_bad_qk_clip_settings_are_refused_in_one_line(extra, expected) -> None:
+    with pytest.raises((ArgumentError, ValueError)) as info:
+        validate_args(parse_args(BASE + extra), 2)
+    assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_qk_clip_flags_reach_the_optimizer() -> None:
+    assert optimizer_config_from_args(parse_args(BASE)).qk_clip_threshold is None
+    config = optimizer_config_from_args(parse_args(BASE + ["--qk-clip", "--qk-clip-threshold", "30",
+                                                           "--qk-clip-alpha", "0.25"]))
+    assert (config.qk_clip_threshold, config.qk_clip_alpha) == (30.0, 0.25)
+
+
+def test_max_logits_follow_the_mask() -> None:
+    """Each head's largest scaled product over the allowed pairs only (causal by default)."""
+    generator = torch.Generator().manual_seed(3)
+    q, k = torch.randn(2, 3, 5, 4, generator=generator), torch.randn(2, 3, 5, 4, generator=generator)
+    scores = (q @ k.transpose(-1, -2)) * 0.5  # [b, n, s, s]
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    expected = scores.masked_fill(~causal, float("-inf")).amax(dim=(0, 2, 3))
+    torch.testing.assert_close(max_logits(q, k, None, 0.5), expected)
+    diagonal = torch.eye(5, dtype=torch.bool)
+    torch.testing.assert_close(max_logits(q, k, diagonal, 0.5), scores.diagonal(dim1=-2, dim2=-1).amax(dim=(0, 2)))
 
 
 def test_adam_flags_serve_the_muon_fallback() -> None:
@@ -126,8 +161,12 @@ def test_nesterov_and_momentum() -> None:
 
 def test_matmul_precision_is_set_inside_and_restored() -> None:
     before = torch.get_float32_matmul_precision()
-    with matmul_precision("low"):
+    with matmul_precision("low", "cuda"):
         assert torch.get_float32_matmul_precision() == "medium"
-    with matmul_precision("high"):
+    with matmul_precision("medium", "cuda"):
+        assert torch.get_float32_matmul_precision() == "high"
+    with matmul_precision("high", "cuda"):
         assert torch.get_float32_matmul_precision() == "highest"
+    with matmul_precision("low", "cpu"):  # IEEE unless the CPU has AMX tiles
+        assert torch.get_float32_matmul_precision() == ("medium" if reduced_fp32_matmul_pays("cpu") else "highest")
     assert torch.get_float32_matmul_precision() == before
