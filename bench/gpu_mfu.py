@@ -20,6 +20,10 @@ rope base 500000, tied embeddings), random weights and ``--mock-data``: no inter
   --sequence-parallel``), each a ``torchrun --nproc-per-node 2`` of this file with ``--variant``, when
   the machine has two devices (``--variants auto``); otherwise skipped with a note.
 
+- ``ours_fp8``: ours again with FP8 linears (``--fp8-recipe``, default ``auto``: ``tensorwise`` in the hybrid format
+  where ``core.device.fp8_matmul`` finds FP8 matrix units, skipped with the reason elsewhere), its MFU against the
+  same dense bf16 peak (as TorchTitan reports Float8 runs) and ``ratio_fp8_vs_bf16``.
+
 Both models are timed the same way (device-synchronised, the median of ``--steps`` steps after
 ``--warmup``), and both count the FLOPs of our documented formula
 (``mindspeed_llm.training.metrics.training_flops_per_token``), so MFU is model FLOPs utilisation against
@@ -383,8 +387,38 @@ def bench(args: argparse.Namespace, shape: Shape) -> Dict[str, Any]:
                                            else baseline)}
     if isinstance(ours, Measured) and isinstance(baseline, Measured):
         record["ratio_ours_vs_baseline"] = _figure(ours.tokens_per_s / baseline.tokens_per_s)
+    record["ours_fp8"] = fp8_row(args, acc.type, argv + flags, ours, flops, peak)
     record["variants"] = variants(args, shape)
     return record
+
+
+FP8_FORMATS = {"rowwise": "e4m3", "blockwise": "e4m3"}  # the others: hybrid (E4M3 forward, E5M2 gradients)
+
+
+def fp8_row(args: argparse.Namespace, device_type: str, argv: List[str], bf16: Any, flops: float,
+            peak: float) -> Dict[str, Any]:
+    """Our trainer again with FP8 linears (``--fp8-recipe``; auto: tensorwise where the device has FP8 matrix
+    units), beside the bf16 row: tokens/s, MFU against the same dense bf16 peak, and the ratio to bf16."""
+    from core.device import fp8_matmul
+
+    recipe = args.fp8_recipe
+    if recipe == "off":
+        return {"skipped": "--fp8-recipe off"}
+    if recipe == "auto":
+        facts = fp8_matmul(device_type)
+        if not facts.fast:
+            return {"skipped": f"{facts.device}: {facts.why_not_fast} (--fp8-recipe R runs the emulation anyway)"}
+        recipe = "tensorwise"
+    fp8 = ["--fp8-format", FP8_FORMATS.get(recipe, "hybrid"), "--fp8-recipe", recipe]
+    reset_memory()
+    measured = guarded("ours_fp8", lambda: measure_ours(argv + fp8, args.warmup, args.steps))
+    reset_memory()
+    if not isinstance(measured, tuple):
+        return {"flags": fp8, **measured}
+    row = {"flags": fp8, **measured[0].summary(flops, 1, peak)}
+    if isinstance(bf16, Measured):
+        row["ratio_fp8_vs_bf16"] = _figure(measured[0].tokens_per_s / bf16.tokens_per_s)
+    return row
 
 
 def guarded(name: str, measure: Callable[[], Any]) -> Any:
@@ -412,6 +446,10 @@ def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, Sh
     parser.add_argument("--compile-backend", default=None, help="the baseline's torch.compile backend "
                                                                 "(default inductor; tiny: eager)")
     parser.add_argument("--peak-tflops", type=float, default=None, help="MFU denominator (default: the device's)")
+    parser.add_argument("--fp8-recipe", default="auto",
+                        choices=("auto", "off", "delayed", "tensorwise", "rowwise", "blockwise", "mxfp8"),
+                        help="our trainer once more with FP8 linears: auto = tensorwise on a device with FP8 "
+                             "matrix units, skipped elsewhere; a recipe runs it anyway (emulated without units)")
     for field in dataclasses.fields(Shape):  # --layers, --hidden, ..., --global-batch: override the shape
         kind = float if field.type == "float" else int
         parser.add_argument("--" + field.name.replace("_", "-"), type=kind, default=None)

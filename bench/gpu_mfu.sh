@@ -5,6 +5,7 @@
 #   TINY=1 bash bench/gpu_mfu.sh              # a tiny model on the CPU: seconds (CI keeps the script working)
 #   TINY=1 VARIANTS=on bash bench/gpu_mfu.sh  # ... with the FSDP2 / TP2 variants on 2 CPU processes (gloo)
 #   bash bench/gpu_mfu.sh --seq 2048 --steps 20   # any flag of bench/gpu_mfu.py (--help lists them)
+#   bash bench/gpu_mfu.sh --fp8-recipe blockwise   # the FP8 row with another recipe (default: tensorwise on FP8 GPUs)
 #
 # Random weights and --mock-data: no internet, no files written. Prints one JSON line on stdout (logs on
 # stderr); bench/gpu_mfu.py's docstring describes the fields. Runs this checkout's code (PYTHONPATH).

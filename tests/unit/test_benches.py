@@ -131,8 +131,8 @@ def test_gpu_mfu_passes_only_flags_the_parser_accepts(monkeypatch) -> None:
 def test_gpu_mfu_sh_tiny_mode_with_variants(tmp_path) -> None:
     """``TINY=1 VARIANTS=on bash bench/gpu_mfu.sh``: ours, the transformers baseline, FSDP2 and TP2 on 2 CPU ranks."""
     env = {**os.environ, "TINY": "1", "VARIANTS": "on", "PYTHON": sys.executable}
-    done = subprocess.run(["bash", str(ROOT / "bench" / "gpu_mfu.sh"), "--steps", "1"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    done = subprocess.run(["bash", str(ROOT / "bench" / "gpu_mfu.sh"), "--steps", "1", "--fp8-recipe", "tensorwise"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 1, done.stdout[-3000:]
@@ -142,13 +142,17 @@ def test_gpu_mfu_sh_tiny_mode_with_variants(tmp_path) -> None:
     used = {flag for flag in record["flags"] if flag in gpu_mfu.FAST_FLAGS}  # "flags": the argv they add
     assert used | set(record["skipped_flags"]) == set(gpu_mfu.FAST_FLAGS), record
     assert not used & set(record["skipped_flags"])
-    runs = [record["ours"], record["baseline"], record["variants"]["fsdp2"], record["variants"]["tp2"]]
+    runs = [record["ours"], record["baseline"], record["ours_fp8"], record["variants"]["fsdp2"],
+            record["variants"]["tp2"]]
     for run in runs:
         assert "error" not in run, run
         assert run["tokens_per_s"] > 0 and 0 < run["mfu"] < 1 and run["tflops_per_device"] > 0, run
     assert record["variants"]["fsdp2"]["world_size"] == record["variants"]["tp2"]["world_size"] == 2
     assert record["ratio_ours_vs_baseline"] == pytest.approx(
         record["ours"]["tokens_per_s"] / record["baseline"]["tokens_per_s"], rel=1e-2)
+    assert record["ours_fp8"]["flags"] == ["--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"]
+    assert record["ours_fp8"]["ratio_fp8_vs_bf16"] == pytest.approx(
+        record["ours_fp8"]["tokens_per_s"] / record["ours"]["tokens_per_s"], rel=1e-2)
 
 
 def test_train_throughput_emulates_an_avx2_cpu(tmp_path) -> None:
