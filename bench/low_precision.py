@@ -1,15 +1,15 @@
-"""Low-precision training against bf16 in the same run: the loss gap and the step time of each FP8 recipe.
+"""Low-precision training against bf16 in the same run: the loss gap and the step time of each FP8 and FP4 recipe.
 
     python bench/low_precision.py [--iters 200] [--recipes tensorwise,blockwise,mxfp8,hif8]
     python bench/low_precision.py --smoke      # 10 iterations on mock data: seconds
 
 The quick-start model (examples/quickstart.sh: 2 layers, hidden 128, GQA, SwiGLU, seq 128) trains ``--iters``
 iterations on the quick-start corpus (``outputs/quickstart/data``; run the quick start once to make it, else the
-bench trains on mock data and says so), one process, bf16 weights, the same seed and batches, once in bf16 and
-once per FP8 recipe (``--fp8-format``/``--fp8-recipe``). Each row (stderr) gives the mean of the last 50
-iterations' losses, its gap to bf16's in percent, and the median step time as a ratio to bf16's; stdout gets one
-JSON line with the same rows. On the CPU the FP8 GEMMs are emulated (quantise, dequantise, fp32 product), so FP8 is
-slower there: the time ratio that matters is a GPU's.
+bench trains on mock data and says so), one process, bf16 weights, the same seed and batches, once in bf16, once
+per FP8 recipe (``--fp8-format``/``--fp8-recipe``) and once per FP4 recipe (``--fp4-format e2m1 --fp4-recipe``).
+Each row (stderr) gives the mean of the last 50 iterations' losses, its gap to bf16's in percent, and the median
+step time as a ratio to bf16's; stdout gets one JSON line with the same rows. On the CPU the FP8 and FP4 GEMMs are
+emulated (quantise, dequantise, fp32 product), so they are slower there: the time ratio that matters is a GPU's.
 """
 from __future__ import annotations
 
@@ -39,6 +39,8 @@ RECIPES: Dict[str, List[str]] = {
     "blockwise": ["--fp8-format", "e4m3", "--fp8-recipe", "blockwise"],
     "mxfp8": ["--fp8-format", "hybrid", "--fp8-recipe", "mxfp8"],
     "hif8": ["--fp8-format", "hif8", "--fp8-recipe", "tensorwise"],
+    "nvfp4": ["--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"],
+    "mxfp4": ["--fp4-format", "e2m1", "--fp4-recipe", "mxfp4"],
 }
 LOSS = re.compile(r"iteration\s+(\d+)/.*?elapsed time per iteration \(ms\): ([0-9.]+).*?\| lm loss: ([0-9.E+-]+) \|")
 

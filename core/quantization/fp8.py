@@ -50,8 +50,8 @@ import torch.distributed as dist
 from torch import nn
 
 from core.parallel_state import Group
-from core.quantization.formats import (E4M3, E5M2, MX_BLOCK, FloatFormat, hif8_quantize, mx_dequantize,
-                                      mx_quantize)
+from core.quantization.formats import (E2M1, E4M3, E4M3_TINY, E5M2, MX_BLOCK, NVFP4_BLOCK, FloatFormat,
+                                      hif8_quantize, mx_dequantize, mx_quantize)
 from core.quantization.fp8_gemm import (AUTO, EMULATED, GEMM_BACKENDS, PRODUCTS, SCALED_MM, GemmChoice, Pair,
                                         Quantised, choose_backend, scaled_mm_refusal, scaled_mm_refused)
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
@@ -59,6 +59,10 @@ from core.tensor_parallel.mappings import all_reduce
 
 FP8_FORMATS = ("e4m3", "hybrid", "hif8")
 FP8_RECIPES = ("delayed", "tensorwise", "rowwise", "blockwise", "mxfp8")
+FP4_FORMATS = ("e2m1",)  # --fp4-format
+FP4_RECIPES = ("nvfp4", "mxfp4")  # --fp4-recipe
+HADAMARD_SIZE = 16  # the FP4 recipes' random Hadamard transform of the weight gradient's operands, per 16 tokens
+HADAMARD_SIGN_SEED = 0  # its fixed random signs (one vector for the run, the same on every rank)
 BLOCKWISE_TILE = 128  # elements per 1 x 128 tile, per side of a 128 x 128 weight block
 AMAX_EPS = 1e-12  # an all-zero group keeps a finite scale (torchao's EPS)
 HIF8_SCALE_TARGET = 15.0  # 1.875 x 2^3, HiF8's largest value with a 3-bit mantissa
@@ -82,9 +86,13 @@ class Fp8Recipe:
     gemm: str = EMULATED
 
     def __post_init__(self) -> None:
-        if self.format not in FP8_FORMATS:
+        if self.format in FP4_FORMATS or self.recipe in FP4_RECIPES:
+            if self.format not in FP4_FORMATS or self.recipe not in FP4_RECIPES:
+                raise ValueError(f"--fp4-format {self.format!r} --fp4-recipe {self.recipe!r}: FP4 is e2m1 with one "
+                                 f"of {FP4_RECIPES}")
+        elif self.format not in FP8_FORMATS:
             raise ValueError(f"--fp8-format {self.format!r} is not one of {FP8_FORMATS}")
-        if self.recipe not in FP8_RECIPES:
+        elif self.recipe not in FP8_RECIPES:
             raise ValueError(f"--fp8-recipe {self.recipe!r} is not one of {FP8_RECIPES}")
         if self.gemm not in GEMM_BACKENDS:
             raise ValueError(f"an FP8 GEMM backend is one of {GEMM_BACKENDS}, not {self.gemm!r}")
@@ -100,12 +108,26 @@ class Fp8Recipe:
         """The OCP format of ``role``'s elements (None: HiF8)."""
         if self.format == "hif8":
             return None
+        if self.fp4:
+            return E2M1
         return E5M2 if self.format == "hybrid" and role == GRAD else E4M3
 
     @property
     def block(self) -> int:
         """Elements per scale along the reduction dimension (0: the whole dimension)."""
-        return {"blockwise": BLOCKWISE_TILE, "mxfp8": MX_BLOCK}.get(self.recipe, 0)
+        return {"blockwise": BLOCKWISE_TILE, "mxfp8": MX_BLOCK, "mxfp4": MX_BLOCK, "nvfp4": NVFP4_BLOCK}.get(
+            self.recipe, 0)
+
+    @property
+    def fp4(self) -> bool:
+        """An FP4 recipe (``--fp4-format``/``--fp4-recipe``): E2M1 elements, the gradients rounded stochastically,
+        the weight gradient's operands Hadamard-transformed along the tokens."""
+        return self.recipe in FP4_RECIPES
+
+    @property
+    def flag(self) -> str:
+        """How the run asked for this recipe, for messages."""
+        return f"--fp4-recipe {self.recipe}" if self.fp4 else f"--fp8-recipe {self.recipe}"
 
     @property
     def per_tensor(self) -> bool:
@@ -184,7 +206,10 @@ def quantize_along(t: torch.Tensor, reduce_dim: int, recipe: Fp8Recipe, role: st
         amax = _max_over(t.abs().amax(), group if tensor_split is not None else None)
         return _scaled_cast(t, amax, fmt, power_of_two=False)
     moved = t if reduce_dim == 1 else t.t()  # [rows, reduction]
-    if recipe.recipe == "rowwise":
+    if recipe.fp4:
+        cut = group if tensor_split is not None else None
+        out = Quantised(_fp4(moved, recipe, role, cut), None, fmt)
+    elif recipe.recipe == "rowwise":
         amax = _max_over(moved.abs().amax(dim=1, keepdim=True), group if tensor_split == reduce_dim else None)
         out = _scaled_cast(moved, amax, fmt, power_of_two=True)  # scales [rows, 1]
     elif recipe.recipe == "mxfp8":  # the tokens of a wgrad may end in a partial block: zeros fill it
@@ -195,6 +220,62 @@ def quantize_along(t: torch.Tensor, reduce_dim: int, recipe: Fp8Recipe, role: st
     else:  # blockwise: 1 x 128 tiles of inputs and gradients, 128 x 128 blocks of weights
         out = Quantised(_blockwise(moved, fmt, weight=role == WEIGHT), None, fmt)
     return out if reduce_dim == 1 else out.t()
+
+
+def _fp4(t: torch.Tensor, recipe: Fp8Recipe, role: str, group: Optional[Group]) -> torch.Tensor:
+    """``t`` ``[rows, reduction]`` on the FP4 grid, dequantised. Gradients round stochastically (unbiased), the
+    rest to nearest even.
+
+    * ``nvfp4`` (Transformer Engine's NVFP4BlockScaling): E2M1 elements in 1 x 16 blocks along the reduction, each
+      block's scale ``amax / 6`` in E4M3 under one fp32 tensor scale ``amax_tensor / (6 * 448)`` (its amax over
+      ``group`` where a TP split cuts the tensor); weights in 16 x 16 blocks, so that one quantisation of a weight
+      serves the forward and the data gradient alike.
+    * ``mxfp4`` (OCP MXFP4): E2M1 elements in blocks of 32 along the reduction with E8M0 scales.
+    """
+    rounding = "stochastic" if role == GRAD else "even"
+    if recipe.recipe == "mxfp4":
+        blocks, pad = _tiles(t, MX_BLOCK)
+        elements, scales = mx_quantize(blocks.reshape(t.size(0), -1), E2M1, rounding=rounding)
+        values = mx_dequantize(elements, scales)
+        return values[:, :values.size(1) - pad] if pad else values
+    amax = _max_over(t.abs().amax(), group)
+    tensor_scale = amax / (E2M1.max_value * E4M3.max_value)
+    tensor_scale = torch.where(tensor_scale > 0, tensor_scale, torch.ones_like(tensor_scale))
+    rows, columns = t.shape
+    if role == WEIGHT:  # [rows/16, 16, columns/16, 16] -> [rows/16, columns/16, 256]: 16 x 16 blocks
+        blocks = t.reshape(rows // NVFP4_BLOCK, NVFP4_BLOCK, columns // NVFP4_BLOCK, NVFP4_BLOCK).transpose(1, 2)
+        blocks = blocks.reshape(rows // NVFP4_BLOCK, columns // NVFP4_BLOCK, -1)
+    else:
+        blocks, pad = _tiles(t, NVFP4_BLOCK)  # [rows, n/16, 16]
+    block_scale = E4M3.quantize((blocks.abs().amax(dim=-1) / E2M1.max_value / tensor_scale).clamp(
+        min=E4M3_TINY, max=E4M3.max_value))  # [..., blocks]
+    scale = block_scale * tensor_scale
+    values = E2M1.quantize(blocks * ((1.0 / tensor_scale) / block_scale)[..., None], rounding=rounding)
+    values = values * scale[..., None]
+    if role == WEIGHT:
+        values = values.reshape(rows // NVFP4_BLOCK, columns // NVFP4_BLOCK, NVFP4_BLOCK, NVFP4_BLOCK)
+        return values.transpose(1, 2).reshape(rows, columns)
+    values = values.reshape(rows, -1)
+    return values[:, :values.size(1) - pad] if pad else values
+
+
+def hadamard_signs(device: torch.device) -> torch.Tensor:
+    """The random Hadamard transform ``H diag(signs) / 4`` ``[16, 16]`` (orthogonal): the same on every rank."""
+    hadamard = torch.ones(1, 1)
+    while hadamard.size(0) < HADAMARD_SIZE:  # Sylvester's construction
+        hadamard = torch.cat([torch.cat([hadamard, hadamard], 1), torch.cat([hadamard, -hadamard], 1)], 0)
+    signs = torch.randint(0, 2, (HADAMARD_SIZE,), generator=torch.Generator().manual_seed(HADAMARD_SIGN_SEED))
+    return (hadamard * (2.0 * signs - 1.0)[None, :] / HADAMARD_SIZE ** 0.5).to(device)
+
+
+def hadamard_tokens(t: torch.Tensor, transform: torch.Tensor) -> torch.Tensor:
+    """``t`` ``[tokens, n]`` with each run of 16 tokens mixed by ``transform`` (zero-padded to whole runs):
+    ``[tokens', n]``. Applied to both operands of ``g^T x`` it leaves the product unchanged and spreads
+    outliers over 16 tokens before they are quantised."""
+    pad = (-t.size(0)) % HADAMARD_SIZE
+    t = torch.cat([t, t.new_zeros(pad, t.size(1))]) if pad else t
+    runs = t.float().reshape(-1, HADAMARD_SIZE, t.size(1))  # [tokens/16, 16, n]
+    return torch.matmul(transform, runs).reshape(-1, t.size(1))
 
 
 def _blockwise(t: torch.Tensor, fmt: Optional[FloatFormat], weight: bool) -> torch.Tensor:
@@ -295,12 +376,12 @@ def check_blocks(recipe: Fp8Recipe, shape: Tuple[int, int], split: Optional[str]
     block = recipe.block
     if not block:
         return
-    if recipe.recipe == "mxfp8" and any(size % MX_BLOCK for size in shape):
-        raise ValueError(f"--fp8-recipe mxfp8: {name} is [{shape[0]}, {shape[1]}], a dimension not divisible by "
-                         f"{MX_BLOCK} (the MX block); pick sizes in multiples of {MX_BLOCK} or another recipe")
+    if recipe.recipe in ("mxfp8", "mxfp4", "nvfp4") and any(size % block for size in shape):
+        raise ValueError(f"{recipe.flag}: {name} is [{shape[0]}, {shape[1]}], a dimension not divisible by "
+                         f"{block} (the recipe's block); pick sizes in multiples of {block} or another recipe")
     broken = [piece for piece in pieces if piece % block]
     if split is not None and broken:
-        raise ValueError(f"--fp8-recipe {recipe.recipe}: {name}'s {'output' if split == SPLIT_OUT else 'input'} "
+        raise ValueError(f"{recipe.flag}: {name}'s {'output' if split == SPLIT_OUT else 'input'} "
                          f"dimension gives each tensor-parallel rank pieces of {broken[0]}, not a multiple of the "
                          f"{block}-element blocks; change --tensor-model-parallel-size or the model's sizes")
 
@@ -362,6 +443,9 @@ class Fp8Linear(torch.autograd.Function):
             grad_x = product(operand(grad, GRAD, 1), operand(weight, WEIGHT, 0)).to(x.dtype).view(x.shape)
         if ctx.needs_input_grad[1]:  # [N, tokens] @ [tokens, K], reduces over the tokens, never split by TP
             rows = x.reshape(-1, x.size(-1))
+            if ctx.recipe.fp4:  # both operands mixed per 16 tokens: the same product, tamer blocks
+                transform = hadamard_signs(grad.device)
+                grad, rows = hadamard_tokens(grad, transform), hadamard_tokens(rows, transform)
             grad_w = product(operand(grad, GRAD, 0).t(), operand(rows, INPUT, 0)).to(weight.dtype)  # [N, K]
         return grad_x, grad_w, None, None, None, None
 

@@ -118,7 +118,7 @@ def scaled_mm_refusal(recipe: str, pairs: Sequence[Pair]) -> Optional[str]:
     if any(fmt is None for pair in pairs for fmt in pair):
         return "HiF8 has no torch dtype"
     if recipe not in SCALED_MM_RECIPES:
-        return f"--fp8-recipe {recipe}'s block scales are not fed to torch._scaled_mm (per-tensor and per-row only)"
+        return f"the {recipe} recipe's block scales are not fed to torch._scaled_mm (per-tensor and per-row only)"
     refused = [pair for pair in pairs if pair not in SCALED_MM_PAIRS]
     if refused:
         return f"torch._scaled_mm does not multiply {refused[0][0].name} by {refused[0][1].name}"

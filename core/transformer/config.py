@@ -1087,6 +1087,15 @@ class RuntimeConfig:
                                                     help="with --first-last-layers-bf16: how many first layers")
     num_layers_at_end_in_bf16: int = config_field(1, group="mixed precision",
                                                   help="with --first-last-layers-bf16: how many last layers")
+    # FP4 linears (the same transform; Megatron-core's flags): E2M1 elements [--fp4-format e2m1] scaled per
+    # [--fp4-recipe: nvfp4 = 1 x 16 blocks with E4M3 scales under a tensor scale, 16 x 16 weight blocks; mxfp4 =
+    # OCP blocks of 32 with E8M0 scales]; gradients round stochastically, the weight gradient's operands are
+    # Hadamard-transformed per 16 tokens
+    fp4_format: Optional[str] = config_field(None, group="mixed precision", choices=("e2m1",),
+                                             help="FP4 linears with E2M1 elements (with --fp4-recipe)")
+    fp4_recipe: str = config_field("nvfp4", group="mixed precision", choices=("nvfp4", "mxfp4"),
+                                   help="--fp4-format's scaling: nvfp4 (16-element blocks, E4M3 scales, a tensor "
+                                        "scale; 16 x 16 weight blocks) or mxfp4 (32-element blocks, E8M0 scales)")
     # DSA's two training stages (DeepSeek-V3.2): the indexer learns the KL divergence from the main attention's
     # distribution (summed over heads, normalised) to its own, times the coefficient [--dsa-indexer-loss-coeff,
     # Megatron's]; over the selected keys only in the sparse stage [--dsa-indexer-use-sparse-loss], over every
@@ -2255,8 +2264,9 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
             return
         if self.qk_clip_threshold <= 0 or not 0.0 <= self.qk_clip_alpha <= 1.0:
             raise ValueError("--qk-clip-threshold must be positive and --qk-clip-alpha within [0, 1]")
-        reasons = [(self.qk_norm not in (None, "none"), f"--qk-norm {self.qk_norm} normalises the queries and keys, so "
-                                              "scaling their projections does not change the logits"),
+        reasons = [(self.qk_norm not in (None, "none"),
+                    f"--qk-norm {self.qk_norm} normalises the queries and keys, so scaling their projections does not "
+                    "change the logits"),
                    (self.qkv_clip is not None, "--qkv-clip clamps the projections"),
                    (self.is_dsa or bool(self.compressed_attention_pattern),
                     "sparse and compressed attention's logits are not recorded"),
@@ -2279,8 +2289,15 @@ class TransformerConfig(RuntimeConfig, ModelConfig):
         if counts_given and not self.first_last_layers_bf16:
             raise ValueError("--num-layers-at-start-in-bf16/--num-layers-at-end-in-bf16 count the layers "
                              "--first-last-layers-bf16 keeps in high precision: add it or drop them")
-        if self.first_last_layers_bf16 and self.fp8_format is None:
-            raise ValueError("--first-last-layers-bf16 keeps layers out of FP8: add --fp8-format and --fp8-recipe")
+        if self.fp4_recipe != "nvfp4" and self.fp4_format is None:
+            raise ValueError(f"--fp4-recipe {self.fp4_recipe} scales FP4 linears: add --fp4-format e2m1 or drop it")
+        if self.fp4_format is not None and self.fp8_format is not None:
+            raise ValueError("--fp4-format and --fp8-format each quantise the same linears: keep one")
+        if self.fp4_format is not None and self.params_dtype == torch.float16:
+            raise ValueError("--fp4-format runs over bf16 or fp32 weights: drop --fp16 (use --bf16)")
+        if self.first_last_layers_bf16 and self.fp8_format is None and self.fp4_format is None:
+            raise ValueError("--first-last-layers-bf16 keeps layers out of FP8/FP4: add --fp8-format and "
+                             "--fp8-recipe (or --fp4-format)")
         if self.fp8_gemm != AUTO and self.fp8_format is None:
             raise ValueError(f"--fp8-gemm {self.fp8_gemm} picks the FP8 linears' GEMMs; this run has no FP8 recipe: "
                              "drop it or add --fp8-format and --fp8-recipe")

@@ -59,11 +59,14 @@ class Fp8Linears(ModelTransform):
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Optional["Fp8Linears"]:
-        if getattr(args, "fp8_format", None) is None or getattr(args, "fp8_recipe", None) is None:
+        if getattr(args, "fp4_format", None) is not None:
+            recipe = Fp8Recipe(args.fp4_format, args.fp4_recipe)
+        elif getattr(args, "fp8_format", None) is not None and getattr(args, "fp8_recipe", None) is not None:
+            recipe = Fp8Recipe(args.fp8_format, args.fp8_recipe, args.fp8_amax_history_len,
+                               args.fp8_amax_compute_algo, args.fp8_margin)
+        else:
             return None
         first_last = getattr(args, "first_last_layers_bf16", False)
-        recipe = Fp8Recipe(args.fp8_format, args.fp8_recipe, args.fp8_amax_history_len, args.fp8_amax_compute_algo,
-                           args.fp8_margin)
         device_type = getattr(args, "device", None) or device_for_backend(getattr(args, "distributed_backend", None))
         try:
             gemm = choose_gemm(recipe, getattr(args, "fp8_gemm", AUTO), device_type)
@@ -85,10 +88,10 @@ class Fp8Linears(ModelTransform):
                 yield name, module
 
     def check(self, args: argparse.Namespace, meta_model: Callable[[], nn.Module]) -> None:
-        recipe = f"--fp8-recipe {self.recipe.recipe}"
+        recipe = self.recipe.flag
         if getattr(args, "num_experts", None):
             raise ArgumentError(f"{recipe}: the routed experts' GEMMs are not quantised yet, so a MoE model would "
-                                "train them in high precision; drop --fp8-format/--fp8-recipe")
+                                "train them in high precision; drop --fp8-format/--fp8-recipe (--fp4-format)")
         if getattr(args, "lora_target_modules", None) or getattr(args, "qlora", False):
             raise ArgumentError(f"{recipe} with LoRA/QLoRA: the adapters' linears are not FP8 linears yet; drop one")
         if getattr(args, "schedules_method", None) == "zero-bubble":
@@ -109,7 +112,8 @@ class Fp8Linears(ModelTransform):
             except ValueError as error:
                 raise ArgumentError(str(error)) from None
         if int(os.environ.get("RANK", "0")) == 0:  # before any process group: torchrun's rank
-            print(f"fp8: {self.recipe.format} {self.recipe.recipe} on {len(linears)} linears; {self.gemm.notice()}",
+            kind = "fp4" if self.recipe.fp4 else "fp8"
+            print(f"{kind}: {self.recipe.format} {self.recipe.recipe} on {len(linears)} linears; {self.gemm.notice()}",
                   file=sys.stderr)
 
     @staticmethod

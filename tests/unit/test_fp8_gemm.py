@@ -140,7 +140,7 @@ def test_scaled_mm_on_a_device_without_it_is_refused_and_pairs_it_refuses_are_na
 @pytest.mark.parametrize("extra, fragment", [
     (["--fp8-gemm", "scaled_mm"], "--fp8-gemm scaled_mm picks the FP8 linears' GEMMs; this run has no FP8 recipe"),
     (["--fp8-format", "e4m3", "--fp8-recipe", "blockwise", "--fp8-gemm", "scaled_mm"],
-     "--fp8-gemm scaled_mm: --fp8-recipe blockwise's block scales"),
+     "--fp8-gemm scaled_mm: the blockwise recipe's block scales"),
     (["--fp8-format", "hif8", "--fp8-recipe", "delayed", "--fp8-gemm", "scaled_mm"], "HiF8 has no torch dtype"),
 ])
 def test_bad_gemm_flags_are_one_line(extra: List[str], fragment: str) -> None:
