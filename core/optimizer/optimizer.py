@@ -23,6 +23,7 @@ from core.optimizer.clip_grads import any_non_finite, clip_grads, global_grad_no
 from core.optimizer.grad_scaler import ConstantGradScaler, DynamicGradScaler
 from core.optimizer.muon import (ADAM_KEYS, MUON_KEYS, Muon, MuonSettings, orthogonalize_local, split_muon_groups,
                                  uses_muon)
+from core.optimizer.precision_aware import PrecisionAwareAdamW
 from core.optimizer.swap import SwapAdamW
 from core.parallel_state import ParallelState
 from core.tensor_parallel.param_meta import copy_meta, param_meta
@@ -47,6 +48,11 @@ class OptimizerConfig:
     muon: MuonSettings = MuonSettings()  # --optimizer muon: the --muon-* flags
     qk_clip_threshold: Optional[float] = None  # --qk-clip: rescale q/k projections past this logit after each step
     qk_clip_alpha: float = 0.5  # --qk-clip-alpha
+    # --use-precision-aware-optimizer (distributed optimizer only; core/optimizer/precision_aware.py)
+    use_precision_aware_optimizer: bool = False
+    main_params_dtype: torch.dtype = torch.float32  # the master copies of bf16/fp16 weights
+    exp_avg_dtype: torch.dtype = torch.float32
+    exp_avg_sq_dtype: torch.dtype = torch.float32
 
 
 def no_weight_decay(name: str, param: torch.Tensor) -> bool:
@@ -79,13 +85,14 @@ def state_keys(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> Tuple[s
     return ADAM_KEYS
 
 
-def flat_fp32_copies(tensors: List[torch.Tensor]) -> List[nn.Parameter]:
-    """fp32 copies of ``tensors`` as parameters that are consecutive views of one flat buffer.
+def flat_fp32_copies(tensors: List[torch.Tensor], dtype: torch.dtype = torch.float32) -> List[nn.Parameter]:
+    """fp32 (or ``dtype``: --main-params-dtype fp16) copies of ``tensors`` as parameters that are consecutive views
+    of one flat buffer.
 
     The master weights live contiguously, in the order given (the gradient buffer's), so an optimizer
     step streams through one allocation instead of one per tensor.
     """
-    flat = torch.empty(sum(t.numel() for t in tensors), dtype=torch.float32,
+    flat = torch.empty(sum(t.numel() for t in tensors), dtype=dtype,
                        device=tensors[0].device if tensors else None)  # [all elements]
     copies, offset = [], 0
     for tensor in tensors:
@@ -101,10 +108,13 @@ def _master_copies(params: List[nn.Parameter]) -> List[nn.Parameter]:
     return [copy_meta(param, master) for param, master in zip(params, flat_fp32_copies(params))]
 
 
-def build_torch_optimizer(groups: List[Dict], config: OptimizerConfig,
-                          allow_fused: bool = True) -> torch.optim.Optimizer:
-    """SGD, AdamW (fused kernel when the device has one and ``allow_fused``), SwapAdamW or Muon (``groups`` from
-    :func:`param_groups` with ``muon=True`` or :func:`~core.optimizer.muon.split_muon_groups`)."""
+def build_torch_optimizer(groups: List[Dict], config: OptimizerConfig, allow_fused: bool = True,
+                          distributed: bool = False) -> torch.optim.Optimizer:
+    """SGD, AdamW (fused kernel when the device has one and ``allow_fused``), SwapAdamW, Muon (``groups`` from
+    :func:`param_groups` with ``muon=True`` or :func:`~core.optimizer.muon.split_muon_groups`) or, for the
+    distributed optimizer (``distributed``), PrecisionAwareAdamW."""
+    if config.use_precision_aware_optimizer:
+        return _precision_aware(groups, config, distributed)
     if config.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=config.lr, momentum=config.sgd_momentum,
                                weight_decay=config.weight_decay)
@@ -129,6 +139,14 @@ def build_qk_clip(models: List[nn.Module], config: OptimizerConfig, state: Paral
     if config.qk_clip_threshold is None:
         return None
     return QkClip(models, config.qk_clip_threshold, config.qk_clip_alpha, state.group("dp_cp"), state.tp_group)
+
+
+def _precision_aware(groups: List[Dict], config: OptimizerConfig, distributed: bool) -> PrecisionAwareAdamW:
+    if not distributed or config.optimizer != "adam":
+        raise ValueError("--use-precision-aware-optimizer needs --use-distributed-optimizer and --optimizer adam")
+    return PrecisionAwareAdamW(groups, lr=config.lr, betas=(config.adam_beta1, config.adam_beta2),
+                               eps=config.adam_eps, weight_decay=config.weight_decay,
+                               exp_avg_dtype=config.exp_avg_dtype, exp_avg_sq_dtype=config.exp_avg_sq_dtype)
 
 
 class LossScalingOptimizer:
