@@ -17,6 +17,11 @@ bucket's gather before the first module that uses it runs).
 Checkpoints: ``sharded_state`` gathers the full, DP-independent per-parameter
 state (master weight, Adam moments) for DP rank 0 to save as
 ``distrib_optim.pt``; ``load_sharded_state`` slices it for any DP size.
+
+With ``--use-precision-aware-optimizer`` the torch optimizer is
+``PrecisionAwareAdamW`` (core/optimizer/precision_aware.py): masters in
+``--main-params-dtype``, moments in their ``--exp-*-dtype`` (fp8 and fp16 with
+scales from amaxes all-reduced over DP); checkpoints hold fp32 values either way.
 """
 from __future__ import annotations
 
@@ -31,6 +36,8 @@ from core.optimizer.clip_grads import any_non_finite, norm_squared_of_range
 from core.optimizer.muon import ADAM_KEYS, MUON_KEYS, Muon, orthogonalize_local, split_muon_groups, uses_muon
 from core.optimizer.optimizer import (GradScaler, LossScalingOptimizer, OptimizerConfig, build_qk_clip,
                                       build_torch_optimizer, flat_fp32_copies, no_weight_decay)
+from core.optimizer.precision_aware import (PrecisionAwareAdamW, attach_grad, drop_grad, load_moments, moments_fp32,
+                                            shard_amax_reduction)
 from core.parallel_state import ParallelState
 from core.tensor_parallel.mappings import all_gather_single, all_reduce, any_rank
 from core.tensor_parallel.param_meta import param_meta
@@ -59,11 +66,12 @@ def _pieces_of_bucket(bucket: Bucket, ranges: Dict[int, Tuple[int, int]], names:
     return found
 
 
-def _make_masters(found: List[Tuple]) -> List[nn.Parameter]:
-    """The fp32 master of each ``(name, param, start, end)`` piece: fp32 weights are their own masters
-    (views: the step updates the weight in place); others get copies in one flat buffer, in bucket order."""
+def _make_masters(found: List[Tuple], dtype: torch.dtype = torch.float32) -> List[nn.Parameter]:
+    """The master of each ``(name, param, start, end)`` piece: fp32 weights are their own masters
+    (views: the step updates the weight in place); others get ``dtype`` copies in one flat buffer, in bucket
+    order."""
     pieces = [param.data.view(-1)[start:end] for _, param, start, end in found]
-    copies = iter(flat_fp32_copies([piece for piece in pieces if piece.dtype != torch.float32]))
+    copies = iter(flat_fp32_copies([piece for piece in pieces if piece.dtype != torch.float32], dtype))
     return [nn.Parameter(piece) if piece.dtype == torch.float32 else next(copies) for piece in pieces]
 
 
@@ -80,7 +88,7 @@ class DistributedOptimizer(LossScalingOptimizer):
         found = [piece for model_buffers in buffers for buffer in model_buffers.buffers for bucket in buffer.buckets
                  for piece in _pieces_of_bucket(bucket, buffer.param_ranges, names)]
         self.pieces: List[Piece] = [Piece(name, param, start, end, master) for (name, param, start, end), master
-                                    in zip(found, _make_masters(found))]
+                                    in zip(found, _make_masters(found, config.main_params_dtype))]
         self.mixed = any(piece.param.dtype != torch.float32 for piece in self.pieces)
         decay = [p.master for p in self.pieces if not no_weight_decay(p.name, p.param)]
         no_decay = [p.master for p in self.pieces if no_weight_decay(p.name, p.param)]
@@ -90,11 +98,15 @@ class DistributedOptimizer(LossScalingOptimizer):
         if config.optimizer == "muon":
             groups = split_muon_groups(groups, lambda master: self._is_matrix(self._piece_of[id(master)].name,
                                                                               self._piece_of[id(master)].param))
-        self.optimizer = build_torch_optimizer(groups or [{"params": [], "wd_mult": 1.0, "lr_mult": 1.0}], config)
+        self.optimizer = build_torch_optimizer(groups or [{"params": [], "wd_mult": 1.0, "lr_mult": 1.0}], config,
+                                               distributed=True)
         self.qk_clip = build_qk_clip(models, config, state)
         if isinstance(self.optimizer, Muon):
             self.optimizer.orthogonalize_batch = self._orthogonalize
+        if isinstance(self.optimizer, PrecisionAwareAdamW):  # moment scales from amaxes over whole parameters
+            self.optimizer.reduce_amaxes = shard_amax_reduction(buffers, [(p.param, p.master) for p in self.pieces])
         self._pending_gathers: Dict[int, object] = {}
+        self._window_loads: List[Tuple[Piece, Dict[str, torch.Tensor]]] = []  # (window_targets)
         self._hooks = [m.register_forward_pre_hook(self._wait_for_params) for model in models
                        for m in model.modules() if any(True for _ in m.parameters(recurse=False))]
         self._hooks += [m.register_forward_pre_hook(self._wait_for_direct_reads) for model in models
@@ -136,8 +148,9 @@ class DistributedOptimizer(LossScalingOptimizer):
         grads = []
         for piece in self.pieces:
             grad = piece.param.main_grad.view(-1)[piece.start:piece.end]
-            piece.master.grad = grad if grad.dtype == torch.float32 else grad.float()
-            grads.append(piece.master.grad)
+            grad = grad if grad.dtype == torch.float32 else grad.float()
+            attach_grad(piece.master, grad)  # (an fp16 master's fp32 gradient: decoupled_grad)
+            grads.append(grad)
         return grads
 
     def _grad_norm(self, grads: List[torch.Tensor]) -> float:
@@ -146,8 +159,8 @@ class DistributedOptimizer(LossScalingOptimizer):
         tp = self.state.tp_group
         device = self.pieces[0].master.device if self.pieces else torch.device("cpu")
         total = torch.zeros(1, device=device)
-        for piece in self.pieces:
-            total += norm_squared_of_range(piece.param, piece.master.grad, piece.start, tp.rank, tp.size)
+        for piece, grad in zip(self.pieces, grads):
+            total += norm_squared_of_range(piece.param, grad, piece.start, tp.rank, tp.size)
         all_reduce(total, self.state.group("dp_cp"))  # the ranks the pieces are sharded over
         all_reduce(total, self.state.group("mp"))
         return float(total.sqrt().item())
@@ -158,7 +171,7 @@ class DistributedOptimizer(LossScalingOptimizer):
 
     def _drop_grads(self) -> None:
         for piece in self.pieces:
-            piece.master.grad = None
+            drop_grad(piece.master)
 
     def _publish_params(self) -> None:
         """Write the updated pieces into the model weights (bf16/fp16), then all-gather every bucket."""
@@ -228,28 +241,22 @@ class DistributedOptimizer(LossScalingOptimizer):
         model, ``fp32_param``."""
         result = []
         for piece in self.pieces:
-            state = self.optimizer.state.get(piece.master, {})
-            entries = {key: state[key] if key in state else torch.zeros_like(piece.master)
-                       for key in self._keys_of(piece.name, piece.param)}
+            entries = moments_fp32(self.optimizer, piece.master, self._keys_of(piece.name, piece.param))
             if self.mixed:
-                entries["fp32_param"] = piece.master.detach()
+                entries["fp32_param"] = piece.master.detach().float()
             result.append((piece.name, tuple(piece.param.shape), piece.start, entries))
         return result
 
     def window_targets(self, kinds: List[str]) -> List[Tuple[str, Tuple[int, ...], int, Dict[str, torch.Tensor]]]:
         """The tensors a load fills in place, as :meth:`windows` (``fp32_param`` only for a bf16/fp16 model:
-        an fp32 model's masters are its weights, loaded already)."""
-        result = []
+        an fp32 model's masters are its weights, loaded already): fp32 tensors that :meth:`finish_window_load`
+        stores (the moments in their storage dtypes, fp16 masters rounded)."""
+        result, self._window_loads = [], []
         for piece in self.pieces:
-            state = self.optimizer.state[piece.master]
-            entries = {}
-            for kind in kinds:
-                if kind == "fp32_param":
-                    if self.mixed:
-                        entries[kind] = piece.master.data
-                elif kind in self._keys_of(piece.name, piece.param):
-                    state[kind] = torch.zeros_like(piece.master, dtype=torch.float32)
-                    entries[kind] = state[kind]
+            keys = self._keys_of(piece.name, piece.param)
+            entries = {kind: torch.zeros_like(piece.master, dtype=torch.float32) for kind in kinds
+                       if (kind == "fp32_param" and self.mixed) or kind in keys}
+            self._window_loads.append((piece, entries))
             result.append((piece.name, tuple(piece.param.shape), piece.start, entries))
         return result
 
@@ -259,12 +266,17 @@ class DistributedOptimizer(LossScalingOptimizer):
         (from the loaded masters, or the masters from the loaded weights when the checkpoint had none)."""
         self.load_state_dict(scalars)
         step = torch.tensor(float(scalars.get("step", 0.0)))
-        for piece in self.pieces:
+        loads = self._window_loads
+        load_moments(self.optimizer, {piece.master: {k: v for k, v in entries.items() if k != "fp32_param"}
+                                      for piece, entries in loads})  # (collective with scaled moments)
+        for piece, entries in loads:
             self.optimizer.state[piece.master]["step"] = step.clone()
             if self.mixed and masters_loaded:
+                piece.master.copy_(entries["fp32_param"])
                 piece.param.data.view(-1)[piece.start:piece.end].copy_(piece.master)
             elif self.mixed:
                 piece.master.copy_(piece.param.data.view(-1)[piece.start:piece.end].float())
+        self._window_loads = []
 
     def sharded_state(self) -> Dict[str, Dict[str, torch.Tensor]]:
         """Full per-parameter master weights and moments, assembled over DP (every rank gets it)."""
@@ -279,8 +291,8 @@ class DistributedOptimizer(LossScalingOptimizer):
     def _piece_value(self, piece: Piece, key: str) -> torch.Tensor:
         if key == "param":
             return piece.master.detach().float()
-        state = self.optimizer.state.get(piece.master, {})
-        return state[key].float() if key in state else torch.zeros_like(piece.master, dtype=torch.float32)
+        moments = moments_fp32(self.optimizer, piece.master, self._keys_of(piece.name, piece.param))
+        return moments[key].float() if key in moments else torch.zeros_like(piece.master, dtype=torch.float32)
 
     def _gather_pieces(self, values: Dict[Tuple[int, int], torch.Tensor], wanted: Callable[[str, nn.Parameter], bool],
                        to_host: bool = True) -> Dict[str, torch.Tensor]:
@@ -317,6 +329,7 @@ class DistributedOptimizer(LossScalingOptimizer):
     def load_sharded_state(self, full: Dict[str, Dict[str, torch.Tensor]]) -> None:
         """Take this rank's pieces of a DP-independent state (from ``sharded_state``)."""
         step = torch.tensor(float(getattr(self, "_loaded_step", 0.0)))
+        moments = {}
         for piece in self.pieces:
             if piece.name not in full:
                 raise KeyError(f"distributed optimizer state has no entry for {piece.name}")
@@ -324,7 +337,8 @@ class DistributedOptimizer(LossScalingOptimizer):
             piece.master.copy_(saved["param"][piece.start:piece.end].to(piece.master.dtype))
             if self.mixed:
                 piece.param.data.view(-1)[piece.start:piece.end].copy_(piece.master)
-            state = self.optimizer.state[piece.master]
-            for key in self._keys_of(piece.name, piece.param):
-                state[key] = saved[key][piece.start:piece.end].to(piece.master.device).clone()
-            state["step"] = step.clone()
+            moments[piece.master] = {key: saved[key][piece.start:piece.end].clone()
+                                     for key in self._keys_of(piece.name, piece.param)}
+        load_moments(self.optimizer, moments)  # (collective with scaled moments)
+        for piece in self.pieces:
+            self.optimizer.state[piece.master]["step"] = step.clone()

@@ -257,13 +257,15 @@ class PrecisionAwareAdamW(torch.optim.Optimizer):
 
 
 # ---- checkpoints: fp32 values, whatever the storage ----------------------------------------------------
-def moments_fp32(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> Dict[str, torch.Tensor]:
-    """The fp32 values of ``param``'s moments (zeros before the first step); plain AdamW state as it is."""
+def moments_fp32(optimizer: torch.optim.Optimizer, param: torch.Tensor,
+                 keys: Sequence[str] = MOMENTS) -> Dict[str, torch.Tensor]:
+    """The fp32 values of ``param``'s moments (zeros before the first step); another optimizer's state tensors
+    ``keys`` (Muon's or SGD's momentum) as they are."""
     if isinstance(optimizer, PrecisionAwareAdamW):
         return {key: optimizer.moment(param, key).detach() for key in MOMENTS}
     state = optimizer.state.get(param, {})
     return {key: state[key].float() if key in state else torch.zeros_like(param, dtype=torch.float32)
-            for key in MOMENTS}
+            for key in keys}
 
 
 def load_moments(optimizer: torch.optim.Optimizer, values: Dict[torch.Tensor, Dict[str, torch.Tensor]]) -> None:
