@@ -375,6 +375,17 @@ def _add_data_parallel_args(parser: argparse.ArgumentParser) -> None:
                        help="keep optimizer states in host memory, streamed in chunks for the step")
     group.add_argument("--swap-optimizer-chunk-size", type=int, default=1 << 24,
                        help="elements per streamed chunk with --swap-optimizer")
+    group.add_argument("--use-precision-aware-optimizer", action="store_true",
+                       help="(with --use-distributed-optimizer) store gradients, master weights and Adam moments in "
+                            "the dtypes below; every update is computed in fp32")
+    group.add_argument("--main-grads-dtype", choices=("fp32", "bf16"), default="fp32",
+                       help="gradient buffers (accumulation and DP reduce-scatter) with --use-precision-aware-optimizer")
+    group.add_argument("--main-params-dtype", choices=("fp32", "fp16"), default="fp32",
+                       help="master copies of bf16/fp16 weights with --use-precision-aware-optimizer")
+    for moment in ("exp-avg", "exp-avg-sq"):
+        group.add_argument(f"--{moment}-dtype", choices=("fp32", "fp16", "bf16", "fp8"), default="fp32",
+                           help=f"Adam's {moment.replace('-', '_')} with --use-precision-aware-optimizer (fp8: e4m3 "
+                                "with a per-parameter scale)")
 
 
 def _add_data_args(parser: argparse.ArgumentParser) -> None:
@@ -1065,6 +1076,9 @@ DEPENDENT_FLAGS: Tuple[Tuple[str, Callable[[argparse.Namespace], bool], str], ..
     ("rope_scaling_mscale_all_dim", lambda args: args.rope_scaling_type == "yarn", "--rope-scaling-type yarn"),
     ("lr_wsd_decay_style", lambda args: args.lr_decay_style == "WSD", "--lr-decay-style WSD"),
     ("swap_optimizer_chunk_size", lambda args: args.swap_optimizer, "--swap-optimizer"),
+    *((dest, lambda args, dest=dest: args.use_precision_aware_optimizer or getattr(args, dest) == "fp32",
+       "--use-precision-aware-optimizer")
+      for dest in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")),
     ("swap_modules", lambda args: args.swap_attention, "--swap-attention"),
     ("tensorboard_log_interval", lambda args: args.tensorboard_dir is not None, "--tensorboard-dir"),
     ("tensorboard_queue_size", lambda args: args.tensorboard_dir is not None, "--tensorboard-dir"),
@@ -1329,6 +1343,7 @@ def _check_data_parallel(args: argparse.Namespace) -> None:
                             f"{args.context_parallel_algo} does not give; use ulysses_cp_algo or kvallgather_cp_algo")
     if args.ddp_bucket_size is not None and args.ddp_bucket_size <= 0:
         raise ArgumentError(f"--ddp-bucket-size {args.ddp_bucket_size} must be positive")
+    _check_precision_aware(args)
     try:
         validate_fsdp_args(args)
     except FSDPArgumentError as error:
@@ -1344,6 +1359,30 @@ def _check_muon(args: argparse.Namespace) -> None:
         raise ArgumentError("--swap-optimizer streams AdamW's moments; --optimizer muon keeps its own: drop one")
     if args.muon_num_ns_steps < 1:
         raise ArgumentError(f"--muon-num-ns-steps {args.muon_num_ns_steps} must be at least 1")
+
+
+def _check_precision_aware(args: argparse.Namespace) -> None:
+    """--use-precision-aware-optimizer: the distributed optimizer's Adam, and dtypes the model can use."""
+    if not args.use_precision_aware_optimizer:
+        return
+    fsdp = "--use-torch-fsdp2" if args.use_torch_fsdp2 else "--use-torch-fsdp" if args.use_torch_fsdp else None
+    if fsdp:
+        raise ArgumentError(f"--use-precision-aware-optimizer is not supported with {fsdp} (it stores the distributed "
+                            f"optimizer's state); drop {fsdp} or --use-precision-aware-optimizer")
+    if not args.use_distributed_optimizer:
+        raise ArgumentError("--use-precision-aware-optimizer needs --use-distributed-optimizer; add it")
+    if args.swap_optimizer:
+        raise ArgumentError("--use-precision-aware-optimizer is not supported with --swap-optimizer (both keep the "
+                            "moments their own way); drop one of them")
+    if args.optimizer != "adam":
+        raise ArgumentError(f"--use-precision-aware-optimizer stores Adam's state, not --optimizer {args.optimizer}'s; "
+                            "use --optimizer adam or drop it")
+    if args.main_grads_dtype == "bf16" and args.fp16:
+        raise ArgumentError("--main-grads-dtype bf16 is for --bf16 models (an fp16 model's loss-scaled gradients "
+                            "would lose 3 mantissa bits); use --bf16 or drop --main-grads-dtype bf16")
+    if args.main_params_dtype == "fp16" and not (args.bf16 or args.fp16):
+        raise ArgumentError("--main-params-dtype fp16 needs a --bf16 or --fp16 model (an fp32 model's master "
+                            "weights are its weights); add --bf16 or drop --main-params-dtype fp16")
 
 
 def parse_and_validate(argv: Optional[Sequence[str]] = None, world_size: Optional[int] = None,

@@ -45,6 +45,7 @@ from core.distributed.fsdp import uses_fsdp
 from core.models.gpt_model import build_model
 from core.optimizer.muon import MuonSettings
 from core.optimizer.optimizer import OptimizerConfig, build_grad_scaler
+from core.optimizer.precision_aware import STORAGE_DTYPES
 from core.parallel_state import ParallelState
 from core.pipeline_parallel.schedules import PipelineOptions, get_forward_backward_func
 from core.tensor_parallel.mappings import all_reduce, any_rank, first_on_any_rank
@@ -120,14 +121,19 @@ def optimizer_config_from_args(args: argparse.Namespace) -> OptimizerConfig:
                                              tp_mode=args.muon_tp_mode, split_qkv=args.muon_split_qkv,
                                              fp32_matmul_prec=args.muon_fp32_matmul_prec),
                            qk_clip_threshold=args.qk_clip_threshold if args.qk_clip else None,
-                           qk_clip_alpha=args.qk_clip_alpha)
+                           qk_clip_alpha=args.qk_clip_alpha,
+                           use_precision_aware_optimizer=args.use_precision_aware_optimizer,
+                           main_params_dtype=STORAGE_DTYPES[args.main_params_dtype],
+                           exp_avg_dtype=STORAGE_DTYPES[args.exp_avg_dtype],
+                           exp_avg_sq_dtype=STORAGE_DTYPES[args.exp_avg_sq_dtype])
 
 
 def _grad_dtype(args: argparse.Namespace) -> torch.dtype:
-    """fp32 gradient accumulation, except fp16 models without --accumulate-allreduce-grads-in-fp32."""
+    """fp32 gradient accumulation, except fp16 models without --accumulate-allreduce-grads-in-fp32 and
+    --main-grads-dtype bf16 (precision-aware optimizer)."""
     if args.fp16 and not args.accumulate_allreduce_grads_in_fp32:
         return torch.float16
-    return torch.float32
+    return STORAGE_DTYPES[args.main_grads_dtype]
 
 
 def build_data_parallel_models(args: argparse.Namespace, config: TransformerConfig, state: ParallelState,
