@@ -379,7 +379,7 @@ def _add_data_parallel_args(parser: argparse.ArgumentParser) -> None:
                        help="(with --use-distributed-optimizer) store gradients, master weights and Adam moments in "
                             "the dtypes below; every update is computed in fp32")
     group.add_argument("--main-grads-dtype", choices=("fp32", "bf16"), default="fp32",
-                       help="gradient buffers (accumulation and DP reduce-scatter) with --use-precision-aware-optimizer")
+                       help="gradient buffers (accumulation, DP reduce-scatter) with --use-precision-aware-optimizer")
     group.add_argument("--main-params-dtype", choices=("fp32", "fp16"), default="fp32",
                        help="master copies of bf16/fp16 weights with --use-precision-aware-optimizer")
     for moment in ("exp-avg", "exp-avg-sq"):

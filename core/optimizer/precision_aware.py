@@ -60,11 +60,11 @@ import torch.distributed as dist
 from torch import nn
 
 from core.distributed.grad_buffer import GradBuffers
+from core.optimizer.swap import MOMENTS
 from core.parallel_state import Group
 from core.tensor_parallel.mappings import all_reduce
 
 FP8 = torch.float8_e4m3fn
-MOMENTS = ("exp_avg", "exp_avg_sq")
 # the flags' names of the storage dtypes (--main-params-dtype, --exp-avg-dtype, --exp-avg-sq-dtype, ...)
 STORAGE_DTYPES: Dict[str, torch.dtype] = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                                           "fp8": FP8}
@@ -186,7 +186,8 @@ class PrecisionAwareAdamW(torch.optim.Optimizer):
         taken over every rank that holds a piece of the parameter (:attr:`reduce_amaxes`: collective, so every
         rank calls it, with or without parameters)."""
         amaxes = self.reduce_amaxes(params, amaxes)  # [n, k]
-        scales = {key: storage_scale(amaxes[:, column], self.dtypes[key]) for column, key in enumerate(self.scaled_keys)}
+        scales = {key: storage_scale(amaxes[:, column], self.dtypes[key])
+                  for column, key in enumerate(self.scaled_keys)}
         return [{key: scales[key][row] for key in self.scaled_keys} for row in range(len(params))]
 
     def local_amaxes(self, values: List[Dict[str, torch.Tensor]]) -> torch.Tensor:
@@ -273,7 +274,8 @@ def load_moments(optimizer: torch.optim.Optimizer, values: Dict[torch.Tensor, Di
     from the parameter-wide amax, as the step sets them (collective over DP: every rank calls it)."""
     if not isinstance(optimizer, PrecisionAwareAdamW):
         for param, entries in values.items():
-            optimizer.state[param].update({key: value.to(param.device, torch.float32) for key, value in entries.items()})
+            optimizer.state[param].update({key: value.to(param.device, torch.float32)
+                                           for key, value in entries.items()})
         return
     params = list(values)
     full = [{key: entries.get(key, torch.zeros_like(param, dtype=torch.float32)).to(param.device)
