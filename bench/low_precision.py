@@ -68,6 +68,24 @@ def train(recipe: List[str], iters: int, data: List[str]) -> Tuple[List[float], 
     return [loss for _, loss in rows], [ms for ms, _ in rows]
 
 
+def compare(runs: Dict[str, List[str]], iters: int, data: List[str]) -> Dict[str, Dict[str, float]]:
+    """Train each of ``runs`` (name -> extra flags; the first is the baseline) and give each its row: the mean
+    loss of the last 50 iterations, its gap to the baseline's in percent, the median step time and its ratio to
+    the baseline's (also printed, one line each, on stderr)."""
+    tail = min(50, iters)
+    rows: Dict[str, Dict[str, float]] = {}
+    base_name = next(iter(runs))
+    for name, flags in runs.items():
+        losses, times = train(flags, iters, data)
+        loss, step = statistics.mean(losses[-tail:]), statistics.median(times[1:] or times)
+        base = rows.get(base_name, {"loss": loss, "step_ms": step})
+        rows[name] = {"loss": round(loss, 4), "gap_percent": round(100 * (loss - base["loss"]) / base["loss"], 3),
+                      "step_ms": round(step, 1), f"time_vs_{base_name}": round(step / base["step_ms"], 3)}
+        print(f"{name:<14} loss {loss:.4f}  gap {rows[name]['gap_percent']:+6.2f}%  step {step:7.1f} ms  "
+              f"x{rows[name][f'time_vs_{base_name}']:.2f}", file=sys.stderr)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--iters", type=int, default=200)
@@ -76,18 +94,9 @@ def main() -> None:
     args = parser.parse_args()
     iters = 10 if args.smoke else args.iters
     data, what = data_args(iters, args.smoke)
-    tail = min(50, iters)
     print(f"quick-start model, {iters} iterations on {what}, one process, bf16 weights; loss = mean of the last "
-          f"{tail} iterations; FP8 GEMMs emulated on the CPU", file=sys.stderr)
-    rows: Dict[str, Dict[str, float]] = {}
-    for name in ["bf16"] + args.recipes.split(","):
-        losses, times = train(RECIPES[name], iters, data)
-        loss, step = statistics.mean(losses[-tail:]), statistics.median(times[1:] or times)
-        base = rows.get("bf16", {"loss": loss, "step_ms": step})
-        rows[name] = {"loss": round(loss, 4), "gap_percent": round(100 * (loss - base["loss"]) / base["loss"], 3),
-                      "step_ms": round(step, 1), "time_vs_bf16": round(step / base["step_ms"], 3)}
-        print(f"{name:<11} loss {loss:.4f}  gap {rows[name]['gap_percent']:+6.2f}%  step {step:7.1f} ms  "
-              f"x{rows[name]['time_vs_bf16']:.2f}", file=sys.stderr)
+          f"{min(50, iters)} iterations; FP8 and FP4 GEMMs emulated on the CPU", file=sys.stderr)
+    rows = compare({name: RECIPES[name] for name in ["bf16"] + args.recipes.split(",")}, iters, data)
     print(json.dumps({"iters": iters, "data": what, "gemm": "emulated", "rows": rows}))
 
 

@@ -19,12 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 from typing import Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from low_precision import data_args, train  # noqa: E402  (the same model, corpus and schedule)
+from low_precision import compare, data_args  # noqa: E402  (the same model, corpus and schedule)
 
 ROWS: Dict[str, List[str]] = {
     "adamw": [],
@@ -41,19 +40,9 @@ def main() -> None:
     args = parser.parse_args()
     iters = 10 if args.smoke else args.iters
     data, what = data_args(iters, args.smoke)
-    tail = min(50, iters)
     print(f"quick-start model, {iters} iterations on {what}, one process, bf16 weights; loss = mean of the last "
-          f"{tail} iterations", file=sys.stderr)
-    rows: Dict[str, Dict[str, float]] = {}
-    for name, flags in ROWS.items():
-        losses, times = train(flags, iters, data)
-        loss, step = statistics.mean(losses[-tail:]), statistics.median(times[1:] or times)
-        base = rows.get("adamw", {"loss": loss, "step_ms": step})
-        rows[name] = {"loss": round(loss, 4), "gap_percent": round(100 * (loss - base["loss"]) / base["loss"], 3),
-                      "step_ms": round(step, 1), "time_vs_adamw": round(step / base["step_ms"], 3)}
-        print(f"{name:<14} loss {loss:.4f}  gap {rows[name]['gap_percent']:+6.2f}%  step {step:7.1f} ms  "
-              f"x{rows[name]['time_vs_adamw']:.2f}", file=sys.stderr)
-    print(json.dumps({"iters": iters, "data": what, "rows": rows}))
+          f"{min(50, iters)} iterations", file=sys.stderr)
+    print(json.dumps({"iters": iters, "data": what, "rows": compare(ROWS, iters, data)}))
 
 
 if __name__ == "__main__":
