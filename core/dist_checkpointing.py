@@ -274,6 +274,12 @@ def _staged(key: str, pieces: Sequence[Tuple[Tuple[int, ...], torch.Tensor]], gl
                                        else view.to("cpu").contiguous()) for offsets, view in pieces])
 
 
+def whole_pieces(key: str, tensor: torch.Tensor, host: Optional[HostBuffers] = None) -> LocalPieces:
+    """A tensor that every rank holding it holds whole and alike (a transform's state), staged as
+    :func:`_staged`; DCP writes it once."""
+    return _staged(key, [((0,) * tensor.dim(), tensor.detach())], tensor.shape, host)
+
+
 def pieces_for_save(key: str, local: torch.Tensor, meta: ParamMeta, tp_rank: int, tp: int, ep_rank: int,
                     host: Optional[HostBuffers] = None) -> LocalPieces:
     """This rank's pieces of ``local``, staged as :func:`_staged`."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 import os
 import argparse
-from typing import Any, Dict, List, Optional, Protocol
+from typing import Any, Dict, List, Optional, Protocol, Sequence
 
 import torch
 import torch.distributed as dist
@@ -45,6 +45,7 @@ class CheckpointedRun(Protocol):
     dp: DataParallelModels
     train_state: TrainState
     async_saves: dcp_format.AsyncSaves
+    transforms: Sequence[Any]  # the run's model transforms (mindspeed_llm/transforms): their dist_state hooks
 
 
 def _where(trainer: CheckpointedRun) -> dcp_format.RankCoordinates:
@@ -70,6 +71,9 @@ def _rng_bytes() -> bytes:
     buffer = io.BytesIO()
     torch.save(get_all_rng_states(), buffer)
     return buffer.getvalue()
+
+
+TRANSFORM_PREFIX = "transform."  # a model transform's state (FP8's amax histories): transform.<its key>
 
 
 def _on_any_rank(kinds: List[str]) -> List[str]:
@@ -102,6 +106,10 @@ def save(trainer: CheckpointedRun) -> str:
     kinds = _on_any_rank(kinds)  # rank 0 writes the list; another rank may hold kinds it has none of (Muon)
     if not args.no_save_rng:
         pieces[_rng_key(trainer)] = dcp_format.bytes_pieces(_rng_bytes())
+    if with_optimizer:  # the transforms' run state (FP8's amax histories) resumes with the optimizer's
+        for transform in trainer.transforms:
+            for key, tensor in transform.dist_state(trainer.models).items():
+                pieces[TRANSFORM_PREFIX + key] = dcp_format.whole_pieces(TRANSFORM_PREFIX + key, tensor, host)
     directory = checkpointing.iteration_dir(args.save, trainer.iteration)
     if state.rank == 0:
         os.makedirs(directory, exist_ok=True)
@@ -154,6 +162,7 @@ def load(trainer: CheckpointedRun, directory: str, iteration: int, release: bool
     if weights_only:
         trainer.dp.reload_model_params()
     else:
+        _load_transform_states(trainer, directory, metadata)
         if trainer.dp.windowed_optimizer:  # its shares were read in place
             trainer.dp.finish_optimizer_windows(common["optimizer"], dcp_format.FP32_PARAM in kinds)
         else:
@@ -161,6 +170,19 @@ def load(trainer: CheckpointedRun, directory: str, iteration: int, release: bool
     if not (args.finetune or release):
         trainer.train_state.load(common, iteration, directory, args, schedule=not weights_only,
                                  rng_states=_read_rng(trainer, directory, common, metadata))
+
+
+def _load_transform_states(trainer: CheckpointedRun, directory: str, metadata: Any) -> None:
+    """Each transform's :meth:`dist_state` tensors that the checkpoint holds, read and handed back (collective:
+    every rank reads, in the transforms' order)."""
+    stored = dcp_format.stored_keys(metadata)
+    for transform in trainer.transforms:
+        targets = {key: torch.empty(tensor.shape, dtype=tensor.dtype)
+                   for key, tensor in transform.dist_state(trainer.models).items() if TRANSFORM_PREFIX + key in stored}
+        dcp_format.load(directory, {TRANSFORM_PREFIX + key: dcp_format.LocalPieces(target.shape,
+                                                                                   [((0,) * target.dim(), target)])
+                                    for key, target in targets.items()}, metadata)
+        transform.load_dist_state(trainer.models, targets, directory)
 
 
 def _read_common(directory: str) -> Dict[str, Any]:

@@ -11,6 +11,8 @@ default:
   checkpoint of the run holds, and how the ``--load`` checkpoint's weights go into the transformed model;
 * :meth:`ModelTransform.after_load` (the load hook): after ``--load``, e.g. read the transform's own
   checkpoint or quantise the loaded base; it may name a checkpoint to resume the run's state from;
+* :meth:`ModelTransform.dist_state` and :meth:`ModelTransform.load_dist_state` (the same for
+  ``--ckpt-format torch_dist``): tensors under layout-independent keys, saved with the weights;
 * :meth:`ModelTransform.after_step` (the step hook): after each optimizer step, e.g. FP8's delayed scales.
 
 A new transform registers with :func:`register_transform` from its own module and is listed in
@@ -22,6 +24,7 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import torch
 from torch import nn
 
 from core.parallel_state import ParallelState
@@ -65,6 +68,16 @@ class ModelTransform:
     def after_load(self, context: TransformContext) -> Optional[LoadedCheckpoint]:
         """The load hook, after ``--load``: a checkpoint to resume the run's state from, or None."""
         return None
+
+    def dist_state(self, models: Sequence[nn.Module]) -> Dict[str, torch.Tensor]:
+        """What this transform keeps beside the weights, for ``--ckpt-format torch_dist``: whole tensors under
+        layout-independent keys (every rank that holds one gives the same tensor under the same key). Saved with
+        the weights; at a resume, the shapes of what to read back. {}: nothing."""
+        return {}
+
+    def load_dist_state(self, models: Sequence[nn.Module], loaded: Dict[str, torch.Tensor], path: str) -> None:
+        """At a resume from ``path`` (torch_dist): the tensors of :meth:`dist_state`'s keys the checkpoint holds
+        (a key it lacks is absent)."""
 
     def after_step(self, models: Sequence[nn.Module], state: ParallelState, applied: bool) -> None:
         """The step hook, after each training step's optimizer step (``applied``: the update was not skipped).

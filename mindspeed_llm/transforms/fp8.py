@@ -9,13 +9,13 @@ saves (plus the delayed recipe's histories), and either resumes the other.
 
 Under ``--fp8-recipe delayed`` each quantised linear also gets a :class:`~core.quantization.fp8.DelayedScaling`:
 the step hook reduces the step's amaxes over TP and DP x CP and updates the scales after every optimizer step, and
-the histories and scales travel in the run's checkpoints (``fp8_delayed_scaling``, by linear name), so a resumed
-run continues with the scales it had; a checkpoint without them (a bf16 run's) starts as a new run does, each
-tensor scaled by its own amax in the first step.
+the histories and scales travel in the run's checkpoints (``fp8_delayed_scaling``, by linear name; under
+``--ckpt-format torch_dist`` a tensor per linear and field, the same at any layout), so a resumed run continues
+with the scales it had, at any TP/PP/DP layout; a checkpoint without them (a bf16 run's) starts as a new run does,
+each tensor scaled by its own amax in the first step.
 
 The checks refuse, one line each, what this does not cover yet: the routed experts' grouped GEMMs (a MoE model),
-the zero-bubble schedule (its deferred weight gradients), block sizes a TP split would cut, and delayed scaling
-with ``--ckpt-format torch_dist`` (whose files do not carry the histories yet).
+the zero-bubble schedule (its deferred weight gradients) and block sizes a TP split would cut.
 
 The GEMMs run through one backend, chosen here once per run from ``--fp8-gemm`` and the device
 (:func:`~core.quantization.fp8.choose_gemm`): ``torch._scaled_mm`` where the device has FP8 matrix units and the
@@ -31,6 +31,7 @@ import re
 import sys
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+import torch
 from torch import nn
 
 from core.device import device_for_backend
@@ -45,6 +46,7 @@ from mindspeed_llm.transforms.base import ModelTransform, register_transform
 
 DECODER_LAYER = re.compile(r"^decoder\.layers\.(\d+)\.")
 DELAYED_RECORD = "fp8_delayed_scaling"  # the checkpoint entry: {chunk: {linear name: history and scale}}
+DELAYED_FIELDS = ("amax_history", "scale", "updates")  # DelayedScaling.state_dict's (torch_dist: a key each)
 
 
 class Fp8Linears(ModelTransform):
@@ -97,9 +99,6 @@ class Fp8Linears(ModelTransform):
         if getattr(args, "schedules_method", None) == "zero-bubble":
             raise ArgumentError(f"{recipe} with --schedules-method zero-bubble: FP8 linears do not defer their "
                                 "weight gradients; use 1F1B")
-        if self.recipe.recipe == "delayed" and getattr(args, "ckpt_format", "torch") == "torch_dist":
-            raise ArgumentError(f"{recipe} keeps amax histories that --ckpt-format torch_dist does not save yet; use "
-                                "--ckpt-format torch or another recipe")
         tp = args.tensor_model_parallel_size
         linears = list(self.linears(meta_model()))
         if not linears:
@@ -167,6 +166,32 @@ class Fp8Linears(ModelTransform):
             except ValueError as error:
                 raise ArgumentError(f"{path}: {name}: {error}") from None
         return False
+
+
+    def dist_state(self, models: Sequence[nn.Module]) -> Dict[str, torch.Tensor]:
+        """Each delayed-scaling linear's history, scales and update count under its (global) name: the same on
+        every rank that holds the linear (reduced over TP and DP x CP each step)."""
+        result = {}
+        for chunk, name, linear_state in self._states(models):
+            linear_state.ensure(next(models[int(chunk)].parameters()).device)
+            saved = linear_state.state_dict()
+            result.update({f"{DELAYED_RECORD}.{name}.{field}": value.float() for field, value in saved.items()})
+        return result
+
+    def load_dist_state(self, models: Sequence[nn.Module], loaded: Dict[str, torch.Tensor], path: str) -> None:
+        """The histories into this run's linears; a checkpoint with none (a run without delayed scaling) leaves
+        them new."""
+        if not loaded:
+            return
+        for chunk, name, linear_state in self._states(models):
+            fields = {field: loaded.get(f"{DELAYED_RECORD}.{name}.{field}") for field in DELAYED_FIELDS}
+            if any(value is None for value in fields.values()):
+                raise ArgumentError(f"{path}: no FP8 amax history for {name}; resume with the run's layers in FP8 "
+                                    "(--first-last-layers-bf16 and its counts as saved)")
+            try:
+                linear_state.load_state_dict(fields, next(models[int(chunk)].parameters()).device)
+            except ValueError as error:
+                raise ArgumentError(f"{path}: {name}: {error}") from None
 
 
 register_transform(Fp8Linears.name, Fp8Linears.from_args)

@@ -176,7 +176,13 @@ def test_delayed_scales_are_reduced_as_one_process_sees_them(references, world2,
             torch.testing.assert_close(scale * torch.tensor([1.0, 1.0, dp]), reference[name], rtol=1e-6, atol=0)
 
 
-def resume_worker(rank: int, world_size: int, ckpt: str) -> Dict[str, object]:
+def histories(trainer) -> Dict[str, torch.Tensor]:
+    return {name: module.fp8_state.history.clone() for name, module in trainer.model.named_modules()
+            if getattr(module, "fp8_state", None) is not None and module.fp8_state.history is not None}
+
+
+def resume_worker(rank: int, world_size: int, ckpt: str) -> Dict[str, Dict[str, object]]:
+    """Per checkpoint format: four steps straight, and two steps + a save + two more from it."""
     from mindspeed_llm.training.training import setup, train
 
     argv = MODEL + RECIPES["delayed"] + ["--train-iters", "4"]
@@ -184,27 +190,55 @@ def resume_worker(rank: int, world_size: int, ckpt: str) -> Dict[str, object]:
     iterator = full.train_iterator()
     for _ in range(4):
         full.train_step(iterator)
-    first = train(setup(argv + ["--save", ckpt, "--save-interval", "2", "--exit-interval", "2"]))
-    resumed = setup(argv + ["--load", ckpt])
-    iterator = resumed.train_iterator()
-    for _ in range(2):
-        resumed.train_step(iterator)
+    results = {}
+    for ckpt_format in ("torch", "torch_dist"):
+        directory = f"{ckpt}_{ckpt_format}"
+        formatted = argv + ["--ckpt-format", ckpt_format]
+        first = train(setup(formatted + ["--save", directory, "--save-interval", "2", "--exit-interval", "2"]))
+        resumed = setup(formatted + ["--load", directory])
+        loaded = histories(resumed)
+        iterator = resumed.train_iterator()
+        for _ in range(2):
+            resumed.train_step(iterator)
+        results[ckpt_format] = {"full": full.losses, "first": first.losses, "resumed": resumed.losses,
+                                "saved_history": histories(first), "loaded_history": loaded,
+                                "full_history": histories(full), "resumed_history": histories(resumed),
+                                "directory": directory}
+    return results
 
-    def histories(trainer):
-        return {name: module.fp8_state.history.clone() for name, module in trainer.model.named_modules()
-                if getattr(module, "fp8_state", None) is not None}
 
-    return {"full": full.losses, "first": first.losses, "resumed": resumed.losses,
-            "full_history": histories(full), "resumed_history": histories(resumed)}
+def load_worker(rank: int, world_size: int, directory: str) -> Dict[str, torch.Tensor]:
+    """The histories a TP 2 run reads from a one-process torch_dist checkpoint, before any step."""
+    from mindspeed_llm.training.training import setup
+
+    argv = MODEL + RECIPES["delayed"] + ["--train-iters", "4", "--ckpt-format", "torch_dist", "--load", directory]
+    return histories(setup(argv + ["--tensor-model-parallel-size", "2"]))
 
 
-def test_a_delayed_run_resumes_exactly(tmp_path) -> None:
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory) -> Dict[str, Dict[str, object]]:
+    return run_distributed(1, resume_worker, str(tmp_path_factory.mktemp("fp8") / "ckpt"))[0]
+
+
+@pytest.mark.parametrize("ckpt_format", ["torch", "torch_dist"])
+def test_a_delayed_run_resumes_exactly(resumed, ckpt_format: str) -> None:
     """Two steps, a checkpoint, two more from it: the losses and amax histories of four uninterrupted steps."""
-    result = run_distributed(1, resume_worker, str(tmp_path / "ckpt"))[0]
+    result = resumed[ckpt_format]
     assert result["first"] + result["resumed"] == result["full"]
     assert result["full_history"].keys() == result["resumed_history"].keys() and result["full_history"]
     for name, history in result["full_history"].items():
         assert torch.equal(history, result["resumed_history"][name]), name
+        assert torch.equal(result["loaded_history"][name], result["saved_history"][name]), name
+
+
+def test_torch_dist_histories_load_at_another_layout(resumed) -> None:
+    """The histories are the same at every layout (reduced over TP and DP x CP), so a TP 2 run reads the
+    one-process run's, whole, from the torch_dist checkpoint."""
+    saved = resumed["torch_dist"]["saved_history"]
+    for rank_histories in run_distributed(2, load_worker, resumed["torch_dist"]["directory"]):
+        assert rank_histories.keys() == saved.keys()
+        for name, history in rank_histories.items():
+            assert torch.equal(history, saved[name]) and history.abs().sum() > 0, name
 
 
 def test_delayed_weight_scales_at_tp2_are_the_whole_weights(references, world2) -> None:

@@ -165,7 +165,6 @@ def test_the_transform_quantises_the_decoder_linears_minus_the_bf16_layers(capsy
     (["--fp8-format", "e4m3", "--fp8-recipe", "tensorwise", "--fp16"], 1, "drop --fp16"),
     (["--fp8-format", "e4m3", "--fp8-recipe", "tensorwise", "--fp8-amax-history-len", "4"], 1,
      "--fp8-amax-history-len shape(s) --fp8-recipe delayed's scales"),
-    (["--fp8-format", "e4m3", "--fp8-recipe", "delayed", "--ckpt-format", "torch_dist"], 1, "torch_dist"),
     (["--fp8-margin", "1"], 1, "this run's recipe is none (no FP8)"),
     (["--fp8-format", "hif8", "--fp8-recipe", "rowwise"], 1, "--fp8-format hif8 scales per tensor"),
     (["--first-last-layers-bf16"], 1, "--first-last-layers-bf16 keeps layers out of FP8"),
