@@ -383,7 +383,7 @@ class FSDPModels(DataParallelModels):
             entries = {}
             for kind in kinds:
                 # FSDP's parameters are the fp32 masters, loaded as the model; each parameter takes its own moments
-                if kind != "fp32_param" and kind in state_keys(self.optimizer.optimizer, param):
+                if kind != "fp32_param" and kind in state_keys(self.optimizer.config.optimizer, name, param, shape):
                     state[kind] = torch.zeros_like(param.detach())
                     entries[kind] = _local(state[kind]).reshape(-1)
             windows.append((name, shape, start, entries))

@@ -33,9 +33,10 @@ from torch import nn
 
 from core.distributed.grad_buffer import Bucket, GradBuffers
 from core.optimizer.clip_grads import any_non_finite, norm_squared_of_range
-from core.optimizer.muon import ADAM_KEYS, MUON_KEYS, Muon, orthogonalize_local, split_muon_groups, uses_muon
+from core.optimizer.muon import MUON_KEYS, Muon, orthogonalize_local, split_muon_groups, uses_muon
 from core.optimizer.optimizer import (GradScaler, LossScalingOptimizer, OptimizerConfig, build_qk_clip,
-                                      build_torch_optimizer, flat_fp32_copies, no_weight_decay)
+                                      build_torch_optimizer, flat_fp32_copies, no_weight_decay, state_keys)
+from core.optimizer.swap import MOMENTS
 from core.optimizer.precision_aware import (PrecisionAwareAdamW, attach_grad, drop_grad, load_moments, moments_fp32,
                                             shard_amax_reduction)
 from core.parallel_state import ParallelState
@@ -96,8 +97,8 @@ class DistributedOptimizer(LossScalingOptimizer):
                               {"params": no_decay, "wd_mult": 0.0, "lr_mult": 1.0}) if g["params"]]
         self._piece_of = {id(piece.master): piece for piece in self.pieces}
         if config.optimizer == "muon":
-            groups = split_muon_groups(groups, lambda master: self._is_matrix(self._piece_of[id(master)].name,
-                                                                              self._piece_of[id(master)].param))
+            groups = split_muon_groups(groups, lambda master: uses_muon(self._piece_of[id(master)].name,
+                                                                        self._piece_of[id(master)].param))
         self.optimizer = build_torch_optimizer(groups or [{"params": [], "wd_mult": 1.0, "lr_mult": 1.0}], config,
                                                distributed=True)
         self.qk_clip = build_qk_clip(models, config, state)
@@ -112,19 +113,14 @@ class DistributedOptimizer(LossScalingOptimizer):
         self._hooks += [m.register_forward_pre_hook(self._wait_for_direct_reads) for model in models
                         for m in model.modules() if hasattr(m, "params_read_directly")]
 
-    @staticmethod
-    def _is_matrix(name: str, param: nn.Parameter) -> bool:
-        return uses_muon(name, param)
-
     def _keys_of(self, name: str, param: nn.Parameter) -> Tuple[str, ...]:
-        """The moment tensors a parameter's pieces keep: the same answer on every rank, pieces held or not."""
-        if self.config.optimizer == "sgd" or (self.config.optimizer == "muon" and self._is_matrix(name, param)):
-            return MUON_KEYS
-        return ADAM_KEYS
+        """The moment tensors a parameter's pieces keep (:func:`~core.optimizer.optimizer.state_keys`)."""
+        return state_keys(self.config.optimizer, name, param)
 
     @property
     def _all_keys(self) -> Tuple[str, ...]:
-        return {"sgd": MUON_KEYS, "muon": ADAM_KEYS + MUON_KEYS}.get(self.config.optimizer, ADAM_KEYS)
+        """Every kind of moment some parameter keeps under this run's --optimizer."""
+        return {"sgd": MUON_KEYS, "muon": MOMENTS + MUON_KEYS}.get(self.config.optimizer, MOMENTS)
 
     def _orthogonalize(self, masters: List[torch.Tensor], updates: List[torch.Tensor]) -> List[torch.Tensor]:
         """Muon's directions for this rank's pieces: each piece's update is gathered over DP into its parameter's
@@ -132,7 +128,7 @@ class DistributedOptimizer(LossScalingOptimizer):
         and cut back into the piece."""
         pieces = [self._piece_of[id(master)] for master in masters]
         values = {(id(piece.param), piece.start): update for piece, update in zip(pieces, updates)}
-        full = self._gather_pieces(values, lambda name, param: self._is_matrix(name, param), to_host=False)
+        full = self._gather_pieces(values, uses_muon, to_host=False)
         directions: Dict[str, torch.Tensor] = {}
         result = []
         for piece in pieces:
@@ -280,19 +276,16 @@ class DistributedOptimizer(LossScalingOptimizer):
 
     def sharded_state(self) -> Dict[str, Dict[str, torch.Tensor]]:
         """Full per-parameter master weights and moments, assembled over DP (every rank gets it)."""
+        values = {(id(p.param), p.start): {"param": p.master.detach().float(),  # each piece's state, read once
+                                           **moments_fp32(self.optimizer, p.master, self._keys_of(p.name, p.param))}
+                  for p in self.pieces}
         result: Dict[str, Dict[str, torch.Tensor]] = {}
         for key in ("param",) + self._all_keys:
-            values = {(id(p.param), p.start): self._piece_value(p, key) for p in self.pieces}
             wanted = (lambda name, param, key=key: key == "param" or key in self._keys_of(name, param))
-            for name, full in self._gather_pieces(values, wanted).items():
+            of_key = {at: state[key] for at, state in values.items() if key in state}
+            for name, full in self._gather_pieces(of_key, wanted).items():
                 result.setdefault(name, {})[key] = full
         return result
-
-    def _piece_value(self, piece: Piece, key: str) -> torch.Tensor:
-        if key == "param":
-            return piece.master.detach().float()
-        moments = moments_fp32(self.optimizer, piece.master, self._keys_of(piece.name, piece.param))
-        return moments[key].float() if key in moments else torch.zeros_like(piece.master, dtype=torch.float32)
 
     def _gather_pieces(self, values: Dict[Tuple[int, int], torch.Tensor], wanted: Callable[[str, nn.Parameter], bool],
                        to_host: bool = True) -> Dict[str, torch.Tensor]:

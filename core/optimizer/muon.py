@@ -46,8 +46,8 @@ import torch
 
 from core.device import reduced_fp32_matmul_pays
 from core.parallel_state import Group
-from core.tensor_parallel.mappings import all_gather_along_dim, all_reduce
-from core.tensor_parallel.param_meta import ParamMeta, TPShard, param_meta
+from core.tensor_parallel.mappings import all_reduce
+from core.tensor_parallel.param_meta import ParamMeta, TPShard, gather_full_tensor, param_meta
 
 MUON_SCALE_MODES = ("spectral", "unit_rms_norm", "shape_scaling")
 MUON_TP_MODES = ("duplicated", "distributed", "blockwise")
@@ -55,8 +55,7 @@ MUON_TP_MODES = ("duplicated", "distributed", "blockwise")
 MUON_MATMUL_PRECISIONS: Dict[str, str] = {"high": "highest", "medium": "high", "low": "medium"}
 QUINTIC = (3.4445, -4.7750, 2.0315)  # Keller Jordan's Newton-Schulz coefficients (a, b, c)
 NS_EPS = 1e-7  # added to the Frobenius norm before dividing by it
-ADAM_KEYS = ("exp_avg", "exp_avg_sq")
-MUON_KEYS = ("momentum_buffer",)
+MUON_KEYS = ("momentum_buffer",)  # its state per matrix (torch's SGD names its momentum alike)
 QKV_WEIGHT = "linear_qkv.weight"
 
 
@@ -169,9 +168,8 @@ def orthogonalize_local(update: torch.Tensor, name: str, meta: ParamMeta, settin
     row_dim, col_dim = _matrix_dims(update)
     with matmul_precision(settings.fp32_matmul_prec, update.device.type):
         if shard is None or tp == 1:
-            return _orthogonalize_blocks(update, _blocks(meta, name, settings, update.shape[row_dim], False, 1),
-                                         _blocks(meta, name, settings, update.shape[row_dim], False, 1),
-                                         update.shape[col_dim], settings)
+            blocks = _blocks(meta, name, settings, update.shape[row_dim], False, 1)
+            return _orthogonalize_blocks(update, blocks, blocks, update.shape[col_dim], settings)
         full_shape = shard.full_shape(update.shape)
         rows, cols = full_shape[row_dim], full_shape[col_dim]
         full_blocks = _blocks(meta, name, settings, rows, False, tp)
@@ -180,8 +178,7 @@ def orthogonalize_local(update: torch.Tensor, name: str, meta: ParamMeta, settin
             return _orthogonalize_blocks(update, local_blocks, full_blocks, cols, settings)
         if settings.tp_mode == "distributed" and not shard.has_replicas(tp) and len(full_blocks) == 1:
             return _distributed(update, shard, row_dim, rows, cols, settings, tp_group)
-        every_rank = all_gather_along_dim(update.detach().unsqueeze(0), 0, tp_group)  # [tp, *local]
-        full = shard.unshard(list(every_rank.unbind(0)))  # the one-process tensor
+        full = gather_full_tensor(update, shard, tp_group)  # the one-process tensor
         return shard.shard(_orthogonalize_blocks(full, full_blocks, full_blocks, cols, settings), tp_group.rank, tp)
 
 
@@ -218,13 +215,6 @@ class Muon(torch.optim.Optimizer):
         self.settings = settings
         self.orthogonalize_batch: Optional[OrthogonalizeBatch] = None
         super().__init__(groups, dict(lr=lr, weight_decay=weight_decay, betas=betas, eps=eps, muon=False))
-
-    def state_keys(self, param: torch.Tensor) -> Tuple[str, ...]:
-        """The per-element state tensors ``param`` has (besides ``step``)."""
-        for group in self.param_groups:
-            if any(p is param for p in group["params"]):
-                return MUON_KEYS if group["muon"] else ADAM_KEYS
-        raise KeyError("the parameter is not in this optimizer")
 
     @torch.no_grad()
     def step(self, closure: Optional[Callable] = None) -> None:

@@ -14,17 +14,16 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
 
 from core.optimizer.clip_grads import any_non_finite, clip_grads, global_grad_norm
 from core.optimizer.grad_scaler import ConstantGradScaler, DynamicGradScaler
-from core.optimizer.muon import (ADAM_KEYS, MUON_KEYS, Muon, MuonSettings, orthogonalize_local, split_muon_groups,
-                                 uses_muon)
+from core.optimizer.muon import MUON_KEYS, Muon, MuonSettings, orthogonalize_local, split_muon_groups, uses_muon
 from core.optimizer.precision_aware import PrecisionAwareAdamW
-from core.optimizer.swap import SwapAdamW
+from core.optimizer.swap import MOMENTS, SwapAdamW
 from core.parallel_state import ParallelState
 from core.tensor_parallel.param_meta import copy_meta, param_meta
 from core.transformer.qk_clip import QkClip
@@ -76,13 +75,14 @@ def param_groups(models: List[nn.Module], muon: bool = False) -> List[Dict]:
     return split_muon_groups(groups, lambda p: uses_muon(names[id(p)], p)) if muon else groups
 
 
-def state_keys(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> Tuple[str, ...]:
-    """The per-element state tensors ``optimizer`` keeps for ``param`` (besides its step count)."""
-    if isinstance(optimizer, Muon):
-        return optimizer.state_keys(param)
-    if isinstance(optimizer, torch.optim.SGD):
-        return MUON_KEYS  # torch's SGD names its momentum as Muon does
-    return ADAM_KEYS
+def state_keys(optimizer: str, name: str, param: torch.Tensor,
+               shape: Optional[Sequence[int]] = None) -> Tuple[str, ...]:
+    """The per-element state tensors ``--optimizer`` keeps for parameter ``name`` (besides its step count;
+    ``shape``: its TP-local shape when ``param`` is a flat shard): a momentum for SGD and Muon's matrices, AdamW's
+    two moments otherwise. From the parameter alone, so every rank answers alike, pieces held or not."""
+    if optimizer == "sgd" or (optimizer == "muon" and uses_muon(name, param, shape)):
+        return MUON_KEYS
+    return MOMENTS
 
 
 def flat_fp32_copies(tensors: List[torch.Tensor], dtype: torch.dtype = torch.float32) -> List[nn.Parameter]:

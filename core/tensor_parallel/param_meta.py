@@ -289,7 +289,7 @@ def gather_full_tensor(local: torch.Tensor, shard: Optional[TPShard], group: "Gr
     """The full, TP-unsharded tensor from this rank's ``local`` slice (a value or a gradient), on every rank.
 
     ``shard`` is the tensor's spec (``param_meta(p).tp_shard``; None: replicated). Collective over the
-    TP group; for checks and checkpoints, not the training step.
+    TP group; for checks, checkpoints and Muon's whole-matrix updates.
     """
     if shard is None or group.size == 1:
         return local.detach().clone()
