@@ -177,13 +177,27 @@ def nvfp4_quantize(x: torch.Tensor, rounding: str = "even", generator: Optional[
     ``amax / (6 * 448)``. The elements are ``x * ((1 / tensor scale) / block scale)`` cast with saturation,
     the product NVIDIA's and torchao's kernels form (a quotient would round differently)."""
     blocks = _blocks(x.float(), NVFP4_BLOCK)  # [..., n/16, 16]
-    tensor_scale = blocks.abs().amax() / (E2M1.max_value * E4M3.max_value)
-    tensor_scale = torch.where(tensor_scale > 0, tensor_scale, torch.ones_like(tensor_scale))
-    wanted = blocks.abs().amax(dim=-1) / E2M1.max_value / tensor_scale  # [..., n/16]
+    tensor_scale = nvfp4_tensor_scale(blocks.abs().amax())
+    elements, block_scale = nvfp4_cast_blocks(blocks, tensor_scale, rounding, generator)
+    return elements.reshape(x.shape), block_scale, tensor_scale
+
+
+def nvfp4_tensor_scale(amax: torch.Tensor) -> torch.Tensor:
+    """NVFP4's fp32 per-tensor scale from the tensor's amax: ``amax / (6 * 448)`` (1 for an all-zero tensor)."""
+    tensor_scale = amax / (E2M1.max_value * E4M3.max_value)
+    return torch.where(tensor_scale > 0, tensor_scale, torch.ones_like(tensor_scale))
+
+
+def nvfp4_cast_blocks(blocks: torch.Tensor, tensor_scale: torch.Tensor, rounding: str = "even",
+                      generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """NVFP4's cast of ``blocks`` ``[..., blocks, block]`` (16 elements in the format; any block a recipe forms,
+    such as 16 x 16 weight tiles flattened): the E2M1 elements ``[..., blocks, block]`` and each block's E4M3
+    scale ``[..., blocks]`` under ``tensor_scale``."""
+    wanted = blocks.abs().amax(dim=-1) / E2M1.max_value / tensor_scale  # [..., blocks]
     block_scale = E4M3.quantize(wanted.clamp(min=E4M3_TINY, max=E4M3.max_value))
     elements = E2M1.quantize(blocks * ((1.0 / tensor_scale) / block_scale)[..., None], rounding=rounding,
                              generator=generator)
-    return elements.reshape(x.shape), block_scale, tensor_scale
+    return elements, block_scale
 
 
 def nvfp4_dequantize(elements: torch.Tensor, block_scale: torch.Tensor, tensor_scale: torch.Tensor) -> torch.Tensor:

@@ -42,6 +42,7 @@ whole blocks (checked when the model is built).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -50,8 +51,8 @@ import torch.distributed as dist
 from torch import nn
 
 from core.parallel_state import Group
-from core.quantization.formats import (E2M1, E4M3, E4M3_TINY, E5M2, MX_BLOCK, NVFP4_BLOCK, FloatFormat,
-                                      hif8_quantize, mx_dequantize, mx_quantize)
+from core.quantization.formats import (E2M1, E4M3, E5M2, MX_BLOCK, NVFP4_BLOCK, FloatFormat, hif8_quantize,
+                                      mx_dequantize, mx_quantize, nvfp4_cast_blocks, nvfp4_tensor_scale)
 from core.quantization.fp8_gemm import (AUTO, EMULATED, GEMM_BACKENDS, PRODUCTS, SCALED_MM, GemmChoice, Pair,
                                         Quantised, choose_backend, scaled_mm_refusal, scaled_mm_refused)
 from core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
@@ -212,11 +213,8 @@ def quantize_along(t: torch.Tensor, reduce_dim: int, recipe: Fp8Recipe, role: st
     elif recipe.recipe == "rowwise":
         amax = _max_over(moved.abs().amax(dim=1, keepdim=True), group if tensor_split == reduce_dim else None)
         out = _scaled_cast(moved, amax, fmt, power_of_two=True)  # scales [rows, 1]
-    elif recipe.recipe == "mxfp8":  # the tokens of a wgrad may end in a partial block: zeros fill it
-        blocks, pad = _tiles(moved, MX_BLOCK)
-        elements, scales = mx_quantize(blocks.reshape(moved.size(0), -1), fmt)
-        values = mx_dequantize(elements, scales)
-        out = Quantised(values[:, :values.size(1) - pad] if pad else values, None, fmt)
+    elif recipe.recipe == "mxfp8":
+        out = Quantised(_mx_values(moved, fmt, "even"), None, fmt)
     else:  # blockwise: 1 x 128 tiles of inputs and gradients, 128 x 128 blocks of weights
         out = Quantised(_blockwise(moved, fmt, weight=role == WEIGHT), None, fmt)
     return out if reduce_dim == 1 else out.t()
@@ -234,24 +232,16 @@ def _fp4(t: torch.Tensor, recipe: Fp8Recipe, role: str, group: Optional[Group]) 
     """
     rounding = "stochastic" if role == GRAD else "even"
     if recipe.recipe == "mxfp4":
-        blocks, pad = _tiles(t, MX_BLOCK)
-        elements, scales = mx_quantize(blocks.reshape(t.size(0), -1), E2M1, rounding=rounding)
-        values = mx_dequantize(elements, scales)
-        return values[:, :values.size(1) - pad] if pad else values
-    amax = _max_over(t.abs().amax(), group)
-    tensor_scale = amax / (E2M1.max_value * E4M3.max_value)
-    tensor_scale = torch.where(tensor_scale > 0, tensor_scale, torch.ones_like(tensor_scale))
+        return _mx_values(t, E2M1, rounding)
+    tensor_scale = nvfp4_tensor_scale(_max_over(t.abs().amax(), group))
     rows, columns = t.shape
     if role == WEIGHT:  # [rows/16, 16, columns/16, 16] -> [rows/16, columns/16, 256]: 16 x 16 blocks
         blocks = t.reshape(rows // NVFP4_BLOCK, NVFP4_BLOCK, columns // NVFP4_BLOCK, NVFP4_BLOCK).transpose(1, 2)
         blocks = blocks.reshape(rows // NVFP4_BLOCK, columns // NVFP4_BLOCK, -1)
     else:
         blocks, pad = _tiles(t, NVFP4_BLOCK)  # [rows, n/16, 16]
-    block_scale = E4M3.quantize((blocks.abs().amax(dim=-1) / E2M1.max_value / tensor_scale).clamp(
-        min=E4M3_TINY, max=E4M3.max_value))  # [..., blocks]
-    scale = block_scale * tensor_scale
-    values = E2M1.quantize(blocks * ((1.0 / tensor_scale) / block_scale)[..., None], rounding=rounding)
-    values = values * scale[..., None]
+    elements, block_scale = nvfp4_cast_blocks(blocks, tensor_scale, rounding)  # scales [..., blocks]
+    values = elements * (block_scale * tensor_scale)[..., None]
     if role == WEIGHT:
         values = values.reshape(rows // NVFP4_BLOCK, columns // NVFP4_BLOCK, NVFP4_BLOCK, NVFP4_BLOCK)
         return values.transpose(1, 2).reshape(rows, columns)
@@ -259,8 +249,18 @@ def _fp4(t: torch.Tensor, recipe: Fp8Recipe, role: str, group: Optional[Group]) 
     return values[:, :values.size(1) - pad] if pad else values
 
 
+def _mx_values(t: torch.Tensor, fmt: FloatFormat, rounding: str) -> torch.Tensor:
+    """``t`` ``[rows, reduction]`` in OCP MX blocks of 32 along the reduction with E8M0 scales, dequantised (the
+    tokens of a wgrad may end in a partial block: zeros fill it)."""
+    blocks, pad = _tiles(t, MX_BLOCK)
+    values = mx_dequantize(*mx_quantize(blocks.reshape(t.size(0), -1), fmt, rounding=rounding))
+    return values[:, :values.size(1) - pad] if pad else values
+
+
+@functools.lru_cache(maxsize=None)
 def hadamard_signs(device: torch.device) -> torch.Tensor:
-    """The random Hadamard transform ``H diag(signs) / 4`` ``[16, 16]`` (orthogonal): the same on every rank."""
+    """The random Hadamard transform ``H diag(signs) / 4`` ``[16, 16]`` (orthogonal): the same on every rank; made
+    once per device (every FP4 backward uses it; callers must not modify it)."""
     hadamard = torch.ones(1, 1)
     while hadamard.size(0) < HADAMARD_SIZE:  # Sylvester's construction
         hadamard = torch.cat([torch.cat([hadamard, hadamard], 1), torch.cat([hadamard, -hadamard], 1)], 0)

@@ -153,20 +153,9 @@ class Fp8Linears(ModelTransform):
     def load_base(self, models: Sequence[nn.Module], content: Dict[str, Any], path: str) -> bool:
         """The checkpoint's delayed-scaling histories into this run's linears (the weights: the trainer's)."""
         record = content.get(DELAYED_RECORD)
-        if record is None:
-            return False
-        for chunk, name, linear_state in self._states(models):
-            saved = record.get(chunk, {}).get(name)
-            if saved is None:
-                raise ArgumentError(f"{path}: no FP8 amax history for {name}; resume with the run's layers in FP8 "
-                                    "(--first-last-layers-bf16 and its counts as saved)")
-            device = next(models[int(chunk)].parameters()).device
-            try:
-                linear_state.load_state_dict(saved, device)
-            except ValueError as error:
-                raise ArgumentError(f"{path}: {name}: {error}") from None
+        if record is not None:
+            self._load_histories(models, lambda chunk, name: record.get(chunk, {}).get(name), path)
         return False
-
 
     def dist_state(self, models: Sequence[nn.Module]) -> Dict[str, torch.Tensor]:
         """Each delayed-scaling linear's history, scales and update count under its (global) name: the same on
@@ -181,15 +170,24 @@ class Fp8Linears(ModelTransform):
     def load_dist_state(self, models: Sequence[nn.Module], loaded: Dict[str, torch.Tensor], path: str) -> None:
         """The histories into this run's linears; a checkpoint with none (a run without delayed scaling) leaves
         them new."""
-        if not loaded:
-            return
-        for chunk, name, linear_state in self._states(models):
+        def saved_of(_chunk: str, name: str) -> Optional[Dict[str, torch.Tensor]]:
             fields = {field: loaded.get(f"{DELAYED_RECORD}.{name}.{field}") for field in DELAYED_FIELDS}
-            if any(value is None for value in fields.values()):
+            return None if any(value is None for value in fields.values()) else fields
+
+        if loaded:
+            self._load_histories(models, saved_of, path)
+
+    def _load_histories(self, models: Sequence[nn.Module],
+                        saved_of: Callable[[str, str], Optional[Dict[str, torch.Tensor]]], path: str) -> None:
+        """Each delayed-scaling linear's state from ``saved_of(chunk, name)`` (None: the checkpoint of ``path``
+        lacks it, a one-line error), whichever format held it."""
+        for chunk, name, linear_state in self._states(models):
+            saved = saved_of(chunk, name)
+            if saved is None:
                 raise ArgumentError(f"{path}: no FP8 amax history for {name}; resume with the run's layers in FP8 "
                                     "(--first-last-layers-bf16 and its counts as saved)")
             try:
-                linear_state.load_state_dict(fields, next(models[int(chunk)].parameters()).device)
+                linear_state.load_state_dict(saved, next(models[int(chunk)].parameters()).device)
             except ValueError as error:
                 raise ArgumentError(f"{path}: {name}: {error}") from None
 
