@@ -903,7 +903,8 @@ def _refuse_context_parallel_features(args: argparse.Namespace, algo: str) -> No
                     ("--attn-logit-softcapping", args.attn_logit_softcapping is not None, other),
                     (f"--softmax-type {args.softmax_type}", args.softmax_type != "vanilla", other),
                     (f"--attention-dropout {args.attention_dropout}", args.attention_dropout > 0,
-                     other + ", or --attention-dropout 0")]
+                     other + ", or --attention-dropout 0"),
+                    ("--qk-clip (its per-head logit records)", args.qk_clip, other)]
     for feature, wanted, hint in refused:
         if wanted:
             raise ArgumentError(f"{feature} is not supported with --context-parallel-size "
@@ -1338,9 +1339,6 @@ def _check_data_parallel(args: argparse.Namespace) -> None:
         raise ArgumentError("--hsdp-replicate-size needs --use-torch-fsdp2 or --use-torch-fsdp")
     if args.optimizer == "muon":
         _check_muon(args)
-    if args.qk_clip and args.context_parallel_size > 1 and args.context_parallel_algo in (RING, HYBRID):
-        raise ArgumentError(f"--qk-clip records each head's largest logit, which the ring of --context-parallel-algo "
-                            f"{args.context_parallel_algo} does not give; use ulysses_cp_algo or kvallgather_cp_algo")
     if args.ddp_bucket_size is not None and args.ddp_bucket_size <= 0:
         raise ArgumentError(f"--ddp-bucket-size {args.ddp_bucket_size} must be positive")
     _check_precision_aware(args)

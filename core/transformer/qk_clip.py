@@ -60,7 +60,7 @@ def record_max_logits(owner: nn.Module, q: torch.Tensor, k: torch.Tensor, allowe
     found = max_logits(q, k, allowed, scale)
     record = getattr(owner, "max_logits", None)
     if record is None:
-        record = torch.full((owner.local_heads,), float("-inf"), device=q.device)
+        record = _no_record(owner, q.device)
     part = record[first_head:first_head + found.numel()]
     part.copy_(torch.maximum(part, found))
     owner.max_logits = record
@@ -105,8 +105,7 @@ class QkClip:
             heads = whole[:, offset:offset + record.numel()].reshape(-1)  # [heads]: TP ranks in order
             offset += record.numel()
             maxima.append(heads)
-            eta = torch.clamp(self.threshold / heads, max=1.0)  # -inf (no record) and small logits: 1
-            eta = torch.where(heads > self.threshold, eta, torch.ones_like(eta))
+            eta = torch.where(heads > self.threshold, self.threshold / heads, torch.ones_like(heads))  # else 1
             if bool((eta < 1.0).any()):
                 result += module.qk_clip_rows(eta, self.alpha)
             module.max_logits = None
@@ -121,10 +120,12 @@ class QkClip:
     @staticmethod
     def _record(module: nn.Module) -> torch.Tensor:
         record = getattr(module, "max_logits", None)
-        if record is None:
-            device = next(module.parameters()).device
-            record = torch.full((module.local_heads,), float("-inf"), device=device)
-        return record.float()
+        return (record if record is not None else _no_record(module, next(module.parameters()).device)).float()
+
+
+def _no_record(owner: nn.Module, device: torch.device) -> torch.Tensor:
+    """A record of no logits yet: ``-inf`` per local head of ``owner``."""
+    return torch.full((owner.local_heads,), float("-inf"), device=device)
 
 
 def local_rows(full: torch.Tensor, param: nn.Parameter, tp_rank: int, tp: int) -> torch.Tensor:
