@@ -62,7 +62,10 @@ def test_gradients_round_stochastically_and_without_bias(recipe: Fp8Recipe) -> N
     nearest, the same every time."""
     values = torch.full((4, 64), 0.7)  # between E2M1's 0.5 and 1 after any power-of-two block scale
     values[:, ::16] = 4.0  # sets each block's amax
-    draws = torch.stack([quantize_along(values, 1, recipe, GRAD).dequantised() for _ in range(400)])
+    # seeded, and enough draws that 5 % of 0.7 is over 6 standard deviations of a mean (0.5 * sqrt(0.24 / 2000)):
+    # with 400 the 240 elements at 0.7 each missed by 3 sigma now and then, depending on the RNG's state
+    torch.manual_seed(11)
+    draws = torch.stack([quantize_along(values, 1, recipe, GRAD).dequantised() for _ in range(2000)])
     assert draws[:, 0, 1].unique().numel() == 2
     torch.testing.assert_close(draws.mean(dim=0), values, rtol=0.05, atol=0)
     inputs = torch.stack([quantize_along(values, 1, recipe, INPUT).dequantised() for _ in range(3)])
